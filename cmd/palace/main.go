@@ -1,0 +1,58 @@
+// Command palace is Palace's all-in-one server and command-line tool:
+//
+//	palace serve      every service in one process on one port
+//	palace rules ...  legal moves, perft, boards and adjudication
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: palace <command> [flags]
+
+commands:
+  serve   run every Palace service in one process (default localhost:8080)
+  rules   rules tools: moves, perft, show, adjudicate
+  health  check a server's gRPC health (for container health checks)
+
+Run "palace <command> -h" for the flags of a command.
+`
+
+// Exit codes: 0 success, 1 failure at run time, 2 bad usage or input.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], stderr)
+	case "health":
+		return runHealth(ctx, args[1:], stdout, stderr)
+	case "rules":
+		return runRules(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "palace: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}

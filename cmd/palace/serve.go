@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/services/ai"
+	"github.com/palacehq/palace/services/clock"
+	"github.com/palacehq/palace/services/game"
+	"github.com/palacehq/palace/services/matchmaking"
+	"github.com/palacehq/palace/services/rules"
+)
+
+// serveOptions lets tests learn the address of a server listening on
+// port 0.
+type serveOptions struct {
+	onServing func(addr string)
+}
+
+func runServe(ctx context.Context, args []string, stderr io.Writer) int {
+	return serve(ctx, args, stderr, serveOptions{})
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions) int {
+	fs := flag.NewFlagSet("palace serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := app.Config{EmbeddedRedis: true}
+	cfg.RegisterFlags(fs, "localhost:8080")
+	var gm game.Config
+	gm.RegisterFlags(fs)
+	var mm matchmaking.Config
+	mm.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	err := app.Run(ctx, app.Options{
+		Name:   "palace",
+		Config: cfg,
+		// Every service binds exactly as its own daemon does; peers are
+		// reached through this process's own port.
+		Services: []app.Binder{
+			rules.Bind(),
+			game.Bind(gm),
+			clock.Bind(clock.Config{}),
+			matchmaking.Bind(mm),
+			ai.Bind(),
+		},
+		LogOutput: stderr,
+		OnServing: so.onServing,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "palace serve:", err)
+		return exitFail
+	}
+	return exitOK
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+)
+
+var palaceServices = []string{
+	"palace.ai.v1.AIService",
+	"palace.clock.v1.ClockService",
+	"palace.game.v1.GameService",
+	"palace.matchmaking.v1.MatchmakingService",
+	"palace.rules.v1.RulesService",
+}
+
+// startServe runs `palace serve` in this process on a free port with its
+// in-process Redis and returns its address; the server stops when the
+// test ends and must have stopped cleanly.
+func startServe(t *testing.T, extra ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan string, 1)
+	var logs syncBuffer
+	done := make(chan int, 1)
+	args := append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...)
+	go func() {
+		done <- serve(ctx, args, &logs, serveOptions{onServing: func(a string) { addrc <- a }})
+	}()
+	select {
+	case addr := <-addrc:
+		t.Cleanup(func() {
+			cancel()
+			select {
+			case code := <-done:
+				if code != exitOK {
+					t.Errorf("palace serve exited %d at stop; logs:\n%s", code, logs.String())
+				}
+			case <-time.After(15 * time.Second):
+				t.Error("palace serve did not stop within 15s")
+			}
+		})
+		return addr
+	case code := <-done:
+		cancel()
+		t.Fatalf("palace serve exited %d before serving; logs:\n%s", code, logs.String())
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatal("palace serve did not start within 20s")
+	}
+	return ""
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServeListsEveryServiceOverReflection(t *testing.T) {
+	addr := startServe(t)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := reflectpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		got = append(got, s.GetName())
+	}
+	want := append(slices.Clone(palaceServices), "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection")
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("reflection does not list %s; got %v", w, got)
+		}
+	}
+	// Health over native gRPC, for each service by its full name.
+	hc := healthpb.NewHealthClient(cc)
+	for _, svc := range palaceServices {
+		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("gRPC health of %s: %v %v", svc, r.GetStatus(), err)
+		}
+	}
+}
+
+func TestServeAnswersHealthOverConnect(t *testing.T) {
+	addr := startServe(t)
+	for _, svc := range palaceServices {
+		t.Run(svc, func(t *testing.T) {
+			body := `{"service":"` + svc + `"}`
+			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Connect-Protocol-Version", "1")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			var got struct{ Status string }
+			if err := json.Unmarshal(raw, &got); err != nil || resp.StatusCode != http.StatusOK || got.Status != "SERVING" {
+				t.Fatalf("HTTP %d %s (%v), want SERVING", resp.StatusCode, raw, err)
+			}
+		})
+	}
+	// An unknown service is NotFound, so the check above can fail.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", strings.NewReader(`{"service":"palace.nope.v1.Nope"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Fatal("health of an unknown service answered 200")
+	}
+}
+
+func TestServeExportsMetrics(t *testing.T) {
+	addr := startServe(t)
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), "go_goroutines") {
+		t.Fatalf("HTTP %d, body without go_goroutines", resp.StatusCode)
+	}
+}
+
+func TestServeRejectsBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{name: "unknown flag", args: []string{"--nope"}, want: exitUsage},
+		{name: "bad log level", args: []string{"--log-level", "loud", "--listen", "127.0.0.1:0"}, want: exitFail},
+		{name: "bad listen", args: []string{"--listen", "nohostport"}, want: exitFail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if got := serve(context.Background(), tt.args, &out, serveOptions{}); got != tt.want {
+				t.Fatalf("exit %d, want %d; output:\n%s", got, tt.want, out.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,109 @@
+// Package apierr carries domain errors from below the handlers to the gRPC
+// edge, where one table maps them to status codes. Handlers never build
+// statuses from raw errors: internal detail is logged once and clients get
+// a short message.
+package apierr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Code classifies an error for the client.
+type Code uint8
+
+const (
+	Internal Code = iota
+	Invalid
+	NotFound
+	AlreadyExists
+	Precondition
+	// Conflict is a lost compare-and-set (stale version): retry after
+	// reading the current state.
+	Conflict
+	PermissionDenied
+	Unauthenticated
+	OutOfRange
+	Unavailable
+	ResourceExhausted
+)
+
+var grpcCodes = map[Code]codes.Code{
+	Internal:          codes.Internal,
+	Invalid:           codes.InvalidArgument,
+	NotFound:          codes.NotFound,
+	AlreadyExists:     codes.AlreadyExists,
+	Precondition:      codes.FailedPrecondition,
+	Conflict:          codes.Aborted,
+	PermissionDenied:  codes.PermissionDenied,
+	Unauthenticated:   codes.Unauthenticated,
+	OutOfRange:        codes.OutOfRange,
+	Unavailable:       codes.Unavailable,
+	ResourceExhausted: codes.ResourceExhausted,
+}
+
+// Error is a domain error with a code and a message fit for clients.
+type Error struct {
+	Code Code
+	Msg  string
+	// Err is the cause, if any; it is not shown to clients.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil && e.Msg == "" {
+		return e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// New returns an error of the given code with a formatted message.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Wrap gives err a code; its own text becomes the client message, so only
+// wrap errors whose text is meant for clients (rules errors, validation).
+func Wrap(code Code, err error) *Error {
+	return &Error{Code: code, Msg: err.Error(), Err: err}
+}
+
+// CodeOf returns the code of the first *Error in err's chain; context
+// errors map to their natural codes; anything else is Internal.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// ToStatus converts err for the wire. Internal errors are logged with
+// their detail and reach the client as "internal error".
+func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "request cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+	}
+	var e *Error
+	if errors.As(err, &e) && e.Code != Internal {
+		return status.Error(grpcCodes[e.Code], e.Msg)
+	}
+	log.ErrorContext(ctx, "internal error", "err", err)
+	return status.Error(codes.Internal, "internal error")
+}

@@ -1,0 +1,47 @@
+package apierr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/logging"
+)
+
+func TestToStatus(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		wantCode codes.Code
+		wantMsg  string
+	}{
+		{name: "nil", err: nil, wantCode: codes.OK},
+		{name: "invalid", err: New(Invalid, "move %s: bad", "x"), wantCode: codes.InvalidArgument, wantMsg: "move x: bad"},
+		{name: "wrapped deeper", err: fmt.Errorf("layer: %w", New(NotFound, "game g1 not found")), wantCode: codes.NotFound, wantMsg: "game g1 not found"},
+		{name: "conflict", err: New(Conflict, "stale version"), wantCode: codes.Aborted, wantMsg: "stale version"},
+		{name: "internal hides detail", err: errors.New("redis: connection refused at 10.1.2.3"), wantCode: codes.Internal, wantMsg: "internal error"},
+		{name: "cancelled context", err: fmt.Errorf("read: %w", context.Canceled), wantCode: codes.Canceled, wantMsg: "request cancelled"},
+		{name: "status passes through", err: status.Error(codes.Unavailable, "down"), wantCode: codes.Unavailable, wantMsg: "down"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := status.Convert(ToStatus(context.Background(), logging.Discard(), tt.err))
+			if st.Code() != tt.wantCode || st.Message() != tt.wantMsg {
+				t.Fatalf("got %v %q, want %v %q", st.Code(), st.Message(), tt.wantCode, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestCodeOf(t *testing.T) {
+	if CodeOf(Wrap(Precondition, errors.New("x"))) != Precondition {
+		t.Fatal("Wrap lost its code")
+	}
+	if CodeOf(errors.New("plain")) != Internal {
+		t.Fatal("plain error is not Internal")
+	}
+}

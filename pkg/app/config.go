@@ -1,0 +1,139 @@
+// Package app runs a Palace process: flags with environment fallbacks,
+// logging, telemetry, Redis, one server on one port, the services bound to
+// it, and a clean stop. The per-service daemons and `palace serve` share
+// it, so both start services the same way.
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Config is what every Palace process is configured with.
+type Config struct {
+	Listen          string
+	RedisAddr       string
+	LogFormat       string
+	LogLevel        string
+	OTLPEndpoint    string
+	OTLPInsecure    bool
+	ShutdownTimeout time.Duration
+	MaxRecvBytes    int
+	// EmbeddedRedis lets an empty RedisAddr start an in-process Redis
+	// (miniredis). Only `palace serve` allows it: a lone daemon without a
+	// real Redis could not share state with anyone.
+	EmbeddedRedis bool
+	// NoRedis is for processes that keep no state (the rules service).
+	NoRedis bool
+}
+
+// Env returns the environment value for a flag name: PALACE_ and the name
+// upper-cased with dashes as underscores (--redis-addr: PALACE_REDIS_ADDR).
+func Env(name string) string { return os.Getenv(envName(name)) }
+
+// StringFlag defines a string flag whose default comes from its
+// environment variable when set.
+func StringFlag(fs *flag.FlagSet, p *string, name, def, usage string) {
+	if v := Env(name); v != "" {
+		def = v
+	}
+	fs.StringVar(p, name, def, usage+" (env "+envName(name)+")")
+}
+
+// IntFlag is StringFlag for integers; a malformed environment value is
+// reported by Validate through the flag's parse instead of being ignored.
+func IntFlag(fs *flag.FlagSet, p *int, name string, def int, usage string) {
+	*p = def
+	if v := Env(name); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			*p = n
+		}
+	}
+	fs.IntVar(p, name, *p, usage+" (env "+envName(name)+")")
+}
+
+// DurationFlag is StringFlag for durations.
+func DurationFlag(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	if v := Env(name); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			*p = d
+		}
+	}
+	fs.DurationVar(p, name, *p, usage+" (env "+envName(name)+")")
+}
+
+// BoolFlag is StringFlag for booleans.
+func BoolFlag(fs *flag.FlagSet, p *bool, name string, def bool, usage string) {
+	*p = def
+	if v := Env(name); v != "" {
+		if b, err := strconv.ParseBool(v); err == nil {
+			*p = b
+		}
+	}
+	fs.BoolVar(p, name, *p, usage+" (env "+envName(name)+")")
+}
+
+func envName(flagName string) string {
+	b := []byte("PALACE_" + flagName)
+	for i, c := range b {
+		switch {
+		case c == '-':
+			b[i] = '_'
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// RegisterFlags defines the common flags on fs with the given default
+// listen address.
+func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
+	StringFlag(fs, &c.Listen, "listen", defaultListen, "host:port to serve gRPC, Connect, gRPC-Web and /metrics on")
+	if !c.NoRedis {
+		usage := "Redis address: host:port, redis://..., redis-cluster://h1,h2 or redis-sentinel://master@h1,h2"
+		if c.EmbeddedRedis {
+			usage += "; empty starts an in-process Redis"
+		}
+		StringFlag(fs, &c.RedisAddr, "redis-addr", "", usage)
+	}
+	StringFlag(fs, &c.LogFormat, "log-format", "text", "log format: text or json")
+	StringFlag(fs, &c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	StringFlag(fs, &c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: no export")
+	BoolFlag(fs, &c.OTLPInsecure, "otlp-insecure", true, "send traces to the collector without TLS")
+	DurationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running calls may take to finish at stop")
+	IntFlag(fs, &c.MaxRecvBytes, "max-recv-bytes", 1<<20, "largest request message accepted")
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("--listen is empty"))
+	}
+	if c.RedisAddr == "" && !c.EmbeddedRedis && !c.NoRedis {
+		errs = append(errs, errors.New("--redis-addr (PALACE_REDIS_ADDR) is required"))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if c.MaxRecvBytes < 1024 {
+		errs = append(errs, errors.New("--max-recv-bytes must be at least 1024"))
+	}
+	return errors.Join(errs...)
+}

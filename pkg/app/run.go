@@ -1,0 +1,149 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/palacehq/palace/pkg/logging"
+	"github.com/palacehq/palace/pkg/redisx"
+	"github.com/palacehq/palace/pkg/server"
+	"github.com/palacehq/palace/pkg/telemetry"
+)
+
+// Runtime is what a service gets to bind itself to a process.
+type Runtime struct {
+	Log    *slog.Logger
+	Tel    *telemetry.Telemetry
+	Server *server.Server
+	Redis  redis.UniversalClient
+	// Addr is the address the process listens on; services in one
+	// process reach each other through it, over the same gRPC API a
+	// separate deployment uses.
+	Addr string
+}
+
+// Dial returns a client connection to target with tracing, so calls
+// between services join one trace. An empty target means this process.
+func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
+	if target == "" {
+		target = rt.Addr
+	}
+	cc, err := grpc.NewClient(target,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(
+			otelgrpc.WithTracerProvider(rt.Tel.Tracer),
+			otelgrpc.WithMeterProvider(rt.Tel.Meter),
+			otelgrpc.WithPropagators(rt.Tel.Propagator),
+		)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", target, err)
+	}
+	return cc, nil
+}
+
+// Binder binds one service to the process and returns what to close at
+// stop (may be nil).
+type Binder func(ctx context.Context, rt *Runtime) (closer func() error, err error)
+
+// Options name the process and what to run in it.
+type Options struct {
+	// Name is the service.name of telemetry and the logger's "service".
+	Name     string
+	Config   Config
+	Services []Binder
+	// LogOutput defaults to stderr.
+	LogOutput io.Writer
+	// OnServing, when set, is called with the listening address once every
+	// service is bound (tests use it with Listen "127.0.0.1:0").
+	OnServing func(addr string)
+}
+
+// Run starts everything, serves until ctx is cancelled, and then closes
+// in reverse order of creation.
+func Run(ctx context.Context, o Options) (err error) {
+	if err := o.Config.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	out := o.LogOutput
+	if out == nil {
+		out = os.Stderr
+	}
+	log := logging.New(out, o.Config.LogFormat, o.Config.LogLevel).With("service", o.Name)
+
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			err = errors.Join(err, closers[i]())
+		}
+	}()
+
+	tel, err := telemetry.New(ctx, telemetry.Config{ServiceName: o.Name, OTLPEndpoint: o.Config.OTLPEndpoint, OTLPInsecure: o.Config.OTLPInsecure})
+	if err != nil {
+		return err
+	}
+	closers = append(closers, func() error { return tel.Shutdown(context.Background()) })
+
+	var rdb redis.UniversalClient
+	if !o.Config.NoRedis {
+		if rdb, err = connectRedis(ctx, o.Config.RedisAddr, log, &closers); err != nil {
+			return err
+		}
+	}
+	srv := server.New(server.Config{Listen: o.Config.Listen, MaxRecvBytes: o.Config.MaxRecvBytes, ShutdownTimeout: o.Config.ShutdownTimeout}, log, tel)
+	lis, err := srv.Listen()
+	if err != nil {
+		return err
+	}
+	closers = append(closers, func() error {
+		if err := lis.Close(); err != nil && !isClosed(err) {
+			return err
+		}
+		return nil
+	})
+	rt := &Runtime{Log: log, Tel: tel, Server: srv, Redis: rdb, Addr: lis.Addr().String()}
+	for _, bind := range o.Services {
+		closer, err := bind(ctx, rt)
+		if err != nil {
+			return err
+		}
+		if closer != nil {
+			closers = append(closers, closer)
+		}
+	}
+	if o.OnServing != nil {
+		o.OnServing(rt.Addr)
+	}
+	return srv.Serve(ctx, lis)
+}
+
+// connectRedis connects to addr, or starts an in-process Redis when addr
+// is empty (Validate allows that only with EmbeddedRedis).
+func connectRedis(ctx context.Context, addr string, log *slog.Logger, closers *[]func() error) (redis.UniversalClient, error) {
+	if addr == "" {
+		mr := miniredis.NewMiniRedis()
+		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("in-process redis: %w", err)
+		}
+		*closers = append(*closers, func() error { mr.Close(); return nil })
+		addr = mr.Addr()
+		log.Warn("no --redis-addr given: started an in-process Redis (miniredis); state is lost at exit", "redis_addr", addr)
+	}
+	rdb, err := redisx.New(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	*closers = append(*closers, rdb.Close)
+	log.Info("connected to redis", "redis_addr", addr)
+	return rdb, nil
+}

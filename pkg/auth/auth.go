@@ -1,0 +1,193 @@
+// Package auth issues and verifies Palace credentials: compact signed
+// tokens (HMAC-SHA256) carrying who the holder is and what they may do.
+// A Keyring signs with one key and verifies with all of its keys, so the
+// signing key can be rotated without logging anyone out: add the new key,
+// make it current, and drop the old one after the longest token lifetime.
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Errors returned by Verify; callers map them to Unauthenticated.
+var (
+	ErrMalformed  = errors.New("credential is malformed")
+	ErrBadSig     = errors.New("credential signature is invalid")
+	ErrExpired    = errors.New("credential has expired")
+	ErrUnknownKey = errors.New("credential was signed with an unknown key")
+)
+
+// Kind says what a token stands for.
+type Kind string
+
+const (
+	// KindSeat lets its holder act for one seat of one game.
+	KindSeat Kind = "seat"
+	// KindGuest is a player known only by a nickname.
+	KindGuest Kind = "guest"
+	// KindAccount is a player signed in with an identity provider.
+	KindAccount Kind = "account"
+)
+
+// Claims are the contents of a token.
+type Claims struct {
+	Kind    Kind   `json:"k"`
+	Subject string `json:"sub"`
+	// Name is the display name (guests, accounts).
+	Name string `json:"n,omitempty"`
+	// Game and Side are set for seat tokens; Side is "first" or "second".
+	Game      string `json:"g,omitempty"`
+	Side      string `json:"s,omitempty"`
+	IssuedAt  int64  `json:"iat"`
+	ExpiresAt int64  `json:"exp"`
+}
+
+// Expires returns the expiry as a time.
+func (c Claims) Expires() time.Time { return time.Unix(c.ExpiresAt, 0) }
+
+// Key is one HMAC key with its id.
+type Key struct {
+	ID     string
+	Secret []byte
+}
+
+// Keyring signs with Current and verifies with any key it holds.
+type Keyring struct {
+	current string
+	keys    map[string][]byte
+}
+
+// NewKeyring builds a keyring; the first key signs. Keys must have
+// distinct, non-empty ids and secrets of at least 32 bytes.
+func NewKeyring(keys ...Key) (*Keyring, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("keyring needs at least one key")
+	}
+	k := &Keyring{current: keys[0].ID, keys: make(map[string][]byte, len(keys))}
+	var errs []error
+	for _, key := range keys {
+		switch {
+		case key.ID == "" || strings.ContainsAny(key.ID, ".:"):
+			errs = append(errs, fmt.Errorf("key id %q must be non-empty without '.' or ':'", key.ID))
+		case len(key.Secret) < 32:
+			errs = append(errs, fmt.Errorf("key %q: secret must be at least 32 bytes", key.ID))
+		case k.keys[key.ID] != nil:
+			errs = append(errs, fmt.Errorf("key id %q appears twice", key.ID))
+		default:
+			k.keys[key.ID] = key.Secret
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// ParseKeys reads keys from "id:hexsecret,id2:hexsecret2", the format of
+// the --signing-keys flag; the first key signs.
+func ParseKeys(s string) ([]Key, error) {
+	var keys []Key
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, hx, ok := strings.Cut(part, ":")
+		if !ok {
+			return nil, fmt.Errorf("signing key %q: want id:hexsecret", id)
+		}
+		secret, err := hex.DecodeString(hx)
+		if err != nil {
+			return nil, fmt.Errorf("signing key %q: secret is not hex: %w", id, err)
+		}
+		keys = append(keys, Key{ID: id, Secret: secret})
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no signing keys given")
+	}
+	return keys, nil
+}
+
+// Strict decoding: a token has exactly one spelling, so it cannot be
+// altered without breaking its signature.
+var b64 = base64.RawURLEncoding.Strict()
+
+// Sign returns a token for c. Tokens look like "keyid.payload.signature".
+func (k *Keyring) Sign(c Claims) (string, error) {
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("encode claims: %w", err)
+	}
+	head := k.current + "." + b64.EncodeToString(payload)
+	return head + "." + b64.EncodeToString(mac(k.keys[k.current], head)), nil
+}
+
+// Verify checks a token's signature and expiry as of now.
+func (k *Keyring) Verify(token string, now time.Time) (Claims, error) {
+	if len(token) > 4096 {
+		return Claims{}, ErrMalformed
+	}
+	kid, rest, ok1 := strings.Cut(token, ".")
+	payload, sig, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 {
+		return Claims{}, ErrMalformed
+	}
+	secret, ok := k.keys[kid]
+	if !ok {
+		return Claims{}, ErrUnknownKey
+	}
+	got, err := b64.DecodeString(sig)
+	if err != nil {
+		return Claims{}, ErrMalformed
+	}
+	if !hmac.Equal(got, mac(secret, kid+"."+payload)) {
+		return Claims{}, ErrBadSig
+	}
+	raw, err := b64.DecodeString(payload)
+	if err != nil {
+		return Claims{}, ErrMalformed
+	}
+	var c Claims
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return Claims{}, ErrMalformed
+	}
+	if now.Unix() >= c.ExpiresAt {
+		return Claims{}, ErrExpired
+	}
+	return c, nil
+}
+
+func mac(secret []byte, msg string) []byte {
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte(msg))
+	return h.Sum(nil)
+}
+
+// KeyringFromConfig parses --signing-keys; empty means one random key,
+// which only suits a single process (tokens die with it), so the caller
+// is told to warn about it.
+func KeyringFromConfig(keys string) (ring *Keyring, ephemeral bool, err error) {
+	if strings.TrimSpace(keys) == "" {
+		secret := make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, false, fmt.Errorf("random signing key: %w", err)
+		}
+		ring, err := NewKeyring(Key{ID: "ephemeral", Secret: secret})
+		return ring, true, err
+	}
+	parsed, err := ParseKeys(keys)
+	if err != nil {
+		return nil, false, err
+	}
+	ring, err = NewKeyring(parsed...)
+	return ring, false, err
+}

@@ -1,0 +1,83 @@
+package deadline
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/palacehq/palace/pkg/redistest"
+)
+
+func TestIndexAgainstRealRedis(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	x, err := New(rdb, redistest.Prefix(t), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for s := range 4 {
+			rdb.Del(ctx, x.Key(s))
+		}
+	})
+	base := time.UnixMilli(1_900_000_000_000)
+	entries := []Entry{
+		{GameID: "a", At: base.Add(3 * time.Second)},
+		{GameID: "b", At: base.Add(1 * time.Second)},
+		{GameID: "c", At: base.Add(2 * time.Second)},
+		{GameID: "a", At: base.Add(5 * time.Second)},
+	}
+	for _, e := range entries {
+		if err := x.Add(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Add(ctx, e); err != nil { // twice is harmless
+			t.Fatal(err)
+		}
+	}
+	var due []Entry
+	var total int64
+	for s := range x.Shards() {
+		d, err := x.Due(ctx, s, base.Add(3*time.Second), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		due = append(due, d...)
+		n, _ := x.Pending(ctx, s)
+		total += n
+	}
+	if len(due) != 3 || total != 4 {
+		t.Fatalf("due %v (want 3 entries), pending %d (want 4)", due, total)
+	}
+	for _, e := range due {
+		if e.At.After(base.Add(3 * time.Second)) {
+			t.Fatalf("entry %v is not due", e)
+		}
+		if err := x.Remove(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := x.ShardOf("a")
+	next, ok, err := x.Next(ctx, s)
+	if err != nil || !ok || next.GameID != "a" || !next.At.Equal(base.Add(5*time.Second)) {
+		t.Fatalf("next = %v %v %v, want a at +5s", next, ok, err)
+	}
+}
+
+func TestParseMember(t *testing.T) {
+	for _, bad := range []string{"", "x", "|5", "g|", "g|x"} {
+		if _, err := ParseMember(bad); err == nil {
+			t.Errorf("ParseMember(%q) accepted", bad)
+		}
+	}
+	e, err := ParseMember("g1|1234")
+	if err != nil || e.GameID != "g1" || e.At.UnixMilli() != 1234 {
+		t.Fatalf("got %v %v", e, err)
+	}
+}
+
+func TestNewRejectsBadShardCount(t *testing.T) {
+	if _, err := New(nil, "", 0); err == nil {
+		t.Fatal("accepted 0 shards")
+	}
+}

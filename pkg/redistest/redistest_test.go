@@ -1,0 +1,128 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func noDocker(context.Context) bool { return false }
+
+func ping(t *testing.T, addr string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("ping %s: %v", addr, err)
+	}
+}
+
+func TestFindUsesREDIS_ADDRFirst(t *testing.T) {
+	f := Finder{
+		Getenv: env(map[string]string{"REDIS_ADDR": "10.0.0.1:7000"}),
+		LookPath: func(string) (string, error) {
+			t.Fatal("looked for a binary although REDIS_ADDR is set")
+			return "", nil
+		},
+		DockerUp: func(context.Context) bool { t.Fatal("asked Docker although REDIS_ADDR is set"); return false },
+	}
+	inst, err := f.Find(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.Addr != "10.0.0.1:7000" || inst.Source != FromEnv {
+		t.Fatalf("got %+v, want REDIS_ADDR's address", inst)
+	}
+	if err := inst.Stop(); err != nil {
+		t.Fatalf("Stop of an external server: %v", err)
+	}
+}
+
+func TestFindStartsBinaryWithoutDocker(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if DefaultFinder().Required() {
+			t.Fatal("REDISTEST_REQUIRE is set but redis-server is not on PATH")
+		}
+		t.Skip("redis-server not installed: apt-get install -y redis-server")
+	}
+	f := Finder{Getenv: env(nil), LookPath: exec.LookPath, DockerUp: noDocker}
+	inst, err := f.Find(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.Source != FromBinary {
+		t.Fatalf("source %q, want %q", inst.Source, FromBinary)
+	}
+	ping(t, inst.Addr)
+	if err := inst.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: inst.Addr, MaxRetries: -1})
+	defer c.Close()
+	if err := c.Ping(context.Background()).Err(); err == nil {
+		t.Fatal("server still answers after Stop")
+	}
+}
+
+func TestFindWithNothingSaysHowToGetRedis(t *testing.T) {
+	f := Finder{
+		Getenv:   env(nil),
+		LookPath: func(string) (string, error) { return "", exec.ErrNotFound },
+		DockerUp: noDocker,
+	}
+	_, err := f.Find(context.Background())
+	if !errors.Is(err, ErrNoRedis) {
+		t.Fatalf("err = %v, want ErrNoRedis", err)
+	}
+	for _, want := range []string{"REDIS_ADDR", "redis-server", "Docker"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q does not mention %s", err, want)
+		}
+	}
+}
+
+func TestRequired(t *testing.T) {
+	tests := []struct {
+		name string
+		val  string
+		want bool
+	}{
+		{name: "unset", val: "", want: false},
+		{name: "one", val: "1", want: true},
+		{name: "true", val: "true", want: true},
+		{name: "zero", val: "0", want: false},
+		{name: "garbage", val: "maybe", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Finder{Getenv: env(map[string]string{"REDISTEST_REQUIRE": tt.val})}
+			if got := f.Required(); got != tt.want {
+				t.Fatalf("Required() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClientReachesSharedServer(t *testing.T) {
+	c := Client(t)
+	p := Prefix(t)
+	ctx := context.Background()
+	if err := c.Set(ctx, p+"k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Del(ctx, p+"k")
+	if got := c.Get(ctx, p+"k").Val(); got != "v" {
+		t.Fatalf("got %q", got)
+	}
+	if Prefix(t) == p {
+		t.Fatal("two prefixes are equal")
+	}
+}

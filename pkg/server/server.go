@@ -1,0 +1,205 @@
+// Package server is the gRPC wiring every Palace service shares: health,
+// reflection, OpenTelemetry stats handlers, panic recovery, request
+// logging, message size limits, Connect and gRPC-Web on the same port
+// (through vanguard), Prometheus /metrics and graceful shutdown.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/vanguard/vanguardgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/palacehq/palace/pkg/telemetry"
+)
+
+// Config is the transport configuration of one listening port.
+type Config struct {
+	// Listen is the host:port to listen on.
+	Listen string
+	// MaxRecvBytes bounds one received message (default 1 MiB): requests
+	// larger than any valid command are refused before reaching a handler.
+	MaxRecvBytes int
+	// MaxSendBytes bounds one sent message (default 8 MiB).
+	MaxSendBytes int
+	// ShutdownTimeout bounds graceful shutdown before connections are cut
+	// (default 10 s).
+	ShutdownTimeout time.Duration
+}
+
+// Validate reports every problem of the configuration at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("listen address is empty"))
+	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen address %q: %w", c.Listen, err))
+	}
+	if c.MaxRecvBytes < 0 || c.MaxSendBytes < 0 {
+		errs = append(errs, errors.New("message size limits must not be negative"))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, errors.New("shutdown timeout must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxRecvBytes == 0 {
+		c.MaxRecvBytes = 1 << 20
+	}
+	if c.MaxSendBytes == 0 {
+		c.MaxSendBytes = 8 << 20
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// Server is one gRPC server with its HTTP front (Connect, gRPC-Web,
+// /metrics) on a single port.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	tel    *telemetry.Telemetry
+	grpc   *grpc.Server
+	health *health.Server
+	mux    *http.ServeMux
+
+	mu       sync.Mutex
+	services []string
+}
+
+// New builds a server; register services on it, then call Serve.
+func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
+	cfg = cfg.withDefaults()
+	log = log.With("component", "server")
+	g := grpc.NewServer(
+		grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(tel.Tracer),
+			otelgrpc.WithMeterProvider(tel.Meter),
+			otelgrpc.WithPropagators(tel.Propagator),
+		)),
+		grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)),
+		grpc.ChainStreamInterceptor(recoverStream(log), logStream(log)),
+		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
+		grpc.MaxSendMsgSize(cfg.MaxSendBytes),
+	)
+	h := health.NewServer()
+	healthpb.RegisterHealthServer(g, h)
+	reflection.Register(g)
+	s := &Server{cfg: cfg, log: log, tel: tel, grpc: g, health: h, mux: http.NewServeMux()}
+	s.mux.Handle("GET /metrics", tel.MetricsHandler())
+	return s
+}
+
+// RegisterService registers a gRPC service; its full name becomes a
+// health service name that reports SERVING while the server serves.
+func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	s.grpc.RegisterService(desc, impl)
+	s.mu.Lock()
+	s.services = append(s.services, desc.ServiceName)
+	s.mu.Unlock()
+	s.health.SetServingStatus(desc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+}
+
+// Handle adds a plain HTTP handler (web pages, debug endpoints) on the
+// same port. Patterns follow net/http.ServeMux.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Services lists the registered service names.
+func (s *Server) Services() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.services...)
+}
+
+// Listen opens the configured address.
+func (s *Server) Listen() (net.Listener, error) {
+	if err := s.cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("server config: %w", err)
+	}
+	lis, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	return lis, nil
+}
+
+// Serve serves on lis until ctx is cancelled, then drains: health turns
+// NOT_SERVING, new calls are refused, running calls get ShutdownTimeout to
+// finish. It returns nil after a clean shutdown.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	transcoder, err := vanguardgrpc.NewTranscoder(s.grpc)
+	if err != nil {
+		return fmt.Errorf("connect transcoder: %w", err)
+	}
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		switch {
+		case r.ProtoMajor == 2 && (ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+")):
+			s.grpc.ServeHTTP(w, r)
+		case r.Method == http.MethodPost || r.Header.Get("Connect-Protocol-Version") != "":
+			transcoder.ServeHTTP(w, r)
+		default:
+			s.mux.ServeHTTP(w, r)
+		}
+	})
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	hs := &http.Server{
+		Handler:           root,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	for _, name := range s.Services() {
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.log.Info("serving", "addr", lis.Addr().String(), "services", s.Services())
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "addr", lis.Addr().String())
+	s.health.Shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	// Streams never end by themselves: tell grpc-go's handlers to finish
+	// while the HTTP server waits for idle connections.
+	stopped := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(stopped) }()
+	err = hs.Shutdown(sctx)
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		s.grpc.Stop()
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err != nil {
+		_ = hs.Close()
+	}
+	return nil
+}

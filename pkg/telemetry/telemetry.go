@@ -1,0 +1,99 @@
+// Package telemetry sets up OpenTelemetry tracing and metrics for one
+// process. Nothing is installed globally: providers are handed to whoever
+// needs them, so several services in one process (palace serve) and
+// parallel tests never share hidden state.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Config says where traces go. Metrics are always served on /metrics.
+type Config struct {
+	// ServiceName is the OpenTelemetry service.name resource attribute.
+	ServiceName string
+	// OTLPEndpoint is a host:port of an OTLP/gRPC collector; empty turns
+	// trace export off (spans are still created so trace ids reach logs).
+	OTLPEndpoint string
+	// OTLPInsecure sends traces without TLS.
+	OTLPInsecure bool
+}
+
+// Telemetry holds the providers of one process.
+type Telemetry struct {
+	Tracer     trace.TracerProvider
+	Meter      metric.MeterProvider
+	Propagator propagation.TextMapPropagator
+	// Registry is the Prometheus registry behind /metrics; services may
+	// register their own collectors on it.
+	Registry *prometheus.Registry
+
+	shutdown []func(context.Context) error
+}
+
+// New builds the providers. Call Shutdown when the process stops.
+func New(ctx context.Context, cfg Config) (*Telemetry, error) {
+	res := resource.NewSchemaless(semconv.ServiceName(cfg.ServiceName))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	t := &Telemetry{
+		Meter:      mp,
+		Registry:   reg,
+		Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		shutdown:   []func(context.Context) error{mp.Shutdown},
+	}
+
+	topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if cfg.OTLPEndpoint != "" {
+		eopts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint)}
+		if cfg.OTLPInsecure {
+			eopts = append(eopts, otlptracegrpc.WithInsecure())
+		}
+		texp, err := otlptracegrpc.New(ctx, eopts...)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("otlp trace exporter: %w", err), t.Shutdown(ctx))
+		}
+		topts = append(topts, sdktrace.WithBatcher(texp))
+	}
+	tp := sdktrace.NewTracerProvider(topts...)
+	t.Tracer = tp
+	t.shutdown = append(t.shutdown, tp.Shutdown)
+	return t, nil
+}
+
+// MetricsHandler serves the registry in the Prometheus text format.
+func (t *Telemetry) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{Registry: t.Registry})
+}
+
+// Shutdown flushes and stops the providers, newest first.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	var errs []error
+	for i := len(t.shutdown) - 1; i >= 0; i-- {
+		errs = append(errs, t.shutdown[i](ctx))
+	}
+	t.shutdown = nil
+	return errors.Join(errs...)
+}

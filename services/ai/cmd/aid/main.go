@@ -1,0 +1,38 @@
+// Command aid runs the ai service alone, for scale-out deployments.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/services/ai"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "aid:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("aid", flag.ContinueOnError)
+	var cfg app.Config
+	cfg.RegisterFlags(fs, "localhost:8085")
+
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return app.Run(ctx, app.Options{Name: "ai", Config: cfg, Services: []app.Binder{ai.Bind()}})
+}

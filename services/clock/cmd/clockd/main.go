@@ -1,0 +1,39 @@
+// Command clockd runs the clock service alone, for scale-out deployments.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/services/clock"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "clockd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("clockd", flag.ContinueOnError)
+	var cfg app.Config
+	cfg.RegisterFlags(fs, "localhost:8083")
+	var svc clock.Config
+	svc.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return app.Run(ctx, app.Options{Name: "clock", Config: cfg, Services: []app.Binder{clock.Bind(svc)}})
+}

@@ -1,0 +1,40 @@
+// Command gamed runs the game service alone, for scale-out deployments.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/services/game"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "gamed:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("gamed", flag.ContinueOnError)
+	var cfg app.Config
+	cfg.RegisterFlags(fs, "localhost:8082")
+	var svc game.Config
+	svc.RegisterFlags(fs)
+
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return app.Run(ctx, app.Options{Name: "game", Config: cfg, Services: []app.Binder{game.Bind(svc)}})
+}

@@ -1,0 +1,107 @@
+// Package game binds the game service (palace.game.v1.GameService), the
+// single writer of live games, to a Palace process.
+package game
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/pkg/auth"
+	"github.com/palacehq/palace/pkg/clock"
+	"github.com/palacehq/palace/pkg/deadline"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/game/internal/handler"
+	"github.com/palacehq/palace/services/game/internal/hub"
+	"github.com/palacehq/palace/services/game/internal/store"
+)
+
+// Config configures the game service.
+type Config struct {
+	// KeyPrefix is prepended to every Redis key (several deployments or
+	// tests may share one Redis).
+	KeyPrefix string
+	// SigningKeys sign seat credentials: "id:hexsecret,...", the first
+	// signs, all verify (rotation). Empty: a random key for this process.
+	SigningKeys    string
+	SeatTTL        time.Duration
+	SetupTime      time.Duration
+	FirstMoveTime  time.Duration
+	Retention      time.Duration
+	LiveTTL        time.Duration
+	Heartbeat      time.Duration
+	DeadlineShards int
+	LagMaxPerMove  time.Duration
+	LagBank        time.Duration
+	LagRefill      time.Duration
+}
+
+// RegisterFlags defines the game service's flags.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	app.StringFlag(fs, &c.KeyPrefix, "key-prefix", "", "prefix of every Redis key")
+	app.StringFlag(fs, &c.SigningKeys, "seat-signing-keys", "", "seat credential keys id:hexsecret[,id:hexsecret]; first signs, all verify; empty: random, this process only")
+	app.DurationFlag(fs, &c.SeatTTL, "seat-ttl", 30*24*time.Hour, "lifetime of a seat credential")
+	app.DurationFlag(fs, &c.SetupTime, "setup-time", 60*time.Second, "default time for each Janggi formation choice")
+	app.DurationFlag(fs, &c.FirstMoveTime, "first-move-time", 60*time.Second, "default time for each side's first move in clocked games before the game is aborted")
+	app.DurationFlag(fs, &c.Retention, "retention", 30*24*time.Hour, "how long finished games stay readable")
+	app.DurationFlag(fs, &c.LiveTTL, "live-ttl", 30*24*time.Hour, "how long an unfinished game is kept after its last change")
+	app.DurationFlag(fs, &c.Heartbeat, "heartbeat", 15*time.Second, "heartbeat interval of idle event streams")
+	app.IntFlag(fs, &c.DeadlineShards, "deadline-shards", deadline.DefaultShards, "shards of the deadline index (must match the clock service)")
+	app.DurationFlag(fs, &c.LagMaxPerMove, "lag-max-per-move", time.Second, "most network lag credited to one move (0: no lag compensation)")
+	app.DurationFlag(fs, &c.LagBank, "lag-bank", 5*time.Second, "most lag credit a player can hold")
+	app.DurationFlag(fs, &c.LagRefill, "lag-refill", 500*time.Millisecond, "lag credit a player regains per move")
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	for name, d := range map[string]time.Duration{"seat-ttl": c.SeatTTL, "setup-time": c.SetupTime, "first-move-time": c.FirstMoveTime, "retention": c.Retention, "live-ttl": c.LiveTTL, "heartbeat": c.Heartbeat} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be positive", name))
+		}
+	}
+	if err := c.lag().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) lag() clock.LagPolicy {
+	return clock.LagPolicy{MaxPerMove: c.LagMaxPerMove, BankCap: c.LagBank, RefillPerMove: c.LagRefill}
+}
+
+// Bind registers the game service.
+func Bind(cfg Config) app.Binder {
+	return func(ctx context.Context, rt *app.Runtime) (func() error, error) {
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("game config: %w", err)
+		}
+		log := rt.Log.With("component", "game")
+		ring, ephemeral, err := auth.KeyringFromConfig(cfg.SigningKeys)
+		if err != nil {
+			return nil, fmt.Errorf("game: %w", err)
+		}
+		if ephemeral {
+			log.Warn("no --seat-signing-keys: seat credentials are signed with a random key and die with this process")
+		}
+		st := store.New(rt.Redis, store.Config{Prefix: cfg.KeyPrefix, LiveTTL: cfg.LiveTTL, Retention: cfg.Retention})
+		idx, err := deadline.New(rt.Redis, cfg.KeyPrefix, cfg.DeadlineShards)
+		if err != nil {
+			return nil, err
+		}
+		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard)
+		hd, err := handler.New(log, handler.Config{
+			SeatTTL: cfg.SeatTTL, SetupTime: cfg.SetupTime, FirstMoveTime: cfg.FirstMoveTime,
+			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat,
+		}, st, idx, h, ring, rt.Tel.Meter.Meter("palace/game"))
+		if err != nil {
+			_ = h.Close()
+			return nil, err
+		}
+		rt.Server.RegisterService(&gamev1.GameService_ServiceDesc, hd)
+		return h.Close, nil
+	}
+}

@@ -1,0 +1,676 @@
+// Package handler implements palace.game.v1.GameService: validation and
+// authorisation at the edge, then the model's commands committed through
+// the store with compare-and-set, idempotency and the deadline index.
+package handler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/auth"
+	"github.com/palacehq/palace/pkg/clock"
+	"github.com/palacehq/palace/pkg/deadline"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/pkg/rulespb"
+	"github.com/palacehq/palace/services/game/internal/hub"
+	"github.com/palacehq/palace/services/game/internal/model"
+	"github.com/palacehq/palace/services/game/internal/store"
+)
+
+// Limits on requests, checked before anything touches Redis.
+const (
+	MaxIDBytes        = 64
+	MaxRequestIDBytes = 128
+	MaxNameBytes      = 64
+	MaxPlayerIDBytes  = 128
+	MaxFENBytes       = 256
+	MaxMoveBytes      = 8
+	// commitAttempts bounds retries after losing a compare-and-set to
+	// another writer of the same game.
+	commitAttempts = 16
+)
+
+// Config tunes the handler.
+type Config struct {
+	SeatTTL          time.Duration
+	SetupTime        time.Duration
+	FirstMoveTime    time.Duration
+	Lag              clock.LagPolicy
+	Heartbeat        time.Duration
+	StreamBatch      int64
+	MaxStreamsPerPod int
+}
+
+// Handler serves the game service.
+type Handler struct {
+	gamev1.UnimplementedGameServiceServer
+	log     *slog.Logger
+	cfg     Config
+	store   *store.Store
+	index   *deadline.Index
+	hub     *hub.Hub
+	ring    *auth.Keyring
+	metrics metrics
+	streams chan struct{}
+}
+
+var _ gamev1.GameServiceServer = (*Handler)(nil)
+
+type metrics struct {
+	commits   metric.Int64Counter
+	conflicts metric.Int64Counter
+	latency   metric.Float64Histogram
+	streams   metric.Int64UpDownCounter
+}
+
+// New returns a handler.
+func New(log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *hub.Hub, ring *auth.Keyring, meter metric.Meter) (*Handler, error) {
+	var m metrics
+	var errs []error
+	var err error
+	m.commits, err = meter.Int64Counter("palace_game_commits_total", metric.WithDescription("game commands committed"))
+	errs = append(errs, err)
+	m.conflicts, err = meter.Int64Counter("palace_game_conflicts_total", metric.WithDescription("commits that lost a compare-and-set and were retried or refused"))
+	errs = append(errs, err)
+	m.latency, err = meter.Float64Histogram("palace_game_command_seconds", metric.WithDescription("game command latency"), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1))
+	errs = append(errs, err)
+	m.streams, err = meter.Int64UpDownCounter("palace_game_streams", metric.WithDescription("open event streams"))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("game metrics: %w", err)
+	}
+	if cfg.StreamBatch <= 0 {
+		cfg.StreamBatch = 100
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 15 * time.Second
+	}
+	if cfg.MaxStreamsPerPod <= 0 {
+		cfg.MaxStreamsPerPod = 50000
+	}
+	return &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreamsPerPod)}, nil
+}
+
+func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }
+
+func checkID(field, id string, limit int) error {
+	switch {
+	case id == "":
+		return apierr.New(apierr.Invalid, "%s: required", field)
+	case len(id) > limit:
+		return apierr.New(apierr.Invalid, "%s: longer than %d bytes", field, limit)
+	}
+	for _, r := range id {
+		if r <= ' ' || r == 0x7f || r == '{' || r == '}' || r == '|' {
+			return apierr.New(apierr.Invalid, "%s: contains a space, control character, brace or '|'", field)
+		}
+	}
+	return nil
+}
+
+// credential reads the seat credential of game id from the metadata.
+func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rules.Side, bool, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get("authorization")
+	if len(vals) == 0 {
+		return 0, false, nil
+	}
+	tok, ok := strings.CutPrefix(vals[0], "Bearer ")
+	if !ok {
+		return 0, false, apierr.New(apierr.Unauthenticated, "authorization: want \"Bearer <seat credential>\"")
+	}
+	c, err := h.ring.Verify(strings.TrimSpace(tok), now)
+	if err != nil {
+		return 0, false, apierr.New(apierr.Unauthenticated, "seat credential: %v", err)
+	}
+	if c.Kind != auth.KindSeat || c.Game != id {
+		return 0, false, apierr.New(apierr.PermissionDenied, "this credential is not for a seat of game %s", id)
+	}
+	switch c.Side {
+	case "first":
+		return rules.First, true, nil
+	case "second":
+		return rules.Second, true, nil
+	}
+	return 0, false, apierr.New(apierr.Unauthenticated, "seat credential: unknown side %q", c.Side)
+}
+
+func (h *Handler) seat(ctx context.Context, id string) (rules.Side, error) {
+	side, ok, err := h.credential(ctx, id, time.Now())
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, apierr.New(apierr.Unauthenticated, "a seat credential is required: send \"authorization: Bearer <token>\"")
+	}
+	return side, nil
+}
+
+type command struct {
+	id        string
+	requestID string
+	expected  uint64
+	run       func(st *model.State, now time.Time) (model.Change, error)
+	// respond builds the answer from the committed change.
+	respond func(ch model.Change, now time.Time) proto.Message
+	// decode reads a remembered answer.
+	decode func([]byte) (proto.Message, error)
+}
+
+// exec loads, runs and commits a command, retrying lost compare-and-sets,
+// and returns the (possibly remembered) answer.
+func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Message, error) {
+	start := time.Now()
+	defer func() {
+		h.metrics.latency.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("command", name)))
+	}()
+	for range commitAttempts {
+		l, err := h.store.Load(ctx, c.id, c.requestID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, apierr.New(apierr.NotFound, "game %s not found", c.id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if l.Previous != nil {
+			return c.decode(l.Previous)
+		}
+		if c.expected != 0 && c.expected != l.State.Version {
+			return nil, staleVersion(l.State.Version)
+		}
+		ch, err := c.run(l.State, l.Now)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := h.commit(ctx, l.State, ch, c, l.Now)
+		if errors.Is(err, errConflict) {
+			h.metrics.conflicts.Add(ctx, 1)
+			if c.expected != 0 {
+				return nil, staleVersion(l.State.Version + 1)
+			}
+			continue
+		}
+		return resp, err
+	}
+	return nil, apierr.New(apierr.Unavailable, "game %s is too busy: retry with the same request_id", c.id)
+}
+
+var errConflict = errors.New("version conflict")
+
+func staleVersion(current uint64) error {
+	return apierr.New(apierr.Conflict, "stale version: the game is at version %d; read it and retry", current)
+}
+
+// commit stores ch over prev. The new deadline is indexed before the
+// commit (so it can never be lost) and the replaced one removed after.
+func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change, c command, now time.Time) (proto.Message, error) {
+	var prevVersion uint64
+	if prev != nil {
+		prevVersion = prev.Version
+	}
+	model.Seal(ch, prevVersion, now)
+	var resp proto.Message
+	var raw []byte
+	reqID := c.requestID
+	if ch.Reply == nil && c.respond != nil {
+		resp = c.respond(ch, now)
+		var err error
+		if raw, err = proto.Marshal(resp); err != nil {
+			return nil, fmt.Errorf("encode answer: %w", err)
+		}
+	} else {
+		// A refused command that still changed the game (a late move ending
+		// it on time) remembers nothing: a retry sees the ended game.
+		reqID = ""
+	}
+	var oldWake int64
+	if prev != nil {
+		oldWake = prev.WakeMs
+	}
+	newWake := ch.State.WakeMs
+	if newWake != 0 && newWake != oldWake {
+		if err := h.index.Add(ctx, deadline.Entry{GameID: ch.State.ID, At: time.UnixMilli(newWake)}); err != nil {
+			return nil, err
+		}
+	}
+	res, err := h.store.Commit(ctx, prevVersion, ch, reqID, raw)
+	if err != nil {
+		return nil, err
+	}
+	switch res.Outcome {
+	case store.Duplicate:
+		return c.decode(res.Previous)
+	case store.Conflict:
+		return nil, errConflict
+	}
+	h.metrics.commits.Add(ctx, 1)
+	if oldWake != 0 && oldWake != newWake {
+		// Best effort: a left-over entry is only a stale wake-up that the
+		// sweeper will find changes nothing.
+		if err := h.index.Remove(ctx, deadline.Entry{GameID: ch.State.ID, At: time.UnixMilli(oldWake)}); err != nil {
+			h.log.WarnContext(ctx, "remove replaced deadline", "game", ch.State.ID, "err", err)
+		}
+	}
+	if ch.Reply != nil {
+		return nil, ch.Reply
+	}
+	return resp, nil
+}
+
+func decodeInto[T proto.Message](m T) func([]byte) (proto.Message, error) {
+	return func(b []byte) (proto.Message, error) {
+		if err := proto.Unmarshal(b, m); err != nil {
+			return nil, fmt.Errorf("decode remembered answer: %w", err)
+		}
+		return m, nil
+	}
+}
+
+func gameOf(ch model.Change, now time.Time) *gamev1.Game { return model.View(ch.State, nil, now) }
+
+func lastMove(ch model.Change) *gamev1.MoveRecord {
+	for i := len(ch.Events) - 1; i >= 0; i-- {
+		if m := ch.Events[i].GetMovePlayed(); m != nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// gameID derives a new game's id from its request: a retried CreateGame
+// finds the game it created, while two different requests that happen to
+// share a request_id still get two games.
+func gameID(req *gamev1.CreateGameRequest) string {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	sum := sha256.Sum256(b)
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:10]))
+}
+
+func sideText(s rules.Side) string {
+	if s == rules.First {
+		return "first"
+	}
+	return "second"
+}
+
+// CreateGame creates a game and returns one credential per seat.
+func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
+	p, err := h.createParams(req)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	now, err := h.store.Now(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	ch, err := model.Create(p, now)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	c := command{
+		id: p.ID, requestID: req.GetRequestId(),
+		respond: func(ch model.Change, now time.Time) proto.Message {
+			resp := &gamev1.CreateGameResponse{GameId: ch.State.ID, Game: gameOf(ch, now)}
+			for _, side := range []rules.Side{rules.First, rules.Second} {
+				exp := now.Add(h.cfg.SeatTTL)
+				tok, err := h.ring.Sign(auth.Claims{
+					Kind: auth.KindSeat, Subject: ch.State.Seats[side].PlayerID, Game: ch.State.ID, Side: sideText(side),
+					IssuedAt: now.Unix(), ExpiresAt: exp.Unix(),
+				})
+				if err != nil {
+					// Signing with a valid keyring cannot fail; an empty token
+					// would only be refused later.
+					h.log.Error("sign seat credential", "err", err)
+				}
+				resp.Credentials = append(resp.Credentials, &gamev1.SeatCredential{Side: rulespb.Side(side), Token: tok, ExpiresAt: timestamppb.New(exp)})
+			}
+			return resp
+		},
+		decode: decodeInto(&gamev1.CreateGameResponse{}),
+	}
+	resp, err := h.commit(ctx, nil, ch, c, now)
+	if err != nil {
+		if errors.Is(err, errConflict) {
+			// The id exists with another request id: a hash collision of two
+			// different requests, practically impossible.
+			return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "game %s already exists", p.ID))
+		}
+		return nil, h.fail(ctx, err)
+	}
+	return resp.(*gamev1.CreateGameResponse), nil
+}
+
+func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParams, error) {
+	var errs []error
+	if err := checkID("request_id", req.GetRequestId(), MaxRequestIDBytes); err != nil {
+		errs = append(errs, err)
+	}
+	v, err := rulespb.Variant(req.GetKind())
+	if err != nil {
+		errs = append(errs, apierr.Wrap(apierr.Invalid, err))
+	}
+	p := model.CreateParams{ID: gameID(req), Variant: v, Public: req.GetPublic(), Rated: req.GetRated(), Lag: h.cfg.Lag}
+	if len(req.GetSeats()) != 2 {
+		errs = append(errs, apierr.New(apierr.Invalid, "seats: want exactly 2 (one per side), got %d", len(req.GetSeats())))
+	} else {
+		var seen [2]bool
+		for i, s := range req.GetSeats() {
+			side, err := rulespb.SideFrom(s.GetSide())
+			switch {
+			case err != nil:
+				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d].%v", i, err))
+				continue
+			case seen[side]:
+				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d]: side %v appears twice", i, s.GetSide()))
+				continue
+			case len(s.GetDisplayName()) > MaxNameBytes:
+				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d].display_name: longer than %d bytes", i, MaxNameBytes))
+			case len(s.GetPlayerId()) > MaxPlayerIDBytes:
+				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d].player_id: longer than %d bytes", i, MaxPlayerIDBytes))
+			case s.GetAiLevel() > 10:
+				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d].ai_level: %d is out of range 0..10", i, s.GetAiLevel()))
+			}
+			seen[side] = true
+			p.Seats[side] = model.Seat{PlayerID: s.GetPlayerId(), Name: s.GetDisplayName(), AILevel: int(s.GetAiLevel())}
+		}
+	}
+	if fen := req.GetStart().GetFen(); fen != "" {
+		if len(fen) > MaxFENBytes {
+			errs = append(errs, apierr.New(apierr.Invalid, "start: FEN longer than %d bytes", MaxFENBytes))
+		}
+		p.StartFEN = fen
+	}
+	p.Control = model.ControlFromPB(req.GetTimeControl())
+	if p.Control != nil {
+		if err := p.Control.Validate(); err != nil {
+			errs = append(errs, apierr.New(apierr.Invalid, "time_control: %v", err))
+		}
+	}
+	p.SetupTime = durationOr(req.GetSetupTime().AsDuration(), h.cfg.SetupTime)
+	p.FirstMoveTime = durationOr(req.GetFirstMoveTime().AsDuration(), h.cfg.FirstMoveTime)
+	if p.SetupTime < time.Second || p.SetupTime > time.Hour {
+		errs = append(errs, apierr.New(apierr.Invalid, "setup_time: %v is out of range 1s..1h", p.SetupTime))
+	}
+	if p.FirstMoveTime < time.Second || p.FirstMoveTime > 24*time.Hour {
+		errs = append(errs, apierr.New(apierr.Invalid, "first_move_time: %v is out of range 1s..24h", p.FirstMoveTime))
+	}
+	if len(errs) > 0 {
+		return p, apierr.New(apierr.Invalid, "%s", joinMessages(errs))
+	}
+	return p, nil
+}
+
+func joinMessages(errs []error) string {
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func durationOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+type seatRequest interface {
+	GetGameId() string
+	GetRequestId() string
+	GetExpectedVersion() uint64
+}
+
+// seatCommand validates the common fields and the caller's seat.
+func (h *Handler) seatCommand(ctx context.Context, req seatRequest) (rules.Side, error) {
+	if err := checkID("game_id", req.GetGameId(), MaxIDBytes); err != nil {
+		return 0, err
+	}
+	if err := checkID("request_id", req.GetRequestId(), MaxRequestIDBytes); err != nil {
+		return 0, err
+	}
+	return h.seat(ctx, req.GetGameId())
+}
+
+func (h *Handler) ChooseFormation(ctx context.Context, req *gamev1.ChooseFormationRequest) (*gamev1.ChooseFormationResponse, error) {
+	side, err := h.seatCommand(ctx, req)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if req.GetFormation() == 0 {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "formation: required"))
+	}
+	f, err := rulespb.Formation(req.GetFormation())
+	if err != nil {
+		return nil, h.fail(ctx, apierr.Wrap(apierr.Invalid, err))
+	}
+	resp, err := h.exec(ctx, "choose_formation", command{
+		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
+		run: func(st *model.State, now time.Time) (model.Change, error) { return model.ChooseFormation(st, side, f, now) },
+		respond: func(ch model.Change, now time.Time) proto.Message {
+			return &gamev1.ChooseFormationResponse{Game: gameOf(ch, now)}
+		},
+		decode: decodeInto(&gamev1.ChooseFormationResponse{}),
+	})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return resp.(*gamev1.ChooseFormationResponse), nil
+}
+
+func lagOf(d time.Duration) time.Duration { return max(0, d) }
+
+func (h *Handler) MakeMove(ctx context.Context, req *gamev1.MakeMoveRequest) (*gamev1.MakeMoveResponse, error) {
+	side, err := h.seatCommand(ctx, req)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	text := req.GetMove().GetCoordinate()
+	if text == "" || len(text) > MaxMoveBytes {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "move: want coordinate notation such as \"h3e3\", got %q", truncate(text)))
+	}
+	if _, err := rules.ParseMove(text); err != nil {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "move %q: %v", text, err))
+	}
+	lag := lagOf(req.GetReportedLag().AsDuration())
+	resp, err := h.exec(ctx, "move", command{
+		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
+		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Move(st, side, text, lag, now) },
+		respond: func(ch model.Change, now time.Time) proto.Message {
+			return &gamev1.MakeMoveResponse{Game: gameOf(ch, now), Move: lastMove(ch)}
+		},
+		decode: decodeInto(&gamev1.MakeMoveResponse{}),
+	})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return resp.(*gamev1.MakeMoveResponse), nil
+}
+
+func truncate(s string) string {
+	if len(s) > 16 {
+		return s[:16] + "..."
+	}
+	return s
+}
+
+func (h *Handler) Pass(ctx context.Context, req *gamev1.PassRequest) (*gamev1.PassResponse, error) {
+	side, err := h.seatCommand(ctx, req)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	lag := lagOf(req.GetReportedLag().AsDuration())
+	resp, err := h.exec(ctx, "pass", command{
+		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
+		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Pass(st, side, lag, now) },
+		respond: func(ch model.Change, now time.Time) proto.Message {
+			return &gamev1.PassResponse{Game: gameOf(ch, now), Move: lastMove(ch)}
+		},
+		decode: decodeInto(&gamev1.PassResponse{}),
+	})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return resp.(*gamev1.PassResponse), nil
+}
+
+func (h *Handler) Resign(ctx context.Context, req *gamev1.ResignRequest) (*gamev1.ResignResponse, error) {
+	side, err := h.seatCommand(ctx, req)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	resp, err := h.exec(ctx, "resign", command{
+		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
+		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Resign(st, side, now) },
+		respond: func(ch model.Change, now time.Time) proto.Message {
+			return &gamev1.ResignResponse{Game: gameOf(ch, now)}
+		},
+		decode: decodeInto(&gamev1.ResignResponse{}),
+	})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return resp.(*gamev1.ResignResponse), nil
+}
+
+func (h *Handler) OfferDraw(ctx context.Context, req *gamev1.OfferDrawRequest) (*gamev1.OfferDrawResponse, error) {
+	side, err := h.seatCommand(ctx, req)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	resp, err := h.exec(ctx, "offer_draw", command{
+		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
+		run: func(st *model.State, now time.Time) (model.Change, error) { return model.OfferDraw(st, side, now) },
+		respond: func(ch model.Change, now time.Time) proto.Message {
+			return &gamev1.OfferDrawResponse{Game: gameOf(ch, now)}
+		},
+		decode: decodeInto(&gamev1.OfferDrawResponse{}),
+	})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return resp.(*gamev1.OfferDrawResponse), nil
+}
+
+func (h *Handler) AnswerDraw(ctx context.Context, req *gamev1.AnswerDrawRequest) (*gamev1.AnswerDrawResponse, error) {
+	side, err := h.seatCommand(ctx, req)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	resp, err := h.exec(ctx, "answer_draw", command{
+		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
+		run: func(st *model.State, now time.Time) (model.Change, error) {
+			return model.AnswerDraw(st, side, req.GetAccept(), now)
+		},
+		respond: func(ch model.Change, now time.Time) proto.Message {
+			return &gamev1.AnswerDrawResponse{Game: gameOf(ch, now)}
+		},
+		decode: decodeInto(&gamev1.AnswerDrawResponse{}),
+	})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return resp.(*gamev1.AnswerDrawResponse), nil
+}
+
+func (h *Handler) Undo(ctx context.Context, req *gamev1.UndoRequest) (*gamev1.UndoResponse, error) {
+	side, err := h.seatCommand(ctx, req)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	resp, err := h.exec(ctx, "undo", command{
+		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
+		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Undo(st, side, now) },
+		respond: func(ch model.Change, now time.Time) proto.Message {
+			return &gamev1.UndoResponse{Game: gameOf(ch, now)}
+		},
+		decode: decodeInto(&gamev1.UndoResponse{}),
+	})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return resp.(*gamev1.UndoResponse), nil
+}
+
+// readable loads a game and checks that the caller may see it.
+func (h *Handler) readable(ctx context.Context, id string) (store.Loaded, *rules.Side, error) {
+	if err := checkID("game_id", id, MaxIDBytes); err != nil {
+		return store.Loaded{}, nil, err
+	}
+	l, err := h.store.Load(ctx, id, "")
+	if errors.Is(err, store.ErrNotFound) {
+		return l, nil, apierr.New(apierr.NotFound, "game %s not found", id)
+	}
+	if err != nil {
+		return l, nil, err
+	}
+	side, ok, err := h.credential(ctx, id, l.Now)
+	if err != nil {
+		return l, nil, err
+	}
+	if !ok {
+		if !l.State.Public {
+			return l, nil, apierr.New(apierr.PermissionDenied, "game %s is private: a seat credential is required", id)
+		}
+		return l, nil, nil
+	}
+	return l, &side, nil
+}
+
+func (h *Handler) GetGame(ctx context.Context, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+	l, _, err := h.readable(ctx, req.GetGameId())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &gamev1.GetGameResponse{Game: model.View(l.State, nil, l.Now)}, nil
+}
+
+// ExpireDeadline ends a game on time, applies a default formation or
+// aborts a game, when the deadline is still current.
+func (h *Handler) ExpireDeadline(ctx context.Context, req *gamev1.ExpireDeadlineRequest) (*gamev1.ExpireDeadlineResponse, error) {
+	if err := checkID("game_id", req.GetGameId(), MaxIDBytes); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	at := req.GetDeadlineUnixMs()
+	for range commitAttempts {
+		l, err := h.store.Load(ctx, req.GetGameId(), "")
+		if errors.Is(err, store.ErrNotFound) {
+			return &gamev1.ExpireDeadlineResponse{Applied: false}, nil
+		}
+		if err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		ch, applied, err := model.Expire(l.State, at, l.Now)
+		if err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		if !applied {
+			return &gamev1.ExpireDeadlineResponse{Applied: false, Game: model.View(l.State, nil, l.Now)}, nil
+		}
+		_, err = h.commit(ctx, l.State, ch, command{id: l.State.ID}, l.Now)
+		if errors.Is(err, errConflict) {
+			h.metrics.conflicts.Add(ctx, 1)
+			continue
+		}
+		if err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		return &gamev1.ExpireDeadlineResponse{Applied: true, Game: model.View(ch.State, nil, l.Now)}, nil
+	}
+	return nil, h.fail(ctx, apierr.New(apierr.Unavailable, "game %s is too busy", req.GetGameId()))
+}

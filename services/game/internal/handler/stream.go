@@ -1,0 +1,124 @@
+package handler
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/game/internal/model"
+)
+
+// StreamEvents sends a snapshot when asked, then every event after the
+// requested version exactly once and in order, then live events, with
+// heartbeats. Events are always read from the game's log by version, and
+// notifications only say "look again", so a lost notification, a slow
+// reader or a reconnect can delay an event but never drop or repeat one.
+func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameService_StreamEventsServer) error {
+	ctx := ss.Context()
+	select {
+	case h.streams <- struct{}{}:
+		defer func() { <-h.streams }()
+	default:
+		return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "too many event streams on this server; retry later"))
+	}
+	l, side, err := h.readable(ctx, req.GetGameId())
+	if err != nil {
+		return h.fail(ctx, err)
+	}
+	if req.GetAfterVersion() > l.State.Version {
+		return h.fail(ctx, apierr.New(apierr.OutOfRange, "after_version %d is ahead of the game (version %d)", req.GetAfterVersion(), l.State.Version))
+	}
+	h.metrics.streams.Add(ctx, 1)
+	defer h.metrics.streams.Add(context.WithoutCancel(ctx), -1)
+
+	// Subscribe before reading, so nothing committed from here on can
+	// slip between the catch-up read and the live wait.
+	sub, err := h.hub.Subscribe(ctx, l.State.ID)
+	if err != nil {
+		return h.fail(ctx, err)
+	}
+	defer h.hub.Unsubscribe(context.WithoutCancel(ctx), sub)
+
+	next := req.GetAfterVersion() + 1
+	if req.GetSnapshot() {
+		if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Snapshot{Snapshot: model.View(l.State, nil, l.Now)}}); err != nil {
+			return err
+		}
+		next = l.State.Version + 1
+	}
+	if side != nil && !l.State.Status.Finished() {
+		h.connect(ctx, l.State.ID, *side, 1)
+		defer h.connect(context.WithoutCancel(ctx), l.State.ID, *side, -1)
+	}
+
+	beat := time.NewTicker(h.cfg.Heartbeat)
+	defer beat.Stop()
+	sentSinceBeat := true
+	for {
+		evs, err := h.store.Events(ctx, l.State.ID, next-1, h.cfg.StreamBatch)
+		if err != nil {
+			return h.fail(ctx, err)
+		}
+		for _, e := range evs {
+			if e.GetVersion() != next {
+				// Never skip: re-read from the first missing version.
+				break
+			}
+			if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Event{Event: e}}); err != nil {
+				return err
+			}
+			next++
+			sentSinceBeat = true
+			if e.GetGameEnded() != nil {
+				// The last event of a game: the stream is complete.
+				return nil
+			}
+		}
+		if int64(len(evs)) == h.cfg.StreamBatch {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sub.C:
+		case <-beat.C:
+			// A heartbeat tick also re-reads the log, which covers a
+			// notification lost while the subscription reconnected.
+			if !sentSinceBeat {
+				hb := &gamev1.Heartbeat{ServerTime: timestamppb.Now(), Version: next - 1}
+				if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Heartbeat{Heartbeat: hb}}); err != nil {
+					return err
+				}
+			}
+			sentSinceBeat = false
+		}
+	}
+}
+
+// connect records a seat's stream opening or closing. Failure is logged,
+// not returned: presence is informative and must not break the stream.
+func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta int) {
+	for range commitAttempts {
+		l, err := h.store.Load(ctx, id, "")
+		if err != nil {
+			h.log.WarnContext(ctx, "presence: load", "game", id, "err", err)
+			return
+		}
+		ch, ok := model.Connect(l.State, side, delta)
+		if !ok {
+			return
+		}
+		_, err = h.commit(ctx, l.State, ch, command{id: id}, l.Now)
+		if err == nil {
+			return
+		}
+		if err != errConflict {
+			h.log.WarnContext(ctx, "presence: commit", "game", id, "err", err)
+			return
+		}
+	}
+}

@@ -1,0 +1,134 @@
+// Package hub fans game notifications out to the event streams of one
+// process. A process holds one Redis subscription, to the notification
+// shards of the games it streams, however many streams it serves; each
+// stream gets a coalescing signal and reads the game's event log itself,
+// so a slow reader only delays itself.
+package hub
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Hub routes notifications to subscribers.
+type Hub struct {
+	log     *slog.Logger
+	ps      *redis.PubSub
+	channel func(shard int) string
+	shardOf func(id string) int
+
+	mu     sync.Mutex
+	games  map[string]map[*Sub]struct{}
+	shards map[int]int
+	closed bool
+	done   chan struct{}
+}
+
+// Sub is one subscriber's signal: it fires (coalescing) whenever the game
+// may have new events.
+type Sub struct {
+	id string
+	C  chan struct{}
+}
+
+// New starts a hub on rdb. channel names a shard's channel; shardOf maps a
+// game to its shard.
+func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, channel func(int) string, shardOf func(string) int) *Hub {
+	h := &Hub{
+		log: log, channel: channel, shardOf: shardOf,
+		ps:     rdb.Subscribe(ctx),
+		games:  map[string]map[*Sub]struct{}{},
+		shards: map[int]int{},
+		done:   make(chan struct{}),
+	}
+	go h.run()
+	return h
+}
+
+func (h *Hub) run() {
+	defer close(h.done)
+	for msg := range h.ps.Channel(redis.WithChannelSize(1024)) {
+		id, _, _ := strings.Cut(msg.Payload, "|")
+		h.mu.Lock()
+		for s := range h.games[id] {
+			select {
+			case s.C <- struct{}{}:
+			default: // already signalled: the reader will see everything anyway
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+// Subscribe signals the returned Sub on every notification of game id.
+func (h *Hub) Subscribe(ctx context.Context, id string) (*Sub, error) {
+	s := &Sub{id: id, C: make(chan struct{}, 1)}
+	shard := h.shardOf(id)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.games[id] == nil {
+		h.games[id] = map[*Sub]struct{}{}
+	}
+	h.games[id][s] = struct{}{}
+	h.shards[shard]++
+	if h.shards[shard] == 1 {
+		if err := h.ps.Subscribe(ctx, h.channel(shard)); err != nil {
+			h.unsubscribeLocked(ctx, s)
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Unsubscribe stops signalling s.
+func (h *Hub) Unsubscribe(ctx context.Context, s *Sub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unsubscribeLocked(ctx, s)
+}
+
+func (h *Hub) unsubscribeLocked(ctx context.Context, s *Sub) {
+	subs := h.games[s.id]
+	if _, ok := subs[s]; !ok {
+		return
+	}
+	delete(subs, s)
+	if len(subs) == 0 {
+		delete(h.games, s.id)
+	}
+	shard := h.shardOf(s.id)
+	h.shards[shard]--
+	if h.shards[shard] == 0 {
+		delete(h.shards, shard)
+		if !h.closed {
+			if err := h.ps.Unsubscribe(ctx, h.channel(shard)); err != nil {
+				h.log.Warn("unsubscribe", "shard", shard, "err", err)
+			}
+		}
+	}
+}
+
+// Subscribers counts the subscribers, for metrics.
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, subs := range h.games {
+		n += len(subs)
+	}
+	return n
+}
+
+// Close ends the subscription.
+func (h *Hub) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	err := h.ps.Close()
+	<-h.done
+	return err
+}

@@ -1,0 +1,555 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/clock"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/pkg/rulespb"
+)
+
+// Change is what a command decided: the next state and the events to
+// append, committed together. Reply, when set, is the error the caller
+// gets AFTER the change is committed (a move that arrived too late is
+// refused, and the game ends on time in the same commit).
+type Change struct {
+	State  *State
+	Events []*gamev1.Event
+	Reply  error
+}
+
+// CreateParams describe a new game.
+type CreateParams struct {
+	ID      string
+	Variant rules.Variant
+	Seats   [2]Seat
+	// Control nil or of kind None: no clock.
+	Control *clock.Control
+	Lag     clock.LagPolicy
+	// StartFEN is a custom start position; empty for the standard one.
+	StartFEN      string
+	Public, Rated bool
+	SetupTime     time.Duration
+	FirstMoveTime time.Duration
+}
+
+// Create builds a new game.
+func Create(p CreateParams, now time.Time) (Change, error) {
+	st := &State{
+		ID: p.ID, Variant: p.Variant, Seats: p.Seats, Public: p.Public, Rated: p.Rated,
+		SetupTimeMs: p.SetupTime.Milliseconds(), FirstMoveTimeMs: p.FirstMoveTime.Milliseconds(),
+		CreatedMs: ms(now), Moves: []MoveRec{},
+	}
+	for i, s := range p.Seats {
+		if s.AILevel < 0 || s.AILevel > 10 {
+			return Change{}, apierr.New(apierr.Invalid, "seats[%d].ai_level: %d is out of range 0..10", i, s.AILevel)
+		}
+	}
+	if p.Control != nil && p.Control.Kind != clock.None {
+		if err := p.Control.Validate(); err != nil {
+			return Change{}, apierr.New(apierr.Invalid, "time_control: %v", err)
+		}
+		c := clock.New(*p.Control).WithLag(p.Lag)
+		st.Clock = &c
+	}
+	ch := Change{State: st}
+	switch {
+	case p.StartFEN != "":
+		g, err := rules.NewGame(p.Variant, p.StartFEN)
+		if err != nil {
+			return Change{}, apierr.New(apierr.Invalid, "start: %v", err)
+		}
+		if g.Outcome().Ended {
+			return Change{}, apierr.New(apierr.Invalid, "start: the game would be over before it starts (%v)", g.Outcome().Method)
+		}
+		st.StartFEN, st.CustomStart, st.FirstTurn = g.Start(), true, g.Position().Turn()
+		st.Status = StatusOngoing
+	case p.Variant == rules.Xiangqi:
+		st.StartFEN, st.FirstTurn, st.Status = rules.StartFEN(rules.Xiangqi), rules.First, StatusOngoing
+	default:
+		st.Status = StatusSetup
+		st.SetupDeadlineMs = ms(now) + st.SetupTimeMs
+	}
+	ch.Events = append(ch.Events, &gamev1.Event{Kind: &gamev1.Event_GameCreated{GameCreated: &gamev1.GameCreated{}}})
+	if st.Status == StatusOngoing {
+		ch.Events = append(ch.Events, start(st, now))
+	}
+	st.WakeMs = wake(st, now)
+	return ch, nil
+}
+
+func start(st *State, now time.Time) *gamev1.Event {
+	st.TurnStartMs = ms(now)
+	return &gamev1.Event{Kind: &gamev1.Event_GameStarted{GameStarted: &gamev1.GameStarted{
+		Start:  &commonv1.Position{Fen: st.StartFEN},
+		Clocks: clockPB(st, now),
+	}}}
+}
+
+// firstMoveDeadline is the last instant the side to move may make its
+// first move in a clocked game, or 0 when the rule does not apply. Clocks
+// start only after both first moves, so an absent player aborts the game
+// instead of losing it.
+func firstMoveDeadline(st *State) int64 {
+	if st.Status != StatusOngoing || st.Clock == nil || st.FirstMoveTimeMs <= 0 || len(st.Moves) >= 2 {
+		return 0
+	}
+	return st.TurnStartMs + st.FirstMoveTimeMs
+}
+
+// wake is the next instant the game must be looked at without a request.
+func wake(st *State, now time.Time) int64 {
+	switch st.Status {
+	case StatusSetup:
+		return st.SetupDeadlineMs + 1
+	case StatusOngoing:
+		if d := firstMoveDeadline(st); d != 0 {
+			return d + 1
+		}
+		if st.Clock != nil {
+			if t, _, ok := st.Clock.NextMilestone(now); ok {
+				return ms(t)
+			}
+		}
+	}
+	return 0
+}
+
+func clone(st *State) *State {
+	c := *st
+	c.Moves = append([]MoveRec(nil), st.Moves...)
+	if st.Clock != nil {
+		k := *st.Clock
+		c.Clock = &k
+	}
+	if st.Result != nil {
+		r := *st.Result
+		c.Result = &r
+	}
+	return &c
+}
+
+func sideName(v rules.Variant, s rules.Side) string {
+	switch {
+	case v == rules.Janggi && s == rules.First:
+		return "Cho"
+	case v == rules.Janggi:
+		return "Han"
+	case s == rules.First:
+		return "Red"
+	}
+	return "Black"
+}
+
+func checkOpen(st *State, action string) error {
+	switch st.Status {
+	case StatusEnded:
+		return apierr.New(apierr.Precondition, "cannot %s: the game has ended", action)
+	case StatusAborted:
+		return apierr.New(apierr.Precondition, "cannot %s: the game was aborted", action)
+	}
+	return nil
+}
+
+func checkPlaying(st *State, side rules.Side, action string) error {
+	if err := checkOpen(st, action); err != nil {
+		return err
+	}
+	if st.Status == StatusSetup {
+		return apierr.New(apierr.Precondition, "cannot %s: formations are still being chosen", action)
+	}
+	if t := st.Turn(); t != side {
+		return apierr.New(apierr.Precondition, "cannot %s: it is %s's turn", action, sideName(st.Variant, t))
+	}
+	return nil
+}
+
+// ChooseFormation sets side's Janggi formation (Han first, then Cho).
+func ChooseFormation(st *State, side rules.Side, f rules.Formation, now time.Time) (Change, error) {
+	if st.Variant != rules.Janggi {
+		return Change{}, apierr.New(apierr.Precondition, "formations are a Janggi rule; this game is Xiangqi")
+	}
+	if err := checkOpen(st, "choose a formation"); err != nil {
+		return Change{}, err
+	}
+	if st.Status != StatusSetup {
+		return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: the game has started")
+	}
+	if t := st.Turn(); t != side {
+		return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: %s chooses now (Han first, then Cho)", sideName(st.Variant, t))
+	}
+	n := clone(st)
+	return Change{State: n, Events: setFormation(n, side, f, false, now)}, nil
+}
+
+func setFormation(st *State, side rules.Side, f rules.Formation, byDefault bool, now time.Time) []*gamev1.Event {
+	st.Formations[side] = f
+	evs := []*gamev1.Event{{Kind: &gamev1.Event_FormationChosen{FormationChosen: &gamev1.FormationChosen{
+		Side: rulespb.Side(side), Formation: rulespb.FormationPB(f), ByDefault: byDefault,
+	}}}}
+	if side == rules.Second {
+		st.SetupDeadlineMs = ms(now) + st.SetupTimeMs
+	} else {
+		st.SetupDeadlineMs = 0
+		st.StartFEN = rules.JanggiStartFEN(st.Formations[rules.First], st.Formations[rules.Second])
+		st.FirstTurn = rules.First
+		st.Status = StatusOngoing
+		evs = append(evs, start(st, now))
+	}
+	st.WakeMs = wake(st, now)
+	return evs
+}
+
+// Move plays a move (or a pass written as the general's square twice).
+func Move(st *State, side rules.Side, text string, lag time.Duration, now time.Time) (Change, error) {
+	if err := checkPlaying(st, side, "move"); err != nil {
+		return Change{}, err
+	}
+	mv, err := rules.ParseMove(strings.TrimSpace(text))
+	if err != nil {
+		return Change{}, apierr.New(apierr.Invalid, "move %q: %v", text, err)
+	}
+	return play(st, side, mv, lag, now)
+}
+
+// Pass passes the turn (Janggi, not in check).
+func Pass(st *State, side rules.Side, lag time.Duration, now time.Time) (Change, error) {
+	if st.Variant != rules.Janggi {
+		return Change{}, apierr.New(apierr.Precondition, "passing is a Janggi rule; Xiangqi has no pass")
+	}
+	if err := checkPlaying(st, side, "pass"); err != nil {
+		return Change{}, err
+	}
+	g, err := st.Game()
+	if err != nil {
+		return Change{}, fmt.Errorf("replay game %s: %w", st.ID, err)
+	}
+	sq := g.Position().GeneralSquare(side)
+	return playOn(st, g, side, rules.NewMove(sq, sq), lag, now)
+}
+
+func play(st *State, side rules.Side, mv rules.Move, lag time.Duration, now time.Time) (Change, error) {
+	g, err := st.Game()
+	if err != nil {
+		return Change{}, fmt.Errorf("replay game %s: %w", st.ID, err)
+	}
+	return playOn(st, g, side, mv, lag, now)
+}
+
+func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.Duration, now time.Time) (Change, error) {
+	if mv.IsPass() && st.Variant == rules.Janggi && g.Position().InCheck() {
+		if g.Position().GeneralSquare(side) == mv.From() {
+			return Change{}, apierr.New(apierr.Precondition, "cannot pass: %s is in check", sideName(st.Variant, side))
+		}
+	}
+	n := clone(st)
+	var evs []*gamev1.Event
+	// A late first move or a flag is decided by the server's time before
+	// the move is even looked at: the same instants the sweeper uses.
+	if d := firstMoveDeadline(n); d != 0 && ms(now) > d {
+		evs = append(evs, abort(n, side, now))
+		return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition, "the game was aborted: no first move within %v", time.Duration(n.FirstMoveTimeMs)*time.Millisecond)}, nil
+	}
+	info, err := g.Play(mv)
+	if err != nil {
+		if errors.Is(err, rules.ErrIllegalMove) {
+			return Change{}, apierr.New(apierr.Invalid, "%s", stripPly(err.Error()))
+		}
+		return Change{}, apierr.Wrap(apierr.Precondition, err)
+	}
+	evs = append(evs, clockMilestones(n, now)...)
+	if n.Clock != nil && n.Clock.Phase == clock.Running {
+		next, err := n.Clock.Move(now, lag)
+		if err != nil {
+			if errors.Is(err, clock.ErrFlagged) {
+				evs = append(evs, endOnTime(n, side, now))
+				return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition, "the move came after %s's time ran out; the game ended on time", sideName(n.Variant, side))}, nil
+			}
+			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
+		}
+		n.Clock = &next
+	}
+	if n.DrawOffer != nil && *n.DrawOffer != side {
+		evs = append(evs, &gamev1.Event{Kind: &gamev1.Event_DrawDeclined{DrawDeclined: &gamev1.DrawDeclined{Side: rulespb.Side(side)}}})
+		n.DrawOffer = nil
+	}
+	rec := MoveRec{
+		Move: mv.String(), Notation: info.Notation, Check: info.Check, Pass: info.Pass,
+		Captured: rulespb.CapturedLetter(info.Captured), AtMs: ms(now),
+	}
+	n.Moves = append(n.Moves, rec)
+	n.TurnStartMs = ms(now)
+	if n.Clock != nil && n.Clock.Phase == clock.Idle && len(n.Moves) == 2 {
+		started, err := n.Clock.Start(now, clock.Side(n.Turn()))
+		if err != nil {
+			return Change{}, fmt.Errorf("start clock of game %s: %w", n.ID, err)
+		}
+		n.Clock = &started
+		n.ClockEventsMs = ms(now)
+	}
+	if n.Clock != nil {
+		snap := n.Clock.Snapshot(now)
+		n.Moves[len(n.Moves)-1].Clock = &snap
+	}
+	evs = append(evs, &gamev1.Event{Kind: &gamev1.Event_MovePlayed{MovePlayed: moveRecordPB(n, len(n.Moves)-1)}})
+	if o := g.Outcome(); o.Ended {
+		evs = append(evs, finish(n, Result{Winner: o.Winner, Method: o.Method, Points: o.Points}, now))
+	}
+	n.WakeMs = wake(n, now)
+	return Change{State: n, Events: evs}, nil
+}
+
+// stripPly drops the "ply N: " prefix of a rules error: the client knows
+// which move it sent.
+func stripPly(s string) string {
+	if strings.HasPrefix(s, "ply ") {
+		if _, rest, ok := strings.Cut(s, ": "); ok {
+			return rest
+		}
+	}
+	return s
+}
+
+func finish(st *State, r Result, now time.Time) *gamev1.Event {
+	if st.Clock != nil && st.Clock.Phase == clock.Running {
+		stopped := st.Clock.Stop(now)
+		st.Clock = &stopped
+	}
+	st.Status = StatusEnded
+	if r.Method == MethodAborted {
+		st.Status = StatusAborted
+	}
+	st.Result = &r
+	st.EndedMs = ms(now)
+	st.DrawOffer = nil
+	st.WakeMs = 0
+	ev := &gamev1.GameEnded{Result: resultPB(st)}
+	if r.Side != nil {
+		ev.Side = rulespb.Side(*r.Side)
+	}
+	return &gamev1.Event{Kind: &gamev1.Event_GameEnded{GameEnded: ev}}
+}
+
+func points(st *State) [2]float64 {
+	if st.Variant != rules.Janggi || st.StartFEN == "" {
+		return [2]float64{}
+	}
+	g, err := st.Game()
+	if err != nil {
+		return [2]float64{}
+	}
+	return g.Outcome().Points
+}
+
+func winnerAgainst(loser rules.Side) rules.Winner {
+	if loser == rules.First {
+		return rules.SecondWins
+	}
+	return rules.FirstWins
+}
+
+func endOnTime(st *State, loser rules.Side, now time.Time) *gamev1.Event {
+	return finish(st, Result{Winner: winnerAgainst(loser), Method: rules.Timeout, Points: points(st), Side: &loser}, now)
+}
+
+func abort(st *State, absent rules.Side, now time.Time) *gamev1.Event {
+	return finish(st, Result{Winner: rules.NoWinner, Method: MethodAborted, Side: &absent}, now)
+}
+
+// clockMilestones announces the byo-yomi milestones passed since the last
+// announcement (flags excepted: those end the game elsewhere).
+func clockMilestones(st *State, now time.Time) []*gamev1.Event {
+	if st.Clock == nil || st.Clock.Phase != clock.Running {
+		return nil
+	}
+	var evs []*gamev1.Event
+	for _, e := range st.Clock.Events(time.UnixMilli(st.ClockEventsMs), now) {
+		kind := gamev1.ClockEventKind_CLOCK_EVENT_KIND_UNSPECIFIED
+		switch e.Kind {
+		case clock.EnteredByoYomi:
+			kind = gamev1.ClockEventKind_CLOCK_EVENT_KIND_BYO_YOMI_ENTERED
+		case clock.PeriodUsed:
+			kind = gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED
+		default:
+			continue
+		}
+		evs = append(evs, &gamev1.Event{Time: timestamppb.New(e.At), Kind: &gamev1.Event_Clock{Clock: &gamev1.ClockEvent{
+			Side: rulespb.Side(rules.Side(e.Side)), Kind: kind, Clocks: clockPBAt(st, e.At),
+		}}})
+	}
+	if ms(now) > st.ClockEventsMs {
+		st.ClockEventsMs = ms(now)
+	}
+	return evs
+}
+
+// Resign ends the game as a loss for side, at any time.
+func Resign(st *State, side rules.Side, now time.Time) (Change, error) {
+	if err := checkOpen(st, "resign"); err != nil {
+		return Change{}, err
+	}
+	n := clone(st)
+	ev := finish(n, Result{Winner: winnerAgainst(side), Method: rules.Resignation, Points: points(n), Side: &side}, now)
+	return Change{State: n, Events: []*gamev1.Event{ev}}, nil
+}
+
+// OfferDraw offers a draw (Xiangqi).
+func OfferDraw(st *State, side rules.Side, now time.Time) (Change, error) {
+	if st.Variant != rules.Xiangqi {
+		return Change{}, apierr.New(apierr.Precondition, "draw offers are a Xiangqi rule; a Janggi game is decided by points")
+	}
+	if err := checkOpen(st, "offer a draw"); err != nil {
+		return Change{}, err
+	}
+	if st.DrawOffer != nil {
+		return Change{}, apierr.New(apierr.Precondition, "cannot offer a draw: %s's offer is pending", sideName(st.Variant, *st.DrawOffer))
+	}
+	n := clone(st)
+	n.DrawOffer = &side
+	n.WakeMs = wake(n, now)
+	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_DrawOffered{DrawOffered: &gamev1.DrawOffered{Side: rulespb.Side(side)}}}}}, nil
+}
+
+// AnswerDraw accepts or declines the opponent's offer.
+func AnswerDraw(st *State, side rules.Side, accept bool, now time.Time) (Change, error) {
+	if err := checkOpen(st, "answer a draw offer"); err != nil {
+		return Change{}, err
+	}
+	if st.DrawOffer == nil || *st.DrawOffer == side {
+		return Change{}, apierr.New(apierr.Precondition, "there is no draw offer from your opponent to answer")
+	}
+	n := clone(st)
+	if !accept {
+		n.DrawOffer = nil
+		return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_DrawDeclined{DrawDeclined: &gamev1.DrawDeclined{Side: rulespb.Side(side)}}}}}, nil
+	}
+	return Change{State: n, Events: []*gamev1.Event{finish(n, Result{Winner: rules.Draw, Method: rules.Agreement}, now)}}, nil
+}
+
+// Undo takes back the human's last move and the AI's reply to it (games
+// against the AI only).
+func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
+	if !st.HasAI() {
+		return Change{}, apierr.New(apierr.Precondition, "undo is only allowed in games against the AI")
+	}
+	if st.Seats[side].AILevel > 0 {
+		return Change{}, apierr.New(apierr.PermissionDenied, "the AI's seat cannot ask for an undo")
+	}
+	if err := checkOpen(st, "undo"); err != nil {
+		return Change{}, err
+	}
+	if st.Status == StatusSetup {
+		return Change{}, apierr.New(apierr.Precondition, "cannot undo: the game has not started")
+	}
+	// Ply i was played by FirstTurn when i is even (0-based).
+	moverOf := func(i int) rules.Side {
+		if i%2 == 0 {
+			return st.FirstTurn
+		}
+		return st.FirstTurn.Opponent()
+	}
+	k := len(st.Moves)
+	take := 0
+	switch {
+	case k >= 1 && moverOf(k-1) == side:
+		take = 1
+	case k >= 2 && moverOf(k-2) == side:
+		take = 2
+	}
+	if take == 0 {
+		return Change{}, apierr.New(apierr.Precondition, "nothing to undo: you have not moved yet")
+	}
+	n := clone(st)
+	removed := make([]*gamev1.MoveRecord, 0, take)
+	for i := k - 1; i >= k-take; i-- {
+		removed = append(removed, moveRecordPB(st, i))
+	}
+	n.Moves = n.Moves[:k-take]
+	n.DrawOffer = nil
+	n.TurnStartMs = ms(now)
+	g, err := n.Game()
+	if err != nil {
+		return Change{}, fmt.Errorf("replay game %s: %w", n.ID, err)
+	}
+	if n.Clock != nil && n.Clock.Phase == clock.Running {
+		// The clock restarts for the side to move, keeping what is left.
+		restarted, err := n.Clock.Stop(now).Start(now, clock.Side(n.Turn()))
+		if err == nil {
+			n.Clock = &restarted
+		}
+	}
+	n.WakeMs = wake(n, now)
+	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_MovesUndone{MovesUndone: &gamev1.MovesUndone{
+		Moves: removed, Position: &commonv1.Position{Fen: g.Position().FEN()},
+	}}}}}, nil
+}
+
+// Expire handles a due deadline from the index. A deadline that is not the
+// game's current one changes nothing (applied false).
+func Expire(st *State, atMs int64, now time.Time) (ch Change, applied bool, err error) {
+	if st.Status.Finished() || st.WakeMs == 0 || st.WakeMs != atMs || atMs > ms(now) {
+		return Change{}, false, nil
+	}
+	n := clone(st)
+	var evs []*gamev1.Event
+	switch {
+	case n.Status == StatusSetup:
+		evs = setFormation(n, n.Turn(), rules.MaSangSangMa, true, now)
+	case firstMoveDeadline(n) != 0 && ms(now) > firstMoveDeadline(n):
+		evs = append(evs, abort(n, n.Turn(), now))
+	case n.Clock != nil && n.Clock.Phase == clock.Running:
+		evs = clockMilestones(n, now)
+		if n.Clock.Flag(now) {
+			evs = append(evs, endOnTime(n, rules.Side(n.Clock.Turn), now))
+		}
+	}
+	n.WakeMs = wake(n, now)
+	if len(evs) == 0 {
+		// Every due wake-up announces something; without an event there is
+		// no versioned change to commit.
+		return Change{}, false, nil
+	}
+	return Change{State: n, Events: evs}, true, nil
+}
+
+// Connect records an event stream of a seat opening (delta 1) or closing
+// (delta -1). Every change of the count is an event, so that the count is
+// versioned like everything else; connected says whether any stream of the
+// seat is open. A finished game records nothing.
+func Connect(st *State, side rules.Side, delta int) (Change, bool) {
+	if st.Status.Finished() {
+		return Change{}, false
+	}
+	n := clone(st)
+	n.Connections[side] = max(0, n.Connections[side]+delta)
+	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_PlayerConnection{PlayerConnection: &gamev1.PlayerConnection{
+		Side: rulespb.Side(side), Connected: n.Connections[side] > 0,
+	}}}}}, true
+}
+
+// Seal numbers the events after prev and stamps them, and sets the state's
+// version to the last one.
+func Seal(ch Change, prev uint64, now time.Time) {
+	v := prev
+	for _, e := range ch.Events {
+		v++
+		e.Version = v
+		if e.Time == nil {
+			e.Time = timestamppb.New(now)
+		}
+		if gc := e.GetGameCreated(); gc != nil {
+			// The creation event carries the game as created.
+			ch.State.Version = v
+			gc.Game = View(ch.State, nil, now)
+		}
+	}
+	ch.State.Version = v
+}

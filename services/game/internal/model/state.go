@@ -1,0 +1,142 @@
+// Package model is the game service's domain: a game's stored state and
+// the commands that change it. Commands are pure functions of a state, a
+// request and the server time; they return the next state and the events
+// to append, or a domain error, and never touch Redis. The store commits
+// what they return atomically.
+package model
+
+import (
+	"time"
+
+	"github.com/palacehq/palace/pkg/clock"
+	"github.com/palacehq/palace/pkg/rules"
+)
+
+// Status is where a game is in its life.
+type Status string
+
+const (
+	StatusSetup   Status = "setup"
+	StatusOngoing Status = "ongoing"
+	StatusEnded   Status = "ended"
+	StatusAborted Status = "aborted"
+)
+
+// Finished reports whether the game takes no more commands.
+func (s Status) Finished() bool { return s == StatusEnded || s == StatusAborted }
+
+// Seat is one player's place.
+type Seat struct {
+	PlayerID string `json:"pid,omitempty"`
+	Name     string `json:"name,omitempty"`
+	// AILevel is 1..10 when the AI plays the seat, 0 for a human.
+	AILevel int `json:"ai,omitempty"`
+}
+
+// MoveRec is one played ply as stored.
+type MoveRec struct {
+	Move     string `json:"m"`
+	Notation string `json:"n"`
+	Check    bool   `json:"c,omitempty"`
+	Pass     bool   `json:"p,omitempty"`
+	Captured string `json:"x,omitempty"`
+	AtMs     int64  `json:"t"`
+	// Clock is both clocks right after the move (nil without a clock).
+	Clock *clock.Snapshot `json:"k,omitempty"`
+}
+
+// Result is how a game ended.
+type Result struct {
+	Winner rules.Winner `json:"w"`
+	// Method is a rules.Method, or MethodAborted.
+	Method rules.Method `json:"m"`
+	Points [2]float64   `json:"pts"`
+	// Side caused the ending (resigned, flagged, did not move), if any.
+	Side *rules.Side `json:"s,omitempty"`
+}
+
+// MethodAborted marks a game aborted without result (no first move in
+// time). Its value is END_METHOD_ABORTED of the proto enum, just past the
+// rules' own methods.
+const MethodAborted rules.Method = 13
+
+// State is everything stored about one game.
+type State struct {
+	ID      string        `json:"id"`
+	Version uint64        `json:"v"`
+	Variant rules.Variant `json:"var"`
+	Status  Status        `json:"st"`
+	Seats   [2]Seat       `json:"seats"`
+	Public  bool          `json:"pub,omitempty"`
+	Rated   bool          `json:"rated,omitempty"`
+	// StartFEN is the position the moves are played from: the custom
+	// start, or (Janggi) the one the formations give once both are chosen.
+	StartFEN string `json:"start"`
+	// FirstTurn is the side to move in StartFEN.
+	FirstTurn   rules.Side         `json:"ft"`
+	CustomStart bool               `json:"custom,omitempty"`
+	Formations  [2]rules.Formation `json:"form"`
+	Moves       []MoveRec          `json:"moves"`
+	// Clock is nil for games without a clock.
+	Clock *clock.State `json:"clock,omitempty"`
+	// ClockEventsMs is the instant up to which byo-yomi milestones have
+	// been announced, so each is announced exactly once.
+	ClockEventsMs int64 `json:"clkev,omitempty"`
+	// DrawOffer is the side with a pending offer, or nil.
+	DrawOffer *rules.Side `json:"draw,omitempty"`
+	Result    *Result     `json:"res,omitempty"`
+	// Connections counts open event streams per seat.
+	Connections [2]int `json:"conn"`
+
+	SetupTimeMs     int64 `json:"setup_ms"`
+	FirstMoveTimeMs int64 `json:"first_ms"`
+	// SetupDeadlineMs is when the side choosing a formation gets the
+	// default one (setup only).
+	SetupDeadlineMs int64 `json:"setup_dl,omitempty"`
+	// TurnStartMs is when the side to move got the turn (first-move rule).
+	TurnStartMs int64 `json:"turn_ms,omitempty"`
+	// WakeMs is the next instant the game must be looked at without a
+	// request (0: none). It is what the deadline index holds.
+	WakeMs int64 `json:"wake,omitempty"`
+
+	CreatedMs int64 `json:"created"`
+	EndedMs   int64 `json:"ended,omitempty"`
+}
+
+// HasAI reports whether the AI plays a seat.
+func (s *State) HasAI() bool { return s.Seats[0].AILevel > 0 || s.Seats[1].AILevel > 0 }
+
+// Game replays the moves into a rules.Game. Stored states were built by
+// the same replay, so an error here means corrupt data.
+func (s *State) Game() (*rules.Game, error) {
+	g, err := rules.NewGame(s.Variant, s.StartFEN)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range s.Moves {
+		mv, err := rules.ParseMove(m.Move)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := g.Play(mv); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// Turn is the side to move (ongoing) or to choose a formation (setup).
+func (s *State) Turn() rules.Side {
+	if s.Status == StatusSetup {
+		if s.Formations[rules.Second] == 0 {
+			return rules.Second
+		}
+		return rules.First
+	}
+	if len(s.Moves)%2 == 0 {
+		return s.FirstTurn
+	}
+	return s.FirstTurn.Opponent()
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }

@@ -1,0 +1,180 @@
+package model
+
+import (
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/palacehq/palace/pkg/clock"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/pkg/rulespb"
+)
+
+var statusPB = map[Status]commonv1.GameStatus{
+	StatusSetup:   commonv1.GameStatus_GAME_STATUS_SETUP,
+	StatusOngoing: commonv1.GameStatus_GAME_STATUS_ONGOING,
+	StatusEnded:   commonv1.GameStatus_GAME_STATUS_ENDED,
+	StatusAborted: commonv1.GameStatus_GAME_STATUS_ABORTED,
+}
+
+// View is the full state of a game as clients see it at now. g is the
+// replayed game when the caller has it (nil: replayed here).
+func View(st *State, g *rules.Game, now time.Time) *gamev1.Game {
+	out := &gamev1.Game{
+		GameId:          st.ID,
+		Version:         st.Version,
+		Kind:            rulespb.Kind(st.Variant),
+		Status:          statusPB[st.Status],
+		Public:          st.Public,
+		Rated:           st.Rated,
+		Turn:            rulespb.Side(st.Turn()),
+		FirstFormation:  rulespb.FormationPB(st.Formations[rules.First]),
+		SecondFormation: rulespb.FormationPB(st.Formations[rules.Second]),
+		CreatedAt:       timestamppb.New(time.UnixMilli(st.CreatedMs)),
+		Clocks:          clockPB(st, now),
+		Result:          resultPB(st),
+	}
+	for i, s := range st.Seats {
+		out.Seats = append(out.Seats, &gamev1.Seat{Side: rulespb.Side(rules.Side(i)), PlayerId: s.PlayerID, DisplayName: s.Name, AiLevel: uint32(s.AILevel)})
+	}
+	if st.Clock != nil {
+		out.TimeControl = TimeControlPB(st.Clock.Control)
+	}
+	if st.DrawOffer != nil {
+		out.DrawOfferedBy = rulespb.Side(*st.DrawOffer)
+	}
+	if st.EndedMs != 0 {
+		out.EndedAt = timestamppb.New(time.UnixMilli(st.EndedMs))
+	}
+	for i := range st.Moves {
+		out.Moves = append(out.Moves, moveRecordPB(st, i))
+	}
+	if st.StartFEN == "" {
+		return out
+	}
+	out.Start = &commonv1.Position{Fen: st.StartFEN}
+	if g == nil {
+		var err error
+		if g, err = st.Game(); err != nil {
+			return out
+		}
+	}
+	pos := g.Position()
+	out.Position = &commonv1.Position{Fen: pos.FEN()}
+	out.Check = pos.InCheck()
+	if st.Variant == rules.Janggi {
+		p := g.Outcome().Points
+		out.Points = &commonv1.Points{First: p[0], Second: p[1]}
+	}
+	if st.Status == StatusOngoing {
+		ms := g.LegalMoves()
+		slices.SortFunc(ms, func(a, b rules.Move) int {
+			as, bs := a.String(), b.String()
+			switch {
+			case as < bs:
+				return -1
+			case as > bs:
+				return 1
+			}
+			return 0
+		})
+		out.LegalMoves = rulespb.Moves(ms)
+	}
+	return out
+}
+
+func moveRecordPB(st *State, i int) *gamev1.MoveRecord {
+	m := st.Moves[i]
+	side := st.FirstTurn
+	if i%2 == 1 {
+		side = side.Opponent()
+	}
+	r := &gamev1.MoveRecord{
+		Ply: uint32(i + 1), Side: rulespb.Side(side), Move: &commonv1.Move{Coordinate: m.Move},
+		Notation: m.Notation, Check: m.Check, Pass: m.Pass, Captured: m.Captured,
+		PlayedAt: timestamppb.New(time.UnixMilli(m.AtMs)),
+	}
+	if m.Clock != nil {
+		r.Clocks = snapshotPB(st.Clock, *m.Clock)
+	}
+	return r
+}
+
+func resultPB(st *State) *commonv1.Result {
+	if st.Result == nil {
+		return nil
+	}
+	r := &commonv1.Result{
+		Winner: commonv1.Winner(st.Result.Winner),
+		Method: commonv1.EndMethod(st.Result.Method),
+	}
+	if st.Variant == rules.Janggi && st.Result.Method != MethodAborted {
+		r.Points = &commonv1.Points{First: st.Result.Points[0], Second: st.Result.Points[1]}
+	}
+	return r
+}
+
+func clockPB(st *State, now time.Time) *commonv1.ClockSnapshot {
+	return clockPBAt(st, now)
+}
+
+func clockPBAt(st *State, at time.Time) *commonv1.ClockSnapshot {
+	if st.Clock == nil {
+		return nil
+	}
+	return snapshotPB(st.Clock, st.Clock.Snapshot(at))
+}
+
+func snapshotPB(c *clock.State, s clock.Snapshot) *commonv1.ClockSnapshot {
+	out := &commonv1.ClockSnapshot{
+		First:  playerPB(s.Players[0]),
+		Second: playerPB(s.Players[1]),
+		AsOf:   timestamppb.New(s.At),
+	}
+	if s.Phase == clock.Running {
+		out.Running = rulespb.Side(rules.Side(s.Turn))
+		if d, ok := c.Deadline(); ok && c.Phase == clock.Running && c.Turn == s.Turn {
+			out.Deadline = timestamppb.New(d)
+		}
+	}
+	return out
+}
+
+func playerPB(p clock.PlayerClock) *commonv1.PlayerClock {
+	return &commonv1.PlayerClock{
+		MainLeft:    durationpb.New(p.Main()),
+		PeriodsLeft: uint32(max(0, p.Periods)),
+		PeriodLeft:  durationpb.New(p.Period()),
+		InByoYomi:   p.InByoYomi,
+	}
+}
+
+// TimeControlPB is a clock control in its proto form.
+func TimeControlPB(c clock.Control) *commonv1.TimeControl {
+	switch c.Kind {
+	case clock.ByoYomi:
+		return &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{
+			MainTime: durationpb.New(c.MainTime), Periods: uint32(c.Periods), PeriodTime: durationpb.New(c.PeriodTime),
+		}}}
+	case clock.Fischer:
+		return &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{
+			MainTime: durationpb.New(c.MainTime), Increment: durationpb.New(c.Increment),
+		}}}
+	}
+	return nil
+}
+
+// ControlFromPB reads a proto time control; nil means no clock.
+func ControlFromPB(tc *commonv1.TimeControl) *clock.Control {
+	switch c := tc.GetControl().(type) {
+	case *commonv1.TimeControl_ByoYomi:
+		return &clock.Control{Kind: clock.ByoYomi, MainTime: c.ByoYomi.GetMainTime().AsDuration(), Periods: int(c.ByoYomi.GetPeriods()), PeriodTime: c.ByoYomi.GetPeriodTime().AsDuration()}
+	case *commonv1.TimeControl_Fischer:
+		return &clock.Control{Kind: clock.Fischer, MainTime: c.Fischer.GetMainTime().AsDuration(), Increment: c.Fischer.GetIncrement().AsDuration()}
+	}
+	return nil
+}

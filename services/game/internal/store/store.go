@@ -1,0 +1,222 @@
+// Package store keeps games in Redis. All keys of one game share the hash
+// tag {g:<id>} so that every script touches one slot (Redis Cluster):
+//
+//	{g:<id>}     hash: v (version), s (state, JSON)
+//	{g:<id>}:e   stream of events, entry id "<version>-1", field e (protobuf)
+//	{g:<id>}:r   hash: request_id -> response (protobuf), for idempotency
+//
+// A commit is one Lua script: compare the version, store the state, append
+// the events, remember the response under the request id, set expiries
+// and publish a notification, all or nothing.
+package store
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
+
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/game/internal/model"
+)
+
+// ErrNotFound means no game has that id (or it expired).
+var ErrNotFound = errors.New("game not found")
+
+//go:embed commit.lua
+var commitLua string
+
+var commitScript = redis.NewScript(commitLua)
+
+// NotifyShards is the number of notification channels; a process
+// subscribes only to the shards of the games it streams.
+const NotifyShards = 64
+
+// Config tunes the store.
+type Config struct {
+	// Prefix is prepended to every key (tests isolate themselves with it).
+	Prefix string
+	// LiveTTL is how long an unfinished game is kept after its last
+	// change; Retention how long a finished one stays readable.
+	LiveTTL   time.Duration
+	Retention time.Duration
+}
+
+// Store reads and commits games.
+type Store struct {
+	rdb redis.UniversalClient
+	cfg Config
+}
+
+// New returns a store.
+func New(rdb redis.UniversalClient, cfg Config) *Store { return &Store{rdb: rdb, cfg: cfg} }
+
+func (s *Store) stateKey(id string) string  { return s.cfg.Prefix + "{g:" + id + "}" }
+func (s *Store) eventsKey(id string) string { return s.cfg.Prefix + "{g:" + id + "}:e" }
+func (s *Store) reqKey(id string) string    { return s.cfg.Prefix + "{g:" + id + "}:r" }
+
+// Channel is the notification channel of a game's shard.
+func (s *Store) Channel(id string) string { return s.ShardChannel(Shard(id)) }
+
+// ShardChannel is the notification channel of a shard.
+func (s *Store) ShardChannel(shard int) string { return s.cfg.Prefix + "gev:" + strconv.Itoa(shard) }
+
+// Shard is the notification shard of a game.
+func Shard(id string) int { return int(crc32.ChecksumIEEE([]byte(id)) % NotifyShards) }
+
+// Loaded is a game as read, with the server time of the read.
+type Loaded struct {
+	State *model.State
+	// Previous is the stored response of the request id, if it was seen.
+	Previous []byte
+	// Now is Redis' TIME: every process agrees on it.
+	Now time.Time
+}
+
+// Load reads a game, the answer already given to requestID (if any) and
+// the server time, in one round trip.
+func (s *Store) Load(ctx context.Context, id, requestID string) (Loaded, error) {
+	pipe := s.rdb.Pipeline()
+	st := pipe.HGet(ctx, s.stateKey(id), "s")
+	var prev *redis.StringCmd
+	if requestID != "" {
+		prev = pipe.HGet(ctx, s.reqKey(id), requestID)
+	}
+	tm := pipe.Time(ctx)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Loaded{}, fmt.Errorf("load game %s: %w", id, err)
+	}
+	var out Loaded
+	now, err := tm.Result()
+	if err != nil {
+		return Loaded{}, fmt.Errorf("redis time: %w", err)
+	}
+	out.Now = now
+	if prev != nil {
+		if b, err := prev.Bytes(); err == nil {
+			out.Previous = b
+		}
+	}
+	raw, err := st.Bytes()
+	if errors.Is(err, redis.Nil) {
+		return out, ErrNotFound
+	}
+	if err != nil {
+		return Loaded{}, fmt.Errorf("load game %s: %w", id, err)
+	}
+	var state model.State
+	if err := json.Unmarshal(raw, &state); err != nil {
+		return Loaded{}, fmt.Errorf("decode game %s: %w", id, err)
+	}
+	out.State = &state
+	return out, nil
+}
+
+// Now returns Redis' TIME.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	t, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("redis time: %w", err)
+	}
+	return t, nil
+}
+
+// Outcome says how a commit went.
+type Outcome int
+
+const (
+	// Committed: the change is stored.
+	Committed Outcome = iota
+	// Duplicate: the request id was already answered; Previous holds it.
+	Duplicate
+	// Conflict: the version moved on; Current holds it.
+	Conflict
+)
+
+// Result of a commit.
+type Result struct {
+	Outcome  Outcome
+	Previous []byte
+	Current  uint64
+}
+
+// Commit stores ch if the game is still at version prev (0: the game must
+// not exist yet). resp is remembered under requestID when both are set.
+func (s *Store) Commit(ctx context.Context, prev uint64, ch model.Change, requestID string, resp []byte) (Result, error) {
+	id := ch.State.ID
+	state, err := json.Marshal(ch.State)
+	if err != nil {
+		return Result{}, fmt.Errorf("encode game %s: %w", id, err)
+	}
+	ttl := s.cfg.LiveTTL
+	if ch.State.Status.Finished() {
+		ttl = s.cfg.Retention
+	}
+	args := make([]any, 0, 9+len(ch.Events))
+	args = append(args, strconv.FormatUint(prev, 10), strconv.FormatUint(ch.State.Version, 10), state,
+		requestID, resp, int64(ttl/time.Second), s.Channel(id), id+"|"+strconv.FormatUint(ch.State.Version, 10))
+	for _, e := range ch.Events {
+		b, err := proto.Marshal(e)
+		if err != nil {
+			return Result{}, fmt.Errorf("encode event of game %s: %w", id, err)
+		}
+		args = append(args, b)
+	}
+	res, err := commitScript.Run(ctx, s.rdb, []string{s.stateKey(id), s.eventsKey(id), s.reqKey(id)}, args...).Slice()
+	if err != nil {
+		return Result{}, fmt.Errorf("commit game %s: %w", id, err)
+	}
+	kind, _ := res[0].(string)
+	switch kind {
+	case "ok":
+		return Result{Outcome: Committed}, nil
+	case "dup":
+		b, _ := res[1].(string)
+		return Result{Outcome: Duplicate, Previous: []byte(b)}, nil
+	case "conflict":
+		cur, _ := res[1].(string)
+		n, _ := strconv.ParseUint(cur, 10, 64)
+		return Result{Outcome: Conflict, Current: n}, nil
+	}
+	return Result{}, fmt.Errorf("commit game %s: unexpected script answer %v", id, res)
+}
+
+// Events returns up to count events with versions after `after`, in
+// order. An empty answer means none yet (or an unknown game).
+func (s *Store) Events(ctx context.Context, id string, after uint64, count int64) ([]*gamev1.Event, error) {
+	msgs, err := s.rdb.XRangeN(ctx, s.eventsKey(id), strconv.FormatUint(after+1, 10)+"-0", "+", count).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read events of game %s: %w", id, err)
+	}
+	out := make([]*gamev1.Event, 0, len(msgs))
+	for _, m := range msgs {
+		raw, _ := m.Values["e"].(string)
+		var e gamev1.Event
+		if err := proto.Unmarshal([]byte(raw), &e); err != nil {
+			return nil, fmt.Errorf("decode event %s of game %s: %w", m.ID, id, err)
+		}
+		out = append(out, &e)
+	}
+	return out, nil
+}
+
+// Exists reports whether a game exists.
+func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.stateKey(id)).Result()
+	if err != nil {
+		return false, fmt.Errorf("game %s exists: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+// Keys lists the keys of a game, for tests and operators.
+func (s *Store) Keys(id string) []string {
+	return []string{s.stateKey(id), s.eventsKey(id), s.reqKey(id)}
+}

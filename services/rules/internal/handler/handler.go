@@ -1,0 +1,176 @@
+// Package handler implements palace.rules.v1.RulesService on pkg/rules.
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	rulesv1 "github.com/palacehq/palace/pkg/gen/palace/rules/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/pkg/rulespb"
+)
+
+// Limits keep one request from holding a core for long.
+const (
+	MaxFENBytes   = 256
+	MaxMoves      = 2000
+	MaxPerftDepth = 4
+)
+
+// Handler serves the rules service.
+type Handler struct {
+	rulesv1.UnimplementedRulesServiceServer
+	log *slog.Logger
+}
+
+var _ rulesv1.RulesServiceServer = (*Handler)(nil)
+
+// New returns a handler logging to log.
+func New(log *slog.Logger) *Handler { return &Handler{log: log} }
+
+func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }
+
+func variant(k commonv1.GameKind) (rules.Variant, error) {
+	v, err := rulespb.Variant(k)
+	if err != nil {
+		return 0, apierr.Wrap(apierr.Invalid, err)
+	}
+	return v, nil
+}
+
+func position(v rules.Variant, field string, p *commonv1.Position) (*rules.Position, error) {
+	if p == nil || p.GetFen() == "" {
+		return nil, apierr.New(apierr.Invalid, "%s: a FEN is required", field)
+	}
+	if len(p.GetFen()) > MaxFENBytes {
+		return nil, apierr.New(apierr.Invalid, "%s: FEN is longer than %d bytes", field, MaxFENBytes)
+	}
+	pos, err := rules.ParseFEN(v, p.GetFen())
+	if err != nil {
+		return nil, apierr.New(apierr.Invalid, "%s: %v", field, err)
+	}
+	return pos, nil
+}
+
+func (h *Handler) StartPosition(ctx context.Context, req *rulesv1.StartPositionRequest) (*rulesv1.StartPositionResponse, error) {
+	v, err := variant(req.GetKind())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if v == rules.Xiangqi {
+		if req.GetFirstFormation() != commonv1.Formation_FORMATION_UNSPECIFIED || req.GetSecondFormation() != commonv1.Formation_FORMATION_UNSPECIFIED {
+			return nil, h.fail(ctx, apierr.New(apierr.Invalid, "formations: Xiangqi has no formations"))
+		}
+		return &rulesv1.StartPositionResponse{Position: &commonv1.Position{Fen: rules.StartFEN(v)}}, nil
+	}
+	cho, err1 := rulespb.Formation(req.GetFirstFormation())
+	han, err2 := rulespb.Formation(req.GetSecondFormation())
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, h.fail(ctx, apierr.Wrap(apierr.Invalid, err))
+	}
+	return &rulesv1.StartPositionResponse{Position: &commonv1.Position{Fen: rules.JanggiStartFEN(cho, han)}}, nil
+}
+
+func (h *Handler) LegalMoves(ctx context.Context, req *rulesv1.LegalMovesRequest) (*rulesv1.LegalMovesResponse, error) {
+	v, err := variant(req.GetKind())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	pos, err := position(v, "position", req.GetPosition())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &rulesv1.LegalMovesResponse{Moves: rulespb.Moves(SortedMoves(pos)), Check: pos.InCheck()}, nil
+}
+
+// SortedMoves returns the legal moves in byte order of their notation.
+func SortedMoves(pos *rules.Position) []rules.Move {
+	ms := pos.LegalMoves(nil)
+	slices.SortFunc(ms, func(a, b rules.Move) int {
+		switch as, bs := a.String(), b.String(); {
+		case as < bs:
+			return -1
+		case as > bs:
+			return 1
+		}
+		return 0
+	})
+	return ms
+}
+
+func parseMove(field string, m *commonv1.Move) (rules.Move, error) {
+	if m == nil || m.GetCoordinate() == "" {
+		return rules.NoMove, apierr.New(apierr.Invalid, "%s: a move is required", field)
+	}
+	mv, err := rules.ParseMove(m.GetCoordinate())
+	if err != nil {
+		return rules.NoMove, apierr.New(apierr.Invalid, "%s: %v", field, err)
+	}
+	return mv, nil
+}
+
+func (h *Handler) ApplyMove(ctx context.Context, req *rulesv1.ApplyMoveRequest) (*rulesv1.ApplyMoveResponse, error) {
+	v, err := variant(req.GetKind())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	pos, err := position(v, "position", req.GetPosition())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	m, err := parseMove("move", req.GetMove())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if err := pos.CheckMove(m); err != nil {
+		return nil, h.fail(ctx, apierr.Wrap(apierr.Invalid, err))
+	}
+	notation, err := rules.Notation(pos, m)
+	if err != nil {
+		return nil, h.fail(ctx, fmt.Errorf("notation of legal move %s: %w", m, err))
+	}
+	u := pos.Make(m)
+	return &rulesv1.ApplyMoveResponse{
+		Position: &commonv1.Position{Fen: pos.FEN()},
+		Check:    pos.InCheck(),
+		Notation: notation,
+		Captured: rulespb.CapturedLetter(u.Captured),
+		Pass:     m.IsPass(),
+	}, nil
+}
+
+func (h *Handler) Perft(ctx context.Context, req *rulesv1.PerftRequest) (*rulesv1.PerftResponse, error) {
+	v, err := variant(req.GetKind())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	pos, err := position(v, "position", req.GetPosition())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	d := req.GetDepth()
+	if d < 1 || d > MaxPerftDepth {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "depth: %d is out of range 1..%d", d, MaxPerftDepth))
+	}
+	resp := &rulesv1.PerftResponse{}
+	if !req.GetDivide() {
+		resp.Nodes = rules.Perft(pos, int(d))
+		return resp, nil
+	}
+	for _, m := range SortedMoves(pos) {
+		u := pos.Make(m)
+		n := uint64(1)
+		if d > 1 {
+			n = rules.Perft(pos, int(d)-1)
+		}
+		pos.Unmake(m, u)
+		resp.Nodes += n
+		resp.Divide = append(resp.Divide, &rulesv1.PerftDivide{Move: &commonv1.Move{Coordinate: m.String()}, Nodes: n})
+	}
+	return resp, nil
+}
