@@ -105,3 +105,11 @@ func Bind(cfg Config) app.Binder {
 		return h.Close, nil
 	}
 }
+
+// DefaultConfig is the configuration the flags default to.
+func DefaultConfig() Config {
+	var c Config
+	fs := flag.NewFlagSet("defaults", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	return c
+}

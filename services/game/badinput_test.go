@@ -1,0 +1,139 @@
+package game_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/game/gametest"
+)
+
+// redisState is everything stored about a game, to prove a refused
+// request changed nothing.
+func redisState(t *testing.T, env *gametest.Env, id string) string {
+	t.Helper()
+	ctx := context.Background()
+	p := env.Config.KeyPrefix + "{g:" + id + "}"
+	st := env.Redis.HGetAll(ctx, p).Val()
+	n := env.Redis.XLen(ctx, p+":e").Val()
+	reqs := env.Redis.HGetAll(ctx, p+":r").Val()
+	return fmt.Sprintf("%v|%d|%d", st, n, len(reqs))
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	env := gametest.Start(t, nil)
+	x := xiangqi(t, env)
+	x.move(t, "h3e3")
+	janggi := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI})
+	// A Janggi game in check: Han's chariot gives check down the e-file.
+	jCheck := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Start: &commonv1.Position{Fen: "4k4/9/9/9/9/9/9/4r4/4K4/9 w - - 0 1"}})
+	ended := xiangqi(t, env)
+	if _, err := env.Client.Resign(ended.as(commonv1.Side_SIDE_FIRST), &gamev1.ResignRequest{GameId: ended.id, RequestId: rid()}); err != nil {
+		t.Fatal(err)
+	}
+	other := xiangqi(t, env)
+	red, black := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
+	mv := func(tb *table, side commonv1.Side, m string, version uint64) func() error {
+		return func() error {
+			_, err := env.Client.MakeMove(tb.as(side), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), ExpectedVersion: version, Move: &commonv1.Move{Coordinate: m}})
+			return err
+		}
+	}
+	tests := []struct {
+		name     string
+		game     *table
+		call     func() error
+		wantCode codes.Code
+		wantMsg  string
+	}{
+		{name: "unknown game", game: x, call: func() error {
+			_, err := env.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: "nosuchgame"})
+			return err
+		}, wantCode: codes.NotFound, wantMsg: "not found"},
+		{name: "illegal move names the move and why", game: x, call: mv(x, black, "a10a3", 0), wantCode: codes.InvalidArgument, wantMsg: "a10a3"},
+		{name: "malformed move", game: x, call: mv(x, black, "z9z9", 0), wantCode: codes.InvalidArgument, wantMsg: "z9z9"},
+		{name: "oversized move", game: x, call: mv(x, black, strings.Repeat("a", 5000), 0), wantCode: codes.InvalidArgument},
+		{name: "out of turn", game: x, call: mv(x, red, "b3e3", 0), wantCode: codes.FailedPrecondition, wantMsg: "turn"},
+		{name: "move during setup", game: janggi, call: mv(janggi, red, "a4a5", 0), wantCode: codes.FailedPrecondition, wantMsg: "formations"},
+		{name: "move after the end", game: ended, call: mv(ended, black, "h10g8", 0), wantCode: codes.FailedPrecondition, wantMsg: "ended"},
+		{name: "pass while in check", game: jCheck, call: func() error {
+			_, err := env.Client.Pass(jCheck.as(red), &gamev1.PassRequest{GameId: jCheck.id, RequestId: rid()})
+			return err
+		}, wantCode: codes.FailedPrecondition, wantMsg: "check"},
+		{name: "pass in xiangqi", game: x, call: func() error {
+			_, err := env.Client.Pass(x.as(black), &gamev1.PassRequest{GameId: x.id, RequestId: rid()})
+			return err
+		}, wantCode: codes.FailedPrecondition, wantMsg: "Janggi"},
+		{name: "undo outside an AI game", game: x, call: func() error {
+			_, err := env.Client.Undo(x.as(red), &gamev1.UndoRequest{GameId: x.id, RequestId: rid()})
+			return err
+		}, wantCode: codes.FailedPrecondition, wantMsg: "AI"},
+		{name: "draw offer in janggi", game: jCheck, call: func() error {
+			_, err := env.Client.OfferDraw(jCheck.as(red), &gamev1.OfferDrawRequest{GameId: jCheck.id, RequestId: rid()})
+			return err
+		}, wantCode: codes.FailedPrecondition},
+		{name: "stale version", game: x, call: mv(x, black, "h10g8", 1), wantCode: codes.Aborted, wantMsg: "version 3"},
+		{name: "no credential", game: x, call: func() error {
+			_, err := env.Client.MakeMove(context.Background(), &gamev1.MakeMoveRequest{GameId: x.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h10g8"}})
+			return err
+		}, wantCode: codes.Unauthenticated},
+		{name: "forged credential", game: x, call: func() error {
+			_, err := env.Client.MakeMove(gametest.As(context.Background(), x.seats[black]+"x"), &gamev1.MakeMoveRequest{GameId: x.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h10g8"}})
+			return err
+		}, wantCode: codes.Unauthenticated},
+		{name: "another game's seat", game: x, call: func() error {
+			_, err := env.Client.MakeMove(other.as(black), &gamev1.MakeMoveRequest{GameId: x.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h10g8"}})
+			return err
+		}, wantCode: codes.PermissionDenied},
+		{name: "private game without a seat", game: janggi, call: func() error {
+			_, err := env.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: janggi.id})
+			return err
+		}, wantCode: codes.PermissionDenied},
+		{name: "missing request id", game: x, call: func() error {
+			_, err := env.Client.MakeMove(x.as(black), &gamev1.MakeMoveRequest{GameId: x.id, Move: &commonv1.Move{Coordinate: "h10g8"}})
+			return err
+		}, wantCode: codes.InvalidArgument, wantMsg: "request_id"},
+		{name: "game id with a brace", game: x, call: func() error {
+			_, err := env.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: "a}b"})
+			return err
+		}, wantCode: codes.InvalidArgument},
+		{name: "oversized request", game: x, call: func() error {
+			_, err := env.Client.MakeMove(x.as(black), &gamev1.MakeMoveRequest{GameId: x.id, RequestId: strings.Repeat("r", 2<<20), Move: &commonv1.Move{Coordinate: "h10g8"}})
+			return err
+		}, wantCode: codes.ResourceExhausted},
+		{name: "bad create: one seat, bad fen", game: x, call: func() error {
+			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats()[:1], Start: &commonv1.Position{Fen: "xx"}})
+			return err
+		}, wantCode: codes.InvalidArgument, wantMsg: "seats"},
+		{name: "bad create: no kind", game: x, call: func() error {
+			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Seats: seats()})
+			return err
+		}, wantCode: codes.InvalidArgument, wantMsg: "kind"},
+		{name: "stream ahead of the game", game: x, call: func() error {
+			st, err := env.Client.StreamEvents(context.Background(), &gamev1.StreamEventsRequest{GameId: x.id, AfterVersion: 99})
+			if err != nil {
+				return err
+			}
+			_, err = st.Recv()
+			return err
+		}, wantCode: codes.OutOfRange},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := redisState(t, env, tt.game.id)
+			err := tt.call()
+			if status.Code(err) != tt.wantCode || !strings.Contains(status.Convert(err).Message(), tt.wantMsg) {
+				t.Fatalf("got %v, want %v containing %q", err, tt.wantCode, tt.wantMsg)
+			}
+			if after := redisState(t, env, tt.game.id); after != before {
+				t.Fatalf("refused request changed Redis:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}

@@ -1,0 +1,247 @@
+package game_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/palacehq/palace/pkg/deadline"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/game/gametest"
+)
+
+// sweep does what a clock sweeper does: hand every due deadline of the
+// index to ExpireDeadline and drop the entry.
+func sweep(t *testing.T, env *gametest.Env) int {
+	t.Helper()
+	ctx := context.Background()
+	idx, err := deadline.New(env.Redis, env.Config.KeyPrefix, env.Config.DeadlineShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := 0
+	for s := range idx.Shards() {
+		due, err := idx.Due(ctx, s, time.Now(), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range due {
+			r, err := env.Client.ExpireDeadline(ctx, &gamev1.ExpireDeadlineRequest{GameId: e.GameID, DeadlineUnixMs: e.At.UnixMilli()})
+			if err != nil {
+				t.Fatalf("ExpireDeadline: %v", err)
+			}
+			if r.GetApplied() {
+				applied++
+			}
+			if err := idx.Remove(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return applied
+}
+
+func wantEnd(t *testing.T, g *gamev1.Game, winner commonv1.Winner, method commonv1.EndMethod) {
+	t.Helper()
+	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ENDED && g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ABORTED {
+		t.Fatalf("status %v, want an ended game", g.GetStatus())
+	}
+	if r := g.GetResult(); r.GetWinner() != winner || r.GetMethod() != method {
+		t.Fatalf("result %v, want %v by %v", r, winner, method)
+	}
+}
+
+func TestEndingsThroughTheAPI(t *testing.T) {
+	env := gametest.Start(t, nil)
+	janggiStart := rules.StartFEN(rules.Janggi)
+	byoyomi := &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{MainTime: durationpb.New(5 * time.Minute), Periods: 3, PeriodTime: durationpb.New(30 * time.Second)}}}
+	fischer1s := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(time.Second)}}}
+	tests := []struct {
+		name       string
+		create     *gamev1.CreateGameRequest
+		moves      []string
+		act        func(t *testing.T, tb *table)
+		wantWinner commonv1.Winner
+		wantMethod commonv1.EndMethod
+		wantPoints bool
+	}{
+		{
+			name:       "xiangqi checkmate",
+			create:     &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Start: &commonv1.Position{Fen: "4k4/R8/9/9/9/9/9/9/9/1R1K5 w - - 0 1"}},
+			moves:      []string{"b1b10"},
+			wantWinner: commonv1.Winner_WINNER_FIRST, wantMethod: commonv1.EndMethod_END_METHOD_CHECKMATE,
+		},
+		{
+			name:       "janggi two passes decided by points",
+			create:     &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Start: &commonv1.Position{Fen: janggiStart}},
+			moves:      []string{"e2e2", "e9e9"},
+			wantWinner: commonv1.Winner_WINNER_SECOND, wantMethod: commonv1.EndMethod_END_METHOD_TWO_PASSES, wantPoints: true,
+		},
+		{
+			name:   "resignation",
+			create: &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI},
+			act: func(t *testing.T, tb *table) {
+				if _, err := tb.env.Client.Resign(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.ResignRequest{GameId: tb.id, RequestId: rid()}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantWinner: commonv1.Winner_WINNER_SECOND, wantMethod: commonv1.EndMethod_END_METHOD_RESIGNATION,
+		},
+		{
+			name:   "draw by agreement",
+			create: &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI},
+			act: func(t *testing.T, tb *table) {
+				if _, err := tb.env.Client.OfferDraw(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.OfferDrawRequest{GameId: tb.id, RequestId: rid()}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tb.env.Client.AnswerDraw(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.AnswerDrawRequest{GameId: tb.id, RequestId: rid(), Accept: true}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantWinner: commonv1.Winner_WINNER_DRAW, wantMethod: commonv1.EndMethod_END_METHOD_AGREEMENT,
+		},
+		{
+			name:   "timeout while nobody is connected",
+			create: &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer1s},
+			moves:  []string{"h3e3", "h10g8"},
+			act: func(t *testing.T, tb *table) {
+				// The flag falls after main time plus the lag allowance a
+				// player could still be credited (1 s by default).
+				time.Sleep(1100 * time.Millisecond)
+				if n := sweep(t, tb.env); n != 0 {
+					t.Fatalf("sweep flagged within the lag allowance (%d applied)", n)
+				}
+				time.Sleep(1000 * time.Millisecond)
+				if n := sweep(t, tb.env); n != 1 {
+					t.Fatalf("sweep applied %d deadlines, want 1", n)
+				}
+			},
+			wantWinner: commonv1.Winner_WINNER_SECOND, wantMethod: commonv1.EndMethod_END_METHOD_TIMEOUT,
+		},
+		{
+			name:   "aborted without a first move",
+			create: &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: byoyomi, FirstMoveTime: durationpb.New(time.Second)},
+			act: func(t *testing.T, tb *table) {
+				time.Sleep(1100 * time.Millisecond)
+				sweep(t, tb.env)
+			},
+			wantWinner: commonv1.Winner_WINNER_UNSPECIFIED, wantMethod: commonv1.EndMethod_END_METHOD_ABORTED,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tb := create(t, env, tt.create)
+			for _, m := range tt.moves {
+				tb.move(t, m)
+			}
+			if tt.act != nil {
+				tt.act(t, tb)
+			}
+			g := tb.get(t)
+			wantEnd(t, g, tt.wantWinner, tt.wantMethod)
+			if tt.wantPoints && g.GetResult().GetPoints() == nil {
+				t.Fatal("a Janggi result decided by points has no points")
+			}
+			// The last event is the ending, and nothing is accepted after it.
+			_, err := env.Client.Resign(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.ResignRequest{GameId: tb.id, RequestId: rid()})
+			wantCode(t, err, codes.FailedPrecondition)
+		})
+	}
+}
+
+func TestJanggiSetupPhase(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, SetupTime: durationpb.New(time.Second)})
+	g := tb.get(t)
+	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_SETUP || g.GetTurn() != commonv1.Side_SIDE_SECOND {
+		t.Fatalf("new Janggi game: %v, %v to choose", g.GetStatus(), g.GetTurn())
+	}
+	// Cho may not choose before Han.
+	_, err := env.Client.ChooseFormation(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.ChooseFormationRequest{GameId: tb.id, RequestId: rid(), Formation: commonv1.Formation_FORMATION_SANG_MA_SANG_MA})
+	wantCode(t, err, codes.FailedPrecondition)
+	// Moves are refused during setup.
+	_, err = env.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "a4a5"}})
+	wantCode(t, err, codes.FailedPrecondition)
+	if _, err := env.Client.ChooseFormation(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.ChooseFormationRequest{GameId: tb.id, RequestId: rid(), Formation: commonv1.Formation_FORMATION_SANG_MA_MA_SANG}); err != nil {
+		t.Fatal(err)
+	}
+	// Cho does not choose: the default formation is applied on time.
+	time.Sleep(1100 * time.Millisecond)
+	if n := sweep(t, env); n != 1 {
+		t.Fatalf("sweep applied %d, want 1", n)
+	}
+	g = tb.get(t)
+	want := rules.JanggiStartFEN(rules.MaSangSangMa, rules.SangMaMaSang)
+	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING || g.GetStart().GetFen() != want {
+		t.Fatalf("after setup: %v from %q, want ongoing from %q", g.GetStatus(), g.GetStart().GetFen(), want)
+	}
+	// Both choices are in the event stream, in order.
+	st, err := env.Client.StreamEvents(context.Background(), &gamev1.StreamEventsRequest{GameId: tb.id})
+	wantCode(t, err, codes.OK)
+	var got []string
+	for len(got) < 4 {
+		m, err := st.Recv()
+		if err != nil {
+			// private game, no credential: the stream itself is refused
+			wantCode(t, err, codes.PermissionDenied)
+			break
+		}
+		got = append(got, fmt.Sprint(m.GetEvent().GetKind()))
+	}
+	st, err = env.Client.StreamEvents(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for len(kinds) < 4 {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := m.GetEvent()
+		switch {
+		case e.GetGameCreated() != nil:
+			kinds = append(kinds, "created")
+		case e.GetFormationChosen() != nil:
+			fc := e.GetFormationChosen()
+			kinds = append(kinds, fmt.Sprintf("%v:%v:%v", fc.GetSide(), fc.GetFormation(), fc.GetByDefault()))
+		case e.GetGameStarted() != nil:
+			kinds = append(kinds, "started")
+		}
+	}
+	want2 := "created SIDE_SECOND:FORMATION_SANG_MA_MA_SANG:false SIDE_FIRST:FORMATION_MA_SANG_SANG_MA:true started"
+	if strings.Join(kinds, " ") != want2 {
+		t.Fatalf("events %v, want %s", kinds, want2)
+	}
+}
+
+func TestUndoAgainstTheAI(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(0, 3)})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8") // the AI seat's reply, made with its credential
+	tb.move(t, "b3b7")
+	resp, err := env.Client.Undo(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.UndoRequest{GameId: tb.id, RequestId: rid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(resp.GetGame().GetMoves()); n != 2 {
+		t.Fatalf("undo before the AI replied left %d moves, want 2", n)
+	}
+	resp, err = env.Client.Undo(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.UndoRequest{GameId: tb.id, RequestId: rid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(resp.GetGame().GetMoves()); n != 0 || resp.GetGame().GetTurn() != commonv1.Side_SIDE_FIRST {
+		t.Fatalf("undo of move and reply left %d moves, turn %v", n, resp.GetGame().GetTurn())
+	}
+	_, err = env.Client.Undo(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.UndoRequest{GameId: tb.id, RequestId: rid()})
+	wantCode(t, err, codes.FailedPrecondition)
+}

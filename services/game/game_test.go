@@ -1,0 +1,188 @@
+package game_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/game/gametest"
+)
+
+var reqSeq atomic.Int64
+
+func rid() string { return fmt.Sprintf("r%d-%d", time.Now().UnixNano(), reqSeq.Add(1)) }
+
+type table struct {
+	env   *gametest.Env
+	id    string
+	seats map[commonv1.Side]string
+}
+
+func (tb *table) as(side commonv1.Side) context.Context {
+	return gametest.As(context.Background(), tb.seats[side])
+}
+
+func seats(ai ...uint32) []*gamev1.Seat {
+	s := []*gamev1.Seat{
+		{Side: commonv1.Side_SIDE_FIRST, PlayerId: "p1", DisplayName: "One"},
+		{Side: commonv1.Side_SIDE_SECOND, PlayerId: "p2", DisplayName: "Two"},
+	}
+	for i, lvl := range ai {
+		s[i].AiLevel = lvl
+	}
+	return s
+}
+
+func create(t *testing.T, env *gametest.Env, req *gamev1.CreateGameRequest) *table {
+	t.Helper()
+	if req.RequestId == "" {
+		req.RequestId = rid()
+	}
+	if req.Seats == nil {
+		req.Seats = seats()
+	}
+	resp, err := env.Client.CreateGame(context.Background(), req)
+	if err != nil {
+		t.Fatalf("CreateGame: %v", err)
+	}
+	tb := &table{env: env, id: resp.GetGameId(), seats: map[commonv1.Side]string{}}
+	for _, c := range resp.GetCredentials() {
+		tb.seats[c.GetSide()] = c.GetToken()
+	}
+	return tb
+}
+
+func xiangqi(t *testing.T, env *gametest.Env) *table {
+	return create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
+}
+
+func (tb *table) get(t *testing.T) *gamev1.Game {
+	t.Helper()
+	g, err := tb.env.Client.GetGame(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatalf("GetGame: %v", err)
+	}
+	return g.GetGame()
+}
+
+func (tb *table) move(t *testing.T, mv string) *gamev1.MakeMoveResponse {
+	t.Helper()
+	side := tb.get(t).GetTurn()
+	resp, err := tb.env.Client.MakeMove(tb.as(side), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: mv}})
+	if err != nil {
+		t.Fatalf("move %s: %v", mv, err)
+	}
+	return resp
+}
+
+func wantCode(t *testing.T, err error, code codes.Code) {
+	t.Helper()
+	if status.Code(err) != code {
+		t.Fatalf("got %v, want %v", err, code)
+	}
+}
+
+func TestCreateMoveAndRead(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	g := tb.get(t)
+	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING || len(g.GetLegalMoves()) != 44 || g.GetVersion() != 2 {
+		t.Fatalf("new game: status %v, %d legal moves, version %d", g.GetStatus(), len(g.GetLegalMoves()), g.GetVersion())
+	}
+	resp := tb.move(t, "h3e3")
+	if resp.GetMove().GetNotation() != "C2.5" || resp.GetGame().GetTurn() != commonv1.Side_SIDE_SECOND || resp.GetGame().GetVersion() != 3 {
+		t.Fatalf("after h3e3: notation %q turn %v version %d", resp.GetMove().GetNotation(), resp.GetGame().GetTurn(), resp.GetGame().GetVersion())
+	}
+	if got := tb.get(t).GetPosition().GetFen(); got != "rnbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C2C4/9/RNBAKABNR b - - 1 1" {
+		t.Fatalf("position %q", got)
+	}
+}
+
+// TestRacingMovesApplyOnce sends the same move twice at once, with
+// different request ids, many times: exactly one must be applied each time.
+func TestRacingMovesApplyOnce(t *testing.T) {
+	env := gametest.Start(t, nil)
+	rounds := 1000
+	if testing.Short() {
+		rounds = 100
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	tb := xiangqi(t, env)
+	g := tb.get(t)
+	for r := range rounds {
+		if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+			tb = xiangqi(t, env)
+			g = tb.get(t)
+		}
+		mv := g.GetLegalMoves()[rng.IntN(len(g.GetLegalMoves()))].GetCoordinate()
+		ctx := tb.as(g.GetTurn())
+		var wg sync.WaitGroup
+		var ok atomic.Int32
+		errs := make([]error, 2)
+		for i := range 2 {
+			wg.Go(func() {
+				_, err := env.Client.MakeMove(ctx, &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: mv}})
+				if err == nil {
+					ok.Add(1)
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		if ok.Load() != 1 {
+			t.Fatalf("round %d: %d of 2 racing moves applied (errors %v)", r, ok.Load(), errs)
+		}
+		for _, err := range errs {
+			if err != nil && status.Code(err) != codes.FailedPrecondition {
+				t.Fatalf("round %d: loser got %v, want FailedPrecondition", r, err)
+			}
+		}
+		next := tb.get(t)
+		if len(next.GetMoves()) != len(g.GetMoves())+1 {
+			t.Fatalf("round %d: %d moves after one race, had %d", r, len(next.GetMoves()), len(g.GetMoves()))
+		}
+		g = next
+	}
+}
+
+func TestRetriedRequestAnswersIdentically(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "b3e3"}}
+	first, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		again, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), req)
+		if err != nil {
+			t.Fatalf("retry: %v", err)
+		}
+		if !proto.Equal(first, again) {
+			t.Fatal("a retry answered differently")
+		}
+	}
+	if n := len(tb.get(t).GetMoves()); n != 1 {
+		t.Fatalf("%d moves after one move retried 3 times", n)
+	}
+	// The same request_id on CreateGame returns the same game.
+	creq := &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats()}
+	a, err := env.Client.CreateGame(context.Background(), creq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := env.Client.CreateGame(context.Background(), creq)
+	if err != nil || !proto.Equal(a, b) {
+		t.Fatalf("retried CreateGame: %v, equal=%v", err, proto.Equal(a, b))
+	}
+}

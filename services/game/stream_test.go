@@ -1,0 +1,155 @@
+package game_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/game"
+	"github.com/palacehq/palace/services/game/gametest"
+)
+
+// playRandom plays up to n random legal moves (fewer if the game ends).
+func playRandom(t *testing.T, tb *table, n int, seed uint64) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for range n {
+		g := tb.get(t)
+		if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+			return
+		}
+		tb.move(t, g.GetLegalMoves()[rng.IntN(len(g.GetLegalMoves()))].GetCoordinate())
+	}
+}
+
+// TestStreamResumesExactlyOnce reads a game's events while it is being
+// played, dropping the connection at random points and resuming from the
+// last version seen: every version must arrive exactly once, in order.
+func TestStreamResumesExactlyOnce(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		playRandom(t, tb, 150, 7)
+		_, _ = env.Client.Resign(tb.as(tb.get(t).GetTurn()), &gamev1.ResignRequest{GameId: tb.id, RequestId: rid()})
+	}()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var seen []uint64
+	var last uint64
+	ended := false
+	for reconnects := 0; !ended; reconnects++ {
+		if reconnects > 10000 {
+			t.Fatal("stream never reached the end of the game")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: last})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		budget := rng.IntN(8)
+		for !ended && budget >= 0 {
+			m, err := st.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				t.Fatalf("recv: %v", err)
+			}
+			if e := m.GetEvent(); e != nil {
+				seen = append(seen, e.GetVersion())
+				last = e.GetVersion()
+				ended = e.GetGameEnded() != nil
+				budget--
+			}
+		}
+		cancel()
+	}
+	<-done
+	final := tb.get(t).GetVersion()
+	if uint64(len(seen)) != final {
+		t.Fatalf("saw %d events, the game has %d", len(seen), final)
+	}
+	for i, v := range seen {
+		if v != uint64(i+1) {
+			t.Fatalf("event %d has version %d: %v", i, v, seen)
+		}
+	}
+}
+
+func TestStreamSnapshotThenLiveAndHeartbeat(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = 100 * time.Millisecond })
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Recv()
+	if err != nil || m.GetSnapshot().GetVersion() != 3 {
+		t.Fatalf("first message %v (%v), want a snapshot at version 3", m, err)
+	}
+	// A heartbeat arrives while nothing happens.
+	for {
+		m, err = st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.GetHeartbeat() != nil {
+			break
+		}
+	}
+	tb.move(t, "h10g8")
+	for {
+		m, err = st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := m.GetEvent(); e != nil {
+			if e.GetVersion() != 4 || e.GetMovePlayed().GetMove().GetCoordinate() != "h10g8" {
+				t.Fatalf("live event %v, want h10g8 at version 4", e)
+			}
+			return
+		}
+	}
+}
+
+func TestSeatStreamsAnnouncePresence(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
+	ctx, cancel := context.WithCancel(tb.as(commonv1.Side_SIDE_SECOND))
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pc := m.GetEvent().GetPlayerConnection(); pc != nil {
+			if pc.GetSide() != commonv1.Side_SIDE_SECOND || !pc.GetConnected() {
+				t.Fatalf("presence %v", pc)
+			}
+			break
+		}
+	}
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		g := tb.get(t)
+		if g.GetVersion() == 4 {
+			return // created, started, connected, disconnected
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no disconnection event: version %d", tb.get(t).GetVersion())
+}
