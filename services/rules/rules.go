@@ -5,8 +5,8 @@ package rules
 import (
 	"context"
 
-	rulesv1 "github.com/palacehq/palace/pkg/gen/palace/rules/v1"
 	"github.com/palacehq/palace/pkg/app"
+	rulesv1 "github.com/palacehq/palace/pkg/gen/palace/rules/v1"
 	"github.com/palacehq/palace/services/rules/internal/handler"
 )
 

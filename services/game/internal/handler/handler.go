@@ -461,7 +461,9 @@ func (h *Handler) ChooseFormation(ctx context.Context, req *gamev1.ChooseFormati
 	}
 	resp, err := h.exec(ctx, "choose_formation", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		run: func(st *model.State, now time.Time) (model.Change, error) { return model.ChooseFormation(st, side, f, now) },
+		run: func(st *model.State, now time.Time) (model.Change, error) {
+			return model.ChooseFormation(st, side, f, now)
+		},
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			return &gamev1.ChooseFormationResponse{Game: gameOf(ch, now)}
 		},
@@ -490,7 +492,9 @@ func (h *Handler) MakeMove(ctx context.Context, req *gamev1.MakeMoveRequest) (*g
 	lag := lagOf(req.GetReportedLag().AsDuration())
 	resp, err := h.exec(ctx, "move", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Move(st, side, text, lag, now) },
+		run: func(st *model.State, now time.Time) (model.Change, error) {
+			return model.Move(st, side, text, lag, now)
+		},
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			return &gamev1.MakeMoveResponse{Game: gameOf(ch, now), Move: lastMove(ch)}
 		},
