@@ -1,11 +1,151 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
+
+	"github.com/palacehq/palace/pkg/rules"
 )
 
+const rulesUsage = `usage: palace rules <moves|perft|show|adjudicate> --variant janggi|xiangqi [flags]
+
+  moves       --fen FEN                     legal moves, sorted, one per line
+  perft       --fen FEN --depth N [--divide] leaf count (last line)
+  show        --fen FEN [--hanja]           the board
+  adjudicate  --fen START --moves "m1 m2"   replay and print the result as JSON
+`
+
+// runRules implements `palace rules`. Bad input prints one line on stderr
+// and exits 2, so scripts can tell it from a result.
 func runRules(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "palace rules: not yet available")
-	return exitUsage
+	if len(args) == 0 {
+		fmt.Fprint(stderr, rulesUsage)
+		return exitUsage
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("palace rules "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	variantName := fs.String("variant", "", "janggi or xiangqi")
+	fen := fs.String("fen", "", "position (default: the start position)")
+	depth := fs.Int("depth", 0, "perft depth")
+	divide := fs.Bool("divide", false, "perft: count per root move")
+	hanja := fs.Bool("hanja", false, "show: draw pieces as hanja")
+	moves := fs.String("moves", "", "adjudicate: space-separated moves")
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "palace rules %s: %s\n", sub, strings.ReplaceAll(fmt.Sprintf(format, a...), "\n", " "))
+		return exitUsage
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, rulesUsage)
+			return exitOK
+		}
+		return fail("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q", fs.Arg(0))
+	}
+	v, err := rules.ParseVariant(*variantName)
+	if err != nil {
+		return fail("--variant: %v", err)
+	}
+	if *fen == "" {
+		*fen = rules.StartFEN(v)
+	}
+	switch sub {
+	case "moves":
+		pos, err := rules.ParseFEN(v, *fen)
+		if err != nil {
+			return fail("--fen: %v", err)
+		}
+		for _, m := range sortedMoves(pos.LegalMoves(nil)) {
+			fmt.Fprintln(stdout, m)
+		}
+	case "perft":
+		pos, err := rules.ParseFEN(v, *fen)
+		if err != nil {
+			return fail("--fen: %v", err)
+		}
+		if *depth < 1 || *depth > 8 {
+			return fail("--depth %d: want 1..8", *depth)
+		}
+		if !*divide {
+			fmt.Fprintln(stdout, rules.Perft(pos, *depth))
+			return exitOK
+		}
+		counts := map[string]uint64{}
+		for m, n := range rules.Divide(pos, *depth) {
+			counts[m.String()] = n
+		}
+		var total uint64
+		for _, m := range sortedMoves(pos.LegalMoves(nil)) {
+			fmt.Fprintf(stdout, "%s: %d\n", m, counts[m])
+			total += counts[m]
+		}
+		fmt.Fprintln(stdout, total)
+	case "show":
+		pos, err := rules.ParseFEN(v, *fen)
+		if err != nil {
+			return fail("--fen: %v", err)
+		}
+		fmt.Fprint(stdout, drawBoard(pos, *hanja))
+	case "adjudicate":
+		line, err := adjudicate(v, *fen, *moves)
+		if err != nil {
+			return fail("%v", err)
+		}
+		fmt.Fprintln(stdout, line)
+	default:
+		fmt.Fprintf(stderr, "palace rules: unknown subcommand %q\n\n%s", sub, rulesUsage)
+		return exitUsage
+	}
+	return exitOK
+}
+
+func sortedMoves(ms []rules.Move) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.String()
+	}
+	slices.Sort(out)
+	return out
+}
+
+type adjudication struct {
+	Status string      `json:"status"`
+	Winner string      `json:"winner"`
+	Method string      `json:"method"`
+	Points *[2]float64 `json:"points,omitempty"`
+}
+
+// adjudicate replays moves from start and reports the game's state.
+func adjudicate(v rules.Variant, start, moves string) (string, error) {
+	g, err := rules.NewGame(v, start)
+	if err != nil {
+		return "", fmt.Errorf("--fen: %w", err)
+	}
+	for i, text := range strings.Fields(moves) {
+		m, err := rules.ParseMove(text)
+		if err != nil {
+			return "", fmt.Errorf("ply %d: %w", i+1, err)
+		}
+		if _, err := g.Play(m); err != nil {
+			return "", err
+		}
+	}
+	o := g.Outcome()
+	out := adjudication{Status: "ongoing", Winner: o.Winner.String(), Method: o.Method.String()}
+	if o.Ended {
+		out.Status = "ended"
+	}
+	if v == rules.Janggi {
+		out.Points = &o.Points
+	}
+	b, err := json.Marshal(out)
+	return string(b), err
 }

@@ -96,3 +96,9 @@ func CapturedLetter(p rules.Piece) string {
 	}
 	return string(p.Letter())
 }
+
+// Winner maps a rules winner; the enums share their numbers.
+func Winner(w rules.Winner) commonv1.Winner { return commonv1.Winner(w) }
+
+// Method maps a rules method; the enums share their numbers.
+func Method(m rules.Method) commonv1.EndMethod { return commonv1.EndMethod(m) }

@@ -2,7 +2,10 @@ module github.com/palacehq/palace/services/rules
 
 go 1.26.0
 
-require github.com/palacehq/palace/pkg v0.0.0
+require (
+	github.com/palacehq/palace/pkg v0.0.0
+	google.golang.org/grpc v1.85.0
+)
 
 require (
 	connectrpc.com/connect v1.19.1 // indirect
@@ -41,7 +44,6 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 

@@ -162,15 +162,55 @@ func (h *Handler) Perft(ctx context.Context, req *rulesv1.PerftRequest) (*rulesv
 		resp.Nodes = rules.Perft(pos, int(d))
 		return resp, nil
 	}
+	// Divide, not Perft per child: a pass at the root changes what the
+	// tree below it counts (a second pass in a row is a leaf).
+	counts := rules.Divide(pos, int(d))
 	for _, m := range SortedMoves(pos) {
-		u := pos.Make(m)
-		n := uint64(1)
-		if d > 1 {
-			n = rules.Perft(pos, int(d)-1)
+		resp.Nodes += counts[m]
+		resp.Divide = append(resp.Divide, &rulesv1.PerftDivide{Move: &commonv1.Move{Coordinate: m.String()}, Nodes: counts[m]})
+	}
+	return resp, nil
+}
+
+func (h *Handler) Adjudicate(ctx context.Context, req *rulesv1.AdjudicateRequest) (*rulesv1.AdjudicateResponse, error) {
+	v, err := variant(req.GetKind())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	start := req.GetStart()
+	if start.GetFen() == "" {
+		start = &commonv1.Position{Fen: rules.StartFEN(v)}
+	}
+	if len(req.GetMoves()) > MaxMoves {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "moves: %d moves, at most %d allowed", len(req.GetMoves()), MaxMoves))
+	}
+	if _, err := position(v, "start", start); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	g, err := rules.NewGame(v, start.GetFen())
+	if err != nil {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "start: %v", err))
+	}
+	for i, pm := range req.GetMoves() {
+		m, err := parseMove(fmt.Sprintf("moves[%d]", i), pm)
+		if err != nil {
+			return nil, h.fail(ctx, err)
 		}
-		pos.Unmake(m, u)
-		resp.Nodes += n
-		resp.Divide = append(resp.Divide, &rulesv1.PerftDivide{Move: &commonv1.Move{Coordinate: m.String()}, Nodes: n})
+		if _, err := g.Play(m); err != nil {
+			return nil, h.fail(ctx, apierr.New(apierr.Invalid, "moves[%d]: %v", i, err))
+		}
+	}
+	o := g.Outcome()
+	resp := &rulesv1.AdjudicateResponse{
+		Status:   commonv1.GameStatus_GAME_STATUS_ONGOING,
+		Position: &commonv1.Position{Fen: g.Position().FEN()},
+	}
+	if v == rules.Janggi {
+		resp.Points = &commonv1.Points{First: o.Points[0], Second: o.Points[1]}
+	}
+	if o.Ended {
+		resp.Status = commonv1.GameStatus_GAME_STATUS_ENDED
+		resp.Result = &commonv1.Result{Winner: rulespb.Winner(o.Winner), Method: rulespb.Method(o.Method), Points: resp.Points}
 	}
 	return resp, nil
 }

@@ -508,7 +508,7 @@ type PerftRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Kind     v1.GameKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
 	Position *v1.Position           `protobuf:"bytes,2,opt,name=position,proto3" json:"position,omitempty"`
-	// 1 to 5.
+	// 1 to 4.
 	Depth uint32 `protobuf:"varint,3,opt,name=depth,proto3" json:"depth,omitempty"`
 	// Also count the leaves below each root move.
 	Divide        bool `protobuf:"varint,4,opt,name=divide,proto3" json:"divide,omitempty"`

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func palace(args ...string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+const xiangqiStart = "rnbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBAKABNR w - - 0 1"
+
+func TestRulesCLI(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantOut    string // exact stdout, when set
+		wantLast   string // last line of stdout, when set
+		wantLines  int    // number of stdout lines, when set
+		wantCode   int
+		wantErrSub string
+	}{
+		{name: "moves xiangqi start", args: []string{"rules", "moves", "--variant", "xiangqi", "--fen", xiangqiStart}, wantLines: 44},
+		{name: "moves janggi start includes the pass", args: []string{"rules", "moves", "--variant", "janggi"}, wantLines: 32},
+		{name: "moves of a mated side", args: []string{"rules", "moves", "--variant", "xiangqi", "--fen", "1R2k4/R8/9/9/9/9/9/9/9/3K5 b - - 0 1"}, wantOut: ""},
+		{name: "perft", args: []string{"rules", "perft", "--variant", "xiangqi", "--depth", "3"}, wantLast: "79666"},
+		{name: "perft divide", args: []string{"rules", "perft", "--variant", "janggi", "--depth", "2", "--divide"}, wantLast: "1024", wantLines: 33},
+		{name: "adjudicate ongoing xiangqi has no points", args: []string{"rules", "adjudicate", "--variant", "xiangqi", "--moves", "h3e3 h10g8"},
+			wantOut: `{"status":"ongoing","winner":"","method":""}` + "\n"},
+		{name: "adjudicate ongoing janggi", args: []string{"rules", "adjudicate", "--variant", "janggi", "--moves", "a4a5"},
+			wantOut: `{"status":"ongoing","winner":"","method":"","points":[72,73.5]}` + "\n"},
+		{name: "adjudicate two passes", args: []string{"rules", "adjudicate", "--variant", "janggi", "--fen", "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1", "--moves", "e2e2 e9e9"},
+			wantOut: `{"status":"ended","winner":"second","method":"two_passes","points":[72,73.5]}` + "\n"},
+		{name: "adjudicate checkmate", args: []string{"rules", "adjudicate", "--variant", "xiangqi", "--fen", "4k4/R8/9/9/9/9/9/9/9/1R1K5 w - - 0 1", "--moves", "b1b10"},
+			wantOut: `{"status":"ended","winner":"first","method":"checkmate"}` + "\n"},
+		{name: "illegal move names its ply", args: []string{"rules", "adjudicate", "--variant", "xiangqi", "--moves", "h3e3 a1a9"}, wantCode: 2, wantErrSub: "ply 2"},
+		{name: "move after the end", args: []string{"rules", "adjudicate", "--variant", "xiangqi", "--fen", "4k4/R8/9/9/9/9/9/9/9/1R1K5 w - - 0 1", "--moves", "b1b10 e10e9"}, wantCode: 2, wantErrSub: "ply 2"},
+		{name: "malformed move", args: []string{"rules", "adjudicate", "--variant", "xiangqi", "--moves", "h3e3 zz"}, wantCode: 2, wantErrSub: "ply 2"},
+		{name: "bad variant", args: []string{"rules", "moves", "--variant", "chess"}, wantCode: 2, wantErrSub: "variant"},
+		{name: "bad fen", args: []string{"rules", "moves", "--variant", "xiangqi", "--fen", "9/9 w"}, wantCode: 2, wantErrSub: "fen"},
+		{name: "bad depth", args: []string{"rules", "perft", "--variant", "xiangqi", "--depth", "0"}, wantCode: 2, wantErrSub: "depth"},
+		{name: "show marks check", args: []string{"rules", "show", "--variant", "janggi", "--fen", "4k4/9/9/9/9/9/9/4r4/4K4/9 w - - 0 1"}, wantLast: "first to move, in check"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := palace(tt.args...)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d; stderr %q", code, tt.wantCode, errOut)
+			}
+			if tt.wantErrSub != "" {
+				if !strings.Contains(errOut, tt.wantErrSub) || strings.Count(errOut, "\n") != 1 || out != "" {
+					t.Fatalf("stderr %q (want one line with %q), stdout %q", errOut, tt.wantErrSub, out)
+				}
+				return
+			}
+			if errOut != "" {
+				t.Fatalf("stderr %q", errOut)
+			}
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			if tt.wantOut != "" || (tt.wantLast == "" && tt.wantLines == 0) {
+				if out != tt.wantOut {
+					t.Fatalf("stdout %q, want %q", out, tt.wantOut)
+				}
+			}
+			if tt.wantLast != "" && lines[len(lines)-1] != tt.wantLast {
+				t.Fatalf("last line %q, want %q", lines[len(lines)-1], tt.wantLast)
+			}
+			if tt.wantLines != 0 && len(lines) != tt.wantLines {
+				t.Fatalf("%d lines, want %d", len(lines), tt.wantLines)
+			}
+		})
+	}
+}
+
+func TestRulesMovesAreSortedAndUnique(t *testing.T) {
+	out, _, code := palace("rules", "moves", "--variant", "janggi", "--fen", "1n1kaabn1/cr2N4/5C1c1/p1pNp3p/9/9/P1PbP1P1P/3r1p3/4A4/R1BA1KB1R b - - 0 1")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	lines := strings.Fields(out)
+	if len(lines) != 2 {
+		t.Fatalf("%d moves, RULES.md perft says 2", len(lines))
+	}
+	for i := 1; i < len(lines); i++ {
+		if lines[i-1] >= lines[i] {
+			t.Fatalf("not in byte order: %v", lines)
+		}
+	}
+}

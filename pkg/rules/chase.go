@@ -1,0 +1,138 @@
+package rules
+
+// Perpetual chase (Xiangqi), RULES.md: a move chases a piece when, after it,
+// a chariot, horse, cannon, elephant or advisor of the mover attacks that
+// piece (not the general, not a soldier still on its own side of the
+// river), did not attack it before the move, and the piece is unprotected:
+// no piece of its owner could legally recapture on its square.
+//
+// How this file reads the definition:
+//   - "attacks" means a legal capture: the capture must not leave the
+//     chaser's own general attacked or facing the other general. A pinned
+//     piece threatens nothing.
+//   - "it did not attack it before" is about that attacker and that target
+//     as pieces, so a piece is followed when it moves; the pieces are named
+//     at the first occurrence of the repeated position.
+//   - "protected" is tested on the board after that very capture, since
+//     the capture itself can open or close a recapturing line.
+//   - A chaser loses when it chased one and the same piece on every one of
+//     its moves in the cycle, and the other player did not give check or
+//     chase (any piece) on every one of its moves; a cycle in which both
+//     sides force on every move is a draw.
+//
+// Chases are only needed once per game, when a position occurs for the
+// third time, so they are computed then by replaying the cycle, not on
+// every ply.
+
+// perpetualChaser replays the plies after ply first up to now and returns
+// the side that loses by perpetual chase, if any.
+func (g *Game) perpetualChaser(first int) (Side, bool) {
+	q := g.start.Clone()
+	for _, m := range g.moves[:first] {
+		q.Make(m)
+	}
+	// Name the pieces; a side has at most 16, so 32 ids fit a uint32 set.
+	var ids [NumSquares]int8
+	next := int8(0)
+	for sq := range ids {
+		ids[sq] = -1
+		if q.PieceAt(Square(sq)) != NoPiece {
+			ids[sq] = next
+			next++
+		}
+	}
+	same := [2]uint32{^uint32(0), ^uint32(0)}
+	forcing := [2]bool{true, true}
+	for k := first + 1; k <= len(g.moves); k++ {
+		m := g.moves[k-1]
+		s := q.Turn()
+		c := chases(q, m, &ids)
+		same[s] &= c
+		forcing[s] = forcing[s] && (c != 0 || g.plies[k-1].check)
+		q.Make(m)
+		ids[m.To()], ids[m.From()] = ids[m.From()], -1
+	}
+	for s := First; s <= Second; s++ {
+		if same[s] != 0 && !forcing[s.Opponent()] {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+// chases returns the set of ids of the pieces that m, a legal move of the
+// side to move in p, chases. p is not changed.
+func chases(p *Position, m Move, ids *[NumSquares]int8) uint32 {
+	var buf [128]Move
+	var before [32]uint32 // before[attacker id] = ids it could capture
+	for _, c := range p.LegalMoves(buf[:0]) {
+		if chaseCapture(p, c) {
+			before[ids[c.From()]] |= 1 << uint(ids[c.To()])
+		}
+	}
+	idAt := func(sq Square) int8 {
+		switch sq {
+		case m.To():
+			return ids[m.From()]
+		case m.From():
+			return -1
+		}
+		return ids[sq]
+	}
+	after := p.Clone()
+	after.Make(m)
+	// Hand the turn back to the mover (a null move: Make of from == to only
+	// changes the side to move), so its legal moves are the threats.
+	g := after.GeneralSquare(after.Turn())
+	after.Make(NewMove(g, g))
+	var chased uint32
+	for _, c := range after.LegalMoves(buf[:0]) {
+		if !chaseCapture(after, c) {
+			continue
+		}
+		a, t := idAt(c.From()), uint(idAt(c.To()))
+		if before[a]&(1<<t) != 0 || chased&(1<<t) != 0 {
+			continue
+		}
+		if !recapturable(after, c) {
+			chased |= 1 << t
+		}
+	}
+	return chased
+}
+
+// chaseCapture reports whether c is a capture that can count as a chase: by
+// a chariot, horse, cannon, elephant or advisor, of a piece other than the
+// general or a soldier that has not crossed the river.
+func chaseCapture(p *Position, c Move) bool {
+	attacker, target := p.PieceAt(c.From()), p.PieceAt(c.To())
+	if target == NoPiece || target.Side() == attacker.Side() {
+		return false
+	}
+	switch attacker.Kind() {
+	case Chariot, Horse, Cannon, Elephant, Guard:
+	default:
+		return false
+	}
+	switch target.Kind() {
+	case General:
+		return false
+	case Soldier:
+		return crossedRiver(target.Side(), c.To())
+	}
+	return true
+}
+
+// recapturable reports whether, after the capture c, the captured piece's
+// owner has a legal move onto c's destination.
+func recapturable(p *Position, c Move) bool {
+	r := p.Clone()
+	r.Make(c)
+	var buf [128]Move
+	for _, m := range r.LegalMoves(buf[:0]) {
+		if m.To() == c.To() {
+			return true
+		}
+	}
+	return false
+}

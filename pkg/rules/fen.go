@@ -1,0 +1,188 @@
+package rules
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+func fenError(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrBadFEN}, args...)...)
+}
+
+// ParseFEN reads `board side - - halfmove fullmove`. The side is w (First;
+// r is accepted too) or b. The counters may be omitted (0 and 1). Besides
+// syntax it rejects positions no game can reach and that would break move
+// generation: a missing or doubled general, a general or guard outside its
+// palace, more pieces of a kind than a side starts with, a Xiangqi elephant
+// across the river, the side not to move in check, and facing generals in
+// Xiangqi.
+func ParseFEN(v Variant, fen string) (*Position, error) {
+	tb := tablesFor(v)
+	if tb == nil {
+		return nil, fenError("unknown variant %v", v)
+	}
+	fields := strings.Fields(fen)
+	switch {
+	case len(fields) == 0:
+		return nil, fenError("empty FEN")
+	case len(fields) == 1:
+		return nil, fenError("missing side to move after the board")
+	case len(fields) > 6:
+		return nil, fenError("%d fields, want at most 6: board side - - halfmove fullmove", len(fields))
+	}
+	p := &Position{tb: tb, variant: v, general: [2]Square{NoSquare, NoSquare}, fullmove: 1}
+	if err := p.parseBoard(fields[0]); err != nil {
+		return nil, err
+	}
+	switch fields[1] {
+	case "w", "r":
+		p.turn = First
+	case "b":
+		p.turn = Second
+	default:
+		return nil, fenError("side to move %q, want w or b", fields[1])
+	}
+	for i, name := range [2]string{"castling", "en passant"} {
+		if len(fields) > 2+i && fields[2+i] != "-" {
+			return nil, fenError("%s field %q, want - (neither game has %s)", name, fields[2+i], name)
+		}
+	}
+	if len(fields) > 4 {
+		n, err := strconv.ParseUint(fields[4], 10, 31)
+		if err != nil {
+			return nil, fenError("halfmove clock %q is not a number from 0 to 2147483647", fields[4])
+		}
+		p.halfmove = uint32(n)
+	}
+	if len(fields) > 5 {
+		n, err := strconv.ParseUint(fields[5], 10, 31)
+		if err != nil || n == 0 {
+			return nil, fenError("fullmove number %q is not a number from 1 to 2147483647", fields[5])
+		}
+		p.fullmove = uint32(n)
+	}
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	p.hash = p.computeHash()
+	return p, nil
+}
+
+func (p *Position) parseBoard(board string) error {
+	ranks := strings.Split(board, "/")
+	if len(ranks) != NumRanks {
+		return fenError("board has %d ranks, want %d separated by /", len(ranks), NumRanks)
+	}
+	var counts [2][8]int
+	for i, text := range ranks {
+		rank := NumRanks - 1 - i
+		file := 0
+		prevDigit := false
+		for j := 0; j < len(text); j++ {
+			c := text[j]
+			if c >= '1' && c <= '9' {
+				if prevDigit {
+					return fenError("rank %d (%q): two digits in a row", rank+1, text)
+				}
+				prevDigit = true
+				file += int(c - '0')
+				if file > NumFiles {
+					return fenError("rank %d (%q) has more than %d files", rank+1, text, NumFiles)
+				}
+				continue
+			}
+			prevDigit = false
+			pc := pieceFromLetter(c)
+			if pc == NoPiece {
+				return fenError("rank %d (%q): unknown character %q at position %d", rank+1, text, c, j+1)
+			}
+			if file >= NumFiles {
+				return fenError("rank %d (%q) has more than %d files", rank+1, text, NumFiles)
+			}
+			s, k := pc.Side(), pc.Kind()
+			counts[s][k]++
+			if counts[s][k] > maxPerKind[k] {
+				if k == General {
+					return fenError("%v has two generals (%c)", s, pc.Letter())
+				}
+				return fenError("%v has more than %d %ss (%c)", s, maxPerKind[k], k.displayName(p.variant), pc.Letter())
+			}
+			p.put(file+NumFiles*rank, pc)
+			file++
+		}
+		if file != NumFiles {
+			return fenError("rank %d (%q) has %d files, want %d", rank+1, text, file, NumFiles)
+		}
+	}
+	return nil
+}
+
+func (p *Position) validate() error {
+	palaceName := [2]string{"d1-f3", "d8-f10"}
+	for s := First; s <= Second; s++ {
+		if p.general[s] < 0 {
+			return fenError("missing %v general (%c)", s, mkPiece(s, General).Letter())
+		}
+		for _, k := range [2]Kind{General, Guard} {
+			for _, sq := range p.pl[s][k][:p.pn[s][k]] {
+				if palaceOf(int(sq)) != int(s) {
+					return fenError("%v %s (%c) on %v is outside its palace (%s)", s, k.displayName(p.variant), p.board[sq].Letter(), sq, palaceName[s])
+				}
+			}
+		}
+		if p.variant == Xiangqi {
+			for _, sq := range p.pl[s][Elephant][:p.pn[s][Elephant]] {
+				if !ownHalf(s, int(sq)) {
+					return fenError("%v elephant (%c) on %v is across the river", s, p.board[sq].Letter(), sq)
+				}
+			}
+		}
+	}
+	them := p.turn ^ 1
+	if g := p.general[them]; p.attacked(int(g), p.turn) {
+		return fenError("the side not to move (%v) is in check: its general on %v is attacked", them, g)
+	}
+	if p.variant == Xiangqi && p.GeneralsFacing() {
+		return fenError("the generals face each other on the %c-file, which xiangqi forbids", 'a'+byte(p.general[First].File()))
+	}
+	return nil
+}
+
+// FEN writes the canonical form: `board side - - halfmove fullmove`, with b
+// and n for elephant and horse.
+func (p *Position) FEN() string {
+	buf := make([]byte, 0, 96)
+	for r := NumRanks - 1; r >= 0; r-- {
+		empty := 0
+		for f := 0; f < NumFiles; f++ {
+			pc := p.board[f+NumFiles*r]
+			if pc == NoPiece {
+				empty++
+				continue
+			}
+			if empty > 0 {
+				buf = append(buf, byte('0'+empty))
+				empty = 0
+			}
+			buf = append(buf, pc.Letter())
+		}
+		if empty > 0 {
+			buf = append(buf, byte('0'+empty))
+		}
+		if r > 0 {
+			buf = append(buf, '/')
+		}
+	}
+	if p.turn == First {
+		buf = append(buf, " w - - "...)
+	} else {
+		buf = append(buf, " b - - "...)
+	}
+	buf = strconv.AppendUint(buf, uint64(p.halfmove), 10)
+	buf = append(buf, ' ')
+	buf = strconv.AppendUint(buf, uint64(p.fullmove), 10)
+	return string(buf)
+}
+
+func (p *Position) String() string { return p.FEN() }

@@ -1,0 +1,145 @@
+package rules
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestFENRoundTrip(t *testing.T) {
+	tests := []struct {
+		name    string
+		variant Variant
+		fen     string
+	}{
+		{"xiangqi start", Xiangqi, StartFEN(Xiangqi)},
+		{"janggi start", Janggi, StartFEN(Janggi)},
+		{"janggi mixed formations", Janggi, JanggiStartFEN(SangMaMaSang, MaSangMaSang)},
+		{"second to move with counters", Janggi, "1n1kaabn1/cr2N4/5C1c1/p1pNp3p/9/9/P1PbP1P1P/3r1p3/4A4/R1BA1KB1R b - - 17 42"},
+		{"sparse board", Janggi, "1Pbcka3/3nNn1c1/N2CaC3/1pB6/9/9/5P3/9/4K4/9 w - - 0 23"},
+		{"xiangqi middlegame", Xiangqi, "1rbaka2R/5r3/6n2/2p1p1p2/4P1bP1/PpC3Bc1/1nPR2P2/2N2AN2/1c2K1p2/2BAC4 w - - 0 1"},
+		{"large counters", Xiangqi, "4kcP1N/8n/3rb4/9/9/9/9/3p1A3/4K4/5CB2 w - - 2147483647 2147483647"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustFEN(t, tt.variant, tt.fen)
+			if got := p.FEN(); got != tt.fen {
+				t.Errorf("FEN() = %q, want %q", got, tt.fen)
+			}
+			if p.Hash() != p.computeHash() {
+				t.Errorf("Hash() differs from a fresh computation")
+			}
+		})
+	}
+}
+
+func TestFENNormalises(t *testing.T) {
+	tests := []struct {
+		name    string
+		variant Variant
+		in      string
+		want    string
+	}{
+		{"e and h letters", Xiangqi, "rheakaehr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RHEAKAEHR w - - 0 1", StartFEN(Xiangqi)},
+		{"counters omitted", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w", StartFEN(Janggi)},
+		{"halfmove only", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 3", strings.Replace(StartFEN(Janggi), "- 0 1", "- 3 1", 1)},
+		{"red as r and extra spaces", Xiangqi, "  rnbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBAKABNR   r - -  0 1 ", StartFEN(Xiangqi)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := mustFEN(t, tt.variant, tt.in).FEN(); got != tt.want {
+				t.Errorf("FEN() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBadFEN(t *testing.T) {
+	const (
+		jrest = "/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1"
+		xrest = "/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBAKABNR w - - 0 1"
+	)
+	tests := []struct {
+		name    string
+		variant Variant
+		fen     string
+		want    string // substring of the error
+	}{
+		{"empty", Janggi, "", "empty FEN"},
+		{"unknown variant", Variant(7), StartFEN(Janggi), "unknown variant"},
+		{"no side to move", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR", "missing side to move"},
+		{"nine ranks", Janggi, "4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1", "board has 9 ranks, want 10"},
+		{"eleven ranks", Janggi, "9/rnba1abnr" + jrest, "board has 11 ranks"},
+		{"short rank", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1", `rank 7 ("p1p1p1p1") has 8 files, want 9`},
+		{"long rank by digit", Janggi, "rnba1abnr/4k5/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1", `rank 9 ("4k5") has more than 9 files`},
+		{"long rank by piece", Janggi, "rnba1abnrr" + jrest, `rank 10 ("rnba1abnrr") has more than 9 files`},
+		{"empty rank", Janggi, "rnba1abnr//1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1", `rank 9 ("") has 0 files`},
+		{"unknown letter", Janggi, "rnbx1abnr" + jrest, `rank 10 ("rnbx1abnr"): unknown character 'x' at position 4`},
+		{"zero digit", Janggi, "rnba0abnr" + jrest, "unknown character '0'"},
+		{"two digits", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1p/45/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1", `rank 6 ("45"): two digits in a row`},
+		{"missing first general", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBA1ABNR w - - 0 1", "missing first general (K)"},
+		{"missing second general", Xiangqi, "rnba1abnr" + xrest, "missing second general (k)"},
+		{"two generals", Janggi, "rnbakabnr" + jrest, "second has two generals (k)"},
+		{"general outside palace", Janggi, "rnba1abnr/9/1c5c1/p1p1p1p1p/4k4/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1", "second general (k) on e6 is outside its palace (d8-f10)"},
+		{"guard outside palace", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNAA2BNR w - - 0 1", "first guard (A) on c1 is outside its palace (d1-f3)"},
+		{"guard far outside palace", Janggi, "anb2abnr" + jrest, "second guard (a) on a10 is outside its palace (d8-f10)"},
+		{"advisor outside palace", Xiangqi, "rnbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBAKBANR w - - 0 1", "first advisor (A) on g1 is outside its palace"},
+		{"xiangqi elephant across the river", Xiangqi, "rn1akabnr/9/1c5c1/p1p1p1p1p/9/2b6/P1P1P1P1P/1C5C1/9/RNBAKABNR w - - 0 1", "second elephant (b) on c5 is across the river"},
+		{"too many soldiers", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/P8/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1", "first has more than 5 soldiers (P)"},
+		{"three chariots", Xiangqi, "rnbakabnr/r8/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBAKABNR w - - 0 1", "second has more than 2 chariots (r)"},
+		{"bad side", Janggi, strings.Replace(StartFEN(Janggi), " w ", " x ", 1), `side to move "x", want w or b`},
+		{"castling field", Janggi, strings.Replace(StartFEN(Janggi), " w - - ", " w KQ - ", 1), `castling field "KQ"`},
+		{"en passant field", Janggi, strings.Replace(StartFEN(Janggi), " w - - ", " w - e3 ", 1), `en passant field "e3"`},
+		{"negative halfmove", Janggi, strings.Replace(StartFEN(Janggi), "- 0 1", "- -1 1", 1), `halfmove clock "-1"`},
+		{"huge halfmove", Janggi, strings.Replace(StartFEN(Janggi), "- 0 1", "- 99999999999 1", 1), `halfmove clock "99999999999"`},
+		{"zero fullmove", Janggi, strings.Replace(StartFEN(Janggi), "- 0 1", "- 0 0", 1), `fullmove number "0"`},
+		{"text fullmove", Janggi, strings.Replace(StartFEN(Janggi), "- 0 1", "- 0 x", 1), `fullmove number "x"`},
+		{"seven fields", Janggi, StartFEN(Janggi) + " 5", "7 fields, want at most 6"},
+		{"side not to move in check", Janggi, "4k4/9/4R4/9/9/9/9/9/4K4/9 w - - 0 1", "the side not to move (second) is in check: its general on e10 is attacked"},
+		{"xiangqi generals facing", Xiangqi, "4k4/9/9/9/9/9/9/9/9/4K4 w - - 0 1", "the generals face each other on the e-file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := ParseFEN(tt.variant, tt.fen)
+			if err == nil {
+				t.Fatalf("ParseFEN(%q) = %v, want an error containing %q", tt.fen, p.FEN(), tt.want)
+			}
+			if !errors.Is(err, ErrBadFEN) {
+				t.Errorf("error %v does not wrap ErrBadFEN", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestJanggiFacingGeneralsAreAValidFEN(t *testing.T) {
+	p := mustFEN(t, Janggi, "4k4/9/9/9/9/9/9/9/9/4K4 w - - 0 1")
+	if !p.GeneralsFacing() || p.InCheck() {
+		t.Errorf("GeneralsFacing = %v, InCheck = %v; want true, false", p.GeneralsFacing(), p.InCheck())
+	}
+}
+
+func TestPoints(t *testing.T) {
+	tests := []struct {
+		name    string
+		variant Variant
+		fen     string
+		want    [2]float64
+	}{
+		{"janggi start", Janggi, StartFEN(Janggi), [2]float64{72, 73.5}},
+		{"janggi bare generals", Janggi, "4k4/9/9/9/9/9/9/9/9/4K4 w - - 0 1", [2]float64{0, 1.5}},
+		{"xiangqi has no compensation", Xiangqi, StartFEN(Xiangqi), [2]float64{72, 72}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustFEN(t, tt.variant, tt.fen)
+			for s := First; s <= Second; s++ {
+				if got := p.Points(s); got != tt.want[s] {
+					t.Errorf("Points(%v) = %v, want %v", s, got, tt.want[s])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,38 @@
+package rules
+
+import "fmt"
+
+// Notation writes a legal move of p for people: WXF for Xiangqi (see WXF)
+// and Korean record notation for Janggi (see JanggiNotation). It is what
+// Game.Play puts in MoveInfo.Notation. An illegal move gives an error
+// wrapping ErrIllegalMove.
+func Notation(p *Position, m Move) (string, error) {
+	if p == nil {
+		return "", fmt.Errorf("%w: no position", ErrBadMove)
+	}
+	if err := checkLegal(p, m); err != nil {
+		return "", err
+	}
+	return notationOf(p, m), nil
+}
+
+// ParseNotation reads a move written in the notation Notation uses for p's
+// variant (with the alternatives that ParseWXF and ParseJanggiNotation
+// accept).
+func ParseNotation(p *Position, s string) (Move, error) {
+	if p == nil {
+		return NoMove, fmt.Errorf("%w: no position", ErrBadMove)
+	}
+	if p.Variant() == Xiangqi {
+		return ParseWXF(p, s)
+	}
+	return ParseJanggiNotation(p, s)
+}
+
+// notationOf is Notation for a move already known to be legal.
+func notationOf(p *Position, m Move) string {
+	if p.Variant() == Xiangqi {
+		return wxf(p, m)
+	}
+	return janggiNotation(p, m)
+}

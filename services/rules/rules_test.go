@@ -1,0 +1,168 @@
+package rules_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/apptest"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	rulesv1 "github.com/palacehq/palace/pkg/gen/palace/rules/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	rulessvc "github.com/palacehq/palace/services/rules"
+)
+
+const (
+	janggi  = commonv1.GameKind_GAME_KIND_JANGGI
+	xiangqi = commonv1.GameKind_GAME_KIND_XIANGQI
+)
+
+func client(t *testing.T) rulesv1.RulesServiceClient {
+	t.Helper()
+	return rulesv1.NewRulesServiceClient(apptest.Start(t, "", rulessvc.Bind()))
+}
+
+func pos(fen string) *commonv1.Position { return &commonv1.Position{Fen: fen} }
+
+func mv(m string) *commonv1.Move { return &commonv1.Move{Coordinate: m} }
+
+func TestStartPosition(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		req     *rulesv1.StartPositionRequest
+		wantFEN string
+		wantErr codes.Code
+	}{
+		{name: "xiangqi", req: &rulesv1.StartPositionRequest{Kind: xiangqi}, wantFEN: rules.StartFEN(rules.Xiangqi)},
+		{name: "janggi default formations", req: &rulesv1.StartPositionRequest{Kind: janggi}, wantFEN: rules.StartFEN(rules.Janggi)},
+		{name: "janggi han mirrored", req: &rulesv1.StartPositionRequest{Kind: janggi, FirstFormation: commonv1.Formation_FORMATION_SANG_MA_SANG_MA, SecondFormation: commonv1.Formation_FORMATION_SANG_MA_SANG_MA},
+			wantFEN: "rnba1anbr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RBNA1ABNR w - - 0 1"},
+		{name: "no kind", req: &rulesv1.StartPositionRequest{}, wantErr: codes.InvalidArgument},
+		{name: "xiangqi has no formations", req: &rulesv1.StartPositionRequest{Kind: xiangqi, FirstFormation: commonv1.Formation_FORMATION_SANG_MA_SANG_MA}, wantErr: codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := c.StartPosition(ctx, tt.req)
+			if status.Code(err) != tt.wantErr {
+				t.Fatalf("err %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && resp.GetPosition().GetFen() != tt.wantFEN {
+				t.Fatalf("fen %q, want %q", resp.GetPosition().GetFen(), tt.wantFEN)
+			}
+		})
+	}
+}
+
+func TestLegalMovesAndApply(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	lm, err := c.LegalMoves(ctx, &rulesv1.LegalMovesRequest{Kind: janggi, Position: pos(rules.StartFEN(rules.Janggi))})
+	if err != nil || len(lm.GetMoves()) != 32 {
+		t.Fatalf("janggi start: %d moves, %v", len(lm.GetMoves()), err)
+	}
+	for i := 1; i < len(lm.GetMoves()); i++ {
+		if lm.GetMoves()[i-1].GetCoordinate() >= lm.GetMoves()[i].GetCoordinate() {
+			t.Fatal("legal moves are not sorted")
+		}
+	}
+	am, err := c.ApplyMove(ctx, &rulesv1.ApplyMoveRequest{Kind: xiangqi, Position: pos(rules.StartFEN(rules.Xiangqi)), Move: mv("h3e3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if am.GetNotation() != "C2.5" || am.GetCheck() || am.GetCaptured() != "" {
+		t.Fatalf("h3e3: %v", am)
+	}
+	cap, err := c.ApplyMove(ctx, &rulesv1.ApplyMoveRequest{Kind: xiangqi, Position: pos(am.GetPosition().GetFen()), Move: mv("b8b1")})
+	if err != nil || cap.GetCaptured() != "N" {
+		t.Fatalf("b8b1 captures the horse over the cannon: %v %v", cap, err)
+	}
+	pass, err := c.ApplyMove(ctx, &rulesv1.ApplyMoveRequest{Kind: janggi, Position: pos(rules.StartFEN(rules.Janggi)), Move: mv("e2e2")})
+	if err != nil || !pass.GetPass() {
+		t.Fatalf("janggi pass: %v %v", pass, err)
+	}
+}
+
+func TestBadInputNamesTheProblem(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	start := pos(rules.StartFEN(rules.Xiangqi))
+	tests := []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{name: "blocked chariot", call: func() error {
+			_, err := c.ApplyMove(ctx, &rulesv1.ApplyMoveRequest{Kind: xiangqi, Position: start, Move: mv("a1a9")})
+			return err
+		}, want: "a1a9"},
+		{name: "malformed move", call: func() error {
+			_, err := c.ApplyMove(ctx, &rulesv1.ApplyMoveRequest{Kind: xiangqi, Position: start, Move: mv("zz")})
+			return err
+		}, want: "move"},
+		{name: "bad fen", call: func() error {
+			_, err := c.LegalMoves(ctx, &rulesv1.LegalMovesRequest{Kind: xiangqi, Position: pos("rnbakabnr/9 w")})
+			return err
+		}, want: "position"},
+		{name: "oversized fen", call: func() error {
+			_, err := c.LegalMoves(ctx, &rulesv1.LegalMovesRequest{Kind: xiangqi, Position: pos(strings.Repeat("9/", 200))})
+			return err
+		}, want: "longer"},
+		{name: "perft too deep", call: func() error {
+			_, err := c.Perft(ctx, &rulesv1.PerftRequest{Kind: xiangqi, Position: start, Depth: 9})
+			return err
+		}, want: "depth"},
+		{name: "illegal move in a game names its index", call: func() error {
+			_, err := c.Adjudicate(ctx, &rulesv1.AdjudicateRequest{Kind: xiangqi, Moves: []*commonv1.Move{mv("h3e3"), mv("h3e3")}})
+			return err
+		}, want: "moves[1]"},
+		{name: "too many moves", call: func() error {
+			ms := make([]*commonv1.Move, 2001)
+			for i := range ms {
+				ms[i] = mv("h3e3")
+			}
+			_, err := c.Adjudicate(ctx, &rulesv1.AdjudicateRequest{Kind: xiangqi, Moves: ms})
+			return err
+		}, want: "2000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tt.want) {
+				t.Fatalf("got %v, want InvalidArgument mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPerftAndAdjudicate(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	p, err := c.Perft(ctx, &rulesv1.PerftRequest{Kind: janggi, Position: pos(rules.StartFEN(rules.Janggi)), Depth: 3, Divide: true})
+	if err != nil || p.GetNodes() != 33316 || len(p.GetDivide()) != 32 {
+		t.Fatalf("janggi perft 3: %d nodes, %d root moves, %v", p.GetNodes(), len(p.GetDivide()), err)
+	}
+	var sum uint64
+	for _, d := range p.GetDivide() {
+		sum += d.GetNodes()
+	}
+	if sum != 33316 {
+		t.Fatalf("divide sums to %d", sum)
+	}
+	a, err := c.Adjudicate(ctx, &rulesv1.AdjudicateRequest{Kind: janggi, Moves: []*commonv1.Move{mv("e2e2"), mv("e9e9")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.GetStatus() != commonv1.GameStatus_GAME_STATUS_ENDED || a.GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TWO_PASSES ||
+		a.GetResult().GetWinner() != commonv1.Winner_WINNER_SECOND || a.GetPoints().GetSecond() != 73.5 {
+		t.Fatalf("two passes: %v", a)
+	}
+	a, err = c.Adjudicate(ctx, &rulesv1.AdjudicateRequest{Kind: xiangqi, Moves: []*commonv1.Move{mv("h3e3")}})
+	if err != nil || a.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING || a.GetResult() != nil {
+		t.Fatalf("ongoing: %v %v", a, err)
+	}
+}
