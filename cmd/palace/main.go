@@ -25,7 +25,8 @@ const usage = `usage: palace <command> [flags]
 commands:
   serve   run every Palace service in one process (default localhost:8080)
   rules   rules tools: moves, perft, show, adjudicate
-  health  check a server's gRPC health (for container health checks)
+  health    check a server's gRPC health (for container health checks)
+  loadtest  load tests: games, clocks, matchmaking
 
 Run "palace <command> -h" for the flags of a command.
 `
@@ -45,6 +46,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch args[0] {
 	case "serve":
 		return runServe(ctx, args[1:], stderr)
+	case "loadtest":
+		return runLoadtest(ctx, args[1:], stdout, stderr)
 	case "health":
 		return runHealth(ctx, args[1:], stdout, stderr)
 	case "rules":

@@ -66,6 +66,7 @@ type Handler struct {
 	ring    *auth.Keyring
 	metrics metrics
 	streams chan struct{}
+	replays *replayCache
 }
 
 var _ gamev1.GameServiceServer = (*Handler)(nil)
@@ -103,7 +104,7 @@ func New(log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *
 	if cfg.MaxStreamsPerPod <= 0 {
 		cfg.MaxStreamsPerPod = 50000
 	}
-	return &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreamsPerPod)}, nil
+	return &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreamsPerPod), replays: newReplayCache(20000)}, nil
 }
 
 func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }
@@ -193,6 +194,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 		if c.expected != 0 && c.expected != l.State.Version {
 			return nil, staleVersion(l.State.Version)
 		}
+		l.State.SetReplayed(h.replays.get(c.id, l.State.Version))
 		ch, err := c.run(l.State, l.Now)
 		if err != nil {
 			return nil, err
@@ -259,6 +261,11 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		return nil, errConflict
 	}
 	h.metrics.commits.Add(ctx, 1)
+	if ch.State.Status.Finished() {
+		h.replays.drop(ch.State.ID)
+	} else {
+		h.replays.put(ch.State.ID, ch.State.Version, ch.State.Replayed())
+	}
 	if oldWake != 0 && oldWake != newWake {
 		// Best effort: a left-over entry is only a stale wake-up that the
 		// sweeper will find changes nothing.
@@ -677,4 +684,17 @@ func (h *Handler) ExpireDeadline(ctx context.Context, req *gamev1.ExpireDeadline
 		return &gamev1.ExpireDeadlineResponse{Applied: true, Game: model.View(ch.State, nil, l.Now)}, nil
 	}
 	return nil, h.fail(ctx, apierr.New(apierr.Unavailable, "game %s is too busy", req.GetGameId()))
+}
+
+// Probe increments a counter: one Redis write behind the same server path
+// as a command, the floor the load test compares moves against.
+func (h *Handler) Probe(ctx context.Context, req *gamev1.ProbeRequest) (*gamev1.ProbeResponse, error) {
+	if err := checkID("key", req.GetKey(), MaxIDBytes); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	n, err := h.store.Probe(ctx, req.GetKey())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &gamev1.ProbeResponse{Count: n}, nil
 }

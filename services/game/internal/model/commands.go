@@ -71,6 +71,7 @@ func Create(p CreateParams, now time.Time) (Change, error) {
 			return Change{}, apierr.New(apierr.Invalid, "start: the game would be over before it starts (%v)", g.Outcome().Method)
 		}
 		st.StartFEN, st.CustomStart, st.FirstTurn = g.Start(), true, g.Position().Turn()
+		st.replayed = g
 		st.Status = StatusOngoing
 	case p.Variant == rules.Xiangqi:
 		st.StartFEN, st.FirstTurn, st.Status = rules.StartFEN(rules.Xiangqi), rules.First, StatusOngoing
@@ -304,6 +305,7 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 		evs = append(evs, finish(n, Result{Winner: o.Winner, Method: o.Method, Points: o.Points}, now))
 	}
 	n.WakeMs = wake(n, now)
+	n.replayed = g
 	return Change{State: n, Events: evs}, nil
 }
 
@@ -475,10 +477,12 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 	n.Moves = n.Moves[:k-take]
 	n.DrawOffer = nil
 	n.TurnStartMs = ms(now)
+	n.replayed = nil
 	g, err := n.Game()
 	if err != nil {
 		return Change{}, fmt.Errorf("replay game %s: %w", n.ID, err)
 	}
+	n.replayed = g
 	if n.Clock != nil && n.Clock.Phase == clock.Running {
 		// The clock restarts for the side to move, keeping what is left.
 		restarted, err := n.Clock.Stop(now).Start(now, clock.Side(n.Turn()))

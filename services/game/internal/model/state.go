@@ -101,7 +101,19 @@ type State struct {
 
 	CreatedMs int64 `json:"created"`
 	EndedMs   int64 `json:"ended,omitempty"`
+
+	// replayed is the moves already replayed, when known: a command needs
+	// the rules' view of the game, and replaying hundreds of plies for
+	// every move would dominate the cost of a move.
+	replayed *rules.Game
 }
+
+// SetReplayed hands the state the replayed game of exactly its moves (a
+// cache hit); it must not be changed afterwards.
+func (s *State) SetReplayed(g *rules.Game) { s.replayed = g }
+
+// Replayed is the replayed game after a command, or nil.
+func (s *State) Replayed() *rules.Game { return s.replayed }
 
 // HasAI reports whether the AI plays a seat.
 func (s *State) HasAI() bool { return s.Seats[0].AILevel > 0 || s.Seats[1].AILevel > 0 }
@@ -109,6 +121,9 @@ func (s *State) HasAI() bool { return s.Seats[0].AILevel > 0 || s.Seats[1].AILev
 // Game replays the moves into a rules.Game. Stored states were built by
 // the same replay, so an error here means corrupt data.
 func (s *State) Game() (*rules.Game, error) {
+	if s.replayed != nil && s.replayed.Plies() == len(s.Moves) {
+		return s.replayed.Clone(), nil
+	}
 	g, err := rules.NewGame(s.Variant, s.StartFEN)
 	if err != nil {
 		return nil, err

@@ -57,6 +57,9 @@ func View(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 		return out
 	}
 	out.Start = &commonv1.Position{Fen: st.StartFEN}
+	if g == nil && st.replayed != nil && st.replayed.Plies() == len(st.Moves) {
+		g = st.replayed
+	}
 	if g == nil {
 		var err error
 		if g, err = st.Game(); err != nil {

@@ -220,3 +220,12 @@ func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
 func (s *Store) Keys(id string) []string {
 	return []string{s.stateKey(id), s.eventsKey(id), s.reqKey(id)}
 }
+
+// Probe increments a counter (the load test's floor: one write).
+func (s *Store) Probe(ctx context.Context, key string) (uint64, error) {
+	n, err := s.rdb.Incr(ctx, s.cfg.Prefix+"probe:{"+key+"}").Result()
+	if err != nil {
+		return 0, fmt.Errorf("probe %s: %w", key, err)
+	}
+	return uint64(n), nil
+}

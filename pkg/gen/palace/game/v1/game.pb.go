@@ -73,6 +73,95 @@ func (ClockEventKind) EnumDescriptor() ([]byte, []int) {
 	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{0}
 }
 
+type ProbeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the counter to increment (1 to 64 bytes).
+	Key           string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeRequest) Reset() {
+	*x = ProbeRequest{}
+	mi := &file_palace_game_v1_game_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeRequest) ProtoMessage() {}
+
+func (x *ProbeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_game_v1_game_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeRequest.ProtoReflect.Descriptor instead.
+func (*ProbeRequest) Descriptor() ([]byte, []int) {
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ProbeRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type ProbeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Count         uint64                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeResponse) Reset() {
+	*x = ProbeResponse{}
+	mi := &file_palace_game_v1_game_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeResponse) ProtoMessage() {}
+
+func (x *ProbeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_game_v1_game_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeResponse.ProtoReflect.Descriptor instead.
+func (*ProbeResponse) Descriptor() ([]byte, []int) {
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ProbeResponse) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // Seat is one player's place in a game.
 type Seat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -88,7 +177,7 @@ type Seat struct {
 
 func (x *Seat) Reset() {
 	*x = Seat{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[0]
+	mi := &file_palace_game_v1_game_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +189,7 @@ func (x *Seat) String() string {
 func (*Seat) ProtoMessage() {}
 
 func (x *Seat) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[0]
+	mi := &file_palace_game_v1_game_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +202,7 @@ func (x *Seat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Seat.ProtoReflect.Descriptor instead.
 func (*Seat) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{0}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Seat) GetSide() v1.Side {
@@ -168,7 +257,7 @@ type CreateGameRequest struct {
 
 func (x *CreateGameRequest) Reset() {
 	*x = CreateGameRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[1]
+	mi := &file_palace_game_v1_game_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +269,7 @@ func (x *CreateGameRequest) String() string {
 func (*CreateGameRequest) ProtoMessage() {}
 
 func (x *CreateGameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[1]
+	mi := &file_palace_game_v1_game_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +282,7 @@ func (x *CreateGameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGameRequest.ProtoReflect.Descriptor instead.
 func (*CreateGameRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{1}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateGameRequest) GetRequestId() string {
@@ -270,7 +359,7 @@ type CreateGameResponse struct {
 
 func (x *CreateGameResponse) Reset() {
 	*x = CreateGameResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[2]
+	mi := &file_palace_game_v1_game_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +371,7 @@ func (x *CreateGameResponse) String() string {
 func (*CreateGameResponse) ProtoMessage() {}
 
 func (x *CreateGameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[2]
+	mi := &file_palace_game_v1_game_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +384,7 @@ func (x *CreateGameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGameResponse.ProtoReflect.Descriptor instead.
 func (*CreateGameResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{2}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateGameResponse) GetGameId() string {
@@ -331,7 +420,7 @@ type SeatCredential struct {
 
 func (x *SeatCredential) Reset() {
 	*x = SeatCredential{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[3]
+	mi := &file_palace_game_v1_game_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -343,7 +432,7 @@ func (x *SeatCredential) String() string {
 func (*SeatCredential) ProtoMessage() {}
 
 func (x *SeatCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[3]
+	mi := &file_palace_game_v1_game_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -356,7 +445,7 @@ func (x *SeatCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeatCredential.ProtoReflect.Descriptor instead.
 func (*SeatCredential) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{3}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SeatCredential) GetSide() v1.Side {
@@ -392,7 +481,7 @@ type ChooseFormationRequest struct {
 
 func (x *ChooseFormationRequest) Reset() {
 	*x = ChooseFormationRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[4]
+	mi := &file_palace_game_v1_game_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +493,7 @@ func (x *ChooseFormationRequest) String() string {
 func (*ChooseFormationRequest) ProtoMessage() {}
 
 func (x *ChooseFormationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[4]
+	mi := &file_palace_game_v1_game_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +506,7 @@ func (x *ChooseFormationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChooseFormationRequest.ProtoReflect.Descriptor instead.
 func (*ChooseFormationRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{4}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ChooseFormationRequest) GetGameId() string {
@@ -457,7 +546,7 @@ type ChooseFormationResponse struct {
 
 func (x *ChooseFormationResponse) Reset() {
 	*x = ChooseFormationResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[5]
+	mi := &file_palace_game_v1_game_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +558,7 @@ func (x *ChooseFormationResponse) String() string {
 func (*ChooseFormationResponse) ProtoMessage() {}
 
 func (x *ChooseFormationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[5]
+	mi := &file_palace_game_v1_game_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +571,7 @@ func (x *ChooseFormationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChooseFormationResponse.ProtoReflect.Descriptor instead.
 func (*ChooseFormationResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{5}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ChooseFormationResponse) GetGame() *Game {
@@ -507,7 +596,7 @@ type MakeMoveRequest struct {
 
 func (x *MakeMoveRequest) Reset() {
 	*x = MakeMoveRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[6]
+	mi := &file_palace_game_v1_game_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +608,7 @@ func (x *MakeMoveRequest) String() string {
 func (*MakeMoveRequest) ProtoMessage() {}
 
 func (x *MakeMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[6]
+	mi := &file_palace_game_v1_game_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +621,7 @@ func (x *MakeMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeMoveRequest.ProtoReflect.Descriptor instead.
 func (*MakeMoveRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{6}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MakeMoveRequest) GetGameId() string {
@@ -581,7 +670,7 @@ type MakeMoveResponse struct {
 
 func (x *MakeMoveResponse) Reset() {
 	*x = MakeMoveResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[7]
+	mi := &file_palace_game_v1_game_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +682,7 @@ func (x *MakeMoveResponse) String() string {
 func (*MakeMoveResponse) ProtoMessage() {}
 
 func (x *MakeMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[7]
+	mi := &file_palace_game_v1_game_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +695,7 @@ func (x *MakeMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeMoveResponse.ProtoReflect.Descriptor instead.
 func (*MakeMoveResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{7}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MakeMoveResponse) GetGame() *Game {
@@ -635,7 +724,7 @@ type PassRequest struct {
 
 func (x *PassRequest) Reset() {
 	*x = PassRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[8]
+	mi := &file_palace_game_v1_game_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +736,7 @@ func (x *PassRequest) String() string {
 func (*PassRequest) ProtoMessage() {}
 
 func (x *PassRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[8]
+	mi := &file_palace_game_v1_game_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +749,7 @@ func (x *PassRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PassRequest.ProtoReflect.Descriptor instead.
 func (*PassRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{8}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PassRequest) GetGameId() string {
@@ -701,7 +790,7 @@ type PassResponse struct {
 
 func (x *PassResponse) Reset() {
 	*x = PassResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[9]
+	mi := &file_palace_game_v1_game_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +802,7 @@ func (x *PassResponse) String() string {
 func (*PassResponse) ProtoMessage() {}
 
 func (x *PassResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[9]
+	mi := &file_palace_game_v1_game_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +815,7 @@ func (x *PassResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PassResponse.ProtoReflect.Descriptor instead.
 func (*PassResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{9}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PassResponse) GetGame() *Game {
@@ -754,7 +843,7 @@ type ResignRequest struct {
 
 func (x *ResignRequest) Reset() {
 	*x = ResignRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[10]
+	mi := &file_palace_game_v1_game_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +855,7 @@ func (x *ResignRequest) String() string {
 func (*ResignRequest) ProtoMessage() {}
 
 func (x *ResignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[10]
+	mi := &file_palace_game_v1_game_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +868,7 @@ func (x *ResignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignRequest.ProtoReflect.Descriptor instead.
 func (*ResignRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{10}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResignRequest) GetGameId() string {
@@ -812,7 +901,7 @@ type ResignResponse struct {
 
 func (x *ResignResponse) Reset() {
 	*x = ResignResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[11]
+	mi := &file_palace_game_v1_game_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +913,7 @@ func (x *ResignResponse) String() string {
 func (*ResignResponse) ProtoMessage() {}
 
 func (x *ResignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[11]
+	mi := &file_palace_game_v1_game_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +926,7 @@ func (x *ResignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignResponse.ProtoReflect.Descriptor instead.
 func (*ResignResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{11}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResignResponse) GetGame() *Game {
@@ -858,7 +947,7 @@ type OfferDrawRequest struct {
 
 func (x *OfferDrawRequest) Reset() {
 	*x = OfferDrawRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[12]
+	mi := &file_palace_game_v1_game_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +959,7 @@ func (x *OfferDrawRequest) String() string {
 func (*OfferDrawRequest) ProtoMessage() {}
 
 func (x *OfferDrawRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[12]
+	mi := &file_palace_game_v1_game_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +972,7 @@ func (x *OfferDrawRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferDrawRequest.ProtoReflect.Descriptor instead.
 func (*OfferDrawRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{12}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OfferDrawRequest) GetGameId() string {
@@ -916,7 +1005,7 @@ type OfferDrawResponse struct {
 
 func (x *OfferDrawResponse) Reset() {
 	*x = OfferDrawResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[13]
+	mi := &file_palace_game_v1_game_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1017,7 @@ func (x *OfferDrawResponse) String() string {
 func (*OfferDrawResponse) ProtoMessage() {}
 
 func (x *OfferDrawResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[13]
+	mi := &file_palace_game_v1_game_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1030,7 @@ func (x *OfferDrawResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferDrawResponse.ProtoReflect.Descriptor instead.
 func (*OfferDrawResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{13}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OfferDrawResponse) GetGame() *Game {
@@ -963,7 +1052,7 @@ type AnswerDrawRequest struct {
 
 func (x *AnswerDrawRequest) Reset() {
 	*x = AnswerDrawRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[14]
+	mi := &file_palace_game_v1_game_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1064,7 @@ func (x *AnswerDrawRequest) String() string {
 func (*AnswerDrawRequest) ProtoMessage() {}
 
 func (x *AnswerDrawRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[14]
+	mi := &file_palace_game_v1_game_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1077,7 @@ func (x *AnswerDrawRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerDrawRequest.ProtoReflect.Descriptor instead.
 func (*AnswerDrawRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{14}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AnswerDrawRequest) GetGameId() string {
@@ -1028,7 +1117,7 @@ type AnswerDrawResponse struct {
 
 func (x *AnswerDrawResponse) Reset() {
 	*x = AnswerDrawResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[15]
+	mi := &file_palace_game_v1_game_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1129,7 @@ func (x *AnswerDrawResponse) String() string {
 func (*AnswerDrawResponse) ProtoMessage() {}
 
 func (x *AnswerDrawResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[15]
+	mi := &file_palace_game_v1_game_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1142,7 @@ func (x *AnswerDrawResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerDrawResponse.ProtoReflect.Descriptor instead.
 func (*AnswerDrawResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{15}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AnswerDrawResponse) GetGame() *Game {
@@ -1074,7 +1163,7 @@ type UndoRequest struct {
 
 func (x *UndoRequest) Reset() {
 	*x = UndoRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[16]
+	mi := &file_palace_game_v1_game_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1175,7 @@ func (x *UndoRequest) String() string {
 func (*UndoRequest) ProtoMessage() {}
 
 func (x *UndoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[16]
+	mi := &file_palace_game_v1_game_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1188,7 @@ func (x *UndoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
 func (*UndoRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{16}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UndoRequest) GetGameId() string {
@@ -1132,7 +1221,7 @@ type UndoResponse struct {
 
 func (x *UndoResponse) Reset() {
 	*x = UndoResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[17]
+	mi := &file_palace_game_v1_game_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1233,7 @@ func (x *UndoResponse) String() string {
 func (*UndoResponse) ProtoMessage() {}
 
 func (x *UndoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[17]
+	mi := &file_palace_game_v1_game_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1246,7 @@ func (x *UndoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoResponse.ProtoReflect.Descriptor instead.
 func (*UndoResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{17}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UndoResponse) GetGame() *Game {
@@ -1176,7 +1265,7 @@ type GetGameRequest struct {
 
 func (x *GetGameRequest) Reset() {
 	*x = GetGameRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[18]
+	mi := &file_palace_game_v1_game_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1277,7 @@ func (x *GetGameRequest) String() string {
 func (*GetGameRequest) ProtoMessage() {}
 
 func (x *GetGameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[18]
+	mi := &file_palace_game_v1_game_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1290,7 @@ func (x *GetGameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGameRequest.ProtoReflect.Descriptor instead.
 func (*GetGameRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{18}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetGameRequest) GetGameId() string {
@@ -1220,7 +1309,7 @@ type GetGameResponse struct {
 
 func (x *GetGameResponse) Reset() {
 	*x = GetGameResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[19]
+	mi := &file_palace_game_v1_game_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1321,7 @@ func (x *GetGameResponse) String() string {
 func (*GetGameResponse) ProtoMessage() {}
 
 func (x *GetGameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[19]
+	mi := &file_palace_game_v1_game_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1334,7 @@ func (x *GetGameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGameResponse.ProtoReflect.Descriptor instead.
 func (*GetGameResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{19}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetGameResponse) GetGame() *Game {
@@ -1268,7 +1357,7 @@ type StreamEventsRequest struct {
 
 func (x *StreamEventsRequest) Reset() {
 	*x = StreamEventsRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[20]
+	mi := &file_palace_game_v1_game_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1369,7 @@ func (x *StreamEventsRequest) String() string {
 func (*StreamEventsRequest) ProtoMessage() {}
 
 func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[20]
+	mi := &file_palace_game_v1_game_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1382,7 @@ func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamEventsRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{20}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StreamEventsRequest) GetGameId() string {
@@ -1331,7 +1420,7 @@ type StreamEventsResponse struct {
 
 func (x *StreamEventsResponse) Reset() {
 	*x = StreamEventsResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[21]
+	mi := &file_palace_game_v1_game_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1432,7 @@ func (x *StreamEventsResponse) String() string {
 func (*StreamEventsResponse) ProtoMessage() {}
 
 func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[21]
+	mi := &file_palace_game_v1_game_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1445,7 @@ func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamEventsResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{21}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StreamEventsResponse) GetMessage() isStreamEventsResponse_Message {
@@ -1428,7 +1517,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[22]
+	mi := &file_palace_game_v1_game_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1529,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[22]
+	mi := &file_palace_game_v1_game_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1542,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{22}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -1481,7 +1570,7 @@ type ExpireDeadlineRequest struct {
 
 func (x *ExpireDeadlineRequest) Reset() {
 	*x = ExpireDeadlineRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[23]
+	mi := &file_palace_game_v1_game_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1582,7 @@ func (x *ExpireDeadlineRequest) String() string {
 func (*ExpireDeadlineRequest) ProtoMessage() {}
 
 func (x *ExpireDeadlineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[23]
+	mi := &file_palace_game_v1_game_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1595,7 @@ func (x *ExpireDeadlineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireDeadlineRequest.ProtoReflect.Descriptor instead.
 func (*ExpireDeadlineRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{23}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExpireDeadlineRequest) GetGameId() string {
@@ -1534,7 +1623,7 @@ type ExpireDeadlineResponse struct {
 
 func (x *ExpireDeadlineResponse) Reset() {
 	*x = ExpireDeadlineResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[24]
+	mi := &file_palace_game_v1_game_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1635,7 @@ func (x *ExpireDeadlineResponse) String() string {
 func (*ExpireDeadlineResponse) ProtoMessage() {}
 
 func (x *ExpireDeadlineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[24]
+	mi := &file_palace_game_v1_game_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1648,7 @@ func (x *ExpireDeadlineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireDeadlineResponse.ProtoReflect.Descriptor instead.
 func (*ExpireDeadlineResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{24}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExpireDeadlineResponse) GetApplied() bool {
@@ -1613,7 +1702,7 @@ type Game struct {
 
 func (x *Game) Reset() {
 	*x = Game{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[25]
+	mi := &file_palace_game_v1_game_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1714,7 @@ func (x *Game) String() string {
 func (*Game) ProtoMessage() {}
 
 func (x *Game) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[25]
+	mi := &file_palace_game_v1_game_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1727,7 @@ func (x *Game) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Game.ProtoReflect.Descriptor instead.
 func (*Game) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{25}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Game) GetGameId() string {
@@ -1816,7 +1905,7 @@ type MoveRecord struct {
 
 func (x *MoveRecord) Reset() {
 	*x = MoveRecord{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[26]
+	mi := &file_palace_game_v1_game_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +1917,7 @@ func (x *MoveRecord) String() string {
 func (*MoveRecord) ProtoMessage() {}
 
 func (x *MoveRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[26]
+	mi := &file_palace_game_v1_game_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +1930,7 @@ func (x *MoveRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRecord.ProtoReflect.Descriptor instead.
 func (*MoveRecord) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{26}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MoveRecord) GetPly() uint32 {
@@ -1931,7 +2020,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[27]
+	mi := &file_palace_game_v1_game_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2032,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[27]
+	mi := &file_palace_game_v1_game_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2045,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{27}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Event) GetVersion() uint64 {
@@ -2143,7 +2232,7 @@ type GameCreated struct {
 
 func (x *GameCreated) Reset() {
 	*x = GameCreated{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[28]
+	mi := &file_palace_game_v1_game_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2244,7 @@ func (x *GameCreated) String() string {
 func (*GameCreated) ProtoMessage() {}
 
 func (x *GameCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[28]
+	mi := &file_palace_game_v1_game_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2257,7 @@ func (x *GameCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameCreated.ProtoReflect.Descriptor instead.
 func (*GameCreated) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{28}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GameCreated) GetGame() *Game {
@@ -2190,7 +2279,7 @@ type FormationChosen struct {
 
 func (x *FormationChosen) Reset() {
 	*x = FormationChosen{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[29]
+	mi := &file_palace_game_v1_game_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2291,7 @@ func (x *FormationChosen) String() string {
 func (*FormationChosen) ProtoMessage() {}
 
 func (x *FormationChosen) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[29]
+	mi := &file_palace_game_v1_game_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2304,7 @@ func (x *FormationChosen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FormationChosen.ProtoReflect.Descriptor instead.
 func (*FormationChosen) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{29}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FormationChosen) GetSide() v1.Side {
@@ -2249,7 +2338,7 @@ type GameStarted struct {
 
 func (x *GameStarted) Reset() {
 	*x = GameStarted{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[30]
+	mi := &file_palace_game_v1_game_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2350,7 @@ func (x *GameStarted) String() string {
 func (*GameStarted) ProtoMessage() {}
 
 func (x *GameStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[30]
+	mi := &file_palace_game_v1_game_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2363,7 @@ func (x *GameStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameStarted.ProtoReflect.Descriptor instead.
 func (*GameStarted) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{30}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GameStarted) GetStart() *v1.Position {
@@ -2302,7 +2391,7 @@ type MovesUndone struct {
 
 func (x *MovesUndone) Reset() {
 	*x = MovesUndone{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[31]
+	mi := &file_palace_game_v1_game_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2403,7 @@ func (x *MovesUndone) String() string {
 func (*MovesUndone) ProtoMessage() {}
 
 func (x *MovesUndone) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[31]
+	mi := &file_palace_game_v1_game_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2416,7 @@ func (x *MovesUndone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MovesUndone.ProtoReflect.Descriptor instead.
 func (*MovesUndone) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{31}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MovesUndone) GetMoves() []*MoveRecord {
@@ -2353,7 +2442,7 @@ type DrawOffered struct {
 
 func (x *DrawOffered) Reset() {
 	*x = DrawOffered{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[32]
+	mi := &file_palace_game_v1_game_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2454,7 @@ func (x *DrawOffered) String() string {
 func (*DrawOffered) ProtoMessage() {}
 
 func (x *DrawOffered) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[32]
+	mi := &file_palace_game_v1_game_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2467,7 @@ func (x *DrawOffered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrawOffered.ProtoReflect.Descriptor instead.
 func (*DrawOffered) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{32}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DrawOffered) GetSide() v1.Side {
@@ -2397,7 +2486,7 @@ type DrawDeclined struct {
 
 func (x *DrawDeclined) Reset() {
 	*x = DrawDeclined{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	mi := &file_palace_game_v1_game_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2498,7 @@ func (x *DrawDeclined) String() string {
 func (*DrawDeclined) ProtoMessage() {}
 
 func (x *DrawDeclined) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	mi := &file_palace_game_v1_game_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2511,7 @@ func (x *DrawDeclined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrawDeclined.ProtoReflect.Descriptor instead.
 func (*DrawDeclined) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{33}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DrawDeclined) GetSide() v1.Side {
@@ -2442,7 +2531,7 @@ type PlayerConnection struct {
 
 func (x *PlayerConnection) Reset() {
 	*x = PlayerConnection{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[34]
+	mi := &file_palace_game_v1_game_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2543,7 @@ func (x *PlayerConnection) String() string {
 func (*PlayerConnection) ProtoMessage() {}
 
 func (x *PlayerConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[34]
+	mi := &file_palace_game_v1_game_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2556,7 @@ func (x *PlayerConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlayerConnection.ProtoReflect.Descriptor instead.
 func (*PlayerConnection) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{34}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PlayerConnection) GetSide() v1.Side {
@@ -2496,7 +2585,7 @@ type ClockEvent struct {
 
 func (x *ClockEvent) Reset() {
 	*x = ClockEvent{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[35]
+	mi := &file_palace_game_v1_game_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2597,7 @@ func (x *ClockEvent) String() string {
 func (*ClockEvent) ProtoMessage() {}
 
 func (x *ClockEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[35]
+	mi := &file_palace_game_v1_game_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2610,7 @@ func (x *ClockEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockEvent.ProtoReflect.Descriptor instead.
 func (*ClockEvent) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{35}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ClockEvent) GetSide() v1.Side {
@@ -2556,7 +2645,7 @@ type GameEnded struct {
 
 func (x *GameEnded) Reset() {
 	*x = GameEnded{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[36]
+	mi := &file_palace_game_v1_game_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2657,7 @@ func (x *GameEnded) String() string {
 func (*GameEnded) ProtoMessage() {}
 
 func (x *GameEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[36]
+	mi := &file_palace_game_v1_game_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2670,7 @@ func (x *GameEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameEnded.ProtoReflect.Descriptor instead.
 func (*GameEnded) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{36}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GameEnded) GetResult() *v1.Result {
@@ -2602,7 +2691,11 @@ var File_palace_game_v1_game_proto protoreflect.FileDescriptor
 
 const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\n" +
-	"\x19palace/game/v1/game.proto\x12\x0epalace.game.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dpalace/common/v1/common.proto\"\x8d\x01\n" +
+	"\x19palace/game/v1/game.proto\x12\x0epalace.game.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dpalace/common/v1/common.proto\" \n" +
+	"\fProbeRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"%\n" +
+	"\rProbeResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count\"\x8d\x01\n" +
 	"\x04Seat\x12*\n" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x12\x1b\n" +
 	"\tplayer_id\x18\x02 \x01(\tR\bplayerId\x12!\n" +
@@ -2793,7 +2886,7 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x0eClockEventKind\x12 \n" +
 	"\x1cCLOCK_EVENT_KIND_UNSPECIFIED\x10\x00\x12%\n" +
 	"!CLOCK_EVENT_KIND_BYO_YOMI_ENTERED\x10\x01\x12 \n" +
-	"\x1cCLOCK_EVENT_KIND_PERIOD_USED\x10\x022\x95\a\n" +
+	"\x1cCLOCK_EVENT_KIND_PERIOD_USED\x10\x022\xdb\a\n" +
 	"\vGameService\x12S\n" +
 	"\n" +
 	"CreateGame\x12!.palace.game.v1.CreateGameRequest\x1a\".palace.game.v1.CreateGameResponse\x12b\n" +
@@ -2807,7 +2900,8 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x04Undo\x12\x1b.palace.game.v1.UndoRequest\x1a\x1c.palace.game.v1.UndoResponse\x12J\n" +
 	"\aGetGame\x12\x1e.palace.game.v1.GetGameRequest\x1a\x1f.palace.game.v1.GetGameResponse\x12[\n" +
 	"\fStreamEvents\x12#.palace.game.v1.StreamEventsRequest\x1a$.palace.game.v1.StreamEventsResponse0\x01\x12_\n" +
-	"\x0eExpireDeadline\x12%.palace.game.v1.ExpireDeadlineRequest\x1a&.palace.game.v1.ExpireDeadlineResponseB:Z8github.com/palacehq/palace/pkg/gen/palace/game/v1;gamev1b\x06proto3"
+	"\x0eExpireDeadline\x12%.palace.game.v1.ExpireDeadlineRequest\x1a&.palace.game.v1.ExpireDeadlineResponse\x12D\n" +
+	"\x05Probe\x12\x1c.palace.game.v1.ProbeRequest\x1a\x1d.palace.game.v1.ProbeResponseB:Z8github.com/palacehq/palace/pkg/gen/palace/game/v1;gamev1b\x06proto3"
 
 var (
 	file_palace_game_v1_game_proto_rawDescOnce sync.Once
@@ -2822,161 +2916,165 @@ func file_palace_game_v1_game_proto_rawDescGZIP() []byte {
 }
 
 var file_palace_game_v1_game_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_palace_game_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_palace_game_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_palace_game_v1_game_proto_goTypes = []any{
 	(ClockEventKind)(0),             // 0: palace.game.v1.ClockEventKind
-	(*Seat)(nil),                    // 1: palace.game.v1.Seat
-	(*CreateGameRequest)(nil),       // 2: palace.game.v1.CreateGameRequest
-	(*CreateGameResponse)(nil),      // 3: palace.game.v1.CreateGameResponse
-	(*SeatCredential)(nil),          // 4: palace.game.v1.SeatCredential
-	(*ChooseFormationRequest)(nil),  // 5: palace.game.v1.ChooseFormationRequest
-	(*ChooseFormationResponse)(nil), // 6: palace.game.v1.ChooseFormationResponse
-	(*MakeMoveRequest)(nil),         // 7: palace.game.v1.MakeMoveRequest
-	(*MakeMoveResponse)(nil),        // 8: palace.game.v1.MakeMoveResponse
-	(*PassRequest)(nil),             // 9: palace.game.v1.PassRequest
-	(*PassResponse)(nil),            // 10: palace.game.v1.PassResponse
-	(*ResignRequest)(nil),           // 11: palace.game.v1.ResignRequest
-	(*ResignResponse)(nil),          // 12: palace.game.v1.ResignResponse
-	(*OfferDrawRequest)(nil),        // 13: palace.game.v1.OfferDrawRequest
-	(*OfferDrawResponse)(nil),       // 14: palace.game.v1.OfferDrawResponse
-	(*AnswerDrawRequest)(nil),       // 15: palace.game.v1.AnswerDrawRequest
-	(*AnswerDrawResponse)(nil),      // 16: palace.game.v1.AnswerDrawResponse
-	(*UndoRequest)(nil),             // 17: palace.game.v1.UndoRequest
-	(*UndoResponse)(nil),            // 18: palace.game.v1.UndoResponse
-	(*GetGameRequest)(nil),          // 19: palace.game.v1.GetGameRequest
-	(*GetGameResponse)(nil),         // 20: palace.game.v1.GetGameResponse
-	(*StreamEventsRequest)(nil),     // 21: palace.game.v1.StreamEventsRequest
-	(*StreamEventsResponse)(nil),    // 22: palace.game.v1.StreamEventsResponse
-	(*Heartbeat)(nil),               // 23: palace.game.v1.Heartbeat
-	(*ExpireDeadlineRequest)(nil),   // 24: palace.game.v1.ExpireDeadlineRequest
-	(*ExpireDeadlineResponse)(nil),  // 25: palace.game.v1.ExpireDeadlineResponse
-	(*Game)(nil),                    // 26: palace.game.v1.Game
-	(*MoveRecord)(nil),              // 27: palace.game.v1.MoveRecord
-	(*Event)(nil),                   // 28: palace.game.v1.Event
-	(*GameCreated)(nil),             // 29: palace.game.v1.GameCreated
-	(*FormationChosen)(nil),         // 30: palace.game.v1.FormationChosen
-	(*GameStarted)(nil),             // 31: palace.game.v1.GameStarted
-	(*MovesUndone)(nil),             // 32: palace.game.v1.MovesUndone
-	(*DrawOffered)(nil),             // 33: palace.game.v1.DrawOffered
-	(*DrawDeclined)(nil),            // 34: palace.game.v1.DrawDeclined
-	(*PlayerConnection)(nil),        // 35: palace.game.v1.PlayerConnection
-	(*ClockEvent)(nil),              // 36: palace.game.v1.ClockEvent
-	(*GameEnded)(nil),               // 37: palace.game.v1.GameEnded
-	(v1.Side)(0),                    // 38: palace.common.v1.Side
-	(v1.GameKind)(0),                // 39: palace.common.v1.GameKind
-	(*v1.TimeControl)(nil),          // 40: palace.common.v1.TimeControl
-	(*v1.Position)(nil),             // 41: palace.common.v1.Position
-	(*durationpb.Duration)(nil),     // 42: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 43: google.protobuf.Timestamp
-	(v1.Formation)(0),               // 44: palace.common.v1.Formation
-	(*v1.Move)(nil),                 // 45: palace.common.v1.Move
-	(v1.GameStatus)(0),              // 46: palace.common.v1.GameStatus
-	(*v1.ClockSnapshot)(nil),        // 47: palace.common.v1.ClockSnapshot
-	(*v1.Result)(nil),               // 48: palace.common.v1.Result
-	(*v1.Points)(nil),               // 49: palace.common.v1.Points
+	(*ProbeRequest)(nil),            // 1: palace.game.v1.ProbeRequest
+	(*ProbeResponse)(nil),           // 2: palace.game.v1.ProbeResponse
+	(*Seat)(nil),                    // 3: palace.game.v1.Seat
+	(*CreateGameRequest)(nil),       // 4: palace.game.v1.CreateGameRequest
+	(*CreateGameResponse)(nil),      // 5: palace.game.v1.CreateGameResponse
+	(*SeatCredential)(nil),          // 6: palace.game.v1.SeatCredential
+	(*ChooseFormationRequest)(nil),  // 7: palace.game.v1.ChooseFormationRequest
+	(*ChooseFormationResponse)(nil), // 8: palace.game.v1.ChooseFormationResponse
+	(*MakeMoveRequest)(nil),         // 9: palace.game.v1.MakeMoveRequest
+	(*MakeMoveResponse)(nil),        // 10: palace.game.v1.MakeMoveResponse
+	(*PassRequest)(nil),             // 11: palace.game.v1.PassRequest
+	(*PassResponse)(nil),            // 12: palace.game.v1.PassResponse
+	(*ResignRequest)(nil),           // 13: palace.game.v1.ResignRequest
+	(*ResignResponse)(nil),          // 14: palace.game.v1.ResignResponse
+	(*OfferDrawRequest)(nil),        // 15: palace.game.v1.OfferDrawRequest
+	(*OfferDrawResponse)(nil),       // 16: palace.game.v1.OfferDrawResponse
+	(*AnswerDrawRequest)(nil),       // 17: palace.game.v1.AnswerDrawRequest
+	(*AnswerDrawResponse)(nil),      // 18: palace.game.v1.AnswerDrawResponse
+	(*UndoRequest)(nil),             // 19: palace.game.v1.UndoRequest
+	(*UndoResponse)(nil),            // 20: palace.game.v1.UndoResponse
+	(*GetGameRequest)(nil),          // 21: palace.game.v1.GetGameRequest
+	(*GetGameResponse)(nil),         // 22: palace.game.v1.GetGameResponse
+	(*StreamEventsRequest)(nil),     // 23: palace.game.v1.StreamEventsRequest
+	(*StreamEventsResponse)(nil),    // 24: palace.game.v1.StreamEventsResponse
+	(*Heartbeat)(nil),               // 25: palace.game.v1.Heartbeat
+	(*ExpireDeadlineRequest)(nil),   // 26: palace.game.v1.ExpireDeadlineRequest
+	(*ExpireDeadlineResponse)(nil),  // 27: palace.game.v1.ExpireDeadlineResponse
+	(*Game)(nil),                    // 28: palace.game.v1.Game
+	(*MoveRecord)(nil),              // 29: palace.game.v1.MoveRecord
+	(*Event)(nil),                   // 30: palace.game.v1.Event
+	(*GameCreated)(nil),             // 31: palace.game.v1.GameCreated
+	(*FormationChosen)(nil),         // 32: palace.game.v1.FormationChosen
+	(*GameStarted)(nil),             // 33: palace.game.v1.GameStarted
+	(*MovesUndone)(nil),             // 34: palace.game.v1.MovesUndone
+	(*DrawOffered)(nil),             // 35: palace.game.v1.DrawOffered
+	(*DrawDeclined)(nil),            // 36: palace.game.v1.DrawDeclined
+	(*PlayerConnection)(nil),        // 37: palace.game.v1.PlayerConnection
+	(*ClockEvent)(nil),              // 38: palace.game.v1.ClockEvent
+	(*GameEnded)(nil),               // 39: palace.game.v1.GameEnded
+	(v1.Side)(0),                    // 40: palace.common.v1.Side
+	(v1.GameKind)(0),                // 41: palace.common.v1.GameKind
+	(*v1.TimeControl)(nil),          // 42: palace.common.v1.TimeControl
+	(*v1.Position)(nil),             // 43: palace.common.v1.Position
+	(*durationpb.Duration)(nil),     // 44: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 45: google.protobuf.Timestamp
+	(v1.Formation)(0),               // 46: palace.common.v1.Formation
+	(*v1.Move)(nil),                 // 47: palace.common.v1.Move
+	(v1.GameStatus)(0),              // 48: palace.common.v1.GameStatus
+	(*v1.ClockSnapshot)(nil),        // 49: palace.common.v1.ClockSnapshot
+	(*v1.Result)(nil),               // 50: palace.common.v1.Result
+	(*v1.Points)(nil),               // 51: palace.common.v1.Points
 }
 var file_palace_game_v1_game_proto_depIdxs = []int32{
-	38, // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
-	39, // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
-	1,  // 2: palace.game.v1.CreateGameRequest.seats:type_name -> palace.game.v1.Seat
-	40, // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
-	41, // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
-	42, // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
-	42, // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
-	4,  // 7: palace.game.v1.CreateGameResponse.credentials:type_name -> palace.game.v1.SeatCredential
-	26, // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
-	38, // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
-	43, // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
-	44, // 11: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
-	26, // 12: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
-	45, // 13: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
-	42, // 14: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
-	26, // 15: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
-	27, // 16: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
-	42, // 17: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
-	26, // 18: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
-	27, // 19: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
-	26, // 20: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
-	26, // 21: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
-	26, // 22: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
-	26, // 23: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
-	26, // 24: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
-	26, // 25: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
-	28, // 26: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
-	23, // 27: palace.game.v1.StreamEventsResponse.heartbeat:type_name -> palace.game.v1.Heartbeat
-	43, // 28: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	26, // 29: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
-	39, // 30: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
-	46, // 31: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
-	1,  // 32: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
-	41, // 33: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
-	41, // 34: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
-	27, // 35: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
-	38, // 36: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
-	45, // 37: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
-	40, // 38: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
-	47, // 39: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
-	48, // 40: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
-	49, // 41: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
-	44, // 42: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
-	44, // 43: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
-	38, // 44: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
-	43, // 45: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
-	43, // 46: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
-	38, // 47: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
-	45, // 48: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
-	43, // 49: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
-	47, // 50: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
-	43, // 51: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
-	29, // 52: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
-	30, // 53: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
-	31, // 54: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
-	27, // 55: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
-	32, // 56: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
-	33, // 57: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
-	34, // 58: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
-	35, // 59: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
-	36, // 60: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
-	37, // 61: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
-	26, // 62: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
-	38, // 63: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
-	44, // 64: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
-	41, // 65: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
-	47, // 66: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
-	27, // 67: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
-	41, // 68: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
-	38, // 69: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
-	38, // 70: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
-	38, // 71: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
-	38, // 72: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
+	40, // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
+	41, // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
+	3,  // 2: palace.game.v1.CreateGameRequest.seats:type_name -> palace.game.v1.Seat
+	42, // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
+	43, // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
+	44, // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
+	44, // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
+	6,  // 7: palace.game.v1.CreateGameResponse.credentials:type_name -> palace.game.v1.SeatCredential
+	28, // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
+	40, // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
+	45, // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
+	46, // 11: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
+	28, // 12: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
+	47, // 13: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
+	44, // 14: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
+	28, // 15: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
+	29, // 16: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
+	44, // 17: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
+	28, // 18: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
+	29, // 19: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
+	28, // 20: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
+	28, // 21: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
+	28, // 22: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
+	28, // 23: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
+	28, // 24: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
+	28, // 25: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
+	30, // 26: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
+	25, // 27: palace.game.v1.StreamEventsResponse.heartbeat:type_name -> palace.game.v1.Heartbeat
+	45, // 28: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	28, // 29: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
+	41, // 30: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
+	48, // 31: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
+	3,  // 32: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
+	43, // 33: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
+	43, // 34: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
+	29, // 35: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
+	40, // 36: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
+	47, // 37: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
+	42, // 38: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
+	49, // 39: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
+	50, // 40: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
+	51, // 41: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
+	46, // 42: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
+	46, // 43: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
+	40, // 44: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
+	45, // 45: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
+	45, // 46: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
+	40, // 47: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
+	47, // 48: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
+	45, // 49: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
+	49, // 50: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
+	45, // 51: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
+	31, // 52: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
+	32, // 53: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
+	33, // 54: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
+	29, // 55: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
+	34, // 56: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
+	35, // 57: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
+	36, // 58: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
+	37, // 59: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
+	38, // 60: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
+	39, // 61: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
+	28, // 62: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
+	40, // 63: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
+	46, // 64: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
+	43, // 65: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
+	49, // 66: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
+	29, // 67: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
+	43, // 68: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
+	40, // 69: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
+	40, // 70: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
+	40, // 71: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
+	40, // 72: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
 	0,  // 73: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
-	47, // 74: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
-	48, // 75: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
-	38, // 76: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
-	2,  // 77: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
-	5,  // 78: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
-	7,  // 79: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
-	9,  // 80: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
-	11, // 81: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
-	13, // 82: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
-	15, // 83: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
-	17, // 84: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
-	19, // 85: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
-	21, // 86: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
-	24, // 87: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
-	3,  // 88: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
-	6,  // 89: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
-	8,  // 90: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
-	10, // 91: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
-	12, // 92: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
-	14, // 93: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
-	16, // 94: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
-	18, // 95: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
-	20, // 96: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
-	22, // 97: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
-	25, // 98: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
-	88, // [88:99] is the sub-list for method output_type
-	77, // [77:88] is the sub-list for method input_type
+	49, // 74: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
+	50, // 75: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
+	40, // 76: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
+	4,  // 77: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
+	7,  // 78: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
+	9,  // 79: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
+	11, // 80: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
+	13, // 81: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
+	15, // 82: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
+	17, // 83: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
+	19, // 84: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
+	21, // 85: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
+	23, // 86: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
+	26, // 87: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
+	1,  // 88: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
+	5,  // 89: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
+	8,  // 90: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
+	10, // 91: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
+	12, // 92: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
+	14, // 93: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
+	16, // 94: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
+	18, // 95: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
+	20, // 96: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
+	22, // 97: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
+	24, // 98: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
+	27, // 99: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
+	2,  // 100: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
+	89, // [89:101] is the sub-list for method output_type
+	77, // [77:89] is the sub-list for method input_type
 	77, // [77:77] is the sub-list for extension type_name
 	77, // [77:77] is the sub-list for extension extendee
 	0,  // [0:77] is the sub-list for field type_name
@@ -2987,12 +3085,12 @@ func file_palace_game_v1_game_proto_init() {
 	if File_palace_game_v1_game_proto != nil {
 		return
 	}
-	file_palace_game_v1_game_proto_msgTypes[21].OneofWrappers = []any{
+	file_palace_game_v1_game_proto_msgTypes[23].OneofWrappers = []any{
 		(*StreamEventsResponse_Snapshot)(nil),
 		(*StreamEventsResponse_Event)(nil),
 		(*StreamEventsResponse_Heartbeat)(nil),
 	}
-	file_palace_game_v1_game_proto_msgTypes[27].OneofWrappers = []any{
+	file_palace_game_v1_game_proto_msgTypes[29].OneofWrappers = []any{
 		(*Event_GameCreated)(nil),
 		(*Event_FormationChosen)(nil),
 		(*Event_GameStarted)(nil),
@@ -3010,7 +3108,7 @@ func file_palace_game_v1_game_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_palace_game_v1_game_proto_rawDesc), len(file_palace_game_v1_game_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	GameService_GetGame_FullMethodName         = "/palace.game.v1.GameService/GetGame"
 	GameService_StreamEvents_FullMethodName    = "/palace.game.v1.GameService/StreamEvents"
 	GameService_ExpireDeadline_FullMethodName  = "/palace.game.v1.GameService/ExpireDeadline"
+	GameService_Probe_FullMethodName           = "/palace.game.v1.GameService/Probe"
 )
 
 // GameServiceClient is the client API for GameService service.
@@ -81,6 +82,11 @@ type GameServiceClient interface {
 	// formation or aborts the game, but only when the deadline is still the
 	// game's current one; a stale deadline changes nothing.
 	ExpireDeadline(ctx context.Context, in *ExpireDeadlineRequest, opts ...grpc.CallOption) (*ExpireDeadlineResponse, error)
+	// Probe is an operator diagnostic: it takes the same server path as a
+	// command but does exactly one Redis write, so load tests can measure
+	// the floor under the real game logic. InvalidArgument for an empty or
+	// over-long key.
+	Probe(ctx context.Context, in *ProbeRequest, opts ...grpc.CallOption) (*ProbeResponse, error)
 }
 
 type gameServiceClient struct {
@@ -210,6 +216,16 @@ func (c *gameServiceClient) ExpireDeadline(ctx context.Context, in *ExpireDeadli
 	return out, nil
 }
 
+func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ...grpc.CallOption) (*ProbeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProbeResponse)
+	err := c.cc.Invoke(ctx, GameService_Probe_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GameServiceServer is the server API for GameService service.
 // All implementations must embed UnimplementedGameServiceServer
 // for forward compatibility.
@@ -259,6 +275,11 @@ type GameServiceServer interface {
 	// formation or aborts the game, but only when the deadline is still the
 	// game's current one; a stale deadline changes nothing.
 	ExpireDeadline(context.Context, *ExpireDeadlineRequest) (*ExpireDeadlineResponse, error)
+	// Probe is an operator diagnostic: it takes the same server path as a
+	// command but does exactly one Redis write, so load tests can measure
+	// the floor under the real game logic. InvalidArgument for an empty or
+	// over-long key.
+	Probe(context.Context, *ProbeRequest) (*ProbeResponse, error)
 	mustEmbedUnimplementedGameServiceServer()
 }
 
@@ -301,6 +322,9 @@ func (UnimplementedGameServiceServer) StreamEvents(*StreamEventsRequest, grpc.Se
 }
 func (UnimplementedGameServiceServer) ExpireDeadline(context.Context, *ExpireDeadlineRequest) (*ExpireDeadlineResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExpireDeadline not implemented")
+}
+func (UnimplementedGameServiceServer) Probe(context.Context, *ProbeRequest) (*ProbeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Probe not implemented")
 }
 func (UnimplementedGameServiceServer) mustEmbedUnimplementedGameServiceServer() {}
 func (UnimplementedGameServiceServer) testEmbeddedByValue()                     {}
@@ -514,6 +538,24 @@ func _GameService_ExpireDeadline_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GameService_Probe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProbeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GameServiceServer).Probe(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GameService_Probe_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GameServiceServer).Probe(ctx, req.(*ProbeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GameService_ServiceDesc is the grpc.ServiceDesc for GameService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -560,6 +602,10 @@ var GameService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ExpireDeadline",
 			Handler:    _GameService_ExpireDeadline_Handler,
+		},
+		{
+			MethodName: "Probe",
+			Handler:    _GameService_Probe_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

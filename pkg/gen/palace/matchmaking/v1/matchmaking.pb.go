@@ -7,6 +7,7 @@
 package matchmakingv1
 
 import (
+	v1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -21,6 +22,181 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// TicketState is where a queue ticket is in its life.
+type TicketState int32
+
+const (
+	TicketState_TICKET_STATE_UNSPECIFIED TicketState = 0
+	// Waiting for an opponent.
+	TicketState_TICKET_STATE_WAITING TicketState = 1
+	// An opponent was found; the game is being created.
+	TicketState_TICKET_STATE_PAIRED TicketState = 2
+	// The game exists: the ticket's match is set.
+	TicketState_TICKET_STATE_MATCHED   TicketState = 3
+	TicketState_TICKET_STATE_CANCELLED TicketState = 4
+	// Nobody was found within the ticket lifetime.
+	TicketState_TICKET_STATE_EXPIRED TicketState = 5
+)
+
+// Enum value maps for TicketState.
+var (
+	TicketState_name = map[int32]string{
+		0: "TICKET_STATE_UNSPECIFIED",
+		1: "TICKET_STATE_WAITING",
+		2: "TICKET_STATE_PAIRED",
+		3: "TICKET_STATE_MATCHED",
+		4: "TICKET_STATE_CANCELLED",
+		5: "TICKET_STATE_EXPIRED",
+	}
+	TicketState_value = map[string]int32{
+		"TICKET_STATE_UNSPECIFIED": 0,
+		"TICKET_STATE_WAITING":     1,
+		"TICKET_STATE_PAIRED":      2,
+		"TICKET_STATE_MATCHED":     3,
+		"TICKET_STATE_CANCELLED":   4,
+		"TICKET_STATE_EXPIRED":     5,
+	}
+)
+
+func (x TicketState) Enum() *TicketState {
+	p := new(TicketState)
+	*p = x
+	return p
+}
+
+func (x TicketState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TicketState) Descriptor() protoreflect.EnumDescriptor {
+	return file_palace_matchmaking_v1_matchmaking_proto_enumTypes[0].Descriptor()
+}
+
+func (TicketState) Type() protoreflect.EnumType {
+	return &file_palace_matchmaking_v1_matchmaking_proto_enumTypes[0]
+}
+
+func (x TicketState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TicketState.Descriptor instead.
+func (TicketState) EnumDescriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{0}
+}
+
+// InviteState is where a friend invite is in its life.
+type InviteState int32
+
+const (
+	InviteState_INVITE_STATE_UNSPECIFIED InviteState = 0
+	InviteState_INVITE_STATE_OPEN        InviteState = 1
+	// The friend accepted; the game exists.
+	InviteState_INVITE_STATE_ACCEPTED  InviteState = 2
+	InviteState_INVITE_STATE_CANCELLED InviteState = 3
+	InviteState_INVITE_STATE_EXPIRED   InviteState = 4
+)
+
+// Enum value maps for InviteState.
+var (
+	InviteState_name = map[int32]string{
+		0: "INVITE_STATE_UNSPECIFIED",
+		1: "INVITE_STATE_OPEN",
+		2: "INVITE_STATE_ACCEPTED",
+		3: "INVITE_STATE_CANCELLED",
+		4: "INVITE_STATE_EXPIRED",
+	}
+	InviteState_value = map[string]int32{
+		"INVITE_STATE_UNSPECIFIED": 0,
+		"INVITE_STATE_OPEN":        1,
+		"INVITE_STATE_ACCEPTED":    2,
+		"INVITE_STATE_CANCELLED":   3,
+		"INVITE_STATE_EXPIRED":     4,
+	}
+)
+
+func (x InviteState) Enum() *InviteState {
+	p := new(InviteState)
+	*p = x
+	return p
+}
+
+func (x InviteState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InviteState) Descriptor() protoreflect.EnumDescriptor {
+	return file_palace_matchmaking_v1_matchmaking_proto_enumTypes[1].Descriptor()
+}
+
+func (InviteState) Type() protoreflect.EnumType {
+	return &file_palace_matchmaking_v1_matchmaking_proto_enumTypes[1]
+}
+
+func (x InviteState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InviteState.Descriptor instead.
+func (InviteState) EnumDescriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{1}
+}
+
+// RematchState is where a rematch of a game is.
+type RematchState int32
+
+const (
+	RematchState_REMATCH_STATE_UNSPECIFIED RematchState = 0
+	// Nobody offered (or the last offer expired).
+	RematchState_REMATCH_STATE_NONE    RematchState = 1
+	RematchState_REMATCH_STATE_OFFERED RematchState = 2
+	// The new game exists.
+	RematchState_REMATCH_STATE_ACCEPTED RematchState = 3
+)
+
+// Enum value maps for RematchState.
+var (
+	RematchState_name = map[int32]string{
+		0: "REMATCH_STATE_UNSPECIFIED",
+		1: "REMATCH_STATE_NONE",
+		2: "REMATCH_STATE_OFFERED",
+		3: "REMATCH_STATE_ACCEPTED",
+	}
+	RematchState_value = map[string]int32{
+		"REMATCH_STATE_UNSPECIFIED": 0,
+		"REMATCH_STATE_NONE":        1,
+		"REMATCH_STATE_OFFERED":     2,
+		"REMATCH_STATE_ACCEPTED":    3,
+	}
+)
+
+func (x RematchState) Enum() *RematchState {
+	p := new(RematchState)
+	*p = x
+	return p
+}
+
+func (x RematchState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RematchState) Descriptor() protoreflect.EnumDescriptor {
+	return file_palace_matchmaking_v1_matchmaking_proto_enumTypes[2].Descriptor()
+}
+
+func (RematchState) Type() protoreflect.EnumType {
+	return &file_palace_matchmaking_v1_matchmaking_proto_enumTypes[2]
+}
+
+func (x RematchState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RematchState.Descriptor instead.
+func (RematchState) EnumDescriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{2}
+}
 
 type CreateGuestRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -127,20 +303,2423 @@ func (x *CreateGuestResponse) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+type SignInWithGoogleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ID token Google Identity Services gave the client.
+	IdToken string `protobuf:"bytes,1,opt,name=id_token,json=idToken,proto3" json:"id_token,omitempty"`
+	// Optional display name; default: the token's name, else "Player".
+	Nickname      string `protobuf:"bytes,2,opt,name=nickname,proto3" json:"nickname,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignInWithGoogleRequest) Reset() {
+	*x = SignInWithGoogleRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignInWithGoogleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignInWithGoogleRequest) ProtoMessage() {}
+
+func (x *SignInWithGoogleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignInWithGoogleRequest.ProtoReflect.Descriptor instead.
+func (*SignInWithGoogleRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SignInWithGoogleRequest) GetIdToken() string {
+	if x != nil {
+		return x.IdToken
+	}
+	return ""
+}
+
+func (x *SignInWithGoogleRequest) GetNickname() string {
+	if x != nil {
+		return x.Nickname
+	}
+	return ""
+}
+
+type SignInWithGoogleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PlayerId      string                 `protobuf:"bytes,1,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
+	Token         string                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	DisplayName   string                 `protobuf:"bytes,4,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignInWithGoogleResponse) Reset() {
+	*x = SignInWithGoogleResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignInWithGoogleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignInWithGoogleResponse) ProtoMessage() {}
+
+func (x *SignInWithGoogleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignInWithGoogleResponse.ProtoReflect.Descriptor instead.
+func (*SignInWithGoogleResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SignInWithGoogleResponse) GetPlayerId() string {
+	if x != nil {
+		return x.PlayerId
+	}
+	return ""
+}
+
+func (x *SignInWithGoogleResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *SignInWithGoogleResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *SignInWithGoogleResponse) GetDisplayName() string {
+	if x != nil {
+		return x.DisplayName
+	}
+	return ""
+}
+
+// Seat is the caller's place in a game matchmaking created.
+type Seat struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	Side   v1.Side                `protobuf:"varint,2,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
+	// The seat credential for the game service.
+	Token          string                 `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	TokenExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=token_expires_at,json=tokenExpiresAt,proto3" json:"token_expires_at,omitempty"`
+	OpponentId     string                 `protobuf:"bytes,5,opt,name=opponent_id,json=opponentId,proto3" json:"opponent_id,omitempty"`
+	OpponentName   string                 `protobuf:"bytes,6,opt,name=opponent_name,json=opponentName,proto3" json:"opponent_name,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Seat) Reset() {
+	*x = Seat{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Seat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Seat) ProtoMessage() {}
+
+func (x *Seat) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Seat.ProtoReflect.Descriptor instead.
+func (*Seat) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Seat) GetGameId() string {
+	if x != nil {
+		return x.GameId
+	}
+	return ""
+}
+
+func (x *Seat) GetSide() v1.Side {
+	if x != nil {
+		return x.Side
+	}
+	return v1.Side(0)
+}
+
+func (x *Seat) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *Seat) GetTokenExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TokenExpiresAt
+	}
+	return nil
+}
+
+func (x *Seat) GetOpponentId() string {
+	if x != nil {
+		return x.OpponentId
+	}
+	return ""
+}
+
+func (x *Seat) GetOpponentName() string {
+	if x != nil {
+		return x.OpponentName
+	}
+	return ""
+}
+
+// Ticket is one player's request for a random opponent.
+type Ticket struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TicketId    string                 `protobuf:"bytes,1,opt,name=ticket_id,json=ticketId,proto3" json:"ticket_id,omitempty"`
+	State       TicketState            `protobuf:"varint,2,opt,name=state,proto3,enum=palace.matchmaking.v1.TicketState" json:"state,omitempty"`
+	Kind        v1.GameKind            `protobuf:"varint,3,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	TimeControl *v1.TimeControl        `protobuf:"bytes,4,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
+	Rated       bool                   `protobuf:"varint,5,opt,name=rated,proto3" json:"rated,omitempty"`
+	// The rating the ticket is paired by.
+	Rating    int32                  `protobuf:"varint,6,opt,name=rating,proto3" json:"rating,omitempty"`
+	EnteredAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=entered_at,json=enteredAt,proto3" json:"entered_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// Set when state is MATCHED.
+	Seat          *Seat `protobuf:"bytes,9,opt,name=seat,proto3" json:"seat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ticket) Reset() {
+	*x = Ticket{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ticket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ticket) ProtoMessage() {}
+
+func (x *Ticket) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ticket.ProtoReflect.Descriptor instead.
+func (*Ticket) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Ticket) GetTicketId() string {
+	if x != nil {
+		return x.TicketId
+	}
+	return ""
+}
+
+func (x *Ticket) GetState() TicketState {
+	if x != nil {
+		return x.State
+	}
+	return TicketState_TICKET_STATE_UNSPECIFIED
+}
+
+func (x *Ticket) GetKind() v1.GameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.GameKind(0)
+}
+
+func (x *Ticket) GetTimeControl() *v1.TimeControl {
+	if x != nil {
+		return x.TimeControl
+	}
+	return nil
+}
+
+func (x *Ticket) GetRated() bool {
+	if x != nil {
+		return x.Rated
+	}
+	return false
+}
+
+func (x *Ticket) GetRating() int32 {
+	if x != nil {
+		return x.Rating
+	}
+	return 0
+}
+
+func (x *Ticket) GetEnteredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EnteredAt
+	}
+	return nil
+}
+
+func (x *Ticket) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Ticket) GetSeat() *Seat {
+	if x != nil {
+		return x.Seat
+	}
+	return nil
+}
+
+type EnterQueueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Client-chosen id making retries safe (1 to 128 bytes).
+	RequestId string      `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Kind      v1.GameKind `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	// Unset: the online default, 5 minutes and 3 periods of 30 s byo-yomi.
+	TimeControl *v1.TimeControl `protobuf:"bytes,3,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
+	// Rated games need an account.
+	Rated bool `protobuf:"varint,4,opt,name=rated,proto3" json:"rated,omitempty"`
+	// Casual pools only: the player's own estimate of their strength (100
+	// to 3000) when they have no rating of this kind; 0: 1200. Rated pools
+	// always use the player's rating.
+	CasualRating  int32 `protobuf:"varint,5,opt,name=casual_rating,json=casualRating,proto3" json:"casual_rating,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnterQueueRequest) Reset() {
+	*x = EnterQueueRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnterQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnterQueueRequest) ProtoMessage() {}
+
+func (x *EnterQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnterQueueRequest.ProtoReflect.Descriptor instead.
+func (*EnterQueueRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EnterQueueRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *EnterQueueRequest) GetKind() v1.GameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.GameKind(0)
+}
+
+func (x *EnterQueueRequest) GetTimeControl() *v1.TimeControl {
+	if x != nil {
+		return x.TimeControl
+	}
+	return nil
+}
+
+func (x *EnterQueueRequest) GetRated() bool {
+	if x != nil {
+		return x.Rated
+	}
+	return false
+}
+
+func (x *EnterQueueRequest) GetCasualRating() int32 {
+	if x != nil {
+		return x.CasualRating
+	}
+	return 0
+}
+
+type EnterQueueResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ticket        *Ticket                `protobuf:"bytes,1,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnterQueueResponse) Reset() {
+	*x = EnterQueueResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnterQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnterQueueResponse) ProtoMessage() {}
+
+func (x *EnterQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnterQueueResponse.ProtoReflect.Descriptor instead.
+func (*EnterQueueResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *EnterQueueResponse) GetTicket() *Ticket {
+	if x != nil {
+		return x.Ticket
+	}
+	return nil
+}
+
+type CancelTicketRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TicketId      string                 `protobuf:"bytes,1,opt,name=ticket_id,json=ticketId,proto3" json:"ticket_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTicketRequest) Reset() {
+	*x = CancelTicketRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTicketRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTicketRequest) ProtoMessage() {}
+
+func (x *CancelTicketRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTicketRequest.ProtoReflect.Descriptor instead.
+func (*CancelTicketRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CancelTicketRequest) GetTicketId() string {
+	if x != nil {
+		return x.TicketId
+	}
+	return ""
+}
+
+type CancelTicketResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ticket        *Ticket                `protobuf:"bytes,1,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTicketResponse) Reset() {
+	*x = CancelTicketResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTicketResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTicketResponse) ProtoMessage() {}
+
+func (x *CancelTicketResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTicketResponse.ProtoReflect.Descriptor instead.
+func (*CancelTicketResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CancelTicketResponse) GetTicket() *Ticket {
+	if x != nil {
+		return x.Ticket
+	}
+	return nil
+}
+
+type WatchTicketRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TicketId      string                 `protobuf:"bytes,1,opt,name=ticket_id,json=ticketId,proto3" json:"ticket_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchTicketRequest) Reset() {
+	*x = WatchTicketRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchTicketRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchTicketRequest) ProtoMessage() {}
+
+func (x *WatchTicketRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchTicketRequest.ProtoReflect.Descriptor instead.
+func (*WatchTicketRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WatchTicketRequest) GetTicketId() string {
+	if x != nil {
+		return x.TicketId
+	}
+	return ""
+}
+
+type WatchTicketResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ticket        *Ticket                `protobuf:"bytes,1,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchTicketResponse) Reset() {
+	*x = WatchTicketResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchTicketResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchTicketResponse) ProtoMessage() {}
+
+func (x *WatchTicketResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchTicketResponse.ProtoReflect.Descriptor instead.
+func (*WatchTicketResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *WatchTicketResponse) GetTicket() *Ticket {
+	if x != nil {
+		return x.Ticket
+	}
+	return nil
+}
+
+// Invite is a link to play a friend.
+type Invite struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The secret of the link; whoever holds it may accept.
+	Token       string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	State       InviteState            `protobuf:"varint,2,opt,name=state,proto3,enum=palace.matchmaking.v1.InviteState" json:"state,omitempty"`
+	Kind        v1.GameKind            `protobuf:"varint,3,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	TimeControl *v1.TimeControl        `protobuf:"bytes,4,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
+	CreatorId   string                 `protobuf:"bytes,5,opt,name=creator_id,json=creatorId,proto3" json:"creator_id,omitempty"`
+	CreatorName string                 `protobuf:"bytes,6,opt,name=creator_name,json=creatorName,proto3" json:"creator_name,omitempty"`
+	ExpiresAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The caller's seat, once accepted, for the creator and the friend.
+	Seat          *Seat `protobuf:"bytes,8,opt,name=seat,proto3" json:"seat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Invite) Reset() {
+	*x = Invite{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Invite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Invite) ProtoMessage() {}
+
+func (x *Invite) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Invite.ProtoReflect.Descriptor instead.
+func (*Invite) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Invite) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *Invite) GetState() InviteState {
+	if x != nil {
+		return x.State
+	}
+	return InviteState_INVITE_STATE_UNSPECIFIED
+}
+
+func (x *Invite) GetKind() v1.GameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.GameKind(0)
+}
+
+func (x *Invite) GetTimeControl() *v1.TimeControl {
+	if x != nil {
+		return x.TimeControl
+	}
+	return nil
+}
+
+func (x *Invite) GetCreatorId() string {
+	if x != nil {
+		return x.CreatorId
+	}
+	return ""
+}
+
+func (x *Invite) GetCreatorName() string {
+	if x != nil {
+		return x.CreatorName
+	}
+	return ""
+}
+
+func (x *Invite) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Invite) GetSeat() *Seat {
+	if x != nil {
+		return x.Seat
+	}
+	return nil
+}
+
+type CreateInviteRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Kind      v1.GameKind            `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	// Unset: the online default, 5 minutes and 3 periods of 30 s byo-yomi.
+	TimeControl   *v1.TimeControl `protobuf:"bytes,3,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateInviteRequest) Reset() {
+	*x = CreateInviteRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateInviteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateInviteRequest) ProtoMessage() {}
+
+func (x *CreateInviteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateInviteRequest.ProtoReflect.Descriptor instead.
+func (*CreateInviteRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CreateInviteRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CreateInviteRequest) GetKind() v1.GameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.GameKind(0)
+}
+
+func (x *CreateInviteRequest) GetTimeControl() *v1.TimeControl {
+	if x != nil {
+		return x.TimeControl
+	}
+	return nil
+}
+
+type CreateInviteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Invite        *Invite                `protobuf:"bytes,1,opt,name=invite,proto3" json:"invite,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateInviteResponse) Reset() {
+	*x = CreateInviteResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateInviteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateInviteResponse) ProtoMessage() {}
+
+func (x *CreateInviteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateInviteResponse.ProtoReflect.Descriptor instead.
+func (*CreateInviteResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CreateInviteResponse) GetInvite() *Invite {
+	if x != nil {
+		return x.Invite
+	}
+	return nil
+}
+
+type GetInviteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInviteRequest) Reset() {
+	*x = GetInviteRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInviteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInviteRequest) ProtoMessage() {}
+
+func (x *GetInviteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInviteRequest.ProtoReflect.Descriptor instead.
+func (*GetInviteRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetInviteRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type GetInviteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Invite        *Invite                `protobuf:"bytes,1,opt,name=invite,proto3" json:"invite,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInviteResponse) Reset() {
+	*x = GetInviteResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInviteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInviteResponse) ProtoMessage() {}
+
+func (x *GetInviteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInviteResponse.ProtoReflect.Descriptor instead.
+func (*GetInviteResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetInviteResponse) GetInvite() *Invite {
+	if x != nil {
+		return x.Invite
+	}
+	return nil
+}
+
+type CancelInviteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelInviteRequest) Reset() {
+	*x = CancelInviteRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelInviteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelInviteRequest) ProtoMessage() {}
+
+func (x *CancelInviteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelInviteRequest.ProtoReflect.Descriptor instead.
+func (*CancelInviteRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CancelInviteRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type CancelInviteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Invite        *Invite                `protobuf:"bytes,1,opt,name=invite,proto3" json:"invite,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelInviteResponse) Reset() {
+	*x = CancelInviteResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelInviteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelInviteResponse) ProtoMessage() {}
+
+func (x *CancelInviteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelInviteResponse.ProtoReflect.Descriptor instead.
+func (*CancelInviteResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CancelInviteResponse) GetInvite() *Invite {
+	if x != nil {
+		return x.Invite
+	}
+	return nil
+}
+
+type AcceptInviteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptInviteRequest) Reset() {
+	*x = AcceptInviteRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptInviteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptInviteRequest) ProtoMessage() {}
+
+func (x *AcceptInviteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptInviteRequest.ProtoReflect.Descriptor instead.
+func (*AcceptInviteRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AcceptInviteRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type AcceptInviteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Invite        *Invite                `protobuf:"bytes,1,opt,name=invite,proto3" json:"invite,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptInviteResponse) Reset() {
+	*x = AcceptInviteResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptInviteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptInviteResponse) ProtoMessage() {}
+
+func (x *AcceptInviteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptInviteResponse.ProtoReflect.Descriptor instead.
+func (*AcceptInviteResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AcceptInviteResponse) GetInvite() *Invite {
+	if x != nil {
+		return x.Invite
+	}
+	return nil
+}
+
+type WatchInviteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchInviteRequest) Reset() {
+	*x = WatchInviteRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchInviteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchInviteRequest) ProtoMessage() {}
+
+func (x *WatchInviteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchInviteRequest.ProtoReflect.Descriptor instead.
+func (*WatchInviteRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *WatchInviteRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type WatchInviteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Invite        *Invite                `protobuf:"bytes,1,opt,name=invite,proto3" json:"invite,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchInviteResponse) Reset() {
+	*x = WatchInviteResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchInviteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchInviteResponse) ProtoMessage() {}
+
+func (x *WatchInviteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchInviteResponse.ProtoReflect.Descriptor instead.
+func (*WatchInviteResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *WatchInviteResponse) GetInvite() *Invite {
+	if x != nil {
+		return x.Invite
+	}
+	return nil
+}
+
+type PlayAiRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Kind      v1.GameKind            `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	// 1 (weakest) to 10.
+	Level uint32 `protobuf:"varint,3,opt,name=level,proto3" json:"level,omitempty"`
+	// The human's side; unspecified: random.
+	Side v1.Side `protobuf:"varint,4,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
+	// Unset: no clock.
+	TimeControl   *v1.TimeControl `protobuf:"bytes,5,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlayAiRequest) Reset() {
+	*x = PlayAiRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlayAiRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlayAiRequest) ProtoMessage() {}
+
+func (x *PlayAiRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlayAiRequest.ProtoReflect.Descriptor instead.
+func (*PlayAiRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PlayAiRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *PlayAiRequest) GetKind() v1.GameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.GameKind(0)
+}
+
+func (x *PlayAiRequest) GetLevel() uint32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
+func (x *PlayAiRequest) GetSide() v1.Side {
+	if x != nil {
+		return x.Side
+	}
+	return v1.Side(0)
+}
+
+func (x *PlayAiRequest) GetTimeControl() *v1.TimeControl {
+	if x != nil {
+		return x.TimeControl
+	}
+	return nil
+}
+
+type PlayAiResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seat          *Seat                  `protobuf:"bytes,1,opt,name=seat,proto3" json:"seat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlayAiResponse) Reset() {
+	*x = PlayAiResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlayAiResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlayAiResponse) ProtoMessage() {}
+
+func (x *PlayAiResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlayAiResponse.ProtoReflect.Descriptor instead.
+func (*PlayAiResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PlayAiResponse) GetSeat() *Seat {
+	if x != nil {
+		return x.Seat
+	}
+	return nil
+}
+
+// Rematch is the rematch state of one finished game.
+type Rematch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The finished game.
+	GameId string       `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	State  RematchState `protobuf:"varint,2,opt,name=state,proto3,enum=palace.matchmaking.v1.RematchState" json:"state,omitempty"`
+	// The player who offered, while OFFERED or once ACCEPTED.
+	OfferedBy string `protobuf:"bytes,3,opt,name=offered_by,json=offeredBy,proto3" json:"offered_by,omitempty"`
+	// End of the window to accept, while OFFERED.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The caller's seat in the new game, once ACCEPTED; sides are swapped.
+	Seat          *Seat `protobuf:"bytes,5,opt,name=seat,proto3" json:"seat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rematch) Reset() {
+	*x = Rematch{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rematch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rematch) ProtoMessage() {}
+
+func (x *Rematch) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rematch.ProtoReflect.Descriptor instead.
+func (*Rematch) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Rematch) GetGameId() string {
+	if x != nil {
+		return x.GameId
+	}
+	return ""
+}
+
+func (x *Rematch) GetState() RematchState {
+	if x != nil {
+		return x.State
+	}
+	return RematchState_REMATCH_STATE_UNSPECIFIED
+}
+
+func (x *Rematch) GetOfferedBy() string {
+	if x != nil {
+		return x.OfferedBy
+	}
+	return ""
+}
+
+func (x *Rematch) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Rematch) GetSeat() *Seat {
+	if x != nil {
+		return x.Seat
+	}
+	return nil
+}
+
+type OfferRematchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GameId        string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfferRematchRequest) Reset() {
+	*x = OfferRematchRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfferRematchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfferRematchRequest) ProtoMessage() {}
+
+func (x *OfferRematchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfferRematchRequest.ProtoReflect.Descriptor instead.
+func (*OfferRematchRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *OfferRematchRequest) GetGameId() string {
+	if x != nil {
+		return x.GameId
+	}
+	return ""
+}
+
+type OfferRematchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rematch       *Rematch               `protobuf:"bytes,1,opt,name=rematch,proto3" json:"rematch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfferRematchResponse) Reset() {
+	*x = OfferRematchResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfferRematchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfferRematchResponse) ProtoMessage() {}
+
+func (x *OfferRematchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfferRematchResponse.ProtoReflect.Descriptor instead.
+func (*OfferRematchResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *OfferRematchResponse) GetRematch() *Rematch {
+	if x != nil {
+		return x.Rematch
+	}
+	return nil
+}
+
+type AcceptRematchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GameId        string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptRematchRequest) Reset() {
+	*x = AcceptRematchRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptRematchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptRematchRequest) ProtoMessage() {}
+
+func (x *AcceptRematchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptRematchRequest.ProtoReflect.Descriptor instead.
+func (*AcceptRematchRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *AcceptRematchRequest) GetGameId() string {
+	if x != nil {
+		return x.GameId
+	}
+	return ""
+}
+
+type AcceptRematchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rematch       *Rematch               `protobuf:"bytes,1,opt,name=rematch,proto3" json:"rematch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptRematchResponse) Reset() {
+	*x = AcceptRematchResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptRematchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptRematchResponse) ProtoMessage() {}
+
+func (x *AcceptRematchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptRematchResponse.ProtoReflect.Descriptor instead.
+func (*AcceptRematchResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AcceptRematchResponse) GetRematch() *Rematch {
+	if x != nil {
+		return x.Rematch
+	}
+	return nil
+}
+
+type WatchRematchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GameId        string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRematchRequest) Reset() {
+	*x = WatchRematchRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRematchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRematchRequest) ProtoMessage() {}
+
+func (x *WatchRematchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRematchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRematchRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *WatchRematchRequest) GetGameId() string {
+	if x != nil {
+		return x.GameId
+	}
+	return ""
+}
+
+type WatchRematchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rematch       *Rematch               `protobuf:"bytes,1,opt,name=rematch,proto3" json:"rematch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRematchResponse) Reset() {
+	*x = WatchRematchResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRematchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRematchResponse) ProtoMessage() {}
+
+func (x *WatchRematchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRematchResponse.ProtoReflect.Descriptor instead.
+func (*WatchRematchResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *WatchRematchResponse) GetRematch() *Rematch {
+	if x != nil {
+		return x.Rematch
+	}
+	return nil
+}
+
+// Rating is one player's Elo rating of one game kind.
+type Rating struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	PlayerId    string                 `protobuf:"bytes,1,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
+	DisplayName string                 `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
+	Kind        v1.GameKind            `protobuf:"varint,3,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	Rating      int32                  `protobuf:"varint,4,opt,name=rating,proto3" json:"rating,omitempty"`
+	// Rated games played.
+	Games uint32 `protobuf:"varint,5,opt,name=games,proto3" json:"games,omitempty"`
+	// 1 is the best; 0 before the first rated game.
+	Rank uint64 `protobuf:"varint,6,opt,name=rank,proto3" json:"rank,omitempty"`
+	// The K-factor is still the higher one of a player's first games.
+	Provisional   bool `protobuf:"varint,7,opt,name=provisional,proto3" json:"provisional,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rating) Reset() {
+	*x = Rating{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rating) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rating) ProtoMessage() {}
+
+func (x *Rating) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rating.ProtoReflect.Descriptor instead.
+func (*Rating) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *Rating) GetPlayerId() string {
+	if x != nil {
+		return x.PlayerId
+	}
+	return ""
+}
+
+func (x *Rating) GetDisplayName() string {
+	if x != nil {
+		return x.DisplayName
+	}
+	return ""
+}
+
+func (x *Rating) GetKind() v1.GameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.GameKind(0)
+}
+
+func (x *Rating) GetRating() int32 {
+	if x != nil {
+		return x.Rating
+	}
+	return 0
+}
+
+func (x *Rating) GetGames() uint32 {
+	if x != nil {
+		return x.Games
+	}
+	return 0
+}
+
+func (x *Rating) GetRank() uint64 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *Rating) GetProvisional() bool {
+	if x != nil {
+		return x.Provisional
+	}
+	return false
+}
+
+type GetRatingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  v1.GameKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	// Empty: the caller.
+	PlayerId      string `protobuf:"bytes,2,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRatingRequest) Reset() {
+	*x = GetRatingRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRatingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRatingRequest) ProtoMessage() {}
+
+func (x *GetRatingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRatingRequest.ProtoReflect.Descriptor instead.
+func (*GetRatingRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetRatingRequest) GetKind() v1.GameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.GameKind(0)
+}
+
+func (x *GetRatingRequest) GetPlayerId() string {
+	if x != nil {
+		return x.PlayerId
+	}
+	return ""
+}
+
+type GetRatingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rating        *Rating                `protobuf:"bytes,1,opt,name=rating,proto3" json:"rating,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRatingResponse) Reset() {
+	*x = GetRatingResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRatingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRatingResponse) ProtoMessage() {}
+
+func (x *GetRatingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRatingResponse.ProtoReflect.Descriptor instead.
+func (*GetRatingResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetRatingResponse) GetRating() *Rating {
+	if x != nil {
+		return x.Rating
+	}
+	return nil
+}
+
+// RatingChange is what one rated game did to a player's rating.
+type RatingChange struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	// 1 won, 0.5 drew, 0 lost.
+	Score                float64                `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
+	RatingBefore         int32                  `protobuf:"varint,3,opt,name=rating_before,json=ratingBefore,proto3" json:"rating_before,omitempty"`
+	RatingAfter          int32                  `protobuf:"varint,4,opt,name=rating_after,json=ratingAfter,proto3" json:"rating_after,omitempty"`
+	OpponentId           string                 `protobuf:"bytes,5,opt,name=opponent_id,json=opponentId,proto3" json:"opponent_id,omitempty"`
+	OpponentName         string                 `protobuf:"bytes,6,opt,name=opponent_name,json=opponentName,proto3" json:"opponent_name,omitempty"`
+	OpponentRatingBefore int32                  `protobuf:"varint,7,opt,name=opponent_rating_before,json=opponentRatingBefore,proto3" json:"opponent_rating_before,omitempty"`
+	Time                 *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *RatingChange) Reset() {
+	*x = RatingChange{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RatingChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RatingChange) ProtoMessage() {}
+
+func (x *RatingChange) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RatingChange.ProtoReflect.Descriptor instead.
+func (*RatingChange) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RatingChange) GetGameId() string {
+	if x != nil {
+		return x.GameId
+	}
+	return ""
+}
+
+func (x *RatingChange) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *RatingChange) GetRatingBefore() int32 {
+	if x != nil {
+		return x.RatingBefore
+	}
+	return 0
+}
+
+func (x *RatingChange) GetRatingAfter() int32 {
+	if x != nil {
+		return x.RatingAfter
+	}
+	return 0
+}
+
+func (x *RatingChange) GetOpponentId() string {
+	if x != nil {
+		return x.OpponentId
+	}
+	return ""
+}
+
+func (x *RatingChange) GetOpponentName() string {
+	if x != nil {
+		return x.OpponentName
+	}
+	return ""
+}
+
+func (x *RatingChange) GetOpponentRatingBefore() int32 {
+	if x != nil {
+		return x.OpponentRatingBefore
+	}
+	return 0
+}
+
+func (x *RatingChange) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+type GetRatingHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  v1.GameKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	// Empty: the caller.
+	PlayerId string `protobuf:"bytes,2,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
+	// At most this many changes (1 to 100; 0: 20).
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRatingHistoryRequest) Reset() {
+	*x = GetRatingHistoryRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRatingHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRatingHistoryRequest) ProtoMessage() {}
+
+func (x *GetRatingHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRatingHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetRatingHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GetRatingHistoryRequest) GetKind() v1.GameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.GameKind(0)
+}
+
+func (x *GetRatingHistoryRequest) GetPlayerId() string {
+	if x != nil {
+		return x.PlayerId
+	}
+	return ""
+}
+
+func (x *GetRatingHistoryRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type GetRatingHistoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changes       []*RatingChange        `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRatingHistoryResponse) Reset() {
+	*x = GetRatingHistoryResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRatingHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRatingHistoryResponse) ProtoMessage() {}
+
+func (x *GetRatingHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRatingHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetRatingHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GetRatingHistoryResponse) GetChanges() []*RatingChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+// LeaderboardEntry is one line of a leaderboard.
+type LeaderboardEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rank          uint64                 `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Rating        *Rating                `protobuf:"bytes,2,opt,name=rating,proto3" json:"rating,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaderboardEntry) Reset() {
+	*x = LeaderboardEntry{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaderboardEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaderboardEntry) ProtoMessage() {}
+
+func (x *LeaderboardEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaderboardEntry.ProtoReflect.Descriptor instead.
+func (*LeaderboardEntry) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *LeaderboardEntry) GetRank() uint64 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *LeaderboardEntry) GetRating() *Rating {
+	if x != nil {
+		return x.Rating
+	}
+	return nil
+}
+
+type GetLeaderboardRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  v1.GameKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	// Top list: at most this many (1 to 100; 0: 10). Around a player: this
+	// many above and as many below (0: 5, at most 50).
+	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Set: the players around this one ("me" for the caller) instead of
+	// the top.
+	AroundPlayerId string `protobuf:"bytes,3,opt,name=around_player_id,json=aroundPlayerId,proto3" json:"around_player_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetLeaderboardRequest) Reset() {
+	*x = GetLeaderboardRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLeaderboardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLeaderboardRequest) ProtoMessage() {}
+
+func (x *GetLeaderboardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLeaderboardRequest.ProtoReflect.Descriptor instead.
+func (*GetLeaderboardRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetLeaderboardRequest) GetKind() v1.GameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.GameKind(0)
+}
+
+func (x *GetLeaderboardRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *GetLeaderboardRequest) GetAroundPlayerId() string {
+	if x != nil {
+		return x.AroundPlayerId
+	}
+	return ""
+}
+
+type GetLeaderboardResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*LeaderboardEntry    `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Rated players of the kind.
+	Total         uint64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLeaderboardResponse) Reset() {
+	*x = GetLeaderboardResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLeaderboardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLeaderboardResponse) ProtoMessage() {}
+
+func (x *GetLeaderboardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLeaderboardResponse.ProtoReflect.Descriptor instead.
+func (*GetLeaderboardResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GetLeaderboardResponse) GetEntries() []*LeaderboardEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *GetLeaderboardResponse) GetTotal() uint64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
 var File_palace_matchmaking_v1_matchmaking_proto protoreflect.FileDescriptor
 
 const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\n" +
-	"'palace/matchmaking/v1/matchmaking.proto\x12\x15palace.matchmaking.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
+	"'palace/matchmaking/v1/matchmaking.proto\x12\x15palace.matchmaking.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dpalace/common/v1/common.proto\"0\n" +
 	"\x12CreateGuestRequest\x12\x1a\n" +
 	"\bnickname\x18\x01 \x01(\tR\bnickname\"\x83\x01\n" +
 	"\x13CreateGuestResponse\x12\x1b\n" +
 	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2z\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"P\n" +
+	"\x17SignInWithGoogleRequest\x12\x19\n" +
+	"\bid_token\x18\x01 \x01(\tR\aidToken\x12\x1a\n" +
+	"\bnickname\x18\x02 \x01(\tR\bnickname\"\xab\x01\n" +
+	"\x18SignInWithGoogleResponse\x12\x1b\n" +
+	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12!\n" +
+	"\fdisplay_name\x18\x04 \x01(\tR\vdisplayName\"\xed\x01\n" +
+	"\x04Seat\x12\x17\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12*\n" +
+	"\x04side\x18\x02 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\x12D\n" +
+	"\x10token_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0etokenExpiresAt\x12\x1f\n" +
+	"\vopponent_id\x18\x05 \x01(\tR\n" +
+	"opponentId\x12#\n" +
+	"\ropponent_name\x18\x06 \x01(\tR\fopponentName\"\xa6\x03\n" +
+	"\x06Ticket\x12\x1b\n" +
+	"\tticket_id\x18\x01 \x01(\tR\bticketId\x128\n" +
+	"\x05state\x18\x02 \x01(\x0e2\".palace.matchmaking.v1.TicketStateR\x05state\x12.\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12@\n" +
+	"\ftime_control\x18\x04 \x01(\v2\x1d.palace.common.v1.TimeControlR\vtimeControl\x12\x14\n" +
+	"\x05rated\x18\x05 \x01(\bR\x05rated\x12\x16\n" +
+	"\x06rating\x18\x06 \x01(\x05R\x06rating\x129\n" +
+	"\n" +
+	"entered_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tenteredAt\x129\n" +
+	"\n" +
+	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12/\n" +
+	"\x04seat\x18\t \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\"\xdf\x01\n" +
+	"\x11EnterQueueRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12.\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12@\n" +
+	"\ftime_control\x18\x03 \x01(\v2\x1d.palace.common.v1.TimeControlR\vtimeControl\x12\x14\n" +
+	"\x05rated\x18\x04 \x01(\bR\x05rated\x12#\n" +
+	"\rcasual_rating\x18\x05 \x01(\x05R\fcasualRating\"K\n" +
+	"\x12EnterQueueResponse\x125\n" +
+	"\x06ticket\x18\x01 \x01(\v2\x1d.palace.matchmaking.v1.TicketR\x06ticket\"2\n" +
+	"\x13CancelTicketRequest\x12\x1b\n" +
+	"\tticket_id\x18\x01 \x01(\tR\bticketId\"M\n" +
+	"\x14CancelTicketResponse\x125\n" +
+	"\x06ticket\x18\x01 \x01(\v2\x1d.palace.matchmaking.v1.TicketR\x06ticket\"1\n" +
+	"\x12WatchTicketRequest\x12\x1b\n" +
+	"\tticket_id\x18\x01 \x01(\tR\bticketId\"L\n" +
+	"\x13WatchTicketResponse\x125\n" +
+	"\x06ticket\x18\x01 \x01(\v2\x1d.palace.matchmaking.v1.TicketR\x06ticket\"\xf8\x02\n" +
+	"\x06Invite\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x128\n" +
+	"\x05state\x18\x02 \x01(\x0e2\".palace.matchmaking.v1.InviteStateR\x05state\x12.\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12@\n" +
+	"\ftime_control\x18\x04 \x01(\v2\x1d.palace.common.v1.TimeControlR\vtimeControl\x12\x1d\n" +
+	"\n" +
+	"creator_id\x18\x05 \x01(\tR\tcreatorId\x12!\n" +
+	"\fcreator_name\x18\x06 \x01(\tR\vcreatorName\x129\n" +
+	"\n" +
+	"expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12/\n" +
+	"\x04seat\x18\b \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\"\xa6\x01\n" +
+	"\x13CreateInviteRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12.\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12@\n" +
+	"\ftime_control\x18\x03 \x01(\v2\x1d.palace.common.v1.TimeControlR\vtimeControl\"M\n" +
+	"\x14CreateInviteResponse\x125\n" +
+	"\x06invite\x18\x01 \x01(\v2\x1d.palace.matchmaking.v1.InviteR\x06invite\"(\n" +
+	"\x10GetInviteRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"J\n" +
+	"\x11GetInviteResponse\x125\n" +
+	"\x06invite\x18\x01 \x01(\v2\x1d.palace.matchmaking.v1.InviteR\x06invite\"+\n" +
+	"\x13CancelInviteRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"M\n" +
+	"\x14CancelInviteResponse\x125\n" +
+	"\x06invite\x18\x01 \x01(\v2\x1d.palace.matchmaking.v1.InviteR\x06invite\"+\n" +
+	"\x13AcceptInviteRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"M\n" +
+	"\x14AcceptInviteResponse\x125\n" +
+	"\x06invite\x18\x01 \x01(\v2\x1d.palace.matchmaking.v1.InviteR\x06invite\"*\n" +
+	"\x12WatchInviteRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"L\n" +
+	"\x13WatchInviteResponse\x125\n" +
+	"\x06invite\x18\x01 \x01(\v2\x1d.palace.matchmaking.v1.InviteR\x06invite\"\xe2\x01\n" +
+	"\rPlayAiRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12.\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12\x14\n" +
+	"\x05level\x18\x03 \x01(\rR\x05level\x12*\n" +
+	"\x04side\x18\x04 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x12@\n" +
+	"\ftime_control\x18\x05 \x01(\v2\x1d.palace.common.v1.TimeControlR\vtimeControl\"A\n" +
+	"\x0ePlayAiResponse\x12/\n" +
+	"\x04seat\x18\x01 \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\"\xe8\x01\n" +
+	"\aRematch\x12\x17\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\x129\n" +
+	"\x05state\x18\x02 \x01(\x0e2#.palace.matchmaking.v1.RematchStateR\x05state\x12\x1d\n" +
+	"\n" +
+	"offered_by\x18\x03 \x01(\tR\tofferedBy\x129\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12/\n" +
+	"\x04seat\x18\x05 \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\".\n" +
+	"\x13OfferRematchRequest\x12\x17\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\"P\n" +
+	"\x14OfferRematchResponse\x128\n" +
+	"\arematch\x18\x01 \x01(\v2\x1e.palace.matchmaking.v1.RematchR\arematch\"/\n" +
+	"\x14AcceptRematchRequest\x12\x17\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\"Q\n" +
+	"\x15AcceptRematchResponse\x128\n" +
+	"\arematch\x18\x01 \x01(\v2\x1e.palace.matchmaking.v1.RematchR\arematch\".\n" +
+	"\x13WatchRematchRequest\x12\x17\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\"P\n" +
+	"\x14WatchRematchResponse\x128\n" +
+	"\arematch\x18\x01 \x01(\v2\x1e.palace.matchmaking.v1.RematchR\arematch\"\xdc\x01\n" +
+	"\x06Rating\x12\x1b\n" +
+	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\x12!\n" +
+	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12.\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12\x16\n" +
+	"\x06rating\x18\x04 \x01(\x05R\x06rating\x12\x14\n" +
+	"\x05games\x18\x05 \x01(\rR\x05games\x12\x12\n" +
+	"\x04rank\x18\x06 \x01(\x04R\x04rank\x12 \n" +
+	"\vprovisional\x18\a \x01(\bR\vprovisional\"_\n" +
+	"\x10GetRatingRequest\x12.\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12\x1b\n" +
+	"\tplayer_id\x18\x02 \x01(\tR\bplayerId\"J\n" +
+	"\x11GetRatingResponse\x125\n" +
+	"\x06rating\x18\x01 \x01(\v2\x1d.palace.matchmaking.v1.RatingR\x06rating\"\xb1\x02\n" +
+	"\fRatingChange\x12\x17\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x14\n" +
+	"\x05score\x18\x02 \x01(\x01R\x05score\x12#\n" +
+	"\rrating_before\x18\x03 \x01(\x05R\fratingBefore\x12!\n" +
+	"\frating_after\x18\x04 \x01(\x05R\vratingAfter\x12\x1f\n" +
+	"\vopponent_id\x18\x05 \x01(\tR\n" +
+	"opponentId\x12#\n" +
+	"\ropponent_name\x18\x06 \x01(\tR\fopponentName\x124\n" +
+	"\x16opponent_rating_before\x18\a \x01(\x05R\x14opponentRatingBefore\x12.\n" +
+	"\x04time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"|\n" +
+	"\x17GetRatingHistoryRequest\x12.\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12\x1b\n" +
+	"\tplayer_id\x18\x02 \x01(\tR\bplayerId\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"Y\n" +
+	"\x18GetRatingHistoryResponse\x12=\n" +
+	"\achanges\x18\x01 \x03(\v2#.palace.matchmaking.v1.RatingChangeR\achanges\"]\n" +
+	"\x10LeaderboardEntry\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\x04R\x04rank\x125\n" +
+	"\x06rating\x18\x02 \x01(\v2\x1d.palace.matchmaking.v1.RatingR\x06rating\"\x87\x01\n" +
+	"\x15GetLeaderboardRequest\x12.\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12(\n" +
+	"\x10around_player_id\x18\x03 \x01(\tR\x0earoundPlayerId\"q\n" +
+	"\x16GetLeaderboardResponse\x12A\n" +
+	"\aentries\x18\x01 \x03(\v2'.palace.matchmaking.v1.LeaderboardEntryR\aentries\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x04R\x05total*\xae\x01\n" +
+	"\vTicketState\x12\x1c\n" +
+	"\x18TICKET_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14TICKET_STATE_WAITING\x10\x01\x12\x17\n" +
+	"\x13TICKET_STATE_PAIRED\x10\x02\x12\x18\n" +
+	"\x14TICKET_STATE_MATCHED\x10\x03\x12\x1a\n" +
+	"\x16TICKET_STATE_CANCELLED\x10\x04\x12\x18\n" +
+	"\x14TICKET_STATE_EXPIRED\x10\x05*\x93\x01\n" +
+	"\vInviteState\x12\x1c\n" +
+	"\x18INVITE_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11INVITE_STATE_OPEN\x10\x01\x12\x19\n" +
+	"\x15INVITE_STATE_ACCEPTED\x10\x02\x12\x1a\n" +
+	"\x16INVITE_STATE_CANCELLED\x10\x03\x12\x18\n" +
+	"\x14INVITE_STATE_EXPIRED\x10\x04*|\n" +
+	"\fRematchState\x12\x1d\n" +
+	"\x19REMATCH_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12REMATCH_STATE_NONE\x10\x01\x12\x19\n" +
+	"\x15REMATCH_STATE_OFFERED\x10\x02\x12\x1a\n" +
+	"\x16REMATCH_STATE_ACCEPTED\x10\x032\x81\x0e\n" +
 	"\x12MatchmakingService\x12d\n" +
-	"\vCreateGuest\x12).palace.matchmaking.v1.CreateGuestRequest\x1a*.palace.matchmaking.v1.CreateGuestResponseBHZFgithub.com/palacehq/palace/pkg/gen/palace/matchmaking/v1;matchmakingv1b\x06proto3"
+	"\vCreateGuest\x12).palace.matchmaking.v1.CreateGuestRequest\x1a*.palace.matchmaking.v1.CreateGuestResponse\x12s\n" +
+	"\x10SignInWithGoogle\x12..palace.matchmaking.v1.SignInWithGoogleRequest\x1a/.palace.matchmaking.v1.SignInWithGoogleResponse\x12a\n" +
+	"\n" +
+	"EnterQueue\x12(.palace.matchmaking.v1.EnterQueueRequest\x1a).palace.matchmaking.v1.EnterQueueResponse\x12g\n" +
+	"\fCancelTicket\x12*.palace.matchmaking.v1.CancelTicketRequest\x1a+.palace.matchmaking.v1.CancelTicketResponse\x12f\n" +
+	"\vWatchTicket\x12).palace.matchmaking.v1.WatchTicketRequest\x1a*.palace.matchmaking.v1.WatchTicketResponse0\x01\x12g\n" +
+	"\fCreateInvite\x12*.palace.matchmaking.v1.CreateInviteRequest\x1a+.palace.matchmaking.v1.CreateInviteResponse\x12^\n" +
+	"\tGetInvite\x12'.palace.matchmaking.v1.GetInviteRequest\x1a(.palace.matchmaking.v1.GetInviteResponse\x12g\n" +
+	"\fCancelInvite\x12*.palace.matchmaking.v1.CancelInviteRequest\x1a+.palace.matchmaking.v1.CancelInviteResponse\x12g\n" +
+	"\fAcceptInvite\x12*.palace.matchmaking.v1.AcceptInviteRequest\x1a+.palace.matchmaking.v1.AcceptInviteResponse\x12f\n" +
+	"\vWatchInvite\x12).palace.matchmaking.v1.WatchInviteRequest\x1a*.palace.matchmaking.v1.WatchInviteResponse0\x01\x12U\n" +
+	"\x06PlayAi\x12$.palace.matchmaking.v1.PlayAiRequest\x1a%.palace.matchmaking.v1.PlayAiResponse\x12g\n" +
+	"\fOfferRematch\x12*.palace.matchmaking.v1.OfferRematchRequest\x1a+.palace.matchmaking.v1.OfferRematchResponse\x12j\n" +
+	"\rAcceptRematch\x12+.palace.matchmaking.v1.AcceptRematchRequest\x1a,.palace.matchmaking.v1.AcceptRematchResponse\x12i\n" +
+	"\fWatchRematch\x12*.palace.matchmaking.v1.WatchRematchRequest\x1a+.palace.matchmaking.v1.WatchRematchResponse0\x01\x12^\n" +
+	"\tGetRating\x12'.palace.matchmaking.v1.GetRatingRequest\x1a(.palace.matchmaking.v1.GetRatingResponse\x12s\n" +
+	"\x10GetRatingHistory\x12..palace.matchmaking.v1.GetRatingHistoryRequest\x1a/.palace.matchmaking.v1.GetRatingHistoryResponse\x12m\n" +
+	"\x0eGetLeaderboard\x12,.palace.matchmaking.v1.GetLeaderboardRequest\x1a-.palace.matchmaking.v1.GetLeaderboardResponseBHZFgithub.com/palacehq/palace/pkg/gen/palace/matchmaking/v1;matchmakingv1b\x06proto3"
 
 var (
 	file_palace_matchmaking_v1_matchmaking_proto_rawDescOnce sync.Once
@@ -154,21 +2733,144 @@ func file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP() []byte {
 	return file_palace_matchmaking_v1_matchmaking_proto_rawDescData
 }
 
-var file_palace_matchmaking_v1_matchmaking_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_palace_matchmaking_v1_matchmaking_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_palace_matchmaking_v1_matchmaking_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_palace_matchmaking_v1_matchmaking_proto_goTypes = []any{
-	(*CreateGuestRequest)(nil),    // 0: palace.matchmaking.v1.CreateGuestRequest
-	(*CreateGuestResponse)(nil),   // 1: palace.matchmaking.v1.CreateGuestResponse
-	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	(TicketState)(0),                 // 0: palace.matchmaking.v1.TicketState
+	(InviteState)(0),                 // 1: palace.matchmaking.v1.InviteState
+	(RematchState)(0),                // 2: palace.matchmaking.v1.RematchState
+	(*CreateGuestRequest)(nil),       // 3: palace.matchmaking.v1.CreateGuestRequest
+	(*CreateGuestResponse)(nil),      // 4: palace.matchmaking.v1.CreateGuestResponse
+	(*SignInWithGoogleRequest)(nil),  // 5: palace.matchmaking.v1.SignInWithGoogleRequest
+	(*SignInWithGoogleResponse)(nil), // 6: palace.matchmaking.v1.SignInWithGoogleResponse
+	(*Seat)(nil),                     // 7: palace.matchmaking.v1.Seat
+	(*Ticket)(nil),                   // 8: palace.matchmaking.v1.Ticket
+	(*EnterQueueRequest)(nil),        // 9: palace.matchmaking.v1.EnterQueueRequest
+	(*EnterQueueResponse)(nil),       // 10: palace.matchmaking.v1.EnterQueueResponse
+	(*CancelTicketRequest)(nil),      // 11: palace.matchmaking.v1.CancelTicketRequest
+	(*CancelTicketResponse)(nil),     // 12: palace.matchmaking.v1.CancelTicketResponse
+	(*WatchTicketRequest)(nil),       // 13: palace.matchmaking.v1.WatchTicketRequest
+	(*WatchTicketResponse)(nil),      // 14: palace.matchmaking.v1.WatchTicketResponse
+	(*Invite)(nil),                   // 15: palace.matchmaking.v1.Invite
+	(*CreateInviteRequest)(nil),      // 16: palace.matchmaking.v1.CreateInviteRequest
+	(*CreateInviteResponse)(nil),     // 17: palace.matchmaking.v1.CreateInviteResponse
+	(*GetInviteRequest)(nil),         // 18: palace.matchmaking.v1.GetInviteRequest
+	(*GetInviteResponse)(nil),        // 19: palace.matchmaking.v1.GetInviteResponse
+	(*CancelInviteRequest)(nil),      // 20: palace.matchmaking.v1.CancelInviteRequest
+	(*CancelInviteResponse)(nil),     // 21: palace.matchmaking.v1.CancelInviteResponse
+	(*AcceptInviteRequest)(nil),      // 22: palace.matchmaking.v1.AcceptInviteRequest
+	(*AcceptInviteResponse)(nil),     // 23: palace.matchmaking.v1.AcceptInviteResponse
+	(*WatchInviteRequest)(nil),       // 24: palace.matchmaking.v1.WatchInviteRequest
+	(*WatchInviteResponse)(nil),      // 25: palace.matchmaking.v1.WatchInviteResponse
+	(*PlayAiRequest)(nil),            // 26: palace.matchmaking.v1.PlayAiRequest
+	(*PlayAiResponse)(nil),           // 27: palace.matchmaking.v1.PlayAiResponse
+	(*Rematch)(nil),                  // 28: palace.matchmaking.v1.Rematch
+	(*OfferRematchRequest)(nil),      // 29: palace.matchmaking.v1.OfferRematchRequest
+	(*OfferRematchResponse)(nil),     // 30: palace.matchmaking.v1.OfferRematchResponse
+	(*AcceptRematchRequest)(nil),     // 31: palace.matchmaking.v1.AcceptRematchRequest
+	(*AcceptRematchResponse)(nil),    // 32: palace.matchmaking.v1.AcceptRematchResponse
+	(*WatchRematchRequest)(nil),      // 33: palace.matchmaking.v1.WatchRematchRequest
+	(*WatchRematchResponse)(nil),     // 34: palace.matchmaking.v1.WatchRematchResponse
+	(*Rating)(nil),                   // 35: palace.matchmaking.v1.Rating
+	(*GetRatingRequest)(nil),         // 36: palace.matchmaking.v1.GetRatingRequest
+	(*GetRatingResponse)(nil),        // 37: palace.matchmaking.v1.GetRatingResponse
+	(*RatingChange)(nil),             // 38: palace.matchmaking.v1.RatingChange
+	(*GetRatingHistoryRequest)(nil),  // 39: palace.matchmaking.v1.GetRatingHistoryRequest
+	(*GetRatingHistoryResponse)(nil), // 40: palace.matchmaking.v1.GetRatingHistoryResponse
+	(*LeaderboardEntry)(nil),         // 41: palace.matchmaking.v1.LeaderboardEntry
+	(*GetLeaderboardRequest)(nil),    // 42: palace.matchmaking.v1.GetLeaderboardRequest
+	(*GetLeaderboardResponse)(nil),   // 43: palace.matchmaking.v1.GetLeaderboardResponse
+	(*timestamppb.Timestamp)(nil),    // 44: google.protobuf.Timestamp
+	(v1.Side)(0),                     // 45: palace.common.v1.Side
+	(v1.GameKind)(0),                 // 46: palace.common.v1.GameKind
+	(*v1.TimeControl)(nil),           // 47: palace.common.v1.TimeControl
 }
 var file_palace_matchmaking_v1_matchmaking_proto_depIdxs = []int32{
-	2, // 0: palace.matchmaking.v1.CreateGuestResponse.expires_at:type_name -> google.protobuf.Timestamp
-	0, // 1: palace.matchmaking.v1.MatchmakingService.CreateGuest:input_type -> palace.matchmaking.v1.CreateGuestRequest
-	1, // 2: palace.matchmaking.v1.MatchmakingService.CreateGuest:output_type -> palace.matchmaking.v1.CreateGuestResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	44, // 0: palace.matchmaking.v1.CreateGuestResponse.expires_at:type_name -> google.protobuf.Timestamp
+	44, // 1: palace.matchmaking.v1.SignInWithGoogleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	45, // 2: palace.matchmaking.v1.Seat.side:type_name -> palace.common.v1.Side
+	44, // 3: palace.matchmaking.v1.Seat.token_expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 4: palace.matchmaking.v1.Ticket.state:type_name -> palace.matchmaking.v1.TicketState
+	46, // 5: palace.matchmaking.v1.Ticket.kind:type_name -> palace.common.v1.GameKind
+	47, // 6: palace.matchmaking.v1.Ticket.time_control:type_name -> palace.common.v1.TimeControl
+	44, // 7: palace.matchmaking.v1.Ticket.entered_at:type_name -> google.protobuf.Timestamp
+	44, // 8: palace.matchmaking.v1.Ticket.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 9: palace.matchmaking.v1.Ticket.seat:type_name -> palace.matchmaking.v1.Seat
+	46, // 10: palace.matchmaking.v1.EnterQueueRequest.kind:type_name -> palace.common.v1.GameKind
+	47, // 11: palace.matchmaking.v1.EnterQueueRequest.time_control:type_name -> palace.common.v1.TimeControl
+	8,  // 12: palace.matchmaking.v1.EnterQueueResponse.ticket:type_name -> palace.matchmaking.v1.Ticket
+	8,  // 13: palace.matchmaking.v1.CancelTicketResponse.ticket:type_name -> palace.matchmaking.v1.Ticket
+	8,  // 14: palace.matchmaking.v1.WatchTicketResponse.ticket:type_name -> palace.matchmaking.v1.Ticket
+	1,  // 15: palace.matchmaking.v1.Invite.state:type_name -> palace.matchmaking.v1.InviteState
+	46, // 16: palace.matchmaking.v1.Invite.kind:type_name -> palace.common.v1.GameKind
+	47, // 17: palace.matchmaking.v1.Invite.time_control:type_name -> palace.common.v1.TimeControl
+	44, // 18: palace.matchmaking.v1.Invite.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 19: palace.matchmaking.v1.Invite.seat:type_name -> palace.matchmaking.v1.Seat
+	46, // 20: palace.matchmaking.v1.CreateInviteRequest.kind:type_name -> palace.common.v1.GameKind
+	47, // 21: palace.matchmaking.v1.CreateInviteRequest.time_control:type_name -> palace.common.v1.TimeControl
+	15, // 22: palace.matchmaking.v1.CreateInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
+	15, // 23: palace.matchmaking.v1.GetInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
+	15, // 24: palace.matchmaking.v1.CancelInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
+	15, // 25: palace.matchmaking.v1.AcceptInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
+	15, // 26: palace.matchmaking.v1.WatchInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
+	46, // 27: palace.matchmaking.v1.PlayAiRequest.kind:type_name -> palace.common.v1.GameKind
+	45, // 28: palace.matchmaking.v1.PlayAiRequest.side:type_name -> palace.common.v1.Side
+	47, // 29: palace.matchmaking.v1.PlayAiRequest.time_control:type_name -> palace.common.v1.TimeControl
+	7,  // 30: palace.matchmaking.v1.PlayAiResponse.seat:type_name -> palace.matchmaking.v1.Seat
+	2,  // 31: palace.matchmaking.v1.Rematch.state:type_name -> palace.matchmaking.v1.RematchState
+	44, // 32: palace.matchmaking.v1.Rematch.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 33: palace.matchmaking.v1.Rematch.seat:type_name -> palace.matchmaking.v1.Seat
+	28, // 34: palace.matchmaking.v1.OfferRematchResponse.rematch:type_name -> palace.matchmaking.v1.Rematch
+	28, // 35: palace.matchmaking.v1.AcceptRematchResponse.rematch:type_name -> palace.matchmaking.v1.Rematch
+	28, // 36: palace.matchmaking.v1.WatchRematchResponse.rematch:type_name -> palace.matchmaking.v1.Rematch
+	46, // 37: palace.matchmaking.v1.Rating.kind:type_name -> palace.common.v1.GameKind
+	46, // 38: palace.matchmaking.v1.GetRatingRequest.kind:type_name -> palace.common.v1.GameKind
+	35, // 39: palace.matchmaking.v1.GetRatingResponse.rating:type_name -> palace.matchmaking.v1.Rating
+	44, // 40: palace.matchmaking.v1.RatingChange.time:type_name -> google.protobuf.Timestamp
+	46, // 41: palace.matchmaking.v1.GetRatingHistoryRequest.kind:type_name -> palace.common.v1.GameKind
+	38, // 42: palace.matchmaking.v1.GetRatingHistoryResponse.changes:type_name -> palace.matchmaking.v1.RatingChange
+	35, // 43: palace.matchmaking.v1.LeaderboardEntry.rating:type_name -> palace.matchmaking.v1.Rating
+	46, // 44: palace.matchmaking.v1.GetLeaderboardRequest.kind:type_name -> palace.common.v1.GameKind
+	41, // 45: palace.matchmaking.v1.GetLeaderboardResponse.entries:type_name -> palace.matchmaking.v1.LeaderboardEntry
+	3,  // 46: palace.matchmaking.v1.MatchmakingService.CreateGuest:input_type -> palace.matchmaking.v1.CreateGuestRequest
+	5,  // 47: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:input_type -> palace.matchmaking.v1.SignInWithGoogleRequest
+	9,  // 48: palace.matchmaking.v1.MatchmakingService.EnterQueue:input_type -> palace.matchmaking.v1.EnterQueueRequest
+	11, // 49: palace.matchmaking.v1.MatchmakingService.CancelTicket:input_type -> palace.matchmaking.v1.CancelTicketRequest
+	13, // 50: palace.matchmaking.v1.MatchmakingService.WatchTicket:input_type -> palace.matchmaking.v1.WatchTicketRequest
+	16, // 51: palace.matchmaking.v1.MatchmakingService.CreateInvite:input_type -> palace.matchmaking.v1.CreateInviteRequest
+	18, // 52: palace.matchmaking.v1.MatchmakingService.GetInvite:input_type -> palace.matchmaking.v1.GetInviteRequest
+	20, // 53: palace.matchmaking.v1.MatchmakingService.CancelInvite:input_type -> palace.matchmaking.v1.CancelInviteRequest
+	22, // 54: palace.matchmaking.v1.MatchmakingService.AcceptInvite:input_type -> palace.matchmaking.v1.AcceptInviteRequest
+	24, // 55: palace.matchmaking.v1.MatchmakingService.WatchInvite:input_type -> palace.matchmaking.v1.WatchInviteRequest
+	26, // 56: palace.matchmaking.v1.MatchmakingService.PlayAi:input_type -> palace.matchmaking.v1.PlayAiRequest
+	29, // 57: palace.matchmaking.v1.MatchmakingService.OfferRematch:input_type -> palace.matchmaking.v1.OfferRematchRequest
+	31, // 58: palace.matchmaking.v1.MatchmakingService.AcceptRematch:input_type -> palace.matchmaking.v1.AcceptRematchRequest
+	33, // 59: palace.matchmaking.v1.MatchmakingService.WatchRematch:input_type -> palace.matchmaking.v1.WatchRematchRequest
+	36, // 60: palace.matchmaking.v1.MatchmakingService.GetRating:input_type -> palace.matchmaking.v1.GetRatingRequest
+	39, // 61: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:input_type -> palace.matchmaking.v1.GetRatingHistoryRequest
+	42, // 62: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:input_type -> palace.matchmaking.v1.GetLeaderboardRequest
+	4,  // 63: palace.matchmaking.v1.MatchmakingService.CreateGuest:output_type -> palace.matchmaking.v1.CreateGuestResponse
+	6,  // 64: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:output_type -> palace.matchmaking.v1.SignInWithGoogleResponse
+	10, // 65: palace.matchmaking.v1.MatchmakingService.EnterQueue:output_type -> palace.matchmaking.v1.EnterQueueResponse
+	12, // 66: palace.matchmaking.v1.MatchmakingService.CancelTicket:output_type -> palace.matchmaking.v1.CancelTicketResponse
+	14, // 67: palace.matchmaking.v1.MatchmakingService.WatchTicket:output_type -> palace.matchmaking.v1.WatchTicketResponse
+	17, // 68: palace.matchmaking.v1.MatchmakingService.CreateInvite:output_type -> palace.matchmaking.v1.CreateInviteResponse
+	19, // 69: palace.matchmaking.v1.MatchmakingService.GetInvite:output_type -> palace.matchmaking.v1.GetInviteResponse
+	21, // 70: palace.matchmaking.v1.MatchmakingService.CancelInvite:output_type -> palace.matchmaking.v1.CancelInviteResponse
+	23, // 71: palace.matchmaking.v1.MatchmakingService.AcceptInvite:output_type -> palace.matchmaking.v1.AcceptInviteResponse
+	25, // 72: palace.matchmaking.v1.MatchmakingService.WatchInvite:output_type -> palace.matchmaking.v1.WatchInviteResponse
+	27, // 73: palace.matchmaking.v1.MatchmakingService.PlayAi:output_type -> palace.matchmaking.v1.PlayAiResponse
+	30, // 74: palace.matchmaking.v1.MatchmakingService.OfferRematch:output_type -> palace.matchmaking.v1.OfferRematchResponse
+	32, // 75: palace.matchmaking.v1.MatchmakingService.AcceptRematch:output_type -> palace.matchmaking.v1.AcceptRematchResponse
+	34, // 76: palace.matchmaking.v1.MatchmakingService.WatchRematch:output_type -> palace.matchmaking.v1.WatchRematchResponse
+	37, // 77: palace.matchmaking.v1.MatchmakingService.GetRating:output_type -> palace.matchmaking.v1.GetRatingResponse
+	40, // 78: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:output_type -> palace.matchmaking.v1.GetRatingHistoryResponse
+	43, // 79: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:output_type -> palace.matchmaking.v1.GetLeaderboardResponse
+	63, // [63:80] is the sub-list for method output_type
+	46, // [46:63] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_palace_matchmaking_v1_matchmaking_proto_init() }
@@ -181,13 +2883,14 @@ func file_palace_matchmaking_v1_matchmaking_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_palace_matchmaking_v1_matchmaking_proto_rawDesc), len(file_palace_matchmaking_v1_matchmaking_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   2,
+			NumEnums:      3,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_palace_matchmaking_v1_matchmaking_proto_goTypes,
 		DependencyIndexes: file_palace_matchmaking_v1_matchmaking_proto_depIdxs,
+		EnumInfos:         file_palace_matchmaking_v1_matchmaking_proto_enumTypes,
 		MessageInfos:      file_palace_matchmaking_v1_matchmaking_proto_msgTypes,
 	}.Build()
 	File_palace_matchmaking_v1_matchmaking_proto = out.File

@@ -19,19 +19,113 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	MatchmakingService_CreateGuest_FullMethodName = "/palace.matchmaking.v1.MatchmakingService/CreateGuest"
+	MatchmakingService_CreateGuest_FullMethodName      = "/palace.matchmaking.v1.MatchmakingService/CreateGuest"
+	MatchmakingService_SignInWithGoogle_FullMethodName = "/palace.matchmaking.v1.MatchmakingService/SignInWithGoogle"
+	MatchmakingService_EnterQueue_FullMethodName       = "/palace.matchmaking.v1.MatchmakingService/EnterQueue"
+	MatchmakingService_CancelTicket_FullMethodName     = "/palace.matchmaking.v1.MatchmakingService/CancelTicket"
+	MatchmakingService_WatchTicket_FullMethodName      = "/palace.matchmaking.v1.MatchmakingService/WatchTicket"
+	MatchmakingService_CreateInvite_FullMethodName     = "/palace.matchmaking.v1.MatchmakingService/CreateInvite"
+	MatchmakingService_GetInvite_FullMethodName        = "/palace.matchmaking.v1.MatchmakingService/GetInvite"
+	MatchmakingService_CancelInvite_FullMethodName     = "/palace.matchmaking.v1.MatchmakingService/CancelInvite"
+	MatchmakingService_AcceptInvite_FullMethodName     = "/palace.matchmaking.v1.MatchmakingService/AcceptInvite"
+	MatchmakingService_WatchInvite_FullMethodName      = "/palace.matchmaking.v1.MatchmakingService/WatchInvite"
+	MatchmakingService_PlayAi_FullMethodName           = "/palace.matchmaking.v1.MatchmakingService/PlayAi"
+	MatchmakingService_OfferRematch_FullMethodName     = "/palace.matchmaking.v1.MatchmakingService/OfferRematch"
+	MatchmakingService_AcceptRematch_FullMethodName    = "/palace.matchmaking.v1.MatchmakingService/AcceptRematch"
+	MatchmakingService_WatchRematch_FullMethodName     = "/palace.matchmaking.v1.MatchmakingService/WatchRematch"
+	MatchmakingService_GetRating_FullMethodName        = "/palace.matchmaking.v1.MatchmakingService/GetRating"
+	MatchmakingService_GetRatingHistory_FullMethodName = "/palace.matchmaking.v1.MatchmakingService/GetRatingHistory"
+	MatchmakingService_GetLeaderboard_FullMethodName   = "/palace.matchmaking.v1.MatchmakingService/GetLeaderboard"
 )
 
 // MatchmakingServiceClient is the client API for MatchmakingService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// MatchmakingService pairs players, creates games for them and keeps
-// ratings. It never touches a game after creating it.
+// MatchmakingService identifies players, pairs them, creates games for them
+// and keeps ratings. It never touches a game after creating it.
+//
+// Every RPC but CreateGuest, SignInWithGoogle and GetInvite needs a player
+// credential (from CreateGuest or SignInWithGoogle) in the
+// "authorization: Bearer <token>" metadata: Unauthenticated without a valid
+// one. Ranked play and ratings need an account credential (Google sign-in):
+// PermissionDenied for a guest. Common errors: InvalidArgument for
+// malformed input (before any state is touched), Unavailable when the game
+// service cannot be reached (retry with the same request_id).
 type MatchmakingServiceClient interface {
 	// CreateGuest issues a signed guest credential for a nickname.
 	// InvalidArgument for an empty, too long or unprintable nickname.
 	CreateGuest(ctx context.Context, in *CreateGuestRequest, opts ...grpc.CallOption) (*CreateGuestResponse, error)
+	// SignInWithGoogle verifies a Google ID token (signature against Google's
+	// published keys, issuer, audience, expiry) and issues an account
+	// credential. Unauthenticated for a forged, expired or foreign token;
+	// FailedPrecondition when Google sign-in is not configured; Unavailable
+	// when Google's keys cannot be fetched.
+	SignInWithGoogle(ctx context.Context, in *SignInWithGoogleRequest, opts ...grpc.CallOption) (*SignInWithGoogleResponse, error)
+	// EnterQueue asks for a random opponent in the pool of a game kind, time
+	// control and rated or casual. A retry with the same request_id returns
+	// the same ticket. PermissionDenied for a guest asking for a rated game;
+	// AlreadyExists when the player already waits in that pool.
+	EnterQueue(ctx context.Context, in *EnterQueueRequest, opts ...grpc.CallOption) (*EnterQueueResponse, error)
+	// CancelTicket takes a waiting ticket out of its pool. NotFound for an
+	// unknown or expired ticket; PermissionDenied for another player's
+	// ticket; FailedPrecondition once an opponent was found.
+	CancelTicket(ctx context.Context, in *CancelTicketRequest, opts ...grpc.CallOption) (*CancelTicketResponse, error)
+	// WatchTicket sends the ticket now and after every change until it is
+	// matched (with the game and the caller's seat credential), cancelled or
+	// expired, then ends. NotFound and PermissionDenied as CancelTicket.
+	WatchTicket(ctx context.Context, in *WatchTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTicketResponse], error)
+	// CreateInvite creates a link to play a friend, valid 24 hours and
+	// usable once. A retry with the same request_id returns the same invite.
+	CreateInvite(ctx context.Context, in *CreateInviteRequest, opts ...grpc.CallOption) (*CreateInviteResponse, error)
+	// GetInvite shows an invite to whoever holds its token, without
+	// credential. NotFound for an unknown or expired invite.
+	GetInvite(ctx context.Context, in *GetInviteRequest, opts ...grpc.CallOption) (*GetInviteResponse, error)
+	// CancelInvite withdraws an open invite. NotFound for an unknown or
+	// expired invite; PermissionDenied for someone else's invite;
+	// FailedPrecondition once it was accepted.
+	CancelInvite(ctx context.Context, in *CancelInviteRequest, opts ...grpc.CallOption) (*CancelInviteResponse, error)
+	// AcceptInvite creates the game for both players and returns the
+	// caller's seat (a guest credential is enough). A retry by the same
+	// player returns the same game. NotFound for an unknown or expired
+	// invite; FailedPrecondition when it was used by someone else or
+	// cancelled; InvalidArgument for the creator's own invite.
+	AcceptInvite(ctx context.Context, in *AcceptInviteRequest, opts ...grpc.CallOption) (*AcceptInviteResponse, error)
+	// WatchInvite sends the invite now and after every change until it is
+	// accepted (with the creator's seat), cancelled or expired, then ends.
+	// NotFound as GetInvite; PermissionDenied for anyone but the creator.
+	WatchInvite(ctx context.Context, in *WatchInviteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchInviteResponse], error)
+	// PlayAi creates a game against the AI at once: unrated, no clock unless
+	// asked, undo allowed; in Janggi the human chooses a formation in the
+	// game's setup phase. A retry with the same request_id returns the same
+	// game.
+	PlayAi(ctx context.Context, in *PlayAiRequest, opts ...grpc.CallOption) (*PlayAiResponse, error)
+	// OfferRematch offers the opponent of a finished game a rematch with
+	// sides swapped; the offer stands for the rematch window (60 s by
+	// default). When the opponent already offered, this accepts. NotFound
+	// for a game matchmaking did not create; PermissionDenied for someone
+	// not in the game; FailedPrecondition while the game is still running.
+	OfferRematch(ctx context.Context, in *OfferRematchRequest, opts ...grpc.CallOption) (*OfferRematchResponse, error)
+	// AcceptRematch accepts the opponent's pending offer and creates the new
+	// game. A retry returns the same game. FailedPrecondition when there is
+	// no pending offer from the opponent (never made or expired); NotFound
+	// and PermissionDenied as OfferRematch.
+	AcceptRematch(ctx context.Context, in *AcceptRematchRequest, opts ...grpc.CallOption) (*AcceptRematchResponse, error)
+	// WatchRematch sends the rematch state of a game now and after every
+	// change until the rematch is accepted (with the caller's new seat) or
+	// the offer expired, then ends. NotFound and PermissionDenied as
+	// OfferRematch.
+	WatchRematch(ctx context.Context, in *WatchRematchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRematchResponse], error)
+	// GetRating returns a player's Elo rating of a game kind (1200 before the
+	// first rated game) and rank. Accounts only.
+	GetRating(ctx context.Context, in *GetRatingRequest, opts ...grpc.CallOption) (*GetRatingResponse, error)
+	// GetRatingHistory returns a player's rating changes, latest first.
+	// Accounts only.
+	GetRatingHistory(ctx context.Context, in *GetRatingHistoryRequest, opts ...grpc.CallOption) (*GetRatingHistoryResponse, error)
+	// GetLeaderboard returns the top players of a game kind, or the players
+	// around one player. Accounts only; NotFound when the player around whom
+	// to look has no rated game.
+	GetLeaderboard(ctx context.Context, in *GetLeaderboardRequest, opts ...grpc.CallOption) (*GetLeaderboardResponse, error)
 }
 
 type matchmakingServiceClient struct {
@@ -52,16 +146,281 @@ func (c *matchmakingServiceClient) CreateGuest(ctx context.Context, in *CreateGu
 	return out, nil
 }
 
+func (c *matchmakingServiceClient) SignInWithGoogle(ctx context.Context, in *SignInWithGoogleRequest, opts ...grpc.CallOption) (*SignInWithGoogleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignInWithGoogleResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_SignInWithGoogle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) EnterQueue(ctx context.Context, in *EnterQueueRequest, opts ...grpc.CallOption) (*EnterQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EnterQueueResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_EnterQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) CancelTicket(ctx context.Context, in *CancelTicketRequest, opts ...grpc.CallOption) (*CancelTicketResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelTicketResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_CancelTicket_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) WatchTicket(ctx context.Context, in *WatchTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTicketResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MatchmakingService_ServiceDesc.Streams[0], MatchmakingService_WatchTicket_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchTicketRequest, WatchTicketResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MatchmakingService_WatchTicketClient = grpc.ServerStreamingClient[WatchTicketResponse]
+
+func (c *matchmakingServiceClient) CreateInvite(ctx context.Context, in *CreateInviteRequest, opts ...grpc.CallOption) (*CreateInviteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateInviteResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_CreateInvite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) GetInvite(ctx context.Context, in *GetInviteRequest, opts ...grpc.CallOption) (*GetInviteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetInviteResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_GetInvite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) CancelInvite(ctx context.Context, in *CancelInviteRequest, opts ...grpc.CallOption) (*CancelInviteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelInviteResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_CancelInvite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) AcceptInvite(ctx context.Context, in *AcceptInviteRequest, opts ...grpc.CallOption) (*AcceptInviteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcceptInviteResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_AcceptInvite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) WatchInvite(ctx context.Context, in *WatchInviteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchInviteResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MatchmakingService_ServiceDesc.Streams[1], MatchmakingService_WatchInvite_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchInviteRequest, WatchInviteResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MatchmakingService_WatchInviteClient = grpc.ServerStreamingClient[WatchInviteResponse]
+
+func (c *matchmakingServiceClient) PlayAi(ctx context.Context, in *PlayAiRequest, opts ...grpc.CallOption) (*PlayAiResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlayAiResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_PlayAi_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) OfferRematch(ctx context.Context, in *OfferRematchRequest, opts ...grpc.CallOption) (*OfferRematchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OfferRematchResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_OfferRematch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) AcceptRematch(ctx context.Context, in *AcceptRematchRequest, opts ...grpc.CallOption) (*AcceptRematchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcceptRematchResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_AcceptRematch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) WatchRematch(ctx context.Context, in *WatchRematchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRematchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MatchmakingService_ServiceDesc.Streams[2], MatchmakingService_WatchRematch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRematchRequest, WatchRematchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MatchmakingService_WatchRematchClient = grpc.ServerStreamingClient[WatchRematchResponse]
+
+func (c *matchmakingServiceClient) GetRating(ctx context.Context, in *GetRatingRequest, opts ...grpc.CallOption) (*GetRatingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRatingResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_GetRating_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) GetRatingHistory(ctx context.Context, in *GetRatingHistoryRequest, opts ...grpc.CallOption) (*GetRatingHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRatingHistoryResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_GetRatingHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) GetLeaderboard(ctx context.Context, in *GetLeaderboardRequest, opts ...grpc.CallOption) (*GetLeaderboardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLeaderboardResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_GetLeaderboard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MatchmakingServiceServer is the server API for MatchmakingService service.
 // All implementations must embed UnimplementedMatchmakingServiceServer
 // for forward compatibility.
 //
-// MatchmakingService pairs players, creates games for them and keeps
-// ratings. It never touches a game after creating it.
+// MatchmakingService identifies players, pairs them, creates games for them
+// and keeps ratings. It never touches a game after creating it.
+//
+// Every RPC but CreateGuest, SignInWithGoogle and GetInvite needs a player
+// credential (from CreateGuest or SignInWithGoogle) in the
+// "authorization: Bearer <token>" metadata: Unauthenticated without a valid
+// one. Ranked play and ratings need an account credential (Google sign-in):
+// PermissionDenied for a guest. Common errors: InvalidArgument for
+// malformed input (before any state is touched), Unavailable when the game
+// service cannot be reached (retry with the same request_id).
 type MatchmakingServiceServer interface {
 	// CreateGuest issues a signed guest credential for a nickname.
 	// InvalidArgument for an empty, too long or unprintable nickname.
 	CreateGuest(context.Context, *CreateGuestRequest) (*CreateGuestResponse, error)
+	// SignInWithGoogle verifies a Google ID token (signature against Google's
+	// published keys, issuer, audience, expiry) and issues an account
+	// credential. Unauthenticated for a forged, expired or foreign token;
+	// FailedPrecondition when Google sign-in is not configured; Unavailable
+	// when Google's keys cannot be fetched.
+	SignInWithGoogle(context.Context, *SignInWithGoogleRequest) (*SignInWithGoogleResponse, error)
+	// EnterQueue asks for a random opponent in the pool of a game kind, time
+	// control and rated or casual. A retry with the same request_id returns
+	// the same ticket. PermissionDenied for a guest asking for a rated game;
+	// AlreadyExists when the player already waits in that pool.
+	EnterQueue(context.Context, *EnterQueueRequest) (*EnterQueueResponse, error)
+	// CancelTicket takes a waiting ticket out of its pool. NotFound for an
+	// unknown or expired ticket; PermissionDenied for another player's
+	// ticket; FailedPrecondition once an opponent was found.
+	CancelTicket(context.Context, *CancelTicketRequest) (*CancelTicketResponse, error)
+	// WatchTicket sends the ticket now and after every change until it is
+	// matched (with the game and the caller's seat credential), cancelled or
+	// expired, then ends. NotFound and PermissionDenied as CancelTicket.
+	WatchTicket(*WatchTicketRequest, grpc.ServerStreamingServer[WatchTicketResponse]) error
+	// CreateInvite creates a link to play a friend, valid 24 hours and
+	// usable once. A retry with the same request_id returns the same invite.
+	CreateInvite(context.Context, *CreateInviteRequest) (*CreateInviteResponse, error)
+	// GetInvite shows an invite to whoever holds its token, without
+	// credential. NotFound for an unknown or expired invite.
+	GetInvite(context.Context, *GetInviteRequest) (*GetInviteResponse, error)
+	// CancelInvite withdraws an open invite. NotFound for an unknown or
+	// expired invite; PermissionDenied for someone else's invite;
+	// FailedPrecondition once it was accepted.
+	CancelInvite(context.Context, *CancelInviteRequest) (*CancelInviteResponse, error)
+	// AcceptInvite creates the game for both players and returns the
+	// caller's seat (a guest credential is enough). A retry by the same
+	// player returns the same game. NotFound for an unknown or expired
+	// invite; FailedPrecondition when it was used by someone else or
+	// cancelled; InvalidArgument for the creator's own invite.
+	AcceptInvite(context.Context, *AcceptInviteRequest) (*AcceptInviteResponse, error)
+	// WatchInvite sends the invite now and after every change until it is
+	// accepted (with the creator's seat), cancelled or expired, then ends.
+	// NotFound as GetInvite; PermissionDenied for anyone but the creator.
+	WatchInvite(*WatchInviteRequest, grpc.ServerStreamingServer[WatchInviteResponse]) error
+	// PlayAi creates a game against the AI at once: unrated, no clock unless
+	// asked, undo allowed; in Janggi the human chooses a formation in the
+	// game's setup phase. A retry with the same request_id returns the same
+	// game.
+	PlayAi(context.Context, *PlayAiRequest) (*PlayAiResponse, error)
+	// OfferRematch offers the opponent of a finished game a rematch with
+	// sides swapped; the offer stands for the rematch window (60 s by
+	// default). When the opponent already offered, this accepts. NotFound
+	// for a game matchmaking did not create; PermissionDenied for someone
+	// not in the game; FailedPrecondition while the game is still running.
+	OfferRematch(context.Context, *OfferRematchRequest) (*OfferRematchResponse, error)
+	// AcceptRematch accepts the opponent's pending offer and creates the new
+	// game. A retry returns the same game. FailedPrecondition when there is
+	// no pending offer from the opponent (never made or expired); NotFound
+	// and PermissionDenied as OfferRematch.
+	AcceptRematch(context.Context, *AcceptRematchRequest) (*AcceptRematchResponse, error)
+	// WatchRematch sends the rematch state of a game now and after every
+	// change until the rematch is accepted (with the caller's new seat) or
+	// the offer expired, then ends. NotFound and PermissionDenied as
+	// OfferRematch.
+	WatchRematch(*WatchRematchRequest, grpc.ServerStreamingServer[WatchRematchResponse]) error
+	// GetRating returns a player's Elo rating of a game kind (1200 before the
+	// first rated game) and rank. Accounts only.
+	GetRating(context.Context, *GetRatingRequest) (*GetRatingResponse, error)
+	// GetRatingHistory returns a player's rating changes, latest first.
+	// Accounts only.
+	GetRatingHistory(context.Context, *GetRatingHistoryRequest) (*GetRatingHistoryResponse, error)
+	// GetLeaderboard returns the top players of a game kind, or the players
+	// around one player. Accounts only; NotFound when the player around whom
+	// to look has no rated game.
+	GetLeaderboard(context.Context, *GetLeaderboardRequest) (*GetLeaderboardResponse, error)
 	mustEmbedUnimplementedMatchmakingServiceServer()
 }
 
@@ -74,6 +433,54 @@ type UnimplementedMatchmakingServiceServer struct{}
 
 func (UnimplementedMatchmakingServiceServer) CreateGuest(context.Context, *CreateGuestRequest) (*CreateGuestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateGuest not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) SignInWithGoogle(context.Context, *SignInWithGoogleRequest) (*SignInWithGoogleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SignInWithGoogle not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) EnterQueue(context.Context, *EnterQueueRequest) (*EnterQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EnterQueue not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) CancelTicket(context.Context, *CancelTicketRequest) (*CancelTicketResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelTicket not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) WatchTicket(*WatchTicketRequest, grpc.ServerStreamingServer[WatchTicketResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchTicket not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) CreateInvite(context.Context, *CreateInviteRequest) (*CreateInviteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateInvite not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) GetInvite(context.Context, *GetInviteRequest) (*GetInviteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetInvite not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) CancelInvite(context.Context, *CancelInviteRequest) (*CancelInviteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelInvite not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) AcceptInvite(context.Context, *AcceptInviteRequest) (*AcceptInviteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcceptInvite not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) WatchInvite(*WatchInviteRequest, grpc.ServerStreamingServer[WatchInviteResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchInvite not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) PlayAi(context.Context, *PlayAiRequest) (*PlayAiResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PlayAi not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) OfferRematch(context.Context, *OfferRematchRequest) (*OfferRematchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OfferRematch not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) AcceptRematch(context.Context, *AcceptRematchRequest) (*AcceptRematchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcceptRematch not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) WatchRematch(*WatchRematchRequest, grpc.ServerStreamingServer[WatchRematchResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchRematch not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) GetRating(context.Context, *GetRatingRequest) (*GetRatingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRating not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) GetRatingHistory(context.Context, *GetRatingHistoryRequest) (*GetRatingHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRatingHistory not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) GetLeaderboard(context.Context, *GetLeaderboardRequest) (*GetLeaderboardResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLeaderboard not implemented")
 }
 func (UnimplementedMatchmakingServiceServer) mustEmbedUnimplementedMatchmakingServiceServer() {}
 func (UnimplementedMatchmakingServiceServer) testEmbeddedByValue()                            {}
@@ -114,6 +521,273 @@ func _MatchmakingService_CreateGuest_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MatchmakingService_SignInWithGoogle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SignInWithGoogleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).SignInWithGoogle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_SignInWithGoogle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).SignInWithGoogle(ctx, req.(*SignInWithGoogleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_EnterQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EnterQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).EnterQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_EnterQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).EnterQueue(ctx, req.(*EnterQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_CancelTicket_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelTicketRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).CancelTicket(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_CancelTicket_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).CancelTicket(ctx, req.(*CancelTicketRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_WatchTicket_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchTicketRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MatchmakingServiceServer).WatchTicket(m, &grpc.GenericServerStream[WatchTicketRequest, WatchTicketResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MatchmakingService_WatchTicketServer = grpc.ServerStreamingServer[WatchTicketResponse]
+
+func _MatchmakingService_CreateInvite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateInviteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).CreateInvite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_CreateInvite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).CreateInvite(ctx, req.(*CreateInviteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_GetInvite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetInviteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).GetInvite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_GetInvite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).GetInvite(ctx, req.(*GetInviteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_CancelInvite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelInviteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).CancelInvite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_CancelInvite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).CancelInvite(ctx, req.(*CancelInviteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_AcceptInvite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcceptInviteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).AcceptInvite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_AcceptInvite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).AcceptInvite(ctx, req.(*AcceptInviteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_WatchInvite_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchInviteRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MatchmakingServiceServer).WatchInvite(m, &grpc.GenericServerStream[WatchInviteRequest, WatchInviteResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MatchmakingService_WatchInviteServer = grpc.ServerStreamingServer[WatchInviteResponse]
+
+func _MatchmakingService_PlayAi_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlayAiRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).PlayAi(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_PlayAi_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).PlayAi(ctx, req.(*PlayAiRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_OfferRematch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OfferRematchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).OfferRematch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_OfferRematch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).OfferRematch(ctx, req.(*OfferRematchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_AcceptRematch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcceptRematchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).AcceptRematch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_AcceptRematch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).AcceptRematch(ctx, req.(*AcceptRematchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_WatchRematch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRematchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MatchmakingServiceServer).WatchRematch(m, &grpc.GenericServerStream[WatchRematchRequest, WatchRematchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MatchmakingService_WatchRematchServer = grpc.ServerStreamingServer[WatchRematchResponse]
+
+func _MatchmakingService_GetRating_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRatingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).GetRating(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_GetRating_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).GetRating(ctx, req.(*GetRatingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_GetRatingHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRatingHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).GetRatingHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_GetRatingHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).GetRatingHistory(ctx, req.(*GetRatingHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_GetLeaderboard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLeaderboardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).GetLeaderboard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_GetLeaderboard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).GetLeaderboard(ctx, req.(*GetLeaderboardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MatchmakingService_ServiceDesc is the grpc.ServiceDesc for MatchmakingService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -125,7 +799,75 @@ var MatchmakingService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "CreateGuest",
 			Handler:    _MatchmakingService_CreateGuest_Handler,
 		},
+		{
+			MethodName: "SignInWithGoogle",
+			Handler:    _MatchmakingService_SignInWithGoogle_Handler,
+		},
+		{
+			MethodName: "EnterQueue",
+			Handler:    _MatchmakingService_EnterQueue_Handler,
+		},
+		{
+			MethodName: "CancelTicket",
+			Handler:    _MatchmakingService_CancelTicket_Handler,
+		},
+		{
+			MethodName: "CreateInvite",
+			Handler:    _MatchmakingService_CreateInvite_Handler,
+		},
+		{
+			MethodName: "GetInvite",
+			Handler:    _MatchmakingService_GetInvite_Handler,
+		},
+		{
+			MethodName: "CancelInvite",
+			Handler:    _MatchmakingService_CancelInvite_Handler,
+		},
+		{
+			MethodName: "AcceptInvite",
+			Handler:    _MatchmakingService_AcceptInvite_Handler,
+		},
+		{
+			MethodName: "PlayAi",
+			Handler:    _MatchmakingService_PlayAi_Handler,
+		},
+		{
+			MethodName: "OfferRematch",
+			Handler:    _MatchmakingService_OfferRematch_Handler,
+		},
+		{
+			MethodName: "AcceptRematch",
+			Handler:    _MatchmakingService_AcceptRematch_Handler,
+		},
+		{
+			MethodName: "GetRating",
+			Handler:    _MatchmakingService_GetRating_Handler,
+		},
+		{
+			MethodName: "GetRatingHistory",
+			Handler:    _MatchmakingService_GetRatingHistory_Handler,
+		},
+		{
+			MethodName: "GetLeaderboard",
+			Handler:    _MatchmakingService_GetLeaderboard_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchTicket",
+			Handler:       _MatchmakingService_WatchTicket_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchInvite",
+			Handler:       _MatchmakingService_WatchInvite_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchRematch",
+			Handler:       _MatchmakingService_WatchRematch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "palace/matchmaking/v1/matchmaking.proto",
 }

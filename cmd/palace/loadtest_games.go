@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// gamesReport is the load test's result, printed as its last line.
+type gamesReport struct {
+	Games      int64   `json:"games"`
+	Moves      int64   `json:"moves"`
+	MovesPerS  float64 `json:"moves_per_s"`
+	P50ms      float64 `json:"p50_ms"`
+	P99ms      float64 `json:"p99_ms"`
+	Lost       int64   `json:"lost"`
+	Duplicated int64   `json:"duplicated"`
+	Gaps       int64   `json:"gaps"`
+	Errors     int64   `json:"errors"`
+	Retries    int64   `json:"retries"`
+	Reconnects int64   `json:"reconnects"`
+	// The floor: the same number of clients calling Probe (one Redis
+	// write through the same server path) for the same duration.
+	FloorPerS  float64 `json:"floor_per_s,omitempty"`
+	FloorP50ms float64 `json:"floor_p50_ms,omitempty"`
+	FloorP99ms float64 `json:"floor_p99_ms,omitempty"`
+	// Ratio is moves_per_s / floor_per_s.
+	Ratio float64 `json:"ratio,omitempty"`
+}
+
+type gamesLoad struct {
+	client  []gamev1.GameServiceClient
+	started time.Time
+	rng     func() *rand.Rand
+
+	games, moves, lost, dup, gaps, errs, retries, reconnects atomic.Int64
+
+	mu  sync.Mutex
+	lat []time.Duration
+	err []string
+}
+
+func (l *gamesLoad) fail(format string, a ...any) {
+	l.errs.Add(1)
+	l.mu.Lock()
+	if len(l.err) < 10 {
+		l.err = append(l.err, fmt.Sprintf(format, a...))
+	}
+	l.mu.Unlock()
+}
+
+func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("palace loadtest games", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "localhost:8080", "game service host:port")
+	games := fs.Int("games", 100, "concurrent games")
+	duration := fs.Duration("duration", 30*time.Second, "how long to play")
+	floor := fs.Bool("floor", true, "first measure the floor (Probe: one Redis write) for the same duration")
+	retryRate := fs.Float64("retry-rate", 0.05, "share of moves sent twice with the same request id")
+	reconnectRate := fs.Float64("reconnect-rate", 0.05, "chance a stream reconnects after each event")
+	conns := fs.Int("conns", 0, "client connections (default: one per 100 games)")
+	seed := fs.Uint64("seed", 1, "random seed")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *games < 1 || *games > 100000 || *duration <= 0 || *duration > time.Hour {
+		fmt.Fprintln(stderr, "palace loadtest games: --games must be 1..100000 and --duration positive, at most 1h")
+		return exitUsage
+	}
+	n := *conns
+	if n <= 0 {
+		n = *games/100 + 1
+	}
+	l := &gamesLoad{}
+	var seedN atomic.Uint64
+	l.rng = func() *rand.Rand { return rand.New(rand.NewPCG(*seed, seedN.Add(1))) }
+	for range n {
+		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			fmt.Fprintln(stderr, "palace loadtest games:", err)
+			return exitUsage
+		}
+		defer cc.Close()
+		l.client = append(l.client, gamev1.NewGameServiceClient(cc))
+	}
+	var rep gamesReport
+	if *floor {
+		fmt.Fprintf(stderr, "floor: %d clients calling Probe for %v\n", *games, *duration)
+		rep.FloorPerS, rep.FloorP50ms, rep.FloorP99ms = l.floor(ctx, *games, *duration)
+		fmt.Fprintf(stderr, "floor: %.0f calls/s, p50 %.2f ms, p99 %.2f ms\n", rep.FloorPerS, rep.FloorP50ms, rep.FloorP99ms)
+	}
+	fmt.Fprintf(stderr, "games: %d concurrent games for %v\n", *games, *duration)
+	pctx, stop := context.WithTimeout(ctx, *duration)
+	defer stop()
+	progress := time.NewTicker(5 * time.Second)
+	defer progress.Stop()
+	var wg sync.WaitGroup
+	l.started = time.Now()
+	for i := range *games {
+		wg.Go(func() { l.table(pctx, ctx, i, *retryRate, *reconnectRate) })
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+loop:
+	for {
+		select {
+		case <-finished:
+			break loop
+		case <-progress.C:
+			el := time.Since(l.started).Seconds()
+			fmt.Fprintf(stderr, "progress: %.0fs games=%d moves=%d (%.0f/s) errors=%d lost=%d dup=%d gaps=%d\n",
+				el, l.games.Load(), l.moves.Load(), float64(l.moves.Load())/el, l.errs.Load(), l.lost.Load(), l.dup.Load(), l.gaps.Load())
+		}
+	}
+	elapsed := min(time.Since(l.started), *duration)
+	rep.Games, rep.Moves = l.games.Load(), l.moves.Load()
+	rep.MovesPerS = float64(rep.Moves) / elapsed.Seconds()
+	rep.P50ms, rep.P99ms = percentiles(l.lat)
+	rep.Lost, rep.Duplicated, rep.Gaps, rep.Errors = l.lost.Load(), l.dup.Load(), l.gaps.Load(), l.errs.Load()
+	rep.Retries, rep.Reconnects = l.retries.Load(), l.reconnects.Load()
+	if rep.FloorPerS > 0 {
+		rep.Ratio = rep.MovesPerS / rep.FloorPerS
+	}
+	for _, e := range l.err {
+		fmt.Fprintln(stderr, "error:", e)
+	}
+	b, _ := json.Marshal(rep)
+	fmt.Fprintln(stdout, string(b))
+	return exitOK
+}
+
+func percentiles(lat []time.Duration) (p50, p99 float64) {
+	if len(lat) == 0 {
+		return 0, 0
+	}
+	slices.Sort(lat)
+	at := func(q float64) float64 {
+		return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Microseconds()) / 1000
+	}
+	return at(0.50), at(0.99)
+}
+
+// floor runs the same number of clients against Probe.
+func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) (perS, p50, p99 float64) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var mu sync.Mutex
+	var all []time.Duration
+	var count atomic.Int64
+	var wg sync.WaitGroup
+	key := "floor" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	start := time.Now()
+	for i := range clients {
+		wg.Go(func() {
+			c := l.client[i%len(l.client)]
+			var mine []time.Duration
+			for ctx.Err() == nil {
+				t := time.Now()
+				if _, err := c.Probe(ctx, &gamev1.ProbeRequest{Key: key}); err != nil {
+					if ctx.Err() == nil {
+						l.fail("probe: %v", err)
+					}
+					continue
+				}
+				mine = append(mine, time.Since(t))
+				count.Add(1)
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	p50, p99 = percentiles(all)
+	return float64(count.Load()) / time.Since(start).Seconds(), p50, p99
+}
+
+// table plays games one after another in one slot until play ends.
+func (l *gamesLoad) table(play, all context.Context, slot int, retryRate, reconnectRate float64) {
+	rng := l.rng()
+	c := l.client[slot%len(l.client)]
+	for n := 0; play.Err() == nil; n++ {
+		kind := commonv1.GameKind_GAME_KIND_XIANGQI
+		var start *commonv1.Position
+		if rng.IntN(2) == 0 {
+			kind = commonv1.GameKind_GAME_KIND_JANGGI
+			// Skip the setup phase: the load is on moves.
+			start = &commonv1.Position{Fen: "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1"}
+		}
+		l.playGame(play, all, c, rng, kind, start, fmt.Sprintf("lt-%d-%d-%d", time.Now().UnixNano(), slot, n), retryRate, reconnectRate)
+	}
+}
+
+type played struct {
+	ply  uint32
+	move string
+}
+
+func (l *gamesLoad) playGame(play, all context.Context, c gamev1.GameServiceClient, rng *rand.Rand, kind commonv1.GameKind, start *commonv1.Position, rid string, retryRate, reconnectRate float64) {
+	created, err := c.CreateGame(all, &gamev1.CreateGameRequest{
+		RequestId: rid, Kind: kind, Start: start,
+		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "b"}},
+	})
+	if err != nil {
+		l.fail("create: %v", err)
+		return
+	}
+	l.games.Add(1)
+	id := created.GetGameId()
+	tokens := map[commonv1.Side]string{}
+	for _, cr := range created.GetCredentials() {
+		tokens[cr.GetSide()] = cr.GetToken()
+	}
+	as := func(ctx context.Context, side commonv1.Side) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokens[side])
+	}
+	// Each seat streams the game, reconnecting at random.
+	streams := make([][]*gamev1.Event, 2)
+	var swg sync.WaitGroup
+	for i, side := range []commonv1.Side{commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND} {
+		srng := l.rng()
+		swg.Go(func() { streams[i] = l.stream(all, c, as(all, side), id, srng, reconnectRate) })
+	}
+	g := created.GetGame()
+	var acked []played
+	for play.Err() == nil && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING {
+		legal := g.GetLegalMoves()
+		mv := legal[rng.IntN(len(legal))].GetCoordinate()
+		req := &gamev1.MakeMoveRequest{GameId: id, RequestId: fmt.Sprintf("%s-%d", rid, len(acked)), Move: &commonv1.Move{Coordinate: mv}}
+		t := time.Now()
+		resp, err := c.MakeMove(as(all, g.GetTurn()), req)
+		if err != nil {
+			l.fail("move %s in %s: %v", mv, id, err)
+			break
+		}
+		l.mu.Lock()
+		l.lat = append(l.lat, time.Since(t))
+		l.mu.Unlock()
+		l.moves.Add(1)
+		acked = append(acked, played{ply: resp.GetMove().GetPly(), move: resp.GetMove().GetMove().GetCoordinate()})
+		if rng.Float64() < retryRate {
+			l.retries.Add(1)
+			again, err := c.MakeMove(as(all, g.GetTurn()), req)
+			switch {
+			case err != nil:
+				l.fail("retried move: %v", err)
+			case again.GetGame().GetVersion() != resp.GetGame().GetVersion() || again.GetMove().GetPly() != resp.GetMove().GetPly():
+				l.dup.Add(1)
+			}
+		}
+		g = resp.GetGame()
+	}
+	if g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING {
+		// End the game so both streams complete.
+		if _, err := c.Resign(as(all, commonv1.Side_SIDE_FIRST), &gamev1.ResignRequest{GameId: id, RequestId: rid + "-resign"}); err != nil {
+			l.fail("resign %s: %v", id, err)
+		}
+	}
+	swg.Wait()
+	final, err := c.GetGame(as(all, commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: id})
+	if err != nil {
+		l.fail("final state of %s: %v", id, err)
+		return
+	}
+	l.check(final.GetGame(), acked, streams)
+}
+
+// check compares what was acknowledged with the final state and with what
+// each stream delivered.
+func (l *gamesLoad) check(final *gamev1.Game, acked []played, streams [][]*gamev1.Event) {
+	stored := map[uint32]string{}
+	for _, m := range final.GetMoves() {
+		stored[m.GetPly()] = m.GetMove().GetCoordinate()
+	}
+	for _, a := range acked {
+		if stored[a.ply] != a.move {
+			l.lost.Add(1)
+		}
+	}
+	if len(final.GetMoves()) > len(acked) {
+		l.dup.Add(int64(len(final.GetMoves()) - len(acked)))
+	}
+	for _, evs := range streams {
+		seen := map[uint64]bool{}
+		moves := map[uint32]string{}
+		var next uint64 = 1
+		for _, e := range evs {
+			v := e.GetVersion()
+			switch {
+			case seen[v]:
+				l.dup.Add(1)
+			case v != next:
+				l.gaps.Add(1)
+			}
+			seen[v] = true
+			next = v + 1
+			if m := e.GetMovePlayed(); m != nil {
+				moves[m.GetPly()] = m.GetMove().GetCoordinate()
+			}
+		}
+		if next-1 != final.GetVersion() {
+			l.gaps.Add(1)
+		}
+		for _, a := range acked {
+			if moves[a.ply] != a.move {
+				l.lost.Add(1)
+			}
+		}
+	}
+}
+
+// stream reads a game's events until it ends, reconnecting at random from
+// the last version seen.
+func (l *gamesLoad) stream(ctx context.Context, c gamev1.GameServiceClient, seat context.Context, id string, rng *rand.Rand, reconnectRate float64) []*gamev1.Event {
+	var out []*gamev1.Event
+	var last uint64
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		sctx, cancel := context.WithCancel(seat)
+		st, err := c.StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: id, AfterVersion: last})
+		if err != nil {
+			cancel()
+			l.fail("stream %s: %v", id, err)
+			return out
+		}
+		reconnect := false
+		for !reconnect {
+			m, err := st.Recv()
+			if err != nil {
+				cancel()
+				if errors.Is(err, io.EOF) {
+					return out
+				}
+				if status.Code(err) != codes.Canceled {
+					l.fail("stream %s recv: %v", id, err)
+				}
+				return out
+			}
+			e := m.GetEvent()
+			if e == nil {
+				continue
+			}
+			out = append(out, e)
+			last = e.GetVersion()
+			if e.GetGameEnded() != nil {
+				cancel()
+				return out
+			}
+			reconnect = rng.Float64() < reconnectRate
+		}
+		cancel()
+		l.reconnects.Add(1)
+	}
+	return out
+}
