@@ -16,7 +16,7 @@ package rules
 //   - "protected" is tested on the board after that very capture, since
 //     the capture itself can open or close a recapturing line.
 //   - A chaser loses when it chased one and the same piece on every one of
-//     its moves in the cycle, and the other player did not give check or
+//     its moves in the cycle (by whichever attackers), and the other player did not give check or
 //     chase (any piece) on every one of its moves; a cycle in which both
 //     sides force on every move is a draw.
 //
@@ -135,4 +135,12 @@ func recapturable(p *Position, c Move) bool {
 		}
 	}
 	return false
+}
+
+// crossedRiver reports whether sq is on the far side of the river for s.
+func crossedRiver(s Side, sq Square) bool {
+	if s == First {
+		return sq.Rank() >= 5
+	}
+	return sq.Rank() <= 4
 }

@@ -33,7 +33,7 @@ func TestChases(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mustFEN(t, Xiangqi, tt.fen)
 			m := mustMove(t, tt.move)
-			if err := checkLegal(p, m); err != nil {
+			if err := p.CheckMove(m); err != nil {
 				t.Fatal(err)
 			}
 			var ids [NumSquares]int8

@@ -42,6 +42,16 @@ type plyRecord struct {
 // Game is one game from a start position: its moves and its adjudication
 // (RULES.md "How a game ends" and "Order and counting"). It is not safe for
 // concurrent use; Clone it to hand a copy to another goroutine.
+//
+// Where RULES.md leaves room, Game reads it so:
+//   - Everything is counted from the start position, never from the FEN's
+//     counters: plies, the plies since the last capture, and the capture
+//     that makes bikjang count, which must have been made in this game.
+//   - Bikjang needs the generals facing after two consecutive plies of this
+//     game; facing in the start position is not "after a move".
+//   - A Janggi pass is a move that gives no check, for perpetual check.
+//   - Repetition compares Zobrist hashes (board and side to move).
+//   - Perpetual chase is read as documented in chase.go.
 type Game struct {
 	start   *Position // never changed: the perpetual-chase test replays from it
 	pos     *Position
@@ -133,7 +143,11 @@ func (g *Game) Play(m Move) (MoveInfo, error) {
 		return MoveInfo{}, fmt.Errorf("ply %d: move %v: %w: it ended by %v", ply, m, ErrGameOver, g.outcome.Method)
 	}
 	if !slices.Contains(g.legal, m) {
-		return MoveInfo{}, fmt.Errorf("ply %d: %w", ply, &MoveError{Move: m, Reason: explainIllegalMove(g.pos, m)})
+		err := g.pos.CheckMove(m)
+		if err == nil { // CheckMove promises to agree with LegalMoves; stay safe if not
+			err = &MoveError{Move: m, Reason: "it is not a legal move here"}
+		}
+		return MoveInfo{}, fmt.Errorf("ply %d: %w", ply, err)
 	}
 	info := MoveInfo{Ply: ply, Move: m, Side: g.pos.Turn(), Pass: m.IsPass(), Notation: notationOf(g.pos, m)}
 	// Nothing below can fail, which is what makes Play atomic.

@@ -3,8 +3,8 @@ package rules
 import (
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -214,7 +214,7 @@ func refAdjudicate(tb testing.TB, v Variant, start string, moves []Move) (o Outc
 // many different endings: mates are taken when seen, passes and moves back
 // and forth (which make repetitions) are favoured by some games.
 type randomPolicy struct {
-	rng                        *rand.Rand
+	rng                                *rand.Rand
 	pMate, pPass, pBack, pTake, pCheck float64
 }
 

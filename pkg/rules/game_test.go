@@ -2,6 +2,8 @@ package rules
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -39,8 +41,8 @@ func playMoves(tb testing.TB, g *Game, moves string) []MoveInfo {
 	return infos
 }
 
-// repeat returns moves written n times, space separated.
-func repeat(moves string, n int) string {
+// repeatMoves returns moves written n times, space separated.
+func repeatMoves(moves string, n int) string {
 	return strings.TrimSpace(strings.Repeat(moves+" ", n))
 }
 
@@ -111,12 +113,12 @@ var endingTests = []struct {
 	},
 	{
 		name: "janggi repetition decided by points", variant: Janggi,
-		moves: repeat("a1a2 a10a9 a2a1 a9a10", 2), wantEnded: true, wantWinner: SecondWins, wantMethod: Repetition,
+		moves: repeatMoves("a1a2 a10a9 a2a1 a9a10", 2), wantEnded: true, wantWinner: SecondWins, wantMethod: Repetition,
 		wantPoints: [2]float64{72, 73.5},
 	},
 	{
 		name: "janggi repetition not yet at the second occurrence", variant: Janggi,
-		moves: repeat("a1a2 a10a9 a2a1 a9a10", 1) + " a1a2 a10a9 a2a1", wantEnded: false,
+		moves: repeatMoves("a1a2 a10a9 a2a1 a9a10", 1) + " a1a2 a10a9 a2a1", wantEnded: false,
 		wantPoints: [2]float64{72, 73.5},
 	},
 	{
@@ -153,29 +155,29 @@ var endingTests = []struct {
 		// every move; Black only runs.
 		name: "perpetual chase loses", variant: Xiangqi,
 		fen:   "4k4/7R1/9/2n6/9/9/9/9/9/3K5 w - - 0 1",
-		moves: repeat("h9h7 c7b9 h7h9 b9c7", 2), wantEnded: true, wantWinner: SecondWins, wantMethod: PerpetualChase,
+		moves: repeatMoves("h9h7 c7b9 h7h9 b9c7", 2), wantEnded: true, wantWinner: SecondWins, wantMethod: PerpetualChase,
 	},
 	{
 		name: "perpetual chase by black loses", variant: Xiangqi,
 		fen:   "3k5/9/9/9/9/9/2N6/9/7r1/4K4 b - - 0 1",
-		moves: repeat("h2h4 c4b2 h4h2 b2c4", 2), wantEnded: true, wantWinner: FirstWins, wantMethod: PerpetualChase,
+		moves: repeatMoves("h2h4 c4b2 h4h2 b2c4", 2), wantEnded: true, wantWinner: FirstWins, wantMethod: PerpetualChase,
 	},
 	{
 		// The chariot on c10 guards c7, so only every other Red move chases.
 		name: "chasing a protected piece is no chase: repetition draws", variant: Xiangqi,
 		fen:   "2r1k4/7R1/9/2n6/9/9/9/9/9/3K5 w - - 0 1",
-		moves: repeat("h9h7 c7b9 h7h9 b9c7", 2), wantEnded: true, wantWinner: Draw, wantMethod: Repetition,
+		moves: repeatMoves("h9h7 c7b9 h7h9 b9c7", 2), wantEnded: true, wantWinner: Draw, wantMethod: Repetition,
 	},
 	{
 		// The horse answers each chase by attacking an unprotected red
 		// piece (the cannon on d8, then the soldier on e6): both force.
 		name: "mutual chase draws", variant: Xiangqi,
 		fen:   "4k4/7R1/3C5/2n6/4P4/9/9/9/9/3K5 w - - 0 1",
-		moves: repeat("h9h7 c7b9 h7h9 b9c7", 2), wantEnded: true, wantWinner: Draw, wantMethod: Repetition,
+		moves: repeatMoves("h9h7 c7b9 h7h9 b9c7", 2), wantEnded: true, wantWinner: Draw, wantMethod: Repetition,
 	},
 	{
 		name: "unforced repetition draws", variant: Xiangqi,
-		moves: repeat("a1a2 a10a9 a2a1 a9a10", 2), wantEnded: true, wantWinner: Draw, wantMethod: Repetition,
+		moves: repeatMoves("a1a2 a10a9 a2a1 a9a10", 2), wantEnded: true, wantWinner: Draw, wantMethod: Repetition,
 	},
 	{
 		name: "insufficient material", variant: Xiangqi,
@@ -304,6 +306,8 @@ func TestMoveAfterTheEndRefused(t *testing.T) {
 	}
 }
 
+// The reason is CheckMove's; Play adds the ply. Exact texts are checked
+// only where API.md fixes them.
 func TestIllegalMoveNamesPly(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -311,17 +315,17 @@ func TestIllegalMoveNamesPly(t *testing.T) {
 		fen     string
 		moves   string
 		move    string
-		wantErr string
+		wantErr string // "" for "ply N: " + CheckMove's text
 	}{
 		{"blocked chariot", Janggi, "", "a1a2 a10a9 a2a1 a9a10", "a1a5", "ply 5: move a1a5: the chariot's path is blocked at a4"},
-		{"opponent's piece", Xiangqi, "", "h3e3", "h3e3", "ply 2: move h3e3: there is no piece on h3"},
-		{"moving the other side's piece", Xiangqi, "", "", "h10g8", "ply 1: move h10g8: the horse on h10 is Black's, and it is Red's turn"},
+		{"empty square", Xiangqi, "", "h3e3", "h3e3", "ply 2: move h3e3: there is no piece on h3"},
+		{"moving the other side's piece", Xiangqi, "", "", "h10g8", ""},
 		{"horse leg", Janggi, "", "", "b1d2", "ply 1: move b1d2: the horse is blocked at c1"},
-		{"xiangqi pass", Xiangqi, "", "", "e1e1", "ply 1: move e1e1: xiangqi has no pass"},
-		{"pass in check", Janggi, "4k4/9/9/9/9/9/9/9/9/3K1r3 w - - 0 1", "", "d1d1", "ply 1: move d1d1: a player in check may not pass"},
-		{"cannon over cannon", Janggi, "", "", "b3b10", "ply 1: move b3b10: a cannon may not jump over a cannon (on b8)"},
+		{"xiangqi pass", Xiangqi, "", "", "e1e1", ""},
+		{"pass in check", Janggi, "4k4/9/9/9/9/9/9/9/9/3K1r3 w - - 0 1", "", "d1d1", ""},
+		{"cannon over cannon", Janggi, "", "", "b3b10", ""},
 		{"flying general", Xiangqi, "4k4/9/9/9/9/9/9/9/4A4/4K3R w - - 0 1", "", "e2d3", "ply 1: move e2d3: the generals would face each other on the e-file"},
-		{"own piece", Janggi, "", "", "a1a4", "ply 1: move a1a4: a4 is occupied by Cho's own soldier"},
+		{"own piece", Janggi, "", "", "a1a4", ""},
 		{"no move", Janggi, "", "", "", "ply 1: move 0000: not a move on the board"},
 	}
 	for _, tt := range tests {
@@ -332,16 +336,20 @@ func TestIllegalMoveNamesPly(t *testing.T) {
 			if tt.move != "" {
 				m = mustMove(t, tt.move)
 			}
-			fen := g.Position().FEN()
+			p := g.Position()
+			want := tt.wantErr
+			if want == "" {
+				want = fmt.Sprintf("ply %d: %v", g.Plies()+1, p.CheckMove(m))
+			}
 			_, err := g.Play(m)
 			if !errors.Is(err, ErrIllegalMove) {
 				t.Fatalf("Play(%v) error %v, want ErrIllegalMove", m, err)
 			}
-			if err.Error() != tt.wantErr {
-				t.Errorf("error %q, want %q", err, tt.wantErr)
+			if err.Error() != want {
+				t.Errorf("error %q, want %q", err, want)
 			}
-			if g.Position().FEN() != fen {
-				t.Errorf("position changed by an illegal move")
+			if g.Position().FEN() != p.FEN() || g.Plies() != len(strings.Fields(tt.moves)) {
+				t.Errorf("game changed by an illegal move")
 			}
 		})
 	}
@@ -401,12 +409,12 @@ var fullGames = []struct {
 	// Han's e9f8 faces the generals on the f-file, Cho's a1a7 keeps them
 	// facing and is the first capture.
 	{"janggi bikjang", Janggi, "e2f2 c7c6 a4b4 e9f8 a1a7", FirstWins, Bikjang},
-	{"janggi repetition", Janggi, repeat("i1i2 e9d9 i2i1 d9e9", 2), SecondWins, Repetition},
+	{"janggi repetition", Janggi, repeatMoves("i1i2 e9d9 i2i1 d9e9", 2), SecondWins, Repetition},
 	{"janggi perpetual check", Janggi, "e2f3 e7d7 h3e3 d7e7 e3e5 e7d7 e5e3 d7e7 e3e6 e7d7 e6e3", SecondWins, PerpetualCheck},
 	{"janggi two passes", Janggi, "e2e2 e9e9", SecondWins, TwoPasses},
 	{"xiangqi checkmate", Xiangqi, "b3b6 f10e9 h3h10 i10h10 b6c6 h8h2 c6c10", FirstWins, Checkmate},
 	{"xiangqi stalemate", Xiangqi, "h3h6 b8b1 a1b1 h8h1 i1h1 h10g8 b1a1 a10a8 h6c6 c7c6 b3i3 c6c5 i3i7 g8i7 c4c5 e7e6 h1h9 i7h9 a1a3 a8i8 a3b3 i8i4 b3b10 i4g4 b10c10 g4g1 c10d10 e10d10 e4e5 g1f1 e1f1 e6e5 d1e2 g10e8 c1e3 i10i9 c5c6 e8c6 e3c1 i9i8 a4a5 i8i9 c1e3 e5e4 a5a6 e4e3 a6a7 e3e2 a7a8 c6a8", SecondWins, Stalemate},
-	{"xiangqi repetition", Xiangqi, repeat("b1c3 a10a9 c3b1 a9a10", 2), Draw, Repetition},
+	{"xiangqi repetition", Xiangqi, repeatMoves("b1c3 a10a9 c3b1 a9a10", 2), Draw, Repetition},
 	{"xiangqi perpetual check", Xiangqi, "b3b10 b8b9 h3h10 b9b8 b10d10 b8b9 d10a10 e10e9 a10a9 e9e10 a9a10 e10e9 a10a9 e9e10 a9a10", SecondWins, PerpetualCheck},
 	// Red's elephant shuttles e3-g5: on g5 it screens the h5 cannon onto the
 	// black cannon on c5, on e3 it attacks c5 itself, which nothing guards.
@@ -429,4 +437,25 @@ func TestFullGames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkGamePlay measures Play, adjudication and notation included, over
+// the 200 plies of a Janggi game without captures.
+func BenchmarkGamePlay(b *testing.B) {
+	g := mustGame(b, Janggi, "")
+	walkUntilEnd(b, g, rand.New(rand.NewPCG(1, 2)), 200, func(after *Game, info MoveInfo) bool {
+		o := after.Outcome()
+		return info.Captured == NoPiece && (!o.Ended || o.Method == MoveLimit)
+	})
+	moves := g.Moves()
+	b.ReportAllocs()
+	for b.Loop() {
+		r := mustGame(b, Janggi, "")
+		for _, m := range moves {
+			if _, err := r.Play(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(moves)), "ns/ply")
 }

@@ -27,7 +27,7 @@ func JanggiNotation(p *Position, m Move) (string, error) {
 	if err := janggiPosition(p); err != nil {
 		return "", err
 	}
-	if err := checkLegal(p, m); err != nil {
+	if err := p.CheckMove(m); err != nil {
 		return "", err
 	}
 	return janggiNotation(p, m), nil
@@ -51,7 +51,7 @@ func ParseJanggiNotation(p *Position, s string) (Move, error) {
 	if t == JanggiPass || strings.EqualFold(t, "pass") {
 		g := p.GeneralSquare(p.Turn())
 		m := NewMove(g, g)
-		if err := checkLegal(p, m); err != nil {
+		if err := p.CheckMove(m); err != nil {
 			return NoMove, fmt.Errorf("janggi notation %q: %w", s, err)
 		}
 		return m, nil
@@ -100,7 +100,7 @@ func ParseJanggiNotation(p *Position, s string) (Move, error) {
 		return NoMove, fmt.Errorf("%w: janggi notation %q: the piece on %s (%v) is a %v, not a %v", ErrIllegalMove, s, janggiSquareName(from), from, pc.Kind(), kind)
 	}
 	m := NewMove(from, to)
-	if err := checkLegal(p, m); err != nil {
+	if err := p.CheckMove(m); err != nil {
 		return NoMove, fmt.Errorf("janggi notation %q: %w", s, err)
 	}
 	return m, nil

@@ -10,7 +10,7 @@ func Notation(p *Position, m Move) (string, error) {
 	if p == nil {
 		return "", fmt.Errorf("%w: no position", ErrBadMove)
 	}
-	if err := checkLegal(p, m); err != nil {
+	if err := p.CheckMove(m); err != nil {
 		return "", err
 	}
 	return notationOf(p, m), nil
@@ -35,4 +35,26 @@ func notationOf(p *Position, m Move) string {
 		return wxf(p, m)
 	}
 	return janggiNotation(p, m)
+}
+
+// sideName is how players of v call side s.
+func sideName(v Variant, s Side) string {
+	switch {
+	case v == Janggi && s == First:
+		return "Cho"
+	case v == Janggi:
+		return "Han"
+	case s == First:
+		return "Red"
+	}
+	return "Black"
+}
+
+// kindName is the name a player of v gives to k (Xiangqi's guard is the
+// advisor).
+func kindName(v Variant, k Kind) string {
+	if k == Guard && v == Xiangqi {
+		return "advisor"
+	}
+	return k.String()
 }

@@ -14,17 +14,19 @@ import (
 // start position is C2.5 and h1g3 is H2+3.
 //
 // Two pieces of a kind on one file are told apart by + (front) and - (rear)
-// in place of the file: R+.4, P-+1. Soldiers can need more, and then this
-// package follows the extension Fairy-Stockfish writes: when three or more
-// soldiers share a file, or two files each hold two or more, the soldier's
-// place on its file counted from the front (1 = front) replaces the letter
-// and the file number follows: 25.4 is the second soldier from the front on
-// file 5 moving to file 4. ParseWXF reads all of these back.
+// in place of the file: R+.4, P-+1. Soldiers can need more: when three or
+// more soldiers of a side share a file, or two files each hold two or more,
+// + and - cannot say which is meant, so the soldier's place on its file
+// counted from the front (1 = front) replaces the letter and the file number
+// follows: 25.4 is the second soldier from the front on file 5 moving to
+// file 4. That is the form Fairy-Stockfish writes for three or more soldiers
+// on a file; Palace uses it for two pairs too, where Fairy-Stockfish's P+
+// would be ambiguous. ParseWXF reads all of these back.
 func WXF(p *Position, m Move) (string, error) {
 	if err := wxfPosition(p); err != nil {
 		return "", err
 	}
-	if err := checkLegal(p, m); err != nil {
+	if err := p.CheckMove(m); err != nil {
 		return "", err
 	}
 	return wxf(p, m), nil
@@ -169,7 +171,7 @@ func wxfFactsOf(p *Position, m Move) wxfFacts {
 		f.dir = '-'
 	}
 	if from.File() == to.File() {
-		f.dest = absInt(progress)
+		f.dest = max(progress, -progress)
 	} else {
 		f.dest = wxfFile(s, to.File())
 	}
@@ -292,5 +294,5 @@ func (sp wxfSpec) whyNoMove(p *Position) string {
 	case 'i':
 		return fmt.Sprintf("there is no soldier %d from the front on file %d", sp.index, sp.file)
 	}
-	return fmt.Sprintf("no file holds two %ss of %s, so none is the front or rear one", kindName(Xiangqi, sp.kind), sideName(Xiangqi, us))
+	return fmt.Sprintf("%s has no two %ss on one file, so none is the front or rear one", sideName(Xiangqi, us), kindName(Xiangqi, sp.kind))
 }
