@@ -75,7 +75,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	duration := fs.Duration("duration", 30*time.Second, "how long to play")
 	floor := fs.Bool("floor", true, "first measure the floor (Probe: one Redis write) for the same duration")
 	retryRate := fs.Float64("retry-rate", 0.05, "share of moves sent twice with the same request id")
-	reconnectRate := fs.Float64("reconnect-rate", 0.05, "chance a stream reconnects after each event")
+	reconnectRate := fs.Float64("reconnect-rate", 0.01, "chance a stream reconnects after each event")
 	conns := fs.Int("conns", 0, "client connections (default: one per 100 games)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	if err := fs.Parse(args); err != nil {

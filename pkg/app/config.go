@@ -27,6 +27,8 @@ type Config struct {
 	// (miniredis). Only `palace serve` allows it: a lone daemon without a
 	// real Redis could not share state with anyone.
 	EmbeddedRedis bool
+	// Pprof serves /debug/pprof/ on the listen port.
+	Pprof bool
 	// NoRedis is for processes that keep no state (the rules service).
 	NoRedis bool
 }
@@ -107,6 +109,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	StringFlag(fs, &c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: no export")
 	BoolFlag(fs, &c.OTLPInsecure, "otlp-insecure", true, "send traces to the collector without TLS")
 	DurationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running calls may take to finish at stop")
+	BoolFlag(fs, &c.Pprof, "pprof", false, "serve /debug/pprof/ for profiling")
 	IntFlag(fs, &c.MaxRecvBytes, "max-recv-bytes", 1<<20, "largest request message accepted")
 }
 

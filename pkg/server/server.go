@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,8 @@ type Config struct {
 	// ShutdownTimeout bounds graceful shutdown before connections are cut
 	// (default 10 s).
 	ShutdownTimeout time.Duration
+	// Pprof serves /debug/pprof/ for profiling a live process.
+	Pprof bool
 }
 
 // Validate reports every problem of the configuration at once.
@@ -103,6 +106,11 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 	reflection.Register(g)
 	s := &Server{cfg: cfg, log: log, tel: tel, grpc: g, health: h, mux: http.NewServeMux()}
 	s.mux.Handle("GET /metrics", tel.MetricsHandler())
+	if cfg.Pprof {
+		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return s
 }
 

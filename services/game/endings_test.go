@@ -232,14 +232,14 @@ func TestUndoAgainstTheAI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(resp.GetGame().GetMoves()); n != 2 {
+	if n := len(tb.get(t).GetMoves()); n != 2 || resp.GetGame().GetVersion() != tb.get(t).GetVersion() {
 		t.Fatalf("undo before the AI replied left %d moves, want 2", n)
 	}
 	resp, err = env.Client.Undo(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.UndoRequest{GameId: tb.id, RequestId: rid()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(resp.GetGame().GetMoves()); n != 0 || resp.GetGame().GetTurn() != commonv1.Side_SIDE_FIRST {
+	if n := len(tb.get(t).GetMoves()); n != 0 || resp.GetGame().GetTurn() != commonv1.Side_SIDE_FIRST {
 		t.Fatalf("undo of move and reply left %d moves, turn %v", n, resp.GetGame().GetTurn())
 	}
 	_, err = env.Client.Undo(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.UndoRequest{GameId: tb.id, RequestId: rid()})

@@ -4,41 +4,41 @@ import (
 	"sync"
 
 	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/game/internal/model"
 )
 
-// replayCache keeps the replayed game of recently changed games, keyed by
-// id and valid for one version only: the next command on the same game in
-// this process skips the replay. Stored state stays the only truth; a miss
-// just replays.
-type replayCache struct {
+// stateCache keeps the last state this process committed for recently
+// changed games (with its replayed moves). The next command on the same
+// game runs on it without reading Redis: its commit still compares the
+// version, so a stale entry only costs a conflict and a reload. Stored
+// state stays the only truth.
+type stateCache struct {
 	mu    sync.Mutex
 	limit int
-	m     map[string]replayEntry
+	m     map[string]*model.State
 }
 
-type replayEntry struct {
-	version uint64
-	game    *rules.Game
+func newStateCache(limit int) *stateCache {
+	return &stateCache{limit: limit, m: make(map[string]*model.State, limit)}
 }
 
-func newReplayCache(limit int) *replayCache {
-	return &replayCache{limit: limit, m: make(map[string]replayEntry, limit)}
-}
-
-func (c *replayCache) get(id string, version uint64) *rules.Game {
+// get returns the cached state; callers must not change it.
+func (c *stateCache) get(id string) *model.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.m[id]
-	if !ok || e.version != version {
-		return nil
-	}
-	return e.game
+	return c.m[id]
 }
 
-func (c *replayCache) put(id string, version uint64, g *rules.Game) {
-	if g == nil {
-		return
+// replayed returns the cached replay of exactly version, or nil.
+func (c *stateCache) replayed(id string, version uint64) *rules.Game {
+	if st := c.get(id); st != nil && st.Version == version {
+		return st.Replayed()
 	}
+	return nil
+}
+
+func (c *stateCache) put(st *model.State) {
+	id := st.ID
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[id]; !ok && len(c.m) >= c.limit {
@@ -49,10 +49,10 @@ func (c *replayCache) put(id string, version uint64, g *rules.Game) {
 			break
 		}
 	}
-	c.m[id] = replayEntry{version: version, game: g}
+	c.m[id] = st
 }
 
-func (c *replayCache) drop(id string) {
+func (c *stateCache) drop(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, id)

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -102,23 +103,19 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 // connect records a seat's stream opening or closing. Failure is logged,
 // not returned: presence is informative and must not break the stream.
 func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta int) {
-	for range commitAttempts {
-		l, err := h.store.Load(ctx, id, "")
-		if err != nil {
-			h.log.WarnContext(ctx, "presence: load", "game", id, "err", err)
-			return
-		}
-		ch, ok := model.Connect(l.State, side, delta)
-		if !ok {
-			return
-		}
-		_, err = h.commit(ctx, l.State, ch, command{id: id}, l.Now)
-		if err == nil {
-			return
-		}
-		if err != errConflict {
-			h.log.WarnContext(ctx, "presence: commit", "game", id, "err", err)
-			return
-		}
+	_, err := h.exec(ctx, "presence", command{
+		id: id,
+		run: func(st *model.State, _ time.Time) (model.Change, error) {
+			ch, ok := model.Connect(st, side, delta)
+			if !ok {
+				return model.Change{}, errNothingToRecord
+			}
+			return ch, nil
+		},
+	})
+	if err != nil && !errors.Is(err, errNothingToRecord) {
+		h.log.WarnContext(ctx, "presence", "game", id, "err", err)
 	}
 }
+
+var errNothingToRecord = errors.New("nothing to record")

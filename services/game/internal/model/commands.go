@@ -552,7 +552,7 @@ func Seal(ch Change, prev uint64, now time.Time) {
 		if gc := e.GetGameCreated(); gc != nil {
 			// The creation event carries the game as created.
 			ch.State.Version = v
-			gc.Game = View(ch.State, nil, now)
+			gc.Game = Summary(ch.State, nil, now)
 		}
 	}
 	ch.State.Version = v

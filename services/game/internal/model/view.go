@@ -24,6 +24,16 @@ var statusPB = map[Status]commonv1.GameStatus{
 // View is the full state of a game as clients see it at now. g is the
 // replayed game when the caller has it (nil: replayed here).
 func View(st *State, g *rules.Game, now time.Time) *gamev1.Game {
+	out := Summary(st, g, now)
+	for i := range st.Moves {
+		out.Moves = append(out.Moves, moveRecordPB(st, i))
+	}
+	return out
+}
+
+// Summary is View without the list of moves: the answer to a command,
+// whose size must not grow with the game (it is also kept for retries).
+func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 	out := &gamev1.Game{
 		GameId:          st.ID,
 		Version:         st.Version,
@@ -49,9 +59,6 @@ func View(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 	}
 	if st.EndedMs != 0 {
 		out.EndedAt = timestamppb.New(time.UnixMilli(st.EndedMs))
-	}
-	for i := range st.Moves {
-		out.Moves = append(out.Moves, moveRecordPB(st, i))
 	}
 	if st.StartFEN == "" {
 		return out

@@ -162,7 +162,11 @@ type GetStatsResponse struct {
 	// Lateness of flags (commit time minus deadline) in milliseconds.
 	Lateness []*LatenessBucket `protobuf:"bytes,2,rep,name=lateness,proto3" json:"lateness,omitempty"`
 	// Sweepers of this replica.
-	Sweepers      []*SweeperHealth `protobuf:"bytes,3,rep,name=sweepers,proto3" json:"sweepers,omitempty"`
+	Sweepers []*SweeperHealth `protobuf:"bytes,3,rep,name=sweepers,proto3" json:"sweepers,omitempty"`
+	// The id of the replica that answered.
+	ReplicaId string `protobuf:"bytes,4,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	// Replicas that sent a heartbeat recently, this one included.
+	Replicas      []string `protobuf:"bytes,5,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -214,6 +218,20 @@ func (x *GetStatsResponse) GetLateness() []*LatenessBucket {
 func (x *GetStatsResponse) GetSweepers() []*SweeperHealth {
 	if x != nil {
 		return x.Sweepers
+	}
+	return nil
+}
+
+func (x *GetStatsResponse) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+func (x *GetStatsResponse) GetReplicas() []string {
+	if x != nil {
+		return x.Replicas
 	}
 	return nil
 }
@@ -333,11 +351,19 @@ func (x *LatenessBucket) GetCount() uint64 {
 }
 
 type SweeperHealth struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	LastSweep     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_sweep,json=lastSweep,proto3" json:"last_sweep,omitempty"`
-	Expired       uint64                 `protobuf:"varint,3,opt,name=expired,proto3" json:"expired,omitempty"`
-	Errors        uint64                 `protobuf:"varint,4,opt,name=errors,proto3" json:"errors,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Shard     uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	LastSweep *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_sweep,json=lastSweep,proto3" json:"last_sweep,omitempty"`
+	// Deadlines that changed a game (flag, byo-yomi milestone, default
+	// formation, abort).
+	Expired uint64 `protobuf:"varint,3,opt,name=expired,proto3" json:"expired,omitempty"`
+	// Failed attempts; the entry is kept and retried.
+	Errors uint64 `protobuf:"varint,4,opt,name=errors,proto3" json:"errors,omitempty"`
+	// Entries removed without changing anything: no longer the game's
+	// current deadline.
+	Stale uint64 `protobuf:"varint,5,opt,name=stale,proto3" json:"stale,omitempty"`
+	// Whether this replica holds the shard's lease now.
+	Owned         bool `protobuf:"varint,6,opt,name=owned,proto3" json:"owned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -400,6 +426,20 @@ func (x *SweeperHealth) GetErrors() uint64 {
 	return 0
 }
 
+func (x *SweeperHealth) GetStale() uint64 {
+	if x != nil {
+		return x.Stale
+	}
+	return 0
+}
+
+func (x *SweeperHealth) GetOwned() bool {
+	if x != nil {
+		return x.Owned
+	}
+	return false
+}
+
 var File_palace_clock_v1_clock_proto protoreflect.FileDescriptor
 
 const file_palace_clock_v1_clock_proto_rawDesc = "" +
@@ -410,11 +450,14 @@ const file_palace_clock_v1_clock_proto_rawDesc = "" +
 	"\x11GetClocksResponse\x127\n" +
 	"\x06clocks\x18\x01 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\x12@\n" +
 	"\ftime_control\x18\x02 \x01(\v2\x1d.palace.common.v1.TimeControlR\vtimeControl\"\x11\n" +
-	"\x0fGetStatsRequest\"\xc0\x01\n" +
+	"\x0fGetStatsRequest\"\xfb\x01\n" +
 	"\x10GetStatsResponse\x123\n" +
 	"\x06shards\x18\x01 \x03(\v2\x1b.palace.clock.v1.ShardStatsR\x06shards\x12;\n" +
 	"\blateness\x18\x02 \x03(\v2\x1f.palace.clock.v1.LatenessBucketR\blateness\x12:\n" +
-	"\bsweepers\x18\x03 \x03(\v2\x1e.palace.clock.v1.SweeperHealthR\bsweepers\"R\n" +
+	"\bsweepers\x18\x03 \x03(\v2\x1e.palace.clock.v1.SweeperHealthR\bsweepers\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x04 \x01(\tR\treplicaId\x12\x1a\n" +
+	"\breplicas\x18\x05 \x03(\tR\breplicas\"R\n" +
 	"\n" +
 	"ShardStats\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x18\n" +
@@ -422,13 +465,15 @@ const file_palace_clock_v1_clock_proto_rawDesc = "" +
 	"\x05owner\x18\x03 \x01(\tR\x05owner\";\n" +
 	"\x0eLatenessBucket\x12\x13\n" +
 	"\x05le_ms\x18\x01 \x01(\x01R\x04leMs\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x04R\x05count\"\x92\x01\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\"\xbe\x01\n" +
 	"\rSweeperHealth\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x129\n" +
 	"\n" +
 	"last_sweep\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tlastSweep\x12\x18\n" +
 	"\aexpired\x18\x03 \x01(\x04R\aexpired\x12\x16\n" +
-	"\x06errors\x18\x04 \x01(\x04R\x06errors2\xb3\x01\n" +
+	"\x06errors\x18\x04 \x01(\x04R\x06errors\x12\x14\n" +
+	"\x05stale\x18\x05 \x01(\x04R\x05stale\x12\x14\n" +
+	"\x05owned\x18\x06 \x01(\bR\x05owned2\xb3\x01\n" +
 	"\fClockService\x12R\n" +
 	"\tGetClocks\x12!.palace.clock.v1.GetClocksRequest\x1a\".palace.clock.v1.GetClocksResponse\x12O\n" +
 	"\bGetStats\x12 .palace.clock.v1.GetStatsRequest\x1a!.palace.clock.v1.GetStatsResponseB<Z:github.com/palacehq/palace/pkg/gen/palace/clock/v1;clockv1b\x06proto3"

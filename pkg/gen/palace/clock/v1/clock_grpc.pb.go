@@ -33,7 +33,10 @@ type ClockServiceClient interface {
 	// GetClocks returns a game's clocks as of now. NotFound for an unknown
 	// game; InvalidArgument for a malformed id.
 	GetClocks(ctx context.Context, in *GetClocksRequest, opts ...grpc.CallOption) (*GetClocksResponse, error)
-	// GetStats returns operator statistics of this replica's sweepers.
+	// GetStats returns operator statistics: every shard of the deadline
+	// index with its pending deadlines and owner, and the lateness and
+	// health of this replica's sweepers. Unavailable when Redis cannot be
+	// read.
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
 }
 
@@ -75,7 +78,10 @@ type ClockServiceServer interface {
 	// GetClocks returns a game's clocks as of now. NotFound for an unknown
 	// game; InvalidArgument for a malformed id.
 	GetClocks(context.Context, *GetClocksRequest) (*GetClocksResponse, error)
-	// GetStats returns operator statistics of this replica's sweepers.
+	// GetStats returns operator statistics: every shard of the deadline
+	// index with its pending deadlines and owner, and the lateness and
+	// health of this replica's sweepers. Unavailable when Redis cannot be
+	// read.
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
 	mustEmbedUnimplementedClockServiceServer()
 }

@@ -1676,7 +1676,10 @@ type Game struct {
 	Seats    []*Seat       `protobuf:"bytes,5,rep,name=seats,proto3" json:"seats,omitempty"`
 	Start    *v1.Position  `protobuf:"bytes,6,opt,name=start,proto3" json:"start,omitempty"`
 	Position *v1.Position  `protobuf:"bytes,7,opt,name=position,proto3" json:"position,omitempty"`
-	Moves    []*MoveRecord `protobuf:"bytes,8,rep,name=moves,proto3" json:"moves,omitempty"`
+	// Every move played. Left empty in the answers to commands and in the
+	// game-created event, whose size must not grow with the game: read them
+	// with GetGame or from the event stream.
+	Moves []*MoveRecord `protobuf:"bytes,8,rep,name=moves,proto3" json:"moves,omitempty"`
 	// The side to move (or to choose a formation during setup).
 	Turn v1.Side `protobuf:"varint,9,opt,name=turn,proto3,enum=palace.common.v1.Side" json:"turn,omitempty"`
 	// Sorted, passes included; empty when the game is not ongoing.
