@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/palacehq/palace/pkg/aijobs"
 	"github.com/palacehq/palace/pkg/app"
 	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/clock"
@@ -37,6 +38,8 @@ type Config struct {
 	LagMaxPerMove  time.Duration
 	LagBank        time.Duration
 	LagRefill      time.Duration
+	// AIJobs queues a job for the AI workers whenever an AI seat must act.
+	AIJobs bool
 }
 
 // RegisterFlags defines the game service's flags.
@@ -52,6 +55,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.IntFlag(fs, &c.DeadlineShards, "deadline-shards", deadline.DefaultShards, "shards of the deadline index (must match the clock service)")
 	app.DurationFlag(fs, &c.LagMaxPerMove, "lag-max-per-move", time.Second, "most network lag credited to one move (0: no lag compensation)")
 	app.DurationFlag(fs, &c.LagBank, "lag-bank", 5*time.Second, "most lag credit a player can hold")
+	app.BoolFlag(fs, &c.AIJobs, "ai-jobs", true, "queue jobs for AI workers when an AI seat must act")
 	app.DurationFlag(fs, &c.LagRefill, "lag-refill", 500*time.Millisecond, "lag credit a player regains per move")
 }
 
@@ -92,10 +96,17 @@ func Bind(cfg Config) app.Binder {
 		if err != nil {
 			return nil, err
 		}
+		var jobs *aijobs.Queue
+		if cfg.AIJobs {
+			jobs = aijobs.New(rt.Redis, cfg.KeyPrefix)
+			if err := jobs.Ensure(ctx); err != nil {
+				return nil, err
+			}
+		}
 		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard)
 		hd, err := handler.New(log, handler.Config{
 			SeatTTL: cfg.SeatTTL, SetupTime: cfg.SetupTime, FirstMoveTime: cfg.FirstMoveTime,
-			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat,
+			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, AIJobs: jobs,
 		}, st, idx, h, ring, rt.Tel.Meter.Meter("palace/game"))
 		if err != nil {
 			_ = h.Close()

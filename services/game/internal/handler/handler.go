@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/palacehq/palace/pkg/aijobs"
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/clock"
@@ -54,6 +55,8 @@ type Config struct {
 	Heartbeat        time.Duration
 	StreamBatch      int64
 	MaxStreamsPerPod int
+	// AIJobs, when set, receives a job whenever an AI seat has to act.
+	AIJobs *aijobs.Queue
 }
 
 // Handler serves the game service.
@@ -233,6 +236,47 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 
 var errConflict = errors.New("version conflict")
 
+// aiTurn names the AI's pending action in st ("" when none): the same
+// name before and after a commit means the job was already queued.
+func aiTurn(st *model.State) (aijobs.Kind, string) {
+	if st == nil || st.Status.Finished() {
+		return "", ""
+	}
+	side := st.Turn()
+	if st.Seats[side].AILevel == 0 {
+		return "", ""
+	}
+	if st.Status == model.StatusSetup {
+		return aijobs.KindFormation, fmt.Sprintf("setup/%d", side)
+	}
+	return aijobs.KindMove, fmt.Sprintf("ply/%d", len(st.Moves))
+}
+
+func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time.Time) error {
+	if h.cfg.AIJobs == nil {
+		return nil
+	}
+	kind, key := aiTurn(next)
+	if kind == "" {
+		return nil
+	}
+	if _, prevKey := aiTurn(prev); prevKey == key {
+		return nil
+	}
+	side := next.Turn()
+	tok, err := h.ring.Sign(auth.Claims{
+		Kind: auth.KindSeat, Subject: next.Seats[side].PlayerID, Game: next.ID, Side: sideText(side),
+		IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix(),
+	})
+	if err != nil {
+		return fmt.Errorf("sign ai seat: %w", err)
+	}
+	return h.cfg.AIJobs.Enqueue(ctx, aijobs.Job{
+		GameID: next.ID, Version: next.Version, Kind: kind, Side: sideText(side), Token: tok,
+		Level: next.Seats[side].AILevel, EnqueuedMs: now.UnixMilli(),
+	})
+}
+
 // load reads a game, reusing the cached replay of the same version and
 // learning the offset between Redis' clock and ours.
 func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded, error) {
@@ -274,6 +318,12 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	var oldWake int64
 	if prev != nil {
 		oldWake = prev.WakeMs
+	}
+	// Like a deadline, the AI's job is queued before the commit that makes
+	// it the AI's turn, so a crash in between cannot strand an AI game; a
+	// worker that finds the commit missing drops the job.
+	if err := h.queueAI(ctx, prev, ch.State, now); err != nil {
+		return nil, err
 	}
 	newWake := ch.State.WakeMs
 	if newWake != 0 && newWake != oldWake {

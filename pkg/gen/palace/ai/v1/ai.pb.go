@@ -22,6 +22,228 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AnalyzeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          v1.GameKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	Start         *v1.Position           `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	Moves         []*v1.Move             `protobuf:"bytes,3,rep,name=moves,proto3" json:"moves,omitempty"`
+	Limits        *SearchLimits          `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnalyzeRequest) Reset() {
+	*x = AnalyzeRequest{}
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnalyzeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnalyzeRequest) ProtoMessage() {}
+
+func (x *AnalyzeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnalyzeRequest.ProtoReflect.Descriptor instead.
+func (*AnalyzeRequest) Descriptor() ([]byte, []int) {
+	return file_palace_ai_v1_ai_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AnalyzeRequest) GetKind() v1.GameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.GameKind(0)
+}
+
+func (x *AnalyzeRequest) GetStart() *v1.Position {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *AnalyzeRequest) GetMoves() []*v1.Move {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *AnalyzeRequest) GetLimits() *SearchLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+type AnalyzeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set on every message but the last: the state after one depth.
+	Info *SearchInfo `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	// Set on the last message.
+	Best          *BestMoveResponse `protobuf:"bytes,2,opt,name=best,proto3" json:"best,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnalyzeResponse) Reset() {
+	*x = AnalyzeResponse{}
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnalyzeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnalyzeResponse) ProtoMessage() {}
+
+func (x *AnalyzeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnalyzeResponse.ProtoReflect.Descriptor instead.
+func (*AnalyzeResponse) Descriptor() ([]byte, []int) {
+	return file_palace_ai_v1_ai_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AnalyzeResponse) GetInfo() *SearchInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *AnalyzeResponse) GetBest() *BestMoveResponse {
+	if x != nil {
+		return x.Best
+	}
+	return nil
+}
+
+type SearchInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Depth         uint32                 `protobuf:"varint,1,opt,name=depth,proto3" json:"depth,omitempty"`
+	Seldepth      uint32                 `protobuf:"varint,2,opt,name=seldepth,proto3" json:"seldepth,omitempty"`
+	ScoreCp       int32                  `protobuf:"varint,3,opt,name=score_cp,json=scoreCp,proto3" json:"score_cp,omitempty"`
+	MateIn        int32                  `protobuf:"varint,4,opt,name=mate_in,json=mateIn,proto3" json:"mate_in,omitempty"`
+	Nodes         uint64                 `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Nps           uint64                 `protobuf:"varint,6,opt,name=nps,proto3" json:"nps,omitempty"`
+	Pv            []*v1.Move             `protobuf:"bytes,7,rep,name=pv,proto3" json:"pv,omitempty"`
+	TimeMs        uint32                 `protobuf:"varint,8,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchInfo) Reset() {
+	*x = SearchInfo{}
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchInfo) ProtoMessage() {}
+
+func (x *SearchInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchInfo.ProtoReflect.Descriptor instead.
+func (*SearchInfo) Descriptor() ([]byte, []int) {
+	return file_palace_ai_v1_ai_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SearchInfo) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *SearchInfo) GetSeldepth() uint32 {
+	if x != nil {
+		return x.Seldepth
+	}
+	return 0
+}
+
+func (x *SearchInfo) GetScoreCp() int32 {
+	if x != nil {
+		return x.ScoreCp
+	}
+	return 0
+}
+
+func (x *SearchInfo) GetMateIn() int32 {
+	if x != nil {
+		return x.MateIn
+	}
+	return 0
+}
+
+func (x *SearchInfo) GetNodes() uint64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *SearchInfo) GetNps() uint64 {
+	if x != nil {
+		return x.Nps
+	}
+	return 0
+}
+
+func (x *SearchInfo) GetPv() []*v1.Move {
+	if x != nil {
+		return x.Pv
+	}
+	return nil
+}
+
+func (x *SearchInfo) GetTimeMs() uint32 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
 type BestMoveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kind  v1.GameKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
@@ -39,7 +261,7 @@ type BestMoveRequest struct {
 
 func (x *BestMoveRequest) Reset() {
 	*x = BestMoveRequest{}
-	mi := &file_palace_ai_v1_ai_proto_msgTypes[0]
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +273,7 @@ func (x *BestMoveRequest) String() string {
 func (*BestMoveRequest) ProtoMessage() {}
 
 func (x *BestMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_ai_v1_ai_proto_msgTypes[0]
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +286,7 @@ func (x *BestMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BestMoveRequest.ProtoReflect.Descriptor instead.
 func (*BestMoveRequest) Descriptor() ([]byte, []int) {
-	return file_palace_ai_v1_ai_proto_rawDescGZIP(), []int{0}
+	return file_palace_ai_v1_ai_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BestMoveRequest) GetKind() v1.GameKind {
@@ -122,7 +344,7 @@ type SearchLimits struct {
 
 func (x *SearchLimits) Reset() {
 	*x = SearchLimits{}
-	mi := &file_palace_ai_v1_ai_proto_msgTypes[1]
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +356,7 @@ func (x *SearchLimits) String() string {
 func (*SearchLimits) ProtoMessage() {}
 
 func (x *SearchLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_ai_v1_ai_proto_msgTypes[1]
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +369,7 @@ func (x *SearchLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchLimits.ProtoReflect.Descriptor instead.
 func (*SearchLimits) Descriptor() ([]byte, []int) {
-	return file_palace_ai_v1_ai_proto_rawDescGZIP(), []int{1}
+	return file_palace_ai_v1_ai_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SearchLimits) GetDepth() uint32 {
@@ -187,7 +409,7 @@ type BestMoveResponse struct {
 
 func (x *BestMoveResponse) Reset() {
 	*x = BestMoveResponse{}
-	mi := &file_palace_ai_v1_ai_proto_msgTypes[2]
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +421,7 @@ func (x *BestMoveResponse) String() string {
 func (*BestMoveResponse) ProtoMessage() {}
 
 func (x *BestMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_ai_v1_ai_proto_msgTypes[2]
+	mi := &file_palace_ai_v1_ai_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +434,7 @@ func (x *BestMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BestMoveResponse.ProtoReflect.Descriptor instead.
 func (*BestMoveResponse) Descriptor() ([]byte, []int) {
-	return file_palace_ai_v1_ai_proto_rawDescGZIP(), []int{2}
+	return file_palace_ai_v1_ai_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BestMoveResponse) GetMove() *v1.Move {
@@ -261,7 +483,25 @@ var File_palace_ai_v1_ai_proto protoreflect.FileDescriptor
 
 const file_palace_ai_v1_ai_proto_rawDesc = "" +
 	"\n" +
-	"\x15palace/ai/v1/ai.proto\x12\fpalace.ai.v1\x1a\x1dpalace/common/v1/common.proto\"\xff\x01\n" +
+	"\x15palace/ai/v1/ai.proto\x12\fpalace.ai.v1\x1a\x1dpalace/common/v1/common.proto\"\xd4\x01\n" +
+	"\x0eAnalyzeRequest\x12.\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x120\n" +
+	"\x05start\x18\x02 \x01(\v2\x1a.palace.common.v1.PositionR\x05start\x12,\n" +
+	"\x05moves\x18\x03 \x03(\v2\x16.palace.common.v1.MoveR\x05moves\x122\n" +
+	"\x06limits\x18\x04 \x01(\v2\x1a.palace.ai.v1.SearchLimitsR\x06limits\"s\n" +
+	"\x0fAnalyzeResponse\x12,\n" +
+	"\x04info\x18\x01 \x01(\v2\x18.palace.ai.v1.SearchInfoR\x04info\x122\n" +
+	"\x04best\x18\x02 \x01(\v2\x1e.palace.ai.v1.BestMoveResponseR\x04best\"\xdb\x01\n" +
+	"\n" +
+	"SearchInfo\x12\x14\n" +
+	"\x05depth\x18\x01 \x01(\rR\x05depth\x12\x1a\n" +
+	"\bseldepth\x18\x02 \x01(\rR\bseldepth\x12\x19\n" +
+	"\bscore_cp\x18\x03 \x01(\x05R\ascoreCp\x12\x17\n" +
+	"\amate_in\x18\x04 \x01(\x05R\x06mateIn\x12\x14\n" +
+	"\x05nodes\x18\x05 \x01(\x04R\x05nodes\x12\x10\n" +
+	"\x03nps\x18\x06 \x01(\x04R\x03nps\x12&\n" +
+	"\x02pv\x18\a \x03(\v2\x16.palace.common.v1.MoveR\x02pv\x12\x17\n" +
+	"\atime_ms\x18\b \x01(\rR\x06timeMs\"\xff\x01\n" +
 	"\x0fBestMoveRequest\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x120\n" +
 	"\x05start\x18\x02 \x01(\v2\x1a.palace.common.v1.PositionR\x05start\x12,\n" +
@@ -280,9 +520,10 @@ const file_palace_ai_v1_ai_proto_rawDesc = "" +
 	"\amate_in\x18\x03 \x01(\x05R\x06mateIn\x12&\n" +
 	"\x02pv\x18\x04 \x03(\v2\x16.palace.common.v1.MoveR\x02pv\x12\x14\n" +
 	"\x05nodes\x18\x05 \x01(\x04R\x05nodes\x12\x14\n" +
-	"\x05depth\x18\x06 \x01(\rR\x05depth2V\n" +
+	"\x05depth\x18\x06 \x01(\rR\x05depth2\xa0\x01\n" +
 	"\tAIService\x12I\n" +
-	"\bBestMove\x12\x1d.palace.ai.v1.BestMoveRequest\x1a\x1e.palace.ai.v1.BestMoveResponseB6Z4github.com/palacehq/palace/pkg/gen/palace/ai/v1;aiv1b\x06proto3"
+	"\bBestMove\x12\x1d.palace.ai.v1.BestMoveRequest\x1a\x1e.palace.ai.v1.BestMoveResponse\x12H\n" +
+	"\aAnalyze\x12\x1c.palace.ai.v1.AnalyzeRequest\x1a\x1d.palace.ai.v1.AnalyzeResponse0\x01B6Z4github.com/palacehq/palace/pkg/gen/palace/ai/v1;aiv1b\x06proto3"
 
 var (
 	file_palace_ai_v1_ai_proto_rawDescOnce sync.Once
@@ -296,29 +537,41 @@ func file_palace_ai_v1_ai_proto_rawDescGZIP() []byte {
 	return file_palace_ai_v1_ai_proto_rawDescData
 }
 
-var file_palace_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_palace_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_palace_ai_v1_ai_proto_goTypes = []any{
-	(*BestMoveRequest)(nil),  // 0: palace.ai.v1.BestMoveRequest
-	(*SearchLimits)(nil),     // 1: palace.ai.v1.SearchLimits
-	(*BestMoveResponse)(nil), // 2: palace.ai.v1.BestMoveResponse
-	(v1.GameKind)(0),         // 3: palace.common.v1.GameKind
-	(*v1.Position)(nil),      // 4: palace.common.v1.Position
-	(*v1.Move)(nil),          // 5: palace.common.v1.Move
+	(*AnalyzeRequest)(nil),   // 0: palace.ai.v1.AnalyzeRequest
+	(*AnalyzeResponse)(nil),  // 1: palace.ai.v1.AnalyzeResponse
+	(*SearchInfo)(nil),       // 2: palace.ai.v1.SearchInfo
+	(*BestMoveRequest)(nil),  // 3: palace.ai.v1.BestMoveRequest
+	(*SearchLimits)(nil),     // 4: palace.ai.v1.SearchLimits
+	(*BestMoveResponse)(nil), // 5: palace.ai.v1.BestMoveResponse
+	(v1.GameKind)(0),         // 6: palace.common.v1.GameKind
+	(*v1.Position)(nil),      // 7: palace.common.v1.Position
+	(*v1.Move)(nil),          // 8: palace.common.v1.Move
 }
 var file_palace_ai_v1_ai_proto_depIdxs = []int32{
-	3, // 0: palace.ai.v1.BestMoveRequest.kind:type_name -> palace.common.v1.GameKind
-	4, // 1: palace.ai.v1.BestMoveRequest.start:type_name -> palace.common.v1.Position
-	5, // 2: palace.ai.v1.BestMoveRequest.moves:type_name -> palace.common.v1.Move
-	1, // 3: palace.ai.v1.BestMoveRequest.limits:type_name -> palace.ai.v1.SearchLimits
-	5, // 4: palace.ai.v1.BestMoveResponse.move:type_name -> palace.common.v1.Move
-	5, // 5: palace.ai.v1.BestMoveResponse.pv:type_name -> palace.common.v1.Move
-	0, // 6: palace.ai.v1.AIService.BestMove:input_type -> palace.ai.v1.BestMoveRequest
-	2, // 7: palace.ai.v1.AIService.BestMove:output_type -> palace.ai.v1.BestMoveResponse
-	7, // [7:8] is the sub-list for method output_type
-	6, // [6:7] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	6,  // 0: palace.ai.v1.AnalyzeRequest.kind:type_name -> palace.common.v1.GameKind
+	7,  // 1: palace.ai.v1.AnalyzeRequest.start:type_name -> palace.common.v1.Position
+	8,  // 2: palace.ai.v1.AnalyzeRequest.moves:type_name -> palace.common.v1.Move
+	4,  // 3: palace.ai.v1.AnalyzeRequest.limits:type_name -> palace.ai.v1.SearchLimits
+	2,  // 4: palace.ai.v1.AnalyzeResponse.info:type_name -> palace.ai.v1.SearchInfo
+	5,  // 5: palace.ai.v1.AnalyzeResponse.best:type_name -> palace.ai.v1.BestMoveResponse
+	8,  // 6: palace.ai.v1.SearchInfo.pv:type_name -> palace.common.v1.Move
+	6,  // 7: palace.ai.v1.BestMoveRequest.kind:type_name -> palace.common.v1.GameKind
+	7,  // 8: palace.ai.v1.BestMoveRequest.start:type_name -> palace.common.v1.Position
+	8,  // 9: palace.ai.v1.BestMoveRequest.moves:type_name -> palace.common.v1.Move
+	4,  // 10: palace.ai.v1.BestMoveRequest.limits:type_name -> palace.ai.v1.SearchLimits
+	8,  // 11: palace.ai.v1.BestMoveResponse.move:type_name -> palace.common.v1.Move
+	8,  // 12: palace.ai.v1.BestMoveResponse.pv:type_name -> palace.common.v1.Move
+	3,  // 13: palace.ai.v1.AIService.BestMove:input_type -> palace.ai.v1.BestMoveRequest
+	0,  // 14: palace.ai.v1.AIService.Analyze:input_type -> palace.ai.v1.AnalyzeRequest
+	5,  // 15: palace.ai.v1.AIService.BestMove:output_type -> palace.ai.v1.BestMoveResponse
+	1,  // 16: palace.ai.v1.AIService.Analyze:output_type -> palace.ai.v1.AnalyzeResponse
+	15, // [15:17] is the sub-list for method output_type
+	13, // [13:15] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_palace_ai_v1_ai_proto_init() }
@@ -332,7 +585,7 @@ func file_palace_ai_v1_ai_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_palace_ai_v1_ai_proto_rawDesc), len(file_palace_ai_v1_ai_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

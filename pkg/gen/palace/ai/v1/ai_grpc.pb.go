@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	AIService_BestMove_FullMethodName = "/palace.ai.v1.AIService/BestMove"
+	AIService_Analyze_FullMethodName  = "/palace.ai.v1.AIService/Analyze"
 )
 
 // AIServiceClient is the client API for AIService service.
@@ -32,6 +33,10 @@ type AIServiceClient interface {
 	// to play. InvalidArgument for a bad position, move list, level or
 	// limits; FailedPrecondition when the side to move has no legal move.
 	BestMove(ctx context.Context, in *BestMoveRequest, opts ...grpc.CallOption) (*BestMoveResponse, error)
+	// Analyze streams the search's progress (one message per completed
+	// depth) and ends with the best move. Same errors as BestMove; the
+	// search is bounded by the limits and at most 60 s.
+	Analyze(ctx context.Context, in *AnalyzeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AnalyzeResponse], error)
 }
 
 type aIServiceClient struct {
@@ -52,6 +57,25 @@ func (c *aIServiceClient) BestMove(ctx context.Context, in *BestMoveRequest, opt
 	return out, nil
 }
 
+func (c *aIServiceClient) Analyze(ctx context.Context, in *AnalyzeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AnalyzeResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AIService_ServiceDesc.Streams[0], AIService_Analyze_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AnalyzeRequest, AnalyzeResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AIService_AnalyzeClient = grpc.ServerStreamingClient[AnalyzeResponse]
+
 // AIServiceServer is the server API for AIService service.
 // All implementations must embed UnimplementedAIServiceServer
 // for forward compatibility.
@@ -62,6 +86,10 @@ type AIServiceServer interface {
 	// to play. InvalidArgument for a bad position, move list, level or
 	// limits; FailedPrecondition when the side to move has no legal move.
 	BestMove(context.Context, *BestMoveRequest) (*BestMoveResponse, error)
+	// Analyze streams the search's progress (one message per completed
+	// depth) and ends with the best move. Same errors as BestMove; the
+	// search is bounded by the limits and at most 60 s.
+	Analyze(*AnalyzeRequest, grpc.ServerStreamingServer[AnalyzeResponse]) error
 	mustEmbedUnimplementedAIServiceServer()
 }
 
@@ -74,6 +102,9 @@ type UnimplementedAIServiceServer struct{}
 
 func (UnimplementedAIServiceServer) BestMove(context.Context, *BestMoveRequest) (*BestMoveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BestMove not implemented")
+}
+func (UnimplementedAIServiceServer) Analyze(*AnalyzeRequest, grpc.ServerStreamingServer[AnalyzeResponse]) error {
+	return status.Error(codes.Unimplemented, "method Analyze not implemented")
 }
 func (UnimplementedAIServiceServer) mustEmbedUnimplementedAIServiceServer() {}
 func (UnimplementedAIServiceServer) testEmbeddedByValue()                   {}
@@ -114,6 +145,17 @@ func _AIService_BestMove_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AIService_Analyze_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(AnalyzeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AIServiceServer).Analyze(m, &grpc.GenericServerStream[AnalyzeRequest, AnalyzeResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AIService_AnalyzeServer = grpc.ServerStreamingServer[AnalyzeResponse]
+
 // AIService_ServiceDesc is the grpc.ServiceDesc for AIService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -126,6 +168,12 @@ var AIService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AIService_BestMove_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Analyze",
+			Handler:       _AIService_Analyze_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "palace/ai/v1/ai.proto",
 }
