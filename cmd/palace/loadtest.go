@@ -6,7 +6,7 @@ import (
 	"io"
 )
 
-const loadtestUsage = `usage: palace loadtest <games|clocks|matchmaking> --addr ADDR [flags]
+const loadtestUsage = `usage: palace loadtest <games|clocks|matchmaking|ai> --addr ADDR [flags]
 
 Each load test prints progress lines while it runs and, as its LAST line,
 one JSON object with its figures.
@@ -20,6 +20,10 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	switch args[0] {
 	case "games":
 		return runLoadtestGames(ctx, args[1:], stdout, stderr)
+	case "clocks":
+		return runLoadtestClocks(ctx, args[1:], stdout, stderr)
+	case "ai":
+		return runLoadtestAI(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "palace loadtest: unknown load test %q\n\n%s", args[0], loadtestUsage)
 	return exitUsage

@@ -2,6 +2,9 @@
 //
 //	palace serve      every service in one process on one port
 //	palace rules ...  legal moves, perft, boards and adjudication
+//	palace uci        the engine behind the UCI protocol
+//	palace engine     engine matches
+//	palace loadtest   load tests of a running server
 package main
 
 import (
@@ -26,7 +29,9 @@ commands:
   serve   run every Palace service in one process (default localhost:8080)
   rules   rules tools: moves, perft, show, adjudicate
   health    check a server's gRPC health (for container health checks)
-  loadtest  load tests: games, clocks, matchmaking
+  loadtest  load tests: games, clocks, matchmaking, ai
+  uci       the engine behind the UCI protocol (stdin/stdout)
+  engine    engine tools: match
 
 Run "palace <command> -h" for the flags of a command.
 `
@@ -46,6 +51,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch args[0] {
 	case "serve":
 		return runServe(ctx, args[1:], stderr)
+	case "uci":
+		return runUCI(ctx, stdin, stdout, stderr)
+	case "engine":
+		return runEngine(ctx, args[1:], stdout, stderr)
 	case "loadtest":
 		return runLoadtest(ctx, args[1:], stdout, stderr)
 	case "health":

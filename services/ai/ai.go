@@ -1,22 +1,203 @@
-// Package ai binds the AI service (palace.ai.v1.AIService) to a Palace
-// process.
+// Package ai binds the AI service (palace.ai.v1.AIService) and the AI
+// workers to a Palace process.
 package ai
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/palacehq/palace/pkg/aijobs"
 	"github.com/palacehq/palace/pkg/app"
 	aiv1 "github.com/palacehq/palace/pkg/gen/palace/ai/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/pkg/uci"
+	"github.com/palacehq/palace/services/ai/internal/handler"
+	"github.com/palacehq/palace/services/ai/internal/worker"
 )
 
-type service struct {
-	aiv1.UnimplementedAIServiceServer
+// Config configures the AI service and its workers.
+type Config struct {
+	// GameAddr is the game service; empty means this process.
+	GameAddr string
+	// KeyPrefix must match the game service's (the job queue's keys).
+	KeyPrefix string
+	// Workers is the number of job workers in this process (0: none).
+	Workers int
+	// Engines is the number of concurrent BestMove/Analyze searches.
+	Engines int
+	HashMB  int
+	// ClaimAfter is how long a job may stay unfinished before another
+	// worker takes it over (longer than the slowest level's think).
+	ClaimAfter time.Duration
+	// UCIEngine is an external UCI engine binary the workers use instead
+	// of the built-in engine; UCIOptions are "name=value" pairs for it.
+	UCIEngine  string
+	UCIOptions string
 }
 
-// Bind registers the AI service.
-func Bind() app.Binder {
-	return func(_ context.Context, rt *app.Runtime) (func() error, error) {
-		rt.Server.RegisterService(&aiv1.AIService_ServiceDesc, &service{})
-		return nil, nil
+// RegisterFlags defines the AI flags (not --game-addr or --key-prefix,
+// which the all-in-one server shares with other services).
+func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultWorkers int) {
+	app.IntFlag(fs, &c.Workers, "ai-workers", defaultWorkers, "AI job workers in this process")
+	app.IntFlag(fs, &c.Engines, "ai-engines", 2, "concurrent BestMove/Analyze searches")
+	app.IntFlag(fs, &c.HashMB, "ai-hash-mb", 32, "transposition table per engine, MiB")
+	app.DurationFlag(fs, &c.ClaimAfter, "ai-claim-after", 30*time.Second, "take over a job left unfinished this long")
+	app.StringFlag(fs, &c.UCIEngine, "ai-uci-engine", "", "external UCI engine binary for the workers (default: built-in engine)")
+	app.StringFlag(fs, &c.UCIOptions, "ai-uci-options", "", "options for the external engine: name=value[,name=value]")
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Workers < 0 || c.Workers > 256 {
+		errs = append(errs, fmt.Errorf("--ai-workers %d: want 0..256", c.Workers))
 	}
+	if c.Engines < 1 || c.Engines > 256 {
+		errs = append(errs, fmt.Errorf("--ai-engines %d: want 1..256", c.Engines))
+	}
+	if c.HashMB < 1 || c.HashMB > 4096 {
+		errs = append(errs, fmt.Errorf("--ai-hash-mb %d: want 1..4096", c.HashMB))
+	}
+	if c.ClaimAfter < time.Second {
+		errs = append(errs, errors.New("--ai-claim-after must be at least 1s"))
+	}
+	if c.UCIEngine != "" {
+		if _, err := os.Stat(c.UCIEngine); err != nil {
+			errs = append(errs, fmt.Errorf("--ai-uci-engine: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Bind registers the AI service and starts the workers.
+func Bind(cfg Config) app.Binder {
+	return func(ctx context.Context, rt *app.Runtime) (func() error, error) {
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("ai config: %w", err)
+		}
+		log := rt.Log.With("component", "ai")
+		rt.Server.RegisterService(&aiv1.AIService_ServiceDesc, handler.New(log, cfg.Engines, cfg.HashMB))
+		if cfg.Workers == 0 {
+			return nil, nil
+		}
+		cc, err := rt.Dial(cfg.GameAddr)
+		if err != nil {
+			return nil, err
+		}
+		q := aijobs.New(rt.Redis, cfg.KeyPrefix)
+		q.ClaimAfter = cfg.ClaimAfter
+		if err := q.Ensure(ctx); err != nil {
+			_ = cc.Close()
+			return nil, err
+		}
+		m, err := newMetrics(rt.Tel.Meter.Meter("palace/ai"), q)
+		if err != nil {
+			_ = cc.Close()
+			return nil, err
+		}
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		var wg sync.WaitGroup
+		host, _ := os.Hostname()
+		var closers []func() error
+		for i := range cfg.Workers {
+			mover, closeMover, err := newMover(wctx, cfg)
+			if err != nil {
+				cancel()
+				wg.Wait()
+				_ = cc.Close()
+				return nil, err
+			}
+			if closeMover != nil {
+				closers = append(closers, closeMover)
+			}
+			w := &worker.Worker{
+				Name: fmt.Sprintf("%s-%d-%d", host, os.Getpid(), i), Log: log.With("worker", i),
+				Queue: q, Games: gamev1.NewGameServiceClient(cc), Mover: mover, Metrics: m,
+			}
+			wg.Go(func() { w.Run(wctx) })
+		}
+		log.Info("ai workers started", "workers", cfg.Workers, "engine", engineName(cfg))
+		return func() error {
+			cancel()
+			wg.Wait()
+			var errs []error
+			for _, c := range closers {
+				errs = append(errs, c())
+			}
+			return errors.Join(append(errs, cc.Close())...)
+		}, nil
+	}
+}
+
+func engineName(cfg Config) string {
+	if cfg.UCIEngine != "" {
+		return cfg.UCIEngine
+	}
+	return "built-in"
+}
+
+func newMover(ctx context.Context, cfg Config) (worker.Mover, func() error, error) {
+	if cfg.UCIEngine == "" {
+		return worker.NewBuiltin(cfg.HashMB), nil, nil
+	}
+	c, err := uci.Start(ctx, cfg.UCIEngine)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", cfg.UCIEngine, err)
+	}
+	for opt := range strings.SplitSeq(cfg.UCIOptions, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(opt), "=")
+		if !ok {
+			continue
+		}
+		if err := c.SetOption(ctx, name, value); err != nil {
+			_ = c.Close()
+			return nil, nil, fmt.Errorf("%s option %s: %w", cfg.UCIEngine, name, err)
+		}
+	}
+	return &uciMover{c: c}, c.Close, nil
+}
+
+// uciMover plays with an external engine; its strength is its own options,
+// not the seat's level.
+type uciMover struct{ c *uci.Client }
+
+func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, _ int, _ uint64) (rules.Move, uint64, error) {
+	if err := u.c.NewGame(ctx, v); err != nil {
+		return rules.NoMove, 0, err
+	}
+	m, err := u.c.Move(ctx, v, startFEN, moves)
+	return m, 0, err
+}
+
+func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {
+	var m worker.Metrics
+	var errs []error
+	var err error
+	m.Wait, err = meter.Float64Histogram("palace_ai_job_wait_seconds", metric.WithDescription("time from queueing an AI job to a worker taking it"), metric.WithUnit("s"))
+	errs = append(errs, err)
+	m.Jobs, err = meter.Int64Counter("palace_ai_jobs_total", metric.WithDescription("AI moves computed"))
+	errs = append(errs, err)
+	m.Nodes, err = meter.Int64Counter("palace_ai_nodes_total", metric.WithDescription("nodes searched by AI workers (rate: nodes/s)"))
+	errs = append(errs, err)
+	m.Think, err = meter.Float64Histogram("palace_ai_think_seconds", metric.WithDescription("time to compute one AI move"), metric.WithUnit("s"))
+	errs = append(errs, err)
+	_, err = meter.Int64ObservableGauge("palace_ai_queue_depth", metric.WithDescription("AI jobs waiting or in progress"),
+		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
+			n, err := q.Depth(ctx)
+			if err == nil {
+				o.Observe(n)
+			}
+			return nil
+		}))
+	errs = append(errs, err)
+	return &m, errors.Join(errs...)
 }

@@ -30,9 +30,13 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("aid", flag.ContinueOnError)
 	var cfg app.Config
 	cfg.RegisterFlags(fs, "localhost:8085")
+	var svc ai.Config
+	svc.RegisterFlags(fs, 1)
+	app.StringFlag(fs, &svc.GameAddr, "game-addr", "", "game service host:port; empty: this process")
+	app.StringFlag(fs, &svc.KeyPrefix, "key-prefix", "", "prefix of every Redis key (as the game service's)")
 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return app.Run(ctx, app.Options{Name: "ai", Config: cfg, Services: []app.Binder{ai.Bind()}})
+	return app.Run(ctx, app.Options{Name: "ai", Config: cfg, Services: []app.Binder{ai.Bind(svc)}})
 }

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/palacehq/palace/pkg/engine"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/pkg/uci"
+)
+
+// runUCI speaks UCI on stdin/stdout, for engine GUIs and other engines.
+func runUCI(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
+	if err := uci.Run(ctx, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "palace uci:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+const engineUsage = `usage: palace engine match --a PLAYER --b PLAYER [--games N] [--variant janggi|xiangqi]
+
+A player is "level:N" (the built-in engine at level 1-10) or "uci:/path/to/engine"
+(options after the path as ",name=value", e.g. "uci:/usr/bin/fairy-stockfish,Threads=1").
+`
+
+func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "match" {
+		fmt.Fprint(stderr, engineUsage)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("palace engine match", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	a := fs.String("a", "level:6", "first player")
+	b := fs.String("b", "level:4", "second player")
+	games := fs.Int("games", 40, "games (sides alternate; each opening is played from both sides)")
+	variantName := fs.String("variant", "xiangqi", "janggi or xiangqi")
+	openingPlies := fs.Int("opening-plies", 4, "random opening plies before the engines take over (0: start position)")
+	seed := fs.Uint64("seed", 1, "seed of the openings and the levels' randomness")
+	parallel := fs.Int("parallel", 1, "games played at once (each with its own engines)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitUsage
+	}
+	v, err := rules.ParseVariant(*variantName)
+	if err != nil || *games < 1 || *parallel < 1 || *parallel > 64 {
+		fmt.Fprintln(stderr, "palace engine match: want --variant janggi|xiangqi, --games >= 1, --parallel 1..64")
+		return exitUsage
+	}
+	var openings []engine.Opening
+	if *openingPlies > 0 {
+		openings = engine.RandomOpenings(v, (*games+1)/2, *openingPlies, *seed)
+	}
+	// Each worker plays a contiguous share of the openings with its own
+	// players, so results do not depend on scheduling.
+	chunk := (*games + *parallel - 1) / *parallel
+	chunk += chunk % 2
+	var mu sync.Mutex
+	var total engine.MatchResult
+	var names [2]string
+	var firstErr error
+	var wg sync.WaitGroup
+	for start := 0; start < *games; start += chunk {
+		n := min(chunk, *games-start)
+		ops := openings
+		if len(ops) > 0 {
+			ops = ops[start/2 : min(len(ops), (start+n+1)/2)]
+		}
+		wg.Go(func() {
+			pa, closeA, err := newPlayer(ctx, *a, *seed+uint64(start))
+			if err != nil {
+				mu.Lock()
+				firstErr = errors.Join(firstErr, err)
+				mu.Unlock()
+				return
+			}
+			defer closeA()
+			pb, closeB, err := newPlayer(ctx, *b, *seed+uint64(start)+7)
+			if err != nil {
+				mu.Lock()
+				firstErr = errors.Join(firstErr, err)
+				mu.Unlock()
+				return
+			}
+			defer closeB()
+			mu.Lock()
+			names = [2]string{pa.Name(), pb.Name()}
+			mu.Unlock()
+			_, err = engine.Match(ctx, pa, pb, n, v, ops, func(rec engine.GameRecord, _ engine.MatchResult) {
+				mu.Lock()
+				defer mu.Unlock()
+				addRecord(&total, rec)
+				fmt.Fprintf(stderr, "game %d/%d: %s vs %s: %v %s  | %s %d-%d-%d (%.1f%%)\n",
+					total.Games, *games, rec.First, rec.Second, rec.Outcome, rec.Note, pa.Name(), total.Wins, total.Draws, total.Losses, 100*total.Score)
+			})
+			if err != nil {
+				mu.Lock()
+				firstErr = errors.Join(firstErr, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		fmt.Fprintln(stderr, "palace engine match:", firstErr)
+		if total.Games == 0 {
+			return exitFail
+		}
+	}
+	fmt.Fprintf(stdout, "%-24s %6s %6s %6s %6s %8s %s\n", "player", "games", "wins", "draws", "losses", "score", "elo (95%)")
+	fmt.Fprintf(stdout, "%-24s %6d %6d %6d %6d %7.1f%% %+.0f [%+.0f, %+.0f]\n", names[0], total.Games, total.Wins, total.Draws, total.Losses, 100*total.Score, total.Elo, total.EloLow, total.EloHigh)
+	fmt.Fprintf(stdout, "%-24s %6d %6d %6d %6d %7.1f%% %+.0f\n", names[1], total.Games, total.Losses, total.Draws, total.Wins, 100*(1-total.Score), -total.Elo)
+	return exitOK
+}
+
+func addRecord(r *engine.MatchResult, rec engine.GameRecord) {
+	r.Games++
+	switch rec.ScoreA {
+	case 1:
+		r.Wins++
+	case 0:
+		r.Losses++
+	default:
+		r.Draws++
+	}
+	r.Score = (float64(r.Wins) + float64(r.Draws)/2) / float64(r.Games)
+	r.Elo, r.EloLow, r.EloHigh = engine.EloDiff(r.Wins, r.Draws, r.Losses)
+}
+
+func newPlayer(ctx context.Context, spec string, seed uint64) (engine.Player, func(), error) {
+	kind, rest, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "level":
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < engine.MinLevel || n > engine.MaxLevel {
+			return nil, nil, fmt.Errorf("player %q: want level:1..10", spec)
+		}
+		return engine.NewLevelPlayer(n, seed, 16), func() {}, nil
+	case "uci":
+		parts := strings.Split(rest, ",")
+		c, err := uci.Start(ctx, parts[0])
+		if err != nil {
+			return nil, nil, fmt.Errorf("player %q: %w", spec, err)
+		}
+		for _, opt := range parts[1:] {
+			name, value, _ := strings.Cut(opt, "=")
+			if err := c.SetOption(ctx, name, value); err != nil {
+				_ = c.Close()
+				return nil, nil, fmt.Errorf("player %q option %s: %w", spec, name, err)
+			}
+		}
+		return c, func() { _ = c.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("player %q: want level:N or uci:/path", spec)
+}

@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/palacehq/palace/pkg/rules"
+)
+
+func TestLevelTable(t *testing.T) {
+	for n := MinLevel; n <= MaxLevel; n++ {
+		l := Level(n)
+		if l.Level != n {
+			t.Fatalf("Level(%d).Level = %d", n, l.Level)
+		}
+		if l.Nodes == 0 {
+			t.Errorf("level %d has no node budget", n)
+		}
+		if n > MinLevel {
+			p := Level(n - 1)
+			if l.Nodes < p.Nodes || l.Noise > p.Noise || (l.Depth != 0 && l.Depth < p.Depth) {
+				t.Errorf("level %d (%+v) is not at least as strong as level %d (%+v)", n, l, n-1, p)
+			}
+		}
+	}
+	if Level(0) != Level(1) || Level(99) != Level(10) {
+		t.Error("Level does not clamp")
+	}
+}
+
+func TestLevelOneVaries(t *testing.T) {
+	for _, v := range []rules.Variant{rules.Xiangqi, rules.Janggi} {
+		p := mustFEN(t, v, rules.StartFEN(v))
+		legal := p.LegalMoves(nil)
+		seen := map[rules.Move]bool{}
+		for seed := uint64(0); seed < 12; seed++ {
+			e := New(Options{HashMB: 1})
+			res, err := e.Search(context.Background(), p, nil, Level(1).Limits(seed), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(legal, res.Move) {
+				t.Fatalf("%v: illegal move %v", v, res.Move)
+			}
+			seen[res.Move] = true
+		}
+		if len(seen) < 3 {
+			t.Errorf("%v: level 1 played only %d different first moves over 12 seeds", v, len(seen))
+		}
+	}
+}
+
+func TestLevelOneTakesMateInOne(t *testing.T) {
+	for _, tc := range mateCases {
+		if tc.wantN != 1 {
+			continue
+		}
+		p := mustFEN(t, tc.variant, tc.fen)
+		for seed := uint64(0); seed < 4; seed++ {
+			res, err := New(Options{HashMB: 1}).Search(context.Background(), p, nil, Level(1).Limits(seed), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !moveMatesIn(p, res.Move, 1) {
+				t.Errorf("%s seed %d: level 1 played %v", tc.name, seed, res.Move)
+			}
+		}
+	}
+}
+
+func TestChooseFormation(t *testing.T) {
+	han := rules.SangMaSangMa
+	for _, level := range []int{1, 5, 10} {
+		for _, opp := range []*rules.Formation{nil, &han} {
+			f := ChooseFormation(level, 7, opp)
+			if !f.Valid() {
+				t.Fatalf("level %d: invalid formation %v", level, f)
+			}
+			if again := ChooseFormation(level, 7, opp); again != f {
+				t.Fatalf("level %d: not reproducible: %v then %v", level, f, again)
+			}
+		}
+	}
+	seen := map[rules.Formation]bool{}
+	for seed := uint64(0); seed < 16; seed++ {
+		seen[ChooseFormation(1, seed, nil)] = true
+	}
+	if len(seen) < 3 {
+		t.Errorf("level 1 chose only %v over 16 seeds", seen)
+	}
+}
+
+func TestEloDiff(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		w, d, l       int
+		wantElo       float64
+		wantLowBelow  float64
+		wantHighAbove float64
+	}{
+		{"even", 10, 0, 10, 0, 0, 0},
+		{"three quarters", 15, 0, 5, 190.85, 190.85, 190.85},
+		{"all draws", 0, 10, 0, 0, -50, 50},
+	} {
+		elo, low, high := EloDiff(tc.w, tc.d, tc.l)
+		if math.Abs(elo-tc.wantElo) > 0.01 {
+			t.Errorf("%s: elo %.2f, want %.2f", tc.name, elo, tc.wantElo)
+		}
+		if low > tc.wantLowBelow || high < tc.wantHighAbove {
+			t.Errorf("%s: interval [%.1f, %.1f] does not contain %.1f", tc.name, low, high, tc.wantElo)
+		}
+	}
+	if elo, low, high := EloDiff(8, 0, 0); !math.IsInf(elo, 1) || !math.IsInf(high, 1) || math.Abs(low-127) > 2 {
+		t.Errorf("8 wins of 8: elo %v [%v, %v], want +Inf [about 127, +Inf]", elo, low, high)
+	}
+}
+
+func TestMatch(t *testing.T) {
+	for _, v := range []rules.Variant{rules.Xiangqi, rules.Janggi} {
+		a := NewLevelPlayer(2, 1, 1)
+		b := NewLevelPlayer(1, 2, 1)
+		// Cheaper than the real levels: this tests the match, not them.
+		a.spec = LevelSpec{Level: 2, Depth: 1, Nodes: 300, Noise: 50}
+		b.spec = LevelSpec{Level: 1, Depth: 1, Nodes: 300, Noise: 200}
+		ops := RandomOpenings(v, 1, 2, 9)
+		if len(ops) != 1 || len(ops[0].Moves) != 2 {
+			t.Fatalf("RandomOpenings: %+v", ops)
+		}
+		if again := RandomOpenings(v, 1, 2, 9); again[0].Name != ops[0].Name {
+			t.Fatalf("RandomOpenings not reproducible: %q then %q", ops[0].Name, again[0].Name)
+		}
+		var progress int
+		res, err := Match(context.Background(), a, b, 2, v, ops, func(rec GameRecord, r MatchResult) {
+			progress++
+			if !rec.Outcome.Ended {
+				t.Errorf("game %d not ended: %v", rec.Index, rec.Outcome)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Games != 2 || progress != 2 || res.Wins+res.Draws+res.Losses != 2 {
+			t.Fatalf("%v: %+v after %d progress calls", v, res, progress)
+		}
+		if res.Records[0].First != a.Name() || res.Records[1].First != b.Name() {
+			t.Errorf("%v: sides did not alternate: %s, %s", v, res.Records[0].First, res.Records[1].First)
+		}
+		for _, rec := range res.Records {
+			if rec.Note != "" && rec.Outcome.Method == rules.Resignation {
+				t.Errorf("%v: game %d forfeited: %s", v, rec.Index, rec.Note)
+			}
+			t.Logf("%v game %d: %s vs %s, %v in %d plies (%s)", v, rec.Index, rec.First, rec.Second, rec.Outcome, len(rec.Moves), rec.Note)
+		}
+	}
+}

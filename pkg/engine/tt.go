@@ -1,0 +1,122 @@
+package engine
+
+import "github.com/palacehq/palace/pkg/rules"
+
+const (
+	boundUpper = 1
+	boundLower = 2
+	boundExact = boundUpper | boundLower
+)
+
+// ttEntry is 16 bytes, so a bucket of two fills half a cache line.
+type ttEntry struct {
+	key   uint64
+	move  rules.Move
+	score int16
+	eval  int16
+	depth int8
+	// gen<<2 | bound: the search generation lets old entries be replaced
+	// first without clearing the table between moves.
+	genBound uint8
+}
+
+// ttBucket pairs a depth-preferred slot with an always-replace slot: deep
+// results survive, and recent shallow ones still find a home.
+type ttBucket [2]ttEntry
+
+type table struct {
+	buckets []ttBucket
+	mask    uint64
+	gen     uint8
+}
+
+func newTable(mb int) *table {
+	if mb < 1 {
+		mb = 1
+	}
+	n := uint64(mb) << 20 / 32
+	// round down to a power of two so the index is a mask
+	size := uint64(1)
+	for size*2 <= n {
+		size *= 2
+	}
+	return &table{buckets: make([]ttBucket, size), mask: size - 1}
+}
+
+func (t *table) clear() {
+	clear(t.buckets)
+	t.gen = 0
+}
+
+func (t *table) newSearch() { t.gen = (t.gen + 1) & 63 }
+
+func (t *table) probe(key uint64) (ttEntry, bool) {
+	b := &t.buckets[key&t.mask]
+	for i := range b {
+		if b[i].key == key && b[i].genBound&3 != 0 {
+			return b[i], true
+		}
+	}
+	return ttEntry{}, false
+}
+
+func (t *table) store(key uint64, move rules.Move, score, eval, depth, bound int) {
+	b := &t.buckets[key&t.mask]
+	var e *ttEntry
+	switch {
+	case b[0].key == key:
+		e = &b[0]
+	case b[1].key == key:
+		e = &b[1]
+	case b[0].genBound&3 == 0 || b[0].genBound>>2 != t.gen || depth >= int(b[0].depth):
+		b[1] = b[0] // the displaced deep entry gets the second chance
+		e = &b[0]
+	default:
+		e = &b[1]
+	}
+	if move == rules.NoMove && e.key == key {
+		move = e.move // keep the old best move rather than none
+	}
+	*e = ttEntry{key: key, move: move, score: int16(score), eval: int16(eval), depth: int8(depth), genBound: t.gen<<2 | uint8(bound)}
+}
+
+// hashfull is the permille of used slots among the first thousand buckets
+// that belong to the current search, as UCI reports it.
+func (t *table) hashfull() int {
+	n := 0
+	limit := min(500, len(t.buckets))
+	for i := 0; i < limit; i++ {
+		for j := range t.buckets[i] {
+			e := &t.buckets[i][j]
+			if e.genBound&3 != 0 && e.genBound>>2 == t.gen {
+				n++
+			}
+		}
+	}
+	if limit == 0 {
+		return 0
+	}
+	return n * 1000 / (2 * limit)
+}
+
+// Mate scores are stored relative to the node, not the root, so a hit at
+// another distance from the root still reports the right distance.
+func scoreToTT(v, ply int) int {
+	switch {
+	case v >= mateBound:
+		return v + ply
+	case v <= -mateBound:
+		return v - ply
+	}
+	return v
+}
+
+func scoreFromTT(v, ply int) int {
+	switch {
+	case v >= mateBound:
+		return v - ply
+	case v <= -mateBound:
+		return v + ply
+	}
+	return v
+}

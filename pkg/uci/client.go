@@ -1,0 +1,279 @@
+package uci
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/palacehq/palace/pkg/engine"
+	"github.com/palacehq/palace/pkg/rules"
+)
+
+// GoParams are the limits a Client sends with every go command. All zero
+// means movetime 1000.
+type GoParams struct {
+	Depth    int
+	Nodes    uint64
+	MoveTime time.Duration
+}
+
+func (g GoParams) command() string {
+	var b strings.Builder
+	b.WriteString("go")
+	if g.Depth > 0 {
+		fmt.Fprintf(&b, " depth %d", g.Depth)
+	}
+	if g.Nodes > 0 {
+		fmt.Fprintf(&b, " nodes %d", g.Nodes)
+	}
+	if g.MoveTime > 0 || (g.Depth == 0 && g.Nodes == 0) {
+		mt := g.MoveTime
+		if mt <= 0 {
+			mt = time.Second
+		}
+		fmt.Fprintf(&b, " movetime %d", mt.Milliseconds())
+	}
+	return b.String()
+}
+
+// ErrClosed is returned by a Client whose engine has gone away.
+var ErrClosed = errors.New("uci: engine closed")
+
+// Client drives a UCI engine (an external binary, or any pair of streams)
+// and is an engine.Player, so it can play Matches.
+type Client struct {
+	// Label, if set, is the Name used in match records instead of the
+	// engine's "id name".
+	Label string
+	// Go is sent with every move request.
+	Go GoParams
+
+	name    string
+	w       io.Writer
+	lines   chan string
+	closeFn func() error
+
+	mu      sync.Mutex // one request at a time
+	variant rules.Variant
+	closed  bool
+}
+
+// Start runs the engine binary at path and performs the UCI handshake.
+// The process is ended by Close, or killed when ctx ends.
+func Start(ctx context.Context, path string, args ...string) (*Client, error) {
+	cmd := exec.CommandContext(ctx, path, args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	closeFn := func() error {
+		_ = stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(2 * time.Second):
+			_ = cmd.Process.Kill()
+			return <-done
+		}
+	}
+	c, err := NewClient(ctx, stdout, stdin, closeFn)
+	if err != nil {
+		_ = closeFn()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// NewClient speaks UCI over r (the engine's output) and w (its input) and
+// performs the handshake. closeFn, if not nil, is called by Close after
+// quit is sent.
+func NewClient(ctx context.Context, r io.Reader, w io.Writer, closeFn func() error) (*Client, error) {
+	c := &Client{w: w, lines: make(chan string, 256), closeFn: closeFn}
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+	}()
+	if err := c.send("uci"); err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := c.readUntil(hctx, func(l string) bool {
+		if name, ok := strings.CutPrefix(l, "id name "); ok {
+			c.name = strings.TrimSpace(name)
+		}
+		return l == "uciok"
+	})
+	if err != nil {
+		return nil, fmt.Errorf("uci handshake: %w", err)
+	}
+	if c.name == "" {
+		c.name = "uci-engine"
+	}
+	return c, c.isReady(hctx)
+}
+
+func (c *Client) send(format string, args ...any) error {
+	if c.closed {
+		return ErrClosed
+	}
+	_, err := fmt.Fprintf(c.w, format+"\n", args...)
+	return err
+}
+
+// readUntil reads lines until stop returns true.
+func (c *Client) readUntil(ctx context.Context, stop func(string) bool) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case l, ok := <-c.lines:
+			if !ok {
+				return ErrClosed
+			}
+			if stop(strings.TrimSpace(l)) {
+				return nil
+			}
+		}
+	}
+}
+
+func (c *Client) isReady(ctx context.Context) error {
+	if err := c.send("isready"); err != nil {
+		return err
+	}
+	return c.readUntil(ctx, func(l string) bool { return l == "readyok" })
+}
+
+// Name is Label, or the engine's id name.
+func (c *Client) Name() string {
+	if c.Label != "" {
+		return c.Label
+	}
+	return c.name
+}
+
+// SetOption sends setoption and waits until the engine is ready again.
+func (c *Client) SetOption(ctx context.Context, name, value string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.send("setoption name %s value %s", name, value); err != nil {
+		return err
+	}
+	return c.isReady(ctx)
+}
+
+// NewGame selects the variant (UCI_Variant) and starts a new game.
+func (c *Client) NewGame(ctx context.Context, v rules.Variant) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v != c.variant {
+		if err := c.send("setoption name UCI_Variant value %v", v); err != nil {
+			return err
+		}
+		c.variant = v
+	}
+	if err := c.send("ucinewgame"); err != nil {
+		return err
+	}
+	return c.isReady(ctx)
+}
+
+// Move asks the engine for its move after moves from startFEN, with the
+// limits in Go. If ctx ends first, the search is stopped and ctx's error
+// returned.
+func (c *Client) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move) (rules.Move, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, err := rules.ParseFEN(v, startFEN)
+	if err != nil {
+		return rules.NoMove, err
+	}
+	var b strings.Builder
+	b.WriteString("position fen ")
+	b.WriteString(startFEN)
+	if len(moves) > 0 {
+		b.WriteString(" moves")
+		for _, m := range moves {
+			b.WriteByte(' ')
+			b.WriteString(m.String())
+			p.Make(m)
+		}
+	}
+	if err := c.send("%s", b.String()); err != nil {
+		return rules.NoMove, err
+	}
+	if err := c.send("%s", c.Go.command()); err != nil {
+		return rules.NoMove, err
+	}
+	var best string
+	err = c.readUntil(ctx, func(l string) bool {
+		rest, ok := strings.CutPrefix(l, "bestmove")
+		if ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				best = f[0]
+			}
+		}
+		return ok
+	})
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ErrClosed) {
+			// Stop the search and swallow its bestmove, so the engine is
+			// in a known state for the next request.
+			_ = c.send("stop")
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = c.readUntil(sctx, func(l string) bool { return strings.HasPrefix(l, "bestmove") })
+			cancel()
+		}
+		return rules.NoMove, err
+	}
+	switch best {
+	case "", "(none)":
+		return rules.NoMove, fmt.Errorf("%s: %w", c.Name(), engine.ErrNoLegalMove)
+	}
+	m, err := parseMoveIn(p, best)
+	if err != nil {
+		return rules.NoMove, fmt.Errorf("%s: bestmove %q: %w", c.Name(), best, err)
+	}
+	return m, nil
+}
+
+// Close sends quit and ends the engine process, if Start made one.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	_ = c.send("quit")
+	c.closed = true
+	go func() {
+		for range c.lines { // let the reader finish however much is left
+		}
+	}()
+	if c.closeFn != nil {
+		return c.closeFn()
+	}
+	return nil
+}
+
+var _ engine.Player = (*Client)(nil)

@@ -1,0 +1,227 @@
+package ai_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/aijobs"
+	"github.com/palacehq/palace/pkg/apptest"
+	aiv1 "github.com/palacehq/palace/pkg/gen/palace/ai/v1"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/logging"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/ai"
+	"github.com/palacehq/palace/services/ai/internal/worker"
+	"github.com/palacehq/palace/services/game"
+)
+
+const xiangqiMateIn1 = "4k4/R8/9/9/9/9/9/9/9/1R1K5 w - - 0 1"
+
+func aiConfig(prefix string, workers int) ai.Config {
+	return ai.Config{KeyPrefix: prefix, Workers: workers, Engines: 2, HashMB: 4, ClaimAfter: time.Second}
+}
+
+func TestBestMove(t *testing.T) {
+	c := aiv1.NewAIServiceClient(apptest.Start(t, redistest.Addr(t), ai.Bind(aiConfig(redistest.Prefix(t), 0))))
+	ctx := context.Background()
+	r, err := c.BestMove(ctx, &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Start: &commonv1.Position{Fen: xiangqiMateIn1}, Level: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b1b10 mates; a9f9 leaves Black without a move, which loses too.
+	g, _ := rules.NewGame(rules.Xiangqi, xiangqiMateIn1)
+	m, _ := rules.ParseMove(r.GetMove().GetCoordinate())
+	if _, err := g.Play(m); err != nil || g.Outcome().Winner != rules.FirstWins || r.GetMateIn() != 1 {
+		t.Fatalf("best move %v (mate %d) does not win at once: %v %v", r.GetMove(), r.GetMateIn(), g.Outcome(), err)
+	}
+	tests := []struct {
+		name string
+		req  *aiv1.BestMoveRequest
+		want codes.Code
+	}{
+		{name: "no level and no limits", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI}, want: codes.InvalidArgument},
+		{name: "level out of range", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Level: 11}, want: codes.InvalidArgument},
+		{name: "bad fen", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Start: &commonv1.Position{Fen: "x"}, Level: 1}, want: codes.InvalidArgument},
+		{name: "illegal move", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Moves: []*commonv1.Move{{Coordinate: "a1a9"}}, Level: 1}, want: codes.InvalidArgument},
+		{name: "game already over", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Start: &commonv1.Position{Fen: xiangqiMateIn1}, Moves: []*commonv1.Move{{Coordinate: "b1b10"}}, Level: 1}, want: codes.FailedPrecondition},
+		{name: "too deep", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Limits: &aiv1.SearchLimits{Depth: 99}}, want: codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := c.BestMove(ctx, tt.req); status.Code(err) != tt.want {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestAnalyzeStreamsDepths(t *testing.T) {
+	c := aiv1.NewAIServiceClient(apptest.Start(t, redistest.Addr(t), ai.Bind(aiConfig(redistest.Prefix(t), 0))))
+	st, err := c.Analyze(context.Background(), &aiv1.AnalyzeRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Limits: &aiv1.SearchLimits{Depth: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var depths []uint32
+	var best *aiv1.BestMoveResponse
+	for {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.GetInfo() != nil {
+			depths = append(depths, m.GetInfo().GetDepth())
+		}
+		if m.GetBest() != nil {
+			best = m.GetBest()
+		}
+	}
+	if len(depths) < 4 || best == nil || best.GetMove().GetCoordinate() == "" {
+		t.Fatalf("depths %v, best %v", depths, best)
+	}
+}
+
+type aiGame struct {
+	games gamev1.GameServiceClient
+	id    string
+	human context.Context
+}
+
+// startAIGame runs a game service and AI workers in one process and
+// creates a game where the AI plays the second seat.
+func startAIGame(t *testing.T, kind commonv1.GameKind, workers int) (*aiGame, string) {
+	t.Helper()
+	prefix := redistest.Prefix(t)
+	gcfg := game.DefaultConfig()
+	gcfg.KeyPrefix = prefix
+	cc := apptest.Start(t, redistest.Addr(t), game.Bind(gcfg), ai.Bind(aiConfig(prefix, workers)))
+	games := gamev1.NewGameServiceClient(cc)
+	resp, err := games.CreateGame(context.Background(), &gamev1.CreateGameRequest{
+		RequestId: prefix + "create", Kind: kind,
+		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "human"}, {Side: commonv1.Side_SIDE_SECOND, AiLevel: 2}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &aiGame{games: games, id: resp.GetGameId()}
+	for _, c := range resp.GetCredentials() {
+		if c.GetSide() == commonv1.Side_SIDE_FIRST {
+			g.human = metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+c.GetToken())
+		}
+	}
+	return g, prefix
+}
+
+func (g *aiGame) waitFor(t *testing.T, cond func(*gamev1.Game) bool) *gamev1.Game {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r, err := g.games.GetGame(g.human, &gamev1.GetGameRequest{GameId: g.id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond(r.GetGame()) {
+			return r.GetGame()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the AI did not act within 30s")
+	return nil
+}
+
+func TestPlayAgainstTheAIWithUndo(t *testing.T) {
+	g, _ := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 1)
+	for ply := 1; ply <= 5; ply += 2 {
+		st := g.waitFor(t, func(x *gamev1.Game) bool { return x.GetTurn() == commonv1.Side_SIDE_FIRST })
+		if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: g.id + string(rune('a'+ply)), Move: st.GetLegalMoves()[0]}); err != nil {
+			t.Fatal(err)
+		}
+		g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == ply+1 })
+	}
+	if _, err := g.games.Undo(g.human, &gamev1.UndoRequest{GameId: g.id, RequestId: g.id + "undo"}); err != nil {
+		t.Fatal(err)
+	}
+	after := g.waitFor(t, func(*gamev1.Game) bool { return true })
+	if len(after.GetMoves()) != 4 || after.GetTurn() != commonv1.Side_SIDE_FIRST {
+		t.Fatalf("after undo: %d moves, %v to move; want 4 and the human", len(after.GetMoves()), after.GetTurn())
+	}
+	// The AI does not move again on its own after an undo.
+	time.Sleep(300 * time.Millisecond)
+	if n := len(g.waitFor(t, func(*gamev1.Game) bool { return true }).GetMoves()); n != 4 {
+		t.Fatalf("%d moves after undo settled, want 4", n)
+	}
+}
+
+func TestAIChoosesItsJanggiFormation(t *testing.T) {
+	g, _ := startAIGame(t, commonv1.GameKind_GAME_KIND_JANGGI, 1)
+	// Han is the AI and chooses first; then it is the human's (Cho's) turn.
+	st := g.waitFor(t, func(x *gamev1.Game) bool { return x.GetSecondFormation() != commonv1.Formation_FORMATION_UNSPECIFIED })
+	if st.GetStatus() != commonv1.GameStatus_GAME_STATUS_SETUP || st.GetTurn() != commonv1.Side_SIDE_FIRST {
+		t.Fatalf("after the AI's choice: %v, %v to choose", st.GetStatus(), st.GetTurn())
+	}
+}
+
+// TestKilledWorkerLosesNoMove takes a job with a worker that dies before
+// finishing it; another worker takes it over, and two workers racing on
+// one job still commit exactly one move.
+func TestKilledWorkerLosesNoMove(t *testing.T) {
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Client(t)
+	q := aijobs.New(rdb, prefix)
+	q.ClaimAfter = 200 * time.Millisecond
+	ctx := context.Background()
+	taken, err := q.Next(ctx, "doomed", time.Second)
+	if err != nil || taken == nil || taken.Job.GameID != g.id {
+		t.Fatalf("job %+v %v", taken, err)
+	}
+	// "doomed" dies here: no move, no acknowledgement.
+	time.Sleep(300 * time.Millisecond)
+	again, err := q.Next(ctx, "survivor", time.Second)
+	if err != nil || again == nil || again.ID != taken.ID {
+		t.Fatalf("job not taken over: %+v %v", again, err)
+	}
+	newWorker := func(name string) *worker.Worker {
+		return &worker.Worker{Name: name, Log: logging.Discard(), Queue: q, Games: g.games, Mover: worker.NewBuiltin(4)}
+	}
+	// Two workers handle the same job at once (the survivor and, say, a
+	// worker that was only slow): one move, never two.
+	var wg sync.WaitGroup
+	for _, name := range []string{"survivor", "slow"} {
+		w := newWorker(name)
+		wg.Go(func() {
+			if err := w.Handle(ctx, again.Job); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := q.Done(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	st := g.waitFor(t, func(*gamev1.Game) bool { return true })
+	if len(st.GetMoves()) != 2 || st.GetTurn() != commonv1.Side_SIDE_FIRST {
+		t.Fatalf("%d moves after the AI's job, %v to move; want exactly one AI move", len(st.GetMoves()), st.GetTurn())
+	}
+	// Handling the finished job once more changes nothing.
+	if err := newWorker("late").Handle(ctx, again.Job); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(g.waitFor(t, func(*gamev1.Game) bool { return true }).GetMoves()); n != 2 {
+		t.Fatalf("%d moves after a late duplicate, want 2", n)
+	}
+}

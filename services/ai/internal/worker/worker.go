@@ -1,0 +1,237 @@
+// Package worker plays the AI seats: it takes "AI to move" jobs from the
+// Redis queue and submits the moves through the game service's public
+// API as the AI seat, like any client.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/aijobs"
+	"github.com/palacehq/palace/pkg/engine"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/pkg/rulespb"
+)
+
+// Mover finds the AI's move; the built-in engine or an external UCI one.
+type Mover interface {
+	Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, level int, seed uint64) (rules.Move, uint64, error)
+}
+
+// Builtin plays with pkg/engine at the seat's level.
+type Builtin struct{ e *engine.Engine }
+
+// NewBuiltin returns a built-in mover with its own transposition table.
+func NewBuiltin(hashMB int) *Builtin { return &Builtin{e: engine.New(engine.Options{HashMB: hashMB})} }
+
+func (b *Builtin) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, level int, seed uint64) (rules.Move, uint64, error) {
+	start, err := rules.ParseFEN(v, startFEN)
+	if err != nil {
+		return rules.NoMove, 0, err
+	}
+	r, err := b.e.Search(ctx, start, moves, engine.Level(level).Limits(seed), nil)
+	return r.Move, r.Nodes, err
+}
+
+// Metrics of the pool, for autoscaling.
+type Metrics struct {
+	Wait  metric.Float64Histogram
+	Jobs  metric.Int64Counter
+	Nodes metric.Int64Counter
+	Think metric.Float64Histogram
+}
+
+// Worker takes jobs one at a time.
+type Worker struct {
+	Name    string
+	Log     *slog.Logger
+	Queue   *aijobs.Queue
+	Games   gamev1.GameServiceClient
+	Mover   Mover
+	Metrics *Metrics
+}
+
+// Run works until ctx ends.
+func (w *Worker) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		d, err := w.Queue.Next(ctx, w.Name, 2*time.Second)
+		if err != nil {
+			w.Log.WarnContext(ctx, "ai queue", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if d == nil {
+			continue
+		}
+		if w.Metrics != nil {
+			w.Metrics.Wait.Record(ctx, float64(time.Now().UnixMilli()-d.Job.EnqueuedMs)/1000)
+		}
+		if err := w.Handle(ctx, d.Job); err != nil {
+			if ctx.Err() != nil {
+				// Shutting down mid-job: leave it pending for another worker.
+				return
+			}
+			w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "err", err)
+			if retryable(err) {
+				continue // stays pending; claimed again after the timeout
+			}
+		}
+		if err := w.Queue.Done(ctx, d); err != nil {
+			w.Log.WarnContext(ctx, "ai job ack", "game", d.Job.GameID, "err", err)
+		}
+	}
+}
+
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal:
+		return true
+	}
+	return false
+}
+
+// Handle plays one job: at most one move, whatever happens to this or any
+// other worker holding the same job, because the move's request id is
+// derived from the game and ply.
+func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
+	seat := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+j.Token)
+	for attempt := 0; ; attempt++ {
+		resp, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID})
+		if status.Code(err) == codes.NotFound || status.Code(err) == codes.Unauthenticated {
+			return nil // gone, or the job outlived its credential: nothing to do
+		}
+		if err != nil {
+			return err
+		}
+		g := resp.GetGame()
+		if g.GetVersion() < j.Version {
+			// The commit that queued the job is not visible yet; if it never
+			// lands, it failed and the job is void.
+			if attempt >= 20 {
+				return nil
+			}
+			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		}
+		side := rulespb.Side(sideOf(j.Side))
+		if g.GetTurn() != side {
+			return nil
+		}
+		var done bool
+		switch {
+		case j.Kind == aijobs.KindFormation && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_SETUP:
+			done, err = w.formation(seat, g, j)
+		case j.Kind == aijobs.KindMove && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING:
+			done, err = w.move(seat, g, j)
+		default:
+			return nil
+		}
+		if err != nil || done {
+			return err
+		}
+		// The game moved on while we thought (a presence event): look again.
+		if attempt >= 20 {
+			return errors.New("game keeps changing")
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func sideOf(s string) rules.Side {
+	if s == "second" {
+		return rules.Second
+	}
+	return rules.First
+}
+
+func seedOf(id string, ply int) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", id, ply)
+	return h.Sum64()
+}
+
+// settled maps the game service's answer: refused as stale means look
+// again; refused for a rule means the job is void.
+func settled(err error) (bool, error) {
+	switch status.Code(err) {
+	case codes.OK:
+		return true, nil
+	case codes.Aborted:
+		return false, nil
+	case codes.FailedPrecondition, codes.InvalidArgument, codes.PermissionDenied:
+		return true, nil
+	}
+	return false, err
+}
+
+func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job) (bool, error) {
+	v, err := rulespb.Variant(g.GetKind())
+	if err != nil {
+		return true, nil
+	}
+	moves := make([]rules.Move, 0, len(g.GetMoves()))
+	for _, m := range g.GetMoves() {
+		mv, err := rules.ParseMove(m.GetMove().GetCoordinate())
+		if err != nil {
+			return true, fmt.Errorf("game %s: stored move %q: %w", g.GetGameId(), m.GetMove().GetCoordinate(), err)
+		}
+		moves = append(moves, mv)
+	}
+	start := time.Now()
+	mv, nodes, err := w.Mover.Move(ctx, v, g.GetStart().GetFen(), moves, j.Level, seedOf(g.GetGameId(), len(moves)))
+	if err != nil {
+		if errors.Is(err, engine.ErrNoLegalMove) {
+			return true, nil
+		}
+		return false, err
+	}
+	if w.Metrics != nil {
+		w.Metrics.Jobs.Add(ctx, 1)
+		w.Metrics.Nodes.Add(ctx, int64(nodes))
+		w.Metrics.Think.Record(ctx, time.Since(start).Seconds())
+	}
+	_, err = w.Games.MakeMove(ctx, &gamev1.MakeMoveRequest{
+		GameId: g.GetGameId(), RequestId: fmt.Sprintf("ai-%s-%d", g.GetGameId(), len(moves)),
+		ExpectedVersion: g.GetVersion(), Move: &commonv1.Move{Coordinate: mv.String()},
+	})
+	return settled(err)
+}
+
+func (w *Worker) formation(ctx context.Context, g *gamev1.Game, j aijobs.Job) (bool, error) {
+	var opponent *rules.Formation
+	if sideOf(j.Side) == rules.First {
+		if f, err := rulespb.Formation(g.GetSecondFormation()); err == nil && g.GetSecondFormation() != 0 {
+			opponent = &f
+		}
+	}
+	f := engine.ChooseFormation(j.Level, seedOf(g.GetGameId(), -1), opponent)
+	_, err := w.Games.ChooseFormation(ctx, &gamev1.ChooseFormationRequest{
+		GameId: g.GetGameId(), RequestId: fmt.Sprintf("ai-%s-setup-%s", g.GetGameId(), j.Side),
+		ExpectedVersion: g.GetVersion(), Formation: rulespb.FormationPB(f),
+	})
+	return settled(err)
+}
