@@ -170,11 +170,11 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	hs := &http.Server{
-		Handler:           root,
-		Protocols:         &protocols,
+		Handler:   root,
+		Protocols: &protocols,
 		// Event streams are long-lived: a client multiplexing many games
 		// over one connection needs more than net/http's default of 250.
-		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 4096},
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 4096},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
