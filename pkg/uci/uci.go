@@ -2,6 +2,17 @@
 // Fairy-Stockfish speaks it for Janggi and Xiangqi (UCI_Variant option,
 // coordinate moves such as h3e3 and b10c8, a Janggi pass written as the
 // general's square twice), and drives other UCI engines (Client).
+//
+// Run understands uci, isready, ucinewgame, setoption (UCI_Variant janggi
+// or xiangqi, Hash, Threads (1 only), Skill Level 1-10 (10, the default,
+// leaves the go limits alone; lower levels impose engine.Level's limits
+// and noise), Clear Hash), position startpos|fen ... [moves ...], go with
+// depth, nodes, movetime, wtime, btime, winc, binc, movestogo, infinite
+// and perft N, stop, d (prints the FEN as info string) and quit. Unknown
+// commands are ignored, as UCI asks. Scores are "cp" from the side to
+// move, or "mate N" in moves for any decided ending the engine sees
+// (checkmate, and in Janggi the endings on points; see package engine).
+// "go ponder" searches like "go infinite"; ponderhit stops it.
 package uci
 
 import (
