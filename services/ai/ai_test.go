@@ -225,3 +225,18 @@ func TestKilledWorkerLosesNoMove(t *testing.T) {
 		t.Fatalf("%d moves after a late duplicate, want 2", n)
 	}
 }
+
+func TestBestMoveIsReproducibleWithASeed(t *testing.T) {
+	c := aiv1.NewAIServiceClient(apptest.Start(t, redistest.Addr(t), ai.Bind(aiConfig(redistest.Prefix(t), 0))))
+	req := &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Level: 3, Seed: 42, Moves: []*commonv1.Move{{Coordinate: "a4b4"}}}
+	first, err := c.BestMove(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		again, err := c.BestMove(context.Background(), req)
+		if err != nil || again.GetMove().GetCoordinate() != first.GetMove().GetCoordinate() || again.GetNodes() != first.GetNodes() {
+			t.Fatalf("same seed, different answer: %v vs %v (%v)", again, first, err)
+		}
+	}
+}

@@ -131,6 +131,9 @@ func (h *Handler) search(ctx context.Context, in searchInput, onInfo func(engine
 		return engine.Result{}, err
 	}
 	defer func() { h.engines <- e }()
+	// A search must not depend on the ones this engine ran before, or
+	// equal seeds would not give equal answers.
+	e.Clear()
 	r, err := e.Search(ctx, in.start, in.moves, in.lim, onInfo)
 	if errors.Is(err, engine.ErrNoLegalMove) {
 		return r, apierr.New(apierr.Precondition, "the side to move has no legal move")

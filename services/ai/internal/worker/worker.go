@@ -40,6 +40,9 @@ func (b *Builtin) Move(ctx context.Context, v rules.Variant, startFEN string, mo
 	if err != nil {
 		return rules.NoMove, 0, err
 	}
+	// Each move depends only on the game and the seed, so a job taken over
+	// by another worker plays the same move.
+	b.e.Clear()
 	r, err := b.e.Search(ctx, start, moves, engine.Level(level).Limits(seed), nil)
 	return r.Move, r.Nodes, err
 }
