@@ -103,7 +103,7 @@ func Bind(cfg Config) app.Binder {
 				return nil, err
 			}
 		}
-		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard)
+		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard, store.DecodeNotification)
 		hd, err := handler.New(log, handler.Config{
 			SeatTTL: cfg.SeatTTL, SetupTime: cfg.SetupTime, FirstMoveTime: cfg.FirstMoveTime,
 			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, AIJobs: jobs,

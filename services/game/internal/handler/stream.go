@@ -59,33 +59,56 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	beat := time.NewTicker(h.cfg.Heartbeat)
 	defer beat.Stop()
 	sentSinceBeat := true
+	send := func(e *gamev1.Event) (done bool, err error) {
+		if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Event{Event: e}}); err != nil {
+			return true, err
+		}
+		next++
+		sentSinceBeat = true
+		// The game's last event completes the stream.
+		return e.GetGameEnded() != nil, nil
+	}
+	read := true
 	for {
-		evs, err := h.store.Events(ctx, l.State.ID, next-1, h.cfg.StreamBatch)
-		if err != nil {
-			return h.fail(ctx, err)
-		}
-		for _, e := range evs {
-			if e.GetVersion() != next {
-				// Never skip: re-read from the first missing version.
-				break
+		if read {
+			evs, err := h.store.Events(ctx, l.State.ID, next-1, h.cfg.StreamBatch)
+			if err != nil {
+				return h.fail(ctx, err)
 			}
-			if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Event{Event: e}}); err != nil {
-				return err
+			for _, e := range evs {
+				if e.GetVersion() != next {
+					// Never skip: re-read from the first missing version.
+					break
+				}
+				if done, err := send(e); done || err != nil {
+					return err
+				}
 			}
-			next++
-			sentSinceBeat = true
-			if e.GetGameEnded() != nil {
-				// The last event of a game: the stream is complete.
-				return nil
+			read = int64(len(evs)) == h.cfg.StreamBatch
+			if read {
+				continue
 			}
-		}
-		if int64(len(evs)) == h.cfg.StreamBatch {
-			continue
 		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case evs := <-sub.Events:
+			for _, e := range evs {
+				switch {
+				case e.GetVersion() < next:
+					continue // already sent (read from the log)
+				case e.GetVersion() > next:
+					read = true // something was missed: fetch it from the log
+				default:
+					if done, err := send(e); done || err != nil {
+						return err
+					}
+					continue
+				}
+				break
+			}
 		case <-sub.C:
+			read = true
 		case <-beat.C:
 			// A heartbeat tick also re-reads the log, which covers a
 			// notification lost while the subscription reconnected.
@@ -94,6 +117,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 				if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Heartbeat{Heartbeat: hb}}); err != nil {
 					return err
 				}
+				read = true
 			}
 			sentSinceBeat = false
 		}

@@ -8,10 +8,11 @@ package hub
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 )
 
 // Hub routes notifications to subscribers.
@@ -20,6 +21,7 @@ type Hub struct {
 	ps      *redis.PubSub
 	channel func(shard int) string
 	shardOf func(id string) int
+	decode  func(payload string) (string, []*gamev1.Event, error)
 
 	mu     sync.Mutex
 	games  map[string]map[*Sub]struct{}
@@ -28,18 +30,20 @@ type Hub struct {
 	done   chan struct{}
 }
 
-// Sub is one subscriber's signal: it fires (coalescing) whenever the game
-// may have new events.
+// Sub is one subscriber: Events carries the events of each commit as
+// published; when Events is full (a slow reader) they are dropped and C
+// fires instead, telling the reader to fetch what it missed from the log.
 type Sub struct {
-	id string
-	C  chan struct{}
+	id     string
+	C      chan struct{}
+	Events chan []*gamev1.Event
 }
 
 // New starts a hub on rdb. channel names a shard's channel; shardOf maps a
 // game to its shard.
-func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, channel func(int) string, shardOf func(string) int) *Hub {
+func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, channel func(int) string, shardOf func(string) int, decode func(string) (string, []*gamev1.Event, error)) *Hub {
 	h := &Hub{
-		log: log, channel: channel, shardOf: shardOf,
+		log: log, channel: channel, shardOf: shardOf, decode: decode,
 		ps:     rdb.Subscribe(ctx),
 		games:  map[string]map[*Sub]struct{}{},
 		shards: map[int]int{},
@@ -52,9 +56,19 @@ func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, chann
 func (h *Hub) run() {
 	defer close(h.done)
 	for msg := range h.ps.Channel(redis.WithChannelSize(1024)) {
-		id, _, _ := strings.Cut(msg.Payload, "|")
+		id, evs, err := h.decode(msg.Payload)
+		if err != nil {
+			h.log.Warn("notification", "err", err)
+		}
 		h.mu.Lock()
 		for s := range h.games[id] {
+			if err == nil {
+				select {
+				case s.Events <- evs:
+					continue
+				default:
+				}
+			}
 			select {
 			case s.C <- struct{}{}:
 			default: // already signalled: the reader will see everything anyway
@@ -66,7 +80,7 @@ func (h *Hub) run() {
 
 // Subscribe signals the returned Sub on every notification of game id.
 func (h *Hub) Subscribe(ctx context.Context, id string) (*Sub, error) {
-	s := &Sub{id: id, C: make(chan struct{}, 1)}
+	s := &Sub{id: id, C: make(chan struct{}, 1), Events: make(chan []*gamev1.Event, 64)}
 	shard := h.shardOf(id)
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -12,12 +12,14 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -161,14 +163,20 @@ func (s *Store) Commit(ctx context.Context, prev uint64, ch model.Change, reques
 	}
 	args := make([]any, 0, 9+len(ch.Events))
 	args = append(args, strconv.FormatUint(prev, 10), strconv.FormatUint(ch.State.Version, 10), state,
-		requestID, resp, int64(ttl/time.Second), s.Channel(id), id+"|"+strconv.FormatUint(ch.State.Version, 10))
+		requestID, resp, int64(ttl/time.Second), s.Channel(id), nil)
+	note := []byte(id + "\x00")
 	for _, e := range ch.Events {
 		b, err := proto.Marshal(e)
 		if err != nil {
 			return Result{}, fmt.Errorf("encode event of game %s: %w", id, err)
 		}
 		args = append(args, b)
+		note = binary.AppendUvarint(note, uint64(len(b)))
+		note = append(note, b...)
 	}
+	// The notification carries the events themselves, so the streams of
+	// this game in every process get them without reading the log.
+	args[7] = note
 	res, err := commitScript.Run(ctx, s.rdb, []string{s.stateKey(id), s.eventsKey(id), s.reqKey(id)}, args...).Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("commit game %s: %w", id, err)
@@ -228,4 +236,28 @@ func (s *Store) Probe(ctx context.Context, key string) (uint64, error) {
 		return 0, fmt.Errorf("probe %s: %w", key, err)
 	}
 	return uint64(n), nil
+}
+
+// DecodeNotification reads a commit notification: the game id and the
+// events it committed.
+func DecodeNotification(payload string) (string, []*gamev1.Event, error) {
+	id, rest, ok := strings.Cut(payload, "\x00")
+	if !ok {
+		return "", nil, fmt.Errorf("notification without events")
+	}
+	b := []byte(rest)
+	var evs []*gamev1.Event
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return id, nil, fmt.Errorf("notification of game %s is truncated", id)
+		}
+		var e gamev1.Event
+		if err := proto.Unmarshal(b[k:k+int(n)], &e); err != nil {
+			return id, nil, fmt.Errorf("notification of game %s: %w", id, err)
+		}
+		evs = append(evs, &e)
+		b = b[k+int(n):]
+	}
+	return id, evs, nil
 }
