@@ -24,6 +24,8 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return runLoadtestClocks(ctx, args[1:], stdout, stderr)
 	case "ai":
 		return runLoadtestAI(ctx, args[1:], stdout, stderr)
+	case "matchmaking":
+		return runLoadtestMatchmaking(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "palace loadtest: unknown load test %q\n\n%s", args[0], loadtestUsage)
 	return exitUsage

@@ -47,6 +47,7 @@ type gamesReport struct {
 }
 
 type gamesLoad struct {
+	think   time.Duration
 	client  []gamev1.GameServiceClient
 	started time.Time
 	rng     func() *rand.Rand
@@ -78,6 +79,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	reconnectRate := fs.Float64("reconnect-rate", 0.01, "chance a stream reconnects after each event")
 	conns := fs.Int("conns", 0, "client connections (default: one per 100 games)")
 	seed := fs.Uint64("seed", 1, "random seed")
+	think := fs.Duration("think", 0, "mean pause between a game's moves (uniform in [0, 2*think]); 0 plays flat out")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -89,7 +91,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	if n <= 0 {
 		n = *games/100 + 1
 	}
-	l := &gamesLoad{}
+	l := &gamesLoad{think: *think}
 	var seedN atomic.Uint64
 	l.rng = func() *rand.Rand { return rand.New(rand.NewPCG(*seed, seedN.Add(1))) }
 	for range n {
@@ -158,7 +160,19 @@ func percentiles(lat []time.Duration) (p50, p99 float64) {
 	return at(0.50), at(0.99)
 }
 
-// floor runs the same number of clients against Probe.
+// pause waits a random think time, so a paced run measures latency below
+// saturation rather than queueing.
+func (l *gamesLoad) pause(ctx context.Context, rng *rand.Rand) {
+	if l.think <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Duration(rng.Int64N(int64(2 * l.think)))):
+	}
+}
+
+// floor runs the same number of clients against Probe, paced alike.
 func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) (perS, p50, p99 float64) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -171,6 +185,7 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) (pe
 	for i := range clients {
 		wg.Go(func() {
 			c := l.client[i%len(l.client)]
+			rng := l.rng()
 			var mine []time.Duration
 			for ctx.Err() == nil {
 				t := time.Now()
@@ -182,6 +197,7 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) (pe
 				}
 				mine = append(mine, time.Since(t))
 				count.Add(1)
+				l.pause(ctx, rng)
 			}
 			mu.Lock()
 			all = append(all, mine...)
@@ -267,6 +283,7 @@ func (l *gamesLoad) playGame(play, all context.Context, c gamev1.GameServiceClie
 			}
 		}
 		g = resp.GetGame()
+		l.pause(play, rng)
 	}
 	if g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING {
 		// End the game so both streams complete.

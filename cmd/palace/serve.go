@@ -32,14 +32,24 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 	cfg.RegisterFlags(fs, "localhost:8080")
 	var gm game.Config
 	gm.RegisterFlags(fs)
+	// The clock service sweeps the game service's deadline index, so it
+	// takes --key-prefix and --deadline-shards from the game's flags.
+	var ck clock.Config
+	ck.RegisterOwnFlags(fs)
 	var mm matchmaking.Config
 	mm.RegisterFlags(fs)
+	var aic ai.Config
+	aic.RegisterFlags(fs, 1)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
+	ck.KeyPrefix, ck.DeadlineShards = gm.KeyPrefix, gm.DeadlineShards
+	aic.KeyPrefix = gm.KeyPrefix
+	// matchmaking.Config.RegisterFlags left --key-prefix to the game service.
+	mm.KeyPrefix = gm.KeyPrefix
 	err := app.Run(ctx, app.Options{
 		Name:   "palace",
 		Config: cfg,
@@ -48,9 +58,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 		Services: []app.Binder{
 			rules.Bind(),
 			game.Bind(gm),
-			clock.Bind(clock.Config{}),
+			clock.Bind(ck),
 			matchmaking.Bind(mm),
-			ai.Bind(),
+			ai.Bind(aic),
 		},
 		LogOutput: stderr,
 		OnServing: so.onServing,

@@ -1,38 +1,155 @@
 // Package clock binds the clock service (palace.clock.v1.ClockService) to
-// a Palace process.
+// a Palace process: the sweepers that find expired deadlines in the
+// deadline index and have the game service end those games on time, and
+// the API that reports clocks and sweeper statistics.
 package clock
 
 import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"time"
 
 	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/pkg/deadline"
 	clockv1 "github.com/palacehq/palace/pkg/gen/palace/clock/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/services/clock/internal/handler"
+	"github.com/palacehq/palace/services/clock/internal/sweep"
 )
 
 // Config configures the clock service.
 type Config struct {
 	// GameAddr is the game service's address; empty means this process.
 	GameAddr string
+	// KeyPrefix and DeadlineShards locate the deadline index and must be
+	// the game service's own (its --key-prefix and --deadline-shards).
+	KeyPrefix      string
+	DeadlineShards int
+	// ReplicaID names this replica in shard leases; empty: generated.
+	ReplicaID string
+	// LeaseTTL bounds how long a dead replica's shards wait for another.
+	LeaseTTL time.Duration
+	// Tick is how often leases are renewed and shards rebalanced.
+	Tick time.Duration
+	// Poll is the longest a sweeper sleeps between two reads.
+	Poll time.Duration
+	// Batch is how many due entries one read of a shard takes.
+	Batch int
+	// Workers bounds the concurrent calls to the game service.
+	Workers int
+	// CallTimeout bounds one call to the game service.
+	CallTimeout time.Duration
+	// StaleAfter is how long an entry that is not its game's current
+	// deadline is re-checked before it is removed.
+	StaleAfter time.Duration
 }
 
-// RegisterFlags defines the clock service's flags.
+// RegisterFlags defines every flag of the clock service, the deadline
+// index flags included (clockd). In `palace serve` the game service
+// defines those; use RegisterOwnFlags there and copy them over.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	app.StringFlag(fs, &c.GameAddr, "game-addr", "", "game service host:port; empty: this process")
+	app.StringFlag(fs, &c.KeyPrefix, "key-prefix", "", "prefix of every Redis key (must match the game service)")
+	app.IntFlag(fs, &c.DeadlineShards, "deadline-shards", deadline.DefaultShards, "shards of the deadline index (must match the game service)")
+	c.RegisterOwnFlags(fs)
 }
 
-// Bind registers the clock service.
+// RegisterOwnFlags defines the flags only the clock service has.
+func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
+	app.StringFlag(fs, &c.GameAddr, "game-addr", "", "game service host:port; empty: this process")
+	app.StringFlag(fs, &c.ReplicaID, "clock-replica-id", "", "id of this clock replica in shard leases; empty: host-pid-random")
+	app.DurationFlag(fs, &c.LeaseTTL, "clock-lease-ttl", sweep.DefaultLeaseTTL, "lifetime of a shard lease after its last renewal: the longest a dead replica's deadlines wait")
+	app.DurationFlag(fs, &c.Tick, "clock-tick", sweep.DefaultTick, "how often shard leases are renewed and rebalanced")
+	app.DurationFlag(fs, &c.Poll, "clock-poll", sweep.DefaultPoll, "longest sleep of a sweeper between two reads of its shard")
+	app.IntFlag(fs, &c.Batch, "clock-batch", sweep.DefaultBatch, "due deadlines read at once per shard")
+	app.IntFlag(fs, &c.Workers, "clock-workers", sweep.DefaultWorkers, "concurrent ExpireDeadline calls per replica")
+	app.DurationFlag(fs, &c.CallTimeout, "clock-call-timeout", sweep.DefaultCallTimeout, "timeout of one ExpireDeadline call")
+	app.DurationFlag(fs, &c.StaleAfter, "clock-stale-after", sweep.DefaultStaleAfter, "how long past its instant a deadline entry that is not its game's current one is re-checked before removal (a commit making it current may be on its way)")
+}
+
+// DefaultConfig is the configuration the flags default to.
+func DefaultConfig() Config {
+	var c Config
+	fs := flag.NewFlagSet("defaults", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	return c
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DeadlineShards < 1 || c.DeadlineShards > 4096 {
+		errs = append(errs, fmt.Errorf("--deadline-shards %d: want 1..4096", c.DeadlineShards))
+	}
+	for name, d := range map[string]time.Duration{"clock-lease-ttl": c.LeaseTTL, "clock-tick": c.Tick, "clock-poll": c.Poll, "clock-call-timeout": c.CallTimeout, "clock-stale-after": c.StaleAfter} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be positive", name))
+		}
+	}
+	if c.Batch < 1 {
+		errs = append(errs, fmt.Errorf("--clock-batch %d must be positive", c.Batch))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--clock-workers %d must be positive", c.Workers))
+	}
+	if len(errs) == 0 {
+		errs = append(errs, c.sweep().Validate())
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) sweep() sweep.Config {
+	return sweep.Config{
+		ReplicaID: c.ReplicaID, LeaseTTL: c.LeaseTTL, Tick: c.Tick, Poll: c.Poll,
+		Batch: c.Batch, Workers: c.Workers, CallTimeout: c.CallTimeout, StaleAfter: c.StaleAfter,
+	}
+}
+
+// Bind registers the clock service and starts its sweepers. They stop
+// and hand their shards over (releasing the leases) when the process
+// stops cleanly.
 func Bind(cfg Config) app.Binder {
-	return func(_ context.Context, rt *app.Runtime) (func() error, error) {
+	return func(ctx context.Context, rt *app.Runtime) (func() error, error) {
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("clock config: %w", err)
+		}
+		if rt.Redis == nil {
+			return nil, errors.New("clock service: Redis is required")
+		}
+		if cfg.ReplicaID == "" {
+			cfg.ReplicaID = sweep.NewReplicaID()
+		}
+		log := rt.Log.With("component", "clock")
+		idx, err := deadline.New(rt.Redis, cfg.KeyPrefix, cfg.DeadlineShards)
+		if err != nil {
+			return nil, fmt.Errorf("clock service: %w", err)
+		}
 		cc, err := rt.Dial(cfg.GameAddr)
 		if err != nil {
-			return nil, errors.Join(errors.New("clock service: game client"), err)
+			return nil, fmt.Errorf("clock service: game client: %w", err)
 		}
-		h := handler.New(rt.Log.With("component", "clock"), gamev1.NewGameServiceClient(cc))
-		rt.Server.RegisterService(&clockv1.ClockService_ServiceDesc, h)
-		return cc.Close, nil
+		// Connect now rather than at the first deadline, which would
+		// otherwise pay for the connection in lateness.
+		cc.Connect()
+		games := gamev1.NewGameServiceClient(cc)
+		sw, err := sweep.New(log, rt.Redis, idx, games, rt.Tel.Meter.Meter("palace/clock"), cfg.sweep())
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("clock service: %w", err), cc.Close())
+		}
+		rt.Server.RegisterService(&clockv1.ClockService_ServiceDesc, handler.New(log, games, sw))
+		// The sweepers outlive the serving context: deadlines keep being
+		// handled while the server drains, until the closer runs.
+		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan error, 1)
+		go func() { done <- sw.Run(runCtx) }()
+		log.Info("clock sweepers started", "replica", cfg.ReplicaID, "shards", cfg.DeadlineShards, "prefix", cfg.KeyPrefix)
+		return func() error {
+			cancel()
+			err := <-done
+			rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer rcancel()
+			return errors.Join(err, sw.Release(rctx), sw.Close(), cc.Close())
+		}, nil
 	}
 }

@@ -1,46 +1,225 @@
 // Package matchmaking binds the matchmaking service
-// (palace.matchmaking.v1.MatchmakingService) to a Palace process.
+// (palace.matchmaking.v1.MatchmakingService) to a Palace process: player
+// identity (guests, Google accounts), the queue and its pairing loop,
+// friend invites, games against the AI, rematches, and Elo ratings fed by
+// the endings of rated games.
 package matchmaking
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/palacehq/palace/pkg/app"
 	"github.com/palacehq/palace/pkg/auth"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/games"
+	"github.com/palacehq/palace/services/matchmaking/internal/google"
 	"github.com/palacehq/palace/services/matchmaking/internal/handler"
+	"github.com/palacehq/palace/services/matchmaking/internal/matcher"
+	"github.com/palacehq/palace/services/matchmaking/internal/notify"
+	"github.com/palacehq/palace/services/matchmaking/internal/ratings"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
 // Config configures the matchmaking service.
 type Config struct {
+	// KeyPrefix is prepended to every Redis key.
+	KeyPrefix string
 	// SigningKeys signs player credentials: "id:hexsecret,...", the first
-	// signs, all verify. Empty: a random key for this process only.
+	// signs, all verify. Empty: a random key for this process only. Every
+	// replica must have the same keys.
 	SigningKeys string
-	// GuestTTL is how long a guest credential lasts.
-	GuestTTL time.Duration
+	// GuestTTL and AccountTTL are the lifetimes of player credentials.
+	GuestTTL   time.Duration
+	AccountTTL time.Duration
+	// GameAddr is the game service; empty: this process.
+	GameAddr string
+
+	// GoogleClientIDs are the accepted audiences of Google ID tokens
+	// (comma-separated); empty turns Google sign-in off.
+	GoogleClientIDs string
+	GoogleIssuers   string
+	GoogleJWKSURL   string
+
+	// PairingInterval is the time between pairing passes.
+	PairingInterval time.Duration
+	// PairingWindow is the rating difference accepted at once; it widens
+	// by PairingWiden points per second of waiting, up to
+	// PairingMaxWindow (0: no bound, so any two tickets of a pool are
+	// paired eventually).
+	PairingWindow    float64
+	PairingWiden     float64
+	PairingMaxWindow float64
+	// TicketTTL is how long a ticket waits before it expires.
+	TicketTTL time.Duration
+	// InviteTTL is how long a friend link is valid.
+	InviteTTL time.Duration
+	// RematchWindow is how long a rematch offer stands.
+	RematchWindow time.Duration
+	// CreateConcurrency bounds a replica's game creations in flight.
+	CreateConcurrency int
+	// RatingLease is how long a replica owns a rated game it follows
+	// without renewing; another replica takes over after it.
+	RatingLease time.Duration
+
+	// Now is the clock; nil is time.Now. Tests move it to expire invites.
+	Now func() time.Time
 }
 
-// RegisterFlags defines the matchmaking service's flags.
+// RegisterFlags defines the matchmaking service's flags. --key-prefix is
+// defined only when fs does not have it yet: in `palace serve` the game
+// service defines it and the caller copies the value (one prefix for all).
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	if fs.Lookup("key-prefix") == nil {
+		app.StringFlag(fs, &c.KeyPrefix, "key-prefix", "", "prefix of every Redis key")
+	}
 	app.StringFlag(fs, &c.SigningKeys, "player-signing-keys", "", "player credential keys id:hexsecret[,id:hexsecret]; first signs; empty: random, this process only")
 	app.DurationFlag(fs, &c.GuestTTL, "guest-ttl", 30*24*time.Hour, "lifetime of a guest credential")
+	app.DurationFlag(fs, &c.AccountTTL, "account-ttl", 30*24*time.Hour, "lifetime of an account credential")
+	if fs.Lookup("game-addr") == nil {
+		app.StringFlag(fs, &c.GameAddr, "game-addr", "", "game service address; empty: this process")
+	}
+	app.StringFlag(fs, &c.GoogleClientIDs, "google-client-ids", "", "OAuth client ids accepted as Google ID token audiences, comma-separated; empty: Google sign-in off")
+	app.StringFlag(fs, &c.GoogleIssuers, "google-issuers", google.DefaultIssuers, "accepted Google ID token issuers, comma-separated")
+	app.StringFlag(fs, &c.GoogleJWKSURL, "google-jwks-url", google.DefaultJWKSURL, "URL of the issuer's JWKS signing keys")
+	app.DurationFlag(fs, &c.PairingInterval, "pairing-interval", 100*time.Millisecond, "time between pairing passes")
+	floatFlag(fs, &c.PairingWindow, "pairing-window", 200, "rating difference paired at once (200: the stronger player is expected to score 0.76)")
+	floatFlag(fs, &c.PairingWiden, "pairing-widen", 100, "rating points the window widens per second of waiting")
+	floatFlag(fs, &c.PairingMaxWindow, "pairing-max-window", 0, "largest rating window; 0: no bound")
+	app.DurationFlag(fs, &c.TicketTTL, "ticket-ttl", 10*time.Minute, "how long a ticket waits for an opponent")
+	app.DurationFlag(fs, &c.InviteTTL, "invite-ttl", 24*time.Hour, "how long a friend link is valid")
+	app.DurationFlag(fs, &c.RematchWindow, "rematch-window", 60*time.Second, "how long a rematch offer stands")
+	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
+	app.DurationFlag(fs, &c.RatingLease, "rating-lease", 30*time.Second, "lease of a replica on a rated game it follows")
 }
 
-// Bind registers the matchmaking service.
+// floatFlag is app.StringFlag for numbers.
+func floatFlag(fs *flag.FlagSet, p *float64, name string, def float64, usage string) {
+	*p = def
+	if v := app.Env(name); v != "" {
+		var f float64
+		if _, err := fmt.Sscan(v, &f); err == nil {
+			*p = f
+		}
+	}
+	fs.Float64Var(p, name, *p, usage+" (env PALACE_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+")")
+}
+
+// DefaultConfig is the configuration the flags default to.
+func DefaultConfig() Config {
+	var c Config
+	fs := flag.NewFlagSet("defaults", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	return c
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	for name, d := range map[string]time.Duration{
+		"guest-ttl": c.GuestTTL, "account-ttl": c.AccountTTL, "pairing-interval": c.PairingInterval,
+		"ticket-ttl": c.TicketTTL, "invite-ttl": c.InviteTTL, "rematch-window": c.RematchWindow, "rating-lease": c.RatingLease,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be positive", name))
+		}
+	}
+	if c.PairingWindow < 0 || c.PairingWiden < 0 || c.PairingMaxWindow < 0 {
+		errs = append(errs, errors.New("--pairing-window, --pairing-widen and --pairing-max-window must not be negative"))
+	}
+	if c.CreateConcurrency < 1 {
+		errs = append(errs, errors.New("--create-concurrency must be at least 1"))
+	}
+	if c.GoogleClientIDs != "" && (c.GoogleJWKSURL == "" || c.GoogleIssuers == "") {
+		errs = append(errs, errors.New("Google sign-in needs --google-jwks-url and --google-issuers"))
+	}
+	return errors.Join(errs...)
+}
+
+func split(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Bind registers the matchmaking service and starts its pairing loop and
+// rating consumer; the returned closer stops them.
 func Bind(cfg Config) app.Binder {
-	return func(_ context.Context, rt *app.Runtime) (func() error, error) {
+	return func(ctx context.Context, rt *app.Runtime) (func() error, error) {
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("matchmaking config: %w", err)
+		}
+		if cfg.Now == nil {
+			cfg.Now = time.Now
+		}
 		log := rt.Log.With("component", "matchmaking")
 		ring, ephemeral, err := auth.KeyringFromConfig(cfg.SigningKeys)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("matchmaking: %w", err)
 		}
 		if ephemeral {
 			log.Warn("no --player-signing-keys: player credentials are signed with a random key and die with this process")
 		}
-		h := handler.New(log, ring, cfg.GuestTTL, time.Now)
+		cc, err := rt.Dial(cfg.GameAddr)
+		if err != nil {
+			return nil, fmt.Errorf("matchmaking: game service: %w", err)
+		}
+		gameClient := gamev1.NewGameServiceClient(cc)
+		st := store.New(rt.Redis, cfg.KeyPrefix)
+		// Background work outlives the request that started nothing; it stops
+		// when the closer runs, after the server stopped taking calls.
+		bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+		hub, err := notify.New(bg, rt.Redis, st.Channel())
+		if err != nil {
+			stop()
+			_ = cc.Close()
+			return nil, fmt.Errorf("matchmaking: %w", err)
+		}
+		meter := rt.Tel.Meter.Meter("palace/matchmaking")
+		gc := games.New(gameClient, st, 30*24*time.Hour)
+		m, err := matcher.New(matcher.Config{
+			Interval: cfg.PairingInterval, BaseWindow: cfg.PairingWindow, WidenPerSecond: cfg.PairingWiden, MaxWindow: cfg.PairingMaxWindow,
+			Keep: time.Hour, StallAfter: 5 * time.Second, Concurrency: cfg.CreateConcurrency,
+			IdleAfter: cfg.TicketTTL + time.Minute, Now: cfg.Now,
+		}, log.With("part", "matcher"), st, gc, meter)
+		var rc *ratings.Consumer
+		if err == nil {
+			rc, err = ratings.New(ratings.Config{Lease: cfg.RatingLease, Now: cfg.Now}, log.With("part", "ratings"), st, gameClient, meter)
+		}
+		if err != nil {
+			stop()
+			_ = hub.Close()
+			_ = cc.Close()
+			return nil, fmt.Errorf("matchmaking: %w", err)
+		}
+		var gv *google.Verifier
+		if ids := split(cfg.GoogleClientIDs); len(ids) > 0 {
+			gv = google.New(google.Config{ClientIDs: ids, Issuers: split(cfg.GoogleIssuers), JWKSURL: cfg.GoogleJWKSURL, Now: cfg.Now, Leeway: 30 * time.Second})
+		}
+		h := handler.New(handler.Config{
+			GuestTTL: cfg.GuestTTL, AccountTTL: cfg.AccountTTL, TicketTTL: cfg.TicketTTL, InviteTTL: cfg.InviteTTL,
+			RematchWindow: cfg.RematchWindow, GameKeep: 30 * 24 * time.Hour,
+		}, handler.Deps{Log: log, Ring: ring, Store: st, Hub: hub, Games: gc, Google: gv, Now: cfg.Now, Entered: m.Touch})
 		rt.Server.RegisterService(&matchmakingv1.MatchmakingService_ServiceDesc, h)
-		return nil, nil
+
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); m.Run(bg) }()
+		go func() { defer wg.Done(); rc.Run(bg) }()
+		return func() error {
+			stop()
+			wg.Wait()
+			return errors.Join(hub.Close(), cc.Close())
+		}, nil
 	}
 }

@@ -5,39 +5,95 @@ import (
 	"context"
 	"log/slog"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/palacehq/palace/pkg/apierr"
 	clockv1 "github.com/palacehq/palace/pkg/gen/palace/clock/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/clock/internal/sweep"
 )
+
+// MaxIDBytes matches the game service's limit on ids.
+const MaxIDBytes = 64
+
+// Games is the part of the game service the handler reads.
+type Games interface {
+	GetGame(ctx context.Context, in *gamev1.GetGameRequest, opts ...grpc.CallOption) (*gamev1.GetGameResponse, error)
+}
+
+// Stater reports the sweepers' statistics.
+type Stater interface {
+	Stats(ctx context.Context) (sweep.Stats, error)
+}
 
 // Handler serves the clock service.
 type Handler struct {
 	clockv1.UnimplementedClockServiceServer
 	log   *slog.Logger
-	games gamev1.GameServiceClient
+	games Games
+	stats Stater
 }
 
-var _ clockv1.ClockServiceServer = (*Handler)(nil)
+var (
+	_ clockv1.ClockServiceServer = (*Handler)(nil)
+	_ Games                      = gamev1.GameServiceClient(nil)
+)
 
-// New returns a handler that reads games through games.
-func New(log *slog.Logger, games gamev1.GameServiceClient) *Handler {
-	return &Handler{log: log, games: games}
+// New returns a handler that reads games through games and statistics
+// from stats.
+func New(log *slog.Logger, games Games, stats Stater) *Handler {
+	return &Handler{log: log, games: games, stats: stats}
 }
 
 // GetClocks reads the game's clocks from the game service, which owns
 // them; the clock service never keeps a second copy that could disagree.
+// The caller's seat credential is passed on, so a private game's players
+// read their clocks here as they read the game there.
 func (h *Handler) GetClocks(ctx context.Context, req *clockv1.GetClocksRequest) (*clockv1.GetClocksResponse, error) {
-	if req.GetGameId() == "" {
+	switch id := req.GetGameId(); {
+	case id == "":
 		return nil, apierr.ToStatus(ctx, h.log, apierr.New(apierr.Invalid, "game_id: required"))
+	case len(id) > MaxIDBytes:
+		return nil, apierr.ToStatus(ctx, h.log, apierr.New(apierr.Invalid, "game_id: longer than %d bytes", MaxIDBytes))
 	}
-	g, err := h.games.GetGame(ctx, &gamev1.GetGameRequest{GameId: req.GetGameId()})
+	out := ctx
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if auth := md.Get("authorization"); len(auth) > 0 {
+			out = metadata.AppendToOutgoingContext(ctx, "authorization", auth[0])
+		}
+	}
+	g, err := h.games.GetGame(out, &gamev1.GetGameRequest{GameId: req.GetGameId()})
 	if err != nil {
+		// Already a status from the game service (NotFound,
+		// PermissionDenied, ...): passed through as it is.
 		return nil, err
 	}
 	return &clockv1.GetClocksResponse{Clocks: g.GetGame().GetClocks(), TimeControl: g.GetGame().GetTimeControl()}, nil
 }
 
-// GetStats reports this replica's sweepers.
-func (h *Handler) GetStats(context.Context, *clockv1.GetStatsRequest) (*clockv1.GetStatsResponse, error) {
-	return &clockv1.GetStatsResponse{}, nil
+// GetStats reports every shard of the deadline index and this replica's
+// sweepers.
+func (h *Handler) GetStats(ctx context.Context, _ *clockv1.GetStatsRequest) (*clockv1.GetStatsResponse, error) {
+	st, err := h.stats.Stats(ctx)
+	if err != nil {
+		h.log.WarnContext(ctx, "clock stats", "err", err)
+		return nil, apierr.ToStatus(ctx, h.log, &apierr.Error{Code: apierr.Unavailable, Msg: "the deadline index cannot be read now", Err: err})
+	}
+	out := &clockv1.GetStatsResponse{ReplicaId: st.ReplicaID, Replicas: st.Replicas}
+	for _, s := range st.Shards {
+		out.Shards = append(out.Shards, &clockv1.ShardStats{Shard: uint32(s.Shard), Pending: uint64(max(0, s.Pending)), Owner: s.Owner})
+	}
+	for _, b := range st.Lateness {
+		out.Lateness = append(out.Lateness, &clockv1.LatenessBucket{LeMs: b.LeMs, Count: b.Count})
+	}
+	for _, s := range st.Sweepers {
+		sw := &clockv1.SweeperHealth{Shard: uint32(s.Shard), Expired: s.Expired, Errors: s.Errors, Stale: s.Stale, Owned: s.Owned}
+		if !s.LastSweep.IsZero() {
+			sw.LastSweep = timestamppb.New(s.LastSweep)
+		}
+		out.Sweepers = append(out.Sweepers, sw)
+	}
+	return out, nil
 }

@@ -3,39 +3,89 @@ package handler
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/auth"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/games"
+	"github.com/palacehq/palace/services/matchmaking/internal/google"
+	"github.com/palacehq/palace/services/matchmaking/internal/notify"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
 // MaxNicknameRunes bounds a nickname.
 const MaxNicknameRunes = 24
 
+// Config holds the lifetimes the handler works with.
+type Config struct {
+	GuestTTL   time.Duration
+	AccountTTL time.Duration
+	// TicketTTL is how long a ticket waits for an opponent.
+	TicketTTL time.Duration
+	// InviteTTL is how long a friend link is valid (24 h).
+	InviteTTL time.Duration
+	// RematchWindow is how long a rematch offer stands.
+	RematchWindow time.Duration
+	// GameKeep is how long created games are remembered (rematches).
+	GameKeep time.Duration
+	// WatchPoll is how often watch streams re-read their state even
+	// without a notification (a lost one, an expiry).
+	WatchPoll time.Duration
+}
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Log   *slog.Logger
+	Ring  *auth.Keyring
+	Store *store.Store
+	Hub   *notify.Hub
+	Games *games.Creator
+	// Google is nil when Google sign-in is not configured.
+	Google *google.Verifier
+	Now    func() time.Time
+	// Entered, when set, is told of every pool a ticket entered, so this
+	// replica's pairing loop visits a new pool at once.
+	Entered func(store.Pool)
+}
+
 // Handler serves the matchmaking service.
 type Handler struct {
 	matchmakingv1.UnimplementedMatchmakingServiceServer
-	log      *slog.Logger
-	ring     *auth.Keyring
-	guestTTL time.Duration
-	now      func() time.Time
+	cfg     Config
+	log     *slog.Logger
+	ring    *auth.Keyring
+	store   *store.Store
+	hub     *notify.Hub
+	games   *games.Creator
+	google  *google.Verifier
+	now     func() time.Time
+	entered func(store.Pool)
 }
 
 var _ matchmakingv1.MatchmakingServiceServer = (*Handler)(nil)
 
-// New returns a handler signing with ring.
-func New(log *slog.Logger, ring *auth.Keyring, guestTTL time.Duration, now func() time.Time) *Handler {
-	return &Handler{log: log, ring: ring, guestTTL: guestTTL, now: now}
+// New returns a handler.
+func New(cfg Config, d Deps) *Handler {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if cfg.WatchPoll <= 0 {
+		cfg.WatchPoll = 5 * time.Second
+	}
+	if d.Entered == nil {
+		d.Entered = func(store.Pool) {}
+	}
+	return &Handler{cfg: cfg, log: d.Log, ring: d.Ring, store: d.Store, hub: d.Hub, games: d.Games, google: d.Google, now: d.Now, entered: d.Entered}
 }
+
+func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }
 
 // ValidNickname reports what is wrong with a nickname, or nil.
 func ValidNickname(s string) error {
@@ -56,26 +106,80 @@ func ValidNickname(s string) error {
 	return nil
 }
 
-// CreateGuest issues a guest credential.
-func (h *Handler) CreateGuest(ctx context.Context, req *matchmakingv1.CreateGuestRequest) (*matchmakingv1.CreateGuestResponse, error) {
-	if err := ValidNickname(req.GetNickname()); err != nil {
-		return nil, apierr.ToStatus(ctx, h.log, err)
+// checkID validates a client-chosen or server-issued id that becomes part
+// of Redis keys: no spaces, control characters, braces (hash tags) or '|'.
+func checkID(field, id string, limit int) error {
+	switch {
+	case id == "":
+		return apierr.New(apierr.Invalid, "%s: required", field)
+	case len(id) > limit:
+		return apierr.New(apierr.Invalid, "%s: longer than %d bytes", field, limit)
 	}
-	var id [12]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return nil, apierr.ToStatus(ctx, h.log, err)
+	for _, r := range id {
+		if r <= ' ' || r == 0x7f || r == '{' || r == '}' || r == '|' || r == ',' {
+			return apierr.New(apierr.Invalid, "%s: contains a space, control character, brace, comma or '|'", field)
+		}
 	}
-	now := h.now()
-	c := auth.Claims{
-		Kind:      auth.KindGuest,
-		Subject:   "guest-" + hex.EncodeToString(id[:]),
-		Name:      strings.TrimSpace(req.GetNickname()),
-		IssuedAt:  now.Unix(),
-		ExpiresAt: now.Add(h.guestTTL).Unix(),
+	return nil
+}
+
+// player returns the caller's player credential.
+func (h *Handler) player(ctx context.Context) (auth.Claims, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get("authorization")
+	if len(vals) == 0 {
+		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "a player credential is required: send \"authorization: Bearer <token>\"")
 	}
-	tok, err := h.ring.Sign(c)
+	tok, ok := strings.CutPrefix(vals[0], "Bearer ")
+	if !ok {
+		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "authorization: want \"Bearer <player credential>\"")
+	}
+	c, err := h.ring.Verify(strings.TrimSpace(tok), h.now())
 	if err != nil {
-		return nil, apierr.ToStatus(ctx, h.log, err)
+		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "player credential: %v", err)
 	}
-	return &matchmakingv1.CreateGuestResponse{PlayerId: c.Subject, Token: tok, ExpiresAt: timestamppb.New(c.Expires())}, nil
+	if c.Kind != auth.KindGuest && c.Kind != auth.KindAccount {
+		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "player credential: a %s credential is not a player's", c.Kind)
+	}
+	return c, nil
+}
+
+// account returns the caller's credential when it is an account's.
+func (h *Handler) account(ctx context.Context, what string) (auth.Claims, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return c, err
+	}
+	if c.Kind != auth.KindAccount {
+		return c, apierr.New(apierr.PermissionDenied, "%s need a Google account: sign in with Google", what)
+	}
+	return c, nil
+}
+
+// watch sends state whenever it may have changed until send reports the
+// end. It subscribes before the first read, so no change is missed.
+func (h *Handler) watch(ctx context.Context, id string, step func(ctx context.Context) (done bool, wake time.Duration, err error)) error {
+	sub := h.hub.Subscribe(id)
+	defer h.hub.Unsubscribe(sub)
+	for {
+		done, wake, err := step(ctx)
+		if err != nil {
+			return h.fail(ctx, err)
+		}
+		if done {
+			return nil
+		}
+		if wake <= 0 || wake > h.cfg.WatchPoll {
+			wake = h.cfg.WatchPoll
+		}
+		t := time.NewTimer(wake)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-sub.C:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 }

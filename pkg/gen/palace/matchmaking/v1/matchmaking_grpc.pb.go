@@ -116,8 +116,11 @@ type MatchmakingServiceClient interface {
 	// the offer expired, then ends. NotFound and PermissionDenied as
 	// OfferRematch.
 	WatchRematch(ctx context.Context, in *WatchRematchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRematchResponse], error)
-	// GetRating returns a player's Elo rating of a game kind (1200 before the
-	// first rated game) and rank. Accounts only.
+	// GetRating returns a player's Elo rating of a game kind and rank.
+	// Ratings start at 1200; after each rated game both players move by
+	// K x (score - expected score), rounded, with K = 40 for a player's first
+	// 30 rated games of the kind and 20 after; aborted games do not count.
+	// Accounts only.
 	GetRating(ctx context.Context, in *GetRatingRequest, opts ...grpc.CallOption) (*GetRatingResponse, error)
 	// GetRatingHistory returns a player's rating changes, latest first.
 	// Accounts only.
@@ -411,8 +414,11 @@ type MatchmakingServiceServer interface {
 	// the offer expired, then ends. NotFound and PermissionDenied as
 	// OfferRematch.
 	WatchRematch(*WatchRematchRequest, grpc.ServerStreamingServer[WatchRematchResponse]) error
-	// GetRating returns a player's Elo rating of a game kind (1200 before the
-	// first rated game) and rank. Accounts only.
+	// GetRating returns a player's Elo rating of a game kind and rank.
+	// Ratings start at 1200; after each rated game both players move by
+	// K x (score - expected score), rounded, with K = 40 for a player's first
+	// 30 rated games of the kind and 20 after; aborted games do not count.
+	// Accounts only.
 	GetRating(context.Context, *GetRatingRequest) (*GetRatingResponse, error)
 	// GetRatingHistory returns a player's rating changes, latest first.
 	// Accounts only.

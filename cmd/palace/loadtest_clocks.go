@@ -1,0 +1,644 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// clocksReport is the clock load test's result, printed as its last line.
+type clocksReport struct {
+	Games int64 `json:"games"`
+	// Flagged games ended on time, at or after their flag instant.
+	Flagged int64 `json:"flagged"`
+	// Missed games were still running CheckAfter past their flag instant.
+	Missed int64 `json:"missed"`
+	// WronglyFlagged games were flagged before their flag instant, or
+	// flagged for the side whose move had been accepted in time.
+	WronglyFlagged int64 `json:"wrongly_flagged"`
+	// Lateness (game-ended commit time minus flag instant) of the flags
+	// only the clock service could have made: no move was sent at or
+	// after the instant. Missed games flagged by the end of the run count
+	// with their real delay.
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+	// Behaviours: never move again, move well in time, move just before
+	// (or just after) the deadline.
+	Idle   int64 `json:"idle"`
+	Early  int64 `json:"early"`
+	Racing int64 `json:"racing"`
+	// Racing moves accepted in time / refused as too late.
+	RaceInTime int64 `json:"race_in_time"`
+	RaceLate   int64 `json:"race_late"`
+	// Inconsistent: a move's answer disagrees with the game's final state
+	// (accepted but absent, refused but present, accepted after its
+	// deadline).
+	Inconsistent int64 `json:"inconsistent"`
+	// Unexpected: ended other than on time (aborted, resigned, ...).
+	Unexpected int64 `json:"unexpected"`
+	// Errors: failed calls (create, moves, reads).
+	Errors int64   `json:"errors"`
+	SetupS float64 `json:"setup_s"`
+	RunS   float64 `json:"run_s"`
+}
+
+type clocksOptions struct {
+	games            int
+	spread           time.Duration
+	minMain, maxMain time.Duration
+	early, racing    float64
+	byoyomi          float64
+	raceBefore       time.Duration
+	raceAfter        time.Duration
+	reportedLag      time.Duration
+	checkAfter       time.Duration
+	concurrency      int
+}
+
+// clockGame is one game of the test and what the tool did with it.
+type clockGame struct {
+	id        string
+	tokens    map[commonv1.Side]string
+	behaviour string
+	// deadline is the first side's last in-time instant once its clock
+	// runs; deadline2 the second side's after an accepted third move.
+	// Both include the server's lag grace.
+	deadline, deadline2 time.Time
+	// budget is the time control's whole budget (main time plus periods);
+	// grace what the server adds for lag (deadline = start + budget +
+	// grace); limit the last instant at which the third move, with the
+	// lag it reported, is in time.
+	budget, grace, limit time.Duration
+	// moveSent: a third move was sent; answer: accepted, refused (too
+	// late) or unknown (the call failed).
+	moveSent         bool
+	accepted         bool
+	refused          bool
+	playedAt         time.Time
+	secondMoveFailed bool
+}
+
+type clocksLoad struct {
+	opt     clocksOptions
+	clients []gamev1.GameServiceClient
+	runID   string
+	// offset is server time minus local time, from the fastest round
+	// trip seen: moves are aimed at server instants.
+	offMu  sync.Mutex
+	offRTT time.Duration
+	offset time.Duration
+
+	setupDone, started, checked                 atomic.Int64
+	flagged, missed, wrong, inconsistent, unexp atomic.Int64
+	raceIn, raceLate, errs                      atomic.Int64
+
+	mu          sync.Mutex
+	missedGames []*clockGame
+	lateness    []float64
+	slowest     []slowFlag
+	errText     []string
+}
+
+// slowFlag is one of the latest flags, printed to help find the cause.
+type slowFlag struct {
+	id, behaviour string
+	lateMs        float64
+	flagAt        time.Time
+}
+
+// fail counts a failed call and keeps its text.
+func (l *clocksLoad) fail(format string, a ...any) {
+	l.errs.Add(1)
+	l.note(format, a...)
+}
+
+// note keeps the text of one of the first problems found, for stderr.
+func (l *clocksLoad) note(format string, a ...any) {
+	l.mu.Lock()
+	if len(l.errText) < 10 {
+		l.errText = append(l.errText, fmt.Sprintf(format, a...))
+	}
+	l.mu.Unlock()
+}
+
+// runLoadtestClocks checks the clock service end to end through the
+// public game API only: games with short clocks whose second first move
+// (which starts the clock) is spread over --spread, then per game one of
+// three behaviours: never move again (must flag at the deadline), move
+// well in time, or move around the deadline (in time and the game goes
+// on, or too late and the game ended on time; never both, never neither).
+// Each game is read back --check-after past the instant it must have
+// flagged by; lateness is the game's recorded end minus that instant.
+func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("palace loadtest clocks", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "localhost:8080", "game service host:port (the public API only)")
+	var o clocksOptions
+	fs.IntVar(&o.games, "games", 1000, "games to create")
+	fs.DurationVar(&o.spread, "spread", 30*time.Second, "the clocks start (second moves) spread over this long, so flags spread likewise")
+	fs.DurationVar(&o.minMain, "min-time", 2*time.Second, "shortest time budget of a game (main time plus periods)")
+	fs.DurationVar(&o.maxMain, "max-time", 6*time.Second, "longest time budget of a game")
+	fs.Float64Var(&o.early, "early", 0.2, "share of games whose first side moves well in time (then the other side never moves)")
+	fs.Float64Var(&o.racing, "racing", 0.3, "share of games whose first side moves just around its deadline")
+	fs.Float64Var(&o.byoyomi, "byoyomi", 0.3, "share of byo-yomi games (the rest are Fischer)")
+	fs.DurationVar(&o.raceBefore, "race-before", 150*time.Millisecond, "racing moves are aimed up to this long before the deadline")
+	fs.DurationVar(&o.raceAfter, "race-after", 30*time.Millisecond, "... and up to this long after it (those must be refused)")
+	fs.DurationVar(&o.reportedLag, "reported-lag", 10*time.Second, "lag reported with racing moves: the server credits at most its lag grace, so a large report makes the move race the very deadline the sweeper flags after")
+	fs.DurationVar(&o.checkAfter, "check-after", 2*time.Second, "a game still running this long after its flag instant counts as missed")
+	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrent calls while creating games")
+	conns := fs.Int("conns", 8, "client connections")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	seed := fs.Uint64("seed", 1, "random seed")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintln(stderr, "palace loadtest clocks:", err)
+		return exitUsage
+	}
+	if *conns < 1 || *conns > 256 || *timeout <= 0 {
+		fmt.Fprintln(stderr, "palace loadtest clocks: --conns must be 1..256 and --timeout positive")
+		return exitUsage
+	}
+	l := &clocksLoad{opt: o, runID: randomHex(4)}
+	for range *conns {
+		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			fmt.Fprintln(stderr, "palace loadtest clocks:", err)
+			return exitUsage
+		}
+		defer cc.Close()
+		l.clients = append(l.clients, gamev1.NewGameServiceClient(cc))
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	rng := mrand.New(mrand.NewPCG(*seed, 0xc10c))
+
+	fmt.Fprintf(stderr, "clocks: creating %d games at %s (run %s)\n", o.games, *addr, l.runID)
+	t0 := time.Now()
+	games := l.setup(ctx, rng, stderr)
+	var rep clocksReport
+	rep.SetupS = time.Since(t0).Seconds()
+	if len(games) == 0 {
+		fmt.Fprintln(stderr, "palace loadtest clocks: no game could be created")
+		l.printErrors(stderr)
+		return exitFail
+	}
+	l.calibrate(ctx, l.clients[0], games[0])
+	fmt.Fprintf(stderr, "clocks: %d games ready in %.1fs (clock offset %v); clocks start over %v\n", len(games), rep.SetupS, l.serverOffset(), o.spread)
+
+	t1 := time.Now()
+	begin := t1.Add(500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for i, g := range games {
+		startAt := begin.Add(time.Duration(rng.Float64() * float64(o.spread)))
+		raceOffset := time.Duration(rng.Float64()*float64(o.raceBefore+o.raceAfter)) - o.raceAfter
+		c := l.clients[i%len(l.clients)]
+		wg.Go(func() { l.play(ctx, c, g, startAt, raceOffset) })
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	progress := time.NewTicker(5 * time.Second)
+	defer progress.Stop()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-progress.C:
+			fmt.Fprintf(stderr, "progress: %.0fs clocks started %d/%d, checked %d, flagged %d, missed %d, wrongly flagged %d, errors %d\n",
+				time.Since(t1).Seconds(), l.started.Load(), len(games), l.checked.Load(), l.flagged.Load(), l.missed.Load(), l.wrong.Load(), l.errs.Load())
+		}
+	}
+	rep.RunS = time.Since(t1).Seconds()
+	if l.missed.Load() > 0 {
+		fmt.Fprintf(stderr, "clocks: reading the %d missed games again for their real lateness\n", l.missed.Load())
+		l.rereadMissed(ctx)
+	}
+	rep.Games = int64(len(games))
+	rep.Flagged, rep.Missed, rep.WronglyFlagged = l.flagged.Load(), l.missed.Load(), l.wrong.Load()
+	rep.Inconsistent, rep.Unexpected, rep.Errors = l.inconsistent.Load(), l.unexp.Load(), l.errs.Load()
+	rep.RaceInTime, rep.RaceLate = l.raceIn.Load(), l.raceLate.Load()
+	for _, g := range games {
+		switch g.behaviour {
+		case "idle":
+			rep.Idle++
+		case "early":
+			rep.Early++
+		case "racing":
+			rep.Racing++
+		}
+	}
+	rep.P50ms, rep.P99ms, rep.MaxMs = quantilesMs(l.lateness)
+	l.printErrors(stderr)
+	b, _ := json.Marshal(rep)
+	fmt.Fprintln(stdout, string(b))
+	if rep.Missed > 0 || rep.WronglyFlagged > 0 || rep.Inconsistent > 0 {
+		return exitFail
+	}
+	return exitOK
+}
+
+func (o clocksOptions) validate() error {
+	switch {
+	case o.games < 1 || o.games > 100000:
+		return fmt.Errorf("--games %d: want 1..100000", o.games)
+	case o.spread <= 0 || o.spread > 10*time.Minute:
+		return fmt.Errorf("--spread %v: want up to 10m", o.spread)
+	case o.minMain < 2*time.Second || o.maxMain < o.minMain || o.maxMain > 10*time.Minute:
+		return fmt.Errorf("--min-time %v / --max-time %v: want 2s <= min <= max <= 10m", o.minMain, o.maxMain)
+	case o.early < 0 || o.racing < 0 || o.early+o.racing > 1 || o.byoyomi < 0 || o.byoyomi > 1:
+		return fmt.Errorf("--early %v + --racing %v must be within 0..1, --byoyomi within 0..1", o.early, o.racing)
+	case o.raceBefore < 0 || o.raceAfter < 0 || o.raceBefore+o.raceAfter == 0 || o.raceBefore > o.minMain/2:
+		return fmt.Errorf("--race-before %v / --race-after %v: want a window, before at most half of --min-time", o.raceBefore, o.raceAfter)
+	case o.reportedLag < 0 || o.checkAfter <= 0 || o.concurrency < 1:
+		return fmt.Errorf("--reported-lag must not be negative, --check-after and --concurrency positive")
+	}
+	return nil
+}
+
+func (l *clocksLoad) printErrors(w io.Writer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.slowest {
+		fmt.Fprintf(w, "slowest flag: game %s (%s) %.0f ms after %s\n", f.id, f.behaviour, f.lateMs, f.flagAt.UTC().Format("15:04:05.000"))
+	}
+	for _, e := range l.errText {
+		fmt.Fprintln(w, "error:", e)
+	}
+}
+
+// setup creates the games and plays their first moves; clocks start
+// only after both first moves, so none runs yet.
+func (l *clocksLoad) setup(ctx context.Context, rng *mrand.Rand, stderr io.Writer) []*clockGame {
+	type job struct {
+		i         int
+		tc        *commonv1.TimeControl
+		budget    time.Duration
+		behaviour string
+	}
+	jobs := make(chan job)
+	out := make([]*clockGame, l.opt.games)
+	var wg sync.WaitGroup
+	for w := range l.opt.concurrency {
+		c := l.clients[w%len(l.clients)]
+		wg.Go(func() {
+			for j := range jobs {
+				out[j.i] = l.create(ctx, c, j.i, j.tc, j.budget, j.behaviour)
+			}
+		})
+	}
+	progress := time.NewTicker(5 * time.Second)
+	defer progress.Stop()
+	for i := range l.opt.games {
+		budget := l.opt.minMain + time.Duration(rng.Float64()*float64(l.opt.maxMain-l.opt.minMain))
+		budget = budget.Truncate(time.Millisecond)
+		tc := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(budget)}}}
+		if rng.Float64() < l.opt.byoyomi {
+			// Byo-yomi milestones are deadlines too: more work for the
+			// sweepers within the same budget.
+			periods := 1 + rng.IntN(2)
+			tc = &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{
+				MainTime: durationpb.New(max(0, budget-time.Duration(periods)*time.Second)), Periods: uint32(periods), PeriodTime: durationpb.New(time.Second),
+			}}}
+		}
+		behaviour := "idle"
+		switch r := rng.Float64(); {
+		case r < l.opt.early:
+			behaviour = "early"
+		case r < l.opt.early+l.opt.racing:
+			behaviour = "racing"
+		}
+		select {
+		case jobs <- job{i: i, tc: tc, budget: budget, behaviour: behaviour}:
+		case <-ctx.Done():
+		}
+		select {
+		case <-progress.C:
+			fmt.Fprintf(stderr, "progress: created %d/%d games, errors %d\n", l.setupDone.Load(), l.opt.games, l.errs.Load())
+		default:
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	return slices.DeleteFunc(out, func(g *clockGame) bool { return g == nil })
+}
+
+func (l *clocksLoad) create(ctx context.Context, c gamev1.GameServiceClient, i int, tc *commonv1.TimeControl, budget time.Duration, behaviour string) *clockGame {
+	if ctx.Err() != nil {
+		return nil
+	}
+	resp, err := c.CreateGame(ctx, &gamev1.CreateGameRequest{
+		RequestId: fmt.Sprintf("ltc-%s-%d", l.runID, i), Kind: commonv1.GameKind_GAME_KIND_XIANGQI,
+		Seats:       []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "ltc-a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "ltc-b"}},
+		TimeControl: tc,
+		// Long enough for the whole setup and spread: no game may be
+		// aborted before its clock starts.
+		FirstMoveTime: durationpb.New(time.Hour),
+	})
+	if err != nil {
+		l.fail("create: %v", err)
+		return nil
+	}
+	g := &clockGame{id: resp.GetGameId(), tokens: map[commonv1.Side]string{}, behaviour: behaviour, budget: budget}
+	for _, cr := range resp.GetCredentials() {
+		g.tokens[cr.GetSide()] = cr.GetToken()
+	}
+	if _, err := l.move(ctx, c, g, commonv1.Side_SIDE_FIRST, "h3e3", 0, "1"); err != nil {
+		l.fail("first move of %s: %v", g.id, err)
+		return nil
+	}
+	l.setupDone.Add(1)
+	return g
+}
+
+func (l *clocksLoad) move(ctx context.Context, c gamev1.GameServiceClient, g *clockGame, side commonv1.Side, mv string, lag time.Duration, n string) (*gamev1.MakeMoveResponse, error) {
+	req := &gamev1.MakeMoveRequest{GameId: g.id, RequestId: g.id + "-" + n, Move: &commonv1.Move{Coordinate: mv}}
+	if lag > 0 {
+		req.ReportedLag = durationpb.New(lag)
+	}
+	return c.MakeMove(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[side]), req)
+}
+
+// calibrate estimates the server's clock offset from a few reads made
+// while nothing else runs, so that the round trips are short and even.
+func (l *clocksLoad) calibrate(ctx context.Context, c gamev1.GameServiceClient, g *clockGame) {
+	md := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST])
+	for range 20 {
+		sent := time.Now()
+		resp, err := c.GetGame(md, &gamev1.GetGameRequest{GameId: g.id})
+		if err != nil {
+			l.fail("calibrate: %v", err)
+			return
+		}
+		l.sampleOffset(sent, time.Now(), resp.GetGame().GetClocks().GetAsOf().AsTime())
+	}
+}
+
+func (l *clocksLoad) sampleOffset(sent, recv, server time.Time) {
+	if server.IsZero() || server.Unix() <= 0 {
+		return
+	}
+	rtt := recv.Sub(sent)
+	l.offMu.Lock()
+	defer l.offMu.Unlock()
+	if l.offRTT == 0 || rtt < l.offRTT {
+		l.offRTT = rtt
+		l.offset = server.Sub(sent.Add(rtt / 2))
+	}
+}
+
+func (l *clocksLoad) serverOffset() time.Duration {
+	l.offMu.Lock()
+	defer l.offMu.Unlock()
+	return l.offset
+}
+
+// local converts a server instant to this machine's clock.
+func (l *clocksLoad) local(server time.Time) time.Time { return server.Add(-l.serverOffset()) }
+
+// play starts the game's clock at startAt, acts out its behaviour and
+// checks the outcome after the flag instant.
+func (l *clocksLoad) play(ctx context.Context, c gamev1.GameServiceClient, g *clockGame, startAt time.Time, raceOffset time.Duration) {
+	if !sleepUntil(ctx, startAt) {
+		return
+	}
+	resp, err := l.move(ctx, c, g, commonv1.Side_SIDE_SECOND, "h10g8", 0, "2")
+	if err != nil {
+		l.fail("second move of %s: %v", g.id, err)
+		return
+	}
+	l.started.Add(1)
+	d := resp.GetGame().GetClocks().GetDeadline()
+	if d == nil {
+		l.fail("game %s: no deadline after both first moves", g.id)
+		return
+	}
+	g.deadline = d.AsTime()
+	// The clock started at the commit, in whole milliseconds.
+	start := time.UnixMilli(resp.GetGame().GetClocks().GetAsOf().AsTime().UnixMilli())
+	g.grace = max(0, g.deadline.Sub(start)-g.budget)
+	switch g.behaviour {
+	case "early":
+		l.thirdMove(ctx, c, g, start.Add(g.budget/2), 0)
+	case "racing":
+		l.thirdMove(ctx, c, g, g.deadline.Add(-raceOffset), l.opt.reportedLag)
+	}
+	flagAt := g.deadline.Add(time.Millisecond)
+	if g.accepted {
+		flagAt = g.deadline2.Add(time.Millisecond)
+	}
+	if !sleepUntil(ctx, l.local(flagAt).Add(l.opt.checkAfter)) {
+		return
+	}
+	l.check(ctx, c, g)
+}
+
+// thirdMove plays the first side's move at the server instant at.
+func (l *clocksLoad) thirdMove(ctx context.Context, c gamev1.GameServiceClient, g *clockGame, at time.Time, lag time.Duration) {
+	if !sleepUntil(ctx, l.local(at)) {
+		return
+	}
+	// The server credits at most its grace for the reported lag.
+	g.moveSent, g.limit = true, g.budget+min(lag, g.grace)
+	resp, err := l.move(ctx, c, g, commonv1.Side_SIDE_FIRST, "h1g3", lag, "3")
+	switch {
+	case err == nil:
+		g.accepted = true
+		g.playedAt = resp.GetMove().GetPlayedAt().AsTime()
+		if d := resp.GetGame().GetClocks().GetDeadline(); d != nil {
+			g.deadline2 = d.AsTime()
+		}
+	case status.Code(err) == codes.FailedPrecondition:
+		g.refused = true
+	default:
+		l.fail("third move of %s: %v", g.id, err)
+	}
+}
+
+// check reads the game once its flag instant is CheckAfter past.
+func (l *clocksLoad) check(ctx context.Context, c gamev1.GameServiceClient, g *clockGame) {
+	defer l.checked.Add(1)
+	resp, err := c.GetGame(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST]), &gamev1.GetGameRequest{GameId: g.id})
+	if err != nil {
+		l.fail("read %s: %v", g.id, err)
+		return
+	}
+	gm := resp.GetGame()
+	third := len(gm.GetMoves()) >= 3
+	switch {
+	case g.accepted && !third, g.refused && third:
+		l.inconsistent.Add(1)
+		l.note("game %s: the third move was answered accepted=%v but the game has %d moves", g.id, g.accepted, len(gm.GetMoves()))
+	case g.accepted && g.playedAt.After(g.lastInTime()):
+		l.inconsistent.Add(1)
+		l.note("game %s: a move at %v was accepted after its last in-time instant %v", g.id, g.playedAt, g.lastInTime())
+	}
+	if g.behaviour == "racing" {
+		switch {
+		case third:
+			l.raceIn.Add(1)
+		case g.moveSent:
+			l.raceLate.Add(1)
+		}
+	}
+	switch gm.GetStatus() {
+	case commonv1.GameStatus_GAME_STATUS_ONGOING:
+		l.missed.Add(1)
+		l.note("game %s: still running %v after its flag instant", g.id, l.opt.checkAfter)
+		l.mu.Lock()
+		l.missedGames = append(l.missedGames, g)
+		l.mu.Unlock()
+		return
+	case commonv1.GameStatus_GAME_STATUS_ENDED:
+		if gm.GetResult().GetMethod() == commonv1.EndMethod_END_METHOD_TIMEOUT {
+			break
+		}
+		fallthrough
+	default:
+		l.unexp.Add(1)
+		l.note("game %s: %v by %v", g.id, gm.GetStatus(), gm.GetResult().GetMethod())
+		return
+	}
+	flaggedSide := commonv1.Side_SIDE_FIRST
+	if gm.GetResult().GetWinner() == commonv1.Winner_WINNER_FIRST {
+		flaggedSide = commonv1.Side_SIDE_SECOND
+	}
+	deadline := g.deadline
+	if third {
+		// The first side's move stands: its clock stopped in time and the
+		// second side, who never moves, must be the one flagged.
+		if flaggedSide != commonv1.Side_SIDE_SECOND {
+			l.wrong.Add(1)
+			l.note("game %s: the first side's move was in time, yet it was flagged", g.id)
+			return
+		}
+		if g.deadline2.IsZero() {
+			// The move's answer was lost: its deadline is unknown, so
+			// only the side is checked.
+			l.flagged.Add(1)
+			return
+		}
+		deadline = g.deadline2
+	} else if flaggedSide != commonv1.Side_SIDE_FIRST {
+		l.unexp.Add(1)
+		l.note("game %s: the second side was flagged although the first never moved in time", g.id)
+		return
+	}
+	ended := gm.GetEndedAt().AsTime()
+	if !third && g.moveSent && g.lastInTime().Before(deadline) {
+		// The late move may have ended the game itself, at its own time.
+		deadline = g.lastInTime()
+	}
+	if !ended.After(deadline) {
+		l.wrong.Add(1)
+		l.note("game %s: flagged at %v, not after its deadline %v", g.id, ended, deadline)
+		return
+	}
+	l.flagged.Add(1)
+	// A late move ends the game itself; only the flags that the clock
+	// service alone could make measure its lateness.
+	if third || !g.moveSent {
+		l.recordLate(g, deadline, ended)
+	}
+}
+
+func (l *clocksLoad) recordLate(g *clockGame, deadline, ended time.Time) {
+	late := float64(ended.Sub(deadline.Add(time.Millisecond)).Microseconds()) / 1000
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lateness = append(l.lateness, late)
+	l.slowest = append(l.slowest, slowFlag{id: g.id, behaviour: g.behaviour, lateMs: late, flagAt: deadline.Add(time.Millisecond)})
+	slices.SortFunc(l.slowest, func(a, b slowFlag) int { return cmp.Compare(b.lateMs, a.lateMs) })
+	l.slowest = l.slowest[:min(len(l.slowest), 5)]
+}
+
+// rereadMissed reads the missed games once more at the end: those that
+// were flagged since count in the lateness figures with their real
+// delay, so that missed games do not flatter p99 and max.
+func (l *clocksLoad) rereadMissed(ctx context.Context) {
+	l.mu.Lock()
+	missed := slices.Clone(l.missedGames)
+	l.mu.Unlock()
+	sem := make(chan struct{}, l.opt.concurrency)
+	var wg sync.WaitGroup
+	for i, g := range missed {
+		c := l.clients[i%len(l.clients)]
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			resp, err := c.GetGame(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST]), &gamev1.GetGameRequest{GameId: g.id})
+			gm := resp.GetGame()
+			if err != nil || gm.GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
+				return
+			}
+			third := len(gm.GetMoves()) >= 3
+			deadline := g.deadline
+			switch {
+			case third && g.deadline2.IsZero(), !third && g.moveSent:
+				return // not a flag whose lateness is known
+			case third:
+				deadline = g.deadline2
+			}
+			l.recordLate(g, deadline, gm.GetEndedAt().AsTime())
+		})
+	}
+	wg.Wait()
+}
+
+// lastInTime is the last instant the third move could be in time.
+func (g *clockGame) lastInTime() time.Time {
+	return g.deadline.Add(-g.grace - g.budget).Add(g.limit)
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
+}
+
+func quantilesMs(v []float64) (p50, p99, maxV float64) {
+	if len(v) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	at := func(q float64) float64 { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	return at(0.50), at(0.99), s[len(s)-1]
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,500 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/palacehq/palace/pkg/auth"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+)
+
+// mmReport is the matchmaking load test's result, printed as its last line.
+type mmReport struct {
+	// Tickets is the number of tickets that were to be matched (N);
+	// cancelled ones, entered and re-entered, come on top.
+	Tickets int `json:"tickets"`
+	Matched int `json:"matched"`
+	// Unmatched counts tickets still waiting at the end although another
+	// ticket of their pool (another player, so a compatible partner: the
+	// server's rating window widens without bound by default) waited too.
+	Unmatched int `json:"unmatched"`
+	// Waiting counts every ticket still waiting at the end.
+	Waiting int `json:"waiting"`
+	// DoublePaired counts tickets whose pairing is wrong: in a game with
+	// other than exactly one partner, with themselves, across pools,
+	// reported with two games, or seated otherwise by the game service.
+	DoublePaired int `json:"double_paired"`
+	Games        int `json:"games"`
+	Cancelled    int `json:"cancelled"`
+	// Time to match: from sending EnterQueue to receiving the game and
+	// seat on WatchTicket.
+	P50ms float64 `json:"p50_ms"`
+	P90ms float64 `json:"p90_ms"`
+	P99ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+	// TicketsPerS is the rate tickets entered at, over the time until the
+	// last one entered: with --rate 0 a player enters only when another
+	// was matched, so this is the throughput the servers sustained.
+	TicketsPerS float64 `json:"tickets_per_s"`
+	Errors      int64   `json:"errors"`
+	// GamesChecked is how many games were read back from the game service.
+	GamesChecked int      `json:"games_checked"`
+	Pools        []string `json:"pools"`
+	Concurrency  int      `json:"concurrency"`
+	Rate         float64  `json:"rate,omitempty"`
+	Ratings      string   `json:"ratings"`
+	ElapsedS     float64  `json:"elapsed_s"`
+}
+
+// mmPool is one pool the load test uses.
+type mmPool struct {
+	name  string
+	kind  commonv1.GameKind
+	tc    *commonv1.TimeControl
+	rated bool
+}
+
+func mmByoYomi(main time.Duration, periods uint32, period time.Duration) *commonv1.TimeControl {
+	return &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{
+		MainTime: durationpb.New(main), Periods: periods, PeriodTime: durationpb.New(period)}}}
+}
+
+func mmFischer(main, inc time.Duration) *commonv1.TimeControl {
+	return &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{
+		MainTime: durationpb.New(main), Increment: durationpb.New(inc)}}}
+}
+
+// mmPools are the pools tickets are spread over; the rated one only when
+// the tool can mint account credentials.
+func mmPools(rated bool) []mmPool {
+	ps := []mmPool{
+		{name: "janggi/5m+3x30s/casual", kind: commonv1.GameKind_GAME_KIND_JANGGI, tc: mmByoYomi(5*time.Minute, 3, 30*time.Second)},
+		{name: "janggi/10m+3x30s/casual", kind: commonv1.GameKind_GAME_KIND_JANGGI, tc: mmByoYomi(10*time.Minute, 3, 30*time.Second)},
+		{name: "xiangqi/10m+5s/casual", kind: commonv1.GameKind_GAME_KIND_XIANGQI, tc: mmFischer(10*time.Minute, 5*time.Second)},
+	}
+	if rated {
+		ps = append(ps, mmPool{name: "janggi/5m+3x30s/rated", kind: commonv1.GameKind_GAME_KIND_JANGGI, tc: mmByoYomi(5*time.Minute, 3, 30*time.Second), rated: true})
+	}
+	return ps
+}
+
+// mmTicket is one ticket's story.
+type mmTicket struct {
+	idx    int
+	pool   int
+	player string
+	token  string
+	rating int32
+	cancel bool
+	// cancelAfter is how long a cancelling player waits before cancelling.
+	cancelAfter time.Duration
+	ticketID    string
+	state       matchmakingv1.TicketState
+	games       []string // distinct game ids the ticket was reported with
+	seat        *matchmakingv1.Seat
+	latency     time.Duration
+}
+
+type mmLoad struct {
+	mm      []matchmakingv1.MatchmakingServiceClient
+	game    gamev1.GameServiceClient
+	pools   []mmPool
+	tickets []*mmTicket
+
+	matched, cancelled, errs atomic.Int64
+	mu                       sync.Mutex
+	errSample                []string
+}
+
+func (l *mmLoad) fail(format string, a ...any) {
+	l.errs.Add(1)
+	l.mu.Lock()
+	if len(l.errSample) < 10 {
+		l.errSample = append(l.errSample, fmt.Sprintf(format, a...))
+	}
+	l.mu.Unlock()
+}
+
+func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("palace loadtest matchmaking", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addrs := fs.String("addr", "localhost:8080", "matchmaking host:port; several, comma-separated, spread the tickets over replicas")
+	n := fs.Int("tickets", 1000, "tickets to match (even)")
+	concurrency := fs.Int("concurrency", 32, "most players waiting at once")
+	rate := fs.Float64("rate", 0, "tickets entered per second (open loop, capped by --concurrency); 0: as fast as --concurrency players allow")
+	cancelShare := fs.Float64("cancel", 0.1, "share of players who enter, cancel and enter again")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up waiting after this long")
+	gameAddr := fs.String("game-addr", "", "game service host:port to read every game back from; empty: do not check")
+	keys := fs.String("player-signing-keys", "", "the servers' --player-signing-keys: lets the tool mint account credentials and add a rated pool")
+	ratingSD := fs.Float64("rating-sd", 200, "standard deviation of the casual ratings (normal around 1300)")
+	ratings := fs.String("ratings", "pairs", `"pairs": tickets come in pairs of one pool whose ratings are within 50 of each other, the pairs spread over the ratings, so every ticket has a compatible partner and the test measures the servers; "independent": every rating drawn on its own, so rating outliers also wait for their window to widen`)
+	seed := fs.Uint64("seed", 1, "random seed")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if *n <= 0 || *n%2 != 0 || *concurrency < 1 || *cancelShare < 0 || *cancelShare > 1 || (*ratings != "pairs" && *ratings != "independent") {
+		fmt.Fprintln(stderr, "palace loadtest matchmaking: --tickets must be even and positive, --concurrency positive, --cancel within 0..1, --ratings pairs or independent")
+		return exitUsage
+	}
+	var ring *auth.Keyring
+	if *keys != "" {
+		parsed, err := auth.ParseKeys(*keys)
+		if err == nil {
+			ring, err = auth.NewKeyring(parsed...)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "palace loadtest matchmaking: --player-signing-keys:", err)
+			return exitUsage
+		}
+	}
+	l := &mmLoad{pools: mmPools(ring != nil)}
+	for a := range strings.SplitSeq(*addrs, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)
+			return exitUsage
+		}
+		defer cc.Close()
+		l.mm = append(l.mm, matchmakingv1.NewMatchmakingServiceClient(cc))
+	}
+	if len(l.mm) == 0 {
+		fmt.Fprintln(stderr, "palace loadtest matchmaking: --addr is empty")
+		return exitUsage
+	}
+	if *gameAddr != "" {
+		cc, err := grpc.NewClient(*gameAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)
+			return exitUsage
+		}
+		defer cc.Close()
+		l.game = gamev1.NewGameServiceClient(cc)
+	}
+
+	rng := rand.New(rand.NewPCG(*seed, 0x6d6d))
+	fmt.Fprintf(stderr, "creating %d players over %d pools...\n", *n, len(l.pools))
+	if err := l.players(ctx, *n, ring, rng, *cancelShare, *ratingSD, *ratings == "pairs"); err != nil {
+		fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)
+		return exitFail
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	start := time.Now()
+	stopProgress := l.progress(stderr, start, *n)
+	work := make(chan *mmTicket)
+	var wg sync.WaitGroup
+	for range min(*concurrency, *n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				l.play(runCtx, t)
+			}
+		}()
+	}
+	var pace *time.Ticker
+	if *rate > 0 {
+		pace = time.NewTicker(time.Duration(float64(time.Second) / *rate))
+		defer pace.Stop()
+	}
+	for _, t := range l.tickets {
+		if pace != nil {
+			select {
+			case <-pace.C:
+			case <-runCtx.Done():
+			}
+		}
+		select {
+		case work <- t:
+		case <-runCtx.Done():
+		}
+	}
+	entered := time.Since(start)
+	close(work)
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+
+	rep := l.report(ctx, elapsed, *concurrency)
+	rep.TicketsPerS = float64(len(l.tickets)) / entered.Seconds()
+	rep.Rate, rep.Ratings = *rate, *ratings
+	for _, e := range l.errSample {
+		fmt.Fprintln(stderr, "error:", e)
+	}
+	out, _ := json.Marshal(rep)
+	fmt.Fprintln(stdout, string(out))
+	if rep.DoublePaired > 0 || rep.Unmatched > 0 || rep.Errors > 0 {
+		return exitFail
+	}
+	return exitOK
+}
+
+// players makes one player per ticket: guests through CreateGuest for the
+// casual pools, accounts minted with the signing keys for the rated one.
+// Partners come in pairs in the same pool, so every pool gets an even
+// number of tickets and everyone can be matched.
+func (l *mmLoad) players(ctx context.Context, n int, ring *auth.Keyring, rng *rand.Rand, cancelShare, sd float64, paired bool) error {
+	l.tickets = make([]*mmTicket, n)
+	var pairRating int32
+	for i := range n {
+		l.tickets[i] = &mmTicket{
+			idx: i, pool: (i / 2) % len(l.pools), rating: mmRating(rng, sd),
+			cancel: rng.Float64() < cancelShare, cancelAfter: time.Duration(rng.IntN(20)) * time.Millisecond,
+		}
+		if paired {
+			if i%2 == 0 {
+				pairRating = l.tickets[i].rating
+			} else {
+				l.tickets[i].rating = min(max(pairRating+int32(rng.IntN(101))-50, 700), 2300)
+			}
+		}
+	}
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	var first error
+	var once sync.Once
+	for _, t := range l.tickets {
+		if l.pools[t.pool].rated {
+			now := time.Now()
+			c := auth.Claims{Kind: auth.KindAccount, Subject: fmt.Sprintf("loadtest-%d-%d", now.UnixNano(), t.idx), Name: fmt.Sprintf("Acct%d", t.idx), IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()}
+			tok, err := ring.Sign(c)
+			if err != nil {
+				return err
+			}
+			t.player, t.token = c.Subject, tok
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r, err := l.mm[t.idx%len(l.mm)].CreateGuest(ctx, &matchmakingv1.CreateGuestRequest{Nickname: fmt.Sprintf("Guest%d", t.idx)})
+			if err != nil {
+				once.Do(func() { first = fmt.Errorf("CreateGuest: %w", err) })
+				return
+			}
+			t.player, t.token = r.GetPlayerId(), r.GetToken()
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// mmRating draws a casual self-estimate the way players' strengths
+// spread: normal around 1300 with standard deviation sd, within 700..2300.
+func mmRating(rng *rand.Rand, sd float64) int32 {
+	return int32(min(max(1300+sd*rng.NormFloat64(), 700), 2300))
+}
+
+func (l *mmLoad) progress(w io.Writer, start time.Time, n int) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				m := l.matched.Load()
+				fmt.Fprintf(w, "matched %d/%d cancelled %d errors %d %.0f tickets/s\n",
+					m, n, l.cancelled.Load(), l.errs.Load(), float64(m)/time.Since(start).Seconds())
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// play enters one player's ticket (cancelling and re-entering first for
+// some), then watches it until it is matched or the run ends.
+func (l *mmLoad) play(ctx context.Context, t *mmTicket) {
+	pool := l.pools[t.pool]
+	mm := l.mm[t.idx%len(l.mm)]
+	watcher := l.mm[(t.idx+1)%len(l.mm)] // watch through another replica when there are several
+	pctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+t.token)
+	enter := func() (*matchmakingv1.Ticket, error) {
+		r, err := mm.EnterQueue(pctx, &matchmakingv1.EnterQueueRequest{
+			RequestId: fmt.Sprintf("lt-%d-%d", t.idx, time.Now().UnixNano()), Kind: pool.kind, TimeControl: pool.tc, Rated: pool.rated, CasualRating: t.rating,
+		})
+		return r.GetTicket(), err
+	}
+	if t.cancel {
+		tk, err := enter()
+		if err != nil {
+			l.fail("EnterQueue: %v", err)
+			return
+		}
+		time.Sleep(t.cancelAfter)
+		_, err = mm.CancelTicket(pctx, &matchmakingv1.CancelTicketRequest{TicketId: tk.GetTicketId()})
+		switch status.Code(err) {
+		case codes.OK:
+			l.cancelled.Add(1)
+		case codes.FailedPrecondition:
+			// Paired before the cancel arrived: this ticket is the player's.
+			l.watch(ctx, pctx, watcher, t, tk.GetTicketId(), time.Now().Add(-t.cancelAfter))
+			return
+		default:
+			l.fail("CancelTicket: %v", err)
+			return
+		}
+	}
+	sent := time.Now()
+	tk, err := enter()
+	if err != nil {
+		if ctx.Err() == nil {
+			l.fail("EnterQueue: %v", err)
+		}
+		return
+	}
+	l.watch(ctx, pctx, watcher, t, tk.GetTicketId(), sent)
+}
+
+func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingServiceClient, t *mmTicket, id string, sent time.Time) {
+	t.ticketID, t.state = id, matchmakingv1.TicketState_TICKET_STATE_WAITING
+	st, err := mm.WatchTicket(pctx, &matchmakingv1.WatchTicketRequest{TicketId: id})
+	if err != nil {
+		if ctx.Err() == nil {
+			l.fail("WatchTicket: %v", err)
+		}
+		return
+	}
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			if err != io.EOF && ctx.Err() == nil {
+				l.fail("WatchTicket %s: %v", id, err)
+			}
+			return
+		}
+		tk := r.GetTicket()
+		t.state = tk.GetState()
+		if g := tk.GetSeat().GetGameId(); g != "" && !slices.Contains(t.games, g) {
+			t.games = append(t.games, g)
+		}
+		switch tk.GetState() {
+		case matchmakingv1.TicketState_TICKET_STATE_MATCHED:
+			if t.seat == nil {
+				t.seat, t.latency = tk.GetSeat(), time.Since(sent)
+				l.matched.Add(1)
+			}
+		case matchmakingv1.TicketState_TICKET_STATE_CANCELLED, matchmakingv1.TicketState_TICKET_STATE_EXPIRED:
+			l.fail("ticket %s ended %v", id, tk.GetState())
+		}
+	}
+}
+
+// report checks every pairing and computes the figures.
+func (l *mmLoad) report(ctx context.Context, elapsed time.Duration, concurrency int) mmReport {
+	rep := mmReport{Tickets: len(l.tickets), Cancelled: int(l.cancelled.Load()), Concurrency: concurrency, ElapsedS: elapsed.Seconds()}
+	for _, p := range l.pools {
+		rep.Pools = append(rep.Pools, p.name)
+	}
+	byGame := map[string][]*mmTicket{}
+	waitingByPool := map[int][]*mmTicket{}
+	var lat []time.Duration
+	bad := map[*mmTicket]bool{}
+	for _, t := range l.tickets {
+		switch {
+		case t.seat != nil:
+			rep.Matched++
+			lat = append(lat, t.latency)
+			byGame[t.seat.GetGameId()] = append(byGame[t.seat.GetGameId()], t)
+			if len(t.games) > 1 {
+				bad[t] = true
+			}
+		case t.ticketID != "" && (t.state == matchmakingv1.TicketState_TICKET_STATE_WAITING || t.state == matchmakingv1.TicketState_TICKET_STATE_PAIRED):
+			waitingByPool[t.pool] = append(waitingByPool[t.pool], t)
+		}
+	}
+	rep.Games = len(byGame)
+	for id, ts := range byGame {
+		if len(ts) != 2 || ts[0].player == ts[1].player || ts[0].pool != ts[1].pool || ts[0].seat.GetSide() == ts[1].seat.GetSide() ||
+			ts[0].seat.GetOpponentId() != ts[1].player || ts[1].seat.GetOpponentId() != ts[0].player {
+			for _, t := range ts {
+				bad[t] = true
+			}
+			continue
+		}
+		if l.game != nil && !l.seatedAsReported(ctx, id, ts) {
+			for _, t := range ts {
+				bad[t] = true
+			}
+		}
+		if l.game != nil {
+			rep.GamesChecked++
+		}
+	}
+	rep.DoublePaired = len(bad)
+	for _, ws := range waitingByPool {
+		rep.Waiting += len(ws)
+		if len(ws) >= 2 {
+			rep.Unmatched += len(ws)
+		}
+		// Leave nothing behind in the queue.
+		for _, t := range ws {
+			pctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+t.token)
+			_, _ = l.mm[t.idx%len(l.mm)].CancelTicket(pctx, &matchmakingv1.CancelTicketRequest{TicketId: t.ticketID})
+		}
+	}
+	slices.Sort(lat)
+	q := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return float64(lat[min(int(p*float64(len(lat))), len(lat)-1)].Microseconds()) / 1000
+	}
+	rep.P50ms, rep.P90ms, rep.P99ms, rep.MaxMs = q(0.50), q(0.90), q(0.99), q(1)
+	rep.Errors = l.errs.Load()
+	return rep
+}
+
+// seatedAsReported reads a game back: its seats must hold exactly the two
+// players their tickets say, on the sides they say.
+func (l *mmLoad) seatedAsReported(ctx context.Context, id string, ts []*mmTicket) bool {
+	gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+ts[0].seat.GetToken())
+	r, err := l.game.GetGame(gctx, &gamev1.GetGameRequest{GameId: id})
+	if err != nil {
+		l.fail("GetGame %s: %v", id, err)
+		return false
+	}
+	for _, s := range r.GetGame().GetSeats() {
+		var want string
+		for _, t := range ts {
+			if t.seat.GetSide() == s.GetSide() {
+				want = t.player
+			}
+		}
+		if s.GetPlayerId() != want {
+			return false
+		}
+	}
+	return len(r.GetGame().GetSeats()) == 2
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/palacehq/palace/pkg/redistest"
+)
+
+// TestLoadtestMatchmakingPairsEveryone runs a short matchmaking load test
+// against `palace serve` on a real Redis, rated pool included: everyone is
+// matched exactly once and the games seat who the tickets say.
+func TestLoadtestMatchmakingPairsEveryone(t *testing.T) {
+	keys := "lt:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
+		"--player-signing-keys", keys, "--pairing-interval", "50ms")
+	out, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--game-addr", addr, "--tickets", "120",
+		"--concurrency", "40", "--cancel", "0.2", "--player-signing-keys", keys, "--timeout", "60s",
+		// Independent ratings: outliers wait for their window to widen, and
+		// must still all be matched.
+		"--ratings", "independent")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, out, errOut)
+	}
+	var rep mmReport
+	lastJSON(t, out, &rep)
+	if rep.Tickets != 120 || rep.Matched != 120 || rep.Games != 60 || rep.GamesChecked != 60 || len(rep.Pools) != 4 {
+		t.Fatalf("report %+v", rep)
+	}
+	if rep.DoublePaired != 0 || rep.Unmatched != 0 || rep.Errors != 0 {
+		t.Fatalf("faults: %+v\n%s", rep, errOut)
+	}
+	if rep.Cancelled == 0 || rep.P99ms <= 0 || rep.TicketsPerS <= 0 {
+		t.Fatalf("nothing measured: %+v", rep)
+	}
+}
+
+func TestLoadtestMatchmakingUsage(t *testing.T) {
+	for _, args := range [][]string{{"--tickets", "3"}, {"--tickets", "0"}, {"--addr", ""}} {
+		if _, _, code := palace(append([]string{"loadtest", "matchmaking"}, args...)...); code != exitUsage {
+			t.Errorf("%v: exit %d, want usage", args, code)
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package matchmaking_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking"
+)
+
+func TestCreateGuest(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		nickname string
+		wantCode codes.Code
+	}{
+		{name: "ok", nickname: "Minji", wantCode: codes.OK},
+		{name: "unicode", nickname: "장기왕", wantCode: codes.OK},
+		{name: "empty", nickname: "  ", wantCode: codes.InvalidArgument},
+		{name: "too long", nickname: strings.Repeat("x", 25), wantCode: codes.InvalidArgument},
+		{name: "unprintable", nickname: "a\x00b", wantCode: codes.InvalidArgument},
+		{name: "cancelled context", ctx: cancelled, nickname: "Minji", wantCode: codes.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := tt.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			r, err := e.mm[0].CreateGuest(ctx, &matchmakingv1.CreateGuestRequest{Nickname: tt.nickname})
+			wantCode(t, err, tt.wantCode)
+			if err == nil && (!strings.HasPrefix(r.GetPlayerId(), "guest-") || r.GetToken() == "") {
+				t.Fatalf("got %v", r)
+			}
+		})
+	}
+}
+
+func TestSignInWithGoogle(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	r, err := e.mm[0].SignInWithGoogle(context.Background(), &matchmakingv1.SignInWithGoogleRequest{IdToken: e.issuer.token(t, "1001", "Kim Minji", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetPlayerId() != "google-1001" || r.GetDisplayName() != "Kim Minji" {
+		t.Fatalf("got %v", r)
+	}
+	// The same Google account is the same player every time.
+	again := e.account("1001", "")
+	if again.id != r.GetPlayerId() {
+		t.Fatalf("second sign-in: id %s, want %s", again.id, r.GetPlayerId())
+	}
+	// The account credential works where an account is needed.
+	if _, err := e.mm[0].GetRating(as(r.GetToken()), &matchmakingv1.GetRatingRequest{Kind: janggi}); err != nil {
+		t.Fatalf("GetRating as an account: %v", err)
+	}
+
+	forger := e.issuer.addKey(t, "forger-only")
+	e.issuer.mu.Lock()
+	delete(e.issuer.keys, "forger-only")
+	e.issuer.mu.Unlock()
+	tests := []struct {
+		name  string
+		token func() string
+	}{
+		{name: "forged signature", token: func() string {
+			// Right kid, wrong key: what an attacker without Google's key makes.
+			return signJWT(t, forger, map[string]any{"alg": "RS256", "kid": "k1"}, map[string]any{
+				"iss": "https://accounts.google.com", "aud": clientID, "sub": "1001", "exp": time.Now().Add(time.Hour).Unix(),
+			})
+		}},
+		{name: "expired", token: func() string {
+			return e.issuer.token(t, "1001", "x", func(c map[string]any) { c["exp"] = time.Now().Add(-time.Hour).Unix() })
+		}},
+		{name: "other audience", token: func() string {
+			return e.issuer.token(t, "1001", "x", func(c map[string]any) { c["aud"] = "someone-else" })
+		}},
+		{name: "other issuer", token: func() string {
+			return e.issuer.token(t, "1001", "x", func(c map[string]any) { c["iss"] = "https://evil.example" })
+		}},
+		{name: "no subject", token: func() string {
+			return e.issuer.token(t, "", "x", nil)
+		}},
+		{name: "alg none", token: func() string {
+			tok := e.issuer.token(t, "1001", "x", nil)
+			parts := strings.Split(tok, ".")
+			return b64([]byte(`{"alg":"none","kid":"k1"}`)) + "." + parts[1] + "."
+		}},
+		{name: "tampered claims", token: func() string {
+			tok := e.issuer.token(t, "1001", "x", nil)
+			parts := strings.Split(tok, ".")
+			other := strings.Split(e.issuer.token(t, "1002", "x", nil), ".")
+			return parts[0] + "." + other[1] + "." + parts[2]
+		}},
+		{name: "unknown key", token: func() string {
+			return signJWT(t, forger, map[string]any{"alg": "RS256", "kid": "nobody"}, map[string]any{
+				"iss": "https://accounts.google.com", "aud": clientID, "sub": "1001", "exp": time.Now().Add(time.Hour).Unix(),
+			})
+		}},
+		{name: "garbage", token: func() string { return "not.a.jwt" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.mm[0].SignInWithGoogle(context.Background(), &matchmakingv1.SignInWithGoogleRequest{IdToken: tt.token()})
+			wantCode(t, err, codes.Unauthenticated)
+		})
+	}
+}
+
+func TestGoogleKeyRotation(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	e.account("2001", "A") // caches k1
+	fetches := e.issuer.fetch.Load()
+	// Google publishes a new key and signs with it: the unknown key id
+	// makes the verifier fetch the key set again (unknown ids trigger at
+	// most one fetch per 30 s, so forged ids cannot flood the endpoint).
+	k2 := e.issuer.addKey(t, "k2")
+	tok0 := signJWT(t, k2, map[string]any{"alg": "RS256", "kid": "k2"}, map[string]any{
+		"iss": "accounts.google.com", "aud": clientID, "sub": "2002", "exp": time.Now().Add(time.Hour).Unix(),
+	})
+	_, err := e.mm[0].SignInWithGoogle(context.Background(), &matchmakingv1.SignInWithGoogleRequest{IdToken: tok0})
+	wantCode(t, err, codes.Unauthenticated)
+	if got := e.issuer.fetch.Load() - fetches; got != 0 {
+		t.Fatalf("%d key fetches within 30 s of the last, want 0", got)
+	}
+	e.clock.Advance(31 * time.Second)
+	tok := signJWT(t, k2, map[string]any{"alg": "RS256", "kid": "k2"}, map[string]any{
+		"iss": "accounts.google.com", "aud": []string{"other", clientID}, "sub": "2002", "exp": time.Now().Add(time.Hour).Unix(),
+	})
+	if _, err := e.mm[0].SignInWithGoogle(context.Background(), &matchmakingv1.SignInWithGoogleRequest{IdToken: tok, Nickname: "Rotated"}); err != nil {
+		t.Fatalf("token signed with the new key: %v", err)
+	}
+	if got := e.issuer.fetch.Load() - fetches; got != 1 {
+		t.Fatalf("%d key fetches after rotation, want 1", got)
+	}
+	// Cached now: no further fetch.
+	e.account("2003", "C")
+	if got := e.issuer.fetch.Load() - fetches; got != 1 {
+		t.Fatalf("%d key fetches, want the cached keys to be used", got)
+	}
+}
+
+func TestGoogleSignInOff(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.GoogleClientIDs = "" })
+	_, err := e.mm[0].SignInWithGoogle(context.Background(), &matchmakingv1.SignInWithGoogleRequest{IdToken: e.issuer.token(t, "1", "x", nil)})
+	wantCode(t, err, codes.FailedPrecondition)
+}
+
+func TestCredentialsRequired(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	g := e.guest("Guest")
+	seatLike := player{token: g.token + "x"}
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		wantCode codes.Code
+	}{
+		{name: "no credential", ctx: context.Background(), wantCode: codes.Unauthenticated},
+		{name: "bad signature", ctx: seatLike.ctx(), wantCode: codes.Unauthenticated},
+		{name: "guest", ctx: g.ctx(), wantCode: codes.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.mm[0].CreateInvite(tt.ctx, &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: janggi})
+			wantCode(t, err, tt.wantCode)
+		})
+	}
+}

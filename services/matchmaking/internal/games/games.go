@@ -1,0 +1,203 @@
+// Package games creates games through the game service for matchmaking's
+// three ways to meet (queue, invite, rematch) and the AI, and remembers
+// each human game (for rematches) and each rated one (for ratings).
+package games
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/clock"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// Creator creates and records games.
+type Creator struct {
+	game  gamev1.GameServiceClient
+	store *store.Store
+	// keep is how long a game's record stays (rematch offers, rating).
+	keep time.Duration
+}
+
+// New returns a Creator.
+func New(game gamev1.GameServiceClient, st *store.Store, keep time.Duration) *Creator {
+	return &Creator{game: game, store: st, keep: keep}
+}
+
+// Game is the game service client.
+func (c *Creator) Game() gamev1.GameServiceClient { return c.game }
+
+// RequestID derives a game service request id from parts: the same parts
+// give the same id, so a retry after a crash creates the same game
+// (the game service remembers request ids).
+func RequestID(kind string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return kind + "-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// FirstIsA decides sides at random but reproducibly from a seed (which
+// holds random ids), so a retried creation asks for the same game.
+func FirstIsA(seed ...string) bool {
+	h := sha256.New()
+	for _, p := range seed {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return h.Sum(nil)[0]&1 == 0
+}
+
+// Human is one person to seat.
+type Human struct{ ID, Name string }
+
+// Spec is a game between two people.
+type Spec struct {
+	RequestID     string
+	Kind          commonv1.GameKind
+	Control       clock.Control
+	Rated, Public bool
+	// First and Second by side.
+	First, Second Human
+}
+
+// CreateHuman creates a game between two people, remembers it, and, when
+// rated, records it as pending before anyone can learn of it (so its end
+// cannot be missed).
+func (c *Creator) CreateHuman(ctx context.Context, s Spec) (store.Game, error) {
+	g, err := c.Create(ctx, s)
+	if err != nil {
+		return g, err
+	}
+	if err := c.store.SaveGame(ctx, g, c.keep, c.Pending(g)); err != nil {
+		return store.Game{}, err
+	}
+	return g, nil
+}
+
+// Create creates a game between two people without remembering it: the
+// caller must (CreateHuman does).
+func (c *Creator) Create(ctx context.Context, s Spec) (store.Game, error) {
+	resp, err := c.game.CreateGame(ctx, &gamev1.CreateGameRequest{
+		RequestId: s.RequestID, Kind: s.Kind, TimeControl: store.ControlPB(s.Control),
+		Rated: s.Rated, Public: s.Public,
+		Seats: []*gamev1.Seat{
+			{Side: commonv1.Side_SIDE_FIRST, PlayerId: s.First.ID, DisplayName: s.First.Name},
+			{Side: commonv1.Side_SIDE_SECOND, PlayerId: s.Second.ID, DisplayName: s.Second.Name},
+		},
+	})
+	if err != nil {
+		return store.Game{}, GameError("create game", err)
+	}
+	g := store.Game{
+		ID: resp.GetGameId(), Kind: s.Kind, Control: s.Control, Rated: s.Rated, Public: s.Public,
+		First:  store.Player{ID: s.First.ID, Name: s.First.Name},
+		Second: store.Player{ID: s.Second.ID, Name: s.Second.Name},
+	}
+	for _, cr := range resp.GetCredentials() {
+		grant := store.Grant{Token: cr.GetToken(), Expires: cr.GetExpiresAt().AsTime()}
+		switch cr.GetSide() {
+		case commonv1.Side_SIDE_FIRST:
+			grant.Side = "first"
+			g.First.Seat = grant
+		case commonv1.Side_SIDE_SECOND:
+			grant.Side = "second"
+			g.Second.Seat = grant
+		}
+	}
+	if g.First.Seat.Token == "" || g.Second.Seat.Token == "" {
+		return store.Game{}, fmt.Errorf("create game %s: the game service returned no credential for a seat", g.ID)
+	}
+	return g, nil
+}
+
+// Keep is how long game records are kept.
+func (c *Creator) Keep() time.Duration { return c.keep }
+
+// Pending is the pending-rating record of a rated game; nil for a casual one.
+func (c *Creator) Pending(g store.Game) *store.Pending {
+	if !g.Rated {
+		return nil
+	}
+	return &store.Pending{
+		Game: g.ID, Kind: int32(g.Kind), First: g.First.ID, FName: g.First.Name,
+		Second: g.Second.ID, SName: g.Second.Name, Token: g.First.Seat.Token,
+	}
+}
+
+// AISpec is a game against the AI.
+type AISpec struct {
+	RequestID string
+	Kind      commonv1.GameKind
+	Level     uint32
+	Human     Human
+	HumanSide commonv1.Side
+	// Control is clock.Control{} for no clock.
+	Control clock.Control
+}
+
+// CreateAI creates an unrated, private game against the AI and returns
+// the human's seat.
+func (c *Creator) CreateAI(ctx context.Context, s AISpec) (string, store.Grant, error) {
+	human := &gamev1.Seat{Side: s.HumanSide, PlayerId: s.Human.ID, DisplayName: s.Human.Name}
+	aiSide := commonv1.Side_SIDE_SECOND
+	if s.HumanSide == commonv1.Side_SIDE_SECOND {
+		aiSide = commonv1.Side_SIDE_FIRST
+	}
+	ai := &gamev1.Seat{Side: aiSide, PlayerId: "ai", DisplayName: fmt.Sprintf("AI level %d", s.Level), AiLevel: s.Level}
+	resp, err := c.game.CreateGame(ctx, &gamev1.CreateGameRequest{
+		RequestId: s.RequestID, Kind: s.Kind, TimeControl: store.ControlPB(s.Control), Seats: []*gamev1.Seat{human, ai},
+	})
+	if err != nil {
+		return "", store.Grant{}, GameError("create AI game", err)
+	}
+	for _, cr := range resp.GetCredentials() {
+		if cr.GetSide() == s.HumanSide {
+			return resp.GetGameId(), store.Grant{Side: SideName(s.HumanSide), Token: cr.GetToken(), Expires: cr.GetExpiresAt().AsTime()}, nil
+		}
+	}
+	return "", store.Grant{}, fmt.Errorf("create AI game %s: no credential for the human's seat", resp.GetGameId())
+}
+
+// SideName is the stored name of a side.
+func SideName(s commonv1.Side) string {
+	if s == commonv1.Side_SIDE_SECOND {
+		return "second"
+	}
+	return "first"
+}
+
+// SidePB reads a stored side name.
+func SidePB(s string) commonv1.Side {
+	switch s {
+	case "first":
+		return commonv1.Side_SIDE_FIRST
+	case "second":
+		return commonv1.Side_SIDE_SECOND
+	}
+	return commonv1.Side_SIDE_UNSPECIFIED
+}
+
+// GameError turns a game service failure into a domain error: the
+// transient ones become Unavailable (the caller may retry with the same
+// request id), everything else stays internal and is logged at the edge.
+func GameError(op string, err error) error {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return &apierr.Error{Code: apierr.Unavailable, Msg: "the game service is unavailable; retry with the same request_id", Err: fmt.Errorf("%s: %w", op, err)}
+	case codes.Canceled:
+		return fmt.Errorf("%s: %w", op, context.Canceled)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

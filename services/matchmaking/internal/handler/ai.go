@@ -1,0 +1,61 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/games"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// PlayAi creates a game against the AI at once. The game service allows
+// undo in games with an AI seat, and runs the Janggi setup phase in which
+// the human picks a formation.
+func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) (*matchmakingv1.PlayAiResponse, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	var errs []error
+	if err := checkID("request_id", req.GetRequestId(), MaxRequestIDBytes); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := store.KindName(req.GetKind()); err != nil {
+		errs = append(errs, err)
+	}
+	if l := req.GetLevel(); l < 1 || l > 10 {
+		errs = append(errs, apierr.New(apierr.Invalid, "level: %d is outside 1..10", l))
+	}
+	side := req.GetSide()
+	switch side {
+	case commonv1.Side_SIDE_UNSPECIFIED:
+		// Random, but the same for a retry of the same request.
+		side = commonv1.Side_SIDE_SECOND
+		if games.FirstIsA("ai", c.Subject, req.GetRequestId()) {
+			side = commonv1.Side_SIDE_FIRST
+		}
+	case commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND:
+	default:
+		errs = append(errs, apierr.New(apierr.Invalid, "side: unknown side %v", side))
+	}
+	control, err := controlOrNone(req.GetTimeControl())
+	if err != nil {
+		errs = append(errs, apierr.New(apierr.Invalid, "time_control: %v", err))
+	}
+	if len(errs) > 0 {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
+	}
+	id, seat, err := h.games.CreateAI(ctx, games.AISpec{
+		RequestID: games.RequestID("ai", c.Subject, req.GetRequestId()), Kind: req.GetKind(), Level: req.GetLevel(),
+		Human: games.Human{ID: c.Subject, Name: c.Name}, HumanSide: side, Control: control,
+	})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &matchmakingv1.PlayAiResponse{Seat: seatPB(id, seat, "ai", aiName(req.GetLevel()))}, nil
+}
+
+func aiName(level uint32) string { return fmt.Sprintf("AI level %d", level) }

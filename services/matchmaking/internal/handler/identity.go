@@ -1,0 +1,102 @@
+package handler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/auth"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/google"
+)
+
+// CreateGuest issues a guest credential.
+func (h *Handler) CreateGuest(ctx context.Context, req *matchmakingv1.CreateGuestRequest) (*matchmakingv1.CreateGuestResponse, error) {
+	if err := ValidNickname(req.GetNickname()); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	var id [12]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	now := h.now()
+	c := auth.Claims{
+		Kind:      auth.KindGuest,
+		Subject:   "guest-" + hex.EncodeToString(id[:]),
+		Name:      strings.TrimSpace(req.GetNickname()),
+		IssuedAt:  now.Unix(),
+		ExpiresAt: now.Add(h.cfg.GuestTTL).Unix(),
+	}
+	tok, err := h.ring.Sign(c)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &matchmakingv1.CreateGuestResponse{PlayerId: c.Subject, Token: tok, ExpiresAt: timestamppb.New(c.Expires())}, nil
+}
+
+// SignInWithGoogle turns a verified Google ID token into an account
+// credential. The player id is Google's stable subject, so the same
+// Google account always gets the same ratings.
+func (h *Handler) SignInWithGoogle(ctx context.Context, req *matchmakingv1.SignInWithGoogleRequest) (*matchmakingv1.SignInWithGoogleResponse, error) {
+	if h.google == nil {
+		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "Google sign-in is not configured on this server (--google-client-ids)"))
+	}
+	if req.GetIdToken() == "" {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "id_token: required"))
+	}
+	if req.GetNickname() != "" {
+		if err := ValidNickname(req.GetNickname()); err != nil {
+			return nil, h.fail(ctx, err)
+		}
+	}
+	id, err := h.google.Verify(ctx, req.GetIdToken())
+	switch {
+	case errors.Is(err, google.ErrInvalid):
+		return nil, h.fail(ctx, &apierr.Error{Code: apierr.Unauthenticated, Msg: err.Error(), Err: err})
+	case errors.Is(err, google.ErrKeys):
+		return nil, h.fail(ctx, &apierr.Error{Code: apierr.Unavailable, Msg: "cannot check the token with Google right now; retry", Err: err})
+	case err != nil:
+		return nil, h.fail(ctx, err)
+	}
+	name := strings.TrimSpace(req.GetNickname())
+	if name == "" {
+		name = cleanName(id.Name)
+	}
+	now := h.now()
+	c := auth.Claims{
+		Kind: auth.KindAccount, Subject: "google-" + id.Subject, Name: name,
+		IssuedAt: now.Unix(), ExpiresAt: now.Add(h.cfg.AccountTTL).Unix(),
+	}
+	tok, err := h.ring.Sign(c)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &matchmakingv1.SignInWithGoogleResponse{PlayerId: c.Subject, Token: tok, ExpiresAt: timestamppb.New(c.Expires()), DisplayName: name}, nil
+}
+
+// cleanName makes a display name of a Google profile name: printable,
+// trimmed, at most MaxNicknameRunes; "Player" when nothing is left.
+func cleanName(s string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range strings.TrimSpace(s) {
+		if n == MaxNicknameRunes {
+			break
+		}
+		if unicode.IsPrint(r) && r != utf8.RuneError {
+			b.WriteRune(r)
+			n++
+		}
+	}
+	if out := strings.TrimSpace(b.String()); out != "" {
+		return out
+	}
+	return "Player"
+}

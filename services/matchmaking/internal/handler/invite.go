@@ -1,0 +1,196 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/games"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// inviteGrace keeps an invite readable after its link expired or was
+// used, so its creator still learns what happened.
+const inviteGrace = time.Hour
+
+func inviteTopic(token string) string { return "i:" + token }
+
+// CreateInvite creates a friend link.
+func (h *Handler) CreateInvite(ctx context.Context, req *matchmakingv1.CreateInviteRequest) (*matchmakingv1.CreateInviteResponse, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	var errs []error
+	if err := checkID("request_id", req.GetRequestId(), MaxRequestIDBytes); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := store.KindName(req.GetKind()); err != nil {
+		errs = append(errs, err)
+	}
+	control, err := store.ClockedControl(req.GetTimeControl())
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
+	}
+	inv, err := h.store.CreateInvite(ctx, store.Invite{
+		Creator: c.Subject, CreatorName: c.Name, Kind: req.GetKind(), Control: control,
+		Expires: h.now().Add(h.cfg.InviteTTL),
+	}, req.GetRequestId(), h.cfg.InviteTTL+inviteGrace)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &matchmakingv1.CreateInviteResponse{Invite: invitePB(inv, c.Subject, h.now())}, nil
+}
+
+// readInvite reads an invite for anyone holding its token; an expired
+// open invite does not exist for them.
+func (h *Handler) readInvite(ctx context.Context, token string) (store.Invite, error) {
+	if !store.ValidInviteToken(token) {
+		return store.Invite{}, apierr.New(apierr.Invalid, "token: malformed")
+	}
+	inv, err := h.store.Invite(ctx, token)
+	if errors.Is(err, store.ErrNotFound) {
+		return inv, apierr.New(apierr.NotFound, "invite not found or expired")
+	}
+	return inv, err
+}
+
+// GetInvite shows an invite to whoever holds the link.
+func (h *Handler) GetInvite(ctx context.Context, req *matchmakingv1.GetInviteRequest) (*matchmakingv1.GetInviteResponse, error) {
+	inv, err := h.readInvite(ctx, req.GetToken())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if inv.State == store.InviteOpen && !h.now().Before(inv.Expires) {
+		return nil, h.fail(ctx, apierr.New(apierr.NotFound, "invite not found or expired"))
+	}
+	return &matchmakingv1.GetInviteResponse{Invite: invitePB(inv, "", h.now())}, nil
+}
+
+// CancelInvite withdraws the caller's open invite.
+func (h *Handler) CancelInvite(ctx context.Context, req *matchmakingv1.CancelInviteRequest) (*matchmakingv1.CancelInviteResponse, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if _, err := h.readInvite(ctx, req.GetToken()); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out, err := h.store.CancelInvite(ctx, req.GetToken(), c.Subject, h.now())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	switch out {
+	case store.InviteNotFound:
+		return nil, h.fail(ctx, apierr.New(apierr.NotFound, "invite not found or expired"))
+	case store.InviteNotOwner:
+		return nil, h.fail(ctx, apierr.New(apierr.PermissionDenied, "only the invite's creator can cancel it"))
+	case store.InviteTooLate:
+		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "the invite was already accepted"))
+	}
+	if err := h.store.Publish(ctx, inviteTopic(req.GetToken())); err != nil {
+		h.log.WarnContext(ctx, "notify cancelled invite", "err", err)
+	}
+	inv, err := h.readInvite(ctx, req.GetToken())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &matchmakingv1.CancelInviteResponse{Invite: invitePB(inv, c.Subject, h.now())}, nil
+}
+
+// AcceptInvite creates the invite's game for the creator and the caller.
+func (h *Handler) AcceptInvite(ctx context.Context, req *matchmakingv1.AcceptInviteRequest) (*matchmakingv1.AcceptInviteResponse, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	token := req.GetToken()
+	if _, err := h.readInvite(ctx, token); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out, err := h.store.AcceptInvite(ctx, token, c.Subject, c.Name, h.now())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	switch out {
+	case store.InviteNotFound:
+		return nil, h.fail(ctx, apierr.New(apierr.NotFound, "invite not found or expired"))
+	case store.InviteOwn:
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "this is your own invite: send the link to a friend"))
+	case store.InviteUsed:
+		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "the invite was already used"))
+	case store.InviteWasCxl:
+		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "the invite was cancelled"))
+	}
+	inv, err := h.readInvite(ctx, token)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	creator := games.Human{ID: inv.Creator, Name: inv.CreatorName}
+	friend := games.Human{ID: inv.Friend, Name: inv.FriendName}
+	first, second := creator, friend
+	creatorFirst := games.FirstIsA("invite", token)
+	if !creatorFirst {
+		first, second = friend, creator
+	}
+	g, err := h.games.CreateHuman(ctx, games.Spec{
+		RequestID: games.RequestID("inv", token), Kind: inv.Kind, Control: inv.Control,
+		First: first, Second: second,
+	})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	cs, fs := g.First.Seat, g.Second.Seat
+	if !creatorFirst {
+		cs, fs = fs, cs
+	}
+	if err := h.store.CompleteInvite(ctx, token, g.ID, cs, fs, inviteGrace); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if err := h.store.Publish(ctx, inviteTopic(token)); err != nil {
+		h.log.WarnContext(ctx, "notify accepted invite", "err", err)
+	}
+	if inv, err = h.readInvite(ctx, token); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &matchmakingv1.AcceptInviteResponse{Invite: invitePB(inv, c.Subject, h.now())}, nil
+}
+
+// WatchInvite streams an invite's changes to its creator (or its friend)
+// until it is settled.
+func (h *Handler) WatchInvite(req *matchmakingv1.WatchInviteRequest, ss matchmakingv1.MatchmakingService_WatchInviteServer) error {
+	ctx := ss.Context()
+	c, err := h.player(ctx)
+	if err != nil {
+		return h.fail(ctx, err)
+	}
+	token := req.GetToken()
+	var last matchmakingv1.InviteState
+	return h.watch(ctx, inviteTopic(token), func(ctx context.Context) (bool, time.Duration, error) {
+		inv, err := h.readInvite(ctx, token)
+		if err != nil {
+			return false, 0, err
+		}
+		if c.Subject != inv.Creator && c.Subject != inv.Friend {
+			return false, 0, apierr.New(apierr.PermissionDenied, "only the invite's creator can watch it")
+		}
+		now := h.now()
+		pb := invitePB(inv, c.Subject, now)
+		if pb.GetState() != last {
+			last = pb.GetState()
+			if err := ss.Send(&matchmakingv1.WatchInviteResponse{Invite: pb}); err != nil {
+				return false, 0, err
+			}
+		}
+		if last != matchmakingv1.InviteState_INVITE_STATE_OPEN {
+			return true, 0, nil
+		}
+		// Wake at the expiry to report it.
+		return false, inv.Expires.Sub(now) + time.Millisecond, nil
+	})
+}

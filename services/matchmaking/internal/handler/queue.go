@@ -1,0 +1,186 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/auth"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// MaxRequestIDBytes bounds client-chosen request ids.
+const MaxRequestIDBytes = 128
+
+// Casual self-estimates must lie in this range.
+const (
+	MinCasualRating = 100
+	MaxCasualRating = 3000
+)
+
+// EnterQueue puts the caller's ticket into its pool.
+func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueRequest) (*matchmakingv1.EnterQueueResponse, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	pool, err := h.poolOf(c, req)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	rating, err := h.queueRating(ctx, c, pool, req.GetCasualRating())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	now := h.now()
+	t := store.Ticket{
+		Pool: pool.ID(), Player: c.Subject, Name: c.Name, Rating: rating, Entered: now, Expires: now.Add(h.cfg.TicketTTL),
+		State: store.StateWaiting,
+	}
+	id, outcome, err := h.store.Enter(ctx, pool, t, req.GetRequestId(), h.cfg.TicketTTL+time.Hour)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	h.entered(pool)
+	switch outcome {
+	case store.Busy:
+		return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "you already wait in this pool with ticket %s", id))
+	case store.Duplicate:
+		if t, err = h.store.Ticket(ctx, id); err != nil {
+			return nil, h.fail(ctx, err)
+		}
+	default:
+		t.ID = id
+	}
+	return &matchmakingv1.EnterQueueResponse{Ticket: ticketPB(t)}, nil
+}
+
+// poolOf validates a queue request, reporting every problem at once.
+func (h *Handler) poolOf(c auth.Claims, req *matchmakingv1.EnterQueueRequest) (store.Pool, error) {
+	var errs []error
+	if err := checkID("request_id", req.GetRequestId(), MaxRequestIDBytes); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := store.KindName(req.GetKind()); err != nil {
+		errs = append(errs, err)
+	}
+	control, err := store.ClockedControl(req.GetTimeControl())
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if r := req.GetCasualRating(); r != 0 && (r < MinCasualRating || r > MaxCasualRating) {
+		errs = append(errs, apierr.New(apierr.Invalid, "casual_rating: %d is outside %d..%d", r, MinCasualRating, MaxCasualRating))
+	}
+	if len(errs) > 0 {
+		return store.Pool{}, apierr.New(apierr.Invalid, "%s", joinMessages(errs))
+	}
+	if req.GetRated() && c.Kind != auth.KindAccount {
+		return store.Pool{}, apierr.New(apierr.PermissionDenied, "rated games need a Google account: sign in with Google or play casual")
+	}
+	return store.Pool{Kind: req.GetKind(), Control: control, Rated: req.GetRated()}, nil
+}
+
+// queueRating is the rating a ticket is paired by: the player's Elo in
+// rated pools; in casual ones the Elo when the player has one, else their
+// own estimate, else the start rating.
+func (h *Handler) queueRating(ctx context.Context, c auth.Claims, pool store.Pool, estimate int32) (int, error) {
+	if c.Kind == auth.KindAccount {
+		r, has, err := h.store.RatingOnly(ctx, pool.Kind, c.Subject)
+		if err != nil {
+			return 0, err
+		}
+		if has || pool.Rated {
+			return r, nil
+		}
+	}
+	if estimate != 0 {
+		return int(estimate), nil
+	}
+	return store.StartRating, nil
+}
+
+func joinMessages(errs []error) string {
+	var msg string
+	for i, e := range errs {
+		if i > 0 {
+			msg += "; "
+		}
+		msg += e.Error()
+	}
+	return msg
+}
+
+// ticketFor reads a ticket the caller owns.
+func (h *Handler) ticketFor(ctx context.Context, player, id string) (store.Ticket, error) {
+	if _, err := store.TicketTag(id); err != nil {
+		return store.Ticket{}, apierr.Wrap(apierr.Invalid, err)
+	}
+	t, err := h.store.Ticket(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return t, apierr.New(apierr.NotFound, "ticket %s not found (or expired)", id)
+	}
+	if err != nil {
+		return t, err
+	}
+	if t.Player != player {
+		return t, apierr.New(apierr.PermissionDenied, "ticket %s is another player's", id)
+	}
+	return t, nil
+}
+
+// CancelTicket takes a waiting ticket out of its pool.
+func (h *Handler) CancelTicket(ctx context.Context, req *matchmakingv1.CancelTicketRequest) (*matchmakingv1.CancelTicketResponse, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if _, err := h.ticketFor(ctx, c.Subject, req.GetTicketId()); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out, err := h.store.Cancel(ctx, req.GetTicketId(), c.Subject)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	switch out {
+	case store.CancelNotFound:
+		return nil, h.fail(ctx, apierr.New(apierr.NotFound, "ticket %s not found (or expired)", req.GetTicketId()))
+	case store.CancelNotOwner:
+		return nil, h.fail(ctx, apierr.New(apierr.PermissionDenied, "ticket %s is another player's", req.GetTicketId()))
+	case store.CancelTooLate:
+		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "ticket %s already has an opponent", req.GetTicketId()))
+	}
+	if err := h.store.Publish(ctx, req.GetTicketId()); err != nil {
+		h.log.WarnContext(ctx, "notify cancelled ticket", "err", err)
+	}
+	t, err := h.store.Ticket(ctx, req.GetTicketId())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &matchmakingv1.CancelTicketResponse{Ticket: ticketPB(t)}, nil
+}
+
+// WatchTicket streams a ticket's changes until it is settled.
+func (h *Handler) WatchTicket(req *matchmakingv1.WatchTicketRequest, ss matchmakingv1.MatchmakingService_WatchTicketServer) error {
+	ctx := ss.Context()
+	c, err := h.player(ctx)
+	if err != nil {
+		return h.fail(ctx, err)
+	}
+	id := req.GetTicketId()
+	var last string
+	return h.watch(ctx, id, func(ctx context.Context) (bool, time.Duration, error) {
+		t, err := h.ticketFor(ctx, c.Subject, id)
+		if err != nil {
+			return false, 0, err
+		}
+		if t.State != last {
+			last = t.State
+			if err := ss.Send(&matchmakingv1.WatchTicketResponse{Ticket: ticketPB(t)}); err != nil {
+				return false, 0, err
+			}
+		}
+		return terminalTicket(t.State), 0, nil
+	})
+}

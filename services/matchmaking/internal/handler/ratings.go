@@ -1,0 +1,128 @@
+package handler
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/auth"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// ratingTarget validates a ratings request and resolves the player.
+func (h *Handler) ratingTarget(ctx context.Context, kind commonv1.GameKind, player string) (auth.Claims, string, error) {
+	c, err := h.account(ctx, "ratings")
+	if err != nil {
+		return c, "", err
+	}
+	if _, err := store.KindName(kind); err != nil {
+		return c, "", apierr.Wrap(apierr.Invalid, err)
+	}
+	if player == "" || player == "me" {
+		return c, c.Subject, nil
+	}
+	if err := checkID("player_id", player, 128); err != nil {
+		return c, "", err
+	}
+	return c, player, nil
+}
+
+// GetRating returns a player's rating and rank.
+func (h *Handler) GetRating(ctx context.Context, req *matchmakingv1.GetRatingRequest) (*matchmakingv1.GetRatingResponse, error) {
+	c, player, err := h.ratingTarget(ctx, req.GetKind(), req.GetPlayerId())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	r, err := h.store.PlayerRating(ctx, req.GetKind(), player)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if r.Name == "" && player == c.Subject {
+		r.Name = c.Name
+	}
+	return &matchmakingv1.GetRatingResponse{Rating: ratingPB(req.GetKind(), r)}, nil
+}
+
+// GetRatingHistory returns a player's latest rating changes.
+func (h *Handler) GetRatingHistory(ctx context.Context, req *matchmakingv1.GetRatingHistoryRequest) (*matchmakingv1.GetRatingHistoryResponse, error) {
+	_, player, err := h.ratingTarget(ctx, req.GetKind(), req.GetPlayerId())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	limit := int(req.GetLimit())
+	switch {
+	case limit == 0:
+		limit = 20
+	case limit > 100:
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "limit: %d is above 100", limit))
+	}
+	hist, err := h.store.History(ctx, req.GetKind(), player, limit)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out := &matchmakingv1.GetRatingHistoryResponse{}
+	for _, c := range hist {
+		out.Changes = append(out.Changes, &matchmakingv1.RatingChange{
+			GameId: c.Game, Score: c.Score, RatingBefore: int32(c.Before), RatingAfter: int32(c.After),
+			OpponentId: c.Opponent, OpponentName: c.OpponentName, OpponentRatingBefore: int32(c.OpponentBefore),
+			Time: timestamppb.New(msTime(c.AtMs)),
+		})
+	}
+	return out, nil
+}
+
+// GetLeaderboard returns the top of a kind's leaderboard or the players
+// around one.
+func (h *Handler) GetLeaderboard(ctx context.Context, req *matchmakingv1.GetLeaderboardRequest) (*matchmakingv1.GetLeaderboardResponse, error) {
+	c, err := h.account(ctx, "leaderboards")
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if _, err := store.KindName(req.GetKind()); err != nil {
+		return nil, h.fail(ctx, apierr.Wrap(apierr.Invalid, err))
+	}
+	limit := int64(req.GetLimit())
+	var start, stop int64
+	if around := req.GetAroundPlayerId(); around != "" {
+		if around == "me" {
+			around = c.Subject
+		} else if err := checkID("around_player_id", around, 128); err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		switch {
+		case limit == 0:
+			limit = 5
+		case limit > 50:
+			return nil, h.fail(ctx, apierr.New(apierr.Invalid, "limit: %d is above 50 around a player", limit))
+		}
+		rank, err := h.store.Rank(ctx, req.GetKind(), around)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, h.fail(ctx, apierr.New(apierr.NotFound, "player %s has no rated game of this kind", around))
+		}
+		if err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		start, stop = max(rank-limit, 0), rank+limit
+	} else {
+		switch {
+		case limit == 0:
+			limit = 10
+		case limit > 100:
+			return nil, h.fail(ctx, apierr.New(apierr.Invalid, "limit: %d is above 100", limit))
+		}
+		start, stop = 0, limit-1
+	}
+	rs, total, err := h.store.Leaderboard(ctx, req.GetKind(), start, stop)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out := &matchmakingv1.GetLeaderboardResponse{Total: uint64(total)}
+	for _, r := range rs {
+		out.Entries = append(out.Entries, &matchmakingv1.LeaderboardEntry{Rank: uint64(r.Rank), Rating: ratingPB(req.GetKind(), r)})
+	}
+	return out, nil
+}

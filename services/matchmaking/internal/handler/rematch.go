@@ -1,0 +1,189 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/games"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+func rematchTopic(game string) string { return "r:" + game }
+
+// gameOf reads a game matchmaking created, for one of its players.
+func (h *Handler) gameOf(ctx context.Context, player, id string) (store.Game, error) {
+	if err := checkID("game_id", id, 64); err != nil {
+		return store.Game{}, err
+	}
+	g, err := h.store.LoadGame(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return g, apierr.New(apierr.NotFound, "game %s not found among the games matchmaking created recently", id)
+	}
+	if err != nil {
+		return g, err
+	}
+	if player != g.First.ID && player != g.Second.ID {
+		return g, apierr.New(apierr.PermissionDenied, "you did not play game %s", id)
+	}
+	return g, nil
+}
+
+// ended asks the game service whether the game is over.
+func (h *Handler) ended(ctx context.Context, g store.Game) error {
+	rctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.First.Seat.Token)
+	resp, err := h.games.Game().GetGame(rctx, &gamev1.GetGameRequest{GameId: g.ID})
+	if err != nil {
+		return games.GameError("read game", err)
+	}
+	switch resp.GetGame().GetStatus() {
+	case commonv1.GameStatus_GAME_STATUS_ENDED, commonv1.GameStatus_GAME_STATUS_ABORTED:
+		return nil
+	}
+	return apierr.New(apierr.Precondition, "game %s is still running", g.ID)
+}
+
+// OfferRematch offers a rematch, or accepts the opponent's offer.
+func (h *Handler) OfferRematch(ctx context.Context, req *matchmakingv1.OfferRematchRequest) (*matchmakingv1.OfferRematchResponse, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	g, err := h.gameOf(ctx, c.Subject, req.GetGameId())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if err := h.ended(ctx, g); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out, err := h.store.OfferRematch(ctx, g.ID, c.Subject, h.now(), h.cfg.RematchWindow, h.cfg.GameKeep)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if out.Go {
+		r, err := h.createRematch(ctx, g, c.Subject)
+		if err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		return &matchmakingv1.OfferRematchResponse{Rematch: r}, nil
+	}
+	if err := h.store.Publish(ctx, rematchTopic(g.ID)); err != nil {
+		h.log.WarnContext(ctx, "notify rematch offer", "err", err)
+	}
+	return &matchmakingv1.OfferRematchResponse{Rematch: &matchmakingv1.Rematch{
+		GameId: g.ID, State: matchmakingv1.RematchState_REMATCH_STATE_OFFERED, OfferedBy: out.By, ExpiresAt: ts(out.Expires),
+	}}, nil
+}
+
+// AcceptRematch accepts the opponent's pending offer.
+func (h *Handler) AcceptRematch(ctx context.Context, req *matchmakingv1.AcceptRematchRequest) (*matchmakingv1.AcceptRematchResponse, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	g, err := h.gameOf(ctx, c.Subject, req.GetGameId())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out, err := h.store.AcceptRematch(ctx, g.ID, c.Subject, h.now())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if !out.Go {
+		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "no pending rematch offer from your opponent (none was made, or it expired)"))
+	}
+	r, err := h.createRematch(ctx, g, c.Subject)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &matchmakingv1.AcceptRematchResponse{Rematch: r}, nil
+}
+
+// createRematch creates (or finds again) the rematch of g with sides
+// swapped and returns it as player sees it.
+func (h *Handler) createRematch(ctx context.Context, g store.Game, player string) (*matchmakingv1.Rematch, error) {
+	ng, err := h.games.CreateHuman(ctx, games.Spec{
+		RequestID: games.RequestID("rm", g.ID), Kind: g.Kind, Control: g.Control, Rated: g.Rated, Public: g.Public,
+		First:  games.Human{ID: g.Second.ID, Name: g.Second.Name},
+		Second: games.Human{ID: g.First.ID, Name: g.First.Name},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := h.store.CompleteRematch(ctx, g.ID, ng.ID, ng.First, ng.Second); err != nil {
+		return nil, err
+	}
+	if err := h.store.Publish(ctx, rematchTopic(g.ID)); err != nil {
+		h.log.WarnContext(ctx, "notify rematch", "err", err)
+	}
+	r, err := h.store.ReadRematch(ctx, g.ID)
+	if err != nil {
+		return nil, err
+	}
+	return rematchPB(g, r, player, h.now()), nil
+}
+
+func rematchPB(g store.Game, r store.Rematch, player string, now time.Time) *matchmakingv1.Rematch {
+	out := &matchmakingv1.Rematch{GameId: g.ID, State: matchmakingv1.RematchState_REMATCH_STATE_NONE}
+	switch r.State {
+	case "offered", "accepting":
+		if r.State == "accepting" || now.Before(r.Expires) {
+			out.State, out.OfferedBy, out.ExpiresAt = matchmakingv1.RematchState_REMATCH_STATE_OFFERED, r.By, ts(r.Expires)
+		}
+	case "accepted":
+		out.State, out.OfferedBy = matchmakingv1.RematchState_REMATCH_STATE_ACCEPTED, r.By
+		if s, ok := r.Seats[player]; ok {
+			opp := g.First
+			if player == g.First.ID {
+				opp = g.Second
+			}
+			out.Seat = seatPB(r.Game, s, opp.ID, opp.Name)
+		}
+	}
+	return out
+}
+
+// WatchRematch streams the rematch state of a game until a rematch is
+// accepted or an offer expired.
+func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchmakingv1.MatchmakingService_WatchRematchServer) error {
+	ctx := ss.Context()
+	c, err := h.player(ctx)
+	if err != nil {
+		return h.fail(ctx, err)
+	}
+	g, err := h.gameOf(ctx, c.Subject, req.GetGameId())
+	if err != nil {
+		return h.fail(ctx, err)
+	}
+	var last matchmakingv1.RematchState
+	sawOffer := false
+	return h.watch(ctx, rematchTopic(g.ID), func(ctx context.Context) (bool, time.Duration, error) {
+		r, err := h.store.ReadRematch(ctx, g.ID)
+		if err != nil {
+			return false, 0, err
+		}
+		now := h.now()
+		pb := rematchPB(g, r, c.Subject, now)
+		if pb.GetState() != last {
+			last = pb.GetState()
+			if err := ss.Send(&matchmakingv1.WatchRematchResponse{Rematch: pb}); err != nil {
+				return false, 0, err
+			}
+		}
+		switch last {
+		case matchmakingv1.RematchState_REMATCH_STATE_ACCEPTED:
+			return true, 0, nil
+		case matchmakingv1.RematchState_REMATCH_STATE_OFFERED:
+			sawOffer = true
+			return false, r.Expires.Sub(now) + time.Millisecond, nil
+		}
+		// NONE after an offer: it expired.
+		return sawOffer, 0, nil
+	})
+}

@@ -1,0 +1,363 @@
+// Package matcher runs the pairing loop: every interval it pairs the
+// waiting tickets of every pool (one atomic Lua pass per pool, so any
+// number of replicas may run it at once), creates each match's game
+// through the game service and hands both players their seats. A match
+// whose game creation stalls (its replica crashed) is taken over by any
+// replica after StallAfter; the game's request id is derived from the
+// match, so the retry finds the same game.
+package matcher
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/palacehq/palace/services/matchmaking/internal/games"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// Config tunes the loop.
+type Config struct {
+	Interval time.Duration
+	// BaseWindow, WidenPerSecond and MaxWindow: see store.PairParams.
+	BaseWindow, WidenPerSecond, MaxWindow float64
+	// MaxPairsPerPass bounds one pool's pass (and its Lua script's time).
+	MaxPairsPerPass int
+	// Keep is how long tickets stay readable once matched.
+	Keep time.Duration
+	// StallAfter is when another replica takes over a game creation.
+	StallAfter time.Duration
+	// Concurrency bounds game creations in flight.
+	Concurrency int
+	// IdleAfter is when a pool without entries is forgotten.
+	IdleAfter time.Duration
+	Now       func() time.Time
+}
+
+// Matcher pairs tickets and creates their games.
+type Matcher struct {
+	cfg   Config
+	log   *slog.Logger
+	store *store.Store
+	games *games.Creator
+	// jobs feeds the creation workers; a pass only waits when it is full,
+	// so a slow game service delays creations, not pairing.
+	jobs chan job
+	wg   sync.WaitGroup
+
+	matches     metric.Int64Counter
+	timeToMatch metric.Float64Histogram
+	passTime    metric.Float64Histogram
+	expired     metric.Int64Counter
+
+	mu    sync.Mutex
+	pools []store.Pool
+	// listed is when pools was last read from the registry: a pass reads
+	// it at most once per second (one round trip less per pass); pools
+	// entered through this replica join at once (Touch), others within a
+	// second.
+	listed time.Time
+}
+
+// Touch makes a pool known to this replica's next pass.
+func (m *Matcher) Touch(p store.Pool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, q := range m.pools {
+		if q == p {
+			return
+		}
+	}
+	m.pools = append(m.pools, p)
+}
+
+// New returns a matcher; Run starts it.
+func New(cfg Config, log *slog.Logger, st *store.Store, gc *games.Creator, meter metric.Meter) (*Matcher, error) {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 64
+	}
+	if cfg.MaxPairsPerPass <= 0 {
+		cfg.MaxPairsPerPass = 1000
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m := &Matcher{cfg: cfg, log: log, store: st, games: gc, jobs: make(chan job, 16*cfg.Concurrency)}
+	var errs []error
+	var err error
+	m.matches, err = meter.Int64Counter("palace.matchmaking.matches", metric.WithDescription("games created from the queue (rate: matches per second)"))
+	errs = append(errs, err)
+	m.timeToMatch, err = meter.Float64Histogram("palace.matchmaking.time_to_match", metric.WithUnit("s"),
+		metric.WithDescription("from entering the queue to the game's creation"),
+		metric.WithExplicitBucketBoundaries(0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600))
+	errs = append(errs, err)
+	m.passTime, err = meter.Float64Histogram("palace.matchmaking.pairing_pass", metric.WithUnit("s"),
+		metric.WithDescription("duration of one pairing pass over every pool"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1))
+	errs = append(errs, err)
+	m.expired, err = meter.Int64Counter("palace.matchmaking.tickets_expired", metric.WithDescription("tickets that found nobody in time"))
+	errs = append(errs, err)
+	waiting, err := meter.Int64ObservableGauge("palace.matchmaking.tickets_waiting", metric.WithDescription("tickets waiting per pool"))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		pools := m.knownPools()
+		if len(pools) == 0 {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		counts, err := m.store.Count(ctx, pools)
+		if err != nil {
+			return err
+		}
+		for i, p := range pools {
+			o.ObserveInt64(waiting, counts[i].Waiting, metric.WithAttributes(attribute.String("pool", p.ID())))
+		}
+		return nil
+	}, waiting)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Matcher) knownPools() []store.Pool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]store.Pool(nil), m.pools...)
+}
+
+type job struct {
+	pool  store.Pool
+	match store.Match
+}
+
+// Run pairs every interval until ctx ends, then lets the creation workers
+// finish the matches already made (on their own context, so a stop does
+// not strand a match half-made; a stalled one is retried by any replica).
+func (m *Matcher) Run(ctx context.Context) {
+	for range m.cfg.Concurrency {
+		m.wg.Add(1)
+		go m.worker()
+	}
+	defer func() {
+		close(m.jobs)
+		m.wg.Wait()
+	}()
+	pass := time.NewTicker(m.cfg.Interval)
+	defer pass.Stop()
+	retry := time.NewTicker(max(m.cfg.StallAfter/2, time.Second))
+	defer retry.Stop()
+	idle := time.NewTicker(time.Minute)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pass.C:
+			m.Pass(ctx)
+		case <-retry.C:
+			m.recoverStalled(ctx)
+		case <-idle.C:
+			m.dropIdle(ctx)
+		}
+	}
+}
+
+// Pass runs one pairing pass over every pool and starts the games of the
+// matches it made.
+func (m *Matcher) Pass(ctx context.Context) {
+	start := time.Now()
+	pools, err := m.passPools(ctx, start)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.WarnContext(ctx, "pairing: list pools", "err", err)
+		}
+		return
+	}
+	if len(pools) == 0 {
+		return
+	}
+	now := m.cfg.Now()
+	results := m.store.Pair(ctx, pools, store.PairParams{
+		Now: now, BaseWindow: m.cfg.BaseWindow, WidenPerSecond: m.cfg.WidenPerSecond, MaxWindow: m.cfg.MaxWindow,
+		MaxPairs: m.cfg.MaxPairsPerPass, Keep: m.cfg.Keep,
+	})
+	m.passTime.Record(ctx, time.Since(start).Seconds())
+	var expired []string
+	for _, r := range results {
+		if r.Err != nil {
+			if ctx.Err() == nil {
+				m.log.WarnContext(ctx, "pairing pass", "err", r.Err)
+			}
+			continue
+		}
+		for _, mt := range r.Matches {
+			m.start(r.Pool, mt)
+		}
+		if len(r.Expired) > 0 {
+			m.expired.Add(ctx, int64(len(r.Expired)), metric.WithAttributes(attribute.String("pool", r.Pool.ID())))
+			expired = append(expired, r.Expired...)
+		}
+	}
+	if err := m.store.Publish(ctx, expired...); err != nil {
+		m.log.WarnContext(ctx, "pairing: notify expired tickets", "err", err)
+	}
+}
+
+// passPools returns the pools to pair, reading the registry when the
+// cached list is older than a second.
+func (m *Matcher) passPools(ctx context.Context, now time.Time) ([]store.Pool, error) {
+	m.mu.Lock()
+	fresh := now.Sub(m.listed) < time.Second
+	cached := append([]store.Pool(nil), m.pools...)
+	m.mu.Unlock()
+	if fresh {
+		return cached, nil
+	}
+	reg, err := m.store.Pools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pools := make([]store.Pool, 0, len(reg))
+	for p := range reg {
+		pools = append(pools, p)
+	}
+	sort.Slice(pools, func(i, j int) bool { return pools[i].ID() < pools[j].ID() })
+	m.mu.Lock()
+	m.pools, m.listed = pools, now
+	m.mu.Unlock()
+	return pools, nil
+}
+
+// start queues a match for a creation worker.
+func (m *Matcher) start(pool store.Pool, mt store.Match) { m.jobs <- job{pool: pool, match: mt} }
+
+func (m *Matcher) worker() {
+	defer m.wg.Done()
+	for j := range m.jobs {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := m.Complete(ctx, j.pool, j.match); err != nil {
+			// The match stays in its pool's "creating" set: a replica retries
+			// it after StallAfter.
+			m.log.WarnContext(ctx, "create matched game; will retry", "match", j.match.ID, "pool", j.pool.ID(), "err", err)
+		}
+		cancel()
+	}
+}
+
+// Complete creates a match's game (or finds it again on a retry) and
+// gives both tickets their seats.
+func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match) error {
+	first, second := mt.PlayerA, mt.PlayerB
+	aFirst := games.FirstIsA(mt.ID, mt.A, mt.B)
+	if !aFirst {
+		first, second = second, first
+	}
+	g, err := m.games.Create(ctx, games.Spec{
+		RequestID: games.RequestID("mm", pool.Tag(), mt.ID, mt.A, mt.B),
+		Kind:      pool.Kind, Control: pool.Control, Rated: pool.Rated,
+		// Queue games are open to spectators.
+		Public: true,
+		First:  games.Human{ID: first.ID, Name: first.Name},
+		Second: games.Human{ID: second.ID, Name: second.Name},
+	})
+	if err != nil {
+		return err
+	}
+	ga, gb := g.First.Seat, g.Second.Seat
+	if !aFirst {
+		ga, gb = gb, ga
+	}
+	// A rated game is recorded as pending before either player can learn
+	// of it (so its end cannot be missed); a casual game's record only
+	// serves rematches and is written with the tickets, in one round trip.
+	record := &g
+	if pending := m.games.Pending(g); pending != nil {
+		if err := m.store.SaveGame(ctx, g, m.games.Keep(), pending); err != nil {
+			return err
+		}
+		record = nil
+	}
+	now := m.cfg.Now()
+	done, err := m.store.Finish(ctx, pool, mt, g.ID, ga, gb, now, m.cfg.Keep, record, m.games.Keep())
+	if err != nil {
+		return err
+	}
+	if done {
+		attrs := metric.WithAttributes(attribute.String("pool", pool.ID()))
+		m.matches.Add(ctx, 1, attrs)
+		m.timeToMatch.Record(ctx, now.Sub(mt.PlayerA.Entered).Seconds(), attrs)
+		m.timeToMatch.Record(ctx, now.Sub(mt.PlayerB.Entered).Seconds(), attrs)
+	}
+	return nil
+}
+
+// recoverStalled takes over matches whose game creation stalled.
+func (m *Matcher) recoverStalled(ctx context.Context) {
+	now := m.cfg.Now()
+	for _, pool := range m.knownPools() {
+		ids, err := m.store.ClaimStalled(ctx, pool, now.Add(-m.cfg.StallAfter), now, 100)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.WarnContext(ctx, "claim stalled matches", "pool", pool.ID(), "err", err)
+			}
+			continue
+		}
+		for _, id := range ids {
+			mt, _, _, err := m.store.MatchTickets(ctx, pool, id)
+			if errors.Is(err, store.ErrNotFound) {
+				m.log.WarnContext(ctx, "dropping a stalled match whose tickets expired", "match", id, "pool", pool.ID())
+				if err := m.store.DropStalled(ctx, pool, id); err != nil {
+					m.log.WarnContext(ctx, "drop stalled match", "match", id, "err", err)
+				}
+				continue
+			}
+			if err != nil {
+				m.log.WarnContext(ctx, "read stalled match", "match", id, "err", err)
+				continue
+			}
+			m.log.InfoContext(ctx, "retrying a stalled match", "match", id, "pool", pool.ID())
+			m.start(pool, mt)
+		}
+	}
+}
+
+// dropIdle forgets pools nobody entered for IdleAfter, so the pass does
+// not visit every pool ever used.
+func (m *Matcher) dropIdle(ctx context.Context) {
+	reg, err := m.store.Pools(ctx)
+	if err != nil {
+		return
+	}
+	cutoff := m.cfg.Now().Add(-m.cfg.IdleAfter)
+	var idle []store.Pool
+	for p, last := range reg {
+		if last.Before(cutoff) {
+			idle = append(idle, p)
+		}
+	}
+	if len(idle) == 0 {
+		return
+	}
+	counts, err := m.store.Count(ctx, idle)
+	if err != nil {
+		return
+	}
+	for i, p := range idle {
+		if counts[i].Waiting == 0 && counts[i].Creating == 0 {
+			if _, err := m.store.DropIdle(ctx, p, cutoff); err != nil {
+				m.log.WarnContext(ctx, "drop idle pool", "pool", p.ID(), "err", err)
+			}
+		}
+	}
+}

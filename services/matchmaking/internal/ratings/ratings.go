@@ -1,0 +1,276 @@
+// Package ratings applies Elo ratings when rated games end. Matchmaking
+// records every rated game it creates as pending (store.AddPending) before
+// anyone learns of the game. Any number of replicas run a Consumer: each
+// leases pending games (a Redis zset scored by lease expiry), follows them
+// through the game service's event stream, and on the GameEnded event
+// applies both players' new ratings in one Lua script that also records the
+// game as done, then forgets the game. A crash loses only a lease: the game
+// is leased again when it runs out, and an ending seen twice (two
+// watchers, a retry, a restart) is applied once, by game id.
+package ratings
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// Config tunes a Consumer.
+type Config struct {
+	// Lease is how long a replica owns a pending game without renewing.
+	Lease time.Duration
+	// ClaimEvery is how often new or orphaned pending games are leased.
+	ClaimEvery time.Duration
+	// MaxWatch bounds the games one replica follows.
+	MaxWatch int
+	// PollEvery is the GetGame polling interval for private games, whose
+	// event stream would need a seat credential (and count as the player
+	// being connected).
+	PollEvery time.Duration
+	Now       func() time.Time
+}
+
+// Consumer follows pending rated games and rates them when they end.
+type Consumer struct {
+	cfg   Config
+	log   *slog.Logger
+	store *store.Store
+	game  gamev1.GameServiceClient
+
+	applied metric.Int64Counter
+
+	mu       sync.Mutex
+	watching map[string]bool
+	wg       sync.WaitGroup
+}
+
+// New returns a consumer; Run starts it.
+func New(cfg Config, log *slog.Logger, st *store.Store, game gamev1.GameServiceClient, meter metric.Meter) (*Consumer, error) {
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.ClaimEvery <= 0 {
+		cfg.ClaimEvery = time.Second
+	}
+	if cfg.MaxWatch <= 0 {
+		cfg.MaxWatch = 20000
+	}
+	if cfg.PollEvery <= 0 {
+		cfg.PollEvery = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	applied, err := meter.Int64Counter("palace.matchmaking.ratings_applied", metric.WithDescription("rated game endings applied (result: rated, aborted, duplicate)"))
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{cfg: cfg, log: log, store: st, game: game, applied: applied, watching: map[string]bool{}}, nil
+}
+
+// Run leases and follows pending games until ctx ends.
+func (c *Consumer) Run(ctx context.Context) {
+	defer c.wg.Wait()
+	claim := time.NewTicker(c.cfg.ClaimEvery)
+	defer claim.Stop()
+	renew := time.NewTicker(c.cfg.Lease / 3)
+	defer renew.Stop()
+	c.claim(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-claim.C:
+			c.claim(ctx)
+		case <-renew.C:
+			c.renew(ctx)
+		}
+	}
+}
+
+func (c *Consumer) claim(ctx context.Context) {
+	c.mu.Lock()
+	room := c.cfg.MaxWatch - len(c.watching)
+	c.mu.Unlock()
+	if room <= 0 {
+		return
+	}
+	now := c.cfg.Now()
+	ps, err := c.store.ClaimPending(ctx, now, now.Add(c.cfg.Lease), min(room, 500))
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.WarnContext(ctx, "claim pending rated games", "err", err)
+		}
+		return
+	}
+	for _, p := range ps {
+		c.mu.Lock()
+		already := c.watching[p.Game]
+		c.watching[p.Game] = true
+		c.mu.Unlock()
+		if already {
+			continue
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.watch(ctx, p)
+			c.mu.Lock()
+			delete(c.watching, p.Game)
+			c.mu.Unlock()
+		}()
+	}
+}
+
+func (c *Consumer) renew(ctx context.Context) {
+	c.mu.Lock()
+	ids := make([]string, 0, len(c.watching))
+	for id := range c.watching {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	for len(ids) > 0 {
+		n := min(len(ids), 1000)
+		if err := c.store.RenewPending(ctx, ids[:n], c.cfg.Now().Add(c.cfg.Lease)); err != nil && ctx.Err() == nil {
+			c.log.WarnContext(ctx, "renew rated game leases", "err", err)
+		}
+		ids = ids[n:]
+	}
+}
+
+// watch follows one game until its ending is applied, retrying failures
+// with backoff; it gives up only when ctx ends (the lease then runs out
+// and another replica takes over).
+func (c *Consumer) watch(ctx context.Context, p store.Pending) {
+	backoff := 500 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.follow(ctx, p)
+		if err == nil {
+			return
+		}
+		if status.Code(err) == codes.NotFound {
+			// The game is gone (expired): nothing will ever end it.
+			c.log.WarnContext(ctx, "pending rated game no longer exists; dropping it", "game", p.Game)
+			if err := c.store.RemovePending(ctx, p.Game); err != nil {
+				c.log.WarnContext(ctx, "drop pending game", "game", p.Game, "err", err)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		c.log.DebugContext(ctx, "following rated game; retrying", "game", p.Game, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// follow streams a game's events and settles it at its end. It returns
+// nil once settled.
+func (c *Consumer) follow(ctx context.Context, p store.Pending) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// No snapshot: the log replayed from the start holds the GameEnded of a
+	// game that already ended, and replaying it costs the game service a
+	// read, where a snapshot would cost it a full view of the position.
+	stream, err := c.game.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: p.Game})
+	if err != nil {
+		return err
+	}
+	for {
+		msg, err := stream.Recv()
+		if status.Code(err) == codes.PermissionDenied {
+			return c.poll(ctx, p)
+		}
+		if errors.Is(err, io.EOF) {
+			return errors.New("event stream ended before the game did")
+		}
+		if err != nil {
+			return err
+		}
+		if e := msg.GetEvent().GetGameEnded(); e != nil {
+			return c.Settle(ctx, p, e.GetResult())
+		}
+	}
+}
+
+// poll reads a private game with its seat credential until it ends.
+func (c *Consumer) poll(ctx context.Context, p store.Pending) error {
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+p.Token)
+	t := time.NewTicker(c.cfg.PollEvery)
+	defer t.Stop()
+	for {
+		resp, err := c.game.GetGame(ctx, &gamev1.GetGameRequest{GameId: p.Game})
+		if err != nil {
+			return err
+		}
+		if g := resp.GetGame(); finished(g.GetStatus()) {
+			return c.Settle(ctx, p, g.GetResult())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func finished(s commonv1.GameStatus) bool {
+	return s == commonv1.GameStatus_GAME_STATUS_ENDED || s == commonv1.GameStatus_GAME_STATUS_ABORTED
+}
+
+// Settle applies a finished game's result, once per game however often it
+// is called, and forgets the pending game. Aborted games change nothing.
+func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Result) error {
+	var scoreFirst float64
+	outcome := "rated"
+	switch {
+	case res.GetMethod() == commonv1.EndMethod_END_METHOD_ABORTED:
+		outcome = "aborted"
+	case res.GetWinner() == commonv1.Winner_WINNER_FIRST:
+		scoreFirst = 1
+	case res.GetWinner() == commonv1.Winner_WINNER_SECOND:
+		scoreFirst = 0
+	case res.GetWinner() == commonv1.Winner_WINNER_DRAW:
+		scoreFirst = 0.5
+	default:
+		outcome = "aborted"
+		c.log.WarnContext(ctx, "finished rated game without a winner; not rated", "game", p.Game, "method", res.GetMethod())
+	}
+	if outcome == "rated" {
+		a, err := c.store.ApplyRating(ctx, store.Outcome{
+			GameID: p.Game, Kind: commonv1.GameKind(p.Kind),
+			A: store.Player{ID: p.First, Name: p.FName}, B: store.Player{ID: p.Second, Name: p.SName},
+			ScoreA: scoreFirst, At: c.cfg.Now(),
+		})
+		if err != nil {
+			return err
+		}
+		if a.Done {
+			c.log.InfoContext(ctx, "rated game applied", "game", p.Game,
+				"first", p.First, "first_before", a.ABefore, "first_after", a.AAfter,
+				"second", p.Second, "second_before", a.BBefore, "second_after", a.BAfter)
+		} else {
+			outcome = "duplicate"
+		}
+	}
+	c.applied.Add(ctx, 1, metric.WithAttributes(attribute.String("result", outcome)))
+	return c.store.RemovePending(ctx, p.Game)
+}

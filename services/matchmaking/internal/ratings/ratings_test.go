@@ -1,0 +1,210 @@
+package ratings
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/metric/noop"
+	"google.golang.org/grpc/metadata"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/game/gametest"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+var reqSeq atomic.Int64
+
+func rid() string { return fmt.Sprintf("r%d-%d", time.Now().UnixNano(), reqSeq.Add(1)) }
+
+type fixture struct {
+	env   *gametest.Env
+	store *store.Store
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return &fixture{env: gametest.Start(t, nil), store: store.New(redistest.Client(t), redistest.Prefix(t))}
+}
+
+func (f *fixture) consumer(t *testing.T, cfg Config) *Consumer {
+	t.Helper()
+	c, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), f.store, f.env.Client, noop.NewMeterProvider().Meter("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// ratedGame creates a rated game between p1 (first) and p2 (second) and
+// records it as pending, as matchmaking does.
+func (f *fixture) ratedGame(t *testing.T, p1, p2 string, public bool) (store.Pending, map[commonv1.Side]string) {
+	t.Helper()
+	resp, err := f.env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{
+		RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Rated: true, Public: public,
+		Seats: []*gamev1.Seat{
+			{Side: commonv1.Side_SIDE_FIRST, PlayerId: p1, DisplayName: p1},
+			{Side: commonv1.Side_SIDE_SECOND, PlayerId: p2, DisplayName: p2},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[commonv1.Side]string{}
+	for _, c := range resp.GetCredentials() {
+		tokens[c.GetSide()] = c.GetToken()
+	}
+	p := store.Pending{Game: resp.GetGameId(), Kind: int32(commonv1.GameKind_GAME_KIND_XIANGQI), First: p1, FName: p1, Second: p2, SName: p2, Token: tokens[commonv1.Side_SIDE_FIRST]}
+	if err := f.store.AddPending(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p, tokens
+}
+
+func (f *fixture) resign(t *testing.T, game, token string) *gamev1.Game {
+	t.Helper()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
+	r, err := f.env.Client.Resign(ctx, &gamev1.ResignRequest{GameId: game, RequestId: rid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.GetGame()
+}
+
+func (f *fixture) rating(t *testing.T, p string) store.Rating {
+	t.Helper()
+	r, err := f.store.PlayerRating(context.Background(), commonv1.GameKind_GAME_KIND_XIANGQI, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (f *fixture) pending(t *testing.T, id string) bool {
+	t.Helper()
+	ok, err := f.store.IsPending(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func run(t *testing.T, c *Consumer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// TestEndingDeliveredTwiceAppliesOnce: the consumer sees the game end and
+// rates it; the same GameEnded is then delivered twice more: nothing
+// changes.
+func TestEndingDeliveredTwiceAppliesOnce(t *testing.T) {
+	f := newFixture(t)
+	c := f.consumer(t, Config{ClaimEvery: 50 * time.Millisecond, Lease: time.Second})
+	run(t, c)
+	p, tok := f.ratedGame(t, "alice", "bob", true)
+	g := f.resign(t, p.Game, tok[commonv1.Side_SIDE_SECOND])
+	eventually(t, "the rating", func() bool { return !f.pending(t, p.Game) })
+	if a, b := f.rating(t, "alice"), f.rating(t, "bob"); a.Rating != 1220 || b.Rating != 1180 || a.Games != 1 {
+		t.Fatalf("after the game: %+v %+v", a, b)
+	}
+	for range 2 {
+		if err := c.Settle(context.Background(), p, g.GetResult()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, b := f.rating(t, "alice"), f.rating(t, "bob"); a.Rating != 1220 || b.Rating != 1180 || a.Games != 1 || b.Games != 1 {
+		t.Fatalf("after duplicate deliveries: %+v %+v", a, b)
+	}
+	h, err := f.store.History(context.Background(), commonv1.GameKind_GAME_KIND_XIANGQI, "alice", 10)
+	if err != nil || len(h) != 1 {
+		t.Fatalf("history %+v %v: want one change", h, err)
+	}
+}
+
+// TestTwoFollowersOfOneGame: two consumers follow the same game at once
+// (as two replicas do when a lease changes hands) and both see the end.
+func TestTwoFollowersOfOneGame(t *testing.T) {
+	f := newFixture(t)
+	c1 := f.consumer(t, Config{})
+	c2 := f.consumer(t, Config{})
+	p, tok := f.ratedGame(t, "carol", "dave", true)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, c := range []*Consumer{c1, c2} {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- c.follow(context.Background(), p) }()
+	}
+	time.Sleep(200 * time.Millisecond) // both streams are open
+	f.resign(t, p.Game, tok[commonv1.Side_SIDE_FIRST])
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, d := f.rating(t, "carol"), f.rating(t, "dave"); c.Rating != 1180 || d.Rating != 1220 || c.Games != 1 || d.Games != 1 {
+		t.Fatalf("carol %+v dave %+v", c, d)
+	}
+}
+
+func TestAbortedGameIsNotRated(t *testing.T) {
+	f := newFixture(t)
+	c := f.consumer(t, Config{})
+	p, _ := f.ratedGame(t, "erin", "frank", true)
+	res := &commonv1.Result{Winner: commonv1.Winner_WINNER_UNSPECIFIED, Method: commonv1.EndMethod_END_METHOD_ABORTED}
+	if err := c.Settle(context.Background(), p, res); err != nil {
+		t.Fatal(err)
+	}
+	if f.pending(t, p.Game) {
+		t.Fatal("an aborted game is still pending")
+	}
+	if e := f.rating(t, "erin"); e.Games != 0 || e.Rating != 1200 {
+		t.Fatalf("aborted game changed %+v", e)
+	}
+}
+
+func TestPrivateGameIsPolled(t *testing.T) {
+	f := newFixture(t)
+	c := f.consumer(t, Config{ClaimEvery: 50 * time.Millisecond, PollEvery: 50 * time.Millisecond})
+	run(t, c)
+	p, tok := f.ratedGame(t, "gina", "hugo", false)
+	time.Sleep(150 * time.Millisecond)
+	f.resign(t, p.Game, tok[commonv1.Side_SIDE_FIRST])
+	eventually(t, "the private game's rating", func() bool { return f.rating(t, "hugo").Games == 1 })
+	if h := f.rating(t, "hugo"); h.Rating != 1220 {
+		t.Fatalf("hugo %+v", h)
+	}
+}
+
+func TestVanishedGameIsDropped(t *testing.T) {
+	f := newFixture(t)
+	c := f.consumer(t, Config{ClaimEvery: 50 * time.Millisecond})
+	run(t, c)
+	p := store.Pending{Game: "nosuchgame", Kind: int32(commonv1.GameKind_GAME_KIND_JANGGI), First: "a", Second: "b"}
+	if err := f.store.AddPending(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the vanished game to be dropped", func() bool { return !f.pending(t, p.Game) })
+}

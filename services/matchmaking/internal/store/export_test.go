@@ -1,0 +1,13 @@
+package store
+
+import (
+	"context"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+)
+
+// SetRatingForTest overwrites a rating, for tests of the Elo arithmetic.
+func (s *Store) SetRatingForTest(ctx context.Context, kind commonv1.GameKind, player string, r int) error {
+	b := s.ratingBase(kind)
+	return s.rdb.HSet(ctx, b+"rating", player, r).Err()
+}

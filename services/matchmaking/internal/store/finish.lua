@@ -1,0 +1,23 @@
+-- Record the game of a match on both tickets, once.
+-- KEYS[1] creating zset, KEYS[2] match, KEYS[3] ticket a, KEYS[4] ticket b
+-- ARGV: 1 match id, 2 game id, 3 side a, 4 token a, 5 token expiry a,
+--       6 side b, 7 token b, 8 token expiry b, 9 now ms, 10 keep seconds,
+--       11 notification channel
+-- Returns 1 when this call finished the match, 0 when it already was.
+-- The tickets' watchers are told to look again from inside the script, so
+-- the notice can never overtake the change.
+redis.call('ZREM', KEYS[1], ARGV[1])
+if redis.call('HGET', KEYS[3], 'state') == 'matched' and redis.call('HGET', KEYS[4], 'state') == 'matched' then
+  return 0
+end
+local a = redis.call('HMGET', KEYS[3], 'player', 'name')
+local b = redis.call('HMGET', KEYS[4], 'player', 'name')
+redis.call('HSET', KEYS[3], 'state', 'matched', 'game', ARGV[2], 'side', ARGV[3], 'token', ARGV[4],
+  'tokexp', ARGV[5], 'opp', b[1] or '', 'opp_name', b[2] or '', 'matched_at', ARGV[9])
+redis.call('HSET', KEYS[4], 'state', 'matched', 'game', ARGV[2], 'side', ARGV[6], 'token', ARGV[7],
+  'tokexp', ARGV[8], 'opp', a[1] or '', 'opp_name', a[2] or '', 'matched_at', ARGV[9])
+redis.call('EXPIRE', KEYS[3], ARGV[10])
+redis.call('EXPIRE', KEYS[4], ARGV[10])
+redis.call('HSET', KEYS[2], 'game', ARGV[2])
+redis.call('PUBLISH', ARGV[11], string.match(KEYS[3], ':t:(.*)$') .. ',' .. string.match(KEYS[4], ':t:(.*)$'))
+return 1

@@ -1,0 +1,155 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/clock"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+)
+
+// Player is one seat's player of a game matchmaking created.
+type Player struct {
+	ID, Name string
+	Seat     Grant
+}
+
+// Game is what matchmaking remembers of a game it created: enough to offer
+// a rematch with the same settings and to rate it.
+type Game struct {
+	ID      string
+	Kind    commonv1.GameKind
+	Control clock.Control
+	Rated   bool
+	Public  bool
+	// First and Second are the players by side.
+	First, Second Player
+}
+
+func (s *Store) gameKey(id string) string    { return s.prefix + "mm:{gm:" + id + "}" }
+func (s *Store) rematchKey(id string) string { return s.prefix + "mm:{gm:" + id + "}:rm" }
+
+func b2s(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// SaveGame remembers a created game for keep and, when pending is set,
+// records it as a rated game to watch, in one round trip. Every write is
+// idempotent, so a retry after a partial failure completes it.
+func (s *Store) SaveGame(ctx context.Context, g Game, keep time.Duration, pending *Pending) error {
+	pipe := s.rdb.Pipeline()
+	s.saveGame(ctx, pipe, g, keep)
+	if pending != nil {
+		if err := s.addPending(ctx, pipe, *pending); err != nil {
+			return err
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("save game: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) saveGame(ctx context.Context, pipe redis.Pipeliner, g Game, keep time.Duration) {
+	key := s.gameKey(g.ID)
+	pipe.HSet(ctx, key,
+		"kind", int32(g.Kind), "tc", g.Control.String(), "rated", b2s(g.Rated), "public", b2s(g.Public),
+		"p1", g.First.ID, "n1", g.First.Name, "t1", g.First.Seat.Token, "e1", g.First.Seat.Expires.UnixMilli(),
+		"p2", g.Second.ID, "n2", g.Second.Name, "t2", g.Second.Seat.Token, "e2", g.Second.Seat.Expires.UnixMilli())
+	pipe.Expire(ctx, key, keep)
+}
+
+// LoadGame reads a game matchmaking created.
+func (s *Store) LoadGame(ctx context.Context, id string) (Game, error) {
+	m, err := s.rdb.HGetAll(ctx, s.gameKey(id)).Result()
+	if err != nil {
+		return Game{}, fmt.Errorf("load game: %w", err)
+	}
+	if len(m) == 0 {
+		return Game{}, ErrNotFound
+	}
+	kind, _ := strconv.Atoi(m["kind"])
+	c, err := clock.ParseControl(m["tc"])
+	if err != nil {
+		return Game{}, fmt.Errorf("game %s: %w", id, err)
+	}
+	return Game{
+		ID: id, Kind: commonv1.GameKind(kind), Control: c, Rated: m["rated"] == "1", Public: m["public"] == "1",
+		First:  Player{ID: m["p1"], Name: m["n1"], Seat: Grant{Side: "first", Token: m["t1"], Expires: ms(m["e1"])}},
+		Second: Player{ID: m["p2"], Name: m["n2"], Seat: Grant{Side: "second", Token: m["t2"], Expires: ms(m["e2"])}},
+	}, nil
+}
+
+// Rematch is the rematch state of a game as stored.
+type Rematch struct {
+	State   string // "", offered, accepting, accepted
+	By      string
+	Expires time.Time
+	Game    string
+	// Seats in the new game by player id, once accepted.
+	Seats map[string]Grant
+}
+
+// ReadRematch reads the rematch state of game id.
+func (s *Store) ReadRematch(ctx context.Context, id string) (Rematch, error) {
+	m, err := s.rdb.HGetAll(ctx, s.rematchKey(id)).Result()
+	if err != nil {
+		return Rematch{}, fmt.Errorf("read rematch: %w", err)
+	}
+	r := Rematch{State: m["state"], By: m["by"], Expires: ms(m["exp"]), Game: m["game"], Seats: map[string]Grant{}}
+	for k, v := range m {
+		if len(k) > 2 && k[:2] == "s:" {
+			p := k[2:]
+			r.Seats[p] = Grant{Side: v, Token: m["k:"+p], Expires: ms(m["x:"+p])}
+		}
+	}
+	return r, nil
+}
+
+// RematchOutcome is the answer of OfferRematch and AcceptRematch.
+type RematchOutcome struct {
+	// Go: the caller must create (or re-create) the rematch game.
+	Go bool
+	// Offered: an offer is pending, by By until Expires.
+	By      string
+	Expires time.Time
+}
+
+func (s *Store) rematchOp(ctx context.Context, id string, args ...any) (RematchOutcome, error) {
+	res, err := rematchScript.Run(ctx, s.rdb, []string{s.rematchKey(id)}, args...).StringSlice()
+	if err != nil {
+		return RematchOutcome{}, fmt.Errorf("rematch %s: %w", args[0], err)
+	}
+	switch res[0] {
+	case "go":
+		return RematchOutcome{Go: true}, nil
+	case "offered":
+		return RematchOutcome{By: res[1], Expires: ms(res[2])}, nil
+	}
+	return RematchOutcome{}, nil
+}
+
+// OfferRematch records player's offer, or accepts the opponent's.
+func (s *Store) OfferRematch(ctx context.Context, id, player string, now time.Time, window, keep time.Duration) (RematchOutcome, error) {
+	return s.rematchOp(ctx, id, "offer", player, now.UnixMilli(), window.Milliseconds(), keep.Milliseconds())
+}
+
+// AcceptRematch accepts the opponent's pending offer.
+func (s *Store) AcceptRematch(ctx context.Context, id, player string, now time.Time) (RematchOutcome, error) {
+	return s.rematchOp(ctx, id, "accept", player, now.UnixMilli())
+}
+
+// CompleteRematch records the new game.
+func (s *Store) CompleteRematch(ctx context.Context, id, newGame string, a, b Player) error {
+	_, err := s.rematchOp(ctx, id, "complete", newGame,
+		a.ID, a.Seat.Side, a.Seat.Token, a.Seat.Expires.UnixMilli(),
+		b.ID, b.Seat.Side, b.Seat.Token, b.Seat.Expires.UnixMilli())
+	return err
+}

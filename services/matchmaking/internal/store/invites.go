@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/clock"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+)
+
+// Invite states as stored.
+const (
+	InviteOpen      = "open"
+	InviteAccepting = "accepting"
+	InviteAccepted  = "accepted"
+	InviteCancelled = "cancelled"
+)
+
+// Invite is a friend invite as stored.
+type Invite struct {
+	Token       string
+	Creator     string
+	CreatorName string
+	Kind        commonv1.GameKind
+	Control     clock.Control
+	State       string
+	Expires     time.Time
+	Friend      string
+	FriendName  string
+	Game        string
+	// Seats, once accepted.
+	CreatorSeat, FriendSeat Grant
+}
+
+// ValidInviteToken reports whether s can be an invite token.
+func ValidInviteToken(s string) bool { return len(s) == 32 && isHex(s) }
+
+func (s *Store) inviteKey(token string) string { return s.prefix + "mm:{i:" + token + "}" }
+
+// CreateInvite stores a new invite, or returns the one made for the same
+// request. keep is how long it stays readable: its lifetime and a grace
+// period in which the creator still learns that it expired.
+func (s *Store) CreateInvite(ctx context.Context, inv Invite, requestID string, keep time.Duration) (Invite, error) {
+	reqKey := s.prefix + "mm:{ireq:" + inv.Creator + ":" + requestID + "}"
+	token := randomHex(16)
+	ok, err := s.rdb.SetNX(ctx, reqKey, token, keep).Result()
+	if err != nil {
+		return Invite{}, fmt.Errorf("claim invite request: %w", err)
+	}
+	if !ok {
+		prev, err := s.rdb.Get(ctx, reqKey).Result()
+		if err != nil {
+			return Invite{}, fmt.Errorf("read invite request: %w", err)
+		}
+		if got, err := s.Invite(ctx, prev); err == nil {
+			return got, nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return Invite{}, err
+		}
+		// The first attempt claimed the request but stopped before storing
+		// the invite: store it now under the token it claimed.
+		token = prev
+	}
+	inv.Token, inv.State = token, InviteOpen
+	key := s.inviteKey(token)
+	pipe := s.rdb.TxPipeline()
+	pipe.HSetNX(ctx, key, "creator", inv.Creator)
+	pipe.HSetNX(ctx, key, "cname", inv.CreatorName)
+	pipe.HSetNX(ctx, key, "kind", int32(inv.Kind))
+	pipe.HSetNX(ctx, key, "tc", inv.Control.String())
+	pipe.HSetNX(ctx, key, "state", InviteOpen)
+	pipe.HSetNX(ctx, key, "exp", inv.Expires.UnixMilli())
+	pipe.PExpire(ctx, key, keep)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Invite{}, fmt.Errorf("store invite: %w", err)
+	}
+	return s.Invite(ctx, token)
+}
+
+// Invite reads an invite; ErrNotFound when it does not exist any more.
+func (s *Store) Invite(ctx context.Context, token string) (Invite, error) {
+	m, err := s.rdb.HGetAll(ctx, s.inviteKey(token)).Result()
+	if err != nil {
+		return Invite{}, fmt.Errorf("read invite: %w", err)
+	}
+	if len(m) == 0 || m["creator"] == "" {
+		return Invite{}, ErrNotFound
+	}
+	kind, _ := strconv.Atoi(m["kind"])
+	c, err := clock.ParseControl(m["tc"])
+	if err != nil {
+		return Invite{}, fmt.Errorf("invite %s: %w", token, err)
+	}
+	return Invite{
+		Token: token, Creator: m["creator"], CreatorName: m["cname"], Kind: commonv1.GameKind(kind), Control: c,
+		State: m["state"], Expires: ms(m["exp"]), Friend: m["acceptor"], FriendName: m["aname"], Game: m["game"],
+		CreatorSeat: Grant{Side: m["csid"], Token: m["ctok"], Expires: ms(m["cexp"])},
+		FriendSeat:  Grant{Side: m["asid"], Token: m["atok"], Expires: ms(m["aexp"])},
+	}, nil
+}
+
+// InviteOutcome is the answer of an invite change.
+type InviteOutcome string
+
+const (
+	InviteNotFound InviteOutcome = "nf"
+	InviteOwn      InviteOutcome = "own"
+	InviteUsed     InviteOutcome = "used"
+	InviteWasCxl   InviteOutcome = "cancelled"
+	InviteGo       InviteOutcome = "go"
+	InviteNotOwner InviteOutcome = "perm"
+	InviteTooLate  InviteOutcome = "late"
+	InviteOK       InviteOutcome = "ok"
+)
+
+func (s *Store) inviteOp(ctx context.Context, token string, args ...any) (InviteOutcome, error) {
+	res, err := inviteScript.Run(ctx, s.rdb, []string{s.inviteKey(token)}, args...).Text()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("invite %s: %w", args[0], err)
+	}
+	return InviteOutcome(res), nil
+}
+
+// AcceptInvite claims an invite for player: InviteGo means the caller
+// holds it and must create (or, on a retry, re-create) the game.
+func (s *Store) AcceptInvite(ctx context.Context, token, player, name string, now time.Time) (InviteOutcome, error) {
+	return s.inviteOp(ctx, token, "accept", player, name, now.UnixMilli())
+}
+
+// CancelInvite withdraws player's open invite.
+func (s *Store) CancelInvite(ctx context.Context, token, player string, now time.Time) (InviteOutcome, error) {
+	return s.inviteOp(ctx, token, "cancel", player, now.UnixMilli())
+}
+
+// CompleteInvite records the game of an accepted invite.
+func (s *Store) CompleteInvite(ctx context.Context, token, game string, creator, friend Grant, keep time.Duration) error {
+	_, err := s.inviteOp(ctx, token, "complete", game, creator.Side, creator.Token, creator.Expires.UnixMilli(),
+		friend.Side, friend.Token, friend.Expires.UnixMilli(), keep.Milliseconds())
+	return err
+}

@@ -1,0 +1,138 @@
+-- One pairing pass over one pool, atomic: expire old tickets, then pair
+-- neighbours in rating order whose difference is within the window of
+-- either ticket (the window widens with the wait), closest pairs first,
+-- in rounds until no compatible neighbours are left.
+-- A paired ticket leaves the queue in the same step, so no ticket is ever
+-- paired twice, however many matchmakers run this concurrently.
+-- KEYS[1] queue, KEYS[2] meta, KEYS[3] players (as enter.lua),
+-- KEYS[4] creating zset: match id -> time its game creation started
+-- KEYS[5] match sequence
+-- ARGV: 1 key base, 2 now ms, 3 base window, 4 widening per second,
+--       5 max window (0: none), 6 max pairs, 7 pool tag, 8 keep seconds
+-- Returns {{match id, ticket a, ticket b, a's player, name, entered ms,
+-- b's player, name, entered ms, ...}, {expired ticket ids}}: enough to
+-- create the game without reading the tickets again.
+local base = ARGV[1]
+local now = tonumber(ARGV[2])
+local bw, widen, maxw = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local maxPairs = tonumber(ARGV[6])
+
+local items = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local n = #items / 2
+if n == 0 then
+  return {{}, {}}
+end
+local ids, ratings = {}, {}
+for i = 1, n do
+  ids[i] = items[2 * i - 1]
+  ratings[i] = tonumber(items[2 * i])
+end
+local meta = {}
+for s = 1, n, 1000 do
+  local e = math.min(s + 999, n)
+  local part = redis.call('HMGET', KEYS[2], unpack(ids, s, e))
+  for j = 1, e - s + 1 do
+    meta[s + j - 1] = part[j]
+  end
+end
+
+local live, expired = {}, {}
+for i = 1, n do
+  local enq, exp, player
+  if meta[i] then
+    enq, exp, player = string.match(meta[i], '^(%d+):(%d+):(.*)$')
+  end
+  if not enq then
+    -- Unreadable: leave the queue rather than risk a wrong pairing.
+    redis.call('ZREM', KEYS[1], ids[i])
+    redis.call('HDEL', KEYS[2], ids[i])
+  elseif tonumber(exp) <= now then
+    redis.call('ZREM', KEYS[1], ids[i])
+    redis.call('HDEL', KEYS[2], ids[i])
+    if redis.call('HGET', KEYS[3], player) == ids[i] then
+      redis.call('HDEL', KEYS[3], player)
+    end
+    redis.call('HSET', base .. 't:' .. ids[i], 'state', 'expired')
+    expired[#expired + 1] = ids[i]
+  else
+    live[#live + 1] = {id = ids[i], r = ratings[i], enq = tonumber(enq), player = player}
+  end
+end
+
+local function window(t)
+  local w = bw + widen * (now - t.enq) / 1000
+  if maxw > 0 and w > maxw then
+    w = maxw
+  end
+  return w
+end
+
+-- Rounds: pair compatible neighbours, closest first; then look again at
+-- who is left, whose new neighbours may be compatible (in a, b, c, d with
+-- b-c closest, a and d become neighbours once b and c are paired).
+local out, made = {}, 0
+local function pairOnce()
+  local cands = {}
+  for i = 1, #live - 1 do
+    local a, b = live[i], live[i + 1]
+    local d = b.r - a.r
+    if a.player ~= b.player and d <= math.max(window(a), window(b)) then
+      cands[#cands + 1] = {i = i, d = d}
+    end
+  end
+  table.sort(cands, function(x, y)
+    if x.d ~= y.d then
+      return x.d < y.d
+    end
+    return x.i < y.i
+  end)
+  local used, any = {}, false
+  for _, c in ipairs(cands) do
+    if made >= maxPairs then
+      break
+    end
+    if not used[c.i] and not used[c.i + 1] then
+      used[c.i], used[c.i + 1] = true, true
+      any = true
+      local a, b = live[c.i], live[c.i + 1]
+      local mid = ARGV[7] .. '-' .. redis.call('INCR', KEYS[5])
+      redis.call('ZREM', KEYS[1], a.id, b.id)
+      redis.call('HDEL', KEYS[2], a.id, b.id)
+      for _, t in ipairs({a, b}) do
+        if redis.call('HGET', KEYS[3], t.player) == t.id then
+          redis.call('HDEL', KEYS[3], t.player)
+        end
+        redis.call('HSET', base .. 't:' .. t.id, 'state', 'paired', 'match', mid, 'paired_at', ARGV[2])
+      end
+      local mk = base .. 'm:' .. mid
+      redis.call('HSET', mk, 'a', a.id, 'b', b.id, 'at', ARGV[2])
+      redis.call('EXPIRE', mk, ARGV[8])
+      redis.call('ZADD', KEYS[4], now, mid)
+      out[#out + 1] = mid
+      out[#out + 1] = a.id
+      out[#out + 1] = b.id
+      for _, t in ipairs({a, b}) do
+        out[#out + 1] = t.player
+        out[#out + 1] = redis.call('HGET', base .. 't:' .. t.id, 'name') or ''
+        out[#out + 1] = tostring(t.enq)
+      end
+      made = made + 1
+    end
+  end
+  local rest = {}
+  for i = 1, #live do
+    if not used[i] then
+      rest[#rest + 1] = live[i]
+    end
+  end
+  live = rest
+  return any
+end
+
+-- A few rounds make nearly every pair there is; the bound keeps the
+-- script short however the ratings fall.
+local rounds = 0
+while rounds < 8 and #live >= 2 and made < maxPairs and pairOnce() do
+  rounds = rounds + 1
+end
+return {out, expired}

@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Pending is a rated game whose rating is not applied yet. Matchmaking
+// records it before the players learn of the game, so no ending can be
+// missed; it stays until the ending is applied (or the game is gone).
+type Pending struct {
+	Game string `json:"-"`
+	// Kind is the commonv1.GameKind number.
+	Kind   int32  `json:"kind"`
+	First  string `json:"p1"`
+	FName  string `json:"n1"`
+	Second string `json:"p2"`
+	SName  string `json:"n2"`
+	// Token is a seat credential, to read the game if it is private.
+	Token string `json:"tok"`
+}
+
+func (s *Store) pendingKeys() (z, info string) {
+	return s.prefix + "mm:{pending}:z", s.prefix + "mm:{pending}:info"
+}
+
+// AddPending records a rated game to watch; adding it again changes
+// nothing.
+func (s *Store) AddPending(ctx context.Context, p Pending) error {
+	pipe := s.rdb.TxPipeline()
+	if err := s.addPending(ctx, pipe, p); err != nil {
+		return err
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("add pending game: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) addPending(ctx context.Context, pipe redis.Pipeliner, p Pending) error {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode pending game: %w", err)
+	}
+	z, info := s.pendingKeys()
+	// The details first: a claimer that finds the id finds its details.
+	pipe.HSetNX(ctx, info, p.Game, raw)
+	pipe.ZAddNX(ctx, z, redis.Z{Score: 0, Member: p.Game})
+	return nil
+}
+
+// ClaimPending leases up to limit pending games whose lease ran out (or
+// that nobody watched yet) until leaseUntil.
+func (s *Store) ClaimPending(ctx context.Context, now, leaseUntil time.Time, limit int) ([]Pending, error) {
+	z, info := s.pendingKeys()
+	ids, err := claimScript.Run(ctx, s.rdb, []string{z}, now.UnixMilli(), leaseUntil.UnixMilli(), limit).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("claim pending games: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	raws, err := s.rdb.HMGet(ctx, info, ids...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read pending games: %w", err)
+	}
+	out := make([]Pending, 0, len(ids))
+	for i, r := range raws {
+		str, ok := r.(string)
+		if !ok {
+			// No details: nothing to rate it with; forget it.
+			_ = s.RemovePending(ctx, ids[i])
+			continue
+		}
+		var p Pending
+		if err := json.Unmarshal([]byte(str), &p); err != nil {
+			return nil, fmt.Errorf("decode pending game %s: %w", ids[i], err)
+		}
+		p.Game = ids[i]
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// RenewPending extends the lease of games this process watches.
+func (s *Store) RenewPending(ctx context.Context, ids []string, until time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	z, _ := s.pendingKeys()
+	members := make([]redis.Z, len(ids))
+	for i, id := range ids {
+		members[i] = redis.Z{Score: float64(until.UnixMilli()), Member: id}
+	}
+	if err := s.rdb.ZAddXX(ctx, z, members...).Err(); err != nil {
+		return fmt.Errorf("renew pending leases: %w", err)
+	}
+	return nil
+}
+
+// RemovePending forgets a game once its ending was applied.
+func (s *Store) RemovePending(ctx context.Context, id string) error {
+	z, info := s.pendingKeys()
+	pipe := s.rdb.TxPipeline()
+	pipe.ZRem(ctx, z, id)
+	pipe.HDel(ctx, info, id)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("remove pending game: %w", err)
+	}
+	return nil
+}
+
+// IsPending reports whether a game still waits for its rating.
+func (s *Store) IsPending(ctx context.Context, id string) (bool, error) {
+	z, _ := s.pendingKeys()
+	_, err := s.rdb.ZScore(ctx, z, id).Result()
+	if err == redis.Nil {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read pending: %w", err)
+	}
+	return true, nil
+}

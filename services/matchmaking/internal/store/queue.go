@@ -1,0 +1,418 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Ticket states as stored.
+const (
+	StateWaiting   = "waiting"
+	StatePaired    = "paired"
+	StateMatched   = "matched"
+	StateCancelled = "cancelled"
+	StateExpired   = "expired"
+)
+
+// Ticket is a queue ticket as stored.
+type Ticket struct {
+	ID     string
+	Pool   string
+	Player string
+	Name   string
+	Rating int
+	// Entered and Expires bound the wait.
+	Entered, Expires time.Time
+	State            string
+	Match            string
+	// Set once matched.
+	Game         string
+	Side         string
+	Token        string
+	TokenExpires time.Time
+	Opponent     string
+	OpponentName string
+	MatchedAt    time.Time
+}
+
+// TicketTag returns the pool tag a ticket id starts with, or an error for
+// a malformed id.
+func TicketTag(id string) (string, error) {
+	tag, rnd, ok := strings.Cut(id, ".")
+	if !ok || len(tag) != 16 || len(rnd) != 16 || !isHex(tag) || !isHex(rnd) {
+		return "", errors.New("ticket_id: malformed")
+	}
+	return tag, nil
+}
+
+func (s *Store) poolBase(tag string) string { return s.prefix + "mm:{p:" + tag + "}:" }
+func (s *Store) registryKey() string        { return s.prefix + "mm:{pools}" }
+
+// queueKeys are KEYS[1..3] of the queue scripts.
+func (s *Store) queueKeys(tag string) []string {
+	b := s.poolBase(tag)
+	return []string{b + "q", b + "meta", b + "pl"}
+}
+
+// registryRefresh is how often one process refreshes a busy pool's entry
+// in the registry.
+const registryRefresh = 10 * time.Second
+
+// EnterOutcome says what Enter did.
+type EnterOutcome int
+
+const (
+	// Entered a new ticket.
+	Entered EnterOutcome = iota
+	// Duplicate: the request id was seen; the id is its ticket.
+	Duplicate
+	// Busy: the player already waits in this pool with the returned ticket.
+	Busy
+)
+
+// Enter puts a new ticket for t.Player into pool. keep is how long the
+// ticket stays readable.
+func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string, keep time.Duration) (string, EnterOutcome, error) {
+	// Register the pool before the ticket: an idle-pool sweep that races
+	// with this sees the fresh score and keeps the pool (dropidle.lua).
+	// Within registryRefresh of this process's last registration the write
+	// is skipped: a pool is dropped only after an idle time far longer
+	// than a ticket's lifetime plus registryRefresh, and never while a
+	// ticket waits in it.
+	if last, ok := s.registered.Load(pool.ID()); !ok || t.Entered.Sub(last.(time.Time)) > registryRefresh || t.Entered.Before(last.(time.Time)) {
+		if err := s.rdb.ZAdd(ctx, s.registryKey(), redis.Z{Score: float64(t.Entered.UnixMilli()), Member: pool.ID()}).Err(); err != nil {
+			return "", 0, fmt.Errorf("register pool: %w", err)
+		}
+		s.registered.Store(pool.ID(), t.Entered)
+	}
+	tag := pool.Tag()
+	id := tag + "." + randomHex(8)
+	b := s.poolBase(tag)
+	keys := append(s.queueKeys(tag), b+"t:"+id, b+"r:"+t.Player+":"+requestID)
+	res, err := enterScript.Run(ctx, s.rdb, keys,
+		id, t.Player, t.Name, t.Rating, t.Entered.UnixMilli(), t.Expires.UnixMilli(),
+		int64(keep/time.Second), b, pool.ID()).StringSlice()
+	if err != nil {
+		return "", 0, fmt.Errorf("enter ticket: %w", err)
+	}
+	switch res[0] {
+	case "dup":
+		return res[1], Duplicate, nil
+	case "busy":
+		return res[1], Busy, nil
+	}
+	return res[1], Entered, nil
+}
+
+// Ticket reads a ticket.
+func (s *Store) Ticket(ctx context.Context, id string) (Ticket, error) {
+	tag, err := TicketTag(id)
+	if err != nil {
+		return Ticket{}, err
+	}
+	m, err := s.rdb.HGetAll(ctx, s.poolBase(tag)+"t:"+id).Result()
+	if err != nil {
+		return Ticket{}, fmt.Errorf("read ticket: %w", err)
+	}
+	if len(m) == 0 {
+		return Ticket{}, ErrNotFound
+	}
+	return ticketFrom(id, m), nil
+}
+
+func ticketFrom(id string, m map[string]string) Ticket {
+	return Ticket{
+		ID: id, Pool: m["pool"], Player: m["player"], Name: m["name"], Rating: atoi(m["rating"]),
+		Entered: ms(m["enq"]), Expires: ms(m["exp"]), State: m["state"], Match: m["match"],
+		Game: m["game"], Side: m["side"], Token: m["token"], TokenExpires: ms(m["tokexp"]),
+		Opponent: m["opp"], OpponentName: m["opp_name"], MatchedAt: ms(m["matched_at"]),
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func ms(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return time.UnixMilli(n)
+}
+
+// CancelOutcome says what Cancel did.
+type CancelOutcome string
+
+const (
+	CancelNotFound CancelOutcome = "nf"
+	CancelNotOwner CancelOutcome = "perm"
+	CancelDone     CancelOutcome = "ok"
+	// CancelTooLate: an opponent was already found.
+	CancelTooLate CancelOutcome = "late"
+)
+
+// Cancel takes player's waiting ticket out of its pool.
+func (s *Store) Cancel(ctx context.Context, id, player string) (CancelOutcome, error) {
+	tag, err := TicketTag(id)
+	if err != nil {
+		return "", err
+	}
+	keys := append(s.queueKeys(tag), s.poolBase(tag)+"t:"+id)
+	res, err := cancelScript.Run(ctx, s.rdb, keys, player).Text()
+	if err != nil {
+		return "", fmt.Errorf("cancel ticket: %w", err)
+	}
+	return CancelOutcome(res), nil
+}
+
+// Pools lists the pools that had a ticket recently, with the time of
+// their last entry.
+func (s *Store) Pools(ctx context.Context) (map[Pool]time.Time, error) {
+	zs, err := s.rdb.ZRangeWithScores(ctx, s.registryKey(), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list pools: %w", err)
+	}
+	out := make(map[Pool]time.Time, len(zs))
+	for _, z := range zs {
+		p, err := ParsePool(z.Member.(string))
+		if err != nil {
+			continue // written by a newer version; not ours to pair
+		}
+		out[p] = time.UnixMilli(int64(z.Score))
+	}
+	return out, nil
+}
+
+// PairParams tune a pairing pass.
+type PairParams struct {
+	Now time.Time
+	// BaseWindow is the rating difference accepted at once; it grows by
+	// WidenPerSecond for every second a ticket waits, up to MaxWindow
+	// (0: without bound, so any two tickets of a pool pair eventually).
+	BaseWindow, WidenPerSecond, MaxWindow float64
+	MaxPairs                              int
+	// Keep is how long match records and tickets stay readable.
+	Keep time.Duration
+}
+
+// Match is two paired tickets.
+type Match struct {
+	ID   string
+	A, B string
+	// Who holds the tickets, when known (a pass returns them).
+	PlayerA, PlayerB Seated
+}
+
+// Seated is a paired ticket's player.
+type Seated struct {
+	ID, Name string
+	Entered  time.Time
+}
+
+// PairResult is one pool's pass.
+type PairResult struct {
+	Pool    Pool
+	Matches []Match
+	Expired []string
+	Err     error
+}
+
+// Pair runs one pairing pass over each pool, in one round trip.
+func (s *Store) Pair(ctx context.Context, pools []Pool, p PairParams) []PairResult {
+	var cmds []*redis.Cmd
+	for attempt := 0; ; attempt++ {
+		pipe := s.rdb.Pipeline()
+		cmds = make([]*redis.Cmd, len(pools))
+		for i, pool := range pools {
+			tag := pool.Tag()
+			b := s.poolBase(tag)
+			keys := append(s.queueKeys(tag), b+"creating", b+"seq")
+			cmds[i] = pairScript.EvalSha(ctx, pipe, keys, b, p.Now.UnixMilli(), p.BaseWindow, p.WidenPerSecond, p.MaxWindow, p.MaxPairs, tag, int64(p.Keep/time.Second))
+		}
+		_, err := pipe.Exec(ctx)
+		if attempt > 0 || !isNoScript(err) {
+			break
+		}
+		// First use on this server: load the script and run the pass again
+		// (a pass that failed with NOSCRIPT changed nothing).
+		if lerr := pairScript.Load(ctx, s.rdb).Err(); lerr != nil {
+			return []PairResult{{Err: fmt.Errorf("load pair script: %w", lerr)}}
+		}
+	}
+	out := make([]PairResult, len(pools))
+	for i, c := range cmds {
+		out[i].Pool = pools[i]
+		v, err := c.Slice()
+		if err != nil {
+			out[i].Err = fmt.Errorf("pair pool %s: %w", pools[i].ID(), err)
+			continue
+		}
+		if len(v) != 2 {
+			out[i].Err = fmt.Errorf("pair pool %s: unexpected reply %v", pools[i].ID(), v)
+			continue
+		}
+		m := strs(v[0])
+		for j := 0; j+8 < len(m); j += 9 {
+			out[i].Matches = append(out[i].Matches, Match{
+				ID: m[j], A: m[j+1], B: m[j+2],
+				PlayerA: Seated{ID: m[j+3], Name: m[j+4], Entered: ms(m[j+5])},
+				PlayerB: Seated{ID: m[j+6], Name: m[j+7], Entered: ms(m[j+8])},
+			})
+		}
+		out[i].Expired = strs(v[1])
+	}
+	return out
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+func strs(v any) []string {
+	xs, _ := v.([]any)
+	out := make([]string, 0, len(xs))
+	for _, x := range xs {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// MatchTickets reads a match and both of its tickets.
+func (s *Store) MatchTickets(ctx context.Context, pool Pool, matchID string) (Match, Ticket, Ticket, error) {
+	b := s.poolBase(pool.Tag())
+	m, err := s.rdb.HGetAll(ctx, b+"m:"+matchID).Result()
+	if err != nil {
+		return Match{}, Ticket{}, Ticket{}, fmt.Errorf("read match: %w", err)
+	}
+	if m["a"] == "" || m["b"] == "" {
+		return Match{}, Ticket{}, Ticket{}, ErrNotFound
+	}
+	mt := Match{ID: matchID, A: m["a"], B: m["b"]}
+	a, b2, err := s.tickets(ctx, pool, mt)
+	mt.PlayerA = Seated{ID: a.Player, Name: a.Name, Entered: a.Entered}
+	mt.PlayerB = Seated{ID: b2.Player, Name: b2.Name, Entered: b2.Entered}
+	return mt, a, b2, err
+}
+
+// tickets reads both tickets of a match in one round trip.
+func (s *Store) tickets(ctx context.Context, pool Pool, m Match) (Ticket, Ticket, error) {
+	b := s.poolBase(pool.Tag())
+	pipe := s.rdb.Pipeline()
+	ca := pipe.HGetAll(ctx, b+"t:"+m.A)
+	cb := pipe.HGetAll(ctx, b+"t:"+m.B)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Ticket{}, Ticket{}, fmt.Errorf("read tickets: %w", err)
+	}
+	if len(ca.Val()) == 0 || len(cb.Val()) == 0 {
+		return Ticket{}, Ticket{}, ErrNotFound
+	}
+	return ticketFrom(m.A, ca.Val()), ticketFrom(m.B, cb.Val()), nil
+}
+
+// Tickets reads both tickets of a match.
+func (s *Store) Tickets(ctx context.Context, pool Pool, m Match) (Ticket, Ticket, error) {
+	return s.tickets(ctx, pool, m)
+}
+
+// Grant is one ticket's seat in a created game.
+type Grant struct {
+	Side    string
+	Token   string
+	Expires time.Time
+}
+
+// Finish records the game of a match on both tickets and notifies their
+// watchers. It reports whether this call did it (false: it already was,
+// by a retry or another replica). When record is set, the game's record
+// (store.SaveGame, without pending rating) is written in the same round
+// trip: it is only read after the game ends, so its order with the
+// tickets' update does not matter.
+func (s *Store) Finish(ctx context.Context, pool Pool, m Match, gameID string, a, b Grant, now time.Time, keep time.Duration, record *Game, recordKeep time.Duration) (bool, error) {
+	base := s.poolBase(pool.Tag())
+	keys := []string{base + "creating", base + "m:" + m.ID, base + "t:" + m.A, base + "t:" + m.B}
+	args := []any{m.ID, gameID, a.Side, a.Token, a.Expires.UnixMilli(), b.Side, b.Token, b.Expires.UnixMilli(),
+		now.UnixMilli(), int64(keep / time.Second), s.Channel()}
+	for attempt := 0; ; attempt++ {
+		pipe := s.rdb.Pipeline()
+		if record != nil {
+			s.saveGame(ctx, pipe, *record, recordKeep)
+		}
+		res := finishScript.EvalSha(ctx, pipe, keys, args...)
+		_, err := pipe.Exec(ctx)
+		if attempt == 0 && isNoScript(err) {
+			if err := finishScript.Load(ctx, s.rdb).Err(); err != nil {
+				return false, fmt.Errorf("load finish script: %w", err)
+			}
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("finish match: %w", err)
+		}
+		n, err := res.Int()
+		if err != nil {
+			return false, fmt.Errorf("finish match: %w", err)
+		}
+		return n == 1, nil
+	}
+}
+
+// ClaimStalled takes over matches whose game creation began before cutoff
+// (its creator crashed or failed), restarting their lease at now.
+func (s *Store) ClaimStalled(ctx context.Context, pool Pool, cutoff, now time.Time, limit int) ([]string, error) {
+	ids, err := claimScript.Run(ctx, s.rdb, []string{s.poolBase(pool.Tag()) + "creating"}, cutoff.UnixMilli(), now.UnixMilli(), limit).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("claim stalled matches: %w", err)
+	}
+	return ids, nil
+}
+
+// DropStalled forgets a match that cannot be completed (its records
+// expired).
+func (s *Store) DropStalled(ctx context.Context, pool Pool, matchID string) error {
+	if err := s.rdb.ZRem(ctx, s.poolBase(pool.Tag())+"creating", matchID).Err(); err != nil {
+		return fmt.Errorf("drop stalled match: %w", err)
+	}
+	return nil
+}
+
+// Counts are a pool's waiting tickets and unfinished matches.
+type Counts struct{ Waiting, Creating int64 }
+
+// Count reads the sizes of several pools in one round trip.
+func (s *Store) Count(ctx context.Context, pools []Pool) ([]Counts, error) {
+	pipe := s.rdb.Pipeline()
+	type pair struct{ q, c *redis.IntCmd }
+	cmds := make([]pair, len(pools))
+	for i, p := range pools {
+		b := s.poolBase(p.Tag())
+		cmds[i] = pair{pipe.ZCard(ctx, b+"q"), pipe.ZCard(ctx, b+"creating")}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("count pools: %w", err)
+	}
+	out := make([]Counts, len(pools))
+	for i, c := range cmds {
+		out[i] = Counts{Waiting: c.q.Val(), Creating: c.c.Val()}
+	}
+	return out, nil
+}
+
+// DropIdle forgets pool when it had no entry since cutoff; the caller has
+// checked that it is empty.
+func (s *Store) DropIdle(ctx context.Context, pool Pool, cutoff time.Time) (bool, error) {
+	n, err := dropIdleScript.Run(ctx, s.rdb, []string{s.registryKey()}, pool.ID(), cutoff.UnixMilli()).Int()
+	if err != nil {
+		return false, fmt.Errorf("drop idle pool: %w", err)
+	}
+	return n == 1, nil
+}

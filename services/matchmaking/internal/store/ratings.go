@@ -1,0 +1,189 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+)
+
+// Elo parameters. A player's K-factor is KProvisional for their first
+// ProvisionalGames rated games of a kind (their rating moves fast while it
+// is uncertain), then KEstablished.
+const (
+	StartRating      = 1200
+	KProvisional     = 40
+	KEstablished     = 20
+	ProvisionalGames = 30
+	// HistoryLength is how many rating changes are kept per player and kind.
+	HistoryLength = 500
+	// doneTTL keeps the per-game "applied" marker far longer than any
+	// duplicate delivery could arrive.
+	doneTTL = 90 * 24 * time.Hour
+)
+
+func (s *Store) ratingBase(kind commonv1.GameKind) string {
+	k, _ := KindName(kind)
+	return s.prefix + "mm:{r:" + k + "}:"
+}
+
+// Outcome is one rated game's result for rating.
+type Outcome struct {
+	GameID string
+	Kind   commonv1.GameKind
+	// A and B are the players; ScoreA is A's score: 1, 0.5 or 0.
+	A, B   Player
+	ScoreA float64
+	At     time.Time
+}
+
+// Applied is what ApplyRating did.
+type Applied struct {
+	// Done is false when the game had already been applied.
+	Done            bool
+	ABefore, AAfter int
+	BBefore, BAfter int
+}
+
+// ApplyRating updates both players' ratings for one game, once per game id.
+func (s *Store) ApplyRating(ctx context.Context, o Outcome) (Applied, error) {
+	b := s.ratingBase(o.Kind)
+	keys := []string{b + "rating", b + "games", b + "lb", b + "names", b + "done:" + o.GameID, b + "h:" + o.A.ID, b + "h:" + o.B.ID}
+	v, err := rateScript.Run(ctx, s.rdb, keys, o.GameID, o.A.ID, o.A.Name, o.B.ID, o.B.Name,
+		strconv.FormatFloat(o.ScoreA, 'f', -1, 64), o.At.UnixMilli(), StartRating, KProvisional, KEstablished,
+		ProvisionalGames, HistoryLength, int64(doneTTL/time.Second)).Int64Slice()
+	if err != nil {
+		return Applied{}, fmt.Errorf("apply rating: %w", err)
+	}
+	if v[0] == 0 {
+		return Applied{}, nil
+	}
+	return Applied{Done: true, ABefore: int(v[1]), AAfter: int(v[2]), BBefore: int(v[3]), BAfter: int(v[4])}, nil
+}
+
+// Rating is one player's rating of one kind.
+type Rating struct {
+	Player string
+	Name   string
+	Rating int
+	Games  int
+	// Rank is 1-based; 0 when the player has no rated game.
+	Rank int64
+}
+
+// PlayerRating reads a player's rating (StartRating before any game).
+func (s *Store) PlayerRating(ctx context.Context, kind commonv1.GameKind, player string) (Rating, error) {
+	b := s.ratingBase(kind)
+	pipe := s.rdb.Pipeline()
+	r := pipe.HGet(ctx, b+"rating", player)
+	g := pipe.HGet(ctx, b+"games", player)
+	n := pipe.HGet(ctx, b+"names", player)
+	rk := pipe.ZRevRank(ctx, b+"lb", player)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Rating{}, fmt.Errorf("read rating: %w", err)
+	}
+	out := Rating{Player: player, Name: n.Val(), Rating: StartRating}
+	if v, err := r.Int(); err == nil {
+		out.Rating = v
+	}
+	out.Games, _ = g.Int()
+	if v, err := rk.Result(); err == nil {
+		out.Rank = v + 1
+	}
+	return out, nil
+}
+
+// RatingOnly reads a player's rating, StartRating when there is none.
+func (s *Store) RatingOnly(ctx context.Context, kind commonv1.GameKind, player string) (int, bool, error) {
+	v, err := s.rdb.HGet(ctx, s.ratingBase(kind)+"rating", player).Int()
+	if errors.Is(err, redis.Nil) {
+		return StartRating, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read rating: %w", err)
+	}
+	return v, true, nil
+}
+
+// Change is one entry of a player's rating history.
+type Change struct {
+	Game           string  `json:"g"`
+	Score          float64 `json:"s"`
+	Before         int     `json:"b"`
+	After          int     `json:"a"`
+	Opponent       string  `json:"o"`
+	OpponentName   string  `json:"on"`
+	OpponentBefore int     `json:"ob"`
+	AtMs           int64   `json:"t"`
+}
+
+// History reads a player's latest rating changes, latest first.
+func (s *Store) History(ctx context.Context, kind commonv1.GameKind, player string, limit int) ([]Change, error) {
+	raw, err := s.rdb.LRange(ctx, s.ratingBase(kind)+"h:"+player, 0, int64(limit)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	out := make([]Change, 0, len(raw))
+	for _, r := range raw {
+		var c Change
+		if err := json.Unmarshal([]byte(r), &c); err != nil {
+			return nil, fmt.Errorf("decode history: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Leaderboard reads ranks from start (0-based) to stop inclusive, and the
+// number of rated players.
+func (s *Store) Leaderboard(ctx context.Context, kind commonv1.GameKind, start, stop int64) ([]Rating, int64, error) {
+	b := s.ratingBase(kind)
+	pipe := s.rdb.Pipeline()
+	zs := pipe.ZRevRangeWithScores(ctx, b+"lb", start, stop)
+	total := pipe.ZCard(ctx, b+"lb")
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, 0, fmt.Errorf("read leaderboard: %w", err)
+	}
+	if len(zs.Val()) == 0 {
+		return nil, total.Val(), nil
+	}
+	ids := make([]string, len(zs.Val()))
+	for i, z := range zs.Val() {
+		ids[i] = z.Member.(string)
+	}
+	pipe = s.rdb.Pipeline()
+	names := pipe.HMGet(ctx, b+"names", ids...)
+	games := pipe.HMGet(ctx, b+"games", ids...)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, 0, fmt.Errorf("read leaderboard players: %w", err)
+	}
+	out := make([]Rating, len(ids))
+	for i, z := range zs.Val() {
+		out[i] = Rating{Player: ids[i], Rating: int(z.Score), Rank: start + int64(i) + 1}
+		if n, ok := names.Val()[i].(string); ok {
+			out[i].Name = n
+		}
+		if g, ok := games.Val()[i].(string); ok {
+			out[i].Games, _ = strconv.Atoi(g)
+		}
+	}
+	return out, total.Val(), nil
+}
+
+// Rank returns a player's 0-based rank, or ErrNotFound.
+func (s *Store) Rank(ctx context.Context, kind commonv1.GameKind, player string) (int64, error) {
+	r, err := s.rdb.ZRevRank(ctx, s.ratingBase(kind)+"lb", player).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, ErrNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read rank: %w", err)
+	}
+	return r, nil
+}

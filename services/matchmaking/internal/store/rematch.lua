@@ -1,0 +1,38 @@
+-- Change the rematch of a finished game. KEYS[1] the rematch hash.
+-- ARGV[1] op, then per op:
+--   offer    2 player, 3 now ms, 4 window ms, 5 keep ms
+--            -> {"offered", by, expires ms} | {"go"} (the opponent had
+--               offered: this accepts) | {"go"} when already accepted
+--   accept   2 player, 3 now ms -> {"go"} | {"none"}
+--   complete 2 new game, then per player: id, side, token, expiry (x2)
+-- "go" tells the caller to create (or, on a retry, re-create) the game.
+local op = ARGV[1]
+local f = redis.call('HMGET', KEYS[1], 'state', 'by', 'exp')
+local state, by, exp = f[1], f[2], tonumber(f[3] or '0')
+if op == 'offer' or op == 'accept' then
+  local player, now = ARGV[2], tonumber(ARGV[3])
+  if state == 'accepting' or state == 'accepted' then
+    return {'go'}
+  end
+  local pending = state == 'offered' and exp > now
+  if pending and by ~= player then
+    redis.call('HSET', KEYS[1], 'state', 'accepting', 'acceptor', player)
+    return {'go'}
+  end
+  if op == 'accept' then
+    return {'none'}
+  end
+  if pending then
+    return {'offered', by, tostring(exp)}
+  end
+  local until_ = now + tonumber(ARGV[4])
+  redis.call('HSET', KEYS[1], 'state', 'offered', 'by', player, 'exp', until_)
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  return {'offered', player, tostring(until_)}
+elseif op == 'complete' then
+  redis.call('HSET', KEYS[1], 'state', 'accepted', 'game', ARGV[2],
+    's:' .. ARGV[3], ARGV[4], 'k:' .. ARGV[3], ARGV[5], 'x:' .. ARGV[3], ARGV[6],
+    's:' .. ARGV[7], ARGV[8], 'k:' .. ARGV[7], ARGV[9], 'x:' .. ARGV[7], ARGV[10])
+  return {'ok'}
+end
+return redis.error_reply('unknown op ' .. op)

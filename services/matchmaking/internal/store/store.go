@@ -1,0 +1,116 @@
+// Package store keeps matchmaking state in Redis. Keys are grouped by hash
+// tag so that each Lua script touches one slot (Redis Cluster):
+//
+//	mm:{pools}                  zset: pool id -> last entry (ms), the pools to pair
+//	mm:{p:<tag>}:q              zset: waiting ticket id -> rating
+//	mm:{p:<tag>}:meta           hash: waiting ticket id -> "entered:expires:player"
+//	mm:{p:<tag>}:pl             hash: player -> waiting ticket id
+//	mm:{p:<tag>}:t:<ticket>     hash: the ticket
+//	mm:{p:<tag>}:r:<player>:<request id>  string: the ticket of a request
+//	mm:{p:<tag>}:creating       zset: match id -> time its game creation began
+//	mm:{p:<tag>}:m:<match>      hash: a, b (ticket ids), at, game
+//	mm:{p:<tag>}:seq            match counter
+//	mm:{i:<token>}              hash: a friend invite
+//	mm:{ireq:<player>:<request id>}  string: the invite of a request
+//	mm:{gm:<game id>}           hash: a game matchmaking created (players, seats)
+//	mm:{gm:<game id>}:rm        hash: its rematch
+//	mm:{r:<kind>}:rating|games|names  hashes: player -> Elo, rated games, name
+//	mm:{r:<kind>}:lb            zset: player -> Elo (the leaderboard)
+//	mm:{r:<kind>}:h:<player>    list: rating changes, latest first
+//	mm:{r:<kind>}:done:<game>   string: the game's rating was applied
+//	mm:{pending}:z              zset: rated game id -> lease expiry (ms)
+//	mm:{pending}:info           hash: rated game id -> players (JSON)
+//	mm:n                        pub/sub channel: "look again" for ids
+//
+// Every key starts with the configured prefix (tests and deployments
+// sharing one Redis isolate themselves with it).
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotFound means the thing asked for does not exist (or expired).
+var ErrNotFound = errors.New("not found")
+
+var (
+	//go:embed enter.lua
+	enterLua string
+	//go:embed cancel.lua
+	cancelLua string
+	//go:embed pair.lua
+	pairLua string
+	//go:embed finish.lua
+	finishLua string
+	//go:embed claim.lua
+	claimLua string
+	//go:embed dropidle.lua
+	dropIdleLua string
+	//go:embed invite.lua
+	inviteLua string
+	//go:embed rematch.lua
+	rematchLua string
+	//go:embed rate.lua
+	rateLua string
+
+	enterScript    = redis.NewScript(enterLua)
+	cancelScript   = redis.NewScript(cancelLua)
+	pairScript     = redis.NewScript(pairLua)
+	finishScript   = redis.NewScript(finishLua)
+	claimScript    = redis.NewScript(claimLua)
+	dropIdleScript = redis.NewScript(dropIdleLua)
+	inviteScript   = redis.NewScript(inviteLua)
+	rematchScript  = redis.NewScript(rematchLua)
+	rateScript     = redis.NewScript(rateLua)
+)
+
+// Store reads and writes matchmaking state.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+	// registered remembers when this process last touched a pool's
+	// registry entry (pool id -> time), to skip a write per ticket.
+	registered sync.Map
+}
+
+// New returns a store whose keys start with prefix.
+func New(rdb redis.UniversalClient, prefix string) *Store {
+	return &Store{rdb: rdb, prefix: prefix}
+}
+
+// Redis is the client, for the notification hub.
+func (s *Store) Redis() redis.UniversalClient { return s.rdb }
+
+// Channel is the pub/sub channel of change notifications.
+func (s *Store) Channel() string { return s.prefix + "mm:n" }
+
+// Publish tells every process that the named things changed.
+func (s *Store) Publish(ctx context.Context, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.rdb.Publish(ctx, s.Channel(), strings.Join(ids, ",")).Err()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+	return hex.EncodeToString(b)
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return s != ""
+}

@@ -1,0 +1,268 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/palacehq/palace/pkg/clock"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+var janggi = commonv1.GameKind_GAME_KIND_JANGGI
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	return store.New(redistest.Client(t), redistest.Prefix(t))
+}
+
+func TestPoolID(t *testing.T) {
+	tests := []struct {
+		name string
+		pool store.Pool
+		want string
+	}{
+		{name: "rated byo-yomi", pool: store.Pool{Kind: janggi, Control: clock.Default(), Rated: true}, want: "janggi/5m+3x30s/rated"},
+		{name: "casual fischer", pool: store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Control{Kind: clock.Fischer, MainTime: 3 * time.Minute, Increment: 2 * time.Second}}, want: "xiangqi/3m+2s/casual"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.pool.ID(); got != tt.want {
+				t.Fatalf("ID() = %q, want %q", got, tt.want)
+			}
+			back, err := store.ParsePool(tt.want)
+			if err != nil || back != tt.pool {
+				t.Fatalf("ParsePool(%q) = %v, %v", tt.want, back, err)
+			}
+			if len(tt.pool.Tag()) != 16 {
+				t.Fatalf("tag %q", tt.pool.Tag())
+			}
+		})
+	}
+	for _, bad := range []string{"", "chess/5m/casual", "janggi/5m+3x30s/ranked", "janggi/zz/casual"} {
+		if _, err := store.ParsePool(bad); err == nil {
+			t.Errorf("ParsePool(%q) accepted", bad)
+		}
+	}
+}
+
+// TestConcurrentPairingPassesNeverPairTwice runs many pairing passes at
+// once over one pool while tickets keep arriving: each ticket must end in
+// exactly one match.
+func TestConcurrentPairingPassesNeverPairTwice(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	const n = 400
+	now := time.Now()
+	params := store.PairParams{Now: now, BaseWindow: 100, WidenPerSecond: 50, MaxPairs: 1000, Keep: time.Hour}
+
+	var mu sync.Mutex
+	seen := map[string]string{} // ticket -> match
+	var matches []store.Match
+	record := func(rs []store.PairResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range rs {
+			if r.Err != nil {
+				t.Error(r.Err)
+			}
+			for _, m := range r.Matches {
+				matches = append(matches, m)
+				for _, id := range []string{m.A, m.B} {
+					if prev, dup := seen[id]; dup {
+						t.Errorf("ticket %s paired in %s and %s", id, prev, m.ID)
+					}
+					seen[id] = m.ID
+				}
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				record(st.Pair(ctx, []store.Pool{pool}, params))
+			}
+		}()
+	}
+	players := map[string]string{}
+	for i := range n {
+		p := fmt.Sprintf("p%d", i)
+		id, out, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000 + (i*7)%300, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour)
+		if err != nil || out != store.Entered {
+			t.Fatalf("Enter: %v %v", out, err)
+		}
+		players[id] = p
+	}
+	// Let the passes drain the pool, then stop them.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		done := len(seen) == n
+		mu.Unlock()
+		if done || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if len(seen) != n || len(matches) != n/2 {
+		t.Fatalf("%d tickets in %d matches, want %d in %d", len(seen), len(matches), n, n/2)
+	}
+	for _, m := range matches {
+		if players[m.A] == players[m.B] {
+			t.Fatalf("match %s pairs player %s with themselves", m.ID, players[m.A])
+		}
+		a, b, err := st.Tickets(ctx, pool, m)
+		if err != nil || a.State != store.StatePaired || b.State != store.StatePaired || a.Match != m.ID || b.Match != m.ID {
+			t.Fatalf("match %s: tickets %+v %+v %v", m.ID, a, b, err)
+		}
+	}
+}
+
+func TestApplyRating(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		// games already played by a and b (sets their K-factor) and ratings
+		aGames, bGames int
+		aR, bR         int
+		score          float64
+		wantA, wantB   int
+	}{
+		{name: "first game between equals: K 40", aR: 1200, bR: 1200, score: 1, wantA: 1220, wantB: 1180},
+		{name: "draw between equals", aR: 1200, bR: 1200, score: 0.5, wantA: 1200, wantB: 1200},
+		{name: "established players: K 20", aGames: 30, bGames: 40, aR: 1500, bR: 1500, score: 0, wantA: 1490, wantB: 1510},
+		{name: "upset", aGames: 30, bGames: 30, aR: 1000, bR: 1400, score: 1, wantA: 1018, wantB: 1382},
+		{name: "provisional beats established", aGames: 3, bGames: 50, aR: 1200, bR: 1200, score: 1, wantA: 1220, wantB: 1190},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := newStore(t)
+			a, b := store.Player{ID: "a", Name: "A"}, store.Player{ID: "b", Name: "B"}
+			seed(t, st, a, b, tt.aGames, tt.bGames, tt.aR, tt.bR)
+			got, err := st.ApplyRating(ctx, store.Outcome{GameID: "g-" + tt.name, Kind: janggi, A: a, B: b, ScoreA: tt.score, At: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Done || got.AAfter != tt.wantA || got.BAfter != tt.wantB {
+				t.Fatalf("got %+v, want %d and %d", got, tt.wantA, tt.wantB)
+			}
+			// The same game again changes nothing.
+			again, err := st.ApplyRating(ctx, store.Outcome{GameID: "g-" + tt.name, Kind: janggi, A: a, B: b, ScoreA: tt.score, At: time.Now()})
+			if err != nil || again.Done {
+				t.Fatalf("second application: %+v %v", again, err)
+			}
+			r, _ := st.PlayerRating(ctx, janggi, "a")
+			if r.Rating != tt.wantA || r.Games != tt.aGames+1 {
+				t.Fatalf("stored %+v", r)
+			}
+		})
+	}
+}
+
+// seed gives a and b ratings and game counts by writing the hashes the
+// way the rating script does.
+func seed(t *testing.T, st *store.Store, a, b store.Player, aGames, bGames, aR, bR int) {
+	t.Helper()
+	ctx := context.Background()
+	// Play enough throw-away games to reach the counts, then set the
+	// ratings through the same keys ApplyRating reads.
+	for i := range max(aGames, bGames) {
+		pa, pb := a, b
+		if i >= aGames {
+			pa = store.Player{ID: "x", Name: "X"}
+		}
+		if i >= bGames {
+			pb = store.Player{ID: "y", Name: "Y"}
+		}
+		if _, err := st.ApplyRating(ctx, store.Outcome{GameID: fmt.Sprintf("seed-%d", i), Kind: janggi, A: pa, B: pb, ScoreA: 0.5, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.SetRatingForTest(ctx, janggi, a.ID, aR); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetRatingForTest(ctx, janggi, b.ID, bR); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLeaderboard(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	// p0 beats p1, p1 beats p2, ... : ratings descend with the index.
+	for i := range 9 {
+		a, b := store.Player{ID: fmt.Sprintf("p%d", i), Name: fmt.Sprintf("P%d", i)}, store.Player{ID: fmt.Sprintf("p%d", i+1), Name: fmt.Sprintf("P%d", i+1)}
+		if _, err := st.ApplyRating(ctx, store.Outcome{GameID: fmt.Sprintf("g%d", i), Kind: janggi, A: a, B: b, ScoreA: 1, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	top, total, err := st.Leaderboard(ctx, janggi, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != 10 || len(top) != 3 || top[0].Player != "p0" || top[0].Rank != 1 || top[0].Name != "P0" || top[0].Games != 1 {
+		t.Fatalf("top %+v of %d", top, total)
+	}
+	for i := 1; i < len(top); i++ {
+		if top[i].Rating > top[i-1].Rating {
+			t.Fatalf("not sorted: %+v", top)
+		}
+	}
+	rank, err := st.Rank(ctx, janggi, "p9")
+	if err != nil || rank != 9 {
+		t.Fatalf("rank of the last: %d %v", rank, err)
+	}
+	if _, err := st.Rank(ctx, janggi, "nobody"); err != store.ErrNotFound {
+		t.Fatalf("rank of nobody: %v", err)
+	}
+}
+
+// TestPairingRounds: in 1000, 1100, 1110, 1190 with a 200 window the
+// closest neighbours 1100-1110 pair first; then 1000 and 1190 are
+// neighbours, 190 apart, and pair in the same pass.
+func TestPairingRounds(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now()
+	rating := map[string]int{}
+	for i, r := range []int{1000, 1100, 1110, 1190} {
+		p := fmt.Sprintf("p%d", i)
+		id, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Rating: r, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rating[id] = r
+	}
+	res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now, BaseWindow: 200, MaxPairs: 10, Keep: time.Hour})
+	if res[0].Err != nil || len(res[0].Matches) != 2 {
+		t.Fatalf("pass: %+v", res)
+	}
+	got := map[[2]int]bool{}
+	for _, m := range res[0].Matches {
+		a, b := rating[m.A], rating[m.B]
+		got[[2]int{min(a, b), max(a, b)}] = true
+		if m.PlayerA.ID == "" || m.PlayerA.Entered.UnixMilli() != now.UnixMilli() {
+			t.Fatalf("match lacks its players: %+v", m)
+		}
+	}
+	if !got[[2]int{1100, 1110}] || !got[[2]int{1000, 1190}] {
+		t.Fatalf("pairs %v", got)
+	}
+}

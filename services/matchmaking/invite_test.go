@@ -1,0 +1,168 @@
+package matchmaking_test
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+)
+
+func (e *env) invite(p player) *matchmakingv1.Invite {
+	e.t.Helper()
+	r, err := e.mm[0].CreateInvite(p.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: janggi})
+	if err != nil {
+		e.t.Fatalf("CreateInvite: %v", err)
+	}
+	return r.GetInvite()
+}
+
+// watchInvite collects an invite's states until its stream ends.
+func watchInvite(t *testing.T, e *env, p player, token string) <-chan []*matchmakingv1.Invite {
+	t.Helper()
+	out := make(chan []*matchmakingv1.Invite, 1)
+	ctx, cancel := context.WithTimeout(p.ctx(), 20*time.Second)
+	st, err := e.mm[0].WatchInvite(ctx, &matchmakingv1.WatchInviteRequest{Token: token})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	first, err := st.Recv() // the stream is live once the first state arrived
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() {
+		defer cancel()
+		all := []*matchmakingv1.Invite{first.GetInvite()}
+		for {
+			r, err := st.Recv()
+			if err == io.EOF {
+				out <- all
+				return
+			}
+			if err != nil {
+				t.Errorf("WatchInvite: %v", err)
+				out <- all
+				return
+			}
+			all = append(all, r.GetInvite())
+		}
+	}()
+	return out
+}
+
+func TestInviteAccepted(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	host, friend := e.guest("Host"), e.guest("Friend")
+	inv := e.invite(host)
+	if inv.GetState() != matchmakingv1.InviteState_INVITE_STATE_OPEN || len(inv.GetToken()) != 32 {
+		t.Fatalf("invite %v", inv)
+	}
+	if d := time.Until(inv.GetExpiresAt().AsTime()); d < 23*time.Hour || d > 25*time.Hour {
+		t.Fatalf("invite valid for %v, want 24 h", d)
+	}
+	// Whoever holds the link sees the invite without any credential.
+	got, err := e.mm[0].GetInvite(context.Background(), &matchmakingv1.GetInviteRequest{Token: inv.GetToken()})
+	if err != nil || got.GetInvite().GetCreatorName() != "Host" {
+		t.Fatalf("GetInvite: %v %v", got, err)
+	}
+	states := watchInvite(t, e, host, inv.GetToken())
+
+	r, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	if err != nil {
+		t.Fatalf("AcceptInvite: %v", err)
+	}
+	fs := r.GetInvite().GetSeat()
+	if r.GetInvite().GetState() != matchmakingv1.InviteState_INVITE_STATE_ACCEPTED || fs.GetGameId() == "" || fs.GetOpponentId() != host.id {
+		t.Fatalf("accepted invite %v", r.GetInvite())
+	}
+	all := <-states
+	last := all[len(all)-1]
+	hs := last.GetSeat()
+	if last.GetState() != matchmakingv1.InviteState_INVITE_STATE_ACCEPTED || hs.GetGameId() != fs.GetGameId() || hs.GetSide() == fs.GetSide() {
+		t.Fatalf("creator saw %v, friend has %v", last, fs)
+	}
+	g := e.gameAs(t, hs)
+	if g.GetPublic() || g.GetRated() || g.GetTimeControl().GetByoYomi() == nil {
+		t.Fatalf("friend game %v: want private, casual, clocked", g)
+	}
+	// Private: nobody without a seat may read it.
+	_, err = e.game.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: hs.GetGameId()})
+	wantCode(t, err, codes.PermissionDenied)
+
+	// The friend retrying gets the same game.
+	again, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	if err != nil || again.GetInvite().GetSeat().GetGameId() != fs.GetGameId() {
+		t.Fatalf("retry: %v %v", again, err)
+	}
+}
+
+func TestInviteReused(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	host, friend, third := e.guest("Host"), e.guest("Friend"), e.guest("Third")
+	inv := e.invite(host)
+	if _, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.mm[0].AcceptInvite(third.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	wantCode(t, err, codes.FailedPrecondition)
+	_, err = e.mm[0].CancelInvite(host.ctx(), &matchmakingv1.CancelInviteRequest{Token: inv.GetToken()})
+	wantCode(t, err, codes.FailedPrecondition)
+}
+
+func TestInviteExpired(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	host, friend := e.guest("Host"), e.guest("Friend")
+	inv := e.invite(host)
+	states := watchInvite(t, e, host, inv.GetToken())
+	e.clock.Advance(24*time.Hour + time.Second)
+	_, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	wantCode(t, err, codes.NotFound)
+	_, err = e.mm[0].GetInvite(context.Background(), &matchmakingv1.GetInviteRequest{Token: inv.GetToken()})
+	wantCode(t, err, codes.NotFound)
+	// The creator's watch reports the expiry within its re-read interval.
+	all := <-states
+	if last := all[len(all)-1]; last.GetState() != matchmakingv1.InviteState_INVITE_STATE_EXPIRED {
+		t.Fatalf("creator saw %v, want expired", all)
+	}
+}
+
+func TestInviteRules(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	host, friend := e.guest("Host"), e.guest("Friend")
+	inv := e.invite(host)
+
+	_, err := e.mm[0].AcceptInvite(host.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	wantCode(t, err, codes.InvalidArgument) // one's own invite
+	_, err = e.mm[0].CancelInvite(friend.ctx(), &matchmakingv1.CancelInviteRequest{Token: inv.GetToken()})
+	wantCode(t, err, codes.PermissionDenied)
+	_, err = e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: "0123456789abcdef0123456789abcdef"})
+	wantCode(t, err, codes.NotFound)
+	_, err = e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: "{bad}"})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = e.mm[0].AcceptInvite(context.Background(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	wantCode(t, err, codes.Unauthenticated)
+
+	// A retried CreateInvite is the same invite.
+	req := &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: xiangqi}
+	i1, err := e.mm[0].CreateInvite(host.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i2, err := e.mm[0].CreateInvite(host.ctx(), req)
+	if err != nil || i2.GetInvite().GetToken() != i1.GetInvite().GetToken() {
+		t.Fatalf("retry: %v %v", i2, err)
+	}
+
+	r, err := e.mm[0].CancelInvite(host.ctx(), &matchmakingv1.CancelInviteRequest{Token: inv.GetToken()})
+	if err != nil || r.GetInvite().GetState() != matchmakingv1.InviteState_INVITE_STATE_CANCELLED {
+		t.Fatalf("cancel: %v %v", r, err)
+	}
+	_, err = e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	wantCode(t, err, codes.FailedPrecondition)
+}

@@ -1,0 +1,308 @@
+package matchmaking_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking"
+)
+
+var (
+	matched   = matchmakingv1.TicketState_TICKET_STATE_MATCHED
+	waiting   = matchmakingv1.TicketState_TICKET_STATE_WAITING
+	cancelled = matchmakingv1.TicketState_TICKET_STATE_CANCELLED
+	expired   = matchmakingv1.TicketState_TICKET_STATE_EXPIRED
+)
+
+func fischer(main, inc time.Duration) *commonv1.TimeControl {
+	return &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(main), Increment: durationpb.New(inc)}}}
+}
+
+func TestQueuePairsTwoGuests(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a, b := e.guest("Alice"), e.guest("Bob")
+	ta := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{})
+	if ta.GetState() != waiting || ta.GetRating() != 1200 || ta.GetTimeControl().GetByoYomi().GetPeriods() != 3 {
+		t.Fatalf("entered ticket %v: want waiting, rating 1200, the online default 5m+3x30s", ta)
+	}
+	tb := e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{})
+	ra := waitTicket(t, e.mm[0], a, ta.GetTicketId(), 10*time.Second)
+	rb := waitTicket(t, e.mm[0], b, tb.GetTicketId(), 10*time.Second)
+	if ra.GetState() != matched || rb.GetState() != matched {
+		t.Fatalf("states %v, %v: want both matched", ra.GetState(), rb.GetState())
+	}
+	sa, sb := ra.GetSeat(), rb.GetSeat()
+	if sa.GetGameId() == "" || sa.GetGameId() != sb.GetGameId() {
+		t.Fatalf("games %q and %q: want one shared game", sa.GetGameId(), sb.GetGameId())
+	}
+	if sa.GetSide() == sb.GetSide() || sa.GetSide() == commonv1.Side_SIDE_UNSPECIFIED {
+		t.Fatalf("sides %v and %v: want one each", sa.GetSide(), sb.GetSide())
+	}
+	if sa.GetOpponentId() != b.id || sb.GetOpponentName() != "Alice" {
+		t.Fatalf("opponents %v / %v", sa, sb)
+	}
+	// The seat credentials are the game's own: each opens its seat.
+	g := e.gameAs(t, sa)
+	for _, s := range g.GetSeats() {
+		want := a.id
+		if s.GetSide() == sb.GetSide() {
+			want = b.id
+		}
+		if s.GetPlayerId() != want {
+			t.Fatalf("game seat %v: want player %s", s, want)
+		}
+	}
+	if g.GetRated() || !g.GetPublic() || g.GetTimeControl().GetByoYomi() == nil {
+		t.Fatalf("game %v: want casual, public, byo-yomi", g)
+	}
+}
+
+func TestQueueSidesAreRandom(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	firsts := map[string]int{}
+	for i := range 12 {
+		a, b := e.guest(fmt.Sprintf("A%d", i)), e.guest(fmt.Sprintf("B%d", i))
+		ta := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{})
+		time.Sleep(30 * time.Millisecond) // a is always the first to wait
+		e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{})
+		r := waitTicket(t, e.mm[0], a, ta.GetTicketId(), 10*time.Second)
+		firsts[r.GetSeat().GetSide().String()]++
+	}
+	if len(firsts) != 2 {
+		t.Fatalf("the first player to wait got %v in 12 games: sides are not random", firsts)
+	}
+}
+
+func TestQueueOneTicketPerPlayerAndPool(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a := e.guest("Alice")
+	req := &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: xiangqi}
+	t1 := e.enter(e.mm[0], a, req)
+	// A retry of the same request is the same ticket.
+	t2 := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{RequestId: req.RequestId, Kind: xiangqi})
+	if t1.GetTicketId() != t2.GetTicketId() {
+		t.Fatalf("retry made ticket %s, want %s", t2.GetTicketId(), t1.GetTicketId())
+	}
+	// Another request in the same pool is refused: nobody plays themselves.
+	_, err := e.mm[0].EnterQueue(a.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: xiangqi})
+	wantCode(t, err, codes.AlreadyExists)
+	// Another pool is fine.
+	e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	time.Sleep(200 * time.Millisecond)
+	r, err := e.mm[0].CancelTicket(a.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: t1.GetTicketId()})
+	if err != nil || r.GetTicket().GetState() != cancelled {
+		t.Fatalf("the lone ticket was paired (with itself?): %v %v", r, err)
+	}
+}
+
+func TestQueueValidation(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	g := e.guest("Guest")
+	acct := e.account("3001", "Acct")
+	cancelledCtx, cancel := context.WithCancel(g.ctx())
+	cancel()
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		req      *matchmakingv1.EnterQueueRequest
+		wantCode codes.Code
+	}{
+		{name: "guest asks for a rated game", ctx: g.ctx(), req: &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi, Rated: true}, wantCode: codes.PermissionDenied},
+		{name: "account asks for a rated game", ctx: acct.ctx(), req: &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi, Rated: true}, wantCode: codes.OK},
+		{name: "no kind", ctx: g.ctx(), req: &matchmakingv1.EnterQueueRequest{RequestId: rid()}, wantCode: codes.InvalidArgument},
+		{name: "no request id", ctx: g.ctx(), req: &matchmakingv1.EnterQueueRequest{Kind: janggi}, wantCode: codes.InvalidArgument},
+		{name: "brace in request id", ctx: g.ctx(), req: &matchmakingv1.EnterQueueRequest{RequestId: "a{b}", Kind: janggi}, wantCode: codes.InvalidArgument},
+		{name: "bad time control", ctx: g.ctx(), req: &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi, TimeControl: fischer(0, 0)}, wantCode: codes.InvalidArgument},
+		{name: "casual rating out of range", ctx: g.ctx(), req: &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi, CasualRating: 5000}, wantCode: codes.InvalidArgument},
+		{name: "no credential", ctx: context.Background(), req: &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi}, wantCode: codes.Unauthenticated},
+		{name: "cancelled context", ctx: cancelledCtx, req: &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi}, wantCode: codes.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.mm[0].EnterQueue(tt.ctx, tt.req)
+			wantCode(t, err, tt.wantCode)
+		})
+	}
+}
+
+func TestCancelTicket(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a, b := e.guest("Alice"), e.guest("Bob")
+	ta := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{Kind: xiangqi})
+
+	// A watcher sees the cancellation and its stream ends.
+	got := make(chan *matchmakingv1.Ticket, 1)
+	go func() { got <- waitTicket(t, e.mm[0], a, ta.GetTicketId(), 10*time.Second) }()
+	time.Sleep(50 * time.Millisecond)
+
+	_, err := e.mm[0].CancelTicket(b.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: ta.GetTicketId()})
+	wantCode(t, err, codes.PermissionDenied)
+	_, err = e.mm[0].WatchTicket(b.ctx(), &matchmakingv1.WatchTicketRequest{TicketId: ta.GetTicketId()})
+	if err == nil {
+		st, _ := e.mm[0].WatchTicket(b.ctx(), &matchmakingv1.WatchTicketRequest{TicketId: ta.GetTicketId()})
+		_, err = st.Recv()
+	}
+	wantCode(t, err, codes.PermissionDenied)
+
+	r, err := e.mm[0].CancelTicket(a.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: ta.GetTicketId()})
+	if err != nil || r.GetTicket().GetState() != cancelled {
+		t.Fatalf("CancelTicket: %v %v", r, err)
+	}
+	if last := <-got; last.GetState() != cancelled {
+		t.Fatalf("watcher ended with %v, want cancelled", last)
+	}
+	// Cancelling again is harmless.
+	if _, err := e.mm[0].CancelTicket(a.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: ta.GetTicketId()}); err != nil {
+		t.Fatalf("second cancel: %v", err)
+	}
+	// The cancelled ticket is never paired: Bob keeps waiting alone.
+	tb := e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{Kind: xiangqi})
+	time.Sleep(200 * time.Millisecond)
+	if _, err := e.mm[0].CancelTicket(b.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: tb.GetTicketId()}); err != nil {
+		t.Fatalf("Bob's ticket was paired with a cancelled one: %v", err)
+	}
+	// Re-entering after a cancel works.
+	a2 := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{Kind: xiangqi})
+	b2 := e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{Kind: xiangqi})
+	if r := waitTicket(t, e.mm[0], a, a2.GetTicketId(), 10*time.Second); r.GetState() != matched {
+		t.Fatalf("re-entered ticket ended %v", r)
+	}
+	// Too late to cancel a matched ticket.
+	_, err = e.mm[0].CancelTicket(b.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: b2.GetTicketId()})
+	wantCode(t, err, codes.FailedPrecondition)
+
+	for _, id := range []string{"", "nope", "0123456789abcdef.0123456789abcdef"} {
+		_, err := e.mm[0].CancelTicket(a.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: id})
+		if c := codeOf(err); c != codes.InvalidArgument && c != codes.NotFound {
+			t.Fatalf("cancel %q: %v", id, err)
+		}
+	}
+}
+
+func TestTicketExpires(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.TicketTTL = 300 * time.Millisecond })
+	a := e.guest("Lonely")
+	ta := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{})
+	if r := waitTicket(t, e.mm[0], a, ta.GetTicketId(), 10*time.Second); r.GetState() != expired {
+		t.Fatalf("ticket ended %v, want expired", r)
+	}
+	// An expired ticket is out of the pool: a newcomer is not paired with it.
+	b := e.guest("Late")
+	tb := e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{})
+	time.Sleep(100 * time.Millisecond)
+	if _, err := e.mm[0].CancelTicket(b.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: tb.GetTicketId()}); err != nil {
+		t.Fatalf("paired with an expired ticket: %v", err)
+	}
+}
+
+func TestPairingPrefersCloseRatings(t *testing.T) {
+	// No widening: a pair must be within 50 points, so the outcome cannot
+	// depend on how the entries fall between pairing passes.
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.PairingWindow, c.PairingWiden = 50, 0 })
+	ratings := []int32{1000, 1510, 1030, 1480}
+	ps := make([]player, len(ratings))
+	ids := make([]string, len(ratings))
+	for i, r := range ratings {
+		ps[i] = e.guest(fmt.Sprintf("P%d", r))
+		ids[i] = e.enter(e.mm[0], ps[i], &matchmakingv1.EnterQueueRequest{CasualRating: r}).GetTicketId()
+	}
+	opp := map[string]string{}
+	for i := range ps {
+		r := waitTicket(t, e.mm[0], ps[i], ids[i], 10*time.Second)
+		opp[ps[i].name] = r.GetSeat().GetOpponentName()
+	}
+	if opp["P1000"] != "P1030" || opp["P1510"] != "P1480" {
+		t.Fatalf("pairs %v: want 1000-1030 and 1480-1510", opp)
+	}
+}
+
+func TestPairingWindowWidensWithWait(t *testing.T) {
+	// 400 points apart: out of the 100-point window at first, within it
+	// after about (400-100)/300 = 1 s of waiting.
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.PairingWindow, c.PairingWiden = 100, 300 })
+	a, b := e.guest("Low"), e.guest("High")
+	start := time.Now()
+	ta := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{CasualRating: 1000})
+	e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{CasualRating: 1400})
+	r := waitTicket(t, e.mm[0], a, ta.GetTicketId(), 10*time.Second)
+	took := time.Since(start)
+	if r.GetState() != matched {
+		t.Fatalf("ended %v", r)
+	}
+	if took < 800*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("paired after %v: want about 1 s, when the window reached 400", took)
+	}
+}
+
+func TestConcurrentMatchmakersNeverPairTwice(t *testing.T) {
+	// Three replicas run the pairing loop every 2 ms against the same pools
+	// while 240 players enter through all of them at once.
+	e := newEnv(t, 3, func(c *matchmaking.Config) { c.PairingInterval = 2 * time.Millisecond })
+	const n = 240
+	type entry struct {
+		p    player
+		pool int
+		t    *matchmakingv1.Ticket
+	}
+	entries := make([]entry, n)
+	for i := range entries {
+		entries[i] = entry{p: e.guest(fmt.Sprintf("P%d", i)), pool: i % 2}
+	}
+	var wg sync.WaitGroup
+	for i := range entries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			en := &entries[i]
+			kind := janggi
+			if en.pool == 1 {
+				kind = xiangqi
+			}
+			mm := e.mm[i%3]
+			tk := e.enter(mm, en.p, &matchmakingv1.EnterQueueRequest{Kind: kind, CasualRating: int32(800 + (i*37)%1400)})
+			en.t = waitTicket(t, e.mm[(i+1)%3], en.p, tk.GetTicketId(), 30*time.Second)
+		}()
+	}
+	wg.Wait()
+	byGame := map[string][]entry{}
+	for _, en := range entries {
+		if en.t.GetState() != matched {
+			t.Fatalf("%s ended %v", en.p.name, en.t)
+		}
+		byGame[en.t.GetSeat().GetGameId()] = append(byGame[en.t.GetSeat().GetGameId()], en)
+	}
+	if len(byGame) != n/2 {
+		t.Fatalf("%d games for %d tickets, want %d", len(byGame), n, n/2)
+	}
+	for id, es := range byGame {
+		if len(es) != 2 {
+			t.Fatalf("game %s has %d tickets", id, len(es))
+		}
+		a, b := es[0], es[1]
+		if a.p.id == b.p.id || a.pool != b.pool || a.t.GetSeat().GetSide() == b.t.GetSeat().GetSide() {
+			t.Fatalf("game %s pairs %v and %v", id, a, b)
+		}
+		if a.t.GetSeat().GetOpponentId() != b.p.id || b.t.GetSeat().GetOpponentId() != a.p.id {
+			t.Fatalf("game %s: opponents disagree", id)
+		}
+		// The game service agrees on who sits where.
+		g := e.gameAs(t, a.t.GetSeat())
+		for _, s := range g.GetSeats() {
+			want := b.p.id
+			if s.GetSide() == a.t.GetSeat().GetSide() {
+				want = a.p.id
+			}
+			if s.GetPlayerId() != want {
+				t.Fatalf("game %s seat %v: want %s", id, s, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package matchmaking_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking"
+)
+
+// ratedGame pairs two accounts in the rated Janggi pool and returns their
+// seats.
+func (e *env) ratedGame(a, b player) (*matchmakingv1.Seat, *matchmakingv1.Seat) {
+	e.t.Helper()
+	ta := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{Rated: true})
+	tb := e.enter(e.mm[len(e.mm)-1], b, &matchmakingv1.EnterQueueRequest{Rated: true})
+	ra := waitTicket(e.t, e.mm[0], a, ta.GetTicketId(), 10*time.Second)
+	rb := waitTicket(e.t, e.mm[0], b, tb.GetTicketId(), 10*time.Second)
+	if ra.GetState() != matched || rb.GetState() != matched {
+		e.t.Fatalf("rated tickets ended %v / %v", ra, rb)
+	}
+	return ra.GetSeat(), rb.GetSeat()
+}
+
+func (e *env) rating(p player, who string) *matchmakingv1.Rating {
+	e.t.Helper()
+	r, err := e.mm[0].GetRating(p.ctx(), &matchmakingv1.GetRatingRequest{Kind: janggi, PlayerId: who})
+	if err != nil {
+		e.t.Fatalf("GetRating: %v", err)
+	}
+	return r.GetRating()
+}
+
+func TestRatedGameUpdatesElo(t *testing.T) {
+	// Two replicas with short leases: both follow rated games at times, so
+	// the ending may be seen twice; it must count once.
+	e := newEnv(t, 2, func(c *matchmaking.Config) { c.RatingLease = 300 * time.Millisecond })
+	a, b := e.account("4001", "Winner"), e.account("4002", "Loser")
+	if r := e.rating(a, ""); r.GetRating() != 1200 || r.GetGames() != 0 || r.GetRank() != 0 || !r.GetProvisional() {
+		t.Fatalf("new player %v: want 1200, no games, unranked, provisional", r)
+	}
+	sa, sb := e.ratedGame(a, b)
+	if g := e.gameAs(t, sa); !g.GetRated() {
+		t.Fatal("the game is not rated")
+	}
+	e.resign(t, sb)
+	eventually(t, 10*time.Second, "the rating to change", func() bool { return e.rating(a, "").GetGames() == 1 })
+	time.Sleep(time.Second) // leases change hands a few times: still one application
+
+	// K = 40 for a first game between equals: 40 x 0.5 = 20 points.
+	ra, rb := e.rating(a, ""), e.rating(b, "")
+	if ra.GetRating() != 1220 || rb.GetRating() != 1180 || ra.GetGames() != 1 || rb.GetGames() != 1 {
+		t.Fatalf("after one game: %v / %v, want 1220 and 1180", ra, rb)
+	}
+	if ra.GetRank() != 1 || rb.GetRank() != 2 {
+		t.Fatalf("ranks %d, %d", ra.GetRank(), rb.GetRank())
+	}
+	// Another player's rating by id.
+	if r := e.rating(a, b.id); r.GetRating() != 1180 || r.GetDisplayName() != "Loser" {
+		t.Fatalf("Loser seen by Winner: %v", r)
+	}
+
+	h, err := e.mm[0].GetRatingHistory(b.ctx(), &matchmakingv1.GetRatingHistoryRequest{Kind: janggi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.GetChanges()) != 1 {
+		t.Fatalf("history %v: want exactly one change", h)
+	}
+	c := h.GetChanges()[0]
+	if c.GetGameId() != sa.GetGameId() || c.GetScore() != 0 || c.GetRatingBefore() != 1200 || c.GetRatingAfter() != 1180 || c.GetOpponentId() != a.id || c.GetOpponentRatingBefore() != 1200 {
+		t.Fatalf("history entry %v", c)
+	}
+
+	lb, err := e.mm[0].GetLeaderboard(a.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: janggi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb.GetTotal() != 2 || len(lb.GetEntries()) != 2 || lb.GetEntries()[0].GetRating().GetPlayerId() != a.id || lb.GetEntries()[1].GetRank() != 2 {
+		t.Fatalf("leaderboard %v", lb)
+	}
+	around, err := e.mm[0].GetLeaderboard(b.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: janggi, AroundPlayerId: "me", Limit: 1})
+	if err != nil || len(around.GetEntries()) != 2 {
+		t.Fatalf("around me: %v %v", around, err)
+	}
+	_, err = e.mm[0].GetLeaderboard(a.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: xiangqi, AroundPlayerId: "me"})
+	wantCode(t, err, codes.NotFound)
+
+	// The next rated ticket is paired by the new rating.
+	tk := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{Rated: true})
+	if tk.GetRating() != 1220 {
+		t.Fatalf("ticket rating %d, want 1220", tk.GetRating())
+	}
+	// And a rated rematch is rated too, sides swapped.
+	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
+		t.Fatal(err)
+	}
+	rm, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: sa.GetGameId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.resign(t, rm.GetRematch().GetSeat()) // b resigns again
+	eventually(t, 10*time.Second, "the rematch to be rated", func() bool { return e.rating(a, "").GetGames() == 2 })
+	if r := e.rating(a, ""); r.GetRating() <= 1220 {
+		t.Fatalf("after winning the rematch: %v", r)
+	}
+}
+
+func TestRatingsNeedAnAccount(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	g := e.guest("Guest")
+	_, err := e.mm[0].GetLeaderboard(g.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: janggi})
+	wantCode(t, err, codes.PermissionDenied)
+	_, err = e.mm[0].GetRating(g.ctx(), &matchmakingv1.GetRatingRequest{Kind: janggi})
+	wantCode(t, err, codes.PermissionDenied)
+	_, err = e.mm[0].GetRatingHistory(g.ctx(), &matchmakingv1.GetRatingHistoryRequest{Kind: janggi})
+	wantCode(t, err, codes.PermissionDenied)
+	acct := e.account("5001", "A")
+	_, err = e.mm[0].GetRating(acct.ctx(), &matchmakingv1.GetRatingRequest{Kind: commonv1.GameKind_GAME_KIND_UNSPECIFIED})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = e.mm[0].GetLeaderboard(acct.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: janggi, Limit: 101})
+	wantCode(t, err, codes.InvalidArgument)
+}
+
+func TestRatingSurvivesRestart(t *testing.T) {
+	e := newEnv(t, 0, func(c *matchmaking.Config) { c.RatingLease = time.Second })
+	stop := e.startReplica()
+	a, b := e.account("6001", "A"), e.account("6002", "B")
+	sa, _ := e.ratedGame(a, b)
+	// The only replica leases the game to follow it, then stops; the game
+	// ends while no matchmaker runs.
+	eventually(t, 5*time.Second, "the replica to lease the game", func() bool {
+		lease, err := e.game.Redis.ZScore(context.Background(), e.cfg.KeyPrefix+"mm:{pending}:z", sa.GetGameId()).Result()
+		return err == nil && lease > 0
+	})
+	stop()
+	e.resign(t, sa)
+	e.mm = nil
+	e.startReplica()
+	eventually(t, 15*time.Second, "a restarted matchmaker to rate the game", func() bool {
+		r, err := e.mm[0].GetRating(b.ctx(), &matchmakingv1.GetRatingRequest{Kind: janggi})
+		return err == nil && r.GetRating().GetRating() == 1220
+	})
+	if r := e.rating(a, ""); r.GetRating() != 1180 || r.GetGames() != 1 {
+		t.Fatalf("A: %v", r)
+	}
+}

@@ -1,0 +1,139 @@
+package matchmaking_test
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+)
+
+// friendGame plays host against friend through an invite and returns both
+// seats.
+func (e *env) friendGame(host, friend player) (hostSeat, friendSeat *matchmakingv1.Seat) {
+	e.t.Helper()
+	inv := e.invite(host)
+	r, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w, err := e.mm[0].WatchInvite(host.ctx(), &matchmakingv1.WatchInviteRequest{Token: inv.GetToken()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	hr, err := w.Recv()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return hr.GetInvite().GetSeat(), r.GetInvite().GetSeat()
+}
+
+func TestRematchSwapsSides(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a, b := e.guest("A"), e.guest("B")
+	sa, sb := e.friendGame(a, b)
+	game := sa.GetGameId()
+
+	_, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: game})
+	wantCode(t, err, codes.FailedPrecondition) // still running
+	e.resign(t, sb)
+
+	stranger := e.guest("C")
+	_, err = e.mm[0].OfferRematch(stranger.ctx(), &matchmakingv1.OfferRematchRequest{GameId: game})
+	wantCode(t, err, codes.PermissionDenied)
+	_, err = e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: "nosuchgame"})
+	wantCode(t, err, codes.NotFound)
+	_, err = e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: game})
+	wantCode(t, err, codes.FailedPrecondition) // nothing offered
+
+	off, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: game})
+	if err != nil || off.GetRematch().GetState() != matchmakingv1.RematchState_REMATCH_STATE_OFFERED || off.GetRematch().GetOfferedBy() != a.id {
+		t.Fatalf("offer: %v %v", off, err)
+	}
+	if d := time.Until(off.GetRematch().GetExpiresAt().AsTime()); d < 55*time.Second || d > 65*time.Second {
+		t.Fatalf("offer stands %v, want 60 s", d)
+	}
+	// The offerer cannot accept their own offer.
+	_, err = e.mm[0].AcceptRematch(a.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: game})
+	wantCode(t, err, codes.FailedPrecondition)
+
+	watched := make(chan *matchmakingv1.Rematch, 1)
+	ws, err := e.mm[0].WatchRematch(a.ctx(), &matchmakingv1.WatchRematchRequest{GameId: game})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		var last *matchmakingv1.Rematch
+		for {
+			r, err := ws.Recv()
+			if err != nil {
+				if err != io.EOF {
+					t.Errorf("WatchRematch: %v", err)
+				}
+				watched <- last
+				return
+			}
+			last = r.GetRematch()
+		}
+	}()
+
+	acc, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: game})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb := acc.GetRematch().GetSeat()
+	if acc.GetRematch().GetState() != matchmakingv1.RematchState_REMATCH_STATE_ACCEPTED || nb.GetGameId() == "" || nb.GetGameId() == game {
+		t.Fatalf("accepted %v", acc)
+	}
+	if nb.GetSide() != sa.GetSide() {
+		t.Fatalf("B had %v, now %v: sides must swap", sb.GetSide(), nb.GetSide())
+	}
+	var na *matchmakingv1.Seat
+	select {
+	case r := <-watched:
+		na = r.GetSeat()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the offerer's watch did not report the acceptance")
+	}
+	if na.GetGameId() != nb.GetGameId() || na.GetSide() != sb.GetSide() {
+		t.Fatalf("A's new seat %v, B's %v", na, nb)
+	}
+	// A retry returns the same game.
+	again, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: game})
+	if err != nil || again.GetRematch().GetSeat().GetGameId() != nb.GetGameId() {
+		t.Fatalf("retry: %v %v", again, err)
+	}
+
+	// The rematch of the rematch swaps again: both offering is agreement.
+	e.resign(t, na)
+	if _, err := e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: nb.GetGameId()}); err != nil {
+		t.Fatal(err)
+	}
+	third, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: nb.GetGameId()})
+	if err != nil || third.GetRematch().GetState() != matchmakingv1.RematchState_REMATCH_STATE_ACCEPTED {
+		t.Fatalf("mutual offer: %v %v", third, err)
+	}
+	if third.GetRematch().GetSeat().GetSide() != sa.GetSide() {
+		t.Fatalf("third game: A is %v, want %v again", third.GetRematch().GetSeat().GetSide(), sa.GetSide())
+	}
+}
+
+func TestRematchOfferExpires(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a, b := e.guest("A"), e.guest("B")
+	sa, _ := e.friendGame(a, b)
+	e.resign(t, sa)
+	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(61 * time.Second)
+	_, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: sa.GetGameId()})
+	wantCode(t, err, codes.FailedPrecondition)
+	// A new offer after the window opens a new one.
+	r, err := e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()})
+	if err != nil || r.GetRematch().GetOfferedBy() != b.id {
+		t.Fatalf("new offer: %v %v", r, err)
+	}
+}
