@@ -12,8 +12,8 @@ package store
 
 import (
 	"context"
-	"encoding/binary"
 	_ "embed"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
