@@ -168,6 +168,7 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	fs.DurationVar(&o.checkAfter, "check-after", 2*time.Second, "a game still running this long after its flag instant counts as missed")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrent calls while creating games")
 	conns := fs.Int("conns", 8, "client connections")
+	callTimeout := fs.Duration("call-timeout", 10*time.Second, "timeout of one call: an overloaded server fails calls instead of queueing them without end")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	seed := fs.Uint64("seed", 1, "random seed")
 	if err := fs.Parse(args); err != nil {
@@ -177,13 +178,13 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "palace loadtest clocks:", err)
 		return exitUsage
 	}
-	if *conns < 1 || *conns > 256 || *timeout <= 0 {
-		fmt.Fprintln(stderr, "palace loadtest clocks: --conns must be 1..256 and --timeout positive")
+	if *conns < 1 || *conns > 256 || *timeout <= 0 || *callTimeout <= 0 {
+		fmt.Fprintln(stderr, "palace loadtest clocks: --conns must be 1..256, --timeout and --call-timeout positive")
 		return exitUsage
 	}
 	l := &clocksLoad{opt: o, runID: randomHex(4)}
 	for range *conns {
-		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(withTimeout(*callTimeout)))
 		if err != nil {
 			fmt.Fprintln(stderr, "palace loadtest clocks:", err)
 			return exitUsage
@@ -610,6 +611,15 @@ func (l *clocksLoad) rereadMissed(ctx context.Context) {
 // lastInTime is the last instant the third move could be in time.
 func (g *clockGame) lastInTime() time.Time {
 	return g.deadline.Add(-g.grace - g.budget).Add(g.limit)
+}
+
+// withTimeout bounds every call.
+func withTimeout(d time.Duration) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
 }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {

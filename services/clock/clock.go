@@ -62,7 +62,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.LeaseTTL, "clock-lease-ttl", sweep.DefaultLeaseTTL, "lifetime of a shard lease after its last renewal: the longest a dead replica's deadlines wait")
 	app.DurationFlag(fs, &c.Tick, "clock-tick", sweep.DefaultTick, "how often shard leases are renewed and rebalanced")
 	app.DurationFlag(fs, &c.Poll, "clock-poll", sweep.DefaultPoll, "longest sleep of a sweeper between two reads of its shard")
-	app.IntFlag(fs, &c.Batch, "clock-batch", sweep.DefaultBatch, "due deadlines read at once per shard")
+	app.IntFlag(fs, &c.Batch, "clock-batch", sweep.DefaultBatch, "due deadlines of one shard handed to the game service at once")
 	app.IntFlag(fs, &c.Workers, "clock-workers", sweep.DefaultWorkers, "concurrent ExpireDeadline calls per replica")
 	app.DurationFlag(fs, &c.CallTimeout, "clock-call-timeout", sweep.DefaultCallTimeout, "timeout of one ExpireDeadline call")
 	app.DurationFlag(fs, &c.StaleAfter, "clock-stale-after", sweep.DefaultStaleAfter, "how long past its instant a deadline entry that is not its game's current one is re-checked before removal (a commit making it current may be on its way)")

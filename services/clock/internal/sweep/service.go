@@ -62,7 +62,8 @@ type Config struct {
 	// Poll is the longest a sweeper sleeps: an entry added earlier than
 	// the earliest one it knew is seen within Poll.
 	Poll time.Duration
-	// Batch is how many due entries one read takes.
+	// Batch is how many due entries of one shard are handed to the game
+	// service at once (the calls themselves are bounded by Workers).
 	Batch int
 	// Workers bounds the concurrent ExpireDeadline calls of the replica.
 	Workers int
@@ -79,7 +80,7 @@ const (
 	DefaultLeaseTTL    = 500 * time.Millisecond
 	DefaultTick        = 100 * time.Millisecond
 	DefaultPoll        = 20 * time.Millisecond
-	DefaultBatch       = 200
+	DefaultBatch       = 64
 	DefaultWorkers     = 32
 	DefaultCallTimeout = 5 * time.Second
 	DefaultStaleAfter  = 10 * time.Second
@@ -350,7 +351,8 @@ func (s *Service) tick(ctx context.Context) {
 	}
 	slices.Sort(live)
 	held := map[string]int{}
-	var free []int
+	var free, adopt []int
+	s.mu.Lock()
 	for sh, c := range holders {
 		id, err := c.Result()
 		switch {
@@ -360,7 +362,17 @@ func (s *Service) tick(ctx context.Context) {
 			// Unknown: neither count it nor try to take it.
 		default:
 			held[id]++
+			if _, ok := s.owned[sh]; id == s.cfg.ReplicaID && !ok {
+				// Still ours although a renewal failed for a whole TTL
+				// (Redis was slow): sweep it again rather than leave it
+				// unswept until it expires.
+				adopt = append(adopt, sh)
+			}
 		}
+	}
+	s.mu.Unlock()
+	if len(adopt) > 0 {
+		s.adopt(adopt, now)
 	}
 	fair := int(math.Ceil(float64(shards) / float64(len(live))))
 	hungry := false
@@ -389,6 +401,24 @@ func (s *Service) tick(ctx context.Context) {
 	if hungry && have > fair {
 		s.release(tctx, have-fair, now)
 	}
+}
+
+// adopt sweeps shards whose lease Redis shows as this replica's.
+func (s *Service) adopt(shards []int, now time.Time) {
+	s.mu.Lock()
+	for _, sh := range shards {
+		if _, ok := s.owned[sh]; ok {
+			continue
+		}
+		s.log.Info("resumed a shard whose lease is still ours", "shard", sh)
+		delete(s.leaving, sh)
+		s.owned[sh] = &shardRun{renewed: now}
+		if s.sweeping[sh] == nil {
+			s.sweeping[sh] = newShard(sh, s.idx.Key(sh))
+		}
+	}
+	s.mu.Unlock()
+	s.wakeScanner()
 }
 
 // acquire tries to take the given free shards.

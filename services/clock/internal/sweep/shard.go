@@ -113,13 +113,28 @@ func (s *Service) scan(ctx context.Context) {
 // pass reads the shards once and dispatches what is due; it returns how
 // long to sleep, and an error only when no shard could be read.
 func (s *Service) pass(ctx context.Context, shards []*shard) (time.Duration, error) {
-	keys := make([]string, len(shards))
-	limits := make([]int, len(shards))
-	for i, sh := range shards {
+	keys := make([]string, 0, len(shards))
+	limits := make([]int, 0, len(shards))
+	read := shards[:0:0]
+	for _, sh := range shards {
 		sh.mu.Lock()
-		keys[i], limits[i] = sh.key, s.cfg.Batch+len(sh.inflight)+len(sh.retry)
+		// A shard with Batch calls in flight has nothing to start: it is
+		// read again when one ends. Otherwise the read must reach past
+		// the entries in flight and those waiting for a retry, which are
+		// the earliest.
+		if len(sh.inflight) < s.cfg.Batch {
+			read = append(read, sh)
+			keys = append(keys, sh.key)
+			limits = append(limits, s.cfg.Batch+len(sh.retry))
+		} else {
+			sh.full = true
+		}
 		sh.mu.Unlock()
 	}
+	if len(read) == 0 {
+		return s.cfg.Poll, nil
+	}
+	shards = read
 	readAt := time.Now()
 	due, errs := fetchDueMany(ctx, s.rdb, keys, limits)
 	now := time.Now()
