@@ -94,7 +94,7 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			_, err = engine.Match(ctx, pa, pb, n, v, ops, func(rec engine.GameRecord, _ engine.MatchResult) {
 				mu.Lock()
 				defer mu.Unlock()
-				addRecord(&total, rec)
+				total.Add(rec)
 				fmt.Fprintf(stderr, "game %d/%d: %s vs %s: %v %s  | %s %d-%d-%d (%.1f%%)\n",
 					total.Games, *games, rec.First, rec.Second, rec.Outcome, rec.Note, pa.Name(), total.Wins, total.Draws, total.Losses, 100*total.Score)
 			})
@@ -116,20 +116,6 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(stdout, "%-24s %6d %6d %6d %6d %7.1f%% %+.0f [%+.0f, %+.0f]\n", names[0], total.Games, total.Wins, total.Draws, total.Losses, 100*total.Score, total.Elo, total.EloLow, total.EloHigh)
 	fmt.Fprintf(stdout, "%-24s %6d %6d %6d %6d %7.1f%% %+.0f\n", names[1], total.Games, total.Losses, total.Draws, total.Wins, 100*(1-total.Score), -total.Elo)
 	return exitOK
-}
-
-func addRecord(r *engine.MatchResult, rec engine.GameRecord) {
-	r.Games++
-	switch rec.ScoreA {
-	case 1:
-		r.Wins++
-	case 0:
-		r.Losses++
-	default:
-		r.Draws++
-	}
-	r.Score = (float64(r.Wins) + float64(r.Draws)/2) / float64(r.Games)
-	r.Elo, r.EloLow, r.EloHigh = engine.EloDiff(r.Wins, r.Draws, r.Losses)
 }
 
 func newPlayer(ctx context.Context, spec string, seed uint64) (engine.Player, func(), error) {

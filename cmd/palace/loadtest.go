@@ -4,6 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 const loadtestUsage = `usage: palace loadtest <games|clocks|matchmaking|ai> --addr ADDR [flags]
@@ -29,4 +34,20 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	fmt.Fprintf(stderr, "palace loadtest: unknown load test %q\n\n%s", args[0], loadtestUsage)
 	return exitUsage
+}
+
+// dial connects a load tool to a server on loopback, without TLS.
+func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+}
+
+// runEnded reports whether err only says that the run's time is up: gRPC's
+// own deadline timer can fire just before the context reports its end, so
+// checking ctx.Err() alone would count that as a failure.
+func runEnded(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	_, hasDeadline := ctx.Deadline()
+	return hasDeadline && status.Code(err) == codes.DeadlineExceeded
 }

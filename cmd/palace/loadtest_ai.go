@@ -10,9 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/palacehq/palace/pkg/engine"
 	aiv1 "github.com/palacehq/palace/pkg/gen/palace/ai/v1"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -49,7 +46,7 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "palace loadtest ai: want --variant janggi|xiangqi, --level 1..10, --clients 1..1000, --duration up to 1h")
 		return exitUsage
 	}
-	cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := dial(*addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "palace loadtest ai:", err)
 		return exitUsage
@@ -75,9 +72,11 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 					Level: uint32(*level), Seed: uint64(n),
 				})
 				if err != nil {
-					if rctx.Err() == nil {
-						errs.Add(1)
+					if runEnded(rctx, err) {
+						return
 					}
+					errs.Add(1)
+					fmt.Fprintln(stderr, "error:", err)
 					continue
 				}
 				mu.Lock()

@@ -17,7 +17,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -184,7 +183,7 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	l := &clocksLoad{opt: o, runID: randomHex(4)}
 	for range *conns {
-		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(withTimeout(*callTimeout)))
+		cc, err := dial(*addr, grpc.WithUnaryInterceptor(withTimeout(*callTimeout)))
 		if err != nil {
 			fmt.Fprintln(stderr, "palace loadtest clocks:", err)
 			return exitUsage

@@ -14,9 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -95,7 +93,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	var seedN atomic.Uint64
 	l.rng = func() *rand.Rand { return rand.New(rand.NewPCG(*seed, seedN.Add(1))) }
 	for range n {
-		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := dial(*addr)
 		if err != nil {
 			fmt.Fprintln(stderr, "palace loadtest games:", err)
 			return exitUsage
@@ -190,9 +188,10 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) (pe
 			for ctx.Err() == nil {
 				t := time.Now()
 				if _, err := c.Probe(ctx, &gamev1.ProbeRequest{Key: key}); err != nil {
-					if ctx.Err() == nil {
-						l.fail("probe: %v", err)
+					if runEnded(ctx, err) {
+						break
 					}
+					l.fail("probe: %v", err)
 					continue
 				}
 				mine = append(mine, time.Since(t))

@@ -14,9 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -174,7 +172,7 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 		if a = strings.TrimSpace(a); a == "" {
 			continue
 		}
-		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := dial(a)
 		if err != nil {
 			fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)
 			return exitUsage
@@ -187,7 +185,7 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 		return exitUsage
 	}
 	if *gameAddr != "" {
-		cc, err := grpc.NewClient(*gameAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := dial(*gameAddr)
 		if err != nil {
 			fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)
 			return exitUsage
@@ -369,7 +367,7 @@ func (l *mmLoad) play(ctx context.Context, t *mmTicket) {
 	sent := time.Now()
 	tk, err := enter()
 	if err != nil {
-		if ctx.Err() == nil {
+		if !runEnded(ctx, err) {
 			l.fail("EnterQueue: %v", err)
 		}
 		return
@@ -381,7 +379,7 @@ func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingSe
 	t.ticketID, t.state = id, matchmakingv1.TicketState_TICKET_STATE_WAITING
 	st, err := mm.WatchTicket(pctx, &matchmakingv1.WatchTicketRequest{TicketId: id})
 	if err != nil {
-		if ctx.Err() == nil {
+		if !runEnded(ctx, err) {
 			l.fail("WatchTicket: %v", err)
 		}
 		return
@@ -389,7 +387,7 @@ func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingSe
 	for {
 		r, err := st.Recv()
 		if err != nil {
-			if err != io.EOF && ctx.Err() == nil {
+			if err != io.EOF && !runEnded(ctx, err) {
 				l.fail("WatchTicket %s: %v", id, err)
 			}
 			return

@@ -48,7 +48,7 @@ func TestLoadtestAIReportsJobs(t *testing.T) {
 	var rep aiReport
 	lastJSON(t, out, &rep)
 	if rep.Jobs == 0 || rep.Errors != 0 || rep.Nodes == 0 {
-		t.Fatalf("report %+v", rep)
+		t.Fatalf("report %+v\n%s", rep, errOut)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 )
 
@@ -40,44 +39,35 @@ func Env(name string) string { return os.Getenv(envName(name)) }
 // StringFlag defines a string flag whose default comes from its
 // environment variable when set.
 func StringFlag(fs *flag.FlagSet, p *string, name, def, usage string) {
-	if v := Env(name); v != "" {
-		def = v
-	}
 	fs.StringVar(p, name, def, usage+" (env "+envName(name)+")")
+	fromEnv(fs, name)
 }
 
-// IntFlag is StringFlag for integers; a malformed environment value is
-// reported by Validate through the flag's parse instead of being ignored.
+// IntFlag is StringFlag for integers.
 func IntFlag(fs *flag.FlagSet, p *int, name string, def int, usage string) {
-	*p = def
-	if v := Env(name); v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			*p = n
-		}
-	}
-	fs.IntVar(p, name, *p, usage+" (env "+envName(name)+")")
+	fs.IntVar(p, name, def, usage+" (env "+envName(name)+")")
+	fromEnv(fs, name)
 }
 
 // DurationFlag is StringFlag for durations.
 func DurationFlag(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
-	*p = def
-	if v := Env(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			*p = d
-		}
-	}
-	fs.DurationVar(p, name, *p, usage+" (env "+envName(name)+")")
+	fs.DurationVar(p, name, def, usage+" (env "+envName(name)+")")
+	fromEnv(fs, name)
 }
 
 // BoolFlag is StringFlag for booleans.
 func BoolFlag(fs *flag.FlagSet, p *bool, name string, def bool, usage string) {
-	*p = def
+	fs.BoolVar(p, name, def, usage+" (env "+envName(name)+")")
+	fromEnv(fs, name)
+}
+
+// fromEnv applies a flag's environment variable through the flag's own
+// parser; a value it cannot parse leaves the default, and the command
+// line still overrides either.
+func fromEnv(fs *flag.FlagSet, name string) {
 	if v := Env(name); v != "" {
-		if b, err := strconv.ParseBool(v); err == nil {
-			*p = b
-		}
+		_ = fs.Set(name, v)
 	}
-	fs.BoolVar(p, name, *p, usage+" (env "+envName(name)+")")
 }
 
 func envName(flagName string) string {

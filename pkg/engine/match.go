@@ -175,7 +175,7 @@ func Match(ctx context.Context, a, b Player, games int, v rules.Variant, opening
 		if !aFirst && rec.Outcome.Winner != rules.Draw {
 			rec.ScoreA = 1 - rec.ScoreA
 		}
-		res.add(rec)
+		res.Add(rec)
 		if onProgress != nil {
 			onProgress(rec, res)
 		}
@@ -183,7 +183,8 @@ func Match(ctx context.Context, a, b Player, games int, v rules.Variant, opening
 	return res, nil
 }
 
-func (r *MatchResult) add(rec GameRecord) {
+// Add counts one more game and updates the score and Elo.
+func (r *MatchResult) Add(rec GameRecord) {
 	r.Games++
 	switch rec.ScoreA {
 	case 1:

@@ -91,7 +91,7 @@ func start(st *State, now time.Time) *gamev1.Event {
 	st.TurnStartMs = ms(now)
 	return &gamev1.Event{Kind: &gamev1.Event_GameStarted{GameStarted: &gamev1.GameStarted{
 		Start:  &commonv1.Position{Fen: st.StartFEN},
-		Clocks: clockPB(st, now),
+		Clocks: clockPBAt(st, now),
 	}}}
 }
 

@@ -45,7 +45,7 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 		FirstFormation:  rulespb.FormationPB(st.Formations[rules.First]),
 		SecondFormation: rulespb.FormationPB(st.Formations[rules.Second]),
 		CreatedAt:       timestamppb.New(time.UnixMilli(st.CreatedMs)),
-		Clocks:          clockPB(st, now),
+		Clocks:          clockPBAt(st, now),
 		Result:          resultPB(st),
 	}
 	for i, s := range st.Seats {
@@ -126,10 +126,6 @@ func resultPB(st *State) *commonv1.Result {
 		r.Points = &commonv1.Points{First: st.Result.Points[0], Second: st.Result.Points[1]}
 	}
 	return r
-}
-
-func clockPB(st *State, now time.Time) *commonv1.ClockSnapshot {
-	return clockPBAt(st, now)
 }
 
 func clockPBAt(st *State, at time.Time) *commonv1.ClockSnapshot {
