@@ -69,3 +69,29 @@ func logCall(ctx context.Context, log *slog.Logger, method string, start time.Ti
 	}
 	log.Log(ctx, level, "rpc", "method", method, "code", code.String(), "duration_ms", float64(time.Since(start).Microseconds())/1000)
 }
+
+// drainStream ends every stream when drain is cancelled. Event and ticket
+// streams never end by themselves, so a graceful stop would otherwise wait
+// out its whole timeout; ended with Unavailable, their clients reconnect to
+// another replica and resume from the last version they saw.
+func drainStream(drain context.Context) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		ctx, cancel := context.WithCancel(ss.Context())
+		defer cancel()
+		stop := context.AfterFunc(drain, cancel)
+		defer stop()
+		err := h(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+		if err != nil && drain.Err() != nil && ss.Context().Err() == nil {
+			return status.Error(codes.Unavailable, "server is shutting down: reconnect and resume")
+		}
+		return err
+	}
+}
+
+// ctxStream is a server stream with another context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *ctxStream) Context() context.Context { return s.ctx }

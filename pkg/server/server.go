@@ -82,6 +82,10 @@ type Server struct {
 	health *health.Server
 	mux    *http.ServeMux
 
+	// drain ends the running streams when shutdown begins.
+	drain     context.Context
+	drainDone context.CancelFunc
+
 	mu       sync.Mutex
 	services []string
 }
@@ -90,6 +94,7 @@ type Server struct {
 func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 	cfg = cfg.withDefaults()
 	log = log.With("component", "server")
+	drain, drainDone := context.WithCancel(context.Background())
 	g := grpc.NewServer(
 		grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(tel.Tracer),
@@ -97,14 +102,14 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 			otelgrpc.WithPropagators(tel.Propagator),
 		)),
 		grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)),
-		grpc.ChainStreamInterceptor(recoverStream(log), logStream(log)),
+		grpc.ChainStreamInterceptor(drainStream(drain), recoverStream(log), logStream(log)),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.MaxSendMsgSize(cfg.MaxSendBytes),
 	)
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(g, h)
 	reflection.Register(g)
-	s := &Server{cfg: cfg, log: log, tel: tel, grpc: g, health: h, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: log, tel: tel, grpc: g, health: h, mux: http.NewServeMux(), drain: drain, drainDone: drainDone}
 	s.mux.Handle("GET /metrics", tel.MetricsHandler())
 	if cfg.Pprof {
 		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -185,19 +190,29 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("serving", "addr", lis.Addr().String(), "services", s.Services())
 
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(lis) }()
+	sp := &splitter{lis: lis, grpc: newConnListener(lis.Addr()), http: newConnListener(lis.Addr()), log: s.log, sniffTime: hs.ReadHeaderTimeout}
+	errc := make(chan error, 3)
+	go func() { errc <- sp.serve(ctx) }()
+	go func() { errc <- hs.Serve(sp.http) }()
+	go func() { errc <- s.grpc.Serve(sp.grpc) }()
 	select {
 	case err := <-errc:
+		_ = lis.Close()
+		sp.grpc.Close()
+		sp.http.Close()
+		s.grpc.Stop()
+		_ = hs.Close()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	s.log.Info("shutting down", "addr", lis.Addr().String())
+	_ = lis.Close()
+	s.drainDone()
 	s.health.Shutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
-	// Streams never end by themselves: tell grpc-go's handlers to finish
-	// while the HTTP server waits for idle connections.
+	// Both sides drain at once: grpc-go its native connections (and the
+	// calls net/http handed it), net/http its own.
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	err = hs.Shutdown(sctx)

@@ -1,0 +1,263 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/telemetry"
+)
+
+// frame builds one HTTP/2 frame.
+func frame(typ, flags byte, stream uint32, payload []byte) []byte {
+	n := len(payload)
+	b := []byte{byte(n >> 16), byte(n >> 8), byte(n), typ, flags, byte(stream >> 24), byte(stream >> 16), byte(stream >> 8), byte(stream)}
+	return append(b, payload...)
+}
+
+func headerBlock(t *testing.T, fields ...string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := hpack.NewEncoder(&buf)
+	for i := 0; i < len(fields); i += 2 {
+		if err := enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+// sniffPipe runs sniff on one end of a pipe while the client writes.
+func sniffPipe(t *testing.T, client func(c net.Conn)) (bool, []byte, error) {
+	t.Helper()
+	srv, cli := net.Pipe()
+	defer srv.Close()
+	defer cli.Close()
+	go client(cli)
+	_ = srv.SetReadDeadline(time.Now().Add(5 * time.Second))
+	return sniff(srv, 50*time.Millisecond)
+}
+
+func TestSniffRoutesByFirstRequest(t *testing.T) {
+	h2 := func(ct string) []byte {
+		b := []byte(http2Preface)
+		b = append(b, frame(frameSettings, 0, 0, nil)...)
+		b = append(b, frame(0x8, 0, 0, []byte{0, 0, 0, 1})...) // WINDOW_UPDATE
+		return append(b, frame(frameHeaders, flagEndHeaders, 1, headerBlock(t, ":method", "POST", ":path", "/x.v1.S/M", "content-type", ct))...)
+	}
+	cases := []struct {
+		name string
+		in   []byte
+		grpc bool
+	}{
+		{"http1", []byte("POST /x.v1.S/M HTTP/1.1\r\nHost: a\r\nContent-Type: application/grpc\r\n\r\n"), false},
+		{"http1.0 shorter than the preface", []byte("GET / HTTP/1.0\r\n\r\n"), false},
+		{"grpc", h2("application/grpc"), true},
+		{"grpc+proto", h2("application/grpc+proto"), true},
+		{"grpc-web", h2("application/grpc-web+proto"), false},
+		{"connect", h2("application/json"), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			toGRPC, read, err := sniffPipe(t, func(cl net.Conn) { _, _ = cl.Write(c.in) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if toGRPC != c.grpc {
+				t.Fatalf("to gRPC %v, want %v", toGRPC, c.grpc)
+			}
+			// What was read is replayed: a start of the input (all of it
+			// up to the first request's headers for HTTP/2).
+			if len(read) == 0 || !bytes.HasPrefix(c.in, read) || (bytes.HasPrefix(c.in, []byte(http2Preface)) && !bytes.Equal(read, c.in)) {
+				t.Fatalf("replay %q of %q", read, c.in)
+			}
+		})
+	}
+}
+
+func TestSniffHeadersInContinuation(t *testing.T) {
+	block := headerBlock(t, ":method", "POST", ":path", "/x.v1.S/M", "content-type", "application/grpc")
+	in := []byte(http2Preface)
+	in = append(in, frame(frameHeaders, flagPadded, 1, append(append([]byte{2}, block[:3]...), 0, 0))...)
+	in = append(in, frame(frameContinuation, flagEndHeaders, 1, block[3:])...)
+	toGRPC, read, err := sniffPipe(t, func(c net.Conn) { _, _ = c.Write(in) })
+	if err != nil || !toGRPC || !bytes.Equal(read, in) {
+		t.Fatalf("to gRPC %v, err %v, replay equal %v", toGRPC, err, bytes.Equal(read, in))
+	}
+}
+
+// A client that waits for the server's SETTINGS gets them from the
+// splitter, and its acknowledgement is not replayed to the real server.
+func TestSniffSendsSettingsToAWaitingClient(t *testing.T) {
+	start := append([]byte(http2Preface), frame(frameSettings, 0, 0, nil)...)
+	headers := frame(frameHeaders, flagEndHeaders, 1, headerBlock(t, "content-type", "application/grpc"))
+	toGRPC, read, err := sniffPipe(t, func(c net.Conn) {
+		_, _ = c.Write(start)
+		got := make([]byte, 9)
+		if _, err := io.ReadFull(c, got); err != nil || got[3] != frameSettings || got[4] != 0 {
+			t.Errorf("server settings %x, %v", got, err)
+			return
+		}
+		_, _ = c.Write(frame(frameSettings, flagAck, 0, nil))
+		_, _ = c.Write(headers)
+	})
+	if err != nil || !toGRPC {
+		t.Fatalf("to gRPC %v, err %v", toGRPC, err)
+	}
+	if want := append(append([]byte(nil), start...), headers...); !bytes.Equal(read, want) {
+		t.Fatalf("replay %x, want %x", read, want)
+	}
+}
+
+func TestSniffGivesUpOnSilence(t *testing.T) {
+	srv, cli := net.Pipe()
+	defer srv.Close()
+	defer cli.Close()
+	go func() { _, _ = cli.Write([]byte("PRI * HT")) }()
+	_ = srv.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, _, err := sniff(srv, time.Hour); err == nil {
+		t.Fatal("a silent connection was routed")
+	}
+}
+
+func FuzzSniff(f *testing.F) {
+	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
+	f.Add(append([]byte(http2Preface), frame(frameHeaders, flagEndHeaders|flagPadded|flagPriority, 1, []byte{9, 1, 2})...))
+	f.Add(append([]byte(http2Preface), frame(frameContinuation, 0, 1, []byte{0x82})...))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		srv, cli := net.Pipe()
+		defer srv.Close()
+		go func() { _, _ = cli.Write(in); _ = cli.Close() }()
+		_ = srv.SetReadDeadline(time.Now().Add(time.Second))
+		toGRPC, read, err := sniff(srv, time.Hour)
+		if err == nil && !toGRPC && !bytes.HasPrefix(in, read) {
+			t.Fatalf("replay %q is not the start of %q", read, in)
+		}
+	})
+}
+
+// startServer serves health on a free port until the test ends.
+func startServer(t *testing.T) (addr string, stop func() error) {
+	t.Helper()
+	tel, err := telemetry.New(context.Background(), telemetry.Config{ServiceName: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Listen: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second}, slog.New(slog.DiscardHandler), tel)
+	lis, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, lis) }()
+	var once bool
+	stop = func() error {
+		if once {
+			return nil
+		}
+		once = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("server did not stop")
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return lis.Addr().String(), stop
+}
+
+// Every client kind is served on the one port: native gRPC, Connect over
+// HTTP/1.1 and over HTTP/2 without TLS, and plain HTTP.
+func TestOnePortServesEveryClient(t *testing.T) {
+	addr, _ := startServer(t)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	r, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("gRPC health: %v %v", r, err)
+	}
+	for _, p := range []struct {
+		name  string
+		proto func(*http.Protocols)
+	}{
+		{"http1", func(p *http.Protocols) { p.SetHTTP1(true) }},
+		{"h2c", func(p *http.Protocols) { p.SetUnencryptedHTTP2(true) }},
+	} {
+		var protos http.Protocols
+		p.proto(&protos)
+		hc := &http.Client{Transport: &http.Transport{Protocols: &protos}, Timeout: 5 * time.Second}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Connect-Protocol-Version", "1")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "SERVING") {
+			t.Fatalf("%s Connect health: %d %s", p.name, resp.StatusCode, body)
+		}
+		resp, err = hc.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatalf("%s metrics: %v", p.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s metrics: %d", p.name, resp.StatusCode)
+		}
+	}
+}
+
+// A graceful stop ends open streams at once, with Unavailable so that
+// clients reconnect elsewhere, instead of waiting out the timeout.
+func TestStopEndsOpenStreams(t *testing.T) {
+	addr, stop := startServer(t)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	w, err := healthpb.NewHealthClient(cc).Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("stop took %v with a stream open", took)
+	}
+	for {
+		if _, err := w.Recv(); err != nil {
+			if c := status.Code(err); c != codes.Unavailable {
+				t.Fatalf("stream ended with %v", err)
+			}
+			return
+		}
+	}
+}
