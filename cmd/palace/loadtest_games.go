@@ -185,6 +185,9 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) (pe
 			c := l.client[i%len(l.client)]
 			rng := l.rng()
 			var mine []time.Duration
+			// Paced clients arrive spread over a think time, as players do,
+			// not all in the first millisecond.
+			l.pause(ctx, rng)
 			for ctx.Err() == nil {
 				t := time.Now()
 				if _, err := c.Probe(ctx, &gamev1.ProbeRequest{Key: key}); err != nil {
@@ -212,6 +215,7 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) (pe
 func (l *gamesLoad) table(play, all context.Context, slot int, retryRate, reconnectRate float64) {
 	rng := l.rng()
 	c := l.client[slot%len(l.client)]
+	l.pause(play, rng)
 	for n := 0; play.Err() == nil; n++ {
 		kind := commonv1.GameKind_GAME_KIND_XIANGQI
 		var start *commonv1.Position
