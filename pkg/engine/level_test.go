@@ -132,7 +132,7 @@ func TestMatch(t *testing.T) {
 			t.Fatalf("RandomOpenings not reproducible: %q then %q", ops[0].Name, again[0].Name)
 		}
 		var progress int
-		res, err := Match(context.Background(), a, b, 2, v, ops, func(rec GameRecord, r MatchResult) {
+		res, err := Match(context.Background(), a, b, 2, v, ops, Adjudication{}, func(rec GameRecord, r MatchResult) {
 			progress++
 			if !rec.Outcome.Ended {
 				t.Errorf("game %d not ended: %v", rec.Index, rec.Outcome)

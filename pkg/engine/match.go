@@ -17,7 +17,17 @@ type Player interface {
 	// NewGame is called before every game.
 	NewGame(ctx context.Context, v rules.Variant) error
 	// Move returns the move to play after moves from startFEN.
-	Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move) (rules.Move, error)
+	Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move) (Reply, error)
+}
+
+// Reply is a player's move and, if it reports one, its evaluation.
+type Reply struct {
+	Move rules.Move
+	// Score is the position's value for the side that moves, in
+	// centipawns (a mate in n plies: ±(MateScore-n)); meaningful only when
+	// Scored. Match uses it to adjudicate (see Adjudication).
+	Score  int
+	Scored bool
 }
 
 // LevelPlayer plays a built-in level with its own engine.
@@ -52,13 +62,13 @@ func (p *LevelPlayer) NewGame(context.Context, rules.Variant) error {
 	return nil
 }
 
-func (p *LevelPlayer) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move) (rules.Move, error) {
+func (p *LevelPlayer) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move) (Reply, error) {
 	start, err := rules.ParseFEN(v, startFEN)
 	if err != nil {
-		return rules.NoMove, err
+		return Reply{Move: rules.NoMove}, err
 	}
 	res, err := p.e.Search(ctx, start, moves, p.spec.Limits(p.game), nil)
-	return res.Move, err
+	return Reply{Move: res.Move, Score: res.Score, Scored: err == nil}, err
 }
 
 // Opening is a start position and moves both players play first.
@@ -138,6 +148,75 @@ type MatchResult struct {
 	Records              []GameRecord
 }
 
+// Adjudication ends decided games early, as engine testers do, so that long
+// matches spend their time on the games still in doubt. It trusts both
+// players' own scores: a game ends only when they agree.
+type Adjudication struct {
+	// ResignScore and ResignMoves: a side that scores itself at or below
+	// -ResignScore on ResignMoves of its moves in a row, while its opponent
+	// scores itself at or above +ResignScore on each move in between, loses
+	// by resignation. Zero turns resignation off.
+	ResignScore, ResignMoves int
+	// DrawScore, DrawMoves and DrawAfter: in Xiangqi, a game past ply
+	// DrawAfter in which both sides have scored within ±DrawScore on their
+	// last DrawMoves moves each is drawn by agreement. Never in Janggi,
+	// which the rules end on points instead. Zero DrawMoves turns it off.
+	DrawScore, DrawMoves, DrawAfter int
+}
+
+// DefaultAdjudication resigns a game both engines see as lost by more than
+// a chariot for four moves each, and draws a Xiangqi game both see as level
+// for ten moves each after ply 120.
+var DefaultAdjudication = Adjudication{ResignScore: 1000, ResignMoves: 4, DrawScore: 15, DrawMoves: 10, DrawAfter: 120}
+
+// judge tracks the scores of a game for its Adjudication.
+type judge struct {
+	adj     Adjudication
+	variant rules.Variant
+	// losing counts, per side, its moves in a row scored as lost while the
+	// other side's last move scored it as won; level counts plies in a row
+	// scored as level.
+	losing [2]int
+	level  int
+	last   [2]int // each side's last score; unknown counts as 0
+	scored [2]bool
+}
+
+// record notes side s's reply and returns the side that should resign, or
+// whether the game is a draw.
+func (j *judge) record(s rules.Side, r Reply, ply int) (resign rules.Side, draw, decided bool) {
+	other := 1 - s
+	if !r.Scored {
+		j.losing, j.level, j.scored[s] = [2]int{}, 0, false
+		return 0, false, false
+	}
+	j.last[s], j.scored[s] = r.Score, true
+	if a := j.adj; a.ResignMoves > 0 {
+		if r.Score <= -a.ResignScore && j.scored[other] && j.last[other] >= a.ResignScore {
+			j.losing[s]++
+		} else {
+			j.losing[s] = 0
+		}
+		if r.Score < a.ResignScore {
+			j.losing[other] = 0 // s no longer agrees that other is lost
+		}
+		if j.losing[s] >= a.ResignMoves {
+			return s, false, true
+		}
+	}
+	if a := j.adj; a.DrawMoves > 0 && j.variant == rules.Xiangqi {
+		if r.Score >= -a.DrawScore && r.Score <= a.DrawScore {
+			j.level++
+		} else {
+			j.level = 0
+		}
+		if ply >= a.DrawAfter && j.level >= 2*a.DrawMoves {
+			return 0, true, true
+		}
+	}
+	return 0, false, false
+}
+
 // maxMatchPlies ends a game the rules have not ended by then as a draw. The
 // rules end every Janggi game by ply 200; a Xiangqi game could in theory
 // run thousands of plies with a capture every 119.
@@ -146,10 +225,11 @@ const maxMatchPlies = 600
 // Match plays games games between a and b, alternating who moves first and
 // playing each opening twice (once from each side) in turn; with no
 // openings it uses the standard start. Games are adjudicated by
-// rules.Game. A player that returns an illegal move or an error other than
-// the context's loses that game. onProgress, if not nil, is called after
-// every game with the record and the running result.
-func Match(ctx context.Context, a, b Player, games int, v rules.Variant, openings []Opening, onProgress func(GameRecord, MatchResult)) (MatchResult, error) {
+// rules.Game, and early by adj when both players' scores agree. A player
+// that returns an illegal move or an error other than the context's loses
+// that game. onProgress, if not nil, is called after every game with the
+// record and the running result.
+func Match(ctx context.Context, a, b Player, games int, v rules.Variant, openings []Opening, adj Adjudication, onProgress func(GameRecord, MatchResult)) (MatchResult, error) {
 	if len(openings) == 0 {
 		openings = []Opening{{Name: "start", StartFEN: rules.StartFEN(v)}}
 	}
@@ -161,7 +241,7 @@ func Match(ctx context.Context, a, b Player, games int, v rules.Variant, opening
 		if !aFirst {
 			first, second = b, a
 		}
-		rec, err := playGame(ctx, first, second, v, op)
+		rec, err := playGame(ctx, first, second, v, op, adj)
 		if err != nil {
 			return res, err
 		}
@@ -199,7 +279,7 @@ func (r *MatchResult) Add(rec GameRecord) {
 	r.Elo, r.EloLow, r.EloHigh = EloDiff(r.Wins, r.Draws, r.Losses)
 }
 
-func playGame(ctx context.Context, first, second Player, v rules.Variant, op Opening) (GameRecord, error) {
+func playGame(ctx context.Context, first, second Player, v rules.Variant, op Opening, adj Adjudication) (GameRecord, error) {
 	rec := GameRecord{First: first.Name(), Second: second.Name(), Opening: op.Name, Start: op.StartFEN}
 	g, err := rules.NewGame(v, op.StartFEN)
 	if err != nil {
@@ -220,6 +300,7 @@ func playGame(ctx context.Context, first, second Player, v rules.Variant, op Ope
 		_ = g.Resign(s)
 		rec.Note = why
 	}
+	j := judge{adj: adj, variant: v}
 	for !g.Outcome().Ended {
 		if g.Plies() >= maxMatchPlies {
 			_ = g.AgreeDraw()
@@ -228,7 +309,7 @@ func playGame(ctx context.Context, first, second Player, v rules.Variant, op Ope
 		}
 		s := g.Position().Turn()
 		p := players[s]
-		m, err := p.Move(ctx, v, op.StartFEN, g.Moves())
+		r, err := p.Move(ctx, v, op.StartFEN, g.Moves())
 		if err != nil {
 			if ctx.Err() != nil {
 				return rec, ctx.Err()
@@ -239,8 +320,21 @@ func playGame(ctx context.Context, first, second Player, v rules.Variant, op Ope
 			forfeit(s, fmt.Sprintf("%s forfeits: %v", p.Name(), err))
 			break
 		}
-		if _, err := g.Play(m); err != nil {
+		if _, err := g.Play(r.Move); err != nil {
 			forfeit(s, fmt.Sprintf("%s forfeits: %v", p.Name(), err))
+			break
+		}
+		if g.Outcome().Ended {
+			break
+		}
+		switch loser, draw, decided := j.record(s, r, g.Plies()); {
+		case !decided:
+		case draw:
+			_ = g.AgreeDraw()
+			rec.Note = "adjudicated a draw: both sides scored it level"
+		default:
+			_ = g.Resign(loser)
+			rec.Note = fmt.Sprintf("adjudicated: %s resigns, both sides scored it lost", players[loser].Name())
 		}
 	}
 	rec.Moves = g.Moves()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -201,12 +202,13 @@ func (c *Client) NewGame(ctx context.Context, v rules.Variant) error {
 // Move asks the engine for its move after moves from startFEN, with the
 // limits in Go. If ctx ends first, the search is stopped and ctx's error
 // returned.
-func (c *Client) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move) (rules.Move, error) {
+func (c *Client) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move) (engine.Reply, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	none := engine.Reply{Move: rules.NoMove}
 	p, err := rules.ParseFEN(v, startFEN)
 	if err != nil {
-		return rules.NoMove, err
+		return none, err
 	}
 	var b strings.Builder
 	b.WriteString("position fen ")
@@ -220,13 +222,17 @@ func (c *Client) Move(ctx context.Context, v rules.Variant, startFEN string, mov
 		}
 	}
 	if err := c.send("%s", b.String()); err != nil {
-		return rules.NoMove, err
+		return none, err
 	}
 	if err := c.send("%s", c.Go.command()); err != nil {
-		return rules.NoMove, err
+		return none, err
 	}
 	var best string
+	var reply engine.Reply
 	err = c.readUntil(ctx, func(l string) bool {
+		if score, ok := infoScore(l); ok {
+			reply.Score, reply.Scored = score, true
+		}
 		rest, ok := strings.CutPrefix(l, "bestmove")
 		if ok {
 			if f := strings.Fields(rest); len(f) > 0 {
@@ -244,17 +250,50 @@ func (c *Client) Move(ctx context.Context, v rules.Variant, startFEN string, mov
 			_ = c.readUntil(sctx, func(l string) bool { return strings.HasPrefix(l, "bestmove") })
 			cancel()
 		}
-		return rules.NoMove, err
+		return none, err
 	}
 	switch best {
 	case "", "(none)":
-		return rules.NoMove, fmt.Errorf("%s: %w", c.Name(), engine.ErrNoLegalMove)
+		return none, fmt.Errorf("%s: %w", c.Name(), engine.ErrNoLegalMove)
 	}
-	m, err := parseMoveIn(p, best)
+	reply.Move, err = parseMoveIn(p, best)
 	if err != nil {
-		return rules.NoMove, fmt.Errorf("%s: bestmove %q: %w", c.Name(), best, err)
+		return none, fmt.Errorf("%s: bestmove %q: %w", c.Name(), best, err)
 	}
-	return m, nil
+	return reply, nil
+}
+
+// infoScore reads the score of an info line, in engine.Reply's terms: "score
+// cp X" is X; "score mate N" (N moves, negative when the side to move is
+// mated) is a mate N·2-1 or N·2 plies away.
+func infoScore(line string) (int, bool) {
+	f := strings.Fields(line)
+	if len(f) == 0 || f[0] != "info" {
+		return 0, false
+	}
+	for i := 1; i+2 < len(f); i++ {
+		if f[i] == "string" { // the rest of the line is free text
+			return 0, false
+		}
+		if f[i] != "score" {
+			continue
+		}
+		n, err := strconv.Atoi(f[i+2])
+		if err != nil {
+			return 0, false
+		}
+		switch f[i+1] {
+		case "cp":
+			return n, true
+		case "mate":
+			if n > 0 {
+				return engine.MateScore - (2*n - 1), true
+			}
+			return -engine.MateScore + 2*-n, true
+		}
+		return 0, false
+	}
+	return 0, false
 }
 
 // Close sends quit and ends the engine process, if Start made one.

@@ -287,15 +287,16 @@ func TestClient(t *testing.T) {
 			// Han passed and Cho leads: the engine passes back.
 			fen := "3a1a3/4k4/9/9/9/9/9/9/9/R2K5 b - - 0 1"
 			pass, _ := rules.ParseMove("e9e9")
-			m, err := c.Move(ctx, v, fen, []rules.Move{pass})
-			if err != nil || !m.IsPass() {
-				t.Fatalf("janggi: %v, %v; want the pass", m, err)
+			r, err := c.Move(ctx, v, fen, []rules.Move{pass})
+			if err != nil || !r.Move.IsPass() || !r.Scored {
+				t.Fatalf("janggi: %+v, %v; want the pass, scored", r, err)
 			}
 		}
-		m, err := c.Move(ctx, v, rules.StartFEN(v), moves)
+		r, err := c.Move(ctx, v, rules.StartFEN(v), moves)
 		if err != nil {
 			t.Fatal(err)
 		}
+		m := r.Move
 		p, _ := rules.ParseFEN(v, rules.StartFEN(v))
 		if !slices.Contains(p.LegalMoves(nil), m) {
 			t.Fatalf("%v: illegal %v", v, m)
@@ -305,7 +306,7 @@ func TestClient(t *testing.T) {
 	// A short match: the client (Palace over UCI) against a built-in level.
 	c.Go = GoParams{Depth: 1}
 	lp := engine.NewLevelPlayer(1, 3, 1)
-	res, err := engine.Match(ctx, c, lp, 2, rules.Janggi, engine.RandomOpenings(rules.Janggi, 1, 2, 1), nil)
+	res, err := engine.Match(ctx, c, lp, 2, rules.Janggi, engine.RandomOpenings(rules.Janggi, 1, 2, 1), engine.Adjudication{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,5 +320,30 @@ func TestClient(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+}
+
+func TestInfoScore(t *testing.T) {
+	for _, tc := range []struct {
+		line  string
+		want  int
+		found bool
+	}{
+		{"info depth 5 score cp 37 nodes 100 pv h2e2", 37, true},
+		{"info depth 5 seldepth 7 score cp -120 upperbound", -120, true},
+		{"info score mate 1 pv a1a9", engine.MateScore - 1, true},
+		{"info score mate 2", engine.MateScore - 3, true},
+		{"info score mate -2", -engine.MateScore + 4, true},
+		{"info depth 5 nodes 100", 0, false},
+		{"info string score cp 5", 0, false},
+		{"info score cp", 0, false},
+		{"info score lowerbound 12", 0, false},
+		{"bestmove h2e2", 0, false},
+		{"", 0, false},
+	} {
+		got, ok := infoScore(tc.line)
+		if got != tc.want || ok != tc.found {
+			t.Errorf("infoScore(%q) = %d, %v; want %d, %v", tc.line, got, ok, tc.want, tc.found)
+		}
 	}
 }

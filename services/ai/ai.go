@@ -174,8 +174,8 @@ func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, m
 	if err := u.c.NewGame(ctx, v); err != nil {
 		return rules.NoMove, 0, err
 	}
-	m, err := u.c.Move(ctx, v, startFEN, moves)
-	return m, 0, err
+	r, err := u.c.Move(ctx, v, startFEN, moves)
+	return r.Move, 0, err
 }
 
 func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {
