@@ -19,19 +19,25 @@ type LevelSpec struct {
 
 // levels is the level table. Every level has a node budget, so a level
 // plays the same on any machine and, with a fixed seed, the same moves;
-// the strong levels also have a wall-time cap for slow machines.
+// the strong levels also have a wall-time cap for slow or busy machines.
+// Times below are at about 1.1M nodes/s, one core.
 //
-//	level  depth  nodes      movetime  noise (cp)  plays like
-//	  1      1        2,000     -        250       a beginner: sees captures, not threats; often random
-//	  2      1        5,000     -        150       a novice: grabs material, misses most tactics
-//	  3      2       10,000     -        100       sees one reply; still drifts
-//	  4      2       20,000     -         60
-//	  5      3       40,000     -         40       a casual player
-//	  6      4       80,000     -         25
-//	  7      5      200,000     -         12       a club player
-//	  8      -      500,000    3s          0       full search, short budget
-//	  9      -    1,500,000    6s          0
-//	 10      -    4,000,000   10s          0       full strength
+//	level  depth  nodes      movetime  noise (cp)  about    plays like
+//	  1      1        2,000     -        250         2 ms   a beginner: sees captures, not threats; often random
+//	  2      1        5,000     -        150         5 ms   a novice: grabs material, misses most tactics
+//	  3      2       10,000     -        100        10 ms   sees one reply; still drifts
+//	  4      2       20,000     -         60        20 ms
+//	  5      3       40,000     -         40        40 ms   a casual player
+//	  6      4       50,000     -         25        50 ms
+//	  7      5      100,000     -         12        90 ms   a club player
+//	  8      -      200,000    2s          8       0.2 s    full search, a little noise
+//	  9      -      400,000    3s          3       0.4 s
+//	 10      -    1,000,000    5s          0       0.9 s    full strength
+//
+// Each level scores at least 70% against the level two below it (the
+// "palace engine match" figures are in docs/ai.md). The budgets stay
+// small enough that one core answers about one level-10 move per second,
+// which keeps a pool of workers affordable.
 //
 // Noise is applied to every root move's exact score (each is searched with
 // a full window), drawn from the engine seed, the request seed and the
@@ -44,11 +50,11 @@ var levels = [11]LevelSpec{
 	3:  {Level: 3, Depth: 2, Nodes: 10_000, Noise: 100},
 	4:  {Level: 4, Depth: 2, Nodes: 20_000, Noise: 60},
 	5:  {Level: 5, Depth: 3, Nodes: 40_000, Noise: 40},
-	6:  {Level: 6, Depth: 4, Nodes: 80_000, Noise: 25},
-	7:  {Level: 7, Depth: 5, Nodes: 200_000, Noise: 12},
-	8:  {Level: 8, Nodes: 500_000, MoveTime: 3 * time.Second},
-	9:  {Level: 9, Nodes: 1_500_000, MoveTime: 6 * time.Second},
-	10: {Level: 10, Nodes: 4_000_000, MoveTime: 10 * time.Second},
+	6:  {Level: 6, Depth: 4, Nodes: 50_000, Noise: 25},
+	7:  {Level: 7, Depth: 5, Nodes: 100_000, Noise: 12},
+	8:  {Level: 8, Nodes: 200_000, MoveTime: 2 * time.Second, Noise: 8},
+	9:  {Level: 9, Nodes: 400_000, MoveTime: 3 * time.Second, Noise: 3},
+	10: {Level: 10, Nodes: 1_000_000, MoveTime: 5 * time.Second},
 }
 
 // MinLevel and MaxLevel bound the levels; Level clamps to them.

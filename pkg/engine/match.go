@@ -39,9 +39,10 @@ type LevelPlayer struct {
 	game uint64
 }
 
-// NewLevelPlayer returns a player of the given level. Its random choices
-// follow seed and the number of games it has played, so a match replays
-// exactly (the strong levels' time caps aside).
+// NewLevelPlayer returns a player of the given level. It plays by the
+// level's depth, node and noise limits but not its wall-time cap, and its
+// random choices follow seed and the number of games it has played, so a
+// match replays exactly on any machine, however busy.
 func NewLevelPlayer(level int, seed uint64, hashMB int) *LevelPlayer {
 	spec := Level(level)
 	return &LevelPlayer{
@@ -67,7 +68,9 @@ func (p *LevelPlayer) Move(ctx context.Context, v rules.Variant, startFEN string
 	if err != nil {
 		return Reply{Move: rules.NoMove}, err
 	}
-	res, err := p.e.Search(ctx, start, moves, p.spec.Limits(p.game), nil)
+	lim := p.spec.Limits(p.game)
+	lim.MoveTime = 0
+	res, err := p.e.Search(ctx, start, moves, lim, nil)
 	return Reply{Move: res.Move, Score: res.Score, Scored: err == nil}, err
 }
 
@@ -310,10 +313,12 @@ func playGame(ctx context.Context, first, second Player, v rules.Variant, op Ope
 		s := g.Position().Turn()
 		p := players[s]
 		r, err := p.Move(ctx, v, op.StartFEN, g.Moves())
+		if ctx.Err() != nil {
+			// A search cut short by the end of the match still answers
+			// with its best move so far: that game does not count.
+			return rec, ctx.Err()
+		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return rec, ctx.Err()
-			}
 			if errors.Is(err, ErrNoLegalMove) {
 				return rec, fmt.Errorf("%s: %w in an open game", p.Name(), err)
 			}

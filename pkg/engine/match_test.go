@@ -117,3 +117,22 @@ func TestMatchAdjudication(t *testing.T) {
 		}
 	}
 }
+
+// A match whose context ends stops at once: the game in progress, played
+// on with moves from cut-short searches, must not be counted.
+func TestMatchStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls int
+	stopper := scripted{"palace-stopper", func(int) (int, bool) {
+		calls++
+		if calls == 5 {
+			cancel()
+		}
+		return 0, true
+	}}
+	res, err := Match(ctx, stopper, scripted{"palace-b", func(int) (int, bool) { return 0, true }}, 10, rules.Xiangqi, nil, Adjudication{}, nil)
+	if err == nil || res.Games != 0 || calls != 5 {
+		t.Fatalf("after cancel: %d games, %d moves asked, err %v; want 0 games, 5 moves and the context's error", res.Games, calls, err)
+	}
+}
