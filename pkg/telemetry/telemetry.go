@@ -29,7 +29,8 @@ type Config struct {
 	// ServiceName is the OpenTelemetry service.name resource attribute.
 	ServiceName string
 	// OTLPEndpoint is a host:port of an OTLP/gRPC collector; empty turns
-	// trace export off (spans are still created so trace ids reach logs).
+	// trace export and recording off (spans still get trace ids, which
+	// reach the logs).
 	OTLPEndpoint string
 	// OTLPInsecure sends traces without TLS.
 	OTLPInsecure bool
@@ -76,6 +77,11 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 			return nil, errors.Join(fmt.Errorf("otlp trace exporter: %w", err), t.Shutdown(ctx))
 		}
 		topts = append(topts, sdktrace.WithBatcher(texp))
+	} else {
+		// Nothing exports spans, so none is recorded; unsampled spans
+		// still carry trace ids to the logs and to downstream calls, and
+		// a caller's sampled trace is still followed.
+		topts = append(topts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
 	}
 	tp := sdktrace.NewTracerProvider(topts...)
 	t.Tracer = tp

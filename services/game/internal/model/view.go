@@ -81,18 +81,20 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 		out.Points = &commonv1.Points{First: p[0], Second: p[1]}
 	}
 	if st.Status == StatusOngoing {
+		// Sorted by text, each text made once; the messages share one
+		// allocation. This runs on every move's answer.
 		ms := g.LegalMoves()
-		slices.SortFunc(ms, func(a, b rules.Move) int {
-			as, bs := a.String(), b.String()
-			switch {
-			case as < bs:
-				return -1
-			case as > bs:
-				return 1
-			}
-			return 0
-		})
-		out.LegalMoves = rulespb.Moves(ms)
+		texts := make([]string, len(ms))
+		for i, m := range ms {
+			texts[i] = m.String()
+		}
+		slices.Sort(texts)
+		pbs := make([]commonv1.Move, len(texts))
+		out.LegalMoves = make([]*commonv1.Move, len(texts))
+		for i, t := range texts {
+			pbs[i].Coordinate = t
+			out.LegalMoves[i] = &pbs[i]
+		}
 	}
 	return out
 }
