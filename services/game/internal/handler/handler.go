@@ -285,7 +285,9 @@ func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded,
 		return l, err
 	}
 	h.offsetNs.Store(int64(l.Now.Sub(time.Now())))
-	l.State.SetReplayed(h.cache.replayed(id, l.State.Version))
+	if l.State != nil {
+		l.State.SetReplayed(h.cache.replayed(id, l.State.Version))
+	}
 	return l, nil
 }
 

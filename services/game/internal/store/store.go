@@ -75,6 +75,7 @@ func Shard(id string) int { return int(crc32.ChecksumIEEE([]byte(id)) % NotifySh
 
 // Loaded is a game as read, with the server time of the read.
 type Loaded struct {
+	// State is nil when Previous is set.
 	State *model.State
 	// Previous is the stored response of the request id, if it was seen.
 	Previous []byte
@@ -112,6 +113,11 @@ func (s *Store) Load(ctx context.Context, id, requestID string) (Loaded, error) 
 	}
 	if err != nil {
 		return Loaded{}, fmt.Errorf("load game %s: %w", id, err)
+	}
+	if out.Previous != nil {
+		// A retry gets its first answer; the state, whose decoding grows
+		// with the game, is not needed.
+		return out, nil
 	}
 	var state model.State
 	if err := json.Unmarshal(raw, &state); err != nil {
