@@ -1,0 +1,53 @@
+package uci
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzRun feeds arbitrary command scripts to the UCI front end: whatever a
+// GUI or a script sends, it must answer without panicking and stop when
+// told to quit.
+func FuzzRun(f *testing.F) {
+	for _, seed := range []string{
+		"uci\nisready\n",
+		"setoption name UCI_Variant value janggi\nposition startpos moves e2e2 e9e9\ngo depth 2\n",
+		"position fen rnbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBAKABNR w - - 0 1 moves h2e2\ngo nodes 500\n",
+		"position fen 3a1a3/4k4/9/9/9/9/9/9/9/R2K5 b - - 0 1\ngo movetime 5\nstop\n",
+		"go wtime 100 btime 100 winc 0 binc 0\n",
+		"go infinite\nstop\nisready\n",
+		"setoption name Skill Level value 1\nucinewgame\ngo\n",
+		"position startpos moves zz99 a0a0\ngo depth -1\n",
+		"setoption name Hash value 99999999\nsetoption name\nposition\ngo searchmoves\n",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, script string) {
+		// Big hashes and deep perfts are valid requests that take memory
+		// and time, not bugs; keep them out of the fuzzer's way.
+		lower := strings.ToLower(script)
+		if strings.Contains(lower, "perft") || strings.Contains(lower, "hash") {
+			t.Skip()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		in := strings.NewReader(script + "\nstop\nquit\n")
+		if err := Run(ctx, in, io.Discard); err != nil && ctx.Err() != nil {
+			t.Fatalf("still running after 5 s: %q", script)
+		}
+	})
+}
+
+func FuzzInfoScore(f *testing.F) {
+	for _, seed := range []string{"info depth 3 score cp 12 pv h2e2", "info score mate -3", "info score mate 99999999999999999999", "info string score cp 1"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		if score, ok := infoScore(line); ok && !strings.Contains(line, "score") {
+			t.Fatalf("infoScore(%q) = %d from a line without a score", line, score)
+		}
+	})
+}
