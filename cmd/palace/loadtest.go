@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -39,6 +40,29 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 // dial connects a load tool to a server on loopback, without TLS.
 func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+}
+
+// dialAll dials every address of a comma-separated list, for load tools
+// that spread their clients over replicas. The caller closes the conns.
+func dialAll(addrs string) ([]*grpc.ClientConn, error) {
+	var ccs []*grpc.ClientConn
+	for a := range strings.SplitSeq(addrs, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		cc, err := dial(a)
+		if err != nil {
+			for _, c := range ccs {
+				_ = c.Close()
+			}
+			return nil, err
+		}
+		ccs = append(ccs, cc)
+	}
+	if len(ccs) == 0 {
+		return nil, fmt.Errorf("--addr is empty")
+	}
+	return ccs, nil
 }
 
 // runEnded reports whether err only says that the run's time is up: gRPC's

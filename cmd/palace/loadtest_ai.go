@@ -33,7 +33,7 @@ type aiReport struct {
 func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("palace loadtest ai", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "localhost:8080", "AI service host:port")
+	addr := fs.String("addr", "localhost:8080", "AI service host:port; several, comma-separated, spread the clients over replicas")
 	level := fs.Int("level", 5, "AI level 1..10")
 	clients := fs.Int("clients", 4, "concurrent requests")
 	duration := fs.Duration("duration", 20*time.Second, "how long to run")
@@ -46,13 +46,16 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "palace loadtest ai: want --variant janggi|xiangqi, --level 1..10, --clients 1..1000, --duration up to 1h")
 		return exitUsage
 	}
-	cc, err := dial(*addr)
+	ccs, err := dialAll(*addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "palace loadtest ai:", err)
 		return exitUsage
 	}
-	defer cc.Close()
-	client := aiv1.NewAIServiceClient(cc)
+	var replicas []aiv1.AIServiceClient
+	for _, cc := range ccs {
+		defer cc.Close()
+		replicas = append(replicas, aiv1.NewAIServiceClient(cc))
+	}
 	openings := engine.RandomOpenings(v, 64, 6, 1)
 	rctx, cancel := context.WithTimeout(ctx, *duration)
 	defer cancel()
@@ -63,6 +66,7 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range *clients {
+		client := replicas[i%len(replicas)]
 		wg.Go(func() {
 			for n := i; rctx.Err() == nil; n += *clients {
 				op := openings[n%len(openings)]

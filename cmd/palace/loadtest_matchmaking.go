@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,21 +167,14 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 		}
 	}
 	l := &mmLoad{pools: mmPools(ring != nil)}
-	for a := range strings.SplitSeq(*addrs, ",") {
-		if a = strings.TrimSpace(a); a == "" {
-			continue
-		}
-		cc, err := dial(a)
-		if err != nil {
-			fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)
-			return exitUsage
-		}
+	ccs, err := dialAll(*addrs)
+	if err != nil {
+		fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)
+		return exitUsage
+	}
+	for _, cc := range ccs {
 		defer cc.Close()
 		l.mm = append(l.mm, matchmakingv1.NewMatchmakingServiceClient(cc))
-	}
-	if len(l.mm) == 0 {
-		fmt.Fprintln(stderr, "palace loadtest matchmaking: --addr is empty")
-		return exitUsage
 	}
 	if *gameAddr != "" {
 		cc, err := dial(*gameAddr)
