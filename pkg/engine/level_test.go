@@ -115,6 +115,14 @@ func TestEloDiff(t *testing.T) {
 	if elo, low, high := EloDiff(8, 0, 0); !math.IsInf(elo, 1) || !math.IsInf(high, 1) || math.Abs(low-127) > 2 {
 		t.Errorf("8 wins of 8: elo %v [%v, %v], want +Inf [about 127, +Inf]", elo, low, high)
 	}
+	for _, n := range []int{1, 20, 40, 1000} {
+		if _, _, high := EloDiff(n, 0, 0); !math.IsInf(high, 1) {
+			t.Errorf("%d wins of %d: upper bound %v, want +Inf", n, n, high)
+		}
+		if _, low, _ := EloDiff(0, 0, n); !math.IsInf(low, -1) {
+			t.Errorf("%d losses of %d: lower bound %v, want -Inf", n, n, low)
+		}
+	}
 }
 
 func TestMatch(t *testing.T) {

@@ -365,7 +365,16 @@ func EloDiff(wins, draws, losses int) (elo, low, high float64) {
 		c := s + z*z/(2*n)
 		h := z * math.Sqrt(s*(1-s)/n+z*z/(4*n*n))
 		k := 1 + z*z/n
-		return eloOf(s), eloOf((c - h) / k), eloOf((c + h) / k)
+		low, high := eloOf((c-h)/k), eloOf((c+h)/k)
+		// At a score of 0 or 1 the interval's outer end is exactly that
+		// score; rounding must not turn it into a finite rating.
+		if s == 1 {
+			high = math.Inf(1)
+		}
+		if s == 0 {
+			low = math.Inf(-1)
+		}
+		return eloOf(s), low, high
 	}
 	margin := z * math.Sqrt(variance/n)
 	return eloOf(s), eloOf(s - margin), eloOf(s + margin)
