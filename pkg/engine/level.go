@@ -20,9 +20,10 @@ type LevelSpec struct {
 // levels is the level table. Every level has a node budget, so a level
 // plays the same on any machine and, with a fixed seed, the same moves;
 // the strong levels also have a wall-time cap for slow or busy machines.
-// Times below are at about 1.1M nodes/s, one core.
+// "At most" is the whole node budget at about 1.1M nodes/s on one core;
+// the depth limits of levels 1-7 usually end their searches sooner.
 //
-//	level  depth  nodes      movetime  noise (cp)  about    plays like
+//	level  depth  nodes      movetime  noise (cp)  at most  plays like
 //	  1      1        2,000     -        250         2 ms   a beginner: sees captures, not threats; often random
 //	  2      1        5,000     -        150         5 ms   a novice: grabs material, misses most tactics
 //	  3      2       10,000     -        100        10 ms   sees one reply; still drifts
