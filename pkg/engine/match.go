@@ -181,7 +181,7 @@ type judge struct {
 	// scored as level.
 	losing [2]int
 	level  int
-	last   [2]int // each side's last score; unknown counts as 0
+	last   [2]int // each side's last score, when scored says it has one
 	scored [2]bool
 }
 
@@ -194,7 +194,8 @@ func (j *judge) record(s rules.Side, r Reply, ply int) (resign rules.Side, draw,
 		return 0, false, false
 	}
 	j.last[s], j.scored[s] = r.Score, true
-	if a := j.adj; a.ResignMoves > 0 {
+	a := j.adj
+	if a.ResignMoves > 0 {
 		if r.Score <= -a.ResignScore && j.scored[other] && j.last[other] >= a.ResignScore {
 			j.losing[s]++
 		} else {
@@ -207,7 +208,7 @@ func (j *judge) record(s rules.Side, r Reply, ply int) (resign rules.Side, draw,
 			return s, false, true
 		}
 	}
-	if a := j.adj; a.DrawMoves > 0 && j.variant == rules.Xiangqi {
+	if a.DrawMoves > 0 && j.variant == rules.Xiangqi {
 		if r.Score >= -a.DrawScore && r.Score <= a.DrawScore {
 			j.level++
 		} else {
