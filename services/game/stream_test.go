@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,4 +154,38 @@ func TestSeatStreamsAnnouncePresence(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("no disconnection event: version %d", tb.get(t).GetVersion())
+}
+
+// TestMovesGetThroughReconnectStorms plays a game while many seat streams
+// of it open and close as fast as they can, each one a presence commit
+// racing the moves: every move must still be applied at the first request.
+func TestMovesGetThroughReconnectStorms(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var churn sync.WaitGroup
+	var reconnects atomic.Int64
+	for i := range 16 {
+		side := []commonv1.Side{commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND}[i%2]
+		churn.Go(func() {
+			for ctx.Err() == nil {
+				sctx, cancel := context.WithCancel(gametest.As(ctx, tb.seats[side]))
+				st, err := env.Client.StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+				if err == nil {
+					_, err = st.Recv()
+				}
+				cancel()
+				if err == nil {
+					reconnects.Add(1)
+				}
+			}
+		})
+	}
+	playRandom(t, tb, 40, 9)
+	stop()
+	churn.Wait()
+	if reconnects.Load() < 100 {
+		t.Fatalf("only %d reconnects: the storm did not happen", reconnects.Load())
+	}
 }

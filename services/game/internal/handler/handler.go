@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,7 @@ type Handler struct {
 	metrics metrics
 	streams chan struct{}
 	cache   *stateCache
+	locks   *gameLocks
 	// offsetNs is Redis TIME minus local time at the last read, so a
 	// command run on a cached state uses the same time base as one that
 	// read Redis.
@@ -112,7 +114,7 @@ func New(log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *
 	if cfg.MaxStreamsPerPod <= 0 {
 		cfg.MaxStreamsPerPod = 50000
 	}
-	return &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreamsPerPod), cache: newStateCache(20000)}, nil
+	return &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreamsPerPod), cache: newStateCache(20000), locks: newGameLocks()}, nil
 }
 
 func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }
@@ -188,6 +190,11 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 	defer func() {
 		h.metrics.latency.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("command", name)))
 	}()
+	unlock, err := h.locks.lock(ctx, c.id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	// Fast path: run on the state this process last committed. Its commit
 	// checks the version and the request id, so it is exactly as safe as
 	// the slow path; anything unusual (a refusal, a conflict) takes the
@@ -203,7 +210,10 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			h.cache.drop(c.id)
 		}
 	}
-	for range commitAttempts {
+	for attempt := range commitAttempts {
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
 		l, err := h.load(ctx, c.id, c.requestID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, apierr.New(apierr.NotFound, "game %s not found", c.id)
@@ -235,6 +245,23 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 }
 
 var errConflict = errors.New("version conflict")
+
+// backoff waits before a retry after a lost compare-and-set, a random
+// time growing with the attempt, so writers in different processes stop
+// colliding in lockstep.
+func backoff(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil
+	}
+	t := time.NewTimer(rand.N(time.Duration(min(attempt, 8)) * time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // aiTurn names the AI's pending action in st ("" when none): the same
 // name before and after a commit means the job was already queued.
@@ -741,7 +768,15 @@ func (h *Handler) ExpireDeadline(ctx context.Context, req *gamev1.ExpireDeadline
 		return nil, h.fail(ctx, err)
 	}
 	at := req.GetDeadlineUnixMs()
-	for range commitAttempts {
+	unlock, err := h.locks.lock(ctx, req.GetGameId())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	defer unlock()
+	for attempt := range commitAttempts {
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, h.fail(ctx, err)
+		}
 		l, err := h.load(ctx, req.GetGameId(), "")
 		if errors.Is(err, store.ErrNotFound) {
 			return &gamev1.ExpireDeadlineResponse{Applied: false}, nil
