@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -126,7 +127,8 @@ func wake(st *State, now time.Time) int64 {
 
 func clone(st *State) *State {
 	c := *st
-	c.Moves = append([]MoveRec(nil), st.Moves...)
+	// The moves are shared, not copied (see appendMove): copying them
+	// made every move cost the game's length.
 	if st.Clock != nil {
 		k := *st.Clock
 		c.Clock = &k
@@ -136,6 +138,24 @@ func clone(st *State) *State {
 		c.Result = &r
 	}
 	return &c
+}
+
+// appendMove adds rec to n's moves in O(1) when it can. States share one
+// array of moves; n may write the slot past its last move only if no
+// other state has claimed that slot, which the shared end mark decides
+// atomically. Otherwise (a sibling state got there first, or n was cut
+// back by an undo) the moves are copied into an array of n's own.
+func appendMove(n *State, rec MoveRec) {
+	k := len(n.Moves)
+	if n.movesEnd != nil && k < cap(n.Moves) && n.movesEnd.CompareAndSwap(int64(k), int64(k+1)) {
+		n.Moves = append(n.Moves, rec)
+		return
+	}
+	moves := make([]MoveRec, k, max(2*k, 64))
+	copy(moves, n.Moves)
+	n.Moves = append(moves, rec)
+	n.movesEnd = new(atomic.Int64)
+	n.movesEnd.Store(int64(k + 1))
 }
 
 func sideName(v rules.Variant, s rules.Side) string {
@@ -286,7 +306,7 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 		Move: mv.String(), Notation: info.Notation, Check: info.Check, Pass: info.Pass,
 		Captured: rulespb.CapturedLetter(info.Captured), AtMs: ms(now),
 	}
-	n.Moves = append(n.Moves, rec)
+	appendMove(n, rec)
 	n.TurnStartMs = ms(now)
 	if n.Clock != nil && n.Clock.Phase == clock.Idle && len(n.Moves) == 2 {
 		started, err := n.Clock.Start(now, clock.Side(n.Turn()))

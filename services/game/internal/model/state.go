@@ -6,6 +6,7 @@
 package model
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/palacehq/palace/pkg/clock"
@@ -106,6 +107,10 @@ type State struct {
 	// the rules' view of the game, and replaying hundreds of plies for
 	// every move would dominate the cost of a move.
 	replayed *rules.Game
+	// movesEnd is the number of moves written in the array behind Moves,
+	// shared by every state using that array (see appendMove); nil when
+	// Moves was not built by appendMove.
+	movesEnd *atomic.Int64
 }
 
 // SetReplayed hands the state the replayed game of exactly its moves (a
