@@ -14,6 +14,7 @@ import (
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/game"
 	"github.com/palacehq/palace/services/game/gametest"
 )
 
@@ -244,4 +245,43 @@ func TestUndoAgainstTheAI(t *testing.T) {
 	}
 	_, err = env.Client.Undo(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.UndoRequest{GameId: tb.id, RequestId: rid()})
 	wantCode(t, err, codes.FailedPrecondition)
+}
+
+// TestGamesAreKeptForTheirTime checks the expiry of a game's keys: an
+// unfinished game is kept at least LiveTTL after its last change (the
+// expiry is extended when due, not on every move) and a finished one for
+// the retention.
+func TestGamesAreKeptForTheirTime(t *testing.T) {
+	const live = 6400 * time.Millisecond // extended when more than live/64 = 100ms old
+	env := gametest.Start(t, func(c *game.Config) { c.LiveTTL, c.Retention = live, 3*time.Hour })
+	tb := xiangqi(t, env)
+	ctx := context.Background()
+	p := env.Config.KeyPrefix + "{g:" + tb.id + "}"
+	pttl := func(lo, hi time.Duration) time.Duration {
+		t.Helper()
+		var got []time.Duration
+		for _, k := range []string{p, p + ":e"} {
+			d := env.Redis.PTTL(ctx, k).Val()
+			if d <= lo || d > hi {
+				t.Fatalf("%s expires in %v, want (%v, %v]", k, d, lo, hi)
+			}
+			got = append(got, d)
+		}
+		return min(got[0], got[1])
+	}
+	first := pttl(live-time.Second, live+live/64)
+	tb.move(t, "h3e3")
+	if d := pttl(live-time.Second, first); d > first {
+		t.Fatalf("a move right after the last extension extended the expiry again: %v > %v", d, first)
+	}
+	time.Sleep(live/64 + 50*time.Millisecond)
+	before := pttl(0, first)
+	tb.move(t, "h8e8")
+	if after := pttl(live, live+live/64); after <= before {
+		t.Fatalf("a move after the slack did not extend the expiry: %v <= %v", after, before)
+	}
+	if _, err := env.Client.Resign(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.ResignRequest{GameId: tb.id, RequestId: rid()}); err != nil {
+		t.Fatal(err)
+	}
+	pttl(3*time.Hour-5*time.Second, 3*time.Hour)
 }

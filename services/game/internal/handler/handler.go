@@ -360,7 +360,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 			return nil, err
 		}
 	}
-	res, err := h.store.Commit(ctx, prevVersion, ch, reqID, raw)
+	res, err := h.store.Commit(ctx, prevVersion, ch, reqID, raw, now)
 	if err != nil {
 		return nil, err
 	}

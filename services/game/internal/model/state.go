@@ -102,6 +102,8 @@ type State struct {
 
 	CreatedMs int64 `json:"created"`
 	EndedMs   int64 `json:"ended,omitempty"`
+	// ExpiryExtendedMs is when the store last extended the game's expiry.
+	ExpiryExtendedMs int64 `json:"exp_ms,omitempty"`
 
 	// replayed is the moves already replayed, when known: a command needs
 	// the rules' view of the game, and replaying hundreds of plies for
