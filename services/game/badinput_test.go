@@ -22,7 +22,8 @@ func redisState(t *testing.T, env *gametest.Env, id string) string {
 	p := env.Config.KeyPrefix + "{g:" + id + "}"
 	st := env.Redis.HGetAll(ctx, p).Val()
 	n := env.Redis.XLen(ctx, p+":e").Val()
-	return fmt.Sprintf("%v|%d", st, n)
+	moves := env.Redis.LRange(ctx, p+":m", 0, -1).Val()
+	return fmt.Sprintf("%v|%d|%v", st, n, moves)
 }
 
 func TestBadInputChangesNothing(t *testing.T) {

@@ -3,6 +3,7 @@ package game_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +246,15 @@ func TestUndoAgainstTheAI(t *testing.T) {
 	}
 	_, err = env.Client.Undo(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.UndoRequest{GameId: tb.id, RequestId: rid()})
 	wantCode(t, err, codes.FailedPrecondition)
+	// Play on from the emptied game: the stored moves start again, and
+	// expire with the rest of the game.
+	tb.move(t, "b1c3")
+	if ms := tb.get(t).GetMoves(); len(ms) != 1 || ms[0].GetMove().GetCoordinate() != "b1c3" {
+		t.Fatalf("moves after undoing everything and playing b1c3: %v", ms)
+	}
+	if d := env.Redis.PTTL(context.Background(), env.Config.KeyPrefix+"{g:"+tb.id+"}:m").Val(); d <= 0 {
+		t.Fatalf("the new list of moves expires in %v", d)
+	}
 }
 
 // TestGamesAreKeptForTheirTime checks the expiry of a game's keys: an
@@ -257,20 +267,22 @@ func TestGamesAreKeptForTheirTime(t *testing.T) {
 	tb := xiangqi(t, env)
 	ctx := context.Background()
 	p := env.Config.KeyPrefix + "{g:" + tb.id + "}"
+	keys := []string{p, p + ":e"}
 	pttl := func(lo, hi time.Duration) time.Duration {
 		t.Helper()
-		var got []time.Duration
-		for _, k := range []string{p, p + ":e"} {
+		got := []time.Duration{hi}
+		for _, k := range keys {
 			d := env.Redis.PTTL(ctx, k).Val()
 			if d <= lo || d > hi {
 				t.Fatalf("%s expires in %v, want (%v, %v]", k, d, lo, hi)
 			}
 			got = append(got, d)
 		}
-		return min(got[0], got[1])
+		return slices.Min(got)
 	}
 	first := pttl(live-time.Second, live+live/64)
 	tb.move(t, "h3e3")
+	keys = append(keys, p+":m") // the moves, from the first one on
 	if d := pttl(live-time.Second, first); d > first {
 		t.Fatalf("a move right after the last extension extended the expiry again: %v > %v", d, first)
 	}

@@ -326,8 +326,9 @@ func staleVersion(current uint64) error {
 // commit (so it can never be lost) and the replaced one removed after.
 func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change, c command, now time.Time) (proto.Message, error) {
 	var prevVersion uint64
+	prevMoves := 0
 	if prev != nil {
-		prevVersion = prev.Version
+		prevVersion, prevMoves = prev.Version, len(prev.Moves)
 	}
 	model.Seal(ch, prevVersion, now)
 	var resp proto.Message
@@ -360,7 +361,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 			return nil, err
 		}
 	}
-	res, err := h.store.Commit(ctx, prevVersion, ch, reqID, raw, now)
+	res, err := h.store.Commit(ctx, prevVersion, prevMoves, ch, reqID, raw, now)
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,8 @@ type State struct {
 	FirstTurn   rules.Side         `json:"ft"`
 	CustomStart bool               `json:"custom,omitempty"`
 	Formations  [2]rules.Formation `json:"form"`
-	Moves       []MoveRec          `json:"moves"`
+	// Moves are stored apart from the rest of the state (see the store).
+	Moves []MoveRec `json:"-"`
 	// Clock is nil for games without a clock.
 	Clock *clock.State `json:"clock,omitempty"`
 	// ClockEventsMs is the instant up to which byo-yomi milestones have

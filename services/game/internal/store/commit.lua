@@ -1,11 +1,13 @@
 -- Commit one command of one game, all or nothing.
--- KEYS[1] state hash, KEYS[2] event stream
+-- KEYS[1] state hash, KEYS[2] event stream, KEYS[3] moves list
 -- ARGV[1] expected version ("0": the game must not exist)
 -- ARGV[2] new version, ARGV[3] state
 -- ARGV[4] request field ("" for none), ARGV[5] response to remember
--- ARGV[6] expiry in milliseconds to set on both keys (0: keep the current one)
+-- ARGV[6] expiry in milliseconds to set on every key (0: keep the current one)
 -- ARGV[7] channel, ARGV[8] notification
--- ARGV[9..] events, numbered from expected+1
+-- ARGV[9] moves to keep ("-1": all of them), ARGV[10] n, moves appended
+-- ARGV[11..10+n] the appended moves
+-- ARGV[11+n..] events, numbered from expected+1
 local cur
 if ARGV[4] ~= '' then
   local got = redis.call('HMGET', KEYS[1], 'v', ARGV[4])
@@ -25,8 +27,19 @@ if ARGV[4] ~= '' then
 else
   redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
 end
+local keep = tonumber(ARGV[9])
+if keep == 0 then
+  redis.call('DEL', KEYS[3])
+elseif keep > 0 then
+  redis.call('LTRIM', KEYS[3], 0, keep - 1)
+end
+local n = tonumber(ARGV[10])
+local created = false
+if n > 0 then
+  created = redis.call('RPUSH', KEYS[3], unpack(ARGV, 11, 10 + n)) == n
+end
 local v = tonumber(ARGV[1])
-for i = 9, #ARGV do
+for i = 11 + n, #ARGV do
   v = v + 1
   redis.call('XADD', KEYS[2], v .. '-1', 'e', ARGV[i])
 end
@@ -34,6 +47,13 @@ local ttl = tonumber(ARGV[6])
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+elseif created then
+  -- A new list of moves lives as long as the rest of the game.
+  local left = redis.call('PTTL', KEYS[1])
+  if left > 0 then
+    redis.call('PEXPIRE', KEYS[3], left)
+  end
 end
 redis.call('PUBLISH', ARGV[7], ARGV[8])
 return {'ok'}

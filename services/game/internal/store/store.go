@@ -4,9 +4,14 @@
 //	{g:<id>}     hash: v (version), s (state, JSON),
 //	             r:<request id> (the response given, protobuf), for idempotency
 //	{g:<id>}:e   stream of events, entry id "<version>-1", field e (protobuf)
+//	{g:<id>}:m   list of the moves played, one JSON record each
+//
+// The moves are kept apart from the state so that a move appends one record
+// instead of rewriting (and re-encoding) the whole game.
 //
 // A commit is one Lua script: compare the version, store the state and the
-// response under the request id, append the events, extend the expiry when
+// response under the request id, append or cut back the moves, append the
+// events, extend the expiry when
 // it is due and publish a notification, all or nothing. The script makes as
 // few calls as it can: each one costs Redis a few microseconds on every
 // move.
@@ -64,6 +69,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Store { return &Store{rdb: rdb,
 
 func (s *Store) stateKey(id string) string  { return s.cfg.Prefix + "{g:" + id + "}" }
 func (s *Store) eventsKey(id string) string { return s.cfg.Prefix + "{g:" + id + "}:e" }
+func (s *Store) movesKey(id string) string  { return s.cfg.Prefix + "{g:" + id + "}:m" }
 
 // reqField is the state hash's field remembering a request's response.
 func reqField(requestID string) string { return "r:" + requestID }
@@ -96,6 +102,7 @@ func (s *Store) Load(ctx context.Context, id, requestID string) (Loaded, error) 
 		fields = append(fields, reqField(requestID))
 	}
 	got := pipe.HMGet(ctx, s.stateKey(id), fields...)
+	moves := pipe.LRange(ctx, s.movesKey(id), 0, -1)
 	tm := pipe.Time(ctx)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Loaded{}, fmt.Errorf("load game %s: %w", id, err)
@@ -124,6 +131,13 @@ func (s *Store) Load(ctx context.Context, id, requestID string) (Loaded, error) 
 	var state model.State
 	if err := json.Unmarshal([]byte(raw), &state); err != nil {
 		return Loaded{}, fmt.Errorf("decode game %s: %w", id, err)
+	}
+	recs := moves.Val()
+	state.Moves = make([]model.MoveRec, len(recs))
+	for i, r := range recs {
+		if err := json.Unmarshal([]byte(r), &state.Moves[i]); err != nil {
+			return Loaded{}, fmt.Errorf("decode move %d of game %s: %w", i+1, id, err)
+		}
 	}
 	out.State = &state
 	return out, nil
@@ -158,14 +172,15 @@ type Result struct {
 }
 
 // Commit stores ch if the game is still at version prev (0: the game must
-// not exist yet). resp is remembered under requestID when both are set.
+// not exist yet), whose state had prevMoves moves. resp is remembered
+// under requestID when both are set.
 //
 // The expiry is extended only when it is due, not on every move: an
 // unfinished game's keys expire LiveTTL plus a slack of LiveTTL/64 after
 // the last extension, and the next commit more than the slack after that
 // extension extends it again, so a game is always kept at least LiveTTL
 // after its last change. A game that finishes gets Retention at once.
-func (s *Store) Commit(ctx context.Context, prev uint64, ch model.Change, requestID string, resp []byte, now time.Time) (Result, error) {
+func (s *Store) Commit(ctx context.Context, prev uint64, prevMoves int, ch model.Change, requestID string, resp []byte, now time.Time) (Result, error) {
 	id := ch.State.ID
 	var expiry time.Duration
 	switch slack := s.cfg.LiveTTL / 64; {
@@ -183,9 +198,24 @@ func (s *Store) Commit(ctx context.Context, prev uint64, ch model.Change, reques
 	if requestID != "" {
 		field = reqField(requestID)
 	}
-	args := make([]any, 0, 9+len(ch.Events))
+	// Moves are only ever appended or, by an undo, cut back, so the new
+	// list is the old one's first min(old, new) moves plus the rest.
+	keep := -1
+	moves := ch.State.Moves
+	if len(moves) < prevMoves {
+		keep = len(moves)
+	}
+	added := moves[min(prevMoves, len(moves)):]
+	args := make([]any, 0, 11+len(added)+len(ch.Events))
 	args = append(args, strconv.FormatUint(prev, 10), strconv.FormatUint(ch.State.Version, 10), state,
-		field, resp, expiry.Milliseconds(), s.Channel(id), nil)
+		field, resp, expiry.Milliseconds(), s.Channel(id), nil, keep, len(added))
+	for i := range added {
+		b, err := json.Marshal(&added[i])
+		if err != nil {
+			return Result{}, fmt.Errorf("encode move of game %s: %w", id, err)
+		}
+		args = append(args, b)
+	}
 	note := []byte(id + "\x00")
 	for _, e := range ch.Events {
 		b, err := proto.Marshal(e)
@@ -199,7 +229,7 @@ func (s *Store) Commit(ctx context.Context, prev uint64, ch model.Change, reques
 	// The notification carries the events themselves, so the streams of
 	// this game in every process get them without reading the log.
 	args[7] = note
-	res, err := commitScript.Run(ctx, s.rdb, []string{s.stateKey(id), s.eventsKey(id)}, args...).Slice()
+	res, err := commitScript.Run(ctx, s.rdb, []string{s.stateKey(id), s.eventsKey(id), s.movesKey(id)}, args...).Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("commit game %s: %w", id, err)
 	}
@@ -248,7 +278,7 @@ func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
 
 // Keys lists the keys of a game, for tests and operators.
 func (s *Store) Keys(id string) []string {
-	return []string{s.stateKey(id), s.eventsKey(id)}
+	return []string{s.stateKey(id), s.eventsKey(id), s.movesKey(id)}
 }
 
 // Probe increments a counter (the load test's floor: one write).
