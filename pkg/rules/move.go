@@ -53,6 +53,15 @@ func (m Move) String() string {
 	return squareNames[m&127] + squareNames[m>>7&127]
 }
 
+// AppendText appends the move's coordinate notation to b (see String),
+// so a list of moves can be written into one buffer.
+func (m Move) AppendText(b []byte) ([]byte, error) {
+	if !m.valid() {
+		return append(b, "0000"...), nil
+	}
+	return append(append(b, squareNames[m&127]...), squareNames[m>>7&127]...), nil
+}
+
 // ParseMove reads coordinate notation ("h3e3", "b10c8", pass "e2e2"). It
 // checks syntax only; legality needs a position (CheckMove).
 func ParseMove(s string) (Move, error) {

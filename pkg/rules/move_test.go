@@ -126,3 +126,24 @@ func TestValueStrings(t *testing.T) {
 		t.Errorf("MakePiece(Second, Cannon) = %v side %v kind %v", pc, pc.Side(), pc.Kind())
 	}
 }
+
+// TestMoveAppendTextMatchesString writes every legal move of a few
+// positions, and the invalid moves, into one buffer.
+func TestMoveAppendTextMatchesString(t *testing.T) {
+	for _, v := range []Variant{Janggi, Xiangqi} {
+		g, err := NewGame(v, StartFEN(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		moves := append(g.LegalMoves(), NoMove, Move(0xffff))
+		var buf []byte
+		var want string
+		for _, m := range moves {
+			buf, _ = m.AppendText(buf)
+			want += m.String()
+		}
+		if string(buf) != want {
+			t.Fatalf("%v: AppendText wrote %q, String gives %q", v, buf, want)
+		}
+	}
+}

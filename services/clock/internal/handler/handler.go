@@ -59,10 +59,8 @@ func (h *Handler) GetClocks(ctx context.Context, req *clockv1.GetClocksRequest) 
 		return nil, apierr.ToStatus(ctx, h.log, apierr.New(apierr.Invalid, "game_id: longer than %d bytes", MaxIDBytes))
 	}
 	out := ctx
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if auth := md.Get("authorization"); len(auth) > 0 {
-			out = metadata.AppendToOutgoingContext(ctx, "authorization", auth[0])
-		}
+	if auth := metadata.ValueFromIncomingContext(ctx, "authorization"); len(auth) > 0 {
+		out = metadata.AppendToOutgoingContext(ctx, "authorization", auth[0])
 	}
 	g, err := h.games.GetGame(out, &gamev1.GetGameRequest{GameId: req.GetGameId()})
 	if err != nil {

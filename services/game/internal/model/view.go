@@ -81,12 +81,20 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 		out.Points = &commonv1.Points{First: p[0], Second: p[1]}
 	}
 	if st.Status == StatusOngoing {
-		// Sorted by text, each text made once; the messages share one
+		// Sorted by text; the texts share one string and the messages one
 		// allocation. This runs on every move's answer.
 		ms := g.LegalMoves()
-		texts := make([]string, len(ms))
+		buf := make([]byte, 0, 6*len(ms))
+		ends := make([]int, len(ms))
 		for i, m := range ms {
-			texts[i] = m.String()
+			buf, _ = m.AppendText(buf)
+			ends[i] = len(buf)
+		}
+		all := string(buf)
+		texts := make([]string, len(ms))
+		start := 0
+		for i, end := range ends {
+			texts[i], start = all[start:end], end
 		}
 		slices.Sort(texts)
 		pbs := make([]commonv1.Move, len(texts))

@@ -125,8 +125,7 @@ func checkID(field, id string, limit int) error {
 
 // player returns the caller's player credential.
 func (h *Handler) player(ctx context.Context) (auth.Claims, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
+	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
 	if len(vals) == 0 {
 		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "a player credential is required: send \"authorization: Bearer <token>\"")
 	}
