@@ -24,8 +24,12 @@ import (
 
 // gamesReport is the load test's result, printed as its last line.
 type gamesReport struct {
-	Games      int64   `json:"games"`
+	Games int64 `json:"games"`
+	// Moves counts every acknowledged move; the rate and the latencies
+	// leave out the warm-up (the first WarmupS seconds of each phase),
+	// while every move is checked against the streams and final states.
 	Moves      int64   `json:"moves"`
+	WarmupS    float64 `json:"warmup_s"`
 	MovesPerS  float64 `json:"moves_per_s"`
 	P50ms      float64 `json:"p50_ms"`
 	P99ms      float64 `json:"p99_ms"`
@@ -46,11 +50,12 @@ type gamesReport struct {
 
 type gamesLoad struct {
 	think   time.Duration
+	warmup  time.Duration
 	client  []gamev1.GameServiceClient
 	started time.Time
 	rng     func() *rand.Rand
 
-	games, moves, lost, dup, gaps, errs, retries, reconnects atomic.Int64
+	games, moves, measured, lost, dup, gaps, errs, retries, reconnects atomic.Int64
 
 	mu  sync.Mutex
 	lat []time.Duration
@@ -78,6 +83,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	conns := fs.Int("conns", 0, "client connections (default: one per 100 games)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	think := fs.Duration("think", 0, "mean pause between a game's moves (uniform in [0, 2*think]); 0 plays flat out")
+	warmup := fs.Duration("warmup", 0, "leave the first D of each phase (floor and games) out of the rates and latencies, so 1,000 games arriving at once do not count as steady load; every move is still checked")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -85,11 +91,15 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "palace loadtest games: --games must be 1..100000 and --duration positive, at most 1h")
 		return exitUsage
 	}
+	if *warmup < 0 || *warmup >= *duration {
+		fmt.Fprintln(stderr, "palace loadtest games: --warmup must be at least 0 and shorter than --duration")
+		return exitUsage
+	}
 	n := *conns
 	if n <= 0 {
 		n = *games/100 + 1
 	}
-	l := &gamesLoad{think: *think}
+	l := &gamesLoad{think: *think, warmup: *warmup}
 	var seedN atomic.Uint64
 	l.rng = func() *rand.Rand { return rand.New(rand.NewPCG(*seed, seedN.Add(1))) }
 	for range n {
@@ -131,8 +141,8 @@ loop:
 		}
 	}
 	elapsed := min(time.Since(l.started), *duration)
-	rep.Games, rep.Moves = l.games.Load(), l.moves.Load()
-	rep.MovesPerS = float64(rep.Moves) / elapsed.Seconds()
+	rep.Games, rep.Moves, rep.WarmupS = l.games.Load(), l.moves.Load(), l.warmup.Seconds()
+	rep.MovesPerS = float64(l.measured.Load()) / (elapsed - l.warmup).Seconds()
 	rep.P50ms, rep.P99ms = percentiles(l.lat)
 	rep.Lost, rep.Duplicated, rep.Gaps, rep.Errors = l.lost.Load(), l.dup.Load(), l.gaps.Load(), l.errs.Load()
 	rep.Retries, rep.Reconnects = l.retries.Load(), l.reconnects.Load()
@@ -197,8 +207,10 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) (pe
 					l.fail("probe: %v", err)
 					continue
 				}
-				mine = append(mine, time.Since(t))
-				count.Add(1)
+				if t.Sub(start) >= l.warmup {
+					mine = append(mine, time.Since(t))
+					count.Add(1)
+				}
 				l.pause(ctx, rng)
 			}
 			mu.Lock()
@@ -208,7 +220,7 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) (pe
 	}
 	wg.Wait()
 	p50, p99 = percentiles(all)
-	return float64(count.Load()) / time.Since(start).Seconds(), p50, p99
+	return float64(count.Load()) / (time.Since(start) - l.warmup).Seconds(), p50, p99
 }
 
 // table plays games one after another in one slot until play ends.
@@ -270,9 +282,12 @@ func (l *gamesLoad) playGame(play, all context.Context, c gamev1.GameServiceClie
 			l.fail("move %s in %s: %v", mv, id, err)
 			break
 		}
-		l.mu.Lock()
-		l.lat = append(l.lat, time.Since(t))
-		l.mu.Unlock()
+		if t.Sub(l.started) >= l.warmup {
+			l.mu.Lock()
+			l.lat = append(l.lat, time.Since(t))
+			l.mu.Unlock()
+			l.measured.Add(1)
+		}
 		l.moves.Add(1)
 		acked = append(acked, played{ply: resp.GetMove().GetPly(), move: resp.GetMove().GetMove().GetCoordinate()})
 		if rng.Float64() < retryRate {

@@ -22,7 +22,7 @@ func lastJSON(t *testing.T, out string, v any) {
 // state and in both seats' streams exactly once.
 func TestLoadtestGamesFindsNothingWrong(t *testing.T) {
 	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
-	out, errOut, code := palace("loadtest", "games", "--addr", addr, "--games", "6", "--duration", "2s", "--retry-rate", "0.3", "--reconnect-rate", "0.2")
+	out, errOut, code := palace("loadtest", "games", "--addr", addr, "--games", "6", "--duration", "2s", "--warmup", "500ms", "--retry-rate", "0.3", "--reconnect-rate", "0.2")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -36,6 +36,13 @@ func TestLoadtestGamesFindsNothingWrong(t *testing.T) {
 	}
 	if rep.Retries == 0 || rep.Reconnects == 0 {
 		t.Fatalf("no retries or reconnects exercised: %+v", rep)
+	}
+	// The rate leaves the warm-up out; the move count does not.
+	if rep.WarmupS != 0.5 || rep.MovesPerS*1.5 > float64(rep.Moves)+0.5 {
+		t.Fatalf("warm-up not applied as asked: %+v", rep)
+	}
+	if _, _, code := palace("loadtest", "games", "--addr", addr, "--duration", "2s", "--warmup", "2s"); code != exitUsage {
+		t.Fatalf("a warm-up as long as the run: exit %d, want %d", code, exitUsage)
 	}
 }
 
