@@ -245,6 +245,13 @@ type played struct {
 	move string
 }
 
+// seen is what the check needs of one streamed event; keeping only this,
+// not the event, keeps the load tool's heap (and its GC) small.
+type seen struct {
+	version uint64
+	played
+}
+
 func (l *gamesLoad) playGame(play, all context.Context, c gamev1.GameServiceClient, rng *rand.Rand, kind commonv1.GameKind, start *commonv1.Position, rid string, retryRate, reconnectRate float64) {
 	created, err := c.CreateGame(all, &gamev1.CreateGameRequest{
 		RequestId: rid, Kind: kind, Start: start,
@@ -264,7 +271,7 @@ func (l *gamesLoad) playGame(play, all context.Context, c gamev1.GameServiceClie
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokens[side])
 	}
 	// Each seat streams the game, reconnecting at random.
-	streams := make([][]*gamev1.Event, 2)
+	streams := make([][]seen, 2)
 	var swg sync.WaitGroup
 	for i, side := range []commonv1.Side{commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND} {
 		srng := l.rng()
@@ -320,7 +327,7 @@ func (l *gamesLoad) playGame(play, all context.Context, c gamev1.GameServiceClie
 
 // check compares what was acknowledged with the final state and with what
 // each stream delivered.
-func (l *gamesLoad) check(final *gamev1.Game, acked []played, streams [][]*gamev1.Event) {
+func (l *gamesLoad) check(final *gamev1.Game, acked []played, streams [][]seen) {
 	stored := map[uint32]string{}
 	for _, m := range final.GetMoves() {
 		stored[m.GetPly()] = m.GetMove().GetCoordinate()
@@ -334,21 +341,21 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, streams [][]*gamev
 		l.dup.Add(int64(len(final.GetMoves()) - len(acked)))
 	}
 	for _, evs := range streams {
-		seen := map[uint64]bool{}
+		got := map[uint64]bool{}
 		moves := map[uint32]string{}
 		var next uint64 = 1
 		for _, e := range evs {
-			v := e.GetVersion()
+			v := e.version
 			switch {
-			case seen[v]:
+			case got[v]:
 				l.dup.Add(1)
 			case v != next:
 				l.gaps.Add(1)
 			}
-			seen[v] = true
+			got[v] = true
 			next = v + 1
-			if m := e.GetMovePlayed(); m != nil {
-				moves[m.GetPly()] = m.GetMove().GetCoordinate()
+			if e.move != "" {
+				moves[e.ply] = e.move
 			}
 		}
 		if next-1 != final.GetVersion() {
@@ -364,8 +371,8 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, streams [][]*gamev
 
 // stream reads a game's events until it ends, reconnecting at random from
 // the last version seen.
-func (l *gamesLoad) stream(ctx context.Context, c gamev1.GameServiceClient, seat context.Context, id string, rng *rand.Rand, reconnectRate float64) []*gamev1.Event {
-	var out []*gamev1.Event
+func (l *gamesLoad) stream(ctx context.Context, c gamev1.GameServiceClient, seat context.Context, id string, rng *rand.Rand, reconnectRate float64) []seen {
+	var out []seen
 	var last uint64
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		sctx, cancel := context.WithCancel(seat)
@@ -392,7 +399,11 @@ func (l *gamesLoad) stream(ctx context.Context, c gamev1.GameServiceClient, seat
 			if e == nil {
 				continue
 			}
-			out = append(out, e)
+			s := seen{version: e.GetVersion()}
+			if m := e.GetMovePlayed(); m != nil {
+				s.played = played{ply: m.GetPly(), move: m.GetMove().GetCoordinate()}
+			}
+			out = append(out, s)
 			last = e.GetVersion()
 			if e.GetGameEnded() != nil {
 				cancel()

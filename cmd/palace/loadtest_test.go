@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 )
 
@@ -77,5 +79,33 @@ func TestUCIAnswersHandshake(t *testing.T) {
 	code := run(context.Background(), []string{"uci"}, strings.NewReader("uci\nisready\nquit\n"), &out, &strings.Builder{})
 	if code != 0 || !strings.Contains(out.String(), "uciok") || !strings.Contains(out.String(), "readyok") {
 		t.Fatalf("exit %d, output %q", code, out.String())
+	}
+}
+
+// TestGamesCheckCountsFaults feeds the load tool's checker streams with a
+// repeated event, a skipped version and a missing move.
+func TestGamesCheckCountsFaults(t *testing.T) {
+	final := &gamev1.Game{Version: 4, Moves: []*gamev1.MoveRecord{
+		{Ply: 1, Move: &commonv1.Move{Coordinate: "h3e3"}},
+		{Ply: 2, Move: &commonv1.Move{Coordinate: "h8e8"}},
+	}}
+	acked := []played{{1, "h3e3"}, {2, "h8e8"}}
+	good := []seen{{1, played{}}, {2, played{}}, {3, played{1, "h3e3"}}, {4, played{2, "h8e8"}}}
+	var l gamesLoad
+	l.check(final, acked, [][]seen{good, good})
+	if l.lost.Load()+l.dup.Load()+l.gaps.Load() != 0 {
+		t.Fatalf("faults in a clean game: lost %d dup %d gaps %d", l.lost.Load(), l.dup.Load(), l.gaps.Load())
+	}
+	repeated := []seen{{1, played{}}, {2, played{}}, {2, played{}}, {3, played{1, "h3e3"}}, {4, played{2, "h8e8"}}}
+	skipped := []seen{{1, played{}}, {3, played{1, "h3e3"}}, {4, played{2, "h8e8"}}}
+	missing := []seen{{1, played{}}, {2, played{}}, {3, played{1, "h3e3"}}, {4, played{}}}
+	l.check(final, acked, [][]seen{repeated, skipped, missing})
+	if l.dup.Load() != 1 || l.gaps.Load() != 1 || l.lost.Load() != 1 {
+		t.Fatalf("lost %d dup %d gaps %d, want 1 each", l.lost.Load(), l.dup.Load(), l.gaps.Load())
+	}
+	var l2 gamesLoad
+	l2.check(&gamev1.Game{Version: 4, Moves: final.Moves[:1]}, acked, nil)
+	if l2.lost.Load() != 1 {
+		t.Fatalf("a move missing from the final state: lost %d, want 1", l2.lost.Load())
 	}
 }
