@@ -730,12 +730,19 @@ func (h *Handler) Undo(ctx context.Context, req *gamev1.UndoRequest) (*gamev1.Un
 	return resp.(*gamev1.UndoResponse), nil
 }
 
-// readable loads a game and checks that the caller may see it.
-func (h *Handler) readable(ctx context.Context, id string) (store.Loaded, *rules.Side, error) {
+// readable loads a game and checks that the caller may see it; without
+// moves, the state has none (see store.LoadHead).
+func (h *Handler) readable(ctx context.Context, id string, withMoves bool) (store.Loaded, *rules.Side, error) {
 	if err := checkID("game_id", id, MaxIDBytes); err != nil {
 		return store.Loaded{}, nil, err
 	}
-	l, err := h.load(ctx, id, "")
+	var l store.Loaded
+	var err error
+	if withMoves {
+		l, err = h.load(ctx, id, "")
+	} else if l, err = h.store.LoadHead(ctx, id); err == nil {
+		h.offsetNs.Store(int64(l.Now.Sub(time.Now())))
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return l, nil, apierr.New(apierr.NotFound, "game %s not found", id)
 	}
@@ -756,7 +763,7 @@ func (h *Handler) readable(ctx context.Context, id string) (store.Loaded, *rules
 }
 
 func (h *Handler) GetGame(ctx context.Context, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
-	l, _, err := h.readable(ctx, req.GetGameId())
+	l, _, err := h.readable(ctx, req.GetGameId(), true)
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}

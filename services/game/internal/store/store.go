@@ -96,13 +96,27 @@ type Loaded struct {
 // Load reads a game, the answer already given to requestID (if any) and
 // the server time, in one round trip.
 func (s *Store) Load(ctx context.Context, id, requestID string) (Loaded, error) {
+	return s.load(ctx, id, requestID, true)
+}
+
+// LoadHead reads a game without its moves (State.Moves is nil): enough to
+// check access and the version, at a cost that does not grow with the
+// game, for streams that (re)connect without asking for a snapshot.
+func (s *Store) LoadHead(ctx context.Context, id string) (Loaded, error) {
+	return s.load(ctx, id, "", false)
+}
+
+func (s *Store) load(ctx context.Context, id, requestID string, withMoves bool) (Loaded, error) {
 	pipe := s.rdb.Pipeline()
 	fields := []string{"s"}
 	if requestID != "" {
 		fields = append(fields, reqField(requestID))
 	}
 	got := pipe.HMGet(ctx, s.stateKey(id), fields...)
-	moves := pipe.LRange(ctx, s.movesKey(id), 0, -1)
+	var moves *redis.StringSliceCmd
+	if withMoves {
+		moves = pipe.LRange(ctx, s.movesKey(id), 0, -1)
+	}
 	tm := pipe.Time(ctx)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Loaded{}, fmt.Errorf("load game %s: %w", id, err)
@@ -131,6 +145,10 @@ func (s *Store) Load(ctx context.Context, id, requestID string) (Loaded, error) 
 	var state model.State
 	if err := json.Unmarshal([]byte(raw), &state); err != nil {
 		return Loaded{}, fmt.Errorf("decode game %s: %w", id, err)
+	}
+	if moves == nil {
+		out.State = &state
+		return out, nil
 	}
 	recs := moves.Val()
 	state.Moves = make([]model.MoveRec, len(recs))
