@@ -1,0 +1,261 @@
+package game_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/game"
+	"github.com/palacehq/palace/services/game/gametest"
+)
+
+func redisClients(t *testing.T, env *gametest.Env) int {
+	t.Helper()
+	info, err := env.Redis.Info(context.Background(), "clients").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`connected_clients:(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		t.Fatalf("no connected_clients in %q", info)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// openStreams reports the server's palace_game_streams gauge.
+func openStreams(t *testing.T, env *gametest.Env) int {
+	t.Helper()
+	resp, err := http.Get("http://" + env.Addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^palace_game_streams\{[^}]*\} (\d+)$`).FindSubmatch(body)
+	if m == nil {
+		t.Fatal("no palace_game_streams gauge on /metrics")
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+func within(t *testing.T, wg *sync.WaitGroup, d time.Duration, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s: not within %v", what, d)
+	}
+}
+
+// TestTenThousandStreamsInOneProcess has 10,000 spectators watch 100 games
+// through one game service: the process must serve them all from a few
+// Redis connections and deliver each move to every one of them.
+func TestTenThousandStreamsInOneProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 10,000 streams; run without -short")
+	}
+	const games, perGame = 100, 100
+	// The production heartbeat (gametest's is 200ms, for the heartbeat
+	// tests): 10,000 streams beating 5 times a second would be the load.
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = 15 * time.Second })
+	clients := []gamev1.GameServiceClient{env.Client}
+	for range 3 {
+		cc, err := grpc.NewClient(env.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		clients = append(clients, gamev1.NewGameServiceClient(cc))
+	}
+	tables := make([]*table, games)
+	versions := make([]uint64, games)
+	for i := range tables {
+		tables[i] = xiangqi(t, env)
+		versions[i] = tables[i].get(t).GetVersion()
+	}
+	before := redisClients(t, env)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var caughtUp, moved sync.WaitGroup
+	errs := make(chan error, games*perGame)
+	for i := range games * perGame {
+		g := i % games
+		caughtUp.Add(1)
+		moved.Add(1)
+		go func() {
+			defer moved.Done()
+			st, err := clients[i%len(clients)].StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tables[g].id})
+			if err != nil {
+				caughtUp.Done()
+				errs <- err
+				return
+			}
+			want := versions[g]
+			for {
+				m, err := st.Recv()
+				if err != nil {
+					if want == versions[g] {
+						caughtUp.Done()
+					}
+					errs <- fmt.Errorf("stream of game %d at version %d: %w", g, want, err)
+					return
+				}
+				e := m.GetEvent()
+				if e == nil {
+					continue
+				}
+				if e.GetVersion() == versions[g] {
+					caughtUp.Done()
+				}
+				if e.GetVersion() == versions[g]+1 {
+					if e.GetMovePlayed().GetMove().GetCoordinate() != "h3e3" {
+						errs <- fmt.Errorf("game %d: event %d is %v, want the move h3e3", g, e.GetVersion(), e)
+					}
+					return
+				}
+				want = e.GetVersion()
+			}
+		}()
+	}
+	start := time.Now()
+	within(t, &caughtUp, 2*time.Minute, "10,000 streams caught up")
+	t.Logf("10,000 streams open in %v", time.Since(start))
+	if n := openStreams(t, env); n != games*perGame {
+		t.Fatalf("the server counts %d open streams, want %d", n, games*perGame)
+	}
+	// Other test packages share this Redis, so the count moves a little;
+	// one connection per stream would add 10,000.
+	if added := redisClients(t, env) - before; added > 200 {
+		t.Fatalf("10,000 streams added %d Redis connections", added)
+	}
+	for _, tb := range tables {
+		tb.move(t, "h3e3")
+	}
+	within(t, &moved, time.Minute, "every stream got its game's move")
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// TestSlowReaderDelaysOnlyItself keeps one stream of a game unread while
+// the game goes on: another stream of it must get every event at once,
+// and the stalled one, when it reads again, every event exactly once.
+func TestSlowReaderDelaysOnlyItself(t *testing.T) {
+	// Heartbeats re-read the log, which would hide a stalled fan-out: make
+	// them rarer than the time the fast stream has to keep up.
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = time.Minute })
+	tb := xiangqi(t, env)
+	// A fixed 64 KiB flow-control window (no dynamic growth), so that the
+	// server's sends to the stalled stream soon block.
+	const window = 1 << 16
+	slowConn, err := grpc.NewClient(env.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(window))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slowConn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	slow, err := gamev1.NewGameServiceClient(slowConn).StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slow.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	fast, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		version uint64
+		size    int
+	}
+	fastSeen := make(chan got, 8192)
+	go func() {
+		defer close(fastSeen)
+		for {
+			m, err := fast.Recv()
+			if err != nil {
+				return
+			}
+			if e := m.GetEvent(); e != nil {
+				fastSeen <- got{e.GetVersion(), proto.Size(m)}
+			}
+		}
+	}()
+	// Draw offers and declines: events that do not end the game.
+	offerer := tb.get(t).GetTurn()
+	other := commonv1.Side_SIDE_FIRST
+	if offerer == other {
+		other = commonv1.Side_SIDE_SECOND
+	}
+	for i := range 4000 {
+		if _, err := env.Client.OfferDraw(tb.as(offerer), &gamev1.OfferDrawRequest{GameId: tb.id, RequestId: fmt.Sprintf("o%d", i)}); err != nil {
+			t.Fatalf("offer %d: %v", i, err)
+		}
+		if _, err := env.Client.AnswerDraw(tb.as(other), &gamev1.AnswerDrawRequest{GameId: tb.id, RequestId: fmt.Sprintf("a%d", i)}); err != nil {
+			t.Fatalf("decline %d: %v", i, err)
+		}
+	}
+	last := tb.get(t).GetVersion()
+	deadline := time.After(10 * time.Second)
+	bytes := 0
+	for next := uint64(1); next <= last; {
+		select {
+		case g, ok := <-fastSeen:
+			if !ok {
+				t.Fatal("the fast stream ended")
+			}
+			if g.version != next {
+				t.Fatalf("fast stream: version %d, want %d", g.version, next)
+			}
+			bytes += g.size
+			next++
+		case <-deadline:
+			t.Fatalf("the fast stream is stuck at version %d of %d behind the unread one", next-1, last)
+		}
+	}
+	// The server's sends block once the client's window and the
+	// server's own write quota (64 KiB each) are full; flow control
+	// counts each message with its 5-byte gRPC prefix.
+	if sent := bytes + 5*int(last); sent < 3*window {
+		t.Fatalf("only %d bytes of events: too few to block the stalled stream's sends", sent)
+	}
+	// Now the stalled reader reads: everything, once, in order.
+	for next := uint64(2); next <= last; {
+		m, err := slow.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := m.GetEvent()
+		if e == nil {
+			continue // a heartbeat
+		}
+		if e.GetVersion() != next {
+			t.Fatalf("slow stream: version %d, want %d", e.GetVersion(), next)
+		}
+		next++
+	}
+}
