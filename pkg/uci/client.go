@@ -65,10 +65,12 @@ type Client struct {
 	closed  bool
 }
 
-// Start runs the engine binary at path and performs the UCI handshake.
-// The process is ended by Close, or killed when ctx ends.
+// Start runs the engine binary at path and performs the UCI handshake,
+// which ctx bounds. The process runs until Close: ending it with ctx
+// would kill it before Close could ask it to quit, and a shutdown would
+// then report the engine as killed.
 func Start(ctx context.Context, path string, args ...string) (*Client, error) {
-	cmd := exec.CommandContext(ctx, path, args...)
+	cmd := exec.Command(path, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

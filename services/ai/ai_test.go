@@ -3,7 +3,11 @@ package ai_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,12 +24,54 @@ import (
 	"github.com/palacehq/palace/pkg/logging"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/pkg/uci"
 	"github.com/palacehq/palace/services/ai"
 	"github.com/palacehq/palace/services/ai/internal/worker"
 	"github.com/palacehq/palace/services/game"
 )
 
 const xiangqiMateIn1 = "4k4/R8/9/9/9/9/9/9/9/1R1K5 w - - 0 1"
+
+// TestMain lets this test binary stand in for an external UCI engine: run
+// with PALACE_TEST_UCI_ENGINE=1, it is Palace's engine on stdin and stdout.
+func TestMain(m *testing.M) {
+	if os.Getenv("PALACE_TEST_UCI_ENGINE") == "1" {
+		if err := uci.Run(context.Background(), os.Stdin, os.Stdout); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestWorkerUsesAnExternalUCIEngine configures the worker with an engine
+// binary (this test binary behind a script, which notes each start) and
+// plays against it: the AI's replies must come from that process.
+func TestWorkerUsesAnExternalUCIEngine(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	script := filepath.Join(dir, "engine")
+	body := fmt.Sprintf("#!/bin/sh\necho started >> %q\nPALACE_TEST_UCI_ENGINE=1 exec %q\n", started, self)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 1, func(c *ai.Config) { c.UCIEngine = script })
+	for ply := 1; ply <= 3; ply += 2 {
+		st := g.waitFor(t, func(x *gamev1.Game) bool { return x.GetTurn() == commonv1.Side_SIDE_FIRST })
+		if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: fmt.Sprintf("%s-%d", g.id, ply), Move: st.GetLegalMoves()[0]}); err != nil {
+			t.Fatal(err)
+		}
+		g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == ply+1 })
+	}
+	b, err := os.ReadFile(started)
+	if err != nil || strings.Count(string(b), "started") == 0 {
+		t.Fatalf("the external engine never started (%v)", err)
+	}
+}
 
 func aiConfig(prefix string, workers int) ai.Config {
 	return ai.Config{KeyPrefix: prefix, Workers: workers, Engines: 2, HashMB: 4, ClaimAfter: time.Second}
@@ -101,12 +147,16 @@ type aiGame struct {
 
 // startAIGame runs a game service and AI workers in one process and
 // creates a game where the AI plays the second seat.
-func startAIGame(t *testing.T, kind commonv1.GameKind, workers int) (*aiGame, string) {
+func startAIGame(t *testing.T, kind commonv1.GameKind, workers int, edit ...func(*ai.Config)) (*aiGame, string) {
 	t.Helper()
 	prefix := redistest.Prefix(t)
 	gcfg := game.DefaultConfig()
 	gcfg.KeyPrefix = prefix
-	cc := apptest.Start(t, redistest.Addr(t), game.Bind(gcfg), ai.Bind(aiConfig(prefix, workers)))
+	acfg := aiConfig(prefix, workers)
+	for _, e := range edit {
+		e(&acfg)
+	}
+	cc := apptest.Start(t, redistest.Addr(t), game.Bind(gcfg), ai.Bind(acfg))
 	games := gamev1.NewGameServiceClient(cc)
 	resp, err := games.CreateGame(context.Background(), &gamev1.CreateGameRequest{
 		RequestId: prefix + "create", Kind: kind,
