@@ -23,7 +23,13 @@ func lastJSON(t *testing.T, out string, v any) {
 // server on a real Redis: every move acknowledged must be in the final
 // state and in both seats' streams exactly once.
 func TestLoadtestGamesFindsNothingWrong(t *testing.T) {
-	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
+	for _, batched := range []string{"false", "true"} {
+		t.Run("autopipeline="+batched, func(t *testing.T) { loadtestGamesFindsNothingWrong(t, "--redis-autopipeline="+batched) })
+	}
+}
+
+func loadtestGamesFindsNothingWrong(t *testing.T, flags ...string) {
+	addr := startServe(t, append([]string{"--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0"}, flags...)...)
 	out, errOut, code := palace("loadtest", "games", "--addr", addr, "--games", "6", "--duration", "2s", "--warmup", "500ms", "--retry-rate", "0.3", "--reconnect-rate", "0.2")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)

@@ -15,6 +15,7 @@ import (
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/game"
 	"github.com/palacehq/palace/services/game/gametest"
 )
 
@@ -110,8 +111,20 @@ func TestCreateMoveAndRead(t *testing.T) {
 
 // TestRacingMovesApplyOnce sends the same move twice at once, with
 // different request ids, many times: exactly one must be applied each time.
-func TestRacingMovesApplyOnce(t *testing.T) {
-	env := gametest.Start(t, nil)
+// onEachWritePath runs test against a service committing through the plain
+// Redis client (the default) and one batching its commits
+// (--redis-autopipeline).
+func onEachWritePath(t *testing.T, test func(t *testing.T, env *gametest.Env)) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("autopipeline=%v", batched), func(t *testing.T) {
+			test(t, gametest.Start(t, func(c *game.Config) { c.AutoPipeline = batched }))
+		})
+	}
+}
+
+func TestRacingMovesApplyOnce(t *testing.T) { onEachWritePath(t, racingMovesApplyOnce) }
+
+func racingMovesApplyOnce(t *testing.T, env *gametest.Env) {
 	rounds := 1000
 	if testing.Short() {
 		rounds = 100
@@ -156,7 +169,10 @@ func TestRacingMovesApplyOnce(t *testing.T) {
 }
 
 func TestRetriedRequestAnswersIdentically(t *testing.T) {
-	env := gametest.Start(t, nil)
+	onEachWritePath(t, retriedRequestAnswersIdentically)
+}
+
+func retriedRequestAnswersIdentically(t *testing.T, env *gametest.Env) {
 	tb := xiangqi(t, env)
 	req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "b3e3"}}
 	first, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), req)

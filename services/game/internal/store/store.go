@@ -56,16 +56,52 @@ type Config struct {
 	// change; Retention how long a finished one stays readable.
 	LiveTTL   time.Duration
 	Retention time.Duration
+	// AutoPipeline sends commits (and probes) through go-redis'
+	// autopipeliner, which batches the commands of concurrent requests
+	// into shared round trips.
+	AutoPipeline bool
 }
 
 // Store reads and commits games.
 type Store struct {
 	rdb redis.UniversalClient
-	cfg Config
+	// writes carries the commits and probes: rdb itself, or its
+	// autopipeliner.
+	writes writer
+	cfg    Config
 }
 
+// writer is what commits and probes need from Redis.
+type writer interface {
+	redis.Scripter
+	Incr(ctx context.Context, key string) *redis.IntCmd
+}
+
+// autoPipeline is the batching tested with the game load test: batches of
+// up to 300 commands, up to 16 in flight, in any order (each caller waits
+// for its own answer; commands of one game never share a batch, since a
+// process runs them one at a time).
+var autoPipeline = redis.AutoPipelineOptions{MaxBatchSize: 300, MaxConcurrentBatches: 16, Unordered: true}
+
 // New returns a store.
-func New(rdb redis.UniversalClient, cfg Config) *Store { return &Store{rdb: rdb, cfg: cfg} }
+func New(rdb redis.UniversalClient, cfg Config) (*Store, error) {
+	s := &Store{rdb: rdb, writes: rdb, cfg: cfg}
+	if !cfg.AutoPipeline {
+		return s, nil
+	}
+	opts := autoPipeline
+	var err error
+	switch c := rdb.(type) {
+	case *redis.Client:
+		s.writes, err = c.AutoPipelineWithOptions(&opts)
+	case *redis.ClusterClient:
+		s.writes, err = c.AutoPipelineWithOptions(&opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis autopipeline: %w", err)
+	}
+	return s, nil
+}
 
 func (s *Store) stateKey(id string) string  { return s.cfg.Prefix + "{g:" + id + "}" }
 func (s *Store) eventsKey(id string) string { return s.cfg.Prefix + "{g:" + id + "}:e" }
@@ -247,7 +283,7 @@ func (s *Store) Commit(ctx context.Context, prev uint64, prevMoves int, ch model
 	// The notification carries the events themselves, so the streams of
 	// this game in every process get them without reading the log.
 	args[7] = note
-	res, err := commitScript.Run(ctx, s.rdb, []string{s.stateKey(id), s.eventsKey(id), s.movesKey(id)}, args...).Slice()
+	res, err := commitScript.Run(ctx, s.writes, []string{s.stateKey(id), s.eventsKey(id), s.movesKey(id)}, args...).Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("commit game %s: %w", id, err)
 	}
@@ -301,7 +337,7 @@ func (s *Store) Keys(id string) []string {
 
 // Probe increments a counter (the load test's floor: one write).
 func (s *Store) Probe(ctx context.Context, key string) (uint64, error) {
-	n, err := s.rdb.Incr(ctx, s.cfg.Prefix+"probe:{"+key+"}").Result()
+	n, err := s.writes.Incr(ctx, s.cfg.Prefix+"probe:{"+key+"}").Result()
 	if err != nil {
 		return 0, fmt.Errorf("probe %s: %w", key, err)
 	}
