@@ -312,11 +312,16 @@ func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded,
 	if err != nil {
 		return l, err
 	}
-	h.offsetNs.Store(int64(l.Now.Sub(time.Now())))
+	h.learnRedisTime(l.Now)
 	if l.State != nil {
 		l.State.SetReplayed(h.cache.replayed(id, l.State.Version))
 	}
 	return l, nil
+}
+
+// learnRedisTime records the offset of Redis' clock, read at redisNow.
+func (h *Handler) learnRedisTime(redisNow time.Time) {
+	h.offsetNs.Store(int64(redisNow.Sub(time.Now())))
 }
 
 func staleVersion(current uint64) error {
@@ -327,9 +332,8 @@ func staleVersion(current uint64) error {
 // commit (so it can never be lost) and the replaced one removed after.
 func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change, c command, now time.Time) (proto.Message, error) {
 	var prevVersion uint64
-	prevMoves := 0
 	if prev != nil {
-		prevVersion, prevMoves = prev.Version, len(prev.Moves)
+		prevVersion = prev.Version
 	}
 	model.Seal(ch, prevVersion, now)
 	var resp proto.Message
@@ -362,7 +366,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 			return nil, err
 		}
 	}
-	res, err := h.store.Commit(ctx, prevVersion, prevMoves, ch, reqID, raw, now)
+	res, err := h.store.Commit(ctx, prev, ch, reqID, raw, now)
 	if err != nil {
 		return nil, err
 	}
@@ -741,7 +745,7 @@ func (h *Handler) readable(ctx context.Context, id string, withMoves bool) (stor
 	if withMoves {
 		l, err = h.load(ctx, id, "")
 	} else if l, err = h.store.LoadHead(ctx, id); err == nil {
-		h.offsetNs.Store(int64(l.Now.Sub(time.Now())))
+		h.learnRedisTime(l.Now)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return l, nil, apierr.New(apierr.NotFound, "game %s not found", id)

@@ -46,7 +46,7 @@ func TestStatesKeepTheirMoves(t *testing.T) {
 	if got := movesOf(b); !slices.Equal(got, []string{"h3e3", "h8e8", "b1c3", "a10a9"}) {
 		t.Fatalf("second sibling: %v", got)
 	}
-	// The human takes back b3b6 and b8b5 (the AI's reply), then plays on:
+	// The human takes back b1c3 and b10c8 (the AI's reply), then plays on:
 	// the state before the undo must keep both.
 	u, err := Undo(a, rules.First, now)
 	if err != nil {

@@ -11,10 +11,9 @@
 //
 // A commit is one Lua script: compare the version, store the state and the
 // response under the request id, append or cut back the moves, append the
-// events, extend the expiry when
-// it is due and publish a notification, all or nothing. The script makes as
-// few calls as it can: each one costs Redis a few microseconds on every
-// move.
+// events, extend the expiry when it is due and publish a notification, all
+// or nothing. The script makes as few calls as it can: each one costs
+// Redis a few microseconds on every move.
 package store
 
 import (
@@ -96,6 +95,8 @@ func New(rdb redis.UniversalClient, cfg Config) (*Store, error) {
 		s.writes, err = c.AutoPipelineWithOptions(&opts)
 	case *redis.ClusterClient:
 		s.writes, err = c.AutoPipelineWithOptions(&opts)
+	default:
+		err = fmt.Errorf("not available for a %T", rdb)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("redis autopipeline: %w", err)
@@ -225,17 +226,22 @@ type Result struct {
 	Current  uint64
 }
 
-// Commit stores ch if the game is still at version prev (0: the game must
-// not exist yet), whose state had prevMoves moves. resp is remembered
-// under requestID when both are set.
+// Commit stores ch if the game is still as prev left it (nil: the game
+// must not exist yet). resp is remembered under requestID when both are
+// set.
 //
 // The expiry is extended only when it is due, not on every move: an
 // unfinished game's keys expire LiveTTL plus a slack of LiveTTL/64 after
 // the last extension, and the next commit more than the slack after that
 // extension extends it again, so a game is always kept at least LiveTTL
 // after its last change. A game that finishes gets Retention at once.
-func (s *Store) Commit(ctx context.Context, prev uint64, prevMoves int, ch model.Change, requestID string, resp []byte, now time.Time) (Result, error) {
+func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, requestID string, resp []byte, now time.Time) (Result, error) {
 	id := ch.State.ID
+	var prevVersion uint64
+	prevMoves := 0
+	if prev != nil {
+		prevVersion, prevMoves = prev.Version, len(prev.Moves)
+	}
 	var expiry time.Duration
 	switch slack := s.cfg.LiveTTL / 64; {
 	case ch.State.Status.Finished():
@@ -261,7 +267,7 @@ func (s *Store) Commit(ctx context.Context, prev uint64, prevMoves int, ch model
 	}
 	added := moves[min(prevMoves, len(moves)):]
 	args := make([]any, 0, 11+len(added)+len(ch.Events))
-	args = append(args, strconv.FormatUint(prev, 10), strconv.FormatUint(ch.State.Version, 10), state,
+	args = append(args, strconv.FormatUint(prevVersion, 10), strconv.FormatUint(ch.State.Version, 10), state,
 		field, resp, expiry.Milliseconds(), s.Channel(id), nil, keep, len(added))
 	for i := range added {
 		b, err := json.Marshal(&added[i])
