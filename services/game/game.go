@@ -34,6 +34,7 @@ type Config struct {
 	Retention      time.Duration
 	LiveTTL        time.Duration
 	Heartbeat      time.Duration
+	PresenceGrace  time.Duration
 	DeadlineShards int
 	LagMaxPerMove  time.Duration
 	LagBank        time.Duration
@@ -55,6 +56,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.Retention, "retention", 30*24*time.Hour, "how long finished games stay readable")
 	app.DurationFlag(fs, &c.LiveTTL, "live-ttl", 30*24*time.Hour, "how long an unfinished game is kept after its last change")
 	app.DurationFlag(fs, &c.Heartbeat, "heartbeat", 15*time.Second, "heartbeat interval of idle event streams")
+	app.DurationFlag(fs, &c.PresenceGrace, "presence-grace", 3*time.Second, "how long a seat's stream may be gone before the seat is announced disconnected: a reconnection to the same process within it announces nothing (0: at once)")
 	app.IntFlag(fs, &c.DeadlineShards, "deadline-shards", deadline.DefaultShards, "shards of the deadline index (must match the clock service)")
 	app.DurationFlag(fs, &c.LagMaxPerMove, "lag-max-per-move", time.Second, "most network lag credited to one move (0: no lag compensation)")
 	app.DurationFlag(fs, &c.LagBank, "lag-bank", 5*time.Second, "most lag credit a player can hold")
@@ -70,6 +72,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
+	}
+	if c.PresenceGrace < 0 {
+		errs = append(errs, fmt.Errorf("--presence-grace must not be negative"))
 	}
 	if err := c.lag().Validate(); err != nil {
 		errs = append(errs, err)
@@ -113,14 +118,17 @@ func Bind(cfg Config) app.Binder {
 		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard, store.DecodeNotification)
 		hd, err := handler.New(log, handler.Config{
 			SeatTTL: cfg.SeatTTL, SetupTime: cfg.SetupTime, FirstMoveTime: cfg.FirstMoveTime,
-			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, AIJobs: jobs,
+			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, PresenceGrace: cfg.PresenceGrace, AIJobs: jobs,
 		}, st, idx, h, ring, rt.Tel.Meter.Meter("palace/game"))
 		if err != nil {
 			_ = h.Close()
 			return nil, err
 		}
 		rt.Server.RegisterService(&gamev1.GameService_ServiceDesc, hd)
-		return h.Close, nil
+		return func() error {
+			hd.Close(context.WithoutCancel(ctx))
+			return h.Close()
+		}, nil
 	}
 }
 

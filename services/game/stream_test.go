@@ -156,6 +156,59 @@ func TestSeatStreamsAnnouncePresence(t *testing.T) {
 	t.Fatalf("no disconnection event: version %d", tb.get(t).GetVersion())
 }
 
+// A seat stream that reconnects within the presence grace announces
+// nothing; one that stays away is announced disconnected after it.
+func TestQuickReconnectionAnnouncesNothing(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.PresenceGrace = time.Second })
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
+	open := func(after uint64) (gamev1.GameService_StreamEventsClient, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(tb.as(commonv1.Side_SIDE_SECOND))
+		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, cancel
+	}
+	st, cancel := open(0)
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.GetEvent().GetPlayerConnection() != nil {
+			break
+		}
+	}
+	connected := tb.get(t).GetVersion()
+	cancel()
+	st, cancel = open(connected)
+	defer cancel()
+	time.Sleep(300 * time.Millisecond)
+	tb.move(t, "h3e3")
+	m, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := m.GetEvent(); e.GetVersion() != connected+1 || e.GetMovePlayed() == nil {
+		t.Fatalf("after reconnecting: %v, want the move at version %d and no presence event", m, connected+1)
+	}
+	cancel()
+	start := time.Now()
+	for {
+		g := tb.get(t)
+		if g.GetVersion() == connected+2 {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("no disconnection: version %d", g.GetVersion())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if waited := time.Since(start); waited < 900*time.Millisecond {
+		t.Fatalf("disconnection announced after %v, before the grace of 1s", waited)
+	}
+}
+
 // TestMovesGetThroughReconnectStorms plays a game while many seat streams
 // of it open and close as fast as they can, each one a presence commit
 // racing the moves: every move must still be applied at the first request.

@@ -34,6 +34,7 @@ func Start(tb testing.TB, edit func(*game.Config)) *Env {
 	cfg := game.DefaultConfig()
 	cfg.KeyPrefix = redistest.Prefix(tb)
 	cfg.Heartbeat = 200 * time.Millisecond
+	cfg.PresenceGrace = 100 * time.Millisecond
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -56,6 +56,9 @@ type Config struct {
 	Heartbeat        time.Duration
 	StreamBatch      int64
 	MaxStreamsPerPod int
+	// PresenceGrace holds back a seat stream's disconnection, so that a
+	// reconnection within it records nothing (0: record at once).
+	PresenceGrace time.Duration
 	// AIJobs, when set, receives a job whenever an AI seat has to act.
 	AIJobs *aijobs.Queue
 }
@@ -63,16 +66,17 @@ type Config struct {
 // Handler serves the game service.
 type Handler struct {
 	gamev1.UnimplementedGameServiceServer
-	log     *slog.Logger
-	cfg     Config
-	store   *store.Store
-	index   *deadline.Index
-	hub     *hub.Hub
-	ring    *auth.Keyring
-	metrics metrics
-	streams chan struct{}
-	cache   *stateCache
-	locks   *gameLocks
+	log      *slog.Logger
+	cfg      Config
+	store    *store.Store
+	index    *deadline.Index
+	hub      *hub.Hub
+	ring     *auth.Keyring
+	metrics  metrics
+	streams  chan struct{}
+	cache    *stateCache
+	locks    *gameLocks
+	presence *presence
 	// offsetNs is Redis TIME minus local time at the last read, so a
 	// command run on a cached state uses the same time base as one that
 	// read Redis.
@@ -114,7 +118,15 @@ func New(log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *
 	if cfg.MaxStreamsPerPod <= 0 {
 		cfg.MaxStreamsPerPod = 50000
 	}
-	return &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreamsPerPod), cache: newStateCache(20000), locks: newGameLocks()}, nil
+	hd := &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreamsPerPod), cache: newStateCache(20000), locks: newGameLocks()}
+	hd.presence = newPresence(cfg.PresenceGrace, hd.connect)
+	return hd, nil
+}
+
+// Close records the disconnections still held back; call it after the
+// server has stopped and before Redis closes.
+func (h *Handler) Close(ctx context.Context) {
+	h.presence.flush(ctx)
 }
 
 func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }

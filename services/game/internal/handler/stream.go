@@ -51,9 +51,16 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		}
 		next = l.State.Version + 1
 	}
+	ended := false
 	if side != nil && !l.State.Status.Finished() {
-		h.connect(ctx, l.State.ID, *side, 1)
-		defer h.connect(context.WithoutCancel(ctx), l.State.ID, *side, -1)
+		h.presence.opened(ctx, l.State.ID, *side)
+		defer func() {
+			// After the game's end presence no longer changes: there is
+			// nothing to record.
+			if !ended {
+				h.presence.closed(context.WithoutCancel(ctx), l.State.ID, *side)
+			}
+		}()
 	}
 
 	beat := time.NewTicker(h.cfg.Heartbeat)
@@ -66,7 +73,8 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		next++
 		sentSinceBeat = true
 		// The game's last event completes the stream.
-		return e.GetGameEnded() != nil, nil
+		ended = e.GetGameEnded() != nil
+		return ended, nil
 	}
 	read := true
 	for {
@@ -124,8 +132,9 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	}
 }
 
-// connect records a seat's stream opening or closing. Failure is logged,
-// not returned: presence is informative and must not break the stream.
+// connect records a change of a seat's open streams by delta. Failure is
+// logged, not returned: presence is informative and must not break the
+// stream.
 func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta int) {
 	_, err := h.exec(ctx, "presence", command{
 		id: id,

@@ -1,0 +1,136 @@
+package handler
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/palacehq/palace/pkg/rules"
+)
+
+// recorder is the presence's record function, keeping the sum per seat.
+type recorder struct {
+	mu    sync.Mutex
+	sum   map[seatKey]int
+	calls atomic.Int64
+}
+
+func newRecorder() *recorder { return &recorder{sum: map[seatKey]int{}} }
+
+func (r *recorder) record(_ context.Context, id string, side rules.Side, delta int) {
+	r.calls.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sum[seatKey{id, side}] += delta
+}
+
+func (r *recorder) get(id string, side rules.Side) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sum[seatKey{id, side}]
+}
+
+func TestPresenceFoldsAQuickReconnection(t *testing.T) {
+	ctx := context.Background()
+	r := newRecorder()
+	p := newPresence(time.Hour, r.record)
+	p.opened(ctx, "g", rules.First)
+	p.closed(ctx, "g", rules.First)
+	p.opened(ctx, "g", rules.First)
+	if got, calls := r.get("g", rules.First), r.calls.Load(); got != 1 || calls != 1 {
+		t.Fatalf("after open, close, open: sum %d in %d records, want 1 in 1", got, calls)
+	}
+	// The other seat and other games are not folded together.
+	p.closed(ctx, "g", rules.First)
+	p.opened(ctx, "g", rules.Second)
+	p.opened(ctx, "h", rules.First)
+	if r.get("g", rules.Second) != 1 || r.get("h", rules.First) != 1 || r.get("g", rules.First) != 1 {
+		t.Fatalf("sums %v", r.sum)
+	}
+	p.flush(ctx)
+	if got := r.get("g", rules.First); got != 0 {
+		t.Fatalf("after flush the held-back disconnection is recorded: sum %d, want 0", got)
+	}
+}
+
+func TestPresenceRecordsADisconnectionAfterTheGrace(t *testing.T) {
+	ctx := context.Background()
+	r := newRecorder()
+	p := newPresence(20*time.Millisecond, r.record)
+	p.opened(ctx, "g", rules.First)
+	p.closed(ctx, "g", rules.First)
+	if got := r.get("g", rules.First); got != 1 {
+		t.Fatalf("disconnection recorded before the grace: sum %d", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.get("g", rules.First) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("disconnection never recorded")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A later opening is recorded: nothing is held back any more.
+	p.opened(ctx, "g", rules.First)
+	if got := r.get("g", rules.First); got != 1 {
+		t.Fatalf("reopening after the grace: sum %d, want 1", got)
+	}
+}
+
+func TestPresenceWithoutGraceAndAfterFlushRecordsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, stopped := range []bool{false, true} {
+		r := newRecorder()
+		grace := time.Duration(0)
+		if stopped {
+			grace = time.Hour
+		}
+		p := newPresence(grace, r.record)
+		if stopped {
+			p.flush(ctx)
+		}
+		p.opened(ctx, "g", rules.First)
+		p.closed(ctx, "g", rules.First)
+		if got, calls := r.get("g", rules.First), r.calls.Load(); got != 0 || calls != 2 {
+			t.Fatalf("stopped=%v: sum %d in %d records, want 0 in 2", stopped, got, calls)
+		}
+	}
+}
+
+// Streams of a few seats open and close at random, concurrently, some
+// of their disconnections held back and some recorded: once flushed,
+// every seat's sum is back to zero, whatever the interleaving.
+func TestPresenceSumsStayRightUnderChurn(t *testing.T) {
+	ctx := context.Background()
+	r := newRecorder()
+	p := newPresence(time.Millisecond, r.record)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for range 500 {
+				side := rules.Side(rng.IntN(2))
+				id := []string{"a", "b"}[rng.IntN(2)]
+				p.opened(ctx, id, side)
+				if rng.IntN(4) == 0 {
+					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+				}
+				p.closed(ctx, id, side)
+			}
+		})
+	}
+	wg.Wait()
+	p.flush(ctx)
+	for _, id := range []string{"a", "b"} {
+		for _, side := range []rules.Side{rules.First, rules.Second} {
+			if got := r.get(id, side); got != 0 {
+				t.Errorf("seat %s/%v: sum %d after every stream closed, want 0", id, side, got)
+			}
+		}
+	}
+	if r.calls.Load() >= 2*8*500 {
+		t.Errorf("%d records for %d streams: no reconnection was folded", r.calls.Load(), 8*500)
+	}
+}
