@@ -191,6 +191,27 @@ func retriedRequestAnswersIdentically(t *testing.T, env *gametest.Env) {
 	if n := len(tb.get(t).GetMoves()); n != 1 {
 		t.Fatalf("%d moves after one move retried 3 times", n)
 	}
+	// The answer is kept without its legal moves, which a retry computes
+	// from the answer's own position, not from the game's current one.
+	stored, err := env.Redis.HGet(context.Background(), env.Config.KeyPrefix+"{g:"+tb.id+"}", "r:"+req.GetRequestId()).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept gamev1.MakeMoveResponse
+	if err := proto.Unmarshal(stored, &kept); err != nil {
+		t.Fatal(err)
+	}
+	if len(kept.GetGame().GetLegalMoves()) != 0 || len(first.GetGame().GetLegalMoves()) == 0 || kept.GetGame().GetPosition().GetFen() != first.GetGame().GetPosition().GetFen() {
+		t.Fatalf("kept answer has %d legal moves (answer %d) at %q", len(kept.GetGame().GetLegalMoves()), len(first.GetGame().GetLegalMoves()), kept.GetGame().GetPosition().GetFen())
+	}
+	tb.move(t, "h10g8")
+	again, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), req)
+	if err != nil {
+		t.Fatalf("retry after the next move: %v", err)
+	}
+	if !proto.Equal(first, again) {
+		t.Fatal("a retry after the next move answered differently")
+	}
 	// The same request_id on CreateGame returns the same game.
 	creq := &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats()}
 	a, err := env.Client.CreateGame(context.Background(), creq)

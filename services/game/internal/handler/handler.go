@@ -354,7 +354,13 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	if ch.Reply == nil && c.respond != nil {
 		resp = c.respond(ch, now)
 		var err error
-		if raw, err = proto.Marshal(resp); err != nil {
+		restore := func() {}
+		if a, ok := resp.(answer); ok {
+			restore = model.StripLegalMoves(a.GetGame())
+		}
+		raw, err = proto.Marshal(resp)
+		restore()
+		if err != nil {
 			return nil, fmt.Errorf("encode answer: %w", err)
 		}
 	} else {
@@ -407,9 +413,20 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	return resp, nil
 }
 
-func decodeInto[T proto.Message](m T) func([]byte) (proto.Message, error) {
+// answer is the answer to a command: every one carries the game.
+type answer interface {
+	proto.Message
+	GetGame() *gamev1.Game
+}
+
+// decodeInto reads a remembered answer, which is kept without its legal
+// moves (model.StripLegalMoves).
+func decodeInto[T answer](m T) func([]byte) (proto.Message, error) {
 	return func(b []byte) (proto.Message, error) {
 		if err := proto.Unmarshal(b, m); err != nil {
+			return nil, fmt.Errorf("decode remembered answer: %w", err)
+		}
+		if err := model.RestoreLegalMoves(m.GetGame()); err != nil {
 			return nil, fmt.Errorf("decode remembered answer: %w", err)
 		}
 		return m, nil

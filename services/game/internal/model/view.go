@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -81,30 +82,69 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 		out.Points = &commonv1.Points{First: p[0], Second: p[1]}
 	}
 	if st.Status == StatusOngoing {
-		// Sorted by text; the texts share one string and the messages one
-		// allocation. This runs on every move's answer.
-		ms := g.LegalMoves()
-		buf := make([]byte, 0, 6*len(ms))
-		ends := make([]int, len(ms))
-		for i, m := range ms {
-			buf, _ = m.AppendText(buf)
-			ends[i] = len(buf)
-		}
-		all := string(buf)
-		texts := make([]string, len(ms))
-		start := 0
-		for i, end := range ends {
-			texts[i], start = all[start:end], end
-		}
-		slices.Sort(texts)
-		pbs := make([]commonv1.Move, len(texts))
-		out.LegalMoves = make([]*commonv1.Move, len(texts))
-		for i, t := range texts {
-			pbs[i].Coordinate = t
-			out.LegalMoves[i] = &pbs[i]
-		}
+		out.LegalMoves = legalMovesPB(g.LegalMoves())
 	}
 	return out
+}
+
+// legalMovesPB sorts moves by text. The texts share one string and the
+// messages one allocation: this runs on every move's answer.
+func legalMovesPB(ms []rules.Move) []*commonv1.Move {
+	buf := make([]byte, 0, 6*len(ms))
+	ends := make([]int, len(ms))
+	for i, m := range ms {
+		buf, _ = m.AppendText(buf)
+		ends[i] = len(buf)
+	}
+	all := string(buf)
+	texts := make([]string, len(ms))
+	start := 0
+	for i, end := range ends {
+		texts[i], start = all[start:end], end
+	}
+	slices.Sort(texts)
+	pbs := make([]commonv1.Move, len(texts))
+	out := make([]*commonv1.Move, len(texts))
+	for i, t := range texts {
+		pbs[i].Coordinate = t
+		out[i] = &pbs[i]
+	}
+	return out
+}
+
+// Remembered answers are kept for the game's life and its retention, one
+// per command, and the legal moves were most of each one. They are kept
+// without them: legal moves follow from the position alone (RULES.md,
+// "Move generation versus adjudication"), so a retry computes them again
+// and gets the first answer exactly.
+
+// StripLegalMoves empties g's legal moves and returns a function that puts
+// them back.
+func StripLegalMoves(g *gamev1.Game) (restore func()) {
+	if g == nil {
+		return func() {}
+	}
+	legal := g.LegalMoves
+	g.LegalMoves = nil
+	return func() { g.LegalMoves = legal }
+}
+
+// RestoreLegalMoves fills in the legal moves of an ongoing game kept
+// without them.
+func RestoreLegalMoves(g *gamev1.Game) error {
+	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING || g.GetPosition() == nil || len(g.GetLegalMoves()) > 0 {
+		return nil
+	}
+	v, err := rulespb.Variant(g.GetKind())
+	if err != nil {
+		return err
+	}
+	pos, err := rules.ParseFEN(v, g.GetPosition().GetFen())
+	if err != nil {
+		return fmt.Errorf("position of game %s: %w", g.GetGameId(), err)
+	}
+	g.LegalMoves = legalMovesPB(pos.LegalMoves(nil))
+	return nil
 }
 
 func moveRecordPB(st *State, i int) *gamev1.MoveRecord {
