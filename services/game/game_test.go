@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -222,4 +223,28 @@ func retriedRequestAnswersIdentically(t *testing.T, env *gametest.Env) {
 	if err != nil || !proto.Equal(a, b) {
 		t.Fatalf("retried CreateGame: %v, equal=%v", err, proto.Equal(a, b))
 	}
+}
+
+// Rotating the signing key keeps everyone seated: a process started with
+// a new first key and the old one after it accepts the old credentials
+// and signs new ones with the new key; once the old key is dropped, its
+// credentials are refused.
+func TestSigningKeyRotationKeepsSeats(t *testing.T) {
+	const k1, k2 = "k1:" + "0101010101010101010101010101010101010101010101010101010101010101", "k2:" + "0202020202020202020202020202020202020202020202020202020202020202"
+	before := gametest.Start(t, func(c *game.Config) { c.SigningKeys = k1 })
+	tb := xiangqi(t, before)
+	rotated := gametest.Start(t, func(c *game.Config) { c.SigningKeys = k2 + "," + k1; c.KeyPrefix = before.Config.KeyPrefix })
+	tb.env = rotated
+	tb.move(t, "h3e3")
+	fresh := xiangqi(t, rotated)
+	if !strings.HasPrefix(fresh.seats[commonv1.Side_SIDE_FIRST], "k2.") {
+		t.Fatalf("new credential %q is not signed with the new key k2", fresh.seats[commonv1.Side_SIDE_FIRST])
+	}
+	dropped := gametest.Start(t, func(c *game.Config) { c.SigningKeys = k2; c.KeyPrefix = before.Config.KeyPrefix })
+	_, err := dropped.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h10g8"}})
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("credential of a dropped key: %v, want Unauthenticated", err)
+	}
+	fresh.env = dropped
+	fresh.move(t, "h3e3")
 }
