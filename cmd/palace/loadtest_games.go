@@ -40,10 +40,14 @@ type gamesReport struct {
 	Retries    int64   `json:"retries"`
 	Reconnects int64   `json:"reconnects"`
 	// The floor: the same number of clients calling Probe (one Redis
-	// write through the same server path) for the same duration.
-	FloorPerS  float64 `json:"floor_per_s,omitempty"`
-	FloorP50ms float64 `json:"floor_p50_ms,omitempty"`
-	FloorP99ms float64 `json:"floor_p99_ms,omitempty"`
+	// write through the same server path) for the same duration, half
+	// before the games and half after them, so that a machine whose speed
+	// drifts during the run weighs on both sides of the ratio alike.
+	FloorPerS       float64 `json:"floor_per_s,omitempty"`
+	FloorP50ms      float64 `json:"floor_p50_ms,omitempty"`
+	FloorP99ms      float64 `json:"floor_p99_ms,omitempty"`
+	FloorBeforePerS float64 `json:"floor_before_per_s,omitempty"`
+	FloorAfterPerS  float64 `json:"floor_after_per_s,omitempty"`
 	// Ratio is moves_per_s / floor_per_s.
 	Ratio float64 `json:"ratio,omitempty"`
 }
@@ -77,7 +81,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	addr := fs.String("addr", "localhost:8080", "game service host:port")
 	games := fs.Int("games", 100, "concurrent games")
 	duration := fs.Duration("duration", 30*time.Second, "how long to play")
-	floor := fs.Bool("floor", true, "first measure the floor (Probe: one Redis write) for the same duration")
+	floor := fs.Bool("floor", true, "also measure the floor (Probe: one Redis write) for the same duration, half before the games and half after")
 	retryRate := fs.Float64("retry-rate", 0.05, "share of moves sent twice with the same request id")
 	reconnectRate := fs.Float64("reconnect-rate", 0.01, "chance a stream reconnects after each event")
 	conns := fs.Int("conns", 0, "client connections (default: one per 100 games)")
@@ -91,8 +95,8 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "palace loadtest games: --games must be 1..100000 and --duration positive, at most 1h")
 		return exitUsage
 	}
-	if *warmup < 0 || *warmup >= *duration {
-		fmt.Fprintln(stderr, "palace loadtest games: --warmup must be at least 0 and shorter than --duration")
+	if *warmup < 0 || *warmup >= *duration || (*floor && *warmup >= *duration/2) {
+		fmt.Fprintln(stderr, "palace loadtest games: --warmup must be at least 0 and shorter than --duration (than half of it with --floor: each half of the floor has its warm-up)")
 		return exitUsage
 	}
 	n := *conns
@@ -112,10 +116,16 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 		l.client = append(l.client, gamev1.NewGameServiceClient(cc))
 	}
 	var rep gamesReport
+	var floors []floorRun
+	measureFloor := func(when string) {
+		fmt.Fprintf(stderr, "floor %s the games: %d clients calling Probe for %v\n", when, *games, *duration/2)
+		f := l.floor(ctx, *games, *duration/2)
+		p50, p99 := percentiles(f.lat)
+		fmt.Fprintf(stderr, "floor %s the games: %.0f calls/s, p50 %.2f ms, p99 %.2f ms\n", when, f.perS(), p50, p99)
+		floors = append(floors, f)
+	}
 	if *floor {
-		fmt.Fprintf(stderr, "floor: %d clients calling Probe for %v\n", *games, *duration)
-		rep.FloorPerS, rep.FloorP50ms, rep.FloorP99ms = l.floor(ctx, *games, *duration)
-		fmt.Fprintf(stderr, "floor: %.0f calls/s, p50 %.2f ms, p99 %.2f ms\n", rep.FloorPerS, rep.FloorP50ms, rep.FloorP99ms)
+		measureFloor("before")
 	}
 	fmt.Fprintf(stderr, "games: %d concurrent games for %v\n", *games, *duration)
 	pctx, stop := context.WithTimeout(ctx, *duration)
@@ -141,6 +151,12 @@ loop:
 		}
 	}
 	elapsed := min(time.Since(l.started), *duration)
+	if *floor {
+		measureFloor("after")
+		all := floorRun{calls: floors[0].calls + floors[1].calls, secs: floors[0].secs + floors[1].secs, lat: append(floors[0].lat, floors[1].lat...)}
+		rep.FloorPerS, rep.FloorBeforePerS, rep.FloorAfterPerS = all.perS(), floors[0].perS(), floors[1].perS()
+		rep.FloorP50ms, rep.FloorP99ms = percentiles(all.lat)
+	}
 	rep.Games, rep.Moves, rep.WarmupS = l.games.Load(), l.moves.Load(), l.warmup.Seconds()
 	rep.MovesPerS = float64(l.measured.Load()) / (elapsed - l.warmup).Seconds()
 	rep.P50ms, rep.P99ms = percentiles(l.lat)
@@ -180,8 +196,17 @@ func (l *gamesLoad) pause(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
+// floorRun is one measurement of the floor, warm-up left out.
+type floorRun struct {
+	calls int64
+	secs  float64
+	lat   []time.Duration
+}
+
+func (f floorRun) perS() float64 { return float64(f.calls) / f.secs }
+
 // floor runs the same number of clients against Probe, paced alike.
-func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) (perS, p50, p99 float64) {
+func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) floorRun {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var mu sync.Mutex
@@ -219,8 +244,7 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) (pe
 		})
 	}
 	wg.Wait()
-	p50, p99 = percentiles(all)
-	return float64(count.Load()) / (time.Since(start) - l.warmup).Seconds(), p50, p99
+	return floorRun{calls: count.Load(), secs: (time.Since(start) - l.warmup).Seconds(), lat: all}
 }
 
 // table plays games one after another in one slot until play ends.

@@ -39,6 +39,14 @@ func loadtestGamesFindsNothingWrong(t *testing.T, flags ...string) {
 	if rep.Moves == 0 || rep.Games < 6 || rep.FloorPerS == 0 {
 		t.Fatalf("nothing measured: %+v", rep)
 	}
+	// The floor is measured on both sides of the games and combined.
+	lo, hi := min(rep.FloorBeforePerS, rep.FloorAfterPerS), max(rep.FloorBeforePerS, rep.FloorAfterPerS)
+	if lo <= 0 || rep.FloorPerS < lo || rep.FloorPerS > hi {
+		t.Fatalf("floor %.0f/s is not between its halves %.0f/s and %.0f/s", rep.FloorPerS, rep.FloorBeforePerS, rep.FloorAfterPerS)
+	}
+	if b, g, a := strings.Index(errOut, "floor before"), strings.Index(errOut, "games:"), strings.Index(errOut, "floor after"); b < 0 || !(b < g && g < a) {
+		t.Fatalf("phases not in the order floor, games, floor:\n%s", errOut)
+	}
 	if rep.Lost != 0 || rep.Duplicated != 0 || rep.Gaps != 0 || rep.Errors != 0 {
 		t.Fatalf("load test found faults: %+v\n%s", rep, errOut)
 	}
@@ -51,6 +59,9 @@ func loadtestGamesFindsNothingWrong(t *testing.T, flags ...string) {
 	}
 	if _, _, code := palace("loadtest", "games", "--addr", addr, "--duration", "2s", "--warmup", "2s"); code != exitUsage {
 		t.Fatalf("a warm-up as long as the run: exit %d, want %d", code, exitUsage)
+	}
+	if _, _, code := palace("loadtest", "games", "--addr", addr, "--duration", "2s", "--warmup", "1s"); code != exitUsage {
+		t.Fatalf("a warm-up as long as a half of the floor: exit %d, want %d", code, exitUsage)
 	}
 }
 
