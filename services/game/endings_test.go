@@ -297,3 +297,25 @@ func TestGamesAreKeptForTheirTime(t *testing.T) {
 	}
 	pttl(3*time.Hour-5*time.Second, 3*time.Hour)
 }
+
+// A game that expired is gone for its readers too, even on the process
+// that still holds its last state.
+func TestExpiredGameIsNotStreamed(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.LiveTTL = 640 * time.Millisecond })
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	deadline := time.Now().Add(5 * time.Second)
+	for env.Redis.Exists(context.Background(), env.Config.KeyPrefix+"{g:"+tb.id+"}").Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the game never expired")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), 3*time.Second)
+	defer cancel()
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	wantCode(t, err, codes.NotFound)
+}

@@ -225,12 +225,18 @@ func retriedRequestAnswersIdentically(t *testing.T, env *gametest.Env) {
 	}
 }
 
+// Signing keys for tests that run several processes of one deployment.
+const (
+	keyOne = "k1:0101010101010101010101010101010101010101010101010101010101010101"
+	keyTwo = "k2:0202020202020202020202020202020202020202020202020202020202020202"
+)
+
 // Rotating the signing key keeps everyone seated: a process started with
 // a new first key and the old one after it accepts the old credentials
 // and signs new ones with the new key; once the old key is dropped, its
 // credentials are refused.
 func TestSigningKeyRotationKeepsSeats(t *testing.T) {
-	const k1, k2 = "k1:" + "0101010101010101010101010101010101010101010101010101010101010101", "k2:" + "0202020202020202020202020202020202020202020202020202020202020202"
+	const k1, k2 = keyOne, keyTwo
 	before := gametest.Start(t, func(c *game.Config) { c.SigningKeys = k1 })
 	tb := xiangqi(t, before)
 	rotated := gametest.Start(t, func(c *game.Config) { c.SigningKeys = k2 + "," + k1; c.KeyPrefix = before.Config.KeyPrefix })

@@ -209,6 +209,37 @@ func TestQuickReconnectionAnnouncesNothing(t *testing.T) {
 	}
 }
 
+// A stream that connects to a process whose last commit of the game is
+// behind (another process moved since) starts from the stored game, not
+// from the process's own: asking for the newer version is not out of
+// range, and the later events arrive.
+func TestStreamOnAProcessThatIsBehind(t *testing.T) {
+	a := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyOne })
+	b := gametest.Start(t, func(c *game.Config) { c.KeyPrefix = a.Config.KeyPrefix; c.SigningKeys = keyOne })
+	tb := xiangqi(t, a) // a has the game as created
+	tb.env = b
+	moved := tb.move(t, "h3e3").GetGame().GetVersion()
+	ctx, cancel := context.WithCancel(tb.as(commonv1.Side_SIDE_SECOND))
+	defer cancel()
+	st, err := a.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: moved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.move(t, "h10g8")
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("stream from version %d on the process that is behind: %v", moved, err)
+		}
+		if e := m.GetEvent(); e.GetMovePlayed() != nil {
+			if e.GetVersion() <= moved || e.GetMovePlayed().GetMove().GetCoordinate() != "h10g8" {
+				t.Fatalf("first move streamed: %v, want h10g8 after version %d", e, moved)
+			}
+			return
+		}
+	}
+}
+
 // TestMovesGetThroughReconnectStorms plays a game while many seat streams
 // of it open and close as fast as they can, each one a presence commit
 // racing the moves: every move must still be applied at the first request.

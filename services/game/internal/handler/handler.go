@@ -770,15 +770,31 @@ func (h *Handler) Undo(ctx context.Context, req *gamev1.UndoRequest) (*gamev1.Un
 // readable loads a game and checks that the caller may see it; without
 // moves, the state has none (see store.LoadHead).
 func (h *Handler) readable(ctx context.Context, id string, withMoves bool) (store.Loaded, *rules.Side, error) {
+	return h.readableAfter(ctx, id, withMoves, 0)
+}
+
+// readableAfter is readable for a reader that needs the game's version to
+// be at least after. Without moves, it starts from the state this process
+// last committed when it has one that recent: who may read a game never
+// changes after its creation, and a stream reads every later event from
+// the log anyway. That spares a Redis round trip to every stream that
+// (re)connects to the process that runs its game.
+func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, after uint64) (store.Loaded, *rules.Side, error) {
 	if err := checkID("game_id", id, MaxIDBytes); err != nil {
 		return store.Loaded{}, nil, err
 	}
 	var l store.Loaded
 	var err error
-	if withMoves {
+	now := time.Now().Add(time.Duration(h.offsetNs.Load()))
+	switch cached := h.cache.get(id); {
+	case withMoves:
 		l, err = h.load(ctx, id, "")
-	} else if l, err = h.store.LoadHead(ctx, id); err == nil {
-		h.learnRedisTime(l.Now)
+	case cached != nil && after <= cached.Version && h.store.Kept(cached, now):
+		l = store.Loaded{State: cached, Now: now}
+	default:
+		if l, err = h.store.LoadHead(ctx, id); err == nil {
+			h.learnRedisTime(l.Now)
+		}
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return l, nil, apierr.New(apierr.NotFound, "game %s not found", id)

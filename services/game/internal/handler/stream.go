@@ -26,7 +26,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	default:
 		return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "too many event streams on this server; retry later"))
 	}
-	l, side, err := h.readable(ctx, req.GetGameId(), req.GetSnapshot())
+	l, side, err := h.readableAfter(ctx, req.GetGameId(), req.GetSnapshot(), req.GetAfterVersion())
 	if err != nil {
 		return h.fail(ctx, err)
 	}

@@ -327,6 +327,13 @@ func (s *Store) Events(ctx context.Context, id string, after uint64, count int64
 	return out, nil
 }
 
+// Kept reports whether st, as this process committed it, is certainly
+// still stored at now: its keys live at least LiveTTL past the last
+// extension of their expiry.
+func (s *Store) Kept(st *model.State, now time.Time) bool {
+	return st.ExpiryExtendedMs != 0 && now.Before(time.UnixMilli(st.ExpiryExtendedMs).Add(s.cfg.LiveTTL))
+}
+
 // Exists reports whether a game exists.
 func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
 	n, err := s.rdb.Exists(ctx, s.stateKey(id)).Result()
