@@ -241,6 +241,17 @@ func (s *Service) handle(ctx context.Context, sh *shard, m string) {
 		}
 	}
 	h := &s.health[sh.id]
+	// Counted before the removal's round trip, so that stats never show
+	// a flag (its lateness is already recorded) without its count.
+	switch o.kind {
+	case "stale":
+		h.stale.Add(1)
+	case "error":
+		h.errors.Add(1)
+	case "retry", "recheck":
+	default:
+		h.expired.Add(1)
+	}
 	if o.remove {
 		// Done even when ctx ended: the work is done and only a removal
 		// makes it stick; a failure only means the entry is handed over
@@ -251,15 +262,6 @@ func (s *Service) handle(ctx context.Context, sh *shard, m string) {
 			s.log.Warn("remove a handled deadline", "shard", sh.id, "err", err)
 		}
 		cancel()
-	}
-	switch o.kind {
-	case "stale":
-		h.stale.Add(1)
-	case "error":
-		h.errors.Add(1)
-	case "retry", "recheck":
-	default:
-		h.expired.Add(1)
 	}
 	s.m.outcomes.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("outcome", o.kind)))
 	now := time.Now()
