@@ -2,31 +2,33 @@ package handler
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/palacehq/palace/pkg/rules"
 )
 
-// presence holds back a seat stream's disconnection for a grace period,
-// so that a stream which reconnects to this process in time (a phone
-// changing networks, a client's reconnect after a dropped connection)
-// records nothing: the opponent sees no "disconnected" then "connected",
-// and the game takes no two extra commits racing its moves. A
-// reconnection that lands on another process is recorded there, and the
-// held-back disconnection here, so the seat's count of open streams stays
-// right either way.
+// presence records a seat's streams opening and closing as changes of the
+// seat's count of open streams, which the game's state keeps and its
+// events announce. It folds what needs no announcing: a seat's second
+// stream in this process records nothing (only the first opening and the
+// last closing here do), and the last closing is held back for a grace
+// period, so that a stream which reconnects to this process in time (a
+// phone changing networks, a client's reconnect after a dropped
+// connection, in either order) records nothing either: the opponent sees
+// no "disconnected" then "connected", and the game takes no two extra
+// commits racing its moves. The count is thus of processes with streams
+// of the seat, and stays right whichever process a reconnection reaches.
 type presence struct {
 	grace time.Duration
-	// record commits a change of a seat's open streams by delta.
+	// record commits a change of a seat's count by delta.
 	record func(ctx context.Context, id string, side rules.Side, delta int)
 
 	mu      sync.Mutex
-	pending map[seatKey][]*time.Timer
+	seats   map[seatKey]*seatStreams
 	stopped bool
-	// running counts held-back disconnections not yet recorded or
-	// cancelled, so flush can wait for the ones already under way.
+	// running counts held-back closings not yet recorded or cancelled,
+	// so flush can wait for the ones already under way.
 	running sync.WaitGroup
 }
 
@@ -35,30 +37,61 @@ type seatKey struct {
 	side rules.Side
 }
 
-func newPresence(grace time.Duration, record func(ctx context.Context, id string, side rules.Side, delta int)) *presence {
-	return &presence{grace: grace, record: record, pending: map[seatKey][]*time.Timer{}}
+// seatStreams is a seat's streams in this process.
+type seatStreams struct {
+	open int
+	// pending holds back the recording of the last closing.
+	pending *time.Timer
 }
 
-// opened records a seat stream's opening, unless it cancels a held-back
-// disconnection of the same seat.
+func newPresence(grace time.Duration, record func(ctx context.Context, id string, side rules.Side, delta int)) *presence {
+	return &presence{grace: grace, record: record, seats: map[seatKey]*seatStreams{}}
+}
+
+// opened records a seat stream's opening when it is the seat's first
+// here and does not cancel a held-back closing.
 func (p *presence) opened(ctx context.Context, id string, side rules.Side) {
 	k := seatKey{id, side}
 	p.mu.Lock()
-	if ts := p.pending[k]; len(ts) > 0 && ts[len(ts)-1].Stop() {
-		p.dropLocked(k, ts[len(ts)-1])
+	s := p.seats[k]
+	if s == nil {
+		s = &seatStreams{}
+		p.seats[k] = s
+	}
+	s.open++
+	if s.open > 1 {
 		p.mu.Unlock()
-		p.running.Done()
 		return
+	}
+	if t := s.pending; t != nil {
+		s.pending = nil
+		if t.Stop() {
+			p.mu.Unlock()
+			p.running.Done()
+			return
+		}
+		// Too late: the closing is being recorded, so is this opening.
 	}
 	p.mu.Unlock()
 	p.record(ctx, id, side, 1)
 }
 
-// closed records a seat stream's closing after the grace period.
+// closed records the seat's last stream here closing, after the grace
+// period.
 func (p *presence) closed(ctx context.Context, id string, side rules.Side) {
 	k := seatKey{id, side}
 	p.mu.Lock()
+	s := p.seats[k]
+	if s == nil || s.open == 0 {
+		p.mu.Unlock()
+		return // not opened through presence: nothing to undo
+	}
+	if s.open--; s.open > 0 {
+		p.mu.Unlock()
+		return
+	}
 	if p.grace <= 0 || p.stopped {
+		delete(p.seats, k)
 		p.mu.Unlock()
 		p.record(ctx, id, side, -1)
 		return
@@ -70,38 +103,35 @@ func (p *presence) closed(ctx context.Context, id string, side rules.Side) {
 	t = time.AfterFunc(p.grace, func() {
 		defer p.running.Done()
 		p.mu.Lock()
-		p.dropLocked(k, t)
+		if s.pending == t {
+			s.pending = nil
+		}
+		if s.open == 0 && s.pending == nil && p.seats[k] == s {
+			delete(p.seats, k)
+		}
 		p.mu.Unlock()
 		p.record(ctx, id, side, -1)
 	})
-	p.pending[k] = append(p.pending[k], t)
+	s.pending = t
 	p.mu.Unlock()
 }
 
-func (p *presence) dropLocked(k seatKey, t *time.Timer) {
-	ts := slices.DeleteFunc(p.pending[k], func(x *time.Timer) bool { return x == t })
-	if len(ts) == 0 {
-		delete(p.pending, k)
-		return
-	}
-	p.pending[k] = ts
-}
-
-// flush records every held-back disconnection now and makes later ones
+// flush records every held-back closing now and makes later ones
 // immediate: a process that stops must not leave seats connected.
 func (p *presence) flush(ctx context.Context) {
 	p.mu.Lock()
 	p.stopped = true
 	var due []seatKey
-	for k, ts := range p.pending {
-		for _, t := range ts {
-			if t.Stop() {
-				due = append(due, k)
-				p.running.Done()
-			}
+	for k, s := range p.seats {
+		if s.pending != nil && s.pending.Stop() {
+			due = append(due, k)
+			p.running.Done()
+			s.pending = nil
+		}
+		if s.open == 0 && s.pending == nil {
+			delete(p.seats, k)
 		}
 	}
-	clear(p.pending)
 	p.mu.Unlock()
 	for _, k := range due {
 		p.record(ctx, k.id, k.side, -1)

@@ -56,6 +56,32 @@ func TestPresenceFoldsAQuickReconnection(t *testing.T) {
 	}
 }
 
+// A client that opens its new stream before the old one is seen closing
+// records nothing either, and neither does a seat's second stream.
+func TestPresenceFoldsOverlappingStreams(t *testing.T) {
+	ctx := context.Background()
+	r := newRecorder()
+	p := newPresence(time.Hour, r.record)
+	p.opened(ctx, "g", rules.First)
+	p.opened(ctx, "g", rules.First) // the reconnection, or a second device
+	p.closed(ctx, "g", rules.First) // the old stream
+	if got, calls := r.get("g", rules.First), r.calls.Load(); got != 1 || calls != 1 {
+		t.Fatalf("overlapping streams: sum %d in %d records, want 1 in 1", got, calls)
+	}
+	p.closed(ctx, "g", rules.First)
+	if got := r.get("g", rules.First); got != 1 {
+		t.Fatalf("the last closing was not held back: sum %d", got)
+	}
+	p.closed(ctx, "g", rules.First) // a closing never opened here changes nothing
+	p.flush(ctx)
+	if got, calls := r.get("g", rules.First), r.calls.Load(); got != 0 || calls != 2 {
+		t.Fatalf("after flush: sum %d in %d records, want 0 in 2", got, calls)
+	}
+	if len(p.seats) != 0 {
+		t.Fatalf("%d seats left after every stream closed", len(p.seats))
+	}
+}
+
 func TestPresenceRecordsADisconnectionAfterTheGrace(t *testing.T) {
 	ctx := context.Background()
 	r := newRecorder()
@@ -123,6 +149,9 @@ func TestPresenceSumsStayRightUnderChurn(t *testing.T) {
 	}
 	wg.Wait()
 	p.flush(ctx)
+	if len(p.seats) != 0 {
+		t.Errorf("%d seats left after every stream closed", len(p.seats))
+	}
 	for _, id := range []string{"a", "b"} {
 		for _, side := range []rules.Side{rules.First, rules.Second} {
 			if got := r.get(id, side); got != 0 {
