@@ -105,6 +105,7 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 		grpc.ChainStreamInterceptor(drainStream(drain), recoverStream(log), logStream(log)),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.MaxSendMsgSize(cfg.MaxSendBytes),
+		grpc.ForceServerCodecV2(newCodec()),
 	)
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(g, h)

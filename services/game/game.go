@@ -115,7 +115,7 @@ func Bind(cfg Config) app.Binder {
 				return nil, err
 			}
 		}
-		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard, store.DecodeNotification)
+		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard, handler.Notifications())
 		hd, err := handler.New(log, handler.Config{
 			SeatTTL: cfg.SeatTTL, SetupTime: cfg.SetupTime, FirstMoveTime: cfg.FirstMoveTime,
 			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, PresenceGrace: cfg.PresenceGrace, AIJobs: jobs,

@@ -1,10 +1,14 @@
 package game_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -271,5 +275,59 @@ func TestMovesGetThroughReconnectStorms(t *testing.T) {
 	churn.Wait()
 	if reconnects.Load() < 100 {
 		t.Fatalf("only %d reconnects: the storm did not happen", reconnects.Load())
+	}
+}
+
+// Browsers stream over Connect (JSON here), through the same handler that
+// sends events encoded once for every stream: the events arrive as JSON.
+func TestStreamOverConnect(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	body, _ := json.Marshal(map[string]any{"gameId": tb.id})
+	frame := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(body)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+env.Addr+"/palace.game.v1.GameService/StreamEvents", bytes.NewReader(append(frame, body...)))
+	req.Header.Set("Content-Type", "application/connect+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	for {
+		var head [5]byte
+		if _, err := io.ReadFull(resp.Body, head[:]); err != nil {
+			t.Fatalf("stream ended before the move: %v", err)
+		}
+		msg := make([]byte, binary.BigEndian.Uint32(head[1:]))
+		if _, err := io.ReadFull(resp.Body, msg); err != nil {
+			t.Fatal(err)
+		}
+		if head[0]&2 != 0 {
+			t.Fatalf("end of stream before the move: %s", msg)
+		}
+		var m struct {
+			Event struct {
+				Version    string `json:"version"`
+				MovePlayed *struct {
+					Move struct {
+						Coordinate string `json:"coordinate"`
+					} `json:"move"`
+				} `json:"movePlayed"`
+			} `json:"event"`
+		}
+		if err := json.Unmarshal(msg, &m); err != nil {
+			t.Fatalf("%s: %v", msg, err)
+		}
+		if mp := m.Event.MovePlayed; mp != nil {
+			if mp.Move.Coordinate != "h3e3" || m.Event.Version == "" {
+				t.Fatalf("move event %s", msg)
+			}
+			return
+		}
 	}
 }

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -10,6 +11,7 @@ import (
 	"github.com/palacehq/palace/pkg/apierr"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/game/internal/hub"
 	"github.com/palacehq/palace/services/game/internal/model"
 )
 
@@ -66,25 +68,31 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	beat := time.NewTicker(h.cfg.Heartbeat)
 	defer beat.Stop()
 	sentSinceBeat := true
-	send := func(e *gamev1.Event) (done bool, err error) {
-		if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Event{Event: e}}); err != nil {
+	send := func(e hub.Event) (done bool, err error) {
+		// Sent as encoded once for every stream of the game in this
+		// process (hub.Event), not marshalled again for each one.
+		if err := ss.SendMsg(e.Msg); err != nil {
 			return true, err
 		}
 		next++
 		sentSinceBeat = true
 		// The game's last event completes the stream.
-		ended = e.GetGameEnded() != nil
+		ended = e.Ended
 		return ended, nil
 	}
 	read := true
 	for {
 		if read {
-			evs, err := h.store.Events(ctx, l.State.ID, next-1, h.cfg.StreamBatch)
+			raws, err := h.store.Events(ctx, l.State.ID, next-1, h.cfg.StreamBatch)
 			if err != nil {
 				return h.fail(ctx, err)
 			}
+			evs, err := streamEvents(raws)
+			if err != nil {
+				return h.fail(ctx, fmt.Errorf("game %s: %w", l.State.ID, err))
+			}
 			for _, e := range evs {
-				if e.GetVersion() != next {
+				if e.Version != next {
 					// Never skip: re-read from the first missing version.
 					break
 				}
@@ -103,9 +111,9 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		case evs := <-sub.Events:
 			for _, e := range evs {
 				switch {
-				case e.GetVersion() < next:
+				case e.Version < next:
 					continue // already sent (read from the log)
-				case e.GetVersion() > next:
+				case e.Version > next:
 					read = true // something was missed: fetch it from the log
 				default:
 					if done, err := send(e); done || err != nil {

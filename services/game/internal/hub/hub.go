@@ -1,8 +1,9 @@
 // Package hub fans game notifications out to the event streams of one
 // process. A process holds one Redis subscription, to the notification
-// shards of the games it streams, however many streams it serves; each
-// stream gets a coalescing signal and reads the game's event log itself,
-// so a slow reader only delays itself.
+// shards of the games it streams, however many streams it serves. Each
+// stream gets a commit's events, encoded once for all of them, or, when it
+// is too slow to take them, a coalescing signal to read the game's event
+// log itself, so a slow reader only delays itself.
 package hub
 
 import (
@@ -12,8 +13,24 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/server"
 )
+
+// Event is one event as streams send it: encoded once in this process for
+// every stream that sends it.
+type Event struct {
+	Version uint64
+	// Ended: the game's last event.
+	Ended bool
+	Msg   *server.Encoded
+}
+
+// Decoder reads notifications: GameOf the game a notification is about
+// (cheap), Events its events (only for games with subscribers here).
+type Decoder struct {
+	GameOf func(payload string) string
+	Events func(payload string) ([]Event, error)
+}
 
 // Hub routes notifications to subscribers.
 type Hub struct {
@@ -21,7 +38,7 @@ type Hub struct {
 	ps      *redis.PubSub
 	channel func(shard int) string
 	shardOf func(id string) int
-	decode  func(payload string) (string, []*gamev1.Event, error)
+	decode  Decoder
 
 	mu     sync.Mutex
 	games  map[string]map[*Sub]struct{}
@@ -36,12 +53,12 @@ type Hub struct {
 type Sub struct {
 	id     string
 	C      chan struct{}
-	Events chan []*gamev1.Event
+	Events chan []Event
 }
 
 // New starts a hub on rdb. channel names a shard's channel; shardOf maps a
 // game to its shard.
-func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, channel func(int) string, shardOf func(string) int, decode func(string) (string, []*gamev1.Event, error)) *Hub {
+func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, channel func(int) string, shardOf func(string) int, decode Decoder) *Hub {
 	h := &Hub{
 		log: log, channel: channel, shardOf: shardOf, decode: decode,
 		ps:     rdb.Subscribe(ctx),
@@ -56,9 +73,17 @@ func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, chann
 func (h *Hub) run() {
 	defer close(h.done)
 	for msg := range h.ps.Channel(redis.WithChannelSize(1024)) {
-		id, evs, err := h.decode(msg.Payload)
+		id := h.decode.GameOf(msg.Payload)
+		h.mu.Lock()
+		subs := h.games[id]
+		h.mu.Unlock()
+		if len(subs) == 0 {
+			// A game of the shard that nobody here watches.
+			continue
+		}
+		evs, err := h.decode.Events(msg.Payload)
 		if err != nil {
-			h.log.Warn("notification", "err", err)
+			h.log.Warn("notification", "game", id, "err", err)
 		}
 		h.mu.Lock()
 		for s := range h.games[id] {
@@ -80,7 +105,7 @@ func (h *Hub) run() {
 
 // Subscribe signals the returned Sub on every notification of game id.
 func (h *Hub) Subscribe(ctx context.Context, id string) (*Sub, error) {
-	s := &Sub{id: id, C: make(chan struct{}, 1), Events: make(chan []*gamev1.Event, 64)}
+	s := &Sub{id: id, C: make(chan struct{}, 1), Events: make(chan []Event, 64)}
 	shard := h.shardOf(id)
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -31,7 +31,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
 
-	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/services/game/internal/model"
 )
 
@@ -309,20 +308,20 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 }
 
 // Events returns up to count events with versions after `after`, in
-// order. An empty answer means none yet (or an unknown game).
-func (s *Store) Events(ctx context.Context, id string, after uint64, count int64) ([]*gamev1.Event, error) {
+// order, in their wire form. An empty answer means none yet (or an
+// unknown game).
+func (s *Store) Events(ctx context.Context, id string, after uint64, count int64) ([][]byte, error) {
 	msgs, err := s.rdb.XRangeN(ctx, s.eventsKey(id), strconv.FormatUint(after+1, 10)+"-0", "+", count).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read events of game %s: %w", id, err)
 	}
-	out := make([]*gamev1.Event, 0, len(msgs))
+	out := make([][]byte, 0, len(msgs))
 	for _, m := range msgs {
-		raw, _ := m.Values["e"].(string)
-		var e gamev1.Event
-		if err := proto.Unmarshal([]byte(raw), &e); err != nil {
-			return nil, fmt.Errorf("decode event %s of game %s: %w", m.ID, id, err)
+		raw, ok := m.Values["e"].(string)
+		if !ok {
+			return nil, fmt.Errorf("event %s of game %s has no body", m.ID, id)
 		}
-		out = append(out, &e)
+		out = append(out, []byte(raw))
 	}
 	return out, nil
 }
@@ -357,26 +356,28 @@ func (s *Store) Probe(ctx context.Context, key string) (uint64, error) {
 	return uint64(n), nil
 }
 
-// DecodeNotification reads a commit notification: the game id and the
-// events it committed.
-func DecodeNotification(payload string) (string, []*gamev1.Event, error) {
+// NotificationGame is the game a commit notification is about.
+func NotificationGame(payload string) string {
+	id, _, _ := strings.Cut(payload, "\x00")
+	return id
+}
+
+// NotificationEvents reads the events, in their wire form, that a commit
+// notification carries.
+func NotificationEvents(payload string) ([][]byte, error) {
 	id, rest, ok := strings.Cut(payload, "\x00")
 	if !ok {
-		return "", nil, fmt.Errorf("notification without events")
+		return nil, fmt.Errorf("notification without events")
 	}
 	b := []byte(rest)
-	var evs []*gamev1.Event
+	var evs [][]byte
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || uint64(len(b)-k) < n {
-			return id, nil, fmt.Errorf("notification of game %s is truncated", id)
+			return nil, fmt.Errorf("notification of game %s is truncated", id)
 		}
-		var e gamev1.Event
-		if err := proto.Unmarshal(b[k:k+int(n)], &e); err != nil {
-			return id, nil, fmt.Errorf("notification of game %s: %w", id, err)
-		}
-		evs = append(evs, &e)
+		evs = append(evs, b[k:k+int(n)])
 		b = b[k+int(n):]
 	}
-	return id, evs, nil
+	return evs, nil
 }

@@ -1,0 +1,75 @@
+package handler
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/palacehq/palace/pkg/server"
+	"github.com/palacehq/palace/services/game/internal/hub"
+	"github.com/palacehq/palace/services/game/internal/store"
+)
+
+// Field numbers of the wire forms a stream sends (wire_test.go checks
+// them against the descriptors).
+const (
+	eventVersionField      = 1  // Event.version
+	eventGameEndedField    = 19 // Event.game_ended
+	streamEventsEventField = 2  // StreamEventsResponse.event
+)
+
+// streamEvent turns an event in its wire form into what a stream sends:
+// the StreamEventsResponse around it, encoded once however many streams
+// send it, and the two fields a stream looks at.
+func streamEvent(raw []byte) (hub.Event, error) {
+	var e hub.Event
+	for b := raw; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return hub.Event{}, fmt.Errorf("event: %w", protowire.ParseError(n))
+		}
+		b = b[n:]
+		switch {
+		case num == eventVersionField && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return hub.Event{}, fmt.Errorf("event version: %w", protowire.ParseError(n))
+			}
+			e.Version = v
+		case num == eventGameEndedField:
+			e.Ended = true
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return hub.Event{}, fmt.Errorf("event field %d: %w", num, protowire.ParseError(n))
+		}
+		b = b[n:]
+	}
+	msg := protowire.AppendTag(make([]byte, 0, len(raw)+8), streamEventsEventField, protowire.BytesType)
+	e.Msg = server.NewEncoded(protowire.AppendBytes(msg, raw))
+	return e, nil
+}
+
+func streamEvents(raws [][]byte) ([]hub.Event, error) {
+	out := make([]hub.Event, len(raws))
+	for i, raw := range raws {
+		var err error
+		if out[i], err = streamEvent(raw); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Notifications reads commit notifications for the hub.
+func Notifications() hub.Decoder {
+	return hub.Decoder{
+		GameOf: store.NotificationGame,
+		Events: func(payload string) ([]hub.Event, error) {
+			raws, err := store.NotificationEvents(payload)
+			if err != nil {
+				return nil, err
+			}
+			return streamEvents(raws)
+		},
+	}
+}

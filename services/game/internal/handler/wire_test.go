@@ -1,0 +1,74 @@
+package handler
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+func TestWireFieldNumbersMatchTheAPI(t *testing.T) {
+	for _, c := range []struct {
+		msg   proto.Message
+		field protoreflect.Name
+		want  int
+	}{
+		{&gamev1.Event{}, "version", eventVersionField},
+		{&gamev1.Event{}, "game_ended", eventGameEndedField},
+		{&gamev1.StreamEventsResponse{}, "event", streamEventsEventField},
+	} {
+		f := c.msg.ProtoReflect().Descriptor().Fields().ByName(c.field)
+		if f == nil || int(f.Number()) != c.want {
+			t.Errorf("%s.%s: %v, want number %d", c.msg.ProtoReflect().Descriptor().Name(), c.field, f, c.want)
+		}
+	}
+}
+
+func TestStreamEventIsTheResponseAroundTheEvent(t *testing.T) {
+	for _, e := range []*gamev1.Event{
+		{Version: 7, Kind: &gamev1.Event_MovePlayed{MovePlayed: &gamev1.MoveRecord{Ply: 3, Move: &commonv1.Move{Coordinate: "h3e3"}, Notation: "C2.5"}}},
+		{Version: 1 << 40, Kind: &gamev1.Event_GameEnded{GameEnded: &gamev1.GameEnded{}}},
+		{Version: 1},
+	} {
+		raw, err := proto.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := streamEvent(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Version != e.GetVersion() || got.Ended != (e.GetGameEnded() != nil) {
+			t.Errorf("%v: version %d ended %v", e, got.Version, got.Ended)
+		}
+		var resp gamev1.StreamEventsResponse
+		if err := proto.Unmarshal(got.Msg.Bytes(), &resp); err != nil || !proto.Equal(resp.GetEvent(), e) {
+			t.Errorf("%v: sent %v, %v", e, &resp, err)
+		}
+	}
+	for _, bad := range [][]byte{{0x08}, {0x08, 0x80}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}} {
+		if _, err := streamEvent(bad); err == nil {
+			t.Errorf("%x: no error", bad)
+		}
+	}
+}
+
+func FuzzStreamEvent(f *testing.F) {
+	raw, _ := proto.Marshal(&gamev1.Event{Version: 5, Kind: &gamev1.Event_GameEnded{GameEnded: &gamev1.GameEnded{}}})
+	f.Add(raw)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := streamEvent(b)
+		if err != nil {
+			return
+		}
+		// What the scan accepts is well-formed at the top level, so the
+		// response around it is too.
+		var resp gamev1.StreamEventsResponse
+		if proto.Unmarshal(e.Msg.Bytes(), &resp) == nil && resp.GetEvent().GetVersion() != e.Version {
+			t.Fatalf("version %d, decoded %d", e.Version, resp.GetEvent().GetVersion())
+		}
+	})
+}
