@@ -45,7 +45,7 @@ func seats(ai ...uint32) []*gamev1.Seat {
 	return s
 }
 
-func create(t *testing.T, env *gametest.Env, req *gamev1.CreateGameRequest) *table {
+func create(t testing.TB, env *gametest.Env, req *gamev1.CreateGameRequest) *table {
 	t.Helper()
 	if req.RequestId == "" {
 		req.RequestId = rid()
@@ -68,7 +68,7 @@ func xiangqi(t *testing.T, env *gametest.Env) *table {
 	return create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
 }
 
-func (tb *table) get(t *testing.T) *gamev1.Game {
+func (tb *table) get(t testing.TB) *gamev1.Game {
 	t.Helper()
 	g, err := tb.env.Client.GetGame(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: tb.id})
 	if err != nil {
