@@ -8,25 +8,44 @@ import (
 )
 
 // stateCache keeps the last state this process committed for recently
-// changed games (with its replayed moves). The next command on the same
-// game runs on it without reading Redis: its commit still compares the
-// version, so a stale entry only costs a conflict and a reload. Stored
-// state stays the only truth.
+// changed games (with its replayed moves), and the answer that commit
+// gave. The next command on the same game runs on it without reading
+// Redis: its commit still compares the version, so a stale entry only
+// costs a conflict and a reload. Stored state stays the only truth.
 type stateCache struct {
 	mu    sync.Mutex
 	limit int
-	m     map[string]*model.State
+	m     map[string]cacheEntry
+}
+
+type cacheEntry struct {
+	st *model.State
+	// requestID and answer are the last commit's, as stored in Redis.
+	requestID string
+	answer    []byte
 }
 
 func newStateCache(limit int) *stateCache {
-	return &stateCache{limit: limit, m: make(map[string]*model.State, limit)}
+	return &stateCache{limit: limit, m: make(map[string]cacheEntry, limit)}
 }
 
 // get returns the cached state; callers must not change it.
 func (c *stateCache) get(id string) *model.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[id]
+	return c.m[id].st
+}
+
+// answer returns the stored answer to requestID when it was the last
+// command this process committed on the game: a client that lost that
+// answer and retries at once gets it without a read.
+func (c *stateCache) answer(id, requestID string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.m[id]; requestID != "" && e.requestID == requestID {
+		return e.answer
+	}
+	return nil
 }
 
 // replayed returns the cached replay of exactly version, or nil.
@@ -37,7 +56,8 @@ func (c *stateCache) replayed(id string, version uint64) *rules.Game {
 	return nil
 }
 
-func (c *stateCache) put(st *model.State) {
+// put caches st with the answer stored for requestID ("" for none).
+func (c *stateCache) put(st *model.State, requestID string, answer []byte) {
 	id := st.ID
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -49,7 +69,10 @@ func (c *stateCache) put(st *model.State) {
 			break
 		}
 	}
-	c.m[id] = st
+	if answer == nil {
+		requestID = ""
+	}
+	c.m[id] = cacheEntry{st: st, requestID: requestID, answer: answer}
 }
 
 func (c *stateCache) drop(id string) {

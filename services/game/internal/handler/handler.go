@@ -212,6 +212,9 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 		return nil, err
 	}
 	defer unlock()
+	if raw := h.cache.answer(c.id, c.requestID); raw != nil {
+		return c.decode(raw)
+	}
 	// Fast path: run on the state this process last committed. Its commit
 	// checks the version and the request id, so it is exactly as safe as
 	// the slow path; anything unusual (a refusal, a conflict) takes the
@@ -402,7 +405,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	if ch.State.Status.Finished() {
 		h.cache.drop(ch.State.ID)
 	} else {
-		h.cache.put(ch.State)
+		h.cache.put(ch.State, reqID, raw)
 	}
 	if oldWake != 0 && oldWake != newWake {
 		// Best effort: a left-over entry is only a stale wake-up that the
