@@ -788,13 +788,9 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 	}
 	var l store.Loaded
 	var err error
-	now := time.Now().Add(time.Duration(h.offsetNs.Load()))
-	switch cached := h.cache.get(id); {
-	case withMoves:
+	if withMoves {
 		l, err = h.load(ctx, id, "")
-	case cached != nil && after <= cached.Version && h.store.Kept(cached, now):
-		l = store.Loaded{State: cached, Now: now}
-	default:
+	} else if l = h.cachedHead(id, after); l.State == nil {
 		if l, err = h.store.LoadHead(ctx, id); err == nil {
 			h.learnRedisTime(l.Now)
 		}
@@ -816,6 +812,17 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 		return l, nil, nil
 	}
 	return l, &side, nil
+}
+
+// cachedHead is the state this process last committed of game id, when it
+// is at least version after and certainly still stored; State is nil
+// otherwise.
+func (h *Handler) cachedHead(id string, after uint64) store.Loaded {
+	now := time.Now().Add(time.Duration(h.offsetNs.Load()))
+	if st := h.cache.get(id); st != nil && after <= st.Version && h.store.Kept(st, now) {
+		return store.Loaded{State: st, Now: now}
+	}
+	return store.Loaded{}
 }
 
 func (h *Handler) GetGame(ctx context.Context, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {

@@ -75,9 +75,9 @@ func (h *Hub) run() {
 	for msg := range h.ps.Channel(redis.WithChannelSize(1024)) {
 		id := h.decode.GameOf(msg.Payload)
 		h.mu.Lock()
-		subs := h.games[id]
+		watched := len(h.games[id]) > 0
 		h.mu.Unlock()
-		if len(subs) == 0 {
+		if !watched {
 			// A game of the shard that nobody here watches.
 			continue
 		}
