@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -87,30 +89,50 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 	return out
 }
 
-// legalMovesPB sorts moves by text. The texts share one string and the
-// messages one allocation: this runs on every move's answer.
+// legalMovesPB sorts moves by text. It runs on every move's answer, so it
+// allocates only the slice: the messages are shared (moveMessages).
 func legalMovesPB(ms []rules.Move) []*commonv1.Move {
-	buf := make([]byte, 0, 6*len(ms))
-	ends := make([]int, len(ms))
+	t := moveMessages()
+	idx := make([]int, len(ms))
 	for i, m := range ms {
-		buf, _ = m.AppendText(buf)
-		ends[i] = len(buf)
+		idx[i] = moveIndex(m)
 	}
-	all := string(buf)
-	texts := make([]string, len(ms))
-	start := 0
-	for i, end := range ends {
-		texts[i], start = all[start:end], end
-	}
-	slices.Sort(texts)
-	pbs := make([]commonv1.Move, len(texts))
-	out := make([]*commonv1.Move, len(texts))
-	for i, t := range texts {
-		pbs[i].Coordinate = t
-		out[i] = &pbs[i]
+	slices.SortFunc(idx, func(a, b int) int { return t.rank[a] - t.rank[b] })
+	out := make([]*commonv1.Move, len(idx))
+	for i, k := range idx {
+		out[i] = t.msg[k]
 	}
 	return out
 }
+
+// moveTable holds one message for every coordinate move (from, to), with
+// its rank in text order. Its messages are never changed, and protobuf
+// allows marshalling one message from many goroutines at once, so every
+// answer can point at the same ones.
+type moveTable struct {
+	msg  []*commonv1.Move
+	rank []int
+}
+
+func moveIndex(m rules.Move) int { return int(m.From())*rules.NumSquares + int(m.To()) }
+
+var moveMessages = sync.OnceValue(func() moveTable {
+	n := rules.NumSquares * rules.NumSquares
+	t := moveTable{msg: make([]*commonv1.Move, n), rank: make([]int, n)}
+	order := make([]int, n)
+	for from := range rules.NumSquares {
+		for to := range rules.NumSquares {
+			k := from*rules.NumSquares + to
+			t.msg[k] = &commonv1.Move{Coordinate: rules.NewMove(rules.Square(from), rules.Square(to)).String()}
+			order[k] = k
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(t.msg[a].Coordinate, t.msg[b].Coordinate) })
+	for r, k := range order {
+		t.rank[k] = r
+	}
+	return t
+})
 
 // Remembered answers are kept for the game's life and its retention, one
 // per command, and the legal moves were most of each one. They are kept
