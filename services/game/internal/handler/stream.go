@@ -17,9 +17,11 @@ import (
 
 // StreamEvents sends a snapshot when asked, then every event after the
 // requested version exactly once and in order, then live events, with
-// heartbeats. Events are always read from the game's log by version, and
-// notifications only say "look again", so a lost notification, a slow
-// reader or a reconnect can delay an event but never drop or repeat one.
+// heartbeats. An event is sent only if its version is the next one, from
+// the notification that carries it or else from the game's log, which is
+// read whenever the stream cannot be sure it has seen everything (a gap
+// in the versions, a slow reader, a subscription confirmed; see package
+// hub), so nothing is dropped or repeated.
 func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameService_StreamEventsServer) error {
 	ctx := ss.Context()
 	select {
@@ -126,14 +128,11 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		case <-sub.C:
 			read = true
 		case <-beat.C:
-			// A heartbeat tick also re-reads the log, which covers a
-			// notification lost while the subscription reconnected.
 			if !sentSinceBeat {
 				hb := &gamev1.Heartbeat{ServerTime: timestamppb.Now(), Version: next - 1}
 				if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Heartbeat{Heartbeat: hb}}); err != nil {
 					return err
 				}
-				read = true
 			}
 			sentSinceBeat = false
 		}

@@ -4,6 +4,13 @@
 // stream gets a commit's events, encoded once for all of them, or, when it
 // is too slow to take them, a coalescing signal to read the game's event
 // log itself, so a slow reader only delays itself.
+//
+// Redis drops the notifications published while a subscription is not in
+// place: before the server has taken a new SUBSCRIBE, and while the
+// connection is down and being restored. Each confirmation of a shard's
+// subscription, the first one and every one after a reconnection,
+// therefore signals the streams of that shard's games to read their logs,
+// so they catch up with whatever was published before it.
 package hub
 
 import (
@@ -43,15 +50,19 @@ type Hub struct {
 	mu     sync.Mutex
 	games  map[string]map[*Sub]struct{}
 	shards map[int]int
-	closed bool
-	done   chan struct{}
+	// shardOfChannel maps the channels subscribed to their shards.
+	shardOfChannel map[string]int
+	closed         bool
+	done           chan struct{}
 }
 
 // Sub is one subscriber: Events carries the events of each commit as
-// published; when Events is full (a slow reader) they are dropped and C
-// fires instead, telling the reader to fetch what it missed from the log.
+// published. C tells the reader to fetch what it may have missed from the
+// log: it fires when Events is full (a slow reader; the events are
+// dropped) and when the game's shard subscription is confirmed.
 type Sub struct {
 	id     string
+	shard  int
 	C      chan struct{}
 	Events chan []Event
 }
@@ -61,10 +72,11 @@ type Sub struct {
 func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, channel func(int) string, shardOf func(string) int, decode Decoder) *Hub {
 	h := &Hub{
 		log: log, channel: channel, shardOf: shardOf, decode: decode,
-		ps:     rdb.Subscribe(ctx),
-		games:  map[string]map[*Sub]struct{}{},
-		shards: map[int]int{},
-		done:   make(chan struct{}),
+		ps:             rdb.Subscribe(ctx),
+		games:          map[string]map[*Sub]struct{}{},
+		shards:         map[int]int{},
+		shardOfChannel: map[string]int{},
+		done:           make(chan struct{}),
 	}
 	go h.run()
 	return h
@@ -72,41 +84,75 @@ func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, chann
 
 func (h *Hub) run() {
 	defer close(h.done)
-	for msg := range h.ps.Channel(redis.WithChannelSize(1024)) {
-		id := h.decode.GameOf(msg.Payload)
-		h.mu.Lock()
-		watched := len(h.games[id]) > 0
-		h.mu.Unlock()
-		if !watched {
-			// A game of the shard that nobody here watches.
-			continue
-		}
-		evs, err := h.decode.Events(msg.Payload)
-		if err != nil {
-			h.log.Warn("notification", "game", id, "err", err)
-		}
-		h.mu.Lock()
-		for s := range h.games[id] {
-			if err == nil {
-				select {
-				case s.Events <- evs:
-					continue
-				default:
-				}
+	for m := range h.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
+		switch m := m.(type) {
+		case *redis.Message:
+			h.notify(m.Payload)
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				h.subscribed(m.Channel)
 			}
+		}
+	}
+}
+
+// notify hands one notification's events to the streams of its game.
+func (h *Hub) notify(payload string) {
+	id := h.decode.GameOf(payload)
+	h.mu.Lock()
+	watched := len(h.games[id]) > 0
+	h.mu.Unlock()
+	if !watched {
+		// A game of the shard that nobody here watches.
+		return
+	}
+	evs, err := h.decode.Events(payload)
+	if err != nil {
+		h.log.Warn("notification", "game", id, "err", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.games[id] {
+		if err == nil {
 			select {
-			case s.C <- struct{}{}:
-			default: // already signalled: the reader will see everything anyway
+			case s.Events <- evs:
+				continue
+			default:
 			}
 		}
-		h.mu.Unlock()
+		signal(s)
+	}
+}
+
+// subscribed tells the streams of a shard's games, once its subscription
+// is confirmed, to read what may have been published before.
+func (h *Hub) subscribed(channel string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	shard, ok := h.shardOfChannel[channel]
+	if !ok {
+		return
+	}
+	for _, subs := range h.games {
+		for s := range subs {
+			if s.shard == shard {
+				signal(s)
+			}
+		}
+	}
+}
+
+func signal(s *Sub) {
+	select {
+	case s.C <- struct{}{}:
+	default: // already signalled: the reader will see everything anyway
 	}
 }
 
 // Subscribe signals the returned Sub on every notification of game id.
 func (h *Hub) Subscribe(ctx context.Context, id string) (*Sub, error) {
-	s := &Sub{id: id, C: make(chan struct{}, 1), Events: make(chan []Event, 64)}
 	shard := h.shardOf(id)
+	s := &Sub{id: id, shard: shard, C: make(chan struct{}, 1), Events: make(chan []Event, 64)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.games[id] == nil {
@@ -115,6 +161,7 @@ func (h *Hub) Subscribe(ctx context.Context, id string) (*Sub, error) {
 	h.games[id][s] = struct{}{}
 	h.shards[shard]++
 	if h.shards[shard] == 1 {
+		h.shardOfChannel[h.channel(shard)] = shard
 		if err := h.ps.Subscribe(ctx, h.channel(shard)); err != nil {
 			h.unsubscribeLocked(ctx, s)
 			return nil, err
@@ -139,10 +186,11 @@ func (h *Hub) unsubscribeLocked(ctx context.Context, s *Sub) {
 	if len(subs) == 0 {
 		delete(h.games, s.id)
 	}
-	shard := h.shardOf(s.id)
+	shard := s.shard
 	h.shards[shard]--
 	if h.shards[shard] == 0 {
 		delete(h.shards, shard)
+		delete(h.shardOfChannel, h.channel(shard))
 		if !h.closed {
 			if err := h.ps.Unsubscribe(ctx, h.channel(shard)); err != nil {
 				h.log.Warn("unsubscribe", "shard", shard, "err", err)
