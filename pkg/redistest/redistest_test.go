@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -124,5 +125,29 @@ func TestClientReachesSharedServer(t *testing.T) {
 	}
 	if Prefix(t) == p {
 		t.Fatal("two prefixes are equal")
+	}
+}
+
+// TestProxyCutsAndRestores: a client through the proxy works, loses its
+// connection and cannot reconnect while the proxy is cut, and works again
+// after Restore.
+func TestProxyCutsAndRestores(t *testing.T) {
+	p := NewProxy(t, Addr(t))
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	p.Cut()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("a ping got through a cut proxy")
+	}
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("a new connection got through a cut proxy")
+	}
+	p.Restore()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("after Restore: %v", err)
 	}
 }

@@ -31,6 +31,13 @@ type Env struct {
 // Start runs the game service until tb ends; edit adjusts its config.
 func Start(tb testing.TB, edit func(*game.Config)) *Env {
 	tb.Helper()
+	return StartOn(tb, redistest.Addr(tb), edit)
+}
+
+// StartOn is Start with the service's Redis at redisAddr (a
+// redistest.Proxy, to take Redis away from it).
+func StartOn(tb testing.TB, redisAddr string, edit func(*game.Config)) *Env {
+	tb.Helper()
 	cfg := game.DefaultConfig()
 	cfg.KeyPrefix = redistest.Prefix(tb)
 	cfg.Heartbeat = 200 * time.Millisecond
@@ -38,7 +45,6 @@ func Start(tb testing.TB, edit func(*game.Config)) *Env {
 	if edit != nil {
 		edit(&cfg)
 	}
-	addr := redistest.Addr(tb)
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
@@ -46,7 +52,7 @@ func Start(tb testing.TB, edit func(*game.Config)) *Env {
 		done <- app.Run(ctx, app.Options{
 			Name: "game-test",
 			Config: app.Config{
-				Listen: "127.0.0.1:0", RedisAddr: addr, LogFormat: "text", LogLevel: "error",
+				Listen: "127.0.0.1:0", RedisAddr: redisAddr, LogFormat: "text", LogLevel: "error",
 				ShutdownTimeout: 5 * time.Second, MaxRecvBytes: 1 << 20,
 			},
 			Services:  []app.Binder{game.Bind(cfg)},
