@@ -9,16 +9,22 @@ import (
 
 // Proxy stands between the processes of a test and a Redis server, so
 // that the test can take the server away from them: Cut closes every
-// connection through it and refuses new ones, as a network partition or a
-// Redis restart would, until Restore.
+// connection through it and refuses new ones, as a Redis restart would,
+// and Blackhole lets commands through but loses every answer, as a
+// network partition right after a write would, until Restore.
 type Proxy struct {
 	target string
 	ln     net.Listener
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu        sync.Mutex
+	cut       bool
+	blackhole bool
+	conns     map[net.Conn]struct{}
+	// lost holds the connections that lost an answer: their client can no
+	// longer match answers to commands, and Restore closes them, as the
+	// client's timeouts would.
+	lost map[net.Conn]struct{}
+	wg   sync.WaitGroup
 }
 
 // NewProxy listens on a free loopback port and forwards to target until
@@ -29,7 +35,7 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 	if err != nil {
 		tb.Fatalf("redis proxy: %v", err)
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, lost: map[net.Conn]struct{}{}}
 	p.wg.Go(p.accept)
 	tb.Cleanup(p.close)
 	return p
@@ -48,11 +54,49 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Restore lets connections through again.
+// Blackhole forwards what clients send and drops what the server answers
+// until Restore.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	p.blackhole = true
+	p.mu.Unlock()
+}
+
+// Restore lets connections through again, closing those that lost an
+// answer.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
-	p.cut = false
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	p.cut, p.blackhole = false, false
+	for c := range p.lost {
+		_ = c.Close()
+	}
+	clear(p.lost)
+}
+
+// answers copies the server's answers to client, dropping them while the
+// proxy is a blackhole.
+func (p *Proxy) answers(client, server net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			drop := p.blackhole
+			if drop {
+				p.lost[client] = struct{}{}
+			}
+			p.mu.Unlock()
+			if !drop {
+				if _, werr := client.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (p *Proxy) accept() {
@@ -86,14 +130,14 @@ func (p *Proxy) forward(client net.Conn) {
 	defer p.untrack(client, server)
 	done := make(chan struct{}, 2)
 	// Either side ending (or Cut) ends the pair.
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+	pipe := func(copy func()) {
+		copy()
 		_ = client.Close()
 		_ = server.Close()
 		done <- struct{}{}
 	}
-	go pipe(server, client)
-	go pipe(client, server)
+	go pipe(func() { _, _ = io.Copy(server, client) })
+	go pipe(func() { p.answers(client, server) })
 	<-done
 	<-done
 }
@@ -117,6 +161,7 @@ func (p *Proxy) untrack(client, server net.Conn) {
 	defer p.mu.Unlock()
 	delete(p.conns, client)
 	delete(p.conns, server)
+	delete(p.lost, client)
 }
 
 func (p *Proxy) close() {

@@ -151,3 +151,30 @@ func TestProxyCutsAndRestores(t *testing.T) {
 		t.Fatalf("after Restore: %v", err)
 	}
 }
+
+// TestProxyBlackholeLosesAnswersOnly: through a blackhole a command still
+// reaches the server, its answer never comes back, and after Restore the
+// client works again on a fresh connection.
+func TestProxyBlackholeLosesAnswersOnly(t *testing.T) {
+	p := NewProxy(t, Addr(t))
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, ReadTimeout: 300 * time.Millisecond})
+	defer c.Close()
+	direct := Client(t)
+	ctx := context.Background()
+	key := Prefix(t) + "n"
+	defer direct.Del(ctx, key)
+	if err := c.Incr(ctx, key).Err(); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	p.Blackhole()
+	if err := c.Incr(ctx, key).Err(); err == nil {
+		t.Fatal("an answer came back through a blackhole")
+	}
+	if n, err := direct.Get(ctx, key).Int(); err != nil || n != 2 {
+		t.Fatalf("the server has %d (%v), want 2: the command did not get through", n, err)
+	}
+	p.Restore()
+	if n, err := c.Incr(ctx, key).Result(); err != nil || n != 3 {
+		t.Fatalf("after Restore: %d, %v; want 3", n, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/game"
@@ -65,4 +66,50 @@ func TestStreamCatchesUpAfterLosingRedis(t *testing.T) {
 	if e.GetVersion() != second || e.GetMovePlayed().GetMove().GetCoordinate() != "h10g8" {
 		t.Fatalf("got %v, want h10g8 at version %d", e, second)
 	}
+}
+
+// TestMoveWhoseCommitAnswerIsLost: Redis applies a move's commit but its
+// answer never reaches the service, so the client's call fails without
+// knowing whether the move was played. Once Redis is reachable again, the
+// client's retry with the same request id must get the move as it was
+// applied, not play it a second time.
+func TestMoveWhoseCommitAnswerIsLost(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	a := gametest.StartOn(t, proxy.Addr(), func(c *game.Config) { c.SigningKeys = keyOne })
+	b := gametest.Start(t, func(c *game.Config) { c.KeyPrefix = a.Config.KeyPrefix; c.SigningKeys = keyOne })
+	tb := xiangqi(t, a)
+	before := tb.get(t).GetVersion()
+	req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h3e3"}}
+
+	proxy.Blackhole()
+	ctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), time.Second)
+	_, err := a.Client.MakeMove(ctx, req)
+	cancel()
+	if err == nil {
+		t.Fatal("a move was answered while Redis' answers were lost")
+	}
+	// The commit itself reached Redis: b, which has Redis, sees the move.
+	seen := &table{env: b, id: tb.id, seats: tb.seats}
+	for deadline := time.Now().Add(10 * time.Second); seen.get(t).GetVersion() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("the commit never reached Redis: the answer was not what was lost")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	proxy.Restore()
+
+	ctx, cancel = context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), 30*time.Second)
+	defer cancel()
+	resp, err := a.Client.MakeMove(ctx, req)
+	if err != nil {
+		t.Fatalf("retry with the same request id: %v", err)
+	}
+	if resp.GetGame().GetVersion() != before+1 || resp.GetMove().GetMove().GetCoordinate() != "h3e3" {
+		t.Fatalf("retry answered version %d move %v, want h3e3 at version %d", resp.GetGame().GetVersion(), resp.GetMove(), before+1)
+	}
+	g := seen.get(t)
+	if g.GetVersion() != before+1 || len(g.GetMoves()) != 1 {
+		t.Fatalf("the game is at version %d with %d moves, want version %d with 1", g.GetVersion(), len(g.GetMoves()), before+1)
+	}
+	tb.move(t, "h10g8")
 }
