@@ -8,8 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"syscall"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -104,6 +108,28 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 	if errors.As(err, &e) && e.Code != Internal {
 		return status.Error(grpcCodes[e.Code], e.Msg)
 	}
+	if Transient(err) {
+		log.WarnContext(ctx, "storage unavailable", "err", err)
+		return status.Error(codes.Unavailable, unavailableMsg)
+	}
 	log.ErrorContext(ctx, "internal error", "err", err)
 	return status.Error(codes.Internal, "internal error")
+}
+
+const unavailableMsg = "the service cannot reach its storage right now: retry shortly (a command retried with the same request_id is applied at most once)"
+
+// Transient reports an error of a store that is unreachable, restarting
+// or failing over: nothing is wrong with the request, and a retry may
+// succeed, so clients get Unavailable rather than Internal.
+func Transient(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
+		return true
+	}
+	return redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) ||
+		redis.IsTryAgainError(err) || redis.IsMasterDownError(err) || redis.IsMaxClientsError(err)
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -26,6 +30,11 @@ func TestToStatus(t *testing.T) {
 		{name: "internal hides detail", err: errors.New("redis: connection refused at 10.1.2.3"), wantCode: codes.Internal, wantMsg: "internal error"},
 		{name: "cancelled context", err: fmt.Errorf("read: %w", context.Canceled), wantCode: codes.Canceled, wantMsg: "request cancelled"},
 		{name: "status passes through", err: status.Error(codes.Unavailable, "down"), wantCode: codes.Unavailable, wantMsg: "down"},
+		{name: "store unreachable", err: fmt.Errorf("commit game g: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
+		{name: "store connection closed", err: fmt.Errorf("load game g: %w", io.EOF), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
+		{name: "store pool exhausted", err: fmt.Errorf("load game g: %w", redis.ErrPoolTimeout), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
+		{name: "store client closed at shutdown", err: fmt.Errorf("load game g: %w", redis.ErrClosed), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
+		{name: "store script error is a bug", err: fmt.Errorf("commit game g: %w", redis.ErrNoScript), wantCode: codes.Internal, wantMsg: "internal error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
@@ -112,4 +114,32 @@ func TestMoveWhoseCommitAnswerIsLost(t *testing.T) {
 		t.Fatalf("the game is at version %d with %d moves, want version %d with 1", g.GetVersion(), len(g.GetMoves()), before+1)
 	}
 	tb.move(t, "h10g8")
+}
+
+// TestCommandsWhileRedisIsDown: with Redis out of reach a command fails
+// with Unavailable (retry), not Internal (a bug), and a read too; once
+// Redis is back the same request is applied, once.
+func TestCommandsWhileRedisIsDown(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	a := gametest.StartOn(t, proxy.Addr(), nil)
+	tb := xiangqi(t, a)
+	before := tb.get(t).GetVersion()
+	req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h3e3"}}
+
+	proxy.Cut()
+	ctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), 20*time.Second)
+	defer cancel()
+	_, err := a.Client.MakeMove(ctx, req)
+	wantCode(t, err, codes.Unavailable)
+	_, err = a.Client.GetGame(ctx, &gamev1.GetGameRequest{GameId: tb.id})
+	wantCode(t, err, codes.Unavailable)
+	proxy.Restore()
+
+	resp, err := a.Client.MakeMove(ctx, req)
+	if err != nil {
+		t.Fatalf("the same request once Redis is back: %v", err)
+	}
+	if resp.GetGame().GetVersion() != before+1 {
+		t.Fatalf("version %d, want %d", resp.GetGame().GetVersion(), before+1)
+	}
 }
