@@ -153,25 +153,32 @@ func StartBinary(ctx context.Context, bin string, args ...string) (*Instance, er
 		return os.RemoveAll(dir)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := waitReady(ctx, addr, done); err != nil {
+		_ = stop()
+		return nil, err
+	}
+	return &Instance{Addr: addr, Source: FromBinary, stop: stop}, nil
+}
+
+// waitReady waits until the server at addr answers PING (which it does
+// only once its data is loaded), or exits (done closes), or 10s pass.
+func waitReady(ctx context.Context, addr string, done <-chan struct{}) error {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if err := c.Ping(ctx).Err(); err == nil {
-			return &Instance{Addr: addr, Source: FromBinary, stop: stop}, nil
+			return nil
 		}
 		select {
 		case <-done:
-			_ = stop()
-			return nil, fmt.Errorf("redis-server on port %d exited at start", port)
+			return fmt.Errorf("redis-server on %s exited at start", addr)
 		case <-ctx.Done():
-			_ = stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			_ = stop()
-			return nil, fmt.Errorf("redis-server on port %d did not answer within 10s", port)
+			return fmt.Errorf("redis-server on %s did not answer within 10s", addr)
 		}
 	}
 }

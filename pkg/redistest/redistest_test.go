@@ -178,3 +178,23 @@ func TestProxyBlackholeLosesAnswersOnly(t *testing.T) {
 		t.Fatalf("after Restore: %d, %v; want 3", n, err)
 	}
 }
+
+// TestOwnServerKeepsAcknowledgedWritesThroughACrash: every write the
+// server acknowledged before it was killed is there after the restart.
+func TestOwnServerKeepsAcknowledgedWritesThroughACrash(t *testing.T) {
+	s := Own(t)
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	for range 100 {
+		if err := c.Incr(ctx, "n").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Get(ctx, "n").Int(); err != nil || n != 100 {
+		t.Fatalf("after the crash: %d, %v; want 100", n, err)
+	}
+}

@@ -2,10 +2,13 @@ package game_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -141,5 +144,116 @@ func TestCommandsWhileRedisIsDown(t *testing.T) {
 	}
 	if resp.GetGame().GetVersion() != before+1 {
 		t.Fatalf("version %d, want %d", resp.GetGame().GetVersion(), before+1)
+	}
+}
+
+// retrying calls f until it returns anything but Unavailable, as a client
+// does while the service cannot reach Redis.
+func retrying(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := f()
+		if status.Code(err) != codes.Unavailable {
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still unavailable after 20s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestGamesSurviveARedisCrash: Redis is killed (SIGKILL) in the middle of
+// a game and started again from its append-only file. Every acknowledged
+// move is still there, the game goes on to its end, and a reader that
+// follows it throughout (resuming from its last version if its stream
+// breaks) gets every version exactly once, in order.
+func TestGamesSurviveARedisCrash(t *testing.T) {
+	srv := redistest.Own(t)
+	env := gametest.StartOn(t, srv.Addr, nil)
+	tb := xiangqi(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	seen := make(chan []uint64, 1)
+	go func() {
+		var got []uint64
+		defer func() { seen <- got }()
+		var last uint64
+		for ctx.Err() == nil {
+			st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: last})
+			for err == nil {
+				var m *gamev1.StreamEventsResponse
+				if m, err = st.Recv(); err == nil && m.GetEvent() != nil {
+					last = m.GetEvent().GetVersion()
+					got = append(got, last)
+					if m.GetEvent().GetGameEnded() != nil {
+						return
+					}
+				}
+			}
+			if status.Code(err) != codes.Unavailable {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+
+	rng := rand.New(rand.NewPCG(5, 6))
+	var acked []string
+	play := func(n int) {
+		for range n {
+			var g *gamev1.Game
+			retrying(t, "read", func() error {
+				r, err := env.Client.GetGame(ctx, &gamev1.GetGameRequest{GameId: tb.id})
+				g = r.GetGame()
+				return err
+			})
+			legal := g.GetLegalMoves()
+			req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: legal[rng.IntN(len(legal))]}
+			retrying(t, "move", func() error {
+				r, err := env.Client.MakeMove(tb.as(g.GetTurn()), req)
+				if err == nil {
+					acked = append(acked, r.GetMove().GetMove().GetCoordinate())
+				}
+				return err
+			})
+		}
+	}
+	play(10)
+	if err := srv.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	play(10)
+	retrying(t, "resign", func() error {
+		_, err := env.Client.Resign(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.ResignRequest{GameId: tb.id, RequestId: "resign"})
+		return err
+	})
+
+	var final *gamev1.Game
+	retrying(t, "final read", func() error {
+		r, err := env.Client.GetGame(ctx, &gamev1.GetGameRequest{GameId: tb.id})
+		final = r.GetGame()
+		return err
+	})
+	var stored []string
+	for _, m := range final.GetMoves() {
+		stored = append(stored, m.GetMove().GetCoordinate())
+	}
+	if !slices.Equal(stored, acked) {
+		t.Fatalf("stored moves %v, acknowledged %v", stored, acked)
+	}
+	got := <-seen
+	for i, v := range got {
+		if v != uint64(i+1) {
+			t.Fatalf("the reader got versions %v: want 1..%d, each once", got, final.GetVersion())
+		}
+	}
+	if uint64(len(got)) != final.GetVersion() {
+		t.Fatalf("the reader got %d versions, the game has %d", len(got), final.GetVersion())
 	}
 }
