@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -75,9 +76,10 @@ func TestStreamCatchesUpAfterLosingRedis(t *testing.T) {
 
 // TestMoveWhoseCommitAnswerIsLost: Redis applies a move's commit but its
 // answer never reaches the service, so the client's call fails without
-// knowing whether the move was played. Once Redis is reachable again, the
-// client's retry with the same request id must get the move as it was
-// applied, not play it a second time.
+// knowing whether the move was played. The client's retry with the same
+// request id, on another process or on the same one once it has Redis
+// again, must get the move as it was applied, the same answer both times,
+// and not play it a second time.
 func TestMoveWhoseCommitAnswerIsLost(t *testing.T) {
 	proxy := redistest.NewProxy(t, redistest.Addr(t))
 	a := gametest.StartOn(t, proxy.Addr(), func(c *game.Config) { c.SigningKeys = keyOne })
@@ -101,16 +103,24 @@ func TestMoveWhoseCommitAnswerIsLost(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	proxy.Restore()
-
+	// A client whose process is gone retries on another one...
 	ctx, cancel = context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), 30*time.Second)
 	defer cancel()
+	elsewhere, err := b.Client.MakeMove(ctx, req)
+	if err != nil {
+		t.Fatalf("retry on another process: %v", err)
+	}
+	// ...or on the same one, once it has Redis again.
+	proxy.Restore()
 	resp, err := a.Client.MakeMove(ctx, req)
 	if err != nil {
 		t.Fatalf("retry with the same request id: %v", err)
 	}
 	if resp.GetGame().GetVersion() != before+1 || resp.GetMove().GetMove().GetCoordinate() != "h3e3" {
 		t.Fatalf("retry answered version %d move %v, want h3e3 at version %d", resp.GetGame().GetVersion(), resp.GetMove(), before+1)
+	}
+	if !proto.Equal(resp, elsewhere) {
+		t.Fatalf("the two retries differ:\n%v\n%v", resp, elsewhere)
 	}
 	g := seen.get(t)
 	if g.GetVersion() != before+1 || len(g.GetMoves()) != 1 {
