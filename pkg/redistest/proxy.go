@@ -130,8 +130,8 @@ func (p *Proxy) forward(client net.Conn) {
 	defer p.untrack(client, server)
 	done := make(chan struct{}, 2)
 	// Either side ending (or Cut) ends the pair.
-	pipe := func(copy func()) {
-		copy()
+	pipe := func(oneWay func()) {
+		oneWay()
 		_ = client.Close()
 		_ = server.Close()
 		done <- struct{}{}
