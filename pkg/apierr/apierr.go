@@ -108,7 +108,7 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 	if errors.As(err, &e) && e.Code != Internal {
 		return status.Error(grpcCodes[e.Code], e.Msg)
 	}
-	if Transient(err) {
+	if transient(err) {
 		log.WarnContext(ctx, "storage unavailable", "err", err)
 		return status.Error(codes.Unavailable, unavailableMsg)
 	}
@@ -118,10 +118,10 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 
 const unavailableMsg = "the service cannot reach its storage right now: retry shortly (a command retried with the same request_id is applied at most once)"
 
-// Transient reports an error of a store that is unreachable, restarting
+// transient reports an error of a store that is unreachable, restarting
 // or failing over: nothing is wrong with the request, and a retry may
 // succeed, so clients get Unavailable rather than Internal.
-func Transient(err error) bool {
+func transient(err error) bool {
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne),

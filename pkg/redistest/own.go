@@ -15,8 +15,8 @@ import (
 type Server struct {
 	Addr string
 
-	bin, dir string
-	argv     []string
+	bin  string
+	argv []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -37,22 +37,31 @@ func Own(tb testing.TB, args ...string) *Server {
 		}
 		tb.Skipf("skipping: needs redis-server on PATH: %v", err)
 	}
-	port, err := freePort()
+	s, err := newServer(bin, tb.TempDir(), append([]string{"--appendonly", "yes", "--appendfsync", "always"}, args...)...)
 	if err != nil {
 		tb.Fatal(err)
-	}
-	dir := tb.TempDir()
-	s := &Server{
-		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		bin:  bin, dir: dir,
-		argv: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "yes", "--appendfsync", "always", "--dir", dir, "--daemonize", "no"}, args...),
 	}
 	if err := s.start(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(s.kill)
 	return s
+}
+
+// newServer prepares a redis-server on a free loopback port keeping its
+// files in dir, without persistence unless args (passed after the
+// defaults, so they override them) ask for it.
+func newServer(bin, dir string, args ...string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		bin:  bin,
+		argv: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", dir, "--daemonize", "no"}, args...),
+	}, nil
 }
 
 func (s *Server) start(ctx context.Context) error {
@@ -66,7 +75,11 @@ func (s *Server) start(ctx context.Context) error {
 	s.mu.Lock()
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
-	return waitReady(ctx, s.Addr, done)
+	if err := waitReady(ctx, s.Addr, done); err != nil {
+		s.kill()
+		return err
+	}
+	return nil
 }
 
 func (s *Server) kill() {

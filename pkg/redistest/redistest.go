@@ -130,34 +130,23 @@ func startContainer(ctx context.Context) (*Instance, error) {
 // persistence and waits until it answers. Extra args are passed through
 // (e.g. "--cluster-enabled", "yes").
 func StartBinary(ctx context.Context, bin string, args ...string) (*Instance, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, fmt.Errorf("redis-server dir: %w", err)
 	}
-	argv := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no"}, args...)
-	cmd := exec.Command(bin, argv...)
-	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
+	srv, err := newServer(bin, dir, args...)
+	if err == nil {
+		err = srv.start(ctx)
+	}
+	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	stop := func() error {
-		_ = cmd.Process.Kill()
-		<-done
-		return os.RemoveAll(dir)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if err := waitReady(ctx, addr, done); err != nil {
-		_ = stop()
 		return nil, err
 	}
-	return &Instance{Addr: addr, Source: FromBinary, stop: stop}, nil
+	stop := func() error {
+		srv.kill()
+		return os.RemoveAll(dir)
+	}
+	return &Instance{Addr: srv.Addr, Source: FromBinary, stop: stop}, nil
 }
 
 // waitReady waits until the server at addr answers PING (which it does
