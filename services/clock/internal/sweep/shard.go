@@ -241,8 +241,10 @@ func (s *Service) handle(ctx context.Context, sh *shard, m string) {
 		}
 	}
 	h := &s.health[sh.id]
-	// Counted before the removal's round trip, so that stats never show
-	// a flag (its lateness is already recorded) without its count.
+	// Counted, in stats and metrics alike, before the removal's round
+	// trip, so that neither shows a flag (its lateness is already
+	// recorded) without its count.
+	s.m.outcomes.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("outcome", o.kind)))
 	switch o.kind {
 	case "stale":
 		h.stale.Add(1)
@@ -263,7 +265,6 @@ func (s *Service) handle(ctx context.Context, sh *shard, m string) {
 		}
 		cancel()
 	}
-	s.m.outcomes.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("outcome", o.kind)))
 	now := time.Now()
 	sh.mu.Lock()
 	delete(sh.inflight, m)
