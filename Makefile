@@ -10,6 +10,7 @@ BUF     := $(BIN)/buf
 # Every module of go.work, as package patterns (go test ./... at the root
 # does not cross module boundaries).
 MODULES := $(shell go list -f '{{.Dir}}/...' -m)
+MODULE_DIRS := $(shell go list -f '{{.Dir}}' -m)
 DAEMONS := rulesd gamed clockd matchmakingd aid
 GOTEST_FLAGS ?=
 
@@ -37,10 +38,11 @@ gen: $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 gen-check: $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 	./scripts/gen-check.sh
 
-## lint: buf lint, go vet, gofmt
+## lint: buf lint, go vet, gofmt, and every go.mod tidy (so GOWORK=off builds work)
 lint: $(BUF)
 	$(BUF) lint
 	go vet $(MODULES)
+	@for d in $(MODULE_DIRS); do (cd $$d && go mod tidy -diff >/dev/null) || { echo "go mod tidy needed in $$d"; exit 1; }; done
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## breaking: compare the API with main
