@@ -172,10 +172,12 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		name string
 		args []string
 		want int
+		says string
 	}{
 		{name: "unknown flag", args: []string{"--nope"}, want: exitUsage},
 		{name: "bad log level", args: []string{"--log-level", "loud", "--listen", "127.0.0.1:0"}, want: exitFail},
 		{name: "bad listen", args: []string{"--listen", "nohostport"}, want: exitFail},
+		{name: "bad CORS origin", args: []string{"--cors-origins", "https://play.example.com, play.example.com", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-origins: CORS origin "play.example.com"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,6 +185,42 @@ func TestServeRejectsBadFlags(t *testing.T) {
 			if got := serve(context.Background(), tt.args, &out, serveOptions{}); got != tt.want {
 				t.Fatalf("exit %d, want %d; output:\n%s", got, tt.want, out.String())
 			}
+			if !strings.Contains(out.String(), tt.says) {
+				t.Fatalf("output does not say %q:\n%s", tt.says, out.String())
+			}
 		})
+	}
+}
+
+// A web app on an origin named in --cors-origins calls the services from
+// a browser: its preflight is answered and it may read the answer.
+func TestServeLetsAllowedPagesCall(t *testing.T) {
+	const origin = "http://localhost:5173"
+	addr := startServe(t, "--cors-origins", "https://play.example.com,"+origin)
+	url := "http://" + addr + "/palace.rules.v1.RulesService/StartPosition"
+	req, _ := http.NewRequest(http.MethodOptions, url, nil)
+	req.Header.Set("Origin", origin)
+	req.Header.Set("Access-Control-Request-Method", http.MethodPost)
+	req.Header.Set("Access-Control-Request-Headers", "connect-protocol-version,content-type")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Access-Control-Allow-Origin") != origin {
+		t.Fatalf("preflight: HTTP %d, headers %v", resp.StatusCode, resp.Header)
+	}
+	req, _ = http.NewRequest(http.MethodPost, url, strings.NewReader(`{"kind":"GAME_KIND_XIANGQI"}`))
+	req.Header.Set("Origin", origin)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), "rnbakabnr") || resp.Header.Get("Access-Control-Allow-Origin") != origin {
+		t.Fatalf("call: HTTP %d %s, allow-origin %q", resp.StatusCode, raw, resp.Header.Get("Access-Control-Allow-Origin"))
 	}
 }

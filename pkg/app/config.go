@@ -9,7 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/palacehq/palace/pkg/server"
 )
 
 // Config is what every Palace process is configured with.
@@ -28,6 +31,9 @@ type Config struct {
 	EmbeddedRedis bool
 	// Pprof serves /debug/pprof/ on the listen port.
 	Pprof bool
+	// CORSOrigins is a comma-separated list of the web origins whose pages
+	// may call the services from a browser.
+	CORSOrigins string
 	// NoRedis is for processes that keep no state (the rules service).
 	NoRedis bool
 }
@@ -100,6 +106,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	BoolFlag(fs, &c.OTLPInsecure, "otlp-insecure", true, "send traces to the collector without TLS")
 	DurationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running calls may take to finish at stop")
 	BoolFlag(fs, &c.Pprof, "pprof", false, "serve /debug/pprof/ for profiling")
+	StringFlag(fs, &c.CORSOrigins, "cors-origins", "", "comma-separated origins of web pages that may call from a browser over Connect or gRPC-Web, e.g. https://play.example.com,https://*.example.com; * for any; empty: the server's own origin only")
 	IntFlag(fs, &c.MaxRecvBytes, "max-recv-bytes", 1<<20, "largest request message accepted")
 }
 
@@ -128,5 +135,21 @@ func (c Config) Validate() error {
 	if c.MaxRecvBytes < 1024 {
 		errs = append(errs, errors.New("--max-recv-bytes must be at least 1024"))
 	}
+	for _, o := range c.Origins() {
+		if err := server.ValidateOrigin(o); err != nil {
+			errs = append(errs, fmt.Errorf("--cors-origins: %w", err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// Origins lists the allowed browser origins of --cors-origins.
+func (c Config) Origins() []string {
+	var out []string
+	for o := range strings.SplitSeq(c.CORSOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			out = append(out, o)
+		}
+	}
+	return out
 }

@@ -40,6 +40,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Pprof serves /debug/pprof/ for profiling a live process.
 	Pprof bool
+	// CORSOrigins are the origins of web pages allowed to call the
+	// services from a browser (Connect and gRPC-Web): "*" for any, or
+	// scheme://host[:port] with at most one * in the host. Empty: only
+	// pages served from the server's own origin.
+	CORSOrigins []string
 }
 
 // Validate reports every problem of the configuration at once.
@@ -55,6 +60,11 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("shutdown timeout must not be negative"))
+	}
+	for _, o := range c.CORSOrigins {
+		if err := ValidateOrigin(o); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -161,13 +171,17 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("connect transcoder: %w", err)
 	}
+	var rpc http.Handler = transcoder
+	if len(s.cfg.CORSOrigins) > 0 {
+		rpc = withCORS(s.cfg.CORSOrigins, transcoder)
+	}
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
 		switch {
 		case r.ProtoMajor == 2 && (ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+")):
 			s.grpc.ServeHTTP(w, r)
-		case r.Method == http.MethodPost || r.Header.Get("Connect-Protocol-Version") != "":
-			transcoder.ServeHTTP(w, r)
+		case r.Method == http.MethodPost || r.Header.Get("Connect-Protocol-Version") != "" || isPreflight(r):
+			rpc.ServeHTTP(w, r)
 		default:
 			s.mux.ServeHTTP(w, r)
 		}

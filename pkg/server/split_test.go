@@ -152,11 +152,19 @@ func FuzzSniff(f *testing.F) {
 // startServer serves health on a free port until the test ends.
 func startServer(t *testing.T) (addr string, stop func() error) {
 	t.Helper()
+	return startServerWith(t, Config{})
+}
+
+// startServerWith is startServer with cfg, whose address and shutdown
+// timeout it sets.
+func startServerWith(t *testing.T, cfg Config) (addr string, stop func() error) {
+	t.Helper()
 	tel, err := telemetry.New(context.Background(), telemetry.Config{ServiceName: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Listen: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second}, slog.New(slog.DiscardHandler), tel)
+	cfg.Listen, cfg.ShutdownTimeout = "127.0.0.1:0", 5*time.Second
+	s := New(cfg, slog.New(slog.DiscardHandler), tel)
 	lis, err := s.Listen()
 	if err != nil {
 		t.Fatal(err)
