@@ -29,15 +29,7 @@ type Server struct {
 // redis-server on PATH tb is skipped, or fails under REDISTEST_REQUIRE.
 func Own(tb testing.TB, args ...string) *Server {
 	tb.Helper()
-	f := DefaultFinder()
-	bin, err := f.LookPath("redis-server")
-	if err != nil {
-		if f.Required() {
-			tb.Fatalf("REDISTEST_REQUIRE is set and redis-server is not on PATH: %v", err)
-		}
-		tb.Skipf("skipping: needs redis-server on PATH: %v", err)
-	}
-	s, err := newServer(bin, tb.TempDir(), append([]string{"--appendonly", "yes", "--appendfsync", "always"}, args...)...)
+	s, err := newServer(serverBinary(tb), tb.TempDir(), append([]string{"--appendonly", "yes", "--appendfsync", "always"}, args...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -46,6 +38,21 @@ func Own(tb testing.TB, args ...string) *Server {
 	}
 	tb.Cleanup(s.kill)
 	return s
+}
+
+// serverBinary finds redis-server for a test that starts its own servers:
+// without one tb is skipped, or fails under REDISTEST_REQUIRE.
+func serverBinary(tb testing.TB) string {
+	tb.Helper()
+	f := DefaultFinder()
+	bin, err := f.LookPath("redis-server")
+	if err != nil {
+		if f.Required() {
+			tb.Fatalf("REDISTEST_REQUIRE is set and redis-server is not on PATH: %v", err)
+		}
+		tb.Skipf("skipping: needs redis-server on PATH: %v", err)
+	}
+	return bin
 }
 
 // newServer prepares a redis-server on a free loopback port keeping its
