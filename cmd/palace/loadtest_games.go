@@ -10,10 +10,12 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -39,6 +41,9 @@ type gamesReport struct {
 	Errors     int64   `json:"errors"`
 	Retries    int64   `json:"retries"`
 	Reconnects int64   `json:"reconnects"`
+	// Failovers counts calls and streams sent again to another replica
+	// because theirs was unavailable (only with several replicas).
+	Failovers int64 `json:"failovers"`
 	// The floor: the same number of clients calling Probe (one Redis
 	// write through the same server path) for the same duration, half
 	// before the games and half after them, so that a machine whose speed
@@ -53,13 +58,16 @@ type gamesReport struct {
 }
 
 type gamesLoad struct {
-	think   time.Duration
-	warmup  time.Duration
+	think  time.Duration
+	warmup time.Duration
+	// replicas holds the connections to each replica of the service.
+	replicas [][]gamev1.GameServiceClient
+	// client is every connection, of every replica.
 	client  []gamev1.GameServiceClient
 	started time.Time
 	rng     func() *rand.Rand
 
-	games, moves, measured, lost, dup, gaps, errs, retries, reconnects atomic.Int64
+	games, moves, measured, lost, dup, gaps, errs, retries, reconnects, failovers atomic.Int64
 
 	mu  sync.Mutex
 	lat []time.Duration
@@ -78,13 +86,13 @@ func (l *gamesLoad) fail(format string, a ...any) {
 func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("palace loadtest games", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "localhost:8080", "game service host:port")
+	addr := fs.String("addr", "localhost:8080", "game service host:port; several, comma-separated, are replicas: each game starts on one and moves to the next while its replica is unavailable (stopped, killed, cut off), sending the same request again")
 	games := fs.Int("games", 100, "concurrent games")
 	duration := fs.Duration("duration", 30*time.Second, "how long to play")
 	floor := fs.Bool("floor", true, "also measure the floor (Probe: one Redis write) for the same duration, half before the games and half after")
 	retryRate := fs.Float64("retry-rate", 0.05, "share of moves sent twice with the same request id")
 	reconnectRate := fs.Float64("reconnect-rate", 0.01, "chance a stream reconnects after each event")
-	conns := fs.Int("conns", 0, "client connections (default: one per 100 games)")
+	conns := fs.Int("conns", 0, "client connections per replica (default: one per 100 games)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	think := fs.Duration("think", 0, "mean pause between a game's moves (uniform in [0, 2*think]); 0 plays flat out")
 	warmup := fs.Duration("warmup", 0, "leave the first D of each phase (floor and games) out of the rates and latencies, so 1,000 games arriving at once do not count as steady load; every move is still checked")
@@ -106,14 +114,26 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	l := &gamesLoad{think: *think, warmup: *warmup}
 	var seedN atomic.Uint64
 	l.rng = func() *rand.Rand { return rand.New(rand.NewPCG(*seed, seedN.Add(1))) }
-	for range n {
-		cc, err := dial(*addr)
-		if err != nil {
-			fmt.Fprintln(stderr, "palace loadtest games:", err)
-			return exitUsage
+	for a := range strings.SplitSeq(*addr, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
 		}
-		defer cc.Close()
-		l.client = append(l.client, gamev1.NewGameServiceClient(cc))
+		var clients []gamev1.GameServiceClient
+		for range n {
+			cc, err := dial(a, grpc.WithConnectParams(quickReconnect))
+			if err != nil {
+				fmt.Fprintln(stderr, "palace loadtest games:", err)
+				return exitUsage
+			}
+			defer cc.Close()
+			clients = append(clients, gamev1.NewGameServiceClient(cc))
+		}
+		l.replicas = append(l.replicas, clients)
+		l.client = append(l.client, clients...)
+	}
+	if len(l.replicas) == 0 {
+		fmt.Fprintln(stderr, "palace loadtest games: --addr is empty")
+		return exitUsage
 	}
 	var rep gamesReport
 	var floors []floorRun
@@ -146,8 +166,8 @@ loop:
 			break loop
 		case <-progress.C:
 			el := time.Since(l.started).Seconds()
-			fmt.Fprintf(stderr, "progress: %.0fs games=%d moves=%d (%.0f/s) errors=%d lost=%d dup=%d gaps=%d\n",
-				el, l.games.Load(), l.moves.Load(), float64(l.moves.Load())/el, l.errs.Load(), l.lost.Load(), l.dup.Load(), l.gaps.Load())
+			fmt.Fprintf(stderr, "progress: %.0fs games=%d moves=%d (%.0f/s) errors=%d lost=%d dup=%d gaps=%d failovers=%d\n",
+				el, l.games.Load(), l.moves.Load(), float64(l.moves.Load())/el, l.errs.Load(), l.lost.Load(), l.dup.Load(), l.gaps.Load(), l.failovers.Load())
 		}
 	}
 	elapsed := min(time.Since(l.started), *duration)
@@ -161,7 +181,7 @@ loop:
 	rep.MovesPerS = float64(l.measured.Load()) / (elapsed - l.warmup).Seconds()
 	rep.P50ms, rep.P99ms = percentiles(l.lat)
 	rep.Lost, rep.Duplicated, rep.Gaps, rep.Errors = l.lost.Load(), l.dup.Load(), l.gaps.Load(), l.errs.Load()
-	rep.Retries, rep.Reconnects = l.retries.Load(), l.reconnects.Load()
+	rep.Retries, rep.Reconnects, rep.Failovers = l.retries.Load(), l.reconnects.Load(), l.failovers.Load()
 	if rep.FloorPerS > 0 {
 		rep.Ratio = rep.MovesPerS / rep.FloorPerS
 	}
@@ -250,7 +270,7 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) flo
 // table plays games one after another in one slot until play ends.
 func (l *gamesLoad) table(play, all context.Context, slot int, retryRate, reconnectRate float64) {
 	rng := l.rng()
-	c := l.client[slot%len(l.client)]
+	r := l.route(slot)
 	l.pause(play, rng)
 	for n := 0; play.Err() == nil; n++ {
 		kind := commonv1.GameKind_GAME_KIND_XIANGQI
@@ -260,7 +280,7 @@ func (l *gamesLoad) table(play, all context.Context, slot int, retryRate, reconn
 			// Skip the setup phase: the load is on moves.
 			start = &commonv1.Position{Fen: "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1"}
 		}
-		l.playGame(play, all, c, rng, kind, start, fmt.Sprintf("lt-%d-%d-%d", time.Now().UnixNano(), slot, n), retryRate, reconnectRate)
+		l.playGame(play, all, r, rng, kind, start, fmt.Sprintf("lt-%d-%d-%d", time.Now().UnixNano(), slot, n), retryRate, reconnectRate)
 	}
 }
 
@@ -276,10 +296,19 @@ type seen struct {
 	played
 }
 
-func (l *gamesLoad) playGame(play, all context.Context, c gamev1.GameServiceClient, rng *rand.Rand, kind commonv1.GameKind, start *commonv1.Position, rid string, retryRate, reconnectRate float64) {
-	created, err := c.CreateGame(all, &gamev1.CreateGameRequest{
+// route is the route of the games of one slot: they start on replica
+// slot mod the number of replicas.
+func (l *gamesLoad) route(slot int) *route {
+	return &route{replicas: l.replicas, replica: slot % len(l.replicas), conn: slot / len(l.replicas), moved: func() { l.failovers.Add(1) }}
+}
+
+func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand, kind commonv1.GameKind, start *commonv1.Position, rid string, retryRate, reconnectRate float64) {
+	createReq := &gamev1.CreateGameRequest{
 		RequestId: rid, Kind: kind, Start: start,
 		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "b"}},
+	}
+	created, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.CreateGameResponse, error) {
+		return c.CreateGame(all, createReq)
 	})
 	if err != nil {
 		l.fail("create: %v", err)
@@ -299,7 +328,8 @@ func (l *gamesLoad) playGame(play, all context.Context, c gamev1.GameServiceClie
 	var swg sync.WaitGroup
 	for i, side := range []commonv1.Side{commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND} {
 		srng := l.rng()
-		swg.Go(func() { streams[i] = l.stream(all, c, as(all, side), id, srng, reconnectRate) })
+		sr := *r
+		swg.Go(func() { streams[i] = l.stream(all, &sr, as(all, side), id, srng, reconnectRate) })
 	}
 	g := created.GetGame()
 	var acked []played
@@ -308,7 +338,10 @@ func (l *gamesLoad) playGame(play, all context.Context, c gamev1.GameServiceClie
 		mv := legal[rng.IntN(len(legal))].GetCoordinate()
 		req := &gamev1.MakeMoveRequest{GameId: id, RequestId: fmt.Sprintf("%s-%d", rid, len(acked)), Move: &commonv1.Move{Coordinate: mv}}
 		t := time.Now()
-		resp, err := c.MakeMove(as(all, g.GetTurn()), req)
+		move := func(c gamev1.GameServiceClient) (*gamev1.MakeMoveResponse, error) {
+			return c.MakeMove(as(all, g.GetTurn()), req)
+		}
+		resp, err := onReplicas(all, r, move)
 		if err != nil {
 			l.fail("move %s in %s: %v", mv, id, err)
 			break
@@ -323,7 +356,7 @@ func (l *gamesLoad) playGame(play, all context.Context, c gamev1.GameServiceClie
 		acked = append(acked, played{ply: resp.GetMove().GetPly(), move: resp.GetMove().GetMove().GetCoordinate()})
 		if rng.Float64() < retryRate {
 			l.retries.Add(1)
-			again, err := c.MakeMove(as(all, g.GetTurn()), req)
+			again, err := onReplicas(all, r, move)
 			switch {
 			case err != nil:
 				l.fail("retried move: %v", err)
@@ -336,12 +369,17 @@ func (l *gamesLoad) playGame(play, all context.Context, c gamev1.GameServiceClie
 	}
 	if g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING {
 		// End the game so both streams complete.
-		if _, err := c.Resign(as(all, commonv1.Side_SIDE_FIRST), &gamev1.ResignRequest{GameId: id, RequestId: rid + "-resign"}); err != nil {
+		resign := &gamev1.ResignRequest{GameId: id, RequestId: rid + "-resign"}
+		if _, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.ResignResponse, error) {
+			return c.Resign(as(all, commonv1.Side_SIDE_FIRST), resign)
+		}); err != nil {
 			l.fail("resign %s: %v", id, err)
 		}
 	}
 	swg.Wait()
-	final, err := c.GetGame(as(all, commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: id})
+	final, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.GetGameResponse, error) {
+		return c.GetGame(as(all, commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: id})
+	})
 	if err != nil {
 		l.fail("final state of %s: %v", id, err)
 		return
@@ -394,15 +432,21 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, streams [][]seen) 
 }
 
 // stream reads a game's events until it ends, reconnecting at random from
-// the last version seen.
-func (l *gamesLoad) stream(ctx context.Context, c gamev1.GameServiceClient, seat context.Context, id string, rng *rand.Rand, reconnectRate float64) []seen {
+// the last version seen, and on another replica when its own is
+// unavailable.
+func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, id string, rng *rand.Rand, reconnectRate float64) []seen {
 	var out []seen
 	var last uint64
-	for attempt := 0; ctx.Err() == nil; attempt++ {
+	failovers := 0
+	for ctx.Err() == nil {
 		sctx, cancel := context.WithCancel(seat)
-		st, err := c.StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: id, AfterVersion: last})
+		st, err := r.client().StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: id, AfterVersion: last})
 		if err != nil {
 			cancel()
+			if r.failover(ctx, err, failovers) {
+				failovers++
+				continue
+			}
 			l.fail("stream %s: %v", id, err)
 			return out
 		}
@@ -414,11 +458,16 @@ func (l *gamesLoad) stream(ctx context.Context, c gamev1.GameServiceClient, seat
 				if errors.Is(err, io.EOF) {
 					return out
 				}
+				if r.failover(ctx, err, failovers) {
+					failovers++
+					break
+				}
 				if status.Code(err) != codes.Canceled {
 					l.fail("stream %s recv: %v", id, err)
 				}
 				return out
 			}
+			failovers = 0
 			e := m.GetEvent()
 			if e == nil {
 				continue
@@ -436,7 +485,9 @@ func (l *gamesLoad) stream(ctx context.Context, c gamev1.GameServiceClient, seat
 			reconnect = rng.Float64() < reconnectRate
 		}
 		cancel()
-		l.reconnects.Add(1)
+		if reconnect {
+			l.reconnects.Add(1)
+		}
 	}
 	return out
 }

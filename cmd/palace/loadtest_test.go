@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -62,6 +63,52 @@ func loadtestGamesFindsNothingWrong(t *testing.T, flags ...string) {
 	}
 	if _, _, code := palace("loadtest", "games", "--addr", addr, "--duration", "2s", "--warmup", "1s"); code != exitUsage {
 		t.Fatalf("a warm-up as long as a half of the floor: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestLoadtestGamesOutlivesItsReplicas plays games on two replicas of the
+// game service sharing one Redis. One is cut off from its clients for a
+// second, as a crash or a partition looks to them: every connection drops,
+// calls in flight lose their answers, new ones are refused. Later the
+// other is stopped, as a deployment stops a replica. The clients move to
+// the replica that is left and send the same requests again: no move may
+// be lost or doubled, and no stream may skip or repeat a version.
+func TestLoadtestGamesOutlivesItsReplicas(t *testing.T) {
+	shared := []string{"--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
+		// Either replica must accept the seat credentials the other signed.
+		"--seat-signing-keys", "k1:" + strings.Repeat("5e", 32)}
+	a := startServe(t, shared...)
+	b, stopB := startServeStoppable(t, shared...)
+	toA := redistest.NewProxy(t, a)
+
+	done := make(chan struct{})
+	var out, errOut string
+	var code int
+	go func() {
+		defer close(done)
+		out, errOut, code = palace("loadtest", "games", "--addr", toA.Addr()+","+b, "--games", "16", "--duration", "5s",
+			"--floor=false", "--retry-rate", "0.1", "--reconnect-rate", "0.05")
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	toA.Cut()
+	time.Sleep(time.Second)
+	toA.Restore()
+	time.Sleep(time.Second)
+	stopB()
+	<-done
+
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep gamesReport
+	lastJSON(t, out, &rep)
+	if rep.Lost != 0 || rep.Duplicated != 0 || rep.Gaps != 0 || rep.Errors != 0 {
+		t.Fatalf("load test found faults: %+v\n%s", rep, errOut)
+	}
+	// Both losses must have moved clients: games of both replicas were in
+	// play when each went away.
+	if rep.Moves == 0 || rep.Failovers < 2 {
+		t.Fatalf("no failover exercised: %+v\n%s", rep, errOut)
 	}
 }
 

@@ -31,6 +31,15 @@ var palaceServices = []string{
 // test ends and must have stopped cleanly.
 func startServe(t *testing.T, extra ...string) string {
 	t.Helper()
+	addr, _ := startServeStoppable(t, extra...)
+	return addr
+}
+
+// startServeStoppable is startServe with a stop the test may call before
+// it ends, as a deployment stops a replica; it returns once the server has
+// stopped, cleanly.
+func startServeStoppable(t *testing.T, extra ...string) (addr string, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	var logs syncBuffer
@@ -41,18 +50,22 @@ func startServe(t *testing.T, extra ...string) string {
 	}()
 	select {
 	case addr := <-addrc:
-		t.Cleanup(func() {
-			cancel()
-			select {
-			case code := <-done:
-				if code != exitOK {
-					t.Errorf("palace serve exited %d at stop; logs:\n%s", code, logs.String())
+		var once sync.Once
+		stop := func() {
+			once.Do(func() {
+				cancel()
+				select {
+				case code := <-done:
+					if code != exitOK {
+						t.Errorf("palace serve exited %d at stop; logs:\n%s", code, logs.String())
+					}
+				case <-time.After(15 * time.Second):
+					t.Error("palace serve did not stop within 15s")
 				}
-			case <-time.After(15 * time.Second):
-				t.Error("palace serve did not stop within 15s")
-			}
-		})
-		return addr
+			})
+		}
+		t.Cleanup(stop)
+		return addr, stop
 	case code := <-done:
 		cancel()
 		t.Fatalf("palace serve exited %d before serving; logs:\n%s", code, logs.String())
@@ -60,7 +73,7 @@ func startServe(t *testing.T, extra ...string) string {
 		cancel()
 		t.Fatal("palace serve did not start within 20s")
 	}
-	return ""
+	return "", nil
 }
 
 type syncBuffer struct {

@@ -62,7 +62,9 @@ func logCall(ctx context.Context, log *slog.Logger, method string, start time.Ti
 	code := status.Code(err)
 	level := slog.LevelInfo
 	switch code {
-	case codes.OK:
+	case codes.OK, codes.Canceled:
+		// A client that hangs up (a stream it leaves, a call it gives up
+		// on) is routine.
 		level = slog.LevelDebug
 	case codes.Internal, codes.Unknown, codes.DataLoss, codes.Unavailable:
 		level = slog.LevelError
@@ -81,7 +83,11 @@ func drainStream(drain context.Context) grpc.StreamServerInterceptor {
 		stop := context.AfterFunc(drain, cancel)
 		defer stop()
 		err := h(srv, &ctxStream{ServerStream: ss, ctx: ctx})
-		if err != nil && drain.Err() != nil && ss.Context().Err() == nil {
+		// A stream the drain ended, whatever its handler returned (a
+		// handler may well return nil when its context ends), must not end
+		// with OK: that tells a client the stream is complete (a game
+		// over), not to resume elsewhere.
+		if drain.Err() != nil && ss.Context().Err() == nil && (err != nil || ctx.Err() != nil) {
 			return status.Error(codes.Unavailable, "server is shutting down: reconnect and resume")
 		}
 		return err

@@ -18,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/telemetry"
 )
 
@@ -157,7 +158,7 @@ func startServer(t *testing.T) (addr string, stop func() error) {
 
 // startServerWith is startServer with cfg, whose address and shutdown
 // timeout it sets.
-func startServerWith(t *testing.T, cfg Config) (addr string, stop func() error) {
+func startServerWith(t *testing.T, cfg Config, register ...func(*Server)) (addr string, stop func() error) {
 	t.Helper()
 	tel, err := telemetry.New(context.Background(), telemetry.Config{ServiceName: "test"})
 	if err != nil {
@@ -165,6 +166,9 @@ func startServerWith(t *testing.T, cfg Config) (addr string, stop func() error) 
 	}
 	cfg.Listen, cfg.ShutdownTimeout = "127.0.0.1:0", 5*time.Second
 	s := New(cfg, slog.New(slog.DiscardHandler), tel)
+	for _, r := range register {
+		r(s)
+	}
 	lis, err := s.Listen()
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +238,45 @@ func TestOnePortServesEveryClient(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s metrics: %d", p.name, resp.StatusCode)
 		}
+	}
+}
+
+// waitingEvents answers a stream once, then waits for its context to end
+// and returns nil, as a handler that sees no error in a stream ending may.
+type waitingEvents struct {
+	gamev1.UnimplementedGameServiceServer
+}
+
+func (waitingEvents) StreamEvents(_ *gamev1.StreamEventsRequest, ss gamev1.GameService_StreamEventsServer) error {
+	if err := ss.Send(&gamev1.StreamEventsResponse{}); err != nil {
+		return err
+	}
+	<-ss.Context().Done()
+	return nil
+}
+
+// A stream that a stop ends must end with Unavailable even when its
+// handler returns nil: OK would tell the client that the stream is
+// complete (a game over), and it would not resume elsewhere.
+func TestStopNeverEndsAStreamWithOK(t *testing.T) {
+	addr, stop := startServerWith(t, Config{}, func(s *Server) { s.RegisterService(&gamev1.GameService_ServiceDesc, waitingEvents{}) })
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	st, err := gamev1.NewGameServiceClient(cc).StreamEvents(context.Background(), &gamev1.StreamEventsRequest{GameId: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("stream ended with %v, want Unavailable", err)
 	}
 }
 

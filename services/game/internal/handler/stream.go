@@ -109,7 +109,9 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			// Not nil: an OK status would tell the client that the stream
+			// is complete, which only the game's end makes it.
+			return h.fail(ctx, ctx.Err())
 		case evs := <-sub.Events:
 			for _, e := range evs {
 				switch {

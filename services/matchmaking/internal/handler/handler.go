@@ -175,7 +175,9 @@ func (h *Handler) watch(ctx context.Context, id string, step func(ctx context.Co
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			// Not nil: an OK status would tell the client that the watch
+			// is over, which only the end of what it watches makes it.
+			return h.fail(ctx, ctx.Err())
 		case <-sub.C:
 		case <-t.C:
 		}

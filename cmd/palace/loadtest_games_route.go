@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// A game service deployment has several replicas, any of which serves any
+// game. A client whose replica goes away (stopped, killed, cut off) sends
+// the same request again to another: the request id makes a command that
+// was applied before its answer got lost answer the same again, and a
+// stream resumes from the last version it got. The games load test does
+// what such a client does, so that stopping or cutting off replicas under
+// load shows whether a move can be lost or doubled then.
+
+const (
+	// maxFailovers bounds how often one call moves on, so that a run whose
+	// every replica is gone ends with errors instead of hanging.
+	maxFailovers = 12
+	// failoverPause is the first pause before a call is sent again; it
+	// grows with each attempt, up to failoverPauseMax.
+	failoverPause    = 50 * time.Millisecond
+	failoverPauseMax = 500 * time.Millisecond
+)
+
+// quickReconnect has a connection to a replica that is back serve again
+// within about a second, not after gRPC's default backoff of up to two
+// minutes.
+var quickReconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: time.Second,
+}
+
+// route is where the calls of one game, or one of its streams, go: a
+// replica and a connection to it.
+type route struct {
+	replicas [][]gamev1.GameServiceClient
+	replica  int
+	conn     int
+	moved    func()
+}
+
+func (r *route) client() gamev1.GameServiceClient {
+	cs := r.replicas[r.replica]
+	return cs[r.conn%len(cs)]
+}
+
+// failover moves the route to the next replica when err says its replica
+// is unavailable, and reports whether the call should be sent again.
+// With one replica nothing moves: Unavailable is then an error to report.
+func (r *route) failover(ctx context.Context, err error, attempt int) bool {
+	if len(r.replicas) < 2 || status.Code(err) != codes.Unavailable || attempt >= maxFailovers {
+		return false
+	}
+	r.replica = (r.replica + 1) % len(r.replicas)
+	r.moved()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(min(failoverPauseMax, failoverPause*time.Duration(attempt+1))):
+		return true
+	}
+}
+
+// onReplicas makes a call on the route's replica, and again on the next
+// ones while a replica is unavailable.
+func onReplicas[T any](ctx context.Context, r *route, call func(gamev1.GameServiceClient) (T, error)) (T, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := call(r.client())
+		if err == nil || !r.failover(ctx, err, attempt) {
+			return resp, err
+		}
+	}
+}
