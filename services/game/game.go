@@ -35,6 +35,7 @@ type Config struct {
 	LiveTTL        time.Duration
 	Heartbeat      time.Duration
 	PresenceGrace  time.Duration
+	PresenceLease  time.Duration
 	DeadlineShards int
 	LagMaxPerMove  time.Duration
 	LagBank        time.Duration
@@ -57,6 +58,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.LiveTTL, "live-ttl", 30*24*time.Hour, "how long an unfinished game is kept after its last change")
 	app.DurationFlag(fs, &c.Heartbeat, "heartbeat", 15*time.Second, "heartbeat interval of idle event streams")
 	app.DurationFlag(fs, &c.PresenceGrace, "presence-grace", 3*time.Second, "how long a seat's stream may be gone before the seat is announced disconnected: a reconnection to the same process within it announces nothing (0: at once)")
+	app.DurationFlag(fs, &c.PresenceLease, "presence-lease", 15*time.Second, "how long the seats a process holds outlive it, should it die without recording its streams closing; then another process announces them disconnected")
 	app.IntFlag(fs, &c.DeadlineShards, "deadline-shards", deadline.DefaultShards, "shards of the deadline index (must match the clock service)")
 	app.DurationFlag(fs, &c.LagMaxPerMove, "lag-max-per-move", time.Second, "most network lag credited to one move (0: no lag compensation)")
 	app.DurationFlag(fs, &c.LagBank, "lag-bank", 5*time.Second, "most lag credit a player can hold")
@@ -75,6 +77,9 @@ func (c Config) Validate() error {
 	}
 	if c.PresenceGrace < 0 {
 		errs = append(errs, fmt.Errorf("--presence-grace must not be negative"))
+	}
+	if c.PresenceLease < 300*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--presence-lease must be at least 300ms"))
 	}
 	if err := c.lag().Validate(); err != nil {
 		errs = append(errs, err)
@@ -118,7 +123,7 @@ func Bind(cfg Config) app.Binder {
 		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard, handler.Notifications())
 		hd, err := handler.New(log, handler.Config{
 			SeatTTL: cfg.SeatTTL, SetupTime: cfg.SetupTime, FirstMoveTime: cfg.FirstMoveTime,
-			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, PresenceGrace: cfg.PresenceGrace, AIJobs: jobs,
+			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, PresenceGrace: cfg.PresenceGrace, PresenceLease: cfg.PresenceLease, AIJobs: jobs,
 		}, st, idx, h, ring, rt.Tel.Meter.Meter("palace/game"))
 		if err != nil {
 			_ = h.Close()

@@ -16,6 +16,7 @@ import (
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/game"
 	"github.com/palacehq/palace/services/game/gametest"
 )
@@ -329,5 +330,139 @@ func TestStreamOverConnect(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// waitPresence reads st until side's presence is announced, failing when
+// it is announced otherwise than connected, or not within five seconds.
+func waitPresence(t *testing.T, st gamev1.GameService_StreamEventsClient, side commonv1.Side, connected bool) time.Time {
+	t.Helper()
+	// Heartbeats keep the stream talking, so the deadline is checked.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("waiting for presence %v of %v: %v", connected, side, err)
+		}
+		if pc := m.GetEvent().GetPlayerConnection(); pc != nil && pc.GetSide() == side {
+			if pc.GetConnected() != connected {
+				t.Fatalf("presence %v of %v, want %v", pc.GetConnected(), side, connected)
+			}
+			return time.Now()
+		}
+	}
+	t.Fatalf("no presence %v of %v within 5s", connected, side)
+	return time.Time{}
+}
+
+// TestSeatsOfALostProcessAreReleased: the process holding a seat's stream
+// loses Redis for good (as one that dies does), so it cannot record the
+// stream closing. Once its lease runs out, another process announces the
+// seat disconnected; a live process's seat is never released. When the
+// lost process reaches Redis again, it finds its lease gone and holds the
+// seat again.
+func TestSeatsOfALostProcessAreReleased(t *testing.T) {
+	prefix := redistest.Prefix(t)
+	const lease = 600 * time.Millisecond
+	edit := func(c *game.Config) {
+		c.KeyPrefix, c.SigningKeys, c.PresenceLease, c.PresenceGrace = prefix, keyOne, lease, 0
+	}
+	toRedis := redistest.NewProxy(t, redistest.Addr(t))
+	lost := gametest.StartOn(t, toRedis.Addr(), edit)
+	other := gametest.Start(t, edit)
+	tb := create(t, other, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
+
+	watch, err := other.Client.StreamEvents(context.Background(), &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, err := lost.Client.StreamEvents(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seat.CloseSend()
+	waitPresence(t, watch, commonv1.Side_SIDE_FIRST, true)
+
+	// Leases are renewed: three of them later the seat is still held.
+	time.Sleep(3 * lease)
+	tb.move(t, "h3e3")
+	for {
+		m, err := watch.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.GetEvent().GetPlayerConnection() != nil {
+			t.Fatalf("presence changed while its process lived: %v", m)
+		}
+		if m.GetEvent().GetMovePlayed() != nil {
+			break
+		}
+	}
+
+	toRedis.Cut()
+	cut := time.Now()
+	released := waitPresence(t, watch, commonv1.Side_SIDE_FIRST, false)
+	if d := released.Sub(cut); d < lease/2 {
+		t.Fatalf("released %v after the cut, before the lease could run out", d)
+	}
+	toRedis.Restore()
+	waitPresence(t, watch, commonv1.Side_SIDE_FIRST, true)
+}
+
+// heldSeats is every seat listed as held by the processes under prefix.
+func heldSeats(t *testing.T, env *gametest.Env) []string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := env.Redis.Keys(ctx, env.Config.KeyPrefix+"{presence:*}:games").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seats []string
+	for _, k := range keys {
+		m, err := env.Redis.SMembers(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seats = append(seats, m...)
+	}
+	return seats
+}
+
+// A process lists the seats it holds while it holds them, and no longer:
+// not after the seat's stream closed, nor after the game ended.
+func TestHeldSeatsAreListedWhileHeld(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
+	watch, err := env.Client.StreamEvents(context.Background(), &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(side commonv1.Side) context.CancelFunc {
+		ctx, cancel := context.WithCancel(tb.as(side))
+		if _, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id}); err != nil {
+			t.Fatal(err)
+		}
+		waitPresence(t, watch, side, true)
+		return cancel
+	}
+	closeFirst := open(commonv1.Side_SIDE_FIRST)
+	defer open(commonv1.Side_SIDE_SECOND)()
+	if got := heldSeats(t, env); len(got) != 2 {
+		t.Fatalf("held seats %v, want both", got)
+	}
+	closeFirst()
+	waitPresence(t, watch, commonv1.Side_SIDE_FIRST, false)
+	if got := heldSeats(t, env); len(got) != 1 || got[0] != tb.id+"|1" {
+		t.Fatalf("held seats %v after the first closed, want the second's", got)
+	}
+	if _, err := env.Client.Resign(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.ResignRequest{GameId: tb.id, RequestId: rid()}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(heldSeats(t, env)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("held seats %v after the game ended", heldSeats(t, env))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -59,6 +59,9 @@ type Config struct {
 	// PresenceGrace holds back a seat stream's disconnection, so that a
 	// reconnection within it records nothing (0: record at once).
 	PresenceGrace time.Duration
+	// PresenceLease is how long the seats this process holds outlive its
+	// last renewal, should it die (default 15 s).
+	PresenceLease time.Duration
 	// AIJobs, when set, receives a job whenever an AI seat has to act.
 	AIJobs *aijobs.Queue
 }
@@ -77,6 +80,10 @@ type Handler struct {
 	cache    *stateCache
 	locks    *gameLocks
 	presence *presence
+	// proc names this process where it holds seats (see leases.go).
+	proc      string
+	stopLease context.CancelFunc
+	leaseDone chan struct{}
 	// verified remembers checked seat credentials: clients send the same
 	// one with every command.
 	verified *auth.Verified
@@ -122,15 +129,40 @@ func New(log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *
 		cfg.MaxStreamsPerPod = 50000
 	}
 	hd := &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreamsPerPod), cache: newStateCache(20000), locks: newGameLocks()}
+	if cfg.PresenceLease <= 0 {
+		cfg.PresenceLease = defaultPresenceLease
+	}
+	hd.cfg = cfg
 	hd.presence = newPresence(cfg.PresenceGrace, hd.connect)
 	hd.verified = auth.NewVerified(ring, 1<<16)
+	hd.proc = newProcessID()
+	leaseCtx, stop := context.WithCancel(context.Background())
+	hd.stopLease, hd.leaseDone = stop, make(chan struct{})
+	go func() {
+		defer close(hd.leaseDone)
+		hd.keepLease(leaseCtx)
+	}()
 	return hd, nil
 }
 
-// Close records the disconnections still held back; call it after the
-// server has stopped and before Redis closes.
+// Close records the disconnections still held back and gives up this
+// process's lease; call it after the server has stopped and before Redis
+// closes.
 func (h *Handler) Close(ctx context.Context) {
+	h.stopLease()
+	<-h.leaseDone
 	h.presence.flush(ctx)
+	// Every closing recorded, nothing is left to release; otherwise the
+	// lease is left run out, for another process to finish.
+	held, err := h.store.Held(ctx, h.proc)
+	if err == nil && len(held) == 0 {
+		err = h.store.Forget(ctx, h.proc)
+	} else if err == nil {
+		_, err = h.store.Renew(ctx, h.proc, time.UnixMilli(0))
+	}
+	if err != nil {
+		h.log.WarnContext(ctx, "presence lease", "err", err)
+	}
 }
 
 func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }

@@ -116,6 +116,40 @@ func (p *presence) closed(ctx context.Context, id string, side rules.Side) {
 	p.mu.Unlock()
 }
 
+// ended drops a stream that delivered its game's end without recording
+// anything (presence stops with the game), and reports whether it was its
+// seat's last stream here.
+func (p *presence) ended(id string, side rules.Side) bool {
+	k := seatKey{id, side}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.seats[k]
+	if s == nil || s.open == 0 {
+		return false
+	}
+	if s.open--; s.open > 0 {
+		return false
+	}
+	if s.pending == nil {
+		delete(p.seats, k)
+	}
+	return true
+}
+
+// held lists the seats this process holds: those with a stream open here,
+// or whose closing is held back.
+func (p *presence) held() []seatKey {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]seatKey, 0, len(p.seats))
+	for k, s := range p.seats {
+		if s.open > 0 || s.pending != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // flush records every held-back closing now and makes later ones
 // immediate: a process that stops must not leave seats connected.
 func (p *presence) flush(ctx context.Context) {

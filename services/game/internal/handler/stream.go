@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/palacehq/palace/pkg/apierr"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
-	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/services/game/internal/hub"
 	"github.com/palacehq/palace/services/game/internal/model"
 )
@@ -60,9 +58,11 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		h.presence.opened(ctx, l.State.ID, *side)
 		defer func() {
 			// After the game's end presence no longer changes: there is
-			// nothing to record.
+			// nothing to record, only the seat to forget.
 			if !ended {
 				h.presence.closed(context.WithoutCancel(ctx), l.State.ID, *side)
+			} else if h.presence.ended(l.State.ID, *side) {
+				h.unlist(context.WithoutCancel(ctx), l.State.ID, *side)
 			}
 		}()
 	}
@@ -140,24 +140,3 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		}
 	}
 }
-
-// connect records a change of a seat's open streams by delta. Failure is
-// logged, not returned: presence is informative and must not break the
-// stream.
-func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta int) {
-	_, err := h.exec(ctx, "presence", command{
-		id: id,
-		run: func(st *model.State, _ time.Time) (model.Change, error) {
-			ch, ok := model.Connect(st, side, delta)
-			if !ok {
-				return model.Change{}, errNothingToRecord
-			}
-			return ch, nil
-		},
-	})
-	if err != nil && !errors.Is(err, errNothingToRecord) {
-		h.log.WarnContext(ctx, "presence", "game", id, "err", err)
-	}
-}
-
-var errNothingToRecord = errors.New("nothing to record")

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -544,19 +545,58 @@ func Expire(st *State, atMs int64, now time.Time) (ch Change, applied bool, err 
 	return Change{State: n, Events: evs}, true, nil
 }
 
-// Connect records an event stream of a seat opening (delta 1) or closing
-// (delta -1). Every change of the count is an event, so that the count is
-// versioned like everything else; connected says whether any stream of the
-// seat is open. A finished game records nothing.
-func Connect(st *State, side rules.Side, delta int) (Change, bool) {
-	if st.Status.Finished() {
+// Hold records that process proc holds a stream of side open. A seat's
+// count is of the processes holding it, and every change of the count is
+// an event, so that presence is versioned like everything else. Holding
+// again records nothing, so a process may assert what it holds at any
+// time. A finished game records nothing.
+func Hold(st *State, side rules.Side, proc string) (Change, bool) {
+	if st.Status.Finished() || slices.Contains(st.Holders[side], proc) {
 		return Change{}, false
 	}
 	n := clone(st)
-	n.Connections[side] = max(0, n.Connections[side]+delta)
-	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_PlayerConnection{PlayerConnection: &gamev1.PlayerConnection{
-		Side: rulespb.Side(side), Connected: n.Connections[side] > 0,
-	}}}}}, true
+	n.Holders[side] = append(slices.Clip(st.Holders[side]), proc)
+	n.Connections[side]++
+	return Change{State: n, Events: []*gamev1.Event{connection(n, side)}}, true
+}
+
+// LetGo records that process proc holds no stream of side any more. A
+// count stored before holders were named is taken down by any process.
+func LetGo(st *State, side rules.Side, proc string) (Change, bool) {
+	i := slices.Index(st.Holders[side], proc)
+	if st.Status.Finished() || (i < 0 && st.Connections[side] <= len(st.Holders[side])) {
+		return Change{}, false
+	}
+	n := clone(st)
+	if i >= 0 {
+		n.Holders[side] = slices.Delete(slices.Clone(st.Holders[side]), i, i+1)
+	}
+	n.Connections[side]--
+	return Change{State: n, Events: []*gamev1.Event{connection(n, side)}}, true
+}
+
+// Release lets go of every seat process proc holds: the process is gone,
+// without having recorded its streams closing.
+func Release(st *State, proc string) (Change, bool) {
+	var ch Change
+	for _, side := range []rules.Side{rules.First, rules.Second} {
+		if !slices.Contains(st.Holders[side], proc) {
+			continue
+		}
+		next, ok := LetGo(st, side, proc)
+		if !ok {
+			continue
+		}
+		ch.State, st = next.State, next.State
+		ch.Events = append(ch.Events, next.Events...)
+	}
+	return ch, ch.State != nil
+}
+
+func connection(st *State, side rules.Side) *gamev1.Event {
+	return &gamev1.Event{Kind: &gamev1.Event_PlayerConnection{PlayerConnection: &gamev1.PlayerConnection{
+		Side: rulespb.Side(side), Connected: st.Connections[side] > 0,
+	}}}
 }
 
 // Seal numbers the events after prev and stamps them, and sets the state's

@@ -50,13 +50,13 @@ func (f *fuzzGame) byte() byte {
 
 // FuzzCommands plays commands chosen by the fuzzer (legal and illegal
 // moves, passes, formations, draws, undos, resignations, deadlines,
-// connections, with time passing between them) on a game, sometimes on an
-// older state of it as a process with a stale copy would. Whatever the
-// input, no command panics or changes a state it was given; a refusal is
-// a client error, never an internal one; every change carries events that
-// take the version one by one; the moves replay to the position the
-// command saw; and a game that the rules have ended is never left
-// ongoing.
+// processes holding and letting go of seats, with time passing between
+// them) on a game, sometimes on an older state of it as a process with a
+// stale copy would. Whatever the input, no command panics or changes a
+// state it was given; a refusal is a client error, never an internal one;
+// every change carries events that take the version one by one; the moves
+// replay to the position the command saw; a seat's count is its holders;
+// and a game that the rules have ended is never left ongoing.
 func FuzzCommands(f *testing.F) {
 	f.Add([]byte{0, 1, 10, 1, 3, 1, 7, 1, 200, 1, 5, 1, 9, 3, 0, 6, 1})
 	f.Add([]byte{1, 0, 2, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 4, 255, 9, 8, 7})
@@ -159,11 +159,15 @@ func (g *fuzzGame) step() {
 		}
 		ch, changed, err = Expire(base, at, g.now)
 	case 10:
-		delta := 1
-		if g.byte()&1 == 1 {
-			delta = -1
+		proc := fmt.Sprintf("p%d", g.byte()%3)
+		switch g.byte() % 3 {
+		case 0:
+			ch, changed = Hold(base, side, proc)
+		case 1:
+			ch, changed = LetGo(base, side, proc)
+		default:
+			ch, changed = Release(base, proc)
 		}
-		ch, changed = Connect(base, side, delta)
 	}
 	if after := snapshot(t, base); after != before {
 		t.Fatalf("op %d changed the state it was given:\nwas %s\nnow %s", op, before, after)
@@ -193,6 +197,11 @@ func (g *fuzzGame) step() {
 	for i, e := range ch.Events {
 		if e.GetVersion() != base.Version+uint64(i)+1 {
 			t.Fatalf("op %d: event %d has version %d after %d", op, i, e.GetVersion(), base.Version)
+		}
+	}
+	for _, sd := range []rules.Side{rules.First, rules.Second} {
+		if c, h := ch.State.Connections[sd], len(ch.State.Holders[sd]); c < h || (c != h && op == 10 && base.Connections[sd] == len(base.Holders[sd])) {
+			t.Fatalf("op %d: %d connections of side %d for holders %v (before: %d for %v)", op, c, sd, ch.State.Holders[sd], base.Connections[sd], base.Holders[sd])
 		}
 	}
 	if d := len(ch.State.Moves) - len(base.Moves); d < -2 || d > 1 || (d != 0 && op != 8 && (op < 1 || op > 5)) {

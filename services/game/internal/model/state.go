@@ -87,8 +87,12 @@ type State struct {
 	// DrawOffer is the side with a pending offer, or nil.
 	DrawOffer *rules.Side `json:"draw,omitempty"`
 	Result    *Result     `json:"res,omitempty"`
-	// Connections counts open event streams per seat.
+	// Connections counts, per seat, the processes holding a stream of it
+	// open: its Holders, plus any count stored before holders were named.
 	Connections [2]int `json:"conn"`
+	// Holders are the processes holding a stream of each seat open, named
+	// so that the holdings of a process that died can be released.
+	Holders [2][]string `json:"hold,omitempty"`
 
 	SetupTimeMs     int64 `json:"setup_ms"`
 	FirstMoveTimeMs int64 `json:"first_ms"`

@@ -1,0 +1,168 @@
+package handler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/game/internal/model"
+)
+
+// A seat's presence is the processes that hold a stream of it open (see
+// presence and model.Hold). A process that stops records its streams
+// closing; one that dies, or loses Redis for good, cannot. So each process
+// keeps a lease in Redis (see store.Renew) and lists the games whose seats
+// it holds; the first process to find a lease run out releases the seats
+// of its games, and the opponents see those seats disconnected. A process
+// whose lease ran out while it still lives (paused, or cut off from Redis
+// for longer than the lease) finds it gone at its next renewal and holds
+// its seats again.
+
+// defaultPresenceLease is how long a process's holdings outlive its last
+// renewal.
+const defaultPresenceLease = 15 * time.Second
+
+// reapBatch bounds the leases one round claims.
+const reapBatch = 16
+
+func newProcessID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// connect records a change of the seat's holding by this process. Failure
+// is logged, not returned: presence is informative and must not break the
+// stream.
+func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta int) {
+	if delta > 0 {
+		if err := h.store.Holding(ctx, h.proc, id, side); err != nil {
+			h.log.WarnContext(ctx, "presence", "game", id, "err", err)
+		}
+	}
+	_, err := h.exec(ctx, "presence", command{
+		id: id,
+		run: func(st *model.State, _ time.Time) (model.Change, error) {
+			ch, ok := model.Hold(st, side, h.proc)
+			if delta < 0 {
+				ch, ok = model.LetGo(st, side, h.proc)
+			}
+			if !ok {
+				return model.Change{}, errNothingToRecord
+			}
+			return ch, nil
+		},
+	})
+	if err != nil && !errors.Is(err, errNothingToRecord) {
+		h.log.WarnContext(ctx, "presence", "game", id, "err", err)
+		return
+	}
+	if delta < 0 {
+		h.unlist(ctx, id, side)
+	}
+}
+
+// unlist takes a seat this process no longer holds off its list.
+func (h *Handler) unlist(ctx context.Context, id string, side rules.Side) {
+	if err := h.store.NotHolding(ctx, h.proc, id, side); err != nil {
+		h.log.WarnContext(ctx, "presence", "game", id, "err", err)
+	}
+}
+
+var errNothingToRecord = errors.New("nothing to record")
+
+// keepLease renews this process's lease and releases the seats of those
+// that ran out, until ctx ends. Releases run on their own, so that one of
+// many games cannot delay a renewal past the lease.
+func (h *Handler) keepLease(ctx context.Context) {
+	t := time.NewTicker(h.cfg.PresenceLease / 3)
+	defer t.Stop()
+	var releases sync.WaitGroup
+	defer releases.Wait()
+	for {
+		h.renew(ctx)
+		h.reap(ctx, &releases)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (h *Handler) now() time.Time { return time.Now().Add(time.Duration(h.offsetNs.Load())) }
+
+// renew extends the lease; when it was gone, this process holds its seats
+// again, since another may have released them.
+func (h *Handler) renew(ctx context.Context) {
+	fresh, err := h.store.Renew(ctx, h.proc, h.now().Add(h.cfg.PresenceLease))
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.WarnContext(ctx, "presence lease", "err", err)
+		}
+		return
+	}
+	if !fresh {
+		return
+	}
+	for _, k := range h.presence.held() {
+		h.connect(ctx, k.id, k.side, 1)
+	}
+}
+
+// reap claims the leases that ran out and releases their seats.
+func (h *Handler) reap(ctx context.Context, releases *sync.WaitGroup) {
+	procs, err := h.store.Expired(ctx, h.now(), reapBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.WarnContext(ctx, "presence leases", "err", err)
+		}
+		return
+	}
+	for _, proc := range procs {
+		if proc == h.proc {
+			continue
+		}
+		if won, err := h.store.Claim(ctx, proc); err != nil || !won {
+			continue
+		}
+		releases.Go(func() {
+			if err := h.releaseAll(ctx, proc); err != nil {
+				// Put the lease back, run out, so that a later round (here
+				// or elsewhere) finishes the release.
+				h.log.WarnContext(ctx, "release the seats of a process whose lease ran out", "process", proc, "err", err)
+				_, _ = h.store.Renew(context.WithoutCancel(ctx), proc, time.UnixMilli(0))
+			}
+		})
+	}
+}
+
+// releaseAll lets go of every seat proc holds, then forgets proc.
+func (h *Handler) releaseAll(ctx context.Context, proc string) error {
+	ids, err := h.store.Held(ctx, proc)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		_, err := h.exec(ctx, "presence", command{
+			id: id,
+			run: func(st *model.State, _ time.Time) (model.Change, error) {
+				ch, ok := model.Release(st, proc)
+				if !ok {
+					return model.Change{}, errNothingToRecord
+				}
+				return ch, nil
+			},
+		})
+		if err != nil && !errors.Is(err, errNothingToRecord) && apierr.CodeOf(err) != apierr.NotFound {
+			return err
+		}
+	}
+	h.log.InfoContext(ctx, "released the seats of a process whose lease ran out", "process", proc, "games", len(ids))
+	return h.store.Forget(ctx, proc)
+}

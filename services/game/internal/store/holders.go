@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/rules"
+)
+
+// A process that holds seat streams open is named in the games' states
+// (model.Hold). So that a process that dies without recording its streams
+// closing does not leave its seats connected forever, every process keeps
+// a lease, and lists the games whose seats it holds:
+//
+//	{presence}:procs          sorted set: process id, scored by the
+//	                          millisecond its lease runs out
+//	{presence:<proc>}:games   set of the seats the process may hold, as
+//	                          "<game id>|<side>" (ids never contain '|')
+//
+// A process renews its lease well before it runs out. Any process that
+// finds a lease run out claims it (removing it: one claimant wins) and
+// releases the seats of the games listed.
+
+func (s *Store) procsKey() string { return s.cfg.Prefix + "{presence}:procs" }
+
+func (s *Store) heldKey(proc string) string { return s.cfg.Prefix + "{presence:" + proc + "}:games" }
+
+// Renew extends proc's lease to until. fresh reports a lease that was not
+// there: a new process, or one whose lease ran out and was claimed, which
+// must then hold its seats again.
+func (s *Store) Renew(ctx context.Context, proc string, until time.Time) (fresh bool, err error) {
+	n, err := s.rdb.ZAdd(ctx, s.procsKey(), redis.Z{Score: float64(until.UnixMilli()), Member: proc}).Result()
+	if err != nil {
+		return false, fmt.Errorf("renew lease of %s: %w", proc, err)
+	}
+	return n == 1, nil
+}
+
+// Expired lists up to limit processes whose lease ran out before now.
+func (s *Store) Expired(ctx context.Context, now time.Time, limit int64) ([]string, error) {
+	procs, err := s.rdb.ZRangeByScore(ctx, s.procsKey(), &redis.ZRangeBy{Min: "-inf", Max: "(" + strconv.FormatInt(now.UnixMilli(), 10), Count: limit}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("expired leases: %w", err)
+	}
+	return procs, nil
+}
+
+// Claim removes proc's lease and reports whether this caller removed it,
+// so that only one process releases another's seats.
+func (s *Store) Claim(ctx context.Context, proc string) (bool, error) {
+	n, err := s.rdb.ZRem(ctx, s.procsKey(), proc).Result()
+	if err != nil {
+		return false, fmt.Errorf("claim lease of %s: %w", proc, err)
+	}
+	return n == 1, nil
+}
+
+// Held lists the games whose seats proc may hold.
+func (s *Store) Held(ctx context.Context, proc string) ([]string, error) {
+	seats, err := s.rdb.SMembers(ctx, s.heldKey(proc)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("games held by %s: %w", proc, err)
+	}
+	ids := make([]string, 0, len(seats))
+	for _, seat := range seats {
+		if i := strings.LastIndexByte(seat, '|'); i > 0 && !slices.Contains(ids, seat[:i]) {
+			ids = append(ids, seat[:i])
+		}
+	}
+	return ids, nil
+}
+
+func heldSeat(id string, side rules.Side) string { return id + "|" + strconv.Itoa(int(side)) }
+
+// Holding lists a seat among those proc may hold; call it before the
+// commit that names proc its holder, so that a crash between the two
+// leaves at worst a seat to release that proc does not hold.
+func (s *Store) Holding(ctx context.Context, proc, id string, side rules.Side) error {
+	if err := s.rdb.SAdd(ctx, s.heldKey(proc), heldSeat(id, side)).Err(); err != nil {
+		return fmt.Errorf("list a seat of game %s held by %s: %w", id, proc, err)
+	}
+	return nil
+}
+
+// NotHolding takes a seat off proc's list, after the commit that let go
+// of it (or once the game is over).
+func (s *Store) NotHolding(ctx context.Context, proc, id string, side rules.Side) error {
+	if err := s.rdb.SRem(ctx, s.heldKey(proc), heldSeat(id, side)).Err(); err != nil {
+		return fmt.Errorf("unlist a seat of game %s held by %s: %w", id, proc, err)
+	}
+	return nil
+}
+
+// Forget drops proc's lease and list: it has released everything.
+func (s *Store) Forget(ctx context.Context, proc string) error {
+	if err := s.rdb.Del(ctx, s.heldKey(proc)).Err(); err != nil {
+		return fmt.Errorf("forget %s: %w", proc, err)
+	}
+	if err := s.rdb.ZRem(ctx, s.procsKey(), proc).Err(); err != nil {
+		return fmt.Errorf("forget %s: %w", proc, err)
+	}
+	return nil
+}
