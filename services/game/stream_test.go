@@ -466,3 +466,109 @@ func TestHeldSeatsAreListedWhileHeld(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestClosingLostToARedisOutageIsRecordedLater: a seat's stream closes
+// while its process cannot reach Redis, for less than a lease. The
+// closing is recorded once Redis is back, so the seat does not stay
+// connected.
+func TestClosingLostToARedisOutageIsRecordedLater(t *testing.T) {
+	prefix := redistest.Prefix(t)
+	edit := func(c *game.Config) {
+		c.KeyPrefix, c.SigningKeys, c.PresenceLease, c.PresenceGrace = prefix, keyOne, 3*time.Second, 0
+	}
+	toRedis := redistest.NewProxy(t, redistest.Addr(t))
+	flaky := gametest.StartOn(t, toRedis.Addr(), edit)
+	other := gametest.Start(t, edit)
+	tb := create(t, other, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
+	watch, err := other.Client.StreamEvents(context.Background(), &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(tb.as(commonv1.Side_SIDE_FIRST))
+	if _, err := flaky.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id}); err != nil {
+		t.Fatal(err)
+	}
+	waitPresence(t, watch, commonv1.Side_SIDE_FIRST, true)
+	toRedis.Cut()
+	cancel()
+	// Longer than the Redis client's own retries, shorter than the lease.
+	time.Sleep(1500 * time.Millisecond)
+	toRedis.Restore()
+	restored := time.Now()
+	// The process lives and renews its lease, so no other releases the
+	// seat: the process records the closing itself, at its next renewal.
+	if d := waitPresence(t, watch, commonv1.Side_SIDE_FIRST, false).Sub(restored); d > 2*time.Second {
+		t.Fatalf("closing recorded %v after Redis came back", d)
+	}
+}
+
+// storedPresence reads the seats' counts and holders from the stored state.
+func storedPresence(t *testing.T, env *gametest.Env, id string) (conn [2]int, hold [2][]string) {
+	t.Helper()
+	raw, err := env.Redis.HGet(context.Background(), env.Config.KeyPrefix+"{g:"+id+"}", "s").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Conn [2]int      `json:"conn"`
+		Hold [2][]string `json:"hold"`
+	}
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Conn, st.Hold
+}
+
+// TestPresenceIsRightAfterChurn: seat streams of both seats open and close
+// at random on two processes, racing each other. Once they settle, the
+// stored presence is what is open: the first seat held by the one process
+// that still has a stream of it, the second by none.
+func TestPresenceIsRightAfterChurn(t *testing.T) {
+	prefix := redistest.Prefix(t)
+	edit := func(c *game.Config) {
+		c.KeyPrefix, c.SigningKeys, c.PresenceGrace = prefix, keyOne, 30*time.Millisecond
+	}
+	envs := []*gametest.Env{gametest.Start(t, edit), gametest.Start(t, edit)}
+	tb := create(t, envs[0], &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
+	sides := []commonv1.Side{commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for range 15 {
+				env := envs[rng.IntN(2)]
+				ctx, cancel := context.WithCancel(tb.as(sides[rng.IntN(2)]))
+				st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+				if err == nil {
+					_, err = st.Recv()
+				}
+				if err != nil {
+					t.Errorf("stream: %v", err)
+				}
+				time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	ctx, cancel := context.WithCancel(tb.as(commonv1.Side_SIDE_FIRST))
+	defer cancel()
+	st, err := envs[1].Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		conn, hold := storedPresence(t, envs[0], tb.id)
+		if conn == [2]int{1, 0} && len(hold[0]) == 1 && len(hold[1]) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("presence %v held by %v, want the first seat held by one process", conn, hold)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

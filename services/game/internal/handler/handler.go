@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +85,9 @@ type Handler struct {
 	proc      string
 	stopLease context.CancelFunc
 	leaseDone chan struct{}
+	// retry holds the changes of seats' holdings that failed to record.
+	retryMu sync.Mutex
+	retry   map[seatKey]int
 	// verified remembers checked seat credentials: clients send the same
 	// one with every command.
 	verified *auth.Verified
@@ -135,7 +139,7 @@ func New(log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *
 	hd.cfg = cfg
 	hd.presence = newPresence(cfg.PresenceGrace, hd.connect)
 	hd.verified = auth.NewVerified(ring, 1<<16)
-	hd.proc = newProcessID()
+	hd.proc, hd.retry = newProcessID(), map[seatKey]int{}
 	leaseCtx, stop := context.WithCancel(context.Background())
 	hd.stopLease, hd.leaseDone = stop, make(chan struct{})
 	go func() {

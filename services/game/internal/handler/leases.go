@@ -38,8 +38,11 @@ func newProcessID() string {
 
 // connect records a change of the seat's holding by this process. Failure
 // is logged, not returned: presence is informative and must not break the
-// stream.
+// stream. A change that could not be recorded is tried again at the next
+// lease renewal (see retryPresence), so that a closing lost to a Redis
+// outage does not leave the seat connected.
 func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta int) {
+	k := seatKey{id, side}
 	if delta > 0 {
 		if err := h.store.Holding(ctx, h.proc, id, side); err != nil {
 			h.log.WarnContext(ctx, "presence", "game", id, "err", err)
@@ -48,6 +51,13 @@ func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta
 	_, err := h.exec(ctx, "presence", command{
 		id: id,
 		run: func(st *model.State, _ time.Time) (model.Change, error) {
+			// Holding is idempotent, so an opening and a closing of the
+			// seat that race must be decided by what this process holds
+			// when the change is committed (under the game's lock), not
+			// by the order they reach Redis.
+			if h.presence.holds(k) != (delta > 0) {
+				return model.Change{}, errOvertaken
+			}
 			ch, ok := model.Hold(st, side, h.proc)
 			if delta < 0 {
 				ch, ok = model.LetGo(st, side, h.proc)
@@ -58,12 +68,40 @@ func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta
 			return ch, nil
 		},
 	})
-	if err != nil && !errors.Is(err, errNothingToRecord) {
+	switch {
+	case errors.Is(err, errOvertaken):
+		return
+	case err != nil && !errors.Is(err, errNothingToRecord):
 		h.log.WarnContext(ctx, "presence", "game", id, "err", err)
+		h.retryLater(k, delta)
 		return
 	}
 	if delta < 0 {
 		h.unlist(ctx, id, side)
+	}
+}
+
+var (
+	errNothingToRecord = errors.New("nothing to record")
+	errOvertaken       = errors.New("overtaken by a later change of the seat")
+)
+
+// retryLater remembers a change of a seat's holding that failed.
+func (h *Handler) retryLater(k seatKey, delta int) {
+	h.retryMu.Lock()
+	defer h.retryMu.Unlock()
+	h.retry[k] = delta
+}
+
+// retryPresence records again the changes that failed; one overtaken by
+// a later change of its seat records nothing.
+func (h *Handler) retryPresence(ctx context.Context) {
+	h.retryMu.Lock()
+	due := h.retry
+	h.retry = map[seatKey]int{}
+	h.retryMu.Unlock()
+	for k, delta := range due {
+		h.connect(ctx, k.id, k.side, delta)
 	}
 }
 
@@ -73,8 +111,6 @@ func (h *Handler) unlist(ctx context.Context, id string, side rules.Side) {
 		h.log.WarnContext(ctx, "presence", "game", id, "err", err)
 	}
 }
-
-var errNothingToRecord = errors.New("nothing to record")
 
 // keepLease renews this process's lease and releases the seats of those
 // that ran out, until ctx ends. Releases run on their own, so that one of
@@ -86,6 +122,7 @@ func (h *Handler) keepLease(ctx context.Context) {
 	defer releases.Wait()
 	for {
 		h.renew(ctx)
+		h.retryPresence(ctx)
 		h.reap(ctx, &releases)
 		select {
 		case <-ctx.Done():

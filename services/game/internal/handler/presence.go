@@ -136,6 +136,15 @@ func (p *presence) ended(id string, side rules.Side) bool {
 	return true
 }
 
+// holds reports whether this process holds the seat: a stream of it is
+// open here, or its closing is held back.
+func (p *presence) holds(k seatKey) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.seats[k]
+	return s != nil && (s.open > 0 || s.pending != nil)
+}
+
 // held lists the seats this process holds: those with a stream open here,
 // or whose closing is held back.
 func (p *presence) held() []seatKey {
