@@ -190,6 +190,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{name: "unknown flag", args: []string{"--nope"}, want: exitUsage},
 		{name: "bad log level", args: []string{"--log-level", "loud", "--listen", "127.0.0.1:0"}, want: exitFail},
 		{name: "bad listen", args: []string{"--listen", "nohostport"}, want: exitFail},
+		{name: "presence lease too short", args: []string{"--presence-lease", "100ms", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--presence-lease must be at least 300ms"},
 		{name: "bad CORS origin", args: []string{"--cors-origins", "https://play.example.com, play.example.com", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-origins: CORS origin "play.example.com"`},
 	}
 	for _, tt := range tests {
