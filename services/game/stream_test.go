@@ -363,7 +363,8 @@ func waitPresence(t *testing.T, st gamev1.GameService_StreamEventsClient, side c
 // seat again.
 func TestSeatsOfALostProcessAreReleased(t *testing.T) {
 	prefix := redistest.Prefix(t)
-	const lease = 600 * time.Millisecond
+	// Long enough that a loaded machine renews in time (every 500ms).
+	const lease = 1500 * time.Millisecond
 	edit := func(c *game.Config) {
 		c.KeyPrefix, c.SigningKeys, c.PresenceLease, c.PresenceGrace = prefix, keyOne, lease, 0
 	}
@@ -474,7 +475,9 @@ func TestHeldSeatsAreListedWhileHeld(t *testing.T) {
 func TestClosingLostToARedisOutageIsRecordedLater(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	edit := func(c *game.Config) {
-		c.KeyPrefix, c.SigningKeys, c.PresenceLease, c.PresenceGrace = prefix, keyOne, 3*time.Second, 0
+		// Renewals (and retries) every 2s; the lease cannot run out
+		// during the cut, so only the retry can record the closing.
+		c.KeyPrefix, c.SigningKeys, c.PresenceLease, c.PresenceGrace = prefix, keyOne, 6*time.Second, 0
 	}
 	toRedis := redistest.NewProxy(t, redistest.Addr(t))
 	flaky := gametest.StartOn(t, toRedis.Addr(), edit)
@@ -497,7 +500,7 @@ func TestClosingLostToARedisOutageIsRecordedLater(t *testing.T) {
 	restored := time.Now()
 	// The process lives and renews its lease, so no other releases the
 	// seat: the process records the closing itself, at its next renewal.
-	if d := waitPresence(t, watch, commonv1.Side_SIDE_FIRST, false).Sub(restored); d > 2*time.Second {
+	if d := waitPresence(t, watch, commonv1.Side_SIDE_FIRST, false).Sub(restored); d > 3*time.Second {
 		t.Fatalf("closing recorded %v after Redis came back", d)
 	}
 }
