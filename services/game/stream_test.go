@@ -430,7 +430,8 @@ func heldSeats(t *testing.T, env *gametest.Env) []string {
 }
 
 // A process lists the seats it holds while it holds them, and no longer:
-// not after the seat's stream closed, nor after the game ended.
+// not after the seat's stream closed, nor after the game ended. A read of
+// the game names the connected seats alike.
 func TestHeldSeatsAreListedWhileHeld(t *testing.T) {
 	env := gametest.Start(t, nil)
 	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
@@ -451,13 +452,22 @@ func TestHeldSeatsAreListedWhileHeld(t *testing.T) {
 	if got := heldSeats(t, env); len(got) != 2 {
 		t.Fatalf("held seats %v, want both", got)
 	}
+	if got := tb.get(t).GetConnected(); len(got) != 2 {
+		t.Fatalf("game read with both seats streaming says %v are connected", got)
+	}
 	closeFirst()
 	waitPresence(t, watch, commonv1.Side_SIDE_FIRST, false)
 	if got := heldSeats(t, env); len(got) != 1 || got[0] != tb.id+"|1" {
 		t.Fatalf("held seats %v after the first closed, want the second's", got)
 	}
+	if got := tb.get(t).GetConnected(); len(got) != 1 || got[0] != commonv1.Side_SIDE_SECOND {
+		t.Fatalf("game read after the first seat left says %v are connected", got)
+	}
 	if _, err := env.Client.Resign(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.ResignRequest{GameId: tb.id, RequestId: rid()}); err != nil {
 		t.Fatal(err)
+	}
+	if got := tb.get(t).GetConnected(); len(got) != 0 {
+		t.Fatalf("game read after its end says %v are connected", got)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(heldSeats(t, env)) > 0 {

@@ -53,6 +53,9 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 	}
 	for i, s := range st.Seats {
 		out.Seats = append(out.Seats, &gamev1.Seat{Side: rulespb.Side(rules.Side(i)), PlayerId: s.PlayerID, DisplayName: s.Name, AiLevel: uint32(s.AILevel)})
+		if st.Connections[i] > 0 && !st.Status.Finished() {
+			out.Connected = append(out.Connected, rulespb.Side(rules.Side(i)))
+		}
 	}
 	if st.Clock != nil {
 		out.TimeControl = TimeControlPB(st.Clock.Control)

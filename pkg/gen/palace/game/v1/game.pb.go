@@ -1699,6 +1699,10 @@ type Game struct {
 	Rated         bool                   `protobuf:"varint,20,opt,name=rated,proto3" json:"rated,omitempty"`
 	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	// The seats with an event stream open (the same presence the
+	// player-connected events announce), so that a client that opens a game
+	// sees at once who is there. Empty once the game is over.
+	Connected     []v1.Side `protobuf:"varint,23,rep,packed,name=connected,proto3,enum=palace.common.v1.Side" json:"connected,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1883,6 +1887,13 @@ func (x *Game) GetCreatedAt() *timestamppb.Timestamp {
 func (x *Game) GetEndedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.EndedAt
+	}
+	return nil
+}
+
+func (x *Game) GetConnected() []v1.Side {
+	if x != nil {
+		return x.Connected
 	}
 	return nil
 }
@@ -2803,7 +2814,7 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x10deadline_unix_ms\x18\x02 \x01(\x03R\x0edeadlineUnixMs\"\\\n" +
 	"\x16ExpireDeadlineResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12(\n" +
-	"\x04game\x18\x02 \x01(\v2\x14.palace.game.v1.GameR\x04game\"\xaf\b\n" +
+	"\x04game\x18\x02 \x01(\v2\x14.palace.game.v1.GameR\x04game\"\xe5\b\n" +
 	"\x04Game\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12.\n" +
@@ -2829,7 +2840,8 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x05rated\x18\x14 \x01(\bR\x05rated\x129\n" +
 	"\n" +
 	"created_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x125\n" +
-	"\bended_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\xca\x02\n" +
+	"\bended_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x124\n" +
+	"\tconnected\x18\x17 \x03(\x0e2\x16.palace.common.v1.SideR\tconnected\"\xca\x02\n" +
 	"\n" +
 	"MoveRecord\x12\x10\n" +
 	"\x03ply\x18\x01 \x01(\rR\x03ply\x12*\n" +
@@ -3022,65 +3034,66 @@ var file_palace_game_v1_game_proto_depIdxs = []int32{
 	40, // 44: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
 	45, // 45: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
 	45, // 46: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
-	40, // 47: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
-	47, // 48: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
-	45, // 49: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
-	49, // 50: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
-	45, // 51: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
-	31, // 52: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
-	32, // 53: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
-	33, // 54: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
-	29, // 55: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
-	34, // 56: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
-	35, // 57: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
-	36, // 58: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
-	37, // 59: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
-	38, // 60: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
-	39, // 61: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
-	28, // 62: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
-	40, // 63: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
-	46, // 64: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
-	43, // 65: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
-	49, // 66: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
-	29, // 67: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
-	43, // 68: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
-	40, // 69: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
-	40, // 70: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
-	40, // 71: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
-	40, // 72: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
-	0,  // 73: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
-	49, // 74: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
-	50, // 75: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
-	40, // 76: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
-	4,  // 77: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
-	7,  // 78: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
-	9,  // 79: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
-	11, // 80: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
-	13, // 81: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
-	15, // 82: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
-	17, // 83: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
-	19, // 84: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
-	21, // 85: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
-	23, // 86: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
-	26, // 87: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
-	1,  // 88: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
-	5,  // 89: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
-	8,  // 90: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
-	10, // 91: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
-	12, // 92: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
-	14, // 93: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
-	16, // 94: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
-	18, // 95: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
-	20, // 96: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
-	22, // 97: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
-	24, // 98: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
-	27, // 99: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
-	2,  // 100: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
-	89, // [89:101] is the sub-list for method output_type
-	77, // [77:89] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	40, // 47: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
+	40, // 48: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
+	47, // 49: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
+	45, // 50: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
+	49, // 51: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
+	45, // 52: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
+	31, // 53: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
+	32, // 54: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
+	33, // 55: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
+	29, // 56: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
+	34, // 57: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
+	35, // 58: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
+	36, // 59: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
+	37, // 60: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
+	38, // 61: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
+	39, // 62: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
+	28, // 63: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
+	40, // 64: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
+	46, // 65: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
+	43, // 66: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
+	49, // 67: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
+	29, // 68: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
+	43, // 69: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
+	40, // 70: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
+	40, // 71: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
+	40, // 72: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
+	40, // 73: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
+	0,  // 74: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
+	49, // 75: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
+	50, // 76: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
+	40, // 77: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
+	4,  // 78: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
+	7,  // 79: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
+	9,  // 80: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
+	11, // 81: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
+	13, // 82: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
+	15, // 83: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
+	17, // 84: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
+	19, // 85: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
+	21, // 86: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
+	23, // 87: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
+	26, // 88: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
+	1,  // 89: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
+	5,  // 90: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
+	8,  // 91: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
+	10, // 92: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
+	12, // 93: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
+	14, // 94: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
+	16, // 95: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
+	18, // 96: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
+	20, // 97: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
+	22, // 98: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
+	24, // 99: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
+	27, // 100: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
+	2,  // 101: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
+	90, // [90:102] is the sub-list for method output_type
+	78, // [78:90] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_palace_game_v1_game_proto_init() }
