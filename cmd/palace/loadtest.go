@@ -51,14 +51,23 @@ func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 }
 
-// dialAll dials every address of a comma-separated list, for load tools
-// that spread their clients over replicas. The caller closes the conns.
+// replicaAddrs lists the addresses of a comma-separated --addr, for load
+// tools that spread their clients over replicas.
+func replicaAddrs(addrs string) []string {
+	var out []string
+	for a := range strings.SplitSeq(addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// dialAll dials every address of a comma-separated list. The caller closes
+// the conns.
 func dialAll(addrs string) ([]*grpc.ClientConn, error) {
 	var ccs []*grpc.ClientConn
-	for a := range strings.SplitSeq(addrs, ",") {
-		if a = strings.TrimSpace(a); a == "" {
-			continue
-		}
+	for _, a := range replicaAddrs(addrs) {
 		cc, err := dial(a)
 		if err != nil {
 			for _, c := range ccs {

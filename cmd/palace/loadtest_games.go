@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,10 +113,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	l := &gamesLoad{think: *think, warmup: *warmup}
 	var seedN atomic.Uint64
 	l.rng = func() *rand.Rand { return rand.New(rand.NewPCG(*seed, seedN.Add(1))) }
-	for a := range strings.SplitSeq(*addr, ",") {
-		if a = strings.TrimSpace(a); a == "" {
-			continue
-		}
+	for _, a := range replicaAddrs(*addr) {
 		var clients []gamev1.GameServiceClient
 		for range n {
 			cc, err := dial(a, grpc.WithConnectParams(quickReconnect))

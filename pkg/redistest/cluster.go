@@ -102,23 +102,21 @@ func (c *Cluster) waitFormed(ctx context.Context) error {
 	return nil
 }
 
-// URL is the cluster's address as Palace's --redis-addr takes it.
-func (c *Cluster) URL() string {
+func (c *Cluster) addrs() []string {
 	addrs := make([]string, len(c.Nodes))
 	for i, s := range c.Nodes {
 		addrs[i] = s.Addr
 	}
-	return "redis-cluster://" + strings.Join(addrs, ",")
+	return addrs
 }
+
+// URL is the cluster's address as Palace's --redis-addr takes it.
+func (c *Cluster) URL() string { return "redis-cluster://" + strings.Join(c.addrs(), ",") }
 
 // Client returns a cluster client, closed when tb ends.
 func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 	tb.Helper()
-	addrs := make([]string, len(c.Nodes))
-	for i, s := range c.Nodes {
-		addrs[i] = s.Addr
-	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.addrs()})
 	tb.Cleanup(func() { _ = cc.Close() })
 	return cc
 }

@@ -256,7 +256,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 	// the slow path; anything unusual (a refusal, a conflict) takes the
 	// slow path, which also answers retries of finished requests.
 	if cached := h.cache.get(c.id); cached != nil && (c.expected == 0 || c.expected == cached.Version) {
-		now := time.Now().Add(time.Duration(h.offsetNs.Load()))
+		now := h.now()
 		if ch, err := c.run(cached, now); err == nil {
 			resp, err := h.commit(ctx, cached, ch, c, now)
 			if !errors.Is(err, errConflict) {
@@ -373,6 +373,9 @@ func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded,
 	}
 	return l, nil
 }
+
+// now is Redis' time, as far as this process has learnt its offset.
+func (h *Handler) now() time.Time { return time.Now().Add(time.Duration(h.offsetNs.Load())) }
 
 // learnRedisTime records the offset of Redis' clock, read at redisNow.
 func (h *Handler) learnRedisTime(redisNow time.Time) {
@@ -854,7 +857,7 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 // is at least version after and certainly still stored; State is nil
 // otherwise.
 func (h *Handler) cachedHead(id string, after uint64) store.Loaded {
-	now := time.Now().Add(time.Duration(h.offsetNs.Load()))
+	now := h.now()
 	if st := h.cache.get(id); st != nil && after <= st.Version && h.store.Kept(st, now) {
 		return store.Loaded{State: st, Now: now}
 	}

@@ -58,10 +58,11 @@ func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta
 			if h.presence.holds(k) != (delta > 0) {
 				return model.Change{}, errOvertaken
 			}
-			ch, ok := model.Hold(st, side, h.proc)
+			change := model.Hold
 			if delta < 0 {
-				ch, ok = model.LetGo(st, side, h.proc)
+				change = model.LetGo
 			}
+			ch, ok := change(st, side, h.proc)
 			if !ok {
 				return model.Change{}, errNothingToRecord
 			}
@@ -131,8 +132,6 @@ func (h *Handler) keepLease(ctx context.Context) {
 		}
 	}
 }
-
-func (h *Handler) now() time.Time { return time.Now().Add(time.Duration(h.offsetNs.Load())) }
 
 // renew extends the lease; when it was gone, this process holds its seats
 // again, since another may have released them.

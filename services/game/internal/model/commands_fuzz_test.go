@@ -66,33 +66,31 @@ func FuzzCommands(f *testing.F) {
 }
 
 func playFuzzed(t *testing.T, in []byte) {
-	{
-		g := &fuzzGame{t: t, in: in, now: time.UnixMilli(1_700_000_000_000)}
-		opts := g.byte()
-		p := CreateParams{ID: "fuzz", Variant: rules.Janggi, SetupTime: 60 * time.Second, FirstMoveTime: 30 * time.Second}
-		if opts&1 != 0 {
-			p.Variant = rules.Xiangqi
-		}
-		if opts&2 != 0 {
-			p.Control = &clock.Control{Kind: clock.ByoYomi, MainTime: 20 * time.Second, Periods: 1, PeriodTime: 5 * time.Second}
-		}
-		if opts&4 != 0 {
-			p.Seats[1].AILevel = 1
-		}
-		ch, err := Create(p, g.now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		Seal(ch, 0, g.now)
-		g.keep(ch.State)
-		for steps := 0; len(g.in) > 0 && steps < 300; steps++ {
-			g.step()
-		}
-		// No command, on any state, changed a state it was given.
-		for i, st := range g.hist {
-			if got := snapshot(t, st); got != g.snap[i] {
-				t.Fatalf("state %d changed after a later command:\nwas %s\nnow %s", i, g.snap[i], got)
-			}
+	g := &fuzzGame{t: t, in: in, now: time.UnixMilli(1_700_000_000_000)}
+	opts := g.byte()
+	p := CreateParams{ID: "fuzz", Variant: rules.Janggi, SetupTime: 60 * time.Second, FirstMoveTime: 30 * time.Second}
+	if opts&1 != 0 {
+		p.Variant = rules.Xiangqi
+	}
+	if opts&2 != 0 {
+		p.Control = &clock.Control{Kind: clock.ByoYomi, MainTime: 20 * time.Second, Periods: 1, PeriodTime: 5 * time.Second}
+	}
+	if opts&4 != 0 {
+		p.Seats[1].AILevel = 1
+	}
+	ch, err := Create(p, g.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Seal(ch, 0, g.now)
+	g.keep(ch.State)
+	for steps := 0; len(g.in) > 0 && steps < 300; steps++ {
+		g.step()
+	}
+	// No command, on any state, changed a state it was given.
+	for i, st := range g.hist {
+		if got := snapshot(t, st); got != g.snap[i] {
+			t.Fatalf("state %d changed after a later command:\nwas %s\nnow %s", i, g.snap[i], got)
 		}
 	}
 }
