@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 // Kind says what the AI has to do.
@@ -57,6 +59,9 @@ type Queue struct {
 	// ClaimAfter is how long a job may stay unacknowledged before another
 	// worker takes it over.
 	ClaimAfter time.Duration
+	// Replication makes Enqueue wait for replicas, so that a failover of
+	// the queue's master cannot strand a game on the AI's turn.
+	Replication redisx.Replication
 }
 
 // New returns the queue under prefix.
@@ -79,7 +84,10 @@ func (q *Queue) Enqueue(ctx context.Context, j Job) error {
 	if err != nil {
 		return fmt.Errorf("encode ai job: %w", err)
 	}
-	if err := q.rdb.XAdd(ctx, &redis.XAddArgs{Stream: q.key, Values: []any{"j", b}}).Err(); err != nil {
+	err = q.Replication.Write(ctx, q.rdb, q.key, func(c redis.Cmdable) error {
+		return c.XAdd(ctx, &redis.XAddArgs{Stream: q.key, Values: []any{"j", b}}).Err()
+	})
+	if err != nil {
 		return fmt.Errorf("enqueue ai job for %s: %w", j.GameID, err)
 	}
 	return nil

@@ -2,10 +2,12 @@ package aijobs
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 func TestQueueHandsOverAbandonedJobs(t *testing.T) {
@@ -49,5 +51,25 @@ func TestQueueHandsOverAbandonedJobs(t *testing.T) {
 	time.Sleep(80 * time.Millisecond)
 	if d, err := q.Next(ctx, "w3", 10*time.Millisecond); err != nil || d != nil {
 		t.Fatalf("a done job came back: %+v %v", d, err)
+	}
+}
+
+// With Replication, a job is queued only once a replica holds it: a
+// failover cannot strand a game on the AI's turn.
+func TestEnqueueWaitsForReplicas(t *testing.T) {
+	ctx := context.Background()
+	pair := redistest.NewPair(t)
+	onReplica := pair.Replica.Client(t)
+	q := New(pair.Master.Client(t), "")
+	q.Replication = redisx.Replication{Replicas: 1, Timeout: time.Second}
+	if err := q.Enqueue(ctx, Job{GameID: "g1", Version: 3, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+		t.Fatalf("enqueue with the replica linked: %v", err)
+	}
+	if n, err := onReplica.XLen(ctx, q.key).Result(); err != nil || n != 1 {
+		t.Fatalf("replica holds %d jobs (%v) once the enqueue returned, want 1", n, err)
+	}
+	pair.Link.Blackhole()
+	if err := q.Enqueue(ctx, Job{GameID: "g2", Version: 3, Kind: KindMove, Side: "second", Level: 1}); !errors.Is(err, redisx.ErrNotReplicated) {
+		t.Fatalf("enqueue with the replica behind: %v, want ErrNotReplicated", err)
 	}
 }

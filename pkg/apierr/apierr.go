@@ -16,6 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 // Code classifies an error for the client.
@@ -108,6 +110,10 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 	if errors.As(err, &e) && e.Code != Internal {
 		return status.Error(grpcCodes[e.Code], e.Msg)
 	}
+	if errors.Is(err, redisx.ErrNotReplicated) {
+		log.WarnContext(ctx, "write not confirmed by replicas", "err", err)
+		return status.Error(codes.Unavailable, notReplicatedMsg)
+	}
 	if transient(err) {
 		log.WarnContext(ctx, "storage unavailable", "err", err)
 		return status.Error(codes.Unavailable, unavailableMsg)
@@ -115,6 +121,8 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 	log.ErrorContext(ctx, "internal error", "err", err)
 	return status.Error(codes.Internal, "internal error")
 }
+
+const notReplicatedMsg = "the change is stored but not yet confirmed by enough Redis replicas, so it is not acknowledged: retry with the same request_id (it is applied at most once)"
 
 const unavailableMsg = "the service cannot reach its storage right now: retry shortly (a command retried with the same request_id is applied at most once)"
 

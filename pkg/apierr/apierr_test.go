@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/logging"
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 func TestToStatus(t *testing.T) {
@@ -34,6 +35,7 @@ func TestToStatus(t *testing.T) {
 		{name: "store connection closed", err: fmt.Errorf("load game g: %w", io.EOF), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
 		{name: "store pool exhausted", err: fmt.Errorf("load game g: %w", redis.ErrPoolTimeout), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
 		{name: "store client closed at shutdown", err: fmt.Errorf("load game g: %w", redis.ErrClosed), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
+		{name: "not confirmed by replicas", err: fmt.Errorf("commit game g: %w", redisx.ErrNotReplicated), wantCode: codes.Unavailable, wantMsg: notReplicatedMsg},
 		{name: "store script error is a bug", err: fmt.Errorf("commit game g: %w", redis.ErrNoScript), wantCode: codes.Internal, wantMsg: "internal error"},
 	}
 	for _, tt := range tests {

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 // DefaultShards is the number of shards when none is configured. More
@@ -34,6 +36,9 @@ type Index struct {
 	rdb    redis.UniversalClient
 	prefix string
 	shards int
+	// Replication makes Add wait for replicas: "no timeout is ever lost"
+	// must hold across a failover of the master holding the entry.
+	Replication redisx.Replication
 }
 
 // New returns an index with keys "<prefix>dl:{<shard>}".
@@ -76,7 +81,10 @@ func ParseMember(m string) (Entry, error) {
 // Add indexes a deadline; adding one twice is harmless.
 func (x *Index) Add(ctx context.Context, e Entry) error {
 	key := x.Key(x.ShardOf(e.GameID))
-	if err := x.rdb.ZAdd(ctx, key, redis.Z{Score: float64(e.At.UnixMilli()), Member: e.member()}).Err(); err != nil {
+	err := x.Replication.Write(ctx, x.rdb, key, func(c redis.Cmdable) error {
+		return c.ZAdd(ctx, key, redis.Z{Score: float64(e.At.UnixMilli()), Member: e.member()}).Err()
+	})
+	if err != nil {
 		return fmt.Errorf("index deadline of %s: %w", e.GameID, err)
 	}
 	return nil

@@ -2,10 +2,12 @@ package deadline
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 func TestIndexAgainstRealRedis(t *testing.T) {
@@ -79,5 +81,29 @@ func TestParseMember(t *testing.T) {
 func TestNewRejectsBadShardCount(t *testing.T) {
 	if _, err := New(nil, "", 0); err == nil {
 		t.Fatal("accepted 0 shards")
+	}
+}
+
+// With Replication, an entry is added only once a replica holds it: a
+// failover cannot lose a deadline that a commit relies on.
+func TestAddWaitsForReplicas(t *testing.T) {
+	ctx := context.Background()
+	pair := redistest.NewPair(t)
+	onReplica := pair.Replica.Client(t)
+	x, err := New(pair.Master.Client(t), "", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Replication = redisx.Replication{Replicas: 1, Timeout: time.Second}
+	e := Entry{GameID: "g1", At: time.UnixMilli(1_700_000_000_000)}
+	if err := x.Add(ctx, e); err != nil {
+		t.Fatalf("add with the replica linked: %v", err)
+	}
+	if n, err := onReplica.ZCard(ctx, x.Key(x.ShardOf(e.GameID))).Result(); err != nil || n != 1 {
+		t.Fatalf("replica holds %d entries (%v) once the add returned, want 1", n, err)
+	}
+	pair.Link.Blackhole()
+	if err := x.Add(ctx, Entry{GameID: "g2", At: e.At}); !errors.Is(err, redisx.ErrNotReplicated) {
+		t.Fatalf("add with the replica behind: %v, want ErrNotReplicated", err)
 	}
 }

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Server is a redis-server of one test's own, which the test may crash and
@@ -39,6 +42,79 @@ func Own(tb testing.TB, args ...string) *Server {
 	tb.Cleanup(s.kill)
 	return s
 }
+
+// Replica starts a redis-server for tb alone that replicates the server
+// at master (a Proxy's address, to cut the link between them), and returns
+// once it has master's data and follows its writes. Promote it with
+// REPLICAOF NO ONE, as a failover would.
+func Replica(tb testing.TB, master string, args ...string) *Server {
+	tb.Helper()
+	host, port, err := net.SplitHostPort(master)
+	if err != nil {
+		tb.Fatalf("replica of %q: %v", master, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A master waits 5 s by default before a diskless synchronisation, in
+	// case more replicas come; a test has no more coming.
+	m := redis.NewClient(&redis.Options{Addr: master})
+	err = m.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err()
+	_ = m.Close()
+	if err != nil {
+		tb.Fatalf("master %s: %v", master, err)
+	}
+	s := Own(tb, append([]string{"--replicaof", host, port}, args...)...)
+	if err := waitFollowing(ctx, master, s.Addr); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// waitFollowing waits until the master at addr has a replica confirm a
+// write of its own. A replica reports its link up, and its master counts
+// it online, up to a second before the master streams writes to it,
+// which is what WAIT needs.
+func waitFollowing(ctx context.Context, addr, replica string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	conn := c.Conn()
+	defer conn.Close()
+	if err := conn.Set(ctx, "redistest:following:"+replica, 1, time.Minute).Err(); err != nil {
+		return fmt.Errorf("master %s: %w", addr, err)
+	}
+	timeout := 10 * time.Second
+	if n, err := conn.Wait(ctx, 1, timeout).Result(); err != nil || n < 1 {
+		return fmt.Errorf("replica %s did not confirm a write of master %s within %v: %d replicas, %v", replica, addr, timeout, n, err)
+	}
+	return nil
+}
+
+// Pair is a master and its replica, linked through a Proxy so that a test
+// can hold the replica back (Link.Blackhole: it stays connected and
+// acknowledges what it has, as a lagging replica does) or cut it off.
+type Pair struct {
+	Master, Replica *Server
+	Link            *Proxy
+}
+
+// NewPair starts a master and a replica of it for tb alone.
+func NewPair(tb testing.TB) Pair {
+	tb.Helper()
+	p := Pair{Master: Own(tb)}
+	p.Link = NewProxy(tb, p.Master.Addr)
+	p.Replica = Replica(tb, p.Link.Addr())
+	return p
+}
+
+// Client returns a client of the server, closed when tb ends.
+func (s *Server) Client(tb testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Kill stops the server without warning (SIGKILL), for good.
+func (s *Server) Kill() { s.kill() }
 
 // serverBinary finds redis-server for a test that starts its own servers:
 // without one tb is skipped, or fails under REDISTEST_REQUIRE.
@@ -93,7 +169,7 @@ func (s *Server) kill() {
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
 	s.mu.Unlock()
-	_ = cmd.Process.Kill()
+	_ = cmd.Process.Kill() // an error: it is gone already (Kill, then cleanup)
 	<-done
 }
 

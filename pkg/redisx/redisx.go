@@ -1,6 +1,7 @@
 // Package redisx builds Redis clients from one address string, for a
 // standalone server, Sentinel or Redis Cluster, so that every service and
-// tool takes the same --redis-addr flag.
+// tool takes the same --redis-addr flag, and holds back writes until
+// replicas confirm them (Replication).
 package redisx
 
 import (

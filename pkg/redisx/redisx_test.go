@@ -2,9 +2,14 @@ package redisx
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/palacehq/palace/pkg/redistest"
 )
@@ -64,5 +69,90 @@ func TestNewFailsOnUnreachableServer(t *testing.T) {
 	// Port 1 on loopback refuses at once.
 	if _, err := New(context.Background(), "127.0.0.1:1"); err == nil {
 		t.Fatal("New succeeded against a closed port")
+	}
+}
+
+func TestWriteWaitsForReplicas(t *testing.T) {
+	ctx := context.Background()
+	pair := redistest.NewPair(t)
+	rdb, onReplica, link := pair.Master.Client(t), pair.Replica.Client(t), pair.Link
+
+	set := func(v string) func(redis.Cmdable) error {
+		return func(c redis.Cmdable) error { return c.Set(ctx, "k", v, 0).Err() }
+	}
+	one := Replication{Replicas: 1, Timeout: time.Second}
+	if err := one.Write(ctx, rdb, "k", set("1")); err != nil {
+		t.Fatalf("write with a linked replica: %v", err)
+	}
+	// Confirmed means readable there, with no waiting on the test's side.
+	if got, err := onReplica.Get(ctx, "k").Result(); err != nil || got != "1" {
+		t.Fatalf("replica holds %q (%v) right after the confirmed write, want 1", got, err)
+	}
+	if err := (Replication{Replicas: 2, Timeout: 100 * time.Millisecond}).Write(ctx, rdb, "k", set("2")); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("two replicas asked of one: %v, want ErrNotReplicated", err)
+	}
+
+	link.Cut()
+	if err := one.Write(ctx, rdb, "k", set("3")); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("write with the link cut: %v, want ErrNotReplicated", err)
+	}
+	// The master has it: a wait is no undo.
+	if got, _ := rdb.Get(ctx, "k").Result(); got != "3" {
+		t.Fatalf("master holds %q, want 3", got)
+	}
+	if err := (Replication{}).Write(ctx, rdb, "k", set("4")); err != nil {
+		t.Fatalf("write asking no replica, with the link cut: %v", err)
+	}
+
+	link.Restore()
+	// A write that confirms covers the earlier ones on the master too.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := one.Write(ctx, rdb, "other", func(c redis.Cmdable) error { return c.Set(ctx, "other", "x", 0).Err() })
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrNotReplicated) || time.Now().After(deadline) {
+			t.Fatalf("write after the link came back: %v", err)
+		}
+	}
+	if got, _ := onReplica.Get(ctx, "k").Result(); got != "4" {
+		t.Fatalf("replica holds %q after a later confirmed write, want 4", got)
+	}
+}
+
+func TestWriteReachesTheMasterOfItsKey(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.NewCluster(t, 3)
+	rdb := cl.Client(t)
+	// The test's masters have no replicas: every write is refused
+	// confirmation, and none may fail for reaching the wrong master.
+	r := Replication{Replicas: 1, Timeout: 20 * time.Millisecond}
+	for i := range 30 {
+		key := fmt.Sprintf("{k%d}", i)
+		err := r.Write(ctx, rdb, key, func(c redis.Cmdable) error { return c.Set(ctx, key, i, 0).Err() })
+		if !errors.Is(err, ErrNotReplicated) {
+			t.Fatalf("write of %s: %v, want ErrNotReplicated", key, err)
+		}
+		if got, err := rdb.Get(ctx, key).Int(); err != nil || got != i {
+			t.Fatalf("%s = %d (%v), want %d", key, got, err, i)
+		}
+	}
+}
+
+func TestReplicationValidate(t *testing.T) {
+	for _, tt := range []struct {
+		r    Replication
+		want string
+	}{
+		{Replication{}, ""},
+		{Replication{Replicas: 1, Timeout: time.Second}, ""},
+		{Replication{Replicas: -1}, "negative"},
+		{Replication{Replicas: 1}, "positive timeout"},
+	} {
+		err := tt.r.Validate()
+		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%+v: %v, want %q", tt.r, err, tt.want)
+		}
 	}
 }

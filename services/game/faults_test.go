@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,5 +266,118 @@ func TestGamesSurviveARedisCrash(t *testing.T) {
 	}
 	if uint64(len(got)) != final.GetVersion() {
 		t.Fatalf("the reader got %d versions, the game has %d", len(got), final.GetVersion())
+	}
+}
+
+// TestAcknowledgedMovesSurviveAFailover: with --redis-wait-replicas, a
+// move is acknowledged only once a replica holds it. The replica stops
+// getting the master's writes while it still acknowledges what it has, as
+// a lagging replica does; a move, and its retries on every path a retry
+// can take, must then be refused as unconfirmed, although the master has
+// it. The
+// master dies and the replica is promoted, as Sentinel would: every
+// acknowledged move is there, and the refused one is applied once when
+// retried against the new master, whose event log runs without a gap.
+func TestAcknowledgedMovesSurviveAFailover(t *testing.T) {
+	pair := redistest.NewPair(t)
+	master, replica := pair.Master, pair.Replica
+	var prefix string
+	process := func(addr string) *gametest.Env {
+		return gametest.StartOn(t, addr, func(c *game.Config) {
+			c.SigningKeys, c.WaitReplicas, c.WaitTimeout = keyOne, 1, time.Second
+			if prefix != "" {
+				c.KeyPrefix = prefix
+			}
+		})
+	}
+	a := process(master.Addr)
+	prefix = a.Config.KeyPrefix
+	b, c := process(master.Addr), process(master.Addr)
+	tb := xiangqi(t, a)
+	move := func(env *gametest.Env, side commonv1.Side, requestID, mv string) (*gamev1.MakeMoveResponse, error) {
+		return env.Client.MakeMove(tb.as(side), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: requestID, Move: &commonv1.Move{Coordinate: mv}})
+	}
+	acked := []string{"h3e3", "h10g8"}
+	if _, err := move(a, commonv1.Side_SIDE_FIRST, rid(), acked[0]); err != nil {
+		t.Fatal(err)
+	}
+	// c commits the last confirmed move, so c's own connections have
+	// nothing unconfirmed on them when it retries below.
+	if _, err := move(c, commonv1.Side_SIDE_SECOND, rid(), acked[1]); err != nil {
+		t.Fatal(err)
+	}
+
+	// Everything so far reaches the replica before it falls behind, so
+	// that a retry that waited on nothing of its own would pass.
+	sync := master.Client(t)
+	// WAIT covers what its own connection wrote, up to the last write.
+	if err := sync.Set(context.Background(), prefix+"synced", 1, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := sync.Wait(context.Background(), 1, 5*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("replica before it falls behind: WAIT = %d, %v", n, err)
+	}
+	pair.Link.Blackhole()
+	const third = "h1g3"
+	req := rid()
+	unconfirmed := func(what string, env *gametest.Env) {
+		t.Helper()
+		_, err := move(env, commonv1.Side_SIDE_FIRST, req, third)
+		if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "replicas") {
+			t.Fatalf("%s, with the replica behind: %v, want Unavailable naming the replicas", what, err)
+		}
+	}
+	unconfirmed("the move", a)
+	// b has never seen the game: it finds the answer as it loads it.
+	unconfirmed("its retry on another process", b)
+	// c runs the retry on the state it committed: the commit script
+	// finds the answer.
+	unconfirmed("its retry on the process that made the move before", c)
+
+	master.Kill()
+	if err := replica.Client(t).ReplicaOf(context.Background(), "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The new master gets a replica of its own, as Sentinel would give it
+	// the old one's others, so that its commits can be confirmed.
+	redistest.Replica(t, replica.Addr)
+	d := process(replica.Addr)
+	tb.env = d
+	var played []string
+	for _, m := range tb.get(t).GetMoves() {
+		played = append(played, m.GetMove().GetCoordinate())
+	}
+	if !slices.Equal(played, acked) {
+		t.Fatalf("after the failover the game holds %v, want the acknowledged %v", played, acked)
+	}
+	resp, err := move(d, commonv1.Side_SIDE_FIRST, req, third)
+	if err != nil {
+		t.Fatalf("retry after the failover: %v", err)
+	}
+	again, err := move(d, commonv1.Side_SIDE_FIRST, req, third)
+	if err != nil || !proto.Equal(again, resp) {
+		t.Fatalf("second retry after the failover: %v (%v), want the same answer %v", again, err, resp)
+	}
+	g := tb.get(t)
+	if n := len(g.GetMoves()); n != 3 || g.GetMoves()[2].GetMove().GetCoordinate() != third {
+		t.Fatalf("after the retries the game holds %v, want %v then %s once", g.GetMoves(), acked, third)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := d.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for want := uint64(1); want <= g.GetVersion(); {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("stream after the failover, waiting for version %d: %v", want, err)
+		}
+		if e := m.GetEvent(); e != nil {
+			if e.GetVersion() != want {
+				t.Fatalf("stream after the failover: version %d, want %d", e.GetVersion(), want)
+			}
+			want++
+		}
 	}
 }

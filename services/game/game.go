@@ -9,12 +9,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/palacehq/palace/pkg/aijobs"
 	"github.com/palacehq/palace/pkg/app"
 	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/clock"
 	"github.com/palacehq/palace/pkg/deadline"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redisx"
 	"github.com/palacehq/palace/services/game/internal/handler"
 	"github.com/palacehq/palace/services/game/internal/hub"
 	"github.com/palacehq/palace/services/game/internal/store"
@@ -45,6 +48,10 @@ type Config struct {
 	// AutoPipeline batches the commits of concurrent requests into shared
 	// Redis round trips.
 	AutoPipeline bool
+	// WaitReplicas is how many Redis replicas must hold a commit before
+	// it is acknowledged (WAIT), within WaitTimeout; 0: the master alone.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // RegisterFlags defines the game service's flags.
@@ -64,6 +71,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.LagBank, "lag-bank", 5*time.Second, "most lag credit a player can hold")
 	app.BoolFlag(fs, &c.AIJobs, "ai-jobs", true, "queue jobs for AI workers when an AI seat must act")
 	app.BoolFlag(fs, &c.AutoPipeline, "redis-autopipeline", false, "batch the commits of concurrent requests into shared Redis round trips (go-redis' experimental autopipeliner): more moves per second under load, slightly slower single moves")
+	app.IntFlag(fs, &c.WaitReplicas, "redis-wait-replicas", 0, "acknowledge a command only once this many Redis replicas hold it (WAIT), so that a failover to a replica loses no acknowledged move; 0: once the master has it")
+	app.DurationFlag(fs, &c.WaitTimeout, "redis-wait-timeout", time.Second, "how long a command waits for --redis-wait-replicas before it answers Unavailable (the client retries with the same request_id)")
 	app.DurationFlag(fs, &c.LagRefill, "lag-refill", 500*time.Millisecond, "lag credit a player regains per move")
 }
 
@@ -84,7 +93,17 @@ func (c Config) Validate() error {
 	if err := c.lag().Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.replication().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--redis-wait-replicas, --redis-wait-timeout: %w", err))
+	}
+	if c.WaitReplicas > 0 && c.AutoPipeline {
+		errs = append(errs, errors.New("--redis-wait-replicas cannot be combined with --redis-autopipeline, whose batches share connections"))
+	}
 	return errors.Join(errs...)
+}
+
+func (c Config) replication() redisx.Replication {
+	return redisx.Replication{Replicas: c.WaitReplicas, Timeout: c.WaitTimeout}
 }
 
 func (c Config) lag() clock.LagPolicy {
@@ -105,7 +124,7 @@ func Bind(cfg Config) app.Binder {
 		if ephemeral {
 			log.Warn("no --seat-signing-keys: seat credentials are signed with a random key and die with this process")
 		}
-		st, err := store.New(rt.Redis, store.Config{Prefix: cfg.KeyPrefix, LiveTTL: cfg.LiveTTL, Retention: cfg.Retention, AutoPipeline: cfg.AutoPipeline})
+		st, err := store.New(rt.Redis, store.Config{Prefix: cfg.KeyPrefix, LiveTTL: cfg.LiveTTL, Retention: cfg.Retention, AutoPipeline: cfg.AutoPipeline, Replication: cfg.replication()})
 		if err != nil {
 			return nil, fmt.Errorf("game: %w", err)
 		}
@@ -113,9 +132,19 @@ func Bind(cfg Config) app.Binder {
 		if err != nil {
 			return nil, err
 		}
+		// A deadline and an AI job are written before the commit that
+		// needs them. On one master the commit's own wait covers them
+		// (replication is one ordered stream); in a cluster they may live
+		// on another master, and wait for its replicas themselves.
+		var sideWrites redisx.Replication
+		if _, ok := rt.Redis.(*redis.ClusterClient); ok {
+			sideWrites = cfg.replication()
+		}
+		idx.Replication = sideWrites
 		var jobs *aijobs.Queue
 		if cfg.AIJobs {
 			jobs = aijobs.New(rt.Redis, cfg.KeyPrefix)
+			jobs.Replication = sideWrites
 			if err := jobs.Ensure(ctx); err != nil {
 				return nil, err
 			}

@@ -278,6 +278,11 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			return nil, err
 		}
 		if l.Previous != nil {
+			// Its commit may have failed to reach the replicas asked for:
+			// answer only once they have it.
+			if err := h.store.Confirm(ctx, c.id); err != nil {
+				return nil, err
+			}
 			return c.decode(l.Previous)
 		}
 		if c.expected != 0 && c.expected != l.State.Version {
@@ -441,6 +446,9 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		return nil, errConflict
 	}
 	h.metrics.commits.Add(ctx, 1)
+	if res.Unpublished != nil {
+		h.log.WarnContext(ctx, "committed but not published: streams catch up at the next event or resubscription", "game", ch.State.ID, "err", res.Unpublished)
+	}
 	if ch.State.Status.Finished() {
 		h.cache.drop(ch.State.ID)
 	} else {

@@ -14,6 +14,12 @@
 // events, extend the expiry when it is due and publish a notification, all
 // or nothing. The script makes as few calls as it can: each one costs
 // Redis a few microseconds on every move.
+//
+// With Config.Replication, a commit is acknowledged only once replicas
+// hold it (WAIT), and its notification is published only then, so that
+// no stream shows a move a failover could take back before its player
+// hears it was played. Reads (a game's state, a stream's catch-up from the
+// log) still see what the master holds.
 package store
 
 import (
@@ -31,6 +37,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/palacehq/palace/pkg/redisx"
 	"github.com/palacehq/palace/services/game/internal/model"
 )
 
@@ -41,6 +48,11 @@ var ErrNotFound = errors.New("game not found")
 var commitLua string
 
 var commitScript = redis.NewScript(commitLua)
+
+//go:embed confirm.lua
+var confirmLua string
+
+var confirmScript = redis.NewScript(confirmLua)
 
 // NotifyShards is the number of notification channels; a process
 // subscribes only to the shards of the games it streams.
@@ -58,6 +70,10 @@ type Config struct {
 	// autopipeliner, which batches the commands of concurrent requests
 	// into shared round trips.
 	AutoPipeline bool
+	// Replication holds back every acknowledgement until replicas have
+	// the commit; it cannot be combined with AutoPipeline, whose batches
+	// share connections.
+	Replication redisx.Replication
 }
 
 // Store reads and commits games.
@@ -83,7 +99,13 @@ var autoPipeline = redis.AutoPipelineOptions{MaxBatchSize: 300, MaxConcurrentBat
 
 // New returns a store.
 func New(rdb redis.UniversalClient, cfg Config) (*Store, error) {
+	if err := cfg.Replication.Validate(); err != nil {
+		return nil, err
+	}
 	s := &Store{rdb: rdb, writes: rdb, cfg: cfg}
+	if cfg.AutoPipeline && cfg.Replication.Replicas > 0 {
+		return nil, errors.New("waiting for replicas cannot be combined with the autopipeline")
+	}
 	if !cfg.AutoPipeline {
 		return s, nil
 	}
@@ -223,6 +245,9 @@ type Result struct {
 	Outcome  Outcome
 	Previous []byte
 	Current  uint64
+	// Unpublished is why a confirmed commit's notification could not be
+	// published (Config.Replication only).
+	Unpublished error
 }
 
 // Commit stores ch if the game is still as prev left it (nil: the game
@@ -288,13 +313,35 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	// The notification carries the events themselves, so the streams of
 	// this game in every process get them without reading the log.
 	args[7] = note
-	res, err := commitScript.Run(ctx, s.writes, []string{s.stateKey(id), s.eventsKey(id), s.movesKey(id)}, args...).Slice()
+	keys := []string{s.stateKey(id), s.eventsKey(id), s.movesKey(id)}
+	var res []any
+	if s.cfg.Replication.Replicas == 0 {
+		res, err = commitScript.Run(ctx, s.writes, keys, args...).Slice()
+	} else {
+		args[6] = "" // published below, once confirmed
+		err = s.cfg.Replication.Write(ctx, s.rdb, keys[0], func(c redis.Cmdable) (err error) {
+			res, err = commitScript.Run(ctx, c, keys, args...).Slice()
+			return err
+		})
+		if errors.Is(err, redisx.ErrNotReplicated) && len(res) > 0 && res[0] == "conflict" {
+			err = nil // nothing was written, and the caller starts over
+		}
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("commit game %s: %w", id, err)
 	}
 	kind, _ := res[0].(string)
 	switch kind {
 	case "ok":
+		if s.cfg.Replication.Replicas > 0 {
+			if err := s.rdb.Publish(ctx, s.Channel(id), note).Err(); err != nil {
+				// The commit stands and may be acknowledged; the streams
+				// find its events at the next one, or when their
+				// subscription, likely lost with this connection, is
+				// confirmed again.
+				return Result{Outcome: Committed, Unpublished: err}, nil
+			}
+		}
 		return Result{Outcome: Committed}, nil
 	case "dup":
 		b, _ := res[1].(string)
@@ -305,6 +352,23 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 		return Result{Outcome: Conflict, Current: n}, nil
 	}
 	return Result{}, fmt.Errorf("commit game %s: unexpected script answer %v", id, res)
+}
+
+// Confirm waits until replicas hold everything written to game id so far
+// (Config.Replication; without it, it does nothing). A retry answered with
+// a remembered answer confirms it first: the commit that wrote it may have
+// failed its own wait.
+func (s *Store) Confirm(ctx context.Context, id string) error {
+	if s.cfg.Replication.Replicas == 0 {
+		return nil
+	}
+	err := s.cfg.Replication.Write(ctx, s.rdb, s.stateKey(id), func(c redis.Cmdable) error {
+		return confirmScript.Run(ctx, c, []string{s.stateKey(id)}).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("confirm game %s: %w", id, err)
+	}
+	return nil
 }
 
 // Events returns up to count events with versions after `after`, in

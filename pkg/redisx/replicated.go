@@ -1,0 +1,82 @@
+package redisx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotReplicated means a write reached the master but fewer replicas
+// than asked for confirmed it in time. It may still be lost in a failover,
+// or it may survive: whoever finds it later must confirm it again before
+// treating it as kept.
+var ErrNotReplicated = errors.New("not confirmed by enough Redis replicas")
+
+// Replication asks that writes be held by replicas, not only by the
+// master, before they are acknowledged. Redis replicates asynchronously:
+// a master that dies right after answering takes its latest writes with
+// it, and a failover (Sentinel, Cluster) promotes a replica without them.
+type Replication struct {
+	// Replicas is how many replicas must confirm; 0 acknowledges what the
+	// master has.
+	Replicas int
+	// Timeout bounds the wait for them.
+	Timeout time.Duration
+}
+
+// Validate reports a setting Redis cannot honour.
+func (r Replication) Validate() error {
+	switch {
+	case r.Replicas < 0:
+		return errors.New("replicas to wait for must not be negative")
+	case r.Replicas > 0 && r.Timeout <= 0:
+		// WAIT with a timeout of 0 blocks for ever.
+		return errors.New("the wait for replicas needs a positive timeout")
+	}
+	return nil
+}
+
+// Write runs write against the master that holds key and then, when
+// replicas are asked for, waits until they hold everything written so far
+// on that connection (WAIT). Replication is one ordered stream per master,
+// so the wait also covers writes to other keys of that master made
+// earlier by anyone, as long as this connection wrote after them: a
+// write-less write func confirms nothing.
+//
+// Without replicas asked for, write gets rdb itself.
+func (r Replication) Write(ctx context.Context, rdb redis.UniversalClient, key string, write func(redis.Cmdable) error) error {
+	if r.Replicas <= 0 {
+		return write(rdb)
+	}
+	var node *redis.Client
+	switch c := rdb.(type) {
+	case *redis.Client:
+		node = c
+	case *redis.ClusterClient:
+		var err error
+		if node, err = c.MasterForKey(ctx, key); err != nil {
+			return fmt.Errorf("master of %s: %w", key, err)
+		}
+	default:
+		return fmt.Errorf("waiting for replicas is not available for a %T", rdb)
+	}
+	// WAIT counts the writes of its own connection, so both run on one.
+	// They are not pipelined: a pipeline reads with the client's read
+	// timeout, which WAIT may outlast.
+	conn := node.Conn()
+	defer func() { _ = conn.Close() }()
+	if err := write(conn); err != nil {
+		return err
+	}
+	n, err := conn.Wait(ctx, r.Replicas, r.Timeout).Result()
+	if err != nil {
+		return fmt.Errorf("wait for %d Redis replicas: %w", r.Replicas, err)
+	}
+	if int(n) < r.Replicas {
+		return fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, n, r.Replicas, r.Timeout)
+	}
+	return nil
+}
