@@ -40,8 +40,9 @@ type gamesReport struct {
 	Errors     int64   `json:"errors"`
 	Retries    int64   `json:"retries"`
 	Reconnects int64   `json:"reconnects"`
-	// Failovers counts calls and streams sent again to another replica
-	// because theirs was unavailable (only with several replicas).
+	// Failovers counts calls and streams sent again, to the next replica,
+	// because theirs was unavailable (with several replicas, or with
+	// --retry-unavailable).
 	Failovers int64 `json:"failovers"`
 	// The floor: the same number of clients calling Probe (one Redis
 	// write through the same server path) for the same duration, half
@@ -61,6 +62,9 @@ type gamesLoad struct {
 	warmup time.Duration
 	// replicas holds the connections to each replica of the service.
 	replicas [][]gamev1.GameServiceClient
+	// retryUnavailable sends a call again after Unavailable even to a
+	// single replica.
+	retryUnavailable bool
 	// client is every connection, of every replica.
 	client  []gamev1.GameServiceClient
 	started time.Time
@@ -91,6 +95,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	floor := fs.Bool("floor", true, "also measure the floor (Probe: one Redis write) for the same duration, half before the games and half after")
 	retryRate := fs.Float64("retry-rate", 0.05, "share of moves sent twice with the same request id")
 	reconnectRate := fs.Float64("reconnect-rate", 0.01, "chance a stream reconnects after each event")
+	retryUnavailable := fs.Bool("retry-unavailable", false, "send a call or stream that got Unavailable again, with the same request id, even with one replica, as a client riding out a Redis failover or restart would (a few seconds at most); otherwise a single replica's Unavailable is an error")
 	conns := fs.Int("conns", 0, "client connections per replica (default: one per 100 games)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	think := fs.Duration("think", 0, "mean pause between a game's moves (uniform in [0, 2*think]); 0 plays flat out")
@@ -110,7 +115,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	if n <= 0 {
 		n = *games/100 + 1
 	}
-	l := &gamesLoad{think: *think, warmup: *warmup}
+	l := &gamesLoad{think: *think, warmup: *warmup, retryUnavailable: *retryUnavailable}
 	var seedN atomic.Uint64
 	l.rng = func() *rand.Rand { return rand.New(rand.NewPCG(*seed, seedN.Add(1))) }
 	for _, a := range replicaAddrs(*addr) {
@@ -295,7 +300,7 @@ type seen struct {
 // route is the route of the games of one slot: they start on replica
 // slot mod the number of replicas.
 func (l *gamesLoad) route(slot int) *route {
-	return &route{replicas: l.replicas, replica: slot % len(l.replicas), conn: slot / len(l.replicas), moved: func() { l.failovers.Add(1) }}
+	return &route{replicas: l.replicas, replica: slot % len(l.replicas), conn: slot / len(l.replicas), retry: l.retryUnavailable, moved: func() { l.failovers.Add(1) }}
 }
 
 func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand, kind commonv1.GameKind, start *commonv1.Position, rid string, retryRate, reconnectRate float64) {
@@ -322,10 +327,12 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 	// Each seat streams the game, reconnecting at random.
 	streams := make([][]seen, 2)
 	var swg sync.WaitGroup
+	watch, stopWatching := context.WithCancel(all)
+	defer stopWatching()
 	for i, side := range []commonv1.Side{commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND} {
 		srng := l.rng()
 		sr := *r
-		swg.Go(func() { streams[i] = l.stream(all, &sr, as(all, side), id, srng, reconnectRate) })
+		swg.Go(func() { streams[i] = l.stream(watch, &sr, as(watch, side), id, srng, reconnectRate) })
 	}
 	g := created.GetGame()
 	var acked []played
@@ -370,6 +377,8 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 			return c.Resign(as(all, commonv1.Side_SIDE_FIRST), resign)
 		}); err != nil {
 			l.fail("resign %s: %v", id, err)
+			// The streams wait for an end that will not come.
+			stopWatching()
 		}
 	}
 	swg.Wait()

@@ -44,7 +44,9 @@ type route struct {
 	replicas [][]gamev1.GameServiceClient
 	replica  int
 	conn     int
-	moved    func()
+	// retry sends calls again after Unavailable even to a lone replica.
+	retry bool
+	moved func()
 }
 
 func (r *route) client() gamev1.GameServiceClient {
@@ -54,9 +56,9 @@ func (r *route) client() gamev1.GameServiceClient {
 
 // failover moves the route to the next replica when err says its replica
 // is unavailable, and reports whether the call should be sent again.
-// With one replica nothing moves: Unavailable is then an error to report.
+// With one replica, and retry unset, Unavailable is an error to report.
 func (r *route) failover(ctx context.Context, err error, attempt int) bool {
-	if len(r.replicas) < 2 || status.Code(err) != codes.Unavailable || attempt >= maxFailovers {
+	if (len(r.replicas) < 2 && !r.retry) || status.Code(err) != codes.Unavailable || attempt >= maxFailovers {
 		return false
 	}
 	r.replica = (r.replica + 1) % len(r.replicas)
