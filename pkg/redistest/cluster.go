@@ -12,11 +12,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Cluster is a Redis Cluster of one test's own: masters without replicas,
-// the slots split evenly between them, so that the keys of different games
-// live on different servers as in production.
+// Cluster is a Redis Cluster of one test's own: masters, the slots split
+// evenly between them, so that the keys of different games live on
+// different servers as in production, and replicas if asked for.
 type Cluster struct {
 	Nodes []*Server
+	// Replicas, after AddReplicas: Replicas[i] replicates Nodes[i].
+	Replicas []*Server
+	bin      string
 }
 
 // clusterSlots is the number of hash slots of every Redis Cluster.
@@ -30,32 +33,116 @@ func NewCluster(tb testing.TB, n int) *Cluster {
 	bin := serverBinary(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := &Cluster{}
+	c := &Cluster{bin: bin}
 	for range n {
-		// The cluster bus gets a port of its own: the default, the client
-		// port plus 10000, may be taken or beyond 65535.
-		bus, err := freePort()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		s, err := newServer(bin, tb.TempDir(), "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
-			"--cluster-node-timeout", "5000", "--cluster-config-file", "nodes.conf")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := s.start(ctx); err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(s.kill)
+		s, bus := c.node(tb, ctx)
 		c.Nodes = append(c.Nodes, s)
 		if err := c.join(ctx, len(c.Nodes)-1, n, bus); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	if err := c.waitFormed(ctx); err != nil {
+	if err := c.waitFormed(ctx, len(c.Nodes)); err != nil {
 		tb.Fatal(err)
 	}
 	return c
+}
+
+// node starts one cluster node, not yet part of the cluster.
+func (c *Cluster) node(tb testing.TB, ctx context.Context) (s *Server, bus int) {
+	tb.Helper()
+	// The cluster bus gets a port of its own: the default, the client
+	// port plus 10000, may be taken or beyond 65535.
+	bus, err := freePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err = newServer(c.bin, tb.TempDir(), "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
+		"--cluster-node-timeout", "5000", "--cluster-config-file", "nodes.conf", "--repl-diskless-sync-delay", "0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.kill)
+	return s, bus
+}
+
+// AddReplicas gives every master a replica and returns once each master
+// has had a replica confirm a write (WAIT).
+func (c *Cluster) AddReplicas(tb testing.TB) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := redis.NewClient(&redis.Options{Addr: c.Nodes[0].Addr})
+	defer first.Close()
+	for _, m := range c.Nodes {
+		master := redis.NewClient(&redis.Options{Addr: m.Addr})
+		id, err := master.ClusterMyID(ctx).Result()
+		_ = master.Close()
+		if err != nil {
+			tb.Fatalf("cluster node %s: %v", m.Addr, err)
+		}
+		s, bus := c.node(tb, ctx)
+		host, port, _ := net.SplitHostPort(s.Addr)
+		if err := first.Do(ctx, "CLUSTER", "MEET", host, port, bus).Err(); err != nil {
+			tb.Fatalf("cluster meet %s: %v", s.Addr, err)
+		}
+		if err := c.replicate(ctx, s, id); err != nil {
+			tb.Fatal(err)
+		}
+		c.Replicas = append(c.Replicas, s)
+	}
+	if err := c.waitFormed(ctx, len(c.Nodes)+len(c.Replicas)); err != nil {
+		tb.Fatal(err)
+	}
+	for i, m := range c.Nodes {
+		if err := c.waitFollowed(ctx, m, c.Replicas[i]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// replicate makes s a replica of the master with node id, once s has
+// learnt of that node.
+func (c *Cluster) replicate(ctx context.Context, s *Server, id string) error {
+	node := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer node.Close()
+	for {
+		err := node.Do(ctx, "CLUSTER", "REPLICATE", id).Err()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster node %s cannot replicate %s: %w", s.Addr, id, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitFollowed waits until master m has replica r confirm a write to a
+// key of m's own slots.
+func (c *Cluster) waitFollowed(ctx context.Context, m, r *Server) error {
+	node := redis.NewClient(&redis.Options{Addr: m.Addr})
+	defer node.Close()
+	conn := node.Conn()
+	defer conn.Close()
+	for i := 0; ; i++ {
+		key := "redistest:following:" + r.Addr + ":" + strconv.Itoa(i)
+		err := conn.Set(ctx, key, 1, time.Minute).Err()
+		if err == nil {
+			break
+		}
+		if !strings.HasPrefix(err.Error(), "MOVED") {
+			return fmt.Errorf("cluster master %s: %w", m.Addr, err)
+		}
+	}
+	timeout := 10 * time.Second
+	if n, err := conn.Wait(ctx, 1, timeout).Result(); err != nil || n < 1 {
+		return fmt.Errorf("replica %s did not confirm a write of cluster master %s within %v: %d replicas, %v", r.Addr, m.Addr, timeout, n, err)
+	}
+	return nil
 }
 
 // join gives node i of n its share of the slots and introduces it to the
@@ -79,11 +166,11 @@ func (c *Cluster) join(ctx context.Context, i, n, bus int) error {
 	return nil
 }
 
-// waitFormed waits until every node knows every other and finds all slots
+// waitFormed waits until every node knows all n nodes and finds all slots
 // served.
-func (c *Cluster) waitFormed(ctx context.Context) error {
-	want := "cluster_known_nodes:" + strconv.Itoa(len(c.Nodes))
-	for _, s := range c.Nodes {
+func (c *Cluster) waitFormed(ctx context.Context, n int) error {
+	want := "cluster_known_nodes:" + strconv.Itoa(n)
+	for _, s := range append(c.Nodes[:len(c.Nodes):len(c.Nodes)], c.Replicas...) {
 		node := redis.NewClient(&redis.Options{Addr: s.Addr})
 		for {
 			info, err := node.ClusterInfo(ctx).Result()

@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/palacehq/palace/pkg/deadline"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
@@ -379,5 +381,56 @@ func TestAcknowledgedMovesSurviveAFailover(t *testing.T) {
 			}
 			want++
 		}
+	}
+}
+
+// TestDeadlinesWaitForTheirReplicasOnACluster: on a cluster a game's
+// deadline may live on another master than the game. With
+// --redis-wait-replicas, a move whose new deadline that master's replica
+// cannot confirm is refused before it is committed, since a failover
+// there could lose the deadline and with it the game's timeout.
+func TestDeadlinesWaitForTheirReplicasOnACluster(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.NewCluster(t, 3)
+	cl.AddReplicas(t)
+	env := gametest.StartOn(t, cl.URL(), func(c *game.Config) { c.WaitReplicas, c.WaitTimeout = 1, time.Second })
+	rdb := cl.Client(t)
+	idx, err := deadline.New(rdb, env.Config.KeyPrefix, env.Config.DeadlineShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := func(key string) string {
+		t.Helper()
+		node, err := rdb.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return node.Options().Addr
+	}
+	clocked := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(time.Minute)}}}
+	var tb *table
+	var deadlineMaster string
+	for tb == nil || deadlineMaster == master(env.Config.KeyPrefix+"{g:"+tb.id+"}") {
+		tb = create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: clocked})
+		deadlineMaster = master(idx.Key(idx.ShardOf(tb.id)))
+	}
+	i := slices.IndexFunc(cl.Nodes, func(s *redistest.Server) bool { return s.Addr == deadlineMaster })
+	behind := cl.Replicas[i]
+
+	behind.Pause(t)
+	_, err = env.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: "first", Move: &commonv1.Move{Coordinate: "h3e3"}})
+	behind.Resume(t)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "replicas") {
+		t.Fatalf("move whose deadline's replica is stalled: %v, want Unavailable naming the replicas", err)
+	}
+	if n := len(tb.get(t).GetMoves()); n != 0 {
+		t.Fatalf("the refused move was committed: %d moves", n)
+	}
+	retrying(t, "the move once the replica is back", func() error {
+		_, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: "first", Move: &commonv1.Move{Coordinate: "h3e3"}})
+		return err
+	})
+	if n := len(tb.get(t).GetMoves()); n != 1 {
+		t.Fatalf("after the retry the game holds %d moves, want 1", n)
 	}
 }
