@@ -23,7 +23,7 @@ import (
 const (
 	// maxFailovers bounds how often one call moves on, so that a run whose
 	// every replica is gone ends with errors instead of hanging.
-	maxFailovers = 12
+	maxFailovers = 30
 	// failoverPause is the first pause before a call is sent again; it
 	// grows with each attempt, up to failoverPauseMax.
 	failoverPause    = 50 * time.Millisecond
