@@ -434,3 +434,59 @@ func TestDeadlinesWaitForTheirReplicasOnACluster(t *testing.T) {
 		t.Fatalf("after the retry the game holds %d moves, want 1", n)
 	}
 }
+
+// TestConfirmedRetryReachesTheStreams: a move whose replicas did not
+// confirm it in time published nothing. Once its retry confirms it, the
+// game's streams must get it, with no later event to reveal it.
+func TestConfirmedRetryReachesTheStreams(t *testing.T) {
+	pair := redistest.NewPair(t)
+	env := gametest.StartOn(t, pair.Master.Addr, func(c *game.Config) { c.WaitReplicas, c.WaitTimeout = 1, 300*time.Millisecond })
+	tb := xiangqi(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moves := make(chan string, 8)
+	go func() {
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				return
+			}
+			if mv := m.GetEvent().GetMovePlayed(); mv != nil {
+				moves <- mv.GetMove().GetCoordinate()
+			}
+		}
+	}()
+	// A first move, seen on the stream, shows it live: from then on only
+	// notifications, not a read of the log, bring it events.
+	tb.move(t, "h3e3")
+	if mv := <-moves; mv != "h3e3" {
+		t.Fatalf("the stream got %s, want h3e3", mv)
+	}
+	move := func() error {
+		_, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: "second", Move: &commonv1.Move{Coordinate: "h10g8"}})
+		return err
+	}
+	pair.Link.Blackhole()
+	if err := move(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("move with the replica behind: %v, want Unavailable", err)
+	}
+	select {
+	case mv := <-moves:
+		t.Fatalf("the stream got %s before any replica held it", mv)
+	case <-time.After(300 * time.Millisecond):
+	}
+	pair.Link.Restore()
+	retrying(t, "the move once the replica is back", move)
+	select {
+	case mv := <-moves:
+		if mv != "h10g8" {
+			t.Fatalf("the stream got %s, want h10g8", mv)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the stream never got the move its retry confirmed")
+	}
+}

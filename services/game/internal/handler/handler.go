@@ -446,9 +446,6 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		return nil, errConflict
 	}
 	h.metrics.commits.Add(ctx, 1)
-	if res.Unpublished != nil {
-		h.log.WarnContext(ctx, "committed but not published: streams catch up at the next event or resubscription", "game", ch.State.ID, "err", res.Unpublished)
-	}
 	if ch.State.Status.Finished() {
 		h.cache.drop(ch.State.ID)
 	} else {

@@ -3,7 +3,8 @@
 // shards of the games it streams, however many streams it serves. Each
 // stream gets a commit's events, encoded once for all of them, or, when it
 // is too slow to take them, a coalescing signal to read the game's event
-// log itself, so a slow reader only delays itself.
+// log itself, so a slow reader only delays itself. A notification without
+// events sends that signal to every stream of its game.
 //
 // Redis drops the notifications published while a subscription is not in
 // place: before the server has taken a new SUBSCRIBE, and while the
@@ -113,7 +114,8 @@ func (h *Hub) notify(payload string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.games[id] {
-		if err == nil {
+		// A notification without events asks the streams to read the log.
+		if err == nil && len(evs) > 0 {
 			select {
 			case s.Events <- evs:
 				continue

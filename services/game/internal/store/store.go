@@ -245,9 +245,6 @@ type Result struct {
 	Outcome  Outcome
 	Previous []byte
 	Current  uint64
-	// Unpublished is why a confirmed commit's notification could not be
-	// published (Config.Replication only).
-	Unpublished error
 }
 
 // Commit stores ch if the game is still as prev left it (nil: the game
@@ -335,15 +332,18 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	case "ok":
 		if s.cfg.Replication.Replicas > 0 {
 			if err := s.rdb.Publish(ctx, s.Channel(id), note).Err(); err != nil {
-				// The commit stands and may be acknowledged; the streams
-				// find its events at the next one, or when their
-				// subscription, likely lost with this connection, is
-				// confirmed again.
-				return Result{Outcome: Committed, Unpublished: err}, nil
+				// Not acknowledged: the retry confirms the commit again and
+				// has the streams read the log (nudge).
+				return Result{}, fmt.Errorf("publish commit of game %s: %w", id, err)
 			}
 		}
 		return Result{Outcome: Committed}, nil
 	case "dup":
+		if s.cfg.Replication.Replicas > 0 {
+			if err := s.nudge(ctx, id); err != nil {
+				return Result{}, err
+			}
+		}
 		b, _ := res[1].(string)
 		return Result{Outcome: Duplicate, Previous: []byte(b)}, nil
 	case "conflict":
@@ -355,9 +355,10 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 }
 
 // Confirm waits until replicas hold everything written to game id so far
-// (Config.Replication; without it, it does nothing). A retry answered with
-// a remembered answer confirms it first: the commit that wrote it may have
-// failed its own wait.
+// (Config.Replication; without it, it does nothing), then has the game's
+// streams read its log. A retry answered with a remembered answer
+// confirms it first: the commit that wrote it may have failed its own
+// wait, and published nothing.
 func (s *Store) Confirm(ctx context.Context, id string) error {
 	if s.cfg.Replication.Replicas == 0 {
 		return nil
@@ -367,6 +368,16 @@ func (s *Store) Confirm(ctx context.Context, id string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("confirm game %s: %w", id, err)
+	}
+	return s.nudge(ctx, id)
+}
+
+// nudge has the streams of game id read its log. A commit whose wait for
+// replicas failed published nothing; once a retry confirms it, its events
+// are found there, and nowhere else if it was the game's last.
+func (s *Store) nudge(ctx context.Context, id string) error {
+	if err := s.rdb.Publish(ctx, s.Channel(id), id+"\x00").Err(); err != nil {
+		return fmt.Errorf("nudge streams of game %s: %w", id, err)
 	}
 	return nil
 }
