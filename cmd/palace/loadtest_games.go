@@ -95,7 +95,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	floor := fs.Bool("floor", true, "also measure the floor (Probe: one Redis write) for the same duration, half before the games and half after")
 	retryRate := fs.Float64("retry-rate", 0.05, "share of moves sent twice with the same request id")
 	reconnectRate := fs.Float64("reconnect-rate", 0.01, "chance a stream reconnects after each event")
-	retryUnavailable := fs.Bool("retry-unavailable", false, "send a call or stream that got Unavailable again, with the same request id, even with one replica, as a client riding out a Redis failover or restart would (a few seconds at most); otherwise a single replica's Unavailable is an error")
+	retryUnavailable := fs.Bool("retry-unavailable", false, "send a call or stream that got Unavailable again, with the same request id, even with one replica, as a client riding out a Redis failover or restart would (for up to about 13 s); otherwise a single replica's Unavailable is an error")
 	conns := fs.Int("conns", 0, "client connections per replica (default: one per 100 games)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	think := fs.Duration("think", 0, "mean pause between a game's moves (uniform in [0, 2*think]); 0 plays flat out")

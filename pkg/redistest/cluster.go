@@ -35,7 +35,7 @@ func NewCluster(tb testing.TB, n int) *Cluster {
 	defer cancel()
 	c := &Cluster{bin: bin}
 	for range n {
-		s, bus := c.node(tb, ctx)
+		s, bus := c.node(ctx, tb)
 		c.Nodes = append(c.Nodes, s)
 		if err := c.join(ctx, len(c.Nodes)-1, n, bus); err != nil {
 			tb.Fatal(err)
@@ -48,7 +48,7 @@ func NewCluster(tb testing.TB, n int) *Cluster {
 }
 
 // node starts one cluster node, not yet part of the cluster.
-func (c *Cluster) node(tb testing.TB, ctx context.Context) (s *Server, bus int) {
+func (c *Cluster) node(ctx context.Context, tb testing.TB) (s *Server, bus int) {
 	tb.Helper()
 	// The cluster bus gets a port of its own: the default, the client
 	// port plus 10000, may be taken or beyond 65535.
@@ -83,7 +83,7 @@ func (c *Cluster) AddReplicas(tb testing.TB) {
 		if err != nil {
 			tb.Fatalf("cluster node %s: %v", m.Addr, err)
 		}
-		s, bus := c.node(tb, ctx)
+		s, bus := c.node(ctx, tb)
 		host, port, _ := net.SplitHostPort(s.Addr)
 		if err := first.Do(ctx, "CLUSTER", "MEET", host, port, bus).Err(); err != nil {
 			tb.Fatalf("cluster meet %s: %v", s.Addr, err)

@@ -102,10 +102,10 @@ func New(rdb redis.UniversalClient, cfg Config) (*Store, error) {
 	if err := cfg.Replication.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{rdb: rdb, writes: rdb, cfg: cfg}
 	if cfg.AutoPipeline && cfg.Replication.Replicas > 0 {
 		return nil, errors.New("waiting for replicas cannot be combined with the autopipeline")
 	}
+	s := &Store{rdb: rdb, writes: rdb, cfg: cfg}
 	if !cfg.AutoPipeline {
 		return s, nil
 	}
