@@ -490,3 +490,62 @@ func TestConfirmedRetryReachesTheStreams(t *testing.T) {
 		t.Fatal("the stream never got the move its retry confirmed")
 	}
 }
+
+// TestPresenceWhoseWaitFailedIsPublishedOnceConfirmed: a seat's stream
+// opens while the replica is behind, so the "connected" commit is stored
+// but not confirmed, and publishes nothing. Its retry at the next lease
+// renewal finds nothing left to change; it must still confirm the commit
+// and let the game's other streams see it.
+func TestPresenceWhoseWaitFailedIsPublishedOnceConfirmed(t *testing.T) {
+	pair := redistest.NewPair(t)
+	env := gametest.StartOn(t, pair.Master.Addr, func(c *game.Config) {
+		c.WaitReplicas, c.WaitTimeout, c.PresenceLease = 1, 300*time.Millisecond, 600*time.Millisecond
+	})
+	tb := xiangqi(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	watcher, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan *gamev1.Event, 16)
+	go func() {
+		for {
+			m, err := watcher.Recv()
+			if err != nil {
+				return
+			}
+			if e := m.GetEvent(); e.GetMovePlayed() != nil || e.GetPlayerConnection() != nil {
+				seen <- e
+			}
+		}
+	}()
+	// A move seen on the watcher shows it live.
+	tb.move(t, "h3e3")
+	if e := <-seen; e.GetMovePlayed() == nil {
+		t.Fatalf("watcher got %v, want the move", e)
+	}
+
+	pair.Link.Blackhole()
+	seat, err := env.Client.StreamEvents(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seat.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-seen:
+		t.Fatalf("watcher got %v before any replica held it", e)
+	case <-time.After(time.Second):
+	}
+	pair.Link.Restore()
+	select {
+	case e := <-seen:
+		if c := e.GetPlayerConnection(); c == nil || !c.GetConnected() || c.GetSide() != commonv1.Side_SIDE_SECOND {
+			t.Fatalf("watcher got %v, want the second seat connected", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watcher never saw the seat connect")
+	}
+}

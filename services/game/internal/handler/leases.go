@@ -42,6 +42,12 @@ func newProcessID() string {
 // lease renewal (see retryPresence), so that a closing lost to a Redis
 // outage does not leave the seat connected.
 func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta int) {
+	h.record(ctx, id, side, delta, false)
+}
+
+// record commits a change of a seat's holding; again marks the retry of
+// one that failed.
+func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta int, again bool) {
 	k := seatKey{id, side}
 	if delta > 0 {
 		if err := h.store.Holding(ctx, h.proc, id, side); err != nil {
@@ -69,6 +75,12 @@ func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta
 			return ch, nil
 		},
 	})
+	if again && errors.Is(err, errNothingToRecord) {
+		// The failed attempt may have been stored all the same, with its
+		// wait for replicas failed and its event unpublished: confirm it,
+		// and have the streams read it.
+		err = h.store.Confirm(ctx, id)
+	}
 	switch {
 	case errors.Is(err, errOvertaken):
 		return
@@ -102,7 +114,7 @@ func (h *Handler) retryPresence(ctx context.Context) {
 	h.retry = map[seatKey]int{}
 	h.retryMu.Unlock()
 	for k, delta := range due {
-		h.connect(ctx, k.id, k.side, delta)
+		h.record(ctx, k.id, k.side, delta, true)
 	}
 }
 
