@@ -442,30 +442,7 @@ func TestConfirmedRetryReachesTheStreams(t *testing.T) {
 	pair := redistest.NewPair(t)
 	env := gametest.StartOn(t, pair.Master.Addr, func(c *game.Config) { c.WaitReplicas, c.WaitTimeout = 1, 300*time.Millisecond })
 	tb := xiangqi(t, env)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	moves := make(chan string, 8)
-	go func() {
-		for {
-			m, err := st.Recv()
-			if err != nil {
-				return
-			}
-			if mv := m.GetEvent().GetMovePlayed(); mv != nil {
-				moves <- mv.GetMove().GetCoordinate()
-			}
-		}
-	}()
-	// A first move, seen on the stream, shows it live: from then on only
-	// notifications, not a read of the log, bring it events.
-	tb.move(t, "h3e3")
-	if mv := <-moves; mv != "h3e3" {
-		t.Fatalf("the stream got %s, want h3e3", mv)
-	}
+	moves := liveMoves(t, env, tb)
 	move := func() error {
 		_, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: "second", Move: &commonv1.Move{Coordinate: "h10g8"}})
 		return err
@@ -548,4 +525,70 @@ func TestPresenceWhoseWaitFailedIsPublishedOnceConfirmed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the watcher never saw the seat connect")
 	}
+}
+
+// TestUnacknowledgedMoveReachesTheStreams: a move whose replicas did not
+// confirm it in time, and whose client never retries, is stored all the
+// same. It is the opponent's turn, so the opponent must see the move: the
+// process confirms the game itself once the replica is back, and the
+// streams get it.
+func TestUnacknowledgedMoveReachesTheStreams(t *testing.T) {
+	pair := redistest.NewPair(t)
+	env := gametest.StartOn(t, pair.Master.Addr, func(c *game.Config) { c.WaitReplicas, c.WaitTimeout = 1, 300*time.Millisecond })
+	tb := xiangqi(t, env)
+	moves := liveMoves(t, env, tb)
+	pair.Link.Blackhole()
+	_, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: "second", Move: &commonv1.Move{Coordinate: "h10g8"}})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("move with the replica behind: %v, want Unavailable", err)
+	}
+	select {
+	case mv := <-moves:
+		t.Fatalf("the stream got %s before any replica held it", mv)
+	case <-time.After(time.Second):
+	}
+	pair.Link.Restore()
+	select {
+	case mv := <-moves:
+		if mv != "h10g8" {
+			t.Fatalf("the stream got %s, want h10g8", mv)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream never got the stored move, which no one retried")
+	}
+}
+
+// liveMoves opens a spectator's stream of tb and returns the moves it
+// gets, once a first move (h3e3), seen on it, shows it live: from then on
+// only notifications, not a read of the log, bring it events.
+func liveMoves(t *testing.T, env *gametest.Env, tb *table) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moves := make(chan string, 8)
+	go func() {
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				return
+			}
+			if mv := m.GetEvent().GetMovePlayed(); mv != nil {
+				moves <- mv.GetMove().GetCoordinate()
+			}
+		}
+	}()
+	tb.move(t, "h3e3")
+	select {
+	case mv := <-moves:
+		if mv != "h3e3" {
+			t.Fatalf("the stream got %s, want h3e3", mv)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream never got the first move")
+	}
+	return moves
 }

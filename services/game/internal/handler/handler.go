@@ -85,6 +85,10 @@ type Handler struct {
 	proc      string
 	stopLease context.CancelFunc
 	leaseDone chan struct{}
+	// unconfirmed holds games to confirm without their clients (see
+	// unconfirmed.go); confirmDone closes when that stops.
+	unconfirmed unconfirmed
+	confirmDone chan struct{}
 	// retry holds the changes of seats' holdings that failed to record.
 	retryMu sync.Mutex
 	retry   map[seatKey]int
@@ -146,6 +150,13 @@ func New(log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *
 		defer close(hd.leaseDone)
 		hd.keepLease(leaseCtx)
 	}()
+	hd.unconfirmed.games, hd.confirmDone = map[string]struct{}{}, make(chan struct{})
+	go func() {
+		defer close(hd.confirmDone)
+		if st.Waits() {
+			hd.keepConfirming(leaseCtx)
+		}
+	}()
 	return hd, nil
 }
 
@@ -155,6 +166,7 @@ func New(log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *
 func (h *Handler) Close(ctx context.Context) {
 	h.stopLease()
 	<-h.leaseDone
+	<-h.confirmDone
 	h.presence.flush(ctx)
 	// Every closing recorded, nothing is left to release; otherwise the
 	// lease is left run out, for another process to finish.
@@ -281,6 +293,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			// Its commit may have failed to reach the replicas asked for:
 			// answer only once they have it.
 			if err := h.store.Confirm(ctx, c.id); err != nil {
+				h.confirmLater(c.id)
 				return nil, err
 			}
 			return c.decode(l.Previous)
@@ -437,6 +450,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	}
 	res, err := h.store.Commit(ctx, prev, ch, reqID, raw, now)
 	if err != nil {
+		h.confirmLater(ch.State.ID)
 		return nil, err
 	}
 	switch res.Outcome {

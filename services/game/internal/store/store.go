@@ -354,6 +354,9 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	return Result{}, fmt.Errorf("commit game %s: unexpected script answer %v", id, res)
 }
 
+// Waits reports whether commits wait for replicas (Config.Replication).
+func (s *Store) Waits() bool { return s.cfg.Replication.Replicas > 0 }
+
 // Confirm waits until replicas hold everything written to game id so far
 // (Config.Replication; without it, it does nothing), then has the game's
 // streams read its log. A retry answered with a remembered answer
