@@ -28,6 +28,7 @@ func (u *unconfirmed) add(id string) {
 	u.games[id] = struct{}{}
 }
 
+// take empties the set, in random order.
 func (u *unconfirmed) take() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -58,11 +59,20 @@ func (h *Handler) keepConfirming(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for _, id := range h.unconfirmed.take() {
-			if err := h.store.Confirm(ctx, id); err != nil {
-				h.log.DebugContext(ctx, "confirm", "game", id, "err", err)
+		ids := h.unconfirmed.take()
+		for i, id := range ids {
+			err := h.store.Confirm(ctx, id)
+			if err == nil {
+				continue
+			}
+			h.log.DebugContext(ctx, "confirm", "game", id, "err", err)
+			// The replicas are behind or Redis is out of reach: the others
+			// would each wait as long, so they wait for the next round
+			// (taken in random order, so no game is always last).
+			for _, id := range ids[i:] {
 				h.unconfirmed.add(id)
 			}
+			break
 		}
 	}
 }
