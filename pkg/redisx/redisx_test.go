@@ -121,6 +121,24 @@ func TestWriteWaitsForReplicas(t *testing.T) {
 	}
 }
 
+func TestConnectedReplicas(t *testing.T) {
+	ctx := context.Background()
+	pair := redistest.NewPair(t)
+	for _, tt := range []struct {
+		name string
+		rdb  redis.UniversalClient
+		want int
+	}{
+		{"master with a replica", pair.Master.Client(t), 1},
+		{"the replica itself", pair.Replica.Client(t), 0},
+		{"cluster without replicas", redistest.NewCluster(t, 2).Client(t), 0},
+	} {
+		if n, err := ConnectedReplicas(ctx, tt.rdb); err != nil || n != tt.want {
+			t.Errorf("%s: %d replicas (%v), want %d", tt.name, n, err, tt.want)
+		}
+	}
+}
+
 func TestWriteReachesTheMasterOfItsKey(t *testing.T) {
 	ctx := context.Background()
 	cl := redistest.NewCluster(t, 3)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -79,4 +82,43 @@ func (r Replication) Write(ctx context.Context, rdb redis.UniversalClient, key s
 		return fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, n, r.Replicas, r.Timeout)
 	}
 	return nil
+}
+
+// ConnectedReplicas returns how many replicas are connected to the master
+// (on a cluster, the fewest of any master), so that a process asked to
+// wait for replicas can say at start that its commands will fail.
+func ConnectedReplicas(ctx context.Context, rdb redis.UniversalClient) (int, error) {
+	count := func(c *redis.Client) (int, error) {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return 0, fmt.Errorf("redis replication info: %w", err)
+		}
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+				return strconv.Atoi(v)
+			}
+		}
+		return 0, nil // a server that names no replicas has none
+	}
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return count(c)
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		fewest := -1
+		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			n, err := count(m)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if fewest < 0 || n < fewest {
+				fewest = n
+			}
+			return nil
+		})
+		return max(fewest, 0), err
+	}
+	return 0, fmt.Errorf("replicas of a %T are not known", rdb)
 }
