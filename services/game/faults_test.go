@@ -563,6 +563,23 @@ func TestUnacknowledgedMoveReachesTheStreams(t *testing.T) {
 // only notifications, not a read of the log, bring it events.
 func liveMoves(t *testing.T, env *gametest.Env, tb *table) <-chan string {
 	t.Helper()
+	moves := streamMoves(t, env, tb)
+	tb.move(t, "h3e3")
+	select {
+	case mv := <-moves:
+		if mv != "h3e3" {
+			t.Fatalf("the stream got %s, want h3e3", mv)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream never got the first move")
+	}
+	return moves
+}
+
+// streamMoves opens a spectator's stream of tb from its start and returns
+// the moves it gets.
+func streamMoves(t *testing.T, env *gametest.Env, tb *table) <-chan string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
@@ -581,14 +598,51 @@ func liveMoves(t *testing.T, env *gametest.Env, tb *table) <-chan string {
 			}
 		}
 	}()
-	tb.move(t, "h3e3")
+	return moves
+}
+
+// TestReadsShowOnlyConfirmedCommits: while a move is stored but not
+// confirmed by the replicas, no read shows it: a new stream's read of the
+// log stops before it, and a read of the game (GetGame, a snapshot) is
+// refused rather than show it. Once the replica is back, both show it.
+func TestReadsShowOnlyConfirmedCommits(t *testing.T) {
+	pair := redistest.NewPair(t)
+	env := gametest.StartOn(t, pair.Master.Addr, func(c *game.Config) { c.WaitReplicas, c.WaitTimeout = 1, 300*time.Millisecond })
+	tb := xiangqi(t, env)
+	liveMoves(t, env, tb) // h3e3, confirmed
+	pair.Link.Blackhole()
+	_, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: "second", Move: &commonv1.Move{Coordinate: "h10g8"}})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("move with the replica behind: %v, want Unavailable", err)
+	}
+	if _, err := env.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: tb.id}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("GetGame with an unconfirmed move: %v, want Unavailable", err)
+	}
+	// A stream from the start, without a snapshot, reads the log.
+	moves := streamMoves(t, env, tb)
+	if mv := <-moves; mv != "h3e3" {
+		t.Fatalf("new stream: first move %s, want h3e3", mv)
+	}
 	select {
 	case mv := <-moves:
-		if mv != "h3e3" {
-			t.Fatalf("the stream got %s, want h3e3", mv)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stream never got the first move")
+		t.Fatalf("new stream showed %s before any replica held it", mv)
+	case <-time.After(time.Second):
 	}
-	return moves
+	pair.Link.Restore()
+	select {
+	case mv := <-moves:
+		if mv != "h10g8" {
+			t.Fatalf("new stream got %s, want h10g8", mv)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("new stream never got the move once confirmed")
+	}
+	var g *gamev1.GetGameResponse
+	retrying(t, "GetGame once the replica is back", func() (err error) {
+		g, err = env.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: tb.id})
+		return err
+	})
+	if n := len(g.GetGame().GetMoves()); n != 2 {
+		t.Fatalf("GetGame shows %d moves, want 2", n)
+	}
 }

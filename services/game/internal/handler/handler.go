@@ -859,6 +859,14 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 	if err != nil {
 		return l, nil, err
 	}
+	if l.Unconfirmed {
+		// Show no commit that a failover could take back: confirm it, or
+		// answer Unavailable.
+		if err := h.store.Confirm(ctx, id); err != nil {
+			h.confirmLater(id)
+			return l, nil, err
+		}
+	}
 	side, ok, err := h.credential(ctx, id, l.Now)
 	if err != nil {
 		return l, nil, err

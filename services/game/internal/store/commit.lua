@@ -22,7 +22,7 @@ if ARGV[4] ~= '' then
       -- nothing cover everything before it; nothing promises that.)
       redis.call('HSET', KEYS[1], 'v', got[1])
     end
-    return {'dup', got[2]}
+    return {'dup', got[2], got[1]}
   end
   cur = got[1]
 else

@@ -16,10 +16,12 @@
 // Redis a few microseconds on every move.
 //
 // With Config.Replication, a commit is acknowledged only once replicas
-// hold it (WAIT), and its notification is published only then, so that
-// no stream shows a move a failover could take back before its player
-// hears it was played. Reads (a game's state, a stream's catch-up from the
-// log) still see what the master holds.
+// hold it (WAIT). Only then is its version recorded as confirmed (field c
+// of the state hash) and its notification published, and reads show no
+// more than that: a stream's reads of the log stop at the confirmed
+// version, and a read of a game whose latest commit is unconfirmed
+// confirms it first (Loaded.Unconfirmed, Confirm). So nobody sees a move
+// that a failover could take back.
 package store
 
 import (
@@ -53,6 +55,11 @@ var commitScript = redis.NewScript(commitLua)
 var confirmLua string
 
 var confirmScript = redis.NewScript(confirmLua)
+
+//go:embed confirmed.lua
+var confirmedLua string
+
+var confirmedScript = redis.NewScript(confirmedLua)
 
 // NotifyShards is the number of notification channels; a process
 // subscribes only to the shards of the games it streams.
@@ -149,6 +156,9 @@ type Loaded struct {
 	Previous []byte
 	// Now is Redis' TIME: every process agrees on it.
 	Now time.Time
+	// Unconfirmed: the game's latest commit is not known to be held by
+	// replicas (Config.Replication only); Confirm it before showing it.
+	Unconfirmed bool
 }
 
 // Load reads a game, the answer already given to requestID (if any) and
@@ -170,6 +180,9 @@ func (s *Store) load(ctx context.Context, id, requestID string, withMoves bool) 
 	if requestID != "" {
 		fields = append(fields, reqField(requestID))
 	}
+	if s.Waits() {
+		fields = append(fields, "v", "c")
+	}
 	got := pipe.HMGet(ctx, s.stateKey(id), fields...)
 	var moves *redis.StringSliceCmd
 	if withMoves {
@@ -186,10 +199,15 @@ func (s *Store) load(ctx context.Context, id, requestID string, withMoves bool) 
 	}
 	out.Now = now
 	vals := got.Val()
-	if len(vals) > 1 {
+	if requestID != "" {
 		if prev, ok := vals[1].(string); ok {
 			out.Previous = []byte(prev)
 		}
+	}
+	if s.Waits() {
+		v, _ := vals[len(vals)-2].(string)
+		c, _ := vals[len(vals)-1].(string)
+		out.Unconfirmed = v != c
 	}
 	raw, ok := vals[0].(string)
 	if !ok {
@@ -330,17 +348,19 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	kind, _ := res[0].(string)
 	switch kind {
 	case "ok":
-		if s.cfg.Replication.Replicas > 0 {
-			if err := s.rdb.Publish(ctx, s.Channel(id), note).Err(); err != nil {
-				// Not acknowledged: the retry confirms the commit again and
-				// has the streams read the log (nudge).
-				return Result{}, fmt.Errorf("publish commit of game %s: %w", id, err)
+		if s.Waits() {
+			// Not acknowledged if this fails: the retry confirms the commit
+			// again and has the streams read the log.
+			if err := s.confirmed(ctx, id, ch.State.Version, note); err != nil {
+				return Result{}, err
 			}
 		}
 		return Result{Outcome: Committed}, nil
 	case "dup":
-		if s.cfg.Replication.Replicas > 0 {
-			if err := s.nudge(ctx, id); err != nil {
+		if s.Waits() {
+			v, _ := res[2].(string)
+			n, _ := strconv.ParseUint(v, 10, 64)
+			if err := s.confirmed(ctx, id, n, []byte(id+"\x00")); err != nil {
 				return Result{}, err
 			}
 		}
@@ -366,21 +386,30 @@ func (s *Store) Confirm(ctx context.Context, id string) error {
 	if s.cfg.Replication.Replicas == 0 {
 		return nil
 	}
+	var v uint64
 	err := s.cfg.Replication.Write(ctx, s.rdb, s.stateKey(id), func(c redis.Cmdable) error {
-		return confirmScript.Run(ctx, c, []string{s.stateKey(id)}).Err()
+		n, err := confirmScript.Run(ctx, c, []string{s.stateKey(id)}).Int64()
+		v = uint64(max(n, 0))
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("confirm game %s: %w", id, err)
 	}
-	return s.nudge(ctx, id)
+	if v == 0 {
+		return nil // no such game
+	}
+	// A notification without events has the streams read the log: a
+	// commit whose wait failed published nothing, and once confirmed its
+	// events are found there, and nowhere else if it was the game's last.
+	return s.confirmed(ctx, id, v, []byte(id+"\x00"))
 }
 
-// nudge has the streams of game id read its log. A commit whose wait for
-// replicas failed published nothing; once a retry confirms it, its events
-// are found there, and nowhere else if it was the game's last.
-func (s *Store) nudge(ctx context.Context, id string) error {
-	if err := s.rdb.Publish(ctx, s.Channel(id), id+"\x00").Err(); err != nil {
-		return fmt.Errorf("nudge streams of game %s: %w", id, err)
+// confirmed records that replicas hold game id up to version v, which
+// lets reads show it, and then publishes note.
+func (s *Store) confirmed(ctx context.Context, id string, v uint64, note []byte) error {
+	err := confirmedScript.Run(ctx, s.rdb, []string{s.stateKey(id)}, v, s.Channel(id), note).Err()
+	if err != nil {
+		return fmt.Errorf("record confirmation of game %s: %w", id, err)
 	}
 	return nil
 }
@@ -389,7 +418,14 @@ func (s *Store) nudge(ctx context.Context, id string) error {
 // order, in their wire form. An empty answer means none yet (or an
 // unknown game).
 func (s *Store) Events(ctx context.Context, id string, after uint64, count int64) ([][]byte, error) {
-	msgs, err := s.rdb.XRangeN(ctx, s.eventsKey(id), strconv.FormatUint(after+1, 10)+"-0", "+", count).Result()
+	from := strconv.FormatUint(after+1, 10) + "-0"
+	var msgs []redis.XMessage
+	var err error
+	if s.Waits() {
+		msgs, err = s.confirmedEvents(ctx, id, from, count)
+	} else {
+		msgs, err = s.rdb.XRangeN(ctx, s.eventsKey(id), from, "+", count).Result()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read events of game %s: %w", id, err)
 	}
@@ -402,6 +438,27 @@ func (s *Store) Events(ctx context.Context, id string, after uint64, count int64
 		out = append(out, []byte(raw))
 	}
 	return out, nil
+}
+
+// confirmedEvents reads the events that replicas are known to hold:
+// those after the confirmed version wait for their confirmation, whose
+// notification brings them.
+func (s *Store) confirmedEvents(ctx context.Context, id, from string, count int64) ([]redis.XMessage, error) {
+	pipe := s.rdb.Pipeline()
+	c := pipe.HGet(ctx, s.stateKey(id), "c")
+	xr := pipe.XRangeN(ctx, s.eventsKey(id), from, "+", count)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	confirmed, _ := strconv.ParseUint(c.Val(), 10, 64)
+	msgs := xr.Val()
+	for i, m := range msgs {
+		v, _, _ := strings.Cut(m.ID, "-")
+		if n, _ := strconv.ParseUint(v, 10, 64); n > confirmed {
+			return msgs[:i], nil
+		}
+	}
+	return msgs, nil
 }
 
 // Kept reports whether st, as this process committed it, is certainly
