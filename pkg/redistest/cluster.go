@@ -97,7 +97,7 @@ func (c *Cluster) AddReplicas(tb testing.TB) {
 		tb.Fatal(err)
 	}
 	for i, m := range c.Nodes {
-		if err := c.waitFollowed(ctx, m, c.Replicas[i]); err != nil {
+		if err := waitFollowing(ctx, m.Addr, c.Replicas[i].Addr); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -119,30 +119,6 @@ func (c *Cluster) replicate(ctx context.Context, s *Server, id string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// waitFollowed waits until master m has replica r confirm a write to a
-// key of m's own slots.
-func (c *Cluster) waitFollowed(ctx context.Context, m, r *Server) error {
-	node := redis.NewClient(&redis.Options{Addr: m.Addr})
-	defer node.Close()
-	conn := node.Conn()
-	defer conn.Close()
-	for i := 0; ; i++ {
-		key := "redistest:following:" + r.Addr + ":" + strconv.Itoa(i)
-		err := conn.Set(ctx, key, 1, time.Minute).Err()
-		if err == nil {
-			break
-		}
-		if !strings.HasPrefix(err.Error(), "MOVED") {
-			return fmt.Errorf("cluster master %s: %w", m.Addr, err)
-		}
-	}
-	timeout := 10 * time.Second
-	if n, err := conn.Wait(ctx, 1, timeout).Result(); err != nil || n < 1 {
-		return fmt.Errorf("replica %s did not confirm a write of cluster master %s within %v: %d replicas, %v", r.Addr, m.Addr, timeout, n, err)
-	}
-	return nil
 }
 
 // join gives node i of n its share of the slots and introduces it to the

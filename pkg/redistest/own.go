@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,14 +74,21 @@ func Replica(tb testing.TB, master string, args ...string) *Server {
 // waitFollowing waits until the master at addr has a replica confirm a
 // write of its own. A replica reports its link up, and its master counts
 // it online, up to a second before the master streams writes to it,
-// which is what WAIT needs.
+// which is what WAIT needs. A cluster master takes only keys of its own
+// slots, so the key is tried with a counter until one is its.
 func waitFollowing(ctx context.Context, addr, replica string) error {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	conn := c.Conn()
 	defer conn.Close()
-	if err := conn.Set(ctx, "redistest:following:"+replica, 1, time.Minute).Err(); err != nil {
-		return fmt.Errorf("master %s: %w", addr, err)
+	for i := 0; ; i++ {
+		err := conn.Set(ctx, "redistest:following:"+replica+":"+strconv.Itoa(i), 1, time.Minute).Err()
+		if err == nil {
+			break
+		}
+		if !strings.HasPrefix(err.Error(), "MOVED") {
+			return fmt.Errorf("master %s: %w", addr, err)
+		}
 	}
 	timeout := 10 * time.Second
 	if n, err := conn.Wait(ctx, 1, timeout).Result(); err != nil || n < 1 {

@@ -292,8 +292,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 		if l.Previous != nil {
 			// Its commit may have failed to reach the replicas asked for:
 			// answer only once they have it.
-			if err := h.store.Confirm(ctx, c.id); err != nil {
-				h.confirmLater(c.id)
+			if err := h.confirm(ctx, c.id); err != nil {
 				return nil, err
 			}
 			return c.decode(l.Previous)
@@ -862,8 +861,7 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 	if l.Unconfirmed {
 		// Show no commit that a failover could take back: confirm it, or
 		// answer Unavailable.
-		if err := h.store.Confirm(ctx, id); err != nil {
-			h.confirmLater(id)
+		if err := h.confirm(ctx, id); err != nil {
 			return l, nil, err
 		}
 	}

@@ -47,6 +47,16 @@ func (h *Handler) confirmLater(id string) {
 	}
 }
 
+// confirm confirms game id now (store.Confirm) and, should that fail,
+// later without the caller.
+func (h *Handler) confirm(ctx context.Context, id string) error {
+	err := h.store.Confirm(ctx, id)
+	if err != nil {
+		h.confirmLater(id)
+	}
+	return err
+}
+
 // keepConfirming confirms the games of confirmLater, until ctx ends.
 // Confirming a game that is fine costs a wait and has its streams read
 // the log once; one that fails is tried again.
