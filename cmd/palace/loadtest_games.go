@@ -44,6 +44,11 @@ type gamesReport struct {
 	// because theirs was unavailable (with several replicas, or with
 	// --retry-unavailable).
 	Failovers int64 `json:"failovers"`
+	// EventP50ms and EventP99ms: from sending a move to its event reaching
+	// the opponent's stream, as the opponent's screen would show it; a
+	// stream reconnecting in between counts its reconnection.
+	EventP50ms float64 `json:"event_p50_ms"`
+	EventP99ms float64 `json:"event_p99_ms"`
 	// The floor: the same number of clients calling Probe (one Redis
 	// write through the same server path) for the same duration, half
 	// before the games and half after them, so that a machine whose speed
@@ -72,9 +77,11 @@ type gamesLoad struct {
 
 	games, moves, measured, lost, dup, gaps, errs, retries, reconnects, failovers atomic.Int64
 
-	mu  sync.Mutex
-	lat []time.Duration
-	err []string
+	mu sync.Mutex
+	// lat holds the moves' round trips; eventLat the times until the
+	// opponents' streams had them.
+	lat, eventLat []time.Duration
+	err           []string
 }
 
 func (l *gamesLoad) fail(format string, a ...any) {
@@ -181,6 +188,7 @@ loop:
 	rep.Games, rep.Moves, rep.WarmupS = l.games.Load(), l.moves.Load(), l.warmup.Seconds()
 	rep.MovesPerS = float64(l.measured.Load()) / (elapsed - l.warmup).Seconds()
 	rep.P50ms, rep.P99ms = percentiles(l.lat)
+	rep.EventP50ms, rep.EventP99ms = percentiles(l.eventLat)
 	rep.Lost, rep.Duplicated, rep.Gaps, rep.Errors = l.lost.Load(), l.dup.Load(), l.gaps.Load(), l.errs.Load()
 	rep.Retries, rep.Reconnects, rep.Failovers = l.retries.Load(), l.reconnects.Load(), l.failovers.Load()
 	if rep.FloorPerS > 0 {
@@ -295,6 +303,14 @@ type played struct {
 type seen struct {
 	version uint64
 	played
+	at time.Time
+}
+
+// sent is a measured move: when it was sent, and by which seat (0 first).
+type sent struct {
+	ply  uint32
+	seat int
+	at   time.Time
 }
 
 // route is the route of the games of one slot: they start on replica
@@ -336,6 +352,7 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 	}
 	g := created.GetGame()
 	var acked []played
+	var measured []sent
 	for play.Err() == nil && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING {
 		legal := g.GetLegalMoves()
 		mv := legal[rng.IntN(len(legal))].GetCoordinate()
@@ -354,6 +371,11 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 			l.lat = append(l.lat, time.Since(t))
 			l.mu.Unlock()
 			l.measured.Add(1)
+			seat := 0
+			if g.GetTurn() != commonv1.Side_SIDE_FIRST {
+				seat = 1
+			}
+			measured = append(measured, sent{ply: resp.GetMove().GetPly(), seat: seat, at: t})
 		}
 		l.moves.Add(1)
 		acked = append(acked, played{ply: resp.GetMove().GetPly(), move: resp.GetMove().GetMove().GetCoordinate()})
@@ -390,6 +412,31 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 		return
 	}
 	l.check(final.GetGame(), acked, streams)
+	l.timeEvents(measured, streams)
+}
+
+// timeEvents records, for each measured move, how long its event took to
+// reach the opponent's stream.
+func (l *gamesLoad) timeEvents(measured []sent, streams [][]seen) {
+	var arrived [2]map[uint32]time.Time
+	for i, evs := range streams {
+		arrived[i] = map[uint32]time.Time{}
+		for _, e := range evs {
+			if _, ok := arrived[i][e.ply]; e.move != "" && !ok {
+				arrived[i][e.ply] = e.at
+			}
+		}
+	}
+	lat := make([]time.Duration, 0, len(measured))
+	for _, m := range measured {
+		// A move that never arrived is counted as lost by check.
+		if at, ok := arrived[1-m.seat][m.ply]; ok {
+			lat = append(lat, at.Sub(m.at))
+		}
+	}
+	l.mu.Lock()
+	l.eventLat = append(l.eventLat, lat...)
+	l.mu.Unlock()
 }
 
 // check compares what was acknowledged with the final state and with what
@@ -477,7 +524,7 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 			if e == nil {
 				continue
 			}
-			s := seen{version: e.GetVersion()}
+			s := seen{version: e.GetVersion(), at: time.Now()}
 			if m := e.GetMovePlayed(); m != nil {
 				s.played = played{ply: m.GetPly(), move: m.GetMove().GetCoordinate()}
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,9 @@ func loadtestGamesFindsNothingWrong(t *testing.T, flags ...string) {
 	}
 	if rep.Retries == 0 || rep.Reconnects == 0 {
 		t.Fatalf("no retries or reconnects exercised: %+v", rep)
+	}
+	if rep.EventP50ms <= 0 || rep.EventP99ms < rep.EventP50ms {
+		t.Fatalf("no times from moves to the opponents' streams: %+v", rep)
 	}
 	// The rate leaves the warm-up out; the move count does not.
 	if rep.WarmupS != 0.5 || rep.MovesPerS*1.5 > float64(rep.Moves)+0.5 {
@@ -173,21 +177,24 @@ func TestUCIAnswersHandshake(t *testing.T) {
 
 // TestGamesCheckCountsFaults feeds the load tool's checker streams with a
 // repeated event, a skipped version and a missing move.
+// ev is a streamed event for the check.
+func ev(v uint64, p played) seen { return seen{version: v, played: p} }
+
 func TestGamesCheckCountsFaults(t *testing.T) {
 	final := &gamev1.Game{Version: 4, Moves: []*gamev1.MoveRecord{
 		{Ply: 1, Move: &commonv1.Move{Coordinate: "h3e3"}},
 		{Ply: 2, Move: &commonv1.Move{Coordinate: "h8e8"}},
 	}}
 	acked := []played{{1, "h3e3"}, {2, "h8e8"}}
-	good := []seen{{1, played{}}, {2, played{}}, {3, played{1, "h3e3"}}, {4, played{2, "h8e8"}}}
+	good := []seen{ev(1, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
 	var l gamesLoad
 	l.check(final, acked, [][]seen{good, good})
 	if l.lost.Load()+l.dup.Load()+l.gaps.Load() != 0 {
 		t.Fatalf("faults in a clean game: lost %d dup %d gaps %d", l.lost.Load(), l.dup.Load(), l.gaps.Load())
 	}
-	repeated := []seen{{1, played{}}, {2, played{}}, {2, played{}}, {3, played{1, "h3e3"}}, {4, played{2, "h8e8"}}}
-	skipped := []seen{{1, played{}}, {3, played{1, "h3e3"}}, {4, played{2, "h8e8"}}}
-	missing := []seen{{1, played{}}, {2, played{}}, {3, played{1, "h3e3"}}, {4, played{}}}
+	repeated := []seen{ev(1, played{}), ev(2, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
+	skipped := []seen{ev(1, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
+	missing := []seen{ev(1, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{})}
 	l.check(final, acked, [][]seen{repeated, skipped, missing})
 	if l.dup.Load() != 1 || l.gaps.Load() != 1 || l.lost.Load() != 1 {
 		t.Fatalf("lost %d dup %d gaps %d, want 1 each", l.lost.Load(), l.dup.Load(), l.gaps.Load())
@@ -196,5 +203,30 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 	l2.check(&gamev1.Game{Version: 4, Moves: final.Moves[:1]}, acked, nil)
 	if l2.lost.Load() != 1 {
 		t.Fatalf("a move missing from the final state: lost %d, want 1", l2.lost.Load())
+	}
+}
+
+// TestGamesTimeEventsOnTheOpponentsStream: a move's event time runs from
+// its sending to its first arrival on the other seat's stream.
+func TestGamesTimeEventsOnTheOpponentsStream(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	first := []seen{
+		{version: 3, played: played{1, "h3e3"}, at: at(1)},
+		{version: 4, played: played{2, "h8e8"}, at: at(17)},
+	}
+	second := []seen{
+		{version: 3, played: played{1, "h3e3"}, at: at(3)},
+		{version: 4, played: played{2, "h8e8"}, at: at(12)},
+		// Read again after a reconnection: the first arrival counts.
+		{version: 3, played: played{1, "h3e3"}, at: at(50)},
+	}
+	measured := []sent{{ply: 1, seat: 0, at: at(0)}, {ply: 2, seat: 1, at: at(10)}, {ply: 3, seat: 0, at: at(20)}}
+	var l gamesLoad
+	l.timeEvents(measured, [][]seen{first, second})
+	// Ply 3 never arrived: check counts it lost, and it has no time.
+	want := []time.Duration{3 * time.Millisecond, 7 * time.Millisecond}
+	if !slices.Equal(l.eventLat, want) {
+		t.Fatalf("event times %v, want %v", l.eventLat, want)
 	}
 }
