@@ -1,0 +1,94 @@
+package handler
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/palacehq/palace/pkg/auth"
+	"github.com/palacehq/palace/pkg/deadline"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/game/internal/hub"
+	"github.com/palacehq/palace/services/game/internal/store"
+)
+
+// newRedisHandler is a Handler on the real Redis of the tests, its keys
+// under a prefix of their own.
+func newRedisHandler(t *testing.T) *Handler {
+	t.Helper()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.New(rdb, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := deadline.New(rdb, prefix, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb := hub.New(context.Background(), rdb, log, st.ShardChannel, store.Shard, Notifications())
+	h, err := New(log, Config{PresenceGrace: time.Minute, SetupTime: time.Minute, FirstMoveTime: time.Minute, SeatTTL: time.Hour, Heartbeat: time.Second}, st, idx, hb, ring, noop.NewMeterProvider().Meter("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.Close(context.Background())
+		_ = hb.Close()
+	})
+	return h
+}
+
+// TestLateClosingOfAReopenedSeatChangesNothing: a seat's stream closes and
+// its held-back closing fires just as a new stream of the seat opens here,
+// so both are recorded, and the opening reaches the game first (the
+// closing was delayed behind the game's other commands). Holding a seat is
+// idempotent, so the order they reach Redis cannot decide; what this
+// process holds when the closing is committed must: the seat stays held.
+func TestLateClosingOfAReopenedSeatChangesNothing(t *testing.T) {
+	ctx := t.Context()
+	h := newRedisHandler(t)
+	created, err := h.CreateGame(ctx, &gamev1.CreateGameRequest{
+		RequestId: "create", Kind: commonv1.GameKind_GAME_KIND_XIANGQI,
+		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "b"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetGameId()
+	held := func() bool {
+		t.Helper()
+		l, err := h.store.LoadHead(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(l.State.Holders[rules.First], h.proc)
+	}
+	h.presence.opened(ctx, id, rules.First)
+	if !held() {
+		t.Fatal("an opened seat stream does not hold the seat")
+	}
+	// The late closing of the seat's earlier stream.
+	h.record(ctx, id, rules.First, -1, false)
+	if !held() {
+		t.Fatal("a closing recorded after the seat's stream reopened let the seat go")
+	}
+	// Once the stream does close, the seat is let go.
+	h.presence.flush(ctx)
+	h.presence.closed(ctx, id, rules.First)
+	if held() {
+		t.Fatal("the seat is still held after its last stream closed")
+	}
+}
