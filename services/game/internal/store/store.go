@@ -330,7 +330,7 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	args[7] = note
 	keys := []string{s.stateKey(id), s.eventsKey(id), s.movesKey(id)}
 	var res []any
-	if s.cfg.Replication.Replicas == 0 {
+	if !s.Waits() {
 		res, err = commitScript.Run(ctx, s.writes, keys, args...).Slice()
 	} else {
 		args[6] = "" // published below, once confirmed
@@ -383,7 +383,7 @@ func (s *Store) Waits() bool { return s.cfg.Replication.Replicas > 0 }
 // confirms it first: the commit that wrote it may have failed its own
 // wait, and published nothing.
 func (s *Store) Confirm(ctx context.Context, id string) error {
-	if s.cfg.Replication.Replicas == 0 {
+	if !s.Waits() {
 		return nil
 	}
 	var v uint64
