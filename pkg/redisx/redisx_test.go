@@ -121,6 +121,73 @@ func TestWriteWaitsForReplicas(t *testing.T) {
 	}
 }
 
+func TestWriteCoveringConfirmsWhatOthersWrote(t *testing.T) {
+	ctx := context.Background()
+	pair := redistest.NewPair(t)
+	other, mine, onReplica := pair.Master.Client(t), pair.Master.Client(t), pair.Replica.Client(t)
+	one := Replication{Replicas: 1, Timeout: 200 * time.Millisecond}
+	var got string
+	read := func(c redis.Cmdable) (err error) {
+		got, err = c.Get(ctx, "{g}:answer").Result()
+		return err
+	}
+
+	// Another connection stores an answer that the replica does not get.
+	pair.Link.Blackhole()
+	if err := other.Set(ctx, "{g}:answer", "a1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A call that only reads it must not confirm it.
+	if err := one.WriteCovering(ctx, mine, "{g}:answer", read); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("reading another connection's unreplicated write: %v, want ErrNotReplicated", err)
+	}
+	pair.Link.Restore()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := one.WriteCovering(ctx, mine, "{g}:answer", read)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrNotReplicated) || time.Now().After(deadline) {
+			t.Fatalf("reading it once the replica is back: %v", err)
+		}
+	}
+	if v, err := onReplica.Get(ctx, "{g}:answer").Result(); err != nil || v != "a1" || got != "a1" {
+		t.Fatalf("confirmed answer %q, replica holds %q (%v): want a1 on both", got, v, err)
+	}
+	// Redis 7.0 happens to let a connection that wrote nothing wait for
+	// everything before it, which the checks above cannot tell from the
+	// scratch write; WAIT promises only the connection's own writes, so
+	// the scratch write must be there, and confirmed.
+	if n, err := onReplica.Exists(ctx, "{g}:answer:cover").Result(); err != nil || n != 1 {
+		t.Fatalf("scratch key on the replica: %d (%v), want it written and confirmed", n, err)
+	}
+	// Without replicas asked for, nothing but the call itself is written.
+	if err := (Replication{}).WriteCovering(ctx, mine, "{h}", func(c redis.Cmdable) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := mine.Exists(ctx, "{h}:cover").Result(); n != 0 {
+		t.Fatal("a scratch key was written with no replicas asked for")
+	}
+}
+
+func TestCoverKeySharesTheSlot(t *testing.T) {
+	for key, want := range map[string]string{
+		"mm:{i:ab}":  "mm:{i:ab}:cover",
+		"{g:1}:e":    "{g:1}:e:cover",
+		"plain":      "{plain}:cover",
+		"a}{b}c":     "a}{b}c:cover",
+		"x{}y{z}":    "",
+		"open{only":  "",
+		"close}only": "",
+	} {
+		got, err := coverKey(key)
+		if got != want || (err != nil) != (want == "") {
+			t.Errorf("coverKey(%q) = %q, %v; want %q", key, got, err, want)
+		}
+	}
+}
+
 func TestConnectedReplicas(t *testing.T) {
 	ctx := context.Background()
 	pair := redistest.NewPair(t)

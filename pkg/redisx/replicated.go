@@ -84,6 +84,46 @@ func (r Replication) Write(ctx context.Context, rdb redis.UniversalClient, key s
 	return nil
 }
 
+// WriteCovering is Write for a call whose answer may rest on writes that
+// other connections made: a retry answered with what an earlier attempt
+// stored, or a state that another call set and this one only read. WAIT
+// counts only its own connection's writes, and a call that writes nothing
+// would confirm nothing; so after write, a scratch key in key's hash slot
+// is written, and the wait then covers everything that master had before
+// it, whoever wrote it. key must hold a hash tag, or no braces at all.
+//
+// Without replicas asked for, it is Write: no scratch key.
+func (r Replication) WriteCovering(ctx context.Context, rdb redis.UniversalClient, key string, write func(redis.Cmdable) error) error {
+	if r.Replicas <= 0 {
+		return write(rdb)
+	}
+	scratch, err := coverKey(key)
+	if err != nil {
+		return err
+	}
+	return r.Write(ctx, rdb, key, func(c redis.Cmdable) error {
+		if err := write(c); err != nil {
+			return err
+		}
+		// Short-lived: it only has to reach the replication stream.
+		return c.Set(ctx, scratch, "", time.Minute).Err()
+	})
+}
+
+// coverKey is a key of key's hash slot, for WriteCovering's scratch write.
+func coverKey(key string) (string, error) {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			return key + ":cover", nil // the tag decides the slot
+		}
+	}
+	if strings.ContainsAny(key, "{}") {
+		return "", fmt.Errorf("key %q has braces but no hash tag: no scratch key of its slot can be named", key)
+	}
+	// A key without a tag hashes whole, as does the tag {key}.
+	return "{" + key + "}:cover", nil
+}
+
 // ConnectedReplicas returns how many replicas are connected to the master
 // (on a cluster, the fewest of any master), so that a process asked to
 // wait for replicas can say at start that its commands will fail.
