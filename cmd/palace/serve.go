@@ -48,8 +48,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 	}
 	ck.KeyPrefix, ck.DeadlineShards = gm.KeyPrefix, gm.DeadlineShards
 	aic.KeyPrefix = gm.KeyPrefix
-	// matchmaking.Config.RegisterFlags left --key-prefix to the game service.
-	mm.KeyPrefix = gm.KeyPrefix
+	// matchmaking.Config.RegisterFlags left --key-prefix and the wait for
+	// replicas to the game service.
+	mm.KeyPrefix, mm.WaitReplicas, mm.WaitTimeout = gm.KeyPrefix, gm.WaitReplicas, gm.WaitTimeout
 	err := app.Run(ctx, app.Options{
 		Name:   "palace",
 		Config: cfg,

@@ -30,6 +30,7 @@ import (
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/game"
 	"github.com/palacehq/palace/services/game/gametest"
 	"github.com/palacehq/palace/services/matchmaking"
 )
@@ -125,6 +126,7 @@ func (is *issuer) token(t testing.TB, sub, name string, edit func(map[string]any
 // and a key prefix.
 type env struct {
 	t      testing.TB
+	redis  string
 	game   *gametest.Env
 	cfg    matchmaking.Config
 	clock  *fakeClock
@@ -136,7 +138,14 @@ type env struct {
 // newEnv starts the game service and replicas matchmaking replicas.
 func newEnv(t testing.TB, replicas int, edit func(*matchmaking.Config)) *env {
 	t.Helper()
-	e := &env{t: t, game: gametest.Start(t, nil), clock: &fakeClock{}, issuer: newIssuer(t)}
+	return newEnvOn(t, redistest.Addr(t), nil, replicas, edit)
+}
+
+// newEnvOn is newEnv on the Redis at redisAddr, with the game service's
+// configuration edited by editGame.
+func newEnvOn(t testing.TB, redisAddr string, editGame func(*game.Config), replicas int, edit func(*matchmaking.Config)) *env {
+	t.Helper()
+	e := &env{t: t, redis: redisAddr, game: gametest.StartOn(t, redisAddr, editGame), clock: &fakeClock{}, issuer: newIssuer(t)}
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 	e.cfg = matchmaking.DefaultConfig()
@@ -159,7 +168,7 @@ func newEnv(t testing.TB, replicas int, edit func(*matchmaking.Config)) *env {
 // startReplica starts one more matchmaking replica; stop ends it.
 func (e *env) startReplica() (stop func()) {
 	e.t.Helper()
-	addr, stop := runReplica(e.t, e.cfg)
+	addr, stop := runReplica(e.t, e.redis, e.cfg)
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		e.t.Fatal(err)
@@ -170,7 +179,7 @@ func (e *env) startReplica() (stop func()) {
 	return stop
 }
 
-func runReplica(t testing.TB, cfg matchmaking.Config) (string, func()) {
+func runReplica(t testing.TB, redisAddr string, cfg matchmaking.Config) (string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
@@ -179,7 +188,7 @@ func runReplica(t testing.TB, cfg matchmaking.Config) (string, func()) {
 		done <- app.Run(ctx, app.Options{
 			Name: "matchmaking-test",
 			Config: app.Config{
-				Listen: "127.0.0.1:0", RedisAddr: redistest.Addr(t), LogFormat: "text", LogLevel: "error",
+				Listen: "127.0.0.1:0", RedisAddr: redisAddr, LogFormat: "text", LogLevel: "error",
 				ShutdownTimeout: 5 * time.Second, MaxRecvBytes: 1 << 20,
 			},
 			Services:  []app.Binder{matchmaking.Bind(cfg)},

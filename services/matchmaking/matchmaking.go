@@ -18,6 +18,7 @@ import (
 	"github.com/palacehq/palace/pkg/auth"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/redisx"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
 	"github.com/palacehq/palace/services/matchmaking/internal/google"
 	"github.com/palacehq/palace/services/matchmaking/internal/handler"
@@ -67,17 +68,28 @@ type Config struct {
 	// RatingLease is how long a replica owns a rated game it follows
 	// without renewing; another replica takes over after it.
 	RatingLease time.Duration
+	// WaitReplicas is how many Redis replicas must hold a write before
+	// it is acknowledged (store.Store.Replication); 0: the master's word.
+	WaitReplicas int
+	// WaitTimeout bounds that wait; a write not confirmed within it
+	// fails with Unavailable, and its retry confirms it.
+	WaitTimeout time.Duration
 
 	// Now is the clock; nil is time.Now. Tests move it to expire invites.
 	Now func() time.Time
 }
 
-// RegisterFlags defines the matchmaking service's flags. --key-prefix is
-// defined only when fs does not have it yet: in `palace serve` the game
-// service defines it and the caller copies the value (one prefix for all).
+// RegisterFlags defines the matchmaking service's flags. --key-prefix and
+// the wait for replicas are defined only when fs does not have them yet:
+// in `palace serve` the game service defines them and the caller copies
+// the values (one prefix and one durability for all).
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	if fs.Lookup("key-prefix") == nil {
 		app.StringFlag(fs, &c.KeyPrefix, "key-prefix", "", "prefix of every Redis key")
+	}
+	if fs.Lookup("redis-wait-replicas") == nil {
+		app.IntFlag(fs, &c.WaitReplicas, "redis-wait-replicas", 0, "acknowledge a ticket, invite, rematch, created game or rating only once this many Redis replicas hold it (WAIT), so that a failover to a replica loses none; 0: once the master has it")
+		app.DurationFlag(fs, &c.WaitTimeout, "redis-wait-timeout", time.Second, "how long a write waits for --redis-wait-replicas before it answers Unavailable (the client retries with the same request_id)")
 	}
 	app.StringFlag(fs, &c.SigningKeys, "player-signing-keys", "", "player credential keys id:hexsecret[,id:hexsecret]; first signs; empty: random, this process only")
 	app.DurationFlag(fs, &c.GuestTTL, "guest-ttl", 30*24*time.Hour, "lifetime of a guest credential")
@@ -133,6 +145,9 @@ func (c Config) Validate() error {
 	if c.PairingWindow < 0 || c.PairingWiden < 0 || c.PairingMaxWindow < 0 {
 		errs = append(errs, errors.New("--pairing-window, --pairing-widen and --pairing-max-window must not be negative"))
 	}
+	if err := c.replication().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--redis-wait-replicas, --redis-wait-timeout: %w", err))
+	}
 	if c.CreateConcurrency < 1 {
 		errs = append(errs, errors.New("--create-concurrency must be at least 1"))
 	}
@@ -140,6 +155,10 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("Google sign-in needs --google-jwks-url and --google-issuers"))
 	}
 	return errors.Join(errs...)
+}
+
+func (c Config) replication() redisx.Replication {
+	return redisx.Replication{Replicas: c.WaitReplicas, Timeout: c.WaitTimeout}
 }
 
 func split(s string) []string {
@@ -175,7 +194,16 @@ func Bind(cfg Config) app.Binder {
 			return nil, fmt.Errorf("matchmaking: game service: %w", err)
 		}
 		gameClient := gamev1.NewGameServiceClient(cc)
+		if cfg.WaitReplicas > 0 {
+			// Replicas may connect later, so this is no reason to stop; but
+			// an operator should hear at once why every write would fail.
+			if n, err := redisx.ConnectedReplicas(ctx, rt.Redis); err != nil || n < cfg.WaitReplicas {
+				log.Warn("fewer Redis replicas connected than --redis-wait-replicas: writes fail with Unavailable until they connect",
+					"connected", n, "wait_for", cfg.WaitReplicas, "err", err)
+			}
+		}
 		st := store.New(rt.Redis, cfg.KeyPrefix)
+		st.Replication = cfg.replication()
 		// Background work outlives the request that started nothing; it stops
 		// when the closer runs, after the server stopped taking calls.
 		bg, stop := context.WithCancel(context.WithoutCancel(ctx))

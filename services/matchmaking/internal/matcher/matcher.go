@@ -280,7 +280,7 @@ func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match)
 	}
 	// A rated game is recorded as pending before either player can learn
 	// of it (so its end cannot be missed); a casual game's record only
-	// serves rematches and is written with the tickets, in one round trip.
+	// serves rematches and is written by Finish.
 	record := &g
 	if pending := m.games.Pending(g); pending != nil {
 		if err := m.store.SaveGame(ctx, g, m.games.Keep(), pending); err != nil {

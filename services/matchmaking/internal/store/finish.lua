@@ -2,11 +2,15 @@
 -- KEYS[1] creating zset, KEYS[2] match, KEYS[3] ticket a, KEYS[4] ticket b
 -- ARGV: 1 match id, 2 game id, 3 side a, 4 token a, 5 token expiry a,
 --       6 side b, 7 token b, 8 token expiry b, 9 now ms, 10 keep seconds,
---       11 notification channel
+--       11 notification channel; empty: the caller tells the watchers and
+--       takes the match out of creating once replicas confirm the change,
+--       so that a match whose confirmation failed is taken over as stalled
 -- Returns 1 when this call finished the match, 0 when it already was.
 -- The tickets' watchers are told to look again from inside the script, so
 -- the notice can never overtake the change.
-redis.call('ZREM', KEYS[1], ARGV[1])
+if ARGV[11] ~= '' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+end
 if redis.call('HGET', KEYS[3], 'state') == 'matched' and redis.call('HGET', KEYS[4], 'state') == 'matched' then
   return 0
 end
@@ -19,5 +23,7 @@ redis.call('HSET', KEYS[4], 'state', 'matched', 'game', ARGV[2], 'side', ARGV[6]
 redis.call('EXPIRE', KEYS[3], ARGV[10])
 redis.call('EXPIRE', KEYS[4], ARGV[10])
 redis.call('HSET', KEYS[2], 'game', ARGV[2])
-redis.call('PUBLISH', ARGV[11], string.match(KEYS[3], ':t:(.*)$') .. ',' .. string.match(KEYS[4], ':t:(.*)$'))
+if ARGV[11] ~= '' then
+  redis.call('PUBLISH', ARGV[11], string.match(KEYS[3], ':t:(.*)$') .. ',' .. string.match(KEYS[4], ':t:(.*)$'))
+end
 return 1

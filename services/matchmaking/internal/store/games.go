@@ -40,30 +40,29 @@ func b2s(b bool) string {
 	return "0"
 }
 
-// SaveGame remembers a created game for keep and, when pending is set,
-// records it as a rated game to watch, in one round trip. Every write is
-// idempotent, so a retry after a partial failure completes it.
+// SaveGame remembers a created game for keep and then, when pending is
+// set, records it as a rated game to watch. Every write is idempotent, so
+// a retry after a partial failure completes it.
 func (s *Store) SaveGame(ctx context.Context, g Game, keep time.Duration, pending *Pending) error {
-	pipe := s.rdb.Pipeline()
-	s.saveGame(ctx, pipe, g, keep)
-	if pending != nil {
-		if err := s.addPending(ctx, pipe, *pending); err != nil {
-			return err
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	key := s.gameKey(g.ID)
+	err := s.write(ctx, key, func(c redis.Cmdable) error {
+		_, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			pipe.HSet(ctx, key,
+				"kind", int32(g.Kind), "tc", g.Control.String(), "rated", b2s(g.Rated), "public", b2s(g.Public),
+				"p1", g.First.ID, "n1", g.First.Name, "t1", g.First.Seat.Token, "e1", g.First.Seat.Expires.UnixMilli(),
+				"p2", g.Second.ID, "n2", g.Second.Name, "t2", g.Second.Seat.Token, "e2", g.Second.Seat.Expires.UnixMilli())
+			pipe.Expire(ctx, key, keep)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("save game: %w", err)
 	}
+	if pending != nil {
+		return s.AddPending(ctx, *pending)
+	}
 	return nil
-}
-
-func (s *Store) saveGame(ctx context.Context, pipe redis.Pipeliner, g Game, keep time.Duration) {
-	key := s.gameKey(g.ID)
-	pipe.HSet(ctx, key,
-		"kind", int32(g.Kind), "tc", g.Control.String(), "rated", b2s(g.Rated), "public", b2s(g.Public),
-		"p1", g.First.ID, "n1", g.First.Name, "t1", g.First.Seat.Token, "e1", g.First.Seat.Expires.UnixMilli(),
-		"p2", g.Second.ID, "n2", g.Second.Name, "t2", g.Second.Seat.Token, "e2", g.Second.Seat.Expires.UnixMilli())
-	pipe.Expire(ctx, key, keep)
 }
 
 // LoadGame reads a game matchmaking created.
@@ -123,7 +122,11 @@ type RematchOutcome struct {
 }
 
 func (s *Store) rematchOp(ctx context.Context, id string, args ...any) (RematchOutcome, error) {
-	res, err := rematchScript.Run(ctx, s.rdb, []string{s.rematchKey(id)}, args...).StringSlice()
+	var res []string
+	err := s.write(ctx, s.rematchKey(id), func(c redis.Cmdable) (err error) {
+		res, err = rematchScript.Run(ctx, c, []string{s.rematchKey(id)}, args...).StringSlice()
+		return err
+	})
 	if err != nil {
 		return RematchOutcome{}, fmt.Errorf("rematch %s: %w", args[0], err)
 	}

@@ -48,7 +48,11 @@ func (s *Store) inviteKey(token string) string { return s.prefix + "mm:{i:" + to
 func (s *Store) CreateInvite(ctx context.Context, inv Invite, requestID string, keep time.Duration) (Invite, error) {
 	reqKey := s.prefix + "mm:{ireq:" + inv.Creator + ":" + requestID + "}"
 	token := randomHex(16)
-	ok, err := s.rdb.SetNX(ctx, reqKey, token, keep).Result()
+	var ok bool
+	err := s.write(ctx, reqKey, func(c redis.Cmdable) (err error) {
+		ok, err = c.SetNX(ctx, reqKey, token, keep).Result()
+		return err
+	})
 	if err != nil {
 		return Invite{}, fmt.Errorf("claim invite request: %w", err)
 	}
@@ -68,15 +72,20 @@ func (s *Store) CreateInvite(ctx context.Context, inv Invite, requestID string, 
 	}
 	inv.Token, inv.State = token, InviteOpen
 	key := s.inviteKey(token)
-	pipe := s.rdb.TxPipeline()
-	pipe.HSetNX(ctx, key, "creator", inv.Creator)
-	pipe.HSetNX(ctx, key, "cname", inv.CreatorName)
-	pipe.HSetNX(ctx, key, "kind", int32(inv.Kind))
-	pipe.HSetNX(ctx, key, "tc", inv.Control.String())
-	pipe.HSetNX(ctx, key, "state", InviteOpen)
-	pipe.HSetNX(ctx, key, "exp", inv.Expires.UnixMilli())
-	pipe.PExpire(ctx, key, keep)
-	if _, err := pipe.Exec(ctx); err != nil {
+	err = s.write(ctx, key, func(c redis.Cmdable) error {
+		_, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			pipe.HSetNX(ctx, key, "creator", inv.Creator)
+			pipe.HSetNX(ctx, key, "cname", inv.CreatorName)
+			pipe.HSetNX(ctx, key, "kind", int32(inv.Kind))
+			pipe.HSetNX(ctx, key, "tc", inv.Control.String())
+			pipe.HSetNX(ctx, key, "state", InviteOpen)
+			pipe.HSetNX(ctx, key, "exp", inv.Expires.UnixMilli())
+			pipe.PExpire(ctx, key, keep)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
 		return Invite{}, fmt.Errorf("store invite: %w", err)
 	}
 	return s.Invite(ctx, token)
@@ -119,8 +128,15 @@ const (
 )
 
 func (s *Store) inviteOp(ctx context.Context, token string, args ...any) (InviteOutcome, error) {
-	res, err := inviteScript.Run(ctx, s.rdb, []string{s.inviteKey(token)}, args...).Text()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	var res string
+	err := s.write(ctx, s.inviteKey(token), func(c redis.Cmdable) (err error) {
+		res, err = inviteScript.Run(ctx, c, []string{s.inviteKey(token)}, args...).Text()
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+		return err
+	})
+	if err != nil {
 		return "", fmt.Errorf("invite %s: %w", args[0], err)
 	}
 	return InviteOutcome(res), nil

@@ -31,25 +31,23 @@ func (s *Store) pendingKeys() (z, info string) {
 // AddPending records a rated game to watch; adding it again changes
 // nothing.
 func (s *Store) AddPending(ctx context.Context, p Pending) error {
-	pipe := s.rdb.TxPipeline()
-	if err := s.addPending(ctx, pipe, p); err != nil {
-		return err
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("add pending game: %w", err)
-	}
-	return nil
-}
-
-func (s *Store) addPending(ctx context.Context, pipe redis.Pipeliner, p Pending) error {
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("encode pending game: %w", err)
 	}
 	z, info := s.pendingKeys()
-	// The details first: a claimer that finds the id finds its details.
-	pipe.HSetNX(ctx, info, p.Game, raw)
-	pipe.ZAddNX(ctx, z, redis.Z{Score: 0, Member: p.Game})
+	err = s.write(ctx, z, func(c redis.Cmdable) error {
+		_, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			// The details first: a claimer that finds the id finds its details.
+			pipe.HSetNX(ctx, info, p.Game, raw)
+			pipe.ZAddNX(ctx, z, redis.Z{Score: 0, Member: p.Game})
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("add pending game: %w", err)
+	}
 	return nil
 }
 

@@ -86,7 +86,10 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	// than a ticket's lifetime plus registryRefresh, and never while a
 	// ticket waits in it.
 	if last, ok := s.registered.Load(pool.ID()); !ok || t.Entered.Sub(last.(time.Time)) > registryRefresh || t.Entered.Before(last.(time.Time)) {
-		if err := s.rdb.ZAdd(ctx, s.registryKey(), redis.Z{Score: float64(t.Entered.UnixMilli()), Member: pool.ID()}).Err(); err != nil {
+		err := s.write(ctx, s.registryKey(), func(c redis.Cmdable) error {
+			return c.ZAdd(ctx, s.registryKey(), redis.Z{Score: float64(t.Entered.UnixMilli()), Member: pool.ID()}).Err()
+		})
+		if err != nil {
 			return "", 0, fmt.Errorf("register pool: %w", err)
 		}
 		s.registered.Store(pool.ID(), t.Entered)
@@ -95,9 +98,13 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	id := tag + "." + randomHex(8)
 	b := s.poolBase(tag)
 	keys := append(s.queueKeys(tag), b+"t:"+id, b+"r:"+t.Player+":"+requestID)
-	res, err := enterScript.Run(ctx, s.rdb, keys,
-		id, t.Player, t.Name, t.Rating, t.Entered.UnixMilli(), t.Expires.UnixMilli(),
-		int64(keep/time.Second), b, pool.ID()).StringSlice()
+	var res []string
+	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+		res, err = enterScript.Run(ctx, c, keys,
+			id, t.Player, t.Name, t.Rating, t.Entered.UnixMilli(), t.Expires.UnixMilli(),
+			int64(keep/time.Second), b, pool.ID()).StringSlice()
+		return err
+	})
 	if err != nil {
 		return "", 0, fmt.Errorf("enter ticket: %w", err)
 	}
@@ -166,7 +173,11 @@ func (s *Store) Cancel(ctx context.Context, id, player string) (CancelOutcome, e
 		return "", err
 	}
 	keys := append(s.queueKeys(tag), s.poolBase(tag)+"t:"+id)
-	res, err := cancelScript.Run(ctx, s.rdb, keys, player).Text()
+	var res string
+	err = s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+		res, err = cancelScript.Run(ctx, c, keys, player).Text()
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("cancel ticket: %w", err)
 	}
@@ -225,17 +236,35 @@ type PairResult struct {
 	Err     error
 }
 
-// Pair runs one pairing pass over each pool, in one round trip.
+// Pair runs one pairing pass over each pool, in one round trip; with
+// Replication, one pool after another, each confirmed before its matches
+// are started (a pool whose wait failed reports the error, and its
+// matches are taken over as stalled).
 func (s *Store) Pair(ctx context.Context, pools []Pool, p PairParams) []PairResult {
-	var cmds []*redis.Cmd
+	keys := func(pool Pool) []string {
+		b := s.poolBase(pool.Tag())
+		return append(s.queueKeys(pool.Tag()), b+"creating", b+"seq")
+	}
+	args := func(pool Pool) []any {
+		return []any{s.poolBase(pool.Tag()), p.Now.UnixMilli(), p.BaseWindow, p.WidenPerSecond, p.MaxWindow, p.MaxPairs, pool.Tag(), int64(p.Keep / time.Second)}
+	}
+	replies := make([]func() ([]any, error), len(pools))
+	if s.Replication.Replicas > 0 {
+		for i, pool := range pools {
+			var v []any
+			k := keys(pool)
+			err := s.write(ctx, k[0], func(c redis.Cmdable) (err error) {
+				v, err = pairScript.Run(ctx, c, k, args(pool)...).Slice()
+				return err
+			})
+			replies[i] = func() ([]any, error) { return v, err }
+		}
+		return pairResults(pools, replies)
+	}
 	for attempt := 0; ; attempt++ {
 		pipe := s.rdb.Pipeline()
-		cmds = make([]*redis.Cmd, len(pools))
 		for i, pool := range pools {
-			tag := pool.Tag()
-			b := s.poolBase(tag)
-			keys := append(s.queueKeys(tag), b+"creating", b+"seq")
-			cmds[i] = pairScript.EvalSha(ctx, pipe, keys, b, p.Now.UnixMilli(), p.BaseWindow, p.WidenPerSecond, p.MaxWindow, p.MaxPairs, tag, int64(p.Keep/time.Second))
+			replies[i] = pairScript.EvalSha(ctx, pipe, keys(pool), args(pool)...).Slice
 		}
 		_, err := pipe.Exec(ctx)
 		if attempt > 0 || !isNoScript(err) {
@@ -247,10 +276,15 @@ func (s *Store) Pair(ctx context.Context, pools []Pool, p PairParams) []PairResu
 			return []PairResult{{Err: fmt.Errorf("load pair script: %w", lerr)}}
 		}
 	}
+	return pairResults(pools, replies)
+}
+
+// pairResults reads each pool's pass from its script's reply.
+func pairResults(pools []Pool, replies []func() ([]any, error)) []PairResult {
 	out := make([]PairResult, len(pools))
-	for i, c := range cmds {
+	for i, reply := range replies {
 		out[i].Pool = pools[i]
-		v, err := c.Slice()
+		v, err := reply()
 		if err != nil {
 			out[i].Err = fmt.Errorf("pair pool %s: %w", pools[i].ID(), err)
 			continue
@@ -334,36 +368,41 @@ type Grant struct {
 // Finish records the game of a match on both tickets and notifies their
 // watchers. It reports whether this call did it (false: it already was,
 // by a retry or another replica). When record is set, the game's record
-// (store.SaveGame, without pending rating) is written in the same round
-// trip: it is only read after the game ends, so its order with the
-// tickets' update does not matter.
+// (store.SaveGame, without pending rating) is written first: a match is
+// complete only with it.
 func (s *Store) Finish(ctx context.Context, pool Pool, m Match, gameID string, a, b Grant, now time.Time, keep time.Duration, record *Game, recordKeep time.Duration) (bool, error) {
+	if record != nil {
+		if err := s.SaveGame(ctx, *record, recordKeep, nil); err != nil {
+			return false, err
+		}
+	}
 	base := s.poolBase(pool.Tag())
 	keys := []string{base + "creating", base + "m:" + m.ID, base + "t:" + m.A, base + "t:" + m.B}
-	args := []any{m.ID, gameID, a.Side, a.Token, a.Expires.UnixMilli(), b.Side, b.Token, b.Expires.UnixMilli(),
-		now.UnixMilli(), int64(keep / time.Second), s.Channel()}
-	for attempt := 0; ; attempt++ {
-		pipe := s.rdb.Pipeline()
-		if record != nil {
-			s.saveGame(ctx, pipe, *record, recordKeep)
-		}
-		res := finishScript.EvalSha(ctx, pipe, keys, args...)
-		_, err := pipe.Exec(ctx)
-		if attempt == 0 && isNoScript(err) {
-			if err := finishScript.Load(ctx, s.rdb).Err(); err != nil {
-				return false, fmt.Errorf("load finish script: %w", err)
-			}
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("finish match: %w", err)
-		}
-		n, err := res.Int()
-		if err != nil {
-			return false, fmt.Errorf("finish match: %w", err)
-		}
-		return n == 1, nil
+	waits := s.Replication.Replicas > 0
+	channel := s.Channel()
+	if waits {
+		channel = "" // told below, once confirmed
 	}
+	var n int
+	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+		n, err = finishScript.Run(ctx, c, keys, m.ID, gameID, a.Side, a.Token, a.Expires.UnixMilli(), b.Side, b.Token, b.Expires.UnixMilli(),
+			now.UnixMilli(), int64(keep/time.Second), channel).Int()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("finish match: %w", err)
+	}
+	if waits {
+		// Also when a retry found the match finished: the attempt that
+		// finished it failed its wait and told nobody.
+		if err := s.Publish(ctx, m.A, m.B); err != nil {
+			return false, fmt.Errorf("notify the tickets of match %s: %w", m.ID, err)
+		}
+		if err := s.DropStalled(ctx, pool, m.ID); err != nil {
+			return false, err
+		}
+	}
+	return n == 1, nil
 }
 
 // ClaimStalled takes over matches whose game creation began before cutoff

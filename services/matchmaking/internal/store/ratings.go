@@ -55,9 +55,15 @@ type Applied struct {
 func (s *Store) ApplyRating(ctx context.Context, o Outcome) (Applied, error) {
 	b := s.ratingBase(o.Kind)
 	keys := []string{b + "rating", b + "games", b + "lb", b + "names", b + "done:" + o.GameID, b + "h:" + o.A.ID, b + "h:" + o.B.ID}
-	v, err := rateScript.Run(ctx, s.rdb, keys, o.GameID, o.A.ID, o.A.Name, o.B.ID, o.B.Name,
-		strconv.FormatFloat(o.ScoreA, 'f', -1, 64), o.At.UnixMilli(), StartRating, KProvisional, KEstablished,
-		ProvisionalGames, HistoryLength, int64(doneTTL/time.Second)).Int64Slice()
+	// Waited for: the caller forgets the pending game once this returns, and
+	// a rating lost in a failover after that would never be applied again.
+	var v []int64
+	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+		v, err = rateScript.Run(ctx, c, keys, o.GameID, o.A.ID, o.A.Name, o.B.ID, o.B.Name,
+			strconv.FormatFloat(o.ScoreA, 'f', -1, 64), o.At.UnixMilli(), StartRating, KProvisional, KEstablished,
+			ProvisionalGames, HistoryLength, int64(doneTTL/time.Second)).Int64Slice()
+		return err
+	})
 	if err != nil {
 		return Applied{}, fmt.Errorf("apply rating: %w", err)
 	}

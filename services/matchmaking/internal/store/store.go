@@ -24,6 +24,16 @@
 //
 // Every key starts with the configured prefix (tests and deployments
 // sharing one Redis isolate themselves with it).
+//
+// With Store.Replication, every write whose success a caller is told of,
+// or that a later step takes as done, is answered only once replicas hold
+// it and whatever its answer rests on: entering and cancelling tickets,
+// invites, rematches, the record of a created game and its pending
+// rating, a match's completion, and a rating. Pairing passes, leases and
+// sweeps do not wait: a pairing lost in a failover puts its tickets back
+// in the queue, and nobody was told of it before the completion of its
+// match, which shares the pool's slot and so confirms it; a lost lease
+// is taken again when it runs out.
 package store
 
 import (
@@ -36,6 +46,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 // ErrNotFound means the thing asked for does not exist (or expired).
@@ -79,6 +91,17 @@ type Store struct {
 	// registered remembers when this process last touched a pool's
 	// registry entry (pool id -> time), to skip a write per ticket.
 	registered sync.Map
+	// Replication holds back the answers of writes until replicas have
+	// them (see the package comment); zero: the master's word is enough.
+	Replication redisx.Replication
+}
+
+// write runs fn on the master of key; with Replication, it returns once
+// replicas hold what fn wrote and every earlier write of that master, so
+// that an answer read from another call's unconfirmed write (a retry's)
+// is confirmed too. Keys that fn touches share key's hash slot.
+func (s *Store) write(ctx context.Context, key string, fn func(redis.Cmdable) error) error {
+	return s.Replication.WriteCovering(ctx, s.rdb, key, fn)
 }
 
 // New returns a store whose keys start with prefix.
