@@ -28,12 +28,10 @@
 // With Store.Replication, every write whose success a caller is told of,
 // or that a later step takes as done, is answered only once replicas hold
 // it and whatever its answer rests on: entering and cancelling tickets,
-// invites, rematches, the record of a created game and its pending
-// rating, a match's completion, and a rating. Pairing passes, leases and
-// sweeps do not wait: a pairing lost in a failover puts its tickets back
-// in the queue, and nobody was told of it before the completion of its
-// match, which shares the pool's slot and so confirms it; a lost lease
-// is taken again when it runs out.
+// pairing passes, invites, rematches, the record of a created game and its
+// pending rating, a match's completion (its tickets' watchers are told
+// once it is confirmed), and a rating. Leases and sweeps do not wait: a
+// lost lease is taken again when it runs out, a lost sweep runs again.
 package store
 
 import (

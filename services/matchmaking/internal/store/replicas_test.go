@@ -1,0 +1,87 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/palacehq/palace/pkg/clock"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/pkg/redisx"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// A match completed while the replica is held back stays among the
+// matches being created, so that it is taken over as stalled, and its
+// watchers hear of it only once a later completion is confirmed.
+func TestUnconfirmedFinishIsTakenOverAsStalled(t *testing.T) {
+	ctx := context.Background()
+	pair := redistest.NewPair(t)
+	master := pair.Master.Client(t)
+	st := store.New(master, redistest.Prefix(t))
+	st.Replication = redisx.Replication{Replicas: 1, Timeout: 200 * time.Millisecond}
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now()
+	for _, p := range []string{"ann", "bo"} {
+		if _, out, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1200, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour); err != nil || out != store.Entered {
+			t.Fatalf("Enter %s: %v %v", p, out, err)
+		}
+	}
+	res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now, BaseWindow: 100, MaxPairs: 10, Keep: time.Hour})
+	if len(res) != 1 || res[0].Err != nil || len(res[0].Matches) != 1 {
+		t.Fatalf("pairing pass: %+v", res)
+	}
+	m := res[0].Matches[0]
+	notes := master.Subscribe(ctx, st.Channel())
+	t.Cleanup(func() { _ = notes.Close() })
+	if _, err := notes.Receive(ctx); err != nil { // the subscription is in place
+		t.Fatal(err)
+	}
+	grant := store.Grant{Side: "first", Token: "t", Expires: now.Add(time.Hour)}
+	finish := func() (bool, error) { return st.Finish(ctx, pool, m, "g1", grant, grant, now, time.Hour, nil, 0) }
+
+	pair.Link.Blackhole()
+	if _, err := finish(); !errors.Is(err, redisx.ErrNotReplicated) {
+		t.Fatalf("finish with the replica held back: %v, want ErrNotReplicated", err)
+	}
+	stalled, err := st.ClaimStalled(ctx, pool, now.Add(time.Minute), now, 10)
+	if err != nil || len(stalled) != 1 || stalled[0] != m.ID {
+		t.Fatalf("stalled matches after an unconfirmed finish: %v (%v), want %s", stalled, err, m.ID)
+	}
+	select {
+	case msg := <-notes.Channel():
+		t.Fatalf("watchers told of an unconfirmed finish: %q", msg.Payload)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	pair.Link.Restore()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		did, err := finish()
+		if err == nil {
+			if did {
+				t.Fatal("the retry reports finishing a match the first attempt finished")
+			}
+			break
+		}
+		if !errors.Is(err, redisx.ErrNotReplicated) || time.Now().After(deadline) {
+			t.Fatalf("finish once the replica is back: %v", err)
+		}
+	}
+	select {
+	case msg := <-notes.Channel():
+		if msg.Payload != m.A+","+m.B {
+			t.Fatalf("watchers told %q, want %q", msg.Payload, m.A+","+m.B)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("watchers not told of the confirmed finish")
+	}
+	if stalled, err := st.ClaimStalled(ctx, pool, now.Add(time.Minute), now, 10); err != nil || len(stalled) != 0 {
+		t.Fatalf("stalled matches after the confirmed finish: %v (%v), want none", stalled, err)
+	}
+	a, b, err := st.Tickets(ctx, pool, m)
+	if err != nil || a.State != store.StateMatched || b.State != store.StateMatched || a.Game != "g1" {
+		t.Fatalf("tickets %+v %+v (%v): want both matched to g1", a, b, err)
+	}
+}
