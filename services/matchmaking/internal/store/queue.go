@@ -249,7 +249,7 @@ func (s *Store) Pair(ctx context.Context, pools []Pool, p PairParams) []PairResu
 		return []any{s.poolBase(pool.Tag()), p.Now.UnixMilli(), p.BaseWindow, p.WidenPerSecond, p.MaxWindow, p.MaxPairs, pool.Tag(), int64(p.Keep / time.Second)}
 	}
 	replies := make([]func() ([]any, error), len(pools))
-	if s.Replication.Replicas > 0 {
+	if s.waits() {
 		for i, pool := range pools {
 			var v []any
 			k := keys(pool)
@@ -378,9 +378,8 @@ func (s *Store) Finish(ctx context.Context, pool Pool, m Match, gameID string, a
 	}
 	base := s.poolBase(pool.Tag())
 	keys := []string{base + "creating", base + "m:" + m.ID, base + "t:" + m.A, base + "t:" + m.B}
-	waits := s.Replication.Replicas > 0
 	channel := s.Channel()
-	if waits {
+	if s.waits() {
 		channel = "" // told below, once confirmed
 	}
 	var n int
@@ -392,7 +391,7 @@ func (s *Store) Finish(ctx context.Context, pool Pool, m Match, gameID string, a
 	if err != nil {
 		return false, fmt.Errorf("finish match: %w", err)
 	}
-	if waits {
+	if s.waits() {
 		// Also when a retry found the match finished: the attempt that
 		// finished it failed its wait and told nobody.
 		if err := s.Publish(ctx, m.A, m.B); err != nil {

@@ -102,6 +102,9 @@ func (s *Store) write(ctx context.Context, key string, fn func(redis.Cmdable) er
 	return s.Replication.WriteCovering(ctx, s.rdb, key, fn)
 }
 
+// waits reports whether writes wait for replicas (Replication).
+func (s *Store) waits() bool { return s.Replication.Replicas > 0 }
+
 // New returns a store whose keys start with prefix.
 func New(rdb redis.UniversalClient, prefix string) *Store {
 	return &Store{rdb: rdb, prefix: prefix}
