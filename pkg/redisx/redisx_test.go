@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -184,6 +185,21 @@ func TestCoverKeySharesTheSlot(t *testing.T) {
 		got, err := coverKey(key)
 		if got != want || (err != nil) != (want == "") {
 			t.Errorf("coverKey(%q) = %q, %v; want %q", key, got, err, want)
+		}
+	}
+}
+
+func TestWarnIfShortNamesTheMissingReplicas(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Own(t).Client(t)
+	for _, tt := range []struct {
+		r    Replication
+		warn bool
+	}{{Replication{}, false}, {Replication{Replicas: 1, Timeout: time.Second}, true}} {
+		var out strings.Builder
+		tt.r.WarnIfShort(ctx, rdb, slog.New(slog.NewTextHandler(&out, nil)))
+		if got := strings.Contains(out.String(), "wait_for=1") && strings.Contains(out.String(), "connected=0"); got != tt.warn {
+			t.Errorf("%+v on a server without replicas logged %q, want a warning: %v", tt.r, out.String(), tt.warn)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,6 +123,19 @@ func coverKey(key string) (string, error) {
 	}
 	// A key without a tag hashes whole, as does the tag {key}.
 	return "{" + key + "}:cover", nil
+}
+
+// WarnIfShort logs a warning when fewer replicas are connected than r
+// asks for. Replicas may connect later, so this is no reason to stop; but
+// an operator should hear at once why every write that waits would fail.
+func (r Replication) WarnIfShort(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
+	if r.Replicas <= 0 {
+		return
+	}
+	if n, err := ConnectedReplicas(ctx, rdb); err != nil || n < r.Replicas {
+		log.Warn("fewer Redis replicas connected than --redis-wait-replicas: writes that wait for them fail with Unavailable until they connect",
+			"connected", n, "wait_for", r.Replicas, "err", err)
+	}
 }
 
 // ConnectedReplicas returns how many replicas are connected to the master

@@ -124,14 +124,7 @@ func Bind(cfg Config) app.Binder {
 		if ephemeral {
 			log.Warn("no --seat-signing-keys: seat credentials are signed with a random key and die with this process")
 		}
-		if cfg.WaitReplicas > 0 {
-			// Replicas may connect later, so this is no reason to stop; but
-			// an operator should hear at once why every command would fail.
-			if n, err := redisx.ConnectedReplicas(ctx, rt.Redis); err != nil || n < cfg.WaitReplicas {
-				log.Warn("fewer Redis replicas connected than --redis-wait-replicas: commands fail with Unavailable until they connect",
-					"connected", n, "wait_for", cfg.WaitReplicas, "err", err)
-			}
-		}
+		cfg.replication().WarnIfShort(ctx, rt.Redis, log)
 		st, err := store.New(rt.Redis, store.Config{Prefix: cfg.KeyPrefix, LiveTTL: cfg.LiveTTL, Retention: cfg.Retention, AutoPipeline: cfg.AutoPipeline, Replication: cfg.replication()})
 		if err != nil {
 			return nil, fmt.Errorf("game: %w", err)

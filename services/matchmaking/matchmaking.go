@@ -194,14 +194,7 @@ func Bind(cfg Config) app.Binder {
 			return nil, fmt.Errorf("matchmaking: game service: %w", err)
 		}
 		gameClient := gamev1.NewGameServiceClient(cc)
-		if cfg.WaitReplicas > 0 {
-			// Replicas may connect later, so this is no reason to stop; but
-			// an operator should hear at once why every write would fail.
-			if n, err := redisx.ConnectedReplicas(ctx, rt.Redis); err != nil || n < cfg.WaitReplicas {
-				log.Warn("fewer Redis replicas connected than --redis-wait-replicas: writes fail with Unavailable until they connect",
-					"connected", n, "wait_for", cfg.WaitReplicas, "err", err)
-			}
-		}
+		cfg.replication().WarnIfShort(ctx, rt.Redis, log)
 		st := store.New(rt.Redis, cfg.KeyPrefix)
 		st.Replication = cfg.replication()
 		// Background work outlives the request that started nothing; it stops
