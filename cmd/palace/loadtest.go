@@ -2,16 +2,22 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/pkg/auth"
 )
 
 const loadtestUsage = `usage: palace loadtest <games|clocks|matchmaking|ai> --addr ADDR [flags]
@@ -49,6 +55,27 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 // dial connects a load tool to a server on loopback, without TLS.
 func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+}
+
+// serviceKeysFlag defines --service-keys on a load tool that creates
+// games, which only Palace services and operators may do.
+func serviceKeysFlag(fs *flag.FlagSet) *string {
+	var keys string
+	app.StringFlag(fs, &keys, "service-keys", "", "the game service's --service-keys: this tool creates games, an internal call, so it signs a service credential with them")
+	return &keys
+}
+
+// asService is the dial option that presents a service credential
+// signed with keys, as Palace's own services do.
+func asService(keys, tool string) (grpc.DialOption, error) {
+	if strings.TrimSpace(keys) == "" {
+		return nil, errors.New("--service-keys (env PALACE_SERVICE_KEYS) is required: creating games is an internal call; give this tool the keys the game service was started with")
+	}
+	ring, err := auth.ParseKeyring(keys)
+	if err != nil {
+		return nil, fmt.Errorf("--service-keys: %w", err)
+	}
+	return grpc.WithPerRPCCredentials(auth.NewServiceCredentials(ring, tool, time.Hour)), nil
 }
 
 // replicaAddrs lists the addresses of a comma-separated --addr, for load

@@ -170,7 +170,13 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	callTimeout := fs.Duration("call-timeout", 10*time.Second, "timeout of one call: an overloaded server fails calls instead of queueing them without end")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	seed := fs.Uint64("seed", 1, "random seed")
+	serviceKeys := serviceKeysFlag(fs)
 	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	service, err := asService(*serviceKeys, "palace loadtest clocks")
+	if err != nil {
+		fmt.Fprintln(stderr, "palace loadtest clocks:", err)
 		return exitUsage
 	}
 	if err := o.validate(); err != nil {
@@ -183,7 +189,7 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	l := &clocksLoad{opt: o, runID: randomHex(4)}
 	for range *conns {
-		cc, err := dial(*addr, grpc.WithUnaryInterceptor(withTimeout(*callTimeout)))
+		cc, err := dial(*addr, grpc.WithUnaryInterceptor(withTimeout(*callTimeout)), service)
 		if err != nil {
 			fmt.Fprintln(stderr, "palace loadtest clocks:", err)
 			return exitUsage

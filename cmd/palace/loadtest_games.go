@@ -106,6 +106,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	conns := fs.Int("conns", 0, "client connections per replica (default: one per 100 games)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	think := fs.Duration("think", 0, "mean pause between a game's moves (uniform in [0, 2*think]); 0 plays flat out")
+	serviceKeys := serviceKeysFlag(fs)
 	warmup := fs.Duration("warmup", 0, "leave the first D of each phase (floor and games) out of the rates and latencies, so 1,000 games arriving at once do not count as steady load; every move is still checked")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -118,6 +119,11 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "palace loadtest games: --warmup must be at least 0 and shorter than --duration (than half of it with --floor: each half of the floor has its warm-up)")
 		return exitUsage
 	}
+	service, err := asService(*serviceKeys, "palace loadtest games")
+	if err != nil {
+		fmt.Fprintln(stderr, "palace loadtest games:", err)
+		return exitUsage
+	}
 	n := *conns
 	if n <= 0 {
 		n = *games/100 + 1
@@ -128,7 +134,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	for _, a := range replicaAddrs(*addr) {
 		var clients []gamev1.GameServiceClient
 		for range n {
-			cc, err := dial(a, grpc.WithConnectParams(quickReconnect))
+			cc, err := dial(a, grpc.WithConnectParams(quickReconnect), service)
 			if err != nil {
 				fmt.Fprintln(stderr, "palace loadtest games:", err)
 				return exitUsage

@@ -5,6 +5,7 @@
 //	palace uci        the engine behind the UCI protocol
 //	palace engine     engine matches
 //	palace loadtest   load tests of a running server
+//	palace keygen, service-token  keys and credentials for operators
 package main
 
 import (
@@ -32,6 +33,8 @@ commands:
   loadtest  load tests: games, clocks, matchmaking, ai
   uci       the engine behind the UCI protocol (stdin/stdout)
   engine    engine tools: match
+  keygen    print a new signing key (id:hexsecret) for the --*-keys flags
+  service-token  print a service credential for internal calls (CreateGame)
 
 Run "palace <command> -h" for the flags of a command.
 `
@@ -59,6 +62,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runLoadtest(ctx, args[1:], stdout, stderr)
 	case "health":
 		return runHealth(ctx, args[1:], stdout, stderr)
+	case "keygen":
+		return runKeygen(args[1:], stdout, stderr)
+	case "service-token":
+		return runServiceToken(args[1:], stdout, stderr)
 	case "rules":
 		return runRules(args[1:], stdout, stderr)
 	case "help", "-h", "--help":

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/server"
 )
 
@@ -36,6 +37,10 @@ type Config struct {
 	CORSOrigins string
 	// NoRedis is for processes that keep no state (the rules service).
 	NoRedis bool
+	// ServiceKeys sign and verify the credentials services present to
+	// each other's internal RPCs: "id:hexsecret,...", the first signs,
+	// all verify (rotation). Empty: a random key for this process.
+	ServiceKeys string
 }
 
 // Env returns the environment value for a flag name: PALACE_ and the name
@@ -108,6 +113,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	BoolFlag(fs, &c.Pprof, "pprof", false, "serve /debug/pprof/ for profiling")
 	StringFlag(fs, &c.CORSOrigins, "cors-origins", "", "comma-separated origins of web pages that may call from a browser over Connect or gRPC-Web, e.g. https://play.example.com,https://*.example.com; * for any; empty: the server's own origin only")
 	IntFlag(fs, &c.MaxRecvBytes, "max-recv-bytes", 1<<20, "largest request message accepted")
+	StringFlag(fs, &c.ServiceKeys, "service-keys", "", "keys of the credentials Palace services present to each other's internal calls (creating games, expiring deadlines), id:hexsecret[,id:hexsecret]; first signs, all verify; the same in every process and tool; empty: random, so only services in this process are trusted")
 }
 
 // Validate reports every problem at once.
@@ -138,6 +144,11 @@ func (c Config) Validate() error {
 	for _, o := range c.Origins() {
 		if err := server.ValidateOrigin(o); err != nil {
 			errs = append(errs, fmt.Errorf("--cors-origins: %w", err))
+		}
+	}
+	if strings.TrimSpace(c.ServiceKeys) != "" {
+		if _, err := auth.ParseKeyring(c.ServiceKeys); err != nil {
+			errs = append(errs, fmt.Errorf("--service-keys: %w", err))
 		}
 	}
 	return errors.Join(errs...)

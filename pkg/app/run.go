@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/logging"
 	"github.com/palacehq/palace/pkg/redisx"
 	"github.com/palacehq/palace/pkg/server"
@@ -30,6 +32,26 @@ type Runtime struct {
 	// process reach each other through it, over the same gRPC API a
 	// separate deployment uses.
 	Addr string
+	// ServiceKeys verify the credentials of internal calls; Dial's
+	// connections present one signed with them.
+	ServiceKeys *auth.Keyring
+	// ServiceKeysRandom is set when --service-keys was empty: only
+	// services in this process share the keys.
+	ServiceKeysRandom bool
+	serviceCreds      *auth.ServiceCredentials
+}
+
+// serviceTokenTTL is the life of the credentials a process presents to
+// other services; it signs a new one well before the old one expires.
+const serviceTokenTTL = time.Hour
+
+// WarnIfServiceKeysRandom tells the operator, once a service that takes
+// or makes internal calls across processes starts, that without
+// --service-keys those calls are refused.
+func (rt *Runtime) WarnIfServiceKeysRandom(log *slog.Logger, consequence string) {
+	if rt.ServiceKeysRandom {
+		log.Warn("no --service-keys: internal calls between processes are refused; give every process and tool the same keys", "consequence", consequence)
+	}
 }
 
 // Dial returns a client connection to target with tracing, so calls
@@ -40,6 +62,7 @@ func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
 	}
 	cc, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(rt.serviceCreds),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(
 			otelgrpc.WithTracerProvider(rt.Tel.Tracer),
 			otelgrpc.WithMeterProvider(rt.Tel.Meter),
@@ -111,7 +134,12 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		return nil
 	})
-	rt := &Runtime{Log: log, Tel: tel, Server: srv, Redis: rdb, Addr: lis.Addr().String()}
+	keys, random, err := auth.KeyringFromConfig(o.Config.ServiceKeys)
+	if err != nil {
+		return fmt.Errorf("--service-keys: %w", err)
+	}
+	rt := &Runtime{Log: log, Tel: tel, Server: srv, Redis: rdb, Addr: lis.Addr().String(),
+		ServiceKeys: keys, ServiceKeysRandom: random, serviceCreds: auth.NewServiceCredentials(keys, o.Name, serviceTokenTTL)}
 	for _, bind := range o.Services {
 		closer, err := bind(ctx, rt)
 		if err != nil {

@@ -12,10 +12,29 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/pkg/auth"
 )
 
+// ServiceKeys are the --service-keys of every process the test helpers
+// start, so that services a test runs apart trust each other.
+const ServiceKeys = "test:746573742d736572766963652d6b65792d6e6f742d666f722d70726f64756374696f6e21"
+
+// AsService is the dial option of a client that presents a service
+// credential signed with ServiceKeys, as an operator's tool or a
+// tournament system does: it may create games. Without it a client is
+// a player's app.
+func AsService(tb testing.TB) grpc.DialOption {
+	tb.Helper()
+	ring, err := auth.ParseKeyring(ServiceKeys)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return grpc.WithPerRPCCredentials(auth.NewServiceCredentials(ring, "test", time.Hour))
+}
+
 // Start runs the binders until tb ends and returns a client connection to
-// them. redisAddr "" runs without Redis (cfg.NoRedis).
+// them that presents a service credential (AsService). redisAddr "" runs
+// without Redis (cfg.NoRedis).
 func Start(tb testing.TB, redisAddr string, binders ...app.Binder) *grpc.ClientConn {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -24,6 +43,7 @@ func Start(tb testing.TB, redisAddr string, binders ...app.Binder) *grpc.ClientC
 	cfg := app.Config{
 		Listen: "127.0.0.1:0", RedisAddr: redisAddr, NoRedis: redisAddr == "",
 		LogFormat: "text", LogLevel: "error", ShutdownTimeout: 5 * time.Second, MaxRecvBytes: 1 << 20,
+		ServiceKeys: ServiceKeys,
 	}
 	go func() {
 		done <- app.Run(ctx, app.Options{Name: "test", Config: cfg, Services: binders, LogOutput: io.Discard, OnServing: func(a string) { addrc <- a }})
@@ -38,7 +58,7 @@ func Start(tb testing.TB, redisAddr string, binders ...app.Binder) *grpc.ClientC
 		cancel()
 		tb.Fatal("services did not start within 20s")
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), AsService(tb))
 	if err != nil {
 		cancel()
 		tb.Fatal(err)

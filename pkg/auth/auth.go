@@ -117,6 +117,15 @@ func ParseKeys(s string) ([]Key, error) {
 	return keys, nil
 }
 
+// ParseKeyring is ParseKeys and NewKeyring: the keyring of a keys flag.
+func ParseKeyring(s string) (*Keyring, error) {
+	keys, err := ParseKeys(s)
+	if err != nil {
+		return nil, err
+	}
+	return NewKeyring(keys...)
+}
+
 // Strict decoding: a token has exactly one spelling, so it cannot be
 // altered without breaking its signature.
 var b64 = base64.RawURLEncoding.Strict()
@@ -184,10 +193,6 @@ func KeyringFromConfig(keys string) (ring *Keyring, ephemeral bool, err error) {
 		ring, err := NewKeyring(Key{ID: "ephemeral", Secret: secret})
 		return ring, true, err
 	}
-	parsed, err := ParseKeys(keys)
-	if err != nil {
-		return nil, false, err
-	}
-	ring, err = NewKeyring(parsed...)
+	ring, err = ParseKeyring(keys)
 	return ring, false, err
 }

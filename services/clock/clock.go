@@ -129,6 +129,9 @@ func Bind(cfg Config) app.Binder {
 		if err != nil {
 			return nil, fmt.Errorf("clock service: game client: %w", err)
 		}
+		if cfg.GameAddr != "" {
+			rt.WarnIfServiceKeysRandom(log, "the game service at "+cfg.GameAddr+" refuses this process's deadlines")
+		}
 		// Connect now rather than at the first deadline, which would
 		// otherwise pay for the connection in lateness.
 		cc.Connect()

@@ -124,6 +124,7 @@ func Bind(cfg Config) app.Binder {
 		if ephemeral {
 			log.Warn("no --seat-signing-keys: seat credentials are signed with a random key and die with this process")
 		}
+		rt.WarnIfServiceKeysRandom(log, "CreateGame, ExpireDeadline and Probe answer only services in this process")
 		cfg.replication().WarnIfShort(ctx, rt.Redis, log)
 		st, err := store.New(rt.Redis, store.Config{Prefix: cfg.KeyPrefix, LiveTTL: cfg.LiveTTL, Retention: cfg.Retention, AutoPipeline: cfg.AutoPipeline, Replication: cfg.replication()})
 		if err != nil {
@@ -154,6 +155,7 @@ func Bind(cfg Config) app.Binder {
 		hd, err := handler.New(log, handler.Config{
 			SeatTTL: cfg.SeatTTL, SetupTime: cfg.SetupTime, FirstMoveTime: cfg.FirstMoveTime,
 			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, PresenceGrace: cfg.PresenceGrace, PresenceLease: cfg.PresenceLease, AIJobs: jobs,
+			ServiceKeys: rt.ServiceKeys,
 		}, st, idx, h, ring, rt.Tel.Meter.Meter("palace/game"))
 		if err != nil {
 			_ = h.Close()

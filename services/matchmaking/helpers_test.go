@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/pkg/apptest"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
@@ -190,6 +191,7 @@ func runReplica(t testing.TB, redisAddr string, cfg matchmaking.Config) (string,
 			Config: app.Config{
 				Listen: "127.0.0.1:0", RedisAddr: redisAddr, LogFormat: "text", LogLevel: "error",
 				ShutdownTimeout: 5 * time.Second, MaxRecvBytes: 1 << 20,
+				ServiceKeys: apptest.ServiceKeys,
 			},
 			Services:  []app.Binder{matchmaking.Bind(cfg)},
 			LogOutput: io.Discard,

@@ -193,6 +193,9 @@ func Bind(cfg Config) app.Binder {
 		if err != nil {
 			return nil, fmt.Errorf("matchmaking: game service: %w", err)
 		}
+		if cfg.GameAddr != "" {
+			rt.WarnIfServiceKeysRandom(log, "the game service at "+cfg.GameAddr+" refuses to create this process's games")
+		}
 		gameClient := gamev1.NewGameServiceClient(cc)
 		cfg.replication().WarnIfShort(ctx, rt.Redis, log)
 		st := store.New(rt.Redis, cfg.KeyPrefix)

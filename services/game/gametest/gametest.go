@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/pkg/apptest"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/game"
@@ -21,7 +22,9 @@ import (
 
 // Env is a running game service.
 type Env struct {
-	Addr   string
+	Addr string
+	// Client presents a service credential (apptest.AsService) besides
+	// the seat credentials a test adds (As).
 	Client gamev1.GameServiceClient
 	Conn   *grpc.ClientConn
 	Redis  redis.UniversalClient
@@ -54,6 +57,7 @@ func StartOn(tb testing.TB, redisAddr string, edit func(*game.Config)) *Env {
 			Config: app.Config{
 				Listen: "127.0.0.1:0", RedisAddr: redisAddr, LogFormat: "text", LogLevel: "error",
 				ShutdownTimeout: 5 * time.Second, MaxRecvBytes: 1 << 20,
+				ServiceKeys: apptest.ServiceKeys,
 			},
 			Services:  []app.Binder{game.Bind(cfg)},
 			LogOutput: io.Discard,
@@ -70,7 +74,9 @@ func StartOn(tb testing.TB, redisAddr string, edit func(*game.Config)) *Env {
 		cancel()
 		tb.Fatal("game service did not start within 20s")
 	}
-	cc, err := grpc.NewClient(serving, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The client may create games: it presents a service credential, as
+	// matchmaking or a tournament system does.
+	cc, err := grpc.NewClient(serving, grpc.WithTransportCredentials(insecure.NewCredentials()), apptest.AsService(tb))
 	if err != nil {
 		cancel()
 		tb.Fatal(err)

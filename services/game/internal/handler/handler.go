@@ -65,6 +65,9 @@ type Config struct {
 	PresenceLease time.Duration
 	// AIJobs, when set, receives a job whenever an AI seat has to act.
 	AIJobs *aijobs.Queue
+	// ServiceKeys verify the service credentials that internal calls
+	// (CreateGame, ExpireDeadline, Probe) must carry.
+	ServiceKeys *auth.Keyring
 }
 
 // Handler serves the game service.
@@ -95,6 +98,8 @@ type Handler struct {
 	// verified remembers checked seat credentials: clients send the same
 	// one with every command.
 	verified *auth.Verified
+	// services remembers checked service credentials.
+	services *auth.Verified
 	// offsetNs is Redis TIME minus local time at the last read, so a
 	// command run on a cached state uses the same time base as one that
 	// read Redis.
@@ -143,6 +148,10 @@ func New(log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *
 	hd.cfg = cfg
 	hd.presence = newPresence(cfg.PresenceGrace, hd.connect)
 	hd.verified = auth.NewVerified(ring, 1<<16)
+	if cfg.ServiceKeys == nil {
+		return nil, errors.New("game handler: no service keys to verify internal calls with")
+	}
+	hd.services = auth.NewVerified(cfg.ServiceKeys, 1024)
 	hd.proc, hd.retry = newProcessID(), map[seatKey]int{}
 	leaseCtx, stop := context.WithCancel(context.Background())
 	hd.stopLease, hd.leaseDone = stop, make(chan struct{})
@@ -224,6 +233,25 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 		return rules.Second, true, nil
 	}
 	return 0, false, apierr.New(apierr.Unauthenticated, "seat credential: unknown side %q", c.Side)
+}
+
+// internal admits a call that only Palace services and operators may
+// make: creating games (which hands out both seats' credentials),
+// expiring deadlines and the load test's probe. Players reach the game
+// service directly, so these calls carry a service credential.
+func (h *Handler) internal(ctx context.Context, rpc string) error {
+	vals := metadata.ValueFromIncomingContext(ctx, auth.ServiceHeader)
+	if len(vals) == 0 {
+		return apierr.New(apierr.Unauthenticated, "%s is an internal call: send a service credential in the %q header (signed with the services' --service-keys; `palace service-token` prints one)", rpc, auth.ServiceHeader)
+	}
+	_, err := auth.VerifyService(h.services, strings.TrimSpace(vals[0]), time.Now())
+	switch {
+	case errors.Is(err, auth.ErrNotService):
+		return apierr.New(apierr.PermissionDenied, "%s is an internal call: a player's credential does not allow it, only a service credential", rpc)
+	case err != nil:
+		return apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err)
+	}
+	return nil
 }
 
 func (h *Handler) seat(ctx context.Context, id string) (rules.Side, error) {
@@ -526,6 +554,9 @@ func sideText(s rules.Side) string {
 
 // CreateGame creates a game and returns one credential per seat.
 func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
+	if err := h.internal(ctx, "CreateGame"); err != nil {
+		return nil, h.fail(ctx, err)
+	}
 	p, err := h.createParams(req)
 	if err != nil {
 		return nil, h.fail(ctx, err)
@@ -900,6 +931,9 @@ func (h *Handler) GetGame(ctx context.Context, req *gamev1.GetGameRequest) (*gam
 // ExpireDeadline ends a game on time, applies a default formation or
 // aborts a game, when the deadline is still current.
 func (h *Handler) ExpireDeadline(ctx context.Context, req *gamev1.ExpireDeadlineRequest) (*gamev1.ExpireDeadlineResponse, error) {
+	if err := h.internal(ctx, "ExpireDeadline"); err != nil {
+		return nil, h.fail(ctx, err)
+	}
 	if err := checkID("game_id", req.GetGameId(), MaxIDBytes); err != nil {
 		return nil, h.fail(ctx, err)
 	}
@@ -943,6 +977,9 @@ func (h *Handler) ExpireDeadline(ctx context.Context, req *gamev1.ExpireDeadline
 // Probe increments a counter: one Redis write behind the same server path
 // as a command, the floor the load test compares moves against.
 func (h *Handler) Probe(ctx context.Context, req *gamev1.ProbeRequest) (*gamev1.ProbeResponse, error) {
+	if err := h.internal(ctx, "Probe"); err != nil {
+		return nil, h.fail(ctx, err)
+	}
 	if err := checkID("key", req.GetKey(), MaxIDBytes); err != nil {
 		return nil, h.fail(ctx, err)
 	}

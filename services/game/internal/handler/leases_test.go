@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric/noop"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/deadline"
@@ -40,7 +41,7 @@ func newRedisHandler(t *testing.T) *Handler {
 		t.Fatal(err)
 	}
 	hb := hub.New(context.Background(), rdb, log, st.ShardChannel, store.Shard, Notifications())
-	h, err := New(log, Config{PresenceGrace: time.Minute, SetupTime: time.Minute, FirstMoveTime: time.Minute, SeatTTL: time.Hour, Heartbeat: time.Second}, st, idx, hb, ring, noop.NewMeterProvider().Meter("test"))
+	h, err := New(log, Config{PresenceGrace: time.Minute, SetupTime: time.Minute, FirstMoveTime: time.Minute, SeatTTL: time.Hour, Heartbeat: time.Second, ServiceKeys: ring}, st, idx, hb, ring, noop.NewMeterProvider().Meter("test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,11 @@ func newRedisHandler(t *testing.T) *Handler {
 func TestLateClosingOfAReopenedSeatChangesNothing(t *testing.T) {
 	ctx := t.Context()
 	h := newRedisHandler(t)
-	created, err := h.CreateGame(ctx, &gamev1.CreateGameRequest{
+	tok, err := auth.ServiceToken(h.cfg.ServiceKeys, "test", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := h.CreateGame(metadata.NewIncomingContext(ctx, metadata.Pairs(auth.ServiceHeader, tok)), &gamev1.CreateGameRequest{
 		RequestId: "create", Kind: commonv1.GameKind_GAME_KIND_XIANGQI,
 		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "b"}},
 	})

@@ -47,7 +47,10 @@ const (
 // state is touched), FailedPrecondition when the game's state forbids the
 // command (out of turn, during setup, after the end).
 type GameServiceClient interface {
-	// CreateGame creates a game and returns one credential per seat.
+	// CreateGame creates a game and returns one credential per seat. It is
+	// internal (matchmaking, tournament systems, operators): the caller
+	// sends a service credential in the x-palace-service header, else
+	// Unauthenticated, or PermissionDenied for a player's credential.
 	// InvalidArgument for a bad kind, seats, time control or FEN.
 	CreateGame(ctx context.Context, in *CreateGameRequest, opts ...grpc.CallOption) (*CreateGameResponse, error)
 	// ChooseFormation sets a Janggi formation: Han first, then Cho.
@@ -77,15 +80,15 @@ type GameServiceClient interface {
 	// after_version exactly once in version order, then live events, with
 	// heartbeats. OutOfRange when after_version is ahead of the game.
 	StreamEvents(ctx context.Context, in *StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEventsResponse], error)
-	// ExpireDeadline is internal, called by the clock service when a game's
-	// deadline has passed: it ends the game on time, applies a default
+	// ExpireDeadline is internal (a service credential, as for CreateGame),
+	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
 	// formation or aborts the game, but only when the deadline is still the
 	// game's current one; a stale deadline changes nothing.
 	ExpireDeadline(ctx context.Context, in *ExpireDeadlineRequest, opts ...grpc.CallOption) (*ExpireDeadlineResponse, error)
-	// Probe is an operator diagnostic: it takes the same server path as a
-	// command but does exactly one Redis write, so load tests can measure
-	// the floor under the real game logic. InvalidArgument for an empty or
-	// over-long key.
+	// Probe is an operator diagnostic (a service credential, as for
+	// CreateGame): it takes the same server path as a command but does
+	// exactly one Redis write, so load tests can measure the floor under
+	// the real game logic. InvalidArgument for an empty or over-long key.
 	Probe(ctx context.Context, in *ProbeRequest, opts ...grpc.CallOption) (*ProbeResponse, error)
 }
 
@@ -240,7 +243,10 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // state is touched), FailedPrecondition when the game's state forbids the
 // command (out of turn, during setup, after the end).
 type GameServiceServer interface {
-	// CreateGame creates a game and returns one credential per seat.
+	// CreateGame creates a game and returns one credential per seat. It is
+	// internal (matchmaking, tournament systems, operators): the caller
+	// sends a service credential in the x-palace-service header, else
+	// Unauthenticated, or PermissionDenied for a player's credential.
 	// InvalidArgument for a bad kind, seats, time control or FEN.
 	CreateGame(context.Context, *CreateGameRequest) (*CreateGameResponse, error)
 	// ChooseFormation sets a Janggi formation: Han first, then Cho.
@@ -270,15 +276,15 @@ type GameServiceServer interface {
 	// after_version exactly once in version order, then live events, with
 	// heartbeats. OutOfRange when after_version is ahead of the game.
 	StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error
-	// ExpireDeadline is internal, called by the clock service when a game's
-	// deadline has passed: it ends the game on time, applies a default
+	// ExpireDeadline is internal (a service credential, as for CreateGame),
+	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
 	// formation or aborts the game, but only when the deadline is still the
 	// game's current one; a stale deadline changes nothing.
 	ExpireDeadline(context.Context, *ExpireDeadlineRequest) (*ExpireDeadlineResponse, error)
-	// Probe is an operator diagnostic: it takes the same server path as a
-	// command but does exactly one Redis write, so load tests can measure
-	// the floor under the real game logic. InvalidArgument for an empty or
-	// over-long key.
+	// Probe is an operator diagnostic (a service credential, as for
+	// CreateGame): it takes the same server path as a command but does
+	// exactly one Redis write, so load tests can measure the floor under
+	// the real game logic. InvalidArgument for an empty or over-long key.
 	Probe(context.Context, *ProbeRequest) (*ProbeResponse, error)
 	mustEmbedUnimplementedGameServiceServer()
 }

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/apptest"
+	"github.com/palacehq/palace/pkg/auth"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// TestServiceTokenCreatesGamesAndPlayersCannot: `palace service-token`
+// prints a credential an operator's tool sends to create a game; without
+// it, or with one signed by other keys (a `palace keygen` key), the game
+// service refuses, and a load tool without the keys stops at once and
+// says which flag it lacks.
+func TestServiceTokenCreatesGamesAndPlayersCannot(t *testing.T) {
+	addr := startServe(t, "--ai-workers", "0")
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	games := gamev1.NewGameServiceClient(cc)
+	create := func(tok string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if tok != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, auth.ServiceHeader, tok)
+		}
+		_, err := games.CreateGame(ctx, &gamev1.CreateGameRequest{
+			RequestId: "by-hand-" + tok[:min(len(tok), 8)], Kind: commonv1.GameKind_GAME_KIND_XIANGQI,
+			Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST}, {Side: commonv1.Side_SIDE_SECOND}},
+		})
+		return err
+	}
+
+	out, errOut, code := palace("service-token", "--caller", "tournament", "--ttl", "10m")
+	if code != exitOK {
+		t.Fatalf("service-token: exit %d: %s", code, errOut)
+	}
+	tok := strings.TrimSpace(out)
+	if err := create(tok); err != nil {
+		t.Fatalf("CreateGame with a service-token credential: %v", err)
+	}
+	ring, err := auth.ParseKeyring(apptest.ServiceKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := auth.VerifyService(auth.NewVerified(ring, 1), tok, time.Now())
+	if err != nil || c.Subject != "tournament" || c.Expires().After(time.Now().Add(10*time.Minute+time.Second)) {
+		t.Fatalf("the credential reads %+v, %v; want the caller tournament for 10 minutes", c, err)
+	}
+
+	if err := create(""); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("CreateGame without a credential: %v, want Unauthenticated", err)
+	}
+	key, errOut, code := palace("keygen")
+	if code != exitOK {
+		t.Fatalf("keygen: exit %d: %s", code, errOut)
+	}
+	if _, err := auth.ParseKeyring(strings.TrimSpace(key)); err != nil {
+		t.Fatalf("keygen printed %q, which is not a key: %v", key, err)
+	}
+	other, _, code := palace("service-token", "--service-keys", strings.TrimSpace(key))
+	if code != exitOK {
+		t.Fatalf("service-token with a new key: exit %d", code)
+	}
+	if err := create(strings.TrimSpace(other)); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("CreateGame with a credential of other keys: %v, want Unauthenticated", err)
+	}
+
+	t.Setenv("PALACE_SERVICE_KEYS", "")
+	for _, tool := range []string{"games", "clocks"} {
+		_, errOut, code := palace("loadtest", tool, "--addr", addr)
+		if code != exitUsage || !strings.Contains(errOut, "--service-keys") {
+			t.Errorf("loadtest %s without keys: exit %d, %q; want usage naming --service-keys", tool, code, errOut)
+		}
+	}
+	if _, errOut, code := palace("service-token"); code != exitUsage || !strings.Contains(errOut, "--service-keys") {
+		t.Errorf("service-token without keys: exit %d, %q", code, errOut)
+	}
+	if _, _, code := palace("service-token", "--service-keys", "k:00", "--ttl", "-1s"); code != exitUsage {
+		t.Errorf("service-token with a negative ttl: exit %d", code)
+	}
+}

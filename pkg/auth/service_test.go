@@ -1,0 +1,61 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestServiceCredentialsAreSignedAgainBeforeTheyExpire(t *testing.T) {
+	ring, err := NewKeyring(key("s1", 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	creds := NewServiceCredentials(ring, "matchmaking", time.Hour)
+	creds.now = func() time.Time { return now }
+	md, err := creds.GetRequestMetadata(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := md[ServiceHeader]
+	c, err := VerifyService(NewVerified(ring, 4), first, now)
+	if err != nil || c.Subject != "matchmaking" || c.Expires() != now.Add(time.Hour) {
+		t.Fatalf("credential reads %+v, %v", c, err)
+	}
+	now = now.Add(40 * time.Minute)
+	if tok, _ := creds.Token(); tok != first {
+		t.Fatal("signed again with more than a quarter of its life left")
+	}
+	now = now.Add(6 * time.Minute)
+	again, err := creds.Token()
+	if err != nil || again == first {
+		t.Fatalf("not signed again with 14 minutes of an hour left: %v", err)
+	}
+	if _, err := VerifyService(NewVerified(ring, 4), again, now.Add(59*time.Minute)); err != nil {
+		t.Fatalf("the new credential: %v", err)
+	}
+}
+
+func TestVerifyServiceRefusesOtherCredentials(t *testing.T) {
+	ring, _ := NewKeyring(key("s1", 7))
+	other, _ := NewKeyring(key("s2", 8))
+	now := time.Unix(1_800_000_000, 0)
+	seat, _ := ring.Sign(Claims{Kind: KindSeat, Game: "g", Side: "first", ExpiresAt: now.Add(time.Hour).Unix()})
+	foreign, _ := ServiceToken(other, "x", now, time.Hour)
+	expired, _ := ServiceToken(ring, "x", now.Add(-2*time.Hour), time.Hour)
+	for name, tc := range map[string]struct {
+		tok  string
+		want error
+	}{
+		"a seat credential":      {seat, ErrNotService},
+		"signed with other keys": {foreign, ErrUnknownKey},
+		"expired":                {expired, ErrExpired},
+		"not a credential":       {"x.y", ErrMalformed},
+	} {
+		if _, err := VerifyService(NewVerified(ring, 4), tc.tok, now); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package game_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/palacehq/palace/pkg/apptest"
+	"github.com/palacehq/palace/pkg/auth"
+	"github.com/palacehq/palace/pkg/deadline"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/game"
+	"github.com/palacehq/palace/services/game/gametest"
+)
+
+// TestInternalCallsNeedAServiceCredential: players reach the game service
+// directly, so a player's app must not create games (each hands out both
+// seats' credentials and is kept for weeks), expire deadlines or fill
+// Redis with probe counters. Each refusal changes nothing in Redis; the
+// same calls with a service credential go through.
+func TestInternalCallsNeedAServiceCredential(t *testing.T) {
+	// Seat credentials signed with the service keys too, so that only the
+	// kind of credential tells them apart.
+	env := gametest.Start(t, func(c *game.Config) { c.SigningKeys = apptest.ServiceKeys })
+	ctx := context.Background()
+	cc, err := grpc.NewClient(env.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	player := gamev1.NewGameServiceClient(cc)
+
+	// A clocked game whose first-move deadline is due: only the guard
+	// stands between ExpireDeadline and aborting it.
+	tb := create(t, env, &gamev1.CreateGameRequest{
+		Kind:          commonv1.GameKind_GAME_KIND_XIANGQI,
+		TimeControl:   &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(time.Minute)}}},
+		FirstMoveTime: durationpb.New(time.Second),
+	})
+	time.Sleep(1100 * time.Millisecond)
+	idx, err := deadline.New(env.Redis, env.Config.KeyPrefix, env.Config.DeadlineShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var due deadline.Entry
+	for s := range idx.Shards() {
+		es, err := idx.Due(ctx, s, time.Now(), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if e.GameID == tb.id {
+				due = e
+			}
+		}
+	}
+	if due.GameID == "" {
+		t.Fatal("the game's first-move deadline is not in the index")
+	}
+
+	otherKeys, err := auth.NewKeyring(auth.Key{ID: "other", Secret: []byte(strings.Repeat("k", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := auth.ServiceToken(otherKeys, "intruder", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withService := func(tok string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, auth.ServiceHeader, tok)
+	}
+	seatToken := tb.seats[commonv1.Side_SIDE_FIRST]
+
+	callers := []struct {
+		name     string
+		ctx      context.Context
+		wantCode codes.Code
+		wantMsg  string
+	}{
+		{"no credential", ctx, codes.Unauthenticated, auth.ServiceHeader},
+		{"a seat credential as a player sends it", tb.as(commonv1.Side_SIDE_FIRST), codes.Unauthenticated, "internal call"},
+		{"a seat credential as a service credential", withService(seatToken), codes.PermissionDenied, "player's credential"},
+		{"a service credential signed with other keys", withService(foreign), codes.Unauthenticated, "unknown key"},
+		{"garbage", withService("not-a-token"), codes.Unauthenticated, "malformed"},
+	}
+	calls := []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"CreateGame", func(ctx context.Context) error {
+			_, err := player.CreateGame(ctx, &gamev1.CreateGameRequest{RequestId: "player-made", Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats()})
+			return err
+		}},
+		{"ExpireDeadline", func(ctx context.Context) error {
+			_, err := player.ExpireDeadline(ctx, &gamev1.ExpireDeadlineRequest{GameId: due.GameID, DeadlineUnixMs: due.At.UnixMilli()})
+			return err
+		}},
+		{"Probe", func(ctx context.Context) error {
+			_, err := player.Probe(ctx, &gamev1.ProbeRequest{Key: "player-probe"})
+			return err
+		}},
+	}
+	keys := func() []string { return env.Redis.Keys(ctx, env.Config.KeyPrefix+"*").Val() }
+	before, state := len(keys()), redisState(t, env, tb.id)
+	for _, c := range callers {
+		for _, call := range calls {
+			err := call.call(c.ctx)
+			if status.Code(err) != c.wantCode || !strings.Contains(err.Error(), c.wantMsg) {
+				t.Errorf("%s with %s: %v, want %v naming %q", call.name, c.name, err, c.wantCode, c.wantMsg)
+			}
+		}
+	}
+	if n := len(keys()); n != before {
+		t.Errorf("refused calls changed Redis: %d keys, %d before", n, before)
+	}
+	if s := redisState(t, env, tb.id); s != state {
+		t.Errorf("refused ExpireDeadline changed the game:\n%s\nwas\n%s", s, state)
+	}
+
+	// With a service credential the same calls go through.
+	r, err := env.Client.ExpireDeadline(ctx, &gamev1.ExpireDeadlineRequest{GameId: due.GameID, DeadlineUnixMs: due.At.UnixMilli()})
+	if err != nil || !r.GetApplied() {
+		t.Fatalf("ExpireDeadline as a service: %v, applied %v", err, r.GetApplied())
+	}
+	if _, err := env.Client.CreateGame(ctx, &gamev1.CreateGameRequest{RequestId: "service-made", Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats()}); err != nil {
+		t.Fatalf("CreateGame as a service: %v", err)
+	}
+	if _, err := env.Client.Probe(ctx, &gamev1.ProbeRequest{Key: "service-probe"}); err != nil {
+		t.Fatalf("Probe as a service: %v", err)
+	}
+}
