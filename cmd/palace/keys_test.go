@@ -93,3 +93,30 @@ func TestServiceTokenCreatesGamesAndPlayersCannot(t *testing.T) {
 		t.Errorf("service-token with a negative ttl: exit %d", code)
 	}
 }
+
+// TestServeWithoutServiceKeysTrustsOnlyItself: `make run` has no
+// --service-keys, so its services share a random key: matchmaking still
+// creates its games through the game service, while a load tool with
+// keys of its own is refused.
+func TestServeWithoutServiceKeysTrustsOnlyItself(t *testing.T) {
+	t.Setenv("PALACE_SERVICE_KEYS", "")
+	addr := startServe(t, "--ai-workers", "0", "--pairing-interval", "50ms")
+	out, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--game-addr", addr, "--tickets", "20", "--timeout", "60s")
+	if code != exitOK {
+		t.Fatalf("loadtest matchmaking: exit %d: %s", code, errOut)
+	}
+	var mm mmReport
+	lastJSON(t, out, &mm)
+	if mm.Games == 0 || mm.GamesChecked != mm.Games || mm.Errors != 0 {
+		t.Fatalf("matchmaking could not create its games: %+v\n%s", mm, errOut)
+	}
+	out, errOut, code = palace("loadtest", "games", "--addr", addr, "--games", "2", "--duration", "1s", "--floor=false", "--service-keys", apptest.ServiceKeys)
+	if code != exitOK {
+		t.Fatalf("loadtest games: exit %d: %s", code, errOut)
+	}
+	var g gamesReport
+	lastJSON(t, out, &g)
+	if g.Games != 0 || g.Errors == 0 || !strings.Contains(errOut, "Unauthenticated") {
+		t.Fatalf("an outsider's games were not refused: %+v\n%s", g, errOut)
+	}
+}
