@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -107,6 +109,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	seed := fs.Uint64("seed", 1, "random seed")
 	think := fs.Duration("think", 0, "mean pause between a game's moves (uniform in [0, 2*think]); 0 plays flat out")
 	serviceKeys := serviceKeysFlag(fs)
+	cpuProfile := fs.String("cpuprofile", "", "write the load tool's own CPU profile to this file (it shares the machine with the server it measures)")
 	warmup := fs.Duration("warmup", 0, "leave the first D of each phase (floor and games) out of the rates and latencies, so 1,000 games arriving at once do not count as steady load; every move is still checked")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -148,6 +151,19 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	if len(l.replicas) == 0 {
 		fmt.Fprintln(stderr, "palace loadtest games: --addr is empty")
 		return exitUsage
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "palace loadtest games:", err)
+			return exitUsage
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "palace loadtest games:", err)
+			return exitFail
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var rep gamesReport
 	var floors []floorRun

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -32,9 +34,13 @@ func TestLoadtestGamesFindsNothingWrong(t *testing.T) {
 
 func loadtestGamesFindsNothingWrong(t *testing.T, flags ...string) {
 	addr := startServe(t, append([]string{"--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0"}, flags...)...)
-	out, errOut, code := palace("loadtest", "games", "--addr", addr, "--games", "6", "--duration", "2s", "--warmup", "500ms", "--retry-rate", "0.3", "--reconnect-rate", "0.2")
+	profile := filepath.Join(t.TempDir(), "cpu.prof")
+	out, errOut, code := palace("loadtest", "games", "--addr", addr, "--games", "6", "--duration", "2s", "--warmup", "500ms", "--retry-rate", "0.3", "--reconnect-rate", "0.2", "--cpuprofile", profile)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
+		t.Fatalf("no CPU profile of the load tool written: %v", err)
 	}
 	var rep gamesReport
 	lastJSON(t, out, &rep)
