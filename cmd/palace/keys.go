@@ -13,19 +13,20 @@ import (
 )
 
 // runKeygen prints a new signing key in the id:hexsecret form every
-// --*-keys flag takes; its id is the date, so a rotated ring reads in order.
+// --*-keys flag takes. Its id starts with the date, so a rotated ring reads
+// in order, and ends in random digits, so two keys of one day differ.
 func runKeygen(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("palace keygen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return exitUsage
 	}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
+	b := make([]byte, 34)
+	if _, err := rand.Read(b); err != nil {
 		fmt.Fprintln(stderr, "palace keygen:", err)
 		return exitFail
 	}
-	fmt.Fprintf(stdout, "k%s:%s\n", time.Now().UTC().Format("20060102"), hex.EncodeToString(secret))
+	fmt.Fprintf(stdout, "k%s-%s:%s\n", time.Now().UTC().Format("20060102"), hex.EncodeToString(b[:2]), hex.EncodeToString(b[2:]))
 	return exitOK
 }
 

@@ -71,6 +71,11 @@ func TestServiceTokenCreatesGamesAndPlayersCannot(t *testing.T) {
 	if _, err := auth.ParseKeyring(strings.TrimSpace(key)); err != nil {
 		t.Fatalf("keygen printed %q, which is not a key: %v", key, err)
 	}
+	// Two keys made the same day can sit in one ring.
+	key2, _, _ := palace("keygen")
+	if _, err := auth.ParseKeyring(strings.TrimSpace(key2) + "," + strings.TrimSpace(key)); err != nil {
+		t.Fatalf("two keys of keygen do not make a ring: %v", err)
+	}
 	other, _, code := palace("service-token", "--service-keys", strings.TrimSpace(key))
 	if code != exitOK {
 		t.Fatalf("service-token with a new key: exit %d", code)
