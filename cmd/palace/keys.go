@@ -51,12 +51,12 @@ func runServiceToken(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "palace service-token: --service-keys (env PALACE_SERVICE_KEYS) is required")
 		return exitUsage
 	}
-	ring, err := auth.ParseKeyring(keys)
+	creds, err := auth.ServiceCredentialsFromKeys(keys, *caller, *ttl)
 	if err != nil {
 		fmt.Fprintln(stderr, "palace service-token: --service-keys:", err)
 		return exitUsage
 	}
-	tok, err := auth.ServiceToken(ring, *caller, time.Now(), *ttl)
+	tok, err := creds.Token()
 	if err != nil {
 		fmt.Fprintln(stderr, "palace service-token:", err)
 		return exitFail

@@ -71,11 +71,11 @@ func asService(keys, tool string) (grpc.DialOption, error) {
 	if strings.TrimSpace(keys) == "" {
 		return nil, errors.New("--service-keys (env PALACE_SERVICE_KEYS) is required: creating games is an internal call; give this tool the keys the game service was started with")
 	}
-	ring, err := auth.ParseKeyring(keys)
+	creds, err := auth.ServiceCredentialsFromKeys(keys, tool, time.Hour)
 	if err != nil {
 		return nil, fmt.Errorf("--service-keys: %w", err)
 	}
-	return grpc.WithPerRPCCredentials(auth.NewServiceCredentials(ring, tool, time.Hour)), nil
+	return grpc.WithPerRPCCredentials(creds), nil
 }
 
 // replicaAddrs lists the addresses of a comma-separated --addr, for load

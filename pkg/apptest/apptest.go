@@ -25,11 +25,11 @@ const ServiceKeys = "test:746573742d736572766963652d6b65792d6e6f742d666f722d7072
 // a player's app.
 func AsService(tb testing.TB) grpc.DialOption {
 	tb.Helper()
-	ring, err := auth.ParseKeyring(ServiceKeys)
+	creds, err := auth.ServiceCredentialsFromKeys(ServiceKeys, "test", time.Hour)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return grpc.WithPerRPCCredentials(auth.NewServiceCredentials(ring, "test", time.Hour))
+	return grpc.WithPerRPCCredentials(creds)
 }
 
 // Start runs the binders until tb ends and returns a client connection to

@@ -59,6 +59,16 @@ func NewServiceCredentials(ring *Keyring, caller string, ttl time.Duration) *Ser
 	return &ServiceCredentials{ring: ring, caller: caller, ttl: ttl, now: time.Now}
 }
 
+// ServiceCredentialsFromKeys is NewServiceCredentials with the keyring
+// of a --service-keys value, for tools and tests outside a Palace process.
+func ServiceCredentialsFromKeys(keys, caller string, ttl time.Duration) (*ServiceCredentials, error) {
+	ring, err := ParseKeyring(keys)
+	if err != nil {
+		return nil, err
+	}
+	return NewServiceCredentials(ring, caller, ttl), nil
+}
+
 // Token returns the current credential, signing a new one when due.
 func (s *ServiceCredentials) Token() (string, error) {
 	now := s.now()
