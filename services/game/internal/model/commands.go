@@ -100,9 +100,11 @@ func start(st *State, now time.Time) *gamev1.Event {
 // firstMoveDeadline is the last instant the side to move may make its
 // first move in a clocked game, or 0 when the rule does not apply. Clocks
 // start only after both first moves, so an absent player aborts the game
-// instead of losing it.
+// instead of losing it. Once the clock runs, the rule is over for good:
+// an undo back before the first moves (games against the AI) keeps the
+// clock running.
 func firstMoveDeadline(st *State) int64 {
-	if st.Status != StatusOngoing || st.Clock == nil || st.FirstMoveTimeMs <= 0 || len(st.Moves) >= 2 {
+	if st.Status != StatusOngoing || st.Clock == nil || st.Clock.Phase != clock.Idle || st.FirstMoveTimeMs <= 0 || len(st.Moves) >= 2 {
 		return 0
 	}
 	return st.TurnStartMs + st.FirstMoveTimeMs

@@ -1,0 +1,66 @@
+package model
+
+import (
+	"testing"
+	"time"
+
+	"github.com/palacehq/palace/pkg/clock"
+	"github.com/palacehq/palace/pkg/rules"
+)
+
+// TestUndoPastTheFirstMovesKeepsTheClock: once both first moves have
+// started the clock, an undo that takes the game back before them must not
+// bring back the first-move rule, which would abort the game of a human
+// who still has most of their time.
+func TestUndoPastTheFirstMovesKeepsTheClock(t *testing.T) {
+	start := time.UnixMilli(1_700_000_000_000)
+	now := start
+	ctl := clock.Default()
+	ch, err := Create(CreateParams{
+		ID: "g", Variant: rules.Xiangqi, Control: &ctl, FirstMoveTime: 30 * time.Second,
+		Seats: [2]Seat{{PlayerID: "p"}, {PlayerID: "ai", AILevel: 1}},
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ch.State
+	for i, mv := range []string{"h3e3", "h8e8", "b1c3", "b10c8"} {
+		now = now.Add(time.Second)
+		ch, err := Move(st, rules.Side(i%2), mv, 0, now)
+		if err != nil {
+			t.Fatalf("%s: %v", mv, err)
+		}
+		st = ch.State
+	}
+	for range 2 { // back to the start position, clock still running
+		now = now.Add(time.Second)
+		u, err := Undo(st, rules.First, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = u.State
+	}
+	if len(st.Moves) != 0 || st.Clock.Phase != clock.Running {
+		t.Fatalf("after the undos: %d moves, clock phase %v; want 0 moves and a running clock", len(st.Moves), st.Clock.Phase)
+	}
+	if d := firstMoveDeadline(st); d != 0 {
+		t.Fatalf("the first-move deadline is back after the undos: %v after the last undo", time.UnixMilli(d).Sub(now))
+	}
+	// A wake-up at the game's next instant must not abort it either.
+	if st.WakeMs != 0 {
+		if ch, applied, err := Expire(st, st.WakeMs, time.UnixMilli(st.WakeMs)); err != nil {
+			t.Fatal(err)
+		} else if applied && ch.State.Status != StatusOngoing {
+			t.Fatalf("the wake-up at %v ended the game: %v, %+v", time.UnixMilli(st.WakeMs).Sub(now), ch.State.Status, ch.State.Result)
+		}
+	}
+	// 45 s later, well within the human's 5 minutes, the move is played.
+	now = now.Add(45 * time.Second)
+	ch, err = Move(st, rules.First, "h3e3", 0, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Reply != nil || ch.State.Status != StatusOngoing || len(ch.State.Moves) != 1 {
+		t.Fatalf("a move 45 s after the undo: status %v, reply %v, %d moves; want it played", ch.State.Status, ch.Reply, len(ch.State.Moves))
+	}
+}
