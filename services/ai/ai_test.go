@@ -209,9 +209,17 @@ func TestPlayAgainstTheAIWithUndo(t *testing.T) {
 	}
 	// The AI does not move again on its own after an undo.
 	time.Sleep(300 * time.Millisecond)
-	if n := len(g.waitFor(t, func(*gamev1.Game) bool { return true }).GetMoves()); n != 4 {
+	settled := g.waitFor(t, func(*gamev1.Game) bool { return true })
+	if n := len(settled.GetMoves()); n != 4 {
 		t.Fatalf("%d moves after undo settled, want 4", n)
 	}
+	// Play on: the AI replies at a ply it has replied at before, and its
+	// reply must be played, not taken for a retry of the undone one.
+	mv := settled.GetLegalMoves()[len(settled.GetLegalMoves())-1]
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: g.id + "after-undo", Move: mv}); err != nil {
+		t.Fatal(err)
+	}
+	g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 6 && x.GetTurn() == commonv1.Side_SIDE_FIRST })
 }
 
 func TestAIChoosesItsJanggiFormation(t *testing.T) {

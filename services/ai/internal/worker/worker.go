@@ -218,7 +218,10 @@ func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job) (bool, 
 		w.Metrics.Think.Record(ctx, time.Since(start).Seconds())
 	}
 	_, err = w.Games.MakeMove(ctx, &gamev1.MakeMoveRequest{
-		GameId: g.GetGameId(), RequestId: fmt.Sprintf("ai-%s-%d", g.GetGameId(), len(moves)),
+		// Named by the version the move was chosen at, which no later
+		// state of the game has: after an undo the same ply comes back,
+		// and its old name would be answered as a retry of the undone move.
+		GameId: g.GetGameId(), RequestId: fmt.Sprintf("ai-%s-v%d", g.GetGameId(), g.GetVersion()),
 		ExpectedVersion: g.GetVersion(), Move: &commonv1.Move{Coordinate: mv.String()},
 	})
 	return settled(err)
