@@ -1,6 +1,7 @@
 package game_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -118,7 +119,7 @@ func TestCreateMoveAndRead(t *testing.T) {
 func onEachWritePath(t *testing.T, test func(t *testing.T, env *gametest.Env)) {
 	for _, batched := range []bool{false, true} {
 		t.Run(fmt.Sprintf("autopipeline=%v", batched), func(t *testing.T) {
-			test(t, gametest.Start(t, func(c *game.Config) { c.AutoPipeline = batched }))
+			test(t, gametest.Start(t, func(c *game.Config) { c.AutoPipeline, c.SigningKeys = batched, keyOne }))
 		})
 	}
 }
@@ -169,6 +170,73 @@ func racingMovesApplyOnce(t *testing.T, env *gametest.Env) {
 	}
 }
 
+// TestRequestIDOfAnotherCommandIsRefused: a request id already answered
+// and used again by the other seat, or for another command, is refused
+// with InvalidArgument and changes nothing, whether the answer is found
+// in the process' cache, by the commit script, or by a process that never
+// saw the game; the first command's retry still gets its answer.
+func TestRequestIDOfAnotherCommandIsRefused(t *testing.T) {
+	onEachWritePath(t, requestIDOfAnotherCommandIsRefused)
+}
+
+func requestIDOfAnotherCommandIsRefused(t *testing.T, env *gametest.Env) {
+	tb := xiangqi(t, env)
+	red, black := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
+	id := rid()
+	move := func(side commonv1.Side, mv string) func() error {
+		return func() error {
+			_, err := tb.env.Client.MakeMove(tb.as(side), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: id, Move: &commonv1.Move{Coordinate: mv}})
+			return err
+		}
+	}
+	first := move(red, "h3e3")
+	if err := first(); err != nil {
+		t.Fatal(err)
+	}
+	others := []struct {
+		name string
+		call func() error
+	}{
+		{"the other seat's move", move(black, "h10g8")},
+		{"the same seat's other move", move(red, "b3e3")},
+		{"the other seat's resignation", func() error {
+			_, err := tb.env.Client.Resign(tb.as(black), &gamev1.ResignRequest{GameId: tb.id, RequestId: id})
+			return err
+		}},
+		{"the same seat's draw offer", func() error {
+			_, err := tb.env.Client.OfferDraw(tb.as(red), &gamev1.OfferDrawRequest{GameId: tb.id, RequestId: id})
+			return err
+		}},
+	}
+	refused := func(where string) {
+		t.Helper()
+		for _, o := range others {
+			before := redisState(t, env, tb.id)
+			err := o.call()
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "the first seat's move h3e3") {
+				t.Fatalf("%s, %s with the request_id of the first seat's move: %v; want InvalidArgument naming that move", where, o.name, err)
+			}
+			if after := redisState(t, env, tb.id); after != before {
+				t.Fatalf("%s, the refused %s changed Redis:\nbefore %s\nafter  %s", where, o.name, before, after)
+			}
+		}
+		if err := first(); err != nil {
+			t.Fatalf("%s, the retry of the first move: %v", where, err)
+		}
+	}
+	refused("right after it") // the answer is this process' last
+	tb.move(t, "h10g8")
+	refused("after another command") // found by the commit script
+	other := gametest.Start(t, func(c *game.Config) {
+		c.KeyPrefix, c.SigningKeys, c.AutoPipeline = env.Config.KeyPrefix, env.Config.SigningKeys, env.Config.AutoPipeline
+	})
+	tb.env = other
+	refused("on another process") // found by its first read
+	if n := len(tb.get(t).GetMoves()); n != 2 {
+		t.Fatalf("%d moves, want 2", n)
+	}
+}
+
 func TestRetriedRequestAnswersIdentically(t *testing.T) {
 	onEachWritePath(t, retriedRequestAnswersIdentically)
 }
@@ -197,6 +265,11 @@ func retriedRequestAnswersIdentically(t *testing.T, env *gametest.Env) {
 	stored, err := env.Redis.HGet(context.Background(), env.Config.KeyPrefix+"{g:"+tb.id+"}", "r:"+req.GetRequestId()).Bytes()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// It is kept behind the label of the command it answered.
+	label, stored, ok := bytes.Cut(stored[1:], []byte{0})
+	if !ok || string(label) != "the first seat's move b3e3" {
+		t.Fatalf("kept answer labelled %q (%v)", label, ok)
 	}
 	var kept gamev1.MakeMoveResponse
 	if err := proto.Unmarshal(stored, &kept); err != nil {

@@ -4,6 +4,7 @@
 package handler
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base32"
@@ -268,8 +269,11 @@ func (h *Handler) seat(ctx context.Context, id string) (rules.Side, error) {
 type command struct {
 	id        string
 	requestID string
-	expected  uint64
-	run       func(st *model.State, now time.Time) (model.Change, error)
+	// label says who asked what ("the first seat's move h3e3"); a retry
+	// repeats it exactly, and the answer is remembered under it.
+	label    string
+	expected uint64
+	run      func(st *model.State, now time.Time) (model.Change, error)
 	// respond builds the answer from the committed change.
 	respond func(ch model.Change, now time.Time) proto.Message
 	// decode reads a remembered answer.
@@ -289,7 +293,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 	}
 	defer unlock()
 	if raw := h.cache.answer(c.id, c.requestID); raw != nil {
-		return c.decode(raw)
+		return c.remembered(raw)
 	}
 	// Fast path: run on the state this process last committed. Its commit
 	// checks the version and the request id, so it is exactly as safe as
@@ -323,7 +327,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			if err := h.confirm(ctx, c.id); err != nil {
 				return nil, err
 			}
-			return c.decode(l.Previous)
+			return c.remembered(l.Previous)
 		}
 		if c.expected != 0 && c.expected != l.State.Version {
 			return nil, staleVersion(l.State.Version)
@@ -454,6 +458,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		if err != nil {
 			return nil, fmt.Errorf("encode answer: %w", err)
 		}
+		raw = labeled(c.label, raw)
 	} else {
 		// A refused command that still changed the game (a late move ending
 		// it on time) remembers nothing: a retry sees the ended game.
@@ -482,7 +487,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	}
 	switch res.Outcome {
 	case store.Duplicate:
-		return c.decode(res.Previous)
+		return c.remembered(res.Previous)
 	case store.Conflict:
 		return nil, errConflict
 	}
@@ -503,6 +508,39 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		return nil, ch.Reply
 	}
 	return resp, nil
+}
+
+// labelMark starts a remembered answer that is stored behind the label of
+// the command it answered. A protobuf answer never starts with it (its
+// first byte is the tag of field 1 or 2); answers stored before labels
+// existed have none.
+const labelMark = 0xff
+
+// labeled is raw stored behind label, which holds no NUL.
+func labeled(label string, raw []byte) []byte {
+	b := make([]byte, 0, len(label)+2+len(raw))
+	b = append(b, labelMark)
+	b = append(b, label...)
+	b = append(b, 0)
+	return append(b, raw...)
+}
+
+// remembered decodes the answer stored for c's request id. An answer to
+// another command (a request id used again, or by both seats) is refused:
+// answering it as a retry would tell the client that a command nobody
+// ran succeeded.
+func (c command) remembered(stored []byte) (proto.Message, error) {
+	if len(stored) > 0 && stored[0] == labelMark {
+		label, raw, ok := bytes.Cut(stored[1:], []byte{0})
+		if !ok {
+			return nil, fmt.Errorf("remembered answer of game %s: no end to its label", c.id)
+		}
+		if string(label) != c.label {
+			return nil, apierr.New(apierr.Invalid, "request_id %q was already used in this game for %s: only a retry of that command may use it again; give every other command a request_id of its own", truncate(c.requestID), label)
+		}
+		stored = raw
+	}
+	return c.decode(stored)
 }
 
 // answer is the answer to a command: every one carries the game.
@@ -545,6 +583,9 @@ func gameID(req *gamev1.CreateGameRequest) string {
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:10]))
 }
 
+// seatLabel labels a seat's command.
+func seatLabel(s rules.Side, what string) string { return "the " + sideText(s) + " seat's " + what }
+
 func sideText(s rules.Side) string {
 	if s == rules.First {
 		return "first"
@@ -570,7 +611,7 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 		return nil, h.fail(ctx, err)
 	}
 	c := command{
-		id: p.ID, requestID: req.GetRequestId(),
+		id: p.ID, requestID: req.GetRequestId(), label: "creating the game",
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			resp := &gamev1.CreateGameResponse{GameId: ch.State.ID, Game: gameOf(ch, now)}
 			for _, side := range []rules.Side{rules.First, rules.Second} {
@@ -708,6 +749,7 @@ func (h *Handler) ChooseFormation(ctx context.Context, req *gamev1.ChooseFormati
 	}
 	resp, err := h.exec(ctx, "choose_formation", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
+		label: seatLabel(side, "formation "+f.String()),
 		run: func(st *model.State, now time.Time) (model.Change, error) {
 			return model.ChooseFormation(st, side, f, now)
 		},
@@ -733,12 +775,14 @@ func (h *Handler) MakeMove(ctx context.Context, req *gamev1.MakeMoveRequest) (*g
 	if text == "" || len(text) > MaxMoveBytes {
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "move: want coordinate notation such as \"h3e3\", got %q", truncate(text)))
 	}
-	if _, err := rules.ParseMove(text); err != nil {
+	parsed, err := rules.ParseMove(text)
+	if err != nil {
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "move %q: %v", text, err))
 	}
 	lag := lagOf(req.GetReportedLag().AsDuration())
 	resp, err := h.exec(ctx, "move", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
+		label: seatLabel(side, "move "+parsed.String()),
 		run: func(st *model.State, now time.Time) (model.Change, error) {
 			return model.Move(st, side, text, lag, now)
 		},
@@ -768,7 +812,8 @@ func (h *Handler) Pass(ctx context.Context, req *gamev1.PassRequest) (*gamev1.Pa
 	lag := lagOf(req.GetReportedLag().AsDuration())
 	resp, err := h.exec(ctx, "pass", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Pass(st, side, lag, now) },
+		label: seatLabel(side, "pass"),
+		run:   func(st *model.State, now time.Time) (model.Change, error) { return model.Pass(st, side, lag, now) },
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			return &gamev1.PassResponse{Game: gameOf(ch, now), Move: lastMove(ch)}
 		},
@@ -787,7 +832,8 @@ func (h *Handler) Resign(ctx context.Context, req *gamev1.ResignRequest) (*gamev
 	}
 	resp, err := h.exec(ctx, "resign", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Resign(st, side, now) },
+		label: seatLabel(side, "resignation"),
+		run:   func(st *model.State, now time.Time) (model.Change, error) { return model.Resign(st, side, now) },
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			return &gamev1.ResignResponse{Game: gameOf(ch, now)}
 		},
@@ -806,7 +852,8 @@ func (h *Handler) OfferDraw(ctx context.Context, req *gamev1.OfferDrawRequest) (
 	}
 	resp, err := h.exec(ctx, "offer_draw", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		run: func(st *model.State, now time.Time) (model.Change, error) { return model.OfferDraw(st, side, now) },
+		label: seatLabel(side, "draw offer"),
+		run:   func(st *model.State, now time.Time) (model.Change, error) { return model.OfferDraw(st, side, now) },
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			return &gamev1.OfferDrawResponse{Game: gameOf(ch, now)}
 		},
@@ -823,8 +870,13 @@ func (h *Handler) AnswerDraw(ctx context.Context, req *gamev1.AnswerDrawRequest)
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
+	answered := "refusal of a draw"
+	if req.GetAccept() {
+		answered = "acceptance of a draw"
+	}
 	resp, err := h.exec(ctx, "answer_draw", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
+		label: seatLabel(side, answered),
 		run: func(st *model.State, now time.Time) (model.Change, error) {
 			return model.AnswerDraw(st, side, req.GetAccept(), now)
 		},
@@ -846,7 +898,8 @@ func (h *Handler) Undo(ctx context.Context, req *gamev1.UndoRequest) (*gamev1.Un
 	}
 	resp, err := h.exec(ctx, "undo", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Undo(st, side, now) },
+		label: seatLabel(side, "undo"),
+		run:   func(st *model.State, now time.Time) (model.Change, error) { return model.Undo(st, side, now) },
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			return &gamev1.UndoResponse{Game: gameOf(ch, now)}
 		},

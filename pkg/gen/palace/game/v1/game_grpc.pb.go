@@ -38,9 +38,11 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // GameService is the single writer of live games. Mutating RPCs carry a
-// client-chosen request_id (a retry returns the first answer and changes
-// nothing) and may carry the version the client last saw (Aborted, with the
-// current version, when it is stale). Seat RPCs need the seat's credential
+// client-chosen request_id, unique in the game (a UUID will do): a retry
+// returns the first answer and changes nothing, and the same id sent with
+// another command, or by the other seat, is InvalidArgument. They may also
+// carry the version the client last saw (Aborted, with the current
+// version, when it is stale). Seat RPCs need the seat's credential
 // in the "authorization: Bearer <token>" metadata: Unauthenticated without
 // a valid one, PermissionDenied for another seat. Common errors: NotFound
 // for an unknown game, InvalidArgument for malformed input (before any
@@ -234,9 +236,11 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // for forward compatibility.
 //
 // GameService is the single writer of live games. Mutating RPCs carry a
-// client-chosen request_id (a retry returns the first answer and changes
-// nothing) and may carry the version the client last saw (Aborted, with the
-// current version, when it is stale). Seat RPCs need the seat's credential
+// client-chosen request_id, unique in the game (a UUID will do): a retry
+// returns the first answer and changes nothing, and the same id sent with
+// another command, or by the other seat, is InvalidArgument. They may also
+// carry the version the client last saw (Aborted, with the current
+// version, when it is stale). Seat RPCs need the seat's credential
 // in the "authorization: Bearer <token>" metadata: Unauthenticated without
 // a valid one, PermissionDenied for another seat. Common errors: NotFound
 // for an unknown game, InvalidArgument for malformed input (before any
