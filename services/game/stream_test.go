@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,6 +88,60 @@ func TestStreamResumesExactlyOnce(t *testing.T) {
 	for i, v := range seen {
 		if v != uint64(i+1) {
 			t.Fatalf("event %d has version %d: %v", i, v, seen)
+		}
+	}
+}
+
+// TestStreamOfAnEndedGameCompletes: a stream that starts at or after a
+// finished game's last event has nothing more to wait for and completes
+// (OK) at once, after the snapshot when one is asked for; one that starts
+// before it completes after that event.
+func TestStreamOfAnEndedGameCompletes(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = 500 * time.Millisecond })
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	if _, err := env.Client.Resign(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.ResignRequest{GameId: tb.id, RequestId: rid()}); err != nil {
+		t.Fatal(err)
+	}
+	final := tb.get(t).GetVersion()
+	for _, req := range []*gamev1.StreamEventsRequest{
+		{GameId: tb.id, Snapshot: true},
+		{GameId: tb.id, AfterVersion: final},
+		{GameId: tb.id, AfterVersion: final - 1},
+		{GameId: tb.id, AfterVersion: final, Snapshot: true},
+	} {
+		ctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), 2*time.Second)
+		st, err := env.Client.StreamEvents(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for {
+			m, err := st.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("stream %v of the ended game: %v after %v; want it complete", req, err, got)
+			}
+			switch {
+			case m.GetSnapshot() != nil:
+				got = append(got, fmt.Sprintf("snapshot@%d", m.GetSnapshot().GetVersion()))
+			case m.GetEvent() != nil:
+				got = append(got, fmt.Sprintf("event@%d", m.GetEvent().GetVersion()))
+			default:
+				got = append(got, "heartbeat")
+			}
+		}
+		cancel()
+		want := []string{}
+		if req.GetSnapshot() {
+			want = append(want, fmt.Sprintf("snapshot@%d", final))
+		} else if req.GetAfterVersion() < final {
+			want = append(want, fmt.Sprintf("event@%d", final))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("stream %v of the ended game sent %v, want %v", req, got, want)
 		}
 	}
 }

@@ -53,6 +53,11 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		}
 		next = l.State.Version + 1
 	}
+	if l.State.Status.Finished() && next > l.State.Version {
+		// The game's last event is behind the client already: nothing will
+		// ever follow, and the stream is complete.
+		return nil
+	}
 	ended := false
 	if side != nil && !l.State.Status.Finished() {
 		h.presence.opened(ctx, l.State.ID, *side)

@@ -80,7 +80,9 @@ type GameServiceClient interface {
 	GetGame(ctx context.Context, in *GetGameRequest, opts ...grpc.CallOption) (*GetGameResponse, error)
 	// StreamEvents sends a snapshot when asked, then every event after
 	// after_version exactly once in version order, then live events, with
-	// heartbeats. OutOfRange when after_version is ahead of the game.
+	// heartbeats. It completes (OK) after the game's last event, at once
+	// when the client has that event already. OutOfRange when after_version
+	// is ahead of the game.
 	StreamEvents(ctx context.Context, in *StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEventsResponse], error)
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
@@ -278,7 +280,9 @@ type GameServiceServer interface {
 	GetGame(context.Context, *GetGameRequest) (*GetGameResponse, error)
 	// StreamEvents sends a snapshot when asked, then every event after
 	// after_version exactly once in version order, then live events, with
-	// heartbeats. OutOfRange when after_version is ahead of the game.
+	// heartbeats. It completes (OK) after the game's last event, at once
+	// when the client has that event already. OutOfRange when after_version
+	// is ahead of the game.
 	StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
