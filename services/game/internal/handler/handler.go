@@ -339,8 +339,9 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 		resp, err := h.commit(ctx, l.State, ch, c, l.Now)
 		if errors.Is(err, errConflict) {
 			h.metrics.conflicts.Add(ctx, 1)
-			if c.expected != 0 {
-				return nil, staleVersion(l.State.Version + 1)
+			var lost conflict
+			if c.expected != 0 && errors.As(err, &lost) {
+				return nil, staleVersion(lost.current)
 			}
 			continue
 		}
@@ -350,6 +351,14 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 }
 
 var errConflict = errors.New("version conflict")
+
+// conflict is a lost compare-and-set (errConflict) with the version the
+// game was at: a commit can add several events, so the read version plus
+// one is not it.
+type conflict struct{ current uint64 }
+
+func (c conflict) Error() string        { return fmt.Sprintf("version conflict at version %d", c.current) }
+func (c conflict) Is(target error) bool { return target == errConflict }
 
 // backoff waits before a retry after a lost compare-and-set, a random
 // time growing with the attempt, so writers in different processes stop
@@ -489,7 +498,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	case store.Duplicate:
 		return c.remembered(res.Previous)
 	case store.Conflict:
-		return nil, errConflict
+		return nil, conflict{current: res.Current}
 	}
 	h.metrics.commits.Add(ctx, 1)
 	if ch.State.Status.Finished() {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/grpc/metadata"
 
@@ -25,18 +26,24 @@ import (
 // under a prefix of their own.
 func newRedisHandler(t *testing.T) *Handler {
 	t.Helper()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t)
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newRedisHandlerOn(t, redistest.Client(t), redistest.Prefix(t), ring)
+}
+
+// newRedisHandlerOn is a Handler on rdb with its keys under prefix,
+// signing and verifying every credential with ring: handlers sharing a
+// prefix and a ring are processes of one deployment.
+func newRedisHandlerOn(t *testing.T, rdb redis.UniversalClient, prefix string, ring *auth.Keyring) *Handler {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := store.New(rdb, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	idx, err := deadline.New(rdb, prefix, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, _, err := auth.KeyringFromConfig("")
 	if err != nil {
 		t.Fatal(err)
 	}
