@@ -48,9 +48,10 @@ func (c *stateCache) answer(id, requestID string) []byte {
 	return nil
 }
 
-// replayed returns the cached replay of exactly version, or nil.
-func (c *stateCache) replayed(id string, version uint64) *rules.Game {
-	if st := c.get(id); st != nil && st.Version == version {
+// replayed returns the cached replay of exactly the state that the commit
+// stamped stamp stored at version, or nil.
+func (c *stateCache) replayed(id string, version uint64, stamp string) *rules.Game {
+	if st := c.get(id); st != nil && st.Version == version && st.Stamp == stamp {
 		return st.Replayed()
 	}
 	return nil

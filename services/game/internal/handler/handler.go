@@ -427,7 +427,7 @@ func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded,
 	}
 	h.learnRedisTime(l.Now)
 	if l.State != nil {
-		l.State.SetReplayed(h.cache.replayed(id, l.State.Version))
+		l.State.SetReplayed(h.cache.replayed(id, l.State.Version, l.State.Stamp))
 	}
 	return l, nil
 }

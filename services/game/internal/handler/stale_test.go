@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/pkg/rules"
 )
 
 // afterPipeline runs then once, right after the next load of a game (a
@@ -103,5 +105,94 @@ func TestStaleVersionNamesTheCurrentOne(t *testing.T) {
 	want := fmt.Sprintf("version %d;", current)
 	if status.Code(err) != codes.Aborted || !strings.Contains(status.Convert(err).Message(), want) {
 		t.Fatalf("resign at version %d after a race to %d: %v; want Aborted naming %q", seen, current, err, want)
+	}
+}
+
+// TestCachedStateOfALostCommitIsNotBuiltOn: Redis loses a commit this
+// process made and cached (a failover to a replica that lacked it, or a
+// restart from a file without it), and another process then brings the
+// game back to the same version with another change. The version alone
+// matches, but the cached state is not the stored one: a command run on
+// it must lose its compare-and-set and be decided on the stored game.
+func TestCachedStateOfALostCommitIsNotBuiltOn(t *testing.T) {
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	rdb := redistest.Client(t)
+	first := newRedisHandlerOn(t, rdb, prefix, ring)
+	other := newRedisHandlerOn(t, redistest.Client(t), prefix, ring)
+	ctx := t.Context()
+	tok, err := auth.ServiceToken(ring, "test", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := first.CreateGame(metadata.NewIncomingContext(ctx, metadata.Pairs(auth.ServiceHeader, tok)), &gamev1.CreateGameRequest{
+		RequestId: "create", Kind: commonv1.GameKind_GAME_KIND_XIANGQI,
+		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "b"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetGameId()
+	as := map[commonv1.Side]context.Context{}
+	for _, c := range created.GetCredentials() {
+		as[c.GetSide()] = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+c.GetToken()))
+	}
+	red, black := as[commonv1.Side_SIDE_FIRST], as[commonv1.Side_SIDE_SECOND]
+	move := func(h *Handler, side context.Context, mv string) error {
+		_, err := h.MakeMove(side, &gamev1.MakeMoveRequest{GameId: id, RequestId: "m-" + mv, Move: &commonv1.Move{Coordinate: mv}})
+		return err
+	}
+	for _, m := range []struct {
+		side context.Context
+		mv   string
+	}{{red, "h3e3"}, {black, "h10g8"}} {
+		if err := move(first, m.side, m.mv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := first.store.Keys(id)
+	saved := map[string]string{}
+	for _, k := range keys {
+		saved[k] = rdb.Dump(ctx, k).Val()
+	}
+	if err := move(first, red, "b3d3"); err != nil { // cached here, then lost
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if err := rdb.RestoreReplace(ctx, k, time.Hour, saved[k]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other process brings the game to the lost commit's version with
+	// a seat's presence: Red is still to move.
+	other.presence.opened(ctx, id, rules.First)
+	head, err := other.store.LoadHead(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cached := first.cache.get(id); cached == nil || cached.Version != head.State.Version {
+		t.Fatalf("the test needs the lost commit cached at the stored version %d", head.State.Version)
+	}
+	err = move(first, black, "b10c8")
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("Black's move on the cached state of the lost commit: %v; want FailedPrecondition (Red is to move)", err)
+	}
+	l, err := other.store.Load(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range l.State.Moves {
+		got = append(got, m.Move)
+	}
+	if !slices.Equal(got, []string{"h3e3", "h10g8"}) || !slices.Contains(l.State.Holders[rules.First], other.proc) {
+		t.Fatalf("stored moves %v, holders %v: the lost commit's state was built on", got, l.State.Holders)
+	}
+	// And Red plays on as the stored game says.
+	if err := move(first, red, "a4a5"); err != nil {
+		t.Fatal(err)
 	}
 }

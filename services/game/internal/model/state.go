@@ -63,8 +63,13 @@ const MethodAborted rules.Method = 13
 
 // State is everything stored about one game.
 type State struct {
-	ID      string        `json:"id"`
-	Version uint64        `json:"v"`
+	ID      string `json:"id"`
+	Version uint64 `json:"v"`
+	// Stamp is a random token of the commit that stored this state. A
+	// commit's compare-and-set checks it with the version: should Redis
+	// lose a commit and another bring the game back to the same version,
+	// a process that cached the lost state must not build on it.
+	Stamp   string        `json:"stamp,omitempty"`
 	Variant rules.Variant `json:"var"`
 	Status  Status        `json:"st"`
 	Seats   [2]Seat       `json:"seats"`

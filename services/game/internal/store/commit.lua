@@ -8,12 +8,13 @@
 --   publishes once replicas confirm the commit, and waits for them on a
 --   retry too (see below)
 -- ARGV[9] moves to keep ("-1": all of them), ARGV[10] n, moves appended
--- ARGV[11..10+n] the appended moves
--- ARGV[11+n..] events, numbered from expected+1
-local cur
+-- ARGV[11] expected stamp ("": none), ARGV[12] new stamp
+-- ARGV[13..12+n] the appended moves
+-- ARGV[13+n..] events, numbered from expected+1
+local got
 if ARGV[4] ~= '' then
-  local got = redis.call('HMGET', KEYS[1], 'v', ARGV[4])
-  if got[2] then
+  got = redis.call('HMGET', KEYS[1], 'v', 'n', ARGV[4])
+  if got[3] then
     if ARGV[7] == '' and got[1] then
       -- The caller's WAIT is documented to cover only what its own
       -- connection wrote, and the answer may have been written by another,
@@ -22,20 +23,21 @@ if ARGV[4] ~= '' then
       -- nothing cover everything before it; nothing promises that.)
       redis.call('HSET', KEYS[1], 'v', got[1])
     end
-    return {'dup', got[2], got[1]}
+    return {'dup', got[3], got[1]}
   end
-  cur = got[1]
 else
-  cur = redis.call('HGET', KEYS[1], 'v')
+  got = redis.call('HMGET', KEYS[1], 'v', 'n')
 end
-cur = cur or '0'
-if cur ~= ARGV[1] then
+local cur = got[1] or '0'
+-- The stamp too: the same version reached by another history (a lost
+-- commit) is another game.
+if cur ~= ARGV[1] or (got[2] or '') ~= ARGV[11] then
   return {'conflict', cur}
 end
 if ARGV[4] ~= '' then
-  redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3], ARGV[4], ARGV[5])
+  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'n', ARGV[12], 's', ARGV[3], ARGV[4], ARGV[5])
 else
-  redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
+  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'n', ARGV[12], 's', ARGV[3])
 end
 local keep = tonumber(ARGV[9])
 if keep == 0 then
@@ -46,10 +48,10 @@ end
 local n = tonumber(ARGV[10])
 local created = false
 if n > 0 then
-  created = redis.call('RPUSH', KEYS[3], unpack(ARGV, 11, 10 + n)) == n
+  created = redis.call('RPUSH', KEYS[3], unpack(ARGV, 13, 12 + n)) == n
 end
 local v = tonumber(ARGV[1])
-for i = 11 + n, #ARGV do
+for i = 13 + n, #ARGV do
   v = v + 1
   redis.call('XADD', KEYS[2], v .. '-1', 'e', ARGV[i])
 end

@@ -1,7 +1,7 @@
 // Package store keeps games in Redis. All keys of one game share the hash
 // tag {g:<id>} so that every script touches one slot (Redis Cluster):
 //
-//	{g:<id>}     hash: v (version), s (state, JSON),
+//	{g:<id>}     hash: v (version), n (the commit's stamp), s (state, JSON),
 //	             r:<request id> (the response given, protobuf), for idempotency
 //	{g:<id>}:e   stream of events, entry id "<version>-1", field e (protobuf)
 //	{g:<id>}:m   list of the moves played, one JSON record each
@@ -9,7 +9,8 @@
 // The moves are kept apart from the state so that a move appends one record
 // instead of rewriting (and re-encoding) the whole game.
 //
-// A commit is one Lua script: compare the version, store the state and the
+// A commit is one Lua script: compare the version (and the stamp of the
+// commit that stored it, model.State.Stamp), store the state and the
 // response under the request id, append or cut back the moves, append the
 // events, extend the expiry when it is due and publish a notification, all
 // or nothing. The script makes as few calls as it can: each one costs
@@ -32,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -277,10 +279,11 @@ type Result struct {
 func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, requestID string, resp []byte, now time.Time) (Result, error) {
 	id := ch.State.ID
 	var prevVersion uint64
-	prevMoves := 0
+	prevMoves, prevStamp := 0, ""
 	if prev != nil {
-		prevVersion, prevMoves = prev.Version, len(prev.Moves)
+		prevVersion, prevMoves, prevStamp = prev.Version, len(prev.Moves), prev.Stamp
 	}
+	ch.State.Stamp = strconv.FormatUint(rand.Uint64(), 36)
 	var expiry time.Duration
 	switch slack := s.cfg.LiveTTL / 64; {
 	case ch.State.Status.Finished():
@@ -305,9 +308,9 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 		keep = len(moves)
 	}
 	added := moves[min(prevMoves, len(moves)):]
-	args := make([]any, 0, 11+len(added)+len(ch.Events))
+	args := make([]any, 0, 12+len(added)+len(ch.Events))
 	args = append(args, strconv.FormatUint(prevVersion, 10), strconv.FormatUint(ch.State.Version, 10), state,
-		field, resp, expiry.Milliseconds(), s.Channel(id), nil, keep, len(added))
+		field, resp, expiry.Milliseconds(), s.Channel(id), nil, keep, len(added), prevStamp, ch.State.Stamp)
 	for i := range added {
 		b, err := json.Marshal(&added[i])
 		if err != nil {
