@@ -123,7 +123,11 @@ func Run(ctx context.Context, o Options) (err error) {
 			return err
 		}
 	}
-	srv := server.New(server.Config{Listen: o.Config.Listen, MaxRecvBytes: o.Config.MaxRecvBytes, ShutdownTimeout: o.Config.ShutdownTimeout, Pprof: o.Config.Pprof, CORSOrigins: o.Config.Origins()}, log, tel)
+	srv := server.New(server.Config{
+		Listen: o.Config.Listen, MaxRecvBytes: o.Config.MaxRecvBytes, ShutdownTimeout: o.Config.ShutdownTimeout,
+		KeepaliveTime: o.Config.KeepaliveTime, KeepaliveTimeout: o.Config.KeepaliveTimeout,
+		Pprof: o.Config.Pprof, CORSOrigins: o.Config.Origins(),
+	}, log, tel)
 	lis, err := srv.Listen()
 	if err != nil {
 		return err

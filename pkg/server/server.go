@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/palacehq/palace/pkg/telemetry"
@@ -45,6 +46,14 @@ type Config struct {
 	// scheme://host[:port] with at most one * in the host. Empty: only
 	// pages served from the server's own origin.
 	CORSOrigins []string
+	// KeepaliveTime is how long a client connection may stay silent before
+	// the server pings it, and KeepaliveTimeout how long the answer may
+	// take before the connection is closed (defaults 30 s and 10 s). A
+	// phone that vanishes without closing its connection (out of coverage,
+	// killed) thus has its streams ended, and its seats announced
+	// disconnected, within their sum: its heartbeats alone would be taken
+	// by the kernel until TCP gives up, about 15 minutes later.
+	KeepaliveTime, KeepaliveTimeout time.Duration
 }
 
 // Validate reports every problem of the configuration at once.
@@ -60,6 +69,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("shutdown timeout must not be negative"))
+	}
+	if c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0 {
+		errs = append(errs, errors.New("keepalive times must not be negative"))
 	}
 	for _, o := range c.CORSOrigins {
 		if err := ValidateOrigin(o); err != nil {
@@ -78,6 +90,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.KeepaliveTime == 0 {
+		c.KeepaliveTime = 30 * time.Second
+	}
+	if c.KeepaliveTimeout == 0 {
+		c.KeepaliveTimeout = 10 * time.Second
 	}
 	return c
 }
@@ -116,6 +134,11 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.MaxSendMsgSize(cfg.MaxSendBytes),
 		grpc.ForceServerCodecV2(newCodec()),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		// Clients may ping as often as every 10 s (gRPC's own floor for
+		// clients), even without calls, instead of being sent away for it
+		// after 5 minutes' worth.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(g, h)
@@ -194,7 +217,11 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		Protocols: &protocols,
 		// Event streams are long-lived: a client multiplexing many games
 		// over one connection needs more than net/http's default of 250.
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 4096},
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: 4096,
+			SendPingTimeout:      s.cfg.KeepaliveTime,
+			PingTimeout:          s.cfg.KeepaliveTimeout,
+		},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
