@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -221,6 +222,10 @@ loop:
 	}
 	b, _ := json.Marshal(rep)
 	fmt.Fprintln(stdout, string(b))
+	if rep.Lost+rep.Duplicated+rep.Gaps+rep.Errors > 0 {
+		// The report stands; the exit status lets a script see the faults.
+		return exitFail
+	}
 	return exitOK
 }
 
@@ -375,9 +380,14 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 	g := created.GetGame()
 	var acked []played
 	var measured []sent
+	// unsure is the ply of a move whose call failed: it may have been
+	// applied all the same, so finding it is no fault.
+	var unsure uint32
 	for play.Err() == nil && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING {
 		legal := g.GetLegalMoves()
 		mv := legal[rng.IntN(len(legal))].GetCoordinate()
+		// Every move of the game is played here, so plies are known.
+		ply := uint32(len(acked) + 1)
 		req := &gamev1.MakeMoveRequest{GameId: id, RequestId: fmt.Sprintf("%s-%d", rid, len(acked)), Move: &commonv1.Move{Coordinate: mv}}
 		t := time.Now()
 		move := func(c gamev1.GameServiceClient) (*gamev1.MakeMoveResponse, error) {
@@ -386,7 +396,11 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 		resp, err := onReplicas(all, r, move)
 		if err != nil {
 			l.fail("move %s in %s: %v", mv, id, err)
+			unsure = ply
 			break
+		}
+		if got := resp.GetMove(); got.GetPly() != ply || got.GetMove().GetCoordinate() != mv {
+			l.fail("move %s in %s was answered as ply %d %q, want ply %d", mv, id, got.GetPly(), got.GetMove().GetCoordinate(), ply)
 		}
 		if t.Sub(l.started) >= l.warmup {
 			l.mu.Lock()
@@ -397,17 +411,20 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 			if g.GetTurn() != commonv1.Side_SIDE_FIRST {
 				seat = 1
 			}
-			measured = append(measured, sent{ply: resp.GetMove().GetPly(), seat: seat, at: t})
+			measured = append(measured, sent{ply: ply, seat: seat, at: t})
 		}
 		l.moves.Add(1)
-		acked = append(acked, played{ply: resp.GetMove().GetPly(), move: resp.GetMove().GetMove().GetCoordinate()})
+		// What was sent, not the answer's echo of it: the check must find
+		// the move asked for.
+		acked = append(acked, played{ply: ply, move: mv})
 		if rng.Float64() < retryRate {
 			l.retries.Add(1)
 			again, err := onReplicas(all, r, move)
 			switch {
 			case err != nil:
 				l.fail("retried move: %v", err)
-			case again.GetGame().GetVersion() != resp.GetGame().GetVersion() || again.GetMove().GetPly() != resp.GetMove().GetPly():
+			case !proto.Equal(again, resp):
+				// A retry must get the first answer, whole.
 				l.dup.Add(1)
 			}
 		}
@@ -433,7 +450,7 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 		l.fail("final state of %s: %v", id, err)
 		return
 	}
-	l.check(final.GetGame(), acked, streams)
+	l.check(final.GetGame(), acked, unsure, streams)
 	l.timeEvents(measured, streams)
 }
 
@@ -462,19 +479,29 @@ func (l *gamesLoad) timeEvents(measured []sent, streams [][]seen) {
 }
 
 // check compares what was acknowledged with the final state and with what
-// each stream delivered.
-func (l *gamesLoad) check(final *gamev1.Game, acked []played, streams [][]seen) {
+// each stream delivered: an acknowledged move missing from either is lost;
+// a ply found twice, or a move nobody acknowledged (but the one at ply
+// unsure, whose call failed), is duplicated.
+func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, streams [][]seen) {
+	known := make(map[uint32]bool, len(acked))
+	for _, a := range acked {
+		known[a.ply] = true
+	}
+	// record adds a move found to moves, counting it if it is one too many.
+	record := func(moves map[uint32]string, p played) {
+		if _, twice := moves[p.ply]; twice || (!known[p.ply] && p.ply != unsure) {
+			l.dup.Add(1)
+		}
+		moves[p.ply] = p.move
+	}
 	stored := map[uint32]string{}
 	for _, m := range final.GetMoves() {
-		stored[m.GetPly()] = m.GetMove().GetCoordinate()
+		record(stored, played{ply: m.GetPly(), move: m.GetMove().GetCoordinate()})
 	}
 	for _, a := range acked {
 		if stored[a.ply] != a.move {
 			l.lost.Add(1)
 		}
-	}
-	if len(final.GetMoves()) > len(acked) {
-		l.dup.Add(int64(len(final.GetMoves()) - len(acked)))
 	}
 	for _, evs := range streams {
 		got := map[uint64]bool{}
@@ -485,13 +512,14 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, streams [][]seen) 
 			switch {
 			case got[v]:
 				l.dup.Add(1)
+				continue // counted once, as the repeated version
 			case v != next:
 				l.gaps.Add(1)
 			}
 			got[v] = true
 			next = v + 1
 			if e.move != "" {
-				moves[e.ply] = e.move
+				record(moves, e.played)
 			}
 		}
 		if next-1 != final.GetVersion() {
@@ -536,7 +564,9 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 					failovers++
 					break
 				}
-				if status.Code(err) != codes.Canceled {
+				// Cancelled is expected only when the tool itself ended
+				// the stream; from the server it is a fault like any other.
+				if ctx.Err() == nil || status.Code(err) != codes.Canceled {
 					l.fail("stream %s recv: %v", id, err)
 				}
 				return out

@@ -194,21 +194,41 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 	acked := []played{{1, "h3e3"}, {2, "h8e8"}}
 	good := []seen{ev(1, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
 	var l gamesLoad
-	l.check(final, acked, [][]seen{good, good})
+	l.check(final, acked, 0, [][]seen{good, good})
 	if l.lost.Load()+l.dup.Load()+l.gaps.Load() != 0 {
 		t.Fatalf("faults in a clean game: lost %d dup %d gaps %d", l.lost.Load(), l.dup.Load(), l.gaps.Load())
 	}
 	repeated := []seen{ev(1, played{}), ev(2, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
 	skipped := []seen{ev(1, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
 	missing := []seen{ev(1, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{})}
-	l.check(final, acked, [][]seen{repeated, skipped, missing})
+	l.check(final, acked, 0, [][]seen{repeated, skipped, missing})
 	if l.dup.Load() != 1 || l.gaps.Load() != 1 || l.lost.Load() != 1 {
 		t.Fatalf("lost %d dup %d gaps %d, want 1 each", l.lost.Load(), l.dup.Load(), l.gaps.Load())
 	}
 	var l2 gamesLoad
-	l2.check(&gamev1.Game{Version: 4, Moves: final.Moves[:1]}, acked, nil)
+	l2.check(&gamev1.Game{Version: 4, Moves: final.Moves[:1]}, acked, 0, nil)
 	if l2.lost.Load() != 1 {
 		t.Fatalf("a move missing from the final state: lost %d, want 1", l2.lost.Load())
+	}
+	// A move played twice under new versions, with the game's version
+	// grown to match: no version repeats, but a ply does.
+	doubled := []seen{ev(1, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{1, "h3e3"}), ev(5, played{2, "h8e8"})}
+	var l3 gamesLoad
+	l3.check(&gamev1.Game{Version: 5, Moves: final.Moves}, acked, 0, [][]seen{doubled})
+	if l3.dup.Load() != 1 || l3.lost.Load()+l3.gaps.Load() != 0 {
+		t.Fatalf("a ply streamed twice: lost %d dup %d gaps %d, want dup 1 only", l3.lost.Load(), l3.dup.Load(), l3.gaps.Load())
+	}
+	// A lost move and a move nobody played in the final state do not
+	// cancel out; the move of a failed call (ply 3) may be there.
+	var l4 gamesLoad
+	l4.check(&gamev1.Game{Version: 5, Moves: []*gamev1.MoveRecord{final.Moves[0], {Ply: 3, Move: &commonv1.Move{Coordinate: "a1a2"}}}}, acked, 0, nil)
+	if l4.lost.Load() != 1 || l4.dup.Load() != 1 {
+		t.Fatalf("a lost move and an extra one: lost %d dup %d, want 1 each", l4.lost.Load(), l4.dup.Load())
+	}
+	var l5 gamesLoad
+	l5.check(&gamev1.Game{Version: 5, Moves: append(slices.Clone(final.Moves), &gamev1.MoveRecord{Ply: 3, Move: &commonv1.Move{Coordinate: "a1a2"}})}, acked, 3, nil)
+	if l5.lost.Load()+l5.dup.Load() != 0 {
+		t.Fatalf("the move of a failed call applied all the same: lost %d dup %d, want none", l5.lost.Load(), l5.dup.Load())
 	}
 }
 
