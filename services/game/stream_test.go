@@ -147,7 +147,8 @@ func TestStreamOfAnEndedGameCompletes(t *testing.T) {
 }
 
 func TestStreamSnapshotThenLiveAndHeartbeat(t *testing.T) {
-	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = 100 * time.Millisecond })
+	const heartbeat = 400 * time.Millisecond
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = heartbeat })
 	tb := xiangqi(t, env)
 	tb.move(t, "h3e3")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -160,7 +161,9 @@ func TestStreamSnapshotThenLiveAndHeartbeat(t *testing.T) {
 	if err != nil || m.GetSnapshot().GetVersion() != 3 {
 		t.Fatalf("first message %v (%v), want a snapshot at version 3", m, err)
 	}
-	// A heartbeat arrives while nothing happens.
+	// A heartbeat arrives while nothing happens, one interval after the
+	// last message (with room for a slow machine), not two.
+	quiet := time.Now()
 	for {
 		m, err = st.Recv()
 		if err != nil {
@@ -169,6 +172,10 @@ func TestStreamSnapshotThenLiveAndHeartbeat(t *testing.T) {
 		if m.GetHeartbeat() != nil {
 			break
 		}
+		quiet = time.Now()
+	}
+	if gap := time.Since(quiet); gap > heartbeat*7/4 {
+		t.Fatalf("%v without a message on a %v heartbeat", gap, heartbeat)
 	}
 	tb.move(t, "h10g8")
 	for {
@@ -247,6 +254,9 @@ func TestQuickReconnectionAnnouncesNothing(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	tb.move(t, "h3e3")
 	m, err := st.Recv()
+	for err == nil && m.GetHeartbeat() != nil {
+		m, err = st.Recv()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

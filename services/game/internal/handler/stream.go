@@ -72,9 +72,10 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		}()
 	}
 
+	// A heartbeat follows a whole interval of silence, so a client never
+	// waits longer than that for a message of a live stream.
 	beat := time.NewTicker(h.cfg.Heartbeat)
 	defer beat.Stop()
-	sentSinceBeat := true
 	send := func(e hub.Event) (done bool, err error) {
 		// Sent as encoded once for every stream of the game in this
 		// process (hub.Event), not marshalled again for each one.
@@ -82,7 +83,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			return true, err
 		}
 		next++
-		sentSinceBeat = true
+		beat.Reset(h.cfg.Heartbeat)
 		// The game's last event completes the stream.
 		ended = e.Ended
 		return ended, nil
@@ -135,13 +136,10 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		case <-sub.C:
 			read = true
 		case <-beat.C:
-			if !sentSinceBeat {
-				hb := &gamev1.Heartbeat{ServerTime: timestamppb.Now(), Version: next - 1}
-				if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Heartbeat{Heartbeat: hb}}); err != nil {
-					return err
-				}
+			hb := &gamev1.Heartbeat{ServerTime: timestamppb.Now(), Version: next - 1}
+			if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Heartbeat{Heartbeat: hb}}); err != nil {
+				return err
 			}
-			sentSinceBeat = false
 		}
 	}
 }

@@ -1496,7 +1496,9 @@ type StreamEventsResponse_Event struct {
 }
 
 type StreamEventsResponse_Heartbeat struct {
-	// Sent when nothing else was sent for a while.
+	// Sent after each heartbeat interval (the game service's --heartbeat,
+	// 15 s by default) without another message: a client that hears
+	// nothing for much longer than that has lost its connection.
 	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
