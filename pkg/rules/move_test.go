@@ -23,6 +23,8 @@ func TestParseSquare(t *testing.T) {
 		{"rank eleven", "b11", NoSquare, "unexpected text"},
 		{"file j", "j1", NoSquare, "file 'j' is not a-i"},
 		{"upper case", "E2", NoSquare, "file 'E'"},
+		{"a letter of two bytes", "é1", NoSquare, "file 'é' is not a-i"},
+		{"not UTF-8", "\xff1", NoSquare, "file '\ufffd' is not a-i"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Board geometry. Ranks count from the first player's side.
@@ -71,7 +72,9 @@ func parseSquarePrefix(s string) (Square, int, string) {
 	}
 	f := s[0]
 	if f < 'a' || f > 'i' {
-		return NoSquare, 0, fmt.Sprintf("file %q is not a-i", f)
+		// Named as the character it starts, not as a lone byte: 'é', not 'Ã'.
+		r, _ := utf8.DecodeRuneInString(s)
+		return NoSquare, 0, fmt.Sprintf("file %q is not a-i", r)
 	}
 	if len(s) < 2 || s[1] < '1' || s[1] > '9' {
 		return NoSquare, 0, "missing rank 1-10 after the file"
