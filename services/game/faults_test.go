@@ -588,6 +588,9 @@ func streamMoves(t *testing.T, env *gametest.Env, tb *table) <-chan string {
 	}
 	moves := make(chan string, 8)
 	go func() {
+		// Closed when the stream ends, so that a test waiting for a move
+		// fails instead of waiting for ever.
+		defer close(moves)
 		for {
 			m, err := st.Recv()
 			if err != nil {
@@ -627,6 +630,12 @@ func TestReadsShowOnlyConfirmedCommits(t *testing.T) {
 	case mv := <-moves:
 		t.Fatalf("new stream showed %s before any replica held it", mv)
 	case <-time.After(time.Second):
+	}
+	// Nor does a command decided on it: Black moving again would hear that
+	// it is Red's turn, and learn of a move a failover could take back.
+	_, err = env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: "again", Move: &commonv1.Move{Coordinate: "b10c8"}})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("a command on a game with an unconfirmed move: %v, want Unavailable", err)
 	}
 	pair.Link.Restore()
 	select {

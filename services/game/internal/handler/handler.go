@@ -329,6 +329,13 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			}
 			return c.remembered(l.Previous)
 		}
+		if l.Unconfirmed {
+			// Decide nothing on a commit that a failover could take back:
+			// a refusal ("it is Red's turn") or a version would show it.
+			if err := h.confirm(ctx, c.id); err != nil {
+				return nil, err
+			}
+		}
 		if c.expected != 0 && c.expected != l.State.Version {
 			return nil, staleVersion(l.State.Version)
 		}
