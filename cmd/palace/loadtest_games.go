@@ -431,8 +431,9 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 		g = resp.GetGame()
 		l.pause(play, rng)
 	}
-	if g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING {
-		// End the game so both streams complete.
+	if st := g.GetStatus(); st != commonv1.GameStatus_GAME_STATUS_ENDED && st != commonv1.GameStatus_GAME_STATUS_ABORTED {
+		// End the game so both streams complete (an answer without the
+		// game, from a faulty server, leaves it to end here too).
 		resign := &gamev1.ResignRequest{GameId: id, RequestId: rid + "-resign"}
 		if _, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.ResignResponse, error) {
 			return c.Resign(as(all, commonv1.Side_SIDE_FIRST), resign)
@@ -442,7 +443,16 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 			stopWatching()
 		}
 	}
-	swg.Wait()
+	streamsDone := make(chan struct{})
+	go func() { swg.Wait(); close(streamsDone) }()
+	select {
+	case <-streamsDone:
+	case <-time.After(streamEndWait):
+		// A server that never ends a stream must not hang the run.
+		l.fail("the streams of %s did not end within %v of the game", id, streamEndWait)
+		stopWatching()
+		<-streamsDone
+	}
 	final, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.GetGameResponse, error) {
 		return c.GetGame(as(all, commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: id})
 	})
@@ -453,6 +463,10 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 	l.check(final.GetGame(), acked, unsure, streams)
 	l.timeEvents(measured, streams)
 }
+
+// streamEndWait bounds the wait for a game's streams to deliver its end,
+// longer than any failover that --retry-unavailable rides out.
+const streamEndWait = 30 * time.Second
 
 // timeEvents records, for each measured move, how long its event took to
 // reach the opponent's stream.
