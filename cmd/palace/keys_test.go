@@ -116,8 +116,8 @@ func TestServeWithoutServiceKeysTrustsOnlyItself(t *testing.T) {
 		t.Fatalf("matchmaking could not create its games: %+v\n%s", mm, errOut)
 	}
 	out, errOut, code = palace("loadtest", "games", "--addr", addr, "--games", "2", "--duration", "1s", "--floor=false", "--service-keys", apptest.ServiceKeys)
-	if code != exitOK {
-		t.Fatalf("loadtest games: exit %d: %s", code, errOut)
+	if code != exitFail {
+		t.Fatalf("loadtest games refused everything: exit %d, want %d for the errors: %s", code, exitFail, errOut)
 	}
 	var g gamesReport
 	lastJSON(t, out, &g)
