@@ -208,11 +208,28 @@ func (s State) elapsed(nowMs int64) int64 { return max(0, nowMs-clampInstant(s.T
 // mover flagged. A move whose charged time equals the budget exactly is in
 // time.
 func (s State) Move(now time.Time, reportedLag time.Duration) (State, error) {
+	return s.endTurn(now, reportedLag, true)
+}
+
+// Yield ends the running side's turn without a move and starts the other
+// side's clock, as an undo that hands the turn back does. The side is
+// charged its turn as for a move (byo-yomi periods that ran out are lost
+// and the current one resets), with no lag credit, no change to its lag
+// bank and no Fischer increment, since it made no move. A side out of
+// time gets a *FlagError, as from Move.
+func (s State) Yield(now time.Time) (State, error) { return s.endTurn(now, 0, false) }
+
+// endTurn is Move, or Yield when moved is false.
+func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (State, error) {
+	what := "move"
+	if !moved {
+		what = "yield"
+	}
 	if s.Phase != Running {
-		return s, fmt.Errorf("clock: move: %w", ErrNotRunning)
+		return s, fmt.Errorf("clock: %s: %w", what, ErrNotRunning)
 	}
 	if !s.Turn.valid() {
-		return s, fmt.Errorf("clock: move: %w: turn %v", ErrInvalidState, s.Turn)
+		return s, fmt.Errorf("clock: %s: %w: turn %v", what, ErrInvalidState, s.Turn)
 	}
 	r := rulesOf(s.Control)
 	nowMs := unixMs(now)
@@ -227,7 +244,10 @@ func (s State) Move(now time.Time, reportedLag time.Duration) (State, error) {
 	}
 	p := r.norm(s.Players[mover])
 	e := s.elapsed(nowMs)
-	credit := s.Lag.credit(p.LagBankMs, reportedLag, e)
+	var credit int64
+	if moved {
+		credit = s.Lag.credit(p.LagBankMs, reportedLag, e)
+	}
 	spent, budget := e-credit, r.budget(p)
 	if spent > budget {
 		out := s
@@ -238,11 +258,13 @@ func (s State) Move(now time.Time, reportedLag time.Duration) (State, error) {
 		return out, &FlagError{Side: mover, Deadline: instant(dl), FlaggedAt: instant(dl + 1), MovedAt: now}
 	}
 	p = r.spend(p, spent)
-	p.LagBankMs = s.Lag.afterMove(p.LagBankMs, credit)
-	switch r.kind {
-	case ByoYomi:
+	if moved {
+		p.LagBankMs = s.Lag.afterMove(p.LagBankMs, credit)
+	}
+	switch {
+	case r.kind == ByoYomi:
 		p.PeriodMs = r.periodMs
-	case Fischer:
+	case r.kind == Fischer && moved:
 		p.MainMs = clampMs(p.MainMs + r.incMs)
 	}
 	next.Players[mover] = p

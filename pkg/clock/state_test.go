@@ -326,6 +326,38 @@ func TestStopAndResume(t *testing.T) {
 	}
 }
 
+// TestYield: a turn handed back without a move (an undo) is charged like
+// a move, its byo-yomi period reset, but earns no increment, uses no lag
+// credit and leaves the lag bank alone; the other side's clock starts.
+func TestYield(t *testing.T) {
+	s := started(t, Default(), lag1s)
+	s.Players[First].LagBankMs = sec
+	y, err := s.Yield(at(5*mins + 25*sec)) // 25 s into the first period
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PlayerClock{Periods: 3, PeriodMs: 30 * sec, InByoYomi: true, LagBankMs: sec}
+	if y.Players[First] != want || y.Phase != Running || y.Turn != Second || y.TurnStartMs != unixMs(at(5*mins+25*sec)) {
+		t.Fatalf("Yield 25 s into byo-yomi = %+v, want First at %+v and Second running", y, want)
+	}
+	// Two periods run out: they are lost, as for a move.
+	y, err = started(t, Default(), LagPolicy{}).Yield(at(5*mins + 70*sec))
+	if err != nil || y.Players[First] != (PlayerClock{Periods: 1, PeriodMs: 30 * sec, InByoYomi: true}) {
+		t.Fatalf("Yield 70 s into byo-yomi = %+v, %v", y.Players[First], err)
+	}
+	f, err := started(t, fischer3p2, LagPolicy{}).Yield(at(10 * sec))
+	if err != nil || f.Players[First].MainMs != 3*mins-10*sec {
+		t.Fatalf("Fischer Yield after 10 s: main %d ms, %v; want no increment", f.Players[First].MainMs, err)
+	}
+	// Out of time, even within a move's lag grace: a yield has no lag.
+	if _, err := started(t, fischer3p2, lag1s).Yield(at(3*mins + 500)); !errors.Is(err, ErrFlagged) {
+		t.Fatalf("Yield after the budget: %v, want ErrFlagged", err)
+	}
+	if _, err := s.Stop(at(sec)).Yield(at(2 * sec)); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Yield of a stopped clock: %v, want ErrNotRunning", err)
+	}
+}
+
 func TestStopAfterFlag(t *testing.T) {
 	s := started(t, fischer3p2, LagPolicy{})
 	stopped := s.Stop(at(3*mins + 1))
