@@ -476,8 +476,9 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		}
 		raw = labeled(c.label, raw)
 	} else {
-		// A refused command that still changed the game (a late move ending
-		// it on time) remembers nothing: a retry sees the ended game.
+		// A refused command that still changed the game (a late command
+		// ending it on time, a late formation choice setting the default)
+		// remembers nothing: a retry sees the game as that left it.
 		reqID = ""
 	}
 	var oldWake int64

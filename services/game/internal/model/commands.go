@@ -123,6 +123,10 @@ func wake(st *State, now time.Time) int64 {
 			if t, _, ok := st.Clock.NextMilestone(now); ok {
 				return ms(t)
 			}
+			if d, ok := st.Clock.Deadline(); ok {
+				// Flagged already: due at once, not never.
+				return ms(d) + 1
+			}
 		}
 	}
 	return 0
@@ -196,6 +200,23 @@ func checkPlaying(st *State, side rules.Side, action string) error {
 	return nil
 }
 
+// flagFirst ends the game on time when the running side's time ran out
+// before now, and refuses the command: the flag came first, so the game
+// had ended. Moves find the flag in the clock itself (playOn); every
+// other command of a running game checks here, so that a draw, a
+// resignation or an undo cannot come after a flag the sweeper has not
+// seen yet, nor leave the game with no wake-up.
+func flagFirst(st *State, action string, now time.Time) (Change, bool) {
+	if st.Status != StatusOngoing || st.Clock == nil || !st.Clock.Flag(now) {
+		return Change{}, false
+	}
+	n := clone(st)
+	loser := rules.Side(n.Clock.Turn)
+	evs := append(clockMilestones(n, now), endOnTime(n, loser, now))
+	return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition,
+		"cannot %s: %s's time had run out, and the game ended on time", action, sideName(n.Variant, loser))}, true
+}
+
 // ChooseFormation sets side's Janggi formation (Han first, then Cho).
 func ChooseFormation(st *State, side rules.Side, f rules.Formation, now time.Time) (Change, error) {
 	if st.Variant != rules.Janggi {
@@ -211,6 +232,11 @@ func ChooseFormation(st *State, side rules.Side, f rules.Formation, now time.Tim
 		return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: %s chooses now (Han first, then Cho)", sideName(st.Variant, t))
 	}
 	n := clone(st)
+	if st.SetupDeadlineMs != 0 && ms(now) > st.SetupDeadlineMs {
+		// Too late: the default was due, as the sweeper would have set it.
+		return Change{State: n, Events: setFormation(n, side, rules.MaSangSangMa, true, now), Reply: apierr.New(apierr.Precondition,
+			"cannot choose a formation: the time to choose ran out, and the default (ma-sang-sang-ma) was set")}, nil
+	}
 	return Change{State: n, Events: setFormation(n, side, f, false, now)}, nil
 }
 
@@ -294,6 +320,8 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 		next, err := n.Clock.Move(now, lag)
 		if err != nil {
 			if errors.Is(err, clock.ErrFlagged) {
+				// The clock as Move left it: stopped at the flag.
+				n.Clock = &next
 				evs = append(evs, endOnTime(n, side, now))
 				return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition, "the move came after %s's time ran out; the game ended on time", sideName(n.Variant, side))}, nil
 			}
@@ -421,6 +449,9 @@ func Resign(st *State, side rules.Side, now time.Time) (Change, error) {
 	if err := checkOpen(st, "resign"); err != nil {
 		return Change{}, err
 	}
+	if ch, ok := flagFirst(st, "resign", now); ok {
+		return ch, nil
+	}
 	n := clone(st)
 	ev := finish(n, Result{Winner: winnerAgainst(side), Method: rules.Resignation, Points: points(n), Side: &side}, now)
 	return Change{State: n, Events: []*gamev1.Event{ev}}, nil
@@ -433,6 +464,9 @@ func OfferDraw(st *State, side rules.Side, now time.Time) (Change, error) {
 	}
 	if err := checkOpen(st, "offer a draw"); err != nil {
 		return Change{}, err
+	}
+	if ch, ok := flagFirst(st, "offer a draw", now); ok {
+		return ch, nil
 	}
 	if st.DrawOffer != nil {
 		return Change{}, apierr.New(apierr.Precondition, "cannot offer a draw: %s's offer is pending", sideName(st.Variant, *st.DrawOffer))
@@ -447,6 +481,9 @@ func OfferDraw(st *State, side rules.Side, now time.Time) (Change, error) {
 func AnswerDraw(st *State, side rules.Side, accept bool, now time.Time) (Change, error) {
 	if err := checkOpen(st, "answer a draw offer"); err != nil {
 		return Change{}, err
+	}
+	if ch, ok := flagFirst(st, "answer a draw offer", now); ok {
+		return ch, nil
 	}
 	if st.DrawOffer == nil || *st.DrawOffer == side {
 		return Change{}, apierr.New(apierr.Precondition, "there is no draw offer from your opponent to answer")
@@ -470,6 +507,9 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 	}
 	if err := checkOpen(st, "undo"); err != nil {
 		return Change{}, err
+	}
+	if ch, ok := flagFirst(st, "undo", now); ok {
+		return ch, nil
 	}
 	if st.Status == StatusSetup {
 		return Change{}, apierr.New(apierr.Precondition, "cannot undo: the game has not started")
@@ -507,11 +547,29 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 	}
 	n.replayed = g
 	if n.Clock != nil && n.Clock.Phase == clock.Running {
-		// The clock restarts for the side to move, keeping what is left.
-		restarted, err := n.Clock.Stop(now).Start(now, clock.Side(n.Turn()))
-		if err == nil {
-			n.Clock = &restarted
+		var c clock.State
+		var err error
+		if rules.Side(n.Clock.Turn) != n.Turn() {
+			// The AI's turn, cut short: it ends as if the AI had moved
+			// (a fresh byo-yomi period next time), and the human's starts.
+			c, err = n.Clock.Yield(now)
+		} else {
+			// The human's own turn goes on, with what is left of it.
+			c, err = n.Clock.Stop(now).Start(now, n.Clock.Turn)
 		}
+		var flag *clock.FlagError
+		switch {
+		case errors.As(err, &flag):
+			// Out of its time though within a move's lag grace: a turn
+			// handed back has no lag to forgive.
+			n.Clock = &c
+			ev := endOnTime(n, rules.Side(flag.Side), now)
+			return Change{State: n, Events: []*gamev1.Event{ev}, Reply: apierr.New(apierr.Precondition,
+				"cannot undo: %s's time had run out, and the game ended on time", sideName(n.Variant, rules.Side(flag.Side)))}, nil
+		case err != nil:
+			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
+		}
+		n.Clock = &c
 	}
 	n.WakeMs = wake(n, now)
 	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_MovesUndone{MovesUndone: &gamev1.MovesUndone{

@@ -184,7 +184,13 @@ func moveRecordPB(st *State, i int) *gamev1.MoveRecord {
 		PlayedAt: timestamppb.New(time.UnixMilli(m.AtMs)),
 	}
 	if m.Clock != nil {
-		r.Clocks = snapshotPB(st.Clock, *m.Clock)
+		// Only the last move's turn is still running: an older record
+		// would show the current turn's deadline as its own.
+		var running *clock.State
+		if i == len(st.Moves)-1 {
+			running = st.Clock
+		}
+		r.Clocks = snapshotPB(running, *m.Clock)
 	}
 	return r
 }
@@ -218,6 +224,9 @@ func snapshotPB(c *clock.State, s clock.Snapshot) *commonv1.ClockSnapshot {
 	}
 	if s.Phase == clock.Running {
 		out.Running = rulespb.Side(rules.Side(s.Turn))
+		if c == nil {
+			return out
+		}
 		if d, ok := c.Deadline(); ok && c.Phase == clock.Running && c.Turn == s.Turn {
 			out.Deadline = timestamppb.New(d)
 		}

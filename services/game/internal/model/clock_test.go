@@ -1,0 +1,188 @@
+package model
+
+import (
+	"testing"
+	"time"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/clock"
+	"github.com/palacehq/palace/pkg/rules"
+)
+
+// serviceLag is the game service's default lag policy: a 1 s grace.
+var serviceLag = clock.LagPolicy{MaxPerMove: time.Second, BankCap: 5 * time.Second, RefillPerMove: 500 * time.Millisecond}
+
+// clocked is a Xiangqi game on the default clock (5 min + 3 x 30 s) with
+// the service's lag policy, Red a human and Black the AI, after four
+// quick moves: Red's clock runs from the instant returned.
+func clocked(t *testing.T) (*State, time.Time) {
+	t.Helper()
+	now := time.UnixMilli(1_700_000_000_000)
+	ctl := clock.Default()
+	ch, err := Create(CreateParams{
+		ID: "g", Variant: rules.Xiangqi, Control: &ctl, Lag: serviceLag, FirstMoveTime: 30 * time.Second,
+		Seats: [2]Seat{{PlayerID: "p"}, {PlayerID: "ai", AILevel: 1}},
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ch.State
+	for i, mv := range []string{"h3e3", "h10g8", "b1c3", "b10c8"} {
+		now = now.Add(time.Second)
+		st = must(t, mv)(Move(st, rules.Side(i%2), mv, 0, now))
+	}
+	return st, now
+}
+
+// must returns the state of a change that had to succeed.
+func must(t *testing.T, what string) func(Change, error) *State {
+	return func(ch Change, err error) *State {
+		t.Helper()
+		if err != nil || ch.Reply != nil {
+			t.Fatalf("%s: %v %v", what, err, ch.Reply)
+		}
+		return ch.State
+	}
+}
+
+// afterFlag is an instant just after the running side's flag.
+func afterFlag(t *testing.T, st *State) time.Time {
+	t.Helper()
+	d, ok := st.Clock.Deadline()
+	if !ok {
+		t.Fatal("no clock runs")
+	}
+	return d.Add(50 * time.Millisecond)
+}
+
+// wantEndedOnTime checks a command refused because loser's flag came
+// first, and the game ended on time with loser's clock flagged.
+func wantEndedOnTime(t *testing.T, what string, ch Change, err error, loser rules.Side) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if apierr.CodeOf(ch.Reply) != apierr.Precondition || ch.State == nil || ch.State.Status != StatusEnded ||
+		ch.State.Result.Method != rules.Timeout || *ch.State.Result.Side != loser {
+		var status Status
+		var result *Result
+		if ch.State != nil {
+			status, result = ch.State.Status, ch.State.Result
+		}
+		t.Fatalf("%s after %v's flag: reply %v, status %v, result %+v; want it refused and the game ended on time", what, loser, ch.Reply, status, result)
+	}
+	if c := ch.State.Clock; c.Phase != clock.Stopped || !c.Players[loser].Flagged || c.Players[loser.Opponent()].Flagged {
+		t.Fatalf("%s: the final clock %+v does not show %v flagged", what, c, loser)
+	}
+	if ch.State.WakeMs != 0 {
+		t.Fatalf("%s: an ended game wakes at %d", what, ch.State.WakeMs)
+	}
+}
+
+// TestCommandsAfterAFlagEndTheGameOnTime: between a flag and the sweeper
+// that would announce it, no command may decide the game otherwise.
+func TestCommandsAfterAFlagEndTheGameOnTime(t *testing.T) {
+	red, black := rules.First, rules.Second
+	st, _ := clocked(t)
+	late := afterFlag(t, st)
+	ch, err := OfferDraw(st, black, late)
+	wantEndedOnTime(t, "Black's draw offer", ch, err, red)
+	ch, err = Resign(st, black, late)
+	wantEndedOnTime(t, "Black's resignation", ch, err, red)
+	ch, err = Resign(st, red, late)
+	wantEndedOnTime(t, "Red's resignation", ch, err, red)
+	ch, err = Undo(st, red, late)
+	wantEndedOnTime(t, "Red's undo", ch, err, red)
+	offered := must(t, "offer")(OfferDraw(st, black, late.Add(-time.Minute)))
+	ch, err = AnswerDraw(offered, red, true, late)
+	wantEndedOnTime(t, "Red accepting a draw", ch, err, red)
+	ch, err = Move(st, red, "a4a5", 0, late)
+	wantEndedOnTime(t, "Red's move", ch, err, red)
+	// The AI's flag, when the human undoes while the AI is thinking.
+	st, now := clocked(t)
+	st = must(t, "a4a5")(Move(st, red, "a4a5", 0, now.Add(time.Second)))
+	ch, err = Undo(st, red, afterFlag(t, st))
+	wantEndedOnTime(t, "Red's undo after the AI's flag", ch, err, black)
+}
+
+// TestLateMoveShowsTheFlag: a move late by less than the lag grace, with no
+// lag reported, ends the game with the clock that flagged it.
+func TestLateMoveShowsTheFlag(t *testing.T) {
+	st, _ := clocked(t)
+	d, _ := st.Clock.Deadline()
+	ch, err := Move(st, rules.First, "a4a5", 0, d.Add(-500*time.Millisecond)) // past the budget, within the grace
+	wantEndedOnTime(t, "a move past the budget", ch, err, rules.First)
+}
+
+// TestWakeOfAFlaggedClock: a running clock past its flag is due at once.
+func TestWakeOfAFlaggedClock(t *testing.T) {
+	st, _ := clocked(t)
+	d, _ := st.Clock.Deadline()
+	if got := wake(st, d.Add(time.Minute)); got != d.UnixMilli()+1 {
+		t.Fatalf("wake after the flag = %d, want the flag instant %d", got, d.UnixMilli()+1)
+	}
+}
+
+// TestUndoGivesTheAIAFreshPeriod: an undo while the AI thinks in byo-yomi
+// ends the AI's turn as a move would: its next turn starts with a whole
+// period, not the rest of the one cut short.
+func TestUndoGivesTheAIAFreshPeriod(t *testing.T) {
+	st, now := clocked(t)
+	now = now.Add(time.Second)
+	st = must(t, "a4a5")(Move(st, rules.First, "a4a5", 0, now))
+	now = now.Add(5*time.Minute + 25*time.Second) // the AI, 25 s into its first period
+	st = must(t, "undo")(Undo(st, rules.First, now))
+	ai := st.Clock.Players[rules.Second]
+	if ai.Periods != 3 || ai.PeriodMs != 30_000 || ai.MainMs != 0 {
+		t.Fatalf("the AI's clock after the undo: %+v; want 3 whole periods of 30 s", ai)
+	}
+	if st.Clock.Phase != clock.Running || st.Clock.Turn != clock.First || st.Clock.TurnStartMs != now.UnixMilli() {
+		t.Fatalf("after the undo the clock is %+v; want Red's running from the undo", st.Clock)
+	}
+}
+
+// TestOnlyTheLastMoveShowsADeadline: the deadline belongs to the turn that
+// runs, which follows the last move; older records must not show it.
+func TestOnlyTheLastMoveShowsADeadline(t *testing.T) {
+	st, now := clocked(t)
+	g := View(st, nil, now)
+	moves := g.GetMoves()
+	if len(moves) != 4 {
+		t.Fatalf("%d moves", len(moves))
+	}
+	for _, m := range moves[:3] {
+		if m.GetClocks().GetDeadline() != nil {
+			t.Fatalf("ply %d shows the running turn's deadline", m.GetPly())
+		}
+	}
+	if d, _ := st.Clock.Deadline(); !moves[3].GetClocks().GetDeadline().AsTime().Equal(d) {
+		t.Fatalf("the last move shows deadline %v, want %v", moves[3].GetClocks().GetDeadline(), d)
+	}
+}
+
+// TestLateFormationGetsTheDefault: a choice made after the setup time is
+// refused, and the default that was due is set, as the sweeper would.
+func TestLateFormationGetsTheDefault(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ch, err := Create(CreateParams{ID: "j", Variant: rules.Janggi, SetupTime: time.Minute}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := now.Add(time.Minute + time.Millisecond)
+	ch, err = ChooseFormation(ch.State, rules.Second, rules.SangMaSangMa, late)
+	if err != nil || apierr.CodeOf(ch.Reply) != apierr.Precondition {
+		t.Fatalf("a late choice: %v, reply %v; want it refused", err, ch.Reply)
+	}
+	if f := ch.State.Formations[rules.Second]; f != rules.MaSangSangMa || !ch.Events[0].GetFormationChosen().GetByDefault() {
+		t.Fatalf("after a late choice Han has %v (event %v); want the default", f, ch.Events[0])
+	}
+	// In time, the choice is taken.
+	ch, err = Create(CreateParams{ID: "j", Variant: rules.Janggi, SetupTime: time.Minute}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := must(t, "in time")(ChooseFormation(ch.State, rules.Second, rules.SangMaSangMa, now.Add(time.Minute)))
+	if st.Formations[rules.Second] != rules.SangMaSangMa {
+		t.Fatalf("a choice in time gave %v", st.Formations[rules.Second])
+	}
+}
