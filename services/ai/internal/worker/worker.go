@@ -88,10 +88,12 @@ func (w *Worker) Run(ctx context.Context) {
 				// Shutting down mid-job: leave it pending for another worker.
 				return
 			}
+			// Handle settles every job that is void (the game moved on,
+			// ended or is gone); any error leaves the AI to act, so the job
+			// stays pending and is claimed again after the timeout, here or
+			// by another worker. Acknowledging it would strand the game.
 			w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "err", err)
-			if retryable(err) {
-				continue // stays pending; claimed again after the timeout
-			}
+			continue
 		}
 		if err := w.Queue.Done(ctx, d); err != nil {
 			w.Log.WarnContext(ctx, "ai job ack", "game", d.Job.GameID, "err", err)
@@ -99,20 +101,14 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 }
 
-func retryable(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal:
-		return true
-	}
-	return false
-}
-
 // Handle plays one job: at most one move, whatever happens to this or any
 // other worker holding the same job, because the move's request id is
 // derived from the game and ply.
 func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	seat := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+j.Token)
-	for attempt := 0; ; attempt++ {
+	var last chosen
+	unseen, changes := 0, 0
+	for {
 		resp, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID})
 		if status.Code(err) == codes.NotFound || status.Code(err) == codes.Unauthenticated {
 			return nil // gone, or the job outlived its credential: nothing to do
@@ -122,9 +118,10 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		}
 		g := resp.GetGame()
 		if g.GetVersion() < j.Version {
-			// The commit that queued the job is not visible yet; if it never
-			// lands, it failed and the job is void.
-			if attempt >= 20 {
+			// The commit that queued the job is not visible yet (it may be
+			// waiting for replicas); if it never lands, it failed and the
+			// job is void.
+			if unseen++; time.Duration(unseen)*100*time.Millisecond > commitWait {
 				return nil
 			}
 			if err := sleep(ctx, 100*time.Millisecond); err != nil {
@@ -141,18 +138,30 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		case j.Kind == aijobs.KindFormation && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_SETUP:
 			done, err = w.formation(seat, g, j)
 		case j.Kind == aijobs.KindMove && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING:
-			done, err = w.move(seat, g, j)
+			done, err = w.move(seat, g, j, &last)
 		default:
 			return nil
 		}
 		if err != nil || done {
 			return err
 		}
-		// The game moved on while we thought (a presence event): look again.
-		if attempt >= 20 {
-			return errors.New("game keeps changing")
+		// The game moved on while we thought (a presence or clock event):
+		// look again. Left pending, a job that keeps losing is tried again.
+		if changes++; changes > 20 {
+			return errors.New("the game keeps changing under the AI's move")
 		}
 	}
+}
+
+// commitWait bounds the wait for the commit that queued a job to show.
+const commitWait = 10 * time.Second
+
+// chosen is the move computed for one position (its start and moves), so
+// that a move refused only because the game's version moved on (a
+// presence or clock event) is sent again at once, not searched again.
+type chosen struct {
+	position string
+	move     rules.Move
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -191,7 +200,7 @@ func settled(err error) (bool, error) {
 	return false, err
 }
 
-func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job) (bool, error) {
+func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *chosen) (bool, error) {
 	v, err := rulespb.Variant(g.GetKind())
 	if err != nil {
 		return true, nil
@@ -204,18 +213,25 @@ func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job) (bool, 
 		}
 		moves = append(moves, mv)
 	}
-	start := time.Now()
-	mv, nodes, err := w.Mover.Move(ctx, v, g.GetStart().GetFen(), moves, j.Level, seedOf(g.GetGameId(), len(moves)))
-	if err != nil {
-		if errors.Is(err, engine.ErrNoLegalMove) {
-			return true, nil
+	position := g.GetStart().GetFen() + "|" + fmt.Sprint(moves)
+	mv := last.move
+	if last.position != position {
+		start := time.Now()
+		var nodes uint64
+		var err error
+		mv, nodes, err = w.Mover.Move(ctx, v, g.GetStart().GetFen(), moves, j.Level, seedOf(g.GetGameId(), len(moves)))
+		if err != nil {
+			if errors.Is(err, engine.ErrNoLegalMove) {
+				return true, nil
+			}
+			return false, err
 		}
-		return false, err
-	}
-	if w.Metrics != nil {
-		w.Metrics.Jobs.Add(ctx, 1)
-		w.Metrics.Nodes.Add(ctx, int64(nodes))
-		w.Metrics.Think.Record(ctx, time.Since(start).Seconds())
+		*last = chosen{position: position, move: mv}
+		if w.Metrics != nil {
+			w.Metrics.Jobs.Add(ctx, 1)
+			w.Metrics.Nodes.Add(ctx, int64(nodes))
+			w.Metrics.Think.Record(ctx, time.Since(start).Seconds())
+		}
 	}
 	_, err = w.Games.MakeMove(ctx, &gamev1.MakeMoveRequest{
 		// Named by the version the move was chosen at, which no later

@@ -414,7 +414,9 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 	side := next.Turn()
 	tok, err := h.ring.Sign(auth.Claims{
 		Kind: auth.KindSeat, Subject: next.Seats[side].PlayerID, Game: next.ID, Side: sideText(side),
-		IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix(),
+		// As long as a player's: a job waits as long as the workers are
+		// down, and one whose credential ran out would strand the game.
+		IssuedAt: now.Unix(), ExpiresAt: now.Add(h.cfg.SeatTTL).Unix(),
 	})
 	if err != nil {
 		return fmt.Errorf("sign ai seat: %w", err)

@@ -1,0 +1,94 @@
+package ai_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/palacehq/palace/pkg/aijobs"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/logging"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/ai/internal/worker"
+)
+
+// countingMover is the built-in engine, with a hook before each search.
+type countingMover struct {
+	engine *worker.Builtin
+	calls  atomic.Int64
+	before func(call int64) error
+}
+
+func (m *countingMover) Move(ctx context.Context, v rules.Variant, start string, moves []rules.Move, level int, seed uint64) (rules.Move, uint64, error) {
+	n := m.calls.Add(1)
+	if m.before != nil {
+		if err := m.before(n); err != nil {
+			return rules.NoMove, 0, err
+		}
+	}
+	return m.engine.Move(ctx, v, start, moves, level, seed)
+}
+
+// runWorker runs one worker with mover on the game's queue until the test
+// ends; its jobs are claimed again 200 ms after a worker leaves them.
+func runWorker(t *testing.T, g *aiGame, prefix string, mover worker.Mover) {
+	t.Helper()
+	q := aijobs.New(redistest.Client(t), prefix)
+	q.ClaimAfter = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	w := &worker.Worker{Name: "w", Log: logging.Discard(), Queue: q, Games: g.games, Mover: mover}
+	go func() { defer close(done); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// TestAFailedSearchLeavesTheJobPending: a search that fails (an engine
+// that crashed, say) leaves the AI to move, so its job must stay pending
+// and be taken again, not be acknowledged and the game stranded.
+func TestAFailedSearchLeavesTheJobPending(t *testing.T) {
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	mover := &countingMover{engine: worker.NewBuiltin(4), before: func(call int64) error {
+		if call == 1 {
+			return errors.New("engine crashed")
+		}
+		return nil
+	}}
+	runWorker(t, g, prefix, mover)
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 2 })
+	if n := mover.calls.Load(); n != 2 {
+		t.Fatalf("%d searches, want the failed one and its retry", n)
+	}
+}
+
+// TestAMoveRefusedAsStaleIsSentAgainUnsearched: the game's version moves
+// on while the AI thinks (here a draw offer; presence and clock events do
+// the same), so its move is refused as stale. The position is unchanged:
+// the move found is sent again at the new version, without a new search.
+func TestAMoveRefusedAsStaleIsSentAgainUnsearched(t *testing.T) {
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	mover := &countingMover{engine: worker.NewBuiltin(4), before: func(call int64) error {
+		if call == 1 {
+			_, err := g.games.OfferDraw(g.human, &gamev1.OfferDrawRequest{GameId: g.id, RequestId: "offer"})
+			return err
+		}
+		return nil
+	}}
+	runWorker(t, g, prefix, mover)
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	st := g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 2 })
+	if st.GetDrawOfferedBy() != commonv1.Side_SIDE_UNSPECIFIED {
+		t.Fatalf("the AI's move left the draw offer of %v pending", st.GetDrawOfferedBy())
+	}
+	if n := mover.calls.Load(); n != 1 {
+		t.Fatalf("%d searches for one position, want 1", n)
+	}
+}
