@@ -16,6 +16,7 @@ import (
 
 	"github.com/palacehq/palace/pkg/aijobs"
 	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/pkg/engine"
 	aiv1 "github.com/palacehq/palace/pkg/gen/palace/ai/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/rules"
@@ -149,33 +150,69 @@ func newMover(ctx context.Context, cfg Config) (worker.Mover, func() error, erro
 	if cfg.UCIEngine == "" {
 		return worker.NewBuiltin(cfg.HashMB), nil, nil
 	}
-	c, err := uci.Start(ctx, cfg.UCIEngine)
+	start := func(ctx context.Context) (*uci.Client, error) {
+		c, err := uci.Start(ctx, cfg.UCIEngine)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", cfg.UCIEngine, err)
+		}
+		for opt := range strings.SplitSeq(cfg.UCIOptions, ",") {
+			name, value, ok := strings.Cut(strings.TrimSpace(opt), "=")
+			if !ok {
+				continue
+			}
+			if err := c.SetOption(ctx, name, value); err != nil {
+				_ = c.Close()
+				return nil, fmt.Errorf("%s option %s: %w", cfg.UCIEngine, name, err)
+			}
+		}
+		return c, nil
+	}
+	// Started now, so that a wrong path or option stops the service at once.
+	c, err := start(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("start %s: %w", cfg.UCIEngine, err)
+		return nil, nil, err
 	}
-	for opt := range strings.SplitSeq(cfg.UCIOptions, ",") {
-		name, value, ok := strings.Cut(strings.TrimSpace(opt), "=")
-		if !ok {
-			continue
-		}
-		if err := c.SetOption(ctx, name, value); err != nil {
-			_ = c.Close()
-			return nil, nil, fmt.Errorf("%s option %s: %w", cfg.UCIEngine, name, err)
-		}
-	}
-	return &uciMover{c: c}, c.Close, nil
+	u := &uciMover{start: start, c: c}
+	return u, u.close, nil
 }
 
 // uciMover plays with an external engine; its strength is its own options,
-// not the seat's level.
-type uciMover struct{ c *uci.Client }
+// not the seat's level. An engine that fails (it crashed, or answered
+// nonsense) is not asked again: the next move starts a new one.
+type uciMover struct {
+	start func(context.Context) (*uci.Client, error)
+	c     *uci.Client // nil after a failure, until the next move
+}
 
 func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, _ int, _ uint64) (rules.Move, uint64, error) {
-	if err := u.c.NewGame(ctx, v); err != nil {
+	if u.c == nil {
+		c, err := u.start(ctx)
+		if err != nil {
+			return rules.NoMove, 0, err
+		}
+		u.c = c
+	}
+	r, err := u.play(ctx, v, startFEN, moves)
+	if err != nil {
+		_ = u.c.Close()
+		u.c = nil
 		return rules.NoMove, 0, err
 	}
-	r, err := u.c.Move(ctx, v, startFEN, moves)
-	return r.Move, 0, err
+	return r.Move, 0, nil
+}
+
+func (u *uciMover) play(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move) (engine.Reply, error) {
+	if err := u.c.NewGame(ctx, v); err != nil {
+		return engine.Reply{}, err
+	}
+	return u.c.Move(ctx, v, startFEN, moves)
+}
+
+func (u *uciMover) close() error {
+	if u.c == nil {
+		return nil
+	}
+	return u.c.Close()
 }
 
 func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {

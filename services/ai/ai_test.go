@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -70,6 +71,59 @@ func TestWorkerUsesAnExternalUCIEngine(t *testing.T) {
 	b, err := os.ReadFile(started)
 	if err != nil || strings.Count(string(b), "started") == 0 {
 		t.Fatalf("the external engine never started (%v)", err)
+	}
+}
+
+// TestWorkerRestartsADeadUCIEngine kills the external engine between two
+// of the AI's moves: the worker starts a new one, and the AI plays on.
+func TestWorkerRestartsADeadUCIEngine(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	script := filepath.Join(dir, "engine")
+	body := fmt.Sprintf("#!/bin/sh\necho $$ >> %q\nPALACE_TEST_UCI_ENGINE=1 exec %q\n", pids, self)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	started := func() []string {
+		t.Helper()
+		b, err := os.ReadFile(pids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Fields(string(b))
+	}
+	g, _ := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 1, func(c *ai.Config) { c.UCIEngine = script })
+	play := func(ply int) {
+		t.Helper()
+		st := g.waitFor(t, func(x *gamev1.Game) bool { return x.GetTurn() == commonv1.Side_SIDE_FIRST })
+		if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: fmt.Sprintf("%s-%d", g.id, ply), Move: st.GetLegalMoves()[0]}); err != nil {
+			t.Fatal(err)
+		}
+		g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == ply+1 })
+	}
+	play(1)
+	first := started()
+	if len(first) != 1 {
+		t.Fatalf("engines started: %v, want one", first)
+	}
+	pid, err := strconv.Atoi(first[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	play(3)
+	if n := len(started()); n != 2 {
+		t.Fatalf("%d engines started, want a second one after the first died", n)
 	}
 }
 
