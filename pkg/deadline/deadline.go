@@ -52,6 +52,38 @@ func New(rdb redis.UniversalClient, prefix string, shards int) (*Index, error) {
 // Shards is the number of shards.
 func (x *Index) Shards() int { return x.shards }
 
+// ErrShardsDiffer means this process counts shards differently from the
+// deployment's index.
+var ErrShardsDiffer = errors.New("deadline shard count differs from the index's")
+
+// metaKey records the shard count the index was made with.
+func (x *Index) metaKey() string { return x.prefix + "dl:shards" }
+
+// CheckShards records this index's shard count in Redis if none is, and
+// otherwise requires the same: a game is found by its shard, so a game
+// service and a clock service that count shards differently would leave
+// deadlines in shards nobody sweeps, and no timeout there would ever be
+// flagged. Every process calls it at start.
+func (x *Index) CheckShards(ctx context.Context) error {
+	set, err := x.rdb.SetNX(ctx, x.metaKey(), x.shards, 0).Result()
+	if err != nil {
+		return fmt.Errorf("deadline shard count: %w", err)
+	}
+	if set {
+		return nil // the first process of the deployment
+	}
+	recorded, err := x.rdb.Get(ctx, x.metaKey()).Result()
+	if err != nil {
+		return fmt.Errorf("deadline shard count: %w", err)
+	}
+	if recorded != strconv.Itoa(x.shards) {
+		return fmt.Errorf("%w: this process has %d, the deadlines in Redis are indexed in %s (key %s); "+
+			"every game and clock process must use the same --deadline-shards, and changing it means moving the entries and that key",
+			ErrShardsDiffer, x.shards, recorded, x.metaKey())
+	}
+	return nil
+}
+
 // ShardOf returns the shard of a game.
 func (x *Index) ShardOf(gameID string) int {
 	return int(crc32.ChecksumIEEE([]byte(gameID)) % uint32(x.shards))

@@ -3,6 +3,7 @@ package deadline
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,31 @@ func TestAddWaitsForReplicas(t *testing.T) {
 	pair.Link.Blackhole()
 	if err := x.Add(ctx, Entry{GameID: "g2", At: e.At}); !errors.Is(err, redisx.ErrNotReplicated) {
 		t.Fatalf("add with the replica behind: %v, want ErrNotReplicated", err)
+	}
+}
+
+// TestCheckShardsKeepsEveryoneOnOneCount: the first process records its
+// shard count; a later one with the same count starts, one with another
+// is refused, since the deadlines it indexes would be swept by nobody.
+func TestCheckShardsKeepsEveryoneOnOneCount(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	for _, shards := range []int{16, 16} {
+		x, err := New(rdb, prefix, shards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.CheckShards(ctx); err != nil {
+			t.Fatalf("%d shards, as recorded: %v", shards, err)
+		}
+	}
+	other, err := New(rdb, prefix, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = other.CheckShards(ctx)
+	if !errors.Is(err, ErrShardsDiffer) || !strings.Contains(err.Error(), "this process has 32") || !strings.Contains(err.Error(), "indexed in 16") {
+		t.Fatalf("32 shards where 16 are recorded: %v", err)
 	}
 }

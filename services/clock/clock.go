@@ -125,6 +125,9 @@ func Bind(cfg Config) app.Binder {
 		if err != nil {
 			return nil, fmt.Errorf("clock service: %w", err)
 		}
+		if err := idx.CheckShards(ctx); err != nil {
+			return nil, fmt.Errorf("clock service: --deadline-shards: %w", err)
+		}
 		cc, err := rt.Dial(cfg.GameAddr)
 		if err != nil {
 			return nil, fmt.Errorf("clock service: game client: %w", err)

@@ -134,6 +134,9 @@ func Bind(cfg Config) app.Binder {
 		if err != nil {
 			return nil, err
 		}
+		if err := idx.CheckShards(ctx); err != nil {
+			return nil, fmt.Errorf("game: --deadline-shards: %w", err)
+		}
 		// A deadline and an AI job are written before the commit that
 		// needs them. On one master the commit's own wait covers them
 		// (replication is one ordered stream); in a cluster they may live
