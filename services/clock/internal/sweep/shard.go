@@ -328,7 +328,16 @@ func (s *Service) expire(ctx context.Context, shard int, e deadline.Entry) outco
 func (s *Service) decide(ctx context.Context, at int64, resp *gamev1.ExpireDeadlineResponse, now time.Time) outcome {
 	g := resp.GetGame()
 	if !resp.GetApplied() {
-		if g == nil || finished(g.GetStatus()) {
+		if g == nil {
+			// No such game. A new game's first deadline is indexed before
+			// the commit that creates it, so a recent one is checked again
+			// (on this process's clock: the game has none to give).
+			if time.Duration(now.UnixMilli()-at)*time.Millisecond < s.cfg.StaleAfter {
+				return outcome{kind: "recheck", recheck: true}
+			}
+			return outcome{kind: "stale", remove: true}
+		}
+		if finished(g.GetStatus()) {
 			return outcome{kind: "stale", remove: true}
 		}
 		// The game service's time: its clocks' instant, else ours.

@@ -43,8 +43,12 @@ func TestDecide(t *testing.T) {
 		wantKind   string
 		wantRemove bool
 		wantFlags  uint64
+		// after is how long after the deadline the answer comes (10 ms
+		// when zero).
+		after time.Duration
 	}{
-		{name: "unknown game", resp: &gamev1.ExpireDeadlineResponse{}, wantKind: "stale", wantRemove: true},
+		{name: "unknown game, a recent deadline: it may be being created", resp: &gamev1.ExpireDeadlineResponse{}, wantKind: "recheck"},
+		{name: "unknown game, an old deadline", resp: &gamev1.ExpireDeadlineResponse{}, after: DefaultStaleAfter, wantKind: "stale", wantRemove: true},
 		{name: "finished game", resp: &gamev1.ExpireDeadlineResponse{Game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_ENDED}}, wantKind: "stale", wantRemove: true},
 		{name: "recent deadline that is not current", resp: &gamev1.ExpireDeadlineResponse{Game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_ONGOING, Clocks: running}}, wantKind: "recheck"},
 		{name: "recent deadline of a game without clock", resp: &gamev1.ExpireDeadlineResponse{Game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_SETUP}}, wantKind: "recheck"},
@@ -61,7 +65,11 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newTestService(t)
-			o := s.decide(context.Background(), at.UnixMilli(), tt.resp, at.Add(10*time.Millisecond))
+			after := tt.after
+			if after == 0 {
+				after = 10 * time.Millisecond
+			}
+			o := s.decide(context.Background(), at.UnixMilli(), tt.resp, at.Add(after))
 			if o.kind != tt.wantKind || o.remove != tt.wantRemove {
 				t.Fatalf("decide = %+v, want kind %s, remove %v", o, tt.wantKind, tt.wantRemove)
 			}
