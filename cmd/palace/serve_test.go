@@ -196,6 +196,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{name: "replicas with the autopipeline", args: []string{"--redis-wait-replicas", "1", "--redis-autopipeline", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--redis-wait-replicas cannot be combined with --redis-autopipeline"},
 		{name: "short service key", args: []string{"--service-keys", "k1:00ff", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--service-keys: "},
 		{name: "service key without an id", args: []string{"--service-keys", "00ff", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--service-keys: "},
+		{name: "negative engine move timeout", args: []string{"--ai-uci-move-timeout", "-1s", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--ai-uci-move-timeout must not be negative"},
 		{name: "negative keepalive", args: []string{"--keepalive-timeout", "-1s", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--keepalive-time and --keepalive-timeout must not be negative"},
 		{name: "bad CORS origin", args: []string{"--cors-origins", "https://play.example.com, play.example.com", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-origins: CORS origin "play.example.com"`},
 	}

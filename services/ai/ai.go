@@ -3,6 +3,7 @@
 package ai
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -43,6 +44,9 @@ type Config struct {
 	// of the built-in engine; UCIOptions are "name=value" pairs for it.
 	UCIEngine  string
 	UCIOptions string
+	// UCIMoveTimeout bounds one move of the external engine (0: 30 s, far
+	// beyond the 1 s it is asked to think): one that hangs is replaced.
+	UCIMoveTimeout time.Duration
 }
 
 // RegisterFlags defines the AI flags (not --game-addr or --key-prefix,
@@ -54,6 +58,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultWorkers int) {
 	app.DurationFlag(fs, &c.ClaimAfter, "ai-claim-after", 30*time.Second, "take over a job left unfinished this long")
 	app.StringFlag(fs, &c.UCIEngine, "ai-uci-engine", "", "external UCI engine binary for the workers (default: built-in engine)")
 	app.StringFlag(fs, &c.UCIOptions, "ai-uci-options", "", "options for the external engine: name=value[,name=value]")
+	app.DurationFlag(fs, &c.UCIMoveTimeout, "ai-uci-move-timeout", 30*time.Second, "longest wait for the external engine's move; one that takes longer is restarted")
 }
 
 // Validate reports every problem at once.
@@ -67,6 +72,9 @@ func (c Config) Validate() error {
 	}
 	if c.HashMB < 1 || c.HashMB > 4096 {
 		errs = append(errs, fmt.Errorf("--ai-hash-mb %d: want 1..4096", c.HashMB))
+	}
+	if c.UCIMoveTimeout < 0 {
+		errs = append(errs, errors.New("--ai-uci-move-timeout must not be negative"))
 	}
 	if c.ClaimAfter < time.Second {
 		errs = append(errs, errors.New("--ai-claim-after must be at least 1s"))
@@ -172,7 +180,7 @@ func newMover(ctx context.Context, cfg Config) (worker.Mover, func() error, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	u := &uciMover{start: start, c: c}
+	u := &uciMover{start: start, c: c, timeout: cmp.Or(cfg.UCIMoveTimeout, 30*time.Second)}
 	return u, u.close, nil
 }
 
@@ -180,8 +188,9 @@ func newMover(ctx context.Context, cfg Config) (worker.Mover, func() error, erro
 // not the seat's level. An engine that fails (it crashed, or answered
 // nonsense) is not asked again: the next move starts a new one.
 type uciMover struct {
-	start func(context.Context) (*uci.Client, error)
-	c     *uci.Client // nil after a failure, until the next move
+	start   func(context.Context) (*uci.Client, error)
+	c       *uci.Client // nil after a failure, until the next move
+	timeout time.Duration
 }
 
 func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, _ int, _ uint64) (rules.Move, uint64, error) {
@@ -192,7 +201,9 @@ func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, m
 		}
 		u.c = c
 	}
-	r, err := u.play(ctx, v, startFEN, moves)
+	mctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	r, err := u.play(mctx, v, startFEN, moves)
 	if err != nil {
 		_ = u.c.Close()
 		u.c = nil

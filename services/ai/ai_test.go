@@ -127,6 +127,51 @@ func TestWorkerRestartsADeadUCIEngine(t *testing.T) {
 	}
 }
 
+// TestWorkerReplacesAHungUCIEngine: an engine that never answers "go" is
+// given up after --ai-uci-move-timeout and replaced, instead of holding
+// its worker for ever.
+func TestWorkerReplacesAHungUCIEngine(t *testing.T) {
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts")
+	script := filepath.Join(dir, "engine")
+	// A UCI engine that starts and answers readiness, then never moves.
+	body := fmt.Sprintf(`#!/bin/sh
+echo started >> %q
+while read -r line; do
+  case "$line" in
+    uci) echo "id name hung"; echo uciok ;;
+    isready) echo readyok ;;
+    quit) exit 0 ;;
+  esac
+done
+`, starts)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 1, func(c *ai.Config) {
+		c.UCIEngine, c.UCIMoveTimeout = script, 300*time.Millisecond
+	})
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: g.id + "-1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The job is left pending and taken again after the claim timeout (1 s
+	// here), by a worker that starts a new engine.
+	// The hung engine also gets 5 s to answer "stop" (pkg/uci).
+	moved := time.Now()
+	deadline := moved.Add(15 * time.Second)
+	for {
+		b, _ := os.ReadFile(starts)
+		if n := strings.Count(string(b), "started"); n >= 2 {
+			t.Logf("a new engine %v after the human's move", time.Since(moved))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("engine starts: %q; want a new engine once the hung one timed out", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func aiConfig(prefix string, workers int) ai.Config {
 	return ai.Config{KeyPrefix: prefix, Workers: workers, Engines: 2, HashMB: 4, ClaimAfter: time.Second}
 }
