@@ -167,9 +167,13 @@ func (s *Service) dispatch(ctx context.Context, sh *shard, due dueSet, limit int
 	var soonest time.Time
 	sh.mu.Lock()
 	sh.full = false
+	// Every entry read is listed, those past the in-flight limit too: an
+	// entry the read did not list is gone, and loses its retry backoff.
 	listed := make(map[string]bool, len(due.members))
 	for _, m := range due.members {
 		listed[m] = true
+	}
+	for _, m := range due.members {
 		if sh.inflight[m] || sh.done[m].After(readAt) {
 			continue
 		}

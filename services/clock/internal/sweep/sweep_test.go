@@ -131,3 +131,20 @@ func TestAliveWindowIsShorterThanTheLease(t *testing.T) {
 		}
 	}
 }
+
+// TestEntriesPastTheInFlightLimitKeepTheirBackoff: a complete read lists
+// more due entries than may be in flight; those it cannot start yet are
+// still listed, so a failed one keeps its retry backoff instead of being
+// called again at once.
+func TestEntriesPastTheInFlightLimitKeepTheirBackoff(t *testing.T) {
+	s := newTestService(t)
+	s.cfg.Batch = 1
+	sh := newShard(0, "k")
+	now := time.Now()
+	sh.inflight["a"] = true // the limit is reached
+	sh.retry["c"] = &retryState{at: now.Add(time.Second), backoff: time.Second}
+	s.dispatch(context.Background(), sh, dueSet{members: []string{"a", "b", "c"}, nowMs: now.UnixMilli()}, 10, now, now)
+	if r := sh.retry["c"]; r == nil || r.backoff != time.Second {
+		t.Fatalf("the retry state of an entry past the in-flight limit: %+v; want it kept", r)
+	}
+}
