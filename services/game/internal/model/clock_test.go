@@ -103,6 +103,15 @@ func TestCommandsAfterAFlagEndTheGameOnTime(t *testing.T) {
 	st = must(t, "a4a5")(Move(st, red, "a4a5", 0, now.Add(time.Second)))
 	ch, err = Undo(st, red, afterFlag(t, st))
 	wantEndedOnTime(t, "Red's undo after the AI's flag", ch, err, black)
+	// Past the AI's budget but within a move's lag grace: a move could
+	// still come in time, a handed-back turn cannot. The game ends where
+	// it stood, the moves not taken back.
+	d, _ := st.Clock.Deadline()
+	ch, err = Undo(st, red, d.Add(-500*time.Millisecond))
+	wantEndedOnTime(t, "Red's undo within the AI's lag grace", ch, err, black)
+	if len(ch.State.Moves) != len(st.Moves) || len(ch.Events) != 1 {
+		t.Fatalf("the refused undo took the game from %d to %d moves with events %v", len(st.Moves), len(ch.State.Moves), ch.Events)
+	}
 }
 
 // TestLateMoveShowsTheFlag: a move late by less than the lag grace, with no

@@ -561,11 +561,13 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 		switch {
 		case errors.As(err, &flag):
 			// Out of its time though within a move's lag grace: a turn
-			// handed back has no lag to forgive.
-			n.Clock = &c
-			ev := endOnTime(n, rules.Side(flag.Side), now)
-			return Change{State: n, Events: []*gamev1.Event{ev}, Reply: apierr.New(apierr.Precondition,
-				"cannot undo: %s's time had run out, and the game ended on time", sideName(n.Variant, rules.Side(flag.Side)))}, nil
+			// handed back has no lag to forgive. The game ends on time
+			// where it stood, the moves not taken back.
+			ended := clone(st)
+			ended.Clock = &c
+			ev := endOnTime(ended, rules.Side(flag.Side), now)
+			return Change{State: ended, Events: []*gamev1.Event{ev}, Reply: apierr.New(apierr.Precondition,
+				"cannot undo: %s's time had run out, and the game ended on time", sideName(st.Variant, rules.Side(flag.Side)))}, nil
 		case err != nil:
 			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
 		}
