@@ -103,7 +103,7 @@ func (w *Worker) Run(ctx context.Context) {
 
 // Handle plays one job: at most one move, whatever happens to this or any
 // other worker holding the same job, because the move's request id is
-// derived from the game and ply.
+// derived from the game and the version it was chosen at.
 func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	seat := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+j.Token)
 	var last chosen
