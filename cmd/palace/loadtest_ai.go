@@ -97,5 +97,9 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	rep.P50ms, rep.P99ms = percentiles(lat)
 	b, _ := json.Marshal(rep)
 	fmt.Fprintln(stdout, string(b))
+	if rep.Errors > 0 {
+		// As the other load tools: the report stands, the status tells.
+		return exitFail
+	}
 	return exitOK
 }

@@ -160,6 +160,17 @@ func TestLoadtestAIReportsJobs(t *testing.T) {
 	}
 }
 
+// TestLoadtestAIExitsOneOnErrors: failed calls still give a report, and
+// the exit status says they failed.
+func TestLoadtestAIExitsOneOnErrors(t *testing.T) {
+	out, errOut, code := palace("loadtest", "ai", "--addr", "127.0.0.1:1", "--level", "1", "--clients", "1", "--duration", "300ms")
+	var rep aiReport
+	lastJSON(t, out, &rep)
+	if code != exitFail || rep.Errors == 0 {
+		t.Fatalf("exit %d with report %+v, want %d and errors: %s", code, rep, exitFail, errOut)
+	}
+}
+
 func TestEngineMatchPrintsTable(t *testing.T) {
 	out, errOut, code := palace("engine", "match", "--a", "level:2", "--b", "level:1", "--games", "2", "--variant", "janggi", "--opening-plies", "2")
 	if code != 0 {
