@@ -1,7 +1,8 @@
 // Package server is the gRPC wiring every Palace service shares: health,
 // reflection, OpenTelemetry stats handlers, panic recovery, request
-// logging, message size limits, Connect and gRPC-Web on the same port
-// (through vanguard), Prometheus /metrics and graceful shutdown.
+// logging, message size limits, Connect and gRPC-Web (binary through
+// vanguard, text translated to it) on the same port, Prometheus /metrics
+// and graceful shutdown.
 package server
 
 import (
@@ -194,9 +195,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("connect transcoder: %w", err)
 	}
-	var rpc http.Handler = transcoder
+	rpc := withGRPCWebText(transcoder, s.cfg.MaxRecvBytes)
 	if len(s.cfg.CORSOrigins) > 0 {
-		rpc = withCORS(s.cfg.CORSOrigins, transcoder)
+		rpc = withCORS(s.cfg.CORSOrigins, rpc)
 	}
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
