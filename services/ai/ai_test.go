@@ -45,50 +45,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestWorkerUsesAnExternalUCIEngine configures the worker with an engine
-// binary (this test binary behind a script, which notes each start) and
-// plays against it: the AI's replies must come from that process.
-func TestWorkerUsesAnExternalUCIEngine(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	started := filepath.Join(dir, "started")
-	script := filepath.Join(dir, "engine")
-	body := fmt.Sprintf("#!/bin/sh\necho started >> %q\nPALACE_TEST_UCI_ENGINE=1 exec %q\n", started, self)
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	g, _ := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 1, func(c *ai.Config) { c.UCIEngine = script })
-	for ply := 1; ply <= 3; ply += 2 {
-		st := g.waitFor(t, func(x *gamev1.Game) bool { return x.GetTurn() == commonv1.Side_SIDE_FIRST })
-		if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: fmt.Sprintf("%s-%d", g.id, ply), Move: st.GetLegalMoves()[0]}); err != nil {
-			t.Fatal(err)
-		}
-		g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == ply+1 })
-	}
-	b, err := os.ReadFile(started)
-	if err != nil || strings.Count(string(b), "started") == 0 {
-		t.Fatalf("the external engine never started (%v)", err)
-	}
-}
-
-// TestWorkerRestartsADeadUCIEngine kills the external engine between two
-// of the AI's moves: the worker starts a new one, and the AI plays on.
-func TestWorkerRestartsADeadUCIEngine(t *testing.T) {
+// selfEngine is an external engine for the workers: this test binary
+// behind a script that notes the process id of each start, which
+// started lists.
+func selfEngine(t *testing.T) (script string, started func() []string) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	pids := filepath.Join(dir, "pids")
-	script := filepath.Join(dir, "engine")
+	script = filepath.Join(dir, "engine")
 	body := fmt.Sprintf("#!/bin/sh\necho $$ >> %q\nPALACE_TEST_UCI_ENGINE=1 exec %q\n", pids, self)
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	started := func() []string {
+	return script, func() []string {
 		t.Helper()
 		b, err := os.ReadFile(pids)
 		if err != nil {
@@ -96,16 +69,38 @@ func TestWorkerRestartsADeadUCIEngine(t *testing.T) {
 		}
 		return strings.Fields(string(b))
 	}
-	g, _ := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 1, func(c *ai.Config) { c.UCIEngine = script })
-	play := func(ply int) {
-		t.Helper()
-		st := g.waitFor(t, func(x *gamev1.Game) bool { return x.GetTurn() == commonv1.Side_SIDE_FIRST })
-		if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: fmt.Sprintf("%s-%d", g.id, ply), Move: st.GetLegalMoves()[0]}); err != nil {
-			t.Fatal(err)
-		}
-		g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == ply+1 })
+}
+
+// play makes the human's move at ply (its first legal one) and waits for
+// the AI's reply.
+func (g *aiGame) play(t *testing.T, ply int) {
+	t.Helper()
+	st := g.waitFor(t, func(x *gamev1.Game) bool { return x.GetTurn() == commonv1.Side_SIDE_FIRST })
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: fmt.Sprintf("%s-%d", g.id, ply), Move: st.GetLegalMoves()[0]}); err != nil {
+		t.Fatal(err)
 	}
-	play(1)
+	g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == ply+1 })
+}
+
+// TestWorkerUsesAnExternalUCIEngine configures the worker with an engine
+// binary (selfEngine) and plays against it: the AI's replies must come
+// from that process.
+func TestWorkerUsesAnExternalUCIEngine(t *testing.T) {
+	script, started := selfEngine(t)
+	g, _ := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 1, func(c *ai.Config) { c.UCIEngine = script })
+	g.play(t, 1)
+	g.play(t, 3)
+	if len(started()) == 0 {
+		t.Fatal("the external engine never started")
+	}
+}
+
+// TestWorkerRestartsADeadUCIEngine kills the external engine between two
+// of the AI's moves: the worker starts a new one, and the AI plays on.
+func TestWorkerRestartsADeadUCIEngine(t *testing.T) {
+	script, started := selfEngine(t)
+	g, _ := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 1, func(c *ai.Config) { c.UCIEngine = script })
+	g.play(t, 1)
 	first := started()
 	if len(first) != 1 {
 		t.Fatalf("engines started: %v, want one", first)
@@ -121,7 +116,7 @@ func TestWorkerRestartsADeadUCIEngine(t *testing.T) {
 	if err := engine.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	play(3)
+	g.play(t, 3)
 	if n := len(started()); n != 2 {
 		t.Fatalf("%d engines started, want a second one after the first died", n)
 	}

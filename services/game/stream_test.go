@@ -525,16 +525,7 @@ func TestHeldSeatsAreListedWhileHeld(t *testing.T) {
 	waitPresence(t, watch, commonv1.Side_SIDE_FIRST, false)
 	// The seat is taken off the list just after the commit that announced
 	// its closing, so the list may lag the event by a moment.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		got := heldSeats(t, env)
-		if len(got) == 1 && got[0] == tb.id+"|1" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("held seats %v after the first closed, want the second's", got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitHeld(t, env, "after the first closed", tb.id+"|1")
 	if got := tb.get(t).GetConnected(); len(got) != 1 || got[0] != commonv1.Side_SIDE_SECOND {
 		t.Fatalf("game read after the first seat left says %v are connected", got)
 	}
@@ -544,10 +535,19 @@ func TestHeldSeatsAreListedWhileHeld(t *testing.T) {
 	if got := tb.get(t).GetConnected(); len(got) != 0 {
 		t.Fatalf("game read after its end says %v are connected", got)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(heldSeats(t, env)) > 0 {
+	waitHeld(t, env, "after the game ended")
+}
+
+// waitHeld waits up to 5 s for the held seats to be want.
+func waitHeld(t *testing.T, env *gametest.Env, when string, want ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		got := heldSeats(t, env)
+		if slices.Equal(got, want) {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("held seats %v after the game ended", heldSeats(t, env))
+			t.Fatalf("held seats %v %s, want %v", got, when, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

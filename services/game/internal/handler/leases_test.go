@@ -59,15 +59,11 @@ func newRedisHandlerOn(t *testing.T, rdb redis.UniversalClient, prefix string, r
 	return h
 }
 
-// TestLateClosingOfAReopenedSeatChangesNothing: a seat's stream closes and
-// its held-back closing fires just as a new stream of the seat opens here,
-// so both are recorded, and the opening reaches the game first (the
-// closing was delayed behind the game's other commands). Holding a seat is
-// idempotent, so the order they reach Redis cannot decide; what this
-// process holds when the closing is committed must: the seat stays held.
-func TestLateClosingOfAReopenedSeatChangesNothing(t *testing.T) {
+// newXiangqi creates a Xiangqi game through h, as a service does, and
+// returns its id and the contexts of calls from its two seats.
+func newXiangqi(t *testing.T, h *Handler) (id string, red, black context.Context) {
+	t.Helper()
 	ctx := t.Context()
-	h := newRedisHandler(t)
 	tok, err := auth.ServiceToken(h.cfg.ServiceKeys, "test", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +75,23 @@ func TestLateClosingOfAReopenedSeatChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := created.GetGameId()
+	as := map[commonv1.Side]context.Context{}
+	for _, c := range created.GetCredentials() {
+		as[c.GetSide()] = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+c.GetToken()))
+	}
+	return created.GetGameId(), as[commonv1.Side_SIDE_FIRST], as[commonv1.Side_SIDE_SECOND]
+}
+
+// TestLateClosingOfAReopenedSeatChangesNothing: a seat's stream closes and
+// its held-back closing fires just as a new stream of the seat opens here,
+// so both are recorded, and the opening reaches the game first (the
+// closing was delayed behind the game's other commands). Holding a seat is
+// idempotent, so the order they reach Redis cannot decide; what this
+// process holds when the closing is committed must: the seat stays held.
+func TestLateClosingOfAReopenedSeatChangesNothing(t *testing.T) {
+	ctx := t.Context()
+	h := newRedisHandler(t)
+	id, _, _ := newXiangqi(t, h)
 	held := func() bool {
 		t.Helper()
 		l, err := h.store.LoadHead(ctx, id)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/auth"
@@ -62,24 +61,7 @@ func TestStaleVersionNamesTheCurrentOne(t *testing.T) {
 	slow := newRedisHandlerOn(t, hooked, prefix, ring)
 	other := newRedisHandlerOn(t, redistest.Client(t), prefix, ring)
 
-	ctx := t.Context()
-	tok, err := auth.ServiceToken(ring, "test", time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	created, err := other.CreateGame(metadata.NewIncomingContext(ctx, metadata.Pairs(auth.ServiceHeader, tok)), &gamev1.CreateGameRequest{
-		RequestId: "create", Kind: commonv1.GameKind_GAME_KIND_XIANGQI,
-		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "b"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := created.GetGameId()
-	as := map[commonv1.Side]context.Context{}
-	for _, c := range created.GetCredentials() {
-		as[c.GetSide()] = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+c.GetToken()))
-	}
-	red, black := as[commonv1.Side_SIDE_FIRST], as[commonv1.Side_SIDE_SECOND]
+	id, red, black := newXiangqi(t, other)
 	if _, err := other.MakeMove(red, &gamev1.MakeMoveRequest{GameId: id, RequestId: "m1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,23 +106,7 @@ func TestCachedStateOfALostCommitIsNotBuiltOn(t *testing.T) {
 	first := newRedisHandlerOn(t, rdb, prefix, ring)
 	other := newRedisHandlerOn(t, redistest.Client(t), prefix, ring)
 	ctx := t.Context()
-	tok, err := auth.ServiceToken(ring, "test", time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	created, err := first.CreateGame(metadata.NewIncomingContext(ctx, metadata.Pairs(auth.ServiceHeader, tok)), &gamev1.CreateGameRequest{
-		RequestId: "create", Kind: commonv1.GameKind_GAME_KIND_XIANGQI,
-		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "b"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := created.GetGameId()
-	as := map[commonv1.Side]context.Context{}
-	for _, c := range created.GetCredentials() {
-		as[c.GetSide()] = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+c.GetToken()))
-	}
-	red, black := as[commonv1.Side_SIDE_FIRST], as[commonv1.Side_SIDE_SECOND]
+	id, red, black := newXiangqi(t, first)
 	move := func(h *Handler, side context.Context, mv string) error {
 		_, err := h.MakeMove(side, &gamev1.MakeMoveRequest{GameId: id, RequestId: "m-" + mv, Move: &commonv1.Move{Coordinate: mv}})
 		return err
