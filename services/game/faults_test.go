@@ -637,6 +637,10 @@ func TestReadsShowOnlyConfirmedCommits(t *testing.T) {
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("a command on a game with an unconfirmed move: %v, want Unavailable", err)
 	}
+	// Nor a deadline's expiry, whose answer shows the game.
+	if _, err := env.Client.ExpireDeadline(context.Background(), &gamev1.ExpireDeadlineRequest{GameId: tb.id, DeadlineUnixMs: time.Now().UnixMilli()}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("ExpireDeadline on a game with an unconfirmed move: %v, want Unavailable", err)
+	}
 	pair.Link.Restore()
 	select {
 	case mv := <-moves:

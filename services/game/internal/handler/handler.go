@@ -1026,6 +1026,13 @@ func (h *Handler) ExpireDeadline(ctx context.Context, req *gamev1.ExpireDeadline
 		if err != nil {
 			return nil, h.fail(ctx, err)
 		}
+		if l.Unconfirmed {
+			// As a command would: neither a timeout nor the game in the
+			// answer may rest on a commit that a failover could take back.
+			if err := h.confirm(ctx, l.State.ID); err != nil {
+				return nil, h.fail(ctx, err)
+			}
+		}
 		ch, applied, err := model.Expire(l.State, at, l.Now)
 		if err != nil {
 			return nil, h.fail(ctx, err)
