@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/palacehq/palace/pkg/aijobs"
+	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/deadline"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -318,4 +320,35 @@ func TestExpiredGameIsNotStreamed(t *testing.T) {
 		_, err = st.Recv()
 	}
 	wantCode(t, err, codes.NotFound)
+}
+
+// TestAIJobCredentialLastsAsLongAsASeat: a job waits while the workers
+// are down, so its credential must outlive that wait as a player's does;
+// a shorter one would strand the game once it ran out.
+func TestAIJobCredentialLastsAsLongAsASeat(t *testing.T) {
+	const keys = "k1:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	env := gametest.Start(t, func(c *game.Config) { c.SigningKeys, c.SeatTTL = keys, 72*time.Hour })
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(0, 3)})
+	tb.move(t, "h3e3")
+	q := aijobs.New(env.Redis, env.Config.KeyPrefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := q.Next(ctx, "test", time.Second)
+	if err != nil || d == nil {
+		t.Fatalf("no AI job after the human's move: %v", err)
+	}
+	ring, err := auth.ParseKeyring(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ring.Verify(d.Job.Token, time.Now())
+	if err != nil {
+		t.Fatalf("the job's credential: %v", err)
+	}
+	if life := time.Duration(c.ExpiresAt-c.IssuedAt) * time.Second; life != 72*time.Hour {
+		t.Fatalf("the job's credential lives %v, want the seat TTL of 72h", life)
+	}
+	if c.Game != tb.id || c.Side != "second" {
+		t.Fatalf("the job's credential is for game %s side %s, want %s second", c.Game, c.Side, tb.id)
+	}
 }
