@@ -12,7 +12,11 @@ package rules
 //     piece threatens nothing.
 //   - "it did not attack it before" is about that attacker and that target
 //     as pieces, so a piece is followed when it moves; the pieces are named
-//     at the first occurrence of the repeated position.
+//     at the first occurrence of the repeated position. Before the move an
+//     attack is read by movement alone: a piece that already bore on the
+//     target attacked it, even when its side was in check (a king stepping
+//     out of check chases nothing its chariot had in sight all along) or it
+//     was pinned.
 //   - "protected" is tested on the board after that very capture, since
 //     the capture itself can open or close a recapturing line.
 //   - A chaser loses when it chased one and the same piece on every one of
@@ -63,13 +67,21 @@ func (g *Game) perpetualChaser(first int) (Side, bool) {
 // chases returns the set of ids of the pieces that m, a legal move of the
 // side to move in p, chases. p is not changed.
 func chases(p *Position, m Move, ids *[NumSquares]int8) uint32 {
-	var buf [128]Move
-	var before [32]uint32 // before[attacker id] = ids it could capture
-	for _, c := range p.LegalMoves(buf[:0]) {
-		if chaseCapture(p, c) {
-			before[ids[c.From()]] |= 1 << uint(ids[c.To()])
+	var before [32]uint32 // before[attacker id] = ids it bore on
+	// Not p.LegalMoves: in check it holds only the evasions, and every
+	// attack that does not end the check would look new after the move.
+	for from := range NumSquares {
+		a := p.board[from]
+		if a == NoPiece || a.Side() != p.Turn() {
+			continue
+		}
+		for to := range NumSquares {
+			if chaseCapture(p, NewMove(Square(from), Square(to))) && p.patternError(from, to) == "" {
+				before[ids[from]] |= 1 << uint(ids[to])
+			}
 		}
 	}
+	var buf [128]Move
 	idAt := func(sq Square) int8 {
 		switch sq {
 		case m.To():

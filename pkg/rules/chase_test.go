@@ -25,6 +25,9 @@ func TestChases(t *testing.T) {
 		// it attacked the pinning chariot already.
 		{"a pinned chariot threatens nothing new", "3k5/9/9/9/2n6/9/9/9/9/rR2K4 w - - 0 1", "b1c1", nil},
 		{"the same chariot unpinned", "3k5/9/9/9/2n6/9/9/9/9/1R2K4 w - - 0 1", "b1c1", []string{"c6"}},
+		// Red blocks the black chariot's check; the chariot on h7 had the
+		// horse in sight before, when Red's only legal moves were evasions.
+		{"an attack held while in check is no chase", "4k4/9/9/2n4R1/9/3r5/9/9/1C7/3K5 w - - 0 1", "b2d2", nil},
 		{"two pieces chased at once", "4k4/9/9/9/9/9/2c6/7R1/3K5/2n6 w - - 0 1", "h3c3", []string{"c1", "c4"}},
 		{"a protector that may recapture", "9/3r1k3/9/3n5/9/9/9/9/9/4K2R1 w - - 0 1", "h1h7", nil},
 		{"a pinned protector does not protect", "9/R2r1k3/9/3n5/9/9/9/9/9/4K2R1 w - - 0 1", "h1h7", []string{"d7"}},

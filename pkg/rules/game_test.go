@@ -163,6 +163,14 @@ var endingTests = []struct {
 		moves: repeatMoves("h2h4 c4b2 h4h2 b2c4", 2), wantEnded: true, wantWinner: FirstWins, wantMethod: PerpetualChase,
 	},
 	{
+		// Black checks on every other move; Red's king steps out of each
+		// check while its chariot keeps the horse in sight, which chases
+		// nothing: only every other Red move chases, so it is a draw.
+		name: "stepping out of check is no chase: repetition draws", variant: Xiangqi,
+		fen:   "3k5/7R1/9/2n6/9/5r3/9/9/9/4K4 w - - 0 1",
+		moves: repeatMoves("h9h7 f5e5 e1f1 c7b9 h7h9 e5f5 f1e1 b9c7", 2), wantEnded: true, wantWinner: Draw, wantMethod: Repetition,
+	},
+	{
 		// The chariot on c10 guards c7, so only every other Red move chases.
 		name: "chasing a protected piece is no chase: repetition draws", variant: Xiangqi,
 		fen:   "2r1k4/7R1/9/2n6/9/9/9/9/9/3K5 w - - 0 1",
