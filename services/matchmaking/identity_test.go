@@ -26,6 +26,10 @@ func TestCreateGuest(t *testing.T) {
 		{name: "unicode", nickname: "장기왕", wantCode: codes.OK},
 		{name: "empty", nickname: "  ", wantCode: codes.InvalidArgument},
 		{name: "too long", nickname: strings.Repeat("x", 25), wantCode: codes.InvalidArgument},
+		// 22 Hangul syllables: few enough characters, but 66 bytes, more
+		// than the game service takes for a seat's name.
+		{name: "too long in bytes", nickname: strings.Repeat("장", 22), wantCode: codes.InvalidArgument},
+		{name: "longest in bytes", nickname: strings.Repeat("장", 21), wantCode: codes.OK},
 		{name: "unprintable", nickname: "a\x00b", wantCode: codes.InvalidArgument},
 		{name: "cancelled context", ctx: cancelled, nickname: "Minji", wantCode: codes.Canceled},
 	}

@@ -20,7 +20,9 @@ import (
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
-// MaxNicknameRunes bounds a nickname.
+// MaxNicknameRunes bounds a nickname; it must also fit the game service's
+// limit on a seat's name, games.MaxNameBytes, or every game of its
+// holder would be refused.
 const MaxNicknameRunes = 24
 
 // Config holds the lifetimes the handler works with.
@@ -97,6 +99,8 @@ func ValidNickname(s string) error {
 		return apierr.New(apierr.Invalid, "nickname: required")
 	case n > MaxNicknameRunes:
 		return apierr.New(apierr.Invalid, "nickname: %d characters, at most %d allowed", n, MaxNicknameRunes)
+	case len(s) > games.MaxNameBytes:
+		return apierr.New(apierr.Invalid, "nickname: %d bytes in UTF-8, at most %d allowed", len(s), games.MaxNameBytes)
 	}
 	for _, r := range s {
 		if !unicode.IsPrint(r) {

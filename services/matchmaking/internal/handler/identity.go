@@ -14,6 +14,7 @@ import (
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/auth"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/games"
 	"github.com/palacehq/palace/services/matchmaking/internal/google"
 )
 
@@ -82,12 +83,13 @@ func (h *Handler) SignInWithGoogle(ctx context.Context, req *matchmakingv1.SignI
 }
 
 // cleanName makes a display name of a Google profile name: printable,
-// trimmed, at most MaxNicknameRunes; "Player" when nothing is left.
+// trimmed, at most MaxNicknameRunes and games.MaxNameBytes; "Player" when
+// nothing is left.
 func cleanName(s string) string {
 	var b strings.Builder
 	n := 0
 	for _, r := range strings.TrimSpace(s) {
-		if n == MaxNicknameRunes {
+		if n == MaxNicknameRunes || b.Len()+utf8.RuneLen(r) > games.MaxNameBytes {
 			break
 		}
 		if unicode.IsPrint(r) && r != utf8.RuneError {
