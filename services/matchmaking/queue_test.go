@@ -3,6 +3,7 @@ package matchmaking_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,9 +11,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/palacehq/palace/pkg/auth"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/services/matchmaking"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
 var (
@@ -304,5 +307,82 @@ func TestConcurrentMatchmakersNeverPairTwice(t *testing.T) {
 				t.Fatalf("game %s seat %v: want %s", id, s, want)
 			}
 		}
+	}
+}
+
+// TestLongNamesStillGetAGame: every name a player can hold must fit the
+// game service's limit on a seat's name, or each game made for its holder
+// is refused and the pair waits in vain. The longest Google profile name
+// is cut to fit; a credential signed before names were checked in bytes
+// is cut when its game is made.
+func TestLongNamesStillGetAGame(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	long := strings.Repeat("장", 30) // 90 bytes
+	account := e.account("2001", long)
+	if len(account.name) > 64 || !strings.HasPrefix(long, account.name) {
+		t.Fatalf("Google name %q (%d bytes): want a prefix of at most 64 bytes", account.name, len(account.name))
+	}
+	ring, err := auth.ParseKeyring(e.cfg.SigningKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := ring.Sign(auth.Claims{Kind: auth.KindGuest, Subject: "guest-0123456789abcdef01234567", Name: long, IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := player{id: "guest-0123456789abcdef01234567", name: long, token: tok}
+	ta := e.enter(e.mm[0], account, &matchmakingv1.EnterQueueRequest{})
+	tb := e.enter(e.mm[0], old, &matchmakingv1.EnterQueueRequest{})
+	ra := waitTicket(t, e.mm[0], account, ta.GetTicketId(), 10*time.Second)
+	rb := waitTicket(t, e.mm[0], old, tb.GetTicketId(), 10*time.Second)
+	if ra.GetState() != matched || rb.GetState() != matched {
+		t.Fatalf("states %v, %v: want both matched", ra.GetState(), rb.GetState())
+	}
+	for _, s := range e.gameAs(t, rb.GetSeat()).GetSeats() {
+		if n := s.GetDisplayName(); len(n) > 64 || !strings.HasPrefix(long, n) || n == "" {
+			t.Fatalf("seat name %q: want a prefix of the long name within 64 bytes", n)
+		}
+	}
+}
+
+// TestRetryAfterTheTicketExpired: a request id is remembered longer than
+// its ticket lives; a retry after the ticket is gone is told so.
+func TestRetryAfterTheTicketExpired(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a := e.guest("Alice")
+	req := &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi}
+	ta := e.enter(e.mm[0], a, req)
+	tag, err := store.TicketTag(ta.GetTicketId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the ticket's expiry does, without waiting for it.
+	if err := e.game.Redis.Del(context.Background(), e.cfg.KeyPrefix+"mm:{p:"+tag+"}:t:"+ta.GetTicketId()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.mm[0].EnterQueue(a.ctx(), req)
+	wantCode(t, err, codes.NotFound)
+	if !strings.Contains(err.Error(), "new request_id") {
+		t.Fatalf("retry of an expired ticket: %v, want a message naming a new request_id", err)
+	}
+}
+
+// TestMatchSequenceExpires: a pool's match counter is kept only as long
+// as the matches it numbered, not for ever.
+func TestMatchSequenceExpires(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a, b := e.guest("Alice"), e.guest("Bob")
+	ta := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{})
+	e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{})
+	if r := waitTicket(t, e.mm[0], a, ta.GetTicketId(), 10*time.Second); r.GetState() != matched {
+		t.Fatalf("state %v, want matched", r.GetState())
+	}
+	tag, err := store.TicketTag(ta.GetTicketId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := e.game.Redis.TTL(context.Background(), e.cfg.KeyPrefix+"mm:{p:"+tag+"}:seq").Val(); d <= 0 {
+		t.Fatalf("the pool's match sequence expires in %v, want a TTL", d)
 	}
 }

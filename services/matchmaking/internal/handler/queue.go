@@ -48,7 +48,12 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 	case store.Busy:
 		return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "you already wait in this pool with ticket %s", id))
 	case store.Duplicate:
-		if t, err = h.store.Ticket(ctx, id); err != nil {
+		t, err = h.store.Ticket(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			// The request is remembered longer than its ticket.
+			return nil, h.fail(ctx, apierr.New(apierr.NotFound, "ticket %s of this request_id has expired: enter the queue with a new request_id", id))
+		}
+		if err != nil {
 			return nil, h.fail(ctx, err)
 		}
 	default:

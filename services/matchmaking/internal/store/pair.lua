@@ -107,6 +107,9 @@ local function pairOnce()
       local mk = base .. 'm:' .. mid
       redis.call('HSET', mk, 'a', a.id, 'b', b.id, 'at', ARGV[2])
       redis.call('EXPIRE', mk, ARGV[8])
+      -- The sequence outlives every match it numbered, so a pool used
+      -- again after it expired cannot reuse a live match's id.
+      redis.call('EXPIRE', KEYS[5], 2 * tonumber(ARGV[8]))
       redis.call('ZADD', KEYS[4], now, mid)
       out[#out + 1] = mid
       out[#out + 1] = a.id
