@@ -59,6 +59,10 @@ type Config struct {
 	PairingMaxWindow float64
 	// TicketTTL is how long a ticket waits before it expires.
 	TicketTTL time.Duration
+	// MaxPools bounds the distinct queues (kind and time control): each
+	// costs every replica a pairing pass per interval, and a time control
+	// is anyone's to choose.
+	MaxPools int
 	// InviteTTL is how long a friend link is valid.
 	InviteTTL time.Duration
 	// RematchWindow is how long a rematch offer stands.
@@ -108,6 +112,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.InviteTTL, "invite-ttl", 24*time.Hour, "how long a friend link is valid")
 	app.DurationFlag(fs, &c.RematchWindow, "rematch-window", 60*time.Second, "how long a rematch offer stands")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
+	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second")
 	app.DurationFlag(fs, &c.RatingLease, "rating-lease", 30*time.Second, "lease of a replica on a rated game it follows")
 }
 
@@ -141,6 +146,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
+	}
+	if c.MaxPools < 1 {
+		errs = append(errs, errors.New("--max-pools must be at least 1"))
 	}
 	if c.PairingWindow < 0 || c.PairingWiden < 0 || c.PairingMaxWindow < 0 {
 		errs = append(errs, errors.New("--pairing-window, --pairing-widen and --pairing-max-window must not be negative"))
@@ -200,6 +208,7 @@ func Bind(cfg Config) app.Binder {
 		cfg.replication().WarnIfShort(ctx, rt.Redis, log)
 		st := store.New(rt.Redis, cfg.KeyPrefix)
 		st.Replication = cfg.replication()
+		st.MaxPools = cfg.MaxPools
 		// Background work outlives the request that started nothing; it stops
 		// when the closer runs, after the server stopped taking calls.
 		bg, stop := context.WithCancel(context.WithoutCancel(ctx))

@@ -386,3 +386,37 @@ func TestMatchSequenceExpires(t *testing.T) {
 		t.Fatalf("the pool's match sequence expires in %v, want a TTL", d)
 	}
 }
+
+// TestPoolsAreBounded: any time control makes a queue of its own, and
+// every replica pairs every queue ten times a second, so one client must
+// not be able to make the pairing pass grow without bound. Queues already
+// served keep taking tickets.
+func TestPoolsAreBounded(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxPools = 3 })
+	g := e.guest("Spammer")
+	for i := range 3 {
+		e.enter(e.mm[0], g, &matchmakingv1.EnterQueueRequest{TimeControl: fischer(time.Minute+time.Duration(i)*time.Second, 0)})
+	}
+	before, err := e.game.Redis.Keys(context.Background(), e.cfg.KeyPrefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.mm[0].EnterQueue(g.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi, TimeControl: fischer(time.Hour, 0)})
+	wantCode(t, err, codes.ResourceExhausted)
+	if !strings.Contains(err.Error(), "time control") {
+		t.Fatalf("refusal %v: want a message naming the time control", err)
+	}
+	after, err := e.game.Redis.Keys(context.Background(), e.cfg.KeyPrefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Fatalf("the refused ticket changed Redis: %d keys, %d before", len(after), len(before))
+	}
+	// Another player still gets into a queue that is served, and is paired.
+	b := e.guest("Bob")
+	tb := e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{TimeControl: fischer(time.Minute, 0)})
+	if r := waitTicket(t, e.mm[0], b, tb.GetTicketId(), 10*time.Second); r.GetState() != matched {
+		t.Fatalf("a ticket in a served queue: %v, want matched", r.GetState())
+	}
+}

@@ -86,11 +86,16 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	// than a ticket's lifetime plus registryRefresh, and never while a
 	// ticket waits in it.
 	if last, ok := s.registered.Load(pool.ID()); !ok || t.Entered.Sub(last.(time.Time)) > registryRefresh || t.Entered.Before(last.(time.Time)) {
-		err := s.write(ctx, s.registryKey(), func(c redis.Cmdable) error {
-			return c.ZAdd(ctx, s.registryKey(), redis.Z{Score: float64(t.Entered.UnixMilli()), Member: pool.ID()}).Err()
+		var ok bool
+		err := s.write(ctx, s.registryKey(), func(c redis.Cmdable) (err error) {
+			ok, err = registerScript.Run(ctx, c, []string{s.registryKey()}, pool.ID(), t.Entered.UnixMilli(), s.MaxPools).Bool()
+			return err
 		})
 		if err != nil {
 			return "", 0, fmt.Errorf("register pool: %w", err)
+		}
+		if !ok {
+			return "", 0, ErrTooManyPools
 		}
 		s.registered.Store(pool.ID(), t.Entered)
 	}

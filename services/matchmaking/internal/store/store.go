@@ -51,6 +51,10 @@ import (
 // ErrNotFound means the thing asked for does not exist (or expired).
 var ErrNotFound = errors.New("not found")
 
+// ErrTooManyPools means a ticket's pool is new and the most pools served
+// (Store.MaxPools) already have tickets.
+var ErrTooManyPools = errors.New("too many pools")
+
 var (
 	//go:embed enter.lua
 	enterLua string
@@ -64,6 +68,8 @@ var (
 	claimLua string
 	//go:embed dropidle.lua
 	dropIdleLua string
+	//go:embed register.lua
+	registerLua string
 	//go:embed invite.lua
 	inviteLua string
 	//go:embed rematch.lua
@@ -77,6 +83,7 @@ var (
 	finishScript   = redis.NewScript(finishLua)
 	claimScript    = redis.NewScript(claimLua)
 	dropIdleScript = redis.NewScript(dropIdleLua)
+	registerScript = redis.NewScript(registerLua)
 	inviteScript   = redis.NewScript(inviteLua)
 	rematchScript  = redis.NewScript(rematchLua)
 	rateScript     = redis.NewScript(rateLua)
@@ -92,6 +99,9 @@ type Store struct {
 	// Replication holds back the answers of writes until replicas have
 	// them (see the package comment); zero: the master's word is enough.
 	Replication redisx.Replication
+	// MaxPools bounds the registered pools; Enter refuses a ticket for a
+	// new pool beyond it (ErrTooManyPools). Zero: no bound.
+	MaxPools int
 }
 
 // write runs fn on the master of key; with Replication, it returns once

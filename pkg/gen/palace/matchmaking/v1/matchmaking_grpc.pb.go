@@ -65,7 +65,10 @@ type MatchmakingServiceClient interface {
 	// EnterQueue asks for a random opponent in the pool of a game kind, time
 	// control and rated or casual. A retry with the same request_id returns
 	// the same ticket. PermissionDenied for a guest asking for a rated game;
-	// AlreadyExists when the player already waits in that pool.
+	// AlreadyExists when the player already waits in that pool;
+	// ResourceExhausted when the pool is new and the most pools served at
+	// once (--max-pools) already have tickets; NotFound for a retry whose
+	// ticket has expired (enter again with a new request_id).
 	EnterQueue(ctx context.Context, in *EnterQueueRequest, opts ...grpc.CallOption) (*EnterQueueResponse, error)
 	// CancelTicket takes a waiting ticket out of its pool. NotFound for an
 	// unknown or expired ticket; PermissionDenied for another player's
@@ -363,7 +366,10 @@ type MatchmakingServiceServer interface {
 	// EnterQueue asks for a random opponent in the pool of a game kind, time
 	// control and rated or casual. A retry with the same request_id returns
 	// the same ticket. PermissionDenied for a guest asking for a rated game;
-	// AlreadyExists when the player already waits in that pool.
+	// AlreadyExists when the player already waits in that pool;
+	// ResourceExhausted when the pool is new and the most pools served at
+	// once (--max-pools) already have tickets; NotFound for a retry whose
+	// ticket has expired (enter again with a new request_id).
 	EnterQueue(context.Context, *EnterQueueRequest) (*EnterQueueResponse, error)
 	// CancelTicket takes a waiting ticket out of its pool. NotFound for an
 	// unknown or expired ticket; PermissionDenied for another player's
