@@ -162,7 +162,7 @@ func TestCommandsWhileRedisIsDown(t *testing.T) {
 
 // retrying calls f until it returns anything but Unavailable, as a client
 // does while the service cannot reach Redis.
-func retrying(t *testing.T, what string, f func() error) {
+func retrying(t testing.TB, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

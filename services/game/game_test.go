@@ -54,10 +54,13 @@ func create(t testing.TB, env *gametest.Env, req *gamev1.CreateGameRequest) *tab
 	if req.Seats == nil {
 		req.Seats = seats()
 	}
-	resp, err := env.Client.CreateGame(context.Background(), req)
-	if err != nil {
-		t.Fatalf("CreateGame: %v", err)
-	}
+	// With --redis-wait-replicas a slow replica answers Unavailable: retry
+	// with the same request id, as the API asks of every client.
+	var resp *gamev1.CreateGameResponse
+	retrying(t, "CreateGame", func() (err error) {
+		resp, err = env.Client.CreateGame(context.Background(), req)
+		return err
+	})
 	tb := &table{env: env, id: resp.GetGameId(), seats: map[commonv1.Side]string{}}
 	for _, c := range resp.GetCredentials() {
 		tb.seats[c.GetSide()] = c.GetToken()
@@ -81,10 +84,12 @@ func (tb *table) get(t testing.TB) *gamev1.Game {
 func (tb *table) move(t *testing.T, mv string) *gamev1.MakeMoveResponse {
 	t.Helper()
 	side := tb.get(t).GetTurn()
-	resp, err := tb.env.Client.MakeMove(tb.as(side), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: mv}})
-	if err != nil {
-		t.Fatalf("move %s: %v", mv, err)
-	}
+	req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: mv}}
+	var resp *gamev1.MakeMoveResponse
+	retrying(t, "move "+mv, func() (err error) {
+		resp, err = tb.env.Client.MakeMove(tb.as(side), req)
+		return err
+	})
 	return resp
 }
 
