@@ -10,6 +10,7 @@ import (
 
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
 func (e *env) invite(p player) *matchmakingv1.Invite {
@@ -165,4 +166,37 @@ func TestInviteRules(t *testing.T) {
 	}
 	_, err = e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
 	wantCode(t, err, codes.FailedPrecondition)
+}
+
+// TestStalledInviteIsCompleted: a friend's call that claimed the invite
+// died before its game was made (its replica was killed), and the friend
+// never retried. The creator must not wait on an open invite nobody else
+// may accept: once the claim has stalled, watching the invite completes
+// it, with the game the friend's retry gets too.
+func TestStalledInviteIsCompleted(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	host, friend := e.guest("Host"), e.guest("Friend")
+	inv := e.invite(host)
+	st := store.New(e.game.Redis, e.cfg.KeyPrefix)
+	if out, err := st.AcceptInvite(context.Background(), inv.GetToken(), friend.id, friend.name, e.clock.Now()); err != nil || out != store.InviteGo {
+		t.Fatalf("claim: %v %v", out, err)
+	}
+	// Within the stall time the claim is still the friend's own call's.
+	got, err := e.mm[0].GetInvite(context.Background(), &matchmakingv1.GetInviteRequest{Token: inv.GetToken()})
+	if err != nil || got.GetInvite().GetState() != matchmakingv1.InviteState_INVITE_STATE_OPEN {
+		t.Fatalf("GetInvite of a fresh claim: %v %v, want open", got, err)
+	}
+	states := watchInvite(t, e, host, inv.GetToken())
+	e.clock.Advance(11 * time.Second)
+	all := <-states
+	last := all[len(all)-1]
+	hs := last.GetSeat()
+	if last.GetState() != matchmakingv1.InviteState_INVITE_STATE_ACCEPTED || hs.GetGameId() == "" || hs.GetOpponentId() != friend.id {
+		t.Fatalf("creator saw %v, want the stalled claim completed", all)
+	}
+	again, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	if err != nil || again.GetInvite().GetSeat().GetGameId() != hs.GetGameId() {
+		t.Fatalf("the friend's retry: %v %v, want game %s", again, err, hs.GetGameId())
+	}
+	e.gameAs(t, again.GetInvite().GetSeat())
 }

@@ -15,6 +15,10 @@ import (
 // used, so its creator still learns what happened.
 const inviteGrace = time.Hour
 
+// inviteStall is how long a friend's claim of an invite may go without
+// its game before a watcher of the invite completes it (settleStalled).
+const inviteStall = 10 * time.Second
+
 func inviteTopic(token string) string { return "i:" + token }
 
 // CreateInvite creates a friend link.
@@ -69,6 +73,7 @@ func (h *Handler) GetInvite(ctx context.Context, req *matchmakingv1.GetInviteReq
 	if inv.State == store.InviteOpen && !h.now().Before(inv.Expires) {
 		return nil, h.fail(ctx, apierr.New(apierr.NotFound, "invite not found or expired"))
 	}
+	inv = h.settleStalled(ctx, inv, h.now())
 	return &matchmakingv1.GetInviteResponse{Invite: invitePB(inv, "", h.now())}, nil
 }
 
@@ -131,34 +136,59 @@ func (h *Handler) AcceptInvite(ctx context.Context, req *matchmakingv1.AcceptInv
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
+	if inv, err = h.completeInvite(ctx, inv); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &matchmakingv1.AcceptInviteResponse{Invite: invitePB(inv, c.Subject, h.now())}, nil
+}
+
+// completeInvite creates the game of an invite its friend holds
+// (accepting) and records it; the game's request id makes it the same
+// game however often, and by whomever, this runs. It returns the invite
+// as it then is.
+func (h *Handler) completeInvite(ctx context.Context, inv store.Invite) (store.Invite, error) {
 	creator := games.Human{ID: inv.Creator, Name: inv.CreatorName}
 	friend := games.Human{ID: inv.Friend, Name: inv.FriendName}
 	first, second := creator, friend
-	creatorFirst := games.FirstIsA("invite", token)
+	creatorFirst := games.FirstIsA("invite", inv.Token)
 	if !creatorFirst {
 		first, second = friend, creator
 	}
 	g, err := h.games.CreateHuman(ctx, games.Spec{
-		RequestID: games.RequestID("inv", token), Kind: inv.Kind, Control: inv.Control,
+		RequestID: games.RequestID("inv", inv.Token), Kind: inv.Kind, Control: inv.Control,
 		First: first, Second: second,
 	})
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return inv, err
 	}
 	cs, fs := g.First.Seat, g.Second.Seat
 	if !creatorFirst {
 		cs, fs = fs, cs
 	}
-	if err := h.store.CompleteInvite(ctx, token, g.ID, cs, fs, inviteGrace); err != nil {
-		return nil, h.fail(ctx, err)
+	if err := h.store.CompleteInvite(ctx, inv.Token, g.ID, cs, fs, inviteGrace); err != nil {
+		return inv, err
 	}
-	if err := h.store.Publish(ctx, inviteTopic(token)); err != nil {
+	if err := h.store.Publish(ctx, inviteTopic(inv.Token)); err != nil {
 		h.log.WarnContext(ctx, "notify accepted invite", "err", err)
 	}
-	if inv, err = h.readInvite(ctx, token); err != nil {
-		return nil, h.fail(ctx, err)
+	return h.readInvite(ctx, inv.Token)
+}
+
+// settleStalled completes an invite whose friend claimed it at least
+// inviteStall ago and whose game was never recorded: the friend's call
+// died (its replica was killed, or the game service was down) and its
+// client did not retry. Otherwise the creator would see the invite open
+// for as long as it is kept, and nobody else could accept it.
+func (h *Handler) settleStalled(ctx context.Context, inv store.Invite, now time.Time) store.Invite {
+	if inv.State != store.InviteAccepting || now.Sub(inv.AcceptingSince) < inviteStall {
+		return inv
 	}
-	return &matchmakingv1.AcceptInviteResponse{Invite: invitePB(inv, c.Subject, h.now())}, nil
+	done, err := h.completeInvite(ctx, inv)
+	if err != nil {
+		h.log.WarnContext(ctx, "complete stalled invite", "invite", inv.Token, "err", err)
+		return inv
+	}
+	return done
 }
 
 // WatchInvite streams an invite's changes to its creator (or its friend)
@@ -180,6 +210,7 @@ func (h *Handler) WatchInvite(req *matchmakingv1.WatchInviteRequest, ss matchmak
 			return false, 0, apierr.New(apierr.PermissionDenied, "only the invite's creator can watch it")
 		}
 		now := h.now()
+		inv = h.settleStalled(ctx, inv, now)
 		pb := invitePB(inv, c.Subject, now)
 		if pb.GetState() != last {
 			last = pb.GetState()
@@ -189,6 +220,10 @@ func (h *Handler) WatchInvite(req *matchmakingv1.WatchInviteRequest, ss matchmak
 		}
 		if last != matchmakingv1.InviteState_INVITE_STATE_OPEN {
 			return true, 0, nil
+		}
+		if inv.State == store.InviteAccepting {
+			// Wake when a claim that has not completed by then stalled.
+			return false, max(inv.AcceptingSince.Add(inviteStall).Sub(now), time.Second), nil
 		}
 		// Wake at the expiry to report it.
 		return false, inv.Expires.Sub(now) + time.Millisecond, nil

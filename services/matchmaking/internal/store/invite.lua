@@ -29,7 +29,7 @@ if op == 'accept' then
   if creator == ARGV[2] then
     return 'own'
   end
-  redis.call('HSET', KEYS[1], 'state', 'accepting', 'acceptor', ARGV[2], 'aname', ARGV[3])
+  redis.call('HSET', KEYS[1], 'state', 'accepting', 'acceptor', ARGV[2], 'aname', ARGV[3], 'accat', ARGV[4])
   return 'go'
 elseif op == 'cancel' then
   if creator ~= ARGV[2] then

@@ -33,6 +33,8 @@ type Invite struct {
 	Friend      string
 	FriendName  string
 	Game        string
+	// AcceptingSince is when Friend claimed the invite (state accepting).
+	AcceptingSince time.Time
 	// Seats, once accepted.
 	CreatorSeat, FriendSeat Grant
 }
@@ -108,8 +110,9 @@ func (s *Store) Invite(ctx context.Context, token string) (Invite, error) {
 	return Invite{
 		Token: token, Creator: m["creator"], CreatorName: m["cname"], Kind: commonv1.GameKind(kind), Control: c,
 		State: m["state"], Expires: ms(m["exp"]), Friend: m["acceptor"], FriendName: m["aname"], Game: m["game"],
-		CreatorSeat: Grant{Side: m["csid"], Token: m["ctok"], Expires: ms(m["cexp"])},
-		FriendSeat:  Grant{Side: m["asid"], Token: m["atok"], Expires: ms(m["aexp"])},
+		AcceptingSince: ms(m["accat"]),
+		CreatorSeat:    Grant{Side: m["csid"], Token: m["ctok"], Expires: ms(m["cexp"])},
+		FriendSeat:     Grant{Side: m["asid"], Token: m["atok"], Expires: ms(m["aexp"])},
 	}, nil
 }
 
