@@ -97,7 +97,12 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok {
+	// A status made here or by grpc itself passes as it is. One wrapped on
+	// its way up came from a call to another service: its code and text
+	// speak of that call (an Unauthenticated there is no fault of this
+	// client's credential) and may name internal addresses; it is mapped
+	// below.
+	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
 	switch {
@@ -114,6 +119,17 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 		log.WarnContext(ctx, "write not confirmed by replicas", "err", err)
 		return status.Error(codes.Unavailable, notReplicatedMsg)
 	}
+	if s, ok := status.FromError(err); ok {
+		switch s.Code() {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+			log.WarnContext(ctx, "downstream service unavailable", "err", err)
+			return status.Error(codes.Unavailable, downstreamMsg)
+		case codes.Canceled:
+			return status.Error(codes.Canceled, "request cancelled")
+		}
+		log.ErrorContext(ctx, "internal error", "err", err)
+		return status.Error(codes.Internal, "internal error")
+	}
 	if transient(err) {
 		log.WarnContext(ctx, "storage unavailable", "err", err)
 		return status.Error(codes.Unavailable, unavailableMsg)
@@ -123,6 +139,8 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 }
 
 const notReplicatedMsg = "the change is stored but not yet confirmed by enough Redis replicas, so it is not acknowledged: retry with the same request_id (it is applied at most once)"
+
+const downstreamMsg = "a service this call needs is unavailable right now: retry shortly (a command retried with the same request_id is applied at most once)"
 
 const unavailableMsg = "the service cannot reach its storage right now: retry shortly (a command retried with the same request_id is applied at most once)"
 

@@ -31,6 +31,12 @@ func TestToStatus(t *testing.T) {
 		{name: "internal hides detail", err: errors.New("redis: connection refused at 10.1.2.3"), wantCode: codes.Internal, wantMsg: "internal error"},
 		{name: "cancelled context", err: fmt.Errorf("read: %w", context.Canceled), wantCode: codes.Canceled, wantMsg: "request cancelled"},
 		{name: "status passes through", err: status.Error(codes.Unavailable, "down"), wantCode: codes.Unavailable, wantMsg: "down"},
+		// Wrapped statuses came from a call to another service: its code is
+		// not this call's, and its text may name internal addresses.
+		{name: "another service's refusal is internal", err: fmt.Errorf("create game: %w", status.Error(codes.Unauthenticated, `CreateGame is an internal call: present "x-palace-service"`)), wantCode: codes.Internal, wantMsg: "internal error"},
+		{name: "another service down", err: fmt.Errorf("create game: %w", status.Error(codes.Unavailable, "dial tcp 10.0.3.7:8080: connect: connection refused")), wantCode: codes.Unavailable, wantMsg: downstreamMsg},
+		{name: "another service cancelled", err: fmt.Errorf("create game: %w", status.Error(codes.Canceled, "context canceled")), wantCode: codes.Canceled, wantMsg: "request cancelled"},
+		{name: "a coded error keeps its code over a wrapped status", err: &Error{Code: Unavailable, Msg: "the game service is unavailable", Err: status.Error(codes.Unavailable, "dial tcp 10.0.3.7")}, wantCode: codes.Unavailable, wantMsg: "the game service is unavailable"},
 		{name: "store unreachable", err: fmt.Errorf("commit game g: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
 		{name: "store connection closed", err: fmt.Errorf("load game g: %w", io.EOF), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
 		{name: "store pool exhausted", err: fmt.Errorf("load game g: %w", redis.ErrPoolTimeout), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
