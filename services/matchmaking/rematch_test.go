@@ -1,6 +1,7 @@
 package matchmaking_test
 
 import (
+	"context"
 	"io"
 	"testing"
 	"time"
@@ -135,5 +136,41 @@ func TestRematchOfferExpires(t *testing.T) {
 	r, err := e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()})
 	if err != nil || r.GetRematch().GetOfferedBy() != b.id {
 		t.Fatalf("new offer: %v %v", r, err)
+	}
+}
+
+// TestRematchWatchSeesAReplacedOffer: an offer expires and the other
+// player offers before the watcher looks again. The state reads "offered"
+// both times, but the offer is another: the watcher must be told.
+func TestRematchWatchSeesAReplacedOffer(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a, b := e.guest("A"), e.guest("B")
+	sa, _ := e.friendGame(a, b)
+	e.resign(t, sa)
+	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(a.ctx(), 5*time.Second)
+	defer cancel()
+	ws, err := e.mm[0].WatchRematch(ctx, &matchmakingv1.WatchRematchRequest{GameId: sa.GetGameId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := ws.Recv()
+	if err != nil || first.GetRematch().GetOfferedBy() != a.id {
+		t.Fatalf("first state %v %v, want A's offer", first, err)
+	}
+	// The watcher wakes in real time at the offer's expiry, 60 s away;
+	// on the service's clock the offer is already over when B offers.
+	e.clock.Advance(61 * time.Second)
+	if _, err := e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := ws.Recv()
+	if err != nil {
+		t.Fatalf("the watcher was not told of B's offer: %v", err)
+	}
+	if r := next.GetRematch(); r.GetState() != matchmakingv1.RematchState_REMATCH_STATE_OFFERED || r.GetOfferedBy() != b.id {
+		t.Fatalf("next state %v, want B's offer", r)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/palacehq/palace/pkg/apierr"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -161,7 +162,9 @@ func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchm
 	if err != nil {
 		return h.fail(ctx, err)
 	}
-	var last matchmakingv1.RematchState
+	// Compared whole, not by state: an offer can expire and another (by
+	// the other player, or again) take its place between two reads.
+	var last *matchmakingv1.Rematch
 	sawOffer := false
 	return h.watch(ctx, rematchTopic(g.ID), func(ctx context.Context) (bool, time.Duration, error) {
 		r, err := h.store.ReadRematch(ctx, g.ID)
@@ -170,13 +173,13 @@ func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchm
 		}
 		now := h.now()
 		pb := rematchPB(g, r, c.Subject, now)
-		if pb.GetState() != last {
-			last = pb.GetState()
+		if last == nil || !proto.Equal(pb, last) {
+			last = pb
 			if err := ss.Send(&matchmakingv1.WatchRematchResponse{Rematch: pb}); err != nil {
 				return false, 0, err
 			}
 		}
-		switch last {
+		switch pb.GetState() {
 		case matchmakingv1.RematchState_REMATCH_STATE_ACCEPTED:
 			return true, 0, nil
 		case matchmakingv1.RematchState_REMATCH_STATE_OFFERED:
