@@ -39,3 +39,28 @@ func BenchmarkSearch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkShortJob is what an AI request at level 1 costs the engine:
+// a clear of the default 32 MiB table (a request must not depend on the
+// ones before it) and a short search, against the search alone.
+func BenchmarkShortJob(b *testing.B) {
+	p := mustFEN(b, rules.Xiangqi, rules.StartFEN(rules.Xiangqi))
+	lim := Level(1).Limits(1)
+	for _, clearFirst := range []bool{false, true} {
+		name := "search"
+		if clearFirst {
+			name = "clear+search"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := New(Options{HashMB: 32})
+			for b.Loop() {
+				if clearFirst {
+					e.Clear()
+				}
+				if _, err := e.Search(context.Background(), p, nil, lim, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -28,6 +28,14 @@ type table struct {
 	buckets []ttBucket
 	mask    uint64
 	gen     uint8
+	// salt is mixed into the stored keys (not the index): a new salt
+	// forgets every entry at once, where zeroing the table takes a pass
+	// over all of it, longer than a short search (see clear).
+	salt uint64
+	// sinceZero counts the generations begun since the table was zeroed;
+	// stale says entries of an earlier salt may remain.
+	sinceZero int
+	stale     bool
 }
 
 func newTable(mb int) *table {
@@ -43,15 +51,45 @@ func newTable(mb int) *table {
 	return &table{buckets: make([]ttBucket, size), mask: size - 1}
 }
 
+// clear forgets every entry. A search after it must play exactly as on a
+// zeroed table (equal seeds, equal answers), and it does: an entry of an
+// earlier salt never matches a key, and, being of an earlier generation,
+// it is replaced first, just as an empty slot is. That holds while no
+// search runs in the generation of such an entry: the old entries hold
+// only the generations since the table was zeroed, so it is zeroed for
+// real before the generations could wrap onto them.
 func (t *table) clear() {
-	clear(t.buckets)
-	t.gen = 0
+	if t.sinceZero >= 32 {
+		t.zero()
+		return
+	}
+	t.salt = t.salt*6364136223846793005 + 1442695040888963407
+	// A generation of its own, so no old entry is of the current one even
+	// before the next search begins.
+	t.gen = (t.gen + 1) & 63
+	t.sinceZero++
+	t.stale = true
 }
 
-func (t *table) newSearch() { t.gen = (t.gen + 1) & 63 }
+// zero empties the table for real.
+func (t *table) zero() {
+	clear(t.buckets)
+	t.gen, t.sinceZero, t.stale = 0, 0, false
+}
+
+// newSearch begins a generation: entries of earlier ones are replaced
+// first, without clearing the table between moves.
+func (t *table) newSearch() {
+	if t.stale && t.sinceZero >= 63 {
+		t.zero()
+	}
+	t.gen = (t.gen + 1) & 63
+	t.sinceZero++
+}
 
 func (t *table) probe(key uint64) (ttEntry, bool) {
 	b := &t.buckets[key&t.mask]
+	key ^= t.salt
 	for i := range b {
 		if b[i].key == key && b[i].genBound&3 != 0 {
 			return b[i], true
@@ -62,6 +100,7 @@ func (t *table) probe(key uint64) (ttEntry, bool) {
 
 func (t *table) store(key uint64, move rules.Move, score, eval, depth, bound int) {
 	b := &t.buckets[key&t.mask]
+	key ^= t.salt
 	var e *ttEntry
 	switch {
 	case b[0].key == key:
