@@ -34,6 +34,8 @@ type Config struct {
 	Listen string
 	// MaxRecvBytes bounds one received message (default 1 MiB): requests
 	// larger than any valid command are refused before reaching a handler.
+	// Over Connect and gRPC-Web it bounds the message as sent too: its
+	// JSON text, and its size once decompressed.
 	MaxRecvBytes int
 	// MaxSendBytes bounds one sent message (default 8 MiB).
 	MaxSendBytes int
@@ -191,7 +193,7 @@ func (s *Server) Listen() (net.Listener, error) {
 // NOT_SERVING, new calls are refused, running calls get ShutdownTimeout to
 // finish. It returns nil after a clean shutdown.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	transcoder, err := vanguardgrpc.NewTranscoder(s.grpc)
+	transcoder, err := vanguardgrpc.NewTranscoder(s.grpc, transcoderLimits(s.cfg)...)
 	if err != nil {
 		return fmt.Errorf("connect transcoder: %w", err)
 	}
@@ -254,16 +256,16 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	s.health.Shutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
-	// Both sides drain at once: grpc-go its native connections (and the
-	// calls net/http handed it), net/http its own.
-	stopped := make(chan struct{})
-	go func() { s.grpc.GracefulStop(); close(stopped) }()
+	// net/http drains first, grpc-go after. The calls net/http hands
+	// grpc-go (Connect, gRPC-Web) are connections of their own to grpc-go,
+	// which its drain closes at once: a unary call would lose its context
+	// and its answer, a stream its Unavailable end. Once net/http is done,
+	// those calls have ended (streams through the drain above) and grpc-go
+	// only drains its native connections, which meanwhile take calls as
+	// before: health already reports NOT_SERVING, so balancers send new
+	// ones elsewhere.
 	err = hs.Shutdown(sctx)
-	select {
-	case <-stopped:
-	case <-sctx.Done():
-		s.grpc.Stop()
-	}
+	s.stopGRPC(sctx)
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
@@ -271,4 +273,15 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		_ = hs.Close()
 	}
 	return nil
+}
+
+// stopGRPC stops grpc-go gracefully, or at once when ctx ends first.
+func (s *Server) stopGRPC(ctx context.Context) {
+	stopped := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.grpc.Stop()
+	}
 }

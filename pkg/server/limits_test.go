@@ -1,0 +1,145 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// countingGame answers GetGame at once and counts the calls that reach it.
+type countingGame struct {
+	gamev1.UnimplementedGameServiceServer
+	calls *atomic.Int64
+}
+
+func (g countingGame) GetGame(_ context.Context, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+	g.calls.Add(1)
+	id := req.GetGameId()
+	if id == "big" {
+		id = strings.Repeat("x", 4096)
+	}
+	return &gamev1.GetGameResponse{Game: &gamev1.Game{GameId: id}}, nil
+}
+
+// paddedGetGame is a valid GetGame request in JSON, made n bytes longer by
+// whitespace, which its protobuf form does not keep.
+func paddedGetGame(n int) []byte {
+	return append(append([]byte(`{"gameId":"g"`), bytes.Repeat([]byte(" "), n)...), '}')
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if _, err := zw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// gzipBomb is a GetGame request in JSON padded with n MiB of whitespace,
+// gzipped: gzip members one after the other make one stream, so a member
+// of 1 MiB of spaces, compressed once, is repeated.
+func gzipBomb(t *testing.T, n int) []byte {
+	t.Helper()
+	spaces := gzipped(t, bytes.Repeat([]byte(" "), 1<<20))
+	b := gzipped(t, []byte(`{"gameId":"g"`))
+	for range n {
+		b = append(b, spaces...)
+	}
+	return append(b, gzipped(t, []byte("}"))...)
+}
+
+// connectGetGame calls GetGame over Connect with a JSON body, gzipped
+// when encoding says so, and returns the HTTP status and the Connect
+// error code ("" on success, when the answer must hold the game).
+func connectGetGame(t *testing.T, addr string, body []byte, encoding string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/GetGame", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	if encoding != "" {
+		req.Header.Set("Content-Encoding", encoding)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var e struct {
+		Code string `json:"code"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatalf("HTTP %d: %q is not a Connect error", resp.StatusCode, b)
+		}
+	} else if !strings.Contains(string(b), `"gameId":"g"`) && !strings.Contains(string(b), `"gameId":"xxxx`) {
+		t.Fatalf("answer %q lacks the game", b)
+	}
+	return resp.StatusCode, e.Code
+}
+
+// --max-recv-bytes bounds Connect requests as it bounds native ones: in
+// what is read and decompressed, not only in the protobuf it becomes,
+// which whitespace in JSON makes as small as one likes. A request over it
+// is refused before its handler runs, without the server holding it.
+func TestConnectRequestsAreBoundedByMaxRecvBytes(t *testing.T) {
+	var calls atomic.Int64
+	addr, _ := startServerWith(t, Config{MaxRecvBytes: 1024}, func(s *Server) {
+		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: &calls})
+	})
+	for _, c := range []struct {
+		name, encoding string
+		body           []byte
+		ok             bool
+	}{
+		{"small", "", paddedGetGame(100), true},
+		{"small gzip", "gzip", gzipped(t, paddedGetGame(100)), true},
+		// Answers are bounded by MaxSendBytes, not MaxRecvBytes.
+		{"answer larger than MaxRecvBytes", "", []byte(`{"gameId":"big"}`), true},
+		{"8 MiB of whitespace", "", paddedGetGame(8 << 20), false},
+		// Within the transcoder's buffer, which answers share.
+		{"4 MiB of whitespace", "", paddedGetGame(4 << 20), false},
+		// About 500 bytes: within the limit until decompressed.
+		{"gzip to 512 KiB", "gzip", gzipped(t, paddedGetGame(512<<10)), false},
+		{"gzip to 256 MiB", "gzip", gzipBomb(t, 256), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := calls.Load()
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			code, connectCode := connectGetGame(t, addr, c.body, c.encoding)
+			runtime.ReadMemStats(&m1)
+			ran := calls.Load() > before
+			if c.ok {
+				if code != http.StatusOK || !ran {
+					t.Fatalf("HTTP %d %q, handler ran %v; want an answer", code, connectCode, ran)
+				}
+				return
+			}
+			if connectCode != "resource_exhausted" || ran {
+				t.Fatalf("HTTP %d %q, handler ran %v; want resource_exhausted before the handler", code, connectCode, ran)
+			}
+			// The test's own request body is allocated before m0.
+			alloc := m1.TotalAlloc - m0.TotalAlloc
+			t.Logf("refusing %d bytes allocated %d KiB", len(c.body), alloc>>10)
+			if alloc > 64<<20 {
+				t.Fatalf("refusing %d bytes allocated %d MiB", len(c.body), alloc>>20)
+			}
+		})
+	}
+}
