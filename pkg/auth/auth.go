@@ -93,28 +93,45 @@ func NewKeyring(keys ...Key) (*Keyring, error) {
 }
 
 // ParseKeys reads keys from "id:hexsecret,id2:hexsecret2", the format of
-// the --signing-keys flag; the first key signs.
+// the keys flags; the first key signs. Errors name an entry by its
+// position, never by its text: a malformed entry may be all secret.
 func ParseKeys(s string) ([]Key, error) {
 	var keys []Key
+	n := 0
 	for part := range strings.SplitSeq(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
-		id, hx, ok := strings.Cut(part, ":")
-		if !ok {
-			return nil, fmt.Errorf("signing key %q: want id:hexsecret", id)
-		}
-		secret, err := hex.DecodeString(hx)
+		n++
+		key, err := parseKey(part)
 		if err != nil {
-			return nil, fmt.Errorf("signing key %q: secret is not hex: %w", id, err)
+			return nil, fmt.Errorf("signing key entry %d: %w", n, err)
 		}
-		keys = append(keys, Key{ID: id, Secret: secret})
+		keys = append(keys, key)
 	}
 	if len(keys) == 0 {
 		return nil, errors.New("no signing keys given")
 	}
 	return keys, nil
+}
+
+// parseKey reads one id:hexsecret entry.
+func parseKey(entry string) (Key, error) {
+	id, hx, ok := strings.Cut(entry, ":")
+	if !ok {
+		return Key{}, errors.New("want id:hexsecret")
+	}
+	secret, err := hex.DecodeString(hx)
+	if err != nil {
+		// hex's error quotes the offending character, a piece of the
+		// secret; ErrLength quotes nothing.
+		if errors.Is(err, hex.ErrLength) {
+			return Key{}, fmt.Errorf("secret is not hex: %w", err)
+		}
+		return Key{}, errors.New("secret is not hex: it has a character other than 0-9, a-f")
+	}
+	return Key{ID: id, Secret: secret}, nil
 }
 
 // ParseKeyring is ParseKeys and NewKeyring: the keyring of a keys flag.

@@ -89,3 +89,25 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// A key flag's errors go to logs and terminals: they must not show a
+// secret, not even one in the wrong place or one character of it.
+func TestParseKeysErrorsHideSecrets(t *testing.T) {
+	good := "a:" + strings.Repeat("00", 32)
+	const secret = "5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e7"
+	for _, tt := range []struct{ flag, want string }{
+		{good + "," + secret, "entry 2: want id:hexsecret"},
+		{secret, "entry 1: want id:hexsecret"},
+		{"b:" + secret + "q", "entry 1: secret is not hex"},
+		{"b:" + secret + "0", "entry 1: secret is not hex"},
+	} {
+		_, err := ParseKeyring(tt.flag)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseKeyring: %v, want %q", err, tt.want)
+			continue
+		}
+		if strings.Contains(err.Error(), secret[:8]) || strings.Contains(err.Error(), "'q'") {
+			t.Errorf("error %q shows the secret", err)
+		}
+	}
+}
