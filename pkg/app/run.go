@@ -176,6 +176,7 @@ func connectRedis(ctx context.Context, addr string, log *slog.Logger, closers *[
 		return nil, err
 	}
 	*closers = append(*closers, rdb.Close)
-	log.Info("connected to redis", "redis_addr", addr)
+	// The address may hold a password: logs get it redacted.
+	log.Info("connected to redis", "redis_addr", redisx.Redact(addr))
 	return rdb, nil
 }

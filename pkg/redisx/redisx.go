@@ -8,7 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,72 +21,388 @@ import (
 
 // ParseOptions reads an address in one of these forms:
 //
-//	host:port                       standalone server
-//	redis://[user:pass@]host:port[/db]  standalone (rediss:// for TLS)
-//	redis-cluster://h1:p1,h2:p2     Redis Cluster seed nodes
-//	redis-sentinel://master@h1:p1,h2:p2[/db]  Sentinel with a master name
+//	host[:port]                                        standalone server
+//	redis://[user:pass@]host:port[/db][?opts]          standalone (rediss:// for TLS)
+//	redis-cluster://[user:pass@]h1:p1,h2:p2[?opts]     Redis Cluster seed nodes
+//	redis-sentinel://[user:pass@]master@h1:p1,h2:p2[/db][?opts]  Sentinel with a master name
 //
 // Several comma-separated host:port pairs without a scheme also mean a
-// cluster.
+// cluster. A missing port is 6379, or 26379 for a sentinel. opts are
+// go-redis' URL query options (pool_size, dial_timeout, read_timeout,
+// protocol, client_name, ...; for a cluster also max_redirects, read_only,
+// route_by_latency, route_randomly). A sentinel address's user:pass serve
+// the servers and the sentinels alike; sentinel_username and
+// sentinel_password give the sentinels other ones (empty: none).
+// Characters such as '@', ':' and '/' in a user name or password are
+// written percent-encoded (%40, %3A, %2F).
+//
+// Errors name the address redacted (see Redact).
 func ParseOptions(addr string) (*redis.UniversalOptions, error) {
 	addr = strings.TrimSpace(addr)
 	if addr == "" {
 		return nil, errors.New("redis address is empty")
 	}
-	opts := &redis.UniversalOptions{}
-	switch {
-	case strings.HasPrefix(addr, "redis://"), strings.HasPrefix(addr, "rediss://"):
-		o, err := redis.ParseURL(addr)
-		if err != nil {
-			return nil, fmt.Errorf("redis address %q: %w", addr, err)
-		}
-		opts.Addrs = []string{o.Addr}
-		opts.Username, opts.Password, opts.DB, opts.TLSConfig = o.Username, o.Password, o.DB, o.TLSConfig
-	case strings.HasPrefix(addr, "redis-cluster://"):
-		hosts := strings.TrimPrefix(addr, "redis-cluster://")
-		opts.Addrs = splitHosts(hosts)
-		opts.IsClusterMode = true
-	case strings.HasPrefix(addr, "redis-sentinel://"):
-		rest := strings.TrimPrefix(addr, "redis-sentinel://")
-		master, hosts, ok := strings.Cut(rest, "@")
-		if !ok || master == "" {
-			return nil, fmt.Errorf("redis address %q: sentinel needs master@host:port[,host:port]", addr)
-		}
-		if h, db, ok := strings.Cut(hosts, "/"); ok {
-			n, err := strconv.Atoi(db)
-			if err != nil {
-				return nil, fmt.Errorf("redis address %q: database %q is not a number", addr, db)
-			}
-			hosts, opts.DB = h, n
-		}
-		opts.MasterName = master
-		opts.Addrs = splitHosts(hosts)
-	case strings.Contains(addr, "://"):
-		u, _ := url.Parse(addr)
-		scheme := "?"
-		if u != nil {
-			scheme = u.Scheme
-		}
-		return nil, fmt.Errorf("redis address %q: unknown scheme %q (use redis, rediss, redis-cluster or redis-sentinel)", addr, scheme)
-	default:
-		opts.Addrs = splitHosts(addr)
-		opts.IsClusterMode = len(opts.Addrs) > 1
+	opts, err := parseAddr(addr)
+	if err != nil {
+		return nil, fmt.Errorf("redis address %q: %w", Redact(addr), err)
 	}
-	if len(opts.Addrs) == 0 {
-		return nil, fmt.Errorf("redis address %q: no host", addr)
+	// go-redis' own default dial timeout is the same 5 s; it is set here
+	// so that New's callers see one value, and only when the address gave
+	// none.
+	if opts.DialTimeout == 0 {
+		opts.DialTimeout = defaultDialTimeout
 	}
-	opts.DialTimeout = 5 * time.Second
 	return opts, nil
 }
 
-func splitHosts(s string) []string {
+const (
+	defaultDialTimeout  = 5 * time.Second
+	defaultPort         = "6379"
+	defaultSentinelPort = "26379"
+)
+
+func parseAddr(addr string) (*redis.UniversalOptions, error) {
+	scheme, rest, ok := strings.Cut(addr, "://")
+	if !ok {
+		return parseBare(addr)
+	}
+	switch scheme {
+	case "redis", "rediss":
+		return parseRedisURL(addr)
+	case "redis-cluster":
+		return parseCluster(rest)
+	case "redis-sentinel":
+		return parseSentinel(rest)
+	}
+	return nil, fmt.Errorf("unknown scheme %q (use redis, rediss, redis-cluster or redis-sentinel)", scheme)
+}
+
+// parseBare reads host:port[,host:port...]: no credentials, no options.
+func parseBare(addr string) (*redis.UniversalOptions, error) {
+	hosts, err := parseHosts(addr, defaultPort)
+	if err != nil {
+		return nil, err
+	}
+	return &redis.UniversalOptions{Addrs: hosts, IsClusterMode: len(hosts) > 1}, nil
+}
+
+// parseRedisURL keeps everything go-redis reads from the URL.
+func parseRedisURL(addr string) (*redis.UniversalOptions, error) {
+	o, err := redis.ParseURL(addr)
+	if err != nil {
+		return nil, withoutURL(err)
+	}
+	opts := &redis.UniversalOptions{}
+	if err := copyShared(opts, o, "Network", "Addr"); err != nil {
+		return nil, err
+	}
+	opts.Addrs = []string{o.Addr}
+	return opts, nil
+}
+
+// parseCluster reads [user:pass@]h1,h2[?opts] with go-redis' cluster URL
+// parser, which takes the seeds after the first as addr= options.
+func parseCluster(rest string) (*redis.UniversalOptions, error) {
+	loc, err := splitLocation(rest)
+	if err != nil {
+		return nil, err
+	}
+	if loc.path != "" {
+		return nil, errors.New("a cluster has no database number: drop the /db")
+	}
+	user, hosts, err := splitCredentials(loc.authority)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := parseHosts(hosts, defaultPort)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseQuery(loc.query, "addr", "username", "password"); err != nil {
+		return nil, err
+	}
+	loc.query["addr"] = addrs[1:]
+	u := url.URL{Scheme: "redis", User: user, Host: addrs[0], RawQuery: loc.query.Encode()}
+	co, err := redis.ParseClusterURL(u.String())
+	if err != nil {
+		return nil, withoutURL(err)
+	}
+	opts := &redis.UniversalOptions{}
+	if err := copyShared(opts, co); err != nil {
+		return nil, err
+	}
+	opts.Addrs, opts.IsClusterMode = addrs, true
+	return opts, nil
+}
+
+// parseSentinel reads [user:pass@]master@h1,h2[/db][?opts] with go-redis'
+// failover URL parser. That parser takes the URL's user:pass for the
+// sentinels only; here they serve the servers too, as in the other forms,
+// unless sentinel_username or sentinel_password say otherwise.
+func parseSentinel(rest string) (*redis.UniversalOptions, error) {
+	loc, err := splitLocation(rest)
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.Split(loc.authority, "@")
+	if len(parts) < 2 || parts[len(parts)-2] == "" {
+		return nil, errors.New("sentinel needs [user:pass@]master@host:port[,host:port]")
+	}
+	// The master name is the segment before the hosts; the ones before it
+	// are credentials, given back to splitCredentials with the hosts.
+	master, hosts := parts[len(parts)-2], parts[len(parts)-1]
+	if len(parts) > 2 {
+		hosts = strings.Join(parts[:len(parts)-2], "@") + "@" + hosts
+	}
+	user, hosts, err := splitCredentials(hosts)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := parseHosts(hosts, defaultSentinelPort)
+	if err != nil {
+		return nil, err
+	}
+	db, err := parseDB(loc.path)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseQuery(loc.query, "addr", "username", "password", "master_name", "db"); err != nil {
+		return nil, err
+	}
+	sentinelUser := sentinelCredentials(loc.query, user)
+	loc.query["addr"] = addrs[1:]
+	loc.query.Set("master_name", master)
+	u := url.URL{Scheme: "redis", User: sentinelUser, Host: addrs[0], RawQuery: loc.query.Encode()}
+	fo, err := redis.ParseFailoverURL(u.String())
+	if err != nil {
+		return nil, withoutURL(err)
+	}
+	opts := &redis.UniversalOptions{}
+	if err := copyShared(opts, fo, "SentinelAddrs"); err != nil {
+		return nil, err
+	}
+	opts.Addrs, opts.MasterName, opts.DB = addrs, master, db
+	opts.Username, opts.Password = userPassword(user)
+	return opts, nil
+}
+
+// sentinelCredentials takes sentinel_username and sentinel_password out
+// of q: present, even empty, they replace user for the sentinels, since a
+// sentinel without requirepass refuses any password.
+func sentinelCredentials(q url.Values, user *url.Userinfo) *url.Userinfo {
+	if !q.Has("sentinel_username") && !q.Has("sentinel_password") {
+		return user
+	}
+	name, pass := q.Get("sentinel_username"), q.Get("sentinel_password")
+	q.Del("sentinel_username")
+	q.Del("sentinel_password")
+	if name == "" && pass == "" {
+		return nil
+	}
+	return url.UserPassword(name, pass)
+}
+
+func userPassword(u *url.Userinfo) (name, pass string) {
+	if u == nil {
+		return "", ""
+	}
+	pass, _ = u.Password()
+	return u.Username(), pass
+}
+
+func parseDB(path string) (int, error) {
+	db := strings.TrimPrefix(path, "/")
+	if db == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(db)
+	if err != nil {
+		return 0, fmt.Errorf("database %q is not a number", db)
+	}
+	return n, nil
+}
+
+// location is an address after its scheme, cut where a URL cuts it.
+type location struct {
+	authority, path string
+	query           url.Values
+}
+
+func splitLocation(rest string) (location, error) {
+	loc := location{authority: rest}
+	tail := ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		loc.authority, tail = rest[:i], rest[i:]
+	}
+	path, rawQuery, _ := strings.Cut(tail, "?")
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		// Not wrapped: its text quotes the query, which may hold a
+		// sentinel_password.
+		return location{}, errors.New("malformed query options")
+	}
+	loc.path, loc.query = path, q
+	return loc, nil
+}
+
+// splitCredentials cuts an optional user:pass@ off a host list.
+func splitCredentials(authority string) (*url.Userinfo, string, error) {
+	creds, hosts, ok := strings.Cut(authority, "@")
+	if !ok {
+		return nil, authority, nil
+	}
+	if strings.Contains(hosts, "@") {
+		return nil, "", errors.New("more than one '@': write an '@' in a user name or password as %40")
+	}
+	name, pass, hasPass := strings.Cut(creds, ":")
+	name, err1 := url.PathUnescape(name)
+	pass, err2 := url.PathUnescape(pass)
+	if err1 != nil || err2 != nil {
+		// Not wrapped: the unescape error quotes the password.
+		return nil, "", errors.New("malformed percent-encoding in user:pass")
+	}
+	if !hasPass {
+		return url.User(name), hosts, nil
+	}
+	return url.UserPassword(name, pass), hosts, nil
+}
+
+// parseHosts splits a comma-separated host list and gives every host a
+// port. Errors name hosts by position: a malformed entry may be a
+// misplaced password.
+func parseHosts(list, port string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, errors.New("no host")
+	}
 	var out []string
-	for h := range strings.SplitSeq(s, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			out = append(out, h)
+	for i, h := range strings.Split(list, ",") {
+		hp, err := hostPort(strings.TrimSpace(h), port)
+		if err != nil {
+			return nil, fmt.Errorf("host %d: %w", i+1, err)
+		}
+		out = append(out, hp)
+	}
+	return out, nil
+}
+
+func hostPort(h, defPort string) (string, error) {
+	switch {
+	case h == "":
+		return "", errors.New("empty (stray comma?)")
+	case strings.Contains(h, "@"):
+		return "", errors.New("contains '@': credentials go first, as user:pass@h1,h2, and only where the form allows them")
+	}
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) && ae.Err == "missing port in address" {
+			host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), defPort
+		} else {
+			return "", errors.New("not host:port")
 		}
 	}
-	return out
+	if host == "" {
+		return "", errors.New("empty host name")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", errors.New("port is not a number")
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// refuseQuery rejects options that the address already says otherwise.
+func refuseQuery(q url.Values, names ...string) error {
+	for _, n := range names {
+		if q.Has(n) {
+			return fmt.Errorf("option %s: give it in the address itself, not as ?%s=", n, n)
+		}
+	}
+	return nil
+}
+
+// withoutURL keeps an error's reason but not its text when it may quote
+// the address: url.Parse's errors hold the whole URL, password included,
+// or pieces of a malformed one.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return errors.New("malformed URL (percent-encode '@', ':', '/' and '?' in a user name or password)")
+	}
+	return err
+}
+
+// copyShared sets every field of dst that src (a go-redis options struct)
+// has with the same name and type. go-redis converts UniversalOptions to
+// the others but not back, and a copy by hand loses whatever options it
+// forgets, as an earlier one here lost the URL's pool and timeouts.
+// Another field of src that the URL set (not zero, not in handled) has no
+// place in dst: that is an error, not an option silently dropped.
+func copyShared(dst *redis.UniversalOptions, src any, handled ...string) error {
+	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src).Elem()
+	for i := range s.NumField() {
+		f := s.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		df := d.FieldByName(f.Name)
+		switch {
+		case df.IsValid() && df.CanSet() && df.Type() == f.Type:
+			df.Set(s.Field(i))
+		case !s.Field(i).IsZero() && !slices.Contains(handled, f.Name):
+			return fmt.Errorf("option for %s is not supported with this form of address", f.Name)
+		}
+	}
+	return nil
+}
+
+// Redact returns addr fit for logs and errors: the password of its
+// user:pass@ and the values of password options are replaced by xxxxx.
+// It does not need a valid address, so that a parse error can name one.
+func Redact(addr string) string {
+	addr = strings.TrimSpace(addr)
+	prefix, rest := "", addr
+	if scheme, r, ok := strings.Cut(addr, "://"); ok {
+		prefix, rest = scheme+"://", r
+	}
+	// Everything before the last '@' is credentials, but a sentinel's
+	// last segment before the hosts is its master name. A password with
+	// an unencoded '@' spans several segments; all of them are hidden.
+	segs := strings.Split(rest, "@")
+	keep := 1
+	if prefix == "redis-sentinel://" {
+		keep = 2
+	}
+	if len(segs) > keep {
+		creds := strings.Join(segs[:len(segs)-keep], "@")
+		rest = redactCreds(creds) + "@" + strings.Join(segs[len(segs)-keep:], "@")
+	}
+	return prefix + redactQuery(rest)
+}
+
+// redactCreds keeps the user name of user:pass, like url.URL.Redacted;
+// without a ':' the whole may be a password.
+func redactCreds(creds string) string {
+	if name, _, ok := strings.Cut(creds, ":"); ok && !strings.ContainsAny(name, "/?") {
+		return name + ":xxxxx"
+	}
+	return "xxxxx"
+}
+
+func redactQuery(s string) string {
+	base, raw, ok := strings.Cut(s, "?")
+	if !ok {
+		return s
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return base + "?xxxxx"
+	}
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q[k] = []string{"xxxxx"}
+		}
+	}
+	return base + "?" + q.Encode()
 }
 
 // New connects to addr (see ParseOptions) and checks the connection with
@@ -99,7 +418,7 @@ func New(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("redis at %s: %w", addr, err)
+		return nil, fmt.Errorf("redis at %s: %w", Redact(addr), err)
 	}
 	return c, nil
 }

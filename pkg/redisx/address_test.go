@@ -1,0 +1,196 @@
+package redisx
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/redistest"
+)
+
+// The URL's own options must reach the client, not only its address.
+func TestParseOptionsKeepsURLOptions(t *testing.T) {
+	o, err := ParseOptions("redis://user:pw@127.0.0.1:6379/2?protocol=2&pool_size=300&read_timeout=9s&dial_timeout=20s&client_name=gamed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Username != "user" || o.Password != "pw" || o.DB != 2 || o.Protocol != 2 || o.PoolSize != 300 ||
+		o.ReadTimeout != 9*time.Second || o.DialTimeout != 20*time.Second || o.ClientName != "gamed" {
+		t.Fatalf("got user=%q pass=%q db=%d protocol=%d pool=%d read=%v dial=%v name=%q",
+			o.Username, o.Password, o.DB, o.Protocol, o.PoolSize, o.ReadTimeout, o.DialTimeout, o.ClientName)
+	}
+	// Without one given, the dial timeout is still 5 s.
+	if o, err := ParseOptions("redis://127.0.0.1:6379"); err != nil || o.DialTimeout != 5*time.Second {
+		t.Fatalf("dial timeout %v (%v), want 5s", o.DialTimeout, err)
+	}
+}
+
+func TestParseOptionsCredentialsAndOptions(t *testing.T) {
+	for _, tt := range []struct {
+		addr                     string
+		addrs                    []string
+		user, pass, sUser, sPass string
+		master                   string
+		check                    func(*redis.UniversalOptions) bool
+	}{
+		{addr: "redis-cluster://:pw@10.0.0.1:6379,10.0.0.2:6379", addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}, pass: "pw"},
+		{addr: "redis-cluster://u:p%40ss@a:1,b:2?pool_size=7&read_only=true&dial_timeout=3s", addrs: []string{"a:1", "b:2"}, user: "u", pass: "p@ss",
+			check: func(o *redis.UniversalOptions) bool {
+				return o.PoolSize == 7 && o.ReadOnly && o.DialTimeout == 3*time.Second
+			}},
+		{addr: "redis-cluster://h1,h2", addrs: []string{"h1:6379", "h2:6379"}},
+		{addr: "redis-sentinel://u:pw@mymaster@s1:26379,s2/1?pool_size=4", addrs: []string{"s1:26379", "s2:26379"}, master: "mymaster",
+			user: "u", pass: "pw", sUser: "u", sPass: "pw", check: func(o *redis.UniversalOptions) bool { return o.DB == 1 && o.PoolSize == 4 }},
+		{addr: "redis-sentinel://:pw@m@s1:1?sentinel_password=", addrs: []string{"s1:1"}, master: "m", pass: "pw"},
+		{addr: "redis-sentinel://m@s1:1?sentinel_password=spw", addrs: []string{"s1:1"}, master: "m", sPass: "spw"},
+	} {
+		o, err := ParseOptions(tt.addr)
+		if err != nil {
+			t.Errorf("%s: %v", tt.addr, err)
+			continue
+		}
+		if !slices.Equal(o.Addrs, tt.addrs) || o.Username != tt.user || o.Password != tt.pass || o.SentinelUsername != tt.sUser ||
+			o.SentinelPassword != tt.sPass || o.MasterName != tt.master || (tt.check != nil && !tt.check(o)) {
+			t.Errorf("%s: addrs=%q user=%q pass=%q sentinel user=%q pass=%q master=%q, or other options lost", tt.addr, o.Addrs, o.Username, o.Password,
+				o.SentinelUsername, o.SentinelPassword, o.MasterName)
+		}
+	}
+}
+
+func TestParseOptionsRefusesMalformedHosts(t *testing.T) {
+	for addr, want := range map[string]string{
+		"redis-cluster://a:1,,b:2":                     "host 2: empty",
+		"redis-cluster://:1":                           "empty host name",
+		"redis-cluster://u:secret@x@a:1":               "more than one '@'",
+		"redis-sentinel://u:secret@x@m@a:1":            "more than one '@'",
+		"u:secret@a:1":                                 "contains '@'",
+		"redis-cluster://a:1/0":                        "no database",
+		"redis-cluster://a:1?bogus=1":                  "unexpected option",
+		"redis-cluster://u:secret@a:1?password=secret": "option password",
+		"redis-sentinel://m@a:1?replica_only=true":     "not supported",
+		"redis://u:sec/ret@a:1":                        "malformed URL",
+	} {
+		_, err := ParseOptions(addr)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", addr, err, want)
+			continue
+		}
+		if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "sec/ret") {
+			t.Errorf("%s: error %q shows the password", addr, err)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for addr, want := range map[string]string{
+		"redis://user:pw@h:1/2?pool_size=3":          "redis://user:xxxxx@h:1/2?pool_size=3",
+		"rediss://:pw@h:1":                           "rediss://:xxxxx@h:1",
+		"redis://pw@h:1":                             "redis://xxxxx@h:1",
+		"redis-cluster://:p@w@a:1,b:2":               "redis-cluster://:xxxxx@a:1,b:2",
+		"redis-sentinel://u:pw@m@a:1":                "redis-sentinel://u:xxxxx@m@a:1",
+		"redis-sentinel://m@a:1?sentinel_password=s": "redis-sentinel://m@a:1?sentinel_password=xxxxx",
+		"redis-sentinel://m@a:1/0":                   "redis-sentinel://m@a:1/0",
+		"a:1,b:2":                                    "a:1,b:2",
+	} {
+		if got := Redact(addr); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// ownWithPassword starts a redis-server of the test's own that asks for
+// pw, and an ACL user palace with the same password.
+func ownWithPassword(t *testing.T, pw string) *redistest.Server {
+	s := redistest.Own(t)
+	c := s.Client(t)
+	ctx := context.Background()
+	if err := c.Do(ctx, "ACL", "SETUSER", "palace", "on", ">"+pw, "~*", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "requirepass", pw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestNewWithPassword(t *testing.T) {
+	ctx := context.Background()
+	const pw = "s3cret-pw"
+	s := ownWithPassword(t, pw)
+	for _, addr := range []string{"redis://:" + pw + "@" + s.Addr, "redis://palace:" + pw + "@" + s.Addr + "/1?pool_size=2"} {
+		c, err := New(ctx, addr)
+		if err != nil {
+			t.Fatalf("%s: %v", Redact(addr), err)
+		}
+		_ = c.Close()
+	}
+	_, err := New(ctx, "redis://palace:wrong-"+pw+"@"+s.Addr)
+	if err == nil || strings.Contains(err.Error(), pw) {
+		t.Fatalf("wrong password: %v, want an error without the password", err)
+	}
+}
+
+func TestNewClusterWithPassword(t *testing.T) {
+	ctx := context.Background()
+	const pw = "cluster-pw"
+	cl := redistest.NewCluster(t, 2)
+	if err := cl.Client(t).ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
+		return n.ConfigSet(ctx, "requirepass", pw).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.Replace(cl.URL(), "://", "://:"+pw+"@", 1)
+	c, err := New(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Set(ctx, "{k}", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewSentinelWithPassword(t *testing.T) {
+	ctx := context.Background()
+	const pw = "master-pw"
+	st := redistest.NewSentinel(t, 0)
+	if err := st.Master.Client(t).ConfigSet(ctx, "requirepass", pw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The sentinel asks for no password: sentinel_password= says so.
+	addr := strings.Replace(st.URL(), "://", "://:"+pw+"@", 1) + "?sentinel_password="
+	c, err := New(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Set(ctx, "k", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One user:pass serves the servers and the sentinels alike.
+func TestNewSentinelSharingThePassword(t *testing.T) {
+	ctx := context.Background()
+	const pw = "shared-pw"
+	st := redistest.NewSentinel(t, 0)
+	if err := st.Master.Client(t).ConfigSet(ctx, "requirepass", pw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sc := redis.NewClient(&redis.Options{Addr: st.Addr})
+	defer sc.Close()
+	if err := sc.Do(ctx, "ACL", "SETUSER", "default", "resetpass", ">"+pw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(ctx, strings.Replace(st.URL(), "://", "://:"+pw+"@", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// Before the fix the password went to neither.
+	if _, err := New(ctx, st.URL()); err == nil {
+		t.Fatal("connected without the password")
+	}
+}
