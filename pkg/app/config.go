@@ -44,6 +44,11 @@ type Config struct {
 	// each other's internal RPCs: "id:hexsecret,...", the first signs,
 	// all verify (rotation). Empty: a random key for this process.
 	ServiceKeys string
+
+	// flags is the flag set RegisterFlags defined the flags on: Validate
+	// reports the environment values refused by any flag on it, the
+	// services' included.
+	flags *flag.FlagSet
 }
 
 // Env returns the environment value for a flag name: PALACE_ and the name
@@ -75,13 +80,64 @@ func BoolFlag(fs *flag.FlagSet, p *bool, name string, def bool, usage string) {
 	fromEnv(fs, name)
 }
 
+// FloatFlag is StringFlag for floating-point numbers.
+func FloatFlag(fs *flag.FlagSet, p *float64, name string, def float64, usage string) {
+	fs.Float64Var(p, name, def, usage+" (env "+envName(name)+")")
+	fromEnv(fs, name)
+}
+
 // fromEnv applies a flag's environment variable through the flag's own
-// parser; a value it cannot parse leaves the default, and the command
-// line still overrides either.
+// parser; the command line still overrides it. A value the parser refuses
+// is kept on the flag for EnvErrors, which Validate reports, so that the
+// process refuses to start: flag's parsers store their zero value on a
+// parse error, and a PALACE_REDIS_WAIT_REPLICAS=" 1" read as 0 would
+// quietly turn the wait for replicas off. Until then the flag keeps its
+// default.
 func fromEnv(fs *flag.FlagSet, name string) {
-	if v := Env(name); v != "" {
-		_ = fs.Set(name, v)
+	v := Env(name)
+	if v == "" {
+		return
 	}
+	if err := fs.Set(name, v); err != nil {
+		f := fs.Lookup(name)
+		_ = f.Value.Set(f.DefValue)
+		f.Value = &refusedEnv{Value: f.Value, err: fmt.Errorf("%s=%q: not a valid --%s (default %q): %w", envName(name), v, name, f.DefValue, err)}
+	}
+}
+
+// refusedEnv is a flag whose environment value its parser refused, with
+// that error; otherwise it is the flag's own value.
+type refusedEnv struct {
+	flag.Value
+	err error
+}
+
+// IsBoolFlag keeps a boolean flag usable as -name, without a value.
+func (r *refusedEnv) IsBoolFlag() bool {
+	b, ok := r.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// String serves flag's help, which calls it on a zero refusedEnv too.
+func (r *refusedEnv) String() string {
+	if r == nil || r.Value == nil {
+		return ""
+	}
+	return r.Value.String()
+}
+
+// EnvErrors reports the environment variables of fs's flags whose values
+// their flags refused (nil: none). Config.Validate includes them for the
+// flag set given to RegisterFlags; a command that registers flags with
+// the helpers but no Config checks them itself.
+func EnvErrors(fs *flag.FlagSet) error {
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if r, ok := f.Value.(*refusedEnv); ok {
+			errs = append(errs, r.err)
+		}
+	})
+	return errors.Join(errs...)
 }
 
 func envName(flagName string) string {
@@ -100,9 +156,10 @@ func envName(flagName string) string {
 // RegisterFlags defines the common flags on fs with the given default
 // listen address.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
+	c.flags = fs
 	StringFlag(fs, &c.Listen, "listen", defaultListen, "host:port to serve gRPC, Connect, gRPC-Web and /metrics on")
 	if !c.NoRedis {
-		usage := "Redis address: host:port, redis://..., redis-cluster://h1,h2 or redis-sentinel://master@h1,h2"
+		usage := "Redis address: host:port, redis://[user:pass@]host:port[/db], redis-cluster://[user:pass@]h1,h2 or redis-sentinel://[user:pass@]master@h1,h2, each URL form with go-redis options such as ?pool_size=100"
 		if c.EmbeddedRedis {
 			usage += "; empty starts an in-process Redis"
 		}
@@ -121,9 +178,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	StringFlag(fs, &c.ServiceKeys, "service-keys", "", "keys of the credentials Palace services present to each other's internal calls (creating games, expiring deadlines), id:hexsecret[,id:hexsecret]; first signs, all verify; the same in every process and tool; empty: random, so only services in this process are trusted")
 }
 
-// Validate reports every problem at once.
+// Validate reports every problem at once, beginning with environment
+// variables that the flags registered on RegisterFlags' flag set refused.
 func (c Config) Validate() error {
 	var errs []error
+	if c.flags != nil {
+		errs = append(errs, EnvErrors(c.flags))
+	}
 	if c.Listen == "" {
 		errs = append(errs, errors.New("--listen is empty"))
 	}

@@ -105,27 +105,15 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.StringFlag(fs, &c.GoogleIssuers, "google-issuers", google.DefaultIssuers, "accepted Google ID token issuers, comma-separated")
 	app.StringFlag(fs, &c.GoogleJWKSURL, "google-jwks-url", google.DefaultJWKSURL, "URL of the issuer's JWKS signing keys")
 	app.DurationFlag(fs, &c.PairingInterval, "pairing-interval", 100*time.Millisecond, "time between pairing passes")
-	floatFlag(fs, &c.PairingWindow, "pairing-window", 200, "rating difference paired at once (200: the stronger player is expected to score 0.76)")
-	floatFlag(fs, &c.PairingWiden, "pairing-widen", 100, "rating points the window widens per second of waiting")
-	floatFlag(fs, &c.PairingMaxWindow, "pairing-max-window", 0, "largest rating window; 0: no bound")
+	app.FloatFlag(fs, &c.PairingWindow, "pairing-window", 200, "rating difference paired at once (200: the stronger player is expected to score 0.76)")
+	app.FloatFlag(fs, &c.PairingWiden, "pairing-widen", 100, "rating points the window widens per second of waiting")
+	app.FloatFlag(fs, &c.PairingMaxWindow, "pairing-max-window", 0, "largest rating window; 0: no bound")
 	app.DurationFlag(fs, &c.TicketTTL, "ticket-ttl", 10*time.Minute, "how long a ticket waits for an opponent")
 	app.DurationFlag(fs, &c.InviteTTL, "invite-ttl", 24*time.Hour, "how long a friend link is valid")
 	app.DurationFlag(fs, &c.RematchWindow, "rematch-window", 60*time.Second, "how long a rematch offer stands")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
 	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second")
 	app.DurationFlag(fs, &c.RatingLease, "rating-lease", 30*time.Second, "lease of a replica on a rated game it follows")
-}
-
-// floatFlag is app.StringFlag for numbers.
-func floatFlag(fs *flag.FlagSet, p *float64, name string, def float64, usage string) {
-	*p = def
-	if v := app.Env(name); v != "" {
-		var f float64
-		if _, err := fmt.Sscan(v, &f); err == nil {
-			*p = f
-		}
-	}
-	fs.Float64Var(p, name, *p, usage+" (env PALACE_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+")")
 }
 
 // DefaultConfig is the configuration the flags default to.

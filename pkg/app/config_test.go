@@ -1,0 +1,125 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// registered defines the common flags and one a service would add on the
+// same flag set, as every daemon and `palace serve` do.
+func registered(t *testing.T) (*Config, *int) {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	c := &Config{Listen: "x", NoRedis: true}
+	c.RegisterFlags(fs, "127.0.0.1:0")
+	var replicas int
+	IntFlag(fs, &replicas, "redis-wait-replicas", 0, "replicas")
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	return c, &replicas
+}
+
+func TestEnvValueAFlagRefusesStopsStart(t *testing.T) {
+	for _, tt := range []struct{ env, value string }{
+		{"PALACE_OTLP_INSECURE", "yes"},
+		{"PALACE_REDIS_WAIT_REPLICAS", " 1"},
+		{"PALACE_SHUTDOWN_TIMEOUT", "20"},
+		{"PALACE_MAX_RECV_BYTES", "1MiB"},
+	} {
+		t.Run(tt.env, func(t *testing.T) {
+			t.Setenv(tt.env, tt.value)
+			c, _ := registered(t)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.env+"=") {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.env)
+			}
+			if err := Run(context.Background(), Options{Name: "test", Config: *c}); err == nil || !strings.Contains(err.Error(), tt.env) {
+				t.Fatalf("Run() = %v, want it refused for %s", err, tt.env)
+			}
+		})
+	}
+}
+
+func TestEnvValuesApply(t *testing.T) {
+	t.Setenv("PALACE_OTLP_INSECURE", "false")
+	t.Setenv("PALACE_REDIS_WAIT_REPLICAS", "2")
+	t.Setenv("PALACE_SHUTDOWN_TIMEOUT", "20s")
+	c, replicas := registered(t)
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.OTLPInsecure || *replicas != 2 || c.ShutdownTimeout != 20*time.Second {
+		t.Fatalf("insecure=%v replicas=%d shutdown=%v", c.OTLPInsecure, *replicas, c.ShutdownTimeout)
+	}
+}
+
+// A refused value leaves the default, not the parser's zero.
+func TestRefusedEnvValueKeepsTheDefault(t *testing.T) {
+	t.Setenv("PALACE_OTLP_INSECURE", "yes")
+	t.Setenv("PALACE_PAIRING_WINDOW", "wide")
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	var insecure bool
+	var window float64
+	BoolFlag(fs, &insecure, "otlp-insecure", true, "")
+	FloatFlag(fs, &window, "pairing-window", 200, "")
+	if !insecure || window != 200 {
+		t.Fatalf("insecure=%v window=%v, want the defaults", insecure, window)
+	}
+	err := EnvErrors(fs)
+	if err == nil || !strings.Contains(err.Error(), "PALACE_OTLP_INSECURE") || !strings.Contains(err.Error(), "PALACE_PAIRING_WINDOW") {
+		t.Fatalf("EnvErrors = %v, want both variables", err)
+	}
+}
+
+// A flag whose environment value was refused still works as a flag: a
+// boolean one as -name, and the help lists it.
+func TestRefusedEnvFlagStillParses(t *testing.T) {
+	t.Setenv("PALACE_OTLP_INSECURE", "yes")
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	var help bytes.Buffer
+	fs.SetOutput(&help)
+	insecure := true
+	BoolFlag(fs, &insecure, "otlp-insecure", true, "send traces without TLS")
+	if err := fs.Parse([]string{"-otlp-insecure=false", "-otlp-insecure"}); err != nil || !insecure {
+		t.Fatalf("parse: %v, insecure=%v", err, insecure)
+	}
+	fs.PrintDefaults()
+	if !strings.Contains(help.String(), "send traces without TLS") || strings.Contains(help.String(), "panic") {
+		t.Fatalf("help: %q", help.String())
+	}
+	if EnvErrors(fs) == nil {
+		t.Fatal("the refused value is forgotten once the command line set the flag")
+	}
+}
+
+func TestConnectRedisLogsNoPassword(t *testing.T) {
+	const pw = "hunter2-secret"
+	mr := miniredis.RunT(t)
+	mr.RequireAuth(pw)
+	var out bytes.Buffer
+	var closers []func() error
+	defer func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}()
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	if _, err := connectRedis(context.Background(), "redis://:"+pw+"@"+mr.Addr(), log, &closers); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), pw) || !strings.Contains(out.String(), mr.Addr()) {
+		t.Fatalf("log %q: want the address without the password", out.String())
+	}
+	_, err := connectRedis(context.Background(), "redis://:wrong-"+pw+"@"+mr.Addr(), log, &closers)
+	if err == nil || strings.Contains(err.Error(), pw) {
+		t.Fatalf("wrong password: %v, want an error without the password", err)
+	}
+}
