@@ -213,3 +213,14 @@ func KeyringFromConfig(keys string) (ring *Keyring, ephemeral bool, err error) {
 	ring, err = ParseKeyring(keys)
 	return ring, false, err
 }
+
+// BearerToken reads the token of an authorization header value. The
+// scheme is matched without regard to case (RFC 9110), as some HTTP
+// clients and proxies write it "bearer".
+func BearerToken(header string) (string, bool) {
+	const scheme = "bearer "
+	if len(header) < len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
+		return "", false
+	}
+	return strings.TrimSpace(header[len(scheme):]), true
+}

@@ -111,3 +111,23 @@ func TestParseKeysErrorsHideSecrets(t *testing.T) {
 		}
 	}
 }
+
+func TestBearerToken(t *testing.T) {
+	for _, tt := range []struct {
+		header, want string
+		ok           bool
+	}{
+		{"Bearer abc.def", "abc.def", true},
+		{"bearer abc.def", "abc.def", true},
+		{"BEARER  abc.def ", "abc.def", true},
+		{"Basic abc", "", false},
+		{"Bearerabc", "", false},
+		{"Bear", "", false},
+		{"", "", false},
+	} {
+		got, ok := BearerToken(tt.header)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("BearerToken(%q) = %q, %v; want %q, %v", tt.header, got, ok, tt.want, tt.ok)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -331,4 +332,15 @@ func TestSigningKeyRotationKeepsSeats(t *testing.T) {
 	}
 	fresh.env = dropped
 	fresh.move(t, "h3e3")
+}
+
+// TestBearerSchemeIgnoresCase: some HTTP clients and proxies write the
+// scheme "bearer"; the seat credential is the same.
+func TestBearerSchemeIgnoresCase(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "bearer "+tb.seats[commonv1.Side_SIDE_FIRST])
+	if _, err := env.Client.MakeMove(ctx, &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatalf("a move with \"bearer\": %v", err)
+	}
 }

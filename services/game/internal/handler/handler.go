@@ -216,11 +216,11 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 	if len(vals) == 0 {
 		return 0, false, nil
 	}
-	tok, ok := strings.CutPrefix(vals[0], "Bearer ")
+	tok, ok := auth.BearerToken(vals[0])
 	if !ok {
 		return 0, false, apierr.New(apierr.Unauthenticated, "authorization: want \"Bearer <seat credential>\"")
 	}
-	c, err := h.verified.Verify(strings.TrimSpace(tok), now)
+	c, err := h.verified.Verify(tok, now)
 	if err != nil {
 		return 0, false, apierr.New(apierr.Unauthenticated, "seat credential: %v", err)
 	}

@@ -133,11 +133,11 @@ func (h *Handler) player(ctx context.Context) (auth.Claims, error) {
 	if len(vals) == 0 {
 		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "a player credential is required: send \"authorization: Bearer <token>\"")
 	}
-	tok, ok := strings.CutPrefix(vals[0], "Bearer ")
+	tok, ok := auth.BearerToken(vals[0])
 	if !ok {
 		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "authorization: want \"Bearer <player credential>\"")
 	}
-	c, err := h.ring.Verify(strings.TrimSpace(tok), h.now())
+	c, err := h.ring.Verify(tok, h.now())
 	if err != nil {
 		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "player credential: %v", err)
 	}
