@@ -226,8 +226,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 			PingTimeout:          s.cfg.KeepaliveTimeout,
 		},
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		// A browser keeps idle connections open for reuse; a server with
+		// many clients closes those it has not heard from in a while. A
+		// connection carrying a stream is not idle.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	for _, name := range s.Services() {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
