@@ -3,7 +3,9 @@
 // number of AI workers take them through a consumer group. A job whose
 // worker dies stays pending and is claimed by another worker after a
 // timeout; the game service's request ids make the retried job commit at
-// most one move.
+// most one move. A job that cannot be read, or (with a MaxAttempts) that
+// no worker finished in MaxAttempts deliveries, is moved to a dead-letter
+// stream instead of circling for ever.
 package aijobs
 
 import (
@@ -11,7 +13,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,28 +49,55 @@ type Job struct {
 type Delivery struct {
 	ID  string
 	Job Job
-	// Attempt is 1 for a first delivery, more when claimed from a worker
+	// Attempt is how many times the job has been handed out, this time
+	// included: 1 for a first delivery, more when claimed from a worker
 	// that did not finish it.
 	Attempt int64
 }
 
 // Queue is the job stream and its consumer group. All keys share the
-// hash tag {ai}.
+// hash tag {ai}, so that a job moves to the dead-letter stream in one
+// transaction, in a cluster too. A Queue is safe for concurrent use.
 type Queue struct {
 	rdb   redis.UniversalClient
 	key   string
+	dead  string
 	group string
 	// ClaimAfter is how long a job may stay unacknowledged before another
 	// worker takes it over.
 	ClaimAfter time.Duration
+	// MaxAttempts is how many deliveries a job gets (0, New's: no limit).
+	// One that is still pending after them (a position that crashes or
+	// hangs every engine, say) is dead-lettered, so that it does not take
+	// worker after worker with it for ever. A limit also gives up on the
+	// jobs of an outage longer than MaxAttempts claim timeouts, whose
+	// games then wait on the AI for good: hence none by default.
+	MaxAttempts int64
 	// Replication makes Enqueue wait for replicas, so that a failover of
 	// the queue's master cannot strand a game on the AI's turn.
 	Replication redisx.Replication
+	// Log hears of every dead-lettered job.
+	Log *slog.Logger
+
+	mu sync.Mutex
+	// cursor is where the next scan for abandoned jobs starts. Redis
+	// looks at only so many pending entries per XAUTOCLAIM; restarting
+	// at the beginning every time, a worker would never see past the
+	// first few if those are still being worked on.
+	cursor string
 }
+
+// deadMaxLen bounds the dead-letter stream, which nothing trims: it is
+// kept for inspection, not replayed.
+const deadMaxLen = 10000
 
 // New returns the queue under prefix.
 func New(rdb redis.UniversalClient, prefix string) *Queue {
-	return &Queue{rdb: rdb, key: prefix + "{ai}:jobs", group: "workers", ClaimAfter: 30 * time.Second}
+	return &Queue{
+		rdb: rdb, key: prefix + "{ai}:jobs", dead: prefix + "{ai}:dead", group: "workers",
+		ClaimAfter: 30 * time.Second,
+		Log:        slog.New(slog.DiscardHandler), cursor: "0-0",
+	}
 }
 
 // Ensure creates the stream and group if needed.
@@ -95,22 +126,95 @@ func (q *Queue) Enqueue(ctx context.Context, j Job) error {
 
 // Next returns the next job for consumer: first one abandoned by another
 // worker, else a new one, waiting up to block. It returns nil, nil when
-// nothing came.
+// nothing came, or only a job it dead-lettered.
 func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) (*Delivery, error) {
-	msgs, _, err := q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: q.key, Group: q.group, Consumer: consumer, MinIdle: q.ClaimAfter, Start: "0-0", Count: 1,
-	}).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("claim ai job: %w", err)
+	d, scanned, err := q.claim(ctx, consumer)
+	if err != nil || d != nil {
+		return d, err
 	}
-	if len(msgs) > 0 {
-		d, err := decode(msgs[0])
-		if err != nil {
-			return nil, err
+	if !scanned {
+		// Abandoned jobs may wait further on: look, but do not wait, for
+		// a new one, and let the next call scan on.
+		block = -1
+	}
+	return q.read(ctx, consumer, block)
+}
+
+// claimCalls bounds the XAUTOCLAIM calls of one Next; each looks at up to
+// ten pending entries.
+const claimCalls = 16
+
+// claim takes over one job left idle for ClaimAfter, scanning the pending
+// entries from where the last scan stopped. scanned is false when it
+// stopped before the end of them.
+func (q *Queue) claim(ctx context.Context, consumer string) (d *Delivery, scanned bool, err error) {
+	for range claimCalls {
+		start := q.scanFrom()
+		msgs, next, err := q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: q.key, Group: q.group, Consumer: consumer, MinIdle: q.ClaimAfter, Start: start, Count: 1,
+		}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, false, fmt.Errorf("claim ai job: %w", err)
 		}
-		d.Attempt = 2
-		return d, nil
+		q.scanOn(start, next)
+		for _, m := range msgs {
+			if d, err := q.claimed(ctx, m); err != nil || d != nil {
+				return d, true, err
+			}
+		}
+		if next == "" || next == "0-0" {
+			return nil, true, nil
+		}
 	}
+	return nil, false, nil
+}
+
+func (q *Queue) scanFrom() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.cursor
+}
+
+// scanOn moves the cursor from start to next, unless another scan of
+// this Queue moved it meanwhile: either way some scan goes on, and an
+// entry it skips is found on the next pass.
+func (q *Queue) scanOn(start, next string) {
+	if next == "" {
+		next = "0-0"
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.cursor == start {
+		q.cursor = next
+	}
+}
+
+// claimed vets a job just taken over: it is handed out only if it can be
+// read and has deliveries left.
+func (q *Queue) claimed(ctx context.Context, m redis.XMessage) (*Delivery, error) {
+	n, err := q.deliveries(ctx, m.ID)
+	if err != nil || n == 0 {
+		// n == 0: its first worker finished it after all.
+		return nil, err
+	}
+	return q.vet(ctx, m, n)
+}
+
+// deliveries is how many times the pending job id has been handed out;
+// 0 if it is not pending any more.
+func (q *Queue) deliveries(ctx context.Context, id string) (int64, error) {
+	p, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: q.key, Group: q.group, Start: id, End: id, Count: 1}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("deliveries of ai job %s: %w", id, err)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	return p[0].RetryCount, nil
+}
+
+// read waits up to block (not at all if negative) for a new job.
+func (q *Queue) read(ctx context.Context, consumer string, block time.Duration) (*Delivery, error) {
 	streams, err := q.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group: q.group, Consumer: consumer, Streams: []string{q.key, ">"}, Count: 1, Block: block,
 	}).Result()
@@ -122,15 +226,43 @@ func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) 
 	}
 	for _, s := range streams {
 		for _, m := range s.Messages {
-			d, err := decode(m)
-			if err != nil {
-				return nil, err
-			}
-			d.Attempt = 1
-			return d, nil
+			return q.vet(ctx, m, 1)
 		}
 	}
 	return nil, nil
+}
+
+// vet returns the delivery of m, handed out for the attempt-th time, or
+// dead-letters it (and returns nil, nil) if it cannot be read or has had
+// its MaxAttempts.
+func (q *Queue) vet(ctx context.Context, m redis.XMessage, attempt int64) (*Delivery, error) {
+	d, err := decode(m)
+	if err != nil {
+		return nil, q.bury(ctx, m, err.Error())
+	}
+	if q.MaxAttempts > 0 && attempt > q.MaxAttempts {
+		return nil, q.bury(ctx, m, fmt.Sprintf("still pending after %d deliveries", attempt-1))
+	}
+	d.Attempt = attempt
+	return d, nil
+}
+
+// bury moves m to the dead-letter stream: kept there for a look, it is
+// never handed out again.
+func (q *Queue) bury(ctx context.Context, m redis.XMessage, reason string) error {
+	raw, _ := m.Values["j"].(string)
+	pipe := q.rdb.TxPipeline()
+	pipe.XAdd(ctx, &redis.XAddArgs{
+		Stream: q.dead, MaxLen: deadMaxLen, Approx: true,
+		Values: []any{"j", raw, "id", m.ID, "reason", reason},
+	})
+	pipe.XAck(ctx, q.key, q.group, m.ID)
+	pipe.XDel(ctx, q.key, m.ID)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("dead-letter ai job %s: %w", m.ID, err)
+	}
+	q.Log.WarnContext(ctx, "ai job dead-lettered", "id", m.ID, "reason", reason, "stream", q.dead)
+	return nil
 }
 
 func decode(m redis.XMessage) (*Delivery, error) {
@@ -158,6 +290,15 @@ func (q *Queue) Depth(ctx context.Context) (int64, error) {
 	n, err := q.rdb.XLen(ctx, q.key).Result()
 	if err != nil {
 		return 0, fmt.Errorf("ai queue depth: %w", err)
+	}
+	return n, nil
+}
+
+// Dead counts the dead-lettered jobs kept (at most about 10,000).
+func (q *Queue) Dead(ctx context.Context) (int64, error) {
+	n, err := q.rdb.XLen(ctx, q.dead).Result()
+	if err != nil {
+		return 0, fmt.Errorf("ai dead-letter depth: %w", err)
 	}
 	return n, nil
 }

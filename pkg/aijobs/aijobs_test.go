@@ -3,8 +3,12 @@ package aijobs
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/pkg/redisx"
@@ -71,5 +75,232 @@ func TestEnqueueWaitsForReplicas(t *testing.T) {
 	pair.Link.Blackhole()
 	if err := q.Enqueue(ctx, Job{GameID: "g2", Version: 3, Kind: KindMove, Side: "second", Level: 1}); !errors.Is(err, redisx.ErrNotReplicated) {
 		t.Fatalf("enqueue with the replica behind: %v, want ErrNotReplicated", err)
+	}
+}
+
+// testQueue is a fresh queue whose jobs are claimed after claimAfter.
+func testQueue(t *testing.T, claimAfter time.Duration) (*Queue, redis.UniversalClient) {
+	t.Helper()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q := New(rdb, redistest.Prefix(t))
+	q.ClaimAfter = claimAfter
+	t.Cleanup(func() { rdb.Del(ctx, q.key, q.dead) })
+	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return q, rdb
+}
+
+func addPoison(t *testing.T, rdb redis.UniversalClient, q *Queue, n int) {
+	t.Helper()
+	for range n {
+		if err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: q.key, Values: map[string]any{"j": "{not json"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// nextWithin calls Next for consumer until it hands out a job or d ends,
+// going on after errors as a worker does.
+func nextWithin(t *testing.T, q *Queue, consumer string, d time.Duration) *Delivery {
+	t.Helper()
+	errs := 0
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		got, err := q.Next(context.Background(), consumer, 50*time.Millisecond)
+		if err != nil {
+			if errs++; errs <= 3 {
+				t.Logf("%s: %v", consumer, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if got != nil {
+			return got
+		}
+	}
+	return nil
+}
+
+// TestPoisonJobsDoNotStopTheHandover: jobs that cannot be read, ahead of
+// a good one abandoned by a dead worker, must not keep it from the next
+// worker, however many there are and whoever read them first.
+func TestPoisonJobsDoNotStopTheHandover(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// take reads every job as the worker that dies.
+		take func(t *testing.T, q *Queue, rdb redis.UniversalClient)
+	}{
+		{name: "taken by Next", take: func(t *testing.T, q *Queue, _ redis.UniversalClient) {
+			for range 11 {
+				if _, err := q.Next(context.Background(), "w1", 10*time.Millisecond); err != nil {
+					t.Logf("w1: %v", err)
+				}
+			}
+		}},
+		{name: "taken raw", take: func(t *testing.T, q *Queue, rdb redis.UniversalClient) {
+			// As a worker that does not vet jobs would (an older release).
+			err := rdb.XReadGroup(context.Background(), &redis.XReadGroupArgs{Group: q.group, Consumer: "w1", Streams: []string{q.key, ">"}, Count: 100, Block: -1}).Err()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			q, rdb := testQueue(t, 100*time.Millisecond)
+			addPoison(t, rdb, q, 10)
+			if err := q.Enqueue(ctx, Job{GameID: "good", Version: 3, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+				t.Fatal(err)
+			}
+			tc.take(t, q, rdb)
+			// w1 dies holding what it took.
+			d := nextWithin(t, q, "w2", 3*time.Second)
+			if d == nil || d.Job.GameID != "good" {
+				t.Fatalf("w2 got %+v in 3s; want the good job handed over", d)
+			}
+			if err := q.Done(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			// The scan may have reached the good job first; the poison goes
+			// on the following ones.
+			if d := nextWithin(t, q, "w2", 300*time.Millisecond); d != nil {
+				t.Fatalf("w2 got %+v after the good job; want nothing", d)
+			}
+			if n, _ := q.Depth(ctx); n != 0 {
+				t.Fatalf("depth %d, want 0: the poison is still queued", n)
+			}
+			if n, _ := q.Dead(ctx); n != 10 {
+				t.Fatalf("%d dead-lettered, want the 10 poison jobs", n)
+			}
+		})
+	}
+}
+
+// TestAPoisonJobIsDeadLetteredAtItsFirstRead: a job that cannot be read
+// is moved to the dead-letter stream, with its id and why, and never
+// handed out.
+func TestAPoisonJobIsDeadLetteredAtItsFirstRead(t *testing.T) {
+	ctx := context.Background()
+	q, rdb := testQueue(t, 50*time.Millisecond)
+	addPoison(t, rdb, q, 1)
+	if d, err := q.Next(ctx, "w1", 10*time.Millisecond); err != nil || d != nil {
+		t.Fatalf("poison read: %+v, %v; want nil, nil", d, err)
+	}
+	if n, _ := q.Depth(ctx); n != 0 {
+		t.Fatalf("depth %d after one read, want 0", n)
+	}
+	if p, err := rdb.XPending(ctx, q.key, q.group).Result(); err != nil || p.Count != 0 {
+		t.Fatalf("pending %+v, %v; want none", p, err)
+	}
+	dead, err := rdb.XRange(ctx, q.dead, "-", "+").Result()
+	if err != nil || len(dead) != 1 || dead[0].Values["j"] != "{not json" || dead[0].Values["id"] == "" || dead[0].Values["reason"] == "" {
+		t.Fatalf("dead letters %+v, %v; want the poison job with its id and reason", dead, err)
+	}
+	time.Sleep(80 * time.Millisecond)
+	if d, err := q.Next(ctx, "w2", 10*time.Millisecond); err != nil || d != nil {
+		t.Fatalf("poison came back: %+v, %v", d, err)
+	}
+}
+
+// TestAJobIsDeadLetteredAfterMaxAttempts: a job no worker finishes (one
+// that crashes every engine, say) is handed out MaxAttempts times, then
+// dead-lettered instead of going round for ever.
+func TestAJobIsDeadLetteredAfterMaxAttempts(t *testing.T) {
+	ctx := context.Background()
+	q, _ := testQueue(t, 50*time.Millisecond)
+	q.MaxAttempts = 3
+	if err := q.Enqueue(ctx, Job{GameID: "crashy", Version: 3, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for attempt := int64(1); attempt <= 3; attempt++ {
+		d := nextWithin(t, q, fmt.Sprintf("w%d", attempt), time.Second)
+		if d == nil || d.Job.GameID != "crashy" || d.Attempt != attempt || (id != "" && d.ID != id) {
+			t.Fatalf("delivery %d: %+v", attempt, d)
+		}
+		id = d.ID // and the worker dies
+	}
+	if d := nextWithin(t, q, "w4", 300*time.Millisecond); d != nil {
+		t.Fatalf("a 4th delivery: %+v; want the job dead-lettered after 3", d)
+	}
+	if n, _ := q.Depth(ctx); n != 0 {
+		t.Fatalf("depth %d, want 0", n)
+	}
+	if n, _ := q.Dead(ctx); n != 1 {
+		t.Fatalf("%d dead-lettered, want 1", n)
+	}
+}
+
+// TestTheClaimScansPastJobsInProgress: Redis looks at only ten pending
+// entries per claim here; a job abandoned behind more jobs that live
+// workers still hold must be found all the same.
+func TestTheClaimScansPastJobsInProgress(t *testing.T) {
+	ctx := context.Background()
+	q, rdb := testQueue(t, 500*time.Millisecond)
+	for i := range 13 {
+		if err := q.Enqueue(ctx, Job{GameID: fmt.Sprint("g", i), Version: 3, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: q.group, Consumer: "w1", Streams: []string{q.key, ">"}, Count: 100, Block: -1}).Result()
+	if err != nil || len(msgs[0].Messages) != 13 {
+		t.Fatalf("read %v, %v", msgs, err)
+	}
+	time.Sleep(600 * time.Millisecond)
+	// All idle; the first 12 are taken back by a live worker, the last
+	// is abandoned.
+	var busy []string
+	for _, m := range msgs[0].Messages[:12] {
+		busy = append(busy, m.ID)
+	}
+	if err := rdb.XClaim(ctx, &redis.XClaimArgs{Stream: q.key, Group: q.group, Consumer: "busy", Messages: busy}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Next(ctx, "w2", 10*time.Millisecond)
+	if err != nil || d == nil || d.Job.GameID != "g12" || d.Attempt != 2 {
+		t.Fatalf("w2 got %+v, %v; want the abandoned g12, second delivery", d, err)
+	}
+}
+
+// TestWorkersShareOneQueue: the workers of a process share one Queue (and
+// its scan cursor); each job still goes to one of them.
+func TestWorkersShareOneQueue(t *testing.T) {
+	ctx := context.Background()
+	q, _ := testQueue(t, time.Minute)
+	const jobs = 40
+	for i := range jobs {
+		if err := q.Enqueue(ctx, Job{GameID: fmt.Sprint("g", i), Version: 3, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for {
+				d, err := q.Next(ctx, fmt.Sprint("w", w), 50*time.Millisecond)
+				if err != nil {
+					t.Errorf("w%d: %v", w, err)
+					return
+				}
+				if d == nil {
+					return
+				}
+				mu.Lock()
+				seen[d.Job.GameID]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != jobs {
+		t.Fatalf("%d jobs handed out, want %d", len(seen), jobs)
+	}
+	for g, n := range seen {
+		if n != 1 {
+			t.Errorf("%s handed out %d times", g, n)
+		}
 	}
 }

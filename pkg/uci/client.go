@@ -254,15 +254,37 @@ func (c *Client) Move(ctx context.Context, v rules.Variant, startFEN string, mov
 		}
 		return none, err
 	}
-	switch best {
-	case "", "(none)":
-		return none, fmt.Errorf("%s: %w", c.Name(), engine.ErrNoLegalMove)
-	}
-	reply.Move, err = parseMoveIn(p, best)
+	reply.Move, err = c.checkBest(p, best)
 	if err != nil {
-		return none, fmt.Errorf("%s: bestmove %q: %w", c.Name(), best, err)
+		return none, err
 	}
 	return reply, nil
+}
+
+// ErrBadMove is returned when the engine's bestmove is not a legal move
+// in the position it was given (or is "(none)" where there are moves): a
+// caller must not play it, and should not trust that engine again.
+var ErrBadMove = errors.New("uci: the engine's bestmove is not a legal move")
+
+// checkBest reads the engine's bestmove in p. The engine's word is not
+// enough: a move the rules refuse would be refused again by whoever the
+// caller hands it to, and "(none)" in an open position would pass for
+// the end of the game.
+func (c *Client) checkBest(p *rules.Position, best string) (rules.Move, error) {
+	if best == "" || best == "(none)" {
+		if n := len(p.LegalMoves(nil)); n > 0 {
+			return rules.NoMove, fmt.Errorf("%s: bestmove %q with %d legal moves: %w", c.Name(), best, n, ErrBadMove)
+		}
+		return rules.NoMove, fmt.Errorf("%s: %w", c.Name(), engine.ErrNoLegalMove)
+	}
+	m, err := parseMoveIn(p, best)
+	if err == nil {
+		err = p.CheckMove(m)
+	}
+	if err != nil {
+		return rules.NoMove, fmt.Errorf("%s: bestmove %q: %w: %w", c.Name(), best, ErrBadMove, err)
+	}
+	return m, nil
 }
 
 // infoScore reads the score of an info line, in engine.Reply's terms: "score

@@ -40,6 +40,9 @@ type Config struct {
 	// ClaimAfter is how long a job may stay unfinished before another
 	// worker takes it over (longer than the slowest level's think).
 	ClaimAfter time.Duration
+	// JobAttempts is how many times a job is handed out before it is
+	// dead-lettered (0: no limit).
+	JobAttempts int
 	// UCIEngine is an external UCI engine binary the workers use instead
 	// of the built-in engine; UCIOptions are "name=value" pairs for it.
 	UCIEngine  string
@@ -56,6 +59,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultWorkers int) {
 	app.IntFlag(fs, &c.Engines, "ai-engines", 2, "concurrent BestMove/Analyze searches")
 	app.IntFlag(fs, &c.HashMB, "ai-hash-mb", 32, "transposition table per engine, MiB")
 	app.DurationFlag(fs, &c.ClaimAfter, "ai-claim-after", 30*time.Second, "take over a job left unfinished this long")
+	app.IntFlag(fs, &c.JobAttempts, "ai-job-attempts", 0, "hand a job out at most this many times, then dead-letter it; 0: no limit, so that no job is given up during an outage of the game service")
 	app.StringFlag(fs, &c.UCIEngine, "ai-uci-engine", "", "external UCI engine binary for the workers (default: built-in engine)")
 	app.StringFlag(fs, &c.UCIOptions, "ai-uci-options", "", "options for the external engine: name=value[,name=value]")
 	app.DurationFlag(fs, &c.UCIMoveTimeout, "ai-uci-move-timeout", 30*time.Second, "longest wait for the external engine's move; one that takes longer is restarted")
@@ -72,6 +76,9 @@ func (c Config) Validate() error {
 	}
 	if c.HashMB < 1 || c.HashMB > 4096 {
 		errs = append(errs, fmt.Errorf("--ai-hash-mb %d: want 1..4096", c.HashMB))
+	}
+	if c.JobAttempts < 0 || c.JobAttempts > 1000 {
+		errs = append(errs, fmt.Errorf("--ai-job-attempts %d: want 0..1000", c.JobAttempts))
 	}
 	if c.UCIMoveTimeout < 0 {
 		errs = append(errs, errors.New("--ai-uci-move-timeout must not be negative"))
@@ -104,6 +111,8 @@ func Bind(cfg Config) app.Binder {
 		}
 		q := aijobs.New(rt.Redis, cfg.KeyPrefix)
 		q.ClaimAfter = cfg.ClaimAfter
+		q.MaxAttempts = int64(cfg.JobAttempts)
+		q.Log = log
 		if err := q.Ensure(ctx); err != nil {
 			_ = cc.Close()
 			return nil, err
@@ -185,8 +194,9 @@ func newMover(ctx context.Context, cfg Config) (worker.Mover, func() error, erro
 }
 
 // uciMover plays with an external engine; its strength is its own options,
-// not the seat's level. An engine that fails (it crashed, or answered
-// nonsense) is not asked again: the next move starts a new one.
+// not the seat's level. An engine that fails (it crashed, hung, or
+// answered nonsense such as an illegal move, which pkg/uci refuses) is not
+// asked again: the next move starts a new one.
 type uciMover struct {
 	start   func(context.Context) (*uci.Client, error)
 	c       *uci.Client // nil after a failure, until the next move
@@ -204,10 +214,14 @@ func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, m
 	mctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
 	r, err := u.play(mctx, v, startFEN, moves)
-	if err != nil {
+	switch {
+	case errors.Is(err, engine.ErrNoLegalMove):
+		// A true answer (pkg/uci checks it): the engine is sound.
+		return rules.NoMove, 0, err
+	case err != nil:
 		_ = u.c.Close()
 		u.c = nil
-		return rules.NoMove, 0, err
+		return rules.NoMove, 0, fmt.Errorf("external engine failed, replacing it: %w", err)
 	}
 	return r.Move, 0, nil
 }
@@ -241,6 +255,15 @@ func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {
 	_, err = meter.Int64ObservableGauge("palace_ai_queue_depth", metric.WithDescription("AI jobs waiting or in progress"),
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
 			n, err := q.Depth(ctx)
+			if err == nil {
+				o.Observe(n)
+			}
+			return nil
+		}))
+	errs = append(errs, err)
+	_, err = meter.Int64ObservableGauge("palace_ai_dead_jobs", metric.WithDescription("AI jobs dead-lettered (unreadable, or never finished) and kept for a look"),
+		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
+			n, err := q.Dead(ctx)
 			if err == nil {
 				o.Observe(n)
 			}

@@ -167,6 +167,83 @@ done
 	}
 }
 
+// TestWorkerReplacesAUCIEngineThatAnswersNonsense: an engine that answers
+// an illegal move, or "(none)" where there are moves, is replaced like a
+// dead one and its job stays pending. Acknowledged, the job would leave
+// the game on the AI's turn for ever; once the engine is a sound one, the
+// AI plays.
+func TestWorkerReplacesAUCIEngineThatAnswersNonsense(t *testing.T) {
+	for _, best := range []string{"a1a2", "(none)"} {
+		t.Run(best, func(t *testing.T) {
+			self, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			starts := filepath.Join(dir, "starts")
+			script := filepath.Join(dir, "engine")
+			writeScript(t, script, fmt.Sprintf(`#!/bin/sh
+echo started >> %q
+while read -r l; do
+  case "$l" in
+    uci) echo uciok ;;
+    isready) echo readyok ;;
+    go*) echo 'bestmove %s' ;;
+    quit) exit 0 ;;
+  esac
+done
+`, starts, best))
+			g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 1, func(c *ai.Config) { c.UCIEngine = script })
+			q := aijobs.New(redistest.Client(t), prefix)
+			if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: g.id + "-1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+				t.Fatal(err)
+			}
+			// One engine is started with the service; it fails the job, and
+			// the job's next try (after the 1 s claim timeout) starts another.
+			moved := time.Now()
+			deadline := moved.Add(10 * time.Second)
+			for {
+				b, _ := os.ReadFile(starts)
+				if strings.Count(string(b), "started") >= 2 {
+					break
+				}
+				if time.Now().After(deadline) {
+					st := g.waitFor(t, func(*gamev1.Game) bool { return true })
+					depth, _ := q.Depth(context.Background())
+					t.Fatalf("engine starts %q; game: %d moves, %v to move, %d jobs queued; want the engine replaced and the job pending",
+						b, len(st.GetMoves()), st.GetTurn(), depth)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			st := g.waitFor(t, func(*gamev1.Game) bool { return true })
+			if len(st.GetMoves()) != 1 || st.GetTurn() != commonv1.Side_SIDE_SECOND {
+				t.Fatalf("after the engine's %q: %d moves, %v to move; want the AI still to move", best, len(st.GetMoves()), st.GetTurn())
+			}
+			if n, err := q.Depth(context.Background()); err != nil || n != 1 {
+				t.Fatalf("%d jobs queued (%v), want the AI's job still pending", n, err)
+			}
+			t.Logf("engine replaced %v after the human's move", time.Since(moved))
+			// A sound engine in its place: the pending job is played.
+			writeScript(t, script, fmt.Sprintf("#!/bin/sh\necho started >> %q\nPALACE_TEST_UCI_ENGINE=1 exec %q\n", starts, self))
+			g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 2 })
+			t.Logf("the AI played %v after the human's move", time.Since(moved))
+		})
+	}
+}
+
+// writeScript puts an executable script at path, atomically, so that an
+// engine being started meanwhile runs the old one or the new one whole.
+func writeScript(t *testing.T, path, body string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func aiConfig(prefix string, workers int) ai.Config {
 	return ai.Config{KeyPrefix: prefix, Workers: workers, Engines: 2, HashMB: 4, ClaimAfter: time.Second}
 }

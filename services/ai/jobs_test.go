@@ -16,11 +16,13 @@ import (
 	"github.com/palacehq/palace/services/ai/internal/worker"
 )
 
-// countingMover is the built-in engine, with a hook before each search.
+// countingMover is the built-in engine, with a hook before each search
+// and one that may answer in its place.
 type countingMover struct {
-	engine *worker.Builtin
-	calls  atomic.Int64
-	before func(call int64) error
+	engine  *worker.Builtin
+	calls   atomic.Int64
+	before  func(call int64) error
+	instead func(call int64) (rules.Move, bool)
 }
 
 func (m *countingMover) Move(ctx context.Context, v rules.Variant, start string, moves []rules.Move, level int, seed uint64) (rules.Move, uint64, error) {
@@ -28,6 +30,11 @@ func (m *countingMover) Move(ctx context.Context, v rules.Variant, start string,
 	if m.before != nil {
 		if err := m.before(n); err != nil {
 			return rules.NoMove, 0, err
+		}
+	}
+	if m.instead != nil {
+		if mv, ok := m.instead(n); ok {
+			return mv, 0, nil
 		}
 	}
 	return m.engine.Move(ctx, v, start, moves, level, seed)
@@ -90,5 +97,65 @@ func TestAMoveRefusedAsStaleIsSentAgainUnsearched(t *testing.T) {
 	}
 	if n := mover.calls.Load(); n != 1 {
 		t.Fatalf("%d searches for one position, want 1", n)
+	}
+}
+
+// TestARefusedMoveLeavesTheJobPending: a move the game service refuses as
+// illegal, in the position it was chosen for, is the mover's fault (a bug,
+// or an engine's nonsense), not the job's end: the job stays pending and is
+// taken again, and the AI moves.
+func TestARefusedMoveLeavesTheJobPending(t *testing.T) {
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	illegal, _ := rules.ParseMove("a1a2") // Red's chariot, on Black's turn
+	mover := &countingMover{engine: worker.NewBuiltin(4)}
+	mover.instead = func(call int64) (rules.Move, bool) { return illegal, call == 1 }
+	runWorker(t, g, prefix, mover)
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 2 })
+	if n := mover.calls.Load(); n != 2 {
+		t.Fatalf("%d searches, want the refused one and its retry", n)
+	}
+}
+
+// TestAMoveRefusedAfterAnotherWorkersMoveIsVoid: two workers hold one job
+// and choose different moves (an external engine need not repeat itself).
+// The first commits; the second's move, under the same request id, is
+// refused, and that refusal ends its job: the game has moved on.
+func TestAMoveRefusedAfterAnotherWorkersMoveIsVoid(t *testing.T) {
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	q := aijobs.New(redistest.Client(t), prefix)
+	d, err := q.Next(ctx, "w", time.Second)
+	if err != nil || d == nil {
+		t.Fatalf("job %+v %v", d, err)
+	}
+	first := &worker.Worker{Name: "first", Log: logging.Discard(), Queue: q, Games: g.games, Mover: worker.NewBuiltin(4)}
+	var firstMove string
+	slow := &countingMover{engine: worker.NewBuiltin(4)}
+	slow.instead = func(int64) (rules.Move, bool) {
+		// The first worker finishes while this one thinks.
+		if err := first.Handle(ctx, d.Job); err != nil {
+			t.Errorf("first worker: %v", err)
+		}
+		st := g.waitFor(t, func(*gamev1.Game) bool { return true })
+		firstMove = st.GetMoves()[1].GetMove().GetCoordinate()
+		other, _ := rules.ParseMove("h10g8")
+		if firstMove == other.String() {
+			other, _ = rules.ParseMove("b10c8")
+		}
+		return other, true
+	}
+	second := &worker.Worker{Name: "second", Log: logging.Discard(), Queue: q, Games: g.games, Mover: slow}
+	if err := second.Handle(ctx, d.Job); err != nil {
+		t.Fatalf("second worker, refused after the first moved: %v; want the job void", err)
+	}
+	st := g.waitFor(t, func(*gamev1.Game) bool { return true })
+	if len(st.GetMoves()) != 2 || st.GetMoves()[1].GetMove().GetCoordinate() != firstMove {
+		t.Fatalf("moves %v, want the human's and the first worker's %s", st.GetMoves(), firstMove)
 	}
 }

@@ -107,6 +107,7 @@ func (w *Worker) Run(ctx context.Context) {
 func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	seat := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+j.Token)
 	var last chosen
+	var refused *refusal
 	unseen, changes := 0, 0
 	for {
 		resp, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID})
@@ -133,17 +134,32 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		if g.GetTurn() != side {
 			return nil
 		}
-		var done bool
+		var res outcome
 		switch {
+		case refused != nil && refused.version == g.GetVersion():
+			// Refused in the very state the action was chosen for, which is
+			// still the AI's to act in: the move was bad (an engine's
+			// nonsense, or a bug), not the game moving on. Left pending, the
+			// job is tried again (an external engine is replaced by then)
+			// until the queue dead-letters it.
+			return fmt.Errorf("game %s refused the AI's action at version %d: %w", j.GameID, refused.version, refused.err)
 		case j.Kind == aijobs.KindFormation && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_SETUP:
-			done, err = w.formation(seat, g, j)
+			res, err = w.formation(seat, g, j)
 		case j.Kind == aijobs.KindMove && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING:
-			done, err = w.move(seat, g, j, &last)
+			res, err = w.move(seat, g, j, &last)
 		default:
 			return nil
 		}
-		if err != nil || done {
+		switch {
+		case res == refusedHere:
+			// Look again: only a game that stayed put shows the refusal
+			// was about the action itself.
+			refused = &refusal{version: g.GetVersion(), err: err}
+			last = chosen{} // never send a refused move again unsearched
+		case err != nil:
 			return err
+		case res == finished:
+			return nil
 		}
 		// The game moved on while we thought (a presence or clock event):
 		// look again. Left pending, a job that keeps losing is tried again.
@@ -186,30 +202,57 @@ func seedOf(id string, ply int) uint64 {
 	return h.Sum64()
 }
 
-// settled maps the game service's answer: refused as stale means look
-// again; refused for a rule means the job is void.
-func settled(err error) (bool, error) {
-	switch status.Code(err) {
-	case codes.OK:
-		return true, nil
-	case codes.Aborted:
-		return false, nil
-	case codes.FailedPrecondition, codes.InvalidArgument, codes.PermissionDenied:
-		return true, nil
-	}
-	return false, err
+// outcome is where an attempt to act leaves a job.
+type outcome int
+
+const (
+	// finished: the AI acted, or never can at this job (the job is void).
+	finished outcome = iota
+	// lookAgain: the game's version moved on under the action.
+	lookAgain
+	// refusedHere: the game service refused the action in the state it
+	// was chosen for. That is the job's end if the game has since moved
+	// on (it ended, or another worker's move won the same request id),
+	// and a bad action if not.
+	refusedHere
+)
+
+// refusal is the game service's refusal of an action at a version.
+type refusal struct {
+	version uint64
+	err     error
 }
 
-func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *chosen) (bool, error) {
+// settled maps the game service's answer to an action. A refused move
+// (InvalidArgument) or one the state forbids (FailedPrecondition) is
+// settled by reading the game again, never taken on trust as the job's
+// end: acknowledged, a refused move would strand the game on the AI's
+// turn.
+func settled(err error) (outcome, error) {
+	switch status.Code(err) {
+	case codes.OK:
+		return finished, nil
+	case codes.Aborted:
+		return lookAgain, nil
+	case codes.FailedPrecondition, codes.InvalidArgument:
+		return refusedHere, err
+	case codes.PermissionDenied:
+		// The job's credential is not this game's seat, and never will be.
+		return finished, nil
+	}
+	return lookAgain, err
+}
+
+func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *chosen) (outcome, error) {
 	v, err := rulespb.Variant(g.GetKind())
 	if err != nil {
-		return true, nil
+		return finished, nil
 	}
 	moves := make([]rules.Move, 0, len(g.GetMoves()))
 	for _, m := range g.GetMoves() {
 		mv, err := rules.ParseMove(m.GetMove().GetCoordinate())
 		if err != nil {
-			return true, fmt.Errorf("game %s: stored move %q: %w", g.GetGameId(), m.GetMove().GetCoordinate(), err)
+			return lookAgain, fmt.Errorf("game %s: stored move %q: %w", g.GetGameId(), m.GetMove().GetCoordinate(), err)
 		}
 		moves = append(moves, mv)
 	}
@@ -222,9 +265,9 @@ func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *c
 		mv, nodes, err = w.Mover.Move(ctx, v, g.GetStart().GetFen(), moves, j.Level, seedOf(g.GetGameId(), len(moves)))
 		if err != nil {
 			if errors.Is(err, engine.ErrNoLegalMove) {
-				return true, nil
+				return finished, nil
 			}
-			return false, err
+			return lookAgain, err
 		}
 		*last = chosen{position: position, move: mv}
 		if w.Metrics != nil {
@@ -243,7 +286,7 @@ func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *c
 	return settled(err)
 }
 
-func (w *Worker) formation(ctx context.Context, g *gamev1.Game, j aijobs.Job) (bool, error) {
+func (w *Worker) formation(ctx context.Context, g *gamev1.Game, j aijobs.Job) (outcome, error) {
 	var opponent *rules.Formation
 	if sideOf(j.Side) == rules.First {
 		if f, err := rulespb.Formation(g.GetSecondFormation()); err == nil && g.GetSecondFormation() != 0 {
