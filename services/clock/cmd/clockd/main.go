@@ -35,5 +35,10 @@ func run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// Empty, it would mean this process, which does not serve games:
+	// every call would fail while the process looked healthy.
+	if svc.GameAddr == "" {
+		return errors.New("--game-addr (PALACE_GAME_ADDR) is required: the game service's host:port, which this process does not run (palace serve runs every service in one process)")
+	}
 	return app.Run(ctx, app.Options{Name: "clock", Config: cfg, Services: []app.Binder{clock.Bind(svc)}})
 }
