@@ -2,12 +2,14 @@ package ai_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/palacehq/palace/pkg/aijobs"
+	"github.com/palacehq/palace/pkg/auth"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/logging"
@@ -157,5 +159,36 @@ func TestAMoveRefusedAfterAnotherWorkersMoveIsVoid(t *testing.T) {
 	st := g.waitFor(t, func(*gamev1.Game) bool { return true })
 	if len(st.GetMoves()) != 2 || st.GetMoves()[1].GetMove().GetCoordinate() != firstMove {
 		t.Fatalf("moves %v, want the human's and the first worker's %s", st.GetMoves(), firstMove)
+	}
+}
+
+// TestAJobWithAnUnknownCredentialStaysPending: a worker whose game
+// service does not know the key of a job's credential (another deployment
+// sharing the queue, or keys out of step) must leave the job to a worker
+// whose game service does, not drop it and strand the game.
+func TestAJobWithAnUnknownCredentialStaysPending(t *testing.T) {
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	other, err := auth.NewKeyring(auth.Key{ID: "other", Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := other.Sign(auth.Claims{Kind: auth.KindSeat, Subject: "ai", Game: g.id, Side: "second", IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := aijobs.New(redistest.Client(t), prefix)
+	ctx := context.Background()
+	if err := q.Enqueue(ctx, aijobs.Job{GameID: g.id, Version: 1, Kind: aijobs.KindMove, Side: "second", Token: tok, Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, g, prefix, &countingMover{engine: worker.NewBuiltin(4)})
+	time.Sleep(time.Second) // the worker takes the job, and again after 200 ms
+	if n, err := q.Depth(ctx); err != nil || n != 1 {
+		t.Fatalf("queue depth %d (%v), want the job still pending", n, err)
 	}
 }

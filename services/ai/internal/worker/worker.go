@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/aijobs"
+	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/engine"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -111,8 +113,17 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	unseen, changes := 0, 0
 	for {
 		resp, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID})
-		if status.Code(err) == codes.NotFound || status.Code(err) == codes.Unauthenticated {
-			return nil // gone, or the job outlived its credential: nothing to do
+		switch {
+		case status.Code(err) == codes.NotFound:
+			return nil // gone: nothing to do
+		case status.Code(err) == codes.Unauthenticated && strings.Contains(status.Convert(err).Message(), auth.ErrExpired.Error()):
+			return nil // the job outlived its credential, which lives as long as a seat's
+		case status.Code(err) == codes.Unauthenticated:
+			// A game service that does not know the credential's key: this
+			// worker is not the game's (another deployment sharing the
+			// queue, or keys out of step). Left pending, the job goes to a
+			// worker whose game service knows it.
+			return fmt.Errorf("game %s refused the job's credential: %w", j.GameID, err)
 		}
 		if err != nil {
 			return err
