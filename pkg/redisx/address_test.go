@@ -194,3 +194,28 @@ func TestNewSentinelSharingThePassword(t *testing.T) {
 		t.Fatal("connected without the password")
 	}
 }
+
+// FuzzParseOptions: an address from a flag or the environment never
+// panics the parser, and its redacted form never shows the password the
+// parser found in it.
+func FuzzParseOptions(f *testing.F) {
+	for _, s := range []string{
+		"127.0.0.1:6379", "redis://u:pw@h:1/2?pool_size=3", "rediss://:p@h",
+		"redis-cluster://:pw@a:1,b:2", "redis-sentinel://u:pw@master@a:1,b?sentinel_password=x",
+		"redis://%zz@h", "redis-cluster://@", "redis-sentinel://m@", "::::", "redis://h:99999",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, addr string) {
+		o, err := ParseOptions(addr)
+		red := Redact(addr)
+		if err != nil || o.Password == "" || len(o.Password) < 6 {
+			return
+		}
+		// A password short enough to occur by chance in the rest of the
+		// address proves nothing; one of six bytes or more must be gone.
+		if strings.Count(addr, o.Password) == 1 && strings.Contains(red, o.Password) {
+			t.Fatalf("Redact(%q) = %q shows the password %q", addr, red, o.Password)
+		}
+	})
+}
