@@ -76,38 +76,40 @@ func show(r Result) string {
 // TestClearedTableAnswersAsAZeroedOne drives a tiny table through random
 // searches, stores and clears next to one that is zeroed at each clear:
 // every probe must find the same entry in both, also after the search
-// generations have wrapped around many times. (Where long play after a
-// clear made the table zero itself, the other is zeroed too.)
+// generations have wrapped around many times.
 func TestClearedTableAnswersAsAZeroedOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
-	salted := &table{buckets: make([]ttBucket, 4), mask: 3}
-	zeroed := &table{buckets: make([]ttBucket, 4), mask: 3}
-	keys := make([]uint64, 12)
+	// Buckets left alone for many generations, as most of a real table
+	// is, keep the entries a clear left behind until the generations wrap
+	// onto theirs.
+	salted := &table{buckets: make([]ttBucket, 64), mask: 63, live: 1}
+	zeroed := &table{buckets: make([]ttBucket, 64), mask: 63, live: 1}
+	keys := make([]uint64, 256)
 	for i := range keys {
 		keys[i] = rng.Uint64()
 	}
-	for step := range 200_000 {
-		switch n := rng.IntN(100); {
-		case n < 1:
+	for step := range 400_000 {
+		// Phases of short games (a clear every ten searches or so) and of
+		// long ones (a hundred searches or more).
+		clearPerMille := 50
+		if step/20_000%2 == 1 {
+			clearPerMille = 5
+		}
+		switch n := rng.IntN(1000); {
+		case n < clearPerMille:
 			salted.clear()
 			zeroed.zero()
-		case n < 10:
-			forced := salted.stale && salted.sinceZero >= 63
+		case n < 500:
 			salted.newSearch()
 			zeroed.newSearch()
-			if forced {
-				// Generations were about to wrap onto old entries, so the
-				// table was zeroed after all, this game's entries with them.
-				zeroed.zero()
-				zeroed.newSearch()
-			}
 		default:
 			k := keys[rng.IntN(len(keys))]
 			mv, score, depth, bound := rules.Move(rng.IntN(1000)), rng.IntN(200), rng.IntN(12), 1+rng.IntN(3)
 			salted.store(k, mv, score, 0, depth, bound)
 			zeroed.store(k, mv, score, 0, depth, bound)
 		}
-		for _, k := range keys {
+		for range 16 {
+			k := keys[rng.IntN(len(keys))]
 			a, okA := salted.probe(k)
 			b, okB := zeroed.probe(k)
 			// Keys are stored salted, and the generations are counted on
@@ -117,6 +119,47 @@ func TestClearedTableAnswersAsAZeroedOne(t *testing.T) {
 			if okA != okB || a != b {
 				t.Fatalf("step %d, key %x: cleared table found %v %+v, zeroed one %v %+v", step, k, okA, a, okB, b)
 			}
+		}
+	}
+}
+
+// TestAGameAfterClearPlaysAsOnANewEngine: a whole game after Clear (as a
+// UCI ucinewgame is), its searches keeping what they learn from move to
+// move, must play as the same game on a new engine: long enough for the
+// generations to wrap, past where old entries must be dropped.
+func TestAGameAfterClearPlaysAsOnANewEngine(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	var line []*rules.Position
+	p := mustFEN(t, rules.Janggi, rules.StartFEN(rules.Janggi))
+	for range 40 {
+		line = append(line, p.Clone())
+		moves := p.LegalMoves(nil)
+		if len(moves) == 0 {
+			break
+		}
+		p.Make(moves[rng.IntN(len(moves))])
+	}
+	lim := Limits{Nodes: 1500}
+	used := New(Options{HashMB: 1})
+	for range 20 {
+		if _, err := used.Search(context.Background(), line[rng.IntN(len(line))], nil, lim, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	used.Clear()
+	fresh := New(Options{HashMB: 1})
+	for i := range 2 * len(line) {
+		pos := line[i/2] // each position twice: the second search finds the first's entries
+		a, err := used.Search(context.Background(), pos, nil, lim, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := fresh.Search(context.Background(), pos, nil, lim, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Move != b.Move || a.Score != b.Score || a.Nodes != b.Nodes || !slices.Equal(a.PV, b.PV) {
+			t.Fatalf("search %d after Clear: %s; on a new engine: %s", i, show(a), show(b))
 		}
 	}
 }

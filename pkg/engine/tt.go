@@ -32,10 +32,14 @@ type table struct {
 	// forgets every entry at once, where zeroing the table takes a pass
 	// over all of it, longer than a short search (see clear).
 	salt uint64
-	// sinceZero counts the generations begun since the table was zeroed;
-	// stale says entries of an earlier salt may remain.
-	sinceZero int
-	stale     bool
+	// live counts the generations whose entries may be in the table, of
+	// the current salt or not, the current one included.
+	live int
+	// staleGens, when not 0, counts the generations before clearGen (the
+	// generation the last salt change began) that hold entries of an
+	// earlier salt.
+	staleGens int
+	clearGen  uint8
 }
 
 func newTable(mb int) *table {
@@ -48,18 +52,20 @@ func newTable(mb int) *table {
 	for size*2 <= n {
 		size *= 2
 	}
-	return &table{buckets: make([]ttBucket, size), mask: size - 1}
+	return &table{buckets: make([]ttBucket, size), mask: size - 1, live: 1}
 }
 
-// clear forgets every entry. A search after it must play exactly as on a
-// zeroed table (equal seeds, equal answers), and it does: an entry of an
+// clear forgets every entry. Searches after it must play exactly as on a
+// new table (equal seeds, equal answers), and they do: an entry of an
 // earlier salt never matches a key, and, being of an earlier generation,
 // it is replaced first, just as an empty slot is. That holds while no
-// search runs in the generation of such an entry: the old entries hold
-// only the generations since the table was zeroed, so it is zeroed for
-// real before the generations could wrap onto them.
+// search runs in the generation of such an entry, so such entries are
+// dropped before the generations wrap onto theirs (newSearch).
 func (t *table) clear() {
-	if t.sinceZero >= 32 {
+	// Every generation that may hold entries becomes stale: this salt's,
+	// and those of earlier salts not dropped yet, just before them.
+	stale := t.live + t.staleGens
+	if stale >= 32 {
 		t.zero()
 		return
 	}
@@ -67,24 +73,37 @@ func (t *table) clear() {
 	// A generation of its own, so no old entry is of the current one even
 	// before the next search begins.
 	t.gen = (t.gen + 1) & 63
-	t.sinceZero++
-	t.stale = true
+	t.staleGens, t.clearGen, t.live = stale, t.gen, 1
 }
 
 // zero empties the table for real.
 func (t *table) zero() {
 	clear(t.buckets)
-	t.gen, t.sinceZero, t.stale = 0, 0, false
+	t.gen, t.live, t.staleGens = 0, 1, 0
 }
 
 // newSearch begins a generation: entries of earlier ones are replaced
 // first, without clearing the table between moves.
 func (t *table) newSearch() {
-	if t.stale && t.sinceZero >= 63 {
-		t.zero()
+	if t.staleGens > 0 && t.staleGens+t.live >= 63 {
+		t.dropStale()
 	}
 	t.gen = (t.gen + 1) & 63
-	t.sinceZero++
+	t.live++
+}
+
+// dropStale empties the slots of an earlier salt, found by generation, and
+// keeps the current game's entries: a new table would have them too.
+func (t *table) dropStale() {
+	for i := range t.buckets {
+		for j := range t.buckets[i] {
+			e := &t.buckets[i][j]
+			if back := (t.clearGen - e.genBound>>2) & 63; back >= 1 && int(back) <= t.staleGens {
+				*e = ttEntry{}
+			}
+		}
+	}
+	t.staleGens = 0
 }
 
 func (t *table) probe(key uint64) (ttEntry, bool) {
