@@ -219,3 +219,20 @@ func FuzzParseOptions(f *testing.F) {
 		}
 	})
 }
+
+// TestSentinelWithoutMasterHidesThePassword: user:pass@hosts with the
+// master name left out is refused, and its password is in neither the
+// redacted address nor the error.
+func TestSentinelWithoutMasterHidesThePassword(t *testing.T) {
+	const addr = "redis-sentinel://admin:s3cret-pw@127.0.0.1:1"
+	if red := Redact(addr); strings.Contains(red, "s3cret") {
+		t.Fatalf("Redact(%q) = %q", addr, red)
+	}
+	_, err := ParseOptions(addr)
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("ParseOptions(%q): %v, want a refusal without the password", addr, err)
+	}
+	if red := Redact("redis-sentinel://u:pw@mymaster@h:1"); red != "redis-sentinel://u:xxxxx@mymaster@h:1" {
+		t.Fatalf("Redact of a full sentinel address: %q", red)
+	}
+}

@@ -151,6 +151,10 @@ func parseSentinel(rest string) (*redis.UniversalOptions, error) {
 	// The master name is the segment before the hosts; the ones before it
 	// are credentials, given back to splitCredentials with the hosts.
 	master, hosts := parts[len(parts)-2], parts[len(parts)-1]
+	if strings.Contains(master, ":") {
+		// Most likely user:pass@hosts without the master: not quoted.
+		return nil, errors.New("sentinel master name may not hold ':': write [user:pass@]master@host:port[,host:port]")
+	}
 	if len(parts) > 2 {
 		hosts = strings.Join(parts[:len(parts)-2], "@") + "@" + hosts
 	}
@@ -369,7 +373,9 @@ func Redact(addr string) string {
 	// an unencoded '@' spans several segments; all of them are hidden.
 	segs := strings.Split(rest, "@")
 	keep := 1
-	if prefix == "redis-sentinel://" {
+	if prefix == "redis-sentinel://" && !strings.Contains(segs[max(len(segs)-2, 0)], ":") {
+		// A master name holds no ':'; a segment that does is credentials
+		// whose master was left out.
 		keep = 2
 	}
 	if len(segs) > keep {
