@@ -1,6 +1,9 @@
 package rules
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // Move is from | to<<7 | a validity bit, so the zero value is NoMove and
 // cannot be mistaken for the (never legal) move a1a1.
@@ -77,5 +80,19 @@ func ParseMove(s string) (Move, error) {
 			return NewMove(from, to), nil
 		}
 	}
-	return NoMove, fmt.Errorf("%w: %q: %s (want e.g. h3e3 or b10c8)", ErrBadMove, s, msg)
+	return NoMove, fmt.Errorf("%w: %q: %s (want e.g. h3e3 or b10c8)", ErrBadMove, clip(s), msg)
+}
+
+// clip shortens what a message quotes of a client's text: a move is a few
+// bytes, and an answer need not carry back kilobytes sent in its place.
+func clip(s string) string {
+	const most = 16
+	if len(s) <= most {
+		return s
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

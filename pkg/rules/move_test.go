@@ -149,3 +149,12 @@ func TestMoveAppendTextMatchesString(t *testing.T) {
 		}
 	}
 }
+
+// TestParseMoveQuotesLittle: a refusal quotes a few bytes of what it was
+// sent, not kilobytes.
+func TestParseMoveQuotesLittle(t *testing.T) {
+	_, err := ParseMove(strings.Repeat("장", 700))
+	if err == nil || len(err.Error()) > 160 || !strings.Contains(err.Error(), "장") {
+		t.Fatalf("ParseMove of 2 KB: %d bytes of message: %.200v", len(err.Error()), err)
+	}
+}
