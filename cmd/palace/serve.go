@@ -46,6 +46,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 		}
 		return exitUsage
 	}
+	if fs.NArg() > 0 {
+		// A flag written without its dashes would otherwise be ignored.
+		fmt.Fprintf(stderr, "palace serve: unexpected argument %q: serve takes flags only (palace serve -h)\n", fs.Arg(0))
+		return exitUsage
+	}
 	ck.KeyPrefix, ck.DeadlineShards = gm.KeyPrefix, gm.DeadlineShards
 	aic.KeyPrefix = gm.KeyPrefix
 	// matchmaking.Config.RegisterFlags left --key-prefix and the wait for

@@ -213,6 +213,23 @@ func TestServeRejectsBadFlags(t *testing.T) {
 	}
 }
 
+// TestServeRejectsStrayArgumentsAndBadEnvironment: a flag written without
+// its dashes, or an environment value its flag cannot parse, stops serve
+// at once instead of serving with the setting silently left out.
+func TestServeRejectsStrayArgumentsAndBadEnvironment(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if got := serve(ctx, []string{"--listen", "127.0.0.1:0", "redis-addr"}, &out, serveOptions{}); got != exitUsage || !strings.Contains(out.String(), `unexpected argument "redis-addr"`) {
+		t.Fatalf("stray argument: exit %d, want %d; output:\n%s", got, exitUsage, out.String())
+	}
+	t.Setenv("PALACE_REDIS_WAIT_REPLICAS", " 1")
+	out.Reset()
+	if got := serve(ctx, []string{"--listen", "127.0.0.1:0"}, &out, serveOptions{}); got != exitFail || !strings.Contains(out.String(), "PALACE_REDIS_WAIT_REPLICAS") {
+		t.Fatalf("bad environment value: exit %d, want %d; output:\n%s", got, exitFail, out.String())
+	}
+}
+
 // A web app on an origin named in --cors-origins calls the services from
 // a browser: its preflight is answered and it may read the answer.
 func TestServeLetsAllowedPagesCall(t *testing.T) {
