@@ -8,10 +8,15 @@
 // leaves the go limits alone; lower levels impose engine.Level's limits
 // and noise), Clear Hash), position startpos|fen ... [moves ...], go with
 // depth, nodes, movetime, wtime, btime, winc, binc, movestogo, infinite
-// and perft N, stop, d (prints the FEN as info string) and quit. Unknown
-// commands are ignored, as UCI asks. Scores are "cp" from the side to
-// move, or "mate N" in moves for any decided ending the engine sees
-// (checkmate, and in Janggi the endings on points; see package engine).
+// and perft N (1 to maxPerftDepth, run like a search: stop and quit end
+// it), stop, d (prints the FEN as info string) and quit. Unknown
+// commands are ignored, as UCI asks. The moves of position are replayed
+// through rules.Game: a move after the game's end (two passes, repetition,
+// bikjang, a ply limit...) is refused like an illegal one, and go on an
+// ended game answers "bestmove (none)" after an info string naming the
+// ending. Scores are "cp" from the side to move, or "mate N" in moves for
+// any decided ending the engine sees (checkmate, and in Janggi the endings
+// on points; see package engine).
 // "go ponder" searches like "go infinite"; ponderhit stops it.
 package uci
 
@@ -34,6 +39,8 @@ import (
 const (
 	defaultHashMB = 16
 	maxHashMB     = 4096
+	// maxPerftDepth caps go perft: deeper counts take hours in either game.
+	maxPerftDepth = 8
 )
 
 // lineWriter serializes whole lines from the command loop and the search
@@ -78,6 +85,7 @@ type session struct {
 	level   int
 	start   *rules.Position
 	moves   []rules.Move
+	game    *rules.Game // start and moves replayed: knows whether the game ended
 	cur     *search
 }
 
@@ -134,7 +142,8 @@ func Run(ctx context.Context, in io.Reader, out io.Writer) error {
 }
 
 func (s *session) setStart() {
-	s.start, _ = rules.ParseFEN(s.variant, rules.StartFEN(s.variant))
+	s.game, _ = rules.NewGame(s.variant, "")
+	s.start = s.game.Position()
 	s.moves = nil
 }
 
@@ -274,17 +283,13 @@ func parseVariant(v string) (rules.Variant, error) {
 }
 
 // current is the position after the moves of the last position command.
-func (s *session) current() *rules.Position {
-	p := s.start.Clone()
-	for _, m := range s.moves {
-		p.Make(m)
-	}
-	return p
-}
+func (s *session) current() *rules.Position { return s.game.Position() }
 
 // position sets up "startpos|fen FEN [moves m1 m2 ...]". A bad FEN leaves
 // the position unchanged; moves are applied up to the first bad one, which
-// is reported, as Fairy-Stockfish does.
+// is reported, as Fairy-Stockfish does. The moves are replayed through
+// rules.Game, so a move after the game ended (two passes, repetition...)
+// is bad too.
 func (s *session) position(args []string) {
 	if len(args) == 0 {
 		s.out.printf("info string error: position needs startpos or fen")
@@ -304,16 +309,21 @@ func (s *session) position(args []string) {
 		s.out.printf("info string error: position %q: want startpos or fen", args[0])
 		return
 	}
-	start, err := rules.ParseFEN(s.variant, fen)
+	g, err := rules.NewGame(s.variant, fen)
 	if err != nil {
 		s.out.printf("info string error: %v", err)
 		return
 	}
-	s.start, s.moves = start, nil
-	p := start.Clone()
+	s.start, s.moves, s.game = g.Position(), nil, g
+	p := g.Position() // kept in step with g, for parsing and the reasons of illegal moves
 	var buf []rules.Move
 	for _, tok := range args[min(i+1, len(args)):] {
 		m, err := parseMoveIn(p, tok)
+		if err == nil {
+			if o := g.Outcome(); o.Ended {
+				err = fmt.Errorf("%w: %s", rules.ErrGameOver, ending(o))
+			}
+		}
 		if err == nil {
 			buf = p.LegalMoves(buf[:0])
 			if !slices.Contains(buf, m) {
@@ -323,6 +333,9 @@ func (s *session) position(args []string) {
 				}
 			}
 		}
+		if err == nil {
+			_, err = g.Play(m) // cannot fail now; stay safe if it does
+		}
 		if err != nil {
 			s.out.printf("info string error: move %d (%s): %v", len(s.moves)+1, tok, err)
 			return
@@ -330,6 +343,18 @@ func (s *session) position(args []string) {
 		p.Make(m)
 		s.moves = append(s.moves, m)
 	}
+}
+
+// ending describes how an ended game ended, e.g. "it ended by two_passes,
+// first wins" or "it ended by repetition, a draw".
+func ending(o rules.Outcome) string {
+	switch o.Winner {
+	case rules.Draw:
+		return fmt.Sprintf("it ended by %v, a draw", o.Method)
+	case rules.FirstWins, rules.SecondWins:
+		return fmt.Sprintf("it ended by %v, %v wins", o.Method, o.Winner)
+	}
+	return fmt.Sprintf("it ended by %v", o.Method)
 }
 
 // parseMoveIn reads a coordinate move; in Janggi "0000" and "pass" are
@@ -345,7 +370,7 @@ func parseMoveIn(p *rules.Position, tok string) (rules.Move, error) {
 func (s *session) goCmd(args []string) {
 	var lim engine.Limits
 	infinite := false
-	perft := 0
+	perft := -1 // no perft
 	num := func(i int) int64 {
 		if i+1 >= len(args) {
 			return 0
@@ -386,7 +411,11 @@ func (s *session) goCmd(args []string) {
 		}
 		i++
 	}
-	if perft > 0 {
+	if perft >= 0 {
+		if perft < 1 || perft > maxPerftDepth {
+			s.out.printf("info string error: go perft %d: want a depth of 1 to %d", perft, maxPerftDepth)
+			return
+		}
 		s.perft(perft)
 		return
 	}
@@ -409,9 +438,22 @@ func (s *session) goCmd(args []string) {
 	cur := &search{cancel: cancel, stopped: make(chan struct{}), done: make(chan struct{}), infinite: infinite}
 	s.cur = cur
 	start, moves, out, eng := s.start, slices.Clone(s.moves), s.out, s.eng
+	outcome := s.game.Outcome()
 	go func() {
 		defer close(cur.done)
 		defer cancel()
+		if outcome.Ended {
+			// No move to give: the game is over, whatever the board allows.
+			out.printf("info string game over: %s", ending(outcome))
+			if outcome.Method == rules.Checkmate || outcome.Method == rules.Stalemate {
+				out.printf("info depth 0 score mate 0")
+			}
+			if infinite {
+				<-cur.stopped // UCI: no bestmove before stop in infinite mode
+			}
+			out.printf("bestmove (none)")
+			return
+		}
 		res, err := eng.Search(ctx, start, moves, lim, func(in engine.Info) { out.printf("%s", infoLine(in)) })
 		if infinite {
 			<-cur.stopped // UCI: no bestmove before stop in infinite mode
@@ -439,20 +481,85 @@ func minNonZero(a, b int) int {
 	return min(a, b)
 }
 
+// perft counts the legal-move tree of the current position like
+// rules.Divide, printing each root move's count as it is done. It runs in
+// its own goroutine like a search, so stop, quit and the end of the
+// context end it; a stopped perft prints no total.
 func (s *session) perft(depth int) {
-	p := s.current()
-	start := time.Now()
-	div := rules.Divide(p, depth)
-	var total uint64
-	for _, m := range p.LegalMoves(nil) {
-		if n, ok := div[m]; ok {
-			s.out.printf("%v: %d", m, n)
+	ctx, cancel := context.WithCancel(context.Background())
+	cur := &search{cancel: cancel, stopped: make(chan struct{}), done: make(chan struct{})}
+	s.cur = cur
+	p, out := s.current(), s.out
+	go func() {
+		defer close(cur.done)
+		defer cancel()
+		start := time.Now()
+		pc := perftCounter{ctx: ctx, buf: make([]rules.Move, depth*perftStride)}
+		var total uint64
+		for _, m := range p.LegalMoves(nil) {
+			u := p.Make(m)
+			n := uint64(1)
+			if depth > 1 {
+				n = pc.count(p, depth-1, m.IsPass(), pc.buf)
+			}
+			p.Unmake(m, u)
+			if pc.stopped {
+				out.printf("info string perft %d stopped after %v", depth, time.Since(start).Round(time.Millisecond))
+				return
+			}
+			out.printf("%v: %d", m, n)
 			total += n
 		}
+		out.printf("")
+		out.printf("Nodes searched: %d", total)
+		out.printf("info string perft %d in %v", depth, time.Since(start).Round(time.Millisecond))
+	}()
+}
+
+// perftStride is the room each ply gets in perftCounter's move buffer, as
+// in rules.Perft: more moves than a position of either game has.
+const perftStride = 256
+
+// perftCounter is rules.Perft made stoppable: it looks at its context every
+// perftCheckEvery interior nodes and, once done, returns at once with a
+// partial count and stopped set.
+type perftCounter struct {
+	ctx     context.Context
+	buf     []rules.Move
+	nodes   uint64
+	stopped bool
+}
+
+const perftCheckEvery = 1 << 10
+
+// count is rules.Perft's recursion: the last ply is counted, not played,
+// and two passes in a row are a leaf with no children.
+func (pc *perftCounter) count(p *rules.Position, depth int, passed bool, buf []rules.Move) uint64 {
+	if pc.nodes++; pc.nodes%perftCheckEvery == 0 && pc.ctx.Err() != nil {
+		pc.stopped = true
 	}
-	s.out.printf("")
-	s.out.printf("Nodes searched: %d", total)
-	s.out.printf("info string perft %d in %v", depth, time.Since(start).Round(time.Millisecond))
+	if pc.stopped {
+		return 0
+	}
+	moves := p.LegalMoves(buf[:0:perftStride])
+	if depth == 1 {
+		return uint64(len(moves))
+	}
+	rest := buf[perftStride:]
+	var n uint64
+	for _, m := range moves {
+		pass := m.IsPass()
+		if pass && passed {
+			continue // two passes in a row end the game: a leaf with no children
+		}
+		u := p.Make(m)
+		n += pc.count(p, depth-1, pass, rest)
+		p.Unmake(m, u)
+		if pc.stopped {
+			return n
+		}
+	}
+	return n
 }
 
 // infoLine formats an iteration the way UCI GUIs read it; mate distances
