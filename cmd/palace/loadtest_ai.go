@@ -17,6 +17,15 @@ import (
 	"github.com/palacehq/palace/pkg/rulespb"
 )
 
+// A failed call is retried after a pause from aiBackoffMin, growing by
+// half with each further failure up to aiBackoffMax; only the first
+// aiErrorsShown errors are printed, then how many more there were.
+const (
+	aiBackoffMin  = 50 * time.Millisecond
+	aiBackoffMax  = 500 * time.Millisecond
+	aiErrorsShown = 10
+)
+
 type aiReport struct {
 	Level    int     `json:"level"`
 	Jobs     int64   `json:"jobs"`
@@ -63,11 +72,15 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var nodes atomic.Uint64
 	var mu sync.Mutex
 	var lat []time.Duration
+	var errText []string
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range *clients {
 		client := replicas[i%len(replicas)]
 		wg.Go(func() {
+			// backoff grows while calls keep failing: a dead or overloaded
+			// service must not be hammered, nor stderr flooded.
+			backoff := time.Duration(0)
 			for n := i; rctx.Err() == nil; n += *clients {
 				op := openings[n%len(openings)]
 				t := time.Now()
@@ -80,9 +93,16 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 						return
 					}
 					errs.Add(1)
-					fmt.Fprintln(stderr, "error:", err)
+					mu.Lock()
+					if len(errText) < aiErrorsShown {
+						errText = append(errText, err.Error())
+					}
+					mu.Unlock()
+					backoff = min(max(aiBackoffMin, backoff*3/2), aiBackoffMax)
+					sleepUntil(rctx, time.Now().Add(backoff))
 					continue
 				}
+				backoff = 0
 				mu.Lock()
 				lat = append(lat, time.Since(t))
 				mu.Unlock()
@@ -95,6 +115,12 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	el := time.Since(start).Seconds()
 	rep := aiReport{Level: *level, Jobs: jobs.Load(), JobsPerS: float64(jobs.Load()) / el, Nodes: nodes.Load(), NPS: float64(nodes.Load()) / el, Errors: errs.Load()}
 	rep.P50ms, rep.P99ms = percentiles(lat)
+	for _, e := range errText {
+		fmt.Fprintln(stderr, "error:", e)
+	}
+	if more := rep.Errors - int64(len(errText)); more > 0 {
+		fmt.Fprintf(stderr, "error: %d more not shown\n", more)
+	}
 	b, _ := json.Marshal(rep)
 	fmt.Fprintln(stdout, string(b))
 	if rep.Errors > 0 {

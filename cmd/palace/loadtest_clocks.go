@@ -28,6 +28,10 @@ import (
 // clocksReport is the clock load test's result, printed as its last line.
 type clocksReport struct {
 	Games int64 `json:"games"`
+	// Checked games were read back after their flag instant and judged;
+	// the others (a failed call, or the run's --timeout ending first)
+	// were never checked, which is a fault: nothing was shown of them.
+	Checked int64 `json:"checked"`
 	// Flagged games ended on time, at or after their flag instant.
 	Flagged int64 `json:"flagged"`
 	// Missed games were still running CheckAfter past their flag instant.
@@ -60,6 +64,13 @@ type clocksReport struct {
 	Errors int64   `json:"errors"`
 	SetupS float64 `json:"setup_s"`
 	RunS   float64 `json:"run_s"`
+}
+
+// faulty tells whether the report shows a fault: a clock that failed,
+// or a run that could not show that none did.
+func (r clocksReport) faulty() bool {
+	return r.Missed > 0 || r.WronglyFlagged > 0 || r.Inconsistent > 0 ||
+		r.Unexpected > 0 || r.Errors > 0 || r.Checked < r.Games
 }
 
 type clocksOptions struct {
@@ -242,7 +253,7 @@ wait:
 		fmt.Fprintf(stderr, "clocks: reading the %d missed games again for their real lateness\n", l.missed.Load())
 		l.rereadMissed(ctx)
 	}
-	rep.Games = int64(len(games))
+	rep.Games, rep.Checked = int64(len(games)), l.checked.Load()
 	rep.Flagged, rep.Missed, rep.WronglyFlagged = l.flagged.Load(), l.missed.Load(), l.wrong.Load()
 	rep.Inconsistent, rep.Unexpected, rep.Errors = l.inconsistent.Load(), l.unexp.Load(), l.errs.Load()
 	rep.RaceInTime, rep.RaceLate = l.raceIn.Load(), l.raceLate.Load()
@@ -260,7 +271,11 @@ wait:
 	l.printErrors(stderr)
 	b, _ := json.Marshal(rep)
 	fmt.Fprintln(stdout, string(b))
-	if rep.Missed > 0 || rep.WronglyFlagged > 0 || rep.Inconsistent > 0 {
+	if unchecked := rep.Games - rep.Checked; unchecked > 0 {
+		fmt.Fprintf(stderr, "palace loadtest clocks: %d of %d games were never checked\n", unchecked, rep.Games)
+	}
+	if rep.faulty() {
+		// The report stands; the exit status lets a script see the faults.
 		return exitFail
 	}
 	return exitOK
@@ -428,6 +443,7 @@ func (l *clocksLoad) local(server time.Time) time.Time { return server.Add(-l.se
 // checks the outcome after the flag instant.
 func (l *clocksLoad) play(ctx context.Context, c gamev1.GameServiceClient, g *clockGame, startAt time.Time, raceOffset time.Duration) {
 	if !sleepUntil(ctx, startAt) {
+		l.note("game %s: not checked: the run ended before its clock was to start", g.id)
 		return
 	}
 	resp, err := l.move(ctx, c, g, commonv1.Side_SIDE_SECOND, "h10g8", 0, "2")
@@ -456,6 +472,7 @@ func (l *clocksLoad) play(ctx context.Context, c gamev1.GameServiceClient, g *cl
 		flagAt = g.deadline2.Add(time.Millisecond)
 	}
 	if !sleepUntil(ctx, l.local(flagAt).Add(l.opt.checkAfter)) {
+		l.note("game %s: not checked: the run ended before its flag instant was %v past", g.id, l.opt.checkAfter)
 		return
 	}
 	l.check(ctx, c, g)
@@ -485,12 +502,13 @@ func (l *clocksLoad) thirdMove(ctx context.Context, c gamev1.GameServiceClient, 
 
 // check reads the game once its flag instant is CheckAfter past.
 func (l *clocksLoad) check(ctx context.Context, c gamev1.GameServiceClient, g *clockGame) {
-	defer l.checked.Add(1)
 	resp, err := c.GetGame(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST]), &gamev1.GetGameRequest{GameId: g.id})
 	if err != nil {
 		l.fail("read %s: %v", g.id, err)
 		return
 	}
+	// Read, so judged whatever the outcome.
+	defer l.checked.Add(1)
 	gm := resp.GetGame()
 	third := len(gm.GetMoves()) >= 3
 	switch {
@@ -648,8 +666,7 @@ func quantilesMs(v []float64) (p50, p99, maxV float64) {
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
-	at := func(q float64) float64 { return s[min(len(s)-1, int(q*float64(len(s))))] }
-	return at(0.50), at(0.99), s[len(s)-1]
+	return quantile(s, 0.50), quantile(s, 0.99), s[len(s)-1]
 }
 
 func randomHex(n int) string {

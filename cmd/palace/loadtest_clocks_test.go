@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/palacehq/palace/pkg/redistest"
 )
@@ -24,7 +25,7 @@ func TestLoadtestClocksFlagsEveryGame(t *testing.T) {
 	}
 	// Every game ends on time: the idle ones, the refused racing ones
 	// (first side) and those whose move stood (second side, never moving).
-	if rep.Flagged != 30 || rep.Missed != 0 || rep.WronglyFlagged != 0 || rep.Inconsistent != 0 || rep.Unexpected != 0 || rep.Errors != 0 {
+	if rep.Flagged != 30 || rep.Checked != 30 || rep.Missed != 0 || rep.WronglyFlagged != 0 || rep.Inconsistent != 0 || rep.Unexpected != 0 || rep.Errors != 0 {
 		t.Fatalf("load test found faults: %+v\n%s", rep, errOut)
 	}
 	if rep.RaceInTime+rep.RaceLate != rep.Racing {
@@ -54,5 +55,80 @@ func TestLoadtestClocksRefusesBadFlags(t *testing.T) {
 				t.Fatalf("exit %d, want %d: %s", code, exitUsage, errOut)
 			}
 		})
+	}
+}
+
+// TestClocksReportFaulty: the exit status reports every fault the report
+// shows, failed calls, unexpected endings and games never checked
+// included, not only the clock's own misses.
+func TestClocksReportFaulty(t *testing.T) {
+	good := clocksReport{Games: 10, Checked: 10, Flagged: 10}
+	tests := []struct {
+		name string
+		edit func(*clocksReport)
+		want bool
+	}{
+		{name: "all flagged", edit: func(*clocksReport) {}, want: false},
+		{name: "missed", edit: func(r *clocksReport) { r.Missed = 1 }, want: true},
+		{name: "wrongly flagged", edit: func(r *clocksReport) { r.WronglyFlagged = 1 }, want: true},
+		{name: "inconsistent", edit: func(r *clocksReport) { r.Inconsistent = 1 }, want: true},
+		{name: "unexpected ending", edit: func(r *clocksReport) { r.Unexpected = 1 }, want: true},
+		{name: "errors", edit: func(r *clocksReport) { r.Errors = 1 }, want: true},
+		{name: "a game never checked", edit: func(r *clocksReport) { r.Checked = 9 }, want: true},
+		{name: "nothing checked", edit: func(r *clocksReport) { r.Checked, r.Flagged = 0, 0 }, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := good
+			tt.edit(&r)
+			if got := r.faulty(); got != tt.want {
+				t.Fatalf("faulty() = %v for %+v, want %v", got, r, tt.want)
+			}
+		})
+	}
+}
+
+// TestLoadtestClocksExitsOneWhenNothingChecked: a run whose --timeout
+// ends before any game could be checked showed nothing, and says so.
+func TestLoadtestClocksExitsOneWhenNothingChecked(t *testing.T) {
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
+	// The clocks start over 10 minutes: none has flagged after 2s.
+	out, errOut, code := palace("loadtest", "clocks", "--addr", addr, "--games", "4", "--spread", "10m",
+		"--min-time", "2s", "--max-time", "2s", "--timeout", "2s")
+	var rep clocksReport
+	lastJSON(t, out, &rep)
+	if code != exitFail || rep.Games != 4 || rep.Checked != 0 {
+		t.Fatalf("exit %d with report %+v, want %d and 4 games, none checked:\n%s", code, rep, exitFail, errOut)
+	}
+	if !strings.Contains(errOut, "never checked") {
+		t.Fatalf("stderr does not say games went unchecked:\n%s", errOut)
+	}
+}
+
+// TestLoadtestClocksExitsOneWhenTheServerStops: calls failing because
+// the server went away are faults, even though no clock was seen to fail.
+func TestLoadtestClocksExitsOneWhenTheServerStops(t *testing.T) {
+	addr, stop := startServeStoppable(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, code := palace("loadtest", "clocks", "--addr", addr, "--games", "8", "--spread", "3s",
+			"--min-time", "2s", "--max-time", "2s", "--check-after", "200ms", "--call-timeout", "2s", "--timeout", "30s")
+		done <- result{out, errOut, code}
+	}()
+	// Stop the server while clocks are still to start.
+	time.Sleep(1500 * time.Millisecond)
+	stop()
+	r := <-done
+	var rep clocksReport
+	lastJSON(t, r.out, &rep)
+	if r.code != exitFail || rep.Errors == 0 {
+		t.Fatalf("exit %d with report %+v, want %d and errors:\n%s", r.code, rep, exitFail, r.errOut)
+	}
+	if rep.Missed != 0 || rep.WronglyFlagged != 0 || rep.Inconsistent != 0 {
+		t.Fatalf("the clock faults alone would fail the run, proving nothing: %+v", rep)
 	}
 }

@@ -234,9 +234,7 @@ func percentiles(lat []time.Duration) (p50, p99 float64) {
 		return 0, 0
 	}
 	slices.Sort(lat)
-	at := func(q float64) float64 {
-		return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Microseconds()) / 1000
-	}
+	at := func(q float64) float64 { return float64(quantile(lat, q).Microseconds()) / 1000 }
 	return at(0.50), at(0.99)
 }
 

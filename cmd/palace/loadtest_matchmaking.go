@@ -36,6 +36,10 @@ type mmReport struct {
 	Unmatched int `json:"unmatched"`
 	// Waiting counts every ticket still waiting at the end.
 	Waiting int `json:"waiting"`
+	// Unsettled counts the tickets neither matched nor waiting at the end:
+	// never entered (the run ended first, or EnterQueue failed) or whose
+	// watch ended without a match. Matched + waiting + unsettled = tickets.
+	Unsettled int `json:"unsettled"`
 	// DoublePaired counts tickets whose pairing is wrong: in a game with
 	// other than exactly one partner, with themselves, across pools,
 	// reported with two games, or seated otherwise by the game service.
@@ -48,9 +52,10 @@ type mmReport struct {
 	P90ms float64 `json:"p90_ms"`
 	P99ms float64 `json:"p99_ms"`
 	MaxMs float64 `json:"max_ms"`
-	// TicketsPerS is the rate tickets entered at, over the time until the
-	// last one entered: with --rate 0 a player enters only when another
-	// was matched, so this is the throughput the servers sustained.
+	// TicketsPerS is the rate tickets entered at: those that entered, over
+	// the time until the last one did (0 when none did). With --rate 0 a
+	// player enters only when another was matched, so this is the
+	// throughput the servers sustained.
 	TicketsPerS float64 `json:"tickets_per_s"`
 	Errors      int64   `json:"errors"`
 	// GamesChecked is how many games were read back from the game service.
@@ -105,10 +110,12 @@ type mmTicket struct {
 	// cancelAfter is how long a cancelling player waits before cancelling.
 	cancelAfter time.Duration
 	ticketID    string
-	state       matchmakingv1.TicketState
-	games       []string // distinct game ids the ticket was reported with
-	seat        *matchmakingv1.Seat
-	latency     time.Duration
+	// enteredAt is when the ticket kept (the last one entered) entered.
+	enteredAt time.Time
+	state     matchmakingv1.TicketState
+	games     []string // distinct game ids the ticket was reported with
+	seat      *matchmakingv1.Seat
+	latency   time.Duration
 }
 
 type mmLoad struct {
@@ -225,24 +232,46 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 		case <-runCtx.Done():
 		}
 	}
-	entered := time.Since(start)
 	close(work)
 	wg.Wait()
 	elapsed := time.Since(start)
 	stopProgress()
 
 	rep := l.report(ctx, elapsed, *concurrency)
-	rep.TicketsPerS = float64(len(l.tickets)) / entered.Seconds()
+	rep.TicketsPerS = l.enterRate(start)
 	rep.Rate, rep.Ratings = *rate, *ratings
 	for _, e := range l.errSample {
 		fmt.Fprintln(stderr, "error:", e)
 	}
 	out, _ := json.Marshal(rep)
 	fmt.Fprintln(stdout, string(out))
-	if rep.DoublePaired > 0 || rep.Unmatched > 0 || rep.Errors > 0 {
+	if rep.Unsettled > 0 {
+		fmt.Fprintf(stderr, "palace loadtest matchmaking: %d of %d tickets neither matched nor waiting at the end (never entered, or their watch failed)\n", rep.Unsettled, rep.Tickets)
+	}
+	if rep.DoublePaired > 0 || rep.Unmatched > 0 || rep.Unsettled > 0 || rep.Errors > 0 {
 		return exitFail
 	}
 	return exitOK
+}
+
+// enterRate is the rate the tickets that entered did so at, from start to
+// the last entry; 0 when none entered.
+func (l *mmLoad) enterRate(start time.Time) float64 {
+	var n int
+	var last time.Time
+	for _, t := range l.tickets {
+		if t.enteredAt.IsZero() {
+			continue
+		}
+		n++
+		if t.enteredAt.After(last) {
+			last = t.enteredAt
+		}
+	}
+	if n == 0 || !last.After(start) {
+		return 0
+	}
+	return float64(n) / last.Sub(start).Seconds()
 }
 
 // players makes one player per ticket: guests through CreateGuest for the
@@ -339,14 +368,18 @@ func (l *mmLoad) play(ctx context.Context, t *mmTicket) {
 	if t.cancel {
 		tk, err := enter()
 		if err != nil {
-			l.fail("EnterQueue: %v", err)
+			if !runEnded(ctx, err) {
+				l.fail("EnterQueue: %v", err)
+			}
 			return
 		}
+		t.enteredAt = time.Now()
 		time.Sleep(t.cancelAfter)
 		_, err = mm.CancelTicket(pctx, &matchmakingv1.CancelTicketRequest{TicketId: tk.GetTicketId()})
 		switch status.Code(err) {
 		case codes.OK:
 			l.cancelled.Add(1)
+			t.enteredAt = time.Time{}
 		case codes.FailedPrecondition:
 			// Paired before the cancel arrived: this ticket is the player's.
 			l.watch(ctx, pctx, watcher, t, tk.GetTicketId(), time.Now().Add(-t.cancelAfter))
@@ -364,6 +397,7 @@ func (l *mmLoad) play(ctx context.Context, t *mmTicket) {
 		}
 		return
 	}
+	t.enteredAt = time.Now()
 	l.watch(ctx, pctx, watcher, t, tk.GetTicketId(), sent)
 }
 
@@ -422,6 +456,8 @@ func (l *mmLoad) report(ctx context.Context, elapsed time.Duration, concurrency 
 			}
 		case t.ticketID != "" && (t.state == matchmakingv1.TicketState_TICKET_STATE_WAITING || t.state == matchmakingv1.TicketState_TICKET_STATE_PAIRED):
 			waitingByPool[t.pool] = append(waitingByPool[t.pool], t)
+		default:
+			rep.Unsettled++
 		}
 	}
 	rep.Games = len(byGame)
@@ -455,12 +491,7 @@ func (l *mmLoad) report(ctx context.Context, elapsed time.Duration, concurrency 
 		}
 	}
 	slices.Sort(lat)
-	q := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return float64(lat[min(int(p*float64(len(lat))), len(lat)-1)].Microseconds()) / 1000
-	}
+	q := func(p float64) float64 { return float64(quantile(lat, p).Microseconds()) / 1000 }
 	rep.P50ms, rep.P90ms, rep.P99ms, rep.MaxMs = q(0.50), q(0.90), q(0.99), q(1)
 	rep.Errors = l.errs.Load()
 	return rep

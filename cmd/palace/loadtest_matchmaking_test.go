@@ -26,7 +26,7 @@ func TestLoadtestMatchmakingPairsEveryone(t *testing.T) {
 	if rep.Tickets != 120 || rep.Matched != 120 || rep.Games != 60 || rep.GamesChecked != 60 || len(rep.Pools) != 4 {
 		t.Fatalf("report %+v", rep)
 	}
-	if rep.DoublePaired != 0 || rep.Unmatched != 0 || rep.Errors != 0 {
+	if rep.DoublePaired != 0 || rep.Unmatched != 0 || rep.Unsettled != 0 || rep.Errors != 0 {
 		t.Fatalf("faults: %+v\n%s", rep, errOut)
 	}
 	if rep.Cancelled == 0 || rep.P99ms <= 0 || rep.TicketsPerS <= 0 {
@@ -39,5 +39,22 @@ func TestLoadtestMatchmakingUsage(t *testing.T) {
 		if _, _, code := palace(append([]string{"loadtest", "matchmaking"}, args...)...); code != exitUsage {
 			t.Errorf("%v: exit %d, want usage", args, code)
 		}
+	}
+}
+
+// TestLoadtestMatchmakingExitsOneWhenNothingEntered: a run that ends
+// before any ticket entered matched nobody, and says so: the tickets
+// count as unsettled, the exit status is 1 and the rate is that of the
+// tickets that entered, none.
+func TestLoadtestMatchmakingExitsOneWhenNothingEntered(t *testing.T) {
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
+	out, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--tickets", "20", "--cancel", "0", "--timeout", "1ns")
+	var rep mmReport
+	lastJSON(t, out, &rep)
+	if code != exitFail {
+		t.Fatalf("exit %d with report %+v, want %d:\n%s", code, rep, exitFail, errOut)
+	}
+	if rep.Tickets != 20 || rep.Matched != 0 || rep.Waiting != 0 || rep.Unsettled != 20 || rep.TicketsPerS != 0 {
+		t.Fatalf("report %+v, want 20 tickets unsettled and no rate:\n%s", rep, errOut)
 	}
 }
