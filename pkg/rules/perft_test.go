@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"context"
+	"errors"
 	"testing"
 )
 
@@ -42,4 +44,19 @@ func mustFEN(tb testing.TB, v Variant, fen string) *Position {
 		tb.Fatalf("ParseFEN(%v, %q): %v", v, fen, err)
 	}
 	return p
+}
+
+// TestDivideEach: its counts add up to Perft's, and an ended context stops
+// it with the context's error.
+func TestDivideEach(t *testing.T) {
+	p := mustFEN(t, Janggi, StartFEN(Janggi))
+	var sum uint64
+	if err := DivideEach(context.Background(), p, 3, func(_ Move, n uint64) { sum += n }); err != nil || sum != Perft(p, 3) {
+		t.Fatalf("DivideEach: %d, %v; Perft %d", sum, err, Perft(p, 3))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := DivideEach(ctx, p, 6, func(Move, uint64) {}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("DivideEach with an ended context: %v", err)
+	}
 }

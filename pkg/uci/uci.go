@@ -494,72 +494,19 @@ func (s *session) perft(depth int) {
 		defer close(cur.done)
 		defer cancel()
 		start := time.Now()
-		pc := perftCounter{ctx: ctx, buf: make([]rules.Move, depth*perftStride)}
 		var total uint64
-		for _, m := range p.LegalMoves(nil) {
-			u := p.Make(m)
-			n := uint64(1)
-			if depth > 1 {
-				n = pc.count(p, depth-1, m.IsPass(), pc.buf)
-			}
-			p.Unmake(m, u)
-			if pc.stopped {
-				out.printf("info string perft %d stopped after %v", depth, time.Since(start).Round(time.Millisecond))
-				return
-			}
+		err := rules.DivideEach(ctx, p, depth, func(m rules.Move, n uint64) {
 			out.printf("%v: %d", m, n)
 			total += n
+		})
+		if err != nil {
+			out.printf("info string perft %d stopped after %v", depth, time.Since(start).Round(time.Millisecond))
+			return
 		}
 		out.printf("")
 		out.printf("Nodes searched: %d", total)
 		out.printf("info string perft %d in %v", depth, time.Since(start).Round(time.Millisecond))
 	}()
-}
-
-// perftStride is the room each ply gets in perftCounter's move buffer, as
-// in rules.Perft: more moves than a position of either game has.
-const perftStride = 256
-
-// perftCounter is rules.Perft made stoppable: it looks at its context every
-// perftCheckEvery interior nodes and, once done, returns at once with a
-// partial count and stopped set.
-type perftCounter struct {
-	ctx     context.Context
-	buf     []rules.Move
-	nodes   uint64
-	stopped bool
-}
-
-const perftCheckEvery = 1 << 10
-
-// count is rules.Perft's recursion: the last ply is counted, not played,
-// and two passes in a row are a leaf with no children.
-func (pc *perftCounter) count(p *rules.Position, depth int, passed bool, buf []rules.Move) uint64 {
-	if pc.nodes++; pc.nodes%perftCheckEvery == 0 && pc.ctx.Err() != nil {
-		pc.stopped = true
-	}
-	if pc.stopped {
-		return 0
-	}
-	moves := p.LegalMoves(buf[:0:perftStride])
-	if depth == 1 {
-		return uint64(len(moves))
-	}
-	rest := buf[perftStride:]
-	var n uint64
-	for _, m := range moves {
-		pass := m.IsPass()
-		if pass && passed {
-			continue // two passes in a row end the game: a leaf with no children
-		}
-		u := p.Make(m)
-		n += pc.count(p, depth-1, pass, rest)
-		p.Unmake(m, u)
-		if pc.stopped {
-			return n
-		}
-	}
-	return n
 }
 
 // infoLine formats an iteration the way UCI GUIs read it; mate distances
