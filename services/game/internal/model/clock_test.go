@@ -150,6 +150,28 @@ func TestUndoGivesTheAIAFreshPeriod(t *testing.T) {
 	}
 }
 
+// TestUndoDoesNotExtendTheHumansTurn: an undo in the human's own turn
+// (after the AI's reply) takes moves back, not time: the turn goes on
+// with the deadline it had. Begun again at the undo, it would get the lag
+// grace again, and undos within the grace would hold off the flag.
+func TestUndoDoesNotExtendTheHumansTurn(t *testing.T) {
+	st, now := clocked(t)
+	now = now.Add(time.Second)
+	st = must(t, "h1g3")(Move(st, rules.First, "h1g3", 0, now))
+	now = now.Add(time.Second)
+	st = must(t, "i10i9")(Move(st, rules.Second, "i10i9", 0, now))
+	d, _ := st.Clock.Deadline()
+	now = d.Add(-50 * time.Millisecond) // within the grace, just before the flag
+	st = must(t, "undo")(Undo(st, rules.First, now))
+	if got, _ := st.Clock.Deadline(); !got.Equal(d) {
+		t.Fatalf("the undo moved the deadline from %v to %v", d, got)
+	}
+	ch, err := Move(st, rules.First, "h1g3", time.Second, d.Add(time.Millisecond))
+	if err != nil || !ch.State.Status.Finished() {
+		t.Fatalf("a move after the deadline: %v, status %v; want the game ended on time", err, ch.State.Status)
+	}
+}
+
 // TestOnlyTheLastMoveShowsADeadline: the deadline belongs to the turn that
 // runs, which follows the last move; older records must not show it.
 func TestOnlyTheLastMoveShowsADeadline(t *testing.T) {

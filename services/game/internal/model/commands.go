@@ -547,16 +547,15 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 	}
 	n.replayed = g
 	if n.Clock != nil && n.Clock.Phase == clock.Running {
-		var c clock.State
-		var err error
+		c, err := *n.Clock, error(nil)
 		if rules.Side(n.Clock.Turn) != n.Turn() {
 			// The AI's turn, cut short: it ends as if the AI had moved
 			// (a fresh byo-yomi period next time), and the human's starts.
 			c, err = n.Clock.Yield(now)
-		} else {
-			// The human's own turn goes on, with what is left of it.
-			c, err = n.Clock.Stop(now).Start(now, n.Clock.Turn)
 		}
+		// Otherwise the human's own turn goes on, the clock untouched: a
+		// turn begun again at the undo would get the lag grace again, and
+		// undos within it would hold off the flag for ever.
 		var flag *clock.FlagError
 		switch {
 		case errors.As(err, &flag):
