@@ -67,7 +67,10 @@ var ErrInvalidControl = errors.New("invalid time control")
 // because the State stores milliseconds.
 //
 // Periods counts all byo-yomi periods, so the online default "5m+3x30s"
-// gives 5 minutes, then three chances to exceed 30 seconds. Unused fields
+// gives 5 minutes, then three periods of 30 seconds: a move within a
+// period keeps it, a turn that outlasts one uses it up, and outlasting
+// the last loses on time (two overruns survive, the third does not).
+// Unused fields
 // of a kind must be zero so that one control has one representation.
 type Control struct {
 	Kind       Kind
