@@ -329,13 +329,6 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			}
 			return c.remembered(l.Previous)
 		}
-		if l.Unconfirmed {
-			// Decide nothing on a commit that a failover could take back:
-			// a refusal ("it is Red's turn") or a version would show it.
-			if err := h.confirm(ctx, c.id); err != nil {
-				return nil, err
-			}
-		}
 		if c.expected != 0 && c.expected != l.State.Version {
 			return nil, staleVersion(l.State.Version)
 		}
@@ -438,7 +431,23 @@ func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded,
 	if l.State != nil {
 		l.State.SetReplayed(h.cache.replayed(id, l.State.Version, l.State.Stamp))
 	}
-	return l, nil
+	if l.Previous != nil {
+		// A retry: exec confirms before it answers from the remembered
+		// answer, which shows nothing of the game as it is.
+		return l, nil
+	}
+	return l, h.confirmLoaded(ctx, id, l)
+}
+
+// confirmLoaded confirms the latest commit of a game just read when it is
+// unconfirmed: nothing is shown or decided on a commit that a failover
+// could take back (a read, a command's refusal such as "it is Red's turn",
+// a timeout), so that is confirmed first, or the call answers Unavailable.
+func (h *Handler) confirmLoaded(ctx context.Context, id string, l store.Loaded) error {
+	if !l.Unconfirmed {
+		return nil
+	}
+	return h.confirm(ctx, id)
 }
 
 // now is Redis' time, as far as this process has learnt its offset.
@@ -471,12 +480,12 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		if a, ok := resp.(answer); ok {
 			restore = model.StripLegalMoves(a.GetGame())
 		}
-		raw, err = proto.Marshal(resp)
+		// Encoded straight after its label: the answer is not copied again.
+		raw, err = proto.MarshalOptions{}.MarshalAppend(labelPrefix(c.label), resp)
 		restore()
 		if err != nil {
 			return nil, fmt.Errorf("encode answer: %w", err)
 		}
-		raw = labeled(c.label, raw)
 	} else {
 		// A refused command that still changed the game (a late command
 		// ending it on time, a late formation choice setting the default)
@@ -535,13 +544,13 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 // existed have none.
 const labelMark = 0xff
 
-// labeled is raw stored behind label, which holds no NUL.
-func labeled(label string, raw []byte) []byte {
-	b := make([]byte, 0, len(label)+2+len(raw))
+// labelPrefix is what a remembered answer is stored behind: the mark,
+// label (which holds no NUL), and a NUL.
+func labelPrefix(label string) []byte {
+	b := make([]byte, 0, len(label)+2)
 	b = append(b, labelMark)
 	b = append(b, label...)
-	b = append(b, 0)
-	return append(b, raw...)
+	return append(b, 0)
 }
 
 // remembered decodes the answer stored for c's request id. An answer to
@@ -953,6 +962,7 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 	} else if l = h.cachedHead(id, after); l.State == nil {
 		if l, err = h.store.LoadHead(ctx, id); err == nil {
 			h.learnRedisTime(l.Now)
+			err = h.confirmLoaded(ctx, id, l)
 		}
 	}
 	if errors.Is(err, store.ErrNotFound) {
@@ -960,13 +970,6 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 	}
 	if err != nil {
 		return l, nil, err
-	}
-	if l.Unconfirmed {
-		// Show no commit that a failover could take back: confirm it, or
-		// answer Unavailable.
-		if err := h.confirm(ctx, id); err != nil {
-			return l, nil, err
-		}
 	}
 	side, ok, err := h.credential(ctx, id, l.Now)
 	if err != nil {
@@ -1025,13 +1028,6 @@ func (h *Handler) ExpireDeadline(ctx context.Context, req *gamev1.ExpireDeadline
 		}
 		if err != nil {
 			return nil, h.fail(ctx, err)
-		}
-		if l.Unconfirmed {
-			// As a command would: neither a timeout nor the game in the
-			// answer may rest on a commit that a failover could take back.
-			if err := h.confirm(ctx, l.State.ID); err != nil {
-				return nil, h.fail(ctx, err)
-			}
 		}
 		ch, applied, err := model.Expire(l.State, at, l.Now)
 		if err != nil {

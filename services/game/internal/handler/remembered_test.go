@@ -18,7 +18,7 @@ func TestRememberedAnswersKeepTheirLabel(t *testing.T) {
 	cmd := func(label string) command {
 		return command{id: "g", requestID: "r1", label: label, decode: decodeInto(&gamev1.ResignResponse{})}
 	}
-	stored := labeled("the first seat's resignation", answer)
+	stored := append(labelPrefix("the first seat's resignation"), answer...)
 	got, err := cmd("the first seat's resignation").remembered(stored)
 	if err != nil || got.(*gamev1.ResignResponse).GetGame().GetVersion() != 7 {
 		t.Fatalf("the same command: %v, %v", got, err)
