@@ -84,7 +84,6 @@ type session struct {
 	variant rules.Variant
 	level   int
 	start   *rules.Position
-	moves   []rules.Move
 	game    *rules.Game // start and moves replayed: knows whether the game ended
 	cur     *search
 }
@@ -144,7 +143,6 @@ func Run(ctx context.Context, in io.Reader, out io.Writer) error {
 func (s *session) setStart() {
 	s.game, _ = rules.NewGame(s.variant, "")
 	s.start = s.game.Position()
-	s.moves = nil
 }
 
 // stopSearch ends the running search, if any, and waits for its bestmove.
@@ -314,7 +312,7 @@ func (s *session) position(args []string) {
 		s.out.printf("info string error: %v", err)
 		return
 	}
-	s.start, s.moves, s.game = g.Position(), nil, g
+	s.start, s.game = g.Position(), g
 	p := g.Position() // kept in step with g, for parsing and the reasons of illegal moves
 	var buf []rules.Move
 	for _, tok := range args[min(i+1, len(args)):] {
@@ -337,11 +335,10 @@ func (s *session) position(args []string) {
 			_, err = g.Play(m) // cannot fail now; stay safe if it does
 		}
 		if err != nil {
-			s.out.printf("info string error: move %d (%s): %v", len(s.moves)+1, tok, err)
+			s.out.printf("info string error: move %d (%s): %v", s.game.Plies()+1, tok, err)
 			return
 		}
 		p.Make(m)
-		s.moves = append(s.moves, m)
 	}
 }
 
@@ -428,20 +425,15 @@ func (s *session) goCmd(args []string) {
 		lim.Depth = minNonZero(lim.Depth, l.Depth)
 		lim.Nodes = uint64(minNonZero(int(lim.Nodes), int(l.Nodes)))
 		lim.Noise = l.Noise
-		lim.Seed = uint64(len(s.moves))
+		lim.Seed = uint64(s.game.Plies())
 		if !infinite && lim.MoveTime == 0 && lim.Time == [2]time.Duration{} {
 			lim.MoveTime = l.MoveTime
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	cur := &search{cancel: cancel, stopped: make(chan struct{}), done: make(chan struct{}), infinite: infinite}
-	s.cur = cur
-	start, moves, out, eng := s.start, slices.Clone(s.moves), s.out, s.eng
+	start, moves, out, eng := s.start, s.game.Moves(), s.out, s.eng
 	outcome := s.game.Outcome()
-	go func() {
-		defer close(cur.done)
-		defer cancel()
+	s.spawn(infinite, func(ctx context.Context, cur *search) {
 		if outcome.Ended {
 			// No move to give: the game is over, whatever the board allows.
 			out.printf("info string game over: %s", ending(outcome))
@@ -468,6 +460,19 @@ func (s *session) goCmd(args []string) {
 		default:
 			out.printf("bestmove %v", res.Move)
 		}
+	})
+}
+
+// spawn runs work as the session's search, in its own goroutine: stop,
+// quit and the end of the session's context end it (through ctx).
+func (s *session) spawn(infinite bool, work func(ctx context.Context, cur *search)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cur := &search{cancel: cancel, stopped: make(chan struct{}), done: make(chan struct{}), infinite: infinite}
+	s.cur = cur
+	go func() {
+		defer close(cur.done)
+		defer cancel()
+		work(ctx, cur)
 	}()
 }
 
@@ -486,13 +491,8 @@ func minNonZero(a, b int) int {
 // its own goroutine like a search, so stop, quit and the end of the
 // context end it; a stopped perft prints no total.
 func (s *session) perft(depth int) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cur := &search{cancel: cancel, stopped: make(chan struct{}), done: make(chan struct{})}
-	s.cur = cur
 	p, out := s.current(), s.out
-	go func() {
-		defer close(cur.done)
-		defer cancel()
+	s.spawn(false, func(ctx context.Context, _ *search) {
 		start := time.Now()
 		var total uint64
 		err := rules.DivideEach(ctx, p, depth, func(m rules.Move, n uint64) {
@@ -506,7 +506,7 @@ func (s *session) perft(depth int) {
 		out.printf("")
 		out.printf("Nodes searched: %d", total)
 		out.printf("info string perft %d in %v", depth, time.Since(start).Round(time.Millisecond))
-	}()
+	})
 }
 
 // infoLine formats an iteration the way UCI GUIs read it; mate distances
