@@ -2,7 +2,8 @@ package rules
 
 import (
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/palacehq/palace/pkg/textcut"
 )
 
 // Move is from | to<<7 | a validity bit, so the zero value is NoMove and
@@ -80,19 +81,5 @@ func ParseMove(s string) (Move, error) {
 			return NewMove(from, to), nil
 		}
 	}
-	return NoMove, fmt.Errorf("%w: %q: %s (want e.g. h3e3 or b10c8)", ErrBadMove, clip(s), msg)
-}
-
-// clip shortens what a message quotes of a client's text: a move is a few
-// bytes, and an answer need not carry back kilobytes sent in its place.
-func clip(s string) string {
-	const most = 16
-	if len(s) <= most {
-		return s
-	}
-	cut := most
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return NoMove, fmt.Errorf("%w: %q: %s (want e.g. h3e3 or b10c8)", ErrBadMove, textcut.Quote(s, 16, "…"), msg)
 }

@@ -31,6 +31,7 @@ import (
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/pkg/rulespb"
+	"github.com/palacehq/palace/pkg/textcut"
 	"github.com/palacehq/palace/services/game/internal/hub"
 	"github.com/palacehq/palace/services/game/internal/model"
 	"github.com/palacehq/palace/services/game/internal/store"
@@ -564,7 +565,7 @@ func (c command) remembered(stored []byte) (proto.Message, error) {
 			return nil, fmt.Errorf("remembered answer of game %s: no end to its label", c.id)
 		}
 		if string(label) != c.label {
-			return nil, apierr.New(apierr.Invalid, "request_id %q was already used in this game for %s: only a retry of that command may use it again; give every other command a request_id of its own", truncate(c.requestID), label)
+			return nil, apierr.New(apierr.Invalid, "request_id %q was already used in this game for %s: only a retry of that command may use it again; give every other command a request_id of its own", textcut.Quote(c.requestID, 16, "..."), label)
 		}
 		stored = raw
 	}
@@ -801,7 +802,7 @@ func (h *Handler) MakeMove(ctx context.Context, req *gamev1.MakeMoveRequest) (*g
 	}
 	text := req.GetMove().GetCoordinate()
 	if text == "" || len(text) > MaxMoveBytes {
-		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "move: want coordinate notation such as \"h3e3\", got %q", truncate(text)))
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "move: want coordinate notation such as \"h3e3\", got %q", textcut.Quote(text, 16, "...")))
 	}
 	parsed, err := rules.ParseMove(text)
 	if err != nil {
@@ -823,13 +824,6 @@ func (h *Handler) MakeMove(ctx context.Context, req *gamev1.MakeMoveRequest) (*g
 		return nil, h.fail(ctx, err)
 	}
 	return resp.(*gamev1.MakeMoveResponse), nil
-}
-
-func truncate(s string) string {
-	if len(s) > 16 {
-		return s[:16] + "..."
-	}
-	return s
 }
 
 func (h *Handler) Pass(ctx context.Context, req *gamev1.PassRequest) (*gamev1.PassResponse, error) {

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,6 +17,7 @@ import (
 	"github.com/palacehq/palace/pkg/clock"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/textcut"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
@@ -88,21 +88,10 @@ func (c *Creator) CreateHuman(ctx context.Context, s Spec) (store.Game, error) {
 }
 
 // MaxNameBytes is the game service's limit on a seat's display name.
+// Names are checked when a credential is issued, and cut to it again
+// when a game is made: one issued before that check (or under another
+// limit) must not make every game of its holder fail.
 const MaxNameBytes = 64
-
-// seatName cuts name to MaxNameBytes at a character boundary. Names are
-// checked when a credential is issued; one issued before that check (or
-// under another limit) must not make every game of its holder fail.
-func seatName(name string) string {
-	if len(name) <= MaxNameBytes {
-		return name
-	}
-	cut := MaxNameBytes
-	for cut > 0 && !utf8.RuneStart(name[cut]) {
-		cut--
-	}
-	return name[:cut]
-}
 
 // Create creates a game between two people without remembering it: the
 // caller must (CreateHuman does).
@@ -111,8 +100,8 @@ func (c *Creator) Create(ctx context.Context, s Spec) (store.Game, error) {
 		RequestId: s.RequestID, Kind: s.Kind, TimeControl: store.ControlPB(s.Control),
 		Rated: s.Rated, Public: s.Public,
 		Seats: []*gamev1.Seat{
-			{Side: commonv1.Side_SIDE_FIRST, PlayerId: s.First.ID, DisplayName: seatName(s.First.Name)},
-			{Side: commonv1.Side_SIDE_SECOND, PlayerId: s.Second.ID, DisplayName: seatName(s.Second.Name)},
+			{Side: commonv1.Side_SIDE_FIRST, PlayerId: s.First.ID, DisplayName: textcut.Prefix(s.First.Name, MaxNameBytes)},
+			{Side: commonv1.Side_SIDE_SECOND, PlayerId: s.Second.ID, DisplayName: textcut.Prefix(s.Second.Name, MaxNameBytes)},
 		},
 	})
 	if err != nil {
@@ -168,7 +157,7 @@ type AISpec struct {
 // CreateAI creates an unrated, private game against the AI and returns
 // the human's seat.
 func (c *Creator) CreateAI(ctx context.Context, s AISpec) (string, store.Grant, error) {
-	human := &gamev1.Seat{Side: s.HumanSide, PlayerId: s.Human.ID, DisplayName: seatName(s.Human.Name)}
+	human := &gamev1.Seat{Side: s.HumanSide, PlayerId: s.Human.ID, DisplayName: textcut.Prefix(s.Human.Name, MaxNameBytes)}
 	aiSide := commonv1.Side_SIDE_SECOND
 	if s.HumanSide == commonv1.Side_SIDE_SECOND {
 		aiSide = commonv1.Side_SIDE_FIRST
