@@ -173,8 +173,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	BoolFlag(fs, &c.Pprof, "pprof", false, "serve /debug/pprof/ for profiling")
 	StringFlag(fs, &c.CORSOrigins, "cors-origins", "", "comma-separated origins of web pages that may call from a browser over Connect or gRPC-Web, e.g. https://play.example.com,https://*.example.com; * for any; empty: the server's own origin only")
 	IntFlag(fs, &c.MaxRecvBytes, "max-recv-bytes", 1<<20, "largest request message accepted")
-	DurationFlag(fs, &c.KeepaliveTime, "keepalive-time", 30*time.Second, "how long a client connection may stay silent before the server pings it")
-	DurationFlag(fs, &c.KeepaliveTimeout, "keepalive-timeout", 10*time.Second, "how long the server waits for a ping's answer before it closes the connection: its streams end and its seats are announced disconnected")
+	DurationFlag(fs, &c.KeepaliveTime, "keepalive-time", server.DefaultKeepaliveTime, "how long a client connection may stay silent before the server pings it")
+	DurationFlag(fs, &c.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "how long the server waits for a ping's answer before it closes the connection: its streams end and its seats are announced disconnected")
 	StringFlag(fs, &c.ServiceKeys, "service-keys", "", "keys of the credentials Palace services present to each other's internal calls (creating games, expiring deadlines), id:hexsecret[,id:hexsecret]; first signs, all verify; the same in every process and tool; empty: random, so only services in this process are trusted")
 }
 
@@ -205,7 +205,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
 	if c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0 {
-		errs = append(errs, errors.New("--keepalive-time and --keepalive-timeout must not be negative (0: 30s and 10s)"))
+		errs = append(errs, fmt.Errorf("--keepalive-time and --keepalive-timeout must not be negative (0: %v and %v)", server.DefaultKeepaliveTime, server.DefaultKeepaliveTimeout))
 	}
 	if c.MaxRecvBytes < 1024 {
 		errs = append(errs, errors.New("--max-recv-bytes must be at least 1024"))

@@ -28,6 +28,14 @@ import (
 	"github.com/palacehq/palace/pkg/telemetry"
 )
 
+// The keepalive defaults: a silent connection is pinged after
+// DefaultKeepaliveTime and closed when no answer comes within
+// DefaultKeepaliveTimeout.
+const (
+	DefaultKeepaliveTime    = 30 * time.Second
+	DefaultKeepaliveTimeout = 10 * time.Second
+)
+
 // Config is the transport configuration of one listening port.
 type Config struct {
 	// Listen is the host:port to listen on.
@@ -95,10 +103,10 @@ func (c Config) withDefaults() Config {
 		c.ShutdownTimeout = 10 * time.Second
 	}
 	if c.KeepaliveTime == 0 {
-		c.KeepaliveTime = 30 * time.Second
+		c.KeepaliveTime = DefaultKeepaliveTime
 	}
 	if c.KeepaliveTimeout == 0 {
-		c.KeepaliveTimeout = 10 * time.Second
+		c.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}
 	return c
 }

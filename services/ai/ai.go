@@ -54,6 +54,10 @@ type Config struct {
 
 // RegisterFlags defines the AI flags (not --game-addr or --key-prefix,
 // which the all-in-one server shares with other services).
+// defaultUCIMoveTimeout is --ai-uci-move-timeout's default, far above the
+// external engine's move time.
+const defaultUCIMoveTimeout = 30 * time.Second
+
 func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultWorkers int) {
 	app.IntFlag(fs, &c.Workers, "ai-workers", defaultWorkers, "AI job workers in this process")
 	app.IntFlag(fs, &c.Engines, "ai-engines", 2, "concurrent BestMove/Analyze searches")
@@ -62,7 +66,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultWorkers int) {
 	app.IntFlag(fs, &c.JobAttempts, "ai-job-attempts", 0, "hand a job out at most this many times, then dead-letter it; 0: no limit, so that no job is given up during an outage of the game service")
 	app.StringFlag(fs, &c.UCIEngine, "ai-uci-engine", "", "external UCI engine binary for the workers (default: built-in engine)")
 	app.StringFlag(fs, &c.UCIOptions, "ai-uci-options", "", "options for the external engine: name=value[,name=value]")
-	app.DurationFlag(fs, &c.UCIMoveTimeout, "ai-uci-move-timeout", 30*time.Second, "longest wait for the external engine's move; one that takes longer is restarted")
+	app.DurationFlag(fs, &c.UCIMoveTimeout, "ai-uci-move-timeout", defaultUCIMoveTimeout, "longest wait for the external engine's move; one that takes longer is restarted")
 }
 
 // Validate reports every problem at once.
@@ -189,7 +193,7 @@ func newMover(ctx context.Context, cfg Config) (worker.Mover, func() error, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	u := &uciMover{start: start, c: c, timeout: cmp.Or(cfg.UCIMoveTimeout, 30*time.Second)}
+	u := &uciMover{start: start, c: c, timeout: cmp.Or(cfg.UCIMoveTimeout, defaultUCIMoveTimeout)}
 	return u, u.close, nil
 }
 
