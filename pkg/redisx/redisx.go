@@ -428,3 +428,14 @@ func New(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	}
 	return c, nil
 }
+
+// CheckKeyPrefix refuses a key prefix with a brace. Redis Cluster hashes
+// only the first {...} of a key, so a prefix holding one would put every
+// key of a deployment (each game's, each queue's) in one slot, where the
+// keys are laid out to spread over all of them.
+func CheckKeyPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("--key-prefix %q: must not contain '{' or '}' (Redis Cluster would hash every key by it, into one slot)", prefix)
+	}
+	return nil
+}

@@ -257,3 +257,18 @@ func TestReplicationValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckKeyPrefix(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{"", "prod:", "single:", "a-b.c/"} {
+		if err := CheckKeyPrefix(p); err != nil {
+			t.Errorf("CheckKeyPrefix(%q) = %v, want nil", p, err)
+		}
+	}
+	for _, p := range []string{"{prod}:", "a{", "}b", "x{y}z:"} {
+		err := CheckKeyPrefix(p)
+		if err == nil || !strings.Contains(err.Error(), "--key-prefix") {
+			t.Errorf("CheckKeyPrefix(%q) = %v, want an error naming --key-prefix", p, err)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/palacehq/palace/pkg/engine"
 	aiv1 "github.com/palacehq/palace/pkg/gen/palace/ai/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redisx"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/pkg/uci"
 	"github.com/palacehq/palace/services/ai/internal/handler"
@@ -86,6 +87,9 @@ func (c Config) Validate() error {
 	}
 	if c.UCIMoveTimeout < 0 {
 		errs = append(errs, errors.New("--ai-uci-move-timeout must not be negative"))
+	}
+	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ClaimAfter < time.Second {
 		errs = append(errs, errors.New("--ai-claim-after must be at least 1s"))

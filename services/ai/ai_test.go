@@ -469,3 +469,14 @@ func TestBestMoveIsReproducibleWithASeed(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyPrefixWithABraceIsRefused(t *testing.T) {
+	cfg := aiConfig("ok:", 1)
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate() = %v", err)
+	}
+	cfg.KeyPrefix = "{ai}:"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--key-prefix") {
+		t.Fatalf("Validate() = %v, want an error naming --key-prefix", err)
+	}
+}

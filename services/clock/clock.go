@@ -15,6 +15,7 @@ import (
 	"github.com/palacehq/palace/pkg/deadline"
 	clockv1 "github.com/palacehq/palace/pkg/gen/palace/clock/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redisx"
 	"github.com/palacehq/palace/services/clock/internal/handler"
 	"github.com/palacehq/palace/services/clock/internal/sweep"
 )
@@ -86,6 +87,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
+	}
+	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Batch < 1 {
 		errs = append(errs, fmt.Errorf("--clock-batch %d must be positive", c.Batch))

@@ -590,6 +590,7 @@ func TestConfigValidate(t *testing.T) {
 		wantErr []string
 	}{
 		{name: "defaults", edit: func(*clock.Config) {}},
+		{name: "key prefix with a brace", edit: func(c *clock.Config) { c.KeyPrefix = "{prod}:" }, wantErr: []string{"--key-prefix"}},
 		{name: "no shards", edit: func(c *clock.Config) { c.DeadlineShards = 0 }, wantErr: []string{"--deadline-shards"}},
 		{name: "lease shorter than three ticks", edit: func(c *clock.Config) { c.LeaseTTL = 200 * time.Millisecond }, wantErr: []string{"lease TTL"}},
 		{name: "every problem at once", edit: func(c *clock.Config) { c.Poll, c.Batch, c.Workers = 0, 0, -1 },

@@ -84,6 +84,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
 	}
+	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
+		errs = append(errs, err)
+	}
 	if c.PresenceGrace < 0 {
 		errs = append(errs, fmt.Errorf("--presence-grace must not be negative"))
 	}

@@ -138,3 +138,17 @@ func TestInternalCallsNeedAServiceCredential(t *testing.T) {
 		t.Fatalf("Probe as a service: %v", err)
 	}
 }
+
+// TestKeyPrefixWithABraceIsRefused: every key of a game shares the hash
+// tag {g:<id>}, which a brace in the prefix would take the place of.
+func TestKeyPrefixWithABraceIsRefused(t *testing.T) {
+	t.Parallel()
+	cfg := game.DefaultConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	cfg.KeyPrefix = "{prod}:"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--key-prefix") {
+		t.Fatalf("Validate() = %v, want an error naming --key-prefix", err)
+	}
+}

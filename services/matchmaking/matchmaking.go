@@ -135,6 +135,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
 	}
+	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
+		errs = append(errs, err)
+	}
 	if c.MaxPools < 1 {
 		errs = append(errs, errors.New("--max-pools must be at least 1"))
 	}

@@ -420,3 +420,15 @@ func TestPoolsAreBounded(t *testing.T) {
 		t.Fatalf("a ticket in a served queue: %v, want matched", r.GetState())
 	}
 }
+
+func TestKeyPrefixWithABraceIsRefused(t *testing.T) {
+	t.Parallel()
+	cfg := matchmaking.DefaultConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	cfg.KeyPrefix = "mm{x}:"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--key-prefix") {
+		t.Fatalf("Validate() = %v, want an error naming --key-prefix", err)
+	}
+}
