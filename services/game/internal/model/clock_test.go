@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -215,5 +216,59 @@ func TestLateFormationGetsTheDefault(t *testing.T) {
 	st := must(t, "in time")(ChooseFormation(ch.State, rules.Second, rules.SangMaSangMa, now.Add(time.Minute)))
 	if st.Formations[rules.Second] != rules.SangMaSangMa {
 		t.Fatalf("a choice in time gave %v", st.Formations[rules.Second])
+	}
+}
+
+// TestCommandsAfterTheFirstMoveDeadlineAbortTheGame: an absent first mover
+// aborts the game, whatever command comes after the deadline and before
+// the sweeper: a resignation or a draw must not make it a rated result.
+func TestCommandsAfterTheFirstMoveDeadlineAbortTheGame(t *testing.T) {
+	red, black := rules.First, rules.Second
+	now := time.UnixMilli(1_700_000_000_000)
+	ctl := clock.Default()
+	ch, err := Create(CreateParams{ID: "g", Variant: rules.Xiangqi, Control: &ctl, Lag: serviceLag, FirstMoveTime: 30 * time.Second, Rated: true,
+		Seats: [2]Seat{{PlayerID: "p"}, {PlayerID: "q"}}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ch.State
+	late := now.Add(31 * time.Second)
+	offered := must(t, "offer")(OfferDraw(st, black, now.Add(time.Second)))
+	for _, c := range []struct {
+		what string
+		run  func() (Change, error)
+	}{
+		{"Black's resignation", func() (Change, error) { return Resign(st, black, late) }},
+		{"Red's resignation", func() (Change, error) { return Resign(st, red, late) }},
+		{"Black's draw offer", func() (Change, error) { return OfferDraw(st, black, late) }},
+		{"Red accepting a draw", func() (Change, error) { return AnswerDraw(offered, red, true, late) }},
+		{"Red's move", func() (Change, error) { return Move(st, red, "h3e3", 0, late) }},
+	} {
+		ch, err := c.run()
+		if err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		if apierr.CodeOf(ch.Reply) != apierr.Precondition || ch.State == nil || ch.State.Status != StatusAborted ||
+			ch.State.Result.Method != MethodAborted || ch.State.Result.Winner != rules.NoWinner || *ch.State.Result.Side != red {
+			var result *Result
+			if ch.State != nil {
+				result = ch.State.Result
+			}
+			t.Fatalf("%s after the first-move deadline: reply %v, result %+v; want it refused and the game aborted for Red's absence", c.what, ch.Reply, result)
+		}
+		if ch.State.WakeMs != 0 {
+			t.Fatalf("%s: an aborted game wakes at %d", c.what, ch.State.WakeMs)
+		}
+	}
+}
+
+// TestTheAIsSeatCannotUndo: refused as the rule it breaks
+// (FailedPrecondition, as the API says of undo), not as a credential that
+// is not the seat's own.
+func TestTheAIsSeatCannotUndo(t *testing.T) {
+	st, now := clocked(t)
+	_, err := Undo(st, rules.Second, now)
+	if apierr.CodeOf(err) != apierr.Precondition || !strings.Contains(err.Error(), "AI's seat") {
+		t.Fatalf("undo by the AI's seat = %v, want FailedPrecondition naming the AI's seat", err)
 	}
 }

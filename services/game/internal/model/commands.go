@@ -200,13 +200,19 @@ func checkPlaying(st *State, side rules.Side, action string) error {
 	return nil
 }
 
-// flagFirst ends the game on time when the running side's time ran out
-// before now, and refuses the command: the flag came first, so the game
-// had ended. Moves find the flag in the clock itself (playOn); every
-// other command of a running game checks here, so that a draw, a
-// resignation or an undo cannot come after a flag the sweeper has not
-// seen yet, nor leave the game with no wake-up.
+// flagFirst ends the game when a deadline of its clock passed before now
+// (the first-move deadline aborts it, a flag ends it on time), and refuses
+// the command: the deadline came first, so the game had ended. Moves find
+// these in playOn; every other command of a running game checks here, so
+// that a draw, a resignation or an undo cannot come after a deadline the
+// sweeper has not seen yet, nor leave the game with no wake-up.
 func flagFirst(st *State, action string, now time.Time) (Change, bool) {
+	if d := firstMoveDeadline(st); d != 0 && ms(now) > d {
+		n := clone(st)
+		evs := []*gamev1.Event{abort(n, n.Turn(), now)}
+		return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition,
+			"cannot %s: the game was aborted, with no first move within %v", action, time.Duration(n.FirstMoveTimeMs)*time.Millisecond)}, true
+	}
 	if st.Status != StatusOngoing || st.Clock == nil || !st.Clock.Flag(now) {
 		return Change{}, false
 	}
@@ -392,9 +398,11 @@ func finish(st *State, r Result, now time.Time) *gamev1.Event {
 }
 
 func points(st *State) [2]float64 {
-	if st.Variant != rules.Janggi || st.StartFEN == "" {
+	if st.Variant != rules.Janggi {
 		return [2]float64{}
 	}
+	// While formations are being chosen this is the default start: every
+	// formation has the same pieces, so the same points.
 	g, err := st.Game()
 	if err != nil {
 		return [2]float64{}
@@ -479,6 +487,9 @@ func OfferDraw(st *State, side rules.Side, now time.Time) (Change, error) {
 
 // AnswerDraw accepts or declines the opponent's offer.
 func AnswerDraw(st *State, side rules.Side, accept bool, now time.Time) (Change, error) {
+	if st.Variant != rules.Xiangqi {
+		return Change{}, apierr.New(apierr.Precondition, "draw offers are a Xiangqi rule; a Janggi game is decided by points")
+	}
 	if err := checkOpen(st, "answer a draw offer"); err != nil {
 		return Change{}, err
 	}
@@ -503,7 +514,7 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 		return Change{}, apierr.New(apierr.Precondition, "undo is only allowed in games against the AI")
 	}
 	if st.Seats[side].AILevel > 0 {
-		return Change{}, apierr.New(apierr.PermissionDenied, "the AI's seat cannot ask for an undo")
+		return Change{}, apierr.New(apierr.Precondition, "the AI's seat cannot ask for an undo; only its human opponent can")
 	}
 	if err := checkOpen(st, "undo"); err != nil {
 		return Change{}, err

@@ -2,9 +2,11 @@ package model
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/rules"
 )
 
@@ -61,5 +63,37 @@ func TestStatesKeepTheirMoves(t *testing.T) {
 	}
 	if got := movesOf(s3); !slices.Equal(got, []string{"h3e3", "h8e8", "b1c3"}) {
 		t.Fatalf("an older state changed: %v", got)
+	}
+}
+
+// TestJanggiResignedDuringSetupHasItsPoints: a Janggi result always
+// carries the points (72 and 73.5 at the start); formations still being
+// chosen change no piece's value.
+func TestJanggiResignedDuringSetupHasItsPoints(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ch, err := Create(CreateParams{ID: "j", Variant: rules.Janggi, SetupTime: time.Minute}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err = Resign(ch.State, rules.First, now.Add(time.Second))
+	if err != nil || ch.Reply != nil {
+		t.Fatalf("resign during setup: %v %v", err, ch.Reply)
+	}
+	if got, want := ch.State.Result.Points, [2]float64{72, 73.5}; got != want {
+		t.Fatalf("points %v, want %v", got, want)
+	}
+}
+
+// TestDrawsAreAXiangqiRule: answering a draw in Janggi is refused as
+// offering one is, naming the rule.
+func TestDrawsAreAXiangqiRule(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ch, err := Create(CreateParams{ID: "j", Variant: rules.Janggi, SetupTime: time.Minute}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = AnswerDraw(ch.State, rules.First, true, now)
+	if apierr.CodeOf(err) != apierr.Precondition || !strings.Contains(err.Error(), "Xiangqi rule") {
+		t.Fatalf("AnswerDraw in Janggi = %v, want FailedPrecondition naming the Xiangqi rule", err)
 	}
 }
