@@ -79,6 +79,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 			return err
 		}, wantCode: codes.FailedPrecondition},
 		{name: "stale version", game: x, call: mv(x, black, "h10g8", 1), wantCode: codes.Aborted, wantMsg: "version 3"},
+		{name: "version ahead of the game", game: x, call: mv(x, black, "h10g8", 9), wantCode: codes.Aborted, wantMsg: "expected_version 9 is ahead of the game, which is at version 3"},
+		{name: "answer a draw in janggi", game: jCheck, call: func() error {
+			_, err := env.Client.AnswerDraw(jCheck.as(red), &gamev1.AnswerDrawRequest{GameId: jCheck.id, RequestId: rid()})
+			return err
+		}, wantCode: codes.FailedPrecondition, wantMsg: "Xiangqi rule"},
 		{name: "no credential", game: x, call: func() error {
 			_, err := env.Client.MakeMove(context.Background(), &gamev1.MakeMoveRequest{GameId: x.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h10g8"}})
 			return err

@@ -84,6 +84,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
 	}
+	if c.SetupTime > 0 && (c.SetupTime < handler.MinSetupTime || c.SetupTime > handler.MaxSetupTime) {
+		errs = append(errs, fmt.Errorf("--setup-time %v: want %v..%v", c.SetupTime, handler.MinSetupTime, handler.MaxSetupTime))
+	}
+	if c.FirstMoveTime > 0 && (c.FirstMoveTime < handler.MinFirstMoveTime || c.FirstMoveTime > handler.MaxFirstMoveTime) {
+		errs = append(errs, fmt.Errorf("--first-move-time %v: want %v..%v", c.FirstMoveTime, handler.MinFirstMoveTime, handler.MaxFirstMoveTime))
+	}
 	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
 		errs = append(errs, err)
 	}

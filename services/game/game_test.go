@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -342,5 +343,39 @@ func TestBearerSchemeIgnoresCase(t *testing.T) {
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "bearer "+tb.seats[commonv1.Side_SIDE_FIRST])
 	if _, err := env.Client.MakeMove(ctx, &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
 		t.Fatalf("a move with \"bearer\": %v", err)
+	}
+}
+
+// TestRetryAfterADeadlineGetsItsFirstAnswer: a request answered before
+// the player's time ran out, sent again after it, is a retry like any
+// other: it gets the first answer and changes nothing, even from the
+// process that committed it (whose copy of the game the retry could
+// otherwise run on).
+func TestRetryAfterADeadlineGetsItsFirstAnswer(t *testing.T) {
+	env := gametest.Start(t, nil)
+	fischer1s := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(time.Second)}}}
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer1s})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8")
+	offer := &gamev1.OfferDrawRequest{GameId: tb.id, RequestId: rid()}
+	first, err := env.Client.OfferDraw(tb.as(commonv1.Side_SIDE_FIRST), offer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.AnswerDraw(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.AnswerDrawRequest{GameId: tb.id, RequestId: rid()}); err != nil {
+		t.Fatal(err)
+	}
+	before := redisState(t, env, tb.id)
+	// Red's second and the lag grace run out.
+	time.Sleep(2500 * time.Millisecond)
+	again, err := env.Client.OfferDraw(tb.as(commonv1.Side_SIDE_FIRST), offer)
+	if err != nil {
+		t.Fatalf("retry after Red's flag: %v; want the first answer", err)
+	}
+	if !proto.Equal(first, again) {
+		t.Fatal("the retry answered differently")
+	}
+	if after := redisState(t, env, tb.id); after != before {
+		t.Fatal("the retry changed the game in Redis")
 	}
 }

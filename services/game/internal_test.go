@@ -152,3 +152,25 @@ func TestKeyPrefixWithABraceIsRefused(t *testing.T) {
 		t.Fatalf("Validate() = %v, want an error naming --key-prefix", err)
 	}
 }
+
+// TestDefaultTimesOutOfRangeAreRefused: a default setup or first-move time
+// that CreateGame would refuse stops the service at start, instead of
+// failing every game with a complaint about fields the client never sent.
+func TestDefaultTimesOutOfRangeAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		flag string
+		edit func(*game.Config)
+	}{
+		{"--setup-time", func(c *game.Config) { c.SetupTime = 500 * time.Millisecond }},
+		{"--setup-time", func(c *game.Config) { c.SetupTime = 2 * time.Hour }},
+		{"--first-move-time", func(c *game.Config) { c.FirstMoveTime = 500 * time.Millisecond }},
+		{"--first-move-time", func(c *game.Config) { c.FirstMoveTime = 25 * time.Hour }},
+	} {
+		cfg := game.DefaultConfig()
+		c.edit(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.flag) {
+			t.Errorf("Validate() with %s %v, %v = %v, want an error naming %s", c.flag, cfg.SetupTime, cfg.FirstMoveTime, err, c.flag)
+		}
+	}
+}

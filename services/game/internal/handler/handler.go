@@ -45,6 +45,12 @@ const (
 	MaxPlayerIDBytes  = 128
 	MaxFENBytes       = 256
 	MaxMoveBytes      = 8
+	// The ranges of a game's setup and first-move times, whether a
+	// request sets them or the service's defaults do.
+	MinSetupTime     = time.Second
+	MaxSetupTime     = time.Hour
+	MinFirstMoveTime = time.Second
+	MaxFirstMoveTime = 24 * time.Hour
 	// commitAttempts bounds retries after losing a compare-and-set to
 	// another writer of the same game.
 	commitAttempts = 16
@@ -302,7 +308,10 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 	// slow path, which also answers retries of finished requests.
 	if cached := h.cache.get(c.id); cached != nil && (c.expected == 0 || c.expected == cached.Version) {
 		now := h.now()
-		if ch, err := c.run(cached, now); err == nil {
+		// A refusal that changes the game (a deadline passed) takes the
+		// slow path too: it may be the retry of a request answered before
+		// the deadline, whose first answer only the slow path looks up.
+		if ch, err := c.run(cached, now); err == nil && ch.Reply == nil {
 			resp, err := h.commit(ctx, cached, ch, c, now)
 			if !errors.Is(err, errConflict) {
 				return resp, err
@@ -331,7 +340,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			return c.remembered(l.Previous)
 		}
 		if c.expected != 0 && c.expected != l.State.Version {
-			return nil, staleVersion(l.State.Version)
+			return nil, staleVersion(c.expected, l.State.Version)
 		}
 		ch, err := c.run(l.State, l.Now)
 		if err != nil {
@@ -342,7 +351,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			h.metrics.conflicts.Add(ctx, 1)
 			var lost conflict
 			if c.expected != 0 && errors.As(err, &lost) {
-				return nil, staleVersion(lost.current)
+				return nil, staleVersion(c.expected, lost.current)
 			}
 			continue
 		}
@@ -459,8 +468,11 @@ func (h *Handler) learnRedisTime(redisNow time.Time) {
 	h.offsetNs.Store(int64(redisNow.Sub(time.Now())))
 }
 
-func staleVersion(current uint64) error {
-	return apierr.New(apierr.Conflict, "stale version: the game is at version %d; read it and retry", current)
+func staleVersion(expected, current uint64) error {
+	if expected > current {
+		return apierr.New(apierr.Conflict, "expected_version %d is ahead of the game, which is at version %d; read it and retry", expected, current)
+	}
+	return apierr.New(apierr.Conflict, "stale version: expected_version %d, but the game is at version %d; read it and retry", expected, current)
 }
 
 // commit stores ch over prev. The new deadline is indexed before the
@@ -720,11 +732,11 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 	}
 	p.SetupTime = durationOr(req.GetSetupTime().AsDuration(), h.cfg.SetupTime)
 	p.FirstMoveTime = durationOr(req.GetFirstMoveTime().AsDuration(), h.cfg.FirstMoveTime)
-	if p.SetupTime < time.Second || p.SetupTime > time.Hour {
-		errs = append(errs, apierr.New(apierr.Invalid, "setup_time: %v is out of range 1s..1h", p.SetupTime))
+	if p.SetupTime < MinSetupTime || p.SetupTime > MaxSetupTime {
+		errs = append(errs, apierr.New(apierr.Invalid, "setup_time: %v is out of range %v..%v", p.SetupTime, MinSetupTime, MaxSetupTime))
 	}
-	if p.FirstMoveTime < time.Second || p.FirstMoveTime > 24*time.Hour {
-		errs = append(errs, apierr.New(apierr.Invalid, "first_move_time: %v is out of range 1s..24h", p.FirstMoveTime))
+	if p.FirstMoveTime < MinFirstMoveTime || p.FirstMoveTime > MaxFirstMoveTime {
+		errs = append(errs, apierr.New(apierr.Invalid, "first_move_time: %v is out of range %v..%v", p.FirstMoveTime, MinFirstMoveTime, MaxFirstMoveTime))
 	}
 	if len(errs) > 0 {
 		return p, apierr.New(apierr.Invalid, "%s", joinMessages(errs))
