@@ -485,11 +485,22 @@ func (s *Store) Keys(id string) []string {
 	return []string{s.stateKey(id), s.eventsKey(id), s.movesKey(id)}
 }
 
+// probeTTL is how long a probe counter outlives its first probe.
+const probeTTL = time.Hour
+
 // Probe increments a counter (the load test's floor: one write).
 func (s *Store) Probe(ctx context.Context, key string) (uint64, error) {
-	n, err := s.writes.Incr(ctx, s.cfg.Prefix+"probe:{"+key+"}").Result()
+	k := s.cfg.Prefix + "probe:{" + key + "}"
+	n, err := s.writes.Incr(ctx, k).Result()
 	if err != nil {
 		return 0, fmt.Errorf("probe %s: %w", key, err)
+	}
+	if n == 1 {
+		// Only a counter's first write sets its lifetime, so that every
+		// other probe stays one write; each load test uses a key of its own.
+		if err := s.rdb.PExpire(ctx, k, probeTTL).Err(); err != nil {
+			return 0, fmt.Errorf("probe %s: %w", key, err)
+		}
 	}
 	return uint64(n), nil
 }
