@@ -16,6 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
@@ -658,5 +663,153 @@ func TestPresenceIsRightAfterChurn(t *testing.T) {
 			t.Fatalf("presence %v held by %v, want the first seat held by one process", conn, hold)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestStreamOfAnExpiredGameEnds: a game nobody plays expires (--live-ttl)
+// even while a stream of it is open; the stream then ends with NotFound,
+// as a new one would, instead of sending heartbeats of a game that is gone.
+func TestStreamOfAnExpiredGameEnds(t *testing.T) {
+	const liveTTL = 640 * time.Millisecond
+	env := gametest.Start(t, func(c *game.Config) { c.LiveTTL = liveTTL })
+	tb := xiangqi(t, env)
+	g := tb.get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: g.GetVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := st.Recv()
+		if status.Code(err) == codes.NotFound {
+			break
+		}
+		if err != nil {
+			t.Fatalf("stream of an expired game: %v, want NotFound", err)
+		}
+		if m.GetHeartbeat() == nil {
+			t.Fatalf("unexpected message %v", m)
+		}
+	}
+	if n := env.Redis.Exists(context.Background(), env.Config.KeyPrefix+"{g:"+tb.id+"}").Val(); n != 0 {
+		t.Fatal("the stream ended while its game still exists")
+	}
+}
+
+// TestStreamOfAGameFinishedElsewhereAndGone: a process whose last copy of
+// a game is from before another process finished it does not take the
+// game for kept: a finished game lives --retention, which can be shorter
+// than --live-ttl. A stream asked for after that is NotFound at once.
+func TestStreamOfAGameFinishedElsewhereAndGone(t *testing.T) {
+	edit := func(c *game.Config) { c.Retention, c.SigningKeys, c.Heartbeat = time.Second, keyOne, time.Minute }
+	a := gametest.Start(t, edit)
+	b := gametest.Start(t, func(c *game.Config) { edit(c); c.KeyPrefix = a.Config.KeyPrefix })
+	tb := create(t, a, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
+	onB := &table{env: b, id: tb.id, seats: tb.seats}
+	onB.move(t, "h3e3")
+	if _, err := b.Client.Resign(onB.as(commonv1.Side_SIDE_SECOND), &gamev1.ResignRequest{GameId: tb.id, RequestId: rid()}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Redis.Exists(context.Background(), a.Config.KeyPrefix+"{g:"+tb.id+"}").Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the finished game outlived its retention")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := a.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("stream of a game gone after its retention: %v, want NotFound", err)
+	}
+}
+
+// TestReconnectingDoesNotKeepAGameAlive: each stream of a seat opening
+// and closing is a commit (the opponent sees it), but no play: an
+// abandoned game expires (--live-ttl after its last move) however often a
+// client reconnects to it.
+func TestReconnectingDoesNotKeepAGameAlive(t *testing.T) {
+	const liveTTL = 1280 * time.Millisecond
+	env := gametest.Start(t, func(c *game.Config) { c.LiveTTL, c.PresenceGrace = liveTTL, 0 })
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	moved := time.Now()
+	for reconnects := 0; ; reconnects++ {
+		if time.Since(moved) > 4*liveTTL {
+			t.Fatalf("the game is still there %v after its last move, %d reconnections later", time.Since(moved), reconnects)
+		}
+		ctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_SECOND), 5*time.Second)
+		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: 3})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		cancel()
+		if status.Code(err) == codes.NotFound {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestHeartbeatFindsACommitWhoseNotificationWasLost: a stream that hears
+// nothing for an interval looks at the game's version before it sends a
+// heartbeat, so an event whose notification never came (here: written
+// straight to Redis, with none) is still delivered.
+func TestHeartbeatFindsACommitWhoseNotificationWasLost(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Recv(); err != nil || m.GetHeartbeat() == nil {
+		t.Fatalf("first message %v (%v), want a heartbeat", m, err)
+	}
+	// The move's event again, as version 4, with no notification.
+	key := env.Config.KeyPrefix + "{g:" + tb.id + "}"
+	last, err := env.Redis.XRevRangeN(ctx, key+":e", "+", "-", 1).Result()
+	if err != nil || len(last) != 1 {
+		t.Fatalf("last event: %v %v", last, err)
+	}
+	var e gamev1.Event
+	if err := proto.Unmarshal([]byte(last[0].Values["e"].(string)), &e); err != nil {
+		t.Fatal(err)
+	}
+	e.Version = 4
+	raw, err := proto.Marshal(&e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Redis.XAdd(ctx, &redis.XAddArgs{Stream: key + ":e", ID: "4-1", Values: []any{"e", raw}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Redis.HSet(ctx, key, "v", 4).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("waiting for version 4: %v", err)
+		}
+		if ev := m.GetEvent(); ev != nil {
+			if ev.GetVersion() != 4 {
+				t.Fatalf("event at version %d, want 4", ev.GetVersion())
+			}
+			return
+		}
+		if v := m.GetHeartbeat().GetVersion(); v != 3 {
+			t.Fatalf("heartbeat at version %d before version 4 was sent", v)
+		}
 	}
 }

@@ -84,6 +84,11 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 	switch {
 	case errors.Is(err, errOvertaken):
 		return
+	case apierr.CodeOf(err) == apierr.NotFound:
+		// The game expired: there is nothing to record, now or ever, and
+		// nothing to hold.
+		h.unlist(ctx, id, side)
+		return
 	case err != nil && !errors.Is(err, errNothingToRecord):
 		h.log.WarnContext(ctx, "presence", "game", id, "err", err)
 		h.retryLater(k, delta)

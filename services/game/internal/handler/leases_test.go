@@ -116,3 +116,38 @@ func TestLateClosingOfAReopenedSeatChangesNothing(t *testing.T) {
 		t.Fatal("the seat is still held after its last stream closed")
 	}
 }
+
+// TestClosingASeatOfAnExpiredGameForgetsIt: a game can expire while a
+// stream of it is open. Its closing then has nothing to record: the seat
+// is taken off this process's list at once, not retried for the life of
+// the process.
+func TestClosingASeatOfAnExpiredGameForgetsIt(t *testing.T) {
+	ctx := t.Context()
+	h := newRedisHandler(t)
+	id, _, _ := newXiangqi(t, h)
+	listed := func() bool {
+		t.Helper()
+		ids, err := h.store.Held(ctx, h.proc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(ids, id)
+	}
+	h.presence.opened(ctx, id, rules.First)
+	if !listed() {
+		t.Fatal("an opened seat stream is not listed")
+	}
+	if err := redistest.Client(t).Del(ctx, h.store.Keys(id)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.presence.closed(ctx, id, rules.First)
+	h.presence.flush(ctx)
+	if listed() {
+		t.Fatal("the seat of an expired game is still listed after its stream closed")
+	}
+	h.retryMu.Lock()
+	defer h.retryMu.Unlock()
+	if len(h.retry) != 0 {
+		t.Fatalf("the closing is kept to be retried: %v", h.retry)
+	}
+}

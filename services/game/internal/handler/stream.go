@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/services/game/internal/hub"
 	"github.com/palacehq/palace/services/game/internal/model"
+	"github.com/palacehq/palace/services/game/internal/store"
 )
 
 // StreamEvents sends a snapshot when asked, then every event after the
@@ -136,7 +138,24 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		case <-sub.C:
 			read = true
 		case <-beat.C:
-			hb := &gamev1.Heartbeat{ServerTime: timestamppb.Now(), Version: next - 1}
+			// A whole interval of silence: look at the game itself, which
+			// may have expired (the stream then ends, as a new one would
+			// not start) or moved on without a word reaching this stream.
+			// Redis out of reach is no reason to drop the client, nor to
+			// keep it waiting for its heartbeat: the stream lives on, as
+			// it does between notifications, and catches up once its
+			// subscription is back.
+			vctx, cancel := context.WithTimeout(ctx, h.cfg.Heartbeat/2)
+			v, err := h.store.Version(vctx, l.State.ID)
+			cancel()
+			if errors.Is(err, store.ErrNotFound) {
+				return h.fail(ctx, apierr.New(apierr.NotFound, "game %s not found: it expired", l.State.ID))
+			}
+			if err == nil && v >= next {
+				read = true
+				continue
+			}
+			hb := &gamev1.Heartbeat{ServerTime: timestamppb.New(h.now()), Version: next - 1}
 			if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Heartbeat{Heartbeat: hb}}); err != nil {
 				return err
 			}

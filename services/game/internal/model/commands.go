@@ -26,6 +26,9 @@ type Change struct {
 	State  *State
 	Events []*gamev1.Event
 	Reply  error
+	// Presence marks a change of who is connected, which is nobody's
+	// play: it does not keep an abandoned game alive (see store.Commit).
+	Presence bool
 }
 
 // CreateParams describe a new game.
@@ -629,7 +632,7 @@ func Hold(st *State, side rules.Side, proc string) (Change, bool) {
 	n := clone(st)
 	n.Holders[side] = append(slices.Clip(st.Holders[side]), proc)
 	n.Connections[side]++
-	return Change{State: n, Events: []*gamev1.Event{connection(n, side)}}, true
+	return Change{State: n, Events: []*gamev1.Event{connection(n, side)}, Presence: true}, true
 }
 
 // LetGo records that process proc holds no stream of side any more. A
@@ -644,7 +647,7 @@ func LetGo(st *State, side rules.Side, proc string) (Change, bool) {
 		n.Holders[side] = slices.Delete(slices.Clone(st.Holders[side]), i, i+1)
 	}
 	n.Connections[side]--
-	return Change{State: n, Events: []*gamev1.Event{connection(n, side)}}, true
+	return Change{State: n, Events: []*gamev1.Event{connection(n, side)}, Presence: true}, true
 }
 
 // Release lets go of every seat process proc holds: the process is gone,
@@ -661,6 +664,7 @@ func Release(st *State, proc string) (Change, bool) {
 		}
 		ch.State, st = next.State, next.State
 		ch.Events = append(ch.Events, next.Events...)
+		ch.Presence = true
 	}
 	return ch, ch.State != nil
 }

@@ -288,6 +288,9 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	switch slack := s.cfg.LiveTTL / 64; {
 	case ch.State.Status.Finished():
 		expiry = s.cfg.Retention
+	case ch.Presence:
+		// Streams opening and closing are no play: a game nobody moves in
+		// expires even while a client keeps reconnecting to it.
 	case now.Sub(time.UnixMilli(ch.State.ExpiryExtendedMs)) >= slack:
 		expiry = s.cfg.LiveTTL + slack
 		ch.State.ExpiryExtendedMs = now.UnixMilli()
@@ -466,9 +469,36 @@ func (s *Store) confirmedEvents(ctx context.Context, id, from string, count int6
 
 // Kept reports whether st, as this process committed it, is certainly
 // still stored at now: its keys live at least LiveTTL past the last
-// extension of their expiry.
+// extension of their expiry, unless another process finished the game
+// since, which leaves them Retention.
 func (s *Store) Kept(st *model.State, now time.Time) bool {
-	return st.ExpiryExtendedMs != 0 && now.Before(time.UnixMilli(st.ExpiryExtendedMs).Add(s.cfg.LiveTTL))
+	return st.ExpiryExtendedMs != 0 && now.Before(time.UnixMilli(st.ExpiryExtendedMs).Add(min(s.cfg.LiveTTL, s.cfg.Retention)))
+}
+
+// Version reads a game's version alone, or ErrNotFound: the version its
+// events may be read up to (Events), so while replicas have yet to confirm
+// a commit, the version before it.
+func (s *Store) Version(ctx context.Context, id string) (uint64, error) {
+	got, err := s.rdb.HMGet(ctx, s.stateKey(id), "v", "c").Result()
+	if err != nil {
+		return 0, fmt.Errorf("version of game %s: %w", id, err)
+	}
+	field := got[0]
+	if field == nil {
+		return 0, ErrNotFound
+	}
+	if s.Waits() {
+		field = got[1]
+	}
+	str, _ := field.(string)
+	if str == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(str, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("version of game %s: %w", id, err)
+	}
+	return v, nil
 }
 
 // Exists reports whether a game exists.

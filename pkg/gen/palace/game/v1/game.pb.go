@@ -1347,7 +1347,9 @@ func (x *GetGameResponse) GetGame() *Game {
 type StreamEventsRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
-	// Send every event with a greater version; 0 sends all.
+	// Send every event with a greater version; 0 sends all. With snapshot,
+	// the events follow the snapshot's version instead; after_version must
+	// still not be ahead of the game (OUT_OF_RANGE).
 	AfterVersion uint64 `protobuf:"varint,2,opt,name=after_version,json=afterVersion,proto3" json:"after_version,omitempty"`
 	// Send the game's state first.
 	Snapshot      bool `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
@@ -1498,7 +1500,8 @@ type StreamEventsResponse_Event struct {
 type StreamEventsResponse_Heartbeat struct {
 	// Sent after each heartbeat interval (the game service's --heartbeat,
 	// 15 s by default) without another message: a client that hears
-	// nothing for much longer than that has lost its connection.
+	// nothing for much longer than that has lost its connection. A game
+	// that expired meanwhile ends the stream with NOT_FOUND instead.
 	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
