@@ -379,3 +379,48 @@ func TestRetryAfterADeadlineGetsItsFirstAnswer(t *testing.T) {
 		t.Fatal("the retry changed the game in Redis")
 	}
 }
+
+// TestRetriedCreateGameWritesNothingAgain: a retried CreateGame gets the
+// game it made, and queues no second AI job nor a second deadline.
+func TestRetriedCreateGameWritesNothingAgain(t *testing.T) {
+	env := gametest.Start(t, nil)
+	ctx := context.Background()
+	// Everything under the prefix but the game's own keys: the AI job
+	// queue and the deadline index.
+	sideWrites := func() int64 {
+		t.Helper()
+		var n int64
+		keys, err := env.Redis.Keys(ctx, env.Config.KeyPrefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			switch env.Redis.Type(ctx, k).Val() {
+			case "zset":
+				n += env.Redis.ZCard(ctx, k).Val()
+			case "stream":
+				if !strings.Contains(k, "{g:") {
+					n += env.Redis.XLen(ctx, k).Val()
+				}
+			}
+		}
+		return n
+	}
+	for _, req := range []*gamev1.CreateGameRequest{
+		{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(3)},
+		{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_JANGGI, Seats: seats()},
+	} {
+		first, err := env.Client.CreateGame(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written := sideWrites()
+		again, err := env.Client.CreateGame(ctx, req)
+		if err != nil || !proto.Equal(first, again) {
+			t.Fatalf("retried CreateGame %v: %v, same answer %v", req.GetKind(), err, proto.Equal(first, again))
+		}
+		if n := sideWrites(); n != written {
+			t.Fatalf("retried CreateGame %v: %d AI jobs and deadlines, %d before the retry", req.GetKind(), n, written)
+		}
+	}
+}

@@ -643,14 +643,6 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	now, err := h.store.Now(ctx)
-	if err != nil {
-		return nil, h.fail(ctx, err)
-	}
-	ch, err := model.Create(p, now)
-	if err != nil {
-		return nil, h.fail(ctx, err)
-	}
 	c := command{
 		id: p.ID, requestID: req.GetRequestId(), label: "creating the game",
 		respond: func(ch model.Change, now time.Time) proto.Message {
@@ -671,6 +663,29 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 			return resp
 		},
 		decode: decodeInto(&gamev1.CreateGameResponse{}),
+	}
+	// A retry is answered from the game it made, before anything is
+	// written: its AI job or setup deadline must not be queued again.
+	l, err := h.load(ctx, p.ID, c.requestID)
+	switch {
+	case err == nil && l.Previous != nil:
+		if err := h.confirm(ctx, p.ID); err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		resp, err := c.remembered(l.Previous)
+		if err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		return resp.(*gamev1.CreateGameResponse), nil
+	case err == nil:
+		return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "game %s already exists", p.ID))
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, h.fail(ctx, err)
+	}
+	now := l.Now
+	ch, err := model.Create(p, now)
+	if err != nil {
+		return nil, h.fail(ctx, err)
 	}
 	resp, err := h.commit(ctx, nil, ch, c, now)
 	if err != nil {
