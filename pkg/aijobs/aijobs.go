@@ -5,7 +5,9 @@
 // timeout; the game service's request ids make the retried job commit at
 // most one move. A job that cannot be read, or (with a MaxAttempts) that
 // no worker finished in MaxAttempts deliveries, is moved to a dead-letter
-// stream instead of circling for ever.
+// stream instead of circling for ever. Jobs older than MaxAge, whose
+// credentials have expired, are trimmed as new ones come; workers leave
+// the group when they stop, and Prune forgets those that never did.
 package aijobs
 
 import (
@@ -14,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -73,6 +76,11 @@ type Queue struct {
 	// jobs of an outage longer than MaxAttempts claim timeouts, whose
 	// games then wait on the AI for good: hence none by default.
 	MaxAttempts int64
+	// MaxAge is how long a job can be acted on: the lifetime of its
+	// credential, after which a worker drops it. Enqueue trims the jobs
+	// older than that (0, New's: none), so that the stream stays bounded
+	// when no worker takes its jobs, or none is deployed.
+	MaxAge time.Duration
 	// Replication makes Enqueue wait for replicas, so that a failover of
 	// the queue's master cannot strand a game on the AI's turn.
 	Replication redisx.Replication
@@ -115,13 +123,37 @@ func (q *Queue) Enqueue(ctx context.Context, j Job) error {
 	if err != nil {
 		return fmt.Errorf("encode ai job: %w", err)
 	}
+	args := &redis.XAddArgs{Stream: q.key, Values: []any{"j", b}}
+	if min := q.voidBefore(j); min != "" {
+		// Approximate: Redis drops only whole nodes of the stream, which
+		// is cheap; a few void jobs may stay until the next trim.
+		args.MinID, args.Approx = min, true
+	}
 	err = q.Replication.Write(ctx, q.rdb, q.key, func(c redis.Cmdable) error {
-		return c.XAdd(ctx, &redis.XAddArgs{Stream: q.key, Values: []any{"j", b}}).Err()
+		return c.XAdd(ctx, args).Err()
 	})
 	if err != nil {
 		return fmt.Errorf("enqueue ai job for %s: %w", j.GameID, err)
 	}
 	return nil
+}
+
+// voidBefore is the stream id before which jobs are void once j is
+// queued ("" with no MaxAge). Stream ids are Redis' times in ms, and j's
+// EnqueuedMs is on the clock its credential's expiry was set by.
+func (q *Queue) voidBefore(j Job) string {
+	if q.MaxAge <= 0 {
+		return ""
+	}
+	now := j.EnqueuedMs
+	if now == 0 {
+		now = time.Now().UnixMilli()
+	}
+	ms := now - q.MaxAge.Milliseconds()
+	if ms <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(ms, 10)
 }
 
 // Next returns the next job for consumer: first one abandoned by another
@@ -150,6 +182,8 @@ const claimCalls = 16
 func (q *Queue) claim(ctx context.Context, consumer string) (d *Delivery, scanned bool, err error) {
 	for range claimCalls {
 		start := q.scanFrom()
+		// Pending jobs trimmed from the stream (MaxAge) are not returned:
+		// Redis 7 drops their pending entries, and the scan goes on.
 		msgs, next, err := q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
 			Stream: q.key, Group: q.group, Consumer: consumer, MinIdle: q.ClaimAfter, Start: start, Count: 1,
 		}).Result()
@@ -283,6 +317,54 @@ func (q *Queue) Done(ctx context.Context, d *Delivery) error {
 		return fmt.Errorf("ack ai job %s: %w", d.ID, err)
 	}
 	return nil
+}
+
+// leaveScript deletes consumer ARGV[2] of group ARGV[1] of stream KEYS[1]
+// unless it holds a job, and returns 1 if it is gone. Check and delete are
+// one step: DELCONSUMER drops the pending entries of the jobs a consumer
+// holds, and a job no longer pending is never claimed by another worker.
+var leaveScript = redis.NewScript(`
+if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then
+  return 0
+end
+redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+return 1`)
+
+// pruneScript deletes the consumers of group ARGV[1] of stream KEYS[1]
+// idle for ARGV[2] ms or more that hold no job, and returns how many.
+var pruneScript = redis.NewScript(`
+local n = 0
+for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local f = {}
+  for i = 1, #c, 2 do f[c[i]] = c[i + 1] end
+  if f['pending'] == 0 and f['idle'] >= tonumber(ARGV[2]) then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], f['name'])
+    n = n + 1
+  end
+end
+return n`)
+
+// Leave deletes consumer from the group unless it holds a job, and says
+// whether it is gone. Every worker that ever ran stays listed in the group
+// until it is deleted; one that stops holding a job must stay, so that
+// the job's pending entry is kept for another worker to claim.
+func (q *Queue) Leave(ctx context.Context, consumer string) (bool, error) {
+	n, err := leaveScript.Run(ctx, q.rdb, []string{q.key}, q.group, consumer).Int()
+	if err != nil {
+		return false, fmt.Errorf("leave ai queue as %s: %w", consumer, err)
+	}
+	return n == 1, nil
+}
+
+// Prune deletes the consumers idle for idle or longer that hold no job:
+// those of workers that died, or stopped holding a job since claimed by
+// another, and never left. It returns how many it deleted.
+func (q *Queue) Prune(ctx context.Context, idle time.Duration) (int64, error) {
+	n, err := pruneScript.Run(ctx, q.rdb, []string{q.key}, q.group, idle.Milliseconds()).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("prune ai queue consumers: %w", err)
+	}
+	return n, nil
 }
 
 // Depth counts the jobs waiting or in progress.

@@ -2,6 +2,7 @@ package aijobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -302,5 +303,221 @@ func TestWorkersShareOneQueue(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s handed out %d times", g, n)
 		}
+	}
+}
+
+// addJobsAt adds n jobs queued at ms (unix milliseconds), as Enqueue did
+// then, and returns their ids.
+func addJobsAt(t *testing.T, rdb redis.UniversalClient, q *Queue, ms int64, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		b, err := json.Marshal(Job{GameID: fmt.Sprint("g", ms, "-", i), Version: 3, Kind: KindMove, Side: "second", Level: 1, EnqueuedMs: ms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: q.key, ID: fmt.Sprintf("%d-%d", ms, i), Values: []any{"j", b}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// streamIDs is the ids in the queue's stream.
+func streamIDs(t *testing.T, rdb redis.UniversalClient, q *Queue) map[string]bool {
+	t.Helper()
+	msgs, err := rdb.XRange(context.Background(), q.key, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		ids[m.ID] = true
+	}
+	return ids
+}
+
+// nodeEntries is Redis' default stream-node-max-entries: trimming with
+// "~" drops whole nodes only, so up to one node's worth of void jobs
+// (less one) may stay, in the node that also holds live ones.
+const nodeEntries = 100
+
+// TestEnqueueTrimsVoidJobs: with no worker to take them, jobs older than
+// their credential's lifetime must not pile up in the stream for ever;
+// younger ones must stay.
+func TestEnqueueTrimsVoidJobs(t *testing.T) {
+	ctx := context.Background()
+	q, rdb := testQueue(t, time.Minute)
+	q.MaxAge = time.Hour
+	now := time.Now()
+	void := addJobsAt(t, rdb, q, now.Add(-2*time.Hour).UnixMilli(), 250)
+	live := addJobsAt(t, rdb, q, now.Add(-50*time.Minute).UnixMilli(), 5)
+	if err := q.Enqueue(ctx, Job{GameID: "new", Version: 3, Kind: KindMove, Side: "second", Level: 1, EnqueuedMs: now.UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	ids := streamIDs(t, rdb, q)
+	kept := 0
+	for _, id := range void {
+		if ids[id] {
+			kept++
+		}
+	}
+	if kept >= nodeEntries {
+		t.Fatalf("%d of %d void jobs still queued after an enqueue, want fewer than %d", kept, len(void), nodeEntries)
+	}
+	for _, id := range live {
+		if !ids[id] {
+			t.Fatalf("job %s, younger than MaxAge, was trimmed", id)
+		}
+	}
+	if len(ids) != kept+len(live)+1 {
+		t.Fatalf("%d jobs queued, want %d void, %d live and the new one", len(ids), kept, len(live))
+	}
+}
+
+// TestATrimmedPendingJobDoesNotStopTheClaim: jobs a dead worker held are
+// trimmed as void while pending; the next worker must go on to the jobs
+// still queued, never get a trimmed one, and their pending entries must
+// go.
+func TestATrimmedPendingJobDoesNotStopTheClaim(t *testing.T) {
+	ctx := context.Background()
+	q, rdb := testQueue(t, 100*time.Millisecond)
+	q.MaxAge = time.Hour
+	void := addJobsAt(t, rdb, q, time.Now().Add(-2*time.Hour).UnixMilli(), 250)
+	if err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: q.group, Consumer: "dead", Streams: []string{q.key, ">"}, Count: 1000, Block: -1}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, Job{GameID: "new", Version: 3, Kind: KindMove, Side: "second", Level: 1, EnqueuedMs: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	ids := streamIDs(t, rdb, q)
+	trimmed := map[string]bool{}
+	for _, id := range void {
+		if !ids[id] {
+			trimmed[id] = true
+		}
+	}
+	if len(trimmed) == 0 {
+		t.Fatal("no pending void job was trimmed")
+	}
+	time.Sleep(150 * time.Millisecond)
+	handed := 0
+	gotNew := false
+	for range 2 * len(void) {
+		d, err := q.Next(ctx, "w2", 20*time.Millisecond)
+		if err != nil {
+			t.Fatalf("after %d jobs: %v", handed, err)
+		}
+		if d == nil {
+			if gotNew && handed == len(void)-len(trimmed) {
+				break
+			}
+			continue
+		}
+		if trimmed[d.ID] {
+			t.Fatalf("trimmed job %s handed out", d.ID)
+		}
+		if d.Job.GameID == "new" {
+			gotNew = true
+		} else {
+			handed++
+		}
+		if err := q.Done(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !gotNew || handed != len(void)-len(trimmed) {
+		t.Fatalf("handed out the new job: %v, and %d void jobs kept; want it and all %d", gotNew, handed, len(void)-len(trimmed))
+	}
+	if p, err := rdb.XPending(ctx, q.key, q.group).Result(); err != nil || p.Count != 0 {
+		t.Fatalf("pending %+v, %v; want none: the trimmed jobs' entries stay", p, err)
+	}
+}
+
+// consumers lists the group's consumers by name.
+func consumers(t *testing.T, rdb redis.UniversalClient, q *Queue) map[string]redis.XInfoConsumer {
+	t.Helper()
+	cs, err := rdb.XInfoConsumers(context.Background(), q.key, q.group).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]redis.XInfoConsumer{}
+	for _, c := range cs {
+		byName[c.Name] = c
+	}
+	return byName
+}
+
+// TestLeaveKeepsAConsumerHoldingAJob: a consumer that leaves is no
+// longer listed, unless it holds a job, whose pending entry another
+// worker needs to claim it.
+func TestLeaveKeepsAConsumerHoldingAJob(t *testing.T) {
+	ctx := context.Background()
+	q, rdb := testQueue(t, time.Minute)
+	if err := q.Enqueue(ctx, Job{GameID: "g1", Version: 3, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Next(ctx, "holding", 100*time.Millisecond)
+	if err != nil || d == nil {
+		t.Fatalf("job %+v, %v", d, err)
+	}
+	if err := rdb.XGroupCreateConsumer(ctx, q.key, q.group, "idle").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := q.Leave(ctx, "holding"); err != nil || left {
+		t.Fatalf("Leave(holding) = %v, %v; want false: it holds a job", left, err)
+	}
+	if left, err := q.Leave(ctx, "idle"); err != nil || !left {
+		t.Fatalf("Leave(idle) = %v, %v; want true", left, err)
+	}
+	if cs := consumers(t, rdb, q); len(cs) != 1 || cs["holding"].Pending != 1 {
+		t.Fatalf("consumers %+v; want holding alone, with its job", cs)
+	}
+	if err := q.Done(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := q.Leave(ctx, "holding"); err != nil || !left {
+		t.Fatalf("Leave(holding) once done = %v, %v; want true", left, err)
+	}
+	if cs := consumers(t, rdb, q); len(cs) != 0 {
+		t.Fatalf("consumers %+v; want none", cs)
+	}
+}
+
+// TestPruneDeletesIdleConsumersHoldingNoJob: consumers of workers gone
+// without leaving are deleted once idle long enough, unless they hold a
+// job; live ones stay.
+func TestPruneDeletesIdleConsumersHoldingNoJob(t *testing.T) {
+	ctx := context.Background()
+	q, rdb := testQueue(t, time.Minute)
+	for _, g := range []string{"g1", "g2"} {
+		if err := q.Enqueue(ctx, Job{GameID: g, Version: 3, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := q.Next(ctx, "holding", 100*time.Millisecond); err != nil || d == nil {
+		t.Fatalf("job %+v, %v", d, err)
+	}
+	// A worker that finished its jobs and was killed.
+	if err := rdb.XGroupCreateConsumer(ctx, q.key, q.group, "gone").Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	d, err := q.Next(ctx, "live", 100*time.Millisecond)
+	if err != nil || d == nil {
+		t.Fatalf("job %+v, %v", d, err)
+	}
+	if err := q.Done(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	n, err := q.Prune(ctx, 200*time.Millisecond)
+	if err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want 1", n, err)
+	}
+	cs := consumers(t, rdb, q)
+	if _, ok := cs["gone"]; ok || len(cs) != 2 || cs["holding"].Pending != 1 {
+		t.Fatalf("consumers %+v; want holding, with its job, and live", cs)
 	}
 }

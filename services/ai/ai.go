@@ -151,6 +151,8 @@ func Bind(cfg Config) app.Binder {
 			}
 			wg.Go(func() { w.Run(wctx) })
 		}
+		idle := staleConsumer(cfg.ClaimAfter)
+		wg.Go(func() { worker.PruneConsumers(wctx, log, q, idle/4, idle) })
 		log.Info("ai workers started", "workers", cfg.Workers, "engine", engineName(cfg))
 		return func() error {
 			cancel()
@@ -162,6 +164,14 @@ func Bind(cfg Config) app.Binder {
 			return errors.Join(append(errs, cc.Close())...)
 		}, nil
 	}
+}
+
+// staleConsumer is how long a consumer of the queue stays idle before the
+// workers delete it (if it holds no job). Redis 7.0 counts idle time from
+// a consumer's last job, so a live worker long without one goes too: its
+// next job adds it back. Waiting long keeps the group from churning.
+func staleConsumer(claimAfter time.Duration) time.Duration {
+	return max(10*claimAfter, time.Hour)
 }
 
 func engineName(cfg Config) string {

@@ -320,8 +320,14 @@ type aiGame struct {
 // creates a game where the AI plays the second seat.
 func startAIGame(t *testing.T, kind commonv1.GameKind, workers int, edit ...func(*ai.Config)) (*aiGame, string) {
 	t.Helper()
+	return startAIGameWith(t, game.DefaultConfig(), kind, workers, edit...)
+}
+
+// startAIGameWith is startAIGame with the game service's configuration
+// gcfg (its key prefix aside).
+func startAIGameWith(t *testing.T, gcfg game.Config, kind commonv1.GameKind, workers int, edit ...func(*ai.Config)) (*aiGame, string) {
+	t.Helper()
 	prefix := redistest.Prefix(t)
-	gcfg := game.DefaultConfig()
 	gcfg.KeyPrefix = prefix
 	acfg := aiConfig(prefix, workers)
 	for _, e := range edit {

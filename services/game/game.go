@@ -159,6 +159,7 @@ func Bind(cfg Config) app.Binder {
 		if cfg.AIJobs {
 			jobs = aijobs.New(rt.Redis, cfg.KeyPrefix)
 			jobs.Replication = sideWrites
+			jobs.MaxAge = cfg.SeatTTL // a job's credential lives as long: older jobs are void
 			if err := jobs.Ensure(ctx); err != nil {
 				return nil, err
 			}

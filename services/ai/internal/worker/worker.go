@@ -69,6 +69,7 @@ type Worker struct {
 
 // Run works until ctx ends.
 func (w *Worker) Run(ctx context.Context) {
+	defer w.leave(ctx)
 	for ctx.Err() == nil {
 		d, err := w.Queue.Next(ctx, w.Name, 2*time.Second)
 		if err != nil {
@@ -99,6 +100,43 @@ func (w *Worker) Run(ctx context.Context) {
 		}
 		if err := w.Queue.Done(ctx, d); err != nil {
 			w.Log.WarnContext(ctx, "ai job ack", "game", d.Job.GameID, "err", err)
+		}
+	}
+}
+
+// leaveTimeout bounds the last call of a stopping worker.
+const leaveTimeout = 5 * time.Second
+
+// leave takes the worker's consumer out of the queue's group as it stops,
+// or every restart of a worker process would add consumers that stay
+// listed for ever. One holding a job stays, for the job to be claimed.
+func (w *Worker) leave(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+	defer cancel()
+	left, err := w.Queue.Leave(ctx, w.Name)
+	switch {
+	case err != nil:
+		w.Log.WarnContext(ctx, "ai queue leave", "err", err)
+	case !left:
+		w.Log.InfoContext(ctx, "ai worker stopped holding a job; another worker takes it over")
+	}
+}
+
+// PruneConsumers deletes, now and then every every until ctx ends, the
+// queue's consumers idle for idle that hold no job: those of worker
+// processes that were killed, or stopped holding a job, and never left.
+// Every worker process prunes; deleting twice does no harm.
+func PruneConsumers(ctx context.Context, log *slog.Logger, q *aijobs.Queue, every, idle time.Duration) {
+	for {
+		n, err := q.Prune(ctx, idle)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.WarnContext(ctx, "ai queue prune", "err", err)
+		case n > 0:
+			log.InfoContext(ctx, "ai queue: deleted idle consumers", "consumers", n, "idle", idle)
+		}
+		if sleep(ctx, every) != nil {
+			return
 		}
 	}
 }
