@@ -813,3 +813,37 @@ func TestHeartbeatFindsACommitWhoseNotificationWasLost(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatsKeepTimeWhileRedisIsSilent: the version a heartbeat
+// reads (see TestStreamOfAnExpiredGameEnds) must not hold the heartbeat
+// back when Redis takes seconds to answer, or a client would take a live
+// connection for a dead one.
+func TestHeartbeatsKeepTimeWhileRedisIsSilent(t *testing.T) {
+	const heartbeat = time.Second
+	toRedis := redistest.NewProxy(t, redistest.Addr(t))
+	env := gametest.StartOn(t, toRedis.Addr(), func(c *game.Config) { c.Heartbeat = heartbeat })
+	tb := xiangqi(t, env)
+	g := tb.get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: g.GetVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Recv(); err != nil || m.GetHeartbeat() == nil {
+		t.Fatalf("first message %v (%v), want a heartbeat", m, err)
+	}
+	toRedis.Blackhole()
+	defer toRedis.Restore()
+	last := time.Now()
+	for range 3 {
+		m, err := st.Recv()
+		if err != nil || m.GetHeartbeat() == nil {
+			t.Fatalf("message %v (%v), want a heartbeat", m, err)
+		}
+		if gap := time.Since(last); gap > 2*heartbeat {
+			t.Fatalf("a heartbeat %v after the last with Redis silent, on a %v interval", gap, heartbeat)
+		}
+		last = time.Now()
+	}
+}

@@ -666,6 +666,12 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 	}
 	// A retry is answered from the game it made, before anything is
 	// written: its AI job or setup deadline must not be queued again.
+	// Under the game's lock, so that one racing it here waits for it.
+	unlock, err := h.locks.lock(ctx, p.ID)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	defer unlock()
 	l, err := h.load(ctx, p.ID, c.requestID)
 	switch {
 	case err == nil && l.Previous != nil:

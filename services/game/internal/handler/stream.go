@@ -90,6 +90,10 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		ended = e.Ended
 		return ended, nil
 	}
+	// checked brings the game's version, read beside the stream at each
+	// heartbeat (see below); checking is set while a read is under way.
+	checked := make(chan versionCheck, 1)
+	checking := false
 	read := true
 	for {
 		if read {
@@ -137,28 +141,39 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			}
 		case <-sub.C:
 			read = true
-		case <-beat.C:
-			// A whole interval of silence: look at the game itself, which
-			// may have expired (the stream then ends, as a new one would
-			// not start) or moved on without a word reaching this stream.
-			// Redis out of reach is no reason to drop the client, nor to
-			// keep it waiting for its heartbeat: the stream lives on, as
-			// it does between notifications, and catches up once its
-			// subscription is back.
-			vctx, cancel := context.WithTimeout(ctx, h.cfg.Heartbeat/2)
-			v, err := h.store.Version(vctx, l.State.ID)
-			cancel()
-			if errors.Is(err, store.ErrNotFound) {
+		case c := <-checked:
+			checking = false
+			switch {
+			case errors.Is(c.err, store.ErrNotFound):
 				return h.fail(ctx, apierr.New(apierr.NotFound, "game %s not found: it expired", l.State.ID))
-			}
-			if err == nil && v >= next {
+			case c.err == nil && c.version >= next:
 				read = true
-				continue
 			}
+		case <-beat.C:
 			hb := &gamev1.Heartbeat{ServerTime: timestamppb.New(h.now()), Version: next - 1}
 			if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Heartbeat{Heartbeat: hb}}); err != nil {
 				return err
 			}
+			// A whole interval of silence: look at the game itself, which
+			// may have expired (the stream then ends, as a new one would
+			// not start) or moved on without a word reaching this stream.
+			// The read runs beside the stream, so that a Redis slow to
+			// answer delays no heartbeat; one out of reach is no reason to
+			// drop the client: the stream lives on, as it does between
+			// notifications, and catches up once its subscription is back.
+			if !checking {
+				checking = true
+				go func() {
+					v, err := h.store.Version(ctx, l.State.ID)
+					checked <- versionCheck{version: v, err: err}
+				}()
+			}
 		}
 	}
+}
+
+// versionCheck is a game's version as a stream's heartbeat read it.
+type versionCheck struct {
+	version uint64
+	err     error
 }
