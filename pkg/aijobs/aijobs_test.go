@@ -504,7 +504,9 @@ func TestPruneDeletesIdleConsumersHoldingNoJob(t *testing.T) {
 	if err := rdb.XGroupCreateConsumer(ctx, q.key, q.group, "gone").Err(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Margins wide enough for a loaded machine: "live" must reach Prune
+	// well within its idle threshold.
+	time.Sleep(1500 * time.Millisecond)
 	d, err := q.Next(ctx, "live", 100*time.Millisecond)
 	if err != nil || d == nil {
 		t.Fatalf("job %+v, %v", d, err)
@@ -512,7 +514,7 @@ func TestPruneDeletesIdleConsumersHoldingNoJob(t *testing.T) {
 	if err := q.Done(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	n, err := q.Prune(ctx, 200*time.Millisecond)
+	n, err := q.Prune(ctx, time.Second)
 	if err != nil || n != 1 {
 		t.Fatalf("Prune = %d, %v; want 1", n, err)
 	}

@@ -98,13 +98,19 @@ func (w *Worker) Run(ctx context.Context) {
 			w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "err", err)
 			continue
 		}
-		if err := w.Queue.Done(ctx, d); err != nil {
+		// Acknowledged even when shutdown began meanwhile: the move is
+		// made, and a job left pending would only be played again, void.
+		ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+		err = w.Queue.Done(ackCtx, d)
+		cancel()
+		if err != nil {
 			w.Log.WarnContext(ctx, "ai job ack", "game", d.Job.GameID, "err", err)
 		}
 	}
 }
 
-// leaveTimeout bounds the last call of a stopping worker.
+// leaveTimeout bounds the calls that outlive a stopping worker's context:
+// the acknowledgement of its last job, and its leaving the group.
 const leaveTimeout = 5 * time.Second
 
 // leave takes the worker's consumer out of the queue's group as it stops,
@@ -122,9 +128,9 @@ func (w *Worker) leave(ctx context.Context) {
 	}
 }
 
-// PruneConsumers deletes, now and then every every until ctx ends, the
-// queue's consumers idle for idle that hold no job: those of worker
-// processes that were killed, or stopped holding a job, and never left.
+// PruneConsumers deletes the queue's consumers idle for idle that hold no
+// job (those of worker processes that were killed, or stopped holding a
+// job, and never left): at once, then every interval every, until ctx ends.
 // Every worker process prunes; deleting twice does no harm.
 func PruneConsumers(ctx context.Context, log *slog.Logger, q *aijobs.Queue, every, idle time.Duration) {
 	for {
