@@ -435,7 +435,7 @@ func New(ctx context.Context, addr string) (redis.UniversalClient, error) {
 // keys are laid out to spread over all of them.
 func CheckKeyPrefix(prefix string) error {
 	if strings.ContainsAny(prefix, "{}") {
-		return fmt.Errorf("--key-prefix %q: must not contain '{' or '}' (Redis Cluster would hash every key by it, into one slot)", prefix)
+		return fmt.Errorf("key prefix %q must not contain '{' or '}' (Redis Cluster would hash every key by it, into one slot)", prefix)
 	}
 	return nil
 }

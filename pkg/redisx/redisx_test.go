@@ -267,8 +267,8 @@ func TestCheckKeyPrefix(t *testing.T) {
 	}
 	for _, p := range []string{"{prod}:", "a{", "}b", "x{y}z:"} {
 		err := CheckKeyPrefix(p)
-		if err == nil || !strings.Contains(err.Error(), "--key-prefix") {
-			t.Errorf("CheckKeyPrefix(%q) = %v, want an error naming --key-prefix", p, err)
+		if err == nil || !strings.Contains(err.Error(), "must not contain") {
+			t.Errorf("CheckKeyPrefix(%q) = %v, want an error", p, err)
 		}
 	}
 }

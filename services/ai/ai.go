@@ -89,7 +89,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--ai-uci-move-timeout must not be negative"))
 	}
 	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
 	}
 	if c.ClaimAfter < time.Second {
 		errs = append(errs, errors.New("--ai-claim-after must be at least 1s"))

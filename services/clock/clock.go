@@ -89,7 +89,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
 	}
 	if c.Batch < 1 {
 		errs = append(errs, fmt.Errorf("--clock-batch %d must be positive", c.Batch))

@@ -91,7 +91,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--first-move-time %v: want %v..%v", c.FirstMoveTime, handler.MinFirstMoveTime, handler.MaxFirstMoveTime))
 	}
 	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
 	}
 	if c.PresenceGrace < 0 {
 		errs = append(errs, fmt.Errorf("--presence-grace must not be negative"))

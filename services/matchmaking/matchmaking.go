@@ -136,7 +136,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
 	}
 	if c.MaxPools < 1 {
 		errs = append(errs, errors.New("--max-pools must be at least 1"))

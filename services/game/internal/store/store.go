@@ -72,7 +72,8 @@ type Config struct {
 	// Prefix is prepended to every key (tests isolate themselves with it).
 	Prefix string
 	// LiveTTL is how long an unfinished game is kept after its last
-	// change; Retention how long a finished one stays readable.
+	// change by a player or its clock (presence changes do not count);
+	// Retention how long a finished one stays readable.
 	LiveTTL   time.Duration
 	Retention time.Duration
 	// AutoPipeline sends commits (and probes) through go-redis'
@@ -275,7 +276,8 @@ type Result struct {
 // unfinished game's keys expire LiveTTL plus a slack of LiveTTL/64 after
 // the last extension, and the next commit more than the slack after that
 // extension extends it again, so a game is always kept at least LiveTTL
-// after its last change. A game that finishes gets Retention at once.
+// after its last change (presence changes aside, which extend nothing). A
+// game that finishes gets Retention at once.
 func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, requestID string, resp []byte, now time.Time) (Result, error) {
 	id := ch.State.ID
 	var prevVersion uint64

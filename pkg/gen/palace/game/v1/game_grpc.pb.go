@@ -64,13 +64,17 @@ type GameServiceClient interface {
 	// Pass passes the turn (Janggi, not in check). FailedPrecondition in
 	// check or in Xiangqi.
 	Pass(ctx context.Context, in *PassRequest, opts ...grpc.CallOption) (*PassResponse, error)
-	// Resign ends the game as a loss for the caller's seat, at any time.
+	// Resign ends the game as a loss for the caller's seat, at any time,
+	// except after a deadline that passed unannounced: then the deadline's
+	// ending (on time, or aborted without a first move) is committed instead
+	// and the call is refused with FailedPrecondition, as is any other
+	// command that comes after such a deadline.
 	Resign(ctx context.Context, in *ResignRequest, opts ...grpc.CallOption) (*ResignResponse, error)
 	// OfferDraw offers a draw (Xiangqi). FailedPrecondition in Janggi or
 	// when an offer is already pending.
 	OfferDraw(ctx context.Context, in *OfferDrawRequest, opts ...grpc.CallOption) (*OfferDrawResponse, error)
 	// AnswerDraw accepts or declines the opponent's pending offer.
-	// FailedPrecondition when there is none.
+	// FailedPrecondition when there is none, or in Janggi.
 	AnswerDraw(ctx context.Context, in *AnswerDrawRequest, opts ...grpc.CallOption) (*AnswerDrawResponse, error)
 	// Undo takes back the human's last move and the AI's reply, in games
 	// against the AI only (FailedPrecondition in every other game).
@@ -82,7 +86,8 @@ type GameServiceClient interface {
 	// after_version exactly once in version order, then live events, with
 	// heartbeats. It completes (OK) after the game's last event, at once
 	// when the client has that event already. OutOfRange when after_version
-	// is ahead of the game.
+	// is ahead of the game. NotFound, even on a stream already open, once
+	// the game has expired.
 	StreamEvents(ctx context.Context, in *StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEventsResponse], error)
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
@@ -264,13 +269,17 @@ type GameServiceServer interface {
 	// Pass passes the turn (Janggi, not in check). FailedPrecondition in
 	// check or in Xiangqi.
 	Pass(context.Context, *PassRequest) (*PassResponse, error)
-	// Resign ends the game as a loss for the caller's seat, at any time.
+	// Resign ends the game as a loss for the caller's seat, at any time,
+	// except after a deadline that passed unannounced: then the deadline's
+	// ending (on time, or aborted without a first move) is committed instead
+	// and the call is refused with FailedPrecondition, as is any other
+	// command that comes after such a deadline.
 	Resign(context.Context, *ResignRequest) (*ResignResponse, error)
 	// OfferDraw offers a draw (Xiangqi). FailedPrecondition in Janggi or
 	// when an offer is already pending.
 	OfferDraw(context.Context, *OfferDrawRequest) (*OfferDrawResponse, error)
 	// AnswerDraw accepts or declines the opponent's pending offer.
-	// FailedPrecondition when there is none.
+	// FailedPrecondition when there is none, or in Janggi.
 	AnswerDraw(context.Context, *AnswerDrawRequest) (*AnswerDrawResponse, error)
 	// Undo takes back the human's last move and the AI's reply, in games
 	// against the AI only (FailedPrecondition in every other game).
@@ -282,7 +291,8 @@ type GameServiceServer interface {
 	// after_version exactly once in version order, then live events, with
 	// heartbeats. It completes (OK) after the game's last event, at once
 	// when the client has that event already. OutOfRange when after_version
-	// is ahead of the game.
+	// is ahead of the game. NotFound, even on a stream already open, once
+	// the game has expired.
 	StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
