@@ -97,7 +97,8 @@ type GameServiceClient interface {
 	// Probe is an operator diagnostic (a service credential, as for
 	// CreateGame): it takes the same server path as a command but does
 	// exactly one Redis write, so load tests can measure the floor under
-	// the real game logic. InvalidArgument for an empty or over-long key.
+	// the real game logic (a key's first call also gives its counter an
+	// hour to live). InvalidArgument for an empty or over-long key.
 	Probe(ctx context.Context, in *ProbeRequest, opts ...grpc.CallOption) (*ProbeResponse, error)
 }
 
@@ -302,7 +303,8 @@ type GameServiceServer interface {
 	// Probe is an operator diagnostic (a service credential, as for
 	// CreateGame): it takes the same server path as a command but does
 	// exactly one Redis write, so load tests can measure the floor under
-	// the real game logic. InvalidArgument for an empty or over-long key.
+	// the real game logic (a key's first call also gives its counter an
+	// hour to live). InvalidArgument for an empty or over-long key.
 	Probe(context.Context, *ProbeRequest) (*ProbeResponse, error)
 	mustEmbedUnimplementedGameServiceServer()
 }
