@@ -510,6 +510,11 @@ func AnswerDraw(st *State, side rules.Side, accept bool, now time.Time) (Change,
 	return Change{State: n, Events: []*gamev1.Event{finish(n, Result{Winner: rules.Draw, Method: rules.Agreement}, now)}}, nil
 }
 
+// MaxUndos bounds the undos of a game. Each keeps its answer and event for
+// the game's life, and takes the game back to where it was, so without a
+// bound one client could grow one game without end.
+const MaxUndos = 200
+
 // Undo takes back the human's last move and the AI's reply to it (games
 // against the AI only).
 func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
@@ -546,7 +551,11 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 	if take == 0 {
 		return Change{}, apierr.New(apierr.Precondition, "nothing to undo: you have not moved yet")
 	}
+	if st.Undos >= MaxUndos {
+		return Change{}, apierr.New(apierr.Precondition, "no more undos: a game allows %d", MaxUndos)
+	}
 	n := clone(st)
+	n.Undos++
 	removed := make([]*gamev1.MoveRecord, 0, take)
 	for i := k - 1; i >= k-take; i-- {
 		removed = append(removed, moveRecordPB(st, i))

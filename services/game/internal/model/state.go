@@ -89,6 +89,8 @@ type State struct {
 	// ClockEventsMs is the instant up to which byo-yomi milestones have
 	// been announced, so each is announced exactly once.
 	ClockEventsMs int64 `json:"clkev,omitempty"`
+	// Undos counts the undos taken (see MaxUndos).
+	Undos int `json:"undos,omitempty"`
 	// DrawOffer is the side with a pending offer, or nil.
 	DrawOffer *rules.Side `json:"draw,omitempty"`
 	Result    *Result     `json:"res,omitempty"`

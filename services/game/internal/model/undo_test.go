@@ -1,9 +1,12 @@
 package model
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/clock"
 	"github.com/palacehq/palace/pkg/rules"
 )
@@ -62,5 +65,37 @@ func TestUndoPastTheFirstMovesKeepsTheClock(t *testing.T) {
 	}
 	if ch.Reply != nil || ch.State.Status != StatusOngoing || len(ch.State.Moves) != 1 {
 		t.Fatalf("a move 45 s after the undo: status %v, reply %v, %d moves; want it played", ch.State.Status, ch.Reply, len(ch.State.Moves))
+	}
+}
+
+// TestUndosAreBounded: each move and undo keeps its answer and event for
+// the game's life, so a game allows MaxUndos undos, and the state after
+// them survives being stored.
+func TestUndosAreBounded(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ch, err := Create(CreateParams{ID: "g", Variant: rules.Xiangqi, Seats: [2]Seat{{PlayerID: "p"}, {PlayerID: "ai", AILevel: 1}}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ch.State
+	for i := range MaxUndos + 1 {
+		st = must(t, "h3e3")(Move(st, rules.First, "h3e3", 0, now))
+		_, err := Undo(st, rules.First, now)
+		if i == MaxUndos {
+			if apierr.CodeOf(err) != apierr.Precondition || !strings.Contains(err.Error(), "no more undos") {
+				t.Fatalf("undo %d: %v, want FailedPrecondition: no more undos", i+1, err)
+			}
+			return
+		}
+		st = must(t, "undo")(Undo(st, rules.First, now))
+		b, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored State
+		if err := json.Unmarshal(b, &stored); err != nil || stored.Undos != i+1 {
+			t.Fatalf("undo %d stored as %d undos (%v)", i+1, stored.Undos, err)
+		}
+		st = &stored
 	}
 }

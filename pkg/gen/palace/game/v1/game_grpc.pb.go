@@ -77,7 +77,8 @@ type GameServiceClient interface {
 	// FailedPrecondition when there is none, or in Janggi.
 	AnswerDraw(ctx context.Context, in *AnswerDrawRequest, opts ...grpc.CallOption) (*AnswerDrawResponse, error)
 	// Undo takes back the human's last move and the AI's reply, in games
-	// against the AI only (FailedPrecondition in every other game).
+	// against the AI only (FailedPrecondition in every other game), at most
+	// 200 times a game (FailedPrecondition after).
 	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
 	// credential (PermissionDenied otherwise).
@@ -283,7 +284,8 @@ type GameServiceServer interface {
 	// FailedPrecondition when there is none, or in Janggi.
 	AnswerDraw(context.Context, *AnswerDrawRequest) (*AnswerDrawResponse, error)
 	// Undo takes back the human's last move and the AI's reply, in games
-	// against the AI only (FailedPrecondition in every other game).
+	// against the AI only (FailedPrecondition in every other game), at most
+	// 200 times a game (FailedPrecondition after).
 	Undo(context.Context, *UndoRequest) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
 	// credential (PermissionDenied otherwise).
