@@ -210,11 +210,8 @@ func checkPlaying(st *State, side rules.Side, action string) error {
 // that a draw, a resignation or an undo cannot come after a deadline the
 // sweeper has not seen yet, nor leave the game with no wake-up.
 func flagFirst(st *State, action string, now time.Time) (Change, bool) {
-	if d := firstMoveDeadline(st); d != 0 && ms(now) > d {
-		n := clone(st)
-		evs := []*gamev1.Event{abort(n, n.Turn(), now)}
-		return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition,
-			"cannot %s: the game was aborted, with no first move within %v", action, time.Duration(n.FirstMoveTimeMs)*time.Millisecond)}, true
+	if ch, ok := lateFirstMove(st, action, now); ok {
+		return ch, true
 	}
 	if st.Status != StatusOngoing || st.Clock == nil || !st.Clock.Flag(now) {
 		return Change{}, false
@@ -224,6 +221,17 @@ func flagFirst(st *State, action string, now time.Time) (Change, bool) {
 	evs := append(clockMilestones(n, now), endOnTime(n, loser, now))
 	return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition,
 		"cannot %s: %s's time had run out, and the game ended on time", action, sideName(n.Variant, loser))}, true
+}
+
+// lateFirstMove aborts the game when the side to move let its first-move
+// deadline pass before now, and refuses the command.
+func lateFirstMove(st *State, action string, now time.Time) (Change, bool) {
+	if d := firstMoveDeadline(st); d == 0 || ms(now) <= d {
+		return Change{}, false
+	}
+	n := clone(st)
+	return Change{State: n, Events: []*gamev1.Event{abort(n, n.Turn(), now)}, Reply: apierr.New(apierr.Precondition,
+		"cannot %s: the game was aborted, with no first move within %v", action, time.Duration(n.FirstMoveTimeMs)*time.Millisecond)}, true
 }
 
 // ChooseFormation sets side's Janggi formation (Han first, then Cho).
@@ -309,14 +317,17 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 			return Change{}, apierr.New(apierr.Precondition, "cannot pass: %s is in check", sideName(st.Variant, side))
 		}
 	}
-	n := clone(st)
-	var evs []*gamev1.Event
 	// A late first move or a flag is decided by the server's time before
 	// the move is even looked at: the same instants the sweeper uses.
-	if d := firstMoveDeadline(n); d != 0 && ms(now) > d {
-		evs = append(evs, abort(n, side, now))
-		return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition, "the game was aborted: no first move within %v", time.Duration(n.FirstMoveTimeMs)*time.Millisecond)}, nil
+	action := "move"
+	if mv.IsPass() {
+		action = "pass"
 	}
+	if ch, ok := lateFirstMove(st, action, now); ok {
+		return ch, nil
+	}
+	n := clone(st)
+	var evs []*gamev1.Event
 	info, err := g.Play(mv)
 	if err != nil {
 		if errors.Is(err, rules.ErrIllegalMove) {
@@ -470,8 +481,8 @@ func Resign(st *State, side rules.Side, now time.Time) (Change, error) {
 
 // OfferDraw offers a draw (Xiangqi).
 func OfferDraw(st *State, side rules.Side, now time.Time) (Change, error) {
-	if st.Variant != rules.Xiangqi {
-		return Change{}, apierr.New(apierr.Precondition, "draw offers are a Xiangqi rule; a Janggi game is decided by points")
+	if err := drawsAllowed(st); err != nil {
+		return Change{}, err
 	}
 	if err := checkOpen(st, "offer a draw"); err != nil {
 		return Change{}, err
@@ -488,10 +499,18 @@ func OfferDraw(st *State, side rules.Side, now time.Time) (Change, error) {
 	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_DrawOffered{DrawOffered: &gamev1.DrawOffered{Side: rulespb.Side(side)}}}}}, nil
 }
 
+// drawsAllowed refuses draws outside Xiangqi.
+func drawsAllowed(st *State) error {
+	if st.Variant != rules.Xiangqi {
+		return apierr.New(apierr.Precondition, "draw offers are a Xiangqi rule; a Janggi game is decided by points")
+	}
+	return nil
+}
+
 // AnswerDraw accepts or declines the opponent's offer.
 func AnswerDraw(st *State, side rules.Side, accept bool, now time.Time) (Change, error) {
-	if st.Variant != rules.Xiangqi {
-		return Change{}, apierr.New(apierr.Precondition, "draw offers are a Xiangqi rule; a Janggi game is decided by points")
+	if err := drawsAllowed(st); err != nil {
+		return Change{}, err
 	}
 	if err := checkOpen(st, "answer a draw offer"); err != nil {
 		return Change{}, err

@@ -240,15 +240,6 @@ func (s *Store) load(ctx context.Context, id, requestID string, withMoves bool) 
 	return out, nil
 }
 
-// Now returns Redis' TIME.
-func (s *Store) Now(ctx context.Context) (time.Time, error) {
-	t, err := s.rdb.Time(ctx).Result()
-	if err != nil {
-		return time.Time{}, fmt.Errorf("redis time: %w", err)
-	}
-	return t, nil
-}
-
 // Outcome says how a commit went.
 type Outcome int
 
@@ -501,15 +492,6 @@ func (s *Store) Version(ctx context.Context, id string) (uint64, error) {
 		return 0, fmt.Errorf("version of game %s: %w", id, err)
 	}
 	return v, nil
-}
-
-// Exists reports whether a game exists.
-func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
-	n, err := s.rdb.Exists(ctx, s.stateKey(id)).Result()
-	if err != nil {
-		return false, fmt.Errorf("game %s exists: %w", id, err)
-	}
-	return n == 1, nil
 }
 
 // Keys lists the keys of a game, for tests and operators.
