@@ -2,7 +2,6 @@ package sweep
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -29,6 +28,48 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0`)
+
+// renewManyScript is renewScript over several leases at once, for a
+// Redis that is not a cluster (see dueManyScript): one script a tick
+// instead of one per shard. It returns one renewScript reply per key.
+var renewManyScript = redis.NewScript(`
+local out = {}
+for i, key in ipairs(KEYS) do
+  out[i] = 0
+  if redis.call('GET', key) == ARGV[1] then
+    out[i] = redis.call('PEXPIRE', key, ARGV[2])
+  end
+end
+return out`)
+
+// queueRenewals adds to pipe the renewal of the leases of shards, with
+// one script on a single Redis, else a script per lease; the function
+// returned gives, once pipe has run, the reply for shards[i]: 1 when
+// renewed, 0 when the lease is no longer id's.
+func queueRenewals(ctx context.Context, pipe redis.Pipeliner, rdb redis.UniversalClient, k keys, shards []int, id string, ttlMs int64) func(i int) (int64, error) {
+	leases := make([]string, len(shards))
+	for i, sh := range shards {
+		leases[i] = k.lease(sh)
+	}
+	if _, cluster := rdb.(*redis.ClusterClient); cluster || len(shards) < 2 {
+		each := make([]*redis.Cmd, len(shards))
+		for i, lease := range leases {
+			each[i] = renewScript.Eval(ctx, pipe, []string{lease}, id, ttlMs)
+		}
+		return func(i int) (int64, error) { return each[i].Int64() }
+	}
+	all := renewManyScript.Eval(ctx, pipe, leases, id, ttlMs)
+	return func(i int) (int64, error) {
+		v, err := all.Int64Slice()
+		switch {
+		case err != nil:
+			return 0, err
+		case len(v) != len(shards):
+			return 0, fmt.Errorf("renew leases: %d replies for %d leases", len(v), len(shards))
+		}
+		return v[i], nil
+	}
+}
 
 // releaseScript deletes a lease only when the caller holds it.
 var releaseScript = redis.NewScript(`
@@ -61,6 +102,24 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nows, 'LIMIT', 0, tonum
 local nxt = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 return {nows, due, nxt[2] or ''}`)
 
+// dueManyScript is dueScript over several shards at once, for a Redis
+// that is not a cluster, where keys of many slots may share a script:
+// one script run per pass instead of one per shard. A replica reads its
+// shards up to fifty times a second, and an in-process Redis (make run)
+// starts a new interpreter for every script it runs. ARGV[i] is the limit
+// of KEYS[i]; the reply holds one dueScript reply per key.
+var dueManyScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local nows = string.format('%d', now)
+local out = {}
+for i, key in ipairs(KEYS) do
+  local due = redis.call('ZRANGEBYSCORE', key, '-inf', nows, 'LIMIT', 0, tonumber(ARGV[i]))
+  local nxt = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  out[i] = {nows, due, nxt[2] or ''}
+end
+return out`)
+
 // dueSet is one read of a shard.
 type dueSet struct {
 	nowMs   int64    // Redis time of the read
@@ -68,9 +127,73 @@ type dueSet struct {
 	nextMs  int64    // first entry after now; 0 when none
 }
 
-// fetchDueMany reads several shards in one pipeline (split by node on
-// Redis Cluster); errs[i] is the error of shard i.
+// fetchDueMany reads several shards; errs[i] is the error of shard i. On
+// Redis Cluster it runs a script per shard, in one pipeline split by node.
+// On a single Redis most passes find nothing due, and plain reads answer
+// them: each shard's earliest entry, at Redis' time, in one transaction.
+// One script then reads the shards that have something due.
 func fetchDueMany(ctx context.Context, rdb redis.UniversalClient, keys []string, limits []int) (due []dueSet, errs []error) {
+	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+		return fetchDueEach(ctx, rdb, keys, limits)
+	}
+	due, errs = make([]dueSet, len(keys)), make([]error, len(keys))
+	failAll := func(idx []int, err error) {
+		for _, i := range idx {
+			errs[i] = fmt.Errorf("read due deadlines of %s: %w", keys[i], err)
+		}
+	}
+	pipe := rdb.TxPipeline()
+	clock := pipe.Time(ctx)
+	first := make([]*redis.ZSliceCmd, len(keys))
+	for i, key := range keys {
+		first[i] = pipe.ZRangeWithScores(ctx, key, 0, 0)
+	}
+	var some []int // the shards with an entry due
+	if _, err := pipe.Exec(ctx); err != nil {
+		all := make([]int, len(keys))
+		for i := range all {
+			all[i] = i
+		}
+		failAll(all, err)
+		return due, errs
+	}
+	nowMs := clock.Val().UnixMilli()
+	for i, c := range first {
+		due[i].nowMs = nowMs
+		if z := c.Val(); len(z) > 0 {
+			if z[0].Score <= float64(nowMs) {
+				some = append(some, i)
+			} else {
+				due[i].nextMs = int64(z[0].Score)
+			}
+		}
+	}
+	if len(some) == 0 {
+		return due, errs
+	}
+	someKeys := make([]string, len(some))
+	args := make([]any, len(some))
+	for j, i := range some {
+		someKeys[j], args[j] = keys[i], limits[i]
+	}
+	v, err := dueManyScript.Run(ctx, rdb, someKeys, args...).Slice()
+	if err == nil && len(v) != len(some) {
+		err = fmt.Errorf("%d replies for %d shards", len(v), len(some))
+	}
+	if err != nil {
+		failAll(some, err)
+		return due, errs
+	}
+	for j, i := range some {
+		one, _ := v[j].([]any)
+		due[i], errs[i] = parseDue(keys[i], one)
+	}
+	return due, errs
+}
+
+// fetchDueEach reads several shards in one pipeline of a script per
+// shard (split by node on Redis Cluster).
+func fetchDueEach(ctx context.Context, rdb redis.UniversalClient, keys []string, limits []int) (due []dueSet, errs []error) {
 	run := func(idx []int, sha bool) []*redis.Cmd {
 		pipe := rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(idx))
@@ -104,20 +227,24 @@ func fetchDueMany(ctx context.Context, rdb redis.UniversalClient, keys []string,
 	}
 	due, errs = make([]dueSet, len(keys)), make([]error, len(keys))
 	for i, c := range cmds {
-		due[i], errs[i] = parseDue(keys[i], c)
+		v, err := c.Slice()
+		if err != nil {
+			errs[i] = fmt.Errorf("read due deadlines of %s: %w", keys[i], err)
+			continue
+		}
+		due[i], errs[i] = parseDue(keys[i], v)
 	}
 	return due, errs
 }
 
-func parseDue(key string, c *redis.Cmd) (dueSet, error) {
-	v, err := c.Slice()
-	if err != nil {
-		return dueSet{}, fmt.Errorf("read due deadlines of %s: %w", key, err)
-	}
+// parseDue reads one shard's reply: its Redis time, due entries and next
+// entry.
+func parseDue(key string, v []any) (dueSet, error) {
 	if len(v) != 3 {
-		return dueSet{}, errors.New("read due deadlines: malformed reply")
+		return dueSet{}, fmt.Errorf("read due deadlines of %s: malformed reply", key)
 	}
 	var out dueSet
+	var err error
 	now, _ := v[0].(string)
 	if out.nowMs, err = strconv.ParseInt(now, 10, 64); err != nil {
 		return dueSet{}, fmt.Errorf("read due deadlines: time %q: %w", now, err)

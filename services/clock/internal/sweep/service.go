@@ -307,10 +307,9 @@ func (s *Service) tick(ctx context.Context) {
 	ttl := s.cfg.LeaseTTL.Milliseconds()
 	pipe := s.rdb.Pipeline()
 	hb := heartbeatScript.Eval(tctx, pipe, []string{s.keys.replicas()}, s.cfg.ReplicaID, s.cfg.aliveWindow().Milliseconds(), time.Minute.Milliseconds())
-	renew := make(map[int]*redis.Cmd, len(mine))
+	renewed := queueRenewals(tctx, pipe, s.rdb, s.keys, mine, s.cfg.ReplicaID, ttl)
 	cards := make(map[int]*redis.IntCmd, len(mine))
 	for _, sh := range mine {
-		renew[sh] = renewScript.Eval(tctx, pipe, []string{s.keys.lease(sh)}, s.cfg.ReplicaID, ttl)
 		cards[sh] = pipe.ZCard(tctx, s.idx.Key(sh))
 	}
 	holders := make([]*redis.StringCmd, shards)
@@ -322,9 +321,9 @@ func (s *Service) tick(ctx context.Context) {
 	// Renewals first: a lease we failed to renew for a whole TTL may be
 	// someone else's by now.
 	s.mu.Lock()
-	for _, sh := range mine {
+	for i, sh := range mine {
 		r := s.owned[sh]
-		n, err := renew[sh].Int()
+		n, err := renewed(i)
 		switch {
 		case err == nil && n == 1:
 			r.renewed = now
