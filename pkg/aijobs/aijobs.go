@@ -160,6 +160,26 @@ func (q *Queue) voidBefore(j Job) string {
 // worker, else a new one, waiting up to block. It returns nil, nil when
 // nothing came, or only a job it dead-lettered.
 func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) (*Delivery, error) {
+	d, err := q.next(ctx, consumer, block)
+	if err == nil || !redis.HasErrorPrefix(err, "NOGROUP") {
+		return d, err
+	}
+	// The stream or its group is gone: Redis restarted without its data,
+	// or someone deleted the key. Jobs queued since then wait in a stream
+	// that Enqueue made again without the group; the group is made again
+	// from the stream's start, so the workers take them instead of
+	// failing until they are restarted.
+	q.Log.WarnContext(ctx, "the ai queue's consumer group was gone: making it again", "stream", q.key)
+	if err := q.Ensure(ctx); err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	q.cursor = "0-0"
+	q.mu.Unlock()
+	return q.next(ctx, consumer, block)
+}
+
+func (q *Queue) next(ctx context.Context, consumer string, block time.Duration) (*Delivery, error) {
 	d, scanned, err := q.claim(ctx, consumer)
 	if err != nil || d != nil {
 		return d, err

@@ -523,3 +523,51 @@ func TestPruneDeletesIdleConsumersHoldingNoJob(t *testing.T) {
 		t.Fatalf("consumers %+v; want holding, with its job, and live", cs)
 	}
 }
+
+// TestQueueMakesItsLostGroupAgain: a Redis that restarts without its data
+// (or a deleted key) takes the stream and its group away; the jobs queued
+// after that must still reach the workers, without restarting them.
+func TestQueueMakesItsLostGroupAgain(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q := New(rdb, redistest.Prefix(t))
+	t.Cleanup(func() { rdb.Del(ctx, q.key) })
+	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, Job{GameID: "before", Version: 1, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := q.Next(ctx, "w1", 10*time.Millisecond); err != nil || d == nil || d.Job.GameID != "before" {
+		t.Fatalf("first delivery %+v %v", d, err)
+	}
+
+	// Lost with nothing queued since: no job, no error, and the group is back.
+	if err := rdb.Del(ctx, q.key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := q.Next(ctx, "w1", 10*time.Millisecond); err != nil || d != nil {
+		t.Fatalf("after the stream was lost: %+v %v; want nothing and no error", d, err)
+	}
+	if err := rdb.XInfoGroups(ctx, q.key).Err(); err != nil {
+		t.Fatalf("the group was not made again: %v", err)
+	}
+
+	// Lost, then a job queued (its XADD makes the stream without the group).
+	if err := rdb.Del(ctx, q.key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, Job{GameID: "after", Version: 3, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Next(ctx, "w2", 10*time.Millisecond)
+	if err != nil || d == nil || d.Job.GameID != "after" || d.Attempt != 1 {
+		t.Fatalf("the job queued after the loss: %+v %v", d, err)
+	}
+	if err := q.Done(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.Depth(ctx); err != nil || n != 0 {
+		t.Fatalf("depth %d (%v) after done, want 0", n, err)
+	}
+}
