@@ -148,8 +148,8 @@ func fetchDueMany(ctx context.Context, rdb redis.UniversalClient, keys []string,
 	for i, key := range keys {
 		first[i] = pipe.ZRangeWithScores(ctx, key, 0, 0)
 	}
-	var some []int // the shards with an entry due
-	if _, err := pipe.Exec(ctx); err != nil {
+	_, _ = pipe.Exec(ctx) // each command's error is looked at
+	if err := clock.Err(); err != nil {
 		all := make([]int, len(keys))
 		for i := range all {
 			all[i] = i
@@ -158,7 +158,12 @@ func fetchDueMany(ctx context.Context, rdb redis.UniversalClient, keys []string,
 		return due, errs
 	}
 	nowMs := clock.Val().UnixMilli()
+	var some []int // the shards with an entry due
 	for i, c := range first {
+		if err := c.Err(); err != nil {
+			failAll([]int{i}, err)
+			continue
+		}
 		due[i].nowMs = nowMs
 		if z := c.Val(); len(z) > 0 {
 			if z[0].Score <= float64(nowMs) {

@@ -61,6 +61,15 @@ func TestOneScriptReadsShardsAsTheirOwnScriptsDo(t *testing.T) {
 	if scripts.n != 0 {
 		t.Errorf("reading shards with nothing due ran %d scripts; want none", scripts.n)
 	}
+	// A shard that cannot be read fails alone.
+	broken := prefix + "dl:{broken}"
+	t.Cleanup(func() { rdb.Del(context.Background(), broken) })
+	if err := rdb.Set(ctx, broken, "not a zset", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, errs := fetchDueMany(ctx, rdb, []string{keys[1], broken}, []int{5, 5}); errs[0] != nil || got[0].nextMs != now+30_000 || errs[1] == nil {
+		t.Errorf("a readable shard beside a broken one: %+v, errors %v; want shard 1 read and the broken one failed", got, errs)
+	}
 	each, errsEach := fetchDueEach(ctx, rdb, keys, limits)
 	want := []struct {
 		members []string
