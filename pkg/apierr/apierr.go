@@ -130,7 +130,7 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 		log.ErrorContext(ctx, "internal error", "err", err)
 		return status.Error(codes.Internal, "internal error")
 	}
-	if transient(err) {
+	if Transient(err) {
 		log.WarnContext(ctx, "storage unavailable", "err", err)
 		return status.Error(codes.Unavailable, unavailableMsg)
 	}
@@ -144,10 +144,10 @@ const downstreamMsg = "a service this call needs is unavailable right now: retry
 
 const unavailableMsg = "the service cannot reach its storage right now: retry shortly (a command retried with the same request_id is applied at most once)"
 
-// transient reports an error of a store that is unreachable, restarting
+// Transient reports an error of a store that is unreachable, restarting
 // or failing over: nothing is wrong with the request, and a retry may
 // succeed, so clients get Unavailable rather than Internal.
-func transient(err error) bool {
+func Transient(err error) bool {
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne),

@@ -184,7 +184,16 @@ func (s *Server) kill() {
 // Crash kills the server without warning (SIGKILL) and starts it again on
 // the same port and files; it returns once the server answers, its data
 // loaded again.
-func (s *Server) Crash(ctx context.Context) error {
+func (s *Server) Crash(ctx context.Context) error { return s.CrashFor(ctx, 0) }
+
+// CrashFor is Crash with the server down for d before it starts again,
+// long enough for its clients to try, and fail, to reconnect.
+func (s *Server) CrashFor(ctx context.Context, d time.Duration) error {
 	s.kill()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+	}
 	return s.start(ctx)
 }

@@ -659,3 +659,78 @@ func TestReadsShowOnlyConfirmedCommits(t *testing.T) {
 		t.Fatalf("GetGame shows %d moves, want 2", n)
 	}
 }
+
+// TestAStreamLivesThroughARedisCrash: Redis is killed and comes back a few
+// seconds later. Streams open all along must not be dropped, neither
+// while Redis is away nor when it comes back (their first reads may then
+// fail a little longer: the client's dial back-off, the data loading):
+// each delivers the next move, on the same stream.
+func TestAStreamLivesThroughARedisCrash(t *testing.T) {
+	srv := redistest.Own(t)
+	env := gametest.StartOn(t, srv.Addr, nil)
+	tb := xiangqi(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	version := tb.get(t).GetVersion()
+	// Several streams: whether one's first read after the crash fails
+	// depends on timing; with a handful, one of them does.
+	const streams = 10
+	events := make(chan *gamev1.Event, 64)
+	failed := make(chan error, streams)
+	for range streams {
+		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				m, err := st.Recv()
+				if err != nil {
+					failed <- err
+					return
+				}
+				if e := m.GetEvent(); e != nil {
+					events <- e
+				}
+			}
+		}()
+	}
+
+	// Calls while Redis is away, as players' would be: their failed dials
+	// make the client back off, so the streams' first reads once Redis is
+	// back may fail too.
+	calling, stopCalling := context.WithCancel(ctx)
+	calls := make(chan struct{})
+	go func() {
+		defer close(calls)
+		for calling.Err() == nil {
+			_, _ = env.Client.GetGame(calling, &gamev1.GetGameRequest{GameId: tb.id})
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	err := srv.CrashFor(ctx, 2*time.Second)
+	stopCalling()
+	<-calls
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved *gamev1.MakeMoveResponse
+	req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h3e3"}}
+	retrying(t, "move", func() (err error) {
+		moved, err = env.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), req)
+		return err
+	})
+	for got := 0; got < streams; {
+		select {
+		case e := <-events:
+			if e.GetVersion() != moved.GetGame().GetVersion() || e.GetMovePlayed().GetMove().GetCoordinate() != "h3e3" {
+				t.Fatalf("a stream went on with version %d (%v); want the move h3e3 at version %d", e.GetVersion(), e, moved.GetGame().GetVersion())
+			}
+			got++
+		case err := <-failed:
+			t.Fatalf("a stream was dropped over the crash: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("the move made after the crash reached %d of %d streams", got, streams)
+		}
+	}
+}

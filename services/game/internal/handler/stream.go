@@ -95,12 +95,26 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	checked := make(chan versionCheck, 1)
 	checking := false
 	read := true
+	// A read that Redis could not answer is tried again after a back-off:
+	// it fails while Redis is away, and for a moment once it is back
+	// (its data loading, this process' connections backing off), and none
+	// of that is the client's fault or a reason to make every stream of
+	// the process reconnect at once. Heartbeats go on meanwhile.
+	var retry <-chan time.Time
+	var backoff time.Duration
 	for {
 		if read {
 			raws, err := h.store.Events(ctx, l.State.ID, next-1, h.cfg.StreamBatch)
+			if err != nil && apierr.Transient(err) && ctx.Err() == nil {
+				backoff = min(max(2*backoff, minReadBackoff), maxReadBackoff)
+				h.log.DebugContext(ctx, "read events: retrying", "game", l.State.ID, "err", err, "retry_in", backoff)
+				read, retry = false, time.After(backoff)
+				continue
+			}
 			if err != nil {
 				return h.fail(ctx, err)
 			}
+			backoff = 0
 			evs, err := streamEvents(raws)
 			if err != nil {
 				return h.fail(ctx, fmt.Errorf("game %s: %w", l.State.ID, err))
@@ -141,6 +155,8 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			}
 		case <-sub.C:
 			read = true
+		case <-retry:
+			read, retry = true, nil
 		case c := <-checked:
 			checking = false
 			switch {
@@ -171,6 +187,13 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		}
 	}
 }
+
+// The back-off of a stream's reads of the game's log while Redis cannot
+// answer them.
+const (
+	minReadBackoff = 50 * time.Millisecond
+	maxReadBackoff = 2 * time.Second
+)
 
 // versionCheck is a game's version as a stream's heartbeat read it.
 type versionCheck struct {
