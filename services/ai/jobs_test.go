@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/palacehq/palace/pkg/aijobs"
+	"github.com/palacehq/palace/pkg/apptest"
 	"github.com/palacehq/palace/pkg/auth"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -16,6 +17,7 @@ import (
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/services/ai/internal/worker"
+	"github.com/palacehq/palace/services/game"
 )
 
 // countingMover is the built-in engine, with a hook before each search
@@ -190,5 +192,44 @@ func TestAJobWithAnUnknownCredentialStaysPending(t *testing.T) {
 	time.Sleep(time.Second) // the worker takes the job, and again after 200 ms
 	if n, err := q.Depth(ctx); err != nil || n != 1 {
 		t.Fatalf("queue depth %d (%v), want the job still pending", n, err)
+	}
+}
+
+// TestAMoveTheGameServiceCouldNotTakeIsSentAgainUnsearched: the game
+// service loses its Redis while the AI thinks, so the move is answered
+// Unavailable. The worker waits for it to come back and sends the same
+// move again, rather than leaving the job for the claim timeout and
+// searching again.
+func TestAMoveTheGameServiceCouldNotTakeIsSentAgainUnsearched(t *testing.T) {
+	const keys = "k1:0202020202020202020202020202020202020202020202020202020202020202"
+	gcfg := game.DefaultConfig()
+	gcfg.SigningKeys = keys
+	g, prefix := startAIGameWith(t, gcfg, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	// The worker's game service, another process of the same one, reaches
+	// Redis through a proxy that the test cuts.
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	gcfg.KeyPrefix = prefix
+	cut := gamev1.NewGameServiceClient(apptest.Start(t, proxy.Addr(), game.Bind(gcfg)))
+	mover := &countingMover{engine: worker.NewBuiltin(4), before: func(call int64) error {
+		if call == 1 {
+			proxy.Cut()
+			time.AfterFunc(time.Second, proxy.Restore)
+		}
+		return nil
+	}}
+	q := aijobs.New(redistest.Client(t), prefix)
+	q.ClaimAfter = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	w := &worker.Worker{Name: "w", Log: logging.Discard(), Queue: q, Games: cut, Mover: mover}
+	go func() { defer close(done); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 2 })
+	if n := mover.calls.Load(); n != 1 {
+		t.Fatalf("%d searches for one position, want 1: the move found is sent again once the game service is back", n)
 	}
 }

@@ -155,9 +155,31 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	var last chosen
 	var refused *refusal
 	unseen, changes := 0, 0
+	// A game service that cannot answer for a moment (its Redis restarting
+	// or failing over, the service itself restarting) is waited for here,
+	// up to outageWait, rather than the job being left for the claim
+	// timeout: the AI would move that much later, and search again. The
+	// move's request id makes sending it again safe.
+	var outage time.Time
+	var backoff time.Duration
+	waitOut := func(err error) bool {
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			return false
+		}
+		if outage.IsZero() {
+			outage = time.Now()
+		}
+		if time.Since(outage) >= outageWait {
+			return false
+		}
+		backoff = min(max(2*backoff, 100*time.Millisecond), time.Second)
+		return sleep(ctx, backoff) == nil
+	}
 	for {
 		resp, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID})
 		switch {
+		case waitOut(err):
+			continue
 		case status.Code(err) == codes.NotFound:
 			return nil // gone: nothing to do
 		case status.Code(err) == codes.Unauthenticated && strings.Contains(status.Convert(err).Message(), auth.ErrExpired.Error()):
@@ -211,6 +233,8 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 			// was about the action itself.
 			refused = &refusal{version: g.GetVersion(), err: err}
 			last = chosen{} // never send a refused move again unsearched
+		case waitOut(err):
+			continue
 		case err != nil:
 			return err
 		case res == finished:
@@ -226,6 +250,11 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 
 // commitWait bounds the wait for the commit that queued a job to show.
 const commitWait = 10 * time.Second
+
+// outageWait bounds the wait, within one job, for a game service that
+// answers Unavailable. It is shorter than the default claim timeout (30 s),
+// after which another worker may take the job over.
+const outageWait = 20 * time.Second
 
 // chosen is the move computed for one position (its start and moves), so
 // that a move refused only because the game's version moved on (a
