@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/palacehq/palace/pkg/auth"
@@ -62,6 +63,7 @@ func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
 	}
 	cc, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(reconnect),
 		grpc.WithPerRPCCredentials(rt.serviceCreds),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(
 			otelgrpc.WithTracerProvider(rt.Tel.Tracer),
@@ -73,6 +75,15 @@ func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("dial %s: %w", target, err)
 	}
 	return cc, nil
+}
+
+// reconnect has a connection between Palace services come back within
+// about two seconds of its server, not after gRPC's default back-off,
+// which grows to two minutes: a clock service whose game service
+// restarted would flag its games, and an AI worker play, that much late.
+var reconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+	MinConnectTimeout: 5 * time.Second,
 }
 
 // Binder binds one service to the process and returns what to close at
