@@ -123,3 +123,24 @@ func TestConnectRedisLogsNoPassword(t *testing.T) {
 		t.Fatalf("wrong password: %v, want an error without the password", err)
 	}
 }
+
+func TestCheckTarget(t *testing.T) {
+	tests := []struct {
+		name   string
+		target string
+		ok     bool
+	}{
+		{name: "empty: this process", target: "", ok: true},
+		{name: "host and port", target: "game:8080", ok: true},
+		{name: "dns name of every replica", target: "dns:///game.palace.svc:8080", ok: true},
+		{name: "a list", target: "g1:8080,g2:8080", ok: false},
+		{name: "spaces", target: " game:8080", ok: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := CheckTarget(tt.target); (err == nil) != tt.ok {
+				t.Fatalf("CheckTarget(%q) = %v; want ok %v", tt.target, err, tt.ok)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -75,6 +76,20 @@ func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("dial %s: %w", target, err)
 	}
 	return cc, nil
+}
+
+// CheckTarget checks the address of another service (--game-addr): one
+// gRPC target, which gRPC itself reads only at the first call. Several
+// replicas are reached through one name: a load balancer's, or a DNS name
+// listing them all (dns:///game:8080).
+func CheckTarget(target string) error {
+	if strings.Contains(target, ",") {
+		return fmt.Errorf("%q: want one address (host:port, or dns:///name:port for a name listing every replica), not a list", target)
+	}
+	if strings.TrimSpace(target) != target {
+		return fmt.Errorf("%q: spaces around the address", target)
+	}
+	return nil
 }
 
 // reconnect has a connection between Palace services come back within

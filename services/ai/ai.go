@@ -91,6 +91,9 @@ func (c Config) Validate() error {
 	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
 	}
+	if err := app.CheckTarget(c.GameAddr); err != nil {
+		errs = append(errs, fmt.Errorf("--game-addr: %w", err))
+	}
 	if c.ClaimAfter < time.Second {
 		errs = append(errs, errors.New("--ai-claim-after must be at least 1s"))
 	}

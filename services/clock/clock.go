@@ -91,6 +91,9 @@ func (c Config) Validate() error {
 	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
 	}
+	if err := app.CheckTarget(c.GameAddr); err != nil {
+		errs = append(errs, fmt.Errorf("--game-addr: %w", err))
+	}
 	if c.Batch < 1 {
 		errs = append(errs, fmt.Errorf("--clock-batch %d must be positive", c.Batch))
 	}

@@ -591,6 +591,8 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{name: "defaults", edit: func(*clock.Config) {}},
 		{name: "key prefix with a brace", edit: func(c *clock.Config) { c.KeyPrefix = "{prod}:" }, wantErr: []string{"--key-prefix"}},
+		{name: "several game addresses", edit: func(c *clock.Config) { c.GameAddr = "g1:8080,g2:8080" }, wantErr: []string{"--game-addr", "not a list"}},
+		{name: "one game address", edit: func(c *clock.Config) { c.GameAddr = "dns:///game:8080" }},
 		{name: "no shards", edit: func(c *clock.Config) { c.DeadlineShards = 0 }, wantErr: []string{"--deadline-shards"}},
 		{name: "lease shorter than three ticks", edit: func(c *clock.Config) { c.LeaseTTL = 200 * time.Millisecond }, wantErr: []string{"lease TTL"}},
 		{name: "every problem at once", edit: func(c *clock.Config) { c.Poll, c.Batch, c.Workers = 0, 0, -1 },

@@ -432,3 +432,12 @@ func TestKeyPrefixWithABraceIsRefused(t *testing.T) {
 		t.Fatalf("Validate() = %v, want an error naming --key-prefix", err)
 	}
 }
+
+func TestSeveralGameAddressesAreRefused(t *testing.T) {
+	t.Parallel()
+	cfg := matchmaking.DefaultConfig()
+	cfg.GameAddr = "g1:8080,g2:8080"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--game-addr") {
+		t.Fatalf("Validate() = %v, want an error naming --game-addr", err)
+	}
+}
