@@ -339,6 +339,28 @@ func (q *Queue) Done(ctx context.Context, d *Delivery) error {
 	return nil
 }
 
+// handBackScript makes job ARGV[3], if consumer ARGV[2] of group ARGV[1]
+// still holds it, look idle for ARGV[4] ms, and returns 1 if it did.
+// JUSTID leaves its delivery count alone: the job was not tried again.
+var handBackScript = redis.NewScript(`
+if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1, ARGV[2]) == 0 then
+  return 0
+end
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'IDLE', ARGV[4], 'JUSTID')
+return 1`)
+
+// HandBack gives a job that consumer holds but cannot finish (its worker
+// is stopping) to the other workers now: the job stays pending, looking
+// idle for ClaimAfter already, so the next worker to scan takes it over
+// instead of the AI's move waiting out the claim timeout. A job that
+// another worker took over meanwhile is left to it.
+func (q *Queue) HandBack(ctx context.Context, consumer string, d *Delivery) error {
+	if err := handBackScript.Run(ctx, q.rdb, []string{q.key}, q.group, consumer, d.ID, q.ClaimAfter.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("hand back ai job %s: %w", d.ID, err)
+	}
+	return nil
+}
+
 // leaveScript deletes consumer ARGV[2] of group ARGV[1] of stream KEYS[1]
 // unless it holds a job, and returns 1 if it is gone. Check and delete are
 // one step: DELCONSUMER drops the pending entries of the jobs a consumer

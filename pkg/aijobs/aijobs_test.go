@@ -571,3 +571,42 @@ func TestQueueMakesItsLostGroupAgain(t *testing.T) {
 		t.Fatalf("depth %d (%v) after done, want 0", n, err)
 	}
 }
+
+// TestAHandedBackJobIsTakenOverAtOnce: a job its worker hands back (the
+// worker is stopping) goes to the next worker without waiting for the
+// claim timeout; one that another worker took over meanwhile stays with
+// it.
+func TestAHandedBackJobIsTakenOverAtOnce(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q := New(rdb, redistest.Prefix(t))
+	q.ClaimAfter = time.Minute
+	t.Cleanup(func() { rdb.Del(ctx, q.key) })
+	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, Job{GameID: "g", Version: 1, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := q.Next(ctx, "w1", 10*time.Millisecond)
+	if err != nil || first == nil {
+		t.Fatalf("first delivery %+v %v", first, err)
+	}
+	if d, err := q.Next(ctx, "w2", 10*time.Millisecond); err != nil || d != nil {
+		t.Fatalf("taken over before it was handed back: %+v %v", d, err)
+	}
+	if err := q.HandBack(ctx, "w1", first); err != nil {
+		t.Fatal(err)
+	}
+	again, err := q.Next(ctx, "w2", 10*time.Millisecond)
+	if err != nil || again == nil || again.ID != first.ID || again.Attempt != 2 {
+		t.Fatalf("after the hand back: %+v %v; want the job, at its second attempt", again, err)
+	}
+	// w1 hands it back again, late: it is w2's now, and stays so.
+	if err := q.HandBack(ctx, "w1", first); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := q.Next(ctx, "w3", 10*time.Millisecond); err != nil || d != nil {
+		t.Fatalf("a job handed back by a worker that no longer held it was taken again: %+v %v", d, err)
+	}
+}

@@ -88,7 +88,14 @@ func (w *Worker) Run(ctx context.Context) {
 		}
 		if err := w.Handle(ctx, d.Job); err != nil {
 			if ctx.Err() != nil {
-				// Shutting down mid-job: leave it pending for another worker.
+				// Shutting down mid-job: the job stays pending, handed back so
+				// that another worker takes it over now, not after the claim
+				// timeout.
+				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+				if err := w.Queue.HandBack(hctx, w.Name, d); err != nil {
+					w.Log.WarnContext(hctx, "ai job hand back", "game", d.Job.GameID, "err", err)
+				}
+				cancel()
 				return
 			}
 			// Handle settles every job that is void (the game moved on,
