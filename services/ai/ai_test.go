@@ -334,9 +334,15 @@ func startAIGameWith(t *testing.T, gcfg game.Config, kind commonv1.GameKind, wor
 		e(&acfg)
 	}
 	cc := apptest.Start(t, redistest.Addr(t), game.Bind(gcfg), ai.Bind(acfg))
-	games := gamev1.NewGameServiceClient(cc)
+	return newAIGame(t, gamev1.NewGameServiceClient(cc), prefix+"create", kind), prefix
+}
+
+// newAIGame creates, through games, a game where the AI plays the second
+// seat.
+func newAIGame(t *testing.T, games gamev1.GameServiceClient, requestID string, kind commonv1.GameKind) *aiGame {
+	t.Helper()
 	resp, err := games.CreateGame(context.Background(), &gamev1.CreateGameRequest{
-		RequestId: prefix + "create", Kind: kind,
+		RequestId: requestID, Kind: kind,
 		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "human"}, {Side: commonv1.Side_SIDE_SECOND, AiLevel: 2}},
 	})
 	if err != nil {
@@ -348,7 +354,7 @@ func startAIGameWith(t *testing.T, gcfg game.Config, kind commonv1.GameKind, wor
 			g.human = metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+c.GetToken())
 		}
 	}
-	return g, prefix
+	return g
 }
 
 func (g *aiGame) waitFor(t *testing.T, cond func(*gamev1.Game) bool) *gamev1.Game {

@@ -233,3 +233,46 @@ func TestAMoveTheGameServiceCouldNotTakeIsSentAgainUnsearched(t *testing.T) {
 		t.Fatalf("%d searches for one position, want 1: the move found is sent again once the game service is back", n)
 	}
 }
+
+// TestAWorkerWhoseGameServiceIsGoneTakesNoJob: a worker whose game
+// service stays out of reach past its outage wait takes no further job
+// until it answers again, leaving the queue to workers whose game service
+// does; once it is back, every AI move is made.
+func TestAWorkerWhoseGameServiceIsGoneTakesNoJob(t *testing.T) {
+	const keys = "k1:0303030303030303030303030303030303030303030303030303030303030303"
+	gcfg := game.DefaultConfig()
+	gcfg.SigningKeys = keys
+	first, prefix := startAIGameWith(t, gcfg, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	games := []*aiGame{first}
+	games = append(games, newAIGame(t, first.games, prefix+"second", commonv1.GameKind_GAME_KIND_XIANGQI))
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	gcfg.KeyPrefix = prefix
+	cut := gamev1.NewGameServiceClient(apptest.Start(t, proxy.Addr(), game.Bind(gcfg)))
+	proxy.Cut()
+	rdb := redistest.Client(t)
+	q := aijobs.New(rdb, prefix)
+	// Longer than a job takes to fail (a call to a game service cut off
+	// from Redis takes about a second to fail), as by default.
+	q.ClaimAfter = 5 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	w := &worker.Worker{Name: "cut", Log: logging.Discard(), Queue: q, Games: cut, Mover: worker.NewBuiltin(4), OutageWait: 300 * time.Millisecond}
+	go func() { defer close(done); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	for i, g := range games {
+		if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+			t.Fatalf("game %d: %v", i, err)
+		}
+	}
+	// Long enough to fail the first job and take the second, without the
+	// pause; not for the claim timeout to hand the first one back.
+	time.Sleep(4500 * time.Millisecond)
+	if c := groupConsumers(t, rdb, prefix)["cut"]; c.Pending != 1 {
+		t.Fatalf("the worker whose game service is gone holds %d jobs; want only the one it failed", c.Pending)
+	}
+	proxy.Restore()
+	for _, g := range games {
+		g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 2 })
+	}
+}

@@ -65,6 +65,9 @@ type Worker struct {
 	Games   gamev1.GameServiceClient
 	Mover   Mover
 	Metrics *Metrics
+	// OutageWait bounds the wait, within one job, for a game service that
+	// answers Unavailable (0: DefaultOutageWait).
+	OutageWait time.Duration
 }
 
 // Run works until ctx ends.
@@ -103,6 +106,9 @@ func (w *Worker) Run(ctx context.Context) {
 			// stays pending and is claimed again after the timeout, here or
 			// by another worker. Acknowledging it would strand the game.
 			w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "err", err)
+			if status.Code(err) == codes.Unavailable {
+				w.awaitGames(ctx, d.Job)
+			}
 			continue
 		}
 		// Acknowledged even when shutdown began meanwhile: the move is
@@ -112,6 +118,21 @@ func (w *Worker) Run(ctx context.Context) {
 		cancel()
 		if err != nil {
 			w.Log.WarnContext(ctx, "ai job ack", "game", d.Job.GameID, "err", err)
+		}
+	}
+}
+
+// awaitGames takes no job while the game service stays out of reach (past
+// outageWait within a job): the jobs go to workers whose game service
+// answers, and this one's is taken over after the claim timeout. It asks
+// for j's game every second until the answer is anything but Unavailable.
+func (w *Worker) awaitGames(ctx context.Context, j aijobs.Job) {
+	w.Log.WarnContext(ctx, "ai worker: the game service is out of reach; taking no job until it answers")
+	seat := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+j.Token)
+	for sleep(ctx, time.Second) == nil {
+		if _, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID}); status.Code(err) != codes.Unavailable {
+			w.Log.InfoContext(ctx, "ai worker: the game service answers again")
+			return
 		}
 	}
 }
@@ -164,7 +185,7 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	unseen, changes := 0, 0
 	// A game service that cannot answer for a moment (its Redis restarting
 	// or failing over, the service itself restarting) is waited for here,
-	// up to outageWait, rather than the job being left for the claim
+	// up to OutageWait, rather than the job being left for the claim
 	// timeout: the AI would move that much later, and search again. The
 	// move's request id makes sending it again safe.
 	var outage time.Time
@@ -176,7 +197,7 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		if outage.IsZero() {
 			outage = time.Now()
 		}
-		if time.Since(outage) >= outageWait {
+		if time.Since(outage) >= w.outageWait() {
 			return false
 		}
 		backoff = min(max(2*backoff, 100*time.Millisecond), time.Second)
@@ -258,10 +279,16 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 // commitWait bounds the wait for the commit that queued a job to show.
 const commitWait = 10 * time.Second
 
-// outageWait bounds the wait, within one job, for a game service that
-// answers Unavailable. It is shorter than the default claim timeout (30 s),
+// DefaultOutageWait is shorter than the default claim timeout (30 s),
 // after which another worker may take the job over.
-const outageWait = 20 * time.Second
+const DefaultOutageWait = 20 * time.Second
+
+func (w *Worker) outageWait() time.Duration {
+	if w.OutageWait > 0 {
+		return w.OutageWait
+	}
+	return DefaultOutageWait
+}
 
 // chosen is the move computed for one position (its start and moves), so
 // that a move refused only because the game's version moved on (a
