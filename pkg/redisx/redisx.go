@@ -411,6 +411,14 @@ func redactQuery(s string) string {
 	return base + "?" + q.Encode()
 }
 
+// clusterReload is how old a Redis Cluster client's map of the slots may
+// grow while commands run. A master that dies answers no MOVED: its
+// connections are refused, and only a reload of the map finds the replica
+// promoted in its place. go-redis reloads every 60 s by default, so a
+// failover kept that master's games, streams, clocks and queues down for
+// up to a minute after the promotion.
+const clusterReload = 2 * time.Second
+
 // New connects to addr (see ParseOptions) and checks the connection with
 // a PING, so a wrong address fails at start-up rather than at the first
 // move.
@@ -419,7 +427,14 @@ func New(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := redis.NewUniversalClient(opts)
+	var c redis.UniversalClient
+	if opts.MasterName == "" && (opts.IsClusterMode || len(opts.Addrs) > 1) {
+		copts := opts.Cluster()
+		copts.ClusterStateReloadInterval = clusterReload
+		c = redis.NewClusterClient(copts)
+	} else {
+		c = redis.NewUniversalClient(opts)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {

@@ -272,3 +272,57 @@ func TestCheckKeyPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterClientFindsAPromotedReplicaSoon: a master dies and Redis
+// Cluster promotes its replica. Its connections are refused, so no MOVED
+// tells the client; only a reload of its map does, and a client of New
+// must reload within seconds of the promotion, not after go-redis'
+// default minute.
+func TestClusterClientFindsAPromotedReplicaSoon(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.NewCluster(t, 3)
+	cl.AddReplicas(t)
+	rdb, err := New(ctx, cl.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	const key = "{failover}"
+	if err := rdb.Set(ctx, key, "before", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The slot's master and replica, from a client of the test's own.
+	probe := cl.Client(t)
+	node, err := probe.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cl.Nodes, func(s *redistest.Server) bool { return s.Addr == node.Options().Addr })
+	replica := redis.NewClient(&redis.Options{Addr: cl.Replicas[i].Addr})
+	t.Cleanup(func() { _ = replica.Close() })
+
+	cl.Nodes[i].Kill()
+	// Commands keep coming meanwhile, as they would in production.
+	var promoted time.Time
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica was never promoted")
+		}
+		_ = rdb.Set(ctx, key, "during", 0).Err()
+		if role, err := replica.Do(ctx, "ROLE").Slice(); err == nil && len(role) > 0 && role[0] == "master" {
+			promoted = time.Now()
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		err := rdb.Set(ctx, key, "after", 0).Err()
+		if err == nil {
+			break
+		}
+		if since := time.Since(promoted); since > 15*time.Second {
+			t.Fatalf("%v after the replica's promotion, writes still fail: %v", since, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
