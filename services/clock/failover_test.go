@@ -144,3 +144,17 @@ func TestReplicaDeathHandsShardsOver(t *testing.T) {
 		t.Fatalf("game after the rebalance ended by %v", g.GetResult().GetMethod())
 	}
 }
+
+// TestAReplicaWhoseHeartbeatFailsStillTakesFreeShards: the replica set is
+// one key, on one node of a Redis Cluster; while it cannot be written,
+// a replica must still take the free shards, whose leases live elsewhere,
+// or their games would go unswept. Here the key holds the wrong type.
+func TestAReplicaWhoseHeartbeatFailsStillTakesFreeShards(t *testing.T) {
+	t.Parallel()
+	env := startGame(t, true)
+	if err := env.Redis.Set(context.Background(), env.Config.KeyPrefix+"clock:replicas", "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a := runReplica(t, env, "a", sweep.Config{LeaseTTL: 2 * time.Second, Tick: 100 * time.Millisecond})
+	waitShares(t, map[*replica]int{a: env.Config.DeadlineShards})
+}

@@ -342,8 +342,14 @@ func (s *Service) tick(ctx context.Context) {
 
 	live, err := hb.StringSlice()
 	if err != nil {
+		// The replica set is one key, on one Redis Cluster node: that node
+		// being down must not keep this replica from taking the free
+		// shards on the others (a dead replica's, or its own lost ones).
+		// The last set read stands in for it.
 		s.log.Warn("clock heartbeat", "err", err)
-		return
+		s.mu.Lock()
+		live = slices.Clone(s.replicas)
+		s.mu.Unlock()
 	}
 	if !slices.Contains(live, s.cfg.ReplicaID) {
 		live = append(live, s.cfg.ReplicaID)
