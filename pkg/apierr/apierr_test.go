@@ -41,6 +41,8 @@ func TestToStatus(t *testing.T) {
 		{name: "store connection closed", err: fmt.Errorf("load game g: %w", io.EOF), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
 		{name: "store pool exhausted", err: fmt.Errorf("load game g: %w", redis.ErrPoolTimeout), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
 		{name: "store client closed at shutdown", err: fmt.Errorf("load game g: %w", redis.ErrClosed), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
+		{name: "slot moved in a cluster failover", err: errors.New("MOVED 4274 10.0.3.7:7001"), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
+		{name: "slot migrating", err: errors.New("ASK 4274 10.0.3.7:7001"), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
 		{name: "not confirmed by replicas", err: fmt.Errorf("commit game g: %w", redisx.ErrNotReplicated), wantCode: codes.Unavailable, wantMsg: notReplicatedMsg},
 		{name: "store script error is a bug", err: fmt.Errorf("commit game g: %w", redis.ErrNoScript), wantCode: codes.Internal, wantMsg: "internal error"},
 	}
