@@ -50,18 +50,18 @@ func NewCluster(tb testing.TB, n int) *Cluster {
 // node starts one cluster node, not yet part of the cluster.
 func (c *Cluster) node(ctx context.Context, tb testing.TB) (s *Server, bus int) {
 	tb.Helper()
-	// The cluster bus gets a port of its own: the default, the client
-	// port plus 10000, may be taken or beyond 65535.
-	bus, err := freePort()
+	dir := tb.TempDir()
+	s, err := startOnFreePorts(ctx, func() (*Server, error) {
+		// The cluster bus gets a port of its own: the default, the client
+		// port plus 10000, may be taken or beyond 65535.
+		var err error
+		if bus, err = freePort(); err != nil {
+			return nil, err
+		}
+		return newServer(c.bin, dir, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
+			"--cluster-node-timeout", "5000", "--cluster-config-file", "nodes.conf", "--repl-diskless-sync-delay", "0")
+	})
 	if err != nil {
-		tb.Fatal(err)
-	}
-	s, err = newServer(c.bin, tb.TempDir(), "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
-		"--cluster-node-timeout", "5000", "--cluster-config-file", "nodes.conf", "--repl-diskless-sync-delay", "0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := s.start(ctx); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(s.kill)

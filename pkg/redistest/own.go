@@ -33,15 +33,32 @@ type Server struct {
 // redis-server on PATH tb is skipped, or fails under REDISTEST_REQUIRE.
 func Own(tb testing.TB, args ...string) *Server {
 	tb.Helper()
-	s, err := newServer(serverBinary(tb), tb.TempDir(), append([]string{"--appendonly", "yes", "--appendfsync", "always"}, args...)...)
+	bin, dir := serverBinary(tb), tb.TempDir()
+	s, err := startOnFreePorts(context.Background(), func() (*Server, error) {
+		return newServer(bin, dir, append([]string{"--appendonly", "yes", "--appendfsync", "always"}, args...)...)
+	})
 	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := s.start(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(s.kill)
 	return s
+}
+
+// startOnFreePorts makes a server with build and starts it, making it again
+// on new ports when the server exits at start: a port chosen free can be
+// taken before the server binds it, by another test's server.
+func startOnFreePorts(ctx context.Context, build func() (*Server, error)) (*Server, error) {
+	var err error
+	for range 5 {
+		var s *Server
+		if s, err = build(); err != nil {
+			return nil, err
+		}
+		if err = s.start(ctx); err == nil {
+			return s, nil
+		}
+	}
+	return nil, err
 }
 
 // Replica starts a redis-server for tb alone that replicates the server
@@ -180,6 +197,10 @@ func (s *Server) kill() {
 	_ = cmd.Process.Kill() // an error: it is gone already (Kill, then cleanup)
 	<-done
 }
+
+// Start starts a server that Kill stopped again, on the same port and
+// files, and returns once it answers.
+func (s *Server) Start(ctx context.Context) error { return s.start(ctx) }
 
 // Crash kills the server without warning (SIGKILL) and starts it again on
 // the same port and files; it returns once the server answers, its data
