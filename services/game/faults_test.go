@@ -673,14 +673,19 @@ func TestAStreamLivesThroughARedisCrash(t *testing.T) {
 	defer cancel()
 	version := tb.get(t).GetVersion()
 	// Several streams: whether one's first read after the crash fails
-	// depends on timing; with a handful, one of them does.
-	const streams = 10
+	// depends on timing; with thirty, one of them does.
+	const streams = 30
 	events := make(chan *gamev1.Event, 64)
 	failed := make(chan error, streams)
 	for range streams {
-		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: version})
+		// With a snapshot, so that the stream is known to be under way
+		// (past its first read of the game) before Redis goes.
+		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if m, err := st.Recv(); err != nil || m.GetSnapshot().GetVersion() != version {
+			t.Fatalf("snapshot %v (%v); want one at version %d", m, err, version)
 		}
 		go func() {
 			for {
