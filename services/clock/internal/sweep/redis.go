@@ -21,18 +21,12 @@ func (k keys) lease(shard int) string { return k.prefix + "dl:lease:{" + strconv
 // (unix ms), from which each replica derives its fair share of shards.
 func (k keys) replicas() string { return k.prefix + "clock:replicas" }
 
-// renewScript extends a lease only when the caller still holds it: a
-// plain PEXPIRE could extend a lease another replica took over.
+// renewScript extends each lease of KEYS that the caller (ARGV[1]) still
+// holds, to ARGV[2] ms, and returns per key 1 if it did, else 0: a plain
+// PEXPIRE could extend a lease another replica took over. On a single
+// Redis one run renews every lease of a tick; on a cluster, where a script
+// touches one slot, each lease has a run of its own.
 var renewScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0`)
-
-// renewManyScript is renewScript over several leases at once, for a
-// Redis that is not a cluster (see dueManyScript): one script a tick
-// instead of one per shard. It returns one renewScript reply per key.
-var renewManyScript = redis.NewScript(`
 local out = {}
 for i, key in ipairs(KEYS) do
   out[i] = 0
@@ -42,33 +36,44 @@ for i, key in ipairs(KEYS) do
 end
 return out`)
 
-// queueRenewals adds to pipe the renewal of the leases of shards, with
-// one script on a single Redis, else a script per lease; the function
-// returned gives, once pipe has run, the reply for shards[i]: 1 when
-// renewed, 0 when the lease is no longer id's.
+// queueRenewals adds to pipe the renewal of the leases of shards; the
+// function returned gives, once pipe has run, the reply for shards[i]: 1
+// when renewed, 0 when the lease is no longer id's.
 func queueRenewals(ctx context.Context, pipe redis.Pipeliner, rdb redis.UniversalClient, k keys, shards []int, id string, ttlMs int64) func(i int) (int64, error) {
 	leases := make([]string, len(shards))
 	for i, sh := range shards {
 		leases[i] = k.lease(sh)
 	}
-	if _, cluster := rdb.(*redis.ClusterClient); cluster || len(shards) < 2 {
-		each := make([]*redis.Cmd, len(shards))
-		for i, lease := range leases {
-			each[i] = renewScript.Eval(ctx, pipe, []string{lease}, id, ttlMs)
+	// The reply for shards[i] is element at[i] of run[i]'s.
+	run := make([]*redis.Cmd, len(shards))
+	at := make([]int, len(shards))
+	if singleNode(rdb) {
+		all := renewScript.Eval(ctx, pipe, leases, id, ttlMs)
+		for i := range shards {
+			run[i], at[i] = all, i
 		}
-		return func(i int) (int64, error) { return each[i].Int64() }
+	} else {
+		for i, lease := range leases {
+			run[i] = renewScript.Eval(ctx, pipe, []string{lease}, id, ttlMs)
+		}
 	}
-	all := renewManyScript.Eval(ctx, pipe, leases, id, ttlMs)
 	return func(i int) (int64, error) {
-		v, err := all.Int64Slice()
+		v, err := run[i].Int64Slice()
 		switch {
 		case err != nil:
 			return 0, err
-		case len(v) != len(shards):
-			return 0, fmt.Errorf("renew leases: %d replies for %d leases", len(v), len(shards))
+		case at[i] >= len(v):
+			return 0, fmt.Errorf("renew leases: %d replies, none for %s", len(v), leases[i])
 		}
-		return v[i], nil
+		return v[at[i]], nil
 	}
+}
+
+// singleNode reports whether rdb is one Redis (with or without Sentinel),
+// where a script may touch keys of any slot, rather than a cluster.
+func singleNode(rdb redis.UniversalClient) bool {
+	_, cluster := rdb.(*redis.ClusterClient)
+	return !cluster
 }
 
 // releaseScript deletes a lease only when the caller holds it.
@@ -89,26 +94,17 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now - tonumb
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return redis.call('ZRANGEBYSCORE', KEYS[1], string.format('%d', now - tonumber(ARGV[2])), '+inf')`)
 
-// dueScript reads, at Redis' own time, the due entries of a shard
-// (earliest first, at most ARGV[1]) and the instant of the first entry
-// that is not due yet. Deciding due-ness by Redis TIME, the clock the game
-// service checks deadlines with, means an entry handed to ExpireDeadline
-// is never "not due yet" there (one Redis; see shard.go for Cluster).
+// dueScript reads, at Redis' own time, the due entries of each shard of
+// KEYS (earliest first, at most ARGV[i] for KEYS[i]) and the instant of
+// its first entry that is not due yet: one reply {time, due, next} per
+// key. Deciding due-ness by Redis TIME, the clock the game service checks
+// deadlines with, means an entry handed to ExpireDeadline is never "not
+// due yet" there (one Redis; see shard.go for Cluster). On a single Redis
+// one run reads every shard with something due: a replica reads its shards
+// up to fifty times a second, and an in-process Redis (make run) starts a
+// new interpreter for every script it runs. On a cluster each shard has a
+// run of its own.
 var dueScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local nows = string.format('%d', now)
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nows, 'LIMIT', 0, tonumber(ARGV[1]))
-local nxt = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-return {nows, due, nxt[2] or ''}`)
-
-// dueManyScript is dueScript over several shards at once, for a Redis
-// that is not a cluster, where keys of many slots may share a script:
-// one script run per pass instead of one per shard. A replica reads its
-// shards up to fifty times a second, and an in-process Redis (make run)
-// starts a new interpreter for every script it runs. ARGV[i] is the limit
-// of KEYS[i]; the reply holds one dueScript reply per key.
-var dueManyScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local nows = string.format('%d', now)
@@ -133,15 +129,11 @@ type dueSet struct {
 // them: each shard's earliest entry, at Redis' time, in one transaction.
 // One script then reads the shards that have something due.
 func fetchDueMany(ctx context.Context, rdb redis.UniversalClient, keys []string, limits []int) (due []dueSet, errs []error) {
-	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+	if !singleNode(rdb) {
 		return fetchDueEach(ctx, rdb, keys, limits)
 	}
 	due, errs = make([]dueSet, len(keys)), make([]error, len(keys))
-	failAll := func(idx []int, err error) {
-		for _, i := range idx {
-			errs[i] = fmt.Errorf("read due deadlines of %s: %w", keys[i], err)
-		}
-	}
+	fail := func(i int, err error) { errs[i] = fmt.Errorf("read due deadlines of %s: %w", keys[i], err) }
 	pipe := rdb.TxPipeline()
 	clock := pipe.Time(ctx)
 	first := make([]*redis.ZSliceCmd, len(keys))
@@ -150,18 +142,16 @@ func fetchDueMany(ctx context.Context, rdb redis.UniversalClient, keys []string,
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at
 	if err := clock.Err(); err != nil {
-		all := make([]int, len(keys))
-		for i := range all {
-			all[i] = i
+		for i := range keys {
+			fail(i, err)
 		}
-		failAll(all, err)
 		return due, errs
 	}
 	nowMs := clock.Val().UnixMilli()
 	var some []int // the shards with an entry due
 	for i, c := range first {
 		if err := c.Err(); err != nil {
-			failAll([]int{i}, err)
+			fail(i, err)
 			continue
 		}
 		due[i].nowMs = nowMs
@@ -181,17 +171,13 @@ func fetchDueMany(ctx context.Context, rdb redis.UniversalClient, keys []string,
 	for j, i := range some {
 		someKeys[j], args[j] = keys[i], limits[i]
 	}
-	v, err := dueManyScript.Run(ctx, rdb, someKeys, args...).Slice()
-	if err == nil && len(v) != len(some) {
-		err = fmt.Errorf("%d replies for %d shards", len(v), len(some))
-	}
-	if err != nil {
-		failAll(some, err)
-		return due, errs
-	}
+	v, err := dueScript.Run(ctx, rdb, someKeys, args...).Slice()
 	for j, i := range some {
-		one, _ := v[j].([]any)
-		due[i], errs[i] = parseDue(keys[i], one)
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		due[i], errs[i] = parseDue(keys[i], v, j)
 	}
 	return due, errs
 }
@@ -237,14 +223,18 @@ func fetchDueEach(ctx context.Context, rdb redis.UniversalClient, keys []string,
 			errs[i] = fmt.Errorf("read due deadlines of %s: %w", keys[i], err)
 			continue
 		}
-		due[i], errs[i] = parseDue(keys[i], v)
+		due[i], errs[i] = parseDue(keys[i], v, 0)
 	}
 	return due, errs
 }
 
-// parseDue reads one shard's reply: its Redis time, due entries and next
-// entry.
-func parseDue(key string, v []any) (dueSet, error) {
+// parseDue reads element j of a dueScript reply, key's: its Redis time,
+// due entries and next entry.
+func parseDue(key string, reply []any, j int) (dueSet, error) {
+	var v []any
+	if j < len(reply) {
+		v, _ = reply[j].([]any)
+	}
 	if len(v) != 3 {
 		return dueSet{}, fmt.Errorf("read due deadlines of %s: malformed reply", key)
 	}

@@ -45,7 +45,7 @@ func TestOneScriptReadsShardsAsTheirOwnScriptsDo(t *testing.T) {
 	limits := []int{2, 5, 5, 1}
 
 	// Loaded first, so that no NOSCRIPT retry counts as a second script.
-	if err := dueManyScript.Load(ctx, rdb).Err(); err != nil {
+	if err := dueScript.Load(ctx, rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
 	scripts.n = 0
