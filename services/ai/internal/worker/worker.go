@@ -128,13 +128,18 @@ func (w *Worker) Run(ctx context.Context) {
 // for j's game every second until the answer is anything but Unavailable.
 func (w *Worker) awaitGames(ctx context.Context, j aijobs.Job) {
 	w.Log.WarnContext(ctx, "ai worker: the game service is out of reach; taking no job until it answers")
-	seat := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+j.Token)
+	seat := asSeat(ctx, j)
 	for sleep(ctx, time.Second) == nil {
 		if _, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID}); status.Code(err) != codes.Unavailable {
 			w.Log.InfoContext(ctx, "ai worker: the game service answers again")
 			return
 		}
 	}
+}
+
+// asSeat is ctx carrying the credential of j's seat.
+func asSeat(ctx context.Context, j aijobs.Job) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+j.Token)
 }
 
 // leaveTimeout bounds the calls that outlive a stopping worker's context:
@@ -179,7 +184,7 @@ func PruneConsumers(ctx context.Context, log *slog.Logger, q *aijobs.Queue, ever
 // other worker holding the same job, because the move's request id is
 // derived from the game and the version it was chosen at.
 func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
-	seat := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+j.Token)
+	seat := asSeat(ctx, j)
 	var last chosen
 	var refused *refusal
 	unseen, changes := 0, 0
