@@ -96,6 +96,20 @@ func TestBadInputChangesNothing(t *testing.T) {
 			_, err := env.Client.MakeMove(other.as(black), &gamev1.MakeMoveRequest{GameId: x.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h10g8"}})
 			return err
 		}, wantCode: codes.PermissionDenied},
+		{name: "forged credential reading an unknown game", game: x, call: func() error {
+			// Refused before Redis is asked, so it cannot tell a private
+			// game that exists from one that does not.
+			_, err := env.Client.GetGame(gametest.As(context.Background(), x.seats[black]+"x"), &gamev1.GetGameRequest{GameId: "nosuchgame"})
+			return err
+		}, wantCode: codes.Unauthenticated},
+		{name: "forged credential streaming a public game", game: x, call: func() error {
+			st, err := env.Client.StreamEvents(gametest.As(context.Background(), x.seats[black]+"x"), &gamev1.StreamEventsRequest{GameId: x.id})
+			if err != nil {
+				return err
+			}
+			_, err = st.Recv()
+			return err
+		}, wantCode: codes.Unauthenticated},
 		{name: "private game without a seat", game: janggi, call: func() error {
 			_, err := env.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: janggi.id})
 			return err

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -845,5 +846,43 @@ func TestHeartbeatsKeepTimeWhileRedisIsSilent(t *testing.T) {
 			t.Fatalf("a heartbeat %v after the last with Redis silent, on a %v interval", gap, heartbeat)
 		}
 		last = time.Now()
+	}
+}
+
+// A seat of one game may watch another game that is public, as any
+// spectator may: a client that sends its player's credential with every
+// call can spectate too. The watcher holds no seat there. A private game
+// stays closed to it.
+func TestAnotherGamesSeatWatchesAPublicGame(t *testing.T) {
+	env := gametest.Start(t, nil)
+	public := xiangqi(t, env)
+	private := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
+	watcher := private.as(commonv1.Side_SIDE_FIRST)
+	if _, err := env.Client.GetGame(watcher, &gamev1.GetGameRequest{GameId: public.id}); err != nil {
+		t.Fatalf("read of a public game with another game's seat: %v", err)
+	}
+	st, err := env.Client.StreamEvents(watcher, &gamev1.StreamEventsRequest{GameId: public.id, Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatalf("stream of a public game with another game's seat: %v", err)
+	}
+	public.move(t, "h3e3")
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.GetEvent().GetMovePlayed() != nil {
+			break
+		}
+	}
+	if got := heldSeats(t, env); len(got) != 0 {
+		t.Fatalf("a watcher with another game's seat holds %v", got)
+	}
+	_, err = env.Client.GetGame(public.as(commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: private.id})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), "not for a seat of game "+private.id) {
+		t.Fatalf("read of a private game with another game's seat: %v, want PermissionDenied naming the game", err)
 	}
 }

@@ -215,7 +215,13 @@ func checkID(field, id string, limit int) error {
 	return nil
 }
 
-// credential reads the seat credential of game id from the metadata.
+// errNotASeat marks a credential that is valid but not for a seat of the
+// game asked about: another game's, or not a seat's.
+var errNotASeat = errors.New("not a seat of this game")
+
+// credential reads the seat credential of game id from the metadata: ok is
+// false without one. A credential that is valid but not for a seat of the
+// game gives an error that is errNotASeat.
 func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rules.Side, bool, error) {
 	// Reading the one key does not copy the whole metadata, as
 	// FromIncomingContext does, on every move.
@@ -232,7 +238,9 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 		return 0, false, apierr.New(apierr.Unauthenticated, "seat credential: %v", err)
 	}
 	if c.Kind != auth.KindSeat || c.Game != id {
-		return 0, false, apierr.New(apierr.PermissionDenied, "this credential is not for a seat of game %s", id)
+		e := apierr.New(apierr.PermissionDenied, "this credential is not for a seat of game %s", id)
+		e.Err = errNotASeat
+		return 0, false, e
 	}
 	switch c.Side {
 	case "first":
@@ -982,6 +990,15 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 	if err := checkID("game_id", id, MaxIDBytes); err != nil {
 		return store.Loaded{}, nil, err
 	}
+	// A credential that is no good is refused before Redis is asked
+	// anything, which also keeps it from telling a private game that exists
+	// from one that does not. Another game's seat may still watch a public
+	// game: clients that send their player's credential with every call can
+	// spectate as well.
+	side, seated, credErr := h.credential(ctx, id, h.now())
+	if credErr != nil && !errors.Is(credErr, errNotASeat) {
+		return store.Loaded{}, nil, credErr
+	}
 	var l store.Loaded
 	var err error
 	if withMoves {
@@ -998,17 +1015,15 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 	if err != nil {
 		return l, nil, err
 	}
-	side, ok, err := h.credential(ctx, id, l.Now)
-	if err != nil {
-		return l, nil, err
-	}
-	if !ok {
-		if !l.State.Public {
-			return l, nil, apierr.New(apierr.PermissionDenied, "game %s is private: a seat credential is required", id)
-		}
+	switch {
+	case seated:
+		return l, &side, nil
+	case l.State.Public:
 		return l, nil, nil
+	case credErr != nil:
+		return l, nil, credErr
 	}
-	return l, &side, nil
+	return l, nil, apierr.New(apierr.PermissionDenied, "game %s is private: a seat credential is required", id)
 }
 
 // cachedHead is the state this process last committed of game id, when it

@@ -81,7 +81,10 @@ type GameServiceClient interface {
 	// 200 times a game (FailedPrecondition after).
 	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
-	// credential (PermissionDenied otherwise).
+	// credential (PermissionDenied otherwise). A public game may be read by
+	// anyone, also with another game's seat credential; a credential that
+	// is not valid is Unauthenticated, checked before the game is looked up.
+	// StreamEvents admits its callers alike.
 	GetGame(ctx context.Context, in *GetGameRequest, opts ...grpc.CallOption) (*GetGameResponse, error)
 	// StreamEvents sends a snapshot when asked, then every event after
 	// after_version exactly once in version order, then live events, with
@@ -288,7 +291,10 @@ type GameServiceServer interface {
 	// 200 times a game (FailedPrecondition after).
 	Undo(context.Context, *UndoRequest) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
-	// credential (PermissionDenied otherwise).
+	// credential (PermissionDenied otherwise). A public game may be read by
+	// anyone, also with another game's seat credential; a credential that
+	// is not valid is Unauthenticated, checked before the game is looked up.
+	// StreamEvents admits its callers alike.
 	GetGame(context.Context, *GetGameRequest) (*GetGameResponse, error)
 	// StreamEvents sends a snapshot when asked, then every event after
 	// after_version exactly once in version order, then live events, with
