@@ -165,7 +165,7 @@ func Bind(cfg Config) app.Binder {
 			}
 		}
 		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard, handler.Notifications())
-		hd, err := handler.New(log, handler.Config{
+		hd, err := handler.New(ctx, log, handler.Config{
 			SeatTTL: cfg.SeatTTL, SetupTime: cfg.SetupTime, FirstMoveTime: cfg.FirstMoveTime,
 			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, PresenceGrace: cfg.PresenceGrace, PresenceLease: cfg.PresenceLease, AIJobs: jobs,
 			ServiceKeys: rt.ServiceKeys,

@@ -108,10 +108,16 @@ type Handler struct {
 	verified *auth.Verified
 	// services remembers checked service credentials.
 	services *auth.Verified
-	// offsetNs is Redis TIME minus local time at the last read, so a
-	// command run on a cached state uses the same time base as one that
-	// read Redis.
-	offsetNs atomic.Int64
+	// redisTime anchors now() to Redis TIME, so a command run on a cached
+	// state uses the same time base as one that read Redis (and as the
+	// sweeper), whatever this host's clock says.
+	redisTime atomic.Pointer[timeAnchor]
+}
+
+// timeAnchor is Redis TIME as read at a local monotonic instant.
+type timeAnchor struct {
+	redis time.Time
+	local time.Time
 }
 
 var _ gamev1.GameServiceServer = (*Handler)(nil)
@@ -124,7 +130,7 @@ type metrics struct {
 }
 
 // New returns a handler.
-func New(log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *hub.Hub, ring *auth.Keyring, meter metric.Meter) (*Handler, error) {
+func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *hub.Hub, ring *auth.Keyring, meter metric.Meter) (*Handler, error) {
 	var m metrics
 	var errs []error
 	var err error
@@ -161,6 +167,9 @@ func New(log *slog.Logger, cfg Config, st *store.Store, idx *deadline.Index, h *
 	}
 	hd.services = auth.NewVerified(cfg.ServiceKeys, 1024)
 	hd.proc, hd.retry = newProcessID(), map[seatKey]int{}
+	// Commands after CreateGame run on the cached state, with no read of
+	// Redis to learn its time from: learn it before serving any.
+	hd.syncTime(ctx)
 	leaseCtx, stop := context.WithCancel(context.Background())
 	hd.stopLease, hd.leaseDone = stop, make(chan struct{})
 	go func() {
@@ -442,10 +451,13 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 // learning the offset between Redis' clock and ours.
 func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded, error) {
 	l, err := h.store.Load(ctx, id, requestID)
+	if !l.Now.IsZero() {
+		// A game not found comes with the time too.
+		h.learnRedisTime(l.Now)
+	}
 	if err != nil {
 		return l, err
 	}
-	h.learnRedisTime(l.Now)
 	if l.State != nil {
 		l.State.SetReplayed(h.cache.replayed(id, l.State.Version, l.State.Stamp))
 	}
@@ -468,12 +480,33 @@ func (h *Handler) confirmLoaded(ctx context.Context, id string, l store.Loaded) 
 	return h.confirm(ctx, id)
 }
 
-// now is Redis' time, as far as this process has learnt its offset.
-func (h *Handler) now() time.Time { return time.Now().Add(time.Duration(h.offsetNs.Load())) }
+// now is Redis' time: its TIME at the last read, plus the time since on
+// this process's monotonic clock, so a step of the host's wall clock
+// changes nothing. Before any read, it is the host's clock.
+func (h *Handler) now() time.Time {
+	a := h.redisTime.Load()
+	if a == nil {
+		return time.Now()
+	}
+	return a.redis.Add(time.Since(a.local))
+}
 
-// learnRedisTime records the offset of Redis' clock, read at redisNow.
+// learnRedisTime anchors now() to redisNow, Redis TIME read just now.
 func (h *Handler) learnRedisTime(redisNow time.Time) {
-	h.offsetNs.Store(int64(redisNow.Sub(time.Now())))
+	h.redisTime.Store(&timeAnchor{redis: redisNow, local: time.Now()})
+}
+
+// syncTime reads Redis TIME. A process whose commands all run on cached
+// states reads it nowhere else, so the lease loop calls it too.
+func (h *Handler) syncTime(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	t, err := h.store.Time(ctx)
+	if err != nil {
+		h.log.WarnContext(ctx, "redis time", "err", err)
+		return
+	}
+	h.learnRedisTime(t)
 }
 
 func staleVersion(expected, current uint64) error {
@@ -1004,8 +1037,11 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 	if withMoves {
 		l, err = h.load(ctx, id, "")
 	} else if l = h.cachedHead(id, after); l.State == nil {
-		if l, err = h.store.LoadHead(ctx, id); err == nil {
+		l, err = h.store.LoadHead(ctx, id)
+		if !l.Now.IsZero() {
 			h.learnRedisTime(l.Now)
+		}
+		if err == nil {
 			err = h.confirmLoaded(ctx, id, l)
 		}
 	}

@@ -139,6 +139,7 @@ func (h *Handler) keepLease(ctx context.Context) {
 	var releases sync.WaitGroup
 	defer releases.Wait()
 	for {
+		h.syncTime(ctx)
 		h.renew(ctx)
 		h.retryPresence(ctx)
 		h.reap(ctx, &releases)

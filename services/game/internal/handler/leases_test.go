@@ -48,7 +48,7 @@ func newRedisHandlerOn(t *testing.T, rdb redis.UniversalClient, prefix string, r
 		t.Fatal(err)
 	}
 	hb := hub.New(context.Background(), rdb, log, st.ShardChannel, store.Shard, Notifications())
-	h, err := New(log, Config{PresenceGrace: time.Minute, SetupTime: time.Minute, FirstMoveTime: time.Minute, SeatTTL: time.Hour, Heartbeat: time.Second, ServiceKeys: ring}, st, idx, hb, ring, noop.NewMeterProvider().Meter("test"))
+	h, err := New(context.Background(), log, Config{PresenceGrace: time.Minute, SetupTime: time.Minute, FirstMoveTime: time.Minute, SeatTTL: time.Hour, Heartbeat: time.Second, ServiceKeys: ring}, st, idx, hb, ring, noop.NewMeterProvider().Meter("test"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -502,6 +502,15 @@ func (s *Store) Keys(id string) []string {
 // probeTTL is how long a probe counter outlives its first probe.
 const probeTTL = time.Hour
 
+// Time reads Redis' TIME, the clock every process goes by.
+func (s *Store) Time(ctx context.Context) (time.Time, error) {
+	t, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("redis time: %w", err)
+	}
+	return t, nil
+}
+
 // Probe increments a counter (the load test's floor: one write).
 func (s *Store) Probe(ctx context.Context, key string) (uint64, error) {
 	k := s.cfg.Prefix + "probe:{" + key + "}"
