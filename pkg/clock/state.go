@@ -320,6 +320,17 @@ func (s State) Flag(now time.Time) bool {
 	return ok && unixMs(now) > d
 }
 
+// OutOfBudget reports whether the running side has used its whole budget
+// before now, lag grace not counted: the grace forgives the network delay
+// of a move, and a command that is no move has none to forgive.
+func (s State) OutOfBudget(now time.Time) bool {
+	r := rulesOf(s.Control)
+	if !s.running() || !r.timed() {
+		return false
+	}
+	return unixMs(now) > clampInstant(s.TurnStartMs)+r.budget(r.norm(s.Players[s.Turn]))
+}
+
 // Snapshot is both clocks as of an instant, for display and for checks.
 type Snapshot struct {
 	At      time.Time      `json:"at"`

@@ -115,6 +115,32 @@ func TestCommandsAfterAFlagEndTheGameOnTime(t *testing.T) {
 	}
 }
 
+// TestNoGraceForTheRunningSidesOtherCommands: the lag grace forgives the
+// network delay of a move. A command of the side whose clock runs that is
+// no move has none to forgive: past the budget, it ends the game on time
+// (accepting a draw would turn that loss into a draw). Its opponent's
+// commands leave it the grace, for its move may be on its way.
+func TestNoGraceForTheRunningSidesOtherCommands(t *testing.T) {
+	red, black := rules.First, rules.Second
+	st, _ := clocked(t)
+	d, _ := st.Clock.Deadline()
+	within := d.Add(-500 * time.Millisecond) // past Red's budget, within the grace
+	offered := must(t, "Black's offer")(OfferDraw(st, black, within.Add(-time.Minute)))
+	ch, err := AnswerDraw(offered, red, true, within)
+	wantEndedOnTime(t, "Red accepting a draw within the grace", ch, err, red)
+	ch, err = OfferDraw(st, red, within)
+	wantEndedOnTime(t, "Red's draw offer within the grace", ch, err, red)
+	ch, err = Resign(st, red, within)
+	wantEndedOnTime(t, "Red's resignation within the grace", ch, err, red)
+	if ch, err = OfferDraw(st, black, within); err != nil || ch.Reply != nil || ch.State.Status != StatusOngoing {
+		t.Fatalf("Black's draw offer within Red's grace: %v %v; want it made, the game going on", err, ch.Reply)
+	}
+	ch, err = Resign(st, black, within)
+	if err != nil || ch.Reply != nil || ch.State.Result.Method != rules.Resignation || *ch.State.Result.Side != black {
+		t.Fatalf("Black's resignation within Red's grace: %v %v; want Black resigned", err, ch.Reply)
+	}
+}
+
 // TestLateMoveShowsTheFlag: a move late by less than the lag grace, with no
 // lag reported, ends the game with the clock that flagged it.
 func TestLateMoveShowsTheFlag(t *testing.T) {
@@ -153,8 +179,8 @@ func TestUndoGivesTheAIAFreshPeriod(t *testing.T) {
 
 // TestUndoDoesNotExtendTheHumansTurn: an undo in the human's own turn
 // (after the AI's reply) takes moves back, not time: the turn goes on
-// with the deadline it had. Begun again at the undo, it would get the lag
-// grace again, and undos within the grace would hold off the flag.
+// with the deadline it had. Begun again at the undo, it would get its
+// budget again, and undos would hold off the flag for ever.
 func TestUndoDoesNotExtendTheHumansTurn(t *testing.T) {
 	st, now := clocked(t)
 	now = now.Add(time.Second)
@@ -162,7 +188,7 @@ func TestUndoDoesNotExtendTheHumansTurn(t *testing.T) {
 	now = now.Add(time.Second)
 	st = must(t, "i10i9")(Move(st, rules.Second, "i10i9", 0, now))
 	d, _ := st.Clock.Deadline()
-	now = d.Add(-50 * time.Millisecond) // within the grace, just before the flag
+	now = d.Add(-serviceLag.MaxPerMove - 50*time.Millisecond) // just before the budget ends
 	st = must(t, "undo")(Undo(st, rules.First, now))
 	if got, _ := st.Clock.Deadline(); !got.Equal(d) {
 		t.Fatalf("the undo moved the deadline from %v to %v", d, got)

@@ -205,20 +205,33 @@ func checkPlaying(st *State, side rules.Side, action string) error {
 
 // flagFirst ends the game when a deadline of its clock passed before now
 // (the first-move deadline aborts it, a flag ends it on time), and refuses
-// the command: the deadline came first, so the game had ended. Moves find
-// these in playOn; every other command of a running game checks here, so
-// that a draw, a resignation or an undo cannot come after a deadline the
-// sweeper has not seen yet, nor leave the game with no wake-up.
-func flagFirst(st *State, action string, now time.Time) (Change, bool) {
+// the command of side: the deadline came first, so the game had ended.
+// Moves find these in playOn; every other command of a running game checks
+// here, so that a draw, a resignation or an undo cannot come after a
+// deadline the sweeper has not seen yet, nor leave the game with no
+// wake-up. The side whose clock runs gets no lag grace for a command that
+// is no move (accepting a draw in it would turn a loss on time into a
+// draw); its opponent's commands leave it the grace, for its move may be
+// on its way.
+func flagFirst(st *State, side rules.Side, action string, now time.Time) (Change, bool) {
 	if ch, ok := lateFirstMove(st, action, now); ok {
 		return ch, true
 	}
-	if st.Status != StatusOngoing || st.Clock == nil || !st.Clock.Flag(now) {
+	if st.Status != StatusOngoing || st.Clock == nil {
+		return Change{}, false
+	}
+	if out := st.Clock.Flag(now) || rules.Side(st.Clock.Turn) == side && st.Clock.OutOfBudget(now); !out {
 		return Change{}, false
 	}
 	n := clone(st)
 	loser := rules.Side(n.Clock.Turn)
-	evs := append(clockMilestones(n, now), endOnTime(n, loser, now))
+	evs := clockMilestones(n, now)
+	// The clock stops at its flag; within the grace, stopping it would
+	// show it at zero, not flagged.
+	if c, err := n.Clock.Yield(now); errors.As(err, new(*clock.FlagError)) {
+		n.Clock = &c
+	}
+	evs = append(evs, endOnTime(n, loser, now))
 	return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition,
 		"cannot %s: %s's time had run out, and the game ended on time", action, sideName(n.Variant, loser))}, true
 }
@@ -471,7 +484,7 @@ func Resign(st *State, side rules.Side, now time.Time) (Change, error) {
 	if err := checkOpen(st, "resign"); err != nil {
 		return Change{}, err
 	}
-	if ch, ok := flagFirst(st, "resign", now); ok {
+	if ch, ok := flagFirst(st, side, "resign", now); ok {
 		return ch, nil
 	}
 	n := clone(st)
@@ -487,7 +500,7 @@ func OfferDraw(st *State, side rules.Side, now time.Time) (Change, error) {
 	if err := checkOpen(st, "offer a draw"); err != nil {
 		return Change{}, err
 	}
-	if ch, ok := flagFirst(st, "offer a draw", now); ok {
+	if ch, ok := flagFirst(st, side, "offer a draw", now); ok {
 		return ch, nil
 	}
 	if st.DrawOffer != nil {
@@ -515,7 +528,7 @@ func AnswerDraw(st *State, side rules.Side, accept bool, now time.Time) (Change,
 	if err := checkOpen(st, "answer a draw offer"); err != nil {
 		return Change{}, err
 	}
-	if ch, ok := flagFirst(st, "answer a draw offer", now); ok {
+	if ch, ok := flagFirst(st, side, "answer a draw offer", now); ok {
 		return ch, nil
 	}
 	if st.DrawOffer == nil || *st.DrawOffer == side {
@@ -546,7 +559,7 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 	if err := checkOpen(st, "undo"); err != nil {
 		return Change{}, err
 	}
-	if ch, ok := flagFirst(st, "undo", now); ok {
+	if ch, ok := flagFirst(st, side, "undo", now); ok {
 		return ch, nil
 	}
 	if st.Status == StatusSetup {

@@ -757,7 +757,9 @@ type ClockSnapshot struct {
 	Running Side `protobuf:"varint,3,opt,name=running,proto3,enum=palace.common.v1.Side" json:"running,omitempty"`
 	// Server time of this snapshot.
 	AsOf *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
-	// When the running side loses on time if it does not move.
+	// When the running side loses on time if it does not move: the end of
+	// its budget plus the lag grace that a move with reported_lag may use.
+	// Its own commands other than moves get no grace.
 	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
