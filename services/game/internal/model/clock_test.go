@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/clock"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	"github.com/palacehq/palace/pkg/rules"
 )
 
@@ -296,5 +299,40 @@ func TestTheAIsSeatCannotUndo(t *testing.T) {
 	_, err := Undo(st, rules.Second, now)
 	if apierr.CodeOf(err) != apierr.Precondition || !strings.Contains(err.Error(), "AI's seat") {
 		t.Fatalf("undo by the AI's seat = %v, want FailedPrecondition naming the AI's seat", err)
+	}
+}
+
+// TestEndAndUndoEventsCarryTheClocks: a client that follows only the
+// stream sees the clocks an undo leaves (here the AI's turn cut short,
+// and the human's clock started) and the clocks a game ended with, as a
+// read of the game shows them.
+func TestEndAndUndoEventsCarryTheClocks(t *testing.T) {
+	red := rules.First
+	st, now := clocked(t)
+	now = now.Add(3 * time.Second)
+	st = must(t, "a4a5")(Move(st, red, "a4a5", 0, now))
+	now = now.Add(2 * time.Second)
+	ch, err := Undo(st, red, now)
+	if err != nil || ch.Reply != nil {
+		t.Fatalf("undo: %v %v", err, ch.Reply)
+	}
+	undone := ch.Events[len(ch.Events)-1].GetMovesUndone().GetClocks()
+	if want := Summary(ch.State, nil, now).GetClocks(); undone == nil || !proto.Equal(undone, want) {
+		t.Fatalf("the undo's event shows clocks %v, a read %v", undone, want)
+	}
+	if undone.GetRunning() != commonv1.Side_SIDE_FIRST {
+		t.Fatalf("after the undo %v's clock runs, want Red's", undone.GetRunning())
+	}
+	now = now.Add(1500 * time.Millisecond)
+	ch, err = Resign(ch.State, red, now)
+	if err != nil || ch.Reply != nil {
+		t.Fatalf("resign: %v %v", err, ch.Reply)
+	}
+	ended := ch.Events[len(ch.Events)-1].GetGameEnded().GetClocks()
+	if want := Summary(ch.State, nil, now).GetClocks(); ended == nil || !proto.Equal(ended, want) {
+		t.Fatalf("the end's event shows clocks %v, a read %v", ended, want)
+	}
+	if ended.GetRunning() != commonv1.Side_SIDE_UNSPECIFIED || ended.GetFirst().GetMainLeft().AsDuration() >= st.Clock.Players[red].Main() {
+		t.Fatalf("the end's clocks %v: want them stopped, with Red's last turn charged", ended)
 	}
 }

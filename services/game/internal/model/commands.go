@@ -417,7 +417,7 @@ func finish(st *State, r Result, now time.Time) *gamev1.Event {
 	st.EndedMs = ms(now)
 	st.DrawOffer = nil
 	st.WakeMs = 0
-	ev := &gamev1.GameEnded{Result: resultPB(st)}
+	ev := &gamev1.GameEnded{Result: resultPB(st), Clocks: clockPBAt(st, now)}
 	if r.Side != nil {
 		ev.Side = rulespb.Side(*r.Side)
 	}
@@ -629,7 +629,7 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 	}
 	n.WakeMs = wake(n, now)
 	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_MovesUndone{MovesUndone: &gamev1.MovesUndone{
-		Moves: removed, Position: &commonv1.Position{Fen: g.Position().FEN()},
+		Moves: removed, Position: &commonv1.Position{Fen: g.Position().FEN()}, Clocks: clockPBAt(n, now),
 	}}}}}, nil
 }
 

@@ -2402,8 +2402,11 @@ func (x *GameStarted) GetClocks() *v1.ClockSnapshot {
 type MovesUndone struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The plies taken back, latest first.
-	Moves         []*MoveRecord `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
-	Position      *v1.Position  `protobuf:"bytes,2,opt,name=position,proto3" json:"position,omitempty"`
+	Moves    []*MoveRecord `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	Position *v1.Position  `protobuf:"bytes,2,opt,name=position,proto3" json:"position,omitempty"`
+	// Both clocks after the undo (unset in an untimed game): the turn it
+	// hands back may start the other side's clock.
+	Clocks        *v1.ClockSnapshot `protobuf:"bytes,3,opt,name=clocks,proto3" json:"clocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2448,6 +2451,13 @@ func (x *MovesUndone) GetMoves() []*MoveRecord {
 func (x *MovesUndone) GetPosition() *v1.Position {
 	if x != nil {
 		return x.Position
+	}
+	return nil
+}
+
+func (x *MovesUndone) GetClocks() *v1.ClockSnapshot {
+	if x != nil {
+		return x.Clocks
 	}
 	return nil
 }
@@ -2657,7 +2667,9 @@ type GameEnded struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Result *v1.Result             `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
 	// The side that caused the ending (resigned, flagged, ...), if any.
-	Side          v1.Side `protobuf:"varint,2,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
+	Side v1.Side `protobuf:"varint,2,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
+	// Both clocks as they stopped (unset in an untimed game).
+	Clocks        *v1.ClockSnapshot `protobuf:"bytes,3,opt,name=clocks,proto3" json:"clocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2704,6 +2716,13 @@ func (x *GameEnded) GetSide() v1.Side {
 		return x.Side
 	}
 	return v1.Side(0)
+}
+
+func (x *GameEnded) GetClocks() *v1.ClockSnapshot {
+	if x != nil {
+		return x.Clocks
+	}
+	return nil
 }
 
 var File_palace_game_v1_game_proto protoreflect.FileDescriptor
@@ -2884,10 +2903,11 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"by_default\x18\x03 \x01(\bR\tbyDefault\"x\n" +
 	"\vGameStarted\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.palace.common.v1.PositionR\x05start\x127\n" +
-	"\x06clocks\x18\x02 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"w\n" +
+	"\x06clocks\x18\x02 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"\xb0\x01\n" +
 	"\vMovesUndone\x120\n" +
 	"\x05moves\x18\x01 \x03(\v2\x1a.palace.game.v1.MoveRecordR\x05moves\x126\n" +
-	"\bposition\x18\x02 \x01(\v2\x1a.palace.common.v1.PositionR\bposition\"9\n" +
+	"\bposition\x18\x02 \x01(\v2\x1a.palace.common.v1.PositionR\bposition\x127\n" +
+	"\x06clocks\x18\x03 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"9\n" +
 	"\vDrawOffered\x12*\n" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\":\n" +
 	"\fDrawDeclined\x12*\n" +
@@ -2899,10 +2919,11 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"ClockEvent\x12*\n" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.palace.game.v1.ClockEventKindR\x04kind\x127\n" +
-	"\x06clocks\x18\x03 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"i\n" +
+	"\x06clocks\x18\x03 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"\xa2\x01\n" +
 	"\tGameEnded\x120\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.palace.common.v1.ResultR\x06result\x12*\n" +
-	"\x04side\x18\x02 \x01(\x0e2\x16.palace.common.v1.SideR\x04side*{\n" +
+	"\x04side\x18\x02 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x127\n" +
+	"\x06clocks\x18\x03 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks*{\n" +
 	"\x0eClockEventKind\x12 \n" +
 	"\x1cCLOCK_EVENT_KIND_UNSPECIFIED\x10\x00\x12%\n" +
 	"!CLOCK_EVENT_KIND_BYO_YOMI_ENTERED\x10\x01\x12 \n" +
@@ -3062,43 +3083,45 @@ var file_palace_game_v1_game_proto_depIdxs = []int32{
 	49, // 67: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
 	29, // 68: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
 	43, // 69: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
-	40, // 70: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
-	40, // 71: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
-	40, // 72: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
-	40, // 73: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
-	0,  // 74: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
-	49, // 75: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
-	50, // 76: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
-	40, // 77: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
-	4,  // 78: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
-	7,  // 79: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
-	9,  // 80: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
-	11, // 81: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
-	13, // 82: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
-	15, // 83: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
-	17, // 84: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
-	19, // 85: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
-	21, // 86: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
-	23, // 87: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
-	26, // 88: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
-	1,  // 89: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
-	5,  // 90: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
-	8,  // 91: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
-	10, // 92: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
-	12, // 93: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
-	14, // 94: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
-	16, // 95: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
-	18, // 96: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
-	20, // 97: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
-	22, // 98: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
-	24, // 99: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
-	27, // 100: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
-	2,  // 101: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
-	90, // [90:102] is the sub-list for method output_type
-	78, // [78:90] is the sub-list for method input_type
-	78, // [78:78] is the sub-list for extension type_name
-	78, // [78:78] is the sub-list for extension extendee
-	0,  // [0:78] is the sub-list for field type_name
+	49, // 70: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
+	40, // 71: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
+	40, // 72: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
+	40, // 73: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
+	40, // 74: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
+	0,  // 75: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
+	49, // 76: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
+	50, // 77: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
+	40, // 78: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
+	49, // 79: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
+	4,  // 80: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
+	7,  // 81: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
+	9,  // 82: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
+	11, // 83: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
+	13, // 84: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
+	15, // 85: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
+	17, // 86: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
+	19, // 87: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
+	21, // 88: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
+	23, // 89: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
+	26, // 90: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
+	1,  // 91: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
+	5,  // 92: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
+	8,  // 93: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
+	10, // 94: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
+	12, // 95: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
+	14, // 96: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
+	16, // 97: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
+	18, // 98: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
+	20, // 99: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
+	22, // 100: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
+	24, // 101: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
+	27, // 102: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
+	2,  // 103: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
+	92, // [92:104] is the sub-list for method output_type
+	80, // [80:92] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_palace_game_v1_game_proto_init() }
