@@ -336,3 +336,59 @@ func TestEndAndUndoEventsCarryTheClocks(t *testing.T) {
 		t.Fatalf("the end's clocks %v: want them stopped, with Red's last turn charged", ended)
 	}
 }
+
+// TestClientsSeeTheSetupAndFirstMoveDeadlines: an app shows the countdown
+// of every deadline that runs, so each is in the game's reads and in the
+// event that starts it: Han's and then Cho's formation time, and each
+// side's first move before the clock runs. After both first moves only
+// the clock's own deadline runs.
+func TestClientsSeeTheSetupAndFirstMoveDeadlines(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ctl := clock.Default()
+	ch, err := Create(CreateParams{ID: "j", Variant: rules.Janggi, Control: &ctl, Lag: serviceLag, SetupTime: time.Minute, FirstMoveTime: 30 * time.Second}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(ts interface{ AsTime() time.Time }) time.Time { return ts.AsTime() }
+	if got := Summary(ch.State, nil, now).GetSetupDeadline(); got == nil || !at(got).Equal(now.Add(time.Minute)) {
+		t.Fatalf("Han's setup deadline reads %v, want %v", got, now.Add(time.Minute))
+	}
+	now = now.Add(10 * time.Second)
+	ch, err = ChooseFormation(ch.State, rules.Second, rules.SangMaSangMa, now)
+	if err != nil || ch.Reply != nil {
+		t.Fatalf("Han's choice: %v %v", err, ch.Reply)
+	}
+	chosen := ch.Events[0].GetFormationChosen().GetSetupDeadline()
+	read := Summary(ch.State, nil, now).GetSetupDeadline()
+	if chosen == nil || read == nil || !at(chosen).Equal(now.Add(time.Minute)) || !at(read).Equal(at(chosen)) {
+		t.Fatalf("Cho's setup deadline: event %v, read %v; want %v", chosen, read, now.Add(time.Minute))
+	}
+	now = now.Add(10 * time.Second)
+	ch, err = ChooseFormation(ch.State, rules.First, rules.MaSangSangMa, now)
+	if err != nil || ch.Reply != nil {
+		t.Fatalf("Cho's choice: %v %v", err, ch.Reply)
+	}
+	started := ch.Events[len(ch.Events)-1].GetGameStarted().GetClocks().GetFirstMoveDeadline()
+	if started == nil || !at(started).Equal(now.Add(30*time.Second)) || Summary(ch.State, nil, now).GetSetupDeadline() != nil {
+		t.Fatalf("at the start: first-move deadline %v, want %v, and no setup deadline", started, now.Add(30*time.Second))
+	}
+	now = now.Add(5 * time.Second)
+	ch, err = Move(ch.State, rules.First, "a4a5", 0, now)
+	if err != nil || ch.Reply != nil {
+		t.Fatalf("Cho's first move: %v %v", err, ch.Reply)
+	}
+	moved := ch.Events[len(ch.Events)-1].GetMovePlayed().GetClocks().GetFirstMoveDeadline()
+	read = Summary(ch.State, nil, now).GetClocks().GetFirstMoveDeadline()
+	if moved == nil || read == nil || !at(moved).Equal(now.Add(30*time.Second)) || !at(read).Equal(at(moved)) {
+		t.Fatalf("Han's first-move deadline: event %v, read %v; want %v", moved, read, now.Add(30*time.Second))
+	}
+	now = now.Add(5 * time.Second)
+	ch, err = Move(ch.State, rules.Second, "a7a6", 0, now)
+	if err != nil || ch.Reply != nil {
+		t.Fatalf("Han's first move: %v %v", err, ch.Reply)
+	}
+	c := Summary(ch.State, nil, now).GetClocks()
+	if c.GetFirstMoveDeadline() != nil || c.GetDeadline() == nil || ch.Events[len(ch.Events)-1].GetMovePlayed().GetClocks().GetFirstMoveDeadline() != nil {
+		t.Fatalf("after both first moves the clocks read %v; want the clock's deadline only", c)
+	}
+}

@@ -272,11 +272,11 @@ func ChooseFormation(st *State, side rules.Side, f rules.Formation, now time.Tim
 
 func setFormation(st *State, side rules.Side, f rules.Formation, byDefault bool, now time.Time) []*gamev1.Event {
 	st.Formations[side] = f
-	evs := []*gamev1.Event{{Kind: &gamev1.Event_FormationChosen{FormationChosen: &gamev1.FormationChosen{
-		Side: rulespb.Side(side), Formation: rulespb.FormationPB(f), ByDefault: byDefault,
-	}}}}
+	chosen := &gamev1.FormationChosen{Side: rulespb.Side(side), Formation: rulespb.FormationPB(f), ByDefault: byDefault}
+	evs := []*gamev1.Event{{Kind: &gamev1.Event_FormationChosen{FormationChosen: chosen}}}
 	if side == rules.Second {
 		st.SetupDeadlineMs = ms(now) + st.SetupTimeMs
+		chosen.SetupDeadline = instantPB(st.SetupDeadlineMs)
 	} else {
 		st.SetupDeadlineMs = 0
 		st.StartFEN = rules.JanggiStartFEN(st.Formations[rules.First], st.Formations[rules.Second])

@@ -51,6 +51,9 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 		Clocks:          clockPBAt(st, now),
 		Result:          resultPB(st),
 	}
+	if st.Status == StatusSetup {
+		out.SetupDeadline = instantPB(st.SetupDeadlineMs)
+	}
 	for i, s := range st.Seats {
 		out.Seats = append(out.Seats, &gamev1.Seat{Side: rulespb.Side(rules.Side(i)), PlayerId: s.PlayerID, DisplayName: s.Name, AiLevel: uint32(s.AILevel)})
 		if st.Connections[i] > 0 && !st.Status.Finished() {
@@ -187,10 +190,14 @@ func moveRecordPB(st *State, i int) *gamev1.MoveRecord {
 		// Only the last move's turn is still running: an older record
 		// would show the current turn's deadline as its own.
 		var running *clock.State
-		if i == len(st.Moves)-1 {
+		latest := i == len(st.Moves)-1
+		if latest {
 			running = st.Clock
 		}
 		r.Clocks = snapshotPB(running, *m.Clock)
+		if latest {
+			r.Clocks.FirstMoveDeadline = instantPB(firstMoveDeadline(st))
+		}
 	}
 	return r
 }
@@ -213,7 +220,17 @@ func clockPBAt(st *State, at time.Time) *commonv1.ClockSnapshot {
 	if st.Clock == nil {
 		return nil
 	}
-	return snapshotPB(st.Clock, st.Clock.Snapshot(at))
+	out := snapshotPB(st.Clock, st.Clock.Snapshot(at))
+	out.FirstMoveDeadline = instantPB(firstMoveDeadline(st))
+	return out
+}
+
+// instantPB is the instant ms, or nil for 0 (none).
+func instantPB(ms int64) *timestamppb.Timestamp {
+	if ms == 0 {
+		return nil
+	}
+	return timestamppb.New(time.UnixMilli(ms))
 }
 
 func snapshotPB(c *clock.State, s clock.Snapshot) *commonv1.ClockSnapshot {

@@ -760,9 +760,13 @@ type ClockSnapshot struct {
 	// When the running side loses on time if it does not move: the end of
 	// its budget plus the lag grace that a move with reported_lag may use.
 	// Its own commands other than moves get no grace.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Before both sides have made their first move no clock runs; the side
+	// to move must move by this instant, or the game is aborted. Unset
+	// otherwise.
+	FirstMoveDeadline *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=first_move_deadline,json=firstMoveDeadline,proto3" json:"first_move_deadline,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ClockSnapshot) Reset() {
@@ -826,6 +830,13 @@ func (x *ClockSnapshot) GetAsOf() *timestamppb.Timestamp {
 func (x *ClockSnapshot) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
+	}
+	return nil
+}
+
+func (x *ClockSnapshot) GetFirstMoveDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstMoveDeadline
 	}
 	return nil
 }
@@ -974,13 +985,14 @@ const file_palace_common_v1_common_proto_rawDesc = "" +
 	"\fperiods_left\x18\x02 \x01(\rR\vperiodsLeft\x12:\n" +
 	"\vperiod_left\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"periodLeft\x12\x1e\n" +
-	"\vin_byo_yomi\x18\x04 \x01(\bR\tinByoYomi\"\x96\x02\n" +
+	"\vin_byo_yomi\x18\x04 \x01(\bR\tinByoYomi\"\xe2\x02\n" +
 	"\rClockSnapshot\x123\n" +
 	"\x05first\x18\x01 \x01(\v2\x1d.palace.common.v1.PlayerClockR\x05first\x125\n" +
 	"\x06second\x18\x02 \x01(\v2\x1d.palace.common.v1.PlayerClockR\x06second\x120\n" +
 	"\arunning\x18\x03 \x01(\x0e2\x16.palace.common.v1.SideR\arunning\x12/\n" +
 	"\x05as_of\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\x126\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xa1\x01\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12J\n" +
+	"\x13first_move_deadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x11firstMoveDeadline\"\xa1\x01\n" +
 	"\x06Result\x120\n" +
 	"\x06winner\x18\x01 \x01(\x0e2\x18.palace.common.v1.WinnerR\x06winner\x123\n" +
 	"\x06method\x18\x02 \x01(\x0e2\x1b.palace.common.v1.EndMethodR\x06method\x120\n" +
@@ -1079,14 +1091,15 @@ var file_palace_common_v1_common_proto_depIdxs = []int32{
 	1,  // 10: palace.common.v1.ClockSnapshot.running:type_name -> palace.common.v1.Side
 	16, // 11: palace.common.v1.ClockSnapshot.as_of:type_name -> google.protobuf.Timestamp
 	16, // 12: palace.common.v1.ClockSnapshot.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 13: palace.common.v1.Result.winner:type_name -> palace.common.v1.Winner
-	5,  // 14: palace.common.v1.Result.method:type_name -> palace.common.v1.EndMethod
-	14, // 15: palace.common.v1.Result.points:type_name -> palace.common.v1.Points
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 13: palace.common.v1.ClockSnapshot.first_move_deadline:type_name -> google.protobuf.Timestamp
+	4,  // 14: palace.common.v1.Result.winner:type_name -> palace.common.v1.Winner
+	5,  // 15: palace.common.v1.Result.method:type_name -> palace.common.v1.EndMethod
+	14, // 16: palace.common.v1.Result.points:type_name -> palace.common.v1.Points
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_palace_common_v1_common_proto_init() }

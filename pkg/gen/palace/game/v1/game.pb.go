@@ -1707,7 +1707,10 @@ type Game struct {
 	// The seats with an event stream open (the same presence the
 	// player-connected events announce), so that a client that opens a game
 	// sees at once who is there. Empty once the game is over.
-	Connected     []v1.Side `protobuf:"varint,23,rep,packed,name=connected,proto3,enum=palace.common.v1.Side" json:"connected,omitempty"`
+	Connected []v1.Side `protobuf:"varint,23,rep,packed,name=connected,proto3,enum=palace.common.v1.Side" json:"connected,omitempty"`
+	// During the Janggi setup phase: the last instant for the side choosing
+	// now (turn) to choose, after which it gets the default formation.
+	SetupDeadline *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=setup_deadline,json=setupDeadline,proto3" json:"setup_deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1899,6 +1902,13 @@ func (x *Game) GetEndedAt() *timestamppb.Timestamp {
 func (x *Game) GetConnected() []v1.Side {
 	if x != nil {
 		return x.Connected
+	}
+	return nil
+}
+
+func (x *Game) GetSetupDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SetupDeadline
 	}
 	return nil
 }
@@ -2291,7 +2301,10 @@ type FormationChosen struct {
 	Side      v1.Side                `protobuf:"varint,1,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
 	Formation v1.Formation           `protobuf:"varint,2,opt,name=formation,proto3,enum=palace.common.v1.Formation" json:"formation,omitempty"`
 	// Chosen by the server when the setup time ran out.
-	ByDefault     bool `protobuf:"varint,3,opt,name=by_default,json=byDefault,proto3" json:"by_default,omitempty"`
+	ByDefault bool `protobuf:"varint,3,opt,name=by_default,json=byDefault,proto3" json:"by_default,omitempty"`
+	// After Han's choice: the last instant for Cho to choose. Unset after
+	// Cho's, when the game starts.
+	SetupDeadline *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=setup_deadline,json=setupDeadline,proto3" json:"setup_deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2345,6 +2358,13 @@ func (x *FormationChosen) GetByDefault() bool {
 		return x.ByDefault
 	}
 	return false
+}
+
+func (x *FormationChosen) GetSetupDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SetupDeadline
+	}
+	return nil
 }
 
 type GameStarted struct {
@@ -2838,7 +2858,7 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x10deadline_unix_ms\x18\x02 \x01(\x03R\x0edeadlineUnixMs\"\\\n" +
 	"\x16ExpireDeadlineResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12(\n" +
-	"\x04game\x18\x02 \x01(\v2\x14.palace.game.v1.GameR\x04game\"\xe5\b\n" +
+	"\x04game\x18\x02 \x01(\v2\x14.palace.game.v1.GameR\x04game\"\xa8\t\n" +
 	"\x04Game\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12.\n" +
@@ -2865,7 +2885,8 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x125\n" +
 	"\bended_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x124\n" +
-	"\tconnected\x18\x17 \x03(\x0e2\x16.palace.common.v1.SideR\tconnected\"\xca\x02\n" +
+	"\tconnected\x18\x17 \x03(\x0e2\x16.palace.common.v1.SideR\tconnected\x12A\n" +
+	"\x0esetup_deadline\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\rsetupDeadline\"\xca\x02\n" +
 	"\n" +
 	"MoveRecord\x12\x10\n" +
 	"\x03ply\x18\x01 \x01(\rR\x03ply\x12*\n" +
@@ -2895,12 +2916,13 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"game_ended\x18\x13 \x01(\v2\x19.palace.game.v1.GameEndedH\x00R\tgameEndedB\x06\n" +
 	"\x04kind\"7\n" +
 	"\vGameCreated\x12(\n" +
-	"\x04game\x18\x01 \x01(\v2\x14.palace.game.v1.GameR\x04game\"\x97\x01\n" +
+	"\x04game\x18\x01 \x01(\v2\x14.palace.game.v1.GameR\x04game\"\xda\x01\n" +
 	"\x0fFormationChosen\x12*\n" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x129\n" +
 	"\tformation\x18\x02 \x01(\x0e2\x1b.palace.common.v1.FormationR\tformation\x12\x1d\n" +
 	"\n" +
-	"by_default\x18\x03 \x01(\bR\tbyDefault\"x\n" +
+	"by_default\x18\x03 \x01(\bR\tbyDefault\x12A\n" +
+	"\x0esetup_deadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rsetupDeadline\"x\n" +
 	"\vGameStarted\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.palace.common.v1.PositionR\x05start\x127\n" +
 	"\x06clocks\x18\x02 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"\xb0\x01\n" +
@@ -3061,67 +3083,69 @@ var file_palace_game_v1_game_proto_depIdxs = []int32{
 	45, // 45: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
 	45, // 46: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
 	40, // 47: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
-	40, // 48: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
-	47, // 49: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
-	45, // 50: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
-	49, // 51: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
-	45, // 52: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
-	31, // 53: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
-	32, // 54: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
-	33, // 55: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
-	29, // 56: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
-	34, // 57: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
-	35, // 58: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
-	36, // 59: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
-	37, // 60: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
-	38, // 61: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
-	39, // 62: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
-	28, // 63: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
-	40, // 64: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
-	46, // 65: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
-	43, // 66: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
-	49, // 67: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
-	29, // 68: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
-	43, // 69: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
-	49, // 70: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
-	40, // 71: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
-	40, // 72: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
-	40, // 73: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
-	40, // 74: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
-	0,  // 75: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
-	49, // 76: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
-	50, // 77: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
-	40, // 78: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
-	49, // 79: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
-	4,  // 80: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
-	7,  // 81: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
-	9,  // 82: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
-	11, // 83: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
-	13, // 84: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
-	15, // 85: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
-	17, // 86: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
-	19, // 87: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
-	21, // 88: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
-	23, // 89: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
-	26, // 90: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
-	1,  // 91: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
-	5,  // 92: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
-	8,  // 93: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
-	10, // 94: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
-	12, // 95: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
-	14, // 96: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
-	16, // 97: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
-	18, // 98: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
-	20, // 99: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
-	22, // 100: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
-	24, // 101: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
-	27, // 102: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
-	2,  // 103: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
-	92, // [92:104] is the sub-list for method output_type
-	80, // [80:92] is the sub-list for method input_type
-	80, // [80:80] is the sub-list for extension type_name
-	80, // [80:80] is the sub-list for extension extendee
-	0,  // [0:80] is the sub-list for field type_name
+	45, // 48: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
+	40, // 49: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
+	47, // 50: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
+	45, // 51: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
+	49, // 52: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
+	45, // 53: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
+	31, // 54: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
+	32, // 55: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
+	33, // 56: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
+	29, // 57: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
+	34, // 58: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
+	35, // 59: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
+	36, // 60: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
+	37, // 61: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
+	38, // 62: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
+	39, // 63: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
+	28, // 64: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
+	40, // 65: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
+	46, // 66: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
+	45, // 67: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
+	43, // 68: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
+	49, // 69: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
+	29, // 70: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
+	43, // 71: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
+	49, // 72: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
+	40, // 73: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
+	40, // 74: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
+	40, // 75: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
+	40, // 76: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
+	0,  // 77: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
+	49, // 78: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
+	50, // 79: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
+	40, // 80: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
+	49, // 81: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
+	4,  // 82: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
+	7,  // 83: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
+	9,  // 84: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
+	11, // 85: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
+	13, // 86: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
+	15, // 87: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
+	17, // 88: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
+	19, // 89: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
+	21, // 90: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
+	23, // 91: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
+	26, // 92: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
+	1,  // 93: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
+	5,  // 94: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
+	8,  // 95: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
+	10, // 96: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
+	12, // 97: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
+	14, // 98: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
+	16, // 99: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
+	18, // 100: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
+	20, // 101: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
+	22, // 102: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
+	24, // 103: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
+	27, // 104: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
+	2,  // 105: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
+	94, // [94:106] is the sub-list for method output_type
+	82, // [82:94] is the sub-list for method input_type
+	82, // [82:82] is the sub-list for extension type_name
+	82, // [82:82] is the sub-list for extension extendee
+	0,  // [0:82] is the sub-list for field type_name
 }
 
 func init() { file_palace_game_v1_game_proto_init() }
