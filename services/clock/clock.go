@@ -150,7 +150,7 @@ func Bind(cfg Config) app.Binder {
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("clock service: %w", err), cc.Close())
 		}
-		rt.Server.RegisterService(&clockv1.ClockService_ServiceDesc, handler.New(log, games, sw))
+		rt.Server.RegisterService(&clockv1.ClockService_ServiceDesc, handler.New(log, games, sw, rt.ServiceKeys))
 		// The sweepers outlive the serving context: deadlines keep being
 		// handled while the server drains, until the closer runs.
 		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/palacehq/palace/pkg/apptest"
@@ -509,6 +511,16 @@ func TestGetClocksAndStats(t *testing.T) {
 	if resp, err := c.GetClocks(ctx, &clockv1.GetClocksRequest{GameId: flagged.id}); err != nil || resp.GetClocks().GetRunning() != commonv1.Side_SIDE_UNSPECIFIED {
 		t.Fatalf("clocks of a public ended game: %v, %v", resp, err)
 	}
+
+	// The statistics are for operators: a player's app has no service
+	// credential.
+	player, err := grpc.NewClient(cc.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer player.Close()
+	_, err = clockv1.NewClockServiceClient(player).GetStats(private.as(commonv1.Side_SIDE_FIRST), &clockv1.GetStatsRequest{})
+	wantCode(t, err, codes.Unauthenticated)
 
 	st := waitOwners(t, c, "solo")
 	if st.GetReplicaId() != "solo" || len(st.GetReplicas()) != 1 || st.GetReplicas()[0] != "solo" {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/auth"
 	clockv1 "github.com/palacehq/palace/pkg/gen/palace/clock/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/services/clock/internal/sweep"
@@ -31,9 +32,10 @@ type Stater interface {
 // Handler serves the clock service.
 type Handler struct {
 	clockv1.UnimplementedClockServiceServer
-	log   *slog.Logger
-	games Games
-	stats Stater
+	log      *slog.Logger
+	games    Games
+	stats    Stater
+	services *auth.Verified
 }
 
 var (
@@ -42,9 +44,9 @@ var (
 )
 
 // New returns a handler that reads games through games and statistics
-// from stats.
-func New(log *slog.Logger, games Games, stats Stater) *Handler {
-	return &Handler{log: log, games: games, stats: stats}
+// from stats, for callers with a service credential signed by services.
+func New(log *slog.Logger, games Games, stats Stater, services *auth.Keyring) *Handler {
+	return &Handler{log: log, games: games, stats: stats, services: auth.NewVerified(services, 64)}
 }
 
 // GetClocks reads the game's clocks from the game service, which owns
@@ -72,8 +74,12 @@ func (h *Handler) GetClocks(ctx context.Context, req *clockv1.GetClocksRequest) 
 }
 
 // GetStats reports every shard of the deadline index and this replica's
-// sweepers.
+// sweepers. It is for operators: players reach the clock service too, and
+// the replicas' names and the sweepers' errors are none of theirs.
 func (h *Handler) GetStats(ctx context.Context, _ *clockv1.GetStatsRequest) (*clockv1.GetStatsResponse, error) {
+	if err := auth.RequireService(ctx, h.services, "GetStats"); err != nil {
+		return nil, apierr.ToStatus(ctx, h.log, err)
+	}
 	st, err := h.stats.Stats(ctx)
 	if err != nil {
 		h.log.WarnContext(ctx, "clock stats", "err", err)

@@ -265,18 +265,7 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 // expiring deadlines and the load test's probe. Players reach the game
 // service directly, so these calls carry a service credential.
 func (h *Handler) internal(ctx context.Context, rpc string) error {
-	vals := metadata.ValueFromIncomingContext(ctx, auth.ServiceHeader)
-	if len(vals) == 0 {
-		return apierr.New(apierr.Unauthenticated, "%s is an internal call: send a service credential in the %q header (signed with the services' --service-keys; `palace service-token` prints one)", rpc, auth.ServiceHeader)
-	}
-	_, err := auth.VerifyService(h.services, strings.TrimSpace(vals[0]), time.Now())
-	switch {
-	case errors.Is(err, auth.ErrNotService):
-		return apierr.New(apierr.PermissionDenied, "%s is an internal call: a player's credential does not allow it, only a service credential", rpc)
-	case err != nil:
-		return apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err)
-	}
-	return nil
+	return auth.RequireService(ctx, h.services, rpc)
 }
 
 func (h *Handler) seat(ctx context.Context, id string) (rules.Side, error) {

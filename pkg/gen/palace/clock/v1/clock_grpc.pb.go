@@ -36,7 +36,9 @@ type ClockServiceClient interface {
 	// GetStats returns operator statistics: every shard of the deadline
 	// index with its pending deadlines and owner, and the lateness and
 	// health of this replica's sweepers. Unavailable when Redis cannot be
-	// read.
+	// read. It is internal: the caller sends a service credential in the
+	// x-palace-service header, else Unauthenticated (PermissionDenied for a
+	// player's credential).
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
 }
 
@@ -81,7 +83,9 @@ type ClockServiceServer interface {
 	// GetStats returns operator statistics: every shard of the deadline
 	// index with its pending deadlines and owner, and the lateness and
 	// health of this replica's sweepers. Unavailable when Redis cannot be
-	// read.
+	// read. It is internal: the caller sends a service credential in the
+	// x-palace-service header, else Unauthenticated (PermissionDenied for a
+	// player's credential).
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
 	mustEmbedUnimplementedClockServiceServer()
 }
