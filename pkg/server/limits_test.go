@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 )
 
@@ -139,6 +143,54 @@ func TestConnectRequestsAreBoundedByMaxRecvBytes(t *testing.T) {
 			t.Logf("refusing %d bytes allocated %d KiB", len(c.body), alloc>>10)
 			if alloc > 64<<20 {
 				t.Fatalf("refusing %d bytes allocated %d MiB", len(c.body), alloc>>20)
+			}
+		})
+	}
+}
+
+// Headers are bounded alike over every protocol, far below gRPC's own
+// 16 MiB: a call whose metadata is larger is refused before its handler
+// runs, one with a credential and cookies' worth of it is served.
+func TestHeadersAreBounded(t *testing.T) {
+	var calls atomic.Int64
+	addr, _ := startServerWith(t, Config{}, func(s *Server) {
+		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: &calls})
+	})
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := gamev1.NewGameServiceClient(cc)
+	for _, c := range []struct {
+		name string
+		size int
+		ok   bool
+	}{{"16 KiB", 16 << 10, true}, {"128 KiB", 128 << 10, false}} {
+		t.Run("grpc "+c.name, func(t *testing.T) {
+			before := calls.Load()
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "x-padding", strings.Repeat("a", c.size))
+			_, err := client.GetGame(ctx, &gamev1.GetGameRequest{GameId: "g"})
+			if ran := calls.Load() > before; ran != c.ok || (err == nil) != c.ok {
+				t.Fatalf("handler ran %v, err %v; want served %v", ran, err, c.ok)
+			}
+		})
+		t.Run("connect "+c.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/GetGame", strings.NewReader(`{"gameId":"g"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Connect-Protocol-Version", "1")
+			req.Header.Set("X-Padding", strings.Repeat("a", c.size))
+			before := calls.Load()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if ran := calls.Load() > before; ran != c.ok || (resp.StatusCode == http.StatusOK) != c.ok {
+				t.Fatalf("handler ran %v, HTTP %d; want served %v", ran, resp.StatusCode, c.ok)
 			}
 		})
 	}

@@ -129,6 +129,12 @@ type Server struct {
 	services []string
 }
 
+// maxHeaderBytes bounds a request's headers (metadata), over every
+// protocol alike: credentials are at most a few KiB, and a browser's
+// cookies for the origin ride along on Connect and gRPC-Web calls. gRPC's
+// own default is 16 MiB.
+const maxHeaderBytes = 64 << 10
+
 // New builds a server; register services on it, then call Serve.
 func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 	cfg = cfg.withDefaults()
@@ -143,6 +149,7 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 		grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)),
 		grpc.ChainStreamInterceptor(drainStream(drain), recoverStream(log), logStream(log)),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
+		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxSendMsgSize(cfg.MaxSendBytes),
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
@@ -234,6 +241,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 			PingTimeout:          s.cfg.KeepaliveTimeout,
 		},
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
 		// A browser keeps idle connections open for reuse; a server with
 		// many clients closes those it has not heard from in a while. A
 		// connection carrying a stream is not idle.
