@@ -178,17 +178,17 @@ func racingMovesApplyOnce(t *testing.T, env *gametest.Env) {
 }
 
 // TestRequestIDOfAnotherCommandIsRefused: a request id already answered
-// and used again by the other seat, or for another command, is refused
-// with InvalidArgument and changes nothing, whether the answer is found
-// in the process' cache, by the commit script, or by a process that never
-// saw the game; the first command's retry still gets its answer.
+// and used again by the same seat for another command is refused with
+// InvalidArgument and changes nothing, whether the answer is found in the
+// process' cache, by the commit script, or by a process that never saw the
+// game; the first command's retry still gets its answer.
 func TestRequestIDOfAnotherCommandIsRefused(t *testing.T) {
 	onEachWritePath(t, requestIDOfAnotherCommandIsRefused)
 }
 
 func requestIDOfAnotherCommandIsRefused(t *testing.T, env *gametest.Env) {
 	tb := xiangqi(t, env)
-	red, black := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
+	red := commonv1.Side_SIDE_FIRST
 	id := rid()
 	move := func(side commonv1.Side, mv string) func() error {
 		return func() error {
@@ -204,10 +204,9 @@ func requestIDOfAnotherCommandIsRefused(t *testing.T, env *gametest.Env) {
 		name string
 		call func() error
 	}{
-		{"the other seat's move", move(black, "h10g8")},
 		{"the same seat's other move", move(red, "b3e3")},
-		{"the other seat's resignation", func() error {
-			_, err := tb.env.Client.Resign(tb.as(black), &gamev1.ResignRequest{GameId: tb.id, RequestId: id})
+		{"the same seat's resignation", func() error {
+			_, err := tb.env.Client.Resign(tb.as(red), &gamev1.ResignRequest{GameId: tb.id, RequestId: id})
 			return err
 		}},
 		{"the same seat's draw offer", func() error {
@@ -241,6 +240,58 @@ func requestIDOfAnotherCommandIsRefused(t *testing.T, env *gametest.Env) {
 	refused("on another process") // found by its first read
 	if n := len(tb.get(t).GetMoves()); n != 2 {
 		t.Fatalf("%d moves, want 2", n)
+	}
+}
+
+// TestEachSeatsRequestIDsAreItsOwn: the two players' apps may use the same
+// request ids (counters, say): the other seat's use of one refuses nothing,
+// and each seat's retry gets its own first answer, whether the other
+// seat's answer is found in the process' cache, by the commit script, or
+// by a process that never saw the game.
+func TestEachSeatsRequestIDsAreItsOwn(t *testing.T) { onEachWritePath(t, eachSeatsRequestIDsAreItsOwn) }
+
+func eachSeatsRequestIDsAreItsOwn(t *testing.T, env *gametest.Env) {
+	tb := xiangqi(t, env)
+	red, black := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
+	x, y, w := rid(), rid(), rid()
+	type sent struct {
+		side commonv1.Side
+		req  *gamev1.MakeMoveRequest
+		resp *gamev1.MakeMoveResponse
+	}
+	var moves []sent
+	move := func(where string, side commonv1.Side, id, mv string) {
+		t.Helper()
+		req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: id, Move: &commonv1.Move{Coordinate: mv}}
+		resp, err := tb.env.Client.MakeMove(tb.as(side), req)
+		if err != nil {
+			t.Fatalf("%s, %s with a request id the other seat used: %v", where, mv, err)
+		}
+		moves = append(moves, sent{side, req, resp})
+	}
+	move("first", red, x, "h3e3")
+	move("right after it", black, x, "h10g8") // found in the cache
+	move("on", red, y, "h1g3")
+	if _, err := tb.env.Client.OfferDraw(tb.as(black), &gamev1.OfferDrawRequest{GameId: tb.id, RequestId: w}); err != nil {
+		t.Fatal(err)
+	}
+	move("after another command", black, y, "b10c8") // found by the commit script
+	tb.env = gametest.Start(t, func(c *game.Config) {
+		c.KeyPrefix, c.SigningKeys, c.AutoPipeline = env.Config.KeyPrefix, env.Config.SigningKeys, env.Config.AutoPipeline
+	})
+	move("on another process", red, w, "b1c3") // found by its first read
+	before := redisState(t, env, tb.id)
+	for _, m := range moves {
+		again, err := tb.env.Client.MakeMove(tb.as(m.side), m.req)
+		if err != nil || !proto.Equal(again, m.resp) {
+			t.Fatalf("the retry of %v's %s: %v, %v; want its first answer %v", m.side, m.req.GetMove().GetCoordinate(), again, err, m.resp)
+		}
+	}
+	if after := redisState(t, env, tb.id); after != before {
+		t.Fatalf("the retries changed Redis:\nbefore %s\nafter  %s", before, after)
+	}
+	if n := len(tb.get(t).GetMoves()); n != len(moves) {
+		t.Fatalf("%d moves, want %d", n, len(moves))
 	}
 }
 

@@ -282,6 +282,14 @@ func (h *Handler) seat(ctx context.Context, id string) (rules.Side, error) {
 type command struct {
 	id        string
 	requestID string
+	// seated: a seat's command, side's. Each seat's request ids are its
+	// own: the two players' apps may use the same ones (counters, say)
+	// without refusing each other's commands.
+	seated bool
+	side   rules.Side
+	// scoped: the answer is remembered under the seat's own field, because
+	// the other seat's command took the request id's plain one first.
+	scoped bool
 	// label says who asked what ("the first seat's move h3e3"); a retry
 	// repeats it exactly, and the answer is remembered under it.
 	label    string
@@ -305,8 +313,12 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 		return nil, err
 	}
 	defer unlock()
-	if raw := h.cache.answer(c.id, c.requestID); raw != nil {
-		return c.remembered(raw)
+	if raw := h.cache.answer(c.id, c.field()); raw != nil {
+		resp, err := c.remembered(raw)
+		if !errors.Is(err, errOtherSeatsID) {
+			return resp, err
+		}
+		c.scoped = true
 	}
 	// Fast path: run on the state this process last committed. Its commit
 	// checks the version and the request id, so it is exactly as safe as
@@ -319,18 +331,22 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 		// the deadline, whose first answer only the slow path looks up.
 		if ch, err := c.run(cached, now); err == nil && ch.Reply == nil {
 			resp, err := h.commit(ctx, cached, ch, c, now)
-			if !errors.Is(err, errConflict) {
+			switch {
+			case errors.Is(err, errOtherSeatsID):
+				c.scoped = true
+			case errors.Is(err, errConflict):
+				h.metrics.conflicts.Add(ctx, 1)
+				h.cache.drop(c.id)
+			default:
 				return resp, err
 			}
-			h.metrics.conflicts.Add(ctx, 1)
-			h.cache.drop(c.id)
 		}
 	}
 	for attempt := range commitAttempts {
 		if err := backoff(ctx, attempt); err != nil {
 			return nil, err
 		}
-		l, err := h.load(ctx, c.id, c.requestID)
+		l, err := h.load(ctx, c.id, c.field())
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, apierr.New(apierr.NotFound, "game %s not found", c.id)
 		}
@@ -343,7 +359,13 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			if err := h.confirm(ctx, c.id); err != nil {
 				return nil, err
 			}
-			return c.remembered(l.Previous)
+			resp, err := c.remembered(l.Previous)
+			if errors.Is(err, errOtherSeatsID) {
+				// Read again under the seat's own field.
+				c.scoped = true
+				continue
+			}
+			return resp, err
 		}
 		if c.expected != 0 && c.expected != l.State.Version {
 			return nil, staleVersion(c.expected, l.State.Version)
@@ -353,6 +375,11 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			return nil, err
 		}
 		resp, err := h.commit(ctx, l.State, ch, c, l.Now)
+		if errors.Is(err, errOtherSeatsID) {
+			// The other seat took the plain field meanwhile.
+			c.scoped = true
+			continue
+		}
 		if errors.Is(err, errConflict) {
 			h.metrics.conflicts.Add(ctx, 1)
 			var lost conflict
@@ -515,7 +542,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	model.Seal(ch, prevVersion, now)
 	var resp proto.Message
 	var raw []byte
-	reqID := c.requestID
+	reqID := c.field()
 	if ch.Reply == nil && c.respond != nil {
 		resp = c.respond(ch, now)
 		var err error
@@ -596,15 +623,33 @@ func labelPrefix(label string) []byte {
 	return append(b, 0)
 }
 
+// errOtherSeatsID: the answer found under a seat command's request id is
+// the other seat's. Each seat's ids are its own, so the command is looked
+// up and remembered under the seat's own field (command.scoped) instead.
+var errOtherSeatsID = errors.New("request id used by the other seat")
+
+// field is the request id's field among the game's remembered answers: the
+// id itself, or, when the other seat's command took that first, the id
+// behind the seat's name (request ids hold no '|').
+func (c command) field() string {
+	if !c.scoped {
+		return c.requestID
+	}
+	return sideText(c.side) + "|" + c.requestID
+}
+
 // remembered decodes the answer stored for c's request id. An answer to
-// another command (a request id used again, or by both seats) is refused:
-// answering it as a retry would tell the client that a command nobody
-// ran succeeded.
+// another command of the same asker (a request id used again) is refused:
+// answering it as a retry would tell the client that a command nobody ran
+// succeeded. One to the other seat's command is errOtherSeatsID.
 func (c command) remembered(stored []byte) (proto.Message, error) {
 	if len(stored) > 0 && stored[0] == labelMark {
 		label, raw, ok := bytes.Cut(stored[1:], []byte{0})
 		if !ok {
 			return nil, fmt.Errorf("remembered answer of game %s: no end to its label", c.id)
+		}
+		if c.seated && !c.scoped && bytes.HasPrefix(label, []byte(seatLabel(c.side.Opponent(), ""))) {
+			return nil, errOtherSeatsID
 		}
 		if string(label) != c.label {
 			return nil, apierr.New(apierr.Invalid, "request_id %q was already used in this game for %s: only a retry of that command may use it again; give every other command a request_id of its own", textcut.Quote(c.requestID, 16, "..."), label)
@@ -841,7 +886,7 @@ func (h *Handler) ChooseFormation(ctx context.Context, req *gamev1.ChooseFormati
 	}
 	resp, err := h.exec(ctx, "choose_formation", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		label: seatLabel(side, "formation "+f.String()),
+		seated: true, side: side, label: seatLabel(side, "formation "+f.String()),
 		run: func(st *model.State, now time.Time) (model.Change, error) {
 			return model.ChooseFormation(st, side, f, now)
 		},
@@ -874,7 +919,7 @@ func (h *Handler) MakeMove(ctx context.Context, req *gamev1.MakeMoveRequest) (*g
 	lag := lagOf(req.GetReportedLag().AsDuration())
 	resp, err := h.exec(ctx, "move", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		label: seatLabel(side, "move "+parsed.String()),
+		seated: true, side: side, label: seatLabel(side, "move "+parsed.String()),
 		run: func(st *model.State, now time.Time) (model.Change, error) {
 			return model.Move(st, side, text, lag, now)
 		},
@@ -897,8 +942,8 @@ func (h *Handler) Pass(ctx context.Context, req *gamev1.PassRequest) (*gamev1.Pa
 	lag := lagOf(req.GetReportedLag().AsDuration())
 	resp, err := h.exec(ctx, "pass", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		label: seatLabel(side, "pass"),
-		run:   func(st *model.State, now time.Time) (model.Change, error) { return model.Pass(st, side, lag, now) },
+		seated: true, side: side, label: seatLabel(side, "pass"),
+		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Pass(st, side, lag, now) },
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			return &gamev1.PassResponse{Game: gameOf(ch, now), Move: lastMove(ch)}
 		},
@@ -917,8 +962,8 @@ func (h *Handler) Resign(ctx context.Context, req *gamev1.ResignRequest) (*gamev
 	}
 	resp, err := h.exec(ctx, "resign", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		label: seatLabel(side, "resignation"),
-		run:   func(st *model.State, now time.Time) (model.Change, error) { return model.Resign(st, side, now) },
+		seated: true, side: side, label: seatLabel(side, "resignation"),
+		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Resign(st, side, now) },
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			return &gamev1.ResignResponse{Game: gameOf(ch, now)}
 		},
@@ -937,8 +982,8 @@ func (h *Handler) OfferDraw(ctx context.Context, req *gamev1.OfferDrawRequest) (
 	}
 	resp, err := h.exec(ctx, "offer_draw", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		label: seatLabel(side, "draw offer"),
-		run:   func(st *model.State, now time.Time) (model.Change, error) { return model.OfferDraw(st, side, now) },
+		seated: true, side: side, label: seatLabel(side, "draw offer"),
+		run: func(st *model.State, now time.Time) (model.Change, error) { return model.OfferDraw(st, side, now) },
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			return &gamev1.OfferDrawResponse{Game: gameOf(ch, now)}
 		},
@@ -961,7 +1006,7 @@ func (h *Handler) AnswerDraw(ctx context.Context, req *gamev1.AnswerDrawRequest)
 	}
 	resp, err := h.exec(ctx, "answer_draw", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		label: seatLabel(side, answered),
+		seated: true, side: side, label: seatLabel(side, answered),
 		run: func(st *model.State, now time.Time) (model.Change, error) {
 			return model.AnswerDraw(st, side, req.GetAccept(), now)
 		},
@@ -983,8 +1028,8 @@ func (h *Handler) Undo(ctx context.Context, req *gamev1.UndoRequest) (*gamev1.Un
 	}
 	resp, err := h.exec(ctx, "undo", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
-		label: seatLabel(side, "undo"),
-		run:   func(st *model.State, now time.Time) (model.Change, error) { return model.Undo(st, side, now) },
+		seated: true, side: side, label: seatLabel(side, "undo"),
+		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Undo(st, side, now) },
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			return &gamev1.UndoResponse{Game: gameOf(ch, now)}
 		},

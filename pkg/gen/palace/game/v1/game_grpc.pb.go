@@ -38,9 +38,11 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // GameService is the single writer of live games. Mutating RPCs carry a
-// client-chosen request_id, unique in the game (a UUID will do): a retry
-// returns the first answer and changes nothing, and the same id sent with
-// another command, or by the other seat, is InvalidArgument. They may also
+// client-chosen request_id, unique among the seat's commands in the game
+// (a UUID will do; each seat's ids are its own, so both players' apps may
+// count from 1): a retry returns the first answer and changes nothing, and
+// the same id sent by the same seat with another command is
+// InvalidArgument. They may also
 // carry the version the client last saw (Aborted, with the current
 // version, when it is stale). Seat RPCs need the seat's credential
 // in the "authorization: Bearer <token>" metadata: Unauthenticated without
@@ -248,9 +250,11 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // for forward compatibility.
 //
 // GameService is the single writer of live games. Mutating RPCs carry a
-// client-chosen request_id, unique in the game (a UUID will do): a retry
-// returns the first answer and changes nothing, and the same id sent with
-// another command, or by the other seat, is InvalidArgument. They may also
+// client-chosen request_id, unique among the seat's commands in the game
+// (a UUID will do; each seat's ids are its own, so both players' apps may
+// count from 1): a retry returns the first answer and changes nothing, and
+// the same id sent by the same seat with another command is
+// InvalidArgument. They may also
 // carry the version the client last saw (Aborted, with the current
 // version, when it is stale). Seat RPCs need the seat's credential
 // in the "authorization: Bearer <token>" metadata: Unauthenticated without
