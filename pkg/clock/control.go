@@ -86,8 +86,8 @@ func Default() Control {
 	return Control{Kind: ByoYomi, MainTime: 5 * time.Minute, Periods: 3, PeriodTime: 30 * time.Second}
 }
 
-// Validate reports every problem of c at once (joined with errors.Join),
-// each wrapping ErrInvalidControl; nil means valid.
+// Validate reports every problem of c at once, on one line (they end up
+// in status messages), each wrapping ErrInvalidControl; nil means valid.
 func (c Control) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) {
@@ -143,8 +143,24 @@ func (c Control) Validate() error {
 	default:
 		add("unknown kind %d", uint8(c.Kind))
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return problems(errs)
 }
+
+// problems are several errors, read on one line.
+type problems []error
+
+func (p problems) Error() string {
+	msgs := make([]string, len(p))
+	for i, e := range p {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (p problems) Unwrap() []error { return p }
 
 // String formats c as "none", "5m+3x30s" (byo-yomi) or "3m+2s" (Fischer;
 // "10m+0s" is sudden death). ParseControl(c.String()) returns c for every

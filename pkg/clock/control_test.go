@@ -147,6 +147,10 @@ func TestControlValidate(t *testing.T) {
 					t.Errorf("Validate() = %v; missing %q", err, want)
 				}
 			}
+			// Its text becomes a status message: one line.
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("Validate() = %q; want it on one line", err)
+			}
 		})
 	}
 }

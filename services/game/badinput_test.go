@@ -130,6 +130,18 @@ func TestBadInputChangesNothing(t *testing.T) {
 			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats()[:1], Start: &commonv1.Position{Fen: "xx"}})
 			return err
 		}, wantCode: codes.InvalidArgument, wantMsg: "seats"},
+		{name: "bad create: a time control that sets nothing", game: x, call: func() error {
+			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(), TimeControl: &commonv1.TimeControl{}})
+			return err
+		}, wantCode: codes.InvalidArgument, wantMsg: "time_control: set byo_yomi or fischer"},
+		{name: "bad create: a time control wrong twice, on one line", game: x, call: func() error {
+			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(),
+				TimeControl: &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{Periods: 1000}}}})
+			if strings.Contains(status.Convert(err).Message(), "\n") {
+				return fmt.Errorf("a message of more than one line: %w", err)
+			}
+			return err
+		}, wantCode: codes.InvalidArgument, wantMsg: "; "},
 		{name: "bad create: no kind", game: x, call: func() error {
 			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Seats: seats()})
 			return err

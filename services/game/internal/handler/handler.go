@@ -821,7 +821,12 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 		p.StartFEN = fen
 	}
 	p.Control = model.ControlFromPB(req.GetTimeControl())
-	if p.Control != nil {
+	switch {
+	case req.GetTimeControl() != nil && p.Control == nil:
+		// Taken for "no clock", a client's mistake would start a game
+		// nobody can lose on time.
+		errs = append(errs, apierr.New(apierr.Invalid, "time_control: set byo_yomi or fischer, or leave time_control unset for a game without a clock"))
+	case p.Control != nil:
 		if err := p.Control.Validate(); err != nil {
 			errs = append(errs, apierr.New(apierr.Invalid, "time_control: %v", err))
 		}
