@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 func fenError(format string, args ...any) error {
@@ -95,7 +96,10 @@ func (p *Position) parseBoard(board string) error {
 			prevDigit = false
 			pc := pieceFromLetter(c)
 			if pc == NoPiece {
-				return fenError("rank %d (%q): unknown character %q at position %d", rank+1, text, c, j+1)
+				// The whole character, not its first byte, and where it
+				// starts counted in characters.
+				r, _ := utf8.DecodeRuneInString(text[j:])
+				return fenError("rank %d (%q): unknown character %q at position %d", rank+1, text, r, utf8.RuneCountInString(text[:j])+1)
 			}
 			if file >= NumFiles {
 				return fenError("rank %d (%q) has more than %d files", rank+1, text, NumFiles)

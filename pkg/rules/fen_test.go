@@ -76,6 +76,7 @@ func TestBadFEN(t *testing.T) {
 		{"empty rank", Janggi, "rnba1abnr//1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1", `rank 9 ("") has 0 files`},
 		{"unknown letter", Janggi, "rnbx1abnr" + jrest, `rank 10 ("rnbx1abnr"): unknown character 'x' at position 4`},
 		{"zero digit", Janggi, "rnba0abnr" + jrest, "unknown character '0'"},
+		{"a character of several bytes", Janggi, "rnbⅸ1abnr" + jrest, "unknown character 'ⅸ' at position 4"},
 		{"two digits", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1p/45/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1", `rank 6 ("45"): two digits in a row`},
 		{"missing first general", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBA1ABNR w - - 0 1", "missing first general (K)"},
 		{"missing second general", Xiangqi, "rnba1abnr" + xrest, "missing second general (k)"},
