@@ -464,7 +464,7 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 }
 
 // load reads a game, reusing the cached replay of the same version and
-// learning the offset between Redis' clock and ours.
+// learning Redis' time.
 func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded, error) {
 	l, err := h.store.Load(ctx, id, requestID)
 	if !l.Now.IsZero() {
