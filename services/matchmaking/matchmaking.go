@@ -69,6 +69,9 @@ type Config struct {
 	RematchWindow time.Duration
 	// CreateConcurrency bounds a replica's game creations in flight.
 	CreateConcurrency int
+	// GiveUpAfter is how long a paired ticket waits for its game before
+	// the match is given up and both tickets expire.
+	GiveUpAfter time.Duration
 	// RatingLease is how long a replica owns a rated game it follows
 	// without renewing; another replica takes over after it.
 	RatingLease time.Duration
@@ -112,6 +115,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.InviteTTL, "invite-ttl", 24*time.Hour, "how long a friend link is valid")
 	app.DurationFlag(fs, &c.RematchWindow, "rematch-window", 60*time.Second, "how long a rematch offer stands")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
+	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire")
 	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second")
 	app.DurationFlag(fs, &c.RatingLease, "rating-lease", 30*time.Second, "lease of a replica on a rated game it follows")
 }
@@ -130,6 +134,7 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"guest-ttl": c.GuestTTL, "account-ttl": c.AccountTTL, "pairing-interval": c.PairingInterval,
 		"ticket-ttl": c.TicketTTL, "invite-ttl": c.InviteTTL, "rematch-window": c.RematchWindow, "rating-lease": c.RatingLease,
+		"give-up-after": c.GiveUpAfter,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
@@ -216,7 +221,7 @@ func Bind(cfg Config) app.Binder {
 		gc := games.New(gameClient, st, 30*24*time.Hour)
 		m, err := matcher.New(matcher.Config{
 			Interval: cfg.PairingInterval, BaseWindow: cfg.PairingWindow, WidenPerSecond: cfg.PairingWiden, MaxWindow: cfg.PairingMaxWindow,
-			Keep: time.Hour, StallAfter: 5 * time.Second, Concurrency: cfg.CreateConcurrency,
+			Keep: time.Hour, StallAfter: 5 * time.Second, GiveUpAfter: cfg.GiveUpAfter, Concurrency: cfg.CreateConcurrency,
 			IdleAfter: cfg.TicketTTL + time.Minute, Now: cfg.Now,
 		}, log.With("part", "matcher"), st, gc, meter)
 		var rc *ratings.Consumer

@@ -49,7 +49,7 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 	h.entered(pool)
 	switch outcome {
 	case store.Busy:
-		return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "you already wait in this pool with ticket %s", id))
+		return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "you already have ticket %s in this pool, waiting or paired: watch it, or cancel it while it waits", id))
 	case store.Duplicate:
 		t, err = h.store.Ticket(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {

@@ -33,6 +33,11 @@ type Config struct {
 	Keep time.Duration
 	// StallAfter is when another replica takes over a game creation.
 	StallAfter time.Duration
+	// GiveUpAfter is when a match whose game could not be made is given
+	// up, its tickets expired, so that its players are not held paired
+	// while the game service is away and handed a game long after they
+	// left. 0: never.
+	GiveUpAfter time.Duration
 	// Concurrency bounds game creations in flight.
 	Concurrency int
 	// IdleAfter is when a pool without entries is forgotten.
@@ -290,6 +295,12 @@ func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match)
 	}
 	now := m.cfg.Now()
 	done, err := m.store.Finish(ctx, pool, mt, g.ID, ga, gb, now, m.cfg.Keep, record, m.games.Keep())
+	if errors.Is(err, store.ErrMatchVoid) {
+		// Given up meanwhile: nobody was told of the game, which is
+		// aborted when no first move comes.
+		m.log.WarnContext(ctx, "game made for a match already given up", "match", mt.ID, "game", g.ID, "pool", pool.ID())
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -324,6 +335,16 @@ func (m *Matcher) recoverStalled(ctx context.Context) {
 			}
 			if err != nil {
 				m.log.WarnContext(ctx, "read stalled match", "match", id, "err", err)
+				continue
+			}
+			if m.cfg.GiveUpAfter > 0 && now.Sub(mt.PairedAt) > m.cfg.GiveUpAfter {
+				gaveUp, err := m.store.Void(ctx, pool, mt, now)
+				switch {
+				case err != nil:
+					m.log.WarnContext(ctx, "give up a stalled match", "match", id, "err", err)
+				case gaveUp:
+					m.log.WarnContext(ctx, "gave up a match whose game could not be made; its tickets expired", "match", id, "pool", pool.ID(), "paired", mt.PairedAt)
+				}
 				continue
 			}
 			m.log.InfoContext(ctx, "retrying a stalled match", "match", id, "pool", pool.ID())

@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/palacehq/palace/pkg/clock"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/game/gametest"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
@@ -26,44 +29,16 @@ func TestStalledMatchIsCompleted(t *testing.T) {
 	st := store.New(redistest.Client(t), redistest.Prefix(t))
 	ctx := context.Background()
 	pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Control: clock.Default()}
-	now := time.Now()
-	for _, p := range []string{"p1", "p2"} {
-		if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1200, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// The "crashed" replica's pass: paired, never completed.
-	res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now, BaseWindow: 100, MaxPairs: 10, Keep: time.Hour})
-	if len(res) != 1 || res[0].Err != nil || len(res[0].Matches) != 1 {
-		t.Fatalf("pair: %+v", res)
-	}
-	mt := res[0].Matches[0]
+	mt := pairTwo(t, st, pool)
 
 	m, err := New(Config{Interval: 20 * time.Millisecond, StallAfter: 300 * time.Millisecond, Keep: time.Hour, IdleAfter: time.Hour},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour), noop.NewMeterProvider().Meter("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { m.Run(runCtx); close(done) }()
-	defer func() { cancel(); <-done }()
-
-	deadline := time.Now().Add(10 * time.Second)
-	var a, b store.Ticket
-	for {
-		a, b, err = st.Tickets(ctx, pool, mt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a.State == store.StateMatched && b.State == store.StateMatched {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stalled match never completed: %+v %+v", a, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	run(t, m)
+	a, b := waitState(t, st, pool, mt, store.StateMatched, "stalled match never completed")
 	if a.Game == "" || a.Game != b.Game || a.Side == b.Side || a.Opponent != b.Player {
 		t.Fatalf("tickets %+v %+v", a, b)
 	}
@@ -74,5 +49,107 @@ func TestStalledMatchIsCompleted(t *testing.T) {
 	a2, _, _ := st.Tickets(ctx, pool, mt)
 	if a2.Game != a.Game || a2.Token != a.Token {
 		t.Fatalf("retry changed the ticket: %+v -> %+v", a, a2)
+	}
+}
+
+// TestMatchWithoutAGameIsGivenUp: while the game service is away, a
+// paired match cannot get its game. Its players are held neither paired
+// nor out of the pool for ever: after GiveUpAfter the match is given up,
+// both tickets expire, and the players may enter again. A game made late
+// for it is recorded on no ticket.
+func TestMatchWithoutAGameIsGivenUp(t *testing.T) {
+	env := gametest.Start(t, nil)
+	st := store.New(redistest.Client(t), redistest.Prefix(t))
+	ctx := context.Background()
+	pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Default()}
+	mt := pairTwo(t, st, pool)
+	enter := func(p, rid string) (string, store.EnterOutcome) {
+		t.Helper()
+		return enterPool(t, st, pool, p, rid)
+	}
+	// Paired, a player cannot enter the pool again: a second game of it
+	// would be made for them once the game service is back.
+	if id, out := enter("p1", "r2"); out != store.Busy || id != mt.A && id != mt.B {
+		t.Fatalf("entering again while paired: %v %v, want Busy with the paired ticket", id, out)
+	}
+
+	away, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer away.Close()
+	m, err := New(Config{Interval: 20 * time.Millisecond, StallAfter: 100 * time.Millisecond, GiveUpAfter: 500 * time.Millisecond, Keep: time.Hour, IdleAfter: time.Hour},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(gamev1.NewGameServiceClient(away), st, time.Hour), noop.NewMeterProvider().Meter("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, m)
+	waitState(t, st, pool, mt, store.StateExpired, "the match was not given up")
+	if _, out := enter("p1", "r3"); out != store.Entered {
+		t.Fatalf("entering again after the match was given up: %v", out)
+	}
+	// The game service is back, and a late creation completes: the match
+	// stays given up.
+	late, err := New(Config{Interval: time.Hour, StallAfter: time.Hour, Keep: time.Hour, IdleAfter: time.Hour},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour), noop.NewMeterProvider().Meter("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Complete(ctx, pool, mt); err != nil {
+		t.Fatal(err)
+	}
+	if a, b, _ := st.Tickets(ctx, pool, mt); a.State != store.StateExpired || b.State != store.StateExpired || a.Game != "" {
+		t.Fatalf("a late game changed the given-up tickets: %+v %+v", a, b)
+	}
+}
+
+// enterPool enters player p's ticket into pool with request id rid.
+func enterPool(t *testing.T, st *store.Store, pool store.Pool, p, rid string) (string, store.EnterOutcome) {
+	t.Helper()
+	now := time.Now()
+	id, out, err := st.Enter(context.Background(), pool, store.Ticket{Player: p, Name: p, Rating: 1200, Entered: now, Expires: now.Add(time.Hour)}, rid, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, out
+}
+
+// pairTwo enters p1 and p2 into pool and pairs them, as a pass does, and
+// returns their match, whose game nobody makes yet.
+func pairTwo(t *testing.T, st *store.Store, pool store.Pool) store.Match {
+	t.Helper()
+	enterPool(t, st, pool, "p1", "r1")
+	enterPool(t, st, pool, "p2", "r1")
+	res := st.Pair(context.Background(), []store.Pool{pool}, store.PairParams{Now: time.Now(), BaseWindow: 100, MaxPairs: 10, Keep: time.Hour})
+	if len(res) != 1 || res[0].Err != nil || len(res[0].Matches) != 1 {
+		t.Fatalf("pair: %+v", res)
+	}
+	return res[0].Matches[0]
+}
+
+// run runs m until the test ends.
+func run(t *testing.T, m *Matcher) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// waitState waits up to 10 s for both tickets of mt to be in state.
+func waitState(t *testing.T, st *store.Store, pool store.Pool, mt store.Match, state, failure string) (store.Ticket, store.Ticket) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, b, err := st.Tickets(context.Background(), pool, mt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.State == state && b.State == state {
+			return a, b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %+v %+v", failure, a, b)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -12,9 +12,14 @@ if prev then
   return {'dup', prev}
 end
 local cur = redis.call('HGET', KEYS[3], ARGV[2])
-if cur and redis.call('HGET', ARGV[8] .. 't:' .. cur, 'state') == 'waiting' then
-  -- One waiting ticket per player and pool: nobody is paired with themselves.
-  return {'busy', cur}
+if cur then
+  local st = redis.call('HGET', ARGV[8] .. 't:' .. cur, 'state')
+  -- One live ticket per player and pool: nobody is paired with themselves,
+  -- nor, while a game is being made for a ticket, paired again into a
+  -- second game of the pool.
+  if st == 'waiting' or st == 'paired' then
+    return {'busy', cur}
+  end
 end
 redis.call('HSET', KEYS[4], 'player', ARGV[2], 'name', ARGV[3], 'rating', ARGV[4],
   'enq', ARGV[5], 'exp', ARGV[6], 'state', 'waiting', 'pool', ARGV[9])

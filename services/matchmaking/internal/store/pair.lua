@@ -99,9 +99,9 @@ local function pairOnce()
       redis.call('ZREM', KEYS[1], a.id, b.id)
       redis.call('HDEL', KEYS[2], a.id, b.id)
       for _, t in ipairs({a, b}) do
-        if redis.call('HGET', KEYS[3], t.player) == t.id then
-          redis.call('HDEL', KEYS[3], t.player)
-        end
+        -- The player stays listed with the ticket until its game is made
+        -- or given up (finish.lua, void.lua): enter.lua refuses a second
+        -- ticket meanwhile.
         redis.call('HSET', base .. 't:' .. t.id, 'state', 'paired', 'match', mid, 'paired_at', ARGV[2])
       end
       local mk = base .. 'm:' .. mid

@@ -223,6 +223,8 @@ type PairParams struct {
 type Match struct {
 	ID   string
 	A, B string
+	// PairedAt is when the tickets were paired (read back with the match).
+	PairedAt time.Time
 	// Who holds the tickets, when known (a pass returns them).
 	PlayerA, PlayerB Seated
 }
@@ -336,7 +338,7 @@ func (s *Store) MatchTickets(ctx context.Context, pool Pool, matchID string) (Ma
 	if m["a"] == "" || m["b"] == "" {
 		return Match{}, Ticket{}, Ticket{}, ErrNotFound
 	}
-	mt := Match{ID: matchID, A: m["a"], B: m["b"]}
+	mt := Match{ID: matchID, A: m["a"], B: m["b"], PairedAt: ms(m["at"])}
 	a, b2, err := s.tickets(ctx, pool, mt)
 	mt.PlayerA = Seated{ID: a.Player, Name: a.Name, Entered: a.Entered}
 	mt.PlayerB = Seated{ID: b2.Player, Name: b2.Name, Entered: b2.Entered}
@@ -381,12 +383,7 @@ func (s *Store) Finish(ctx context.Context, pool Pool, m Match, gameID string, a
 			return false, err
 		}
 	}
-	base := s.poolBase(pool.Tag())
-	keys := []string{base + "creating", base + "m:" + m.ID, base + "t:" + m.A, base + "t:" + m.B}
-	channel := s.Channel()
-	if s.waits() {
-		channel = "" // told below, once confirmed
-	}
+	keys, channel := s.matchWrite(pool, m)
 	var n int
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
 		n, err = finishScript.Run(ctx, c, keys, m.ID, gameID, a.Side, a.Token, a.Expires.UnixMilli(), b.Side, b.Token, b.Expires.UnixMilli(),
@@ -404,6 +401,45 @@ func (s *Store) Finish(ctx context.Context, pool Pool, m Match, gameID string, a
 		}
 		if err := s.DropStalled(ctx, pool, m.ID); err != nil {
 			return false, err
+		}
+	}
+	if n < 0 {
+		return false, ErrMatchVoid
+	}
+	return n == 1, nil
+}
+
+// matchWrite is what finish.lua and void.lua take: the keys of a match
+// and its tickets, and the channel to tell the tickets' watchers on, or ""
+// when the caller tells them once replicas confirm the change.
+func (s *Store) matchWrite(pool Pool, m Match) (keys []string, channel string) {
+	base := s.poolBase(pool.Tag())
+	keys = []string{base + "creating", base + "m:" + m.ID, base + "t:" + m.A, base + "t:" + m.B, base + "pl"}
+	if s.waits() {
+		return keys, ""
+	}
+	return keys, s.Channel()
+}
+
+// ErrMatchVoid: the match was given up (Void) before its game was recorded.
+var ErrMatchVoid = errors.New("match given up")
+
+// Void gives up a match whose game could not be made: both tickets end
+// expired and their players may enter again. It reports false when the
+// match's game was recorded first.
+func (s *Store) Void(ctx context.Context, pool Pool, m Match, now time.Time) (bool, error) {
+	keys, channel := s.matchWrite(pool, m)
+	var n int
+	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+		n, err = voidScript.Run(ctx, c, keys, m.ID, now.UnixMilli(), channel).Int()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("give up match %s: %w", m.ID, err)
+	}
+	if n == 1 && s.waits() {
+		if err := s.Publish(ctx, m.A, m.B); err != nil {
+			return true, fmt.Errorf("notify the tickets of match %s: %w", m.ID, err)
 		}
 	}
 	return n == 1, nil

@@ -66,6 +66,8 @@ var (
 	finishLua string
 	//go:embed claim.lua
 	claimLua string
+	//go:embed void.lua
+	voidLua string
 	//go:embed dropidle.lua
 	dropIdleLua string
 	//go:embed register.lua
@@ -82,6 +84,7 @@ var (
 	pairScript     = redis.NewScript(pairLua)
 	finishScript   = redis.NewScript(finishLua)
 	claimScript    = redis.NewScript(claimLua)
+	voidScript     = redis.NewScript(voidLua)
 	dropIdleScript = redis.NewScript(dropIdleLua)
 	registerScript = redis.NewScript(registerLua)
 	inviteScript   = redis.NewScript(inviteLua)

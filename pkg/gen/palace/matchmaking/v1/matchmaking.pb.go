@@ -35,7 +35,9 @@ const (
 	// The game exists: the ticket's match is set.
 	TicketState_TICKET_STATE_MATCHED   TicketState = 3
 	TicketState_TICKET_STATE_CANCELLED TicketState = 4
-	// Nobody was found within the ticket lifetime.
+	// Nobody was found within the ticket lifetime, or, once paired, the
+	// game could not be made within --give-up-after (the game service was
+	// away): the player may enter again.
 	TicketState_TICKET_STATE_EXPIRED TicketState = 5
 )
 

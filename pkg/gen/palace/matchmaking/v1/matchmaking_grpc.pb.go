@@ -65,7 +65,8 @@ type MatchmakingServiceClient interface {
 	// EnterQueue asks for a random opponent in the pool of a game kind, time
 	// control and rated or casual. A retry with the same request_id returns
 	// the same ticket. PermissionDenied for a guest asking for a rated game;
-	// AlreadyExists when the player already waits in that pool;
+	// AlreadyExists when the player already has a ticket in that pool that
+	// waits or is paired (its game being made);
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets; NotFound for a retry whose
 	// ticket has expired (enter again with a new request_id).
@@ -366,7 +367,8 @@ type MatchmakingServiceServer interface {
 	// EnterQueue asks for a random opponent in the pool of a game kind, time
 	// control and rated or casual. A retry with the same request_id returns
 	// the same ticket. PermissionDenied for a guest asking for a rated game;
-	// AlreadyExists when the player already waits in that pool;
+	// AlreadyExists when the player already has a ticket in that pool that
+	// waits or is paired (its game being made);
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets; NotFound for a retry whose
 	// ticket has expired (enter again with a new request_id).

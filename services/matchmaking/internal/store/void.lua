@@ -1,0 +1,29 @@
+-- Give up a match whose game could not be made in time: both tickets end
+-- expired, their players may enter again, and a late creation of the game
+-- finds the match void (finish.lua) and records nothing.
+-- KEYS[1] creating zset, KEYS[2] match, KEYS[3] ticket a, KEYS[4] ticket b,
+-- KEYS[5] players hash (as enter.lua)
+-- ARGV: 1 match id, 2 now ms, 3 notification channel ("": the caller tells
+--       the watchers once replicas confirm the change)
+-- Returns 1 when this call gave the match up, 0 when its game was made.
+if redis.call('HGET', KEYS[2], 'game') then
+  return 0
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[2], 'void', ARGV[2])
+local ids = {}
+for _, k in ipairs({KEYS[3], KEYS[4]}) do
+  local f = redis.call('HMGET', k, 'state', 'match', 'player')
+  local id = string.match(k, ':t:(.*)$')
+  if f[1] == 'paired' and f[2] == ARGV[1] then
+    redis.call('HSET', k, 'state', 'expired', 'gave_up', ARGV[2])
+    if redis.call('HGET', KEYS[5], f[3]) == id then
+      redis.call('HDEL', KEYS[5], f[3])
+    end
+  end
+  ids[#ids + 1] = id
+end
+if ARGV[3] ~= '' then
+  redis.call('PUBLISH', ARGV[3], ids[1] .. ',' .. ids[2])
+end
+return 1
