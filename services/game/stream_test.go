@@ -886,3 +886,38 @@ func TestAnotherGamesSeatWatchesAPublicGame(t *testing.T) {
 		t.Fatalf("read of a private game with another game's seat: %v, want PermissionDenied naming the game", err)
 	}
 }
+
+// A seat connecting adds an event, and so a version, but changes nothing a
+// client decides its move on: a move that expects the version its client
+// read before still goes through. A draw offer in between does make that
+// version stale.
+func TestPresenceLeavesTheExpectedVersionCurrent(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	red, black := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
+	read := tb.get(t).GetVersion()
+	watch, err := env.Client.StreamEvents(context.Background(), &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(tb.as(black))
+	defer cancel()
+	if _, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id}); err != nil {
+		t.Fatal(err)
+	}
+	waitPresence(t, watch, black, true)
+	if v := tb.get(t).GetVersion(); v == read {
+		t.Fatalf("Black's connection added no version (still %d)", v)
+	}
+	if _, err := env.Client.MakeMove(tb.as(red), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), ExpectedVersion: read, Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatalf("a move expecting the version read before Black connected: %v", err)
+	}
+	read = tb.get(t).GetVersion()
+	if _, err := env.Client.OfferDraw(tb.as(red), &gamev1.OfferDrawRequest{GameId: tb.id, RequestId: rid()}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.Client.MakeMove(tb.as(black), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), ExpectedVersion: read, Move: &commonv1.Move{Coordinate: "h10g8"}})
+	if status.Code(err) != codes.Aborted {
+		t.Fatalf("a move expecting the version before a draw offer: %v, want Aborted", err)
+	}
+}

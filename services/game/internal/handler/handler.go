@@ -324,7 +324,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 	// checks the version and the request id, so it is exactly as safe as
 	// the slow path; anything unusual (a refusal, a conflict) takes the
 	// slow path, which also answers retries of finished requests.
-	if cached := h.cache.get(c.id); cached != nil && (c.expected == 0 || c.expected == cached.Version) {
+	if cached := h.cache.get(c.id); cached != nil && (c.expected == 0 || cached.Current(c.expected)) {
 		now := h.now()
 		// A refusal that changes the game (a deadline passed) takes the
 		// slow path too: it may be the retry of a request answered before
@@ -367,7 +367,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			}
 			return resp, err
 		}
-		if c.expected != 0 && c.expected != l.State.Version {
+		if c.expected != 0 && !l.State.Current(c.expected) {
 			return nil, staleVersion(c.expected, l.State.Version)
 		}
 		ch, err := c.run(l.State, l.Now)
@@ -381,11 +381,9 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 			continue
 		}
 		if errors.Is(err, errConflict) {
+			// Read again: whether the expected version is still current
+			// depends on what the other commit changed.
 			h.metrics.conflicts.Add(ctx, 1)
-			var lost conflict
-			if c.expected != 0 && errors.As(err, &lost) {
-				return nil, staleVersion(c.expected, lost.current)
-			}
 			continue
 		}
 		return resp, err

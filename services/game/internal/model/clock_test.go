@@ -392,3 +392,35 @@ func TestClientsSeeTheSetupAndFirstMoveDeadlines(t *testing.T) {
 		t.Fatalf("after both first moves the clocks read %v; want the clock's deadline only", c)
 	}
 }
+
+// TestClockMilestonesLeaveTheExpectedVersionCurrent: a byo-yomi milestone
+// the sweeper announces adds a version but changes nothing a client
+// decides its move on; a flag does.
+func TestClockMilestonesLeaveTheExpectedVersionCurrent(t *testing.T) {
+	st, _ := clocked(t)
+	st.Version, st.PlayVersion = 9, 9 // as the commits of its moves left it
+	read := st.Version
+	ch, applied, err := Expire(st, st.WakeMs, time.UnixMilli(st.WakeMs))
+	if err != nil || !applied || len(ch.Events) == 0 || ch.Events[0].GetClock() == nil {
+		t.Fatalf("the milestone: applied %v, events %v, %v", applied, ch.Events, err)
+	}
+	Seal(ch, st.Version, time.UnixMilli(st.WakeMs))
+	if ch.State.Version == read || !ch.State.Current(read) {
+		t.Fatalf("after a milestone at version %d, version %d is not current", ch.State.Version, read)
+	}
+	flagged := ch.State
+	at := afterFlag(t, flagged)
+	ch, applied, err = Expire(flagged, flagged.WakeMs, at)
+	for applied && err == nil && !ch.State.Status.Finished() {
+		Seal(ch, flagged.Version, at)
+		flagged = ch.State
+		ch, applied, err = Expire(flagged, flagged.WakeMs, at)
+	}
+	if err != nil || !applied {
+		t.Fatalf("the flag: applied %v, %v", applied, err)
+	}
+	Seal(ch, flagged.Version, at)
+	if ch.State.Current(read) || !ch.State.Current(ch.State.Version) {
+		t.Fatalf("after the flag at version %d, version %d is still current", ch.State.Version, read)
+	}
+}

@@ -733,4 +733,10 @@ func Seal(ch Change, prev uint64, now time.Time) {
 		}
 	}
 	ch.State.Version = v
+	for _, e := range ch.Events {
+		if e.GetPlayerConnection() == nil && e.GetClock() == nil {
+			ch.State.PlayVersion = v
+			break
+		}
+	}
 }

@@ -65,6 +65,12 @@ const MethodAborted rules.Method = 13
 type State struct {
 	ID      string `json:"id"`
 	Version uint64 `json:"v"`
+	// PlayVersion is the version after the last commit that changed more
+	// than presence and clock milestones (0 in states stored before it
+	// existed: Version). A command's expected_version from then on is
+	// current: a seat connecting, or a byo-yomi period starting, changes
+	// nothing a client decided its command on.
+	PlayVersion uint64 `json:"pv,omitempty"`
 	// Stamp is a random token of the commit that stored this state. A
 	// commit's compare-and-set checks it with the version: should Redis
 	// lose a commit and another bring the game back to the same version,
@@ -174,3 +180,13 @@ func (s *State) Turn() rules.Side {
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// Current reports whether a command's expected version is current: no
+// later commit changed more than presence and clock milestones.
+func (s *State) Current(expected uint64) bool {
+	played := s.PlayVersion
+	if played == 0 {
+		played = s.Version
+	}
+	return played <= expected && expected <= s.Version
+}

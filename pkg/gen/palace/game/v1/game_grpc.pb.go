@@ -44,7 +44,8 @@ const (
 // the same id sent by the same seat with another command is
 // InvalidArgument. They may also
 // carry the version the client last saw (Aborted, with the current
-// version, when it is stale). Seat RPCs need the seat's credential
+// version, when it is stale: when a later event changed more than presence
+// and clock milestones, which a move does not depend on). Seat RPCs need the seat's credential
 // in the "authorization: Bearer <token>" metadata: Unauthenticated without
 // a valid one, PermissionDenied for another seat. Common errors: NotFound
 // for an unknown game, InvalidArgument for malformed input (before any
@@ -256,7 +257,8 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // the same id sent by the same seat with another command is
 // InvalidArgument. They may also
 // carry the version the client last saw (Aborted, with the current
-// version, when it is stale). Seat RPCs need the seat's credential
+// version, when it is stale: when a later event changed more than presence
+// and clock milestones, which a move does not depend on). Seat RPCs need the seat's credential
 // in the "authorization: Bearer <token>" metadata: Unauthenticated without
 // a valid one, PermissionDenied for another seat. Common errors: NotFound
 // for an unknown game, InvalidArgument for malformed input (before any
