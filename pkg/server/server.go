@@ -63,7 +63,10 @@ type Config struct {
 	// phone that vanishes without closing its connection (out of coverage,
 	// killed) thus has its streams ended, and its seats announced
 	// disconnected, within their sum: its heartbeats alone would be taken
-	// by the kernel until TCP gives up, about 15 minutes later.
+	// by the kernel until TCP gives up, about 15 minutes later. HTTP/1.1
+	// clients (browsers without TLS in front) cannot be pinged; on Linux
+	// their connections are dropped once data sent on them stays
+	// unacknowledged for that sum (TCP_USER_TIMEOUT), so the same holds.
 	KeepaliveTime, KeepaliveTimeout time.Duration
 }
 
@@ -255,7 +258,8 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("serving", "addr", lis.Addr().String(), "services", s.Services())
 
-	sp := &splitter{lis: lis, grpc: newConnListener(lis.Addr()), http: newConnListener(lis.Addr()), log: s.log, sniffTime: hs.ReadHeaderTimeout}
+	sp := &splitter{lis: lis, grpc: newConnListener(lis.Addr()), http: newConnListener(lis.Addr()), log: s.log, sniffTime: hs.ReadHeaderTimeout,
+		userTimeout: s.cfg.KeepaliveTime + s.cfg.KeepaliveTimeout}
 	errc := make(chan error, 3)
 	go func() { errc <- sp.serve(ctx) }()
 	go func() { errc <- hs.Serve(sp.http) }()

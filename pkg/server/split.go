@@ -89,6 +89,9 @@ type splitter struct {
 	http      *connListener
 	log       *slog.Logger
 	sniffTime time.Duration
+	// userTimeout bounds how long data sent on a connection may stay
+	// unacknowledged (setUserTimeout); 0 leaves the kernel's default.
+	userTimeout time.Duration
 }
 
 // serve accepts until lis is closed.
@@ -113,6 +116,11 @@ func (s *splitter) serve(ctx context.Context) error {
 
 // route reads the start of c and delivers it, with what was read put back.
 func (s *splitter) route(ctx context.Context, c net.Conn) {
+	if s.userTimeout > 0 {
+		if err := setUserTimeout(c, s.userTimeout); err != nil {
+			s.log.DebugContext(ctx, "TCP user timeout", "remote", c.RemoteAddr().String(), "err", err)
+		}
+	}
 	_ = c.SetReadDeadline(time.Now().Add(s.sniffTime))
 	toGRPC, read, err := sniff(c, settingsWait)
 	if err != nil {
