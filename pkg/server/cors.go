@@ -18,7 +18,8 @@ import (
 
 // corsRequestHeaders are the request headers a cross-origin call may carry:
 // those of the Connect and gRPC-Web protocols, the seat or account
-// credential, and W3C trace context so that a web client's traces join the
+// credential, and W3C trace context (with baggage, which OpenTelemetry's
+// default propagators send) so that a web client's traces join the
 // server's.
 var corsRequestHeaders = []string{
 	"Authorization",
@@ -34,6 +35,7 @@ var corsRequestHeaders = []string{
 	"X-User-Agent",
 	"Traceparent",
 	"Tracestate",
+	"Baggage",
 }
 
 // corsResponseHeaders are the response headers a page may read: gRPC-Web

@@ -56,7 +56,7 @@ var connectJSON = map[string]string{"Content-Type": "application/json", "Connect
 func TestBrowserCallsFromAllowedOrigins(t *testing.T) {
 	addr, _ := startServerWith(t, Config{CORSOrigins: []string{"https://play.example.com", "http://*.studio.test"}})
 	// Browsers name the headers of the call lower-cased and sorted.
-	const asked = "authorization,connect-protocol-version,connect-timeout-ms,content-type,traceparent"
+	const asked = "authorization,baggage,connect-protocol-version,connect-timeout-ms,content-type,traceparent"
 
 	for _, origin := range []string{"https://play.example.com", "http://web.studio.test"} {
 		code, h := preflight(t, addr, origin, asked)
