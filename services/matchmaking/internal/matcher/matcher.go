@@ -339,13 +339,17 @@ func (m *Matcher) recoverStalled(ctx context.Context) {
 			}
 			if m.cfg.GiveUpAfter > 0 && now.Sub(mt.PairedAt) > m.cfg.GiveUpAfter {
 				gaveUp, err := m.store.Void(ctx, pool, mt, now)
-				switch {
-				case err != nil:
+				if err != nil {
 					m.log.WarnContext(ctx, "give up a stalled match", "match", id, "err", err)
-				case gaveUp:
-					m.log.WarnContext(ctx, "gave up a match whose game could not be made; its tickets expired", "match", id, "pool", pool.ID(), "paired", mt.PairedAt)
+					continue
 				}
-				continue
+				if gaveUp {
+					m.log.WarnContext(ctx, "gave up a match whose game could not be made; its tickets expired", "match", id, "pool", pool.ID(), "paired", mt.PairedAt)
+					continue
+				}
+				// Its game was recorded first, but that record waits for
+				// its replicas and its announcement: completing it again
+				// confirms and announces it.
 			}
 			m.log.InfoContext(ctx, "retrying a stalled match", "match", id, "pool", pool.ID())
 			m.start(pool, mt)

@@ -2,6 +2,7 @@ package matcher
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/pkg/redisx"
 	"github.com/palacehq/palace/services/game/gametest"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
@@ -151,5 +153,52 @@ func waitState(t *testing.T, st *store.Store, pool store.Pool, mt store.Match, s
 			t.Fatalf("%s: %+v %+v", failure, a, b)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestARecordedMatchIsNotGivenUp: a match's game was recorded on its
+// tickets, but the record waits for a replica that was held back, so the
+// match is still among those being created, now past GiveUpAfter. It is
+// not given up: it is completed again, which confirms and announces it.
+func TestARecordedMatchIsNotGivenUp(t *testing.T) {
+	env := gametest.Start(t, nil)
+	ctx := context.Background()
+	pair := redistest.NewPair(t)
+	st := store.New(pair.Master.Client(t), redistest.Prefix(t))
+	st.Replication = redisx.Replication{Replicas: 1, Timeout: 200 * time.Millisecond}
+	pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Default()}
+	mt := pairTwo(t, st, pool)
+	full, _, _, err := st.MatchTickets(ctx, pool, mt.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := store.Grant{Side: "first", Token: "t", Expires: time.Now().Add(time.Hour)}
+	pair.Link.Blackhole()
+	if _, err := st.Finish(ctx, pool, full, "g1", grant, grant, time.Now(), time.Hour, nil, 0); !errors.Is(err, redisx.ErrNotReplicated) {
+		t.Fatalf("finish with the replica held back: %v", err)
+	}
+	pair.Link.Restore()
+	m, err := New(Config{Interval: 20 * time.Millisecond, StallAfter: 50 * time.Millisecond, GiveUpAfter: 100 * time.Millisecond, Keep: time.Hour, IdleAfter: time.Hour},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour), noop.NewMeterProvider().Meter("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Touch(pool)
+	time.Sleep(200 * time.Millisecond) // past GiveUpAfter
+	run(t, m)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		n, err := st.Count(ctx, []store.Pool{pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n[0].Creating == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the recorded match is still being created 10 s later")
+		}
+	}
+	if a, b, err := st.Tickets(ctx, pool, mt); err != nil || a.State != store.StateMatched || b.State != store.StateMatched || a.Game != "g1" {
+		t.Fatalf("tickets %+v %+v (%v): want both matched to g1", a, b, err)
 	}
 }

@@ -438,8 +438,13 @@ func (s *Store) Void(ctx context.Context, pool Pool, m Match, now time.Time) (bo
 		return false, fmt.Errorf("give up match %s: %w", m.ID, err)
 	}
 	if n == 1 && s.waits() {
+		// Also when a retry found the match given up already: the attempt
+		// that gave it up failed its wait and told nobody.
 		if err := s.Publish(ctx, m.A, m.B); err != nil {
 			return true, fmt.Errorf("notify the tickets of match %s: %w", m.ID, err)
+		}
+		if err := s.DropStalled(ctx, pool, m.ID); err != nil {
+			return true, err
 		}
 	}
 	return n == 1, nil

@@ -4,12 +4,16 @@
 -- KEYS[1] creating zset, KEYS[2] match, KEYS[3] ticket a, KEYS[4] ticket b,
 -- KEYS[5] players hash (as enter.lua)
 -- ARGV: 1 match id, 2 now ms, 3 notification channel ("": the caller tells
---       the watchers once replicas confirm the change)
+--       the watchers and takes the match out of creating once replicas
+--       confirm the change, so that one whose confirmation failed is given
+--       up again)
 -- Returns 1 when this call gave the match up, 0 when its game was made.
 if redis.call('HGET', KEYS[2], 'game') then
   return 0
 end
-redis.call('ZREM', KEYS[1], ARGV[1])
+if ARGV[3] ~= '' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+end
 redis.call('HSET', KEYS[2], 'void', ARGV[2])
 local ids = {}
 for _, k in ipairs({KEYS[3], KEYS[4]}) do
