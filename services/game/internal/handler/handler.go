@@ -622,7 +622,7 @@ func labelPrefix(label string) []byte {
 }
 
 // errOtherSeatsID: the answer found under a seat command's request id is
-// the other seat's. Each seat's ids are its own, so the command is looked
+// another asker's (the other seat's, or the creator's). Each seat's ids are its own, so the command is looked
 // up and remembered under the seat's own field (command.scoped) instead.
 var errOtherSeatsID = errors.New("request id used by the other seat")
 
@@ -639,14 +639,16 @@ func (c command) field() string {
 // remembered decodes the answer stored for c's request id. An answer to
 // another command of the same asker (a request id used again) is refused:
 // answering it as a retry would tell the client that a command nobody ran
-// succeeded. One to the other seat's command is errOtherSeatsID.
+// succeeded. For a seat's command, one to anyone else's command (the other
+// seat's, the game's creation) is errOtherSeatsID.
 func (c command) remembered(stored []byte) (proto.Message, error) {
 	if len(stored) > 0 && stored[0] == labelMark {
 		label, raw, ok := bytes.Cut(stored[1:], []byte{0})
 		if !ok {
 			return nil, fmt.Errorf("remembered answer of game %s: no end to its label", c.id)
 		}
-		if c.seated && !c.scoped && bytes.HasPrefix(label, []byte(seatLabel(c.side.Opponent(), ""))) {
+		if c.seated && !c.scoped && !bytes.HasPrefix(label, []byte(seatLabel(c.side, ""))) {
+			// Another asker's: the other seat's, or the creator's.
 			return nil, errOtherSeatsID
 		}
 		if string(label) != c.label {
