@@ -419,6 +419,11 @@ func TestPoolsAreBounded(t *testing.T) {
 	if r := waitTicket(t, e.mm[0], b, tb.GetTicketId(), 10*time.Second); r.GetState() != matched {
 		t.Fatalf("a ticket in a served queue: %v, want matched", r.GetState())
 	}
+	// The default time control is always served, whatever custom ones
+	// filled the bound: one player cannot lock everyone out of the queue.
+	for _, kind := range []commonv1.GameKind{xiangqi, janggi} {
+		e.enter(e.mm[0], e.guest("Carol"), &matchmakingv1.EnterQueueRequest{Kind: kind})
+	}
 }
 
 func TestKeyPrefixWithABraceIsRefused(t *testing.T) {

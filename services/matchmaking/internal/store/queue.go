@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/clock"
 )
 
 // Ticket states as stored.
@@ -88,7 +90,7 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	if last, ok := s.registered.Load(pool.ID()); !ok || t.Entered.Sub(last.(time.Time)) > registryRefresh || t.Entered.Before(last.(time.Time)) {
 		var ok bool
 		err := s.write(ctx, s.registryKey(), func(c redis.Cmdable) (err error) {
-			ok, err = registerScript.Run(ctx, c, []string{s.registryKey()}, pool.ID(), t.Entered.UnixMilli(), s.MaxPools).Bool()
+			ok, err = registerScript.Run(ctx, c, []string{s.registryKey()}, pool.ID(), t.Entered.UnixMilli(), s.boundFor(pool)).Bool()
 			return err
 		})
 		if err != nil {
@@ -120,6 +122,17 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		return res[1], Busy, nil
 	}
 	return res[1], Entered, nil
+}
+
+// boundFor is the most pools served at once that pool's registration
+// checks: none for a pool of the default time control, which is always
+// served, so that custom time controls filling the bound (one guest can
+// open them all) lock nobody out of the queue.
+func (s *Store) boundFor(pool Pool) int {
+	if pool.Control == clock.Default() {
+		return 0
+	}
+	return s.MaxPools
 }
 
 // Ticket reads a ticket.

@@ -68,7 +68,8 @@ type MatchmakingServiceClient interface {
 	// AlreadyExists when the player already has a ticket in that pool that
 	// waits or is paired (its game being made);
 	// ResourceExhausted when the pool is new and the most pools served at
-	// once (--max-pools) already have tickets; NotFound for a retry whose
+	// once (--max-pools) already have tickets (a pool of the default time
+	// control is always served); NotFound for a retry whose
 	// ticket has expired (enter again with a new request_id).
 	EnterQueue(ctx context.Context, in *EnterQueueRequest, opts ...grpc.CallOption) (*EnterQueueResponse, error)
 	// CancelTicket takes a waiting ticket out of its pool. NotFound for an
@@ -370,7 +371,8 @@ type MatchmakingServiceServer interface {
 	// AlreadyExists when the player already has a ticket in that pool that
 	// waits or is paired (its game being made);
 	// ResourceExhausted when the pool is new and the most pools served at
-	// once (--max-pools) already have tickets; NotFound for a retry whose
+	// once (--max-pools) already have tickets (a pool of the default time
+	// control is always served); NotFound for a retry whose
 	// ticket has expired (enter again with a new request_id).
 	EnterQueue(context.Context, *EnterQueueRequest) (*EnterQueueResponse, error)
 	// CancelTicket takes a waiting ticket out of its pool. NotFound for an
