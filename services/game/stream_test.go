@@ -18,7 +18,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -921,3 +924,50 @@ func TestPresenceLeavesTheExpectedVersionCurrent(t *testing.T) {
 		t.Fatalf("a move expecting the version before a draw offer: %v, want Aborted", err)
 	}
 }
+
+// A large read is sent gzip-compressed to a gRPC client that accepts gzip
+// (grpc-go's clients accept what they have registered); a small one is
+// sent as it is.
+func TestLargeReadsAreCompressed(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	// The encoding of an answer shows only to a stats handler: grpc-go
+	// keeps its own headers from the metadata it hands on.
+	seen := &answerEncoding{}
+	cc, err := grpc.NewClient(env.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(seen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := gamev1.NewGameServiceClient(cc)
+	encoding := func() string {
+		t.Helper()
+		if _, err := client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: tb.id}); err != nil {
+			t.Fatal(err)
+		}
+		return seen.last.Load().(string)
+	}
+	if got := encoding(); got != "" {
+		t.Fatalf("a new game's read is sent with encoding %q, want none", got)
+	}
+	for range 30 {
+		tb.move(t, tb.get(t).GetLegalMoves()[0].GetCoordinate())
+	}
+	if got := encoding(); got != "gzip" {
+		t.Fatalf("a long game's read is sent with encoding %q, want gzip", got)
+	}
+}
+
+// answerEncoding remembers the encoding of the last answer a client got.
+type answerEncoding struct{ last atomic.Value }
+
+func (a *answerEncoding) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (a *answerEncoding) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if h, ok := s.(*stats.InHeader); ok && h.Client {
+		a.last.Store(h.Compression)
+	}
+}
+func (a *answerEncoding) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (a *answerEncoding) HandleConn(context.Context, stats.ConnStats) {}

@@ -31,6 +31,7 @@ import (
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/pkg/rulespb"
+	"github.com/palacehq/palace/pkg/server"
 	"github.com/palacehq/palace/pkg/textcut"
 	"github.com/palacehq/palace/services/game/internal/hub"
 	"github.com/palacehq/palace/services/game/internal/model"
@@ -1117,7 +1118,9 @@ func (h *Handler) GetGame(ctx context.Context, req *gamev1.GetGameRequest) (*gam
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	return &gamev1.GetGameResponse{Game: model.View(l.State, nil, l.Now)}, nil
+	resp := &gamev1.GetGameResponse{Game: model.View(l.State, nil, l.Now)}
+	server.CompressLarge(ctx, resp)
+	return resp, nil
 }
 
 // ExpireDeadline ends a game on time, applies a default formation or
