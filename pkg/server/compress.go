@@ -19,8 +19,8 @@ const compressFrom = 1 << 10
 // shrinks about tenfold, which a phone on a slow network feels. Small
 // answers, and clients that do not accept gzip, are sent as they are.
 // Connect and gRPC-Web calls reach grpc-go through its ServeHTTP
-// transport, which does not learn what the client accepts, so their
-// answers are not compressed.
+// transport, which does not learn what the client accepts, so this does
+// nothing for them; withUnaryGzip compresses Connect unary answers.
 func CompressLarge(ctx context.Context, answer proto.Message) {
 	if proto.Size(answer) < compressFrom {
 		return

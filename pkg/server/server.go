@@ -215,7 +215,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("connect transcoder: %w", err)
 	}
-	rpc := withGRPCWebText(transcoder, s.cfg.MaxRecvBytes)
+	rpc := withGRPCWebText(withUnaryGzip(transcoder), s.cfg.MaxRecvBytes)
 	if len(s.cfg.CORSOrigins) > 0 {
 		rpc = withCORS(s.cfg.CORSOrigins, rpc)
 	}

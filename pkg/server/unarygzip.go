@@ -1,0 +1,79 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// withUnaryGzip compresses the large answers of Connect unary calls for
+// clients that accept gzip (browsers always do, and decode it before the
+// page sees it). The transcoder hands on only what grpc-go compressed, and
+// grpc-go's ServeHTTP transport, which the transcoder calls, never learns
+// what the client accepts; so compression is done here, on the HTTP
+// answer, as the Connect protocol does it for unary calls. Streams and
+// gRPC-Web, which compress message by message, pass untouched.
+func withUnaryGzip(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		unary := r.Method == http.MethodGet || ct == "application/json" || ct == "application/proto" ||
+			strings.HasPrefix(ct, "application/json;") || strings.HasPrefix(ct, "application/proto;")
+		if !unary || !acceptsGzip(r.Header.Values("Accept-Encoding")) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		bw := &bufferedAnswer{header: w.Header(), status: http.StatusOK}
+		next.ServeHTTP(bw, r)
+		bw.finish(w)
+	})
+}
+
+// acceptsGzip reports whether an Accept-Encoding list takes gzip.
+func acceptsGzip(values []string) bool {
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if strings.EqualFold(strings.TrimSpace(name), "gzip") && !strings.Contains(strings.ReplaceAll(params, " ", ""), "q=0") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// bufferedAnswer holds a unary answer until it is complete, to compress it
+// when it is worth it.
+type bufferedAnswer struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedAnswer) Header() http.Header         { return b.header }
+func (b *bufferedAnswer) WriteHeader(status int)      { b.status = status }
+func (b *bufferedAnswer) Write(p []byte) (int, error) { return b.body.Write(p) }
+
+// Flush does nothing: a unary answer goes out whole, in finish. The
+// transcoder needs a writer that can flush.
+func (b *bufferedAnswer) Flush() {}
+
+// finish writes the answer to w, gzip-compressed when it is large and not
+// encoded already.
+func (b *bufferedAnswer) finish(w http.ResponseWriter) {
+	h := w.Header()
+	h.Add("Vary", "Accept-Encoding")
+	body := b.body.Bytes()
+	if len(body) >= compressFrom && h.Get("Content-Encoding") == "" {
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		if _, err := zw.Write(body); err == nil && zw.Close() == nil {
+			h.Set("Content-Encoding", "gzip")
+			body = z.Bytes()
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(b.status)
+	_, _ = w.Write(body)
+}

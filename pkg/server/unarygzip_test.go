@@ -1,0 +1,80 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// A large Connect unary answer goes gzip-compressed to a client that
+// accepts gzip, and decodes to the same answer; a small one, one for a
+// client that does not accept gzip, and a gRPC-Web answer (which
+// compresses message by message) go as they are.
+func TestLargeConnectAnswersAreCompressed(t *testing.T) {
+	var calls atomic.Int64
+	addr, _ := startServerWith(t, Config{}, func(s *Server) {
+		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: &calls})
+	})
+	call := func(contentType, accept string, body []byte) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/GetGame", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", contentType)
+		req.Header.Set("Connect-Protocol-Version", "1")
+		if accept != "" {
+			req.Header.Set("Accept-Encoding", accept)
+		}
+		resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, b
+	}
+	resp, b := call("application/json", "gzip, deflate", []byte(`{"gameId":"big"}`))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "gzip" || !strings.Contains(resp.Header.Get("Vary"), "Accept-Encoding") {
+		t.Fatalf("a large answer, gzip accepted: HTTP %d, Content-Encoding %q, Vary %q", resp.StatusCode, resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil || !strings.Contains(string(plain), `"gameId":"xxxx`) || len(b) >= len(plain)/4 {
+		t.Fatalf("the compressed answer (%d bytes) decodes to %d bytes, %v", len(b), len(plain), err)
+	}
+	for _, c := range []struct {
+		name, contentType, accept string
+		body                      []byte
+	}{
+		{"a small answer", "application/json", "gzip", []byte(`{"gameId":"g"}`)},
+		{"gzip not accepted", "application/json", "", []byte(`{"gameId":"big"}`)},
+		{"gzip refused", "application/json", "gzip;q=0", []byte(`{"gameId":"big"}`)},
+		{"gRPC-Web", "application/grpc-web+proto", "gzip", grpcWebFrame([]byte("\x0a\x03big"))},
+	} {
+		resp, b := call(c.contentType, c.accept, c.body)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" || len(b) == 0 {
+			t.Fatalf("%s: HTTP %d, Content-Encoding %q, %d bytes; want it as it is", c.name, resp.StatusCode, resp.Header.Get("Content-Encoding"), len(b))
+		}
+	}
+}
+
+// grpcWebFrame is msg in a gRPC-Web data frame.
+func grpcWebFrame(msg []byte) []byte {
+	f := make([]byte, 5, 5+len(msg))
+	binary.BigEndian.PutUint32(f[1:], uint32(len(msg)))
+	return append(f, msg...)
+}
