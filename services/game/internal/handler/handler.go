@@ -392,15 +392,9 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 	return nil, apierr.New(apierr.Unavailable, "game %s is too busy: retry with the same request_id", c.id)
 }
 
+// errConflict is a lost compare-and-set: the command is run again on the
+// game as it is now.
 var errConflict = errors.New("version conflict")
-
-// conflict is a lost compare-and-set (errConflict) with the version the
-// game was at: a commit can add several events, so the read version plus
-// one is not it.
-type conflict struct{ current uint64 }
-
-func (c conflict) Error() string        { return fmt.Sprintf("version conflict at version %d", c.current) }
-func (c conflict) Is(target error) bool { return target == errConflict }
 
 // backoff waits before a retry after a lost compare-and-set, a random
 // time growing with the attempt, so writers in different processes stop
@@ -466,10 +460,8 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 // learning Redis' time.
 func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded, error) {
 	l, err := h.store.Load(ctx, id, requestID)
-	if !l.Now.IsZero() {
-		// A game not found comes with the time too.
-		h.learnRedisTime(l.Now)
-	}
+	// A game not found comes with the time too.
+	h.learnRedisTime(l.Now)
 	if err != nil {
 		return l, err
 	}
@@ -506,8 +498,12 @@ func (h *Handler) now() time.Time {
 	return a.redis.Add(time.Since(a.local))
 }
 
-// learnRedisTime anchors now() to redisNow, Redis TIME read just now.
+// learnRedisTime anchors now() to redisNow, Redis TIME read just now; a
+// zero time (a read that failed) teaches nothing.
 func (h *Handler) learnRedisTime(redisNow time.Time) {
+	if redisNow.IsZero() {
+		return
+	}
 	h.redisTime.Store(&timeAnchor{redis: redisNow, local: time.Now()})
 }
 
@@ -586,7 +582,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	case store.Duplicate:
 		return c.remembered(res.Previous)
 	case store.Conflict:
-		return nil, conflict{current: res.Current}
+		return nil, errConflict
 	}
 	h.metrics.commits.Add(ctx, 1)
 	if ch.State.Status.Finished() {
@@ -1078,9 +1074,7 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 		l, err = h.load(ctx, id, "")
 	} else if l = h.cachedHead(id, after); l.State == nil {
 		l, err = h.store.LoadHead(ctx, id)
-		if !l.Now.IsZero() {
-			h.learnRedisTime(l.Now)
-		}
+		h.learnRedisTime(l.Now)
 		if err == nil {
 			err = h.confirmLoaded(ctx, id, l)
 		}

@@ -248,7 +248,7 @@ const (
 	Committed Outcome = iota
 	// Duplicate: the request id was already answered; Previous holds it.
 	Duplicate
-	// Conflict: the version moved on; Current holds it.
+	// Conflict: the version moved on.
 	Conflict
 )
 
@@ -256,7 +256,6 @@ const (
 type Result struct {
 	Outcome  Outcome
 	Previous []byte
-	Current  uint64
 }
 
 // Commit stores ch if the game is still as prev left it (nil: the game
@@ -366,9 +365,7 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 		b, _ := res[1].(string)
 		return Result{Outcome: Duplicate, Previous: []byte(b)}, nil
 	case "conflict":
-		cur, _ := res[1].(string)
-		n, _ := strconv.ParseUint(cur, 10, 64)
-		return Result{Outcome: Conflict, Current: n}, nil
+		return Result{Outcome: Conflict}, nil
 	}
 	return Result{}, fmt.Errorf("commit game %s: unexpected script answer %v", id, res)
 }
