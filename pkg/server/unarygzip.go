@@ -30,14 +30,21 @@ func withUnaryGzip(next http.Handler) http.Handler {
 	})
 }
 
-// acceptsGzip reports whether an Accept-Encoding list takes gzip.
+// acceptsGzip reports whether an Accept-Encoding list takes gzip: named
+// with a weight above zero, or none.
 func acceptsGzip(values []string) bool {
 	for _, v := range values {
 		for _, part := range strings.Split(v, ",") {
 			name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-			if strings.EqualFold(strings.TrimSpace(name), "gzip") && !strings.Contains(strings.ReplaceAll(params, " ", ""), "q=0") {
+			if !strings.EqualFold(strings.TrimSpace(name), "gzip") {
+				continue
+			}
+			q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q=")
+			if !ok {
 				return true
 			}
+			w, err := strconv.ParseFloat(q, 64)
+			return err == nil && w > 0
 		}
 	}
 	return false

@@ -44,6 +44,11 @@ func TestLargeConnectAnswersAreCompressed(t *testing.T) {
 		}
 		return resp, b
 	}
+	for _, accept := range []string{"gzip, deflate", "deflate, gzip;q=0.5"} {
+		if resp, _ := call("application/json", accept, []byte(`{"gameId":"big"}`)); resp.Header.Get("Content-Encoding") != "gzip" {
+			t.Fatalf("a large answer, Accept-Encoding %q: Content-Encoding %q, want gzip", accept, resp.Header.Get("Content-Encoding"))
+		}
+	}
 	resp, b := call("application/json", "gzip, deflate", []byte(`{"gameId":"big"}`))
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "gzip" || !strings.Contains(resp.Header.Get("Vary"), "Accept-Encoding") {
 		t.Fatalf("a large answer, gzip accepted: HTTP %d, Content-Encoding %q, Vary %q", resp.StatusCode, resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
@@ -63,6 +68,7 @@ func TestLargeConnectAnswersAreCompressed(t *testing.T) {
 		{"a small answer", "application/json", "gzip", []byte(`{"gameId":"g"}`)},
 		{"gzip not accepted", "application/json", "", []byte(`{"gameId":"big"}`)},
 		{"gzip refused", "application/json", "gzip;q=0", []byte(`{"gameId":"big"}`)},
+		{"gzip refused, weight written long", "application/json", "gzip; q=0.000", []byte(`{"gameId":"big"}`)},
 		{"gRPC-Web", "application/grpc-web+proto", "gzip", grpcWebFrame([]byte("\x0a\x03big"))},
 	} {
 		resp, b := call(c.contentType, c.accept, c.body)
