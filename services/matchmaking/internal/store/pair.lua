@@ -46,13 +46,18 @@ for i = 1, n do
     -- Unreadable: leave the queue rather than risk a wrong pairing.
     redis.call('ZREM', KEYS[1], ids[i])
     redis.call('HDEL', KEYS[2], ids[i])
-  elseif tonumber(exp) <= now then
+  elseif tonumber(exp) <= now or redis.call('EXISTS', base .. 't:' .. ids[i]) == 0 then
+    -- Expired, or its record outlived (a matchmaking outage longer than
+    -- the record's life): nobody could be told of a match.
     redis.call('ZREM', KEYS[1], ids[i])
     redis.call('HDEL', KEYS[2], ids[i])
     if redis.call('HGET', KEYS[3], player) == ids[i] then
       redis.call('HDEL', KEYS[3], player)
     end
-    redis.call('HSET', base .. 't:' .. ids[i], 'state', 'expired')
+    -- HSET on a record that expired would make it again, for ever.
+    if redis.call('EXISTS', base .. 't:' .. ids[i]) == 1 then
+      redis.call('HSET', base .. 't:' .. ids[i], 'state', 'expired')
+    end
     expired[#expired + 1] = ids[i]
   else
     live[#live + 1] = {id = ids[i], r = ratings[i], enq = tonumber(enq), player = player}

@@ -266,3 +266,46 @@ func TestPairingRounds(t *testing.T) {
 		t.Fatalf("pairs %v", got)
 	}
 }
+
+// TestOutlivedTicketsAreNotMadeAgain: tickets whose records expired while
+// no matchmaker ran (an outage longer than a record's life) leave the
+// queue at the next pass, expired or not yet, without their records being
+// written back with no lifetime.
+func TestOutlivedTicketsAreNotMadeAgain(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now()
+	var gone []string
+	for i, expires := range []time.Time{now.Add(time.Second), now.Add(time.Hour), now.Add(time.Hour)} {
+		p := fmt.Sprintf("p%d", i)
+		// Ratings far apart: no pair within the window.
+		id, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000 + 1000*i, Entered: now, Expires: expires}, "r", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			if err := rdb.Del(ctx, prefix+"mm:{p:"+pool.Tag()+"}:t:"+id).Err(); err != nil {
+				t.Fatal(err)
+			}
+			gone = append(gone, id)
+		}
+	}
+	res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now.Add(2 * time.Second), BaseWindow: 100, MaxPairs: 10, Keep: time.Hour})
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	if len(res[0].Expired) != 2 {
+		t.Fatalf("expired %v, want the two tickets without records %v", res[0].Expired, gone)
+	}
+	for _, id := range gone {
+		if n, err := rdb.Exists(ctx, prefix+"mm:{p:"+pool.Tag()+"}:t:"+id).Result(); err != nil || n != 0 {
+			t.Fatalf("the record of %s was written again (%d, %v)", id, n, err)
+		}
+	}
+	if n, err := rdb.ZCard(ctx, prefix+"mm:{p:"+pool.Tag()+"}:q").Result(); err != nil || n != 1 {
+		t.Fatalf("%d tickets wait, want the one with its record (%v)", n, err)
+	}
+}
