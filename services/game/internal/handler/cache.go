@@ -2,6 +2,7 @@ package handler
 
 import (
 	"sync"
+	"time"
 
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/services/game/internal/model"
@@ -12,10 +13,18 @@ import (
 // gave. The next command on the same game runs on it without reading
 // Redis: its commit still compares the version, so a stale entry only
 // costs a conflict and a reload. Stored state stays the only truth.
+//
+// An entry unused for idle is dropped: games abandoned, expired from
+// Redis or finished by another process are never committed here again,
+// and a long game's entry holds all its moves.
 type stateCache struct {
 	mu    sync.Mutex
 	limit int
+	idle  time.Duration
+	now   func() time.Time
 	m     map[string]cacheEntry
+	// swept is when sweep last looked at every entry.
+	swept time.Time
 }
 
 type cacheEntry struct {
@@ -23,17 +32,24 @@ type cacheEntry struct {
 	// requestID and answer are the last commit's, as stored in Redis.
 	requestID string
 	answer    []byte
+	used      time.Time
 }
 
-func newStateCache(limit int) *stateCache {
-	return &stateCache{limit: limit, m: make(map[string]cacheEntry, limit)}
+func newStateCache(limit int, idle time.Duration, now func() time.Time) *stateCache {
+	return &stateCache{limit: limit, idle: idle, now: now, m: make(map[string]cacheEntry), swept: now()}
 }
 
 // get returns the cached state; callers must not change it.
 func (c *stateCache) get(id string) *model.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[id].st
+	e, ok := c.m[id]
+	if !ok {
+		return nil
+	}
+	e.used = c.now()
+	c.m[id] = e
+	return e.st
 }
 
 // answer returns the stored answer to requestID when it was the last
@@ -73,7 +89,24 @@ func (c *stateCache) put(st *model.State, requestID string, answer []byte) {
 	if answer == nil {
 		requestID = ""
 	}
-	c.m[id] = cacheEntry{st: st, requestID: requestID, answer: answer}
+	c.m[id] = cacheEntry{st: st, requestID: requestID, answer: answer, used: c.now()}
+}
+
+// sweep drops the entries unused for idle. It looks at every entry at
+// most four times per idle period, however often it is called.
+func (c *stateCache) sweep() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if now.Sub(c.swept) < c.idle/4 {
+		return
+	}
+	c.swept = now
+	for id, e := range c.m {
+		if now.Sub(e.used) >= c.idle {
+			delete(c.m, id)
+		}
+	}
 }
 
 func (c *stateCache) drop(id string) {

@@ -2,12 +2,13 @@ package handler
 
 import (
 	"testing"
+	"time"
 
 	"github.com/palacehq/palace/services/game/internal/model"
 )
 
 func TestCacheAnswersOnlyTheLastRequest(t *testing.T) {
-	c := newStateCache(2)
+	c := newStateCache(2, time.Hour, time.Now)
 	c.put(&model.State{ID: "g", Version: 3}, "r1", []byte("first"))
 	if got := string(c.answer("g", "r1")); got != "first" {
 		t.Fatalf("answer to r1: %q", got)
@@ -29,5 +30,34 @@ func TestCacheAnswersOnlyTheLastRequest(t *testing.T) {
 	c.drop("g")
 	if c.get("g") != nil {
 		t.Fatal("dropped game still cached")
+	}
+}
+
+// TestCacheDropsIdleGames: an entry neither committed nor read for the
+// idle time goes (an abandoned game, or one another process finished),
+// while one in use stays.
+func TestCacheDropsIdleGames(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := newStateCache(10, 10*time.Minute, func() time.Time { return now })
+	c.put(&model.State{ID: "idle", Version: 3}, "", nil)
+	c.put(&model.State{ID: "read", Version: 3}, "", nil)
+	c.put(&model.State{ID: "committed", Version: 3}, "", nil)
+	now = now.Add(6 * time.Minute)
+	c.get("read")
+	c.put(&model.State{ID: "committed", Version: 4}, "", nil)
+	now = now.Add(5 * time.Minute)
+	c.sweep()
+	if _, ok := c.m["idle"]; ok {
+		t.Fatal("an entry unused for 11 minutes is still cached")
+	}
+	for _, id := range []string{"read", "committed"} {
+		if _, ok := c.m[id]; !ok {
+			t.Fatalf("%s, used 5 minutes ago, was dropped", id)
+		}
+	}
+	now = now.Add(10 * time.Minute)
+	c.sweep()
+	if len(c.m) != 0 {
+		t.Fatalf("%d entries left after all were idle", len(c.m))
 	}
 }

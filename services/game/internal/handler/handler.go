@@ -55,6 +55,10 @@ const (
 	// commitAttempts bounds retries after losing a compare-and-set to
 	// another writer of the same game.
 	commitAttempts = 16
+	// cacheIdle is how long a game's cached state outlives its last use:
+	// longer than a player's turn in any usual time control, so that a
+	// game in play keeps its entry.
+	cacheIdle = 10 * time.Minute
 )
 
 // Config tunes the handler.
@@ -156,7 +160,7 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	if cfg.MaxStreamsPerPod <= 0 {
 		cfg.MaxStreamsPerPod = 50000
 	}
-	hd := &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreamsPerPod), cache: newStateCache(20000), locks: newGameLocks()}
+	hd := &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreamsPerPod), cache: newStateCache(20000, cacheIdle, time.Now), locks: newGameLocks()}
 	if cfg.PresenceLease <= 0 {
 		cfg.PresenceLease = defaultPresenceLease
 	}

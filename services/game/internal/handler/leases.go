@@ -143,6 +143,7 @@ func (h *Handler) keepLease(ctx context.Context) {
 		h.renew(ctx)
 		h.retryPresence(ctx)
 		h.reap(ctx, &releases)
+		h.cache.sweep()
 		select {
 		case <-ctx.Done():
 			return
