@@ -271,6 +271,36 @@ func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (St
 	return next, nil
 }
 
+// TakeBack withdraws the Fischer increments that moves[side] of each
+// side's moves earned, when those moves are taken back: an undo must not
+// leave a player the increment of a move no longer on the board, or each
+// move and undo would add time. Other controls earn nothing per move and
+// are returned unchanged. ok is false, and s returned unchanged, when a
+// side would have no time left without them: the running side's budget
+// spent by now, or the other's main time gone.
+func (s State) TakeBack(now time.Time, moves [2]int) (taken State, ok bool) {
+	r := rulesOf(s.Control)
+	if r.kind != Fischer || moves == [2]int{} {
+		return s, true
+	}
+	if moves[0] < 0 || moves[1] < 0 {
+		return s, false
+	}
+	out := s
+	for side := range out.Players {
+		p := r.norm(out.Players[side])
+		p.MainMs -= int64(moves[side]) * r.incMs
+		if p.MainMs <= 0 {
+			return s, false
+		}
+		out.Players[side] = p
+	}
+	if out.OutOfBudget(now) {
+		return s, false
+	}
+	return out, true
+}
+
 // Stop ends or pauses the game at now: the running side is charged the time
 // of its unfinished turn (periods included, no increment) and every value
 // is kept for display and for a later Start. A State that is not running is

@@ -358,6 +358,49 @@ func TestYield(t *testing.T) {
 	}
 }
 
+// TestTakeBack: moves taken back give back the increments they earned,
+// so a move and its undo leave the clock as the turn left it.
+func TestTakeBack(t *testing.T) {
+	s := started(t, fischer3p2, LagPolicy{})
+	// First moves after 10 s (+2 s), Second after 20 s (+2 s); First's turn
+	// has run 5 s.
+	s, err := s.Move(at(10*sec), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = s.Move(at(30*sec), 0); err != nil {
+		t.Fatal(err)
+	}
+	b, ok := s.TakeBack(at(35*sec), [2]int{1, 1})
+	if !ok || b.Players[First].MainMs != 3*mins-10*sec || b.Players[Second].MainMs != 3*mins-20*sec {
+		t.Fatalf("TakeBack of one move each = %+v, %v; want 2:50 and 2:40 left", b.Players, ok)
+	}
+	if b.Phase != Running || b.Turn != First || b.TurnStartMs != s.TurnStartMs {
+		t.Fatalf("TakeBack changed the running turn: %+v", b)
+	}
+	if d, _ := b.Deadline(); !d.Equal(at(30*sec + 3*mins - 10*sec)) {
+		t.Fatalf("deadline after TakeBack %v, want 2:50 after the turn began", d)
+	}
+	// The running side past its budget without the increment: refused.
+	if got, ok := s.TakeBack(at(30*sec+3*mins-10*sec+1), [2]int{1, 0}); ok || got != s {
+		t.Fatalf("TakeBack leaving the running side no time = %+v, %v; want it refused, unchanged", got, ok)
+	}
+	if _, ok := s.TakeBack(at(30*sec+3*mins-10*sec), [2]int{1, 0}); !ok {
+		t.Fatal("TakeBack at the last in-time instant refused")
+	}
+	// Nothing earned per move under byo-yomi, nor asked to be withdrawn.
+	by := started(t, Default(), LagPolicy{})
+	if got, ok := by.TakeBack(at(sec), [2]int{1, 1}); !ok || got != by {
+		t.Fatalf("byo-yomi TakeBack = %+v, %v; want unchanged", got, ok)
+	}
+	if got, ok := s.TakeBack(at(sec), [2]int{}); !ok || got != s {
+		t.Fatalf("TakeBack of nothing = %+v, %v", got, ok)
+	}
+	if _, ok := s.TakeBack(at(sec), [2]int{-1, 0}); ok {
+		t.Fatal("TakeBack of a negative count accepted")
+	}
+}
+
 func TestStopAfterFlag(t *testing.T) {
 	s := started(t, fischer3p2, LagPolicy{})
 	stopped := s.Stop(at(3*mins + 1))

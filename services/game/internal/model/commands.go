@@ -625,7 +625,18 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 		case err != nil:
 			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
 		}
-		n.Clock = &c
+		// The moves taken back keep no increment: the clock starts with
+		// the third ply, so only plies from there on earned one.
+		var earned [2]int
+		for i := max(k-take, 2); i < k; i++ {
+			earned[moverOf(i)]++
+		}
+		back, ok := c.TakeBack(now, earned)
+		if !ok {
+			return Change{}, apierr.New(apierr.Precondition,
+				"cannot undo: without the increments of the moves it takes back, a player would be out of time")
+		}
+		n.Clock = &back
 	}
 	n.WakeMs = wake(n, now)
 	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_MovesUndone{MovesUndone: &gamev1.MovesUndone{

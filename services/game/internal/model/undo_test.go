@@ -99,3 +99,70 @@ func TestUndosAreBounded(t *testing.T) {
 		st = &stored
 	}
 }
+
+// TestUndoTakesBackTheIncrements: under Fischer, a move and its undo must
+// not leave the increment behind, or every move and undo would add time.
+func TestUndoTakesBackTheIncrements(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ctl := clock.Control{Kind: clock.Fischer, MainTime: 5 * time.Minute, Increment: 3 * time.Second}
+	ch, err := Create(CreateParams{
+		ID: "g", Variant: rules.Xiangqi, Control: &ctl,
+		Seats: [2]Seat{{PlayerID: "p"}, {PlayerID: "ai", AILevel: 1}},
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ch.State
+	play := func(side rules.Side, mv string, after time.Duration) {
+		t.Helper()
+		now = now.Add(after)
+		ch, err := Move(st, side, mv, 0, now)
+		if err != nil || ch.Reply != nil {
+			t.Fatalf("%s: %v %v", mv, err, ch.Reply)
+		}
+		st = ch.State
+	}
+	undo := func(after time.Duration) {
+		t.Helper()
+		now = now.Add(after)
+		u, err := Undo(st, rules.First, now)
+		if err != nil || u.Reply != nil {
+			t.Fatalf("undo: %v %v", err, u.Reply)
+		}
+		st = u.State
+	}
+	main := func() [2]time.Duration {
+		s := st.Clock.Snapshot(now)
+		return [2]time.Duration{s.Players[0].Main(), s.Players[1].Main()}
+	}
+	// The first two plies start the clock and earn nothing.
+	play(rules.First, "h3e3", time.Second)
+	play(rules.Second, "h8e8", time.Second)
+	before := main()
+	// The human moves after 10 s; the AI replies after 4 s; the human
+	// takes both back 2 s into its turn: each is charged its thinking, and
+	// neither keeps the 3 s increment.
+	play(rules.First, "b1c3", 10*time.Second)
+	play(rules.Second, "b10c8", 4*time.Second)
+	undo(2 * time.Second)
+	if got, want := main(), [2]time.Duration{before[0] - 12*time.Second, before[1] - 4*time.Second}; got != want {
+		t.Fatalf("after a move, a reply and the undo: %v left, want %v", got, want)
+	}
+	// Taken back before the AI replies: the AI's turn is cut short, and
+	// the human's move keeps no increment either.
+	before = main()
+	play(rules.First, "b1c3", 5*time.Second)
+	undo(time.Second)
+	if got, want := main(), [2]time.Duration{before[0] - 5*time.Second, before[1] - time.Second}; got != want {
+		t.Fatalf("after a move and its undo: %v left, want %v", got, want)
+	}
+	// Ten moves and undos in a row gain nothing.
+	before = main()
+	for range 10 {
+		play(rules.First, "b1c3", 0)
+		undo(0)
+	}
+	if got := main(); got != before {
+		t.Fatalf("ten moves and undos at once: %v left, was %v", got, before)
+	}
+}
