@@ -270,7 +270,8 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 // expiring deadlines and the load test's probe. Players reach the game
 // service directly, so these calls carry a service credential.
 func (h *Handler) internal(ctx context.Context, rpc string) error {
-	return auth.RequireService(ctx, h.services, rpc)
+	_, err := auth.RequireService(ctx, h.services, rpc)
+	return err
 }
 
 func (h *Handler) seat(ctx context.Context, id string) (rules.Side, error) {
@@ -691,12 +692,18 @@ func lastMove(ch model.Change) *gamev1.MoveRecord {
 	return nil
 }
 
-// gameID derives a new game's id from its request: a retried CreateGame
-// finds the game it created, while two different requests that happen to
-// share a request_id still get two games.
-func gameID(req *gamev1.CreateGameRequest) string {
+// gameID derives a new game's id from its caller and request: a retried
+// CreateGame finds the game it created, while two different requests that
+// happen to share a request_id still get two games, and so do two callers
+// (two tournament systems, say) sending the same request.
+func gameID(caller string, req *gamev1.CreateGameRequest) string {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req)
-	sum := sha256.Sum256(b)
+	h := sha256.New()
+	// The caller's length first, so that no caller and request pair can
+	// read as another.
+	_, _ = fmt.Fprintf(h, "%d:%s", len(caller), caller)
+	h.Write(b)
+	sum := h.Sum(nil)
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:10]))
 }
 
@@ -712,10 +719,11 @@ func sideText(s rules.Side) string {
 
 // CreateGame creates a game and returns one credential per seat.
 func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
-	if err := h.internal(ctx, "CreateGame"); err != nil {
+	caller, err := auth.RequireService(ctx, h.services, "CreateGame")
+	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	p, err := h.createParams(req)
+	p, err := h.createParams(caller, req)
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
@@ -781,7 +789,7 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 	return resp.(*gamev1.CreateGameResponse), nil
 }
 
-func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParams, error) {
+func (h *Handler) createParams(caller string, req *gamev1.CreateGameRequest) (model.CreateParams, error) {
 	var errs []error
 	if err := checkID("request_id", req.GetRequestId(), MaxRequestIDBytes); err != nil {
 		errs = append(errs, err)
@@ -790,7 +798,7 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 	if err != nil {
 		errs = append(errs, apierr.Wrap(apierr.Invalid, err))
 	}
-	p := model.CreateParams{ID: gameID(req), Variant: v, Public: req.GetPublic(), Rated: req.GetRated(), Lag: h.cfg.Lag}
+	p := model.CreateParams{ID: gameID(caller, req), Variant: v, Public: req.GetPublic(), Rated: req.GetRated(), Lag: h.cfg.Lag}
 	if len(req.GetSeats()) != 2 {
 		errs = append(errs, apierr.New(apierr.Invalid, "seats: want exactly 2 (one per side), got %d", len(req.GetSeats())))
 	} else {

@@ -47,7 +47,9 @@ const (
 // version, when it is stale: when a later event changed more than presence
 // and clock milestones, which a move does not depend on). Seat RPCs need the seat's credential
 // in the "authorization: Bearer <token>" metadata: Unauthenticated without
-// a valid one, PermissionDenied for another seat. Common errors: NotFound
+// a valid one, PermissionDenied for another seat, checked before the game
+// is looked up (so a credential of another game gets PermissionDenied even
+// for an unknown game id). Common errors: NotFound
 // for an unknown game, InvalidArgument for malformed input (before any
 // state is touched), FailedPrecondition when the game's state forbids the
 // command (out of turn, during setup, after the end).
@@ -56,7 +58,11 @@ type GameServiceClient interface {
 	// internal (matchmaking, tournament systems, operators): the caller
 	// sends a service credential in the x-palace-service header, else
 	// Unauthenticated, or PermissionDenied for a player's credential.
-	// InvalidArgument for a bad kind, seats, time control or FEN.
+	// InvalidArgument for a bad kind, seats, time control or FEN. The game's
+	// id derives from the caller and the whole request: the same request
+	// retried by the same caller returns the same game and credentials,
+	// while another request, or another caller, makes another game even
+	// with the same request_id.
 	CreateGame(ctx context.Context, in *CreateGameRequest, opts ...grpc.CallOption) (*CreateGameResponse, error)
 	// ChooseFormation sets a Janggi formation: Han first, then Cho.
 	// FailedPrecondition outside setup, out of order, or for Xiangqi.
@@ -74,14 +80,20 @@ type GameServiceClient interface {
 	// command that comes after such a deadline.
 	Resign(ctx context.Context, in *ResignRequest, opts ...grpc.CallOption) (*ResignResponse, error)
 	// OfferDraw offers a draw (Xiangqi). FailedPrecondition in Janggi or
-	// when an offer is already pending.
+	// when an offer is already pending. The offer stands through the
+	// offerer's own moves; a move by the opponent declines it (DrawDeclined,
+	// then the move).
 	OfferDraw(ctx context.Context, in *OfferDrawRequest, opts ...grpc.CallOption) (*OfferDrawResponse, error)
 	// AnswerDraw accepts or declines the opponent's pending offer.
 	// FailedPrecondition when there is none, or in Janggi.
 	AnswerDraw(ctx context.Context, in *AnswerDrawRequest, opts ...grpc.CallOption) (*AnswerDrawResponse, error)
-	// Undo takes back the human's last move and the AI's reply, in games
-	// against the AI only (FailedPrecondition in every other game), at most
-	// 200 times a game (FailedPrecondition after).
+	// Undo takes back the human's last move and the AI's reply (only the
+	// human's move while the AI has not replied yet, cutting its turn
+	// short), in games against the AI only (FailedPrecondition in every
+	// other game), at most 200 times a game (FailedPrecondition after).
+	// Time spent thinking is not given back, and the Fischer increments of
+	// the moves taken back are withdrawn (FailedPrecondition when a player
+	// would then be out of time).
 	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
 	// credential (PermissionDenied otherwise). A public game may be read by
@@ -260,7 +272,9 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // version, when it is stale: when a later event changed more than presence
 // and clock milestones, which a move does not depend on). Seat RPCs need the seat's credential
 // in the "authorization: Bearer <token>" metadata: Unauthenticated without
-// a valid one, PermissionDenied for another seat. Common errors: NotFound
+// a valid one, PermissionDenied for another seat, checked before the game
+// is looked up (so a credential of another game gets PermissionDenied even
+// for an unknown game id). Common errors: NotFound
 // for an unknown game, InvalidArgument for malformed input (before any
 // state is touched), FailedPrecondition when the game's state forbids the
 // command (out of turn, during setup, after the end).
@@ -269,7 +283,11 @@ type GameServiceServer interface {
 	// internal (matchmaking, tournament systems, operators): the caller
 	// sends a service credential in the x-palace-service header, else
 	// Unauthenticated, or PermissionDenied for a player's credential.
-	// InvalidArgument for a bad kind, seats, time control or FEN.
+	// InvalidArgument for a bad kind, seats, time control or FEN. The game's
+	// id derives from the caller and the whole request: the same request
+	// retried by the same caller returns the same game and credentials,
+	// while another request, or another caller, makes another game even
+	// with the same request_id.
 	CreateGame(context.Context, *CreateGameRequest) (*CreateGameResponse, error)
 	// ChooseFormation sets a Janggi formation: Han first, then Cho.
 	// FailedPrecondition outside setup, out of order, or for Xiangqi.
@@ -287,14 +305,20 @@ type GameServiceServer interface {
 	// command that comes after such a deadline.
 	Resign(context.Context, *ResignRequest) (*ResignResponse, error)
 	// OfferDraw offers a draw (Xiangqi). FailedPrecondition in Janggi or
-	// when an offer is already pending.
+	// when an offer is already pending. The offer stands through the
+	// offerer's own moves; a move by the opponent declines it (DrawDeclined,
+	// then the move).
 	OfferDraw(context.Context, *OfferDrawRequest) (*OfferDrawResponse, error)
 	// AnswerDraw accepts or declines the opponent's pending offer.
 	// FailedPrecondition when there is none, or in Janggi.
 	AnswerDraw(context.Context, *AnswerDrawRequest) (*AnswerDrawResponse, error)
-	// Undo takes back the human's last move and the AI's reply, in games
-	// against the AI only (FailedPrecondition in every other game), at most
-	// 200 times a game (FailedPrecondition after).
+	// Undo takes back the human's last move and the AI's reply (only the
+	// human's move while the AI has not replied yet, cutting its turn
+	// short), in games against the AI only (FailedPrecondition in every
+	// other game), at most 200 times a game (FailedPrecondition after).
+	// Time spent thinking is not given back, and the Fischer increments of
+	// the moves taken back are withdrawn (FailedPrecondition when a player
+	// would then be out of time).
 	Undo(context.Context, *UndoRequest) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
 	// credential (PermissionDenied otherwise). A public game may be read by
