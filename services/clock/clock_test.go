@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -624,5 +625,21 @@ func TestConfigValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGetClocksWithTheGameServiceAway: the call between the services
+// failing is Unavailable for the client, with no internal address or
+// transport text in its message.
+func TestGetClocksWithTheGameServiceAway(t *testing.T) {
+	t.Parallel()
+	env := startGame(t, false)
+	c := startClockWith(t, env, "", func(c *clock.Config) { c.GameAddr = "127.0.0.1:1" })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.GetClocks(ctx, &clockv1.GetClocksRequest{GameId: "somegame"})
+	wantCode(t, err, codes.Unavailable)
+	if msg := status.Convert(err).Message(); strings.Contains(msg, "127.0.0.1") || strings.Contains(msg, "dial") {
+		t.Fatalf("the client reads the internal call's failure: %q", msg)
 	}
 }

@@ -3,10 +3,13 @@ package handler
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/palacehq/palace/pkg/apierr"
@@ -66,9 +69,16 @@ func (h *Handler) GetClocks(ctx context.Context, req *clockv1.GetClocksRequest) 
 	}
 	g, err := h.games.GetGame(out, &gamev1.GetGameRequest{GameId: req.GetGameId()})
 	if err != nil {
-		// Already a status from the game service (NotFound,
-		// PermissionDenied, ...): passed through as it is.
-		return nil, err
+		switch status.Code(err) {
+		case codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.Canceled:
+			// The game service's answer about this caller's own request and
+			// credential: passed through as it is.
+			return nil, err
+		}
+		// Anything else is about the call between the services (the game
+		// service unreachable, a deadline): mapped, so that no internal
+		// address or transport text reaches the client.
+		return nil, apierr.ToStatus(ctx, h.log, fmt.Errorf("get game %s: %w", req.GetGameId(), err))
 	}
 	return &clockv1.GetClocksResponse{Clocks: g.GetGame().GetClocks(), TimeControl: g.GetGame().GetTimeControl()}, nil
 }

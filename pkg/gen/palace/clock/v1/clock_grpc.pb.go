@@ -30,8 +30,12 @@ const (
 // ClockService owns the deadline index and the sweepers that end games on
 // time through the game service. It never writes game state itself.
 type ClockServiceClient interface {
-	// GetClocks returns a game's clocks as of now. NotFound for an unknown
-	// game; InvalidArgument for a malformed id.
+	// GetClocks returns a game's clocks as of now. It admits its callers as
+	// GameService.GetGame does: a private game needs a seat credential in
+	// "authorization: Bearer <token>" (PermissionDenied, or Unauthenticated
+	// for one that is not valid). NotFound for an unknown game;
+	// InvalidArgument for a malformed id; Unavailable when the game service
+	// cannot be reached.
 	GetClocks(ctx context.Context, in *GetClocksRequest, opts ...grpc.CallOption) (*GetClocksResponse, error)
 	// GetStats returns operator statistics: every shard of the deadline
 	// index with its pending deadlines and owner, and the lateness and
@@ -77,8 +81,12 @@ func (c *clockServiceClient) GetStats(ctx context.Context, in *GetStatsRequest, 
 // ClockService owns the deadline index and the sweepers that end games on
 // time through the game service. It never writes game state itself.
 type ClockServiceServer interface {
-	// GetClocks returns a game's clocks as of now. NotFound for an unknown
-	// game; InvalidArgument for a malformed id.
+	// GetClocks returns a game's clocks as of now. It admits its callers as
+	// GameService.GetGame does: a private game needs a seat credential in
+	// "authorization: Bearer <token>" (PermissionDenied, or Unauthenticated
+	// for one that is not valid). NotFound for an unknown game;
+	// InvalidArgument for a malformed id; Unavailable when the game service
+	// cannot be reached.
 	GetClocks(context.Context, *GetClocksRequest) (*GetClocksResponse, error)
 	// GetStats returns operator statistics: every shard of the deadline
 	// index with its pending deadlines and owner, and the lateness and
