@@ -683,7 +683,8 @@ type PlayerClock struct {
 	MainLeft *durationpb.Duration `protobuf:"bytes,1,opt,name=main_left,json=mainLeft,proto3" json:"main_left,omitempty"`
 	// Byo-yomi periods left, the current one included.
 	PeriodsLeft uint32 `protobuf:"varint,2,opt,name=periods_left,json=periodsLeft,proto3" json:"periods_left,omitempty"`
-	// Time left in the current byo-yomi period (only while in_byo_yomi).
+	// Time left in the current byo-yomi period while in_byo_yomi; before
+	// byo-yomi, the full period to come.
 	PeriodLeft    *durationpb.Duration `protobuf:"bytes,3,opt,name=period_left,json=periodLeft,proto3" json:"period_left,omitempty"`
 	InByoYomi     bool                 `protobuf:"varint,4,opt,name=in_byo_yomi,json=inByoYomi,proto3" json:"in_byo_yomi,omitempty"`
 	unknownFields protoimpl.UnknownFields
