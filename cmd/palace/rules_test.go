@@ -84,7 +84,7 @@ func TestRulesMovesAreSortedAndUnique(t *testing.T) {
 	}
 	lines := strings.Fields(out)
 	if len(lines) != 2 {
-		t.Fatalf("%d moves, RULES.md perft says 2", len(lines))
+		t.Fatalf("%d moves, docs/rules.md perft says 2", len(lines))
 	}
 	for i := 1; i < len(lines); i++ {
 		if lines[i-1] >= lines[i] {

@@ -4,7 +4,7 @@
 // variation search with aspiration windows) over pkg/rules positions, with
 // a fixed-size transposition table, quiescence search, check extensions,
 // null-move pruning, late-move reductions and a hand-written evaluation per
-// game. The search knows the game's adjudication rules (RULES.md "How a game
+// game. The search knows the game's adjudication rules (docs/rules.md "How a game
 // ends"), so it scores repetitions, perpetual checks, Janggi passes, bikjang
 // and the ply limits the way the game layer will decide them.
 //

@@ -245,7 +245,7 @@ func (s *searcher) noLegalMoves(ply int) bool {
 }
 
 // adjudicate applies the ending rules that need the game's history, in the
-// order of RULES.md "Order and counting", to the position at ply > 0. It
+// order of docs/rules.md "Order and counting", to the position at ply > 0. It
 // reports the score if the game has ended here. A side to move without a
 // legal move is left to the caller, except where another ending would
 // otherwise hide it.

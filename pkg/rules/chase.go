@@ -1,6 +1,6 @@
 package rules
 
-// Perpetual chase (Xiangqi), RULES.md: a move chases a piece when, after it,
+// Perpetual chase (Xiangqi), docs/rules.md: a move chases a piece when, after it,
 // a chariot, horse, cannon, elephant or advisor of the mover attacks that
 // piece (not the general, not a soldier still on its own side of the
 // river), did not attack it before the move, and the piece is unprotected:

@@ -14,7 +14,7 @@ var (
 	ErrNotAllowed = errors.New("not allowed by the rules")
 )
 
-// Ply limits of RULES.md, "How a game ends" and the Xiangqi draws.
+// Ply limits of docs/rules.md, "How a game ends" and the Xiangqi draws.
 const (
 	janggiMaxPlies        = 200
 	xiangqiNoCapturePlies = 120
@@ -40,10 +40,10 @@ type plyRecord struct {
 }
 
 // Game is one game from a start position: its moves and its adjudication
-// (RULES.md "How a game ends" and "Order and counting"). It is not safe for
+// (docs/rules.md "How a game ends" and "Order and counting"). It is not safe for
 // concurrent use; Clone it to hand a copy to another goroutine.
 //
-// Where RULES.md leaves room, Game reads it so:
+// Where docs/rules.md leaves room, Game reads it so:
 //   - Everything is counted from the start position, never from the FEN's
 //     counters: plies, the plies since the last capture, and the capture
 //     that makes bikjang count, which must have been made in this game.
@@ -234,7 +234,7 @@ func (g *Game) endNoMoves() {
 	g.end(winnerFor(g.pos.Turn().Opponent()), m)
 }
 
-// adjudicate applies the ending rules after a ply, in the order of RULES.md
+// adjudicate applies the ending rules after a ply, in the order of docs/rules.md
 // "Order and counting"; the first that holds names the method.
 func (g *Game) adjudicate() {
 	n := len(g.moves)

@@ -87,7 +87,7 @@ func TestXiangqi120PliesWithoutCapture(t *testing.T) {
 	}
 }
 
-// refAdjudicate decides the game from scratch by the text of RULES.md,
+// refAdjudicate decides the game from scratch by the text of docs/rules.md,
 // independently of Game's bookkeeping: positions are compared by FEN board
 // and side, captures found by counting pieces, checks by InCheck. For a
 // Xiangqi repetition without perpetual check it cannot judge chases, so it

@@ -119,7 +119,7 @@ func randomGame(tb testing.TB, v Variant, fen string, seed uint64, plies int, vi
 	visit(p)
 }
 
-// The reference move generator below is written from RULES.md with plain
+// The reference move generator below is written from docs/rules.md with plain
 // coordinates and no shared tables, so it checks the fast generator's tables
 // and shortcuts rather than repeating them.
 

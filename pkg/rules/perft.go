@@ -12,7 +12,7 @@ const perftStride = 256
 //
 // Two passes in a row end the game inside the tree: the second pass is a
 // leaf with no children. That is Fairy-Stockfish's janggicasual semantics,
-// the source of the reference counts in RULES.md, which hold only with it
+// the source of the reference counts in docs/rules.md, which hold only with it
 // (Janggi start, depth 3: 33316; without it 33348). LegalMoves has no
 // history and knows nothing of this; the game layer adjudicates two passes.
 func Perft(p *Position, depth int) uint64 {

@@ -4,7 +4,7 @@ package rules
 // occurred, if the current position is its third occurrence, or -1.
 //
 // Positions are compared by Zobrist hash (board and side to move), as
-// RULES.md defines a position for repetition; a 64-bit collision is
+// docs/rules.md defines a position for repetition; a 64-bit collision is
 // ignored. Only positions since the last capture can match, because a
 // capture removes a piece for good, so the scan is short (at most 120 plies
 // in Xiangqi, 200 in Janggi). The game ends at the first third occurrence

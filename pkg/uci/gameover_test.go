@@ -146,7 +146,7 @@ func TestPerftCountsAndLimit(t *testing.T) {
 	c.send("position startpos")
 	c.send("go perft 3")
 	line, before := c.expect("Nodes searched")
-	if line != "Nodes searched: 33316" { // RULES.md's reference count
+	if line != "Nodes searched: 33316" { // docs/rules.md's reference count
 		t.Errorf("janggi perft 3: got %q, want 33316", line)
 	}
 	if n := len(before); n != 33 { // 32 root moves and a blank line

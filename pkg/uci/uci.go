@@ -274,7 +274,7 @@ func parseVariant(v string) (rules.Variant, error) {
 		return rules.Xiangqi, nil
 	case strings.HasPrefix(v, "janggi"):
 		// janggicasual, janggimodern...: same board and moves; Palace
-		// adjudicates by RULES.md whatever the name.
+		// adjudicates by docs/rules.md whatever the name.
 		return rules.Janggi, nil
 	}
 	return 0, fmt.Errorf("unknown UCI_Variant %q (want janggi or xiangqi)", v)

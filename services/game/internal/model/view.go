@@ -142,7 +142,7 @@ var moveMessages = sync.OnceValue(func() moveTable {
 
 // Remembered answers are kept for the game's life and its retention, one
 // per command, and the legal moves were most of each one. They are kept
-// without them: legal moves follow from the position alone (RULES.md,
+// without them: legal moves follow from the position alone (docs/rules.md,
 // "Move generation versus adjudication"), so a retry computes them again
 // and gets the first answer exactly.
 

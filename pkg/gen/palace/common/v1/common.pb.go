@@ -383,7 +383,7 @@ func (EndMethod) EnumDescriptor() ([]byte, []int) {
 	return file_palace_common_v1_common_proto_rawDescGZIP(), []int{5}
 }
 
-// Position is a board position in the FEN of RULES.md:
+// Position is a board position in the FEN of docs/rules.md:
 // "board side - - halfmove fullmove", e.g. the Xiangqi start
 // "rnbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBAKABNR w - - 0 1".
 type Position struct {
