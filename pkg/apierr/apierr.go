@@ -81,8 +81,8 @@ func Wrap(code Code, err error) *Error {
 	return &Error{Code: code, Msg: err.Error(), Err: err}
 }
 
-// CodeOf returns the code of the first *Error in err's chain; context
-// errors map to their natural codes; anything else is Internal.
+// CodeOf returns the code of the first *Error in err's chain; anything
+// else is Internal (context errors included: ToStatus maps those).
 func CodeOf(err error) Code {
 	var e *Error
 	if errors.As(err, &e) {
@@ -113,6 +113,11 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	var e *Error
 	if errors.As(err, &e) && e.Code != Internal {
+		if e.Code == Unavailable && e.Err != nil {
+			// The client reads a short message; the outage behind it is
+			// logged here, once.
+			log.WarnContext(ctx, "unavailable", "err", e.Err)
+		}
 		return status.Error(grpcCodes[e.Code], e.Msg)
 	}
 	if errors.Is(err, redisx.ErrNotReplicated) {

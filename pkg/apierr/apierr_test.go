@@ -1,11 +1,14 @@
 package apierr
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -53,6 +56,24 @@ func TestToStatus(t *testing.T) {
 				t.Fatalf("got %v %q, want %v %q", st.Code(), st.Message(), tt.wantCode, tt.wantMsg)
 			}
 		})
+	}
+}
+
+// TestToStatusLogsTheCauseOfAnOutage: a coded Unavailable shows the
+// client a short message, so its cause (another service down, say) must
+// reach the log.
+func TestToStatusLogsTheCauseOfAnOutage(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	err := &Error{Code: Unavailable, Msg: "the game service is unavailable", Err: errors.New("dial tcp 10.0.3.7:8080: connect: connection refused")}
+	ToStatus(context.Background(), log, err)
+	if !strings.Contains(buf.String(), "10.0.3.7:8080") {
+		t.Fatalf("the outage's cause is not logged: %q", buf.String())
+	}
+	buf.Reset()
+	ToStatus(context.Background(), log, Wrap(Invalid, errors.New("illegal move h3h9")))
+	if buf.Len() != 0 {
+		t.Fatalf("a client's own mistake was logged: %q", buf.String())
 	}
 }
 
