@@ -102,11 +102,10 @@ type clockGame struct {
 	budget, grace, limit time.Duration
 	// moveSent: a third move was sent; answer: accepted, refused (too
 	// late) or unknown (the call failed).
-	moveSent         bool
-	accepted         bool
-	refused          bool
-	playedAt         time.Time
-	secondMoveFailed bool
+	moveSent bool
+	accepted bool
+	refused  bool
+	playedAt time.Time
 }
 
 type clocksLoad struct {

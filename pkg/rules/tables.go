@@ -51,13 +51,6 @@ type tables struct {
 	elephantPath [NumSquares][NumSquares][2]int8
 }
 
-const (
-	dirUp = iota
-	dirDown
-	dirLeft
-	dirRight
-)
-
 var (
 	janggiTables  = buildTables(Janggi)
 	xiangqiTables = buildTables(Xiangqi)

@@ -399,12 +399,3 @@ func appliedKind(g *gamev1.Game, now time.Time) (string, time.Time) {
 	// A default formation (the clock starts only after both first moves).
 	return "setup", commit
 }
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}

@@ -740,7 +740,7 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 				if err != nil {
 					// Signing with a valid keyring cannot fail; an empty token
 					// would only be refused later.
-					h.log.Error("sign seat credential", "err", err)
+					h.log.ErrorContext(ctx, "sign seat credential", "err", err)
 				}
 				resp.Credentials = append(resp.Credentials, &gamev1.SeatCredential{Side: rulespb.Side(side), Token: tok, ExpiresAt: timestamppb.New(exp)})
 			}
