@@ -3,6 +3,7 @@ package uci
 import (
 	"context"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,14 +23,16 @@ func FuzzRun(f *testing.F) {
 		"setoption name Skill Level value 1\nucinewgame\ngo\n",
 		"position startpos moves zz99 a0a0\ngo depth -1\n",
 		"setoption name Hash value 99999999\nsetoption name\nposition\ngo searchmoves\n",
+		"setoption name Hash value 2\nsetoption name Clear Hash\nsetoption name Hash value x\ngo depth 2\n",
 	} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, script string) {
 		// Big hashes and deep perfts are valid requests that take memory
-		// and time, not bugs; keep them out of the fuzzer's way.
+		// and time, not bugs; keep them out of the fuzzer's way. Small
+		// hashes, Clear Hash and malformed Hash options are fuzzed.
 		lower := strings.ToLower(script)
-		if strings.Contains(lower, "perft") || strings.Contains(lower, "hash") {
+		if strings.Contains(lower, "perft") || bigHash(lower) {
 			t.Skip()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -50,4 +53,20 @@ func FuzzInfoScore(f *testing.F) {
 			t.Fatalf("infoScore(%q) = %d from a line without a score", line, score)
 		}
 	})
+}
+
+// bigHash reports whether a script asks for a hash table above 16 MB that
+// the engine would allocate (larger sizes are refused, and fuzzed).
+func bigHash(lower string) bool {
+	for line := range strings.Lines(lower) {
+		_, v, ok := strings.Cut(line, "name hash value")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err == nil && n > 16 && n <= maxHashMB {
+			return true
+		}
+	}
+	return false
 }
