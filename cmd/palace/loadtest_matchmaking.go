@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/palacehq/palace/pkg/app"
 	"github.com/palacehq/palace/pkg/auth"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -148,7 +149,9 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 	cancelShare := fs.Float64("cancel", 0.1, "share of players who enter, cancel and enter again")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up waiting after this long")
 	gameAddr := fs.String("game-addr", "", "game service host:port to read every game back from; empty: do not check")
-	keys := fs.String("player-signing-keys", "", "the servers' --player-signing-keys: lets the tool mint account credentials and add a rated pool")
+	// A secret: from the environment, so that it need not show in ps.
+	keys := new(string)
+	app.StringFlag(fs, keys, "player-signing-keys", "", "the servers' --player-signing-keys: lets the tool mint account credentials and add a rated pool")
 	ratingSD := fs.Float64("rating-sd", 200, "standard deviation of the casual ratings (normal around 1300)")
 	ratings := fs.String("ratings", "pairs", `"pairs": tickets come in pairs of one pool whose ratings are within 50 of each other, the pairs spread over the ratings, so every ticket has a compatible partner and the test measures the servers; "independent": every rating drawn on its own, so rating outliers also wait for their window to widen`)
 	seed := fs.Uint64("seed", 1, "random seed")
