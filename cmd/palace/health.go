@@ -23,6 +23,10 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "palace health: unexpected argument %q: health takes flags only (palace health -h)\n", fs.Arg(0))
+		return exitUsage
+	}
 	cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		fmt.Fprintln(stderr, "palace health:", err)

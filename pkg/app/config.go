@@ -233,3 +233,16 @@ func (c Config) Origins() []string {
 	}
 	return out
 }
+
+// ParseFlags parses a daemon's arguments, which are flags only: a stray
+// argument (a flag written without its dashes, say) is refused rather
+// than ignored.
+func ParseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: %s takes flags only (-h lists them)", fs.Arg(0), fs.Name())
+	}
+	return nil
+}

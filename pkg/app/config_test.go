@@ -144,3 +144,19 @@ func TestCheckTarget(t *testing.T) {
 		})
 	}
 }
+
+// TestParseFlagsRefusesStrayArguments: a flag written without its dashes
+// must stop a daemon, not start it with the default silently.
+func TestParseFlagsRefusesStrayArguments(t *testing.T) {
+	fs := flag.NewFlagSet("gamed", flag.ContinueOnError)
+	level := fs.String("log-level", "info", "")
+	if err := ParseFlags(fs, []string{"--log-level", "debug"}); err != nil || *level != "debug" {
+		t.Fatalf("flags only: %v, level %q", err, *level)
+	}
+	fs = flag.NewFlagSet("gamed", flag.ContinueOnError)
+	fs.String("log-level", "info", "")
+	err := ParseFlags(fs, []string{"log-level=debug"})
+	if err == nil || !strings.Contains(err.Error(), `"log-level=debug"`) || !strings.Contains(err.Error(), "gamed takes flags only") {
+		t.Fatalf("a stray argument: %v", err)
+	}
+}

@@ -35,7 +35,7 @@ func run(ctx context.Context, args []string) error {
 	app.StringFlag(fs, &svc.GameAddr, "game-addr", "", "game service host:port; empty: this process")
 	app.StringFlag(fs, &svc.KeyPrefix, "key-prefix", "", "prefix of every Redis key (as the game service's)")
 
-	if err := fs.Parse(args); err != nil {
+	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	// Empty, it would mean this process, which does not serve games:

@@ -32,7 +32,7 @@ func run(ctx context.Context, args []string) error {
 	cfg.RegisterFlags(fs, "localhost:8083")
 	var svc clock.Config
 	svc.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	// Empty, it would mean this process, which does not serve games:

@@ -33,7 +33,7 @@ func run(ctx context.Context, args []string) error {
 	var svc game.Config
 	svc.RegisterFlags(fs)
 
-	if err := fs.Parse(args); err != nil {
+	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	return app.Run(ctx, app.Options{Name: "game", Config: cfg, Services: []app.Binder{game.Bind(svc)}})

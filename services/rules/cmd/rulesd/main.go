@@ -31,7 +31,7 @@ func run(ctx context.Context, args []string) error {
 	cfg := app.Config{NoRedis: true}
 	cfg.RegisterFlags(fs, "localhost:8081")
 
-	if err := fs.Parse(args); err != nil {
+	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	return app.Run(ctx, app.Options{Name: "rules", Config: cfg, Services: []app.Binder{rules.Bind()}})
