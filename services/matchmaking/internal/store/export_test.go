@@ -11,3 +11,10 @@ func (s *Store) SetRatingForTest(ctx context.Context, kind commonv1.GameKind, pl
 	b := s.ratingBase(kind)
 	return s.rdb.HSet(ctx, b+"rating", player, r).Err()
 }
+
+// RegisteredForTest counts the pools this process remembers registering.
+func (s *Store) RegisteredForTest() int {
+	n := 0
+	s.registered.Range(func(any, any) bool { n++; return true })
+	return n
+}

@@ -100,6 +100,7 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 			return "", 0, ErrTooManyPools
 		}
 		s.registered.Store(pool.ID(), t.Entered)
+		s.pruneRegistered(t.Entered)
 	}
 	tag := pool.Tag()
 	id := tag + "." + randomHex(8)
@@ -122,6 +123,21 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		return res[1], Busy, nil
 	}
 	return res[1], Entered, nil
+}
+
+// pruneRegistered drops the entries of registered that skip nothing any
+// more, at most once per registryRefresh.
+func (s *Store) pruneRegistered(now time.Time) {
+	last := s.pruned.Load()
+	if now.UnixMilli()-last < registryRefresh.Milliseconds() || !s.pruned.CompareAndSwap(last, now.UnixMilli()) {
+		return
+	}
+	s.registered.Range(func(k, v any) bool {
+		if now.Sub(v.(time.Time)) > registryRefresh {
+			s.registered.Delete(k)
+		}
+		return true
+	})
 }
 
 // boundFor is the most pools served at once that pool's registration

@@ -42,6 +42,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -98,7 +99,12 @@ type Store struct {
 	prefix string
 	// registered remembers when this process last touched a pool's
 	// registry entry (pool id -> time), to skip a write per ticket.
+	// Entries older than registryRefresh skip nothing and are pruned, so
+	// the map holds only the pools of the last moments, not every pool
+	// the process ever saw.
 	registered sync.Map
+	// pruned is when registered was last pruned (Unix ms).
+	pruned atomic.Int64
 	// Replication holds back the answers of writes until replicas have
 	// them (see the package comment); zero: the master's word is enough.
 	Replication redisx.Replication

@@ -309,3 +309,30 @@ func TestOutlivedTicketsAreNotMadeAgain(t *testing.T) {
 		t.Fatalf("%d tickets wait, want the one with its record (%v)", n, err)
 	}
 }
+
+// TestRegisteredPoolsAreForgotten: the process's memory of the pools it
+// registered holds the recent ones only, not every pool (every custom time
+// control) it ever saw.
+func TestRegisteredPoolsAreForgotten(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	enter := func(i int, at time.Time) {
+		t.Helper()
+		pool := store.Pool{Kind: janggi, Control: clock.Control{Kind: clock.Fischer, MainTime: time.Duration(i+1) * time.Minute}}
+		p := fmt.Sprintf("p%d", i)
+		if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000, Entered: at, Expires: at.Add(time.Hour)}, "r", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		enter(i, now)
+	}
+	if n := st.RegisteredForTest(); n != 50 {
+		t.Fatalf("%d pools remembered after entering 50, want 50", n)
+	}
+	enter(50, now.Add(time.Minute))
+	if n := st.RegisteredForTest(); n != 1 {
+		t.Fatalf("%d pools remembered a minute later, want only the one just entered", n)
+	}
+}
