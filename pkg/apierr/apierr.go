@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -59,6 +60,20 @@ type Error struct {
 	Msg  string
 	// Err is the cause, if any; it is not shown to clients.
 	Err error
+	// Reason and Meta, when Reason is set, go to the client as an
+	// ErrorInfo detail: what a client acts on (a version to read from,
+	// say) without parsing Msg.
+	Reason string
+	Meta   map[string]string
+}
+
+// ErrorDomain is the domain of the ErrorInfo details Palace sends.
+const ErrorDomain = "palace"
+
+// WithInfo gives e an ErrorInfo detail with reason and meta.
+func (e *Error) WithInfo(reason string, meta map[string]string) *Error {
+	e.Reason, e.Meta = reason, meta
+	return e
 }
 
 func (e *Error) Error() string {
@@ -118,7 +133,13 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 			// logged here, once.
 			log.WarnContext(ctx, "unavailable", "err", e.Err)
 		}
-		return status.Error(grpcCodes[e.Code], e.Msg)
+		st := status.New(grpcCodes[e.Code], e.Msg)
+		if e.Reason != "" {
+			if withInfo, err := st.WithDetails(&errdetails.ErrorInfo{Reason: e.Reason, Domain: ErrorDomain, Metadata: e.Meta}); err == nil {
+				st = withInfo
+			}
+		}
+		return st.Err()
 	}
 	if errors.Is(err, redisx.ErrNotReplicated) {
 		log.WarnContext(ctx, "write not confirmed by replicas", "err", err)

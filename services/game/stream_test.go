@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -922,6 +923,33 @@ func TestPresenceLeavesTheExpectedVersionCurrent(t *testing.T) {
 	_, err = env.Client.MakeMove(tb.as(black), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), ExpectedVersion: read, Move: &commonv1.Move{Coordinate: "h10g8"}})
 	if status.Code(err) != codes.Aborted {
 		t.Fatalf("a move expecting the version before a draw offer: %v, want Aborted", err)
+	}
+}
+
+// TestStaleVersionCarriesTheCurrentVersion: a refused expected_version
+// names the game's current version in an ErrorInfo detail, so a client
+// resumes from it without parsing the message.
+func TestStaleVersionCarriesTheCurrentVersion(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	current := tb.get(t).GetVersion()
+	for _, expected := range []uint64{1, current + 5} {
+		_, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), ExpectedVersion: expected, Move: &commonv1.Move{Coordinate: "h10g8"}})
+		st := status.Convert(err)
+		if st.Code() != codes.Aborted {
+			t.Fatalf("expected_version %d: %v, want Aborted", expected, err)
+		}
+		var info *errdetails.ErrorInfo
+		for _, d := range st.Details() {
+			if i, ok := d.(*errdetails.ErrorInfo); ok {
+				info = i
+			}
+		}
+		want := fmt.Sprint(current)
+		if info == nil || info.GetReason() != "STALE_VERSION" || info.GetDomain() != "palace" || info.GetMetadata()["current_version"] != want || info.GetMetadata()["expected_version"] != fmt.Sprint(expected) {
+			t.Fatalf("expected_version %d: details %v, want STALE_VERSION with current_version %s", expected, st.Details(), want)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -525,11 +526,17 @@ func (h *Handler) syncTime(ctx context.Context) {
 	h.learnRedisTime(t)
 }
 
+// StaleVersionReason is the ErrorInfo reason of a refused expected_version;
+// its metadata carries current_version, so clients need not parse the
+// message.
+const StaleVersionReason = "STALE_VERSION"
+
 func staleVersion(expected, current uint64) error {
+	meta := map[string]string{"current_version": strconv.FormatUint(current, 10), "expected_version": strconv.FormatUint(expected, 10)}
 	if expected > current {
-		return apierr.New(apierr.Conflict, "expected_version %d is ahead of the game, which is at version %d; read it and retry", expected, current)
+		return apierr.New(apierr.Conflict, "expected_version %d is ahead of the game, which is at version %d; read it and retry", expected, current).WithInfo(StaleVersionReason, meta)
 	}
-	return apierr.New(apierr.Conflict, "stale version: expected_version %d, but the game is at version %d; read it and retry", expected, current)
+	return apierr.New(apierr.Conflict, "stale version: expected_version %d, but the game is at version %d; read it and retry", expected, current).WithInfo(StaleVersionReason, meta)
 }
 
 // commit stores ch over prev. The new deadline is indexed before the

@@ -37,22 +37,30 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// GameService is the single writer of live games. Mutating RPCs carry a
-// client-chosen request_id, unique among the seat's commands in the game
-// (a UUID will do; each seat's ids are its own, so both players' apps may
-// count from 1): a retry returns the first answer and changes nothing, and
-// the same id sent by the same seat with another command is
-// InvalidArgument. They may also
-// carry the version the client last saw (Aborted, with the current
-// version, when it is stale: when a later event changed more than presence
-// and clock milestones, which a move does not depend on). Seat RPCs need the seat's credential
-// in the "authorization: Bearer <token>" metadata: Unauthenticated without
-// a valid one, PermissionDenied for another seat, checked before the game
-// is looked up (so a credential of another game gets PermissionDenied even
-// for an unknown game id). Common errors: NotFound
-// for an unknown game, InvalidArgument for malformed input (before any
-// state is touched), FailedPrecondition when the game's state forbids the
-// command (out of turn, during setup, after the end).
+// GameService is the single writer of live games.
+//
+// Mutating RPCs carry a client-chosen request_id, unique among the seat's
+// commands in the game (a UUID will do; each seat's ids are its own, so
+// both players' apps may count from 1): a retry returns the first answer
+// and changes nothing, and the same id sent by the same seat with another
+// command is InvalidArgument.
+//
+// They may also carry the version the client last saw. When it is stale
+// (a later event changed more than presence and clock milestones, which a
+// move does not depend on) the call is Aborted, with the current version
+// in the message and in an ErrorInfo detail: reason STALE_VERSION, domain
+// "palace", metadata current_version and expected_version.
+//
+// Seat RPCs need the seat's credential in the "authorization: Bearer
+// <token>" metadata: Unauthenticated without a valid one, PermissionDenied
+// for another seat. The credential is checked before the game is looked
+// up, so a credential of another game gets PermissionDenied even for an
+// unknown game id.
+//
+// Common errors: NotFound for an unknown game, InvalidArgument for
+// malformed input (before any state is touched), FailedPrecondition when
+// the game's state forbids the command (out of turn, during setup, after
+// the end).
 type GameServiceClient interface {
 	// CreateGame creates a game and returns one credential per seat. It is
 	// internal (matchmaking, tournament systems, operators): the caller
@@ -262,22 +270,30 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // All implementations must embed UnimplementedGameServiceServer
 // for forward compatibility.
 //
-// GameService is the single writer of live games. Mutating RPCs carry a
-// client-chosen request_id, unique among the seat's commands in the game
-// (a UUID will do; each seat's ids are its own, so both players' apps may
-// count from 1): a retry returns the first answer and changes nothing, and
-// the same id sent by the same seat with another command is
-// InvalidArgument. They may also
-// carry the version the client last saw (Aborted, with the current
-// version, when it is stale: when a later event changed more than presence
-// and clock milestones, which a move does not depend on). Seat RPCs need the seat's credential
-// in the "authorization: Bearer <token>" metadata: Unauthenticated without
-// a valid one, PermissionDenied for another seat, checked before the game
-// is looked up (so a credential of another game gets PermissionDenied even
-// for an unknown game id). Common errors: NotFound
-// for an unknown game, InvalidArgument for malformed input (before any
-// state is touched), FailedPrecondition when the game's state forbids the
-// command (out of turn, during setup, after the end).
+// GameService is the single writer of live games.
+//
+// Mutating RPCs carry a client-chosen request_id, unique among the seat's
+// commands in the game (a UUID will do; each seat's ids are its own, so
+// both players' apps may count from 1): a retry returns the first answer
+// and changes nothing, and the same id sent by the same seat with another
+// command is InvalidArgument.
+//
+// They may also carry the version the client last saw. When it is stale
+// (a later event changed more than presence and clock milestones, which a
+// move does not depend on) the call is Aborted, with the current version
+// in the message and in an ErrorInfo detail: reason STALE_VERSION, domain
+// "palace", metadata current_version and expected_version.
+//
+// Seat RPCs need the seat's credential in the "authorization: Bearer
+// <token>" metadata: Unauthenticated without a valid one, PermissionDenied
+// for another seat. The credential is checked before the game is looked
+// up, so a credential of another game gets PermissionDenied even for an
+// unknown game id.
+//
+// Common errors: NotFound for an unknown game, InvalidArgument for
+// malformed input (before any state is touched), FailedPrecondition when
+// the game's state forbids the command (out of turn, during setup, after
+// the end).
 type GameServiceServer interface {
 	// CreateGame creates a game and returns one credential per seat. It is
 	// internal (matchmaking, tournament systems, operators): the caller
