@@ -246,3 +246,11 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// ResetToDefaults sets every flag of fs back to its default, undoing the
+// environment's values: a service's DefaultConfig is what its flags
+// default to, whatever PALACE_* variables the process (a test run, say)
+// happens to have.
+func ResetToDefaults(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) { _ = f.Value.Set(f.DefValue) })
+}

@@ -160,3 +160,25 @@ func TestParseFlagsRefusesStrayArguments(t *testing.T) {
 		t.Fatalf("a stray argument: %v", err)
 	}
 }
+
+// TestResetToDefaultsLeavesTheEnvironmentOut: defaults read in a process
+// with PALACE_* variables set are still the flags' defaults.
+func TestResetToDefaultsLeavesTheEnvironmentOut(t *testing.T) {
+	t.Setenv("PALACE_SEAT_TTL", "1s")
+	t.Setenv("PALACE_NAME", "from-env")
+	t.Setenv("PALACE_COUNT", "not-a-number")
+	fs := flag.NewFlagSet("defaults", flag.ContinueOnError)
+	var ttl time.Duration
+	var name string
+	var count int
+	DurationFlag(fs, &ttl, "seat-ttl", time.Hour, "")
+	StringFlag(fs, &name, "name", "palace", "")
+	IntFlag(fs, &count, "count", 3, "")
+	if ttl != time.Second || name != "from-env" {
+		t.Fatalf("the environment did not apply: %v %q", ttl, name)
+	}
+	ResetToDefaults(fs)
+	if ttl != time.Hour || name != "palace" || count != 3 {
+		t.Fatalf("after ResetToDefaults: %v %q %d, want the defaults", ttl, name, count)
+	}
+}

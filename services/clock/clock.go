@@ -69,11 +69,13 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.StaleAfter, "clock-stale-after", sweep.DefaultStaleAfter, "how long past its instant a deadline entry that is not its game's current one is re-checked before removal (a commit making it current may be on its way)")
 }
 
-// DefaultConfig is the configuration the flags default to.
+// DefaultConfig is the configuration the flags default to, the
+// environment left out.
 func DefaultConfig() Config {
 	var c Config
 	fs := flag.NewFlagSet("defaults", flag.ContinueOnError)
 	c.RegisterFlags(fs)
+	app.ResetToDefaults(fs)
 	return c
 }
 

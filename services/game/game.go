@@ -182,10 +182,12 @@ func Bind(cfg Config) app.Binder {
 	}
 }
 
-// DefaultConfig is the configuration the flags default to.
+// DefaultConfig is the configuration the flags default to, the
+// environment left out.
 func DefaultConfig() Config {
 	var c Config
 	fs := flag.NewFlagSet("defaults", flag.ContinueOnError)
 	c.RegisterFlags(fs)
+	app.ResetToDefaults(fs)
 	return c
 }

@@ -120,11 +120,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.RatingLease, "rating-lease", 30*time.Second, "lease of a replica on a rated game it follows")
 }
 
-// DefaultConfig is the configuration the flags default to.
+// DefaultConfig is the configuration the flags default to, the
+// environment left out.
 func DefaultConfig() Config {
 	var c Config
 	fs := flag.NewFlagSet("defaults", flag.ContinueOnError)
 	c.RegisterFlags(fs)
+	app.ResetToDefaults(fs)
 	return c
 }
 
