@@ -224,3 +224,36 @@ func BearerToken(header string) (string, bool) {
 	}
 	return strings.TrimSpace(header[len(scheme):]), true
 }
+
+// kindNames words each kind of credential for a refusal.
+var kindNames = map[Kind]string{
+	KindSeat:    "a seat credential (from CreateGame or matchmaking)",
+	KindGuest:   "a guest player's credential (from matchmaking)",
+	KindAccount: "an account player's credential (from matchmaking)",
+	KindService: "a service credential",
+}
+
+// KindHint words, for a refusal of token, which kind of credential it
+// claims to be when that is not want: "" when it claims to be want or its
+// claims cannot be read. The claim is not verified; it only says why a
+// credential that failed verification was the wrong one to send.
+func KindHint(token string, want Kind) string {
+	_, rest, _ := strings.Cut(token, ".")
+	payload, _, ok := strings.Cut(rest, ".")
+	if !ok || len(token) > 4096 {
+		return ""
+	}
+	raw, err := b64.DecodeString(payload)
+	if err != nil {
+		return ""
+	}
+	var c Claims
+	if json.Unmarshal(raw, &c) != nil || c.Kind == want {
+		return ""
+	}
+	got, ok := kindNames[c.Kind]
+	if !ok {
+		return ""
+	}
+	return "this is " + got + ", not " + kindNames[want]
+}

@@ -131,3 +131,26 @@ func TestBearerToken(t *testing.T) {
 		}
 	}
 }
+
+func TestKindHint(t *testing.T) {
+	ring, err := NewKeyring(Key{ID: "k", Secret: []byte(strings.Repeat("s", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, err := ring.Sign(Claims{Kind: KindSeat, Game: "g", Side: "first", ExpiresAt: time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := KindHint(seat, KindService); !strings.Contains(got, "this is a seat credential") || !strings.Contains(got, "not a service credential") {
+		t.Fatalf("a seat credential sent as a service's: %q", got)
+	}
+	for _, tok := range []string{seat, "", "garbage", "k.!!.sig", "k." + strings.Repeat("A", 5000) + ".s", "k.eyJrIjoibm9uZSJ9.s"} {
+		want := KindSeat
+		if tok != seat {
+			want = KindService
+		}
+		if got := KindHint(tok, want); got != "" {
+			t.Errorf("KindHint(%.20q, %s) = %q, want nothing", tok, want, got)
+		}
+	}
+}

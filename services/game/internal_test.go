@@ -75,6 +75,10 @@ func TestInternalCallsNeedAServiceCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	foreignSeat, err := otherKeys.Sign(auth.Claims{Kind: auth.KindSeat, Game: tb.id, Side: "first", IssuedAt: time.Now().Unix(), ExpiresAt: time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	withService := func(tok string) context.Context {
 		return metadata.AppendToOutgoingContext(ctx, auth.ServiceHeader, tok)
 	}
@@ -91,6 +95,7 @@ func TestInternalCallsNeedAServiceCredential(t *testing.T) {
 		{"a seat credential as a service credential", withService(seatToken), codes.PermissionDenied, "player's credential"},
 		{"a service credential signed with other keys", withService(foreign), codes.Unauthenticated, "unknown key"},
 		{"garbage", withService("not-a-token"), codes.Unauthenticated, "malformed"},
+		{"a seat credential signed with other keys", withService(foreignSeat), codes.Unauthenticated, "this is a seat credential (from CreateGame or matchmaking), not a service credential"},
 	}
 	calls := []struct {
 		name string
@@ -222,5 +227,26 @@ func TestCallersGetGamesOfTheirOwn(t *testing.T) {
 	}
 	if again.GetGameId() != a.GetGameId() || again.GetCredentials()[0].GetToken() != a.GetCredentials()[0].GetToken() {
 		t.Fatalf("a caller's retry made game %s, not its first game %s", again.GetGameId(), a.GetGameId())
+	}
+}
+
+// TestWrongKindOfCredentialIsNamed: a credential of another kind sent as a
+// seat credential is refused with what it is, rather than a signature
+// error that reads like a key mismatch.
+func TestWrongKindOfCredentialIsNamed(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
+	ring, err := auth.ParseKeyring(apptest.ServiceKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := auth.ServiceToken(ring, "ops", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+svc)
+	_, err = env.Client.GetGame(ctx, &gamev1.GetGameRequest{GameId: tb.id})
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "this is a service credential, not a seat credential") {
+		t.Fatalf("a service credential sent as a seat's: %v", err)
 	}
 }

@@ -250,6 +250,9 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 	}
 	c, err := h.verified.Verify(tok, now)
 	if err != nil {
+		if hint := auth.KindHint(tok, auth.KindSeat); hint != "" {
+			return 0, false, apierr.New(apierr.Unauthenticated, "seat credential: %s", hint)
+		}
 		return 0, false, apierr.New(apierr.Unauthenticated, "seat credential: %v", err)
 	}
 	if c.Kind != auth.KindSeat || c.Game != id {
