@@ -1926,8 +1926,13 @@ type MoveRecord struct {
 	// FEN letter of the captured piece; empty when none.
 	Captured string `protobuf:"bytes,7,opt,name=captured,proto3" json:"captured,omitempty"`
 	// Server time of the commit.
-	PlayedAt      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=played_at,json=playedAt,proto3" json:"played_at,omitempty"`
-	Clocks        *v1.ClockSnapshot      `protobuf:"bytes,9,opt,name=clocks,proto3" json:"clocks,omitempty"`
+	PlayedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=played_at,json=playedAt,proto3" json:"played_at,omitempty"`
+	// Both clocks right after the move. Deadlines belong to a running turn:
+	// in a MovePlayed event they are the turn's as the move started it; in
+	// a read or a MovesUndone event only the last move has them, and they
+	// are the running turn's current ones (an undo may have moved them
+	// since). Older moves carry none.
+	Clocks        *v1.ClockSnapshot `protobuf:"bytes,9,opt,name=clocks,proto3" json:"clocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
