@@ -14,26 +14,25 @@ import (
 // RequireService admits a call that only Palace services and operators
 // may make (rpc names it in the refusal): one that carries a valid service
 // credential in ServiceHeader. Players reach the services directly, so
-// such calls cannot rely on where they come from. It returns the caller
-// the credential names.
-func RequireService(ctx context.Context, v *Verified, rpc string) (caller string, err error) {
+// such calls cannot rely on where they come from.
+func RequireService(ctx context.Context, v *Verified, rpc string) error {
 	vals := metadata.ValueFromIncomingContext(ctx, ServiceHeader)
 	if len(vals) == 0 {
-		return "", apierr.New(apierr.Unauthenticated, "%s is an internal call: send a service credential in the %q header (signed with the services' --service-keys; `palace service-token` prints one)", rpc, ServiceHeader)
+		return apierr.New(apierr.Unauthenticated, "%s is an internal call: send a service credential in the %q header (signed with the services' --service-keys; `palace service-token` prints one)", rpc, ServiceHeader)
 	}
 	tok := strings.TrimSpace(vals[0])
-	c, err := VerifyService(v, tok, time.Now())
+	_, err := VerifyService(v, tok, time.Now())
 	switch {
 	case errors.Is(err, ErrNotService):
-		return "", apierr.New(apierr.PermissionDenied, "%s is an internal call: a player's credential does not allow it, only a service credential", rpc)
+		return apierr.New(apierr.PermissionDenied, "%s is an internal call: a player's credential does not allow it, only a service credential", rpc)
 	case err != nil && KindHint(tok, KindService) != "":
 		// Another kind of credential, signed with other keys: say so,
 		// rather than suggest that the keys differ between processes.
-		return "", apierr.New(apierr.Unauthenticated, "%s is an internal call: %s", rpc, KindHint(tok, KindService))
+		return apierr.New(apierr.Unauthenticated, "%s is an internal call: %s", rpc, KindHint(tok, KindService))
 	case errors.Is(err, ErrExpired):
-		return "", apierr.New(apierr.Unauthenticated, "service credential: %v: sign a new one (`palace service-token`)", err)
+		return apierr.New(apierr.Unauthenticated, "service credential: %v: sign a new one (`palace service-token`)", err)
 	case err != nil:
-		return "", apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err)
+		return apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err)
 	}
-	return c.Subject, nil
+	return nil
 }

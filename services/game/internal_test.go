@@ -186,50 +186,6 @@ func TestDefaultTimesOutOfRangeAreRefused(t *testing.T) {
 	}
 }
 
-// TestCallersGetGamesOfTheirOwn: two internal callers (two tournament
-// systems, say) sending the same CreateGame request get a game each, each
-// with its own seat credentials, while a retry by one caller gets its own
-// game back.
-func TestCallersGetGamesOfTheirOwn(t *testing.T) {
-	env := gametest.Start(t, nil)
-	cc, err := grpc.NewClient(env.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	client := gamev1.NewGameServiceClient(cc)
-	ring, err := auth.ParseKeyring(apptest.ServiceKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	as := func(caller string) context.Context {
-		tok, err := auth.ServiceToken(ring, caller, time.Now(), time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return metadata.AppendToOutgoingContext(context.Background(), auth.ServiceHeader, tok)
-	}
-	req := &gamev1.CreateGameRequest{RequestId: "round-1-board-1", Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats()}
-	a, err := client.CreateGame(as("tournaments-a"), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := client.CreateGame(as("tournaments-b"), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.GetGameId() == b.GetGameId() || a.GetCredentials()[0].GetToken() == b.GetCredentials()[0].GetToken() {
-		t.Fatalf("two callers' same request made one game %s, with the same credentials", a.GetGameId())
-	}
-	again, err := client.CreateGame(as("tournaments-a"), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again.GetGameId() != a.GetGameId() || again.GetCredentials()[0].GetToken() != a.GetCredentials()[0].GetToken() {
-		t.Fatalf("a caller's retry made game %s, not its first game %s", again.GetGameId(), a.GetGameId())
-	}
-}
-
 // TestWrongKindOfCredentialIsNamed: a credential of another kind sent as a
 // seat credential is refused with what it is, rather than a signature
 // error that reads like a key mismatch.

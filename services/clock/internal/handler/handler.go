@@ -87,7 +87,7 @@ func (h *Handler) GetClocks(ctx context.Context, req *clockv1.GetClocksRequest) 
 // sweepers. It is for operators: players reach the clock service too, and
 // the replicas' names and the sweepers' errors are none of theirs.
 func (h *Handler) GetStats(ctx context.Context, _ *clockv1.GetStatsRequest) (*clockv1.GetStatsResponse, error) {
-	if _, err := auth.RequireService(ctx, h.services, "GetStats"); err != nil {
+	if err := auth.RequireService(ctx, h.services, "GetStats"); err != nil {
 		return nil, apierr.ToStatus(ctx, h.log, err)
 	}
 	st, err := h.stats.Stats(ctx)

@@ -274,8 +274,7 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 // expiring deadlines and the load test's probe. Players reach the game
 // service directly, so these calls carry a service credential.
 func (h *Handler) internal(ctx context.Context, rpc string) error {
-	_, err := auth.RequireService(ctx, h.services, rpc)
-	return err
+	return auth.RequireService(ctx, h.services, rpc)
 }
 
 func (h *Handler) seat(ctx context.Context, id string) (rules.Side, error) {
@@ -702,18 +701,14 @@ func lastMove(ch model.Change) *gamev1.MoveRecord {
 	return nil
 }
 
-// gameID derives a new game's id from its caller and request: a retried
-// CreateGame finds the game it created, while two different requests that
-// happen to share a request_id still get two games, and so do two callers
-// (two tournament systems, say) sending the same request.
-func gameID(caller string, req *gamev1.CreateGameRequest) string {
+// gameID derives a new game's id from its request: a retried CreateGame
+// finds the game it created, on any process and across upgrades (the
+// caller's name is left out: it depends on how a deployment runs its
+// services), while two different requests that happen to share a
+// request_id still get two games.
+func gameID(req *gamev1.CreateGameRequest) string {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req)
-	h := sha256.New()
-	// The caller's length first, so that no caller and request pair can
-	// read as another.
-	_, _ = fmt.Fprintf(h, "%d:%s", len(caller), caller)
-	h.Write(b)
-	sum := h.Sum(nil)
+	sum := sha256.Sum256(b)
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:10]))
 }
 
@@ -729,11 +724,10 @@ func sideText(s rules.Side) string {
 
 // CreateGame creates a game and returns one credential per seat.
 func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
-	caller, err := auth.RequireService(ctx, h.services, "CreateGame")
-	if err != nil {
+	if err := h.internal(ctx, "CreateGame"); err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	p, err := h.createParams(caller, req)
+	p, err := h.createParams(req)
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
@@ -799,7 +793,7 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 	return resp.(*gamev1.CreateGameResponse), nil
 }
 
-func (h *Handler) createParams(caller string, req *gamev1.CreateGameRequest) (model.CreateParams, error) {
+func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParams, error) {
 	var errs []error
 	if err := checkID("request_id", req.GetRequestId(), MaxRequestIDBytes); err != nil {
 		errs = append(errs, err)
@@ -808,7 +802,7 @@ func (h *Handler) createParams(caller string, req *gamev1.CreateGameRequest) (mo
 	if err != nil {
 		errs = append(errs, apierr.Wrap(apierr.Invalid, err))
 	}
-	p := model.CreateParams{ID: gameID(caller, req), Variant: v, Public: req.GetPublic(), Rated: req.GetRated(), Lag: h.cfg.Lag}
+	p := model.CreateParams{ID: gameID(req), Variant: v, Public: req.GetPublic(), Rated: req.GetRated(), Lag: h.cfg.Lag}
 	if len(req.GetSeats()) != 2 {
 		errs = append(errs, apierr.New(apierr.Invalid, "seats: want exactly 2 (one per side), got %d", len(req.GetSeats())))
 	} else {

@@ -67,10 +67,11 @@ type GameServiceClient interface {
 	// sends a service credential in the x-palace-service header, else
 	// Unauthenticated, or PermissionDenied for a player's credential.
 	// InvalidArgument for a bad kind, seats, time control or FEN. The game's
-	// id derives from the caller and the whole request: the same request
-	// retried by the same caller returns the same game and credentials,
-	// while another request, or another caller, makes another game even
-	// with the same request_id.
+	// id derives from the whole request: the same request retried returns
+	// the same game and credentials, on any replica, while another request
+	// makes another game even with the same request_id. Callers that may
+	// send equal requests (two tournament systems, say) must therefore use
+	// request ids of their own: a prefix of the caller's name will do.
 	CreateGame(ctx context.Context, in *CreateGameRequest, opts ...grpc.CallOption) (*CreateGameResponse, error)
 	// ChooseFormation sets a Janggi formation: Han first, then Cho.
 	// FailedPrecondition outside setup, out of order, or for Xiangqi.
@@ -300,10 +301,11 @@ type GameServiceServer interface {
 	// sends a service credential in the x-palace-service header, else
 	// Unauthenticated, or PermissionDenied for a player's credential.
 	// InvalidArgument for a bad kind, seats, time control or FEN. The game's
-	// id derives from the caller and the whole request: the same request
-	// retried by the same caller returns the same game and credentials,
-	// while another request, or another caller, makes another game even
-	// with the same request_id.
+	// id derives from the whole request: the same request retried returns
+	// the same game and credentials, on any replica, while another request
+	// makes another game even with the same request_id. Callers that may
+	// send equal requests (two tournament systems, say) must therefore use
+	// request ids of their own: a prefix of the caller's name will do.
 	CreateGame(context.Context, *CreateGameRequest) (*CreateGameResponse, error)
 	// ChooseFormation sets a Janggi formation: Han first, then Cho.
 	// FailedPrecondition outside setup, out of order, or for Xiangqi.
