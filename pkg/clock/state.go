@@ -271,25 +271,27 @@ func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (St
 	return next, nil
 }
 
-// TakeBack withdraws the Fischer increments that moves[side] of each
-// side's moves earned, when those moves are taken back: an undo must not
-// leave a player the increment of a move no longer on the board, or each
-// move and undo would add time. Other controls earn nothing per move and
-// are returned unchanged. ok is false, and s returned unchanged, when a
-// side would have no time left without them: the running side's budget
-// spent by now, or the other's main time gone.
-func (s State) TakeBack(now time.Time, moves [2]int) (taken State, ok bool) {
+// TakeBack withdraws what moves taken back earned: earned[side] of each
+// side's main time (their Fischer increments). An undo must not leave a
+// player the increment of a move no longer on the board, or each move and
+// undo would add time. ok is false, and s returned unchanged, when a side
+// would have no time left without it: the running side's budget spent by
+// now, or the other's main time gone.
+func (s State) TakeBack(now time.Time, earned [2]time.Duration) (taken State, ok bool) {
 	r := rulesOf(s.Control)
-	if r.kind != Fischer || moves == [2]int{} {
+	if !r.timed() || earned == [2]time.Duration{} {
 		return s, true
 	}
-	if moves[0] < 0 || moves[1] < 0 {
+	if earned[0] < 0 || earned[1] < 0 {
 		return s, false
 	}
 	out := s
 	for side := range out.Players {
+		if earned[side] == 0 {
+			continue
+		}
 		p := r.norm(out.Players[side])
-		p.MainMs -= int64(moves[side]) * r.incMs
+		p.MainMs -= msOf(earned[side])
 		if p.MainMs <= 0 {
 			return s, false
 		}

@@ -371,7 +371,8 @@ func TestTakeBack(t *testing.T) {
 	if s, err = s.Move(at(30*sec), 0); err != nil {
 		t.Fatal(err)
 	}
-	b, ok := s.TakeBack(at(35*sec), [2]int{1, 1})
+	inc := 2 * time.Second
+	b, ok := s.TakeBack(at(35*sec), [2]time.Duration{inc, inc})
 	if !ok || b.Players[First].MainMs != 3*mins-10*sec || b.Players[Second].MainMs != 3*mins-20*sec {
 		t.Fatalf("TakeBack of one move each = %+v, %v; want 2:50 and 2:40 left", b.Players, ok)
 	}
@@ -382,22 +383,21 @@ func TestTakeBack(t *testing.T) {
 		t.Fatalf("deadline after TakeBack %v, want 2:50 after the turn began", d)
 	}
 	// The running side past its budget without the increment: refused.
-	if got, ok := s.TakeBack(at(30*sec+3*mins-10*sec+1), [2]int{1, 0}); ok || got != s {
+	if got, ok := s.TakeBack(at(30*sec+3*mins-10*sec+1), [2]time.Duration{inc, 0}); ok || got != s {
 		t.Fatalf("TakeBack leaving the running side no time = %+v, %v; want it refused, unchanged", got, ok)
 	}
-	if _, ok := s.TakeBack(at(30*sec+3*mins-10*sec), [2]int{1, 0}); !ok {
+	if _, ok := s.TakeBack(at(30*sec+3*mins-10*sec), [2]time.Duration{inc, 0}); !ok {
 		t.Fatal("TakeBack at the last in-time instant refused")
 	}
-	// Nothing earned per move under byo-yomi, nor asked to be withdrawn.
-	by := started(t, Default(), LagPolicy{})
-	if got, ok := by.TakeBack(at(sec), [2]int{1, 1}); !ok || got != by {
-		t.Fatalf("byo-yomi TakeBack = %+v, %v; want unchanged", got, ok)
+	// The waiting side's main time gone: refused too.
+	if _, ok := s.TakeBack(at(sec), [2]time.Duration{0, 3 * time.Minute}); ok {
+		t.Fatal("TakeBack of all the waiting side's time accepted")
 	}
-	if got, ok := s.TakeBack(at(sec), [2]int{}); !ok || got != s {
+	if got, ok := s.TakeBack(at(sec), [2]time.Duration{}); !ok || got != s {
 		t.Fatalf("TakeBack of nothing = %+v, %v", got, ok)
 	}
-	if _, ok := s.TakeBack(at(sec), [2]int{-1, 0}); ok {
-		t.Fatal("TakeBack of a negative count accepted")
+	if _, ok := s.TakeBack(at(sec), [2]time.Duration{-inc, 0}); ok {
+		t.Fatal("TakeBack of a negative amount accepted")
 	}
 }
 

@@ -349,7 +349,11 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 		return Change{}, apierr.Wrap(apierr.Precondition, err)
 	}
 	evs = append(evs, clockMilestones(n, now)...)
+	var incMs int64
 	if n.Clock != nil && n.Clock.Phase == clock.Running {
+		if n.Clock.Control.Kind == clock.Fischer {
+			incMs = n.Clock.Control.Increment.Milliseconds()
+		}
 		next, err := n.Clock.Move(now, lag)
 		if err != nil {
 			if errors.Is(err, clock.ErrFlagged) {
@@ -368,7 +372,7 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 	}
 	rec := MoveRec{
 		Move: mv.String(), Notation: info.Notation, Check: info.Check, Pass: info.Pass,
-		Captured: rulespb.CapturedLetter(info.Captured), AtMs: ms(now),
+		Captured: rulespb.CapturedLetter(info.Captured), AtMs: ms(now), IncMs: incMs,
 	}
 	appendMove(n, rec)
 	n.TurnStartMs = ms(now)
@@ -625,11 +629,10 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 		case err != nil:
 			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
 		}
-		// The moves taken back keep no increment: the clock starts with
-		// the third ply, so only plies from there on earned one.
-		var earned [2]int
-		for i := max(k-take, 2); i < k; i++ {
-			earned[moverOf(i)]++
+		// The moves taken back keep no increment.
+		var earned [2]time.Duration
+		for i := k - take; i < k; i++ {
+			earned[moverOf(i)] += time.Duration(st.Moves[i].IncMs) * time.Millisecond
 		}
 		back, ok := c.TakeBack(now, earned)
 		if !ok {

@@ -44,6 +44,11 @@ type MoveRec struct {
 	AtMs     int64  `json:"t"`
 	// Clock is both clocks right after the move (nil without a clock).
 	Clock *clock.Snapshot `json:"k,omitempty"`
+	// IncMs is the Fischer increment the move earned: an undo withdraws
+	// it. Whether a move earns one depends on the clock running when it is
+	// played, which an undo past the first moves changes, so it is kept
+	// rather than worked out from the ply.
+	IncMs int64 `json:"i,omitempty"`
 }
 
 // Result is how a game ended.

@@ -166,3 +166,43 @@ func TestUndoTakesBackTheIncrements(t *testing.T) {
 		t.Fatalf("ten moves and undos at once: %v left, was %v", got, before)
 	}
 }
+
+// TestUndoPastTheFirstMovesTakesBackTheirIncrements: once an undo has
+// taken the game back before the moves that started the clock, the clock
+// runs, so those moves played again earn increments, and their undos must
+// withdraw them.
+func TestUndoPastTheFirstMovesTakesBackTheirIncrements(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ctl := clock.Control{Kind: clock.Fischer, MainTime: 5 * time.Minute, Increment: 3 * time.Second}
+	ch, err := Create(CreateParams{
+		ID: "g", Variant: rules.Xiangqi, Control: &ctl,
+		Seats: [2]Seat{{PlayerID: "p"}, {PlayerID: "ai", AILevel: 1}},
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ch.State
+	cycle := func() {
+		t.Helper()
+		for i, mv := range []string{"h3e3", "h8e8"} {
+			ch, err := Move(st, rules.Side(i), mv, 0, now)
+			if err != nil || ch.Reply != nil {
+				t.Fatalf("%s: %v %v", mv, err, ch.Reply)
+			}
+			st = ch.State
+		}
+		u, err := Undo(st, rules.First, now)
+		if err != nil || u.Reply != nil {
+			t.Fatalf("undo: %v %v", err, u.Reply)
+		}
+		st = u.State
+	}
+	cycle()
+	before := st.Clock.Snapshot(now).Players
+	for range 10 {
+		cycle()
+	}
+	if got := st.Clock.Snapshot(now).Players; got != before {
+		t.Fatalf("ten moves, replies and undos from the start: %+v, was %+v", got, before)
+	}
+}
