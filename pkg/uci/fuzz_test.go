@@ -56,17 +56,49 @@ func FuzzInfoScore(f *testing.F) {
 }
 
 // bigHash reports whether a script asks for a hash table above 16 MB that
-// the engine would allocate (larger sizes are refused, and fuzzed).
+// the engine would allocate (larger sizes are refused, and fuzzed). It
+// reads each line's name and value as setoption does, whatever their order
+// and spacing.
 func bigHash(lower string) bool {
 	for line := range strings.Lines(lower) {
-		_, v, ok := strings.Cut(line, "name hash value")
-		if !ok {
+		var name, value []string
+		into := &name
+		for _, w := range strings.Fields(line) {
+			switch w {
+			case "name":
+				into = &name
+			case "value":
+				into = &value
+			default:
+				*into = append(*into, w)
+			}
+		}
+		if len(name) < 2 || name[0] != "setoption" || strings.Join(name[1:], " ") != "hash" {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+		n, err := strconv.Atoi(strings.Join(value, " "))
 		if err == nil && n > 16 && n <= maxHashMB {
 			return true
 		}
 	}
 	return false
+}
+
+func TestBigHash(t *testing.T) {
+	for script, want := range map[string]bool{
+		"setoption name hash value 4096":         true,
+		"setoption value 4096 name hash":         true,
+		"setoption  name\thash   value 4096\n":   true,
+		"go\nsetoption name hash value 64\n":     true,
+		"setoption name hash value 16":           false,
+		"setoption name hash value 99999999":     false,
+		"setoption name clear hash":              false,
+		"setoption name hash value x":            false,
+		"setoption name skill level value 4096":  false,
+		"position startpos\nsetoption name hash": false,
+	} {
+		if got := bigHash(script); got != want {
+			t.Errorf("bigHash(%q) = %v, want %v", script, got, want)
+		}
+	}
 }
