@@ -14,9 +14,10 @@ import (
 // Redis: its commit still compares the version, so a stale entry only
 // costs a conflict and a reload. Stored state stays the only truth.
 //
-// An entry unused for idle is dropped: games abandoned, expired from
-// Redis or finished by another process are never committed here again,
-// and a long game's entry holds all its moves.
+// An entry not committed for idle is dropped: games abandoned, expired
+// from Redis or finished by another process are never committed here
+// again, and a long game's entry holds all its moves. Reads do not keep an
+// entry: watchers of a game another process plays would keep it for ever.
 type stateCache struct {
 	mu    sync.Mutex
 	limit int
@@ -43,13 +44,7 @@ func newStateCache(limit int, idle time.Duration, now func() time.Time) *stateCa
 func (c *stateCache) get(id string) *model.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.m[id]
-	if !ok {
-		return nil
-	}
-	e.used = c.now()
-	c.m[id] = e
-	return e.st
+	return c.m[id].st
 }
 
 // answer returns the stored answer to requestID when it was the last
@@ -92,7 +87,7 @@ func (c *stateCache) put(st *model.State, requestID string, answer []byte) {
 	c.m[id] = cacheEntry{st: st, requestID: requestID, answer: answer, used: c.now()}
 }
 
-// sweep drops the entries unused for idle. It looks at every entry at
+// sweep drops the entries not committed for idle. It looks at every entry at
 // most four times per idle period, however often it is called.
 func (c *stateCache) sweep() {
 	c.mu.Lock()

@@ -33,9 +33,9 @@ func TestCacheAnswersOnlyTheLastRequest(t *testing.T) {
 	}
 }
 
-// TestCacheDropsIdleGames: an entry neither committed nor read for the
-// idle time goes (an abandoned game, or one another process finished),
-// while one in use stays.
+// TestCacheDropsIdleGames: an entry not committed for the idle time goes
+// (an abandoned game, or one another process finished), however often it
+// is read, while one committed since stays.
 func TestCacheDropsIdleGames(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := newStateCache(10, 10*time.Minute, func() time.Time { return now })
@@ -46,14 +46,15 @@ func TestCacheDropsIdleGames(t *testing.T) {
 	c.get("read")
 	c.put(&model.State{ID: "committed", Version: 4}, "", nil)
 	now = now.Add(5 * time.Minute)
+	c.get("read")
 	c.sweep()
-	if _, ok := c.m["idle"]; ok {
-		t.Fatal("an entry unused for 11 minutes is still cached")
-	}
-	for _, id := range []string{"read", "committed"} {
-		if _, ok := c.m[id]; !ok {
-			t.Fatalf("%s, used 5 minutes ago, was dropped", id)
+	for _, id := range []string{"idle", "read"} {
+		if _, ok := c.m[id]; ok {
+			t.Fatalf("%s, committed 11 minutes ago, is still cached", id)
 		}
+	}
+	if _, ok := c.m["committed"]; !ok {
+		t.Fatal("an entry committed 5 minutes ago was dropped")
 	}
 	now = now.Add(10 * time.Minute)
 	c.sweep()
