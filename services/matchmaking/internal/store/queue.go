@@ -134,7 +134,8 @@ func (s *Store) pruneRegistered(now time.Time) {
 	}
 	s.registered.Range(func(k, v any) bool {
 		if now.Sub(v.(time.Time)) > registryRefresh {
-			s.registered.Delete(k)
+			// Only the old time: another Enter may have stored a fresh one.
+			s.registered.CompareAndDelete(k, v)
 		}
 		return true
 	})
