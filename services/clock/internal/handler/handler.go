@@ -69,8 +69,11 @@ func (h *Handler) GetClocks(ctx context.Context, req *clockv1.GetClocksRequest) 
 	}
 	g, err := h.games.GetGame(out, &gamev1.GetGameRequest{GameId: req.GetGameId()})
 	if err != nil {
-		switch status.Code(err) {
-		case codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.Canceled:
+		switch code := status.Code(err); {
+		case code == codes.DeadlineExceeded && ctx.Err() != nil:
+			// The client's own deadline, which the call inherited.
+			return nil, status.Error(codes.DeadlineExceeded, "deadline exceeded")
+		case code == codes.NotFound, code == codes.PermissionDenied, code == codes.Unauthenticated, code == codes.InvalidArgument, code == codes.Canceled:
 			// The game service's answer about this caller's own request and
 			// credential: passed through as it is.
 			return nil, err
