@@ -92,7 +92,7 @@ func (h *Handler) AcceptRematch(ctx context.Context, req *matchmakingv1.AcceptRe
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	out, err := h.store.AcceptRematch(ctx, g.ID, c.Subject, h.now())
+	out, err := h.store.AcceptRematch(ctx, g.ID, c.Subject, h.now(), h.cfg.GameKeep)
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}

@@ -144,9 +144,10 @@ func (s *Store) OfferRematch(ctx context.Context, id, player string, now time.Ti
 	return s.rematchOp(ctx, id, "offer", player, now.UnixMilli(), window.Milliseconds(), keep.Milliseconds())
 }
 
-// AcceptRematch accepts the opponent's pending offer.
-func (s *Store) AcceptRematch(ctx context.Context, id, player string, now time.Time) (RematchOutcome, error) {
-	return s.rematchOp(ctx, id, "accept", player, now.UnixMilli())
+// AcceptRematch accepts the opponent's pending offer; the accepted
+// rematch is kept for keep.
+func (s *Store) AcceptRematch(ctx context.Context, id, player string, now time.Time, keep time.Duration) (RematchOutcome, error) {
+	return s.rematchOp(ctx, id, "accept", player, now.UnixMilli(), keep.Milliseconds())
 }
 
 // CompleteRematch records the new game.

@@ -3,10 +3,13 @@
 --   offer    2 player, 3 now ms, 4 window ms, 5 keep ms
 --            -> {"offered", by, expires ms} | {"go"} (the opponent had
 --               offered: this accepts) | {"go"} when already accepted
---   accept   2 player, 3 now ms -> {"go"} | {"none"}
+--   accept   2 player, 3 now ms, 4 keep ms -> {"go"} | {"none"}
+-- An offer lives a while past its window (a late answer learns it
+-- expired); a rematch accepted lives keep ms, as the game records do.
 --   complete 2 new game, then per player: id, side, token, expiry (x2)
 -- "go" tells the caller to create (or, on a retry, re-create) the game.
 local op = ARGV[1]
+local offerGraceMs = 3600000
 local f = redis.call('HMGET', KEYS[1], 'state', 'by', 'exp')
 local state, by, exp = f[1], f[2], tonumber(f[3] or '0')
 if op == 'offer' or op == 'accept' then
@@ -17,6 +20,7 @@ if op == 'offer' or op == 'accept' then
   local pending = state == 'offered' and exp > now
   if pending and by ~= player then
     redis.call('HSET', KEYS[1], 'state', 'accepting', 'acceptor', player)
+    redis.call('PEXPIRE', KEYS[1], op == 'offer' and ARGV[5] or ARGV[4])
     return {'go'}
   end
   if op == 'accept' then
@@ -27,7 +31,7 @@ if op == 'offer' or op == 'accept' then
   end
   local until_ = now + tonumber(ARGV[4])
   redis.call('HSET', KEYS[1], 'state', 'offered', 'by', player, 'exp', until_)
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]) + offerGraceMs)
   return {'offered', player, tostring(until_)}
 elseif op == 'complete' then
   redis.call('HSET', KEYS[1], 'state', 'accepted', 'game', ARGV[2],

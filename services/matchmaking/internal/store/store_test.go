@@ -336,3 +336,46 @@ func TestRegisteredPoolsAreForgotten(t *testing.T) {
 		t.Fatalf("%d pools remembered a minute later, want only the one just entered", n)
 	}
 }
+
+// TestRematchOffersExpireWithTheirWindow: an offer nobody answers is kept
+// for its window and an hour, not for as long as the game record; an
+// accepted rematch is kept as long as the record.
+func TestRematchOffersExpireWithTheirWindow(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	const keep = 30 * 24 * time.Hour
+	ttl := func(id string) time.Duration {
+		t.Helper()
+		d, err := rdb.PTTL(ctx, prefix+"mm:{gm:"+id+"}:rm").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if _, err := st.OfferRematch(ctx, "g1", "a", now, time.Minute, keep); err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl("g1"); d <= time.Minute || d > time.Minute+time.Hour {
+		t.Fatalf("an open offer lives %v, want its minute's window and an hour", d)
+	}
+	out, err := st.AcceptRematch(ctx, "g1", "b", now.Add(time.Second), keep)
+	if err != nil || !out.Go {
+		t.Fatalf("accepting: %+v %v", out, err)
+	}
+	if d := ttl("g1"); d < keep-time.Minute {
+		t.Fatalf("an accepted rematch lives %v, want %v", d, keep)
+	}
+	// Both offering is agreement: the second offer accepts, and keeps it.
+	if _, err := st.OfferRematch(ctx, "g2", "a", now, time.Minute, keep); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := st.OfferRematch(ctx, "g2", "b", now.Add(time.Second), time.Minute, keep); err != nil || !out.Go {
+		t.Fatalf("the second offer: %+v %v", out, err)
+	}
+	if d := ttl("g2"); d < keep-time.Minute {
+		t.Fatalf("a rematch both offered lives %v, want %v", d, keep)
+	}
+}
