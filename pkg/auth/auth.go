@@ -159,12 +159,8 @@ func (k *Keyring) Sign(c Claims) (string, error) {
 
 // Verify checks a token's signature and expiry as of now.
 func (k *Keyring) Verify(token string, now time.Time) (Claims, error) {
-	if len(token) > 4096 {
-		return Claims{}, ErrMalformed
-	}
-	kid, rest, ok1 := strings.Cut(token, ".")
-	payload, sig, ok2 := strings.Cut(rest, ".")
-	if !ok1 || !ok2 {
+	kid, payload, sig, ok := split(token)
+	if !ok {
 		return Claims{}, ErrMalformed
 	}
 	secret, ok := k.keys[kid]
@@ -178,18 +174,38 @@ func (k *Keyring) Verify(token string, now time.Time) (Claims, error) {
 	if !hmac.Equal(got, mac(secret, kid+"."+payload)) {
 		return Claims{}, ErrBadSig
 	}
-	raw, err := b64.DecodeString(payload)
-	if err != nil {
-		return Claims{}, ErrMalformed
-	}
-	var c Claims
-	if err := json.Unmarshal(raw, &c); err != nil {
+	c, ok := decodeClaims(payload)
+	if !ok {
 		return Claims{}, ErrMalformed
 	}
 	if now.Unix() >= c.ExpiresAt {
 		return Claims{}, ErrExpired
 	}
 	return c, nil
+}
+
+// split cuts a token into its key id, payload and signature; ok is false
+// for one too long or not of three parts.
+func split(token string) (kid, payload, sig string, ok bool) {
+	if len(token) > 4096 {
+		return "", "", "", false
+	}
+	kid, rest, ok1 := strings.Cut(token, ".")
+	payload, sig, ok2 := strings.Cut(rest, ".")
+	return kid, payload, sig, ok1 && ok2
+}
+
+// decodeClaims reads a payload's claims, unverified.
+func decodeClaims(payload string) (Claims, bool) {
+	raw, err := b64.DecodeString(payload)
+	if err != nil {
+		return Claims{}, false
+	}
+	var c Claims
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return Claims{}, false
+	}
+	return c, true
 }
 
 func mac(secret []byte, msg string) []byte {
@@ -238,17 +254,12 @@ var kindNames = map[Kind]string{
 // claims cannot be read. The claim is not verified; it only says why a
 // credential that failed verification was the wrong one to send.
 func KindHint(token string, want Kind) string {
-	_, rest, _ := strings.Cut(token, ".")
-	payload, _, ok := strings.Cut(rest, ".")
-	if !ok || len(token) > 4096 {
+	_, payload, _, ok := split(token)
+	if !ok {
 		return ""
 	}
-	raw, err := b64.DecodeString(payload)
-	if err != nil {
-		return ""
-	}
-	var c Claims
-	if json.Unmarshal(raw, &c) != nil || c.Kind == want {
+	c, ok := decodeClaims(payload)
+	if !ok || c.Kind == want {
 		return ""
 	}
 	got, ok := kindNames[c.Kind]

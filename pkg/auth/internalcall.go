@@ -25,14 +25,18 @@ func RequireService(ctx context.Context, v *Verified, rpc string) error {
 	switch {
 	case errors.Is(err, ErrNotService):
 		return apierr.New(apierr.PermissionDenied, "%s is an internal call: a player's credential does not allow it, only a service credential", rpc)
-	case err != nil && KindHint(tok, KindService) != "":
+	case err == nil:
+		return nil
+	}
+	if hint := KindHint(tok, KindService); hint != "" {
 		// Another kind of credential, signed with other keys: say so,
 		// rather than suggest that the keys differ between processes.
-		return apierr.New(apierr.Unauthenticated, "%s is an internal call: %s", rpc, KindHint(tok, KindService))
+		return apierr.New(apierr.Unauthenticated, "%s is an internal call: %s", rpc, hint)
+	}
+	switch {
 	case errors.Is(err, ErrExpired):
 		return apierr.New(apierr.Unauthenticated, "service credential: %v: sign a new one (`palace service-token`)", err)
-	case err != nil:
+	default:
 		return apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err)
 	}
-	return nil
 }

@@ -56,9 +56,9 @@ const (
 	// commitAttempts bounds retries after losing a compare-and-set to
 	// another writer of the same game.
 	commitAttempts = 16
-	// cacheIdle is how long a game's cached state outlives its last use:
-	// longer than a player's turn in any usual time control, so that a
-	// game in play keeps its entry.
+	// cacheIdle is how long a game's cached state outlives its last
+	// commit here: longer than a player's turn in any usual time control,
+	// so that a game in play keeps its entry.
 	cacheIdle = 10 * time.Minute
 )
 
@@ -534,11 +534,12 @@ func (h *Handler) syncTime(ctx context.Context) {
 const StaleVersionReason = "STALE_VERSION"
 
 func staleVersion(expected, current uint64) error {
-	meta := map[string]string{"current_version": strconv.FormatUint(current, 10), "expected_version": strconv.FormatUint(expected, 10)}
+	format := "stale version: expected_version %d, but the game is at version %d; read it and retry"
 	if expected > current {
-		return apierr.New(apierr.Conflict, "expected_version %d is ahead of the game, which is at version %d; read it and retry", expected, current).WithInfo(StaleVersionReason, meta)
+		format = "expected_version %d is ahead of the game, which is at version %d; read it and retry"
 	}
-	return apierr.New(apierr.Conflict, "stale version: expected_version %d, but the game is at version %d; read it and retry", expected, current).WithInfo(StaleVersionReason, meta)
+	meta := map[string]string{"current_version": strconv.FormatUint(current, 10), "expected_version": strconv.FormatUint(expected, 10)}
+	return apierr.New(apierr.Conflict, format, expected, current).WithInfo(StaleVersionReason, meta)
 }
 
 // commit stores ch over prev. The new deadline is indexed before the

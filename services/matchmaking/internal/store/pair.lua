@@ -42,11 +42,13 @@ for i = 1, n do
   if meta[i] then
     enq, exp, player = string.match(meta[i], '^(%d+):(%d+):(.*)$')
   end
+  local rec = base .. 't:' .. ids[i]
+  local kept = enq and redis.call('EXISTS', rec) == 1
   if not enq then
     -- Unreadable: leave the queue rather than risk a wrong pairing.
     redis.call('ZREM', KEYS[1], ids[i])
     redis.call('HDEL', KEYS[2], ids[i])
-  elseif tonumber(exp) <= now or redis.call('EXISTS', base .. 't:' .. ids[i]) == 0 then
+  elseif tonumber(exp) <= now or not kept then
     -- Expired, or its record outlived (a matchmaking outage longer than
     -- the record's life): nobody could be told of a match.
     redis.call('ZREM', KEYS[1], ids[i])
@@ -55,8 +57,8 @@ for i = 1, n do
       redis.call('HDEL', KEYS[3], player)
     end
     -- HSET on a record that expired would make it again, for ever.
-    if redis.call('EXISTS', base .. 't:' .. ids[i]) == 1 then
-      redis.call('HSET', base .. 't:' .. ids[i], 'state', 'expired')
+    if kept then
+      redis.call('HSET', rec, 'state', 'expired')
     end
     expired[#expired + 1] = ids[i]
   else
