@@ -28,9 +28,14 @@ const engineUsage = `usage: palace engine match --a PLAYER --b PLAYER [--games N
 
 A player is "level:N" (the built-in engine at level 1-10) or "uci:/path/to/engine"
 (options after the path as ",name=value", e.g. "uci:/usr/bin/fairy-stockfish,Threads=1").
+Run "palace engine match -h" for every flag.
 `
 
 func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, engineUsage)
+		return exitOK
+	}
 	if len(args) == 0 || args[0] != "match" {
 		fmt.Fprint(stderr, engineUsage)
 		return exitUsage

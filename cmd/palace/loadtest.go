@@ -23,13 +23,18 @@ import (
 const loadtestUsage = `usage: palace loadtest <games|clocks|matchmaking|ai> --addr ADDR [flags]
 
 Each load test prints progress lines while it runs and, as its LAST line,
-one JSON object with its figures.
+one JSON object with its figures. Run "palace loadtest <test> -h" for a
+test's flags.
 `
 
 func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, loadtestUsage)
 		return exitUsage
+	}
+	if isHelp(args[0]) {
+		fmt.Fprint(stdout, loadtestUsage)
+		return exitOK
 	}
 	// A load generator should spend the machine on the server, not on its
 	// own garbage: at the default GOGC the games load test spent about a

@@ -68,10 +68,22 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runServiceToken(args[1:], stdout, stderr)
 	case "rules":
 		return runRules(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+	}
+	if isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "palace: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
+}
+
+// isHelp reports whether arg asks for a command's usage: the usage says
+// "palace <command> -h", and commands with subcommands read that -h where
+// a subcommand's name goes.
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/palacehq/palace/pkg/apptest"
@@ -15,4 +16,18 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Exit(m.Run())
+}
+
+// TestCommandHelp: the usage tells users to run "palace <command> -h", so
+// a command with subcommands answers -h with its usage, not with an error
+// about a missing flag or an unknown subcommand.
+func TestCommandHelp(t *testing.T) {
+	for _, cmd := range []string{"rules", "loadtest", "engine"} {
+		for _, h := range []string{"-h", "--help", "help"} {
+			out, errOut, code := palace(cmd, h)
+			if code != exitOK || errOut != "" || !strings.HasPrefix(out, "usage: palace "+cmd+" ") {
+				t.Errorf("palace %s %s: exit %d, stdout %q, stderr %q; want exit 0 and the usage on stdout", cmd, h, code, out, errOut)
+			}
+		}
+	}
 }

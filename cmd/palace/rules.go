@@ -27,6 +27,10 @@ func runRules(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, rulesUsage)
 		return exitUsage
 	}
+	if isHelp(args[0]) {
+		fmt.Fprint(stdout, rulesUsage)
+		return exitOK
+	}
 	sub := args[0]
 	fs := flag.NewFlagSet("palace rules "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
