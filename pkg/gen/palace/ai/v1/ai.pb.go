@@ -23,11 +23,12 @@ const (
 )
 
 type AnalyzeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          v1.GameKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
-	Start         *v1.Position           `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
-	Moves         []*v1.Move             `protobuf:"bytes,3,rep,name=moves,proto3" json:"moves,omitempty"`
-	Limits        *SearchLimits          `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  v1.GameKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	// Unset: the start position (Janggi: ma-sang-sang-ma for both sides).
+	Start         *v1.Position  `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	Moves         []*v1.Move    `protobuf:"bytes,3,rep,name=moves,proto3" json:"moves,omitempty"`
+	Limits        *SearchLimits `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -247,7 +248,8 @@ func (x *SearchInfo) GetTimeMs() uint32 {
 type BestMoveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kind  v1.GameKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
-	Start *v1.Position           `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	// Unset: the start position (Janggi: ma-sang-sang-ma for both sides).
+	Start *v1.Position `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
 	// At most 2000 moves played from start.
 	Moves []*v1.Move `protobuf:"bytes,3,rep,name=moves,proto3" json:"moves,omitempty"`
 	// 1 (beginner) to 10 (full strength); 0 uses the limits below.

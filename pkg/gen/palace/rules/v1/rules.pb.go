@@ -376,7 +376,8 @@ func (x *ApplyMoveResponse) GetPass() bool {
 type AdjudicateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kind  v1.GameKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
-	Start *v1.Position           `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	// Unset: the start position (Janggi: ma-sang-sang-ma for both sides).
+	Start *v1.Position `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
 	// At most 2000 moves.
 	Moves         []*v1.Move `protobuf:"bytes,3,rep,name=moves,proto3" json:"moves,omitempty"`
 	unknownFields protoimpl.UnknownFields
