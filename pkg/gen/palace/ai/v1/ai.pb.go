@@ -253,7 +253,8 @@ type BestMoveRequest struct {
 	// At most 2000 moves played from start.
 	Moves []*v1.Move `protobuf:"bytes,3,rep,name=moves,proto3" json:"moves,omitempty"`
 	// 1 (beginner) to 10 (full strength); 0 uses the limits below.
-	Level  uint32        `protobuf:"varint,4,opt,name=level,proto3" json:"level,omitempty"`
+	Level uint32 `protobuf:"varint,4,opt,name=level,proto3" json:"level,omitempty"`
+	// Used only when level is 0.
 	Limits *SearchLimits `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
 	// Seed for the level's randomness; equal seeds give equal answers.
 	Seed          uint64 `protobuf:"varint,6,opt,name=seed,proto3" json:"seed,omitempty"`
@@ -336,7 +337,7 @@ func (x *BestMoveRequest) GetSeed() uint64 {
 type SearchLimits struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 0 means no limit of that kind; at least one limit is required when
-	// level is 0.
+	// level is 0. At most depth 64, 100,000,000 nodes and 60,000 ms.
 	Depth         uint32 `protobuf:"varint,1,opt,name=depth,proto3" json:"depth,omitempty"`
 	Nodes         uint64 `protobuf:"varint,2,opt,name=nodes,proto3" json:"nodes,omitempty"`
 	MovetimeMs    uint32 `protobuf:"varint,3,opt,name=movetime_ms,json=movetimeMs,proto3" json:"movetime_ms,omitempty"`

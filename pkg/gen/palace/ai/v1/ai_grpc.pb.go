@@ -31,7 +31,8 @@ const (
 type AIServiceClient interface {
 	// BestMove searches a position (start plus moves) and returns the move
 	// to play. InvalidArgument for a bad position, move list, level or
-	// limits; FailedPrecondition when the side to move has no legal move.
+	// limits; FailedPrecondition when the moves have ended the game (the
+	// side to move has no legal move, two passes, repetition, ...).
 	BestMove(ctx context.Context, in *BestMoveRequest, opts ...grpc.CallOption) (*BestMoveResponse, error)
 	// Analyze streams the search's progress (one message per completed
 	// depth) and ends with the best move. Same errors as BestMove; the
@@ -84,7 +85,8 @@ type AIService_AnalyzeClient = grpc.ServerStreamingClient[AnalyzeResponse]
 type AIServiceServer interface {
 	// BestMove searches a position (start plus moves) and returns the move
 	// to play. InvalidArgument for a bad position, move list, level or
-	// limits; FailedPrecondition when the side to move has no legal move.
+	// limits; FailedPrecondition when the moves have ended the game (the
+	// side to move has no legal move, two passes, repetition, ...).
 	BestMove(context.Context, *BestMoveRequest) (*BestMoveResponse, error)
 	// Analyze streams the search's progress (one message per completed
 	// depth) and ends with the best move. Same errors as BestMove; the
