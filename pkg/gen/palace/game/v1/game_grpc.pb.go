@@ -43,7 +43,8 @@ const (
 // commands in the game (a UUID will do; each seat's ids are its own, so
 // both players' apps may count from 1): a retry returns the first answer
 // and changes nothing, and the same id sent by the same seat with another
-// command is InvalidArgument.
+// command is InvalidArgument. An id is 1 to 128 bytes without spaces,
+// control characters, braces or '|' (InvalidArgument otherwise).
 //
 // They may also carry the version the client last saw. When it is stale
 // (a later event changed more than presence and clock milestones, which a
@@ -277,7 +278,8 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // commands in the game (a UUID will do; each seat's ids are its own, so
 // both players' apps may count from 1): a retry returns the first answer
 // and changes nothing, and the same id sent by the same seat with another
-// command is InvalidArgument.
+// command is InvalidArgument. An id is 1 to 128 bytes without spaces,
+// control characters, braces or '|' (InvalidArgument otherwise).
 //
 // They may also carry the version the client last saw. When it is stale
 // (a later event changed more than presence and clock milestones, which a
