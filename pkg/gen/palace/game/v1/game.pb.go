@@ -247,7 +247,9 @@ type CreateGameRequest struct {
 	Public bool `protobuf:"varint,6,opt,name=public,proto3" json:"public,omitempty"`
 	// Janggi formation time per player; default 60 s.
 	SetupTime *durationpb.Duration `protobuf:"bytes,7,opt,name=setup_time,json=setupTime,proto3" json:"setup_time,omitempty"`
-	// Time for each side's first move before the game is aborted; default 60 s.
+	// Clocked games: time for each side's first move before the game is
+	// aborted; default 60 s. A game without a clock is never aborted for a
+	// missing first move.
 	FirstMoveTime *durationpb.Duration `protobuf:"bytes,8,opt,name=first_move_time,json=firstMoveTime,proto3" json:"first_move_time,omitempty"`
 	// Counts for ratings (matchmaking consumes the game-ended event).
 	Rated         bool `protobuf:"varint,9,opt,name=rated,proto3" json:"rated,omitempty"`
