@@ -623,7 +623,9 @@ func (x *ByoYomi) GetPeriodTime() *durationpb.Duration {
 	return nil
 }
 
-// Fischer is main time plus an increment added after each move.
+// Fischer is main time plus an increment added after each move made on a
+// running clock. The clocks start only once both sides have made their
+// first move, so those two moves earn no increment.
 type Fischer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MainTime      *durationpb.Duration   `protobuf:"bytes,1,opt,name=main_time,json=mainTime,proto3" json:"main_time,omitempty"`
