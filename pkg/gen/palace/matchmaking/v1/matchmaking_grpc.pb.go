@@ -64,16 +64,20 @@ type MatchmakingServiceClient interface {
 	SignInWithGoogle(ctx context.Context, in *SignInWithGoogleRequest, opts ...grpc.CallOption) (*SignInWithGoogleResponse, error)
 	// EnterQueue asks for a random opponent in the pool of a game kind, time
 	// control and rated or casual. A retry with the same request_id returns
-	// the same ticket. PermissionDenied for a guest asking for a rated game;
+	// the same ticket as it is now, also once cancelled or expired (enter
+	// again with a new request_id to wait again). PermissionDenied for a
+	// guest asking for a rated game;
 	// AlreadyExists when the player already has a ticket in that pool that
 	// waits or is paired (its game being made);
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets (a pool of the default time
 	// control is always served); NotFound for a retry whose
-	// ticket has expired (enter again with a new request_id).
+	// ticket is no longer kept (a ticket is kept at least an hour once
+	// matched, cancelled or expired).
 	EnterQueue(ctx context.Context, in *EnterQueueRequest, opts ...grpc.CallOption) (*EnterQueueResponse, error)
-	// CancelTicket takes a waiting ticket out of its pool. NotFound for an
-	// unknown or expired ticket; PermissionDenied for another player's
+	// CancelTicket takes a waiting ticket out of its pool; a ticket already
+	// cancelled or expired is returned as it is. NotFound for an unknown
+	// ticket, or one no longer kept; PermissionDenied for another player's
 	// ticket; FailedPrecondition once an opponent was found.
 	CancelTicket(ctx context.Context, in *CancelTicketRequest, opts ...grpc.CallOption) (*CancelTicketResponse, error)
 	// WatchTicket sends the ticket now and after every change until it is
@@ -367,16 +371,20 @@ type MatchmakingServiceServer interface {
 	SignInWithGoogle(context.Context, *SignInWithGoogleRequest) (*SignInWithGoogleResponse, error)
 	// EnterQueue asks for a random opponent in the pool of a game kind, time
 	// control and rated or casual. A retry with the same request_id returns
-	// the same ticket. PermissionDenied for a guest asking for a rated game;
+	// the same ticket as it is now, also once cancelled or expired (enter
+	// again with a new request_id to wait again). PermissionDenied for a
+	// guest asking for a rated game;
 	// AlreadyExists when the player already has a ticket in that pool that
 	// waits or is paired (its game being made);
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets (a pool of the default time
 	// control is always served); NotFound for a retry whose
-	// ticket has expired (enter again with a new request_id).
+	// ticket is no longer kept (a ticket is kept at least an hour once
+	// matched, cancelled or expired).
 	EnterQueue(context.Context, *EnterQueueRequest) (*EnterQueueResponse, error)
-	// CancelTicket takes a waiting ticket out of its pool. NotFound for an
-	// unknown or expired ticket; PermissionDenied for another player's
+	// CancelTicket takes a waiting ticket out of its pool; a ticket already
+	// cancelled or expired is returned as it is. NotFound for an unknown
+	// ticket, or one no longer kept; PermissionDenied for another player's
 	// ticket; FailedPrecondition once an opponent was found.
 	CancelTicket(context.Context, *CancelTicketRequest) (*CancelTicketResponse, error)
 	// WatchTicket sends the ticket now and after every change until it is
