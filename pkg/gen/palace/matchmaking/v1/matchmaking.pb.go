@@ -626,7 +626,8 @@ func (x *Ticket) GetSeat() *Seat {
 
 type EnterQueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Client-chosen id making retries safe (1 to 128 bytes).
+	// Client-chosen id making retries safe: 1 to 128 bytes without spaces,
+	// control characters, braces, commas or '|'; a UUID will do.
 	RequestId string      `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Kind      v1.GameKind `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
 	// Unset: the online default, 5 minutes and 3 periods of 30 s byo-yomi.
@@ -1030,9 +1031,10 @@ func (x *Invite) GetSeat() *Seat {
 }
 
 type CreateInviteRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Kind      v1.GameKind            `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As EnterQueueRequest.request_id.
+	RequestId string      `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Kind      v1.GameKind `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
 	// Unset: the online default, 5 minutes and 3 periods of 30 s byo-yomi.
 	TimeControl   *v1.TimeControl `protobuf:"bytes,3,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1487,9 +1489,10 @@ func (x *WatchInviteResponse) GetInvite() *Invite {
 }
 
 type PlayAiRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Kind      v1.GameKind            `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As EnterQueueRequest.request_id.
+	RequestId string      `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Kind      v1.GameKind `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
 	// 1 (weakest) to 10.
 	Level uint32 `protobuf:"varint,3,opt,name=level,proto3" json:"level,omitempty"`
 	// The human's side; unspecified: random.
