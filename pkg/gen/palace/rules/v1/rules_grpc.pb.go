@@ -32,7 +32,9 @@ const (
 //
 // RulesService exposes the rules of Janggi and Xiangqi. It keeps no state.
 // Every RPC answers InvalidArgument, naming the field and what is wrong,
-// for a bad FEN, move, game kind or an oversized request.
+// for a bad FEN, move or game kind, a FEN over 256 bytes or too many
+// moves. A message larger than the server takes at all (--max-recv-bytes,
+// 1 MiB by default) is ResourceExhausted, as on every Palace service.
 type RulesServiceClient interface {
 	// StartPosition returns the start position of a game kind; Janggi takes
 	// both formations (default ma-sang-sang-ma).
@@ -114,7 +116,9 @@ func (c *rulesServiceClient) Perft(ctx context.Context, in *PerftRequest, opts .
 //
 // RulesService exposes the rules of Janggi and Xiangqi. It keeps no state.
 // Every RPC answers InvalidArgument, naming the field and what is wrong,
-// for a bad FEN, move, game kind or an oversized request.
+// for a bad FEN, move or game kind, a FEN over 256 bytes or too many
+// moves. A message larger than the server takes at all (--max-recv-bytes,
+// 1 MiB by default) is ResourceExhausted, as on every Palace service.
 type RulesServiceServer interface {
 	// StartPosition returns the start position of a game kind; Janggi takes
 	// both formations (default ma-sang-sang-ma).
