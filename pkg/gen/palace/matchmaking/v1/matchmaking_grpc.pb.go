@@ -43,7 +43,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // MatchmakingService identifies players, pairs them, creates games for them
-// and keeps ratings. It never touches a game after creating it.
+// and keeps ratings. It never touches a game after creating it. Games
+// paired from the queue are public (anyone with the id may watch them);
+// games of invites and against the AI are private, and a rematch is as
+// its game was.
 //
 // Every RPC but CreateGuest, SignInWithGoogle and GetInvite needs a player
 // credential (from CreateGuest or SignInWithGoogle) in the
@@ -350,7 +353,10 @@ func (c *matchmakingServiceClient) GetLeaderboard(ctx context.Context, in *GetLe
 // for forward compatibility.
 //
 // MatchmakingService identifies players, pairs them, creates games for them
-// and keeps ratings. It never touches a game after creating it.
+// and keeps ratings. It never touches a game after creating it. Games
+// paired from the queue are public (anyone with the id may watch them);
+// games of invites and against the AI are private, and a rematch is as
+// its game was.
 //
 // Every RPC but CreateGuest, SignInWithGoogle and GetInvite needs a player
 // credential (from CreateGuest or SignInWithGoogle) in the
