@@ -162,7 +162,7 @@ func (l *clocksLoad) note(format string, a ...any) {
 func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("palace loadtest clocks", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "localhost:8080", "game service host:port (the public API only)")
+	addr := fs.String("addr", "localhost:8080", "game service host:port: the tool calls only the game service, whose deadlines a clock service of the same deployment must sweep")
 	var o clocksOptions
 	fs.IntVar(&o.games, "games", 1000, "games to create")
 	fs.DurationVar(&o.spread, "spread", 30*time.Second, "the clocks start (second moves) spread over this long, so flags spread likewise")
