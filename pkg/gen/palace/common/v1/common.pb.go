@@ -386,6 +386,9 @@ func (EndMethod) EnumDescriptor() ([]byte, []int) {
 // Position is a board position in the FEN of docs/rules.md:
 // "board side - - halfmove fullmove", e.g. the Xiangqi start
 // "rnbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBAKABNR w - - 0 1".
+// Requests may leave out the fields after the side to move, and use "r"
+// for "w", "e" for an elephant and "h" for a horse; answers always carry
+// all six fields with "w", "b" and "n". At most 256 bytes.
 type Position struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fen           string                 `protobuf:"bytes,1,opt,name=fen,proto3" json:"fen,omitempty"`
