@@ -20,8 +20,8 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	addr := fs.String("addr", "localhost:8080", "server host:port")
 	service := fs.String("service", "", "health service name, e.g. palace.game.v1.GameService; empty: the whole server")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for an answer")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "palace health: unexpected argument %q: health takes flags only (palace health -h)\n", fs.Arg(0))

@@ -18,7 +18,10 @@ import (
 func runKeygen(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("palace keygen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
 		return exitUsage
 	}
 	b := make([]byte, 34)
@@ -40,7 +43,10 @@ func runServiceToken(args []string, stdout, stderr io.Writer) int {
 	app.StringFlag(fs, &keys, "service-keys", "", "the services' --service-keys; the first key signs")
 	caller := fs.String("caller", "operator", "who the credential names, for the services' logs")
 	ttl := fs.Duration("ttl", time.Hour, "how long the credential is valid")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
 		return exitUsage
 	}
 	if *ttl <= 0 || *ttl > 366*24*time.Hour || *caller == "" {

@@ -47,8 +47,8 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	clients := fs.Int("clients", 4, "concurrent requests")
 	duration := fs.Duration("duration", 20*time.Second, "how long to run")
 	variantName := fs.String("variant", "xiangqi", "janggi or xiangqi")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	v, err := rules.ParseVariant(*variantName)
 	if err != nil || *level < 1 || *level > 10 || *clients < 1 || *clients > 1000 || *duration <= 0 || *duration > time.Hour {

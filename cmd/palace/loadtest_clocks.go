@@ -181,8 +181,8 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	seed := fs.Uint64("seed", 1, "random seed")
 	serviceKeys := serviceKeysFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	service, err := asService(*serviceKeys, "palace loadtest clocks")
 	if err != nil {

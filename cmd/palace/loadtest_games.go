@@ -112,8 +112,8 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	serviceKeys := serviceKeysFlag(fs)
 	cpuProfile := fs.String("cpuprofile", "", "write the load tool's own CPU profile to this file (it shares the machine with the server it measures)")
 	warmup := fs.Duration("warmup", 0, "leave the first D of each phase (floor and games) out of the rates and latencies, so 1,000 games arriving at once do not count as steady load; every move is still checked")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *games < 1 || *games > 100000 || *duration <= 0 || *duration > time.Hour {
 		fmt.Fprintln(stderr, "palace loadtest games: --games must be 1..100000 and --duration positive, at most 1h")

@@ -10,6 +10,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -75,6 +77,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprintf(stderr, "palace: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
+}
+
+// parseFlags parses a command's flags; ok is false when the command must
+// exit with code instead of running: 0 once -h has printed the flags,
+// since asking for them is no usage error, 2 for a bad flag.
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return exitOK, true
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK, false
+	}
+	return exitUsage, false
 }
 
 // isHelp reports whether arg asks for a command's usage: the usage says

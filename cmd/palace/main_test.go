@@ -31,3 +31,17 @@ func TestCommandHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagHelp: -h on a command with flags prints them and exits 0, as
+// palace serve and the daemons do; asking for help is no usage error.
+func TestFlagHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve"}, {"health"}, {"keygen"}, {"service-token"}, {"engine", "match"},
+		{"loadtest", "games"}, {"loadtest", "clocks"}, {"loadtest", "matchmaking"}, {"loadtest", "ai"},
+	} {
+		_, errOut, code := palace(append(args, "-h")...)
+		if code != exitOK || !strings.Contains(errOut, "Usage of palace "+strings.Join(args, " ")) {
+			t.Errorf("palace %s -h: exit %d, stderr %q; want exit 0 and the flags", strings.Join(args, " "), code, errOut)
+		}
+	}
+}
