@@ -32,7 +32,7 @@ func run(ctx context.Context, args []string) error {
 	cfg.RegisterFlags(fs, "localhost:8085")
 	var svc ai.Config
 	svc.RegisterFlags(fs, 1)
-	app.StringFlag(fs, &svc.GameAddr, "game-addr", "", "game service host:port; empty: this process")
+	app.StringFlag(fs, &svc.GameAddr, "game-addr", "", "game service host:port, which the workers play through (required unless --ai-workers is 0)")
 	app.StringFlag(fs, &svc.KeyPrefix, "key-prefix", "", "prefix of every Redis key (as the game service's)")
 
 	if err := app.ParseFlags(fs, args); err != nil {
