@@ -49,7 +49,7 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	openingPlies := fs.Int("opening-plies", 4, "random opening plies before the engines take over (0: start position)")
 	seed := fs.Uint64("seed", 1, "seed of the openings and the levels' randomness")
 	parallel := fs.Int("parallel", 1, "games played at once (each with its own engines)")
-	adj := engine.DefaultAdjudication
+	adj := engine.DefaultAdjudication()
 	fs.IntVar(&adj.ResignScore, "resign-score", adj.ResignScore, "adjudicate a loss when both players score the game beyond this many centipawns ...")
 	fs.IntVar(&adj.ResignMoves, "resign-moves", adj.ResignMoves, "... on this many moves each in a row (0: never)")
 	fs.IntVar(&adj.DrawMoves, "draw-moves", adj.DrawMoves, "Xiangqi: adjudicate a draw when both players score the game level on this many moves each in a row (0: never) ...")

@@ -170,7 +170,9 @@ type Adjudication struct {
 // DefaultAdjudication resigns a game both engines see as lost by more than
 // a chariot for four moves each, and draws a Xiangqi game both see as level
 // for ten moves each after ply 120.
-var DefaultAdjudication = Adjudication{ResignScore: 1000, ResignMoves: 4, DrawScore: 15, DrawMoves: 10, DrawAfter: 120}
+func DefaultAdjudication() Adjudication {
+	return Adjudication{ResignScore: 1000, ResignMoves: 4, DrawScore: 15, DrawMoves: 10, DrawAfter: 120}
+}
 
 // judge tracks the scores of a game for its Adjudication.
 type judge struct {

@@ -39,7 +39,7 @@ func TestMeasureLevels(t *testing.T) {
 		}
 	}
 	a, b := NewLevelPlayer(la, 1, 16), NewLevelPlayer(lb, 2, 16)
-	res, err := Match(context.Background(), a, b, games, v, RandomOpenings(v, games/2+1, 4, 77), DefaultAdjudication, func(rec GameRecord, r MatchResult) {
+	res, err := Match(context.Background(), a, b, games, v, RandomOpenings(v, games/2+1, 4, 77), DefaultAdjudication(), func(rec GameRecord, r MatchResult) {
 		t.Logf("game %d: %s - %s: %v in %d plies %s", rec.Index, rec.First, rec.Second, rec.Outcome, len(rec.Moves), rec.Note)
 	})
 	if err != nil {

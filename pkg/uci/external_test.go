@@ -40,7 +40,7 @@ func TestMatchExternalEngine(t *testing.T) {
 	ext.Go = GoParams{Nodes: uint64(nodes)}
 	ext.Label = ext.Name() + " nodes " + strconv.Itoa(nodes)
 	p := engine.NewLevelPlayer(level, 5, 32)
-	res, err := engine.Match(ctx, p, ext, games, v, engine.RandomOpenings(v, games, 4, 99), engine.DefaultAdjudication, func(rec engine.GameRecord, r engine.MatchResult) {
+	res, err := engine.Match(ctx, p, ext, games, v, engine.RandomOpenings(v, games, 4, 99), engine.DefaultAdjudication(), func(rec engine.GameRecord, r engine.MatchResult) {
 		t.Logf("game %d: %s - %s: %v in %d plies %s", rec.Index, rec.First, rec.Second, rec.Outcome, len(rec.Moves), rec.Note)
 	})
 	if err != nil {
