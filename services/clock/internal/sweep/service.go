@@ -544,8 +544,8 @@ func newMetrics(meter metric.Meter, s *Service) (metrics, error) {
 	var m metrics
 	var errs []error
 	var err error
-	bounds := make([]float64, len(LatenessBoundsMs))
-	for i, b := range LatenessBoundsMs {
+	bounds := make([]float64, len(latenessBoundsMs))
+	for i, b := range latenessBoundsMs {
 		bounds[i] = b / 1000
 	}
 	m.lateness, err = meter.Float64Histogram("palace_clock_lateness",

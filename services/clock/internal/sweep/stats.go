@@ -5,25 +5,25 @@ import (
 	"time"
 )
 
-// LatenessBoundsMs are the upper bounds of the lateness buckets, in
+// latenessBoundsMs are the upper bounds of the lateness buckets, in
 // milliseconds; a last bucket without bound follows them. They are fine
 // where the target is (tens of milliseconds) and coarse up to the
 // seconds a lost replica may cost.
-var LatenessBoundsMs = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000}
+var latenessBoundsMs = [...]float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000}
 
-// histogram counts observations per bucket of LatenessBoundsMs; safe for
+// histogram counts observations per bucket of latenessBoundsMs; safe for
 // concurrent use without locks.
 type histogram struct {
 	counts []atomic.Uint64
 }
 
 func newHistogram() *histogram {
-	return &histogram{counts: make([]atomic.Uint64, len(LatenessBoundsMs)+1)}
+	return &histogram{counts: make([]atomic.Uint64, len(latenessBoundsMs)+1)}
 }
 
 func (h *histogram) observe(ms float64) {
 	i := 0
-	for i < len(LatenessBoundsMs) && ms > LatenessBoundsMs[i] {
+	for i < len(latenessBoundsMs) && ms > latenessBoundsMs[i] {
 		i++
 	}
 	h.counts[i].Add(1)
@@ -39,8 +39,8 @@ type Bucket struct {
 func (h *histogram) buckets() []Bucket {
 	out := make([]Bucket, len(h.counts))
 	for i := range h.counts {
-		if i < len(LatenessBoundsMs) {
-			out[i].LeMs = LatenessBoundsMs[i]
+		if i < len(latenessBoundsMs) {
+			out[i].LeMs = latenessBoundsMs[i]
 		}
 		out[i].Count = h.counts[i].Load()
 	}
