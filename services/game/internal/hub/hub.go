@@ -69,7 +69,8 @@ type Sub struct {
 }
 
 // New starts a hub on rdb. channel names a shard's channel; shardOf maps a
-// game to its shard.
+// game to its shard. The hub logs what it does on its own with ctx, so ctx
+// should outlive it.
 func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, channel func(int) string, shardOf func(string) int, decode Decoder) *Hub {
 	h := &Hub{
 		log: log, channel: channel, shardOf: shardOf, decode: decode,
@@ -79,16 +80,18 @@ func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, chann
 		shardOfChannel: map[string]int{},
 		done:           make(chan struct{}),
 	}
-	go h.run()
+	// The hub's goroutine serves no request, and notifications carry no
+	// trace of their commit: New's context is the only one it has.
+	go h.run(ctx)
 	return h
 }
 
-func (h *Hub) run() {
+func (h *Hub) run(ctx context.Context) {
 	defer close(h.done)
 	for m := range h.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
 		switch m := m.(type) {
 		case *redis.Message:
-			h.notify(m.Payload)
+			h.notify(ctx, m.Payload)
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
 				h.subscribed(m.Channel)
@@ -98,7 +101,7 @@ func (h *Hub) run() {
 }
 
 // notify hands one notification's events to the streams of its game.
-func (h *Hub) notify(payload string) {
+func (h *Hub) notify(ctx context.Context, payload string) {
 	id := h.decode.GameOf(payload)
 	h.mu.Lock()
 	watched := len(h.games[id]) > 0
@@ -109,7 +112,7 @@ func (h *Hub) notify(payload string) {
 	}
 	evs, err := h.decode.Events(payload)
 	if err != nil {
-		h.log.Warn("notification", "game", id, "err", err)
+		h.log.WarnContext(ctx, "notification", "game", id, "err", err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -195,7 +198,7 @@ func (h *Hub) unsubscribeLocked(ctx context.Context, s *Sub) {
 		delete(h.shardOfChannel, h.channel(shard))
 		if !h.closed {
 			if err := h.ps.Unsubscribe(ctx, h.channel(shard)); err != nil {
-				h.log.Warn("unsubscribe", "shard", shard, "err", err)
+				h.log.WarnContext(ctx, "unsubscribe", "shard", shard, "err", err)
 			}
 		}
 	}

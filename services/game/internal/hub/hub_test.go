@@ -2,10 +2,10 @@ package hub_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +18,12 @@ import (
 // testHub starts a hub on its own named connection to the shared server.
 // Games are named "<shard>/<anything>"; a notification is "<game>\x00<version>".
 func testHub(t *testing.T) (*hub.Hub, *redis.Client, string, func(int) string) {
+	t.Helper()
+	return testHubLogging(t, context.Background(), slog.New(slog.DiscardHandler))
+}
+
+// testHubLogging is testHub started with ctx and logging to log.
+func testHubLogging(t *testing.T, ctx context.Context, log *slog.Logger) (*hub.Hub, *redis.Client, string, func(int) string) {
 	t.Helper()
 	prefix := redistest.Prefix(t)
 	name := strings.ReplaceAll(strings.TrimSuffix(prefix, ":"), ":", "-")
@@ -35,7 +41,7 @@ func testHub(t *testing.T) (*hub.Hub, *redis.Client, string, func(int) string) {
 			return []hub.Event{{Version: v}}, err
 		},
 	}
-	h := hub.New(context.Background(), rdb, slog.New(slog.NewTextHandler(io.Discard, nil)), channel, shardOf, dec)
+	h := hub.New(ctx, rdb, log, channel, shardOf, dec)
 	t.Cleanup(func() { _ = h.Close() })
 	return h, rdb, name, channel
 }
@@ -161,5 +167,60 @@ func TestNotificationsReachTheirGameOnly(t *testing.T) {
 	h.Unsubscribe(ctx, other)
 	if n := h.Subscribers(); n != 0 {
 		t.Fatalf("%d subscribers after unsubscribing, want 0", n)
+	}
+}
+
+// ctxRecorder records the messages logged and, for each, the value of key
+// in the context it was logged with.
+type ctxRecorder struct {
+	key  any
+	mu   sync.Mutex
+	seen map[string]any
+}
+
+func (r *ctxRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *ctxRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *ctxRecorder) WithGroup(string) slog.Handler            { return r }
+func (r *ctxRecorder) Handle(ctx context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen[rec.Message] = ctx.Value(r.key)
+	return nil
+}
+
+func (r *ctxRecorder) value(msg string) (any, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.seen[msg]
+	return v, ok
+}
+
+// TestUndecodableNotificationLoggedWithHubContext: a notification whose
+// events cannot be read is logged with the context the hub was started
+// with (a logging handler reads the trace from it), and its game's
+// streams are still told to read their logs.
+func TestUndecodableNotificationLoggedWithHubContext(t *testing.T) {
+	type key struct{}
+	rec := &ctxRecorder{key: key{}, seen: map[string]any{}}
+	ctx := context.WithValue(context.Background(), key{}, "hub")
+	h, rdb, _, channel := testHubLogging(t, ctx, slog.New(rec))
+	a, err := h.Subscribe(ctx, "0/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishUntilDelivered(t, rdb, channel(0), "0/a", a)
+	for len(a.C) > 0 {
+		<-a.C // the subscription's confirmation
+	}
+	if err := rdb.Publish(ctx, channel(0), "0/a\x00not a version").Err(); err != nil {
+		t.Fatal(err)
+	}
+	signalled(t, a, "an undecodable notification")
+	v, ok := rec.value("notification")
+	if !ok {
+		t.Fatal("the undecodable notification was not logged")
+	}
+	if v != "hub" {
+		t.Fatalf("logged with context value %v, want the hub's", v)
 	}
 }
