@@ -69,7 +69,6 @@ type Config struct {
 	FirstMoveTime    time.Duration
 	Lag              clock.LagPolicy
 	Heartbeat        time.Duration
-	StreamBatch      int64
 	MaxStreamsPerPod int
 	// PresenceGrace holds back a seat stream's disconnection, so that a
 	// reconnection within it records nothing (0: record at once).
@@ -151,9 +150,6 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("game metrics: %w", err)
-	}
-	if cfg.StreamBatch <= 0 {
-		cfg.StreamBatch = 100
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second

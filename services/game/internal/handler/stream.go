@@ -104,7 +104,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	var backoff time.Duration
 	for {
 		if read {
-			raws, err := h.store.Events(ctx, l.State.ID, next-1, h.cfg.StreamBatch)
+			raws, err := h.store.Events(ctx, l.State.ID, next-1, streamBatch)
 			if err != nil && apierr.Transient(err) && ctx.Err() == nil {
 				backoff = min(max(2*backoff, minReadBackoff), maxReadBackoff)
 				h.log.DebugContext(ctx, "read events: retrying", "game", l.State.ID, "err", err, "retry_in", backoff)
@@ -128,7 +128,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 					return err
 				}
 			}
-			read = int64(len(evs)) == h.cfg.StreamBatch
+			read = len(evs) == streamBatch
 			if read {
 				continue
 			}
@@ -193,6 +193,9 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 const (
 	minReadBackoff = 50 * time.Millisecond
 	maxReadBackoff = 2 * time.Second
+	// streamBatch is how many events one read of a game's log returns: a
+	// stream far behind catches up in several reads, sending as it goes.
+	streamBatch = 100
 )
 
 // versionCheck is a game's version as a stream's heartbeat read it.
