@@ -37,6 +37,7 @@ type Config struct {
 	Retention      time.Duration
 	LiveTTL        time.Duration
 	Heartbeat      time.Duration
+	MaxStreams     int
 	PresenceGrace  time.Duration
 	PresenceLease  time.Duration
 	DeadlineShards int
@@ -64,6 +65,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.Retention, "retention", 30*24*time.Hour, "how long finished games stay readable")
 	app.DurationFlag(fs, &c.LiveTTL, "live-ttl", 30*24*time.Hour, "how long an unfinished game is kept after its last change by a player or its clock (streams opening and closing do not count)")
 	app.DurationFlag(fs, &c.Heartbeat, "heartbeat", 15*time.Second, "heartbeat interval of idle event streams")
+	app.IntFlag(fs, &c.MaxStreams, "max-streams", 50000, "most event streams one process serves at once; one more is refused with ResourceExhausted until one ends")
 	app.DurationFlag(fs, &c.PresenceGrace, "presence-grace", 3*time.Second, "how long a seat's stream may be gone before the seat is announced disconnected: a reconnection to the same process within it announces nothing (0: at once)")
 	app.DurationFlag(fs, &c.PresenceLease, "presence-lease", 15*time.Second, "how long the seats a process holds outlive it, should it die without recording its streams closing; then another process announces them disconnected")
 	app.IntFlag(fs, &c.DeadlineShards, "deadline-shards", deadline.DefaultShards, "shards of the deadline index (must match the clock service)")
@@ -92,6 +94,9 @@ func (c Config) Validate() error {
 	}
 	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
+	}
+	if c.MaxStreams < 1 {
+		errs = append(errs, errors.New("--max-streams must be at least 1"))
 	}
 	if c.PresenceGrace < 0 {
 		errs = append(errs, fmt.Errorf("--presence-grace must not be negative"))
@@ -167,7 +172,7 @@ func Bind(cfg Config) app.Binder {
 		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard, handler.Notifications())
 		hd, err := handler.New(ctx, log, handler.Config{
 			SeatTTL: cfg.SeatTTL, SetupTime: cfg.SetupTime, FirstMoveTime: cfg.FirstMoveTime,
-			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, PresenceGrace: cfg.PresenceGrace, PresenceLease: cfg.PresenceLease, AIJobs: jobs,
+			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, MaxStreams: cfg.MaxStreams, PresenceGrace: cfg.PresenceGrace, PresenceLease: cfg.PresenceLease, AIJobs: jobs,
 			ServiceKeys: rt.ServiceKeys,
 		}, st, idx, h, ring, rt.Tel.Meter.Meter("palace/game"))
 		if err != nil {

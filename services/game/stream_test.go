@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -999,3 +1000,54 @@ func (a *answerEncoding) TagConn(ctx context.Context, _ *stats.ConnTagInfo) cont
 	return ctx
 }
 func (a *answerEncoding) HandleConn(context.Context, stats.ConnStats) {}
+
+// TestMaxStreamsFlagBoundsStreams: --max-streams (or PALACE_MAX_STREAMS)
+// reaches the handler: with 1, a second stream is refused with
+// ResourceExhausted while the first is open, and admitted once it ends.
+func TestMaxStreamsFlagBoundsStreams(t *testing.T) {
+	t.Setenv("PALACE_MAX_STREAMS", "7")
+	var fromEnv game.Config
+	fs := flag.NewFlagSet("gamed", flag.ContinueOnError)
+	fromEnv.RegisterFlags(fs)
+	if fromEnv.MaxStreams != 7 {
+		t.Fatalf("PALACE_MAX_STREAMS=7 gives %d streams", fromEnv.MaxStreams)
+	}
+	var parsed game.Config
+	fs = flag.NewFlagSet("gamed", flag.ContinueOnError)
+	parsed.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--max-streams", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := parsed.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	zero := game.DefaultConfig()
+	zero.MaxStreams = 0
+	if err := zero.Validate(); err == nil || !strings.Contains(err.Error(), "--max-streams") {
+		t.Fatalf("Validate() with no streams = %v, want an error naming --max-streams", err)
+	}
+	env := gametest.Start(t, func(c *game.Config) { c.MaxStreams = parsed.MaxStreams })
+	tb := xiangqi(t, env)
+	open := func(ctx context.Context) error {
+		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+		if err != nil {
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+	first, cancel := context.WithCancel(context.Background())
+	if err := open(first); err != nil {
+		t.Fatalf("first stream: %v", err)
+	}
+	err := open(t.Context())
+	wantCode(t, err, codes.ResourceExhausted)
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for err = open(t.Context()); status.Code(err) == codes.ResourceExhausted && time.Now().Before(deadline); err = open(t.Context()) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("a stream after the first ended: %v", err)
+	}
+}

@@ -64,12 +64,14 @@ const (
 
 // Config tunes the handler.
 type Config struct {
-	SeatTTL          time.Duration
-	SetupTime        time.Duration
-	FirstMoveTime    time.Duration
-	Lag              clock.LagPolicy
-	Heartbeat        time.Duration
-	MaxStreamsPerPod int
+	SeatTTL       time.Duration
+	SetupTime     time.Duration
+	FirstMoveTime time.Duration
+	Lag           clock.LagPolicy
+	Heartbeat     time.Duration
+	// MaxStreams bounds the event streams this process serves at once
+	// (default 50000): each holds a goroutine and its buffers.
+	MaxStreams int
 	// PresenceGrace holds back a seat stream's disconnection, so that a
 	// reconnection within it records nothing (0: record at once).
 	PresenceGrace time.Duration
@@ -154,10 +156,10 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
-	if cfg.MaxStreamsPerPod <= 0 {
-		cfg.MaxStreamsPerPod = 50000
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = 50000
 	}
-	hd := &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreamsPerPod), cache: newStateCache(20000, cacheIdle, time.Now), locks: newGameLocks()}
+	hd := &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreams), cache: newStateCache(20000, cacheIdle, time.Now), locks: newGameLocks()}
 	if cfg.PresenceLease <= 0 {
 		cfg.PresenceLease = defaultPresenceLease
 	}
