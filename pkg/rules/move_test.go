@@ -158,3 +158,21 @@ func TestParseMoveQuotesLittle(t *testing.T) {
 		t.Fatalf("ParseMove of 2 KB: %d bytes of message: %.200v", len(err.Error()), err)
 	}
 }
+
+func TestParseSide(t *testing.T) {
+	for _, s := range []Side{First, Second} {
+		if got, err := ParseSide(s.String()); got != s || err != nil {
+			t.Errorf("ParseSide(%q) = %v, %v", s.String(), got, err)
+		}
+	}
+	for in, want := range map[string]Side{"Cho": First, "han": Second, " RED ": First, "Black": Second} {
+		if got, err := ParseSide(in); got != want || err != nil {
+			t.Errorf("ParseSide(%q) = %v, %v, want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "third", "w", "1"} {
+		if _, err := ParseSide(in); err == nil || !strings.Contains(err.Error(), "want first or second") {
+			t.Errorf("ParseSide(%q) = %v, want an error saying what it wants", in, err)
+		}
+	}
+}

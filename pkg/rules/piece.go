@@ -1,6 +1,9 @@
 package rules
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Side is a player. First is Cho in Janggi and Red in Xiangqi; it moves first
 // and is written in upper case in FEN.
@@ -22,6 +25,20 @@ func (s Side) String() string {
 		return "second"
 	}
 	return fmt.Sprintf("Side(%d)", uint8(s))
+}
+
+// ParseSide accepts the names String returns, and the names players give
+// the sides (cho and han in Janggi, red and black in Xiangqi), in any
+// letter case. Side names are written in credentials, AI jobs and stored
+// records: every reader goes through here, so all accept the same names.
+func ParseSide(s string) (Side, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "first", "cho", "red":
+		return First, nil
+	case "second", "han", "black":
+		return Second, nil
+	}
+	return 0, fmt.Errorf("unknown side %q (want first or second)", s)
 }
 
 // Kind is a piece type, the same set in both games. Guard is the Xiangqi advisor.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -274,5 +275,30 @@ func TestAWorkerWhoseGameServiceIsGoneTakesNoJob(t *testing.T) {
 	proxy.Restore()
 	for _, g := range games {
 		g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 2 })
+	}
+}
+
+// TestAJobWithAnUnknownSideStaysPending: a job whose side no reader
+// knows is an error, left pending for the queue to dead-letter, not a job
+// for another side that is void and dropped, stranding the game.
+func TestAJobWithAnUnknownSideStaysPending(t *testing.T) {
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	q := aijobs.New(redistest.Client(t), prefix)
+	d, err := q.Next(ctx, "w", time.Second)
+	if err != nil || d == nil || d.Job.GameID != g.id {
+		t.Fatalf("job %+v %v", d, err)
+	}
+	j := d.Job
+	j.Side = "third"
+	w := &worker.Worker{Name: "w", Log: logging.Discard(), Queue: q, Games: g.games, Mover: worker.NewBuiltin(4)}
+	if err := w.Handle(ctx, j); err == nil || !strings.Contains(err.Error(), `unknown side "third"`) {
+		t.Fatalf("Handle = %v, want an error naming the side", err)
+	}
+	if n := len(g.waitFor(t, func(*gamev1.Game) bool { return true }).GetMoves()); n != 1 {
+		t.Fatalf("%d moves, want the human's alone", n)
 	}
 }

@@ -206,3 +206,24 @@ func TestWrongKindOfCredentialIsNamed(t *testing.T) {
 		t.Fatalf("a service credential sent as a seat's: %v", err)
 	}
 }
+
+// TestSeatCredentialOfAnUnknownSideIsRefused: a validly signed seat
+// credential whose side no reader knows is refused, naming the side.
+func TestSeatCredentialOfAnUnknownSideIsRefused(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyOne })
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
+	ring, err := auth.ParseKeyring(keyOne)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := ring.Sign(auth.Claims{Kind: auth.KindSeat, Subject: "p1", Game: tb.id, Side: "third", IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.Client.MakeMove(gametest.As(context.Background(), tok), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h3e3"}})
+	wantCode(t, err, codes.Unauthenticated)
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, `unknown side "third"`) {
+		t.Fatalf("refused with %q, want the side named", msg)
+	}
+}

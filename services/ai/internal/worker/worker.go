@@ -184,6 +184,12 @@ func PruneConsumers(ctx context.Context, log *slog.Logger, q *aijobs.Queue, ever
 // other worker holding the same job, because the move's request id is
 // derived from the game and the version it was chosen at.
 func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
+	side, err := rules.ParseSide(j.Side)
+	if err != nil {
+		// Not the game service's job: left pending, it is dead-lettered
+		// once it has had its attempts.
+		return fmt.Errorf("job of game %s: %w", j.GameID, err)
+	}
 	seat := asSeat(ctx, j)
 	var last chosen
 	var refused *refusal
@@ -240,8 +246,7 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 			}
 			continue
 		}
-		side := rulespb.Side(sideOf(j.Side))
-		if g.GetTurn() != side {
+		if g.GetTurn() != rulespb.Side(side) {
 			return nil
 		}
 		var res outcome
@@ -254,7 +259,7 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 			// until the queue dead-letters it.
 			return fmt.Errorf("game %s refused the AI's action at version %d: %w", j.GameID, refused.version, refused.err)
 		case j.Kind == aijobs.KindFormation && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_SETUP:
-			res, err = w.formation(seat, g, j)
+			res, err = w.formation(seat, g, j, side)
 		case j.Kind == aijobs.KindMove && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING:
 			res, err = w.move(seat, g, j, &last)
 		default:
@@ -310,13 +315,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
-}
-
-func sideOf(s string) rules.Side {
-	if s == "second" {
-		return rules.Second
-	}
-	return rules.First
 }
 
 func seedOf(id string, ply int) uint64 {
@@ -409,16 +407,16 @@ func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *c
 	return settled(err)
 }
 
-func (w *Worker) formation(ctx context.Context, g *gamev1.Game, j aijobs.Job) (outcome, error) {
+func (w *Worker) formation(ctx context.Context, g *gamev1.Game, j aijobs.Job, side rules.Side) (outcome, error) {
 	var opponent *rules.Formation
-	if sideOf(j.Side) == rules.First {
+	if side == rules.First {
 		if f, err := rulespb.Formation(g.GetSecondFormation()); err == nil && g.GetSecondFormation() != 0 {
 			opponent = &f
 		}
 	}
 	f := engine.ChooseFormation(j.Level, seedOf(g.GetGameId(), -1), opponent)
 	_, err := w.Games.ChooseFormation(ctx, &gamev1.ChooseFormationRequest{
-		GameId: g.GetGameId(), RequestId: fmt.Sprintf("ai-%s-setup-%s", g.GetGameId(), j.Side),
+		GameId: g.GetGameId(), RequestId: fmt.Sprintf("ai-%s-setup-%s", g.GetGameId(), side),
 		ExpectedVersion: g.GetVersion(), Formation: rulespb.FormationPB(f),
 	})
 	return settled(err)

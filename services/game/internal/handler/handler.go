@@ -258,13 +258,11 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 		e.Err = errNotASeat
 		return 0, false, e
 	}
-	switch c.Side {
-	case "first":
-		return rules.First, true, nil
-	case "second":
-		return rules.Second, true, nil
+	side, err := rules.ParseSide(c.Side)
+	if err != nil {
+		return 0, false, apierr.New(apierr.Unauthenticated, "seat credential: %v", err)
 	}
-	return 0, false, apierr.New(apierr.Unauthenticated, "seat credential: unknown side %q", c.Side)
+	return side, true, nil
 }
 
 // internal admits a call that only Palace services and operators may
@@ -448,7 +446,7 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 	}
 	side := next.Turn()
 	tok, err := h.ring.Sign(auth.Claims{
-		Kind: auth.KindSeat, Subject: next.Seats[side].PlayerID, Game: next.ID, Side: sideText(side),
+		Kind: auth.KindSeat, Subject: next.Seats[side].PlayerID, Game: next.ID, Side: side.String(),
 		// As long as a player's: a job waits as long as the workers are
 		// down, and one whose credential ran out would strand the game.
 		IssuedAt: now.Unix(), ExpiresAt: now.Add(h.cfg.SeatTTL).Unix(),
@@ -457,7 +455,7 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 		return fmt.Errorf("sign ai seat: %w", err)
 	}
 	return h.cfg.AIJobs.Enqueue(ctx, aijobs.Job{
-		GameID: next.ID, Version: next.Version, Kind: kind, Side: sideText(side), Token: tok,
+		GameID: next.ID, Version: next.Version, Kind: kind, Side: side.String(), Token: tok,
 		Level: next.Seats[side].AILevel, EnqueuedMs: now.UnixMilli(),
 	})
 }
@@ -643,7 +641,7 @@ func (c command) field() string {
 	if !c.scoped {
 		return c.requestID
 	}
-	return sideText(c.side) + "|" + c.requestID
+	return c.side.String() + "|" + c.requestID
 }
 
 // remembered decodes the answer stored for c's request id. An answer to
@@ -712,14 +710,7 @@ func gameID(req *gamev1.CreateGameRequest) string {
 }
 
 // seatLabel labels a seat's command.
-func seatLabel(s rules.Side, what string) string { return "the " + sideText(s) + " seat's " + what }
-
-func sideText(s rules.Side) string {
-	if s == rules.First {
-		return "first"
-	}
-	return "second"
-}
+func seatLabel(s rules.Side, what string) string { return "the " + s.String() + " seat's " + what }
 
 // CreateGame creates a game and returns one credential per seat.
 func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
@@ -737,7 +728,7 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 			for _, side := range []rules.Side{rules.First, rules.Second} {
 				exp := now.Add(h.cfg.SeatTTL)
 				tok, err := h.ring.Sign(auth.Claims{
-					Kind: auth.KindSeat, Subject: ch.State.Seats[side].PlayerID, Game: ch.State.ID, Side: sideText(side),
+					Kind: auth.KindSeat, Subject: ch.State.Seats[side].PlayerID, Game: ch.State.ID, Side: side.String(),
 					IssuedAt: now.Unix(), ExpiresAt: exp.Unix(),
 				})
 				if err != nil {

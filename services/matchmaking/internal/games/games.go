@@ -17,6 +17,8 @@ import (
 	"github.com/palacehq/palace/pkg/clock"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/pkg/rulespb"
 	"github.com/palacehq/palace/pkg/textcut"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
@@ -113,13 +115,11 @@ func (c *Creator) Create(ctx context.Context, s Spec) (store.Game, error) {
 		Second: store.Player{ID: s.Second.ID, Name: s.Second.Name},
 	}
 	for _, cr := range resp.GetCredentials() {
-		grant := store.Grant{Token: cr.GetToken(), Expires: cr.GetExpiresAt().AsTime()}
+		grant := store.Grant{Side: SideName(cr.GetSide()), Token: cr.GetToken(), Expires: cr.GetExpiresAt().AsTime()}
 		switch cr.GetSide() {
 		case commonv1.Side_SIDE_FIRST:
-			grant.Side = "first"
 			g.First.Seat = grant
 		case commonv1.Side_SIDE_SECOND:
-			grant.Side = "second"
 			g.Second.Seat = grant
 		}
 	}
@@ -177,23 +177,21 @@ func (c *Creator) CreateAI(ctx context.Context, s AISpec) (string, store.Grant, 
 	return "", store.Grant{}, fmt.Errorf("create AI game %s: no credential for the human's seat", resp.GetGameId())
 }
 
-// SideName is the stored name of a side.
+// SideName is the stored name of a side, as the rules name it.
 func SideName(s commonv1.Side) string {
 	if s == commonv1.Side_SIDE_SECOND {
-		return "second"
+		return rules.Second.String()
 	}
-	return "first"
+	return rules.First.String()
 }
 
-// SidePB reads a stored side name.
+// SidePB reads a stored side name; unspecified if it names no side.
 func SidePB(s string) commonv1.Side {
-	switch s {
-	case "first":
-		return commonv1.Side_SIDE_FIRST
-	case "second":
-		return commonv1.Side_SIDE_SECOND
+	side, err := rules.ParseSide(s)
+	if err != nil {
+		return commonv1.Side_SIDE_UNSPECIFIED
 	}
-	return commonv1.Side_SIDE_UNSPECIFIED
+	return rulespb.Side(side)
 }
 
 // GameError turns a game service failure into a domain error: the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/palacehq/palace/pkg/clock"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	"github.com/palacehq/palace/pkg/rules"
 )
 
 // Player is one seat's player of a game matchmaking created.
@@ -81,8 +82,8 @@ func (s *Store) LoadGame(ctx context.Context, id string) (Game, error) {
 	}
 	return Game{
 		ID: id, Kind: commonv1.GameKind(kind), Control: c, Rated: m["rated"] == "1", Public: m["public"] == "1",
-		First:  Player{ID: m["p1"], Name: m["n1"], Seat: Grant{Side: "first", Token: m["t1"], Expires: ms(m["e1"])}},
-		Second: Player{ID: m["p2"], Name: m["n2"], Seat: Grant{Side: "second", Token: m["t2"], Expires: ms(m["e2"])}},
+		First:  Player{ID: m["p1"], Name: m["n1"], Seat: Grant{Side: rules.First.String(), Token: m["t1"], Expires: ms(m["e1"])}},
+		Second: Player{ID: m["p2"], Name: m["n2"], Seat: Grant{Side: rules.Second.String(), Token: m["t2"], Expires: ms(m["e2"])}},
 	}, nil
 }
 
