@@ -95,7 +95,7 @@ func ParseJanggiNotation(p *Position, s string) (Move, error) {
 	case pc == NoPiece:
 		return NoMove, fmt.Errorf("%w: janggi notation %q: there is no piece on %s (%v)", ErrIllegalMove, s, janggiSquareName(from), from)
 	case pc.Side() != us:
-		return NoMove, fmt.Errorf("%w: janggi notation %q: the %v on %s (%v) is %s's, and it is %s's turn", ErrIllegalMove, s, pc.Kind(), janggiSquareName(from), from, sideName(Janggi, pc.Side()), sideName(Janggi, us))
+		return NoMove, fmt.Errorf("%w: janggi notation %q: the %v on %s (%v) is %s's, and it is %s's turn", ErrIllegalMove, s, pc.Kind(), janggiSquareName(from), from, SideName(Janggi, pc.Side()), SideName(Janggi, us))
 	case pc.Kind() != kind:
 		return NoMove, fmt.Errorf("%w: janggi notation %q: the piece on %s (%v) is a %v, not a %v", ErrIllegalMove, s, janggiSquareName(from), from, pc.Kind(), kind)
 	}

@@ -165,7 +165,14 @@ func TestParseSide(t *testing.T) {
 			t.Errorf("ParseSide(%q) = %v, %v", s.String(), got, err)
 		}
 	}
-	for in, want := range map[string]Side{"Cho": First, "han": Second, " RED ": First, "Black": Second} {
+	for _, v := range []Variant{Janggi, Xiangqi} {
+		for _, s := range []Side{First, Second} {
+			if got, err := ParseSide(SideName(v, s)); got != s || err != nil {
+				t.Errorf("ParseSide(%q) = %v, %v", SideName(v, s), got, err)
+			}
+		}
+	}
+	for in, want := range map[string]Side{"cho": First, "HAN": Second, " red ": First, "black": Second} {
 		if got, err := ParseSide(in); got != want || err != nil {
 			t.Errorf("ParseSide(%q) = %v, %v, want %v", in, got, err, want)
 		}

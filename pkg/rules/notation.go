@@ -37,8 +37,8 @@ func notationOf(p *Position, m Move) string {
 	return janggiNotation(p, m)
 }
 
-// sideName is how players of v call side s.
-func sideName(v Variant, s Side) string {
+// SideName is how players of v call side s: Cho or Han, Red or Black.
+func SideName(v Variant, s Side) string {
 	switch {
 	case v == Janggi && s == First:
 		return "Cho"

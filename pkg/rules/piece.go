@@ -27,10 +27,10 @@ func (s Side) String() string {
 	return fmt.Sprintf("Side(%d)", uint8(s))
 }
 
-// ParseSide accepts the names String returns, and the names players give
-// the sides (cho and han in Janggi, red and black in Xiangqi), in any
-// letter case. Side names are written in credentials, AI jobs and stored
-// records: every reader goes through here, so all accept the same names.
+// ParseSide accepts the names String and SideName return (first and
+// second; cho and han, red and black), in any letter case. Side names are
+// written in credentials, AI jobs and stored records: every reader goes
+// through here, so all accept the same names.
 func ParseSide(s string) (Side, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "first", "cho", "red":

@@ -277,7 +277,7 @@ func (sp wxfSpec) selects(w wxfPlace) bool {
 // whyNoMove explains a WXF move that fits no legal move of p.
 func (sp wxfSpec) whyNoMove(p *Position) string {
 	us := p.Turn()
-	name := sideName(Xiangqi, us) + " " + kindName(Xiangqi, sp.kind)
+	name := SideName(Xiangqi, us) + " " + kindName(Xiangqi, sp.kind)
 	pc := MakePiece(us, sp.kind)
 	var fits []string
 	for sq := Square(0); sq < NumSquares; sq++ {
@@ -294,5 +294,5 @@ func (sp wxfSpec) whyNoMove(p *Position) string {
 	case 'i':
 		return fmt.Sprintf("there is no soldier %d from the front on file %d", sp.index, sp.file)
 	}
-	return fmt.Sprintf("%s has no two %ss on one file, so none is the front or rear one", sideName(Xiangqi, us), kindName(Xiangqi, sp.kind))
+	return fmt.Sprintf("%s has no two %ss on one file, so none is the front or rear one", SideName(Xiangqi, us), kindName(Xiangqi, sp.kind))
 }

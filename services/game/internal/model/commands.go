@@ -168,18 +168,6 @@ func appendMove(n *State, rec MoveRec) {
 	n.movesEnd.Store(int64(k + 1))
 }
 
-func sideName(v rules.Variant, s rules.Side) string {
-	switch {
-	case v == rules.Janggi && s == rules.First:
-		return "Cho"
-	case v == rules.Janggi:
-		return "Han"
-	case s == rules.First:
-		return "Red"
-	}
-	return "Black"
-}
-
 func checkOpen(st *State, action string) error {
 	switch st.Status {
 	case StatusEnded:
@@ -198,7 +186,7 @@ func checkPlaying(st *State, side rules.Side, action string) error {
 		return apierr.New(apierr.Precondition, "cannot %s: formations are still being chosen", action)
 	}
 	if t := st.Turn(); t != side {
-		return apierr.New(apierr.Precondition, "cannot %s: it is %s's turn", action, sideName(st.Variant, t))
+		return apierr.New(apierr.Precondition, "cannot %s: it is %s's turn", action, rules.SideName(st.Variant, t))
 	}
 	return nil
 }
@@ -233,7 +221,7 @@ func flagFirst(st *State, side rules.Side, action string, now time.Time) (Change
 	}
 	evs = append(evs, endOnTime(n, loser, now))
 	return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition,
-		"cannot %s: %s's time had run out, and the game ended on time", action, sideName(n.Variant, loser))}, true
+		"cannot %s: %s's time had run out, and the game ended on time", action, rules.SideName(n.Variant, loser))}, true
 }
 
 // lateFirstMove aborts the game when the side to move let its first-move
@@ -259,7 +247,7 @@ func ChooseFormation(st *State, side rules.Side, f rules.Formation, now time.Tim
 		return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: the game has started")
 	}
 	if t := st.Turn(); t != side {
-		return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: %s chooses now (Han first, then Cho)", sideName(st.Variant, t))
+		return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: %s chooses now (Han first, then Cho)", rules.SideName(st.Variant, t))
 	}
 	n := clone(st)
 	if st.SetupDeadlineMs != 0 && ms(now) > st.SetupDeadlineMs {
@@ -327,7 +315,7 @@ func play(st *State, side rules.Side, mv rules.Move, lag time.Duration, now time
 func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.Duration, now time.Time) (Change, error) {
 	if mv.IsPass() && st.Variant == rules.Janggi && g.Position().InCheck() {
 		if g.Position().GeneralSquare(side) == mv.From() {
-			return Change{}, apierr.New(apierr.Precondition, "cannot pass: %s is in check", sideName(st.Variant, side))
+			return Change{}, apierr.New(apierr.Precondition, "cannot pass: %s is in check", rules.SideName(st.Variant, side))
 		}
 	}
 	// A late first move or a flag is decided by the server's time before
@@ -360,7 +348,7 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 				// The clock as Move left it: stopped at the flag.
 				n.Clock = &next
 				evs = append(evs, endOnTime(n, side, now))
-				return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition, "the move came after %s's time ran out; the game ended on time", sideName(n.Variant, side))}, nil
+				return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition, "the move came after %s's time ran out; the game ended on time", rules.SideName(n.Variant, side))}, nil
 			}
 			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
 		}
@@ -508,7 +496,7 @@ func OfferDraw(st *State, side rules.Side, now time.Time) (Change, error) {
 		return ch, nil
 	}
 	if st.DrawOffer != nil {
-		return Change{}, apierr.New(apierr.Precondition, "cannot offer a draw: %s's offer is pending", sideName(st.Variant, *st.DrawOffer))
+		return Change{}, apierr.New(apierr.Precondition, "cannot offer a draw: %s's offer is pending", rules.SideName(st.Variant, *st.DrawOffer))
 	}
 	n := clone(st)
 	n.DrawOffer = &side
@@ -625,7 +613,7 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 			ended.Clock = &c
 			ev := endOnTime(ended, rules.Side(flag.Side), now)
 			return Change{State: ended, Events: []*gamev1.Event{ev}, Reply: apierr.New(apierr.Precondition,
-				"cannot undo: %s's time had run out, and the game ended on time", sideName(st.Variant, rules.Side(flag.Side)))}, nil
+				"cannot undo: %s's time had run out, and the game ended on time", rules.SideName(st.Variant, rules.Side(flag.Side)))}, nil
 		case err != nil:
 			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
 		}
