@@ -51,14 +51,14 @@ type Config struct {
 // index flags included (clockd). In `palace serve` the game service
 // defines those; use RegisterOwnFlags there and copy them over.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	app.StringFlag(fs, &c.KeyPrefix, "key-prefix", "", "prefix of every Redis key (must match the game service)")
-	app.IntFlag(fs, &c.DeadlineShards, "deadline-shards", deadline.DefaultShards, "shards of the deadline index (must match the game service)")
+	app.KeyPrefixFlag(fs, &c.KeyPrefix)
+	app.DeadlineShardsFlag(fs, &c.DeadlineShards)
 	c.RegisterOwnFlags(fs)
 }
 
 // RegisterOwnFlags defines the flags only the clock service has.
 func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
-	app.StringFlag(fs, &c.GameAddr, "game-addr", "", "game service host:port; empty: this process")
+	app.GameAddrFlag(fs, &c.GameAddr)
 	app.StringFlag(fs, &c.ReplicaID, "clock-replica-id", "", "id of this clock replica in shard leases; empty: host-pid-random")
 	app.DurationFlag(fs, &c.LeaseTTL, "clock-lease-ttl", sweep.DefaultLeaseTTL, "lifetime of a shard lease after its last renewal: the longest a dead replica's deadlines wait")
 	app.DurationFlag(fs, &c.Tick, "clock-tick", sweep.DefaultTick, "how often shard leases are renewed and rebalanced")

@@ -57,7 +57,7 @@ type Config struct {
 
 // RegisterFlags defines the game service's flags.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	app.StringFlag(fs, &c.KeyPrefix, "key-prefix", "", "prefix of every Redis key")
+	app.KeyPrefixFlag(fs, &c.KeyPrefix)
 	app.StringFlag(fs, &c.SigningKeys, "seat-signing-keys", "", "seat credential keys id:hexsecret[,id:hexsecret]; first signs, all verify; empty: random, this process only")
 	app.DurationFlag(fs, &c.SeatTTL, "seat-ttl", 30*24*time.Hour, "lifetime of a seat credential")
 	app.DurationFlag(fs, &c.SetupTime, "setup-time", 60*time.Second, "default time for each Janggi formation choice")
@@ -68,13 +68,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.IntFlag(fs, &c.MaxStreams, "max-streams", 50000, "most event streams one process serves at once; one more is refused with ResourceExhausted until one ends")
 	app.DurationFlag(fs, &c.PresenceGrace, "presence-grace", 3*time.Second, "how long a seat's stream may be gone before the seat is announced disconnected: a reconnection to the same process within it announces nothing (0: at once)")
 	app.DurationFlag(fs, &c.PresenceLease, "presence-lease", 15*time.Second, "how long the seats a process holds outlive it, should it die without recording its streams closing; then another process announces them disconnected")
-	app.IntFlag(fs, &c.DeadlineShards, "deadline-shards", deadline.DefaultShards, "shards of the deadline index (must match the clock service)")
+	app.DeadlineShardsFlag(fs, &c.DeadlineShards)
 	app.DurationFlag(fs, &c.LagMaxPerMove, "lag-max-per-move", time.Second, "most network lag credited to one move (0: no lag compensation)")
 	app.DurationFlag(fs, &c.LagBank, "lag-bank", 5*time.Second, "most lag credit a player can hold")
 	app.BoolFlag(fs, &c.AIJobs, "ai-jobs", true, "queue jobs for AI workers when an AI seat must act")
 	app.BoolFlag(fs, &c.AutoPipeline, "redis-autopipeline", false, "batch the commits of concurrent requests into shared Redis round trips (go-redis' experimental autopipeliner): more moves per second under load, slightly slower single moves")
-	app.IntFlag(fs, &c.WaitReplicas, "redis-wait-replicas", 0, "acknowledge a command only once this many Redis replicas hold it (WAIT), so that a failover to a replica loses no acknowledged move; 0: once the master has it")
-	app.DurationFlag(fs, &c.WaitTimeout, "redis-wait-timeout", time.Second, "how long a command waits for --redis-wait-replicas before it answers Unavailable (the client retries with the same request_id)")
+	app.WaitReplicasFlags(fs, &c.WaitReplicas, &c.WaitTimeout)
 	app.DurationFlag(fs, &c.LagRefill, "lag-refill", 500*time.Millisecond, "lag credit a player regains per move")
 }
 

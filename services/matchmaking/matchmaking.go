@@ -92,17 +92,16 @@ type Config struct {
 // the values (one prefix and one durability for all).
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	if fs.Lookup("key-prefix") == nil {
-		app.StringFlag(fs, &c.KeyPrefix, "key-prefix", "", "prefix of every Redis key")
+		app.KeyPrefixFlag(fs, &c.KeyPrefix)
 	}
 	if fs.Lookup("redis-wait-replicas") == nil {
-		app.IntFlag(fs, &c.WaitReplicas, "redis-wait-replicas", 0, "acknowledge a ticket, invite, rematch, created game or rating only once this many Redis replicas hold it (WAIT), so that a failover to a replica loses none; 0: once the master has it")
-		app.DurationFlag(fs, &c.WaitTimeout, "redis-wait-timeout", time.Second, "how long a write waits for --redis-wait-replicas before it answers Unavailable (the client retries with the same request_id)")
+		app.WaitReplicasFlags(fs, &c.WaitReplicas, &c.WaitTimeout)
 	}
 	app.StringFlag(fs, &c.SigningKeys, "player-signing-keys", "", "player credential keys id:hexsecret[,id:hexsecret]; first signs; empty: random, this process only")
 	app.DurationFlag(fs, &c.GuestTTL, "guest-ttl", 30*24*time.Hour, "lifetime of a guest credential")
 	app.DurationFlag(fs, &c.AccountTTL, "account-ttl", 30*24*time.Hour, "lifetime of an account credential")
 	if fs.Lookup("game-addr") == nil {
-		app.StringFlag(fs, &c.GameAddr, "game-addr", "", "game service address; empty: this process")
+		app.GameAddrFlag(fs, &c.GameAddr)
 	}
 	app.StringFlag(fs, &c.GoogleClientIDs, "google-client-ids", "", "OAuth client ids accepted as Google ID token audiences, comma-separated; empty: Google sign-in off")
 	app.StringFlag(fs, &c.GoogleIssuers, "google-issuers", google.DefaultIssuers, "accepted Google ID token issuers, comma-separated")

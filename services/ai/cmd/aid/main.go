@@ -32,8 +32,8 @@ func run(ctx context.Context, args []string) error {
 	cfg.RegisterFlags(fs, "localhost:8085")
 	var svc ai.Config
 	svc.RegisterFlags(fs, 1)
-	app.StringFlag(fs, &svc.GameAddr, "game-addr", "", "game service host:port, which the workers play through (required unless --ai-workers is 0)")
-	app.StringFlag(fs, &svc.KeyPrefix, "key-prefix", "", "prefix of every Redis key (as the game service's)")
+	app.GameAddrFlag(fs, &svc.GameAddr)
+	app.KeyPrefixFlag(fs, &svc.KeyPrefix)
 
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
