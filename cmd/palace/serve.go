@@ -30,16 +30,18 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 	fs.SetOutput(stderr)
 	cfg := app.Config{EmbeddedRedis: true}
 	cfg.RegisterFlags(fs, "localhost:8080")
+	// The game service defines the flags the other services share with it
+	// (--key-prefix, --deadline-shards, the wait for Redis replicas); they
+	// take its values. They reach it through this process's own port, so
+	// there is no --game-addr.
 	var gm game.Config
 	gm.RegisterFlags(fs)
-	// The clock service sweeps the game service's deadline index, so it
-	// takes --key-prefix and --deadline-shards from the game's flags.
 	var ck clock.Config
 	ck.RegisterOwnFlags(fs)
 	var mm matchmaking.Config
-	mm.RegisterFlags(fs)
+	mm.RegisterOwnFlags(fs)
 	var aic ai.Config
-	aic.RegisterFlags(fs, 1)
+	aic.RegisterOwnFlags(fs, 1)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -52,10 +54,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 		return exitUsage
 	}
 	ck.KeyPrefix, ck.DeadlineShards = gm.KeyPrefix, gm.DeadlineShards
-	aic.KeyPrefix = gm.KeyPrefix
-	// matchmaking.Config.RegisterFlags left --key-prefix and the wait for
-	// replicas to the game service.
 	mm.KeyPrefix, mm.WaitReplicas, mm.WaitTimeout = gm.KeyPrefix, gm.WaitReplicas, gm.WaitTimeout
+	aic.KeyPrefix = gm.KeyPrefix
 	err := app.Run(ctx, app.Options{
 		Name:   "palace",
 		Config: cfg,

@@ -213,6 +213,20 @@ func TestServeRejectsBadFlags(t *testing.T) {
 	}
 }
 
+// TestServeTakesNoGameAddress: palace serve runs the game service, and
+// its other services reach it through the process's own port, so it has
+// no --game-addr, and ignores PALACE_GAME_ADDR, which a shared settings
+// block may hold: an address that reached some of them would have them
+// play on another game service than the rest.
+func TestServeTakesNoGameAddress(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if got := serve(ctx, []string{"--listen", "127.0.0.1:0", "--game-addr", "127.0.0.1:1"}, &out, serveOptions{}); got != exitUsage || !strings.Contains(out.String(), "-game-addr") {
+		t.Fatalf("exit %d, want %d; output:\n%s", got, exitUsage, out.String())
+	}
+}
+
 // TestServeRejectsStrayArgumentsAndBadEnvironment: a flag written without
 // its dashes, or an environment value its flag cannot parse, stops serve
 // at once instead of serving with the setting silently left out.

@@ -18,7 +18,7 @@ func KeyPrefixFlag(fs *flag.FlagSet, p *string) {
 
 // GameAddrFlag defines --game-addr, the game service a process calls.
 func GameAddrFlag(fs *flag.FlagSet, p *string) {
-	StringFlag(fs, p, "game-addr", "", "game service host:port; empty: this process")
+	StringFlag(fs, p, "game-addr", "", "game service host:port")
 }
 
 // DeadlineShardsFlag defines --deadline-shards: the game service writes

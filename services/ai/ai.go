@@ -53,13 +53,22 @@ type Config struct {
 	UCIMoveTimeout time.Duration
 }
 
-// RegisterFlags defines the AI flags (not --game-addr or --key-prefix,
-// which the all-in-one server shares with other services).
 // defaultUCIMoveTimeout is --ai-uci-move-timeout's default, far above the
 // external engine's move time.
 const defaultUCIMoveTimeout = 30 * time.Second
 
+// RegisterFlags defines every flag of the AI service, those it shares with
+// the game service included (aid). In `palace serve` the game service
+// defines those and is in the process; use RegisterOwnFlags there and copy
+// the key prefix over.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultWorkers int) {
+	app.KeyPrefixFlag(fs, &c.KeyPrefix)
+	app.GameAddrFlag(fs, &c.GameAddr)
+	c.RegisterOwnFlags(fs, defaultWorkers)
+}
+
+// RegisterOwnFlags defines the flags only the AI service has.
+func (c *Config) RegisterOwnFlags(fs *flag.FlagSet, defaultWorkers int) {
 	app.IntFlag(fs, &c.Workers, "ai-workers", defaultWorkers, "AI job workers in this process")
 	app.IntFlag(fs, &c.Engines, "ai-engines", 2, "concurrent BestMove/Analyze searches")
 	app.IntFlag(fs, &c.HashMB, "ai-hash-mb", 32, "transposition table per engine, MiB")

@@ -47,18 +47,19 @@ type Config struct {
 	StaleAfter time.Duration
 }
 
-// RegisterFlags defines every flag of the clock service, the deadline
-// index flags included (clockd). In `palace serve` the game service
-// defines those; use RegisterOwnFlags there and copy them over.
+// RegisterFlags defines every flag of the clock service, those it shares
+// with the game service included (clockd). In `palace serve` the game
+// service defines those and is in the process; use RegisterOwnFlags there
+// and copy the deadline index's over.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.KeyPrefixFlag(fs, &c.KeyPrefix)
 	app.DeadlineShardsFlag(fs, &c.DeadlineShards)
+	app.GameAddrFlag(fs, &c.GameAddr)
 	c.RegisterOwnFlags(fs)
 }
 
 // RegisterOwnFlags defines the flags only the clock service has.
 func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
-	app.GameAddrFlag(fs, &c.GameAddr)
 	app.StringFlag(fs, &c.ReplicaID, "clock-replica-id", "", "id of this clock replica in shard leases; empty: host-pid-random")
 	app.DurationFlag(fs, &c.LeaseTTL, "clock-lease-ttl", sweep.DefaultLeaseTTL, "lifetime of a shard lease after its last renewal: the longest a dead replica's deadlines wait")
 	app.DurationFlag(fs, &c.Tick, "clock-tick", sweep.DefaultTick, "how often shard leases are renewed and rebalanced")

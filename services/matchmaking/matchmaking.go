@@ -86,23 +86,23 @@ type Config struct {
 	Now func() time.Time
 }
 
-// RegisterFlags defines the matchmaking service's flags. --key-prefix and
-// the wait for replicas are defined only when fs does not have them yet:
-// in `palace serve` the game service defines them and the caller copies
-// the values (one prefix and one durability for all).
+// RegisterFlags defines every flag of the matchmaking service, those it
+// shares with the game service included (matchmakingd). In `palace serve`
+// the game service defines those and is in the process; use
+// RegisterOwnFlags there and copy the shared values over (one prefix and
+// one durability for all).
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	if fs.Lookup("key-prefix") == nil {
-		app.KeyPrefixFlag(fs, &c.KeyPrefix)
-	}
-	if fs.Lookup("redis-wait-replicas") == nil {
-		app.WaitReplicasFlags(fs, &c.WaitReplicas, &c.WaitTimeout)
-	}
+	app.KeyPrefixFlag(fs, &c.KeyPrefix)
+	app.WaitReplicasFlags(fs, &c.WaitReplicas, &c.WaitTimeout)
+	app.GameAddrFlag(fs, &c.GameAddr)
+	c.RegisterOwnFlags(fs)
+}
+
+// RegisterOwnFlags defines the flags only the matchmaking service has.
+func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.StringFlag(fs, &c.SigningKeys, "player-signing-keys", "", "player credential keys id:hexsecret[,id:hexsecret]; first signs; empty: random, this process only")
 	app.DurationFlag(fs, &c.GuestTTL, "guest-ttl", 30*24*time.Hour, "lifetime of a guest credential")
 	app.DurationFlag(fs, &c.AccountTTL, "account-ttl", 30*24*time.Hour, "lifetime of an account credential")
-	if fs.Lookup("game-addr") == nil {
-		app.GameAddrFlag(fs, &c.GameAddr)
-	}
 	app.StringFlag(fs, &c.GoogleClientIDs, "google-client-ids", "", "OAuth client ids accepted as Google ID token audiences, comma-separated; empty: Google sign-in off")
 	app.StringFlag(fs, &c.GoogleIssuers, "google-issuers", google.DefaultIssuers, "accepted Google ID token issuers, comma-separated")
 	app.StringFlag(fs, &c.GoogleJWKSURL, "google-jwks-url", google.DefaultJWKSURL, "URL of the issuer's JWKS signing keys")

@@ -32,9 +32,6 @@ func run(ctx context.Context, args []string) error {
 	cfg.RegisterFlags(fs, "localhost:8085")
 	var svc ai.Config
 	svc.RegisterFlags(fs, 1)
-	app.GameAddrFlag(fs, &svc.GameAddr)
-	app.KeyPrefixFlag(fs, &svc.KeyPrefix)
-
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
