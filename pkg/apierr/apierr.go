@@ -76,6 +76,22 @@ func (e *Error) WithInfo(reason string, meta map[string]string) *Error {
 	return e
 }
 
+// ReasonOf returns the reason of the Palace ErrorInfo detail of a status
+// error that another service answered, "" if it has none: what a caller
+// acts on, since messages are for people and may change.
+func ReasonOf(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
 func (e *Error) Error() string {
 	if e.Err != nil && e.Msg == "" {
 		return e.Err.Error()

@@ -85,3 +85,21 @@ func TestCodeOf(t *testing.T) {
 		t.Fatal("plain error is not Internal")
 	}
 }
+
+// TestReasonOf: a caller reads the reason a coded error was sent with,
+// through the wire form and wrapped on its way up, and none from errors
+// without one.
+func TestReasonOf(t *testing.T) {
+	sent := ToStatus(context.Background(), logging.Discard(), New(Unauthenticated, "seat credential: expired").WithInfo("CREDENTIAL_EXPIRED", nil))
+	if got := ReasonOf(sent); got != "CREDENTIAL_EXPIRED" {
+		t.Errorf("ReasonOf(sent) = %q", got)
+	}
+	if got := ReasonOf(fmt.Errorf("get game: %w", sent)); got != "CREDENTIAL_EXPIRED" {
+		t.Errorf("ReasonOf(wrapped) = %q", got)
+	}
+	for _, err := range []error{nil, errors.New("credential has expired"), status.Error(codes.Unauthenticated, "credential has expired")} {
+		if got := ReasonOf(err); got != "" {
+			t.Errorf("ReasonOf(%v) = %q, want none", err, got)
+		}
+	}
+}

@@ -26,6 +26,12 @@ var (
 	ErrUnknownKey = errors.New("credential was signed with an unknown key")
 )
 
+// ExpiredReason is the ErrorInfo reason of a refusal for ErrExpired, so
+// that a client holding a credential it did not make (an AI worker, a
+// job's) tells an expired one from a key it is not trusted with without
+// reading the message.
+const ExpiredReason = "CREDENTIAL_EXPIRED"
+
 // Kind says what a token stands for.
 type Kind string
 

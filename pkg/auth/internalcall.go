@@ -35,7 +35,7 @@ func RequireService(ctx context.Context, v *Verified, rpc string) error {
 	}
 	switch {
 	case errors.Is(err, ErrExpired):
-		return apierr.New(apierr.Unauthenticated, "service credential: %v: sign a new one (`palace service-token`)", err)
+		return apierr.New(apierr.Unauthenticated, "service credential: %v: sign a new one (`palace service-token`)", err).WithInfo(ExpiredReason, nil)
 	default:
 		return apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err)
 	}

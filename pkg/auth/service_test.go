@@ -5,6 +5,10 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/palacehq/palace/pkg/apierr"
 )
 
 func TestServiceCredentialsAreSignedAgainBeforeTheyExpire(t *testing.T) {
@@ -56,6 +60,22 @@ func TestVerifyServiceRefusesOtherCredentials(t *testing.T) {
 	} {
 		if _, err := VerifyService(NewVerified(ring, 4), tc.tok, now); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+	}
+}
+
+// TestExpiredServiceCredentialCarriesItsReason: a caller tells an expired
+// credential from keys that differ by the refusal's reason, not its text.
+func TestExpiredServiceCredentialCarriesItsReason(t *testing.T) {
+	ring, _ := NewKeyring(key("s1", 7))
+	expired, _ := ServiceToken(ring, "x", time.Now().Add(-2*time.Hour), time.Hour)
+	other, _ := NewKeyring(key("s2", 8))
+	foreign, _ := ServiceToken(other, "x", time.Now(), time.Hour)
+	for tok, want := range map[string]string{expired: ExpiredReason, foreign: ""} {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(ServiceHeader, tok))
+		var e *apierr.Error
+		if err := RequireService(ctx, NewVerified(ring, 4), "CreateGame"); !errors.As(err, &e) || e.Code != apierr.Unauthenticated || e.Reason != want {
+			t.Errorf("RequireService = %v, want Unauthenticated with reason %q", err, want)
 		}
 	}
 }

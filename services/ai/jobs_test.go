@@ -302,3 +302,42 @@ func TestAJobWithAnUnknownSideStaysPending(t *testing.T) {
 		t.Fatalf("%d moves, want the human's alone", n)
 	}
 }
+
+// TestAJobWhoseCredentialExpiredIsVoid: a job that outlived its seat's
+// credential is done with (the game service refuses it with the expired
+// reason, and no worker could play it), not left pending for ever.
+func TestAJobWhoseCredentialExpiredIsVoid(t *testing.T) {
+	const keys = "k1:0303030303030303030303030303030303030303030303030303030303030303"
+	gcfg := game.DefaultConfig()
+	gcfg.SigningKeys = keys
+	g, prefix := startAIGameWith(t, gcfg, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	ring, err := auth.ParseKeyring(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	then := time.Now().Add(-2 * time.Hour)
+	tok, err := ring.Sign(auth.Claims{Kind: auth.KindSeat, Subject: "ai", Game: g.id, Side: "second", IssuedAt: then.Unix(), ExpiresAt: then.Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := aijobs.New(redistest.Client(t), prefix)
+	ctx := context.Background()
+	if err := q.Enqueue(ctx, aijobs.Job{GameID: g.id, Version: 1, Kind: aijobs.KindMove, Side: "second", Token: tok, Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, g, prefix, &countingMover{engine: worker.NewBuiltin(4)})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := q.Depth(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue depth %d, want the job acknowledged as void", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/aijobs"
+	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/engine"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -221,7 +221,7 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 			continue
 		case status.Code(err) == codes.NotFound:
 			return nil // gone: nothing to do
-		case status.Code(err) == codes.Unauthenticated && strings.Contains(status.Convert(err).Message(), auth.ErrExpired.Error()):
+		case status.Code(err) == codes.Unauthenticated && apierr.ReasonOf(err) == auth.ExpiredReason:
 			return nil // the job outlived its credential, which lives as long as a seat's
 		case status.Code(err) == codes.Unauthenticated:
 			// A game service that does not know the credential's key: this

@@ -53,10 +53,11 @@ const (
 // "palace", metadata current_version and expected_version.
 //
 // Seat RPCs need the seat's credential in the "authorization: Bearer
-// <token>" metadata: Unauthenticated without a valid one, PermissionDenied
-// for another seat. The credential is checked before the game is looked
-// up, so a credential of another game gets PermissionDenied even for an
-// unknown game id.
+// <token>" metadata: Unauthenticated without a valid one (an expired one
+// with an ErrorInfo detail: reason CREDENTIAL_EXPIRED, domain "palace"),
+// PermissionDenied for another seat. The credential is checked before the
+// game is looked up, so a credential of another game gets
+// PermissionDenied even for an unknown game id.
 //
 // Common errors: NotFound for an unknown game, InvalidArgument for
 // malformed input (before any state is touched), FailedPrecondition when
@@ -288,10 +289,11 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // "palace", metadata current_version and expected_version.
 //
 // Seat RPCs need the seat's credential in the "authorization: Bearer
-// <token>" metadata: Unauthenticated without a valid one, PermissionDenied
-// for another seat. The credential is checked before the game is looked
-// up, so a credential of another game gets PermissionDenied even for an
-// unknown game id.
+// <token>" metadata: Unauthenticated without a valid one (an expired one
+// with an ErrorInfo detail: reason CREDENTIAL_EXPIRED, domain "palace"),
+// PermissionDenied for another seat. The credential is checked before the
+// game is looked up, so a credential of another game gets
+// PermissionDenied even for an unknown game id.
 //
 // Common errors: NotFound for an unknown game, InvalidArgument for
 // malformed input (before any state is touched), FailedPrecondition when
