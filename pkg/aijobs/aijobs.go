@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -111,7 +110,7 @@ func New(rdb redis.UniversalClient, prefix string) *Queue {
 // Ensure creates the stream and group if needed.
 func (q *Queue) Ensure(ctx context.Context) error {
 	err := q.rdb.XGroupCreateMkStream(ctx, q.key, q.group, "0").Err()
-	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+	if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
 		return fmt.Errorf("ai queue group: %w", err)
 	}
 	return nil

@@ -15,6 +15,21 @@ import (
 	"github.com/palacehq/palace/pkg/redisx"
 )
 
+// TestEnsureReportsWhatIsNotAnExistingGroup: a group that exists is
+// fine, any other refusal (the key holds something else) is an error.
+func TestEnsureReportsWhatIsNotAnExistingGroup(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q := New(rdb, redistest.Prefix(t))
+	t.Cleanup(func() { rdb.Del(ctx, q.key) })
+	if err := rdb.Set(ctx, q.key, "not a stream", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Ensure(ctx); err == nil {
+		t.Fatal("Ensure on a key that is not a stream succeeded")
+	}
+}
+
 func TestQueueHandsOverAbandonedJobs(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
