@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
+	"github.com/palacehq/palace/pkg/redistest"
 )
 
 // registered defines the common flags and one a service would add on the
@@ -102,8 +102,7 @@ func TestRefusedEnvFlagStillParses(t *testing.T) {
 
 func TestConnectRedisLogsNoPassword(t *testing.T) {
 	const pw = "hunter2-secret"
-	mr := miniredis.RunT(t)
-	mr.RequireAuth(pw)
+	s := redistest.OwnWithPassword(t, pw)
 	var out bytes.Buffer
 	var closers []func() error
 	defer func() {
@@ -112,13 +111,13 @@ func TestConnectRedisLogsNoPassword(t *testing.T) {
 		}
 	}()
 	log := slog.New(slog.NewTextHandler(&out, nil))
-	if _, err := connectRedis(context.Background(), "redis://:"+pw+"@"+mr.Addr(), log, &closers); err != nil {
+	if _, err := connectRedis(context.Background(), "redis://:"+pw+"@"+s.Addr, log, &closers); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out.String(), pw) || !strings.Contains(out.String(), mr.Addr()) {
+	if strings.Contains(out.String(), pw) || !strings.Contains(out.String(), s.Addr) {
 		t.Fatalf("log %q: want the address without the password", out.String())
 	}
-	_, err := connectRedis(context.Background(), "redis://:wrong-"+pw+"@"+mr.Addr(), log, &closers)
+	_, err := connectRedis(context.Background(), "redis://:wrong-"+pw+"@"+s.Addr, log, &closers)
 	if err == nil || strings.Contains(err.Error(), pw) {
 		t.Fatalf("wrong password: %v, want an error without the password", err)
 	}

@@ -44,6 +44,24 @@ func Own(tb testing.TB, args ...string) *Server {
 	return s
 }
 
+// OwnWithPassword is Own with a server that asks for pw: of the default
+// user (redis://:pw@addr) and of an ACL user palace (redis://palace:pw@addr).
+// Its Client has no password, so it is refused.
+func OwnWithPassword(tb testing.TB, pw string) *Server {
+	tb.Helper()
+	s := Own(tb)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "ACL", "SETUSER", "palace", "on", ">"+pw, "~*", "&*", "+@all").Err(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "requirepass", pw).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
 // startOnFreePorts makes a server with build and starts it, making it again
 // on new ports when the server exits at start: a port chosen free can be
 // taken before the server binds it, by another test's server.

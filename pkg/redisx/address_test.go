@@ -102,25 +102,10 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-// ownWithPassword starts a redis-server of the test's own that asks for
-// pw, and an ACL user palace with the same password.
-func ownWithPassword(t *testing.T, pw string) *redistest.Server {
-	s := redistest.Own(t)
-	c := s.Client(t)
-	ctx := context.Background()
-	if err := c.Do(ctx, "ACL", "SETUSER", "palace", "on", ">"+pw, "~*", "&*", "+@all").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ConfigSet(ctx, "requirepass", pw).Err(); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func TestNewWithPassword(t *testing.T) {
 	ctx := context.Background()
 	const pw = "s3cret-pw"
-	s := ownWithPassword(t, pw)
+	s := redistest.OwnWithPassword(t, pw)
 	for _, addr := range []string{"redis://:" + pw + "@" + s.Addr, "redis://palace:" + pw + "@" + s.Addr + "/1?pool_size=2"} {
 		c, err := New(ctx, addr)
 		if err != nil {
