@@ -22,6 +22,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/palacehq/palace/pkg/rules"
+
 	"github.com/palacehq/palace/pkg/redisx"
 )
 
@@ -322,6 +324,12 @@ func decode(m redis.XMessage) (*Delivery, error) {
 	raw, _ := m.Values["j"].(string)
 	var j Job
 	if err := json.Unmarshal([]byte(raw), &j); err != nil {
+		return nil, fmt.Errorf("decode ai job %s: %w", m.ID, err)
+	}
+	// No worker could play a side it cannot read: such a job is dead at
+	// once, not handed out until its attempts run out (without a limit,
+	// for ever).
+	if _, err := rules.ParseSide(j.Side); err != nil {
 		return nil, fmt.Errorf("decode ai job %s: %w", m.ID, err)
 	}
 	return &Delivery{ID: m.ID, Job: j}, nil

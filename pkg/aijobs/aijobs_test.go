@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -216,6 +217,23 @@ func TestAPoisonJobIsDeadLetteredAtItsFirstRead(t *testing.T) {
 	time.Sleep(80 * time.Millisecond)
 	if d, err := q.Next(ctx, "w2", 10*time.Millisecond); err != nil || d != nil {
 		t.Fatalf("poison came back: %+v, %v", d, err)
+	}
+}
+
+// TestAJobOfAnUnknownSideIsDeadLetteredAtItsFirstRead: no worker could
+// play it, so it is not handed out again and again.
+func TestAJobOfAnUnknownSideIsDeadLetteredAtItsFirstRead(t *testing.T) {
+	ctx := context.Background()
+	q, rdb := testQueue(t, 50*time.Millisecond)
+	if err := q.Enqueue(ctx, Job{GameID: "g1", Version: 1, Kind: KindMove, Side: "third", Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := q.Next(ctx, "w1", 10*time.Millisecond); err != nil || d != nil {
+		t.Fatalf("read: %+v, %v; want nil, nil", d, err)
+	}
+	dead, err := rdb.XRange(ctx, q.dead, "-", "+").Result()
+	if err != nil || len(dead) != 1 || !strings.Contains(fmt.Sprint(dead[0].Values["reason"]), `unknown side "third"`) {
+		t.Fatalf("dead letters %+v, %v; want the job, for its side", dead, err)
 	}
 }
 

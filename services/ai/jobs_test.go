@@ -278,10 +278,11 @@ func TestAWorkerWhoseGameServiceIsGoneTakesNoJob(t *testing.T) {
 	}
 }
 
-// TestAJobWithAnUnknownSideStaysPending: a job whose side no reader
-// knows is an error, left pending for the queue to dead-letter, not a job
-// for another side that is void and dropped, stranding the game.
-func TestAJobWithAnUnknownSideStaysPending(t *testing.T) {
+// TestAJobOfAnUnknownSideIsRefused: handed a job whose side it cannot
+// read (the queue dead-letters those it reads), a worker refuses it with
+// an error, rather than take it for the first side's, find it void and
+// drop it without a word.
+func TestAJobOfAnUnknownSideIsRefused(t *testing.T) {
 	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
 	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
 		t.Fatal(err)

@@ -186,8 +186,8 @@ func PruneConsumers(ctx context.Context, log *slog.Logger, q *aijobs.Queue, ever
 func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	side, err := rules.ParseSide(j.Side)
 	if err != nil {
-		// Not the game service's job: left pending, it is dead-lettered
-		// once it has had its attempts.
+		// The queue dead-letters such jobs as it reads them; one handed
+		// over otherwise is not played for a side it does not name.
 		return fmt.Errorf("job of game %s: %w", j.GameID, err)
 	}
 	seat := asSeat(ctx, j)
