@@ -16,9 +16,10 @@ func KeyPrefixFlag(fs *flag.FlagSet, p *string) {
 	StringFlag(fs, p, "key-prefix", "", "prefix of every Redis key; the same in every service of a deployment")
 }
 
-// GameAddrFlag defines --game-addr, the game service a process calls.
+// GameAddrFlag defines --game-addr, the game service a daemon calls;
+// palace serve has no such flag, since it runs the game service itself.
 func GameAddrFlag(fs *flag.FlagSet, p *string) {
-	StringFlag(fs, p, "game-addr", "", "game service host:port")
+	StringFlag(fs, p, "game-addr", "", "game service host:port (required)")
 }
 
 // DeadlineShardsFlag defines --deadline-shards: the game service writes

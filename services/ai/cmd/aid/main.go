@@ -32,6 +32,7 @@ func run(ctx context.Context, args []string) error {
 	cfg.RegisterFlags(fs, "localhost:8085")
 	var svc ai.Config
 	svc.RegisterFlags(fs, 1)
+	fs.Lookup("game-addr").Usage = "game service host:port, which the workers play through (required unless --ai-workers is 0) (env PALACE_GAME_ADDR)"
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}

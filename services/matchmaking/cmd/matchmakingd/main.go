@@ -32,9 +32,6 @@ func run(ctx context.Context, args []string) error {
 	cfg.RegisterFlags(fs, "localhost:8084")
 	var svc matchmaking.Config
 	svc.RegisterFlags(fs)
-	// The flag is shared with palace serve, which reads an empty address
-	// as itself; this process serves no games.
-	fs.Lookup("game-addr").Usage = "game service host:port (required) (env PALACE_GAME_ADDR)"
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
