@@ -297,8 +297,9 @@ func FuzzClock(f *testing.F) {
 	})
 }
 
-// FuzzState feeds arbitrary stored states: no method may panic, and valid
-// ones keep every invariant.
+// FuzzState feeds arbitrary stored states: no method may panic, valid
+// ones keep every invariant, and what a method makes of a valid one is
+// valid too (it is stored in its place).
 func FuzzState(f *testing.F) {
 	s, _ := New(Default()).WithLag(lag1s).Start(t0, First)
 	b, _ := json.Marshal(s)
@@ -321,6 +322,13 @@ func FuzzState(f *testing.F) {
 		_, _ = s.Start(now, First)
 		if s.Validate() == nil {
 			checkState(t, s)
+			moved, _ := s.Move(now, time.Duration(offset))
+			yielded, _ := s.Yield(now)
+			started, _ := s.Start(now, Side(offset&1))
+			taken, _ := s.TakeBack(now, [2]time.Duration{time.Duration(offset) % time.Minute, time.Duration(offset/7) % time.Minute})
+			for _, next := range []State{moved, yielded, s.Stop(now), started, taken} {
+				checkState(t, next)
+			}
 			if s.Phase == Running {
 				playGame(t, rand.New(rand.NewPCG(uint64(offset), 0)), s.Control, s.Lag, 5)
 			}

@@ -186,7 +186,7 @@ func (s State) Start(now time.Time, side Side) (State, error) {
 	case s.Players[0].Flagged || s.Players[1].Flagged:
 		return s, fmt.Errorf("clock: start: game already lost on time: %w", ErrFlagged)
 	}
-	s.Phase, s.Turn, s.TurnStartMs = Running, side, unixMs(now)
+	s.Phase, s.Turn, s.TurnStartMs = Running, side, clampInstant(unixMs(now))
 	return s, nil
 }
 
@@ -237,8 +237,9 @@ func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (St
 	mover := s.Turn
 	next := s
 	next.Turn = mover.Opponent()
-	// Monotonic even if the server's clock stepped back.
-	next.TurnStartMs = max(nowMs, start)
+	// Monotonic even if the server's clock stepped back, and within the
+	// range a stored state may hold.
+	next.TurnStartMs = clampInstant(max(nowMs, start))
 	if !r.timed() {
 		return next, nil
 	}
@@ -318,7 +319,7 @@ func (s State) Stop(now time.Time) State {
 		s.Players[s.Turn] = r.view(p, s.elapsed(nowMs), s.Lag.graceMs(p.LagBankMs))
 	}
 	s.Phase = Stopped
-	s.TurnStartMs = max(nowMs, clampInstant(s.TurnStartMs))
+	s.TurnStartMs = clampInstant(max(nowMs, s.TurnStartMs))
 	return s
 }
 
