@@ -289,7 +289,9 @@ func (c *Client) checkBest(p *rules.Position, best string) (rules.Move, error) {
 
 // infoScore reads the score of an info line, in engine.Reply's terms: "score
 // cp X" is X; "score mate N" (N moves, negative when the side to move is
-// mated) is a mate N·2-1 or N·2 plies away.
+// mated) is a mate N·2-1 or N·2 plies away. A mate too far away for a
+// score (MateScore plies or more) is not read: its score would be the
+// other side's win, or wrap around.
 func infoScore(line string) (int, bool) {
 	f := strings.Fields(line)
 	if len(f) == 0 || f[0] != "info" {
@@ -310,10 +312,12 @@ func infoScore(line string) (int, bool) {
 		case "cp":
 			return n, true
 		case "mate":
-			if n > 0 {
+			switch {
+			case n > 0 && n <= engine.MateScore/2:
 				return engine.MateScore - (2*n - 1), true
+			case n <= 0 && n > -engine.MateScore/2:
+				return -engine.MateScore + 2*-n, true
 			}
-			return -engine.MateScore + 2*-n, true
 		}
 		return 0, false
 	}

@@ -3,10 +3,13 @@ package uci
 import (
 	"context"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/palacehq/palace/pkg/engine"
 )
 
 // FuzzRun feeds arbitrary command scripts to the UCI front end: whatever a
@@ -49,8 +52,23 @@ func FuzzInfoScore(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		if score, ok := infoScore(line); ok && !strings.Contains(line, "score") {
+		score, ok := infoScore(line)
+		if !ok {
+			return
+		}
+		f := strings.Fields(line)
+		i := slices.Index(f, "score")
+		if i < 0 {
 			t.Fatalf("infoScore(%q) = %d from a line without a score", line, score)
+		}
+		// A mate is a score of MateScore-plies for the side that mates,
+		// -(MateScore-plies) for the side mated, never more, and never
+		// the other side's.
+		if f[i+1] == "mate" {
+			n, _ := strconv.Atoi(f[i+2])
+			if score > engine.MateScore || score < -engine.MateScore || (n > 0) != (score > 0) {
+				t.Fatalf("infoScore(%q) = %d, not a mate for the side mate %d names", line, score, n)
+			}
 		}
 	})
 }
