@@ -14,6 +14,8 @@ import (
 // them against the descriptors).
 const (
 	eventVersionField      = 1  // Event.version
+	eventKindFirstField    = 10 // the first of Event.kind's fields
+	eventKindLastField     = 19 // the last of Event.kind's fields
 	eventGameEndedField    = 19 // Event.game_ended
 	streamEventsEventField = 2  // StreamEventsResponse.event
 )
@@ -36,8 +38,10 @@ func streamEvent(raw []byte) (hub.Event, error) {
 				return hub.Event{}, fmt.Errorf("event version: %w", protowire.ParseError(n))
 			}
 			e.Version = v
-		case num == eventGameEndedField:
-			e.Ended = true
+		case num >= eventKindFirstField && num <= eventKindLastField && typ == protowire.BytesType:
+			// As a decoder reads it: the last of the kind's fields is the
+			// event's kind, and one of another wire type is unknown.
+			e.Ended = num == eventGameEndedField
 		}
 		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
 			return hub.Event{}, fmt.Errorf("event field %d: %w", num, protowire.ParseError(n))

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -23,6 +24,15 @@ func TestWireFieldNumbersMatchTheAPI(t *testing.T) {
 		f := c.msg.ProtoReflect().Descriptor().Fields().ByName(c.field)
 		if f == nil || int(f.Number()) != c.want {
 			t.Errorf("%s.%s: %v, want number %d", c.msg.ProtoReflect().Descriptor().Name(), c.field, f, c.want)
+		}
+	}
+	kind := (&gamev1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("kind").Fields()
+	if n := kind.Len(); n != eventKindLastField-eventKindFirstField+1 {
+		t.Errorf("Event.kind has %d fields, want %d to %d", n, eventKindFirstField, eventKindLastField)
+	}
+	for i := range kind.Len() {
+		if f := kind.Get(i); f.Number() < eventKindFirstField || f.Number() > eventKindLastField || f.Kind() != protoreflect.MessageKind {
+			t.Errorf("Event.kind's %s: number %d, %v; want a message numbered %d to %d", f.Name(), f.Number(), f.Kind(), eventKindFirstField, eventKindLastField)
 		}
 	}
 }
@@ -49,6 +59,24 @@ func TestStreamEventIsTheResponseAroundTheEvent(t *testing.T) {
 			t.Errorf("%v: sent %v, %v", e, &resp, err)
 		}
 	}
+	// The kind is the last of its fields, of the wire type a decoder
+	// reads: a game_ended followed by a move is a move, and a varint
+	// numbered like game_ended is an unknown field.
+	ended, _ := proto.Marshal(&gamev1.Event{Version: 3, Kind: &gamev1.Event_GameEnded{GameEnded: &gamev1.GameEnded{}}})
+	moved, _ := proto.Marshal(&gamev1.Event{Kind: &gamev1.Event_MovePlayed{MovePlayed: &gamev1.MoveRecord{Ply: 1}}})
+	for _, c := range []struct {
+		raw   []byte
+		ended bool
+	}{
+		{slices.Concat(ended, moved), false},
+		{slices.Concat(moved, ended), true},
+		{[]byte{0x98, 0x01, 0x00}, false},
+	} {
+		got, err := streamEvent(c.raw)
+		if err != nil || got.Ended != c.ended {
+			t.Errorf("%x: ended %v, %v; want %v", c.raw, got.Ended, err, c.ended)
+		}
+	}
 	for _, bad := range [][]byte{{0x08}, {0x08, 0x80}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}} {
 		if _, err := streamEvent(bad); err == nil {
 			t.Errorf("%x: no error", bad)
@@ -65,10 +93,14 @@ func FuzzStreamEvent(f *testing.F) {
 			return
 		}
 		// What the scan accepts is well-formed at the top level, so the
-		// response around it is too.
+		// response around it is too; where it decodes, the scan read the
+		// version and the ending the client reads.
 		var resp gamev1.StreamEventsResponse
-		if proto.Unmarshal(e.Msg.Bytes(), &resp) == nil && resp.GetEvent().GetVersion() != e.Version {
-			t.Fatalf("version %d, decoded %d", e.Version, resp.GetEvent().GetVersion())
+		if proto.Unmarshal(e.Msg.Bytes(), &resp) != nil {
+			return
+		}
+		if got := resp.GetEvent(); got.GetVersion() != e.Version || (got.GetGameEnded() != nil) != e.Ended {
+			t.Fatalf("scanned version %d ended %v, decoded %v", e.Version, e.Ended, got)
 		}
 	})
 }
