@@ -48,6 +48,8 @@ func TestCreateGuest(t *testing.T) {
 	}
 }
 
+const base64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
 func TestSignInWithGoogle(t *testing.T) {
 	e := newEnv(t, 1, nil)
 	r, err := e.mm[0].SignInWithGoogle(context.Background(), &matchmakingv1.SignInWithGoogleRequest{IdToken: e.issuer.token(t, "1001", "Kim Minji", nil)})
@@ -110,6 +112,21 @@ func TestSignInWithGoogle(t *testing.T) {
 			})
 		}},
 		{name: "garbage", token: func() string { return "not.a.jwt" }},
+		// One token has one spelling: base64 that skips line breaks, or
+		// ignores the unused bits of its last character, would let a
+		// valid signature be written several ways.
+		{name: "line break in the signature", token: func() string {
+			tok := e.issuer.token(t, "1001", "x", nil)
+			return tok[:len(tok)-8] + "\n" + tok[len(tok)-8:]
+		}},
+		{name: "signature with unused bits set", token: func() string {
+			tok := e.issuer.token(t, "1001", "x", nil)
+			// A 256-byte RSA signature is 342 characters whose last
+			// carries 4 unused bits; the signature is the same with
+			// them set.
+			last := strings.IndexByte(base64URL, tok[len(tok)-1])
+			return tok[:len(tok)-1] + string(base64URL[last|0x0f])
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

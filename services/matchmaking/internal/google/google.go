@@ -110,12 +110,20 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
+// b64 reads the keys Google publishes.
 var b64 = base64.RawURLEncoding
+
+// tokenB64 reads a token's parts, so that a token has one spelling: even
+// strict decoding skips line breaks, which Verify refuses first.
+var tokenB64 = base64.RawURLEncoding.Strict()
 
 // Verify checks raw and returns the identity it proves.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 	if len(raw) > 8192 {
 		return Identity{}, invalid("too long")
+	}
+	if strings.ContainsAny(raw, "\r\n") {
+		return Identity{}, invalid("line break in the token")
 	}
 	parts := strings.Split(raw, ".")
 	if len(parts) != 3 {
@@ -130,7 +138,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 	if h.Alg != "RS256" {
 		return Identity{}, invalid("algorithm %q is not RS256", h.Alg)
 	}
-	sig, err := b64.DecodeString(parts[2])
+	sig, err := tokenB64.DecodeString(parts[2])
 	if err != nil {
 		return Identity{}, invalid("signature encoding: %v", err)
 	}
@@ -169,7 +177,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 func unix(f float64) time.Time { return time.Unix(int64(f), 0) }
 
 func decodeJSON(part string, v any) error {
-	raw, err := b64.DecodeString(part)
+	raw, err := tokenB64.DecodeString(part)
 	if err != nil {
 		return err
 	}
