@@ -117,7 +117,9 @@ type GameServiceClient interface {
 	// heartbeats. It completes (OK) after the game's last event, at once
 	// when the client has that event already. OutOfRange when after_version
 	// is ahead of the game. NotFound, even on a stream already open, once
-	// the game has expired.
+	// the game has expired. ResourceExhausted when the server already serves
+	// as many streams as its --max-streams allows: retry, which a balancer
+	// may send to another replica.
 	StreamEvents(ctx context.Context, in *StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEventsResponse], error)
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
@@ -353,7 +355,9 @@ type GameServiceServer interface {
 	// heartbeats. It completes (OK) after the game's last event, at once
 	// when the client has that event already. OutOfRange when after_version
 	// is ahead of the game. NotFound, even on a stream already open, once
-	// the game has expired.
+	// the game has expired. ResourceExhausted when the server already serves
+	// as many streams as its --max-streams allows: retry, which a balancer
+	// may send to another replica.
 	StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
