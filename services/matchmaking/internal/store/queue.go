@@ -344,7 +344,7 @@ func pairResults(pools []Pool, replies []func() ([]any, error)) []PairResult {
 }
 
 func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 func strs(v any) []string {

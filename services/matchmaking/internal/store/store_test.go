@@ -379,3 +379,29 @@ func TestRematchOffersExpireWithTheirWindow(t *testing.T) {
 		t.Fatalf("a rematch both offered lives %v, want %v", d, keep)
 	}
 }
+
+// TestPairingLoadsItsScript: a Redis that has not seen the pairing script,
+// new or restarted (SCRIPT FLUSH here), gets it loaded by the pass, which
+// pairs as usual instead of failing with NOSCRIPT.
+func TestPairingLoadsItsScript(t *testing.T) {
+	rdb := redistest.Own(t).Client(t)
+	st := store.New(rdb, "")
+	ctx := context.Background()
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now()
+	for round := range 2 {
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			p := fmt.Sprintf("r%dp%d", round, i)
+			if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000, Entered: now, Expires: now.Add(time.Hour)}, p, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now, BaseWindow: 100, MaxPairs: 10, Keep: time.Hour})
+		if res[0].Err != nil || len(res[0].Matches) != 1 {
+			t.Fatalf("round %d: %+v", round, res)
+		}
+	}
+}
