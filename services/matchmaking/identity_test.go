@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/auth"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/services/matchmaking"
 )
@@ -193,5 +195,23 @@ func TestCredentialsRequired(t *testing.T) {
 			_, err := e.mm[0].CreateInvite(tt.ctx, &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: janggi})
 			wantCode(t, err, tt.wantCode)
 		})
+	}
+}
+
+// TestExpiredPlayerCredentialCarriesItsReason: an app tells a player
+// credential that ran out, which it replaces by signing in again, by the
+// refusal's reason, as it does a seat's with the game service; a forged
+// one has no such reason.
+func TestExpiredPlayerCredentialCarriesItsReason(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	g := e.guest("Guest")
+	forged := player{token: g.token + "x"}
+	e.clock.Advance(e.cfg.GuestTTL + time.Minute)
+	for p, want := range map[player]string{g: auth.ExpiredReason, forged: ""} {
+		_, err := e.mm[0].CreateInvite(p.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: janggi})
+		wantCode(t, err, codes.Unauthenticated)
+		if got := apierr.ReasonOf(err); got != want {
+			t.Errorf("refused with reason %q (%v), want %q", got, err, want)
+		}
 	}
 }

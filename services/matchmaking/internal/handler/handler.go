@@ -3,6 +3,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -139,7 +140,13 @@ func (h *Handler) player(ctx context.Context) (auth.Claims, error) {
 	}
 	c, err := h.ring.Verify(tok, h.now())
 	if err != nil {
-		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "player credential: %v", err)
+		e := apierr.New(apierr.Unauthenticated, "player credential: %v", err)
+		if errors.Is(err, auth.ErrExpired) {
+			// An app renews such a credential by signing in again, and
+			// tells it from one it must drop without reading the message.
+			e.WithInfo(auth.ExpiredReason, nil)
+		}
+		return auth.Claims{}, e
 	}
 	if c.Kind != auth.KindGuest && c.Kind != auth.KindAccount {
 		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "player credential: a %s credential is not a player's", c.Kind)

@@ -51,10 +51,12 @@ const (
 // Every RPC but CreateGuest, SignInWithGoogle and GetInvite needs a player
 // credential (from CreateGuest or SignInWithGoogle) in the
 // "authorization: Bearer <token>" metadata: Unauthenticated without a valid
-// one. Ranked play and ratings need an account credential (Google sign-in):
-// PermissionDenied for a guest. Common errors: InvalidArgument for
-// malformed input (before any state is touched), Unavailable when the game
-// service cannot be reached (retry with the same request_id).
+// one (an expired one with an ErrorInfo detail: reason CREDENTIAL_EXPIRED,
+// domain "palace"; sign in again). Ranked play and ratings need an account
+// credential (Google sign-in): PermissionDenied for a guest. Common errors:
+// InvalidArgument for malformed input (before any state is touched),
+// Unavailable when the game service cannot be reached (retry with the same
+// request_id).
 type MatchmakingServiceClient interface {
 	// CreateGuest issues a signed guest credential for a nickname.
 	// InvalidArgument for an empty, too long or unprintable nickname.
@@ -361,10 +363,12 @@ func (c *matchmakingServiceClient) GetLeaderboard(ctx context.Context, in *GetLe
 // Every RPC but CreateGuest, SignInWithGoogle and GetInvite needs a player
 // credential (from CreateGuest or SignInWithGoogle) in the
 // "authorization: Bearer <token>" metadata: Unauthenticated without a valid
-// one. Ranked play and ratings need an account credential (Google sign-in):
-// PermissionDenied for a guest. Common errors: InvalidArgument for
-// malformed input (before any state is touched), Unavailable when the game
-// service cannot be reached (retry with the same request_id).
+// one (an expired one with an ErrorInfo detail: reason CREDENTIAL_EXPIRED,
+// domain "palace"; sign in again). Ranked play and ratings need an account
+// credential (Google sign-in): PermissionDenied for a guest. Common errors:
+// InvalidArgument for malformed input (before any state is touched),
+// Unavailable when the game service cannot be reached (retry with the same
+// request_id).
 type MatchmakingServiceServer interface {
 	// CreateGuest issues a signed guest credential for a nickname.
 	// InvalidArgument for an empty, too long or unprintable nickname.
