@@ -15,8 +15,25 @@ import (
 	"github.com/palacehq/palace/pkg/uci"
 )
 
+const uciUsage = `usage: palace uci
+
+Speaks UCI on stdin and stdout, for engine GUIs and other engines, as
+Fairy-Stockfish does for these games ("setoption name UCI_Variant value
+janggi" or xiangqi). It takes no arguments.
+`
+
 // runUCI speaks UCI on stdin/stdout, for engine GUIs and other engines.
-func runUCI(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
+// Asked for help, it answers with its usage rather than start an engine
+// that waits silently for commands.
+func runUCI(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if isHelp(args[0]) {
+			fmt.Fprint(stdout, uciUsage)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "palace uci: unexpected argument %q\n\n%s", args[0], uciUsage)
+		return exitUsage
+	}
 	if err := uci.Run(ctx, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "palace uci:", err)
 		return exitFail

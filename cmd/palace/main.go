@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "serve":
 		return runServe(ctx, args[1:], stderr)
 	case "uci":
-		return runUCI(ctx, stdin, stdout, stderr)
+		return runUCI(ctx, args[1:], stdin, stdout, stderr)
 	case "engine":
 		return runEngine(ctx, args[1:], stdout, stderr)
 	case "loadtest":

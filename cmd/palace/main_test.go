@@ -45,3 +45,19 @@ func TestFlagHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestUCIHelp: palace uci takes no flags, but -h, as the usage suggests
+// for every command, prints what it does instead of starting an engine
+// that waits on stdin without a word; any other argument is refused.
+func TestUCIHelp(t *testing.T) {
+	for _, h := range []string{"-h", "--help", "help"} {
+		out, errOut, code := palace("uci", h)
+		if code != exitOK || errOut != "" || !strings.HasPrefix(out, "usage: palace uci") {
+			t.Errorf("palace uci %s: exit %d, stdout %q, stderr %q; want exit 0 and the usage on stdout", h, code, out, errOut)
+		}
+	}
+	out, errOut, code := palace("uci", "--threads", "4")
+	if code != exitUsage || out != "" || !strings.Contains(errOut, `unexpected argument "--threads"`) {
+		t.Errorf("palace uci --threads 4: exit %d, stdout %q, stderr %q; want exit 2 naming the argument", code, out, errOut)
+	}
+}
