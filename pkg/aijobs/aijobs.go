@@ -22,9 +22,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/palacehq/palace/pkg/rules"
-
 	"github.com/palacehq/palace/pkg/redisx"
+	"github.com/palacehq/palace/pkg/rules"
 )
 
 // Kind says what the AI has to do.
