@@ -22,6 +22,7 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "palace keygen: unexpected argument %q: keygen takes no arguments (palace keygen -h)\n", fs.Arg(0))
 		return exitUsage
 	}
 	b := make([]byte, 34)
@@ -47,6 +48,7 @@ func runServiceToken(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "palace service-token: unexpected argument %q: service-token takes flags only (palace service-token -h)\n", fs.Arg(0))
 		return exitUsage
 	}
 	if *ttl <= 0 || *ttl > 366*24*time.Hour || *caller == "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -59,5 +60,16 @@ func TestUCIHelp(t *testing.T) {
 	out, errOut, code := palace("uci", "--threads", "4")
 	if code != exitUsage || out != "" || !strings.Contains(errOut, `unexpected argument "--threads"`) {
 		t.Errorf("palace uci --threads 4: exit %d, stdout %q, stderr %q; want exit 2 naming the argument", code, out, errOut)
+	}
+}
+
+// TestStrayArgumentIsNamed: a command that takes flags only names an
+// argument it does not take, rather than exit 2 without a word.
+func TestStrayArgumentIsNamed(t *testing.T) {
+	for _, args := range [][]string{{"keygen", "k1"}, {"service-token", "operator"}, {"health", "localhost:8080"}} {
+		out, errOut, code := palace(args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, fmt.Sprintf("unexpected argument %q", args[1])) {
+			t.Errorf("palace %s: exit %d, stdout %q, stderr %q; want exit 2 naming the argument", strings.Join(args, " "), code, out, errOut)
+		}
 	}
 }
