@@ -72,7 +72,7 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.IntVar(&adj.DrawMoves, "draw-moves", adj.DrawMoves, "Xiangqi: adjudicate a draw when both players score the game level on this many moves each in a row (0: never) ...")
 	fs.IntVar(&adj.DrawScore, "draw-score", adj.DrawScore, "... within this many centipawns ...")
 	fs.IntVar(&adj.DrawAfter, "draw-after", adj.DrawAfter, "... after this ply")
-	if code, ok := parseFlags(fs, args[1:]); !ok {
+	if code, ok := parseFlags(fs, args[1:], stderr); !ok {
 		return code
 	}
 	v, err := rules.ParseVariant(*variantName)

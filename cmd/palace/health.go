@@ -20,12 +20,8 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	addr := fs.String("addr", "localhost:8080", "server host:port")
 	service := fs.String("service", "", "health service name, e.g. palace.game.v1.GameService; empty: the whole server")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for an answer")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "palace health: unexpected argument %q: health takes flags only (palace health -h)\n", fs.Arg(0))
-		return exitUsage
 	}
 	cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -18,12 +18,8 @@ import (
 func runKeygen(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("palace keygen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "palace keygen: unexpected argument %q: keygen takes no arguments (palace keygen -h)\n", fs.Arg(0))
-		return exitUsage
 	}
 	b := make([]byte, 34)
 	if _, err := rand.Read(b); err != nil {
@@ -44,12 +40,8 @@ func runServiceToken(args []string, stdout, stderr io.Writer) int {
 	app.StringFlag(fs, &keys, "service-keys", "", "the services' --service-keys; the first key signs")
 	caller := fs.String("caller", "operator", "who the credential names, for the services' logs")
 	ttl := fs.Duration("ttl", time.Hour, "how long the credential is valid")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "palace service-token: unexpected argument %q: service-token takes flags only (palace service-token -h)\n", fs.Arg(0))
-		return exitUsage
 	}
 	if *ttl <= 0 || *ttl > 366*24*time.Hour || *caller == "" {
 		fmt.Fprintln(stderr, "palace service-token: --ttl must be positive, at most 366 days, and --caller not empty")

@@ -47,7 +47,7 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	clients := fs.Int("clients", 4, "concurrent requests")
 	duration := fs.Duration("duration", 20*time.Second, "how long to run")
 	variantName := fs.String("variant", "xiangqi", "janggi or xiangqi")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	v, err := rules.ParseVariant(*variantName)

@@ -181,7 +181,7 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	seed := fs.Uint64("seed", 1, "random seed")
 	serviceKeys := serviceKeysFlag(fs)
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	service, err := asService(*serviceKeys, "palace loadtest clocks")

@@ -112,7 +112,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	serviceKeys := serviceKeysFlag(fs)
 	cpuProfile := fs.String("cpuprofile", "", "write the load tool's own CPU profile to this file (it shares the machine with the server it measures)")
 	warmup := fs.Duration("warmup", 0, "leave the first D of each phase (floor and games) out of the rates and latencies, so 1,000 games arriving at once do not count as steady load; every move is still checked")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	if *games < 1 || *games > 100000 || *duration <= 0 || *duration > time.Hour {

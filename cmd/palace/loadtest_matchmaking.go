@@ -154,7 +154,7 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 	ratingSD := fs.Float64("rating-sd", 200, "standard deviation of the casual ratings (normal around 1300)")
 	ratings := fs.String("ratings", "pairs", `"pairs": tickets come in pairs of one pool whose ratings are within 50 of each other, the pairs spread over the ratings, so every ticket has a compatible partner and the test measures the servers; "independent": every rating drawn on its own, so rating outliers also wait for their window to widen`)
 	seed := fs.Uint64("seed", 1, "random seed")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	if *n <= 0 || *n%2 != 0 || *concurrency < 1 || *cancelShare < 0 || *cancelShare > 1 || (*ratings != "pairs" && *ratings != "independent") {

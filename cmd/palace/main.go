@@ -79,18 +79,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return exitUsage
 }
 
-// parseFlags parses a command's flags; ok is false when the command must
-// exit with code instead of running: 0 once -h has printed the flags,
-// since asking for them is no usage error, 2 for a bad flag.
-func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+// parseFlags parses a command that takes flags only; ok is false when it
+// must exit with code instead of running: 0 once -h has printed the
+// flags, since asking for them is no usage error, 2 for a bad flag or an
+// argument left over (often a flag written without its dashes, which
+// would otherwise be ignored), named on stderr.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
 	err := fs.Parse(args)
 	switch {
-	case err == nil:
-		return exitOK, true
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK, false
+	case err != nil:
+		return exitUsage, false
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "%s: unexpected argument %q: it takes flags only (%s -h)\n", fs.Name(), fs.Arg(0), fs.Name())
+		return exitUsage, false
 	}
-	return exitUsage, false
+	return exitOK, true
 }
 
 // isHelp reports whether arg asks for a command's usage: the usage says

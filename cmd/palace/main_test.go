@@ -66,9 +66,13 @@ func TestUCIHelp(t *testing.T) {
 // TestStrayArgumentIsNamed: a command that takes flags only names an
 // argument it does not take, rather than exit 2 without a word.
 func TestStrayArgumentIsNamed(t *testing.T) {
-	for _, args := range [][]string{{"keygen", "k1"}, {"service-token", "operator"}, {"health", "localhost:8080"}} {
+	for _, args := range [][]string{
+		{"keygen", "k1"}, {"service-token", "operator"}, {"health", "localhost:8080"},
+		{"engine", "match", "level:1"}, {"loadtest", "games", "games=10"}, {"loadtest", "clocks", "localhost:8080"},
+		{"loadtest", "matchmaking", "tickets=10"}, {"loadtest", "ai", "jobs=10"},
+	} {
 		out, errOut, code := palace(args...)
-		if code != exitUsage || out != "" || !strings.Contains(errOut, fmt.Sprintf("unexpected argument %q", args[1])) {
+		if code != exitUsage || out != "" || !strings.Contains(errOut, fmt.Sprintf("unexpected argument %q", args[len(args)-1])) {
 			t.Errorf("palace %s: exit %d, stdout %q, stderr %q; want exit 2 naming the argument", strings.Join(args, " "), code, out, errOut)
 		}
 	}

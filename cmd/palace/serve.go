@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,16 +41,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 	mm.RegisterOwnFlags(fs)
 	var aic ai.Config
 	aic.RegisterOwnFlags(fs, 1)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		// A flag written without its dashes would otherwise be ignored.
-		fmt.Fprintf(stderr, "palace serve: unexpected argument %q: serve takes flags only (palace serve -h)\n", fs.Arg(0))
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	ck.KeyPrefix, ck.DeadlineShards = gm.KeyPrefix, gm.DeadlineShards
 	mm.KeyPrefix, mm.WaitReplicas, mm.WaitTimeout = gm.KeyPrefix, gm.WaitReplicas, gm.WaitTimeout
