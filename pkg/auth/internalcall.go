@@ -22,21 +22,31 @@ func RequireService(ctx context.Context, v *Verified, rpc string) error {
 	}
 	tok := strings.TrimSpace(vals[0])
 	_, err := VerifyService(v, tok, time.Now())
-	switch {
-	case errors.Is(err, ErrNotService):
-		return apierr.New(apierr.PermissionDenied, "%s is an internal call: a player's credential does not allow it, only a service credential", rpc)
-	case err == nil:
+	if err == nil {
 		return nil
+	}
+	if errors.Is(err, ErrNotService) {
+		return apierr.New(apierr.PermissionDenied, "%s is an internal call: a player's credential does not allow it, only a service credential", rpc)
 	}
 	if hint := KindHint(tok, KindService); hint != "" {
 		// Another kind of credential, signed with other keys: say so,
 		// rather than suggest that the keys differ between processes.
 		return apierr.New(apierr.Unauthenticated, "%s is an internal call: %s", rpc, hint)
 	}
-	switch {
-	case errors.Is(err, ErrExpired):
+	if errors.Is(err, ErrExpired) {
 		return apierr.New(apierr.Unauthenticated, "service credential: %v: sign a new one (`palace service-token`)", err).WithInfo(ExpiredReason, nil)
-	default:
-		return apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err)
 	}
+	return apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err)
+}
+
+// Refused is the Unauthenticated answer to a credential (what names its
+// kind) that Verify refused, with the ExpiredReason detail when it has
+// expired: every service words and marks a refusal alike, and a client
+// renews an expired credential without reading the message.
+func Refused(what string, err error) *apierr.Error {
+	e := apierr.New(apierr.Unauthenticated, "%s: %v", what, err)
+	if errors.Is(err, ErrExpired) {
+		e.WithInfo(ExpiredReason, nil)
+	}
+	return e
 }

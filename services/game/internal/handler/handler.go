@@ -251,11 +251,7 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 		if hint := auth.KindHint(tok, auth.KindSeat); hint != "" {
 			return 0, false, apierr.New(apierr.Unauthenticated, "seat credential: %s", hint)
 		}
-		e := apierr.New(apierr.Unauthenticated, "seat credential: %v", err)
-		if errors.Is(err, auth.ErrExpired) {
-			e.WithInfo(auth.ExpiredReason, nil)
-		}
-		return 0, false, e
+		return 0, false, auth.Refused("seat credential", err)
 	}
 	if c.Kind != auth.KindSeat || c.Game != id {
 		e := apierr.New(apierr.PermissionDenied, "this credential is not for a seat of game %s", id)

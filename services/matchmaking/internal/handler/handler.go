@@ -3,7 +3,6 @@ package handler
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -140,13 +139,8 @@ func (h *Handler) player(ctx context.Context) (auth.Claims, error) {
 	}
 	c, err := h.ring.Verify(tok, h.now())
 	if err != nil {
-		e := apierr.New(apierr.Unauthenticated, "player credential: %v", err)
-		if errors.Is(err, auth.ErrExpired) {
-			// An app renews such a credential by signing in again, and
-			// tells it from one it must drop without reading the message.
-			e.WithInfo(auth.ExpiredReason, nil)
-		}
-		return auth.Claims{}, e
+		// An expired one is marked: an app renews it by signing in again.
+		return auth.Claims{}, auth.Refused("player credential", err)
 	}
 	if c.Kind != auth.KindGuest && c.Kind != auth.KindAccount {
 		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "player credential: a %s credential is not a player's", c.Kind)
