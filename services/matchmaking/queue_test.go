@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/palacehq/palace/pkg/auth"
@@ -97,12 +98,92 @@ func TestQueueOneTicketPerPlayerAndPool(t *testing.T) {
 	// Another request in the same pool is refused: nobody plays themselves.
 	_, err := e.mm[0].EnterQueue(a.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: xiangqi})
 	wantCode(t, err, codes.AlreadyExists)
-	// Another pool is fine.
-	e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{Kind: janggi})
 	time.Sleep(200 * time.Millisecond)
 	r, err := e.mm[0].CancelTicket(a.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: t1.GetTicketId()})
 	if err != nil || r.GetTicket().GetState() != cancelled {
 		t.Fatalf("the lone ticket was paired (with itself?): %v %v", r, err)
+	}
+}
+
+// A player waiting in two pools could be paired in both and handed two
+// games at once.
+func TestAPlayerWaitsInOnePoolAtATime(t *testing.T) {
+	e := newEnv(t, 2, nil)
+	a, b := e.guest("Alice"), e.guest("Bob")
+	first := &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: xiangqi}
+	tx := e.enter(e.mm[0], a, first)
+
+	// Another pool, through either replica, while the ticket waits.
+	for i, mm := range e.mm {
+		_, err := mm.EnterQueue(a.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi})
+		wantCode(t, err, codes.AlreadyExists)
+		if !strings.Contains(status.Convert(err).Message(), tx.GetTicketId()) {
+			t.Fatalf("replica %d: %v: want the waiting ticket named", i, err)
+		}
+	}
+	// A retry of the first request is still answered as it was.
+	again := e.enter(e.mm[1], a, &matchmakingv1.EnterQueueRequest{RequestId: first.RequestId, Kind: xiangqi})
+	if again.GetTicketId() != tx.GetTicketId() {
+		t.Fatalf("retry got ticket %s, want %s", again.GetTicketId(), tx.GetTicketId())
+	}
+
+	// Once cancelled, another pool takes the player.
+	if _, err := e.mm[0].CancelTicket(a.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: tx.GetTicketId()}); err != nil {
+		t.Fatal(err)
+	}
+	tj := e.enter(e.mm[1], a, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	// The retry of the cancelled ticket's request still names it.
+	again = e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{RequestId: first.RequestId, Kind: xiangqi})
+	if again.GetTicketId() != tx.GetTicketId() || again.GetState() != cancelled {
+		t.Fatalf("retry after cancelling got %v, want ticket %s cancelled", again, tx.GetTicketId())
+	}
+
+	// Once matched, the player may wait for another game in another pool.
+	tb := e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	if got := waitTicket(t, e.mm[1], a, tj.GetTicketId(), 10*time.Second); got.GetState() != matched {
+		t.Fatalf("ticket %v: want matched", got)
+	}
+	waitTicket(t, e.mm[0], b, tb.GetTicketId(), 10*time.Second)
+	e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{Kind: xiangqi})
+}
+
+// Entries of one player racing into different pools through two replicas:
+// at most one ticket waits, whichever wins.
+func TestRacingEntriesLeaveOneTicketWaiting(t *testing.T) {
+	e := newEnv(t, 2, nil)
+	kinds := []commonv1.GameKind{xiangqi, janggi}
+	for round := range 20 {
+		p := e.guest(fmt.Sprintf("Racer%d", round))
+		var wg sync.WaitGroup
+		tickets := make([]*matchmakingv1.Ticket, len(kinds))
+		errs := make([]error, len(kinds))
+		for i, kind := range kinds {
+			wg.Go(func() {
+				r, err := e.mm[i].EnterQueue(p.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: kind})
+				tickets[i], errs[i] = r.GetTicket(), err
+			})
+		}
+		wg.Wait()
+		entered := 0
+		for i, err := range errs {
+			switch codeOf(err) {
+			case codes.OK:
+				entered++
+			case codes.AlreadyExists:
+			default:
+				t.Fatalf("round %d, pool %d: %v", round, i, err)
+			}
+		}
+		if entered != 1 {
+			t.Fatalf("round %d: %d tickets entered (%v), want exactly 1", round, entered, errs)
+		}
+		for i, tk := range tickets {
+			if tk != nil {
+				if _, err := e.mm[i].CancelTicket(p.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: tk.GetTicketId()}); err != nil {
+					t.Fatalf("round %d: cancel: %v", round, err)
+				}
+			}
+		}
 	}
 }
 
@@ -393,9 +474,13 @@ func TestMatchSequenceExpires(t *testing.T) {
 // served keep taking tickets.
 func TestPoolsAreBounded(t *testing.T) {
 	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxPools = 3 })
-	g := e.guest("Spammer")
-	for i := range 3 {
-		e.enter(e.mm[0], g, &matchmakingv1.EnterQueueRequest{TimeControl: fischer(time.Minute+time.Duration(i)*time.Second, 0)})
+	// A player waits in one pool at a time; guests are free to make.
+	var g player
+	for i := range 4 {
+		g = e.guest(fmt.Sprintf("Spammer%d", i))
+		if i < 3 {
+			e.enter(e.mm[0], g, &matchmakingv1.EnterQueueRequest{TimeControl: fischer(time.Minute+time.Duration(i)*time.Second, 0)})
+		}
 	}
 	before, err := e.game.Redis.Keys(context.Background(), e.cfg.KeyPrefix+"*").Result()
 	if err != nil {

@@ -76,11 +76,46 @@ const (
 	Duplicate
 	// Busy: the player already waits in this pool with the returned ticket.
 	Busy
+	// BusyElsewhere: the player already waits in another pool, or is
+	// being paired there, with the returned ticket (or is entering it at
+	// this moment).
+	BusyElsewhere
 )
+
+// claimGrace bounds the time between an entry's claim of the player's
+// live-ticket record and the write of its ticket. A record older than that
+// naming no ticket is an entry that failed, or a ticket expired, and holds
+// nothing.
+const claimGrace = 10 * time.Second
 
 // Enter puts a new ticket for t.Player into pool. keep is how long the
 // ticket stays readable.
+//
+// A player has one live ticket (waiting, or paired while its game is made)
+// at a time, across pools: paired in two pools at once, they would be
+// handed two games. Each pool's script keeps one per pool; across pools,
+// whose keys lie in other hash slots, a record of the player's live ticket
+// does, claimed by compare-and-set before the ticket is written. Tickets
+// never return to waiting, so a ticket seen ended stays ended.
 func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string, keep time.Duration) (string, EnterOutcome, error) {
+	tag := pool.Tag()
+	b := s.poolBase(tag)
+	requestKey := b + "r:" + t.Player + ":" + requestID
+	// A retry is answered as it was, whatever the player entered since.
+	var prior string
+	err := s.write(ctx, requestKey, func(c redis.Cmdable) (err error) {
+		prior, err = c.Get(ctx, requestKey).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return "", 0, fmt.Errorf("read request: %w", err)
+	}
+	if prior != "" {
+		return prior, Duplicate, nil
+	}
 	// Register the pool before the ticket: an idle-pool sweep that races
 	// with this sees the fresh score and keeps the pool (dropidle.lua).
 	// Within registryRefresh of this process's last registration the write
@@ -102,27 +137,114 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		s.registered.Store(pool.ID(), t.Entered)
 		s.pruneRegistered(t.Entered)
 	}
-	tag := pool.Tag()
 	id := tag + "." + randomHex(8)
-	b := s.poolBase(tag)
-	keys := append(s.queueKeys(tag), b+"t:"+id, b+"r:"+t.Player+":"+requestID)
+	claim := liveRecord(id, t.Entered)
+	prev, other, err := s.claimLive(ctx, t.Player, tag, claim, t.Entered, keep)
+	if err != nil {
+		return "", 0, err
+	}
+	if other != "" {
+		return other, BusyElsewhere, nil
+	}
+	keys := append(s.queueKeys(tag), b+"t:"+id, requestKey)
 	var res []string
-	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+	err = s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
 		res, err = enterScript.Run(ctx, c, keys,
 			id, t.Player, t.Name, t.Rating, t.Entered.UnixMilli(), t.Expires.UnixMilli(),
 			int64(keep/time.Second), b, pool.ID()).StringSlice()
 		return err
 	})
 	if err != nil {
+		// Best effort: a claim left behind holds nothing after claimGrace.
+		_ = s.swapLive(ctx, t.Player, claim, prev, keep)
 		return "", 0, fmt.Errorf("enter ticket: %w", err)
 	}
 	switch res[0] {
 	case "dup":
-		return res[1], Duplicate, nil
+		return res[1], Duplicate, s.swapLive(ctx, t.Player, claim, prev, keep)
 	case "busy":
-		return res[1], Busy, nil
+		return res[1], Busy, s.swapLive(ctx, t.Player, claim, liveRecord(res[1], t.Entered), keep)
 	}
 	return res[1], Entered, nil
+}
+
+func (s *Store) liveKey(player string) string { return s.prefix + "mm:{u:" + player + "}:live" }
+
+// liveRecord is a live-ticket record: the ticket and when it was claimed.
+func liveRecord(id string, claimed time.Time) string {
+	return id + "|" + strconv.FormatInt(claimed.UnixMilli(), 10)
+}
+
+// claimLive makes claim the player's live-ticket record, unless the record
+// names a ticket that keeps the player out of pool tag: then it returns
+// that ticket as other. prev is the record replaced.
+func (s *Store) claimLive(ctx context.Context, player, tag, claim string, now time.Time, keep time.Duration) (prev, other string, err error) {
+	key := s.liveKey(player)
+	// Each round fails only when another entry of the same player claimed
+	// the record in between; the next round then finds that entry's ticket.
+	for range 3 {
+		cur, err := s.rdb.Get(ctx, key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", "", fmt.Errorf("read live ticket: %w", err)
+		}
+		if other, err = s.holdingTicket(ctx, cur, tag, now); err != nil || other != "" {
+			return "", other, err
+		}
+		var ok bool
+		err = s.write(ctx, key, func(c redis.Cmdable) (err error) {
+			ok, err = swapLiveScript.Run(ctx, c, []string{key}, cur, claim, int64(keep/time.Second)).Bool()
+			return err
+		})
+		if err != nil {
+			return "", "", fmt.Errorf("claim live ticket: %w", err)
+		}
+		if ok {
+			return cur, "", nil
+		}
+	}
+	return "", "", fmt.Errorf("claim live ticket: %w", errRacedEntries)
+}
+
+// errRacedEntries: a player's own entries kept claiming the record first.
+var errRacedEntries = errors.New("other entries of the same player keep racing this one")
+
+// holdingTicket returns the ticket a live-ticket record names when it
+// keeps the player out of pool tag: one of another pool that waits or is
+// paired, or one claimed within claimGrace and not written yet. A ticket of
+// pool tag itself is left to the pool's script, which keeps one per player.
+func (s *Store) holdingTicket(ctx context.Context, record, tag string, now time.Time) (string, error) {
+	id, claimedMs, ok := strings.Cut(record, "|")
+	idTag, err := TicketTag(id)
+	if !ok || err != nil || idTag == tag {
+		return "", nil
+	}
+	t, err := s.Ticket(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		if age := now.Sub(ms(claimedMs)); age < claimGrace && age > -claimGrace {
+			return id, nil
+		}
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if t.State == StateWaiting || t.State == StatePaired {
+		return id, nil
+	}
+	return "", nil
+}
+
+// swapLive sets the player's live-ticket record from want to record ("":
+// none), unless another entry changed it since.
+func (s *Store) swapLive(ctx context.Context, player, want, record string, keep time.Duration) error {
+	key := s.liveKey(player)
+	err := s.write(ctx, key, func(c redis.Cmdable) error {
+		return swapLiveScript.Run(ctx, c, []string{key}, want, record, int64(keep/time.Second)).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("restore live ticket: %w", err)
+	}
+	return nil
 }
 
 // pruneRegistered drops the entries of registered that skip nothing any

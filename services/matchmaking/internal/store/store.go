@@ -79,6 +79,8 @@ var (
 	rematchLua string
 	//go:embed rate.lua
 	rateLua string
+	//go:embed swaplive.lua
+	swapLiveLua string
 
 	enterScript    = redis.NewScript(enterLua)
 	cancelScript   = redis.NewScript(cancelLua)
@@ -91,6 +93,7 @@ var (
 	inviteScript   = redis.NewScript(inviteLua)
 	rematchScript  = redis.NewScript(rematchLua)
 	rateScript     = redis.NewScript(rateLua)
+	swapLiveScript = redis.NewScript(swapLiveLua)
 )
 
 // Store reads and writes matchmaking state.

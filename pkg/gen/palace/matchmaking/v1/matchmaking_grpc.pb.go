@@ -72,8 +72,9 @@ type MatchmakingServiceClient interface {
 	// the same ticket as it is now, also once cancelled or expired (enter
 	// again with a new request_id to wait again). PermissionDenied for a
 	// guest asking for a rated game;
-	// AlreadyExists when the player already has a ticket in that pool that
-	// waits or is paired (its game being made);
+	// AlreadyExists when the player already has a ticket that waits or is
+	// paired (its game being made), in that pool or in another: a player
+	// waits in one pool at a time, so as not to be handed two games at once;
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets (a pool of the default time
 	// control is always served); NotFound for a retry whose
@@ -384,8 +385,9 @@ type MatchmakingServiceServer interface {
 	// the same ticket as it is now, also once cancelled or expired (enter
 	// again with a new request_id to wait again). PermissionDenied for a
 	// guest asking for a rated game;
-	// AlreadyExists when the player already has a ticket in that pool that
-	// waits or is paired (its game being made);
+	// AlreadyExists when the player already has a ticket that waits or is
+	// paired (its game being made), in that pool or in another: a player
+	// waits in one pool at a time, so as not to be handed two games at once;
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets (a pool of the default time
 	// control is always served); NotFound for a retry whose
