@@ -4,6 +4,8 @@ import (
 	"google.golang.org/grpc/encoding"
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // Encoded is a message already in its wire form. A handler that sends one
@@ -37,6 +39,46 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.proto.Marshal(v)
 }
 
-func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
+// Unmarshal decodes a request. grpc-go answers a codec's error with
+// Internal, a server fault, where the fault is the client's (a string that
+// is not UTF-8, bytes that are not protobuf): so a request that does not
+// decode is handed on empty, marked with why, and the interceptors answer
+// InvalidArgument for it before any handler sees it.
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	err := c.proto.Unmarshal(data, v)
+	m, ok := v.(proto.Message)
+	if err == nil || !ok {
+		return err
+	}
+	proto.Reset(m)
+	mark := protowire.AppendTag(nil, undecodableField, protowire.BytesType)
+	m.ProtoReflect().SetUnknown(protowire.AppendString(mark, err.Error()))
+	return nil
+}
+
+// undecodableField is the field number of the mark: the highest valid one,
+// which no Palace message uses.
+const undecodableField = protowire.MaxValidNumber
+
+// undecodable returns why a request did not decode, if the codec marked it.
+func undecodable(req any) (why string, ok bool) {
+	m, isMsg := req.(proto.Message)
+	if !isMsg {
+		return "", false
+	}
+	b := m.ProtoReflect().GetUnknown()
+	if len(b) == 0 {
+		return "", false
+	}
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num != undecodableField || typ != protowire.BytesType {
+		return "", false
+	}
+	why, n2 := protowire.ConsumeString(b[n:])
+	if n2 < 0 || n+n2 != len(b) {
+		return "", false
+	}
+	return why, true
+}
 
 func (c codec) Name() string { return c.proto.Name() }

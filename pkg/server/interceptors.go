@@ -37,6 +37,36 @@ func recoverStream(log *slog.Logger) grpc.StreamServerInterceptor {
 	}
 }
 
+// refuseUndecodable answers InvalidArgument for a request the codec could
+// not decode (see codec.Unmarshal).
+func refuseUndecodable(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if why, ok := undecodable(req); ok {
+		return nil, malformed(why)
+	}
+	return h(ctx, req)
+}
+
+func refuseUndecodableStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, decodedStream{ss})
+}
+
+// decodedStream refuses the messages the codec could not decode.
+type decodedStream struct{ grpc.ServerStream }
+
+func (s decodedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if why, ok := undecodable(m); ok {
+		return malformed(why)
+	}
+	return nil
+}
+
+func malformed(why string) error {
+	return status.Errorf(codes.InvalidArgument, "malformed request: %s", why)
+}
+
 // logUnary logs each call once at its end: successes at debug level (a
 // busy server makes thousands a second), refusals at info, server faults
 // at error.

@@ -94,7 +94,16 @@ func (j boundedJSON) Unmarshal(b []byte, msg proto.Message) error {
 	if len(b) > j.limit {
 		return tooLarge("JSON message", int64(j.limit))
 	}
-	return j.JSONCodec.Unmarshal(b, msg)
+	return badJSON(j.JSONCodec.Unmarshal(b, msg))
+}
+
+// badJSON makes a request's JSON that does not decode InvalidArgument: the
+// transcoder would answer Unknown.
+func badJSON(err error) error {
+	if err == nil {
+		return nil
+	}
+	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("malformed request: %w", err))
 }
 
 // UnmarshalField serves REST calls, which put a field of the request in
@@ -103,5 +112,5 @@ func (j boundedJSON) UnmarshalField(b []byte, msg proto.Message, f protoreflect.
 	if len(b) > j.limit {
 		return tooLarge("JSON message", int64(j.limit))
 	}
-	return j.JSONCodec.UnmarshalField(b, msg, f)
+	return badJSON(j.JSONCodec.UnmarshalField(b, msg, f))
 }

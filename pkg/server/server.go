@@ -149,8 +149,8 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 			otelgrpc.WithMeterProvider(tel.Meter),
 			otelgrpc.WithPropagators(tel.Propagator),
 		)),
-		grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)),
-		grpc.ChainStreamInterceptor(drainStream(drain), recoverStream(log), logStream(log)),
+		grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log), refuseUndecodable),
+		grpc.ChainStreamInterceptor(drainStream(drain), recoverStream(log), logStream(log), refuseUndecodableStream),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxSendMsgSize(cfg.MaxSendBytes),
@@ -215,7 +215,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("connect transcoder: %w", err)
 	}
-	rpc := withGRPCWebText(withUnaryGzip(transcoder), s.cfg.MaxRecvBytes)
+	rpc := withGRPCWebText(withUnaryGzip(refuseEmptyJSON(transcoder)), s.cfg.MaxRecvBytes)
 	if len(s.cfg.CORSOrigins) > 0 {
 		rpc = withCORS(s.cfg.CORSOrigins, rpc)
 	}
