@@ -3,7 +3,6 @@ package server
 import (
 	"io"
 	"net/http"
-	"strings"
 )
 
 // refuseEmptyJSON answers InvalidArgument for a Connect unary call whose
@@ -12,8 +11,7 @@ import (
 // with Internal, a server fault.
 func refuseEmptyJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ct := r.Header.Get("Content-Type")
-		if r.Method == http.MethodPost && r.ContentLength == 0 && (ct == "application/json" || strings.HasPrefix(ct, "application/json;")) {
+		if r.Method == http.MethodPost && r.ContentLength == 0 && isMedia(r.Header.Get("Content-Type"), "application/json") {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = io.WriteString(w, `{"code":"invalid_argument","message":"malformed request: the body is empty, which is no JSON message; send {} for an empty one"}`)

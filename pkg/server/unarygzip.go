@@ -18,8 +18,7 @@ import (
 func withUnaryGzip(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
-		unary := r.Method == http.MethodGet || ct == "application/json" || ct == "application/proto" ||
-			strings.HasPrefix(ct, "application/json;") || strings.HasPrefix(ct, "application/proto;")
+		unary := r.Method == http.MethodGet || isMedia(ct, "application/json") || isMedia(ct, "application/proto")
 		if !unary || !acceptsGzip(r.Header.Values("Accept-Encoding")) {
 			next.ServeHTTP(w, r)
 			return
@@ -83,4 +82,11 @@ func (b *bufferedAnswer) finish(w http.ResponseWriter) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(b.status)
 	_, _ = w.Write(body)
+}
+
+// isMedia reports whether a Content-Type is the media type, with or
+// without parameters.
+func isMedia(contentType, media string) bool {
+	rest, ok := strings.CutPrefix(contentType, media)
+	return ok && (rest == "" || rest[0] == ';')
 }
