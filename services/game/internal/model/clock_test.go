@@ -424,3 +424,106 @@ func TestClockMilestonesLeaveTheExpectedVersionCurrent(t *testing.T) {
 		t.Fatalf("after the flag at version %d, version %d is still current", ch.State.Version, read)
 	}
 }
+
+// TestTheEndingMoveStartsNoTurn: the move that ends a game shows the clocks
+// stopped, in its event as in later reads, not the opponent's turn running
+// with a deadline that will never come.
+func TestTheEndingMoveStartsNoTurn(t *testing.T) {
+	for _, c := range []struct {
+		name, fen string
+		moves     []string
+	}{
+		{"mate once the clock runs", "4k4/R8/9/9/9/9/9/9/4P4/3K4R w - - 0 1", []string{"e2e3", "e10f10", "i1i10"}},
+		{"mate on the first move", "4k4/R8/9/9/9/9/9/9/9/3K4R w - - 0 1", []string{"i1i10"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := time.UnixMilli(1_700_000_000_000)
+			ctl := clock.Default()
+			ch, err := Create(CreateParams{ID: "g", Variant: rules.Xiangqi, Control: &ctl, Lag: serviceLag, FirstMoveTime: 30 * time.Second, StartFEN: c.fen}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := ch.State
+			for i, mv := range c.moves {
+				now = now.Add(time.Second)
+				ch, err = Move(st, rules.Side(i%2), mv, 0, now)
+				st = must(t, mv)(ch, err)
+			}
+			if st.Status != StatusEnded || st.Result.Method != rules.Checkmate {
+				t.Fatalf("status %v, result %+v: want checkmate", st.Status, st.Result)
+			}
+			played := ch.Events[len(ch.Events)-2].GetMovePlayed().GetClocks()
+			ended := ch.Events[len(ch.Events)-1].GetGameEnded().GetClocks()
+			if played == nil || played.GetRunning() != commonv1.Side_SIDE_UNSPECIFIED || played.GetDeadline() != nil || played.GetFirstMoveDeadline() != nil {
+				t.Fatalf("the mating move's event shows clocks %v: want them stopped, with no deadline", played)
+			}
+			if !proto.Equal(played, ended) {
+				t.Fatalf("the mating move shows clocks %v, the end %v", played, ended)
+			}
+			read := View(st, nil, now.Add(time.Minute)).GetMoves()
+			if got := read[len(read)-1].GetClocks(); !proto.Equal(got, played) {
+				t.Fatalf("a read shows the mating move's clocks as %v, its event as %v", got, played)
+			}
+		})
+	}
+}
+
+// TestUndoShowsTheClocksItLeft: after an undo, the last move left shows
+// the running turn's clocks as the undo left them, as the game's own
+// clocks do, not those of when that move was played mixed with the new
+// deadline; and the state before the undo, whose moves the new one shares,
+// keeps its own.
+func TestUndoShowsTheClocksItLeft(t *testing.T) {
+	red, black := rules.First, rules.Second
+	st, now := clocked(t)
+	now = now.Add(3 * time.Second)
+	st = must(t, "a4a5")(Move(st, red, "a4a5", 0, now))
+	now = now.Add(2 * time.Second)
+	st = must(t, "a7a6")(Move(st, black, "a7a6", 0, now))
+	now = now.Add(4 * time.Second)
+	before := View(st, nil, now)
+	undone := must(t, "undo")(Undo(st, red, now))
+	g := View(undone, nil, now)
+	last := g.GetMoves()[len(g.GetMoves())-1]
+	if last.GetPly() != 4 || !proto.Equal(last.GetClocks(), g.GetClocks()) {
+		t.Fatalf("after the undo, ply %d shows clocks %v; the game's are %v", last.GetPly(), last.GetClocks(), g.GetClocks())
+	}
+	if again := View(st, nil, now); !proto.Equal(again, before) {
+		t.Fatalf("the undo changed the state before it: %v, was %v", again, before)
+	}
+}
+
+// TestAFlagComesBeforeTheMoveIsLookedAt: a move or pass after its side's
+// flag ends the game on time whatever the move: an illegal one, or a pass
+// in check, is not refused for that while the true answer is the flag.
+func TestAFlagComesBeforeTheMoveIsLookedAt(t *testing.T) {
+	red := rules.First
+	st, _ := clocked(t)
+	ch, err := Move(st, red, "a4a9", 0, afterFlag(t, st))
+	wantEndedOnTime(t, "an illegal move after the flag", ch, err, red)
+
+	now := time.UnixMilli(1_700_000_000_000)
+	ctl := clock.Default()
+	ch, err = Create(CreateParams{ID: "j", Variant: rules.Janggi, Control: &ctl, Lag: serviceLag, StartFEN: "4k4/9/9/p8/9/9/9/9/5K3/R7R w - - 0 1"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = ch.State
+	for i, mv := range []string{"a1a2", "a7a6", "i1i10"} {
+		now = now.Add(time.Second)
+		st = must(t, mv)(Move(st, rules.Side(i%2), mv, 0, now))
+	}
+	han := rules.Second
+	if g, _ := st.Game(); !g.Position().InCheck() || st.Turn() != han {
+		t.Fatal("Han is not in check to move")
+	}
+	late := afterFlag(t, st)
+	ch, err = Pass(st, han, 0, late)
+	wantEndedOnTime(t, "a pass in check after the flag", ch, err, han)
+	ch, err = Move(st, han, "e10e10", 0, late)
+	wantEndedOnTime(t, "a pass in check, as a move, after the flag", ch, err, han)
+	// Before the flag, the pass in check is refused for what it is.
+	if _, err := Pass(st, han, 0, late.Add(-time.Minute)); apierr.CodeOf(err) != apierr.Precondition || !strings.Contains(err.Error(), "in check") {
+		t.Fatalf("a pass in check in time: %v", err)
+	}
+}

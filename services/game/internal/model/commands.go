@@ -313,13 +313,9 @@ func play(st *State, side rules.Side, mv rules.Move, lag time.Duration, now time
 }
 
 func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.Duration, now time.Time) (Change, error) {
-	if mv.IsPass() && st.Variant == rules.Janggi && g.Position().InCheck() {
-		if g.Position().GeneralSquare(side) == mv.From() {
-			return Change{}, apierr.New(apierr.Precondition, "cannot pass: %s is in check", rules.SideName(st.Variant, side))
-		}
-	}
 	// A late first move or a flag is decided by the server's time before
-	// the move is even looked at: the same instants the sweeper uses.
+	// the move is even looked at: the same instants the sweeper uses. A
+	// move that came too late is refused for that, legal or not.
 	action := "move"
 	if mv.IsPass() {
 		action = "pass"
@@ -328,15 +324,7 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 		return ch, nil
 	}
 	n := clone(st)
-	var evs []*gamev1.Event
-	info, err := g.Play(mv)
-	if err != nil {
-		if errors.Is(err, rules.ErrIllegalMove) {
-			return Change{}, apierr.New(apierr.Invalid, "%s", stripPly(err.Error()))
-		}
-		return Change{}, apierr.Wrap(apierr.Precondition, err)
-	}
-	evs = append(evs, clockMilestones(n, now)...)
+	evs := clockMilestones(n, now)
 	var incMs int64
 	if n.Clock != nil && n.Clock.Phase == clock.Running {
 		if n.Clock.Control.Kind == clock.Fischer {
@@ -348,11 +336,23 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 				// The clock as Move left it: stopped at the flag.
 				n.Clock = &next
 				evs = append(evs, endOnTime(n, side, now))
-				return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition, "the move came after %s's time ran out; the game ended on time", rules.SideName(n.Variant, side))}, nil
+				return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition, "the %s came after %s's time ran out; the game ended on time", action, rules.SideName(n.Variant, side))}, nil
 			}
 			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
 		}
 		n.Clock = &next
+	}
+	if mv.IsPass() && st.Variant == rules.Janggi && g.Position().InCheck() {
+		if g.Position().GeneralSquare(side) == mv.From() {
+			return Change{}, apierr.New(apierr.Precondition, "cannot pass: %s is in check", rules.SideName(st.Variant, side))
+		}
+	}
+	info, err := g.Play(mv)
+	if err != nil {
+		if errors.Is(err, rules.ErrIllegalMove) {
+			return Change{}, apierr.New(apierr.Invalid, "%s", stripPly(err.Error()))
+		}
+		return Change{}, apierr.Wrap(apierr.Precondition, err)
 	}
 	if n.DrawOffer != nil && *n.DrawOffer != side {
 		evs = append(evs, &gamev1.Event{Kind: &gamev1.Event_DrawDeclined{DrawDeclined: &gamev1.DrawDeclined{Side: rulespb.Side(side)}}})
@@ -372,13 +372,19 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 		n.Clock = &started
 		n.ClockEventsMs = ms(now)
 	}
+	// A move that ends the game starts no turn: its clocks are the stopped
+	// ones, in its event and in reads alike.
+	var ended *gamev1.Event
+	if o := g.Outcome(); o.Ended {
+		ended = finish(n, Result{Winner: o.Winner, Method: o.Method, Points: o.Points}, now)
+	}
 	if n.Clock != nil {
 		snap := n.Clock.Snapshot(now)
 		n.Moves[len(n.Moves)-1].Clock = &snap
 	}
 	evs = append(evs, &gamev1.Event{Kind: &gamev1.Event_MovePlayed{MovePlayed: moveRecordPB(n, len(n.Moves)-1)}})
-	if o := g.Outcome(); o.Ended {
-		evs = append(evs, finish(n, Result{Winner: o.Winner, Method: o.Method, Points: o.Points}, now))
+	if ended != nil {
+		evs = append(evs, ended)
 	}
 	n.WakeMs = wake(n, now)
 	n.replayed = g
@@ -628,6 +634,15 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 				"cannot undo: without the increments of the moves it takes back, a player would be out of time")
 		}
 		n.Clock = &back
+	}
+	if k := len(n.Moves); k > 0 && n.Clock != nil {
+		// The last move left shows the running turn's clocks (see
+		// MoveRecord.clocks): those the undo left, not those it played to.
+		moves := make([]MoveRec, k, max(2*k, 64))
+		copy(moves, n.Moves) // shared with the state before the undo
+		snap := n.Clock.Snapshot(now)
+		moves[k-1].Clock = &snap
+		n.Moves, n.movesEnd = moves, nil
 	}
 	n.WakeMs = wake(n, now)
 	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_MovesUndone{MovesUndone: &gamev1.MovesUndone{
