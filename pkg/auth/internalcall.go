@@ -17,8 +17,12 @@ import (
 // such calls cannot rely on where they come from.
 func RequireService(ctx context.Context, v *Verified, rpc string) error {
 	vals := metadata.ValueFromIncomingContext(ctx, ServiceHeader)
-	if len(vals) == 0 {
+	switch len(vals) {
+	case 0:
 		return apierr.New(apierr.Unauthenticated, "%s is an internal call: send a service credential in the %q header (signed with the services' --service-keys; `palace service-token` prints one)", rpc, ServiceHeader)
+	case 1:
+	default:
+		return apierr.New(apierr.Unauthenticated, "%s: %d %q headers sent; send one", rpc, len(vals), ServiceHeader)
 	}
 	tok := strings.TrimSpace(vals[0])
 	_, err := VerifyService(v, tok, time.Now())
@@ -49,4 +53,24 @@ func Refused(what string, err error) *apierr.Error {
 		e.WithInfo(ExpiredReason, nil)
 	}
 	return e
+}
+
+// Bearer reads the bearer token of a call's authorization header; ok is
+// false without one. what names the credential wanted, for refusals. A call
+// with several authorization headers is refused: which one to act for
+// would be a guess.
+func Bearer(ctx context.Context, what string) (tok string, ok bool, err error) {
+	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
+	switch len(vals) {
+	case 0:
+		return "", false, nil
+	case 1:
+	default:
+		return "", false, apierr.New(apierr.Unauthenticated, "authorization: %d headers sent; send one, with the %s", len(vals), what)
+	}
+	tok, ok = BearerToken(vals[0])
+	if !ok {
+		return "", false, apierr.New(apierr.Unauthenticated, "authorization: want \"Bearer <%s>\"", what)
+	}
+	return tok, true, nil
 }

@@ -79,3 +79,38 @@ func TestExpiredServiceCredentialCarriesItsReason(t *testing.T) {
 		}
 	}
 }
+
+// TestOneCredentialPerCall: a call carrying two credentials of one kind is
+// refused, not acted on with the first: which to act for is a guess, and a
+// proxy that adds its own header would decide it.
+func TestOneCredentialPerCall(t *testing.T) {
+	ring, _ := NewKeyring(key("s1", 7))
+	tok, _ := ServiceToken(ring, "x", time.Now(), time.Hour)
+	two := metadata.NewIncomingContext(context.Background(), metadata.Pairs(ServiceHeader, tok, ServiceHeader, tok))
+	if err := RequireService(two, NewVerified(ring, 4), "CreateGame"); apierr.CodeOf(err) != apierr.Unauthenticated {
+		t.Errorf("two service credentials: %v, want Unauthenticated", err)
+	}
+	for _, c := range []struct {
+		name   string
+		values []string
+		tok    string
+		ok     bool
+		// refused: Unauthenticated, else no error
+		refused bool
+	}{
+		{"none", nil, "", false, false},
+		{"one", []string{"Bearer abc"}, "abc", true, false},
+		{"lower-case scheme", []string{"bearer abc"}, "abc", true, false},
+		{"two", []string{"Bearer abc", "Bearer def"}, "", false, true},
+		{"not bearer", []string{"Basic abc"}, "", false, true},
+	} {
+		md := metadata.MD{}
+		for _, v := range c.values {
+			md.Append("authorization", v)
+		}
+		tok, ok, err := Bearer(metadata.NewIncomingContext(context.Background(), md), "seat credential")
+		if tok != c.tok || ok != c.ok || (err != nil) != c.refused || err != nil && apierr.CodeOf(err) != apierr.Unauthenticated {
+			t.Errorf("%s: %q %v %v, want %q %v, refused %v", c.name, tok, ok, err, c.tok, c.ok, c.refused)
+		}
+	}
+}

@@ -64,8 +64,9 @@ func (h *Handler) GetClocks(ctx context.Context, req *clockv1.GetClocksRequest) 
 		return nil, apierr.ToStatus(ctx, h.log, apierr.New(apierr.Invalid, "game_id: longer than %d bytes", MaxIDBytes))
 	}
 	out := ctx
-	if auth := metadata.ValueFromIncomingContext(ctx, "authorization"); len(auth) > 0 {
-		out = metadata.AppendToOutgoingContext(ctx, "authorization", auth[0])
+	// Every value, so that the game service refuses several as it would.
+	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
+		out = metadata.AppendToOutgoingContext(out, "authorization", v)
 	}
 	g, err := h.games.GetGame(out, &gamev1.GetGameRequest{GameId: req.GetGameId()})
 	if err != nil {

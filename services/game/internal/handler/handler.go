@@ -20,7 +20,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -236,15 +235,9 @@ var errNotASeat = errors.New("not a seat of this game")
 // false without one. A credential that is valid but not for a seat of the
 // game gives an error that is errNotASeat.
 func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rules.Side, bool, error) {
-	// Reading the one key does not copy the whole metadata, as
-	// FromIncomingContext does, on every move.
-	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
-	if len(vals) == 0 {
-		return 0, false, nil
-	}
-	tok, ok := auth.BearerToken(vals[0])
-	if !ok {
-		return 0, false, apierr.New(apierr.Unauthenticated, "authorization: want \"Bearer <seat credential>\"")
+	tok, ok, err := auth.Bearer(ctx, "seat credential")
+	if !ok || err != nil {
+		return 0, false, err
 	}
 	c, err := h.verified.Verify(tok, now)
 	if err != nil {

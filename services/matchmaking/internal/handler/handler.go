@@ -9,8 +9,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"google.golang.org/grpc/metadata"
-
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/auth"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
@@ -129,13 +127,12 @@ func checkID(field, id string, limit int) error {
 
 // player returns the caller's player credential.
 func (h *Handler) player(ctx context.Context) (auth.Claims, error) {
-	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
-	if len(vals) == 0 {
-		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "a player credential is required: send \"authorization: Bearer <token>\"")
+	tok, ok, err := auth.Bearer(ctx, "player credential")
+	if err != nil {
+		return auth.Claims{}, err
 	}
-	tok, ok := auth.BearerToken(vals[0])
 	if !ok {
-		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "authorization: want \"Bearer <player credential>\"")
+		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "a player credential is required: send \"authorization: Bearer <token>\"")
 	}
 	c, err := h.ring.Verify(tok, h.now())
 	if err != nil {
