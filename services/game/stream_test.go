@@ -32,6 +32,7 @@ import (
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/game"
 	"github.com/palacehq/palace/services/game/gametest"
+	"github.com/palacehq/palace/services/game/internal/store"
 )
 
 // playRandom plays up to n random legal moves (fewer if the game ends).
@@ -487,6 +488,55 @@ func TestSeatsOfALostProcessAreReleased(t *testing.T) {
 	waitPresence(t, watch, commonv1.Side_SIDE_FIRST, true)
 }
 
+// TestAReleaseCutShortIsFinished: the process that claims a lost
+// process's lease dies (or loses Redis) before it has released the seats.
+// Its claim runs out in turn, and another process finishes the release,
+// instead of the seats showing connected for ever.
+func TestAReleaseCutShortIsFinished(t *testing.T) {
+	prefix := redistest.Prefix(t)
+	const lease = 1500 * time.Millisecond
+	edit := func(c *game.Config) {
+		c.KeyPrefix, c.SigningKeys, c.PresenceLease, c.PresenceGrace = prefix, keyOne, lease, 0
+	}
+	toRedis := redistest.NewProxy(t, redistest.Addr(t))
+	lost := gametest.StartOn(t, toRedis.Addr(), edit)
+	tb := create(t, lost, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
+	seat, err := lost.Client.StreamEvents(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seat.CloseSend()
+	waitPresence(t, seat, commonv1.Side_SIDE_FIRST, true)
+	rdb := redistest.Client(t)
+	ctx := context.Background()
+	procs, err := rdb.ZRange(ctx, prefix+"{presence}:procs", 0, -1).Result()
+	if err != nil || len(procs) != 1 {
+		t.Fatalf("leases %v, %v: want the lost process's alone", procs, err)
+	}
+
+	toRedis.Cut()
+	time.Sleep(lease + 200*time.Millisecond)
+	claimant, err := store.New(rdb, store.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proc, err := claimant.Claim(ctx, procs[0], time.Now(), time.Now().Add(lease)); err != nil || proc != procs[0] {
+		t.Fatalf("claim: %q, %v", proc, err)
+	}
+	// The claimant dies here, having released nothing.
+
+	other := gametest.Start(t, edit)
+	g, err := other.Client.GetGame(ctx, &gamev1.GetGameRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, err := other.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: g.GetGame().GetVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPresence(t, watch, commonv1.Side_SIDE_FIRST, false)
+}
+
 // heldSeats is every seat listed as held by the processes under prefix.
 func heldSeats(t *testing.T, env *gametest.Env) []string {
 	t.Helper()
@@ -836,8 +886,13 @@ func TestHeartbeatsKeepTimeWhileRedisIsSilent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, err := st.Recv(); err != nil || m.GetHeartbeat() == nil {
-		t.Fatalf("first message %v (%v), want a heartbeat", m, err)
+	// The stream's first heartbeat comes at once, the next after an
+	// interval, when the stream has read its game's log after its
+	// subscription was confirmed.
+	for i := range 2 {
+		if m, err := st.Recv(); err != nil || m.GetHeartbeat() == nil {
+			t.Fatalf("message %d: %v (%v), want a heartbeat", i, m, err)
+		}
 	}
 	toRedis.Blackhole()
 	defer toRedis.Restore()
@@ -1049,5 +1104,43 @@ func TestMaxStreamsFlagBoundsStreams(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("a stream after the first ended: %v", err)
+	}
+}
+
+// TestAStreamOpensAtOnce: a stream with nothing to send yet (a spectator's,
+// which announces no presence, resumed at the game's version) sends a
+// heartbeat at once, over gRPC and Connect, so a client knows it is live
+// before the first interval's heartbeat, here a minute away.
+func TestAStreamOpensAtOnce(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = time.Minute })
+	tb := xiangqi(t, env)
+	version := tb.move(t, "h3e3").GetGame().GetVersion()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Recv()
+	if err != nil || m.GetHeartbeat().GetVersion() != version {
+		t.Fatalf("gRPC: %v, %v; want a heartbeat at version %d before the interval's", m, err, version)
+	}
+
+	body, _ := json.Marshal(map[string]any{"gameId": tb.id, "afterVersion": version})
+	frame := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(body)))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+env.Addr+"/palace.game.v1.GameService/StreamEvents", bytes.NewReader(append(frame, body...)))
+	req.Header.Set("Content-Type", "application/connect+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("Connect: no answer before the first heartbeat: %v", err)
+	}
+	defer resp.Body.Close()
+	var head [5]byte
+	if _, err := io.ReadFull(resp.Body, head[:]); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("Connect: status %d, %v; want a message before the first heartbeat", resp.StatusCode, err)
+	}
+	msg := make([]byte, binary.BigEndian.Uint32(head[1:]))
+	if _, err := io.ReadFull(resp.Body, msg); err != nil || !strings.Contains(string(msg), `"heartbeat"`) {
+		t.Fatalf("Connect: %s, %v; want a heartbeat", msg, err)
 	}
 }

@@ -119,14 +119,27 @@ func (h *Handler) retryPresence(ctx context.Context) {
 	h.retry = map[seatKey]int{}
 	h.retryMu.Unlock()
 	for k, delta := range due {
+		if delta == unlistAgain {
+			if !h.presence.holds(k) {
+				h.unlist(ctx, k.id, k.side)
+			}
+			continue
+		}
 		h.record(ctx, k.id, k.side, delta, true)
 	}
 }
 
-// unlist takes a seat this process no longer holds off its list.
+// unlistAgain marks, among the changes to retry, a seat whose holding was
+// recorded let go but which is still on this process's list.
+const unlistAgain = 0
+
+// unlist takes a seat this process no longer holds off its list; one that
+// fails is tried again at the next renewal, so that the list does not
+// grow by every seat let go during a Redis outage.
 func (h *Handler) unlist(ctx context.Context, id string, side rules.Side) {
 	if err := h.store.NotHolding(ctx, h.proc, id, side); err != nil {
 		h.log.WarnContext(ctx, "presence", "game", id, "err", err)
+		h.retryLater(seatKey{id, side}, unlistAgain)
 	}
 }
 
@@ -179,19 +192,24 @@ func (h *Handler) reap(ctx context.Context, releases *sync.WaitGroup) {
 		}
 		return
 	}
-	for _, proc := range procs {
-		if proc == h.proc {
-			continue
+	for _, entry := range procs {
+		if entry == h.proc {
+			continue // renewed in a moment
 		}
-		if won, err := h.store.Claim(ctx, proc); err != nil || !won {
+		now := h.now()
+		proc, err := h.store.Claim(ctx, entry, now, now.Add(h.cfg.PresenceLease))
+		if err != nil || proc == "" {
 			continue
 		}
 		releases.Go(func() {
 			if err := h.releaseAll(ctx, proc); err != nil {
-				// Put the lease back, run out, so that a later round (here
-				// or elsewhere) finishes the release.
+				// A later round, here or elsewhere, finishes the release:
+				// at once if the claim can be let go now, else once it
+				// runs out.
 				h.log.WarnContext(ctx, "release the seats of a process whose lease ran out", "process", proc, "err", err)
-				_, _ = h.store.Renew(context.WithoutCancel(ctx), proc, time.UnixMilli(0))
+				if err := h.store.Unclaim(context.WithoutCancel(ctx), proc); err != nil {
+					h.log.WarnContext(ctx, "presence leases", "err", err)
+				}
 			}
 		})
 	}

@@ -151,3 +151,31 @@ func TestClosingASeatOfAnExpiredGameForgetsIt(t *testing.T) {
 		t.Fatalf("the closing is kept to be retried: %v", h.retry)
 	}
 }
+
+// TestAnUnlistingLostToAnOutageIsDoneLater: a seat let go while Redis
+// could not take it off the process's list is taken off at a later
+// renewal, unless the seat is held again by then.
+func TestAnUnlistingLostToAnOutageIsDoneLater(t *testing.T) {
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	h := newRedisHandlerOn(t, redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1}), redistest.Prefix(t), ring)
+	ctx := context.Background()
+	heldAgain, _, _ := newXiangqi(t, h)
+	for _, id := range []string{"let-go", heldAgain} {
+		if err := h.store.Holding(ctx, h.proc, id, rules.First); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy.Cut()
+	h.unlist(ctx, "let-go", rules.First)
+	h.unlist(ctx, heldAgain, rules.First)
+	proxy.Restore()
+	h.presence.opened(ctx, heldAgain, rules.First)
+	h.retryPresence(ctx)
+	if ids, err := h.store.Held(ctx, h.proc); err != nil || !slices.Equal(ids, []string{heldAgain}) {
+		t.Fatalf("listed %v, %v; want only the seat held again", ids, err)
+	}
+}

@@ -78,6 +78,16 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	// waits longer than that for a message of a live stream.
 	beat := time.NewTicker(h.cfg.Heartbeat)
 	defer beat.Stop()
+	heartbeat := func() error {
+		hb := &gamev1.Heartbeat{ServerTime: timestamppb.New(h.now()), Version: next - 1}
+		return ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Heartbeat{Heartbeat: hb}})
+	}
+	// opened is set once the stream has sent something: one with nothing
+	// to send at first (resumed at the game's version) sends a heartbeat
+	// at once, so that its client knows it is live now, not a heartbeat
+	// interval later. Headers alone would not do: over Connect they leave
+	// with the first message.
+	opened := req.GetSnapshot()
 	send := func(e hub.Event) (done bool, err error) {
 		// Sent as encoded once for every stream of the game in this
 		// process (hub.Event), not marshalled again for each one.
@@ -85,6 +95,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			return true, err
 		}
 		next++
+		opened = true
 		beat.Reset(h.cfg.Heartbeat)
 		// The game's last event completes the stream.
 		ended = e.Ended
@@ -133,6 +144,12 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 				continue
 			}
 		}
+		if !opened {
+			if err := heartbeat(); err != nil {
+				return err
+			}
+			opened = true
+		}
 		select {
 		case <-ctx.Done():
 			// Not nil: an OK status would tell the client that the stream
@@ -166,8 +183,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 				read = true
 			}
 		case <-beat.C:
-			hb := &gamev1.Heartbeat{ServerTime: timestamppb.New(h.now()), Version: next - 1}
-			if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Heartbeat{Heartbeat: hb}}); err != nil {
+			if err := heartbeat(); err != nil {
 				return err
 			}
 			// A whole interval of silence: look at the game itself, which

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -18,14 +19,18 @@ import (
 // closing does not leave its seats connected forever, every process keeps
 // a lease, and lists the games whose seats it holds:
 //
-//	{presence}:procs          sorted set: process id, scored by the
-//	                          millisecond its lease runs out
+//	{presence}:procs          sorted set: process id (or "claim:" and
+//	                          the id), scored by the millisecond its
+//	                          lease (or claim) runs out
 //	{presence:<proc>}:games   set of the seats the process may hold, as
 //	                          "<game id>|<side>" (ids never contain '|')
 //
 // A process renews its lease well before it runs out. Any process that
-// finds a lease run out claims it (removing it: one claimant wins) and
-// releases the seats of the games listed.
+// finds a lease run out claims it (one claimant wins) and releases the
+// seats of the games listed. The claim replaces the lease by a lease of
+// the claimant's work, "claim:<proc>" in the same set, which Forget drops
+// once everything is released: a claimant that dies midway leaves a claim
+// that runs out, and another process claims it and finishes.
 
 func (s *Store) procsKey() string { return s.cfg.Prefix + "{presence}:procs" }
 
@@ -51,15 +56,32 @@ func (s *Store) Expired(ctx context.Context, now time.Time, limit int64) ([]stri
 	return procs, nil
 }
 
-// Claim removes proc's lease and reports whether this caller removed it,
-// so that only one process releases another's seats.
-func (s *Store) Claim(ctx context.Context, proc string) (bool, error) {
-	n, err := s.rdb.ZRem(ctx, s.procsKey(), proc).Result()
-	if err != nil {
-		return false, fmt.Errorf("claim lease of %s: %w", proc, err)
+// Claim takes an entry that Expired listed, so that only one process
+// releases another's seats, until the claim itself runs out at until. It
+// returns the process whose seats to release, or "" when another process
+// claimed the entry first or the process renewed its lease.
+func (s *Store) Claim(ctx context.Context, entry string, now, until time.Time) (string, error) {
+	proc, err := claimLeaseScript.Run(ctx, s.rdb, []string{s.procsKey()}, entry, now.UnixMilli(), until.UnixMilli()).Text()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
 	}
-	return n == 1, nil
+	if err != nil {
+		return "", fmt.Errorf("claim lease %s: %w", entry, err)
+	}
+	return proc, nil
 }
+
+// Unclaim lets the claim on proc's lease run out now, so that a later
+// round, here or elsewhere, takes up a release that failed.
+func (s *Store) Unclaim(ctx context.Context, proc string) error {
+	if err := s.rdb.ZAdd(ctx, s.procsKey(), redis.Z{Score: 0, Member: claimOf(proc)}).Err(); err != nil {
+		return fmt.Errorf("unclaim lease of %s: %w", proc, err)
+	}
+	return nil
+}
+
+// claimOf names the claim on proc's lease.
+func claimOf(proc string) string { return "claim:" + proc }
 
 // Held lists the games whose seats proc may hold.
 func (s *Store) Held(ctx context.Context, proc string) ([]string, error) {
@@ -102,7 +124,7 @@ func (s *Store) Forget(ctx context.Context, proc string) error {
 	if err := s.rdb.Del(ctx, s.heldKey(proc)).Err(); err != nil {
 		return fmt.Errorf("forget %s: %w", proc, err)
 	}
-	if err := s.rdb.ZRem(ctx, s.procsKey(), proc).Err(); err != nil {
+	if err := s.rdb.ZRem(ctx, s.procsKey(), proc, claimOf(proc)).Err(); err != nil {
 		return fmt.Errorf("forget %s: %w", proc, err)
 	}
 	return nil

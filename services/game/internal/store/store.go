@@ -63,6 +63,11 @@ var confirmedLua string
 
 var confirmedScript = redis.NewScript(confirmedLua)
 
+//go:embed claimlease.lua
+var claimLeaseLua string
+
+var claimLeaseScript = redis.NewScript(claimLeaseLua)
+
 // NotifyShards is the number of notification channels; a process
 // subscribes only to the shards of the games it streams.
 const NotifyShards = 64

@@ -590,7 +590,10 @@ type MakeMoveRequest struct {
 	// 0: do not check the version.
 	ExpectedVersion uint64   `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
 	Move            *v1.Move `protobuf:"bytes,4,opt,name=move,proto3" json:"move,omitempty"`
-	// Network lag the client measured; credited within the lag allowance.
+	// Network lag the client measured; credited within the lag allowance
+	// (the game service's --lag-max-per-move, 1 s by default, from a bank
+	// refilled by every move). A negative report, or one over a minute, is
+	// credited nothing.
 	ReportedLag   *durationpb.Duration `protobuf:"bytes,5,opt,name=reported_lag,json=reportedLag,proto3" json:"reported_lag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -719,9 +722,10 @@ type PassRequest struct {
 	GameId          string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
 	RequestId       string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	ExpectedVersion uint64                 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
-	ReportedLag     *durationpb.Duration   `protobuf:"bytes,4,opt,name=reported_lag,json=reportedLag,proto3" json:"reported_lag,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// As MakeMoveRequest.reported_lag.
+	ReportedLag   *durationpb.Duration `protobuf:"bytes,4,opt,name=reported_lag,json=reportedLag,proto3" json:"reported_lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PassRequest) Reset() {
@@ -1500,10 +1504,14 @@ type StreamEventsResponse_Event struct {
 }
 
 type StreamEventsResponse_Heartbeat struct {
-	// Sent after each heartbeat interval (the game service's --heartbeat,
-	// 15 s by default) without another message: a client that hears
-	// nothing for much longer than that has lost its connection. A game
-	// that expired meanwhile ends the stream with NOT_FOUND instead.
+	// Sent at once by a stream that has nothing else to send at its
+	// start (resumed at the game's version), so that its client knows it
+	// is live, and after each heartbeat interval (the game service's
+	// --heartbeat, 15 s by default) without another message: a client
+	// that hears nothing for much longer than that has lost its
+	// connection. A game that expired meanwhile ends the stream with
+	// NOT_FOUND, at most one heartbeat later: each heartbeat starts a look
+	// at the game.
 	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
@@ -2629,7 +2637,11 @@ func (x *PlayerConnection) GetConnected() bool {
 	return false
 }
 
-// ClockEvent marks byo-yomi milestones so clients need not compute them.
+// ClockEvent marks byo-yomi milestones as the server's clock crosses them,
+// so clients need not compute them. A move that then arrives with a lag
+// credit (reported_lag) may be charged as made before a milestone already
+// announced: the clocks of its MovePlayed are authoritative, and may show
+// the period, or main time, back.
 type ClockEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Side          v1.Side                `protobuf:"varint,1,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
