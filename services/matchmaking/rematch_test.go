@@ -160,6 +160,11 @@ func TestRematchWatchSeesAReplacedOffer(t *testing.T) {
 	if err != nil || first.GetRematch().GetOfferedBy() != a.id {
 		t.Fatalf("first state %v %v, want A's offer", first, err)
 	}
+	// A's offer was announced before the watch began, but the
+	// announcement may reach this process after it: one that woke the
+	// watcher after the clock's jump would show it A's offer over, and the
+	// watch would end before B offers. Let it arrive first.
+	time.Sleep(300 * time.Millisecond)
 	// The watcher wakes in real time at the offer's expiry, 60 s away;
 	// on the service's clock the offer is already over when B offers.
 	e.clock.Advance(61 * time.Second)
