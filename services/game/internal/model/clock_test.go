@@ -527,3 +527,48 @@ func TestAFlagComesBeforeTheMoveIsLookedAt(t *testing.T) {
 		t.Fatalf("a pass in check in time: %v", err)
 	}
 }
+
+// TestCommandsAfterASetupDeadlineSetTheDefault: a setup time that ran out
+// unswept is met by whatever command comes next, not only by a late
+// choice: the default that was due is set and the command refused, one
+// deadline at a time, so that a resignation cannot be recorded in a game
+// the sweeper would have started, or aborted for want of a first move.
+func TestCommandsAfterASetupDeadlineSetTheDefault(t *testing.T) {
+	cho, han := rules.First, rules.Second
+	now := time.UnixMilli(1_700_000_000_000)
+	ctl := clock.Default()
+	ch, err := Create(CreateParams{ID: "j", Variant: rules.Janggi, Control: &ctl, Lag: serviceLag, SetupTime: time.Minute, FirstMoveTime: 30 * time.Second}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaulted := func(what string, ch Change, err error, side rules.Side) *State {
+		t.Helper()
+		if err != nil || apierr.CodeOf(ch.Reply) != apierr.Precondition || !strings.Contains(ch.Reply.Error(), "time to choose a formation ran out") {
+			t.Fatalf("%s: %v, reply %v; want it refused for the setup time", what, err, ch.Reply)
+		}
+		if e := ch.Events[0].GetFormationChosen(); !e.GetByDefault() || rules.Side(e.GetSide()-1) != side || ch.State.Formations[side] != rules.MaSangSangMa {
+			t.Fatalf("%s: events %v; want %v's default formation", what, ch.Events, side)
+		}
+		return ch.State
+	}
+	now = now.Add(time.Minute + time.Millisecond)
+	ch, err = Resign(ch.State, cho, now)
+	st := defaulted("Cho's resignation after Han's setup time", ch, err, han)
+	if st.Status != StatusSetup || st.Turn() != cho {
+		t.Fatalf("status %v, turn %v: want Cho choosing", st.Status, st.Turn())
+	}
+	// Cho's own setup time runs from Han's default.
+	if _, err := Move(st, cho, "a4a5", 0, now); apierr.CodeOf(err) != apierr.Precondition || !strings.Contains(err.Error(), "still being chosen") {
+		t.Fatalf("Cho's move while Cho chooses: %v", err)
+	}
+	now = now.Add(time.Minute + time.Millisecond)
+	ch, err = Pass(st, cho, 0, now)
+	st = defaulted("Cho's pass after Cho's setup time", ch, err, cho)
+	if st.Status != StatusOngoing {
+		t.Fatalf("status %v after both defaults: want the game started", st.Status)
+	}
+	ch, err = Resign(st, han, now.Add(31*time.Second))
+	if err != nil || ch.State.Status != StatusAborted {
+		t.Fatalf("Han's resignation after the first-move deadline: %v, status %v; want the game aborted", err, ch.State.Status)
+	}
+}

@@ -202,6 +202,9 @@ func checkPlaying(st *State, side rules.Side, action string) error {
 // draw); its opponent's commands leave it the grace, for its move may be
 // on its way.
 func flagFirst(st *State, side rules.Side, action string, now time.Time) (Change, bool) {
+	if ch, ok := lateSetup(st, action, now); ok {
+		return ch, true
+	}
 	if ch, ok := lateFirstMove(st, action, now); ok {
 		return ch, true
 	}
@@ -222,6 +225,20 @@ func flagFirst(st *State, side rules.Side, action string, now time.Time) (Change
 	evs = append(evs, endOnTime(n, loser, now))
 	return Change{State: n, Events: evs, Reply: apierr.New(apierr.Precondition,
 		"cannot %s: %s's time had run out, and the game ended on time", action, rules.SideName(n.Variant, loser))}, true
+}
+
+// lateSetup sets the default formation that was due when the side
+// choosing let its setup time pass before now, as the sweeper would have,
+// and refuses the command: the deadline came first. Each deadline the
+// sweeper missed is thus met by the next command, one at a time.
+func lateSetup(st *State, action string, now time.Time) (Change, bool) {
+	if st.Status != StatusSetup || st.SetupDeadlineMs == 0 || ms(now) <= st.SetupDeadlineMs {
+		return Change{}, false
+	}
+	n := clone(st)
+	side := n.Turn()
+	return Change{State: n, Events: setFormation(n, side, rules.MaSangSangMa, true, now), Reply: apierr.New(apierr.Precondition,
+		"cannot %s: %s's time to choose a formation ran out, and the default (ma-sang-sang-ma) was set", action, rules.SideName(n.Variant, side))}, true
 }
 
 // lateFirstMove aborts the game when the side to move let its first-move
@@ -249,12 +266,10 @@ func ChooseFormation(st *State, side rules.Side, f rules.Formation, now time.Tim
 	if t := st.Turn(); t != side {
 		return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: %s chooses now (Han first, then Cho)", rules.SideName(st.Variant, t))
 	}
-	n := clone(st)
-	if st.SetupDeadlineMs != 0 && ms(now) > st.SetupDeadlineMs {
-		// Too late: the default was due, as the sweeper would have set it.
-		return Change{State: n, Events: setFormation(n, side, rules.MaSangSangMa, true, now), Reply: apierr.New(apierr.Precondition,
-			"cannot choose a formation: the time to choose ran out, and the default (ma-sang-sang-ma) was set")}, nil
+	if ch, ok := lateSetup(st, "choose a formation", now); ok {
+		return ch, nil
 	}
+	n := clone(st)
 	return Change{State: n, Events: setFormation(n, side, f, false, now)}, nil
 }
 
@@ -278,6 +293,9 @@ func setFormation(st *State, side rules.Side, f rules.Formation, byDefault bool,
 
 // Move plays a move (or a pass written as the general's square twice).
 func Move(st *State, side rules.Side, text string, lag time.Duration, now time.Time) (Change, error) {
+	if ch, ok := lateSetup(st, "move", now); ok {
+		return ch, nil
+	}
 	if err := checkPlaying(st, side, "move"); err != nil {
 		return Change{}, err
 	}
@@ -292,6 +310,9 @@ func Move(st *State, side rules.Side, text string, lag time.Duration, now time.T
 func Pass(st *State, side rules.Side, lag time.Duration, now time.Time) (Change, error) {
 	if st.Variant != rules.Janggi {
 		return Change{}, apierr.New(apierr.Precondition, "passing is a Janggi rule; Xiangqi has no pass")
+	}
+	if ch, ok := lateSetup(st, "pass", now); ok {
+		return ch, nil
 	}
 	if err := checkPlaying(st, side, "pass"); err != nil {
 		return Change{}, err

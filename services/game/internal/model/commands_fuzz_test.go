@@ -186,8 +186,8 @@ func (g *fuzzGame) step() {
 		t.Fatalf("op %d: a change without its own state or without events: %+v", op, ch)
 	}
 	// A refused command commits only what was due before it: the end of a
-	// game on time, or the default formation of a choice made too late.
-	lateChoice := op == 0 && len(ch.Events) > 0 && ch.Events[0].GetFormationChosen().GetByDefault()
+	// game on time, or the default formation of a setup time run out.
+	lateChoice := len(ch.Events) > 0 && ch.Events[0].GetFormationChosen().GetByDefault()
 	if ch.Reply != nil && !ch.State.Status.Finished() && !lateChoice {
 		t.Fatalf("op %d: refused with %v, yet the game goes on", op, ch.Reply)
 	}

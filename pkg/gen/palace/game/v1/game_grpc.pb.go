@@ -85,8 +85,9 @@ type GameServiceClient interface {
 	// check or in Xiangqi.
 	Pass(ctx context.Context, in *PassRequest, opts ...grpc.CallOption) (*PassResponse, error)
 	// Resign ends the game as a loss for the caller's seat, at any time,
-	// except after a deadline that passed unannounced: then the deadline's
-	// ending (on time, or aborted without a first move) is committed instead
+	// except after a deadline that passed unannounced: then what the
+	// deadline brings (the ending on time, the abort without a first move,
+	// or the default formation of a setup time run out) is committed instead
 	// and the call is refused with FailedPrecondition, as is any other
 	// command that comes after such a deadline.
 	Resign(ctx context.Context, in *ResignRequest, opts ...grpc.CallOption) (*ResignResponse, error)
@@ -323,8 +324,9 @@ type GameServiceServer interface {
 	// check or in Xiangqi.
 	Pass(context.Context, *PassRequest) (*PassResponse, error)
 	// Resign ends the game as a loss for the caller's seat, at any time,
-	// except after a deadline that passed unannounced: then the deadline's
-	// ending (on time, or aborted without a first move) is committed instead
+	// except after a deadline that passed unannounced: then what the
+	// deadline brings (the ending on time, the abort without a first move,
+	// or the default formation of a setup time run out) is committed instead
 	// and the call is refused with FailedPrecondition, as is any other
 	// command that comes after such a deadline.
 	Resign(context.Context, *ResignRequest) (*ResignResponse, error)
