@@ -202,11 +202,12 @@ func (s *Store) claimLive(ctx context.Context, player, tag, claim string, now ti
 			return cur, "", nil
 		}
 	}
-	return "", "", fmt.Errorf("claim live ticket: %w", errRacedEntries)
+	return "", "", fmt.Errorf("claim live ticket: %w", ErrRacedEntries)
 }
 
-// errRacedEntries: a player's own entries kept claiming the record first.
-var errRacedEntries = errors.New("other entries of the same player keep racing this one")
+// ErrRacedEntries means that other entries of the same player kept
+// claiming the player's live-ticket record first.
+var ErrRacedEntries = errors.New("other entries of the same player keep racing this one")
 
 // holdingTicket returns the ticket a live-ticket record names when it
 // keeps the player out of pool tag: one of another pool that waits or is
