@@ -11,6 +11,7 @@ import (
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/services/game/internal/model"
+	"github.com/palacehq/palace/services/game/internal/store"
 )
 
 // A seat's presence is the processes that hold a stream of it open (see
@@ -193,8 +194,8 @@ func (h *Handler) reap(ctx context.Context, releases *sync.WaitGroup) {
 		return
 	}
 	for _, entry := range procs {
-		if entry == h.proc {
-			continue // renewed in a moment
+		if entry == h.proc || entry == store.ClaimOf(h.proc) {
+			continue // renewed in a moment, which voids a claim on it
 		}
 		now := h.now()
 		proc, err := h.store.Claim(ctx, entry, now, now.Add(h.cfg.PresenceLease))

@@ -74,14 +74,14 @@ func (s *Store) Claim(ctx context.Context, entry string, now, until time.Time) (
 // Unclaim lets the claim on proc's lease run out now, so that a later
 // round, here or elsewhere, takes up a release that failed.
 func (s *Store) Unclaim(ctx context.Context, proc string) error {
-	if err := s.rdb.ZAdd(ctx, s.procsKey(), redis.Z{Score: 0, Member: claimOf(proc)}).Err(); err != nil {
+	if err := s.rdb.ZAdd(ctx, s.procsKey(), redis.Z{Score: 0, Member: ClaimOf(proc)}).Err(); err != nil {
 		return fmt.Errorf("unclaim lease of %s: %w", proc, err)
 	}
 	return nil
 }
 
-// claimOf names the claim on proc's lease.
-func claimOf(proc string) string { return "claim:" + proc }
+// ClaimOf names the claim on proc's lease among the leases.
+func ClaimOf(proc string) string { return "claim:" + proc }
 
 // Held lists the games whose seats proc may hold.
 func (s *Store) Held(ctx context.Context, proc string) ([]string, error) {
@@ -124,7 +124,7 @@ func (s *Store) Forget(ctx context.Context, proc string) error {
 	if err := s.rdb.Del(ctx, s.heldKey(proc)).Err(); err != nil {
 		return fmt.Errorf("forget %s: %w", proc, err)
 	}
-	if err := s.rdb.ZRem(ctx, s.procsKey(), proc, claimOf(proc)).Err(); err != nil {
+	if err := s.rdb.ZRem(ctx, s.procsKey(), proc, ClaimOf(proc)).Err(); err != nil {
 		return fmt.Errorf("forget %s: %w", proc, err)
 	}
 	return nil
