@@ -113,44 +113,58 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	// the process reconnect at once. Heartbeats go on meanwhile.
 	var retry <-chan time.Time
 	var backoff time.Duration
+	// Reads of the log run beside the stream, as the version checks do,
+	// so that a Redis slow to answer delays no heartbeat; reading is set
+	// while one is under way, and read asks for another once it is done.
+	reads := make(chan eventsRead, 1)
+	reading := false
 	for {
-		if read {
-			raws, err := h.store.Events(ctx, l.State.ID, next-1, streamBatch)
-			if err != nil && apierr.Transient(err) && ctx.Err() == nil {
-				backoff = min(max(2*backoff, minReadBackoff), maxReadBackoff)
-				h.log.DebugContext(ctx, "read events: retrying", "game", l.State.ID, "err", err, "retry_in", backoff)
-				read, retry = false, time.After(backoff)
-				continue
-			}
-			if err != nil {
-				return h.fail(ctx, err)
-			}
-			backoff = 0
-			evs, err := streamEvents(raws)
-			if err != nil {
-				return h.fail(ctx, fmt.Errorf("game %s: %w", l.State.ID, err))
-			}
-			for _, e := range evs {
-				if e.Version != next {
-					// Never skip: re-read from the first missing version.
-					break
-				}
-				if done, err := send(e); done || err != nil {
-					return err
-				}
-			}
-			read = len(evs) == streamBatch
-			if read {
-				continue
-			}
+		if read && !reading {
+			read, reading = false, true
+			after := next - 1
+			go func() {
+				raws, err := h.store.Events(ctx, l.State.ID, after, streamBatch)
+				reads <- eventsRead{raws: raws, err: err}
+			}()
 		}
-		if !opened {
+		if !opened && !reading {
 			if err := heartbeat(); err != nil {
 				return err
 			}
 			opened = true
 		}
 		select {
+		case r := <-reads:
+			reading = false
+			if r.err != nil && apierr.Transient(r.err) && ctx.Err() == nil {
+				backoff = min(max(2*backoff, minReadBackoff), maxReadBackoff)
+				h.log.DebugContext(ctx, "read events: retrying", "game", l.State.ID, "err", r.err, "retry_in", backoff)
+				retry = time.After(backoff)
+				continue
+			}
+			if r.err != nil {
+				return h.fail(ctx, r.err)
+			}
+			backoff = 0
+			evs, err := streamEvents(r.raws)
+			if err != nil {
+				return h.fail(ctx, fmt.Errorf("game %s: %w", l.State.ID, err))
+			}
+			for _, e := range evs {
+				if e.Version < next {
+					continue // sent meanwhile, from a notification
+				}
+				if e.Version != next {
+					// Never skip: re-read from the first missing version.
+					read = true
+					break
+				}
+				if done, err := send(e); done || err != nil {
+					return err
+				}
+			}
+			// A full batch may have more behind it.
+			read = read || len(evs) == streamBatch
 		case <-ctx.Done():
 			// Not nil: an OK status would tell the client that the stream
 			// is complete, which only the game's end makes it.
@@ -202,6 +216,12 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			}
 		}
 	}
+}
+
+// eventsRead is what one read of a game's log brought.
+type eventsRead struct {
+	raws [][]byte
+	err  error
 }
 
 // The back-off of a stream's reads of the game's log while Redis cannot
