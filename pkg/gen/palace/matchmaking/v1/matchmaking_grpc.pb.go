@@ -74,7 +74,8 @@ type MatchmakingServiceClient interface {
 	// guest asking for a rated game;
 	// AlreadyExists when the player already has a ticket that waits or is
 	// paired (its game being made), in that pool or in another: a player
-	// waits in one pool at a time, so as not to be handed two games at once;
+	// waits in one pool at a time, so as not to be handed two games at once
+	// (Aborted, to retry, when entries of the same player race this one);
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets (a pool of the default time
 	// control is always served); NotFound for a retry whose
@@ -387,7 +388,8 @@ type MatchmakingServiceServer interface {
 	// guest asking for a rated game;
 	// AlreadyExists when the player already has a ticket that waits or is
 	// paired (its game being made), in that pool or in another: a player
-	// waits in one pool at a time, so as not to be handed two games at once;
+	// waits in one pool at a time, so as not to be handed two games at once
+	// (Aborted, to retry, when entries of the same player race this one);
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets (a pool of the default time
 	// control is always served); NotFound for a retry whose
