@@ -405,12 +405,21 @@ func TestPlayAgainstTheAIWithUndo(t *testing.T) {
 	g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 6 && x.GetTurn() == commonv1.Side_SIDE_FIRST })
 }
 
+// TestAIChoosesItsJanggiFormation: Han is the AI and chooses first, as
+// soon as the game exists; then it is the human's (Cho's) turn. The job
+// for that choice is queued before the game's creation is committed, and
+// a worker quick to take it must wait for the game, not drop the job and
+// leave the game to the setup time's default, a minute later.
 func TestAIChoosesItsJanggiFormation(t *testing.T) {
-	g, _ := startAIGame(t, commonv1.GameKind_GAME_KIND_JANGGI, 1)
-	// Han is the AI and chooses first; then it is the human's (Cho's) turn.
-	st := g.waitFor(t, func(x *gamev1.Game) bool { return x.GetSecondFormation() != commonv1.Formation_FORMATION_UNSPECIFIED })
-	if st.GetStatus() != commonv1.GameStatus_GAME_STATUS_SETUP || st.GetTurn() != commonv1.Side_SIDE_FIRST {
-		t.Fatalf("after the AI's choice: %v, %v to choose", st.GetStatus(), st.GetTurn())
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_JANGGI, 1)
+	for i := range 10 {
+		if i > 0 {
+			g = newAIGame(t, g.games, fmt.Sprintf("%screate-%d", prefix, i), commonv1.GameKind_GAME_KIND_JANGGI)
+		}
+		st := g.waitFor(t, func(x *gamev1.Game) bool { return x.GetSecondFormation() != commonv1.Formation_FORMATION_UNSPECIFIED })
+		if st.GetStatus() != commonv1.GameStatus_GAME_STATUS_SETUP || st.GetTurn() != commonv1.Side_SIDE_FIRST {
+			t.Fatalf("game %d, after the AI's choice: %v, %v to choose", i, st.GetStatus(), st.GetTurn())
+		}
 	}
 }
 

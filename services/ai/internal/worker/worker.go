@@ -214,13 +214,28 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		backoff = min(max(2*backoff, 100*time.Millisecond), time.Second)
 		return sleep(ctx, backoff) == nil
 	}
+	// notYet waits a moment for the commit that queued the job, which the
+	// game service queues before committing; false once commitWait has
+	// passed: the commit failed, and the job is void.
+	notYet := func() (bool, error) {
+		if unseen++; time.Duration(unseen)*100*time.Millisecond > commitWait {
+			return false, nil
+		}
+		return true, sleep(ctx, 100*time.Millisecond)
+	}
 	for {
 		resp, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID})
 		switch {
 		case waitOut(err):
 			continue
 		case status.Code(err) == codes.NotFound:
-			return nil // gone: nothing to do
+			// A game's first job (a Janggi formation, or a first move) is
+			// queued before the commit that creates the game: not there
+			// yet, or gone.
+			if again, err := notYet(); !again || err != nil {
+				return err
+			}
+			continue
 		case status.Code(err) == codes.Unauthenticated && apierr.ReasonOf(err) == auth.ExpiredReason:
 			return nil // the job outlived its credential, which lives as long as a seat's
 		case status.Code(err) == codes.Unauthenticated:
@@ -236,12 +251,8 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		g := resp.GetGame()
 		if g.GetVersion() < j.Version {
 			// The commit that queued the job is not visible yet (it may be
-			// waiting for replicas); if it never lands, it failed and the
-			// job is void.
-			if unseen++; time.Duration(unseen)*100*time.Millisecond > commitWait {
-				return nil
-			}
-			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			// waiting for replicas).
+			if again, err := notYet(); !again || err != nil {
 				return err
 			}
 			continue
