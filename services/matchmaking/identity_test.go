@@ -28,10 +28,9 @@ func TestCreateGuest(t *testing.T) {
 		{name: "unicode", nickname: "장기왕", wantCode: codes.OK},
 		{name: "empty", nickname: "  ", wantCode: codes.InvalidArgument},
 		{name: "too long", nickname: strings.Repeat("x", 25), wantCode: codes.InvalidArgument},
-		// 22 Hangul syllables: few enough characters, but 66 bytes, more
-		// than the game service takes for a seat's name.
-		{name: "too long in bytes", nickname: strings.Repeat("장", 22), wantCode: codes.InvalidArgument},
-		{name: "longest in bytes", nickname: strings.Repeat("장", 21), wantCode: codes.OK},
+		// 24 characters of any script fit the game service's seat names.
+		{name: "longest in Hangul", nickname: strings.Repeat("장", 24), wantCode: codes.OK},
+		{name: "longest in emoji", nickname: strings.Repeat("🀄", 24), wantCode: codes.OK},
 		{name: "unprintable", nickname: "a\x00b", wantCode: codes.InvalidArgument},
 		{name: "cancelled context", ctx: cancelled, nickname: "Minji", wantCode: codes.Canceled},
 	}
@@ -43,8 +42,16 @@ func TestCreateGuest(t *testing.T) {
 			}
 			r, err := e.mm[0].CreateGuest(ctx, &matchmakingv1.CreateGuestRequest{Nickname: tt.nickname})
 			wantCode(t, err, tt.wantCode)
-			if err == nil && (!strings.HasPrefix(r.GetPlayerId(), "guest-") || r.GetToken() == "") {
+			if err != nil {
+				return
+			}
+			if !strings.HasPrefix(r.GetPlayerId(), "guest-") || r.GetToken() == "" {
 				t.Fatalf("got %v", r)
+			}
+			// The name is the player's own in a game.
+			g, err := e.mm[0].PlayAi(as(r.GetToken()), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1})
+			if err != nil || g.GetSeat().GetGameId() == "" {
+				t.Fatalf("a game for %q: %v %v", tt.nickname, g, err)
 			}
 		})
 	}
@@ -213,5 +220,30 @@ func TestExpiredPlayerCredentialCarriesItsReason(t *testing.T) {
 		if got := apierr.ReasonOf(err); got != want {
 			t.Errorf("refused with reason %q (%v), want %q", got, err, want)
 		}
+	}
+}
+
+// TestEveryGoogleSubjectMakesAUsablePlayer: OpenID allows subjects of 255
+// ASCII characters of any kind, longer than the game service's player ids
+// and with characters ids refuse. Such an account still gets a player id
+// every service takes, the same at each sign-in, and its games are made.
+func TestEveryGoogleSubjectMakesAUsablePlayer(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	for _, sub := range []string{strings.Repeat("7", 150), "12 34", "a{b}c"} {
+		a := e.account(sub, "Long")
+		if again := e.account(sub, "Long"); again.id != a.id {
+			t.Fatalf("subject %q: player %q, then %q", sub, a.id, again.id)
+		}
+		if _, err := e.mm[0].GetRating(a.ctx(), &matchmakingv1.GetRatingRequest{Kind: janggi, PlayerId: a.id}); codeOf(err) != codes.OK && codeOf(err) != codes.NotFound {
+			t.Fatalf("subject %q: the rating of %q: %v", sub, a.id, err)
+		}
+		g, err := e.mm[0].PlayAi(a.ctx(), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1})
+		if err != nil || g.GetSeat().GetGameId() == "" {
+			t.Fatalf("subject %q: a game against the AI: %v %v", sub, g, err)
+		}
+	}
+	// An ordinary subject keeps its plain id.
+	if a := e.account("1001", "Kim"); a.id != "google-1001" {
+		t.Fatalf("subject 1001: player %q", a.id)
 	}
 }

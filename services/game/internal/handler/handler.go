@@ -42,7 +42,7 @@ import (
 const (
 	MaxIDBytes        = 64
 	MaxRequestIDBytes = 128
-	MaxNameBytes      = 64
+	MaxNameBytes      = 96
 	MaxPlayerIDBytes  = 128
 	MaxFENBytes       = 256
 	MaxMoveBytes      = 8

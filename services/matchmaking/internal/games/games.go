@@ -89,11 +89,15 @@ func (c *Creator) CreateHuman(ctx context.Context, s Spec) (store.Game, error) {
 	return g, nil
 }
 
-// MaxNameBytes is the game service's limit on a seat's display name.
-// Names are checked when a credential is issued, and cut to it again
-// when a game is made: one issued before that check (or under another
-// limit) must not make every game of its holder fail.
-const MaxNameBytes = 64
+// MaxNameBytes is the game service's limit on a seat's display name:
+// room for 24 characters of any script. Names are checked when a
+// credential is issued, and cut to it again when a game is made: one
+// issued before that check (or under another limit) must not make every
+// game of its holder fail.
+const MaxNameBytes = 96
+
+// MaxPlayerIDBytes is the game service's limit on a seat's player id.
+const MaxPlayerIDBytes = 128
 
 // Create creates a game between two people without remembering it: the
 // caller must (CreateHuman does).

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"strings"
@@ -72,7 +73,7 @@ func (h *Handler) SignInWithGoogle(ctx context.Context, req *matchmakingv1.SignI
 	}
 	now := h.now()
 	c := auth.Claims{
-		Kind: auth.KindAccount, Subject: "google-" + id.Subject, Name: name,
+		Kind: auth.KindAccount, Subject: accountID(id.Subject), Name: name,
 		IssuedAt: now.Unix(), ExpiresAt: now.Add(h.cfg.AccountTTL).Unix(),
 	}
 	tok, err := h.ring.Sign(c)
@@ -80,6 +81,20 @@ func (h *Handler) SignInWithGoogle(ctx context.Context, req *matchmakingv1.SignI
 		return nil, h.fail(ctx, err)
 	}
 	return &matchmakingv1.SignInWithGoogleResponse{PlayerId: c.Subject, Token: tok, ExpiresAt: timestamppb.New(c.Expires()), DisplayName: name}, nil
+}
+
+// accountID is the player id of a Google account: "google-" and its
+// subject, unless that would be no valid player id (OpenID allows 255
+// ASCII characters of any kind, the game service takes 128 bytes without
+// spaces, braces, commas or '|'): then "google#" and a digest of the
+// subject, the same at every sign-in, and apart from every id of the
+// first form.
+func accountID(sub string) string {
+	if id := "google-" + sub; checkID("player_id", id, games.MaxPlayerIDBytes) == nil {
+		return id
+	}
+	sum := sha256.Sum256([]byte(sub))
+	return "google#" + hex.EncodeToString(sum[:20])
 }
 
 // cleanName makes a display name of a Google profile name: printable,

@@ -166,8 +166,10 @@ func (x *ProbeResponse) GetCount() uint64 {
 type Seat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Side  v1.Side                `protobuf:"varint,1,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
-	// Opaque player id from matchmaking or the operator; may be empty.
-	PlayerId    string `protobuf:"bytes,2,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
+	// Opaque player id from matchmaking or the operator; may be empty. At
+	// most 128 bytes.
+	PlayerId string `protobuf:"bytes,2,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
+	// At most 96 bytes: 24 characters of any script.
 	DisplayName string `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	// 1 to 10 when the AI plays this seat; 0 for a human.
 	AiLevel       uint32 `protobuf:"varint,4,opt,name=ai_level,json=aiLevel,proto3" json:"ai_level,omitempty"`

@@ -109,7 +109,8 @@ type MatchmakingServiceClient interface {
 	AcceptInvite(ctx context.Context, in *AcceptInviteRequest, opts ...grpc.CallOption) (*AcceptInviteResponse, error)
 	// WatchInvite sends the invite now and after every change until it is
 	// accepted (with the creator's seat), cancelled or expired, then ends.
-	// NotFound as GetInvite; PermissionDenied for anyone but the creator.
+	// NotFound as GetInvite; PermissionDenied for anyone but the creator
+	// and, once it accepted, the friend (who sees their own seat).
 	WatchInvite(ctx context.Context, in *WatchInviteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchInviteResponse], error)
 	// PlayAi creates a game against the AI at once: unrated, no clock unless
 	// asked, undo allowed; in Janggi the human chooses a formation in the
@@ -423,7 +424,8 @@ type MatchmakingServiceServer interface {
 	AcceptInvite(context.Context, *AcceptInviteRequest) (*AcceptInviteResponse, error)
 	// WatchInvite sends the invite now and after every change until it is
 	// accepted (with the creator's seat), cancelled or expired, then ends.
-	// NotFound as GetInvite; PermissionDenied for anyone but the creator.
+	// NotFound as GetInvite; PermissionDenied for anyone but the creator
+	// and, once it accepted, the friend (who sees their own seat).
 	WatchInvite(*WatchInviteRequest, grpc.ServerStreamingServer[WatchInviteResponse]) error
 	// PlayAi creates a game against the AI at once: unrated, no clock unless
 	// asked, undo allowed; in Janggi the human chooses a formation in the
