@@ -95,7 +95,7 @@ func parseInput(kind commonv1.GameKind, start *commonv1.Position, moves []*commo
 		in.lim = engine.Level(int(level)).Limits(seed)
 	default:
 		if limits.GetDepth() == 0 && limits.GetNodes() == 0 && limits.GetMovetimeMs() == 0 {
-			return in, apierr.New(apierr.Invalid, "limits: give a level or at least one of depth, nodes, movetime_ms")
+			return in, apierr.New(apierr.Invalid, "limits: give at least one of depth, nodes, movetime_ms (or, to BestMove, a level)")
 		}
 		if limits.GetDepth() > MaxDepth || limits.GetNodes() > MaxNodes || time.Duration(limits.GetMovetimeMs())*time.Millisecond > MaxMoveTime {
 			return in, apierr.New(apierr.Invalid, "limits: at most depth %d, %d nodes, %v", MaxDepth, MaxNodes, MaxMoveTime)
