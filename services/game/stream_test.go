@@ -433,6 +433,23 @@ func waitPresence(t *testing.T, st gamev1.GameService_StreamEventsClient, side c
 	return time.Time{}
 }
 
+// presenceLease is the lease of the presence tests: long enough that a
+// loaded machine renews in time (every 500ms).
+const presenceLease = 1500 * time.Millisecond
+
+// startLosable starts a game service that reaches Redis through toRedis,
+// to be cut off, with short presence leases and no grace; edit configures
+// other processes of the same deployment alike.
+func startLosable(t *testing.T) (prefix string, edit func(*game.Config), toRedis *redistest.Proxy, lost *gametest.Env) {
+	t.Helper()
+	prefix = redistest.Prefix(t)
+	edit = func(c *game.Config) {
+		c.KeyPrefix, c.SigningKeys, c.PresenceLease, c.PresenceGrace = prefix, keyOne, presenceLease, 0
+	}
+	toRedis = redistest.NewProxy(t, redistest.Addr(t))
+	return prefix, edit, toRedis, gametest.StartOn(t, toRedis.Addr(), edit)
+}
+
 // TestSeatsOfALostProcessAreReleased: the process holding a seat's stream
 // loses Redis for good (as one that dies does), so it cannot record the
 // stream closing. Once its lease runs out, another process announces the
@@ -440,14 +457,7 @@ func waitPresence(t *testing.T, st gamev1.GameService_StreamEventsClient, side c
 // lost process reaches Redis again, it finds its lease gone and holds the
 // seat again.
 func TestSeatsOfALostProcessAreReleased(t *testing.T) {
-	prefix := redistest.Prefix(t)
-	// Long enough that a loaded machine renews in time (every 500ms).
-	const lease = 1500 * time.Millisecond
-	edit := func(c *game.Config) {
-		c.KeyPrefix, c.SigningKeys, c.PresenceLease, c.PresenceGrace = prefix, keyOne, lease, 0
-	}
-	toRedis := redistest.NewProxy(t, redistest.Addr(t))
-	lost := gametest.StartOn(t, toRedis.Addr(), edit)
+	_, edit, toRedis, lost := startLosable(t)
 	other := gametest.Start(t, edit)
 	tb := create(t, other, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
 
@@ -463,7 +473,7 @@ func TestSeatsOfALostProcessAreReleased(t *testing.T) {
 	waitPresence(t, watch, commonv1.Side_SIDE_FIRST, true)
 
 	// Leases are renewed: three of them later the seat is still held.
-	time.Sleep(3 * lease)
+	time.Sleep(3 * presenceLease)
 	tb.move(t, "h3e3")
 	for {
 		m, err := watch.Recv()
@@ -481,7 +491,7 @@ func TestSeatsOfALostProcessAreReleased(t *testing.T) {
 	toRedis.Cut()
 	cut := time.Now()
 	released := waitPresence(t, watch, commonv1.Side_SIDE_FIRST, false)
-	if d := released.Sub(cut); d < lease/2 {
+	if d := released.Sub(cut); d < presenceLease/2 {
 		t.Fatalf("released %v after the cut, before the lease could run out", d)
 	}
 	toRedis.Restore()
@@ -493,13 +503,7 @@ func TestSeatsOfALostProcessAreReleased(t *testing.T) {
 // Its claim runs out in turn, and another process finishes the release,
 // instead of the seats showing connected for ever.
 func TestAReleaseCutShortIsFinished(t *testing.T) {
-	prefix := redistest.Prefix(t)
-	const lease = 1500 * time.Millisecond
-	edit := func(c *game.Config) {
-		c.KeyPrefix, c.SigningKeys, c.PresenceLease, c.PresenceGrace = prefix, keyOne, lease, 0
-	}
-	toRedis := redistest.NewProxy(t, redistest.Addr(t))
-	lost := gametest.StartOn(t, toRedis.Addr(), edit)
+	prefix, edit, toRedis, lost := startLosable(t)
 	tb := create(t, lost, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
 	seat, err := lost.Client.StreamEvents(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.StreamEventsRequest{GameId: tb.id})
 	if err != nil {
@@ -515,12 +519,12 @@ func TestAReleaseCutShortIsFinished(t *testing.T) {
 	}
 
 	toRedis.Cut()
-	time.Sleep(lease + 200*time.Millisecond)
+	time.Sleep(presenceLease + 200*time.Millisecond)
 	claimant, err := store.New(rdb, store.Config{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if proc, err := claimant.Claim(ctx, procs[0], time.Now(), time.Now().Add(lease)); err != nil || proc != procs[0] {
+	if proc, err := claimant.Claim(ctx, procs[0], time.Now(), time.Now().Add(presenceLease)); err != nil || proc != procs[0] {
 		t.Fatalf("claim: %q, %v", proc, err)
 	}
 	// The claimant dies here, having released nothing.
