@@ -146,15 +146,16 @@ func (x *AnalyzeResponse) GetBest() *BestMoveResponse {
 }
 
 type SearchInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Depth         uint32                 `protobuf:"varint,1,opt,name=depth,proto3" json:"depth,omitempty"`
-	Seldepth      uint32                 `protobuf:"varint,2,opt,name=seldepth,proto3" json:"seldepth,omitempty"`
-	ScoreCp       int32                  `protobuf:"varint,3,opt,name=score_cp,json=scoreCp,proto3" json:"score_cp,omitempty"`
-	MateIn        int32                  `protobuf:"varint,4,opt,name=mate_in,json=mateIn,proto3" json:"mate_in,omitempty"`
-	Nodes         uint64                 `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`
-	Nps           uint64                 `protobuf:"varint,6,opt,name=nps,proto3" json:"nps,omitempty"`
-	Pv            []*v1.Move             `protobuf:"bytes,7,rep,name=pv,proto3" json:"pv,omitempty"`
-	TimeMs        uint32                 `protobuf:"varint,8,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Depth    uint32                 `protobuf:"varint,1,opt,name=depth,proto3" json:"depth,omitempty"`
+	Seldepth uint32                 `protobuf:"varint,2,opt,name=seldepth,proto3" json:"seldepth,omitempty"`
+	ScoreCp  int32                  `protobuf:"varint,3,opt,name=score_cp,json=scoreCp,proto3" json:"score_cp,omitempty"`
+	// As BestMoveResponse.mate_in.
+	MateIn        int32      `protobuf:"varint,4,opt,name=mate_in,json=mateIn,proto3" json:"mate_in,omitempty"`
+	Nodes         uint64     `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Nps           uint64     `protobuf:"varint,6,opt,name=nps,proto3" json:"nps,omitempty"`
+	Pv            []*v1.Move `protobuf:"bytes,7,rep,name=pv,proto3" json:"pv,omitempty"`
+	TimeMs        uint32     `protobuf:"varint,8,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -401,7 +402,9 @@ type BestMoveResponse struct {
 	Move  *v1.Move               `protobuf:"bytes,1,opt,name=move,proto3" json:"move,omitempty"`
 	// Centipawns from the mover's view; mate scores in mate_in.
 	ScoreCp int32 `protobuf:"varint,2,opt,name=score_cp,json=scoreCp,proto3" json:"score_cp,omitempty"`
-	// Plies to mate (positive: the mover mates), 0 when none found.
+	// Plies to a decided end (positive: the mover wins), 0 when none found:
+	// mate, or any ending the rules decide as a win, such as a Janggi game
+	// ended by two passes and won on points.
 	MateIn        int32      `protobuf:"varint,3,opt,name=mate_in,json=mateIn,proto3" json:"mate_in,omitempty"`
 	Pv            []*v1.Move `protobuf:"bytes,4,rep,name=pv,proto3" json:"pv,omitempty"`
 	Nodes         uint64     `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`
