@@ -70,7 +70,9 @@ type MatchmakingServiceClient interface {
 	// EnterQueue asks for a random opponent in the pool of a game kind, time
 	// control and rated or casual. A retry with the same request_id returns
 	// the same ticket as it is now, also once cancelled or expired (enter
-	// again with a new request_id to wait again). PermissionDenied for a
+	// again with a new request_id to wait again). Request ids are the
+	// player's own and the pool's: the same id for another pool is another
+	// request. PermissionDenied for a
 	// guest asking for a rated game;
 	// AlreadyExists when the player already has a ticket that waits or is
 	// paired (its game being made), in that pool or in another: a player
@@ -92,7 +94,8 @@ type MatchmakingServiceClient interface {
 	// expired, then ends. NotFound and PermissionDenied as CancelTicket.
 	WatchTicket(ctx context.Context, in *WatchTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTicketResponse], error)
 	// CreateInvite creates a link to play a friend, valid 24 hours and
-	// usable once. A retry with the same request_id returns the same invite.
+	// usable once. A retry with the same request_id returns the same invite,
+	// whatever else the retry asks.
 	CreateInvite(ctx context.Context, in *CreateInviteRequest, opts ...grpc.CallOption) (*CreateInviteResponse, error)
 	// GetInvite shows an invite to whoever holds its token, without
 	// credential. NotFound for an unknown or expired invite.
@@ -385,7 +388,9 @@ type MatchmakingServiceServer interface {
 	// EnterQueue asks for a random opponent in the pool of a game kind, time
 	// control and rated or casual. A retry with the same request_id returns
 	// the same ticket as it is now, also once cancelled or expired (enter
-	// again with a new request_id to wait again). PermissionDenied for a
+	// again with a new request_id to wait again). Request ids are the
+	// player's own and the pool's: the same id for another pool is another
+	// request. PermissionDenied for a
 	// guest asking for a rated game;
 	// AlreadyExists when the player already has a ticket that waits or is
 	// paired (its game being made), in that pool or in another: a player
@@ -407,7 +412,8 @@ type MatchmakingServiceServer interface {
 	// expired, then ends. NotFound and PermissionDenied as CancelTicket.
 	WatchTicket(*WatchTicketRequest, grpc.ServerStreamingServer[WatchTicketResponse]) error
 	// CreateInvite creates a link to play a friend, valid 24 hours and
-	// usable once. A retry with the same request_id returns the same invite.
+	// usable once. A retry with the same request_id returns the same invite,
+	// whatever else the retry asks.
 	CreateInvite(context.Context, *CreateInviteRequest) (*CreateInviteResponse, error)
 	// GetInvite shows an invite to whoever holds its token, without
 	// credential. NotFound for an unknown or expired invite.
