@@ -401,10 +401,11 @@ func TestConcurrentMatchmakersNeverPairTwice(t *testing.T) {
 // is cut when its game is made.
 func TestLongNamesStillGetAGame(t *testing.T) {
 	e := newEnv(t, 1, nil)
-	long := strings.Repeat("장", 30) // 90 bytes
+	const nameBytes = 96            // the game service's limit on a seat's name
+	long := strings.Repeat("장", 40) // 120 bytes
 	account := e.account("2001", long)
-	if len(account.name) > 64 || !strings.HasPrefix(long, account.name) {
-		t.Fatalf("Google name %q (%d bytes): want a prefix of at most 64 bytes", account.name, len(account.name))
+	if len(account.name) > nameBytes || !strings.HasPrefix(long, account.name) {
+		t.Fatalf("Google name %q (%d bytes): want a prefix of at most %d bytes", account.name, len(account.name), nameBytes)
 	}
 	ring, err := auth.ParseKeyring(e.cfg.SigningKeys)
 	if err != nil {
@@ -424,8 +425,8 @@ func TestLongNamesStillGetAGame(t *testing.T) {
 		t.Fatalf("states %v, %v: want both matched", ra.GetState(), rb.GetState())
 	}
 	for _, s := range e.gameAs(t, rb.GetSeat()).GetSeats() {
-		if n := s.GetDisplayName(); len(n) > 64 || !strings.HasPrefix(long, n) || n == "" {
-			t.Fatalf("seat name %q: want a prefix of the long name within 64 bytes", n)
+		if n := s.GetDisplayName(); len(n) > nameBytes || !strings.HasPrefix(long, n) || n == "" {
+			t.Fatalf("seat name %q: want a prefix of the long name within %d bytes", n, nameBytes)
 		}
 	}
 }
