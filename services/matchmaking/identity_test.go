@@ -32,6 +32,10 @@ func TestCreateGuest(t *testing.T) {
 		{name: "longest in Hangul", nickname: strings.Repeat("장", 24), wantCode: codes.OK},
 		{name: "longest in emoji", nickname: strings.Repeat("🀄", 24), wantCode: codes.OK},
 		{name: "unprintable", nickname: "a\x00b", wantCode: codes.InvalidArgument},
+		// Emoji are written with invisible joiners and selectors.
+		{name: "emoji with joiners", nickname: "장기 👨\u200d👩\u200d👧 ❤\ufe0f", wantCode: codes.OK},
+		{name: "a joiner alone", nickname: "\u200d", wantCode: codes.InvalidArgument},
+		{name: "a bidi override", nickname: "a\u202eb", wantCode: codes.InvalidArgument},
 		{name: "cancelled context", ctx: cancelled, nickname: "Minji", wantCode: codes.Canceled},
 	}
 	for _, tt := range tests {

@@ -101,11 +101,21 @@ func ValidNickname(s string) error {
 		return apierr.New(apierr.Invalid, "nickname: %d bytes in UTF-8, at most %d allowed", len(s), games.MaxNameBytes)
 	}
 	for _, r := range s {
-		if !unicode.IsPrint(r) {
+		if !nameRune(r) {
 			return apierr.New(apierr.Invalid, "nickname: contains an unprintable character %U", r)
 		}
 	}
+	if strings.IndexFunc(s, unicode.IsPrint) < 0 {
+		return apierr.New(apierr.Invalid, "nickname: nothing in it shows")
+	}
 	return nil
+}
+
+// nameRune reports whether a name may hold r: a printable character, or
+// one of the invisible ones that emoji are written with (the zero-width
+// joiner of 👨‍👩‍👧, variation selectors, the tags of subdivision flags).
+func nameRune(r rune) bool {
+	return unicode.IsPrint(r) || r == '\u200d' || r >= 0xfe00 && r <= 0xfe0f || r >= 0xe0020 && r <= 0xe007f
 }
 
 // checkID validates a client-chosen or server-issued id that becomes part

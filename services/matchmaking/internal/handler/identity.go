@@ -97,8 +97,8 @@ func accountID(sub string) string {
 	return "google#" + hex.EncodeToString(sum[:20])
 }
 
-// cleanName makes a display name of a Google profile name: printable,
-// trimmed, at most MaxNicknameRunes and games.MaxNameBytes; "Player" when
+// cleanName makes a display name of a Google profile name: of the
+// characters names hold (nameRune), trimmed, at most MaxNicknameRunes and games.MaxNameBytes; "Player" when
 // nothing is left.
 func cleanName(s string) string {
 	var b strings.Builder
@@ -107,12 +107,12 @@ func cleanName(s string) string {
 		if n == MaxNicknameRunes || b.Len()+utf8.RuneLen(r) > games.MaxNameBytes {
 			break
 		}
-		if unicode.IsPrint(r) && r != utf8.RuneError {
+		if nameRune(r) && r != utf8.RuneError {
 			b.WriteRune(r)
 			n++
 		}
 	}
-	if out := strings.TrimSpace(b.String()); out != "" {
+	if out := strings.TrimSpace(b.String()); strings.IndexFunc(out, unicode.IsPrint) >= 0 {
 		return out
 	}
 	return "Player"
