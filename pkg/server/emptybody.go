@@ -1,8 +1,10 @@
 package server
 
 import (
-	"io"
+	"errors"
 	"net/http"
+
+	"connectrpc.com/connect"
 )
 
 // refuseEmptyJSON answers InvalidArgument for a Connect unary call whose
@@ -10,13 +12,14 @@ import (
 // transcoder would hand grpc-go no message at all, which grpc-go answers
 // with Internal, a server fault.
 func refuseEmptyJSON(next http.Handler) http.Handler {
+	errs := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.ContentLength == 0 && isMedia(r.Header.Get("Content-Type"), "application/json") {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = io.WriteString(w, `{"code":"invalid_argument","message":"malformed request: the body is empty, which is no JSON message; send {} for an empty one"}`)
+			_ = errs.Write(w, r, connect.NewError(connect.CodeInvalidArgument, errEmptyJSON))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
+
+var errEmptyJSON = errors.New("malformed request: the body is empty, which is no JSON message; send {} for an empty one")
