@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/palacehq/palace/pkg/app"
 )
 
 // runHealth checks a server's gRPC health, for container health checks
@@ -20,10 +21,16 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	addr := fs.String("addr", "localhost:8080", "server host:port")
 	service := fs.String("service", "", "health service name, e.g. palace.game.v1.GameService; empty: the whole server")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for an answer")
+	tlsMode := fs.String("tls", "", "the server's TLS (--tls-cert): empty for plaintext, system to check its certificate against the system's roots, or a PEM file of the CA certificates that sign it")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := app.PeerCredentials(*tlsMode)
+	if err != nil {
+		fmt.Fprintln(stderr, "palace health: --tls:", err)
+		return exitUsage
+	}
+	cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		fmt.Fprintln(stderr, "palace health:", err)
 		return exitUsage

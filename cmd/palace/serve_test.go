@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,9 +15,16 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/tlstest"
 )
 
 var palaceServices = []string{
@@ -274,5 +283,68 @@ func TestServeLetsAllowedPagesCall(t *testing.T) {
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), "rnbakabnr") || resp.Header.Get("Access-Control-Allow-Origin") != origin {
 		t.Fatalf("call: HTTP %d %s, allow-origin %q", resp.StatusCode, raw, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+}
+
+// With --tls-cert and --tls-key every service is served over TLS, and the
+// services of one process reach each other through its TLS port: a guest
+// over TLS gets a game from matchmaking, which created it on the game
+// service, and the AI worker plays the first move in it.
+func TestServeOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	pool := tlstest.WriteCert(t, certPath, keyPath, "palace")
+	addr := startServe(t, "--tls-cert", certPath, "--tls-key", keyPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	mm := matchmakingv1.NewMatchmakingServiceClient(cc)
+	guest, err := mm.CreateGuest(ctx, &matchmakingv1.CreateGuestRequest{Nickname: "tls"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer := func(token string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
+	played, err := mm.PlayAi(bearer(guest.GetToken()), &matchmakingv1.PlayAiRequest{
+		RequestId: "tls-1", Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Level: 1, Side: commonv1.Side_SIDE_SECOND,
+	})
+	if err != nil {
+		t.Fatalf("PlayAi over TLS: %v", err)
+	}
+	games := gamev1.NewGameServiceClient(cc)
+	for {
+		g, err := games.GetGame(bearer(played.GetSeat().GetToken()), &gamev1.GetGameRequest{GameId: played.GetSeat().GetGameId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(g.GetGame().GetMoves()) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the AI made no first move over the process's TLS port")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	var out bytes.Buffer
+	if got := runHealth(ctx, []string{"--addr", addr, "--tls", certPath}, &out, &out); got != exitOK {
+		t.Errorf("palace health --tls: exit %d: %s", got, out.String())
+	}
+	if got := runHealth(ctx, []string{"--addr", addr, "--timeout", "1s"}, &out, &out); got != exitFail {
+		t.Errorf("palace health in plaintext to a TLS port: exit %d, want %d", got, exitFail)
+	}
+
+	for _, args := range [][]string{{"--tls-cert", certPath}, {"--tls-cert", filepath.Join(dir, "none"), "--tls-key", keyPath}, {"--peer-tls", filepath.Join(dir, "none")}} {
+		var out bytes.Buffer
+		if got := serve(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), &out, serveOptions{}); got != exitFail {
+			t.Errorf("%v: exit %d, want %d; output:\n%s", args, got, exitFail, out.String())
+		}
 	}
 }

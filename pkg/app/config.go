@@ -44,6 +44,13 @@ type Config struct {
 	// each other's internal RPCs: "id:hexsecret,...", the first signs,
 	// all verify (rotation). Empty: a random key for this process.
 	ServiceKeys string
+	// TLSCert and TLSKey are PEM files the listen port serves TLS with;
+	// empty: plaintext.
+	TLSCert, TLSKey string
+	// PeerTLS is how this process reaches other Palace services: empty
+	// for plaintext, "system" for TLS checked against the system's roots,
+	// or a PEM file of the CA certificates that sign their certificates.
+	PeerTLS string
 
 	// flags is the flag set RegisterFlags defined the flags on: Validate
 	// reports the environment values refused by any flag on it, the
@@ -175,6 +182,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	IntFlag(fs, &c.MaxRecvBytes, "max-recv-bytes", 1<<20, "largest request message accepted")
 	DurationFlag(fs, &c.KeepaliveTime, "keepalive-time", server.DefaultKeepaliveTime, "how long a client connection may stay silent before the server pings it")
 	DurationFlag(fs, &c.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "how long the server waits for a ping's answer before it closes the connection: its streams end and its seats are announced disconnected")
+	StringFlag(fs, &c.TLSCert, "tls-cert", "", "PEM certificate file (with its chain) to serve TLS with on the listen port, for gRPC, Connect, gRPC-Web and /metrics alike; read again when it changes; empty: plaintext, for a proxy in front that ends TLS")
+	StringFlag(fs, &c.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
+	StringFlag(fs, &c.PeerTLS, "peer-tls", "", "how to reach the other Palace services this one calls (--game-addr): empty for plaintext, system for TLS checked against the system's root certificates, or a PEM file of the CA certificates that sign theirs")
 	StringFlag(fs, &c.ServiceKeys, "service-keys", "", "keys of the credentials Palace services present to each other's internal calls (creating games, expiring deadlines), id:hexsecret[,id:hexsecret]; first signs, all verify; the same in every process and tool; empty: random, so only services in this process are trusted")
 }
 
@@ -214,6 +224,12 @@ func (c Config) Validate() error {
 		if err := server.ValidateOrigin(o); err != nil {
 			errs = append(errs, fmt.Errorf("--cors-origins: %w", err))
 		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together: give both, or neither for plaintext"))
+	}
+	if _, err := PeerCredentials(c.PeerTLS); err != nil {
+		errs = append(errs, fmt.Errorf("--peer-tls: %w", err))
 	}
 	if strings.TrimSpace(c.ServiceKeys) != "" {
 		if _, err := auth.ParseKeyring(c.ServiceKeys); err != nil {

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/palacehq/palace/pkg/auth"
@@ -41,6 +44,10 @@ type Runtime struct {
 	// services in this process share the keys.
 	ServiceKeysRandom bool
 	serviceCreds      *auth.ServiceCredentials
+	// peerCreds secure calls to other processes (--peer-tls), selfTLS
+	// those to this process's own port when it serves TLS.
+	peerCreds credentials.TransportCredentials
+	selfTLS   *tls.Config
 }
 
 // serviceTokenTTL is the life of the credentials a process presents to
@@ -62,8 +69,12 @@ func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
 	if target == "" {
 		target = rt.Addr
 	}
+	creds := rt.peerCreds
+	if target == rt.Addr && rt.selfTLS != nil {
+		creds = credentials.NewTLS(rt.selfTLS)
+	}
 	cc, err := grpc.NewClient(target,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(reconnect),
 		grpc.WithPerRPCCredentials(rt.serviceCreds),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(
@@ -76,6 +87,26 @@ func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("dial %s: %w", target, err)
 	}
 	return cc, nil
+}
+
+// PeerCredentials reads --peer-tls: empty for plaintext, "system" for TLS
+// checked against the system's roots, else a PEM file of CA certificates.
+func PeerCredentials(peerTLS string) (credentials.TransportCredentials, error) {
+	switch peerTLS {
+	case "":
+		return insecure.NewCredentials(), nil
+	case "system":
+		return credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12}), nil
+	}
+	pem, err := os.ReadFile(peerTLS)
+	if err != nil {
+		return nil, fmt.Errorf("CA certificates: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("CA certificates: %s holds no PEM certificate", peerTLS)
+	}
+	return credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}), nil
 }
 
 // CheckTarget checks the address of another service (--game-addr): one
@@ -153,6 +184,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		Listen: o.Config.Listen, MaxRecvBytes: o.Config.MaxRecvBytes, ShutdownTimeout: o.Config.ShutdownTimeout,
 		KeepaliveTime: o.Config.KeepaliveTime, KeepaliveTimeout: o.Config.KeepaliveTimeout,
 		Pprof: o.Config.Pprof, CORSOrigins: o.Config.Origins(),
+		TLSCertFile: o.Config.TLSCert, TLSKeyFile: o.Config.TLSKey,
 	}, log, tel)
 	lis, err := srv.Listen()
 	if err != nil {
@@ -168,8 +200,13 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("--service-keys: %w", err)
 	}
+	peer, err := PeerCredentials(o.Config.PeerTLS)
+	if err != nil {
+		return fmt.Errorf("--peer-tls: %w", err)
+	}
 	rt := &Runtime{Log: log, Tel: tel, Server: srv, Redis: rdb, Addr: lis.Addr().String(),
-		ServiceKeys: keys, ServiceKeysRandom: random, serviceCreds: auth.NewServiceCredentials(keys, o.Name, serviceTokenTTL)}
+		ServiceKeys: keys, ServiceKeysRandom: random, serviceCreds: auth.NewServiceCredentials(keys, o.Name, serviceTokenTTL),
+		peerCreds: peer, selfTLS: srv.SelfTLS()}
 	for _, bind := range o.Services {
 		closer, err := bind(ctx, rt)
 		if err != nil {

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +69,11 @@ type Config struct {
 	// their connections are dropped once data sent on them stays
 	// unacknowledged for that sum (TCP_USER_TIMEOUT), so the same holds.
 	KeepaliveTime, KeepaliveTimeout time.Duration
+	// TLSCertFile and TLSKeyFile, when set, have the port serve TLS (PEM
+	// files), every protocol alike: gRPC and HTTP/2 through ALPN h2,
+	// HTTP/1.1 for browsers that choose it. The files are read again when
+	// they change. Empty: plaintext, for a proxy in front that ends TLS.
+	TLSCertFile, TLSKeyFile string
 }
 
 // Validate reports every problem of the configuration at once.
@@ -91,6 +97,9 @@ func (c Config) Validate() error {
 		if err := ValidateOrigin(o); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("TLS needs both a certificate file and a key file"))
 	}
 	return errors.Join(errs...)
 }
@@ -127,6 +136,10 @@ type Server struct {
 	// drain ends the running streams when shutdown begins.
 	drain     context.Context
 	drainDone context.CancelFunc
+
+	// certs is the port's TLS certificate; nil: plaintext. Loaded by
+	// Listen.
+	certs *certFiles
 
 	mu       sync.Mutex
 	services []string
@@ -200,11 +213,28 @@ func (s *Server) Listen() (net.Listener, error) {
 	if err := s.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("server config: %w", err)
 	}
+	if s.cfg.TLSCertFile != "" {
+		certs, err := loadCertFiles(s.cfg.TLSCertFile, s.cfg.TLSKeyFile, s.log)
+		if err != nil {
+			return nil, err
+		}
+		s.certs = certs
+	}
 	lis, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	return lis, nil
+}
+
+// SelfTLS is the TLS configuration of calls this process makes to its own
+// port, which accepts only the certificate the port serves; nil when the
+// port serves plaintext. Valid after Listen.
+func (s *Server) SelfTLS() *tls.Config {
+	if s.certs == nil {
+		return nil
+	}
+	return s.certs.selfConfig()
 }
 
 // Serve serves on lis until ctx is cancelled, then drains: health turns
@@ -256,7 +286,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.log.Info("serving", "addr", lis.Addr().String(), "services", s.Services())
+	s.log.Info("serving", "addr", lis.Addr().String(), "tls", s.certs != nil, "services", s.Services())
+	if s.certs != nil {
+		// The splitter below reads each connection decrypted, so both
+		// servers behind it see the plaintext protocol they already serve.
+		lis = tls.NewListener(lis, s.certs.serverConfig())
+	}
 
 	sp := &splitter{lis: lis, grpc: newConnListener(lis.Addr()), http: newConnListener(lis.Addr()), log: s.log, sniffTime: hs.ReadHeaderTimeout,
 		userTimeout: s.cfg.KeepaliveTime + s.cfg.KeepaliveTimeout}
