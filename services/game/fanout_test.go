@@ -170,8 +170,9 @@ func TestTenThousandStreamsInOneProcess(t *testing.T) {
 // and the stalled one, when it reads again, every event exactly once.
 func TestSlowReaderDelaysOnlyItself(t *testing.T) {
 	// No heartbeat while the test runs: the fast stream must keep up from
-	// the notifications alone.
-	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = time.Minute })
+	// the notifications alone. Every seat stream's coming and going is
+	// announced.
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat, c.PresenceGrace = time.Minute, 0 })
 	tb := xiangqi(t, env)
 	// A fixed 64 KiB flow-control window (no dynamic growth), so that the
 	// server's sends to the stalled stream soon block.
@@ -212,18 +213,21 @@ func TestSlowReaderDelaysOnlyItself(t *testing.T) {
 			}
 		}
 	}()
-	// Draw offers and declines: events that do not end the game.
-	offerer := tb.get(t).GetTurn()
-	other := commonv1.Side_SIDE_FIRST
-	if offerer == other {
-		other = commonv1.Side_SIDE_SECOND
-	}
-	for i := range 4000 {
-		if _, err := env.Client.OfferDraw(tb.as(offerer), &gamev1.OfferDrawRequest{GameId: tb.id, RequestId: fmt.Sprintf("o%d", i)}); err != nil {
-			t.Fatalf("offer %d: %v", i, err)
+	// Seats connecting and going: events that do not end the game, and
+	// that a client may make without end (draw offers wait for a move).
+	for i := range 12000 {
+		side := commonv1.Side_SIDE_FIRST
+		if i%2 == 1 {
+			side = commonv1.Side_SIDE_SECOND
 		}
-		if _, err := env.Client.AnswerDraw(tb.as(other), &gamev1.AnswerDrawRequest{GameId: tb.id, RequestId: fmt.Sprintf("a%d", i)}); err != nil {
-			t.Fatalf("decline %d: %v", i, err)
+		sctx, scancel := context.WithCancel(gametest.As(ctx, tb.seats[side]))
+		s, err := env.Client.StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+		if err == nil {
+			_, err = s.Recv()
+		}
+		scancel()
+		if err != nil {
+			t.Fatalf("seat stream %d: %v", i, err)
 		}
 	}
 	last := tb.get(t).GetVersion()

@@ -478,3 +478,57 @@ func TestRetriedCreateGameWritesNothingAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestADeclinedOfferWaitsForAMove: a side whose draw offer was declined may
+// offer again only once it has moved, so that its opponent is not asked
+// again and again in one position; the refusal changes nothing. The
+// opponent's own offers are not held back by it.
+func TestADeclinedOfferWaitsForAMove(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	red, black := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
+	offer := func(side commonv1.Side) error {
+		_, err := env.Client.OfferDraw(tb.as(side), &gamev1.OfferDrawRequest{GameId: tb.id, RequestId: rid()})
+		return err
+	}
+	decline := func(side commonv1.Side) {
+		t.Helper()
+		if _, err := env.Client.AnswerDraw(tb.as(side), &gamev1.AnswerDrawRequest{GameId: tb.id, RequestId: rid()}); err != nil {
+			t.Fatalf("decline: %v", err)
+		}
+	}
+	refused := func(side commonv1.Side) {
+		t.Helper()
+		before := redisState(t, env, tb.id)
+		err := offer(side)
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "before you move") {
+			t.Fatalf("%v offers again before moving: %v; want FailedPrecondition", side, err)
+		}
+		if after := redisState(t, env, tb.id); after != before {
+			t.Fatalf("the refused offer changed Redis:\nbefore %s\nafter  %s", before, after)
+		}
+	}
+	if err := offer(red); err != nil {
+		t.Fatal(err)
+	}
+	decline(black)
+	refused(red)
+	if err := offer(black); err != nil {
+		t.Fatalf("the opponent's offer after declining: %v", err)
+	}
+	decline(red)
+	refused(black)
+	refused(red)
+
+	tb.move(t, "h3e3")
+	if err := offer(red); err != nil {
+		t.Fatalf("an offer after moving: %v", err)
+	}
+	tb.move(t, "h10g8") // declines red's offer
+	if err := offer(black); err != nil {
+		t.Fatalf("an offer after moving: %v", err)
+	}
+	if err := offer(red); status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "pending") {
+		t.Fatalf("an offer while the opponent's is pending: %v", err)
+	}
+}

@@ -379,6 +379,7 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 		evs = append(evs, &gamev1.Event{Kind: &gamev1.Event_DrawDeclined{DrawDeclined: &gamev1.DrawDeclined{Side: rulespb.Side(side)}}})
 		n.DrawOffer = nil
 	}
+	n.DrawBarred[side] = false
 	rec := MoveRec{
 		Move: mv.String(), Notation: info.Notation, Check: info.Check, Pass: info.Pass,
 		Captured: rulespb.CapturedLetter(info.Captured), AtMs: ms(now), IncMs: incMs,
@@ -525,6 +526,9 @@ func OfferDraw(st *State, side rules.Side, now time.Time) (Change, error) {
 	if st.DrawOffer != nil {
 		return Change{}, apierr.New(apierr.Precondition, "cannot offer a draw: %s's offer is pending", rules.SideName(st.Variant, *st.DrawOffer))
 	}
+	if st.DrawBarred[side] {
+		return Change{}, apierr.New(apierr.Precondition, "cannot offer a draw again before you move: your last offer was declined")
+	}
 	n := clone(st)
 	n.DrawOffer = &side
 	n.WakeMs = wake(n, now)
@@ -555,6 +559,7 @@ func AnswerDraw(st *State, side rules.Side, accept bool, now time.Time) (Change,
 	}
 	n := clone(st)
 	if !accept {
+		n.DrawBarred[*n.DrawOffer] = true
 		n.DrawOffer = nil
 		return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_DrawDeclined{DrawDeclined: &gamev1.DrawDeclined{Side: rulespb.Side(side)}}}}}, nil
 	}

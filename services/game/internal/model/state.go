@@ -104,7 +104,11 @@ type State struct {
 	Undos int `json:"undos,omitempty"`
 	// DrawOffer is the side with a pending offer, or nil.
 	DrawOffer *rules.Side `json:"draw,omitempty"`
-	Result    *Result     `json:"res,omitempty"`
+	// DrawBarred marks, by side, a side whose offer was declined and who
+	// has not moved since: it may not offer again until it moves, so that
+	// its opponent is not asked again and again in one position.
+	DrawBarred [2]bool `json:"drawBarred,omitzero"`
+	Result     *Result `json:"res,omitempty"`
 	// Connections counts, per seat, the processes holding a stream of it
 	// open: its Holders, plus any count stored before holders were named.
 	Connections [2]int `json:"conn"`

@@ -91,10 +91,12 @@ type GameServiceClient interface {
 	// and the call is refused with FailedPrecondition, as is any other
 	// command that comes after such a deadline.
 	Resign(ctx context.Context, in *ResignRequest, opts ...grpc.CallOption) (*ResignResponse, error)
-	// OfferDraw offers a draw (Xiangqi). FailedPrecondition in Janggi or
-	// when an offer is already pending. The offer stands through the
-	// offerer's own moves; a move by the opponent declines it (DrawDeclined,
-	// then the move).
+	// OfferDraw offers a draw (Xiangqi). FailedPrecondition in Janggi, when
+	// an offer is already pending, and when the caller's last offer was
+	// declined and the caller has not moved since: a side offers again only
+	// in a position it made. The offer stands through the offerer's own
+	// moves; a move by the opponent declines it (DrawDeclined, then the
+	// move).
 	OfferDraw(ctx context.Context, in *OfferDrawRequest, opts ...grpc.CallOption) (*OfferDrawResponse, error)
 	// AnswerDraw accepts or declines the opponent's pending offer.
 	// FailedPrecondition when there is none, or in Janggi.
@@ -330,10 +332,12 @@ type GameServiceServer interface {
 	// and the call is refused with FailedPrecondition, as is any other
 	// command that comes after such a deadline.
 	Resign(context.Context, *ResignRequest) (*ResignResponse, error)
-	// OfferDraw offers a draw (Xiangqi). FailedPrecondition in Janggi or
-	// when an offer is already pending. The offer stands through the
-	// offerer's own moves; a move by the opponent declines it (DrawDeclined,
-	// then the move).
+	// OfferDraw offers a draw (Xiangqi). FailedPrecondition in Janggi, when
+	// an offer is already pending, and when the caller's last offer was
+	// declined and the caller has not moved since: a side offers again only
+	// in a position it made. The offer stands through the offerer's own
+	// moves; a move by the opponent declines it (DrawDeclined, then the
+	// move).
 	OfferDraw(context.Context, *OfferDrawRequest) (*OfferDrawResponse, error)
 	// AnswerDraw accepts or declines the opponent's pending offer.
 	// FailedPrecondition when there is none, or in Janggi.
