@@ -38,12 +38,23 @@ func recoverStream(log *slog.Logger) grpc.StreamServerInterceptor {
 }
 
 // refuseUndecodable answers InvalidArgument for a request the codec could
-// not decode (see codec.Unmarshal).
+// not decode (see codec.Unmarshal), or that holds a time its type refuses
+// (invalidTime).
 func refuseUndecodable(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if why, ok := undecodable(req); ok {
-		return nil, malformed(why)
+	if err := checkDecoded(req); err != nil {
+		return nil, err
 	}
 	return h(ctx, req)
+}
+
+func checkDecoded(req any) error {
+	if why, ok := undecodable(req); ok {
+		return malformed(why)
+	}
+	if why, ok := invalidTime(req); ok {
+		return malformed(why)
+	}
+	return nil
 }
 
 func refuseUndecodableStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
@@ -57,10 +68,7 @@ func (s decodedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if why, ok := undecodable(m); ok {
-		return malformed(why)
-	}
-	return nil
+	return checkDecoded(m)
 }
 
 func malformed(why string) error {

@@ -18,7 +18,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/emptypb"
 
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 )
 
@@ -139,4 +142,48 @@ func connectCall(t *testing.T, addr, contentType string, body []byte) (code, msg
 		t.Fatalf("HTTP %d: %q is not a Connect error", resp.StatusCode, b)
 	}
 	return e.Code, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, e.Message)
+}
+
+// A Duration or Timestamp that its own type refuses (nanos out of range,
+// mixed signs) is a malformed request, at any depth: read as it is, it
+// would be taken for another value than the client meant.
+func TestInvalidTimesAreMalformed(t *testing.T) {
+	var calls atomic.Int64
+	addr, _ := startServerWith(t, Config{}, func(s *Server) {
+		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: &calls})
+	})
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	byoYomi := func(main *durationpb.Duration) *gamev1.CreateGameRequest {
+		return &gamev1.CreateGameRequest{TimeControl: &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{
+			MainTime: main, Periods: 3, PeriodTime: durationpb.New(30 * time.Second),
+		}}}}
+	}
+	for name, c := range map[string]struct {
+		method string
+		req    proto.Message
+		field  string
+	}{
+		"nanos of two seconds": {"MakeMove", &gamev1.MakeMoveRequest{ReportedLag: &durationpb.Duration{Nanos: 2e9}}, "reported_lag"},
+		"mixed signs":          {"CreateGame", byoYomi(&durationpb.Duration{Seconds: 2, Nanos: -1}), "time_control.byo_yomi.main_time"},
+		"beyond its range":     {"CreateGame", byoYomi(&durationpb.Duration{Seconds: 1 << 62}), "time_control.byo_yomi.main_time"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := calls.Load()
+			err := cc.Invoke(context.Background(), "/palace.game.v1.GameService/"+c.method, c.req, new(emptypb.Empty))
+			wantMalformed(t, err, calls.Load() > before)
+			if msg := status.Convert(err).Message(); !strings.Contains(msg, c.field+": ") {
+				t.Fatalf("%q does not name %s", msg, c.field)
+			}
+		})
+	}
+	// Valid times pass, negative ones included (the handler judges those).
+	for _, d := range []*durationpb.Duration{{Seconds: -2, Nanos: -5}, durationpb.New(90 * time.Second)} {
+		if why, bad := invalidTime(byoYomi(d)); bad {
+			t.Errorf("%v refused: %s", d, why)
+		}
+	}
 }
