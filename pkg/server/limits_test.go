@@ -35,6 +35,22 @@ func (g countingGame) GetGame(_ context.Context, req *gamev1.GetGameRequest) (*g
 	return &gamev1.GetGameResponse{Game: &gamev1.Game{GameId: id}}, nil
 }
 
+// startCountingGame serves a countingGame and returns its address, a
+// client connection to it and the count of calls that reached it.
+func startCountingGame(t *testing.T) (string, *grpc.ClientConn, *atomic.Int64) {
+	t.Helper()
+	calls := new(atomic.Int64)
+	addr, _ := startServerWith(t, Config{}, func(s *Server) {
+		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: calls})
+	})
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return addr, cc, calls
+}
+
 // paddedGetGame is a valid GetGame request in JSON, made n bytes longer by
 // whitespace, which its protobuf form does not keep.
 func paddedGetGame(n int) []byte {
@@ -152,15 +168,7 @@ func TestConnectRequestsAreBoundedByMaxRecvBytes(t *testing.T) {
 // 16 MiB: a call whose metadata is larger is refused before its handler
 // runs, one with a credential and cookies' worth of it is served.
 func TestHeadersAreBounded(t *testing.T) {
-	var calls atomic.Int64
-	addr, _ := startServerWith(t, Config{}, func(s *Server) {
-		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: &calls})
-	})
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	addr, cc, calls := startCountingGame(t)
 	client := gamev1.NewGameServiceClient(cc)
 	for _, c := range []struct {
 		name string

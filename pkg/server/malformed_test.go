@@ -8,13 +8,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -45,15 +43,7 @@ func getGameWithID(id string) []byte {
 // developer (and alerting on server faults) the opposite. Every protocol
 // answers InvalidArgument, before the handler runs.
 func TestMalformedRequestsAreInvalidArgument(t *testing.T) {
-	var calls atomic.Int64
-	addr, _ := startServerWith(t, Config{}, func(s *Server) {
-		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: &calls})
-	})
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	addr, cc, calls := startCountingGame(t)
 	bad := map[string][]byte{
 		"string not UTF-8": getGameWithID("g\xffg"),
 		"not protobuf":     {0xff, 0xff, 0xff},
@@ -148,15 +138,7 @@ func connectCall(t *testing.T, addr, contentType string, body []byte) (code, msg
 // mixed signs) is a malformed request, at any depth: read as it is, it
 // would be taken for another value than the client meant.
 func TestInvalidTimesAreMalformed(t *testing.T) {
-	var calls atomic.Int64
-	addr, _ := startServerWith(t, Config{}, func(s *Server) {
-		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: &calls})
-	})
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	_, cc, calls := startCountingGame(t)
 	byoYomi := func(main *durationpb.Duration) *gamev1.CreateGameRequest {
 		return &gamev1.CreateGameRequest{TimeControl: &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{
 			MainTime: main, Periods: 3, PeriodTime: durationpb.New(30 * time.Second),
