@@ -300,6 +300,47 @@ func TestGamesAreKeptForTheirTime(t *testing.T) {
 	pttl(3*time.Hour-5*time.Second, 3*time.Hour)
 }
 
+// TestTimedGamesOutliveTheirTurns: a game with a deadline to come is kept
+// at least LiveTTL past it, however short LiveTTL is, so that the deadline
+// ends it instead of its keys expiring in the middle of a turn; a game
+// without a clock expires LiveTTL after its last change.
+func TestTimedGamesOutliveTheirTurns(t *testing.T) {
+	const live = 1280 * time.Millisecond
+	env := gametest.Start(t, func(c *game.Config) { c.LiveTTL = live })
+	ctx := context.Background()
+	pttl := func(tb *table) time.Duration {
+		t.Helper()
+		p := env.Config.KeyPrefix + "{g:" + tb.id + "}"
+		d := env.Redis.PTTL(ctx, p).Val()
+		for _, k := range []string{p + ":e", p + ":m"} {
+			if e := env.Redis.PTTL(ctx, k).Val(); e != d && env.Redis.Exists(ctx, k).Val() == 1 {
+				t.Fatalf("%s expires in %v, the game in %v", k, e, d)
+			}
+		}
+		return d
+	}
+	untimed := xiangqi(t, env)
+	if d := pttl(untimed); d > live+live/64 {
+		t.Fatalf("an untimed game is kept %v, want at most %v", d, live+live/64)
+	}
+
+	fischer := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(time.Minute), Increment: durationpb.New(0)}}}
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer, FirstMoveTime: durationpb.New(30 * time.Second)})
+	if d := pttl(tb); d < 30*time.Second+live {
+		t.Fatalf("a game awaiting its first move for 30s is kept %v", d)
+	}
+	tb.move(t, "h3e3")
+	tb.move(t, "h8e8")
+	// Red's clock runs: a minute and the lag grace.
+	if d := pttl(tb); d < time.Minute+live {
+		t.Fatalf("a game whose clock runs for a minute is kept %v", d)
+	}
+	time.Sleep(live + live/64)
+	if _, err := env.Client.GetGame(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: tb.id}); err != nil {
+		t.Fatalf("the timed game, its LiveTTL past, in the middle of a turn: %v", err)
+	}
+}
+
 // A game that expired is gone for its readers too, even on the process
 // that still holds its last state.
 func TestExpiredGameIsNotStreamed(t *testing.T) {

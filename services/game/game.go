@@ -63,7 +63,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.SetupTime, "setup-time", 60*time.Second, "default time for each Janggi formation choice")
 	app.DurationFlag(fs, &c.FirstMoveTime, "first-move-time", 60*time.Second, "default time for each side's first move in clocked games before the game is aborted")
 	app.DurationFlag(fs, &c.Retention, "retention", 30*24*time.Hour, "how long finished games stay readable")
-	app.DurationFlag(fs, &c.LiveTTL, "live-ttl", 30*24*time.Hour, "how long an unfinished game is kept after its last change by a player or its clock (streams opening and closing do not count)")
+	app.DurationFlag(fs, &c.LiveTTL, "live-ttl", 30*24*time.Hour, "how long an unfinished game is kept after its last change by a player or its clock (streams opening and closing do not count), and a game with a deadline to come at least that long past it")
 	app.DurationFlag(fs, &c.Heartbeat, "heartbeat", 15*time.Second, "heartbeat interval of idle event streams")
 	app.IntFlag(fs, &c.MaxStreams, "max-streams", 50000, "most event streams one process serves at once; one more is refused with ResourceExhausted until one ends")
 	app.DurationFlag(fs, &c.PresenceGrace, "presence-grace", 3*time.Second, "how long a seat's stream may be gone before the seat is announced disconnected: a reconnection to the same process within it announces nothing (0: at once)")

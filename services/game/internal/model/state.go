@@ -129,8 +129,11 @@ type State struct {
 
 	CreatedMs int64 `json:"created"`
 	EndedMs   int64 `json:"ended,omitempty"`
-	// ExpiryExtendedMs is when the store last extended the game's expiry.
+	// ExpiryExtendedMs is when the store last extended the game's expiry,
+	// and KeptUntilMs when that expiry falls (0 in states stored before it
+	// was recorded: then LiveTTL and its slack after ExpiryExtendedMs).
 	ExpiryExtendedMs int64 `json:"exp_ms,omitempty"`
+	KeptUntilMs      int64 `json:"kept_ms,omitempty"`
 
 	// replayed is the moves already replayed, when known: a command needs
 	// the rules' view of the game, and replaying hundreds of plies for

@@ -271,8 +271,12 @@ type Result struct {
 // unfinished game's keys expire LiveTTL plus a slack of LiveTTL/64 after
 // the last extension, and the next commit more than the slack after that
 // extension extends it again, so a game is always kept at least LiveTTL
-// after its last change (presence changes aside, which extend nothing). A
-// game that finishes gets Retention at once.
+// after its last change (presence changes aside, which extend nothing).
+// A game with a deadline to come (a clock, a first move or a formation
+// awaited) is kept at least LiveTTL past that deadline too, which ends it
+// or moves it on: a --live-ttl shorter than a turn may take must not
+// delete a game in the middle of that turn. A game that finishes gets
+// Retention at once.
 func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, requestID string, resp []byte, now time.Time) (Result, error) {
 	id := ch.State.ID
 	var prevVersion uint64
@@ -288,9 +292,19 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	case ch.Presence:
 		// Streams opening and closing are no play: a game nobody moves in
 		// expires even while a client keeps reconnecting to it.
-	case now.Sub(time.UnixMilli(ch.State.ExpiryExtendedMs)) >= slack:
-		expiry = s.cfg.LiveTTL + slack
-		ch.State.ExpiryExtendedMs = now.UnixMilli()
+	default:
+		want := now.Add(s.cfg.LiveTTL + slack)
+		if ch.State.WakeMs > 0 {
+			want = later(want, time.UnixMilli(ch.State.WakeMs).Add(s.cfg.LiveTTL+slack))
+		}
+		kept := time.UnixMilli(ch.State.KeptUntilMs)
+		if ch.State.KeptUntilMs == 0 {
+			kept = time.UnixMilli(ch.State.ExpiryExtendedMs).Add(s.cfg.LiveTTL + slack)
+		}
+		if want.Sub(kept) >= slack {
+			expiry = want.Sub(now)
+			ch.State.ExpiryExtendedMs, ch.State.KeptUntilMs = now.UnixMilli(), want.UnixMilli()
+		}
 	}
 	state, err := json.Marshal(ch.State)
 	if err != nil {
@@ -460,6 +474,13 @@ func (s *Store) confirmedEvents(ctx context.Context, id, from string, count int6
 		}
 	}
 	return msgs, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Kept reports whether st, as this process committed it, is certainly
