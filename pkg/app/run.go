@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/logging"
@@ -76,6 +77,7 @@ func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
 	cc, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(reconnect),
+		grpc.WithKeepaliveParams(peerKeepalive),
 		grpc.WithPerRPCCredentials(rt.serviceCreds),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(
 			otelgrpc.WithTracerProvider(rt.Tel.Tracer),
@@ -131,6 +133,13 @@ var reconnect = grpc.ConnectParams{
 	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 	MinConnectTimeout: 5 * time.Second,
 }
+
+// peerKeepalive has a connection to another service pinged when silent,
+// so that a peer that stopped answering without closing it (a frozen
+// host, a network path lost) is found dead within Time+Timeout and its
+// calls go to a new connection, instead of waiting on this one until TCP
+// gives up. Servers accept pings every 10 s (pkg/server).
+var peerKeepalive = keepalive.ClientParameters{Time: 15 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
 
 // Binder binds one service to the process and returns what to close at
 // stop (may be nil).

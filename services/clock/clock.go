@@ -66,7 +66,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.Poll, "clock-poll", sweep.DefaultPoll, "longest sleep of a sweeper between two reads of its shard")
 	app.IntFlag(fs, &c.Batch, "clock-batch", sweep.DefaultBatch, "due deadlines of one shard handed to the game service at once")
 	app.IntFlag(fs, &c.Workers, "clock-workers", sweep.DefaultWorkers, "concurrent ExpireDeadline calls per replica")
-	app.DurationFlag(fs, &c.CallTimeout, "clock-call-timeout", sweep.DefaultCallTimeout, "timeout of one ExpireDeadline call")
+	app.DurationFlag(fs, &c.CallTimeout, "clock-call-timeout", sweep.DefaultCallTimeout, "timeout of one call to the game service: an ExpireDeadline, or the read behind GetClocks")
 	app.DurationFlag(fs, &c.StaleAfter, "clock-stale-after", sweep.DefaultStaleAfter, "how long past its instant a deadline entry that is not its game's current one is re-checked before removal (a commit making it current may be on its way)")
 }
 
@@ -153,7 +153,7 @@ func Bind(cfg Config) app.Binder {
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("clock service: %w", err), cc.Close())
 		}
-		rt.Server.RegisterService(&clockv1.ClockService_ServiceDesc, handler.New(log, games, sw, rt.ServiceKeys))
+		rt.Server.RegisterService(&clockv1.ClockService_ServiceDesc, handler.New(log, games, sw, rt.ServiceKeys, cfg.CallTimeout))
 		// The sweepers outlive the serving context: deadlines keep being
 		// handled while the server drains, until the closer runs.
 		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

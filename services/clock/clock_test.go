@@ -643,3 +643,27 @@ func TestGetClocksWithTheGameServiceAway(t *testing.T) {
 		t.Fatalf("the client reads the internal call's failure: %q", msg)
 	}
 }
+
+// TestGetClocksWithTheGameServiceSilent: a game service that stops
+// answering without closing its connection (a frozen host) gets
+// GetClocks an Unavailable within the call timeout, not a wait as long as
+// the client's own deadline.
+func TestGetClocksWithTheGameServiceSilent(t *testing.T) {
+	t.Parallel()
+	env := startGame(t, false)
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
+	proxy := redistest.NewProxy(t, env.Addr)
+	c := startClockWith(t, env, "", func(c *clock.Config) { c.GameAddr, c.CallTimeout = proxy.Addr(), time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.GetClocks(ctx, &clockv1.GetClocksRequest{GameId: tb.id}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole()
+	start := time.Now()
+	_, err := c.GetClocks(ctx, &clockv1.GetClocksRequest{GameId: tb.id})
+	wantCode(t, err, codes.Unavailable)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("Unavailable after %v", took)
+	}
+}

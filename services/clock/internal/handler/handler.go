@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -39,6 +40,10 @@ type Handler struct {
 	games    Games
 	stats    Stater
 	services *auth.Verified
+	// callTimeout bounds a read from the game service: one that stopped
+	// answering without closing its connection must not hold the caller
+	// until its own deadline, or for ever without one.
+	callTimeout time.Duration
 }
 
 var (
@@ -46,10 +51,11 @@ var (
 	_ Games                      = gamev1.GameServiceClient(nil)
 )
 
-// New returns a handler that reads games through games and statistics
-// from stats, for callers with a service credential signed by services.
-func New(log *slog.Logger, games Games, stats Stater, services *auth.Keyring) *Handler {
-	return &Handler{log: log, games: games, stats: stats, services: auth.NewVerified(services, 64)}
+// New returns a handler that reads games through games, each read within
+// callTimeout, and statistics from stats, for callers with a service
+// credential signed by services.
+func New(log *slog.Logger, games Games, stats Stater, services *auth.Keyring, callTimeout time.Duration) *Handler {
+	return &Handler{log: log, games: games, stats: stats, services: auth.NewVerified(services, 64), callTimeout: callTimeout}
 }
 
 // GetClocks reads the game's clocks from the game service, which owns
@@ -68,12 +74,16 @@ func (h *Handler) GetClocks(ctx context.Context, req *clockv1.GetClocksRequest) 
 	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
 		out = metadata.AppendToOutgoingContext(out, "authorization", v)
 	}
+	out, cancel := context.WithTimeout(out, h.callTimeout)
+	defer cancel()
 	g, err := h.games.GetGame(out, &gamev1.GetGameRequest{GameId: req.GetGameId()})
 	if err != nil {
 		switch code := status.Code(err); {
 		case code == codes.DeadlineExceeded && ctx.Err() != nil:
 			// The client's own deadline, which the call inherited.
 			return nil, status.Error(codes.DeadlineExceeded, "deadline exceeded")
+		case code == codes.DeadlineExceeded:
+			return nil, apierr.ToStatus(ctx, h.log, &apierr.Error{Code: apierr.Unavailable, Msg: fmt.Sprintf("the game service did not answer within %v; retry", h.callTimeout), Err: err})
 		case code == codes.NotFound, code == codes.PermissionDenied, code == codes.Unauthenticated, code == codes.InvalidArgument, code == codes.Canceled:
 			// The game service's answer about this caller's own request and
 			// credential: passed through as it is.
