@@ -143,6 +143,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	services []string
+	// down are the services set not serving (SetServing); serving tells
+	// whether Serve has begun, which sets the others SERVING.
+	down    map[string]bool
+	serving bool
 }
 
 // maxHeaderBytes bounds a request's headers (metadata), over every
@@ -195,6 +199,31 @@ func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	s.services = append(s.services, desc.ServiceName)
 	s.mu.Unlock()
 	s.health.SetServingStatus(desc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+}
+
+// SetServing sets a registered service's health to SERVING or
+// NOT_SERVING, for a service that finds it cannot do its work: balancers
+// and readiness checks then leave it. The whole server's health ("")
+// stays SERVING, so a liveness check does not restart a process that is
+// waiting for something outside it. Before Serve the status is kept for
+// Serve to apply; after shutdown began it changes nothing.
+func (s *Server) SetServing(service string, serving bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down == nil {
+		s.down = map[string]bool{}
+	}
+	s.down[service] = !serving
+	if s.serving {
+		s.health.SetServingStatus(service, servingStatus(serving))
+	}
+}
+
+func servingStatus(serving bool) healthpb.HealthCheckResponse_ServingStatus {
+	if serving {
+		return healthpb.HealthCheckResponse_SERVING
+	}
+	return healthpb.HealthCheckResponse_NOT_SERVING
 }
 
 // Handle adds a plain HTTP handler (web pages, debug endpoints) on the
@@ -282,9 +311,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	for _, name := range s.Services() {
-		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	s.mu.Lock()
+	for _, name := range s.services {
+		s.health.SetServingStatus(name, servingStatus(!s.down[name]))
 	}
+	s.serving = true
+	s.mu.Unlock()
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("serving", "addr", lis.Addr().String(), "tls", s.certs != nil, "services", s.Services())
 	if s.certs != nil {

@@ -45,6 +45,9 @@ type Config struct {
 	// StaleAfter is how long an entry that is not its game's current
 	// deadline is re-checked before it is removed.
 	StaleAfter time.Duration
+	// HandOverAfter is how long every call to the game service may fail
+	// before the replica hands its shards to the others.
+	HandOverAfter time.Duration
 }
 
 // RegisterFlags defines every flag of the clock service, those it shares
@@ -67,6 +70,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.IntFlag(fs, &c.Batch, "clock-batch", sweep.DefaultBatch, "due deadlines of one shard handed to the game service at once")
 	app.IntFlag(fs, &c.Workers, "clock-workers", sweep.DefaultWorkers, "concurrent ExpireDeadline calls per replica")
 	app.DurationFlag(fs, &c.CallTimeout, "clock-call-timeout", sweep.DefaultCallTimeout, "timeout of one call to the game service: an ExpireDeadline, or the read behind GetClocks")
+	app.DurationFlag(fs, &c.HandOverAfter, "clock-hand-over-after", sweep.DefaultHandOverAfter, "how long every call of this replica to the game service may fail (unreachable, or refusing its credential) before it hands its shards to the other replicas and reports the clock service NOT_SERVING, until a probe gets an answer")
 	app.DurationFlag(fs, &c.StaleAfter, "clock-stale-after", sweep.DefaultStaleAfter, "how long past its instant a deadline entry that is not its game's current one is re-checked before removal (a commit making it current may be on its way)")
 }
 
@@ -86,7 +90,7 @@ func (c Config) Validate() error {
 	if c.DeadlineShards < 1 || c.DeadlineShards > 4096 {
 		errs = append(errs, fmt.Errorf("--deadline-shards %d: want 1..4096", c.DeadlineShards))
 	}
-	for name, d := range map[string]time.Duration{"clock-lease-ttl": c.LeaseTTL, "clock-tick": c.Tick, "clock-poll": c.Poll, "clock-call-timeout": c.CallTimeout, "clock-stale-after": c.StaleAfter} {
+	for name, d := range map[string]time.Duration{"clock-lease-ttl": c.LeaseTTL, "clock-tick": c.Tick, "clock-poll": c.Poll, "clock-call-timeout": c.CallTimeout, "clock-stale-after": c.StaleAfter, "clock-hand-over-after": c.HandOverAfter} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
@@ -113,6 +117,7 @@ func (c Config) sweep() sweep.Config {
 	return sweep.Config{
 		ReplicaID: c.ReplicaID, LeaseTTL: c.LeaseTTL, Tick: c.Tick, Poll: c.Poll,
 		Batch: c.Batch, Workers: c.Workers, CallTimeout: c.CallTimeout, StaleAfter: c.StaleAfter,
+		HandOverAfter: c.HandOverAfter,
 	}
 }
 
@@ -149,7 +154,9 @@ func Bind(cfg Config) app.Binder {
 		// otherwise pay for the connection in lateness.
 		cc.Connect()
 		games := gamev1.NewGameServiceClient(cc)
-		sw, err := sweep.New(log, rt.Redis, idx, games, rt.Tel.Meter.Meter("palace/clock"), cfg.sweep())
+		swCfg := cfg.sweep()
+		swCfg.OnReach = func(ok bool) { rt.Server.SetServing(clockv1.ClockService_ServiceDesc.ServiceName, ok) }
+		sw, err := sweep.New(log, rt.Redis, idx, games, rt.Tel.Meter.Meter("palace/clock"), swCfg)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("clock service: %w", err), cc.Close())
 		}

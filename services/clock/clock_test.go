@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -665,5 +666,57 @@ func TestGetClocksWithTheGameServiceSilent(t *testing.T) {
 	wantCode(t, err, codes.Unavailable)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("Unavailable after %v", took)
+	}
+}
+
+// TestAReplicaCutOffFromTheGameServiceHandsItsShardsOver: a replica that
+// reaches Redis but whose calls the game service never takes (here the
+// game service is cut off from it; keys a rotation left behind do the
+// same) hands its shards to the other replicas once every call has failed
+// for --clock-hand-over-after, so that every game is flagged, and reports
+// the clock service NOT_SERVING while the whole server stays SERVING. Once
+// the game service answers its probe, it takes shards again.
+func TestAReplicaCutOffFromTheGameServiceHandsItsShardsOver(t *testing.T) {
+	t.Parallel()
+	env := startGame(t, true)
+	proxy := redistest.NewProxy(t, env.Addr)
+	cfg := clock.DefaultConfig()
+	cfg.GameAddr, cfg.KeyPrefix, cfg.DeadlineShards, cfg.ReplicaID = proxy.Addr(), env.Config.KeyPrefix, env.Config.DeadlineShards, "cut-off"
+	cfg.HandOverAfter = time.Second
+	cutConn := apptest.Start(t, redistest.Addr(t), clock.Bind(cfg))
+	cut := clockv1.NewClockServiceClient(cutConn)
+	waitOwners(t, cut, "cut-off")
+	good := startClock(t, env, "good")
+	waitOwners(t, good, "cut-off", "good")
+	health := func(service string) healthpb.HealthCheckResponse_ServingStatus {
+		t.Helper()
+		resp, err := healthpb.NewHealthClient(cutConn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetStatus()
+	}
+	clockService := clockv1.ClockService_ServiceDesc.ServiceName
+
+	proxy.Cut()
+	tables := make([]*table, 16)
+	for i := range tables {
+		tables[i] = create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer(time.Second)})
+		tables[i].play(t, firstMoves...)
+	}
+	for _, tb := range tables {
+		if g := tb.waitEnded(t); g.GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
+			t.Fatalf("game %s ended by %v", tb.id, g.GetResult().GetMethod())
+		}
+	}
+	waitOwners(t, good, "good")
+	if st, whole := health(clockService), health(""); st != healthpb.HealthCheckResponse_NOT_SERVING || whole != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("cut off: the clock service is %v, the server %v; want NOT_SERVING and SERVING", st, whole)
+	}
+
+	proxy.Restore()
+	waitOwners(t, good, "cut-off", "good")
+	if st := health(clockService); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("back: the clock service is %v", st)
 	}
 }

@@ -73,6 +73,13 @@ type Config struct {
 	// game's current deadline is kept and re-checked before it is
 	// removed: a commit that makes it current may still be on its way.
 	StaleAfter time.Duration
+	// HandOverAfter is how long every call to the game service may fail
+	// before this replica hands its shards to the others (see reach.go).
+	HandOverAfter time.Duration
+	// OnReach, when set, is told when the replica hands its shards over
+	// for want of the game service (false) and when it answers again
+	// (true).
+	OnReach func(reachable bool)
 }
 
 // Defaults.
@@ -84,6 +91,8 @@ const (
 	DefaultWorkers     = 32
 	DefaultCallTimeout = 5 * time.Second
 	DefaultStaleAfter  = 10 * time.Second
+	// DefaultHandOverAfter is about three retries of an entry.
+	DefaultHandOverAfter = 3 * time.Second
 )
 
 func (c Config) withDefaults() Config {
@@ -100,6 +109,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Poll, DefaultPoll)
 	def(&c.CallTimeout, DefaultCallTimeout)
 	def(&c.StaleAfter, DefaultStaleAfter)
+	def(&c.HandOverAfter, DefaultHandOverAfter)
 	if c.Batch <= 0 {
 		c.Batch = DefaultBatch
 	}
@@ -172,6 +182,8 @@ type Service struct {
 	leaving  map[int]*shardRun // released, swept until the hand-off ends
 	sweeping map[int]*shard    // owned and leaving shards
 	replicas []string
+
+	reach reach
 }
 
 type shardRun struct {
@@ -256,6 +268,17 @@ func (s *Service) Run(ctx context.Context) error {
 // replicas take the shards over at their next tick instead of after the
 // TTL. Call it after Run returned.
 func (s *Service) Release(ctx context.Context) error {
+	n, err := s.dropShards(ctx)
+	if err != nil {
+		return err
+	}
+	s.log.Info("released shard leases", "shards", n)
+	return nil
+}
+
+// dropShards stops sweeping, gives up every lease and leaves the replica
+// set; it returns how many shards it gave up.
+func (s *Service) dropShards(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	shards := make([]int, 0, len(s.owned)+len(s.leaving))
 	for sh := range s.owned {
@@ -264,7 +287,7 @@ func (s *Service) Release(ctx context.Context) error {
 	for sh := range s.leaving {
 		shards = append(shards, sh)
 	}
-	s.owned, s.leaving = map[int]*shardRun{}, map[int]*shardRun{}
+	s.owned, s.leaving, s.sweeping = map[int]*shardRun{}, map[int]*shardRun{}, map[int]*shard{}
 	s.mu.Unlock()
 	pipe := s.rdb.Pipeline()
 	for _, sh := range shards {
@@ -272,10 +295,9 @@ func (s *Service) Release(ctx context.Context) error {
 	}
 	pipe.ZRem(ctx, s.keys.replicas(), s.cfg.ReplicaID)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("release clock leases: %w", err)
+		return len(shards), fmt.Errorf("release clock leases: %w", err)
 	}
-	s.log.Info("released shard leases", "shards", len(shards))
-	return nil
+	return len(shards), nil
 }
 
 // Close unregisters the metric callbacks.
@@ -290,6 +312,9 @@ func (s *Service) tick(ctx context.Context) {
 	now := time.Now()
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL)
 	defer cancel()
+	if s.handingOver(ctx, tctx, now) {
+		return
+	}
 	s.mu.Lock()
 	mine := make([]int, 0, len(s.owned))
 	for sh := range s.owned {

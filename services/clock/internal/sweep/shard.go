@@ -317,14 +317,17 @@ func (s *Service) expire(ctx context.Context, shard int, e deadline.Entry) outco
 	resp, err := s.games.ExpireDeadline(cctx, &gamev1.ExpireDeadlineRequest{GameId: e.GameID, DeadlineUnixMs: at})
 	if err != nil {
 		if status.Code(err) == codes.InvalidArgument {
+			s.reached()
 			s.log.Error("dropping a deadline entry the game service refuses", "shard", shard, "game", e.GameID, "err", err)
 			return outcome{kind: "stale", remove: true}
 		}
 		if ctx.Err() != nil {
 			return outcome{kind: "retry"}
 		}
+		s.unreached(time.Now())
 		return outcome{kind: "error", err: err}
 	}
+	s.reached()
 	return s.decide(ctx, at, resp, time.Now())
 }
 

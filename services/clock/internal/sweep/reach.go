@@ -1,0 +1,109 @@
+package sweep
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// A replica whose calls the game service does not take (it cannot reach
+// the game service, or presents a credential the game service refuses,
+// say keys a rotation left behind) would go on holding its shards,
+// renewing their leases in Redis, while their games were never flagged.
+// Once every call it made for HandOverAfter has failed, it hands its
+// shards to the other replicas, takes none, and probes the game service
+// until a call succeeds; meanwhile it reports itself not reachable
+// (OnReach), which the clock service shows as NOT_SERVING.
+
+// probeGameID names no game (game ids have no dash): the game service
+// answers a probe as it answers an unknown game's deadline, once it has
+// checked the caller's credential, without writing anything.
+const probeGameID = "clock-probe"
+
+// probeEvery spaces the probes of a replica that handed its shards over.
+const probeEvery = time.Second
+
+type reach struct {
+	mu sync.Mutex
+	// failingSince is the first failed call since the last success; zero
+	// while the last call succeeded.
+	failingSince time.Time
+	handedOver   bool
+	probing      bool
+	lastProbe    time.Time
+}
+
+// reached records a call the game service answered.
+func (s *Service) reached() {
+	s.reach.mu.Lock()
+	was := s.reach.handedOver
+	s.reach.failingSince, s.reach.handedOver = time.Time{}, false
+	s.reach.mu.Unlock()
+	if was {
+		s.log.Info("the game service answers this replica again; taking shards")
+		s.notifyReach(true)
+	}
+}
+
+// unreached records a call that failed for want of the game service.
+func (s *Service) unreached(now time.Time) {
+	s.reach.mu.Lock()
+	if s.reach.failingSince.IsZero() {
+		s.reach.failingSince = now
+	}
+	s.reach.mu.Unlock()
+}
+
+// handingOver reports whether the replica holds no shards at now, for
+// want of the game service. The tick that finds every call failed for
+// HandOverAfter hands the shards over (within tctx, the tick's); later
+// ones probe (within ctx, the replica's).
+func (s *Service) handingOver(ctx, tctx context.Context, now time.Time) bool {
+	s.reach.mu.Lock()
+	since := s.reach.failingSince
+	newly := !s.reach.handedOver && !since.IsZero() && now.Sub(since) >= s.cfg.HandOverAfter
+	if newly {
+		s.reach.handedOver = true
+	}
+	out := s.reach.handedOver
+	probe := out && !s.reach.probing && now.Sub(s.reach.lastProbe) >= probeEvery
+	if probe {
+		s.reach.probing, s.reach.lastProbe = true, now
+	}
+	s.reach.mu.Unlock()
+	if newly {
+		n, err := s.dropShards(tctx)
+		s.log.Error("every call to the game service failed; handed the shards to the other replicas until it answers",
+			"failing_for", now.Sub(since).Round(time.Millisecond), "shards", n, "release_err", err)
+		s.notifyReach(false)
+	}
+	if probe {
+		s.calls.Add(1)
+		go s.probe(ctx)
+	}
+	return out
+}
+
+// probe asks the game service about a deadline of no game.
+func (s *Service) probe(ctx context.Context) {
+	defer s.calls.Done()
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	_, err := s.games.ExpireDeadline(cctx, &gamev1.ExpireDeadlineRequest{GameId: probeGameID})
+	cancel()
+	s.reach.mu.Lock()
+	s.reach.probing = false
+	s.reach.mu.Unlock()
+	if err != nil {
+		s.log.Debug("game service probe", "err", err)
+		return
+	}
+	s.reached()
+}
+
+func (s *Service) notifyReach(ok bool) {
+	if s.cfg.OnReach != nil {
+		s.cfg.OnReach(ok)
+	}
+}
