@@ -57,6 +57,30 @@ func TestAdjudicationInSearch(t *testing.T) {
 			avoid:   []string{"a9a10"},
 		},
 		{
+			// Red's chariot has chased the unprotected black cannon on
+			// every move of the cycle: c7b7 would make the position's
+			// third occurrence, and the chaser loses.
+			name:    "xiangqi avoids completing a perpetual chase",
+			variant: rules.Xiangqi,
+			fen:     "2bakab1r/8r/1c7/1R7/9/9/9/9/9/3K5 b - - 0 1",
+			history: []string{"b8c8", "b7c7", "c8b8", "c7b7", "b8c8", "b7c7", "c8b8"},
+			depth:   4,
+			avoid:   []string{"c7b7"},
+		},
+		{
+			// The other way round: Black's cannon move makes the third
+			// occurrence of a cycle in which Red chased it on every move,
+			// and wins at once.
+			name:     "xiangqi completes the opponent's perpetual chase",
+			variant:  rules.Xiangqi,
+			fen:      "5k3/9/2c6/1R7/9/9/9/9/9/4K4 w - - 0 1",
+			history:  []string{"b7c7", "c8b8", "c7b7", "b8c8", "b7c7", "c8b8", "c7b7"},
+			depth:    3,
+			wantMove: "b8c8",
+			wantMate: 1,
+			wantEnd:  true, wantWinner: rules.SecondWins,
+		},
+		{
 			name:    "janggi avoids completing a perpetual check",
 			variant: rules.Janggi,
 			fen:     "4k4/9/9/9/9/9/9/9/9/R2K5 w - - 0 1",

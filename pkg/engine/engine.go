@@ -203,6 +203,7 @@ func (s *searcher) setup(start *rules.Position, moves []rules.Move) error {
 		s.st = make([]state, 0, len(moves)+maxPly+64)
 	}
 	s.st = s.st[:0]
+	s.histUndo = s.histUndo[:0]
 	s.counts = [2][8]int8{}
 	s.psq = [2]int32{}
 	s.pcount = [2]uint8{}
@@ -234,6 +235,7 @@ func (s *searcher) setup(start *rules.Position, moves []rules.Move) error {
 			return fmt.Errorf("ply %d: %w", i+1, err)
 		}
 		s.make(m, 0)
+		s.histUndo = append(s.histUndo, s.undo[0])
 	}
 	s.root = len(s.st) - 1
 	return nil

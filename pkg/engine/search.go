@@ -92,6 +92,8 @@ type searcher struct {
 	moves   [maxPly + 1][maxMoves]rules.Move
 	mscore  [maxPly + 1][maxMoves]int32
 	undo    [maxPly + 1]rules.Undo
+	// histUndo are the undos of the game's moves before the root.
+	histUndo []rules.Undo
 	killers [maxPly + 1][2]rules.Move
 	history [2][90 * 90]int32
 	pv      [maxPly + 1][maxPly + 1]rules.Move
@@ -308,9 +310,9 @@ func (s *searcher) noAttackers() bool {
 // search tree (the side that could avoid the cycle could have done so the
 // first time round, so the search treats the first return as final). A side
 // that gave check with every move of the cycle while the other did not
-// loses; otherwise Janggi is decided on points and Xiangqi is a draw.
-// Perpetual chase (Xiangqi) is not detected here: such cycles score as
-// draws inside the search.
+// loses; otherwise Janggi is decided on points, and in Xiangqi a side that
+// chased one piece on every move of the cycle while the other did not
+// force loses (rules.PerpetualChaser), else it is a draw.
 func (s *searcher) repetition(n, ply int) (int, bool) {
 	cur := &s.st[n]
 	h := cur.hash
@@ -347,7 +349,35 @@ func (s *searcher) repetition(n, ply int) (int, bool) {
 	if s.janggi {
 		return s.pointsScore(ply), true
 	}
+	if loser, ok := s.chaser(first, n); ok {
+		return winScore(loser != us, ply), true
+	}
 	return 0, true
+}
+
+// chaser finds the loser by perpetual chase of the cycle from position
+// first to position n, the current one.
+func (s *searcher) chaser(first, n int) (rules.Side, bool) {
+	at := s.pos.Clone()
+	for k := n; k > first; k-- {
+		at.Unmake(s.st[k].move, s.undoOf(k))
+	}
+	moves := make([]rules.Move, 0, n-first)
+	checks := make([]bool, 0, n-first)
+	for k := first + 1; k <= n; k++ {
+		moves = append(moves, s.st[k].move)
+		checks = append(checks, s.st[k].check)
+	}
+	return rules.PerpetualChaser(at, moves, checks)
+}
+
+// undoOf is the undo of the move that led to position k: a move of the
+// game's history, or one made at search ply k-root-1.
+func (s *searcher) undoOf(k int) rules.Undo {
+	if k <= s.root {
+		return s.histUndo[k-1]
+	}
+	return s.undo[k-s.root-1]
 }
 
 // scoreMoves fills the ordering keys of moves at ply: the hash move, then

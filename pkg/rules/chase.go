@@ -35,6 +35,21 @@ func (g *Game) perpetualChaser(first int) (Side, bool) {
 	for _, m := range g.moves[:first] {
 		q.Make(m)
 	}
+	checks := make([]bool, 0, len(g.moves)-first)
+	for k := first + 1; k <= len(g.moves); k++ {
+		checks = append(checks, g.plies[k-1].check)
+	}
+	return PerpetualChaser(q, g.moves[first:], checks)
+}
+
+// PerpetualChaser returns the side that loses by perpetual chase in a
+// Xiangqi cycle: moves played from at, the position of the cycle's first
+// occurrence, to its repetition, where checks[i] tells whether moves[i]
+// gave check. ok is false when neither side loses by it. at is not
+// changed. A search uses it on the cycles it plays into, as the game does
+// on the ones it ends on.
+func PerpetualChaser(at *Position, moves []Move, checks []bool) (loser Side, ok bool) {
+	q := at.Clone()
 	// Name the pieces; a side has at most 16, so 32 ids fit a uint32 set.
 	var ids [NumSquares]int8
 	next := int8(0)
@@ -47,12 +62,11 @@ func (g *Game) perpetualChaser(first int) (Side, bool) {
 	}
 	same := [2]uint32{^uint32(0), ^uint32(0)}
 	forcing := [2]bool{true, true}
-	for k := first + 1; k <= len(g.moves); k++ {
-		m := g.moves[k-1]
+	for i, m := range moves {
 		s := q.Turn()
 		c := chases(q, m, &ids)
 		same[s] &= c
-		forcing[s] = forcing[s] && (c != 0 || g.plies[k-1].check)
+		forcing[s] = forcing[s] && (c != 0 || checks[i])
 		q.Make(m)
 		ids[m.To()], ids[m.From()] = ids[m.From()], -1
 	}
