@@ -89,15 +89,15 @@ type searcher struct {
 	bestPV    []rules.Move
 	bestDepth int
 
-	moves   [maxPly + 1][maxMoves]rules.Move
-	mscore  [maxPly + 1][maxMoves]int32
-	undo    [maxPly + 1]rules.Undo
+	moves  [maxPly + 1][maxMoves]rules.Move
+	mscore [maxPly + 1][maxMoves]int32
+	undo   [maxPly + 1]rules.Undo
 	// histUndo are the undos of the game's moves before the root.
 	histUndo []rules.Undo
-	killers [maxPly + 1][2]rules.Move
-	history [2][90 * 90]int32
-	pv      [maxPly + 1][maxPly + 1]rules.Move
-	pvLen   [maxPly + 1]int
+	killers  [maxPly + 1][2]rules.Move
+	history  [2][90 * 90]int32
+	pv       [maxPly + 1][maxPly + 1]rules.Move
+	pvLen    [maxPly + 1]int
 }
 
 func newSearcher() *searcher { return &searcher{} }
