@@ -50,7 +50,7 @@ func ParseFEN(v Variant, fen string) (*Position, error) {
 		}
 	}
 	if len(fields) > 4 {
-		n, err := strconv.ParseUint(fields[4], 10, 31)
+		n, err := strconv.ParseUint(fields[4], 10, 31) // maxCounter
 		if err != nil {
 			return nil, fenError("halfmove clock %q is not a number from 0 to 2147483647", fields[4])
 		}

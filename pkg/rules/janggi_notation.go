@@ -97,7 +97,7 @@ func ParseJanggiNotation(p *Position, s string) (Move, error) {
 	case pc.Side() != us:
 		return NoMove, fmt.Errorf("%w: janggi notation %q: the %v on %s (%v) is %s's, and it is %s's turn", ErrIllegalMove, s, pc.Kind(), janggiSquareName(from), from, SideName(Janggi, pc.Side()), SideName(Janggi, us))
 	case pc.Kind() != kind:
-		return NoMove, fmt.Errorf("%w: janggi notation %q: the piece on %s (%v) is a %v, not a %v", ErrIllegalMove, s, janggiSquareName(from), from, pc.Kind(), kind)
+		return NoMove, fmt.Errorf("%w: janggi notation %q: the piece on %s (%v) is %s, not %s", ErrIllegalMove, s, janggiSquareName(from), from, withArticle(pc.Kind().String()), withArticle(kind.String()))
 	}
 	m := NewMove(from, to)
 	if err := p.CheckMove(m); err != nil {
@@ -180,4 +180,12 @@ func janggiKind(name string) Kind {
 		return Soldier
 	}
 	return NoKind
+}
+
+// withArticle puts "a" or "an" before a piece's name.
+func withArticle(name string) string {
+	if strings.ContainsRune("aeiou", rune(name[0])) {
+		return "an " + name
+	}
+	return "a " + name
 }

@@ -3,11 +3,16 @@ package rules
 // Undo holds what Make destroys, so Unmake can restore the position exactly
 // (board, piece-list order, hash and counters) without allocating.
 type Undo struct {
-	Captured Piece
-	capIdx   uint8
-	halfmove uint32
-	hash     uint64
+	Captured           Piece
+	capIdx             uint8
+	halfmove, fullmove uint32
+	hash               uint64
 }
+
+// maxCounter is the largest halfmove clock and fullmove number a FEN may
+// carry (ParseFEN): the counters stop there, so that every position
+// prints as a FEN that parses.
+const maxCounter = 1<<31 - 1
 
 // Make plays m, which must be legal (CheckMove returns nil, or it came from
 // LegalMoves); Make does not check. A pass (from == to) only changes the side
@@ -17,9 +22,11 @@ func (p *Position) Make(m Move) Undo {
 	if from >= NumSquares || to >= NumSquares {
 		panic("rules: Make called with " + m.String())
 	}
-	u := Undo{hash: p.hash, halfmove: p.halfmove}
+	u := Undo{hash: p.hash, halfmove: p.halfmove, fullmove: p.fullmove}
 	us := p.turn
-	p.halfmove++
+	if p.halfmove < maxCounter {
+		p.halfmove++
+	}
 	if from != to {
 		pc := p.board[from]
 		if c := p.board[to]; c != NoPiece {
@@ -49,7 +56,7 @@ func (p *Position) Make(m Move) Undo {
 			p.general[us] = Square(to)
 		}
 	}
-	if us == Second {
+	if us == Second && p.fullmove < maxCounter {
 		p.fullmove++
 	}
 	p.turn = us ^ 1
@@ -66,10 +73,7 @@ func (p *Position) Unmake(m Move, u Undo) {
 	them := p.turn
 	us := them ^ 1
 	p.turn = us
-	if us == Second {
-		p.fullmove--
-	}
-	p.hash, p.halfmove = u.hash, u.halfmove
+	p.hash, p.halfmove, p.fullmove = u.hash, u.halfmove, u.fullmove
 	if from == to {
 		return
 	}

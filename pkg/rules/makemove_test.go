@@ -78,6 +78,14 @@ func TestMoveCounters(t *testing.T) {
 			moves: []string{"h3e3", "h8e8", "e3e7"},
 			want:  "rnbakabnr/9/1c2c4/p1p1C1p1p/9/9/P1P1P1P1P/1C7/9/RNBAKABNR b - - 0 2",
 		},
+		{
+			// The counters stop at the largest a FEN may carry, so that
+			// the position prints as a FEN that parses.
+			name: "counters stop at the FEN limit", variant: Janggi,
+			fen:   "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR b - - 2147483646 2147483647",
+			moves: []string{"a7a6", "a4a5", "c7c6"},
+			want:  "rnba1abnr/4k4/1c5c1/4p1p1p/p1p6/P8/2P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 2147483647 2147483647",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +100,9 @@ func TestMoveCounters(t *testing.T) {
 			}
 			if got := p.FEN(); got != tt.want {
 				t.Errorf("FEN() = %q, want %q", got, tt.want)
+			}
+			if _, err := ParseFEN(tt.variant, p.FEN()); err != nil {
+				t.Errorf("the FEN after the moves does not parse: %v", err)
 			}
 			for i := len(tt.moves) - 1; i >= 0; i-- {
 				p.Unmake(mustParseMove(t, tt.moves[i]), undo[i])

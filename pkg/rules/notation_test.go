@@ -192,32 +192,34 @@ func TestParseJanggiNotation(t *testing.T) {
 		text     string
 		wantMove string
 		wantErr  error
+		wantText string
 	}{
-		{"spaces", start, " 02 마 83 ", "b1c3", nil},
-		{"hanja", start, "02馬83", "b1c3", nil},
-		{"letter first with a dash", start, "H02-83", "b1c3", nil},
-		{"letter first with x", start, "h02x83", "b1c3", nil},
-		{"fen letter in the middle", start, "02N83", "b1c3", nil},
-		{"other soldier name", start, "71병72", "a4b4", nil},
-		{"hanja soldier", start, "71卒72", "a4b4", nil},
-		{"general named 장", start, "95장86", "e2f3", nil},
-		{"pass in English", start, "pass", "e2e2", nil},
-		{"pass in capitals", start, "PASS", "e2e2", nil},
-		{"pass with a space", start, "한수 쉼", "e2e2", nil},
-		{"pass as the general's square", start, "95궁95", "e2e2", nil},
-		{"empty", start, "", "", ErrBadMove},
-		{"short square", start, "0마83", "", ErrBadMove},
-		{"short destination", start, "02마8", "", ErrBadMove},
-		{"long destination", start, "02마830", "", ErrBadMove},
-		{"column zero", start, "00차01", "", ErrBadMove},
-		{"unknown piece", start, "02말83", "", ErrBadMove},
-		{"broken utf-8", start, "02\xff83", "", ErrBadMove},
-		{"wrong piece named", start, "02차83", "", ErrIllegalMove},
-		{"no piece there", start, "92마83", "", ErrIllegalMove},
-		{"opponent's piece", start, "12마33", "", ErrIllegalMove},
-		{"impossible move", start, "02마84", "", ErrIllegalMove},
-		{"pass in check", "4k4/9/9/9/9/9/9/9/9/3K1r3 w - - 0 1", "한수쉼", "", ErrIllegalMove},
-		{"wrong variant", StartFEN(Xiangqi), "02마83", "", ErrBadMove},
+		{"spaces", start, " 02 마 83 ", "b1c3", nil, ""},
+		{"hanja", start, "02馬83", "b1c3", nil, ""},
+		{"letter first with a dash", start, "H02-83", "b1c3", nil, ""},
+		{"letter first with x", start, "h02x83", "b1c3", nil, ""},
+		{"fen letter in the middle", start, "02N83", "b1c3", nil, ""},
+		{"other soldier name", start, "71병72", "a4b4", nil, ""},
+		{"hanja soldier", start, "71卒72", "a4b4", nil, ""},
+		{"general named 장", start, "95장86", "e2f3", nil, ""},
+		{"pass in English", start, "pass", "e2e2", nil, ""},
+		{"pass in capitals", start, "PASS", "e2e2", nil, ""},
+		{"pass with a space", start, "한수 쉼", "e2e2", nil, ""},
+		{"pass as the general's square", start, "95궁95", "e2e2", nil, ""},
+		{"empty", start, "", "", ErrBadMove, ""},
+		{"short square", start, "0마83", "", ErrBadMove, ""},
+		{"short destination", start, "02마8", "", ErrBadMove, ""},
+		{"long destination", start, "02마830", "", ErrBadMove, ""},
+		{"column zero", start, "00차01", "", ErrBadMove, ""},
+		{"unknown piece", start, "02말83", "", ErrBadMove, ""},
+		{"broken utf-8", start, "02\xff83", "", ErrBadMove, ""},
+		{"wrong piece named", start, "02차83", "", ErrIllegalMove, "is a horse, not a chariot"},
+		{"an elephant named a horse", start, "03마83", "", ErrIllegalMove, "is an elephant, not a horse"},
+		{"no piece there", start, "92마83", "", ErrIllegalMove, ""},
+		{"opponent's piece", start, "12마33", "", ErrIllegalMove, ""},
+		{"impossible move", start, "02마84", "", ErrIllegalMove, ""},
+		{"pass in check", "4k4/9/9/9/9/9/9/9/9/3K1r3 w - - 0 1", "한수쉼", "", ErrIllegalMove, ""},
+		{"wrong variant", StartFEN(Xiangqi), "02마83", "", ErrBadMove, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,7 +233,9 @@ func TestParseJanggiNotation(t *testing.T) {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("ParseJanggiNotation(%q) = %v, %v; want error %v", tt.text, got, err, tt.wantErr)
 				}
-				t.Log(err)
+				if tt.wantText != "" && !strings.Contains(err.Error(), tt.wantText) {
+					t.Fatalf("ParseJanggiNotation(%q): %q does not say %q", tt.text, err, tt.wantText)
+				}
 				return
 			}
 			if err != nil || got != mustMove(t, tt.wantMove) {
