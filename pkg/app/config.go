@@ -51,6 +51,8 @@ type Config struct {
 	// for plaintext, "system" for TLS checked against the system's roots,
 	// or a PEM file of the CA certificates that sign their certificates.
 	PeerTLS string
+	// SharedConnections: see server.Config.
+	SharedConnections bool
 
 	// flags is the flag set RegisterFlags defined the flags on: Validate
 	// reports the environment values refused by any flag on it, the
@@ -184,6 +186,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	DurationFlag(fs, &c.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "how long the server waits for a ping's answer before it closes the connection: its streams end and its seats are announced disconnected")
 	StringFlag(fs, &c.TLSCert, "tls-cert", "", "PEM certificate file (with its chain) to serve TLS with on the listen port, for gRPC, Connect, gRPC-Web and /metrics alike; read again when it changes; empty: plaintext, for a proxy in front that ends TLS")
 	StringFlag(fs, &c.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
+	BoolFlag(fs, &c.SharedConnections, "shared-connections", false, "serve native gRPC through the same HTTP server as Connect and gRPC-Web on every connection, instead of handing connections that start with native gRPC to grpc-go's own faster transport, which serves nothing else: set it behind a proxy that sends both over one pooled upstream connection")
 	StringFlag(fs, &c.PeerTLS, "peer-tls", "", "how to reach the other Palace services this one calls (--game-addr): empty for plaintext, system for TLS checked against the system's root certificates, or a PEM file of the CA certificates that sign theirs")
 	StringFlag(fs, &c.ServiceKeys, "service-keys", "", "keys of the credentials Palace services present to each other's internal calls (creating games, expiring deadlines), id:hexsecret[,id:hexsecret]; first signs, all verify; the same in every process and tool; empty: random, so only services in this process are trusted")
 }

@@ -193,7 +193,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		Listen: o.Config.Listen, MaxRecvBytes: o.Config.MaxRecvBytes, ShutdownTimeout: o.Config.ShutdownTimeout,
 		KeepaliveTime: o.Config.KeepaliveTime, KeepaliveTimeout: o.Config.KeepaliveTimeout,
 		Pprof: o.Config.Pprof, CORSOrigins: o.Config.Origins(),
-		TLSCertFile: o.Config.TLSCert, TLSKeyFile: o.Config.TLSKey,
+		TLSCertFile: o.Config.TLSCert, TLSKeyFile: o.Config.TLSKey, SharedConnections: o.Config.SharedConnections,
 	}, log, tel)
 	lis, err := srv.Listen()
 	if err != nil {

@@ -74,6 +74,14 @@ type Config struct {
 	// HTTP/1.1 for browsers that choose it. The files are read again when
 	// they change. Empty: plaintext, for a proxy in front that ends TLS.
 	TLSCertFile, TLSKeyFile string
+	// SharedConnections serves every connection through net/http, native
+	// gRPC included, instead of handing HTTP/2 connections whose first
+	// request is native gRPC to grpc-go's own transport (several times
+	// cheaper per call), which serves nothing else. A proxy in front that
+	// sends native gRPC and Connect or gRPC-Web calls over one pooled
+	// upstream connection needs it: its later browser calls would be
+	// refused there.
+	SharedConnections bool
 }
 
 // Validate reports every problem of the configuration at once.
@@ -326,7 +334,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	}
 
 	sp := &splitter{lis: lis, grpc: newConnListener(lis.Addr()), http: newConnListener(lis.Addr()), log: s.log, sniffTime: hs.ReadHeaderTimeout,
-		userTimeout: s.cfg.KeepaliveTime + s.cfg.KeepaliveTimeout}
+		userTimeout: s.cfg.KeepaliveTime + s.cfg.KeepaliveTimeout, shared: s.cfg.SharedConnections}
 	errc := make(chan error, 3)
 	go func() { errc <- sp.serve(ctx) }()
 	go func() { errc <- hs.Serve(sp.http) }()

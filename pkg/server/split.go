@@ -20,8 +20,11 @@ import (
 // net/http. Everything else (HTTP/1.1, Connect, gRPC-Web, /metrics, and
 // HTTP/2 connections whose first request is not gRPC) goes to net/http.
 // The split is made once per connection, from its first request's
-// content-type: a connection that later mixes protocols is still served,
-// because the net/http side routes gRPC requests to grpc-go as well.
+// content-type. A connection that starts with another protocol and sends
+// gRPC later is still served, because the net/http side routes gRPC
+// requests to grpc-go as well; one that starts with gRPC is served gRPC
+// alone. A proxy whose pooled upstream connections carry both kinds of
+// client needs the split off (Config.SharedConnections).
 
 const (
 	http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -92,6 +95,8 @@ type splitter struct {
 	// userTimeout bounds how long data sent on a connection may stay
 	// unacknowledged (setUserTimeout); 0 leaves the kernel's default.
 	userTimeout time.Duration
+	// shared hands every connection to the HTTP side (Config.SharedConnections).
+	shared bool
 }
 
 // serve accepts until lis is closed.
@@ -120,6 +125,12 @@ func (s *splitter) route(ctx context.Context, c net.Conn) {
 		if err := setUserTimeout(c, s.userTimeout); err != nil {
 			s.log.DebugContext(ctx, "TCP user timeout", "remote", c.RemoteAddr().String(), "err", err)
 		}
+	}
+	if s.shared {
+		// Wrapped, so that net/http takes a TLS connection for the
+		// plaintext it reads, as when the split is on.
+		s.http.deliver(&replayConn{Conn: c})
+		return
 	}
 	_ = c.SetReadDeadline(time.Now().Add(s.sniffTime))
 	toGRPC, read, err := sniff(c, settingsWait)

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"io"
 	"log/slog"
 	"net"
@@ -313,6 +314,53 @@ func TestStopEndsOpenStreams(t *testing.T) {
 				t.Fatalf("stream ended with %v", err)
 			}
 			return
+		}
+	}
+}
+
+// One cleartext HTTP/2 connection carrying native gRPC first and Connect
+// after, as a proxy pooling its upstream connections sends them: with
+// SharedConnections both are served; with the split, the Connect call is
+// refused, which is why the option exists.
+func TestSharedConnectionsServeMixedCalls(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		addr, _ := startServerWith(t, Config{SharedConnections: shared})
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		tr := &http.Transport{Protocols: &p}
+		c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		conns := 0
+		tr.DialContext = func(ctx context.Context, network, a string) (net.Conn, error) {
+			conns++
+			return (&net.Dialer{}).DialContext(ctx, network, a)
+		}
+		frame := binary.BigEndian.AppendUint32([]byte{0}, 0) // an empty HealthCheckRequest
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", bytes.NewReader(frame))
+		req.Header.Set("Content-Type", "application/grpc")
+		req.Header.Set("Te", "trailers")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Trailer.Get("Grpc-Status") != "0" {
+			t.Fatalf("shared %v: native gRPC: %d, grpc-status %q", shared, resp.StatusCode, resp.Trailer.Get("Grpc-Status"))
+		}
+		req, _ = http.NewRequest(http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Connect-Protocol-Version", "1")
+		resp, err = c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if conns != 1 {
+			t.Fatalf("shared %v: %d connections, want the calls on one", shared, conns)
+		}
+		if served := resp.StatusCode == http.StatusOK && strings.Contains(string(body), "SERVING"); served != shared {
+			t.Fatalf("shared %v: Connect after native gRPC on one connection: %d %q", shared, resp.StatusCode, body)
 		}
 	}
 }
