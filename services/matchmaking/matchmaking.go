@@ -67,6 +67,9 @@ type Config struct {
 	InviteTTL time.Duration
 	// RematchWindow is how long a rematch offer stands.
 	RematchWindow time.Duration
+	// WatchHeartbeat is how long a watch stream goes without sending
+	// before it sends its state again.
+	WatchHeartbeat time.Duration
 	// CreateConcurrency bounds a replica's game creations in flight.
 	CreateConcurrency int
 	// GiveUpAfter is how long a paired ticket waits for its game before
@@ -113,6 +116,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.TicketTTL, "ticket-ttl", 10*time.Minute, "how long a ticket waits for an opponent")
 	app.DurationFlag(fs, &c.InviteTTL, "invite-ttl", 24*time.Hour, "how long a friend link is valid")
 	app.DurationFlag(fs, &c.RematchWindow, "rematch-window", 60*time.Second, "how long a rematch offer stands")
+	app.DurationFlag(fs, &c.WatchHeartbeat, "watch-heartbeat", handler.DefaultWatchHeartbeat, "how long a WatchTicket, WatchInvite or WatchRematch stream goes without sending before it sends its state again, unchanged, so that clients notice a lost connection")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
 	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire")
 	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second; the default time control's queues are always served")
@@ -135,7 +139,7 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"guest-ttl": c.GuestTTL, "account-ttl": c.AccountTTL, "pairing-interval": c.PairingInterval,
 		"ticket-ttl": c.TicketTTL, "invite-ttl": c.InviteTTL, "rematch-window": c.RematchWindow, "rating-lease": c.RatingLease,
-		"give-up-after": c.GiveUpAfter,
+		"give-up-after": c.GiveUpAfter, "watch-heartbeat": c.WatchHeartbeat,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
@@ -241,7 +245,7 @@ func Bind(cfg Config) app.Binder {
 		}
 		h := handler.New(handler.Config{
 			GuestTTL: cfg.GuestTTL, AccountTTL: cfg.AccountTTL, TicketTTL: cfg.TicketTTL, InviteTTL: cfg.InviteTTL,
-			RematchWindow: cfg.RematchWindow, GameKeep: 30 * 24 * time.Hour,
+			RematchWindow: cfg.RematchWindow, GameKeep: 30 * 24 * time.Hour, WatchHeartbeat: cfg.WatchHeartbeat,
 		}, handler.Deps{Log: log, Ring: ring, Store: st, Hub: hub, Games: gc, Google: gv, Now: cfg.Now, Entered: m.Touch})
 		rt.Server.RegisterService(&matchmakingv1.MatchmakingService_ServiceDesc, h)
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -534,4 +535,47 @@ func TestSeveralGameAddressesAreRefused(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--game-addr") {
 		t.Fatalf("Validate() = %v, want an error naming --game-addr", err)
 	}
+}
+
+// TestWatchesSendHeartbeats: a watch with nothing new sends its state
+// again, unchanged, after each heartbeat interval, so that a client (a
+// browser's fetch reader) can tell a quiet watch from a lost connection.
+func TestWatchesSendHeartbeats(t *testing.T) {
+	const beat = 300 * time.Millisecond
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.WatchHeartbeat = beat })
+	a, b := e.guest("Alice"), e.guest("Bob")
+	ticket := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{Kind: xiangqi})
+	inv, err := e.mm[0].CreateInvite(b.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: janggi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	heartbeats := func(name string, recv func() (string, error)) {
+		t.Helper()
+		first, err := recv()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		start := time.Now()
+		for range 3 {
+			again, err := recv()
+			if err != nil || again != first {
+				t.Fatalf("%s: heartbeat %q, %v; want the state %q again", name, again, err, first)
+			}
+		}
+		if took := time.Since(start); took < 2*beat || took > 3*beat+2*time.Second {
+			t.Fatalf("%s: three heartbeats took %v, want about %v", name, took, 3*beat)
+		}
+	}
+	tickets, err := e.mm[0].WatchTicket(metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer "+a.token)), &matchmakingv1.WatchTicketRequest{TicketId: ticket.GetTicketId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeats("ticket", func() (string, error) { m, err := tickets.Recv(); return m.GetTicket().GetState().String(), err })
+	invites, err := e.mm[0].WatchInvite(metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer "+b.token)), &matchmakingv1.WatchInviteRequest{Token: inv.GetInvite().GetToken()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeats("invite", func() (string, error) { m, err := invites.Recv(); return m.GetInvite().GetState().String(), err })
 }

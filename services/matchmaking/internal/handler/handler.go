@@ -38,6 +38,11 @@ type Config struct {
 	// WatchPoll is how often watch streams re-read their state even
 	// without a notification (a lost one, an expiry).
 	WatchPoll time.Duration
+	// WatchHeartbeat is how long a watch stream may go without sending:
+	// then it sends the state again, unchanged, so that its client can
+	// tell a quiet watch from a lost connection, and proxies that close
+	// idle streams leave it open.
+	WatchHeartbeat time.Duration
 }
 
 // Deps are the handler's collaborators.
@@ -79,11 +84,17 @@ func New(cfg Config, d Deps) *Handler {
 	if cfg.WatchPoll <= 0 {
 		cfg.WatchPoll = 5 * time.Second
 	}
+	if cfg.WatchHeartbeat <= 0 {
+		cfg.WatchHeartbeat = DefaultWatchHeartbeat
+	}
 	if d.Entered == nil {
 		d.Entered = func(store.Pool) {}
 	}
 	return &Handler{cfg: cfg, log: d.Log, ring: d.Ring, store: d.Store, hub: d.Hub, games: d.Games, google: d.Google, now: d.Now, entered: d.Entered}
 }
+
+// DefaultWatchHeartbeat is the game service's default heartbeat too.
+const DefaultWatchHeartbeat = 15 * time.Second
 
 func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }
 
@@ -167,22 +178,29 @@ func (h *Handler) account(ctx context.Context, what string) (auth.Claims, error)
 	return c, nil
 }
 
-// watch sends state whenever it may have changed until send reports the
-// end. It subscribes before the first read, so no change is missed.
-func (h *Handler) watch(ctx context.Context, id string, step func(ctx context.Context) (done bool, wake time.Duration, err error)) error {
+// watch sends state whenever it may have changed, and again unchanged
+// after each heartbeat interval without a send (beat), until step reports
+// the end; step reports whether it sent. It subscribes before the first
+// read, so no change is missed.
+func (h *Handler) watch(ctx context.Context, id string, step func(ctx context.Context, beat bool) (sent, done bool, wake time.Duration, err error)) error {
 	sub := h.hub.Subscribe(id)
 	defer h.hub.Unsubscribe(sub)
+	lastSent := time.Now()
 	for {
-		done, wake, err := step(ctx)
+		sent, done, wake, err := step(ctx, time.Since(lastSent) >= h.cfg.WatchHeartbeat)
 		if err != nil {
 			return h.fail(ctx, err)
 		}
 		if done {
 			return nil
 		}
+		if sent {
+			lastSent = time.Now()
+		}
 		if wake <= 0 || wake > h.cfg.WatchPoll {
 			wake = h.cfg.WatchPoll
 		}
+		wake = max(min(wake, h.cfg.WatchHeartbeat-time.Since(lastSent)), 0)
 		t := time.NewTimer(wake)
 		select {
 		case <-ctx.Done():

@@ -201,31 +201,32 @@ func (h *Handler) WatchInvite(req *matchmakingv1.WatchInviteRequest, ss matchmak
 	}
 	token := req.GetToken()
 	var last matchmakingv1.InviteState
-	return h.watch(ctx, inviteTopic(token), func(ctx context.Context) (bool, time.Duration, error) {
+	return h.watch(ctx, inviteTopic(token), func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
 		inv, err := h.readInvite(ctx, token)
 		if err != nil {
-			return false, 0, err
+			return false, false, 0, err
 		}
 		if c.Subject != inv.Creator && c.Subject != inv.Friend {
-			return false, 0, apierr.New(apierr.PermissionDenied, "only the invite's creator can watch it")
+			return false, false, 0, apierr.New(apierr.PermissionDenied, "only the invite's creator can watch it")
 		}
 		now := h.now()
 		inv = h.settleStalled(ctx, inv, now)
 		pb := invitePB(inv, c.Subject, now)
-		if pb.GetState() != last {
+		sent := pb.GetState() != last || beat
+		if sent {
 			last = pb.GetState()
 			if err := ss.Send(&matchmakingv1.WatchInviteResponse{Invite: pb}); err != nil {
-				return false, 0, err
+				return false, false, 0, err
 			}
 		}
 		if last != matchmakingv1.InviteState_INVITE_STATE_OPEN {
-			return true, 0, nil
+			return sent, true, 0, nil
 		}
 		if inv.State == store.InviteAccepting {
 			// Wake when a claim that has not completed by then stalled.
-			return false, max(inv.AcceptingSince.Add(inviteStall).Sub(now), time.Second), nil
+			return sent, false, max(inv.AcceptingSince.Add(inviteStall).Sub(now), time.Second), nil
 		}
 		// Wake at the expiry to report it.
-		return false, inv.Expires.Sub(now) + time.Millisecond, nil
+		return sent, false, inv.Expires.Sub(now) + time.Millisecond, nil
 	})
 }

@@ -183,17 +183,18 @@ func (h *Handler) WatchTicket(req *matchmakingv1.WatchTicketRequest, ss matchmak
 	}
 	id := req.GetTicketId()
 	var last string
-	return h.watch(ctx, id, func(ctx context.Context) (bool, time.Duration, error) {
+	return h.watch(ctx, id, func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
 		t, err := h.ticketFor(ctx, c.Subject, id)
 		if err != nil {
-			return false, 0, err
+			return false, false, 0, err
 		}
-		if t.State != last {
+		sent := t.State != last || beat
+		if sent {
 			last = t.State
 			if err := ss.Send(&matchmakingv1.WatchTicketResponse{Ticket: ticketPB(t)}); err != nil {
-				return false, 0, err
+				return false, false, 0, err
 			}
 		}
-		return terminalTicket(t.State), 0, nil
+		return sent, terminalTicket(t.State), 0, nil
 	})
 }

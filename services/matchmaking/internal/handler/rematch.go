@@ -166,27 +166,28 @@ func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchm
 	// the other player, or again) take its place between two reads.
 	var last *matchmakingv1.Rematch
 	sawOffer := false
-	return h.watch(ctx, rematchTopic(g.ID), func(ctx context.Context) (bool, time.Duration, error) {
+	return h.watch(ctx, rematchTopic(g.ID), func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
 		r, err := h.store.ReadRematch(ctx, g.ID)
 		if err != nil {
-			return false, 0, err
+			return false, false, 0, err
 		}
 		now := h.now()
 		pb := rematchPB(g, r, c.Subject, now)
-		if last == nil || !proto.Equal(pb, last) {
+		sent := last == nil || !proto.Equal(pb, last) || beat
+		if sent {
 			last = pb
 			if err := ss.Send(&matchmakingv1.WatchRematchResponse{Rematch: pb}); err != nil {
-				return false, 0, err
+				return false, false, 0, err
 			}
 		}
 		switch pb.GetState() {
 		case matchmakingv1.RematchState_REMATCH_STATE_ACCEPTED:
-			return true, 0, nil
+			return sent, true, 0, nil
 		case matchmakingv1.RematchState_REMATCH_STATE_OFFERED:
 			sawOffer = true
-			return false, r.Expires.Sub(now) + time.Millisecond, nil
+			return sent, false, r.Expires.Sub(now) + time.Millisecond, nil
 		}
 		// NONE after an offer: it expired.
-		return sawOffer, 0, nil
+		return sent, sawOffer, 0, nil
 	})
 }

@@ -91,7 +91,11 @@ type MatchmakingServiceClient interface {
 	CancelTicket(ctx context.Context, in *CancelTicketRequest, opts ...grpc.CallOption) (*CancelTicketResponse, error)
 	// WatchTicket sends the ticket now and after every change until it is
 	// matched (with the game and the caller's seat credential), cancelled or
-	// expired, then ends. NotFound and PermissionDenied as CancelTicket.
+	// expired, then ends. Without a change it sends the ticket again,
+	// unchanged, after each heartbeat interval (--watch-heartbeat, 15 s by
+	// default), as the other watches do: a client that hears nothing for
+	// much longer has lost its connection. NotFound and PermissionDenied as
+	// CancelTicket.
 	WatchTicket(ctx context.Context, in *WatchTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTicketResponse], error)
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite,
@@ -110,8 +114,9 @@ type MatchmakingServiceClient interface {
 	// invite; FailedPrecondition when it was used by someone else or
 	// cancelled; InvalidArgument for the creator's own invite.
 	AcceptInvite(ctx context.Context, in *AcceptInviteRequest, opts ...grpc.CallOption) (*AcceptInviteResponse, error)
-	// WatchInvite sends the invite now and after every change until it is
-	// accepted (with the creator's seat), cancelled or expired, then ends.
+	// WatchInvite sends the invite now, after every change and after each
+	// heartbeat interval without one (as WatchTicket) until it is accepted
+	// (with the creator's seat), cancelled or expired, then ends.
 	// NotFound as GetInvite; PermissionDenied for anyone but the creator
 	// and, once it accepted, the friend (who sees their own seat).
 	WatchInvite(ctx context.Context, in *WatchInviteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchInviteResponse], error)
@@ -131,9 +136,10 @@ type MatchmakingServiceClient interface {
 	// no pending offer from the opponent (never made or expired); NotFound
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(ctx context.Context, in *AcceptRematchRequest, opts ...grpc.CallOption) (*AcceptRematchResponse, error)
-	// WatchRematch sends the rematch state of a game now and after every
-	// change until the rematch is accepted (with the caller's new seat) or
-	// the offer expired, then ends. NotFound and PermissionDenied as
+	// WatchRematch sends the rematch state of a game now, after every change
+	// and after each heartbeat interval without one (as WatchTicket) until
+	// the rematch is accepted (with the caller's new seat) or the offer
+	// expired, then ends. NotFound and PermissionDenied as
 	// OfferRematch.
 	WatchRematch(ctx context.Context, in *WatchRematchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRematchResponse], error)
 	// GetRating returns a player's Elo rating of a game kind and rank.
@@ -409,7 +415,11 @@ type MatchmakingServiceServer interface {
 	CancelTicket(context.Context, *CancelTicketRequest) (*CancelTicketResponse, error)
 	// WatchTicket sends the ticket now and after every change until it is
 	// matched (with the game and the caller's seat credential), cancelled or
-	// expired, then ends. NotFound and PermissionDenied as CancelTicket.
+	// expired, then ends. Without a change it sends the ticket again,
+	// unchanged, after each heartbeat interval (--watch-heartbeat, 15 s by
+	// default), as the other watches do: a client that hears nothing for
+	// much longer has lost its connection. NotFound and PermissionDenied as
+	// CancelTicket.
 	WatchTicket(*WatchTicketRequest, grpc.ServerStreamingServer[WatchTicketResponse]) error
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite,
@@ -428,8 +438,9 @@ type MatchmakingServiceServer interface {
 	// invite; FailedPrecondition when it was used by someone else or
 	// cancelled; InvalidArgument for the creator's own invite.
 	AcceptInvite(context.Context, *AcceptInviteRequest) (*AcceptInviteResponse, error)
-	// WatchInvite sends the invite now and after every change until it is
-	// accepted (with the creator's seat), cancelled or expired, then ends.
+	// WatchInvite sends the invite now, after every change and after each
+	// heartbeat interval without one (as WatchTicket) until it is accepted
+	// (with the creator's seat), cancelled or expired, then ends.
 	// NotFound as GetInvite; PermissionDenied for anyone but the creator
 	// and, once it accepted, the friend (who sees their own seat).
 	WatchInvite(*WatchInviteRequest, grpc.ServerStreamingServer[WatchInviteResponse]) error
@@ -449,9 +460,10 @@ type MatchmakingServiceServer interface {
 	// no pending offer from the opponent (never made or expired); NotFound
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(context.Context, *AcceptRematchRequest) (*AcceptRematchResponse, error)
-	// WatchRematch sends the rematch state of a game now and after every
-	// change until the rematch is accepted (with the caller's new seat) or
-	// the offer expired, then ends. NotFound and PermissionDenied as
+	// WatchRematch sends the rematch state of a game now, after every change
+	// and after each heartbeat interval without one (as WatchTicket) until
+	// the rematch is accepted (with the caller's new seat) or the offer
+	// expired, then ends. NotFound and PermissionDenied as
 	// OfferRematch.
 	WatchRematch(*WatchRematchRequest, grpc.ServerStreamingServer[WatchRematchResponse]) error
 	// GetRating returns a player's Elo rating of a game kind and rank.
