@@ -208,6 +208,9 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{name: "negative engine move timeout", args: []string{"--ai-uci-move-timeout", "-1s", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--ai-uci-move-timeout must not be negative"},
 		{name: "negative keepalive", args: []string{"--keepalive-timeout", "-1s", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--keepalive-time and --keepalive-timeout must not be negative"},
 		{name: "bad CORS origin", args: []string{"--cors-origins", "https://play.example.com, play.example.com", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-origins: CORS origin "play.example.com"`},
+		{name: "CORS origin with its default port", args: []string{"--cors-origins", "https://play.example.com:443", "--listen", "127.0.0.1:0"}, want: exitFail, says: "leave out the default port 443, as browsers do: https://play.example.com"},
+		{name: "bad CORS header", args: []string{"--cors-headers", "x-request-id, sentry trace", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-headers: "sentry trace" is not a header name`},
+		{name: "TLS key without a certificate", args: []string{"--tls-key", "k.pem", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--tls-cert and --tls-key go together"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/server"
 )
@@ -38,6 +40,9 @@ type Config struct {
 	// CORSOrigins is a comma-separated list of the web origins whose pages
 	// may call the services from a browser.
 	CORSOrigins string
+	// CORSHeaders is a comma-separated list of further request headers
+	// those pages may send.
+	CORSHeaders string
 	// NoRedis is for processes that keep no state (the rules service).
 	NoRedis bool
 	// ServiceKeys sign and verify the credentials services present to
@@ -180,6 +185,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	BoolFlag(fs, &c.OTLPInsecure, "otlp-insecure", true, "send traces to the collector without TLS")
 	DurationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running calls may take to finish at stop")
 	BoolFlag(fs, &c.Pprof, "pprof", false, "serve /debug/pprof/ for profiling")
+	StringFlag(fs, &c.CORSHeaders, "cors-headers", "", "comma-separated request headers pages of --cors-origins may send besides those of the protocols, authorization and trace context, e.g. x-request-id,sentry-trace: a call with any other header fails its preflight")
 	StringFlag(fs, &c.CORSOrigins, "cors-origins", "", "comma-separated origins of web pages that may call from a browser over Connect or gRPC-Web, e.g. https://play.example.com,https://*.example.com; * for any; empty: the server's own origin only")
 	IntFlag(fs, &c.MaxRecvBytes, "max-recv-bytes", 1<<20, "largest request message accepted")
 	DurationFlag(fs, &c.KeepaliveTime, "keepalive-time", server.DefaultKeepaliveTime, "how long a client connection may stay silent before the server pings it")
@@ -223,6 +229,11 @@ func (c Config) Validate() error {
 	if c.MaxRecvBytes < 1024 {
 		errs = append(errs, errors.New("--max-recv-bytes must be at least 1024"))
 	}
+	for _, h := range c.Headers() {
+		if !httpguts.ValidHeaderFieldName(h) {
+			errs = append(errs, fmt.Errorf("--cors-headers: %q is not a header name", h))
+		}
+	}
 	for _, o := range c.Origins() {
 		if err := server.ValidateOrigin(o); err != nil {
 			errs = append(errs, fmt.Errorf("--cors-origins: %w", err))
@@ -243,9 +254,14 @@ func (c Config) Validate() error {
 }
 
 // Origins lists the allowed browser origins of --cors-origins.
-func (c Config) Origins() []string {
+func (c Config) Origins() []string { return commaList(c.CORSOrigins) }
+
+// Headers lists the further request headers of --cors-headers.
+func (c Config) Headers() []string { return commaList(c.CORSHeaders) }
+
+func commaList(s string) []string {
 	var out []string
-	for o := range strings.SplitSeq(c.CORSOrigins, ",") {
+	for o := range strings.SplitSeq(s, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			out = append(out, o)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/rs/cors"
@@ -57,14 +58,15 @@ var corsResponseHeaders = []string{
 const corsMaxAge = 2 * 60 * 60
 
 // withCORS answers preflights and marks the answers of calls from the
-// allowed origins. No cookie or client certificate is ever accepted as a
-// credential: seats and accounts are bearer tokens that the page sends in
-// Authorization itself.
-func withCORS(origins []string, next http.Handler) http.Handler {
+// allowed origins, letting them send the protocols' headers and
+// extraHeaders (an app's own, a monitoring SDK's). No cookie or client
+// certificate is ever accepted as a credential: seats and accounts are
+// bearer tokens that the page sends in Authorization itself.
+func withCORS(origins, extraHeaders []string, next http.Handler) http.Handler {
 	return cors.New(cors.Options{
 		AllowedOrigins: origins,
 		AllowedMethods: []string{http.MethodGet, http.MethodPost},
-		AllowedHeaders: corsRequestHeaders,
+		AllowedHeaders: append(slices.Clone(corsRequestHeaders), extraHeaders...),
 		ExposedHeaders: corsResponseHeaders,
 		MaxAge:         corsMaxAge,
 	}).Handler(next)
@@ -95,6 +97,15 @@ func ValidateOrigin(o string) error {
 	}
 	if strings.Contains(o, "*") && !strings.Contains(u.Host, "wildcard") {
 		return fmt.Errorf("CORS origin %q: * may only stand in the host", o)
+	}
+	if strings.Contains(u.Host, "wildcard") && !strings.HasPrefix(u.Host, "wildcard.") {
+		// https://*example.org would let https://evilexample.org call.
+		return fmt.Errorf("CORS origin %q: * must stand for whole labels at the start of the host, as in https://*.example.com", o)
+	}
+	if p := u.Port(); (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
+		// Browsers leave a default port out of the origin they send, so
+		// the entry would never match.
+		return fmt.Errorf("CORS origin %q: leave out the default port %s, as browsers do: %s://%s", o, p, u.Scheme, strings.Replace(u.Hostname(), "wildcard", "*", 1))
 	}
 	return nil
 }

@@ -141,12 +141,31 @@ func TestValidateOrigin(t *testing.T) {
 			t.Errorf("%q refused: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "play.example.com", "https://play.example.com/", "https://play.example.com/app", "ftp://example.com", "https://*.*.example.com", "*://example.com", "https://example.com?x=1", "https://user@example.com", "https://"} {
+	for _, bad := range []string{"", "play.example.com", "https://play.example.com/", "https://play.example.com/app", "ftp://example.com", "https://*.*.example.com", "*://example.com", "https://example.com?x=1", "https://user@example.com", "https://",
+		// Never matched: browsers send no default port.
+		"https://play.example.com:443", "http://localhost:80",
+		// Would match https://evilexample.org.
+		"https://*example.org", "https://play*.example.org"} {
 		if err := ValidateOrigin(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 	if err := (Config{Listen: "127.0.0.1:0", CORSOrigins: []string{"https://ok.example", "nope"}}).Validate(); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("config with a bad origin: %v", err)
+	}
+}
+
+// Headers an app adds (its own, a monitoring SDK's) fail the whole
+// preflight unless --cors-headers names them.
+func TestExtraHeadersWhenAllowed(t *testing.T) {
+	const origin = "https://play.example.com"
+	const asked = "connect-protocol-version,content-type,sentry-trace,x-request-id"
+	for _, extra := range [][]string{nil, {"X-Request-Id", "sentry-trace"}} {
+		addr, _ := startServerWith(t, Config{CORSOrigins: []string{origin}, CORSHeaders: extra})
+		_, h := preflight(t, addr, origin, asked)
+		allowed := h.Get("Access-Control-Allow-Origin") == origin && listed(h.Get("Access-Control-Allow-Headers"), "sentry-trace") && listed(h.Get("Access-Control-Allow-Headers"), "x-request-id")
+		if allowed != (extra != nil) {
+			t.Fatalf("extra headers %v: preflight asking for %s: %v", extra, asked, h)
+		}
 	}
 }

@@ -58,6 +58,11 @@ type Config struct {
 	// scheme://host[:port] with at most one * in the host. Empty: only
 	// pages served from the server's own origin.
 	CORSOrigins []string
+	// CORSHeaders are request headers those pages may send besides the
+	// protocols' own, the credential's and trace context's: an app's own
+	// (x-request-id), a monitoring SDK's (sentry-trace). A call with a
+	// header not allowed fails its preflight, in the browser, whole.
+	CORSHeaders []string
 	// KeepaliveTime is how long a client connection may stay silent before
 	// the server pings it, and KeepaliveTimeout how long the answer may
 	// take before the connection is closed (defaults 30 s and 10 s). A
@@ -284,7 +289,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	}
 	rpc := withGRPCWebText(withUnaryGzip(refuseEmptyJSON(withLowerTrailers(transcoder))), s.cfg.MaxRecvBytes)
 	if len(s.cfg.CORSOrigins) > 0 {
-		rpc = withCORS(s.cfg.CORSOrigins, rpc)
+		rpc = withCORS(s.cfg.CORSOrigins, s.cfg.CORSHeaders, rpc)
 	}
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
