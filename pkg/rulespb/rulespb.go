@@ -3,6 +3,7 @@
 package rulespb
 
 import (
+	"errors"
 	"fmt"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -16,6 +17,11 @@ func Variant(k commonv1.GameKind) (rules.Variant, error) {
 		return rules.Janggi, nil
 	case commonv1.GameKind_GAME_KIND_XIANGQI:
 		return rules.Xiangqi, nil
+	}
+	if k == commonv1.GameKind_GAME_KIND_UNSPECIFIED {
+		// JSON decoding drops an unknown enum name ("XIANGQI") as it drops
+		// unknown fields, so a misspelt kind arrives unset: say so.
+		return 0, errors.New("kind: unset, or a name that is not a game kind; want GAME_KIND_JANGGI or GAME_KIND_XIANGQI (in JSON, these full names)")
 	}
 	return 0, fmt.Errorf("kind: %v is not a game kind (want GAME_KIND_JANGGI or GAME_KIND_XIANGQI)", k)
 }

@@ -128,6 +128,10 @@ func TestBadInputNamesTheProblem(t *testing.T) {
 			_, err := c.Adjudicate(ctx, &rulesv1.AdjudicateRequest{Kind: xiangqi, Moves: ms})
 			return err
 		}, want: "2000"},
+		{name: "no kind, or a misspelt one dropped by JSON", call: func() error {
+			_, err := c.StartPosition(ctx, &rulesv1.StartPositionRequest{})
+			return err
+		}, want: "a name that is not a game kind; want GAME_KIND_JANGGI or GAME_KIND_XIANGQI"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
