@@ -223,8 +223,8 @@ func newMover(ctx context.Context, cfg Config) (worker.Mover, func() error, erro
 	return u, u.close, nil
 }
 
-// uciMover plays with an external engine; its strength is its own options,
-// not the seat's level. An engine that fails (it crashed, hung, or
+// uciMover plays with an external engine; its strength and its time per
+// move are its own options, not the seat's level or the game's clock. An engine that fails (it crashed, hung, or
 // answered nonsense such as an illegal move, which pkg/uci refuses) is not
 // asked again: the next move starts a new one.
 type uciMover struct {
@@ -233,7 +233,7 @@ type uciMover struct {
 	timeout time.Duration
 }
 
-func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, _ int, _ uint64) (rules.Move, uint64, error) {
+func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, _ int, _ uint64, _ time.Duration) (rules.Move, uint64, error) {
 	if u.c == nil {
 		c, err := u.start(ctx)
 		if err != nil {

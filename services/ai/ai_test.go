@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/aijobs"
@@ -507,5 +508,42 @@ func TestSeveralGameAddressesAreRefused(t *testing.T) {
 	cfg.GameAddr = "g1:8080, g2:8080"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--game-addr") {
 		t.Fatalf("Validate() = %v, want an error naming --game-addr", err)
+	}
+}
+
+// TestAISeatsPlayOnTheClock: two level-10 AI seats (about a second a move
+// unbounded) in a game of 3 s each without increment think within what
+// their clocks leave them, so neither loses on time in 16 plies.
+func TestAISeatsPlayOnTheClock(t *testing.T) {
+	prefix := redistest.Prefix(t)
+	gcfg := game.DefaultConfig()
+	gcfg.KeyPrefix = prefix
+	cc := apptest.Start(t, redistest.Addr(t), game.Bind(gcfg), ai.Bind(aiConfig(prefix, 2)))
+	games := gamev1.NewGameServiceClient(cc)
+	resp, err := games.CreateGame(context.Background(), &gamev1.CreateGameRequest{
+		RequestId: prefix + "clocked", Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true,
+		TimeControl: &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(3 * time.Second), Increment: durationpb.New(0)}}},
+		Seats:       []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, AiLevel: 10}, {Side: commonv1.Side_SIDE_SECOND, AiLevel: 10}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r, err := games.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: resp.GetGameId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := r.GetGame()
+		if g.GetResult().GetMethod() == commonv1.EndMethod_END_METHOD_TIMEOUT {
+			t.Fatalf("the AI lost on time after %d plies", len(g.GetMoves()))
+		}
+		if len(g.GetMoves()) >= 16 || g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ENDED {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d plies in 60s", len(g.GetMoves()))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

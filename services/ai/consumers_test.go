@@ -60,7 +60,7 @@ func TestStoppedWorkersLeaveTheGroup(t *testing.T) {
 // blockingMover thinks until its context ends, after telling started.
 type blockingMover struct{ started chan struct{} }
 
-func (m blockingMover) Move(ctx context.Context, _ rules.Variant, _ string, _ []rules.Move, _ int, _ uint64) (rules.Move, uint64, error) {
+func (m blockingMover) Move(ctx context.Context, _ rules.Variant, _ string, _ []rules.Move, _ int, _ uint64, _ time.Duration) (rules.Move, uint64, error) {
 	close(m.started)
 	<-ctx.Done()
 	return rules.NoMove, 0, ctx.Err()

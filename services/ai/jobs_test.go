@@ -30,7 +30,7 @@ type countingMover struct {
 	instead func(call int64) (rules.Move, bool)
 }
 
-func (m *countingMover) Move(ctx context.Context, v rules.Variant, start string, moves []rules.Move, level int, seed uint64) (rules.Move, uint64, error) {
+func (m *countingMover) Move(ctx context.Context, v rules.Variant, start string, moves []rules.Move, level int, seed uint64, budget time.Duration) (rules.Move, uint64, error) {
 	n := m.calls.Add(1)
 	if m.before != nil {
 		if err := m.before(n); err != nil {
@@ -42,7 +42,7 @@ func (m *countingMover) Move(ctx context.Context, v rules.Variant, start string,
 			return mv, 0, nil
 		}
 	}
-	return m.engine.Move(ctx, v, start, moves, level, seed)
+	return m.engine.Move(ctx, v, start, moves, level, seed, budget)
 }
 
 // runWorker runs one worker with mover on the game's queue until the test

@@ -27,8 +27,10 @@ import (
 )
 
 // Mover finds the AI's move; the built-in engine or an external UCI one.
+// budget, when positive, is the most the search may take: the game's
+// clock leaves no more (thinkBudget).
 type Mover interface {
-	Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, level int, seed uint64) (rules.Move, uint64, error)
+	Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, level int, seed uint64, budget time.Duration) (rules.Move, uint64, error)
 }
 
 // Builtin plays with pkg/engine at the seat's level.
@@ -37,15 +39,20 @@ type Builtin struct{ e *engine.Engine }
 // NewBuiltin returns a built-in mover with its own transposition table.
 func NewBuiltin(hashMB int) *Builtin { return &Builtin{e: engine.New(engine.Options{HashMB: hashMB})} }
 
-func (b *Builtin) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, level int, seed uint64) (rules.Move, uint64, error) {
+func (b *Builtin) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, level int, seed uint64, budget time.Duration) (rules.Move, uint64, error) {
 	start, err := rules.ParseFEN(v, startFEN)
 	if err != nil {
 		return rules.NoMove, 0, err
 	}
 	// Each move depends only on the game and the seed, so a job taken over
-	// by another worker plays the same move.
+	// by another worker plays the same move, unless the clock cuts the
+	// search short.
 	b.e.Clear()
-	r, err := b.e.Search(ctx, start, moves, engine.Level(level).Limits(seed), nil)
+	lim := engine.Level(level).Limits(seed)
+	if budget > 0 && (lim.MoveTime == 0 || budget < lim.MoveTime) {
+		lim.MoveTime = budget
+	}
+	r, err := b.e.Search(ctx, start, moves, lim, nil)
 	return r.Move, r.Nodes, err
 }
 
@@ -394,7 +401,7 @@ func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *c
 		start := time.Now()
 		var nodes uint64
 		var err error
-		mv, nodes, err = w.Mover.Move(ctx, v, g.GetStart().GetFen(), moves, j.Level, seedOf(g.GetGameId(), len(moves)))
+		mv, nodes, err = w.Mover.Move(ctx, v, g.GetStart().GetFen(), moves, j.Level, seedOf(g.GetGameId(), len(moves)), thinkBudget(g, g.GetTurn(), start))
 		if err != nil {
 			if errors.Is(err, engine.ErrNoLegalMove) {
 				return finished, nil

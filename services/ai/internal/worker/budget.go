@@ -1,0 +1,66 @@
+package worker
+
+import (
+	"time"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// An AI seat plays on the game's clock like any player: its level's
+// search (up to about a second, 5 s at most for level 10) must fit what
+// the clock leaves it, or a fast game is lost on time. The budget is a
+// share of the time left: a thirtieth of the main time plus most of the
+// increment (Fischer), most of the current period once in byo-yomi, half
+// the time left for a first move; less a margin for the move to reach the
+// game service, which credits an AI no lag.
+
+const (
+	// moveMargin is kept back for the move's round trip and commit.
+	moveMargin = 300 * time.Millisecond
+	// minBudget lets even a flagging AI search a little.
+	minBudget = 20 * time.Millisecond
+	// movesLeft is how many moves main time is spread over.
+	movesLeft = 30
+)
+
+// thinkBudget is how long the AI on side may think in g at now; 0 when no
+// clock bounds it.
+func thinkBudget(g *gamev1.Game, side commonv1.Side, now time.Time) time.Duration {
+	c := g.GetClocks()
+	if c == nil {
+		return 0
+	}
+	var spent time.Duration
+	if asOf := c.GetAsOf(); asOf != nil && c.GetRunning() == side {
+		spent = max(now.Sub(asOf.AsTime()), 0)
+	}
+	var budget time.Duration
+	switch {
+	case c.GetFirstMoveDeadline() != nil:
+		budget = c.GetFirstMoveDeadline().AsTime().Sub(now) / 2
+	case c.GetRunning() != side && c.GetRunning() != commonv1.Side_SIDE_UNSPECIFIED:
+		return 0 // not its turn on the clock: nothing to budget
+	default:
+		pc := c.GetFirst()
+		if side == commonv1.Side_SIDE_SECOND {
+			pc = c.GetSecond()
+		}
+		tc := g.GetTimeControl()
+		switch {
+		case tc.GetFischer() != nil:
+			left := pc.GetMainLeft().AsDuration() - spent
+			budget = left/movesLeft + tc.GetFischer().GetIncrement().AsDuration()*3/4
+			budget = min(budget, left/2)
+		case pc.GetInByoYomi():
+			budget = (pc.GetPeriodLeft().AsDuration() - spent) * 3 / 4
+		default:
+			budget = (pc.GetMainLeft().AsDuration() - spent) / movesLeft
+			if pc.GetPeriodsLeft() > 0 {
+				// Main time may run out during this move: a period follows.
+				budget = max(budget, pc.GetPeriodLeft().AsDuration()*3/4)
+			}
+		}
+	}
+	return max(budget-moveMargin, minBudget)
+}

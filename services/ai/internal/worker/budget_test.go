@@ -1,0 +1,48 @@
+package worker
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+func TestThinkBudget(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	red, black := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
+	fischer := func(inc time.Duration) *commonv1.TimeControl {
+		return &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(time.Minute), Increment: durationpb.New(inc)}}}
+	}
+	byoYomi := &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{MainTime: durationpb.New(time.Minute), Periods: 3, PeriodTime: durationpb.New(2 * time.Second)}}}
+	running := func(tc *commonv1.TimeControl, side commonv1.Side, pc *commonv1.PlayerClock, asOf time.Time) *gamev1.Game {
+		c := &commonv1.ClockSnapshot{First: pc, Second: pc, Running: side, AsOf: timestamppb.New(asOf)}
+		return &gamev1.Game{TimeControl: tc, Clocks: c}
+	}
+	main := func(d time.Duration) *commonv1.PlayerClock {
+		return &commonv1.PlayerClock{MainLeft: durationpb.New(d), PeriodsLeft: 3, PeriodLeft: durationpb.New(2 * time.Second)}
+	}
+	for _, c := range []struct {
+		name string
+		g    *gamev1.Game
+		side commonv1.Side
+		want time.Duration
+	}{
+		{"no clock", &gamev1.Game{}, red, 0},
+		{"fischer: a thirtieth of the time left, most of the increment", running(fischer(2*time.Second), red, main(30*time.Second), now), red, time.Second + 1500*time.Millisecond - moveMargin},
+		{"fischer: the time since the snapshot is spent", running(fischer(0), red, main(31*time.Second), now.Add(-time.Second)), red, time.Second - moveMargin},
+		{"fischer: at most half the time left", running(fischer(10*time.Second), red, main(time.Second), now), red, 500*time.Millisecond - moveMargin},
+		{"fischer: flagging, a little", running(fischer(0), red, main(100*time.Millisecond), now), red, minBudget},
+		{"byo-yomi main time: a thirtieth", running(byoYomi, red, main(3*time.Minute), now), red, 6*time.Second - moveMargin},
+		{"byo-yomi main time running out: most of a period", running(byoYomi, red, main(time.Second), now), red, 1500*time.Millisecond - moveMargin},
+		{"in byo-yomi: most of the period left", running(byoYomi, black, &commonv1.PlayerClock{PeriodsLeft: 2, PeriodLeft: durationpb.New(time.Second), InByoYomi: true}, now), black, 750*time.Millisecond - moveMargin},
+		{"first move: half the time to its deadline", &gamev1.Game{TimeControl: byoYomi, Clocks: &commonv1.ClockSnapshot{FirstMoveDeadline: timestamppb.New(now.Add(10 * time.Second))}}, red, 5*time.Second - moveMargin},
+	} {
+		if got := thinkBudget(c.g, c.side, now); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
