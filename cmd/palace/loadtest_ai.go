@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,12 +48,13 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	clients := fs.Int("clients", 4, "concurrent requests")
 	duration := fs.Duration("duration", 20*time.Second, "how long to run")
 	variantName := fs.String("variant", "xiangqi", "janggi or xiangqi")
+	callTimeout := fs.Duration("call-timeout", 30*time.Second, "longest a BestMove call may take before it counts as an error; calls under way when the run ends are waited for that long")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	v, err := rules.ParseVariant(*variantName)
-	if err != nil || *level < 1 || *level > 10 || *clients < 1 || *clients > 1000 || *duration <= 0 || *duration > time.Hour {
-		fmt.Fprintln(stderr, "palace loadtest ai: want --variant janggi|xiangqi, --level 1..10, --clients 1..1000, --duration up to 1h")
+	if err != nil || *level < 1 || *level > 10 || *clients < 1 || *clients > 1000 || *duration <= 0 || *duration > time.Hour || *callTimeout <= 0 {
+		fmt.Fprintln(stderr, "palace loadtest ai: want --variant janggi|xiangqi, --level 1..10, --clients 1..1000, --duration up to 1h, a positive --call-timeout")
 		return exitUsage
 	}
 	ccs, err := dialAll(*addr)
@@ -66,6 +68,20 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 		replicas = append(replicas, aiv1.NewAIServiceClient(cc))
 	}
 	openings := engine.RandomOpenings(v, 64, 6, 1)
+	// Every answer is checked: a move legal in the position sent, found
+	// by a search that counted its nodes.
+	legal := make([][]rules.Move, len(openings))
+	for i, op := range openings {
+		p, err := rules.ParseFEN(v, op.StartFEN)
+		if err != nil {
+			fmt.Fprintln(stderr, "palace loadtest ai: opening:", err)
+			return exitFail
+		}
+		for _, m := range op.Moves {
+			p.Make(m)
+		}
+		legal[i] = p.LegalMoves(nil)
+	}
 	rctx, cancel := context.WithTimeout(ctx, *duration)
 	defer cancel()
 	var jobs, errs atomic.Int64
@@ -73,8 +89,29 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var mu sync.Mutex
 	var lat []time.Duration
 	var errText []string
+	fail := func(format string, a ...any) {
+		errs.Add(1)
+		mu.Lock()
+		if len(errText) < aiErrorsShown {
+			errText = append(errText, fmt.Sprintf(format, a...))
+		}
+		mu.Unlock()
+	}
 	var wg sync.WaitGroup
 	start := time.Now()
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				el := time.Since(start).Seconds()
+				fmt.Fprintf(stderr, "progress: %.0fs jobs=%d (%.1f/s) errors=%d\n", el, jobs.Load(), float64(jobs.Load())/el, errs.Load())
+			}
+		}
+	}()
 	for i := range *clients {
 		client := replicas[i%len(replicas)]
 		wg.Go(func() {
@@ -84,20 +121,23 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 			for n := i; rctx.Err() == nil; n += *clients {
 				op := openings[n%len(openings)]
 				t := time.Now()
-				r, err := client.BestMove(rctx, &aiv1.BestMoveRequest{
+				// Not the run's context: a call under way when the run ends
+				// is waited for, so that a service that stopped answering
+				// shows as errors, not as a quiet run.
+				cctx, cancelCall := context.WithTimeout(ctx, *callTimeout)
+				r, err := client.BestMove(cctx, &aiv1.BestMoveRequest{
 					Kind: rulespb.Kind(v), Start: &commonv1.Position{Fen: op.StartFEN}, Moves: rulespb.Moves(op.Moves),
 					Level: uint32(*level), Seed: uint64(n),
 				})
+				cancelCall()
+				if err == nil {
+					err = checkBestMove(r, legal[n%len(openings)])
+				}
 				if err != nil {
-					if runEnded(rctx, err) {
-						return
+					if ctx.Err() != nil {
+						return // interrupted: the tool's own cancellation
 					}
-					errs.Add(1)
-					mu.Lock()
-					if len(errText) < aiErrorsShown {
-						errText = append(errText, err.Error())
-					}
-					mu.Unlock()
+					fail("%v", err)
 					backoff = min(max(aiBackoffMin, backoff*3/2), aiBackoffMax)
 					sleepUntil(rctx, time.Now().Add(backoff))
 					continue
@@ -121,11 +161,30 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if more := rep.Errors - int64(len(errText)); more > 0 {
 		fmt.Fprintf(stderr, "error: %d more not shown\n", more)
 	}
+	if rep.Jobs == 0 {
+		fmt.Fprintln(stderr, "error: no BestMove call was answered")
+	}
 	b, _ := json.Marshal(rep)
 	fmt.Fprintln(stdout, string(b))
-	if rep.Errors > 0 {
+	if rep.Errors > 0 || rep.Jobs == 0 || ctx.Err() != nil {
 		// As the other load tools: the report stands, the status tells.
 		return exitFail
 	}
 	return exitOK
+}
+
+// checkBestMove finds what is wrong with an answer for a position whose
+// legal moves are legal: no move, one not among them, or no nodes counted.
+func checkBestMove(r *aiv1.BestMoveResponse, legal []rules.Move) error {
+	text := r.GetMove().GetCoordinate()
+	m, err := rules.ParseMove(text)
+	switch {
+	case err != nil:
+		return fmt.Errorf("BestMove answered %q, not a move, for a position with %d legal moves", text, len(legal))
+	case !slices.Contains(legal, m):
+		return fmt.Errorf("BestMove answered %s, which is not legal in the position sent", m)
+	case r.GetNodes() == 0:
+		return fmt.Errorf("BestMove answered %s having searched no node", m)
+	}
+	return nil
 }

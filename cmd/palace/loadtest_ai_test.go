@@ -3,6 +3,10 @@ package main
 import (
 	"strings"
 	"testing"
+
+	aiv1 "github.com/palacehq/palace/pkg/gen/palace/ai/v1"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	"github.com/palacehq/palace/pkg/rules"
 )
 
 // TestLoadtestAIBacksOffOnErrors: against a dead address the AI load
@@ -20,11 +24,37 @@ func TestLoadtestAIBacksOffOnErrors(t *testing.T) {
 	if rep.Errors > 2*(1000/50)+2 {
 		t.Errorf("%d failed calls in 1s from 2 clients: no back-off", rep.Errors)
 	}
-	// The first errors, then one line counting the others.
-	if lines := strings.Count(errOut, "\n"); lines > aiErrorsShown+1 {
-		t.Errorf("%d lines on stderr, want at most %d:\n%.2000s", lines, aiErrorsShown+1, errOut)
+	// The first errors, then one line counting the others, and one saying
+	// that nothing was answered.
+	if lines := strings.Count(errOut, "\n"); lines > aiErrorsShown+2 {
+		t.Errorf("%d lines on stderr, want at most %d:\n%.2000s", lines, aiErrorsShown+2, errOut)
+	}
+	if !strings.Contains(errOut, "no BestMove call was answered") {
+		t.Errorf("a run without a single answer does not say so:\n%s", errOut)
 	}
 	if rep.Errors > aiErrorsShown && !strings.Contains(errOut, "more not shown") {
 		t.Errorf("%d errors but no count of those not shown:\n%s", rep.Errors, errOut)
+	}
+}
+
+// TestLoadtestAIChecksTheAnswers: an answer without a move, with a move
+// not legal in the position sent, or from a search of no node is an
+// error; a legal move found by a search is not.
+func TestLoadtestAIChecksTheAnswers(t *testing.T) {
+	p, err := rules.ParseFEN(rules.Xiangqi, rules.StartFEN(rules.Xiangqi))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legal := p.LegalMoves(nil)
+	answer := func(mv string, nodes uint64) *aiv1.BestMoveResponse {
+		return &aiv1.BestMoveResponse{Move: &commonv1.Move{Coordinate: mv}, Nodes: nodes}
+	}
+	for _, bad := range []*aiv1.BestMoveResponse{answer("", 10), answer("a1a1", 10), answer("h3h9", 10), answer("h3e3", 0)} {
+		if err := checkBestMove(bad, legal); err == nil {
+			t.Errorf("%v taken for a good answer", bad)
+		}
+	}
+	if err := checkBestMove(answer("h3e3", 10), legal); err != nil {
+		t.Errorf("a legal move refused: %v", err)
 	}
 }

@@ -32,17 +32,24 @@ type gamesReport struct {
 	// Moves counts every acknowledged move; the rate and the latencies
 	// leave out the warm-up (the first WarmupS seconds of each phase),
 	// while every move is checked against the streams and final states.
-	Moves      int64   `json:"moves"`
-	WarmupS    float64 `json:"warmup_s"`
-	MovesPerS  float64 `json:"moves_per_s"`
-	P50ms      float64 `json:"p50_ms"`
-	P99ms      float64 `json:"p99_ms"`
-	Lost       int64   `json:"lost"`
-	Duplicated int64   `json:"duplicated"`
-	Gaps       int64   `json:"gaps"`
-	Errors     int64   `json:"errors"`
-	Retries    int64   `json:"retries"`
-	Reconnects int64   `json:"reconnects"`
+	Moves     int64   `json:"moves"`
+	WarmupS   float64 `json:"warmup_s"`
+	MovesPerS float64 `json:"moves_per_s"`
+	P50ms     float64 `json:"p50_ms"`
+	P99ms     float64 `json:"p99_ms"`
+	// MaxMs is the slowest measured move: a stall shows here even when
+	// too few moves waited for p99 to show it.
+	MaxMs float64 `json:"max_ms"`
+	// Lost counts acknowledged moves missing from the final state, or
+	// from a stream that ended as a stream should (a game that is gone
+	// loses every move); a stream cut off by an error counts as an error,
+	// and what it never delivered is not counted again as lost.
+	Lost       int64 `json:"lost"`
+	Duplicated int64 `json:"duplicated"`
+	Gaps       int64 `json:"gaps"`
+	Errors     int64 `json:"errors"`
+	Retries    int64 `json:"retries"`
+	Reconnects int64 `json:"reconnects"`
 	// Failovers counts calls and streams sent again, to the next replica,
 	// because theirs was unavailable (with several replicas, or with
 	// --retry-unavailable).
@@ -63,6 +70,10 @@ type gamesReport struct {
 	FloorAfterPerS  float64 `json:"floor_after_per_s,omitempty"`
 	// Ratio is moves_per_s / floor_per_s.
 	Ratio float64 `json:"ratio,omitempty"`
+	// Interrupted: the run was stopped (Ctrl-C) before its end; the
+	// figures cover what was done, and the tool's own cancellations are
+	// no errors.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 type gamesLoad struct {
@@ -76,7 +87,11 @@ type gamesLoad struct {
 	// client is every connection, of every replica.
 	client  []gamev1.GameServiceClient
 	started time.Time
-	rng     func() *rand.Rand
+	// play ends when the run's duration does: a move acknowledged after
+	// it is checked, and its latency measured, but it is not counted in
+	// the rate over that duration.
+	play context.Context
+	rng  func() *rand.Rand
 
 	games, moves, measured, lost, dup, gaps, errs, retries, reconnects, failovers atomic.Int64
 
@@ -85,6 +100,15 @@ type gamesLoad struct {
 	// opponents' streams had them.
 	lat, eventLat []time.Duration
 	err           []string
+}
+
+// failUnless counts err as an error unless the run was interrupted
+// (all, the process's context, ended), which cancelled the call itself.
+func (l *gamesLoad) failUnless(all context.Context, format string, a ...any) {
+	if all.Err() != nil {
+		return
+	}
+	l.fail(format, a...)
 }
 
 func (l *gamesLoad) fail(format string, a ...any) {
@@ -111,12 +135,17 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	think := fs.Duration("think", 0, "mean pause between a game's moves (uniform in [0, 2*think]); 0 plays flat out")
 	serviceKeys := serviceKeysFlag(fs)
 	cpuProfile := fs.String("cpuprofile", "", "write the load tool's own CPU profile to this file (it shares the machine with the server it measures)")
+	callTimeout := fs.Duration("call-timeout", 10*time.Second, "longest a call may take before it counts as an error (a server that stops answering must not hang the run); a call sent again to another replica gets its own")
 	warmup := fs.Duration("warmup", 0, "leave the first D of each phase (floor and games) out of the rates and latencies, so 1,000 games arriving at once do not count as steady load; every move is still checked")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	if *games < 1 || *games > 100000 || *duration <= 0 || *duration > time.Hour {
 		fmt.Fprintln(stderr, "palace loadtest games: --games must be 1..100000 and --duration positive, at most 1h")
+		return exitUsage
+	}
+	if *retryRate < 0 || *retryRate > 1 || *reconnectRate < 0 || *reconnectRate > 1 || *think < 0 || *callTimeout <= 0 {
+		fmt.Fprintln(stderr, "palace loadtest games: --retry-rate and --reconnect-rate must be 0..1, --think at least 0 and --call-timeout positive")
 		return exitUsage
 	}
 	if *warmup < 0 || *warmup >= *duration || (*floor && *warmup >= *duration/2) {
@@ -138,7 +167,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	for _, a := range replicaAddrs(*addr) {
 		var clients []gamev1.GameServiceClient
 		for range n {
-			cc, err := dial(a, grpc.WithConnectParams(quickReconnect), service)
+			cc, err := dial(a, grpc.WithConnectParams(quickReconnect), grpc.WithUnaryInterceptor(withTimeout(*callTimeout)), service)
 			if err != nil {
 				fmt.Fprintln(stderr, "palace loadtest games:", err)
 				return exitUsage
@@ -181,6 +210,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	fmt.Fprintf(stderr, "games: %d concurrent games for %v\n", *games, *duration)
 	pctx, stop := context.WithTimeout(ctx, *duration)
 	defer stop()
+	l.play = pctx
 	progress := time.NewTicker(5 * time.Second)
 	defer progress.Stop()
 	var wg sync.WaitGroup
@@ -211,6 +241,10 @@ loop:
 	rep.Games, rep.Moves, rep.WarmupS = l.games.Load(), l.moves.Load(), l.warmup.Seconds()
 	rep.MovesPerS = float64(l.measured.Load()) / (elapsed - l.warmup).Seconds()
 	rep.P50ms, rep.P99ms = percentiles(l.lat)
+	if len(l.lat) > 0 {
+		rep.MaxMs = float64(l.lat[len(l.lat)-1].Microseconds()) / 1000 // sorted by percentiles
+	}
+	rep.Interrupted = ctx.Err() != nil
 	rep.EventP50ms, rep.EventP99ms = percentiles(l.eventLat)
 	rep.Lost, rep.Duplicated, rep.Gaps, rep.Errors = l.lost.Load(), l.dup.Load(), l.gaps.Load(), l.errs.Load()
 	rep.Retries, rep.Reconnects, rep.Failovers = l.retries.Load(), l.reconnects.Load(), l.failovers.Load()
@@ -222,7 +256,7 @@ loop:
 	}
 	b, _ := json.Marshal(rep)
 	fmt.Fprintln(stdout, string(b))
-	if rep.Lost+rep.Duplicated+rep.Gaps+rep.Errors > 0 {
+	if rep.Lost+rep.Duplicated+rep.Gaps+rep.Errors > 0 || rep.Interrupted {
 		// The report stands; the exit status lets a script see the faults.
 		return exitFail
 	}
@@ -271,7 +305,9 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) flo
 	start := time.Now()
 	for i := range clients {
 		wg.Go(func() {
-			c := l.client[i%len(l.client)]
+			// Routed like a game, so that a replica that is down sends
+			// its floor calls to the next one as it sends the games.
+			r := l.route(i)
 			rng := l.rng()
 			var mine []time.Duration
 			// Paced clients arrive spread over a think time, as players do,
@@ -279,11 +315,19 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) flo
 			l.pause(ctx, rng)
 			for ctx.Err() == nil {
 				t := time.Now()
-				if _, err := c.Probe(ctx, &gamev1.ProbeRequest{Key: key}); err != nil {
+				if _, err := onReplicas(ctx, r, func(c gamev1.GameServiceClient) (*gamev1.ProbeResponse, error) {
+					return c.Probe(ctx, &gamev1.ProbeRequest{Key: key})
+				}); err != nil {
 					if runEnded(ctx, err) {
 						break
 					}
 					l.fail("probe: %v", err)
+					// Not at once again: a server that refuses every call
+					// would have the clients spin.
+					select {
+					case <-ctx.Done():
+					case <-time.After(failoverPauseMax):
+					}
 					continue
 				}
 				if t.Sub(start) >= l.warmup {
@@ -353,7 +397,7 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 		return c.CreateGame(all, createReq)
 	})
 	if err != nil {
-		l.fail("create: %v", err)
+		l.failUnless(all, "create: %v", err)
 		return
 	}
 	l.games.Add(1)
@@ -366,7 +410,7 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokens[side])
 	}
 	// Each seat streams the game, reconnecting at random.
-	streams := make([][]seen, 2)
+	streams := make([]streamed, 2)
 	var swg sync.WaitGroup
 	watch, stopWatching := context.WithCancel(all)
 	defer stopWatching()
@@ -393,7 +437,7 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 		}
 		resp, err := onReplicas(all, r, move)
 		if err != nil {
-			l.fail("move %s in %s: %v", mv, id, err)
+			l.failUnless(all, "move %s in %s: %v", mv, id, err)
 			unsure = ply
 			break
 		}
@@ -404,7 +448,9 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 			l.mu.Lock()
 			l.lat = append(l.lat, time.Since(t))
 			l.mu.Unlock()
-			l.measured.Add(1)
+			if l.play.Err() == nil {
+				l.measured.Add(1)
+			}
 			seat := 0
 			if g.GetTurn() != commonv1.Side_SIDE_FIRST {
 				seat = 1
@@ -420,7 +466,7 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 			again, err := onReplicas(all, r, move)
 			switch {
 			case err != nil:
-				l.fail("retried move: %v", err)
+				l.failUnless(all, "retried move: %v", err)
 			case !proto.Equal(again, resp):
 				// A retry must get the first answer, whole.
 				l.dup.Add(1)
@@ -436,7 +482,7 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 		if _, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.ResignResponse, error) {
 			return c.Resign(as(all, commonv1.Side_SIDE_FIRST), resign)
 		}); err != nil {
-			l.fail("resign %s: %v", id, err)
+			l.failUnless(all, "resign %s: %v", id, err)
 			// The streams wait for an end that will not come.
 			stopWatching()
 		}
@@ -454,8 +500,14 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 	final, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.GetGameResponse, error) {
 		return c.GetGame(as(all, commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: id})
 	})
-	if err != nil {
+	switch {
+	case status.Code(err) == codes.NotFound:
+		// The game is gone, and every move acknowledged in it with it.
 		l.fail("final state of %s: %v", id, err)
+		l.lost.Add(int64(len(acked)))
+		return
+	case err != nil:
+		l.failUnless(all, "final state of %s: %v", id, err)
 		return
 	}
 	l.check(final.GetGame(), acked, unsure, streams)
@@ -468,11 +520,11 @@ const streamEndWait = 30 * time.Second
 
 // timeEvents records, for each measured move, how long its event took to
 // reach the opponent's stream.
-func (l *gamesLoad) timeEvents(measured []sent, streams [][]seen) {
+func (l *gamesLoad) timeEvents(measured []sent, streams []streamed) {
 	var arrived [2]map[uint32]time.Time
-	for i, evs := range streams {
+	for i, st := range streams {
 		arrived[i] = map[uint32]time.Time{}
-		for _, e := range evs {
+		for _, e := range st.events {
 			if _, ok := arrived[i][e.ply]; e.move != "" && !ok {
 				arrived[i][e.ply] = e.at
 			}
@@ -493,8 +545,10 @@ func (l *gamesLoad) timeEvents(measured []sent, streams [][]seen) {
 // check compares what was acknowledged with the final state and with what
 // each stream delivered: an acknowledged move missing from either is lost;
 // a ply found twice, or a move nobody acknowledged (but the one at ply
-// unsure, whose call failed), is duplicated.
-func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, streams [][]seen) {
+// unsure, whose call failed), is duplicated. A stream that did not end as
+// a stream should (it failed: an error counted already) is checked for
+// what it delivered only.
+func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, streams []streamed) {
 	known := make(map[uint32]bool, len(acked))
 	for _, a := range acked {
 		known[a.ply] = true
@@ -515,11 +569,11 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 			l.lost.Add(1)
 		}
 	}
-	for _, evs := range streams {
+	for _, st := range streams {
 		got := map[uint64]bool{}
 		moves := map[uint32]string{}
 		var next uint64 = 1
-		for _, e := range evs {
+		for _, e := range st.events {
 			v := e.version
 			switch {
 			case got[v]:
@@ -534,6 +588,9 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 				record(moves, e.played)
 			}
 		}
+		if !st.complete {
+			continue
+		}
 		if next-1 != final.GetVersion() {
 			l.gaps.Add(1)
 		}
@@ -545,10 +602,17 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 	}
 }
 
+// streamed is what one seat's stream delivered; complete when it ended as
+// a stream should: at the game's end, or closed by the server with OK.
+type streamed struct {
+	events   []seen
+	complete bool
+}
+
 // stream reads a game's events until it ends, reconnecting at random from
 // the last version seen, and on another replica when its own is
 // unavailable.
-func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, id string, rng *rand.Rand, reconnectRate float64) []seen {
+func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, id string, rng *rand.Rand, reconnectRate float64) streamed {
 	var out []seen
 	var last uint64
 	failovers := 0
@@ -561,8 +625,10 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 				failovers++
 				continue
 			}
-			l.fail("stream %s: %v", id, err)
-			return out
+			if ctx.Err() == nil {
+				l.fail("stream %s: %v", id, err)
+			}
+			return streamed{events: out}
 		}
 		reconnect := false
 		for !reconnect {
@@ -570,7 +636,7 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 			if err != nil {
 				cancel()
 				if errors.Is(err, io.EOF) {
-					return out
+					return streamed{events: out, complete: true}
 				}
 				if r.failover(ctx, err, failovers) {
 					failovers++
@@ -581,7 +647,7 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 				if ctx.Err() == nil || status.Code(err) != codes.Canceled {
 					l.fail("stream %s recv: %v", id, err)
 				}
-				return out
+				return streamed{events: out}
 			}
 			failovers = 0
 			e := m.GetEvent()
@@ -596,7 +662,7 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 			last = e.GetVersion()
 			if e.GetGameEnded() != nil {
 				cancel()
-				return out
+				return streamed{events: out, complete: true}
 			}
 			reconnect = rng.Float64() < reconnectRate
 		}
@@ -605,5 +671,5 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 			l.reconnects.Add(1)
 		}
 	}
-	return out
+	return streamed{events: out}
 }

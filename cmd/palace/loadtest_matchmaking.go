@@ -157,8 +157,8 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	if *n <= 0 || *n%2 != 0 || *concurrency < 1 || *cancelShare < 0 || *cancelShare > 1 || (*ratings != "pairs" && *ratings != "independent") {
-		fmt.Fprintln(stderr, "palace loadtest matchmaking: --tickets must be even and positive, --concurrency positive, --cancel within 0..1, --ratings pairs or independent")
+	if *n <= 0 || *n%2 != 0 || *concurrency < 1 || *cancelShare < 0 || *cancelShare > 1 || (*ratings != "pairs" && *ratings != "independent") || *rate < 0 || *timeout <= 0 {
+		fmt.Fprintln(stderr, "palace loadtest matchmaking: --tickets must be even and positive, --concurrency positive, --cancel within 0..1, --ratings pairs or independent, --rate at least 0, --timeout positive")
 		return exitUsage
 	}
 	var ring *auth.Keyring
@@ -406,6 +406,8 @@ func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingSe
 	if err != nil {
 		if !runEnded(ctx, err) {
 			l.fail("WatchTicket: %v", err)
+			// Its state is unknown from now on: unsettled, not waiting.
+			t.state = matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED
 		}
 		return
 	}
@@ -414,6 +416,7 @@ func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingSe
 		if err != nil {
 			if err != io.EOF && !runEnded(ctx, err) {
 				l.fail("WatchTicket %s: %v", id, err)
+				t.state = matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED
 			}
 			return
 		}
@@ -468,12 +471,19 @@ func (l *mmLoad) report(ctx context.Context, elapsed time.Duration, concurrency 
 			}
 			continue
 		}
-		if l.game != nil && !l.seatedAsReported(ctx, id, ts) {
+		if l.game == nil {
+			continue
+		}
+		// A game that could not be read is an error (counted), not a
+		// wrong pairing: nothing was seen of it.
+		switch right, read := l.seatedAsReported(ctx, id, ts); {
+		case !read:
+		case !right:
 			for _, t := range ts {
 				bad[t] = true
 			}
-		}
-		if l.game != nil {
+			rep.GamesChecked++
+		default:
 			rep.GamesChecked++
 		}
 	}
@@ -497,13 +507,14 @@ func (l *mmLoad) report(ctx context.Context, elapsed time.Duration, concurrency 
 }
 
 // seatedAsReported reads a game back: its seats must hold exactly the two
-// players their tickets say, on the sides they say.
-func (l *mmLoad) seatedAsReported(ctx context.Context, id string, ts []*mmTicket) bool {
+// players their tickets say, on the sides they say. read is false when
+// the game could not be read (an error, counted).
+func (l *mmLoad) seatedAsReported(ctx context.Context, id string, ts []*mmTicket) (right, read bool) {
 	gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+ts[0].seat.GetToken())
 	r, err := l.game.GetGame(gctx, &gamev1.GetGameRequest{GameId: id})
 	if err != nil {
 		l.fail("GetGame %s: %v", id, err)
-		return false
+		return false, false
 	}
 	for _, s := range r.GetGame().GetSeats() {
 		var want string
@@ -513,8 +524,8 @@ func (l *mmLoad) seatedAsReported(ctx context.Context, id string, ts []*mmTicket
 			}
 		}
 		if s.GetPlayerId() != want {
-			return false
+			return false, true
 		}
 	}
-	return len(r.GetGame().GetSeats()) == 2
+	return len(r.GetGame().GetSeats()) == 2, true
 }

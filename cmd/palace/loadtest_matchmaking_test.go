@@ -35,7 +35,7 @@ func TestLoadtestMatchmakingPairsEveryone(t *testing.T) {
 }
 
 func TestLoadtestMatchmakingUsage(t *testing.T) {
-	for _, args := range [][]string{{"--tickets", "3"}, {"--tickets", "0"}, {"--addr", ""}} {
+	for _, args := range [][]string{{"--tickets", "3"}, {"--tickets", "0"}, {"--addr", ""}, {"--rate", "-5"}, {"--timeout", "-1s"}} {
 		if _, _, code := palace(append([]string{"loadtest", "matchmaking"}, args...)...); code != exitUsage {
 			t.Errorf("%v: exit %d, want usage", args, code)
 		}
@@ -56,5 +56,19 @@ func TestLoadtestMatchmakingExitsOneWhenNothingEntered(t *testing.T) {
 	}
 	if rep.Tickets != 20 || rep.Matched != 0 || rep.Waiting != 0 || rep.Unsettled != 20 || rep.TicketsPerS != 0 {
 		t.Fatalf("report %+v, want 20 tickets unsettled and no rate:\n%s", rep, errOut)
+	}
+}
+
+// TestLoadtestMatchmakingTellsAnUnreadGameFromAWrongPairing: when the
+// games cannot be read back, the pairings are not checked, which is an
+// error, not a double pairing.
+func TestLoadtestMatchmakingTellsAnUnreadGameFromAWrongPairing(t *testing.T) {
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0", "--pairing-interval", "50ms")
+	out, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--game-addr", "127.0.0.1:1", "--tickets", "8",
+		"--cancel", "0", "--timeout", "30s")
+	var rep mmReport
+	lastJSON(t, out, &rep)
+	if code != exitFail || rep.Matched != 8 || rep.DoublePaired != 0 || rep.GamesChecked != 0 || rep.Errors != 4 {
+		t.Fatalf("exit %d, report %+v; want 1, 8 matched, none double paired or checked, 4 errors:\n%s", code, rep, errOut)
 	}
 }

@@ -104,6 +104,44 @@ func TestLoadtestGamesOutlivesItsReplicas(t *testing.T) {
 	}
 }
 
+// TestLoadtestGamesFloorFollowsTheReplicas: with one of two replicas down
+// from the start, the floor's calls move to the other as the games' do,
+// and the run is clean, instead of the floor spinning on refused calls.
+func TestLoadtestGamesFloorFollowsTheReplicas(t *testing.T) {
+	shared := []string{"--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
+		"--seat-signing-keys", "k1:" + strings.Repeat("5e", 32)}
+	a := startServe(t, shared...)
+	b, stopB := startServeStoppable(t, shared...)
+	stopB()
+	out, errOut, code := palace("loadtest", "games", "--addr", a+","+b, "--games", "8", "--duration", "2s", "--think", "5ms")
+	var rep gamesReport
+	lastJSON(t, out, &rep)
+	if code != exitOK || rep.Errors != 0 || rep.FloorBeforePerS == 0 || rep.FloorAfterPerS == 0 || rep.Failovers == 0 {
+		t.Fatalf("exit %d, report %+v\n%s", code, rep, errOut)
+	}
+}
+
+// TestLoadtestGamesEndsWhenTheServerStopsAnswering: a server that stops
+// answering without closing its connections (frozen, or cut off by the
+// network) fails the run within a few call timeouts, with errors, instead
+// of holding it without a report.
+func TestLoadtestGamesEndsWhenTheServerStopsAnswering(t *testing.T) {
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
+	proxy := redistest.NewProxy(t, addr)
+	time.AfterFunc(500*time.Millisecond, proxy.Blackhole)
+	start := time.Now()
+	out, errOut, code := palace("loadtest", "games", "--addr", proxy.Addr(), "--games", "4", "--duration", "2s", "--think", "5ms",
+		"--floor=false", "--call-timeout", "500ms")
+	var rep gamesReport
+	lastJSON(t, out, &rep)
+	if code != exitFail || rep.Errors == 0 {
+		t.Fatalf("exit %d, report %+v, want %d and errors\n%s", code, rep, exitFail, errOut)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("the run took %v", took)
+	}
+}
+
 // TestLoadtestGamesRidesOutARedisOutage: the service loses Redis for a
 // second under load. With --retry-unavailable the load tool sends its
 // calls and streams again, as a client riding out a Redis failover would,
@@ -197,6 +235,15 @@ func TestUCIAnswersHandshake(t *testing.T) {
 // ev is a streamed event for the check.
 func ev(v uint64, p played) seen { return seen{version: v, played: p} }
 
+// ended are streams that ended as streams should.
+func ended(evs ...[]seen) []streamed {
+	out := make([]streamed, len(evs))
+	for i, e := range evs {
+		out[i] = streamed{events: e, complete: true}
+	}
+	return out
+}
+
 func TestGamesCheckCountsFaults(t *testing.T) {
 	final := &gamev1.Game{Version: 4, Moves: []*gamev1.MoveRecord{
 		{Ply: 1, Move: &commonv1.Move{Coordinate: "h3e3"}},
@@ -205,14 +252,14 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 	acked := []played{{1, "h3e3"}, {2, "h8e8"}}
 	good := []seen{ev(1, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
 	var l gamesLoad
-	l.check(final, acked, 0, [][]seen{good, good})
+	l.check(final, acked, 0, ended(good, good))
 	if l.lost.Load()+l.dup.Load()+l.gaps.Load() != 0 {
 		t.Fatalf("faults in a clean game: lost %d dup %d gaps %d", l.lost.Load(), l.dup.Load(), l.gaps.Load())
 	}
 	repeated := []seen{ev(1, played{}), ev(2, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
 	skipped := []seen{ev(1, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
 	missing := []seen{ev(1, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{})}
-	l.check(final, acked, 0, [][]seen{repeated, skipped, missing})
+	l.check(final, acked, 0, ended(repeated, skipped, missing))
 	if l.dup.Load() != 1 || l.gaps.Load() != 1 || l.lost.Load() != 1 {
 		t.Fatalf("lost %d dup %d gaps %d, want 1 each", l.lost.Load(), l.dup.Load(), l.gaps.Load())
 	}
@@ -225,7 +272,7 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 	// grown to match: no version repeats, but a ply does.
 	doubled := []seen{ev(1, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{1, "h3e3"}), ev(5, played{2, "h8e8"})}
 	var l3 gamesLoad
-	l3.check(&gamev1.Game{Version: 5, Moves: final.Moves}, acked, 0, [][]seen{doubled})
+	l3.check(&gamev1.Game{Version: 5, Moves: final.Moves}, acked, 0, ended(doubled))
 	if l3.dup.Load() != 1 || l3.lost.Load()+l3.gaps.Load() != 0 {
 		t.Fatalf("a ply streamed twice: lost %d dup %d gaps %d, want dup 1 only", l3.lost.Load(), l3.dup.Load(), l3.gaps.Load())
 	}
@@ -240,6 +287,15 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 	l5.check(&gamev1.Game{Version: 5, Moves: append(slices.Clone(final.Moves), &gamev1.MoveRecord{Ply: 3, Move: &commonv1.Move{Coordinate: "a1a2"}})}, acked, 3, nil)
 	if l5.lost.Load()+l5.dup.Load() != 0 {
 		t.Fatalf("the move of a failed call applied all the same: lost %d dup %d, want none", l5.lost.Load(), l5.dup.Load())
+	}
+	// A stream cut off by an error (counted as an error) is checked for
+	// what it delivered: a repeat in it counts, what it never got does
+	// not count as lost.
+	var l6 gamesLoad
+	cut := []seen{ev(1, played{}), ev(2, played{}), ev(2, played{})}
+	l6.check(final, acked, 0, []streamed{{events: cut}})
+	if l6.dup.Load() != 1 || l6.lost.Load()+l6.gaps.Load() != 0 {
+		t.Fatalf("a stream cut off after version 2, which it got twice: lost %d dup %d gaps %d, want dup 1 only", l6.lost.Load(), l6.dup.Load(), l6.gaps.Load())
 	}
 }
 
@@ -260,10 +316,18 @@ func TestGamesTimeEventsOnTheOpponentsStream(t *testing.T) {
 	}
 	measured := []sent{{ply: 1, seat: 0, at: at(0)}, {ply: 2, seat: 1, at: at(10)}, {ply: 3, seat: 0, at: at(20)}}
 	var l gamesLoad
-	l.timeEvents(measured, [][]seen{first, second})
+	l.timeEvents(measured, ended(first, second))
 	// Ply 3 never arrived: check counts it lost, and it has no time.
 	want := []time.Duration{3 * time.Millisecond, 7 * time.Millisecond}
 	if !slices.Equal(l.eventLat, want) {
 		t.Fatalf("event times %v, want %v", l.eventLat, want)
+	}
+}
+
+func TestLoadtestGamesUsage(t *testing.T) {
+	for _, args := range [][]string{{"--retry-rate", "-3"}, {"--reconnect-rate", "9"}, {"--think", "-5s"}, {"--call-timeout", "0s"}} {
+		if _, errOut, code := palace(append([]string{"loadtest", "games"}, args...)...); code != exitUsage {
+			t.Errorf("%v: exit %d, want usage: %s", args, code, errOut)
+		}
 	}
 }
