@@ -720,3 +720,47 @@ func TestAReplicaCutOffFromTheGameServiceHandsItsShardsOver(t *testing.T) {
 		t.Fatalf("back: the clock service is %v", st)
 	}
 }
+
+// TestOneFailingGameHandsNoShardOver: a game whose deadline keeps failing
+// (its stored state broken) while the game service answers every other
+// call is no lost game service: the replica keeps its shards, stays
+// SERVING, and flags the other games.
+func TestOneFailingGameHandsNoShardOver(t *testing.T) {
+	t.Parallel()
+	env := startGame(t, true)
+	cfg := clock.DefaultConfig()
+	cfg.GameAddr, cfg.KeyPrefix, cfg.DeadlineShards, cfg.ReplicaID = env.Addr, env.Config.KeyPrefix, env.Config.DeadlineShards, "only"
+	cfg.HandOverAfter = 500 * time.Millisecond
+	conn := apptest.Start(t, redistest.Addr(t), clock.Bind(cfg))
+	c := clockv1.NewClockServiceClient(conn)
+	waitOwners(t, c, "only")
+
+	broken := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer(time.Second)})
+	broken.play(t, firstMoves...)
+	if err := env.Redis.HSet(context.Background(), env.Config.KeyPrefix+"{g:"+broken.id+"}", "s", "{").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The broken game's deadline fails at every retry from about 1 s on.
+	ok := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer(3 * time.Second)})
+	ok.play(t, firstMoves...)
+	until := time.Now().Add(4 * time.Second)
+	for time.Now().Before(until) {
+		st, err := c.GetStats(context.Background(), &clockv1.GetStatsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st.GetShards() {
+			if s.GetOwner() != "only" {
+				t.Fatalf("shard %d is held by %q: the replica handed its shards over for one failing game", s.GetShard(), s.GetOwner())
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if g := ok.waitEnded(t); g.GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
+		t.Fatalf("the good game ended by %v", g.GetResult().GetMethod())
+	}
+	resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: clockv1.ClockService_ServiceDesc.ServiceName})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health %v %v, want SERVING", resp.GetStatus(), err)
+	}
+}

@@ -12,10 +12,10 @@ import (
 // the game service, or presents a credential the game service refuses,
 // say keys a rotation left behind) would go on holding its shards,
 // renewing their leases in Redis, while their games were never flagged.
-// Once every call it made for HandOverAfter has failed, it hands its
-// shards to the other replicas, takes none, and probes the game service
-// until a call succeeds; meanwhile it reports itself not reachable
-// (OnReach), which the clock service shows as NOT_SERVING.
+// Once every call it made for HandOverAfter has failed and a probe fails
+// too, it hands its shards to the other replicas, takes none, and probes
+// the game service until one is answered; meanwhile it reports itself
+// not reachable (OnReach), which the clock service shows as NOT_SERVING.
 
 // probeGameID names no game (game ids have no dash): the game service
 // answers a probe as it answers an unknown game's deadline, once it has
@@ -31,15 +31,19 @@ type reach struct {
 	// while the last call succeeded.
 	failingSince time.Time
 	handedOver   bool
-	probing      bool
-	lastProbe    time.Time
+	// drop is set by the probe that confirms the loss: the next tick
+	// gives the shards up, so that only ticks change what is owned.
+	drop      bool
+	dropSince time.Time
+	probing   bool
+	lastProbe time.Time
 }
 
 // reached records a call the game service answered.
 func (s *Service) reached() {
 	s.reach.mu.Lock()
 	was := s.reach.handedOver
-	s.reach.failingSince, s.reach.handedOver = time.Time{}, false
+	s.reach.failingSince, s.reach.handedOver, s.reach.drop = time.Time{}, false, false
 	s.reach.mu.Unlock()
 	if was {
 		s.log.Info("the game service answers this replica again; taking shards")
@@ -57,49 +61,56 @@ func (s *Service) unreached(now time.Time) {
 }
 
 // handingOver reports whether the replica holds no shards at now, for
-// want of the game service. The tick that finds every call failed for
-// HandOverAfter hands the shards over (within tctx, the tick's); later
-// ones probe (within ctx, the replica's).
+// want of the game service. Once every call has failed for
+// HandOverAfter, a probe confirms it (a game whose own deadline keeps
+// failing, or one failure followed by silence, is no lost game service)
+// and hands the shards over if it fails too; then probes go on until one
+// is answered.
 func (s *Service) handingOver(ctx, tctx context.Context, now time.Time) bool {
 	s.reach.mu.Lock()
-	since := s.reach.failingSince
-	newly := !s.reach.handedOver && !since.IsZero() && now.Sub(since) >= s.cfg.HandOverAfter
-	if newly {
-		s.reach.handedOver = true
+	if s.reach.drop {
+		s.reach.drop = false
+		since := s.reach.dropSince
+		s.reach.mu.Unlock()
+		n, err := s.dropShards(tctx)
+		s.log.Error("every call to the game service failed, a probe too; handed the shards to the other replicas until it answers",
+			"failing_for", now.Sub(since).Round(time.Millisecond), "shards", n, "release_err", err)
+		s.notifyReach(false)
+		s.reach.mu.Lock()
 	}
+	since := s.reach.failingSince
+	due := !s.reach.handedOver && !since.IsZero() && now.Sub(since) >= s.cfg.HandOverAfter
 	out := s.reach.handedOver
-	probe := out && !s.reach.probing && now.Sub(s.reach.lastProbe) >= probeEvery
+	probe := !s.reach.probing && (due || (out && now.Sub(s.reach.lastProbe) >= probeEvery))
 	if probe {
 		s.reach.probing, s.reach.lastProbe = true, now
 	}
 	s.reach.mu.Unlock()
-	if newly {
-		n, err := s.dropShards(tctx)
-		s.log.Error("every call to the game service failed; handed the shards to the other replicas until it answers",
-			"failing_for", now.Sub(since).Round(time.Millisecond), "shards", n, "release_err", err)
-		s.notifyReach(false)
-	}
 	if probe {
 		s.calls.Add(1)
-		go s.probe(ctx)
+		go s.probe(ctx, since)
 	}
 	return out
 }
 
-// probe asks the game service about a deadline of no game.
-func (s *Service) probe(ctx context.Context) {
+// probe asks the game service about a deadline of no game; a failure
+// hands the shards over if they are not yet.
+func (s *Service) probe(ctx context.Context, failingSince time.Time) {
 	defer s.calls.Done()
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	_, err := s.games.ExpireDeadline(cctx, &gamev1.ExpireDeadlineRequest{GameId: probeGameID})
 	cancel()
 	s.reach.mu.Lock()
 	s.reach.probing = false
+	if err != nil && ctx.Err() == nil && !s.reach.handedOver {
+		s.reach.handedOver, s.reach.drop, s.reach.dropSince = true, true, failingSince
+	}
 	s.reach.mu.Unlock()
-	if err != nil {
-		s.log.Debug("game service probe", "err", err)
+	if err == nil {
+		s.reached()
 		return
 	}
-	s.reached()
+	s.log.Debug("game service probe", "err", err)
 }
 
 func (s *Service) notifyReach(ok bool) {

@@ -347,7 +347,10 @@ func (s *Service) tick(ctx context.Context) {
 	// someone else's by now.
 	s.mu.Lock()
 	for i, sh := range mine {
-		r := s.owned[sh]
+		r, ok := s.owned[sh]
+		if !ok {
+			continue
+		}
 		n, err := renewed(i)
 		switch {
 		case err == nil && n == 1:
