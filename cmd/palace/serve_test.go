@@ -209,7 +209,9 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{name: "negative keepalive", args: []string{"--keepalive-timeout", "-1s", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--keepalive-time and --keepalive-timeout must not be negative"},
 		{name: "bad CORS origin", args: []string{"--cors-origins", "https://play.example.com, play.example.com", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-origins: CORS origin "play.example.com"`},
 		{name: "CORS origin with its default port", args: []string{"--cors-origins", "https://play.example.com:443", "--listen", "127.0.0.1:0"}, want: exitFail, says: "leave out the default port 443, as browsers do: https://play.example.com"},
-		{name: "bad CORS header", args: []string{"--cors-headers", "x-request-id, sentry trace", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-headers: "sentry trace" is not a header name`},
+		{name: "watch heartbeat too short", args: []string{"--watch-heartbeat", "1ns", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--watch-heartbeat 1ns: at least 100ms"},
+		{name: "CORS headers without origins", args: []string{"--cors-headers", "x-request-id", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--cors-headers needs --cors-origins"},
+		{name: "bad CORS header", args: []string{"--cors-origins", "https://play.example.com", "--cors-headers", "x-request-id, sentry trace", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-headers: "sentry trace" is not a header name`},
 		{name: "TLS key without a certificate", args: []string{"--tls-key", "k.pem", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--tls-cert and --tls-key go together"},
 	}
 	for _, tt := range tests {
@@ -343,8 +345,17 @@ func TestServeOverTLS(t *testing.T) {
 	if got := runHealth(ctx, []string{"--addr", addr, "--timeout", "1s"}, &out, &out); got != exitFail {
 		t.Errorf("palace health in plaintext to a TLS port: exit %d, want %d", got, exitFail)
 	}
+	if got := runHealth(ctx, []string{"--addr", addr, "--tls", certPath, "--tls-server-name", "game.example", "--timeout", "1s"}, &out, &out); got != exitFail {
+		t.Errorf("palace health --tls-server-name of a name the certificate lacks: exit %d, want %d", got, exitFail)
+	}
+	// Beside the server, where its PALACE_TLS_CERT is set (a container's
+	// health check, a pod's probe): its certificate is accepted as it is.
+	t.Setenv("PALACE_TLS_CERT", certPath)
+	if got := runHealth(ctx, []string{"--addr", "localhost:" + addr[strings.LastIndex(addr, ":")+1:]}, &out, &out); got != exitOK {
+		t.Errorf("palace health beside the server, by a name its certificate lacks: exit %d: %s", got, out.String())
+	}
 
-	for _, args := range [][]string{{"--tls-cert", certPath}, {"--tls-cert", filepath.Join(dir, "none"), "--tls-key", keyPath}, {"--peer-tls", filepath.Join(dir, "none")}} {
+	for _, args := range [][]string{{"--tls-cert", certPath}, {"--tls-cert", filepath.Join(dir, "none"), "--tls-key", keyPath}} {
 		var out bytes.Buffer
 		if got := serve(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), &out, serveOptions{}); got != exitFail {
 			t.Errorf("%v: exit %d, want %d; output:\n%s", args, got, exitFail, out.String())

@@ -242,8 +242,8 @@ func (c Config) Validate() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together: give both, or neither for plaintext"))
 	}
-	if _, err := PeerCredentials(c.PeerTLS); err != nil {
-		errs = append(errs, fmt.Errorf("--peer-tls: %w", err))
+	if len(c.Headers()) > 0 && len(c.Origins()) == 0 {
+		errs = append(errs, errors.New("--cors-headers needs --cors-origins: without origins no browser page of another origin calls"))
 	}
 	if strings.TrimSpace(c.ServiceKeys) != "" {
 		if _, err := auth.ParseKeyring(c.ServiceKeys); err != nil {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +83,25 @@ func TestPeerTLS(t *testing.T) {
 	}
 	if _, err := PeerCredentials(keyPath); err == nil {
 		t.Error("--peer-tls took a file without a certificate")
+	}
+}
+
+// --peer-tls is about other processes: one that serves plaintext reaches
+// its own port in plaintext whatever it says, and one that calls no other
+// service starts with a CA file that is not there (a settings block
+// shared by every process); a call to another process then fails.
+func TestPeerTLSIsForOtherProcesses(t *testing.T) {
+	dir := t.TempDir()
+	certPath := filepath.Join(dir, "tls.crt")
+	tlstest.WriteCert(t, certPath, filepath.Join(dir, "tls.key"), "peer")
+	if err := health(runProcess(t, "--peer-tls", certPath), ""); err != nil {
+		t.Errorf("own plaintext port with --peer-tls: %v", err)
+	}
+	missing := runProcess(t, "--peer-tls", filepath.Join(dir, "none.pem"))
+	if err := health(missing, ""); err != nil {
+		t.Errorf("own port with a --peer-tls file that is not there: %v", err)
+	}
+	if _, err := missing.Dial("127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "--peer-tls") {
+		t.Errorf("a call to another process with a --peer-tls file that is not there: %v", err)
 	}
 }

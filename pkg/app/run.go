@@ -45,10 +45,11 @@ type Runtime struct {
 	// services in this process share the keys.
 	ServiceKeysRandom bool
 	serviceCreds      *auth.ServiceCredentials
-	// peerCreds secure calls to other processes (--peer-tls), selfTLS
-	// those to this process's own port when it serves TLS.
-	peerCreds credentials.TransportCredentials
-	selfTLS   *tls.Config
+	// peerTLS is --peer-tls, for calls to other processes; selfTLS
+	// secures those to this process's own port when it serves TLS
+	// (plaintext otherwise, whatever peerTLS says).
+	peerTLS string
+	selfTLS *tls.Config
 }
 
 // serviceTokenTTL is the life of the credentials a process presents to
@@ -70,9 +71,20 @@ func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
 	if target == "" {
 		target = rt.Addr
 	}
-	creds := rt.peerCreds
-	if target == rt.Addr && rt.selfTLS != nil {
+	var creds credentials.TransportCredentials
+	switch {
+	case target == rt.Addr && rt.selfTLS != nil:
 		creds = credentials.NewTLS(rt.selfTLS)
+	case target == rt.Addr:
+		creds = insecure.NewCredentials()
+	default:
+		// Read here, not at start: a process that calls no other service
+		// starts whatever a shared settings block says.
+		c, err := PeerCredentials(rt.peerTLS)
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: --peer-tls: %w", target, err)
+		}
+		creds = c
 	}
 	cc, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(creds),
@@ -94,11 +106,21 @@ func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
 // PeerCredentials reads --peer-tls: empty for plaintext, "system" for TLS
 // checked against the system's roots, else a PEM file of CA certificates.
 func PeerCredentials(peerTLS string) (credentials.TransportCredentials, error) {
+	cfg, err := PeerTLSConfig(peerTLS)
+	if err != nil || cfg == nil {
+		return insecure.NewCredentials(), err
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// PeerTLSConfig is the TLS configuration of --peer-tls; nil for
+// plaintext.
+func PeerTLSConfig(peerTLS string) (*tls.Config, error) {
 	switch peerTLS {
 	case "":
-		return insecure.NewCredentials(), nil
+		return nil, nil
 	case "system":
-		return credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12}), nil
+		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
 	}
 	pem, err := os.ReadFile(peerTLS)
 	if err != nil {
@@ -108,7 +130,7 @@ func PeerCredentials(peerTLS string) (credentials.TransportCredentials, error) {
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("CA certificates: %s holds no PEM certificate", peerTLS)
 	}
-	return credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}), nil
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }
 
 // CheckTarget checks the address of another service (--game-addr): one
@@ -209,13 +231,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("--service-keys: %w", err)
 	}
-	peer, err := PeerCredentials(o.Config.PeerTLS)
-	if err != nil {
-		return fmt.Errorf("--peer-tls: %w", err)
-	}
 	rt := &Runtime{Log: log, Tel: tel, Server: srv, Redis: rdb, Addr: lis.Addr().String(),
 		ServiceKeys: keys, ServiceKeysRandom: random, serviceCreds: auth.NewServiceCredentials(keys, o.Name, serviceTokenTTL),
-		peerCreds: peer, selfTLS: srv.SelfTLS()}
+		peerTLS: o.Config.PeerTLS, selfTLS: srv.SelfTLS()}
 	for _, bind := range o.Services {
 		closer, err := bind(ctx, rt)
 		if err != nil {

@@ -332,14 +332,14 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	s.mu.Unlock()
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("serving", "addr", lis.Addr().String(), "tls", s.certs != nil, "services", s.Services())
-	if s.certs != nil {
-		// The splitter below reads each connection decrypted, so both
-		// servers behind it see the plaintext protocol they already serve.
-		lis = tls.NewListener(lis, s.certs.serverConfig())
-	}
 
 	sp := &splitter{lis: lis, grpc: newConnListener(lis.Addr()), http: newConnListener(lis.Addr()), log: s.log, sniffTime: hs.ReadHeaderTimeout,
 		userTimeout: s.cfg.KeepaliveTime + s.cfg.KeepaliveTimeout, shared: s.cfg.SharedConnections}
+	if s.certs != nil {
+		// The splitter reads each connection decrypted, so both servers
+		// behind it see the plaintext protocol they already serve.
+		sp.tls = s.certs.serverConfig()
+	}
 	errc := make(chan error, 3)
 	go func() { errc <- sp.serve(ctx) }()
 	go func() { errc <- hs.Serve(sp.http) }()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -97,6 +98,8 @@ type splitter struct {
 	userTimeout time.Duration
 	// shared hands every connection to the HTTP side (Config.SharedConnections).
 	shared bool
+	// tls, when set, is what every connection must speak first.
+	tls *tls.Config
 }
 
 // serve accepts until lis is closed.
@@ -126,13 +129,21 @@ func (s *splitter) route(ctx context.Context, c net.Conn) {
 			s.log.DebugContext(ctx, "TCP user timeout", "remote", c.RemoteAddr().String(), "err", err)
 		}
 	}
+	_ = c.SetReadDeadline(time.Now().Add(s.sniffTime))
+	if s.tls != nil {
+		tc, ok := s.startTLS(c)
+		if !ok {
+			return
+		}
+		c = tc
+	}
 	if s.shared {
 		// Wrapped, so that net/http takes a TLS connection for the
 		// plaintext it reads, as when the split is on.
+		_ = c.SetReadDeadline(time.Time{})
 		s.http.deliver(&replayConn{Conn: c})
 		return
 	}
-	_ = c.SetReadDeadline(time.Now().Add(s.sniffTime))
 	toGRPC, read, err := sniff(c, settingsWait)
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
@@ -148,6 +159,28 @@ func (s *splitter) route(ctx context.Context, c net.Conn) {
 		return
 	}
 	s.http.deliver(rc)
+}
+
+// plaintextToTLS answers a client that speaks plaintext to a TLS port,
+// as net/http's own TLS server does, so that curl or a browser shows the
+// mistake instead of an empty reply.
+const plaintextToTLS = "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" +
+	"This port serves TLS: call it with https://, or with TLS credentials over gRPC.\n"
+
+// startTLS starts TLS on c, whose first byte must open a TLS handshake
+// (a record of type 22); it answers and closes any other.
+func (s *splitter) startTLS(c net.Conn) (net.Conn, bool) {
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(c, first); err != nil {
+		_ = c.Close()
+		return nil, false
+	}
+	if first[0] != 0x16 {
+		_, _ = io.WriteString(c, plaintextToTLS)
+		_ = c.Close()
+		return nil, false
+	}
+	return tls.Server(&replayConn{Conn: c, buf: first}, s.tls), true
 }
 
 // sniff reads from c until it knows whether c is an HTTP/2 connection

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -103,17 +104,52 @@ func (c *certFiles) serverConfig() *tls.Config {
 // so instead of checking names it accepts exactly the certificate the
 // port serves.
 func (c *certFiles) selfConfig() *tls.Config {
+	return pinned(func() []byte { return c.current().Certificate[0] })
+}
+
+// PinnedTLS is the TLS of a client that runs beside the server, with its
+// certificate file (a health check in the same container or pod): it
+// accepts exactly the certificate in certFile, whatever names it holds,
+// as the listen address is rarely one of them.
+func PinnedTLS(certFile string) (*tls.Config, error) {
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("TLS certificate: %w", err)
+	}
+	block := firstCertificate(pem)
+	if block == nil {
+		return nil, fmt.Errorf("TLS certificate: %s holds no PEM certificate", certFile)
+	}
+	return pinned(func() []byte { return block }), nil
+}
+
+// pinned accepts the peer whose leaf certificate is own().
+func pinned(own func() []byte) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2"},
-		// Checked below, against the served certificate itself.
-		InsecureSkipVerify: true, //nolint:gosec // the peer must present our own certificate, byte for byte
+		// Checked below, against the one certificate accepted.
+		InsecureSkipVerify: true, //nolint:gosec // the peer must present that certificate, byte for byte
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			own := c.current()
-			if len(cs.PeerCertificates) == 0 || len(own.Certificate) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, own.Certificate[0]) {
-				return errors.New("the listen port presented a certificate other than this process's own")
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, own()) {
+				return errors.New("the server presented another certificate than the one expected")
 			}
 			return nil
 		},
+	}
+}
+
+// firstCertificate returns the DER bytes of the first certificate in the
+// PEM text b, nil if there is none.
+func firstCertificate(b []byte) []byte {
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			return nil
+		}
+		if block.Type == "CERTIFICATE" {
+			return block.Bytes
+		}
 	}
 }

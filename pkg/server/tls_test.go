@@ -81,8 +81,15 @@ func TestTLSServesEveryClient(t *testing.T) {
 		t.Error("a plaintext gRPC call to a TLS port was answered")
 	}
 	cancelShort()
-	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/metrics"); err == nil && resp.StatusCode == http.StatusOK {
-		t.Error("a plaintext HTTP request to a TLS port was answered")
+	// A plaintext HTTP request is told what is wrong.
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("a plaintext HTTP request to a TLS port: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "serves TLS") {
+		t.Errorf("a plaintext HTTP request to a TLS port: %d %q", resp.StatusCode, body)
 	}
 
 	// A renewal: new connections get the new certificate once the server

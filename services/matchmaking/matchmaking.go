@@ -145,6 +145,10 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
 	}
+	if c.WatchHeartbeat > 0 && c.WatchHeartbeat < 100*time.Millisecond {
+		// Each heartbeat of each watch is a read and a message.
+		errs = append(errs, fmt.Errorf("--watch-heartbeat %v: at least 100ms", c.WatchHeartbeat))
+	}
 	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
 	}
