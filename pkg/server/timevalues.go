@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -22,15 +24,17 @@ func invalidTime(req any) (why string, ok bool) {
 }
 
 func invalidTimeIn(m protoreflect.Message, path string) (string, bool) {
-	var err error
+	// Messages of our own: protobuf's are not meant to be shown (they
+	// hold a no-break space, and change between releases).
 	switch v := m.Interface().(type) {
 	case *durationpb.Duration:
-		err = v.CheckValid()
+		if v.CheckValid() != nil {
+			return fmt.Sprintf("%s: not a valid google.protobuf.Duration (seconds %d, nanos %d): nanos must lie within ±999999999 with the sign of seconds, and seconds within ±315576000000", path, v.GetSeconds(), v.GetNanos()), true
+		}
 	case *timestamppb.Timestamp:
-		err = v.CheckValid()
-	}
-	if err != nil {
-		return path + ": " + err.Error(), true
+		if v.CheckValid() != nil {
+			return fmt.Sprintf("%s: not a valid google.protobuf.Timestamp (seconds %d, nanos %d): nanos must lie within 0..999999999, and the time within years 1 to 9999", path, v.GetSeconds(), v.GetNanos()), true
+		}
 	}
 	var why string
 	var bad bool

@@ -525,6 +525,7 @@ func TestADeclinedOfferWaitsForAMove(t *testing.T) {
 		t.Fatalf("an offer after moving: %v", err)
 	}
 	tb.move(t, "h10g8") // declines red's offer
+	refused(red)
 	if err := offer(black); err != nil {
 		t.Fatalf("an offer after moving: %v", err)
 	}

@@ -377,6 +377,9 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 	}
 	if n.DrawOffer != nil && *n.DrawOffer != side {
 		evs = append(evs, &gamev1.Event{Kind: &gamev1.Event_DrawDeclined{DrawDeclined: &gamev1.DrawDeclined{Side: rulespb.Side(side)}}})
+		// Declined by a move as by an answer: the offerer offers again
+		// only once it has moved.
+		n.DrawBarred[*n.DrawOffer] = true
 		n.DrawOffer = nil
 	}
 	n.DrawBarred[side] = false
