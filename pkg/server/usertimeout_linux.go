@@ -15,10 +15,6 @@ import (
 // after about a quarter of an hour. Heartbeats are data, so such a stream
 // ends within d of its first unanswered heartbeat.
 func setUserTimeout(c net.Conn, d time.Duration) error {
-	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
-		// A TLS connection: the socket is beneath it.
-		c = tc.NetConn()
-	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return nil
