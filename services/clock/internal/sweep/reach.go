@@ -34,7 +34,6 @@ type reach struct {
 	// drop is set by the probe that confirms the loss: the next tick
 	// gives the shards up, so that only ticks change what is owned.
 	drop      bool
-	dropSince time.Time
 	probing   bool
 	lastProbe time.Time
 }
@@ -70,7 +69,7 @@ func (s *Service) handingOver(ctx, tctx context.Context, now time.Time) bool {
 	s.reach.mu.Lock()
 	if s.reach.drop {
 		s.reach.drop = false
-		since := s.reach.dropSince
+		since := s.reach.failingSince
 		s.reach.mu.Unlock()
 		n, err := s.dropShards(tctx)
 		s.log.Error("every call to the game service failed, a probe too; handed the shards to the other replicas until it answers",
@@ -88,14 +87,14 @@ func (s *Service) handingOver(ctx, tctx context.Context, now time.Time) bool {
 	s.reach.mu.Unlock()
 	if probe {
 		s.calls.Add(1)
-		go s.probe(ctx, since)
+		go s.probe(ctx)
 	}
 	return out
 }
 
 // probe asks the game service about a deadline of no game; a failure
 // hands the shards over if they are not yet.
-func (s *Service) probe(ctx context.Context, failingSince time.Time) {
+func (s *Service) probe(ctx context.Context) {
 	defer s.calls.Done()
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	_, err := s.games.ExpireDeadline(cctx, &gamev1.ExpireDeadlineRequest{GameId: probeGameID})
@@ -103,7 +102,7 @@ func (s *Service) probe(ctx context.Context, failingSince time.Time) {
 	s.reach.mu.Lock()
 	s.reach.probing = false
 	if err != nil && ctx.Err() == nil && !s.reach.handedOver {
-		s.reach.handedOver, s.reach.drop, s.reach.dropSince = true, true, failingSince
+		s.reach.handedOver, s.reach.drop = true, true
 	}
 	s.reach.mu.Unlock()
 	if err == nil {
