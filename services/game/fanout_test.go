@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,7 +201,10 @@ func TestSlowReaderDelaysOnlyItself(t *testing.T) {
 		version uint64
 		size    int
 	}
-	fastSeen := make(chan got, 8192)
+	// Room for every event the loop below may make, so that the fast
+	// reader never waits for the test.
+	fastSeen := make(chan got, 1<<18)
+	var fastBytes atomic.Int64 // as flow control counts them
 	go func() {
 		defer close(fastSeen)
 		for {
@@ -209,18 +213,27 @@ func TestSlowReaderDelaysOnlyItself(t *testing.T) {
 				return
 			}
 			if e := m.GetEvent(); e != nil {
+				fastBytes.Add(int64(proto.Size(m)) + 5)
 				fastSeen <- got{e.GetVersion(), proto.Size(m)}
 			}
 		}
 	}()
 	// Seats connecting and going: events that do not end the game, and
 	// that a client may make without end (draw offers wait for a move).
-	for i := range 12000 {
+	// How many cycles announce anything depends on the machine's timing
+	// (a seat back before its going was announced announces nothing), so
+	// the cycles go on until the events are well past what blocks the
+	// stalled stream's sends.
+	started := time.Now()
+	for i := 0; fastBytes.Load() < 5*window; i++ {
+		if i == 1<<18 || time.Since(started) > time.Minute {
+			t.Fatalf("after %d seat stream cycles in %v the fast stream has %d bytes of events: stuck behind the unread one, or too few events", i, time.Since(started).Round(time.Second), fastBytes.Load())
+		}
 		side := commonv1.Side_SIDE_FIRST
 		if i%2 == 1 {
 			side = commonv1.Side_SIDE_SECOND
 		}
-		sctx, scancel := context.WithCancel(gametest.As(ctx, tb.seats[side]))
+		sctx, scancel := context.WithTimeout(gametest.As(ctx, tb.seats[side]), 10*time.Second)
 		s, err := env.Client.StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
 		if err == nil {
 			_, err = s.Recv()
