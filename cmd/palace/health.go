@@ -61,12 +61,11 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func healthCredentials(tlsMode, serverName, ownCert string) (credentials.TransportCredentials, error) {
 	switch {
 	case tlsMode != "":
-		cfg, err := app.PeerTLSConfig(tlsMode)
+		creds, err := tlsCredentials(tlsMode, serverName)
 		if err != nil {
 			return nil, fmt.Errorf("--tls: %w", err)
 		}
-		cfg.ServerName = serverName
-		return credentials.NewTLS(cfg), nil
+		return creds, nil
 	case ownCert != "":
 		cfg, err := server.PinnedTLS(ownCert)
 		if err != nil {

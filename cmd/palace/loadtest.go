@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -57,9 +58,48 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return exitUsage
 }
 
-// dial connects a load tool to a server on loopback, without TLS.
-func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+// transport is how a load tool reaches the servers: in plaintext, as on
+// loopback or inside a cluster, or over TLS, as through a deployment's
+// public address, whose TLS costs belong in what is measured.
+type transport struct {
+	creds credentials.TransportCredentials
+}
+
+// transportFlags defines --tls and --tls-server-name on a load tool; the
+// returned function reads them once the flags are parsed.
+func transportFlags(fs *flag.FlagSet) func() (transport, error) {
+	mode := fs.String("tls", "", "reach the servers over TLS, checked against CA certificates: system for the system's roots, or a PEM file of the CA certificates that sign theirs; empty: plaintext")
+	serverName := fs.String("tls-server-name", "", "with --tls, the name the servers' certificates must hold (default: the host of each address)")
+	return func() (transport, error) {
+		if *mode == "" {
+			if *serverName != "" {
+				return transport{}, errors.New("--tls-server-name needs --tls")
+			}
+			return transport{creds: insecure.NewCredentials()}, nil
+		}
+		creds, err := tlsCredentials(*mode, *serverName)
+		if err != nil {
+			return transport{}, fmt.Errorf("--tls: %w", err)
+		}
+		return transport{creds: creds}, nil
+	}
+}
+
+// tlsCredentials checks a server's certificate against the CA certificates
+// of mode (system, or a PEM file) and, when serverName is set, for that
+// name instead of the dialled host's.
+func tlsCredentials(mode, serverName string) (credentials.TransportCredentials, error) {
+	cfg, err := app.PeerTLSConfig(mode)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ServerName = serverName
+	return credentials.NewTLS(cfg), nil
+}
+
+// dial connects a load tool to one server.
+func (tr transport) dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(tr.creds)}, opts...)...)
 }
 
 // serviceKeysFlag defines --service-keys on a load tool that creates
@@ -97,10 +137,10 @@ func replicaAddrs(addrs string) []string {
 
 // dialAll dials every address of a comma-separated list. The caller closes
 // the conns.
-func dialAll(addrs string) ([]*grpc.ClientConn, error) {
+func (tr transport) dialAll(addrs string) ([]*grpc.ClientConn, error) {
 	var ccs []*grpc.ClientConn
 	for _, a := range replicaAddrs(addrs) {
-		cc, err := dial(a)
+		cc, err := tr.dial(a)
 		if err != nil {
 			for _, c := range ccs {
 				_ = c.Close()

@@ -49,15 +49,21 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	duration := fs.Duration("duration", 20*time.Second, "how long to run")
 	variantName := fs.String("variant", "xiangqi", "janggi or xiangqi")
 	callTimeout := fs.Duration("call-timeout", 30*time.Second, "longest a BestMove call may take before it counts as an error; calls under way when the run ends are waited for that long")
+	getTransport := transportFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	tr, err := getTransport()
+	if err != nil {
+		fmt.Fprintf(stderr, "palace loadtest ai: %v\n", err)
+		return exitUsage
 	}
 	v, err := rules.ParseVariant(*variantName)
 	if err != nil || *level < 1 || *level > 10 || *clients < 1 || *clients > 1000 || *duration <= 0 || *duration > time.Hour || *callTimeout <= 0 {
 		fmt.Fprintln(stderr, "palace loadtest ai: want --variant janggi|xiangqi, --level 1..10, --clients 1..1000, --duration up to 1h, a positive --call-timeout")
 		return exitUsage
 	}
-	ccs, err := dialAll(*addr)
+	ccs, err := tr.dialAll(*addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "palace loadtest ai:", err)
 		return exitUsage

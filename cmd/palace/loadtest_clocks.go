@@ -181,8 +181,14 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	seed := fs.Uint64("seed", 1, "random seed")
 	serviceKeys := serviceKeysFlag(fs)
+	getTransport := transportFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	tr, err := getTransport()
+	if err != nil {
+		fmt.Fprintf(stderr, "palace loadtest clocks: %v\n", err)
+		return exitUsage
 	}
 	service, err := asService(*serviceKeys, "palace loadtest clocks")
 	if err != nil {
@@ -199,7 +205,7 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	l := &clocksLoad{opt: o, runID: randomHex(4)}
 	for range *conns {
-		cc, err := dial(*addr, grpc.WithUnaryInterceptor(withTimeout(*callTimeout)), service)
+		cc, err := tr.dial(*addr, grpc.WithUnaryInterceptor(withTimeout(*callTimeout)), service)
 		if err != nil {
 			fmt.Fprintln(stderr, "palace loadtest clocks:", err)
 			return exitUsage

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -286,7 +287,7 @@ func cancelStreamAfter(n int) func() *fault {
 // the test ends, and returns its address.
 func startFaultyProxy(t *testing.T, upstream string, f *fault) string {
 	t.Helper()
-	cc, err := dial(upstream)
+	cc, err := transport{insecure.NewCredentials()}.dial(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,8 +137,14 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	cpuProfile := fs.String("cpuprofile", "", "write the load tool's own CPU profile to this file (it shares the machine with the server it measures)")
 	callTimeout := fs.Duration("call-timeout", 10*time.Second, "longest a call may take before it counts as an error (a server that stops answering must not hang the run); a call sent again to another replica gets its own")
 	warmup := fs.Duration("warmup", 0, "leave the first D of each phase (floor and games) out of the rates and latencies, so 1,000 games arriving at once do not count as steady load; every move is still checked")
+	getTransport := transportFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	tr, err := getTransport()
+	if err != nil {
+		fmt.Fprintf(stderr, "palace loadtest games: %v\n", err)
+		return exitUsage
 	}
 	if *games < 1 || *games > 100000 || *duration <= 0 || *duration > time.Hour {
 		fmt.Fprintln(stderr, "palace loadtest games: --games must be 1..100000 and --duration positive, at most 1h")
@@ -167,7 +173,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	for _, a := range replicaAddrs(*addr) {
 		var clients []gamev1.GameServiceClient
 		for range n {
-			cc, err := dial(a, grpc.WithConnectParams(quickReconnect), grpc.WithUnaryInterceptor(withTimeout(*callTimeout)), service)
+			cc, err := tr.dial(a, grpc.WithConnectParams(quickReconnect), grpc.WithUnaryInterceptor(withTimeout(*callTimeout)), service)
 			if err != nil {
 				fmt.Fprintln(stderr, "palace loadtest games:", err)
 				return exitUsage

@@ -154,8 +154,14 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 	ratingSD := fs.Float64("rating-sd", 200, "standard deviation of the casual ratings (normal around 1300)")
 	ratings := fs.String("ratings", "pairs", `"pairs": tickets come in pairs of one pool whose ratings are within 50 of each other, the pairs spread over the ratings, so every ticket has a compatible partner and the test measures the servers; "independent": every rating drawn on its own, so rating outliers also wait for their window to widen`)
 	seed := fs.Uint64("seed", 1, "random seed")
+	getTransport := transportFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	tr, err := getTransport()
+	if err != nil {
+		fmt.Fprintf(stderr, "palace loadtest matchmaking: %v\n", err)
+		return exitUsage
 	}
 	if *n <= 0 || *n%2 != 0 || *concurrency < 1 || *cancelShare < 0 || *cancelShare > 1 || (*ratings != "pairs" && *ratings != "independent") || *rate < 0 || *timeout <= 0 {
 		fmt.Fprintln(stderr, "palace loadtest matchmaking: --tickets must be even and positive, --concurrency positive, --cancel within 0..1, --ratings pairs or independent, --rate at least 0, --timeout positive")
@@ -173,7 +179,7 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 		}
 	}
 	l := &mmLoad{pools: mmPools(ring != nil)}
-	ccs, err := dialAll(*addrs)
+	ccs, err := tr.dialAll(*addrs)
 	if err != nil {
 		fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)
 		return exitUsage
@@ -183,7 +189,7 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 		l.mm = append(l.mm, matchmakingv1.NewMatchmakingServiceClient(cc))
 	}
 	if *gameAddr != "" {
-		cc, err := dial(*gameAddr)
+		cc, err := tr.dial(*gameAddr)
 		if err != nil {
 			fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)
 			return exitUsage

@@ -13,6 +13,7 @@ import (
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/pkg/tlstest"
 )
 
 func lastJSON(t *testing.T, out string, v any) {
@@ -328,6 +329,50 @@ func TestLoadtestGamesUsage(t *testing.T) {
 	for _, args := range [][]string{{"--retry-rate", "-3"}, {"--reconnect-rate", "9"}, {"--think", "-5s"}, {"--call-timeout", "0s"}} {
 		if _, errOut, code := palace(append([]string{"loadtest", "games"}, args...)...); code != exitUsage {
 			t.Errorf("%v: exit %d, want usage: %s", args, code, errOut)
+		}
+	}
+}
+
+// TestLoadtestsOverTLS: every load tool reaches a server that serves TLS
+// with --tls, and one without it fails there instead of measuring nothing.
+func TestLoadtestsOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	tlstest.WriteCert(t, certPath, keyPath, "palace")
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--tls-cert", certPath, "--tls-key", keyPath)
+
+	runs := map[string][]string{
+		"games":       {"loadtest", "games", "--addr", addr, "--games", "4", "--duration", "1s", "--floor=false"},
+		"clocks":      {"loadtest", "clocks", "--addr", addr, "--games", "6", "--spread", "500ms", "--min-time", "2s", "--max-time", "2s"},
+		"matchmaking": {"loadtest", "matchmaking", "--addr", addr, "--game-addr", addr, "--tickets", "6", "--timeout", "60s"},
+		"ai":          {"loadtest", "ai", "--addr", addr, "--level", "1", "--clients", "1", "--duration", "500ms"},
+	}
+	for name, args := range runs {
+		t.Run(name, func(t *testing.T) {
+			out, errOut, code := palace(append(args, "--tls", certPath)...)
+			if code != exitOK {
+				t.Fatalf("over TLS: exit %d: %s\n%s", code, out, errOut)
+			}
+			var rep struct {
+				Errors int `json:"errors"`
+			}
+			lastJSON(t, out, &rep)
+			if rep.Errors != 0 {
+				t.Fatalf("over TLS: %d errors: %s", rep.Errors, out)
+			}
+			if _, errOut, code := palace(append(args, "--tls-server-name", "palace")...); code != exitUsage || !strings.Contains(errOut, "--tls-server-name needs --tls") {
+				t.Fatalf("--tls-server-name without --tls: exit %d: %s", code, errOut)
+			}
+			if _, errOut, code := palace(append(args, "--tls", filepath.Join(dir, "none.pem"))...); code != exitUsage || !strings.Contains(errOut, "--tls") {
+				t.Fatalf("--tls of a missing file: exit %d: %s", code, errOut)
+			}
+		})
+	}
+	// A certificate without the name asked for, and plaintext to the TLS
+	// port, fail the run.
+	for _, extra := range [][]string{{"--tls", certPath, "--tls-server-name", "other.example"}, nil} {
+		if out, errOut, code := palace(append(append(runs["games"], "--call-timeout", "2s"), extra...)...); code != exitFail {
+			t.Fatalf("%v: exit %d, want %d: %s\n%s", extra, code, exitFail, out, errOut)
 		}
 	}
 }
