@@ -24,7 +24,10 @@ type GoParams struct {
 	MoveTime time.Duration
 }
 
-func (g GoParams) command() string {
+// command is the go command of g, its time capped at most when most is
+// positive: a search limited by depth or nodes alone gets that movetime
+// too, which engines take as one more limit.
+func (g GoParams) command(most time.Duration) string {
 	var b strings.Builder
 	b.WriteString("go")
 	if g.Depth > 0 {
@@ -33,12 +36,16 @@ func (g GoParams) command() string {
 	if g.Nodes > 0 {
 		fmt.Fprintf(&b, " nodes %d", g.Nodes)
 	}
-	if g.MoveTime > 0 || (g.Depth == 0 && g.Nodes == 0) {
-		mt := g.MoveTime
-		if mt <= 0 {
-			mt = time.Second
-		}
-		fmt.Fprintf(&b, " movetime %d", mt.Milliseconds())
+	mt := g.MoveTime
+	if mt <= 0 && g.Depth == 0 && g.Nodes == 0 {
+		mt = time.Second
+	}
+	if most > 0 && (mt <= 0 || most < mt) {
+		mt = most
+	}
+	if mt > 0 {
+		// UCI counts whole milliseconds; a cap below one still searches.
+		fmt.Fprintf(&b, " movetime %d", max(mt.Milliseconds(), 1))
 	}
 	return b.String()
 }
@@ -205,6 +212,12 @@ func (c *Client) NewGame(ctx context.Context, v rules.Variant) error {
 // limits in Go. If ctx ends first, the search is stopped and ctx's error
 // returned.
 func (c *Client) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move) (engine.Reply, error) {
+	return c.MoveWithin(ctx, v, startFEN, moves, 0)
+}
+
+// MoveWithin is Move with the engine's time capped at most (when
+// positive), as a game's clock caps it.
+func (c *Client) MoveWithin(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, most time.Duration) (engine.Reply, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	none := engine.Reply{Move: rules.NoMove}
@@ -226,7 +239,7 @@ func (c *Client) Move(ctx context.Context, v rules.Variant, startFEN string, mov
 	if err := c.send("%s", b.String()); err != nil {
 		return none, err
 	}
-	if err := c.send("%s", c.Go.command()); err != nil {
+	if err := c.send("%s", c.Go.command(most)); err != nil {
 		return none, err
 	}
 	var best string

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/palacehq/palace/pkg/engine"
 	"github.com/palacehq/palace/pkg/rules"
@@ -83,5 +84,30 @@ func TestClientRefusesABadBestMove(t *testing.T) {
 				t.Fatalf("%v passes for the end of the game", err)
 			}
 		})
+	}
+}
+
+// TestGoCommandCapsTheTime: a cap below the configured time replaces it,
+// one above leaves it, and a search bounded by depth or nodes alone gets
+// the cap as its movetime.
+func TestGoCommandCapsTheTime(t *testing.T) {
+	tests := []struct {
+		g    GoParams
+		most time.Duration
+		want string
+	}{
+		{GoParams{}, 0, "go movetime 1000"},
+		{GoParams{}, 250 * time.Millisecond, "go movetime 250"},
+		{GoParams{}, 5 * time.Second, "go movetime 1000"},
+		{GoParams{MoveTime: 3 * time.Second}, 2 * time.Second, "go movetime 2000"},
+		{GoParams{Depth: 8}, 0, "go depth 8"},
+		{GoParams{Depth: 8}, 400 * time.Millisecond, "go depth 8 movetime 400"},
+		{GoParams{Nodes: 5000}, 400 * time.Millisecond, "go nodes 5000 movetime 400"},
+		{GoParams{}, 300 * time.Microsecond, "go movetime 1"},
+	}
+	for _, tt := range tests {
+		if got := tt.g.command(tt.most); got != tt.want {
+			t.Errorf("%+v capped at %v: %q, want %q", tt.g, tt.most, got, tt.want)
+		}
 	}
 }

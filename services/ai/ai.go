@@ -224,7 +224,8 @@ func newMover(ctx context.Context, cfg Config) (worker.Mover, func() error, erro
 }
 
 // uciMover plays with an external engine; its strength and its time per
-// move are its own options, not the seat's level or the game's clock. An engine that fails (it crashed, hung, or
+// move are its own options, not the seat's level, and the game's clock
+// caps that time as it caps the built-in engine's. An engine that fails (it crashed, hung, or
 // answered nonsense such as an illegal move, which pkg/uci refuses) is not
 // asked again: the next move starts a new one.
 type uciMover struct {
@@ -233,7 +234,7 @@ type uciMover struct {
 	timeout time.Duration
 }
 
-func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, _ int, _ uint64, _ time.Duration) (rules.Move, uint64, error) {
+func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, _ int, _ uint64, budget time.Duration) (rules.Move, uint64, error) {
 	if u.c == nil {
 		c, err := u.start(ctx)
 		if err != nil {
@@ -243,7 +244,7 @@ func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, m
 	}
 	mctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
-	r, err := u.play(mctx, v, startFEN, moves)
+	r, err := u.play(mctx, v, startFEN, moves, budget)
 	switch {
 	case errors.Is(err, engine.ErrNoLegalMove):
 		// A true answer (pkg/uci checks it): the engine is sound.
@@ -256,11 +257,11 @@ func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, m
 	return r.Move, 0, nil
 }
 
-func (u *uciMover) play(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move) (engine.Reply, error) {
+func (u *uciMover) play(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, budget time.Duration) (engine.Reply, error) {
 	if err := u.c.NewGame(ctx, v); err != nil {
 		return engine.Reply{}, err
 	}
-	return u.c.Move(ctx, v, startFEN, moves)
+	return u.c.MoveWithin(ctx, v, startFEN, moves, budget)
 }
 
 func (u *uciMover) close() error {

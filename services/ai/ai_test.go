@@ -511,14 +511,26 @@ func TestSeveralGameAddressesAreRefused(t *testing.T) {
 	}
 }
 
-// TestAISeatsPlayOnTheClock: two level-10 AI seats (about a second a move
-// unbounded) in a game of 3 s each without increment think within what
-// their clocks leave them, so neither loses on time in 16 plies.
+// TestAISeatsPlayOnTheClock: two AI seats that would take about a second
+// a move unbounded (level 10 of the built-in engine; an external engine
+// at its default movetime) in a game of 3 s each without increment think
+// within what their clocks leave them, so neither loses on time in 16
+// plies.
 func TestAISeatsPlayOnTheClock(t *testing.T) {
+	t.Run("built-in", func(t *testing.T) { aiSeatsPlayOnTheClock(t, "") })
+	t.Run("external", func(t *testing.T) {
+		script, _ := selfEngine(t)
+		aiSeatsPlayOnTheClock(t, script)
+	})
+}
+
+func aiSeatsPlayOnTheClock(t *testing.T, uciEngine string) {
 	prefix := redistest.Prefix(t)
 	gcfg := game.DefaultConfig()
 	gcfg.KeyPrefix = prefix
-	cc := apptest.Start(t, redistest.Addr(t), game.Bind(gcfg), ai.Bind(aiConfig(prefix, 2)))
+	acfg := aiConfig(prefix, 2)
+	acfg.UCIEngine = uciEngine
+	cc := apptest.Start(t, redistest.Addr(t), game.Bind(gcfg), ai.Bind(acfg))
 	games := gamev1.NewGameServiceClient(cc)
 	resp, err := games.CreateGame(context.Background(), &gamev1.CreateGameRequest{
 		RequestId: prefix + "clocked", Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true,
