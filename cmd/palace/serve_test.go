@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -213,6 +214,9 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{name: "CORS headers without origins", args: []string{"--cors-headers", "x-request-id", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--cors-headers needs --cors-origins"},
 		{name: "bad CORS header", args: []string{"--cors-origins", "https://play.example.com", "--cors-headers", "x-request-id, sentry trace", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-headers: "sentry trace" is not a header name`},
 		{name: "TLS key without a certificate", args: []string{"--tls-key", "k.pem", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--tls-cert and --tls-key go together"},
+		{name: "placeholder service key", args: []string{"--service-keys", "k1:" + strings.Repeat("ab", 32) + ", " + placeholderKey, "--listen", "127.0.0.1:0"}, want: exitFail, says: "--service-keys: key placeholder is a placeholder published with the deployment files"},
+		{name: "placeholder seat key", args: []string{"--seat-signing-keys", placeholderKey, "--listen", "127.0.0.1:0"}, want: exitFail, says: "--seat-signing-keys: key placeholder is a placeholder published with the deployment files"},
+		{name: "placeholder player key", args: []string{"--player-signing-keys", placeholderKey, "--listen", "127.0.0.1:0"}, want: exitFail, says: "--player-signing-keys: key placeholder is a placeholder published with the deployment files"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,6 +228,29 @@ func TestServeRejectsBadFlags(t *testing.T) {
 				t.Fatalf("output does not say %q:\n%s", tt.says, out.String())
 			}
 		})
+	}
+}
+
+// placeholderKey is the service key deploy/ ships: hex of
+// "INSECURE-SERVICE-PLACEHOLDER-ME!".
+const placeholderKey = "placeholder:494e5345435552452d534552564943452d504c414345484f4c4445522d4d4521"
+
+// TestServeWarnsOfAllowedPlaceholderKeys: with --allow-placeholder-keys
+// the placeholder keys of the deployment files are taken, and every flag
+// that holds one is warned of.
+func TestServeWarnsOfAllowedPlaceholderKeys(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var logs syncBuffer
+	args := []string{"--listen", "127.0.0.1:0", "--allow-placeholder-keys", "--ai-workers", "0",
+		"--service-keys", placeholderKey, "--seat-signing-keys", placeholderKey, "--player-signing-keys", placeholderKey}
+	if got := serve(ctx, args, &logs, serveOptions{onServing: func(string) { cancel() }}); got != exitOK {
+		t.Fatalf("exit %d, want %d; output:\n%s", got, exitOK, logs.String())
+	}
+	for _, flag := range []string{"--service-keys", "--seat-signing-keys", "--player-signing-keys"} {
+		if !regexp.MustCompile(`placeholder keys allowed.*flag=` + flag + ` `).MatchString(logs.String()) {
+			t.Errorf("no warning of the placeholder in %s:\n%s", flag, logs.String())
+		}
 	}
 }
 

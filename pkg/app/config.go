@@ -49,6 +49,9 @@ type Config struct {
 	// each other's internal RPCs: "id:hexsecret,...", the first signs,
 	// all verify (rotation). Empty: a random key for this process.
 	ServiceKeys string
+	// AllowPlaceholderKeys lets the process start with the placeholder
+	// keys the deployment files ship, which anyone can sign with.
+	AllowPlaceholderKeys bool
 	// TLSCert and TLSKey are PEM files the listen port serves TLS with;
 	// empty: plaintext.
 	TLSCert, TLSKey string
@@ -195,6 +198,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	BoolFlag(fs, &c.SharedConnections, "shared-connections", false, "serve native gRPC through the same HTTP server as Connect and gRPC-Web on every connection, instead of handing connections that start with native gRPC to grpc-go's own faster transport, which serves nothing else: set it behind a proxy that sends both over one pooled upstream connection")
 	StringFlag(fs, &c.PeerTLS, "peer-tls", "", "how to reach the other Palace services this one calls (--game-addr): empty for plaintext, system for TLS checked against the system's root certificates, or a PEM file of the CA certificates that sign theirs")
 	StringFlag(fs, &c.ServiceKeys, "service-keys", "", "keys of the credentials Palace services present to each other's internal calls (creating games, expiring deadlines), id:hexsecret[,id:hexsecret]; first signs, all verify; the same in every process and tool; empty: random, so only services in this process are trusted")
+	BoolFlag(fs, &c.AllowPlaceholderKeys, "allow-placeholder-keys", false, "start even with the placeholder keys of the deployment files (secrets that begin INSECURE-), which anyone with the repository can sign credentials with: for a throwaway deployment that nobody else reaches")
 }
 
 // Validate reports every problem at once, beginning with environment
@@ -246,11 +250,25 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--cors-headers needs --cors-origins: without origins no browser page of another origin calls"))
 	}
 	if strings.TrimSpace(c.ServiceKeys) != "" {
-		if _, err := auth.ParseKeyring(c.ServiceKeys); err != nil {
+		ring, err := auth.ParseKeyring(c.ServiceKeys)
+		if err == nil {
+			err = c.CheckPlaceholders(ring)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("--service-keys: %w", err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CheckPlaceholders refuses a keyring that holds a placeholder key of the
+// deployment files, unless --allow-placeholder-keys: a process started
+// with one by mistake would take credentials anyone can forge.
+func (c Config) CheckPlaceholders(ring *auth.Keyring) error {
+	if ids := ring.Placeholders(); len(ids) > 0 && !c.AllowPlaceholderKeys {
+		return fmt.Errorf("key %s is a placeholder published with the deployment files (its secret begins INSECURE-): anyone can sign credentials with it; generate your own with palace keygen, or pass --allow-placeholder-keys (PALACE_ALLOW_PLACEHOLDER_KEYS=true) for a throwaway deployment nobody else reaches", strings.Join(ids, ", "))
+	}
+	return nil
 }
 
 // Origins lists the allowed browser origins of --cors-origins.

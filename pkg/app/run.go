@@ -44,6 +44,7 @@ type Runtime struct {
 	// ServiceKeysRandom is set when --service-keys was empty: only
 	// services in this process share the keys.
 	ServiceKeysRandom bool
+	config            Config
 	serviceCreds      *auth.ServiceCredentials
 	// peerTLS is --peer-tls, for calls to other processes; selfTLS
 	// secures those to this process's own port when it serves TLS
@@ -62,6 +63,28 @@ const serviceTokenTTL = time.Hour
 func (rt *Runtime) WarnIfServiceKeysRandom(log *slog.Logger, consequence string) {
 	if rt.ServiceKeysRandom {
 		log.Warn("no --service-keys: internal calls between processes are refused; give every process and tool the same keys", "consequence", consequence)
+	}
+}
+
+// SigningKeys is the keyring of a service's signing keys flag (random
+// when keys is empty, so that credentials die with the process). A
+// placeholder key of the deployment files is refused unless
+// --allow-placeholder-keys; then it is warned of at every start.
+func (rt *Runtime) SigningKeys(flag, keys string) (ring *auth.Keyring, ephemeral bool, err error) {
+	ring, ephemeral, err = auth.KeyringFromConfig(keys)
+	if err == nil {
+		err = rt.config.CheckPlaceholders(ring)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("--%s: %w", flag, err)
+	}
+	rt.warnPlaceholders(flag, ring)
+	return ring, ephemeral, nil
+}
+
+func (rt *Runtime) warnPlaceholders(flag string, ring *auth.Keyring) {
+	if ids := ring.Placeholders(); len(ids) > 0 {
+		rt.Log.Warn("placeholder keys allowed: anyone with the deployment files can sign credentials; set your own before anyone else can reach this process", "flag", "--"+flag, "keys", ids)
 	}
 }
 
@@ -232,8 +255,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		return fmt.Errorf("--service-keys: %w", err)
 	}
 	rt := &Runtime{Log: log, Tel: tel, Server: srv, Redis: rdb, Addr: lis.Addr().String(),
-		ServiceKeys: keys, ServiceKeysRandom: random, serviceCreds: auth.NewServiceCredentials(keys, o.Name, serviceTokenTTL),
+		ServiceKeys: keys, ServiceKeysRandom: random, config: o.Config, serviceCreds: auth.NewServiceCredentials(keys, o.Name, serviceTokenTTL),
 		peerTLS: o.Config.PeerTLS, selfTLS: srv.SelfTLS()}
+	rt.warnPlaceholders("service-keys", keys)
 	for _, bind := range o.Services {
 		closer, err := bind(ctx, rt)
 		if err != nil {

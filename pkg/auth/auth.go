@@ -6,6 +6,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -138,6 +140,24 @@ func parseKey(entry string) (Key, error) {
 		return Key{}, errors.New("secret is not hex: it has a character other than 0-9, a-f")
 	}
 	return Key{ID: id, Secret: secret}, nil
+}
+
+// placeholderPrefix begins the secrets of the placeholder keys that the
+// deployment files ship (deploy/): anyone with the repository can sign
+// with them.
+const placeholderPrefix = "INSECURE-"
+
+// Placeholders lists the ids of the keys in r whose secrets are published
+// placeholders.
+func (r *Keyring) Placeholders() []string {
+	var ids []string
+	for id, secret := range r.keys {
+		if bytes.HasPrefix(secret, []byte(placeholderPrefix)) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // ParseKeyring is ParseKeys and NewKeyring: the keyring of a keys flag.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/palacehq/palace/pkg/aijobs"
 	"github.com/palacehq/palace/pkg/app"
-	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/clock"
 	"github.com/palacehq/palace/pkg/deadline"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -130,7 +129,7 @@ func Bind(cfg Config) app.Binder {
 			return nil, fmt.Errorf("game config: %w", err)
 		}
 		log := rt.Log.With("component", "game")
-		ring, ephemeral, err := auth.KeyringFromConfig(cfg.SigningKeys)
+		ring, ephemeral, err := rt.SigningKeys("seat-signing-keys", cfg.SigningKeys)
 		if err != nil {
 			return nil, fmt.Errorf("game: %w", err)
 		}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/palacehq/palace/pkg/app"
-	"github.com/palacehq/palace/pkg/auth"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/pkg/redisx"
@@ -198,7 +197,7 @@ func Bind(cfg Config) app.Binder {
 			cfg.Now = time.Now
 		}
 		log := rt.Log.With("component", "matchmaking")
-		ring, ephemeral, err := auth.KeyringFromConfig(cfg.SigningKeys)
+		ring, ephemeral, err := rt.SigningKeys("player-signing-keys", cfg.SigningKeys)
 		if err != nil {
 			return nil, fmt.Errorf("matchmaking: %w", err)
 		}
