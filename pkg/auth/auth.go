@@ -286,21 +286,26 @@ var kindNames = map[Kind]string{
 }
 
 // KindHint words, for a refusal of token, which kind of credential it
-// claims to be when that is not want: "" when it claims to be want or its
-// claims cannot be read. The claim is not verified; it only says why a
-// credential that failed verification was the wrong one to send.
-func KindHint(token string, want Kind) string {
+// claims to be when that is none of want: "" when it claims to be one of
+// them or its claims cannot be read. The claim is not verified; it only
+// says why a credential that failed verification was the wrong one to
+// send.
+func KindHint(token string, want ...Kind) string {
 	_, payload, _, ok := split(token)
 	if !ok {
 		return ""
 	}
 	c, ok := decodeClaims(payload)
-	if !ok || c.Kind == want {
+	if !ok || slices.Contains(want, c.Kind) {
 		return ""
 	}
 	got, ok := kindNames[c.Kind]
 	if !ok {
 		return ""
 	}
-	return "this is " + got + ", not " + kindNames[want]
+	wanted := make([]string, len(want))
+	for i, k := range want {
+		wanted[i] = kindNames[k]
+	}
+	return "this is " + got + ", not " + strings.Join(wanted, " or ")
 }

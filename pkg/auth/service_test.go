@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,19 @@ func TestExpiredServiceCredentialCarriesItsReason(t *testing.T) {
 		if err := RequireService(ctx, NewVerified(ring, 4), "CreateGame"); !errors.As(err, &e) || e.Code != apierr.Unauthenticated || e.Reason != want {
 			t.Errorf("RequireService = %v, want Unauthenticated with reason %q", err, want)
 		}
+	}
+}
+
+// TestServiceCredentialWithABearerScheme: a service credential sent as an
+// authorization header's value is refused with that said, not as signed
+// with unknown keys.
+func TestServiceCredentialWithABearerScheme(t *testing.T) {
+	ring, _ := NewKeyring(key("s1", 7))
+	tok, _ := ServiceToken(ring, "x", time.Now(), time.Hour)
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(ServiceHeader, "Bearer "+tok))
+	err := RequireService(ctx, NewVerified(ring, 4), "CreateGame")
+	if apierr.CodeOf(err) != apierr.Unauthenticated || !strings.Contains(err.Error(), `without the "Bearer "`) {
+		t.Errorf("RequireService = %v, want Unauthenticated naming the Bearer scheme", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -97,9 +98,13 @@ func (c Control) Validate() error {
 		name string
 		d    time.Duration
 	}{{"main time", c.MainTime}, {"period time", c.PeriodTime}, {"increment", c.Increment}} {
-		if f.d < 0 {
+		switch {
+		case f.d < 0:
 			add("%s %v is negative", f.name, f.d)
-		} else if f.d%time.Millisecond != 0 {
+		case f.d > MaxMainTime:
+			// Reported below, against its bound. A Duration that came
+			// saturated from a far longer one is no whole millisecond.
+		case f.d%time.Millisecond != 0:
 			add("%s %v is not a whole number of milliseconds", f.name, f.d)
 		}
 	}
@@ -296,6 +301,9 @@ func parseDigits(s string, maxDigits int) (int64, error) {
 // syntax; anything else (only in invalid controls) falls back to
 // time.Duration's own format, which ParseControl rejects.
 func formatDuration(d time.Duration) string {
+	if d == math.MaxInt64 {
+		return "over 292 years" // where a longer one saturates
+	}
 	if d < 0 || d%time.Millisecond != 0 {
 		return d.String()
 	}

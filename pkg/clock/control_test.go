@@ -3,6 +3,7 @@ package clock
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +130,11 @@ func TestControlValidate(t *testing.T) {
 			[]string{"increment 1h1ms exceeds 1h"}},
 		{"too many periods", Control{Kind: ByoYomi, Periods: MaxPeriods + 1, PeriodTime: time.Second}, []string{"1 to 100 periods, got 101"}},
 		{"unknown kind", Control{Kind: 3}, []string{"unknown kind 3"}},
+		// What a protobuf Duration of far more than time.Duration holds
+		// becomes: reported as too long, not as a fraction of a millisecond.
+		{"saturated", Control{Kind: Fischer, MainTime: math.MaxInt64, Increment: math.MaxInt64},
+			[]string{"main time over 292 years exceeds 24h", "increment over 292 years exceeds 1h"}},
+		{"long with a fraction", Control{Kind: Fischer, MainTime: 30*time.Hour + time.Nanosecond, Increment: time.Second}, []string{"main time 30h0m0.000000001s exceeds 24h"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

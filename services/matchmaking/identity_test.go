@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/auth"
@@ -36,6 +37,14 @@ func TestCreateGuest(t *testing.T) {
 		{name: "emoji with joiners", nickname: "장기 👨\u200d👩\u200d👧 ❤\ufe0f", wantCode: codes.OK},
 		{name: "a joiner alone", nickname: "\u200d", wantCode: codes.InvalidArgument},
 		{name: "a bidi override", nickname: "a\u202eb", wantCode: codes.InvalidArgument},
+		// Blank characters that Unicode counts as letters or symbols.
+		{name: "Hangul fillers alone", nickname: "\u3164\u3164", wantCode: codes.InvalidArgument},
+		{name: "a halfwidth Hangul filler alone", nickname: "\uffa0", wantCode: codes.InvalidArgument},
+		{name: "a blank braille pattern alone", nickname: "\u2800", wantCode: codes.InvalidArgument},
+		{name: "a filler beside a letter", nickname: "\u3164장", wantCode: codes.OK},
+		// Tags belong in subdivision flags only.
+		{name: "the flag of Scotland", nickname: "Minji \U0001F3F4\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F", wantCode: codes.OK},
+		{name: "tags after a letter", nickname: "Minji\U000E0067\U000E0062", wantCode: codes.InvalidArgument},
 		{name: "cancelled context", ctx: cancelled, nickname: "Minji", wantCode: codes.Canceled},
 	}
 	for _, tt := range tests {
@@ -206,6 +215,23 @@ func TestCredentialsRequired(t *testing.T) {
 			_, err := e.mm[0].CreateInvite(tt.ctx, &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: janggi})
 			wantCode(t, err, tt.wantCode)
 		})
+	}
+}
+
+// TestASeatCredentialIsNamedAsOne: a game's seat credential sent where a
+// player's belongs is refused with its kind named, not as signed with
+// keys that differ between processes.
+func TestASeatCredentialIsNamedAsOne(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	g := e.guest("Guest")
+	r, err := e.mm[0].PlayAi(g.ctx(), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: janggi, Level: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.mm[0].CreateInvite(as(r.GetSeat().GetToken()), &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: janggi})
+	wantCode(t, err, codes.Unauthenticated)
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "this is a seat credential") || strings.Contains(msg, "keys") {
+		t.Errorf("refused with %q, want the seat credential named", msg)
 	}
 }
 

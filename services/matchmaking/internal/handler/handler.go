@@ -111,23 +111,43 @@ func ValidNickname(s string) error {
 	case len(s) > games.MaxNameBytes:
 		return apierr.New(apierr.Invalid, "nickname: %d bytes in UTF-8, at most %d allowed", len(s), games.MaxNameBytes)
 	}
+	prev := rune(0)
 	for _, r := range s {
-		if !nameRune(r) {
+		if !nameRune(r) || isTag(r) && prev != blackFlag && !isTag(prev) {
 			return apierr.New(apierr.Invalid, "nickname: contains an unprintable character %U", r)
 		}
+		prev = r
 	}
-	if strings.IndexFunc(s, unicode.IsPrint) < 0 {
+	if strings.IndexFunc(s, shows) < 0 {
 		return apierr.New(apierr.Invalid, "nickname: nothing in it shows")
 	}
 	return nil
+}
+
+// shows reports whether r draws something: a printable character other
+// than the blank ones that Unicode counts as letters or symbols (the
+// Hangul fillers, the blank braille pattern), with which a name looks
+// empty in any app.
+func shows(r rune) bool {
+	switch r {
+	case '\u115f', '\u1160', '\u3164', '\uffa0', '\u2800':
+		return false
+	}
+	return unicode.IsPrint(r)
 }
 
 // nameRune reports whether a name may hold r: a printable character, or
 // one of the invisible ones that emoji are written with (the zero-width
 // joiner of 👨‍👩‍👧, variation selectors, the tags of subdivision flags).
 func nameRune(r rune) bool {
-	return unicode.IsPrint(r) || r == '\u200d' || r >= 0xfe00 && r <= 0xfe0f || r >= 0xe0020 && r <= 0xe007f
+	return unicode.IsPrint(r) || r == '\u200d' || r >= 0xfe00 && r <= 0xfe0f || isTag(r)
 }
+
+// blackFlag begins a subdivision flag (🏴 and tags, as in Scotland's); tags
+// anywhere else are invisible text.
+const blackFlag = '\U0001F3F4'
+
+func isTag(r rune) bool { return r >= 0xe0020 && r <= 0xe007f }
 
 // checkID validates a client-chosen or server-issued id that becomes part
 // of Redis keys: no spaces, control characters, braces (hash tags) or '|'.
@@ -157,6 +177,11 @@ func (h *Handler) player(ctx context.Context) (auth.Claims, error) {
 	}
 	c, err := h.ring.Verify(tok, h.now())
 	if err != nil {
+		if hint := auth.KindHint(tok, auth.KindGuest, auth.KindAccount); hint != "" {
+			// Another kind of credential, signed with other keys: say so,
+			// rather than suggest that the keys differ between processes.
+			return auth.Claims{}, apierr.New(apierr.Unauthenticated, "player credential: %s", hint)
+		}
 		// An expired one is marked: an app renews it by signing in again.
 		return auth.Claims{}, auth.Refused("player credential", err)
 	}

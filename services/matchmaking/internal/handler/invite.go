@@ -207,7 +207,7 @@ func (h *Handler) WatchInvite(req *matchmakingv1.WatchInviteRequest, ss matchmak
 			return false, false, 0, err
 		}
 		if c.Subject != inv.Creator && c.Subject != inv.Friend {
-			return false, false, 0, apierr.New(apierr.PermissionDenied, "only the invite's creator can watch it")
+			return false, false, 0, apierr.New(apierr.PermissionDenied, "only the invite's creator, and the friend who accepted it, can watch it")
 		}
 		now := h.now()
 		inv = h.settleStalled(ctx, inv, now)

@@ -203,7 +203,9 @@ func (RematchState) EnumDescriptor() ([]byte, []int) {
 type CreateGuestRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 24 printable characters, and the invisible ones emoji are
-	// written with (zero-width joiners, variation selectors, flag tags).
+	// written with (zero-width joiners, variation selectors, the tags of a
+	// subdivision flag), of which at least one shows: a name of blanks such
+	// as Hangul fillers is refused.
 	Nickname      string `protobuf:"bytes,1,opt,name=nickname,proto3" json:"nickname,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
