@@ -29,20 +29,24 @@ type Config struct {
 	KeyPrefix string
 	// SigningKeys sign seat credentials: "id:hexsecret,...", the first
 	// signs, all verify (rotation). Empty: a random key for this process.
-	SigningKeys    string
-	SeatTTL        time.Duration
-	SetupTime      time.Duration
-	FirstMoveTime  time.Duration
-	Retention      time.Duration
-	LiveTTL        time.Duration
-	Heartbeat      time.Duration
-	MaxStreams     int
-	PresenceGrace  time.Duration
-	PresenceLease  time.Duration
-	DeadlineShards int
-	LagMaxPerMove  time.Duration
-	LagBank        time.Duration
-	LagRefill      time.Duration
+	SigningKeys   string
+	SeatTTL       time.Duration
+	SetupTime     time.Duration
+	FirstMoveTime time.Duration
+	Retention     time.Duration
+	LiveTTL       time.Duration
+	Heartbeat     time.Duration
+	MaxStreams    int
+	// MaxSpectatorStreams and MaxSeatStreams share the streams out: see
+	// handler.Config.
+	MaxSpectatorStreams int
+	MaxSeatStreams      int
+	PresenceGrace       time.Duration
+	PresenceLease       time.Duration
+	DeadlineShards      int
+	LagMaxPerMove       time.Duration
+	LagBank             time.Duration
+	LagRefill           time.Duration
 	// AIJobs queues a job for the AI workers whenever an AI seat must act.
 	AIJobs bool
 	// AutoPipeline batches the commits of concurrent requests into shared
@@ -65,6 +69,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.LiveTTL, "live-ttl", 30*24*time.Hour, "how long an unfinished game is kept after its last change by a player or its clock (streams opening and closing do not count), and a game with a deadline to come at least that long past it")
 	app.DurationFlag(fs, &c.Heartbeat, "heartbeat", 15*time.Second, "heartbeat interval of idle event streams")
 	app.IntFlag(fs, &c.MaxStreams, "max-streams", 50000, "most event streams one process serves at once; one more is refused with ResourceExhausted until one ends")
+	app.IntFlag(fs, &c.MaxSpectatorStreams, "max-spectator-streams", 0, "most of --max-streams that streams without a seat credential may hold, so that spectators leave room for the players' own (0: three quarters)")
+	app.IntFlag(fs, &c.MaxSeatStreams, "max-seat-streams", handler.DefaultMaxSeatStreams, "most event streams one seat holds in one process; a newer one ends the oldest, with ResourceExhausted")
 	app.DurationFlag(fs, &c.PresenceGrace, "presence-grace", 3*time.Second, "how long a seat's stream may be gone before the seat is announced disconnected: a reconnection to the same process within it announces nothing (0: at once)")
 	app.DurationFlag(fs, &c.PresenceLease, "presence-lease", 15*time.Second, "how long the seats a process holds outlive it, should it die without recording its streams closing; then another process announces them disconnected")
 	app.DeadlineShardsFlag(fs, &c.DeadlineShards)
@@ -92,6 +98,12 @@ func (c Config) Validate() error {
 	}
 	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
+	}
+	if c.MaxSpectatorStreams < 0 || c.MaxSpectatorStreams > c.MaxStreams {
+		errs = append(errs, fmt.Errorf("--max-spectator-streams %d: want 0 (three quarters of --max-streams) up to --max-streams (%d)", c.MaxSpectatorStreams, c.MaxStreams))
+	}
+	if c.MaxSeatStreams < 1 {
+		errs = append(errs, errors.New("--max-seat-streams must be at least 1"))
 	}
 	if c.MaxStreams < 1 {
 		errs = append(errs, errors.New("--max-streams must be at least 1"))
@@ -170,7 +182,7 @@ func Bind(cfg Config) app.Binder {
 		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard, handler.Notifications())
 		hd, err := handler.New(ctx, log, handler.Config{
 			SeatTTL: cfg.SeatTTL, SetupTime: cfg.SetupTime, FirstMoveTime: cfg.FirstMoveTime,
-			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, MaxStreams: cfg.MaxStreams, PresenceGrace: cfg.PresenceGrace, PresenceLease: cfg.PresenceLease, AIJobs: jobs,
+			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, MaxStreams: cfg.MaxStreams, MaxSpectatorStreams: cfg.MaxSpectatorStreams, MaxSeatStreams: cfg.MaxSeatStreams, PresenceGrace: cfg.PresenceGrace, PresenceLease: cfg.PresenceLease, AIJobs: jobs,
 			ServiceKeys: rt.ServiceKeys,
 		}, st, idx, h, ring, rt.Tel.Meter.Meter("palace/game"))
 		if err != nil {

@@ -1055,6 +1055,19 @@ func (a *answerEncoding) TagConn(ctx context.Context, _ *stats.ConnTagInfo) cont
 }
 func (a *answerEncoding) HandleConn(context.Context, stats.ConnStats) {}
 
+// snapshotOpener opens a stream of tb's game with ctx's credential, if
+// any, and reads its snapshot.
+func snapshotOpener(env *gametest.Env, tb *table) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+		if err != nil {
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+}
+
 // TestMaxStreamsFlagBoundsStreams: --max-streams (or PALACE_MAX_STREAMS)
 // reaches the handler: with 1, a second stream is refused with
 // ResourceExhausted while the first is open, and admitted once it ends.
@@ -1080,16 +1093,14 @@ func TestMaxStreamsFlagBoundsStreams(t *testing.T) {
 	if err := zero.Validate(); err == nil || !strings.Contains(err.Error(), "--max-streams") {
 		t.Fatalf("Validate() with no streams = %v, want an error naming --max-streams", err)
 	}
+	shares := game.DefaultConfig()
+	shares.MaxStreams, shares.MaxSpectatorStreams, shares.MaxSeatStreams = 10, 11, 0
+	if err := shares.Validate(); err == nil || !strings.Contains(err.Error(), "--max-spectator-streams 11: want 0") || !strings.Contains(err.Error(), "--max-seat-streams must be at least 1") {
+		t.Fatalf("Validate() with more spectators than streams and no seat streams = %v", err)
+	}
 	env := gametest.Start(t, func(c *game.Config) { c.MaxStreams = parsed.MaxStreams })
 	tb := xiangqi(t, env)
-	open := func(ctx context.Context) error {
-		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
-		if err != nil {
-			return err
-		}
-		_, err = st.Recv()
-		return err
-	}
+	open := snapshotOpener(env, tb)
 	first, cancel := context.WithCancel(context.Background())
 	if err := open(first); err != nil {
 		t.Fatalf("first stream: %v", err)
@@ -1103,6 +1114,82 @@ func TestMaxStreamsFlagBoundsStreams(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("a stream after the first ended: %v", err)
+	}
+}
+
+// TestSpectatorsLeaveRoomForSeats: streams without a seat credential hold
+// at most --max-spectator-streams of --max-streams, so a seat's own stream
+// is admitted however many spectators came first.
+func TestSpectatorsLeaveRoomForSeats(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.MaxStreams, c.MaxSpectatorStreams = 3, 2 })
+	tb := xiangqi(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	open := snapshotOpener(env, tb)
+	for i := range 2 {
+		if err := open(ctx); err != nil {
+			t.Fatalf("spectator %d: %v", i, err)
+		}
+	}
+	err := open(ctx)
+	wantCode(t, err, codes.ResourceExhausted)
+	if !strings.Contains(err.Error(), "spectator streams") {
+		t.Errorf("the third spectator is told %q", err)
+	}
+	if err := open(gametest.As(ctx, tb.seats[commonv1.Side_SIDE_FIRST])); err != nil {
+		t.Fatalf("a seat's stream beside two spectators: %v", err)
+	}
+	if err := open(gametest.As(ctx, tb.seats[commonv1.Side_SIDE_SECOND])); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a stream beyond --max-streams: %v, want ResourceExhausted", err)
+	}
+}
+
+// TestASeatKeepsItsNewestStreams: a seat holds at most --max-seat-streams
+// streams in a process; a newer one ends its oldest, not the other seat's,
+// and the newer ones go on getting events.
+func TestASeatKeepsItsNewestStreams(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.MaxSeatStreams = 2 })
+	tb := xiangqi(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	open := func(side commonv1.Side) gamev1.GameService_StreamEventsClient {
+		t.Helper()
+		st, err := env.Client.StreamEvents(gametest.As(ctx, tb.seats[side]), &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	other := open(commonv1.Side_SIDE_SECOND)
+	oldest := open(commonv1.Side_SIDE_FIRST)
+	newer := []gamev1.GameService_StreamEventsClient{open(commonv1.Side_SIDE_FIRST), open(commonv1.Side_SIDE_FIRST), other}
+	for {
+		m, err := oldest.Recv()
+		if err != nil {
+			wantCode(t, err, codes.ResourceExhausted)
+			if !strings.Contains(err.Error(), "its oldest, this one, is closed") {
+				t.Errorf("the oldest stream is told %q", err)
+			}
+			break
+		}
+		if m.GetEvent() == nil && m.GetHeartbeat() == nil {
+			t.Fatalf("the oldest stream got %v", m)
+		}
+	}
+	version := tb.move(t, "h3e3").GetGame().GetVersion()
+	for i, st := range newer {
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				t.Fatalf("stream %d ended: %v", i, err)
+			}
+			if m.GetEvent().GetVersion() == version {
+				break
+			}
+		}
 	}
 }
 

@@ -61,6 +61,11 @@ const (
 	cacheIdle = 10 * time.Minute
 )
 
+// DefaultMaxSeatStreams is how many streams one seat may hold in one
+// process: a player on a phone, a tablet and a browser at once, and the
+// streams a reconnecting client left behind.
+const DefaultMaxSeatStreams = 8
+
 // Config tunes the handler.
 type Config struct {
 	SeatTTL       time.Duration
@@ -71,6 +76,13 @@ type Config struct {
 	// MaxStreams bounds the event streams this process serves at once
 	// (default 50000): each holds a goroutine and its buffers.
 	MaxStreams int
+	// MaxSpectatorStreams bounds the streams without a seat among them
+	// (default three quarters of MaxStreams, at least one), so that
+	// spectators cannot take the players' own streams' room.
+	MaxSpectatorStreams int
+	// MaxSeatStreams bounds the streams of one seat in this process
+	// (default 8); a newer one ends the oldest.
+	MaxSeatStreams int
 	// PresenceGrace holds back a seat stream's disconnection, so that a
 	// reconnection within it records nothing (0: record at once).
 	PresenceGrace time.Duration
@@ -87,17 +99,20 @@ type Config struct {
 // Handler serves the game service.
 type Handler struct {
 	gamev1.UnimplementedGameServiceServer
-	log      *slog.Logger
-	cfg      Config
-	store    *store.Store
-	index    *deadline.Index
-	hub      *hub.Hub
-	ring     *auth.Keyring
-	metrics  metrics
-	streams  chan struct{}
-	cache    *stateCache
-	locks    *gameLocks
-	presence *presence
+	log     *slog.Logger
+	cfg     Config
+	store   *store.Store
+	index   *deadline.Index
+	hub     *hub.Hub
+	ring    *auth.Keyring
+	metrics metrics
+	streams chan struct{}
+	// spectators holds a place per stream without a seat.
+	spectators chan struct{}
+	seatLimit  *seatLimit
+	cache      *stateCache
+	locks      *gameLocks
+	presence   *presence
 	// proc names this process where it holds seats (see leases.go).
 	proc      string
 	stopLease context.CancelFunc
@@ -158,7 +173,15 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = 50000
 	}
-	hd := &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreams), cache: newStateCache(20000, cacheIdle, time.Now), locks: newGameLocks()}
+	if cfg.MaxSpectatorStreams <= 0 {
+		cfg.MaxSpectatorStreams = max(cfg.MaxStreams*3/4, 1)
+	}
+	if cfg.MaxSeatStreams <= 0 {
+		cfg.MaxSeatStreams = DefaultMaxSeatStreams
+	}
+	hd := &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreams),
+		spectators: make(chan struct{}, cfg.MaxSpectatorStreams), seatLimit: newSeatLimit(cfg.MaxSeatStreams),
+		cache: newStateCache(20000, cacheIdle, time.Now), locks: newGameLocks()}
 	if cfg.PresenceLease <= 0 {
 		cfg.PresenceLease = defaultPresenceLease
 	}

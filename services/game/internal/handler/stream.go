@@ -37,6 +37,22 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	if req.GetAfterVersion() > l.State.Version {
 		return h.fail(ctx, apierr.New(apierr.OutOfRange, "after_version %d is ahead of the game (version %d)", req.GetAfterVersion(), l.State.Version))
 	}
+	// Spectators have a share of the streams, so that however many of
+	// them come, the players' own streams find room; a seat holds a few,
+	// its newest.
+	var replaced <-chan struct{}
+	if side == nil {
+		select {
+		case h.spectators <- struct{}{}:
+			defer func() { <-h.spectators }()
+		default:
+			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "too many spectator streams on this server; retry later (a seat's own stream, with its credential, is still admitted)"))
+		}
+	} else {
+		st, remove := h.seatLimit.add(l.State.ID, *side)
+		defer remove()
+		replaced = st.ended
+	}
 	h.metrics.streams.Add(ctx, 1)
 	defer h.metrics.streams.Add(context.WithoutCancel(ctx), -1)
 
@@ -169,6 +185,8 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			// Not nil: an OK status would tell the client that the stream
 			// is complete, which only the game's end makes it.
 			return h.fail(ctx, ctx.Err())
+		case <-replaced:
+			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this seat opened more than %d event streams on this server: its oldest, this one, is closed; read the newest", h.cfg.MaxSeatStreams))
 		case evs := <-sub.Events:
 			for _, e := range evs {
 				switch {

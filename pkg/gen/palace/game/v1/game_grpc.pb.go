@@ -121,8 +121,11 @@ type GameServiceClient interface {
 	// when the client has that event already. OutOfRange when after_version
 	// is ahead of the game. NotFound, even on a stream already open, once
 	// the game has expired. ResourceExhausted when the server already serves
-	// as many streams as its --max-streams allows: retry, which a balancer
-	// may send to another replica.
+	// as many streams as its --max-streams allows, or, without a seat
+	// credential, as many spectators' streams as --max-spectator-streams
+	// allows: retry, which a balancer may send to another replica. A seat
+	// holds at most --max-seat-streams (8) streams on one server: a newer
+	// one ends its oldest with ResourceExhausted.
 	StreamEvents(ctx context.Context, in *StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEventsResponse], error)
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
@@ -362,8 +365,11 @@ type GameServiceServer interface {
 	// when the client has that event already. OutOfRange when after_version
 	// is ahead of the game. NotFound, even on a stream already open, once
 	// the game has expired. ResourceExhausted when the server already serves
-	// as many streams as its --max-streams allows: retry, which a balancer
-	// may send to another replica.
+	// as many streams as its --max-streams allows, or, without a seat
+	// credential, as many spectators' streams as --max-spectator-streams
+	// allows: retry, which a balancer may send to another replica. A seat
+	// holds at most --max-seat-streams (8) streams on one server: a newer
+	// one ends its oldest with ResourceExhausted.
 	StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
