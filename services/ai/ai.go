@@ -35,9 +35,11 @@ type Config struct {
 	KeyPrefix string
 	// Workers is the number of job workers in this process (0: none).
 	Workers int
-	// Engines is the number of concurrent BestMove/Analyze searches.
-	Engines int
-	HashMB  int
+	// Engines is the number of concurrent BestMove/Analyze searches;
+	// MaxWaiting bounds the calls waiting for one.
+	Engines    int
+	MaxWaiting int
+	HashMB     int
 	// ClaimAfter is how long a job may stay unfinished before another
 	// worker takes it over (longer than the slowest level's think).
 	ClaimAfter time.Duration
@@ -71,6 +73,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultWorkers int) {
 func (c *Config) RegisterOwnFlags(fs *flag.FlagSet, defaultWorkers int) {
 	app.IntFlag(fs, &c.Workers, "ai-workers", defaultWorkers, "AI job workers in this process")
 	app.IntFlag(fs, &c.Engines, "ai-engines", 2, "concurrent BestMove/Analyze searches")
+	app.IntFlag(fs, &c.MaxWaiting, "ai-max-waiting", 64, "most BestMove/Analyze calls waiting for a busy engine; one more is refused with ResourceExhausted")
 	app.IntFlag(fs, &c.HashMB, "ai-hash-mb", 32, "transposition table per engine, MiB")
 	app.DurationFlag(fs, &c.ClaimAfter, "ai-claim-after", 30*time.Second, "take over a job left unfinished this long")
 	app.IntFlag(fs, &c.JobAttempts, "ai-job-attempts", 0, "hand a job out at most this many times, then dead-letter it; 0: no limit, so that no job is given up during an outage of the game service")
@@ -84,6 +87,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.Workers < 0 || c.Workers > 256 {
 		errs = append(errs, fmt.Errorf("--ai-workers %d: want 0..256", c.Workers))
+	}
+	if c.MaxWaiting < 0 || c.MaxWaiting > 100000 {
+		errs = append(errs, fmt.Errorf("--ai-max-waiting %d: want 0..100000", c.MaxWaiting))
 	}
 	if c.Engines < 1 || c.Engines > 256 {
 		errs = append(errs, fmt.Errorf("--ai-engines %d: want 1..256", c.Engines))
@@ -121,7 +127,7 @@ func Bind(cfg Config) app.Binder {
 			return nil, fmt.Errorf("ai config: %w", err)
 		}
 		log := rt.Log.With("component", "ai")
-		rt.Server.RegisterService(&aiv1.AIService_ServiceDesc, handler.New(log, cfg.Engines, cfg.HashMB))
+		rt.Server.RegisterService(&aiv1.AIService_ServiceDesc, handler.New(log, cfg.Engines, cfg.HashMB, cfg.MaxWaiting))
 		if cfg.Workers == 0 {
 			return nil, nil
 		}

@@ -246,7 +246,56 @@ func writeScript(t *testing.T, path, body string) {
 }
 
 func aiConfig(prefix string, workers int) ai.Config {
-	return ai.Config{KeyPrefix: prefix, Workers: workers, Engines: 2, HashMB: 4, ClaimAfter: time.Second}
+	return ai.Config{KeyPrefix: prefix, Workers: workers, Engines: 2, MaxWaiting: 64, HashMB: 4, ClaimAfter: time.Second}
+}
+
+// TestBusyEnginesBoundTheWaiting: with every engine searching, calls wait
+// for one up to --ai-max-waiting; one more is refused at once, and the
+// waiting call gets its answer once an engine is free.
+func TestBusyEnginesBoundTheWaiting(t *testing.T) {
+	cfg := aiConfig(redistest.Prefix(t), 0)
+	cfg.Engines, cfg.MaxWaiting = 1, 1
+	c := aiv1.NewAIServiceClient(apptest.Start(t, redistest.Addr(t), ai.Bind(cfg)))
+	busy, stop := context.WithCancel(context.Background())
+	defer stop()
+	long, err := c.Analyze(busy, &aiv1.AnalyzeRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Limits: &aiv1.SearchLimits{MovetimeMs: 60000}})
+	if err == nil {
+		_, err = long.Recv() // its first depth: the engine is taken
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two calls come while the engine is busy: one waits, the other is
+	// refused at once, whichever came first.
+	answers := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := c.BestMove(context.Background(), &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Level: 1})
+			answers <- err
+		}()
+	}
+	select {
+	case err := <-answers:
+		if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "all 1 engines are searching and 1 calls wait") {
+			t.Fatalf("a call beyond the waiting one: %v, want ResourceExhausted saying why", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("neither call was refused while the engine was busy and one call waited")
+	}
+	select {
+	case err := <-answers:
+		t.Fatalf("the waiting call ended while the engine was busy: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	stop()
+	select {
+	case err := <-answers:
+		if err != nil {
+			t.Fatalf("the waiting call, once the engine was free: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting call got no engine once the search ended")
+	}
 }
 
 func TestBestMove(t *testing.T) {

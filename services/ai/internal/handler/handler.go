@@ -33,13 +33,17 @@ type Handler struct {
 	aiv1.UnimplementedAIServiceServer
 	log     *slog.Logger
 	engines chan *engine.Engine
+	// waiting holds a place per call that waits for an engine: callers
+	// beyond it are refused at once rather than queued without end.
+	waiting chan struct{}
 }
 
 var _ aiv1.AIServiceServer = (*Handler)(nil)
 
-// New returns a handler with n engines of hashMB each.
-func New(log *slog.Logger, n, hashMB int) *Handler {
-	h := &Handler{log: log, engines: make(chan *engine.Engine, n)}
+// New returns a handler with n engines of hashMB each, with at most
+// maxWaiting calls waiting for one.
+func New(log *slog.Logger, n, hashMB, maxWaiting int) *Handler {
+	h := &Handler{log: log, engines: make(chan *engine.Engine, n), waiting: make(chan struct{}, maxWaiting)}
 	for range n {
 		h.engines <- engine.New(engine.Options{HashMB: hashMB})
 	}
@@ -110,6 +114,17 @@ func parseInput(kind commonv1.GameKind, start *commonv1.Position, moves []*commo
 }
 
 func (h *Handler) acquire(ctx context.Context) (*engine.Engine, error) {
+	select {
+	case e := <-h.engines:
+		return e, nil
+	default:
+	}
+	select {
+	case h.waiting <- struct{}{}:
+		defer func() { <-h.waiting }()
+	default:
+		return nil, apierr.New(apierr.ResourceExhausted, "all %d engines are searching and %d calls wait for one already; retry later", cap(h.engines), cap(h.waiting))
+	}
 	select {
 	case e := <-h.engines:
 		return e, nil

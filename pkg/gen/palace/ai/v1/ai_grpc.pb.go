@@ -33,6 +33,9 @@ type AIServiceClient interface {
 	// to play. InvalidArgument for a bad position, move list, level or
 	// limits; FailedPrecondition when the moves have ended the game (the
 	// side to move has no legal move, two passes, repetition, ...).
+	// A server searches --ai-engines (2) positions at once; a call waits for
+	// a free engine, and is ResourceExhausted when --ai-max-waiting (64)
+	// calls wait already: retry later.
 	BestMove(ctx context.Context, in *BestMoveRequest, opts ...grpc.CallOption) (*BestMoveResponse, error)
 	// Analyze streams the search's progress (one message per completed
 	// depth) and ends with the best move. Same errors as BestMove; the
@@ -87,6 +90,9 @@ type AIServiceServer interface {
 	// to play. InvalidArgument for a bad position, move list, level or
 	// limits; FailedPrecondition when the moves have ended the game (the
 	// side to move has no legal move, two passes, repetition, ...).
+	// A server searches --ai-engines (2) positions at once; a call waits for
+	// a free engine, and is ResourceExhausted when --ai-max-waiting (64)
+	// calls wait already: retry later.
 	BestMove(context.Context, *BestMoveRequest) (*BestMoveResponse, error)
 	// Analyze streams the search's progress (one message per completed
 	// depth) and ends with the best move. Same errors as BestMove; the
