@@ -187,7 +187,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	StringFlag(fs, &c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: no export")
 	BoolFlag(fs, &c.OTLPInsecure, "otlp-insecure", true, "send traces to the collector without TLS")
 	DurationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running calls may take to finish at stop")
-	BoolFlag(fs, &c.Pprof, "pprof", false, "serve /debug/pprof/ for profiling")
+	BoolFlag(fs, &c.Pprof, "pprof", false, "serve /debug/pprof/ for profiling, on the listen port: to whoever reaches it")
 	StringFlag(fs, &c.CORSHeaders, "cors-headers", "", "comma-separated request headers pages of --cors-origins may send besides those of the protocols, authorization and trace context, e.g. x-request-id,sentry-trace: a call with any other header fails its preflight")
 	StringFlag(fs, &c.CORSOrigins, "cors-origins", "", "comma-separated origins of web pages that may call from a browser over Connect or gRPC-Web, e.g. https://play.example.com,https://*.example.com; * for any; empty: the server's own origin only")
 	IntFlag(fs, &c.MaxRecvBytes, "max-recv-bytes", 1<<20, "largest request message accepted")
