@@ -3,13 +3,17 @@ package matchmaking_test
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
@@ -199,4 +203,47 @@ func TestStalledInviteIsCompleted(t *testing.T) {
 		t.Fatalf("the friend's retry: %v %v, want game %s", again, err, hs.GetGameId())
 	}
 	e.gameAs(t, again.GetInvite().GetSeat())
+}
+
+// TestWatchesAreBounded: a process serves at most --max-watches watch
+// streams, one more is refused; a player holds at most
+// --max-player-watches of them, a newer one ending its oldest.
+func TestWatchesAreBounded(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxWatches, c.MaxPlayerWatches = 3, 2 })
+	g, h := e.guest("Host"), e.guest("Other")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	open := func(p player, token string) (matchmakingv1.MatchmakingService_WatchInviteClient, error) {
+		st, err := e.mm[0].WatchInvite(metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer "+p.token)), &matchmakingv1.WatchInviteRequest{Token: token})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		return st, err
+	}
+	mine, theirs := e.invite(g).GetToken(), e.invite(h).GetToken()
+	oldest, err := open(g, mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := open(g, mine); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		if _, err := oldest.Recv(); err != nil {
+			wantCode(t, err, codes.ResourceExhausted)
+			if !strings.Contains(err.Error(), "its oldest, this one, is closed") {
+				t.Errorf("the oldest watch is told %q", err)
+			}
+			break
+		}
+	}
+	if _, err := open(h, theirs); err != nil {
+		t.Fatalf("the third watch of the process: %v", err)
+	}
+	// The process holds three now (two of the host's, one of the other's).
+	if _, err := open(h, theirs); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "too many watch streams") {
+		t.Fatalf("a fourth watch of the process: %v, want ResourceExhausted", err)
+	}
 }

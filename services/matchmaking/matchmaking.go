@@ -69,6 +69,10 @@ type Config struct {
 	// WatchHeartbeat is how long a watch stream goes without sending
 	// before it sends its state again.
 	WatchHeartbeat time.Duration
+	// MaxWatches and MaxPlayerWatches bound the watch streams: see
+	// handler.Config.
+	MaxWatches       int
+	MaxPlayerWatches int
 	// CreateConcurrency bounds a replica's game creations in flight.
 	CreateConcurrency int
 	// GiveUpAfter is how long a paired ticket waits for its game before
@@ -116,6 +120,8 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.InviteTTL, "invite-ttl", 24*time.Hour, "how long a friend link is valid")
 	app.DurationFlag(fs, &c.RematchWindow, "rematch-window", 60*time.Second, "how long a rematch offer stands")
 	app.DurationFlag(fs, &c.WatchHeartbeat, "watch-heartbeat", handler.DefaultWatchHeartbeat, "how long a WatchTicket, WatchInvite or WatchRematch stream goes without sending before it sends its state again, unchanged, so that clients notice a lost connection")
+	app.IntFlag(fs, &c.MaxWatches, "max-watches", handler.DefaultMaxWatches, "most WatchTicket, WatchInvite and WatchRematch streams one process serves at once; one more is refused with ResourceExhausted until one ends")
+	app.IntFlag(fs, &c.MaxPlayerWatches, "max-player-watches", handler.DefaultMaxPlayerWatches, "most watch streams one player holds in one process; a newer one ends the oldest, with ResourceExhausted")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
 	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire")
 	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second; the default time control's queues are always served")
@@ -143,6 +149,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
+	}
+	if c.MaxWatches < 1 || c.MaxPlayerWatches < 1 {
+		errs = append(errs, errors.New("--max-watches and --max-player-watches must be at least 1"))
 	}
 	if c.WatchHeartbeat > 0 && c.WatchHeartbeat < 100*time.Millisecond {
 		// Each heartbeat of each watch is a read and a message.
@@ -249,6 +258,7 @@ func Bind(cfg Config) app.Binder {
 		h := handler.New(handler.Config{
 			GuestTTL: cfg.GuestTTL, AccountTTL: cfg.AccountTTL, TicketTTL: cfg.TicketTTL, InviteTTL: cfg.InviteTTL,
 			RematchWindow: cfg.RematchWindow, GameKeep: 30 * 24 * time.Hour, WatchHeartbeat: cfg.WatchHeartbeat,
+			MaxWatches: cfg.MaxWatches, MaxPlayerWatches: cfg.MaxPlayerWatches,
 		}, handler.Deps{Log: log, Ring: ring, Store: st, Hub: hub, Games: gc, Google: gv, Now: cfg.Now, Entered: m.Touch})
 		rt.Server.RegisterService(&matchmakingv1.MatchmakingService_ServiceDesc, h)
 

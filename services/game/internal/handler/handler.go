@@ -29,6 +29,7 @@ import (
 	"github.com/palacehq/palace/pkg/clock"
 	"github.com/palacehq/palace/pkg/deadline"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/newest"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/pkg/rulespb"
 	"github.com/palacehq/palace/pkg/server"
@@ -109,7 +110,7 @@ type Handler struct {
 	streams chan struct{}
 	// spectators holds a place per stream without a seat.
 	spectators chan struct{}
-	seatLimit  *seatLimit
+	seatLimit  *newest.Limit[seatKey]
 	cache      *stateCache
 	locks      *gameLocks
 	presence   *presence
@@ -180,7 +181,7 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 		cfg.MaxSeatStreams = DefaultMaxSeatStreams
 	}
 	hd := &Handler{log: log, cfg: cfg, store: st, index: idx, hub: h, ring: ring, metrics: m, streams: make(chan struct{}, cfg.MaxStreams),
-		spectators: make(chan struct{}, cfg.MaxSpectatorStreams), seatLimit: newSeatLimit(cfg.MaxSeatStreams),
+		spectators: make(chan struct{}, cfg.MaxSpectatorStreams), seatLimit: newest.New[seatKey](cfg.MaxSeatStreams),
 		cache: newStateCache(20000, cacheIdle, time.Now), locks: newGameLocks()}
 	if cfg.PresenceLease <= 0 {
 		cfg.PresenceLease = defaultPresenceLease

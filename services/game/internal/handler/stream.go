@@ -49,9 +49,9 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "too many spectator streams on this server; retry later (a seat's own stream, with its credential, is still admitted)"))
 		}
 	} else {
-		st, remove := h.seatLimit.add(l.State.ID, *side)
+		ended, remove := h.seatLimit.Add(seatKey{l.State.ID, *side})
 		defer remove()
-		replaced = st.ended
+		replaced = ended
 	}
 	h.metrics.streams.Add(ctx, 1)
 	defer h.metrics.streams.Add(context.WithoutCancel(ctx), -1)

@@ -12,6 +12,7 @@ import (
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/auth"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/newest"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
 	"github.com/palacehq/palace/services/matchmaking/internal/google"
 	"github.com/palacehq/palace/services/matchmaking/internal/notify"
@@ -43,7 +44,18 @@ type Config struct {
 	// tell a quiet watch from a lost connection, and proxies that close
 	// idle streams leave it open.
 	WatchHeartbeat time.Duration
+	// MaxWatches bounds the watch streams of this process (default
+	// 50000); MaxPlayerWatches those of one player in it (default 8), a
+	// newer one ending the player's oldest.
+	MaxWatches       int
+	MaxPlayerWatches int
 }
+
+// Defaults of the watch streams' bounds.
+const (
+	DefaultMaxWatches       = 50000
+	DefaultMaxPlayerWatches = 8
+)
 
 // Deps are the handler's collaborators.
 type Deps struct {
@@ -72,6 +84,10 @@ type Handler struct {
 	google  *google.Verifier
 	now     func() time.Time
 	entered func(store.Pool)
+	// watches holds a place per watch stream; playerWatches keeps each
+	// player's newest.
+	watches       chan struct{}
+	playerWatches *newest.Limit[string]
 }
 
 var _ matchmakingv1.MatchmakingServiceServer = (*Handler)(nil)
@@ -90,7 +106,14 @@ func New(cfg Config, d Deps) *Handler {
 	if d.Entered == nil {
 		d.Entered = func(store.Pool) {}
 	}
-	return &Handler{cfg: cfg, log: d.Log, ring: d.Ring, store: d.Store, hub: d.Hub, games: d.Games, google: d.Google, now: d.Now, entered: d.Entered}
+	if cfg.MaxWatches <= 0 {
+		cfg.MaxWatches = DefaultMaxWatches
+	}
+	if cfg.MaxPlayerWatches <= 0 {
+		cfg.MaxPlayerWatches = DefaultMaxPlayerWatches
+	}
+	return &Handler{cfg: cfg, log: d.Log, ring: d.Ring, store: d.Store, hub: d.Hub, games: d.Games, google: d.Google, now: d.Now, entered: d.Entered,
+		watches: make(chan struct{}, cfg.MaxWatches), playerWatches: newest.New[string](cfg.MaxPlayerWatches)}
 }
 
 // DefaultWatchHeartbeat is the game service's default heartbeat too.
@@ -207,7 +230,17 @@ func (h *Handler) account(ctx context.Context, what string) (auth.Claims, error)
 // after each heartbeat interval without a send (beat), until step reports
 // the end; step reports whether it sent. It subscribes before the first
 // read, so no change is missed.
-func (h *Handler) watch(ctx context.Context, id string, step func(ctx context.Context, beat bool) (sent, done bool, wake time.Duration, err error)) error {
+func (h *Handler) watch(ctx context.Context, player, id string, step func(ctx context.Context, beat bool) (sent, done bool, wake time.Duration, err error)) error {
+	select {
+	case h.watches <- struct{}{}:
+		defer func() { <-h.watches }()
+	default:
+		return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "too many watch streams on this server; retry later"))
+	}
+	// A player holds a few, its newest: a reconnecting client leaves
+	// streams behind that the server has not yet seen die.
+	replaced, remove := h.playerWatches.Add(player)
+	defer remove()
 	sub := h.hub.Subscribe(id)
 	defer h.hub.Unsubscribe(sub)
 	lastSent := time.Now()
@@ -233,6 +266,9 @@ func (h *Handler) watch(ctx context.Context, id string, step func(ctx context.Co
 			// Not nil: an OK status would tell the client that the watch
 			// is over, which only the end of what it watches makes it.
 			return h.fail(ctx, ctx.Err())
+		case <-replaced:
+			t.Stop()
+			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this player opened more than %d watch streams on this server: its oldest, this one, is closed; read the newest", h.cfg.MaxPlayerWatches))
 		case <-sub.C:
 		case <-t.C:
 		}

@@ -201,7 +201,7 @@ func (h *Handler) WatchInvite(req *matchmakingv1.WatchInviteRequest, ss matchmak
 	}
 	token := req.GetToken()
 	var last matchmakingv1.InviteState
-	return h.watch(ctx, inviteTopic(token), func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
+	return h.watch(ctx, c.Subject, inviteTopic(token), func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
 		inv, err := h.readInvite(ctx, token)
 		if err != nil {
 			return false, false, 0, err

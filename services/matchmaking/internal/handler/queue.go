@@ -183,7 +183,7 @@ func (h *Handler) WatchTicket(req *matchmakingv1.WatchTicketRequest, ss matchmak
 	}
 	id := req.GetTicketId()
 	var last string
-	return h.watch(ctx, id, func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
+	return h.watch(ctx, c.Subject, id, func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
 		t, err := h.ticketFor(ctx, c.Subject, id)
 		if err != nil {
 			return false, false, 0, err

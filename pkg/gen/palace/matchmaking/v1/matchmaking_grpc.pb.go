@@ -95,7 +95,10 @@ type MatchmakingServiceClient interface {
 	// unchanged, after each heartbeat interval (--watch-heartbeat, 15 s by
 	// default), as the other watches do: a client that hears nothing for
 	// much longer has lost its connection. NotFound and PermissionDenied as
-	// CancelTicket.
+	// CancelTicket. All watches count alike: ResourceExhausted when the
+	// server already serves --max-watches of them (retry); a player holds
+	// at most --max-player-watches (8) on one server, and a newer watch ends
+	// the player's oldest with ResourceExhausted.
 	WatchTicket(ctx context.Context, in *WatchTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTicketResponse], error)
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite,
@@ -419,7 +422,10 @@ type MatchmakingServiceServer interface {
 	// unchanged, after each heartbeat interval (--watch-heartbeat, 15 s by
 	// default), as the other watches do: a client that hears nothing for
 	// much longer has lost its connection. NotFound and PermissionDenied as
-	// CancelTicket.
+	// CancelTicket. All watches count alike: ResourceExhausted when the
+	// server already serves --max-watches of them (retry); a player holds
+	// at most --max-player-watches (8) on one server, and a newer watch ends
+	// the player's oldest with ResourceExhausted.
 	WatchTicket(*WatchTicketRequest, grpc.ServerStreamingServer[WatchTicketResponse]) error
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite,
