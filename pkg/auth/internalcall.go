@@ -27,7 +27,7 @@ func RequireService(ctx context.Context, v *Verified, rpc string) error {
 	tok := strings.TrimSpace(vals[0])
 	if _, ok := BearerToken(tok); ok {
 		// Copied from an authorization header, where a player's goes.
-		return apierr.New(apierr.Unauthenticated, "%s: the %q header holds the service credential itself, without the \"Bearer \" of an authorization header", rpc, ServiceHeader)
+		return apierr.New(apierr.Unauthenticated, "%s: the %q header holds a service credential itself, without the \"Bearer \" of an authorization header", rpc, ServiceHeader)
 	}
 	_, err := VerifyService(v, tok, time.Now())
 	if err == nil {

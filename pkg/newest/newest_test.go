@@ -1,6 +1,11 @@
 package newest
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
 
 func ended(c <-chan struct{}) bool {
 	select {
@@ -15,20 +20,23 @@ func ended(c <-chan struct{}) bool {
 // not another key's, and removed streams make room again.
 func TestTheOldestGoes(t *testing.T) {
 	l := New[string](2)
-	a1, rmA1 := l.Add("a")
-	a2, rmA2 := l.Add("a")
-	b1, rmB1 := l.Add("b")
+	a1, e1, rmA1 := l.Add("a")
+	a2, _, rmA2 := l.Add("a")
+	b1, _, rmB1 := l.Add("b")
 	if ended(a1) || ended(a2) || ended(b1) {
 		t.Fatal("a stream ended within the limit")
 	}
-	a3, rmA3 := l.Add("a")
+	a3, e3, rmA3 := l.Add("a")
+	if e1 || !e3 {
+		t.Fatalf("evicted: first %v, third %v; want only the third to say so", e1, e3)
+	}
 	if !ended(a1) || ended(a2) || ended(a3) || ended(b1) {
 		t.Fatalf("after a third stream of a: ended %v %v %v, b %v; want only the first", ended(a1), ended(a2), ended(a3), ended(b1))
 	}
 	rmA1() // an ended stream removes itself: nothing more happens
 	rmA2()
-	a4, rmA4 := l.Add("a")
-	if ended(a3) || ended(a4) {
+	a4, e4, rmA4 := l.Add("a")
+	if e4 || ended(a3) || ended(a4) {
 		t.Fatal("a stream ended although one was removed to make room")
 	}
 	for _, rm := range []func(){rmA3, rmA4, rmB1} {
@@ -42,12 +50,36 @@ func TestTheOldestGoes(t *testing.T) {
 // TestAtLeastOne: a limit below one keeps one stream per key.
 func TestAtLeastOne(t *testing.T) {
 	l := New[int](0)
-	first, _ := l.Add(1)
+	first, _, _ := l.Add(1)
 	if ended(first) || l.Max() != 1 {
 		t.Fatalf("max %d; first ended %v", l.Max(), ended(first))
 	}
 	l.Add(1)
 	if !ended(first) {
 		t.Fatal("a second stream left the first open")
+	}
+}
+
+// TestTakePlace: a full semaphore refuses a new stream at once, while one
+// that replaced an older stream waits for that one's place.
+func TestTakePlace(t *testing.T) {
+	places := make(chan struct{}, 1)
+	if err := TakePlace(context.Background(), places, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := TakePlace(context.Background(), places, false); !errors.Is(err, ErrFull) {
+		t.Fatalf("a full semaphore: %v, want ErrFull", err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		<-places // the replaced stream leaves
+	}()
+	if err := TakePlace(context.Background(), places, true); err != nil {
+		t.Fatalf("a replacing stream: %v, want the replaced one's place", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := TakePlace(ctx, places, true); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a replacing stream whose call ended: %v", err)
 	}
 }

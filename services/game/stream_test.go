@@ -27,8 +27,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/palacehq/palace/pkg/apierr"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/newest"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/game"
 	"github.com/palacehq/palace/services/game/gametest"
@@ -1121,7 +1123,7 @@ func TestMaxStreamsFlagBoundsStreams(t *testing.T) {
 // at most --max-spectator-streams of --max-streams, so a seat's own stream
 // is admitted however many spectators came first.
 func TestSpectatorsLeaveRoomForSeats(t *testing.T) {
-	env := gametest.Start(t, func(c *game.Config) { c.MaxStreams, c.MaxSpectatorStreams = 3, 2 })
+	env := gametest.Start(t, func(c *game.Config) { c.MaxStreams, c.MaxSpectatorStreams, c.MaxSeatStreams = 3, 2, 1 })
 	tb := xiangqi(t, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -1141,6 +1143,11 @@ func TestSpectatorsLeaveRoomForSeats(t *testing.T) {
 	}
 	if err := open(gametest.As(ctx, tb.seats[commonv1.Side_SIDE_SECOND])); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a stream beyond --max-streams: %v, want ResourceExhausted", err)
+	}
+	// The first seat reconnects to the full server: its new stream takes
+	// the place of the one it left behind.
+	if err := open(gametest.As(ctx, tb.seats[commonv1.Side_SIDE_FIRST])); err != nil {
+		t.Fatalf("a seat's new stream on a full server, replacing its old one: %v", err)
 	}
 }
 
@@ -1170,8 +1177,8 @@ func TestASeatKeepsItsNewestStreams(t *testing.T) {
 		m, err := oldest.Recv()
 		if err != nil {
 			wantCode(t, err, codes.ResourceExhausted)
-			if !strings.Contains(err.Error(), "its oldest, this one, is closed") {
-				t.Errorf("the oldest stream is told %q", err)
+			if !strings.Contains(err.Error(), "its oldest, this one, is closed") || apierr.ReasonOf(err) != newest.ReplacedReason {
+				t.Errorf("the oldest stream is told %q, reason %q", err, apierr.ReasonOf(err))
 			}
 			break
 		}

@@ -45,6 +45,9 @@ func TestCreateGuest(t *testing.T) {
 		// Tags belong in subdivision flags only.
 		{name: "the flag of Scotland", nickname: "Minji \U0001F3F4\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F", wantCode: codes.OK},
 		{name: "tags after a letter", nickname: "Minji\U000E0067\U000E0062", wantCode: codes.InvalidArgument},
+		{name: "tags after a flag's end", nickname: "\U0001F3F4\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F\U000E0067", wantCode: codes.InvalidArgument},
+		{name: "combining and Khmer blanks alone", nickname: "\u034f\u17b4\u17b5", wantCode: codes.InvalidArgument},
+		{name: "a null notehead alone", nickname: "\U0001D159", wantCode: codes.InvalidArgument},
 		{name: "cancelled context", ctx: cancelled, nickname: "Minji", wantCode: codes.Canceled},
 	}
 	for _, tt := range tests {

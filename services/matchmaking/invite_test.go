@@ -11,8 +11,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/palacehq/palace/pkg/apierr"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/newest"
 	"github.com/palacehq/palace/services/matchmaking"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
@@ -207,9 +209,13 @@ func TestStalledInviteIsCompleted(t *testing.T) {
 
 // TestWatchesAreBounded: a process serves at most --max-watches watch
 // streams, one more is refused; a player holds at most
-// --max-player-watches of them, a newer one ending its oldest.
+// --max-player-watches of them, a newer one ending its oldest and taking
+// its place even on a full server; a request that fails its checks ends
+// none.
 func TestWatchesAreBounded(t *testing.T) {
-	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxWatches, c.MaxPlayerWatches = 3, 2 })
+	e := newEnv(t, 1, func(c *matchmaking.Config) {
+		c.MaxWatches, c.MaxPlayerWatches, c.WatchHeartbeat = 3, 2, 100*time.Millisecond
+	})
 	g, h := e.guest("Host"), e.guest("Other")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -220,25 +226,28 @@ func TestWatchesAreBounded(t *testing.T) {
 		}
 		return st, err
 	}
-	mine, theirs := e.invite(g).GetToken(), e.invite(h).GetToken()
-	oldest, err := open(g, mine)
-	if err != nil {
-		t.Fatal(err)
+	replaced := func(st matchmakingv1.MatchmakingService_WatchInviteClient, what string) {
+		t.Helper()
+		for {
+			if _, err := st.Recv(); err != nil {
+				wantCode(t, err, codes.ResourceExhausted)
+				if !strings.Contains(err.Error(), "its oldest, this one, is closed") || apierr.ReasonOf(err) != newest.ReplacedReason {
+					t.Errorf("%s is told %q, reason %q", what, err, apierr.ReasonOf(err))
+				}
+				return
+			}
+		}
 	}
-	for range 2 {
-		if _, err := open(g, mine); err != nil {
+	mine, theirs := e.invite(g).GetToken(), e.invite(h).GetToken()
+	var held []matchmakingv1.MatchmakingService_WatchInviteClient
+	for range 3 {
+		st, err := open(g, mine)
+		if err != nil {
 			t.Fatal(err)
 		}
+		held = append(held, st)
 	}
-	for {
-		if _, err := oldest.Recv(); err != nil {
-			wantCode(t, err, codes.ResourceExhausted)
-			if !strings.Contains(err.Error(), "its oldest, this one, is closed") {
-				t.Errorf("the oldest watch is told %q", err)
-			}
-			break
-		}
-	}
+	replaced(held[0], "the host's oldest watch")
 	if _, err := open(h, theirs); err != nil {
 		t.Fatalf("the third watch of the process: %v", err)
 	}
@@ -246,4 +255,20 @@ func TestWatchesAreBounded(t *testing.T) {
 	if _, err := open(h, theirs); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "too many watch streams") {
 		t.Fatalf("a fourth watch of the process: %v, want ResourceExhausted", err)
 	}
+	// A watch the host may not open is refused as such, and ends none of
+	// the host's: they go on sending.
+	if _, err := open(g, theirs); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("the host watching another's invite: %v, want PermissionDenied", err)
+	}
+	for range 3 {
+		if _, err := held[1].Recv(); err != nil {
+			t.Fatalf("a refused watch ended one of the host's: %v", err)
+		}
+	}
+	// The host reconnects to the full server: its new watch takes the
+	// place of its oldest.
+	if _, err := open(g, mine); err != nil {
+		t.Fatalf("the host's new watch on a full server: %v", err)
+	}
+	replaced(held[1], "the host's oldest watch on a full server")
 }

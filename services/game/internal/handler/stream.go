@@ -10,6 +10,7 @@ import (
 
 	"github.com/palacehq/palace/pkg/apierr"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/newest"
 	"github.com/palacehq/palace/services/game/internal/hub"
 	"github.com/palacehq/palace/services/game/internal/model"
 	"github.com/palacehq/palace/services/game/internal/store"
@@ -24,12 +25,6 @@ import (
 // hub), so nothing is dropped or repeated.
 func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameService_StreamEventsServer) error {
 	ctx := ss.Context()
-	select {
-	case h.streams <- struct{}{}:
-		defer func() { <-h.streams }()
-	default:
-		return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "too many event streams on this server; retry later"))
-	}
 	l, side, err := h.readableAfter(ctx, req.GetGameId(), req.GetSnapshot(), req.GetAfterVersion())
 	if err != nil {
 		return h.fail(ctx, err)
@@ -42,16 +37,24 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	// its newest.
 	var replaced <-chan struct{}
 	if side == nil {
+		if err := h.takeStream(ctx, false); err != nil {
+			return h.fail(ctx, err)
+		}
+		defer func() { <-h.streams }()
 		select {
 		case h.spectators <- struct{}{}:
 			defer func() { <-h.spectators }()
 		default:
-			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "too many spectator streams on this server; retry later (a seat's own stream, with its credential, is still admitted)"))
+			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "too many spectator streams on this server; retry later (the players' own streams have room of their own)"))
 		}
 	} else {
-		ended, remove := h.seatLimit.Add(seatKey{l.State.ID, *side})
+		ended, evicted, remove := h.seatLimit.Add(seatKey{l.State.ID, *side})
 		defer remove()
 		replaced = ended
+		if err := h.takeStream(ctx, evicted); err != nil {
+			return h.fail(ctx, err)
+		}
+		defer func() { <-h.streams }()
 	}
 	h.metrics.streams.Add(ctx, 1)
 	defer h.metrics.streams.Add(context.WithoutCancel(ctx), -1)
@@ -186,7 +189,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			// is complete, which only the game's end makes it.
 			return h.fail(ctx, ctx.Err())
 		case <-replaced:
-			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this seat opened more than %d event streams on this server: its oldest, this one, is closed; read the newest", h.cfg.MaxSeatStreams))
+			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this seat opened more than %d event streams on this server: its oldest, this one, is closed; read the newest, and do not open this one again", h.cfg.MaxSeatStreams).WithInfo(newest.ReplacedReason, nil))
 		case evs := <-sub.Events:
 			for _, e := range evs {
 				switch {
@@ -234,6 +237,16 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			}
 		}
 	}
+}
+
+// takeStream takes one of the process's places, or says it is full (see
+// newest.TakePlace).
+func (h *Handler) takeStream(ctx context.Context, replacing bool) error {
+	err := newest.TakePlace(ctx, h.streams, replacing)
+	if errors.Is(err, newest.ErrFull) {
+		return apierr.New(apierr.ResourceExhausted, "too many event streams on this server; retry later")
+	}
+	return err
 }
 
 // eventsRead is what one read of a game's log brought.

@@ -3,6 +3,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -116,6 +117,16 @@ func New(cfg Config, d Deps) *Handler {
 		watches: make(chan struct{}, cfg.MaxWatches), playerWatches: newest.New[string](cfg.MaxPlayerWatches)}
 }
 
+// takeWatch takes one of the process's places, or says it is full (see
+// newest.TakePlace).
+func (h *Handler) takeWatch(ctx context.Context, replacing bool) error {
+	err := newest.TakePlace(ctx, h.watches, replacing)
+	if errors.Is(err, newest.ErrFull) {
+		return apierr.New(apierr.ResourceExhausted, "too many watch streams on this server; retry later")
+	}
+	return err
+}
+
 // DefaultWatchHeartbeat is the game service's default heartbeat too.
 const DefaultWatchHeartbeat = 15 * time.Second
 
@@ -136,7 +147,7 @@ func ValidNickname(s string) error {
 	}
 	prev := rune(0)
 	for _, r := range s {
-		if !nameRune(r) || isTag(r) && prev != blackFlag && !isTag(prev) {
+		if !nameRune(r) || isTag(r) && prev != blackFlag && (!isTag(prev) || prev == cancelTag) {
 			return apierr.New(apierr.Invalid, "nickname: contains an unprintable character %U", r)
 		}
 		prev = r
@@ -148,12 +159,13 @@ func ValidNickname(s string) error {
 }
 
 // shows reports whether r draws something: a printable character other
-// than the blank ones that Unicode counts as letters or symbols (the
-// Hangul fillers, the blank braille pattern), with which a name looks
-// empty in any app.
+// than the blank ones that Unicode counts as letters, marks or symbols
+// (the Hangul fillers, the blank braille pattern, the combining grapheme
+// joiner, the Khmer inherent vowels, the null notehead), with which a name
+// looks empty in any app.
 func shows(r rune) bool {
 	switch r {
-	case '\u115f', '\u1160', '\u3164', '\uffa0', '\u2800':
+	case '\u115f', '\u1160', '\u3164', '\uffa0', '\u2800', '\u034f', '\u17b4', '\u17b5', '\U0001D159':
 		return false
 	}
 	return unicode.IsPrint(r)
@@ -169,6 +181,9 @@ func nameRune(r rune) bool {
 // blackFlag begins a subdivision flag (🏴 and tags, as in Scotland's); tags
 // anywhere else are invisible text.
 const blackFlag = '\U0001F3F4'
+
+// cancelTag ends a flag's tags: any after it are stray.
+const cancelTag = '\U000E007F'
 
 func isTag(r rune) bool { return r >= 0xe0020 && r <= 0xe007f }
 
@@ -230,17 +245,23 @@ func (h *Handler) account(ctx context.Context, what string) (auth.Claims, error)
 // after each heartbeat interval without a send (beat), until step reports
 // the end; step reports whether it sent. It subscribes before the first
 // read, so no change is missed.
-func (h *Handler) watch(ctx context.Context, player, id string, step func(ctx context.Context, beat bool) (sent, done bool, wake time.Duration, err error)) error {
-	select {
-	case h.watches <- struct{}{}:
-		defer func() { <-h.watches }()
-	default:
-		return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "too many watch streams on this server; retry later"))
+func (h *Handler) watch(ctx context.Context, player, id string, check func(context.Context) error, step func(ctx context.Context, beat bool) (sent, done bool, wake time.Duration, err error)) error {
+	// A request that fails its checks takes no place, and ends none of
+	// the player's watches.
+	if check != nil {
+		if err := check(ctx); err != nil {
+			return h.fail(ctx, err)
+		}
 	}
 	// A player holds a few, its newest: a reconnecting client leaves
-	// streams behind that the server has not yet seen die.
-	replaced, remove := h.playerWatches.Add(player)
+	// streams behind that the server has not yet seen die, and on a full
+	// server its new watch takes the place of the one it ends.
+	replaced, evicted, remove := h.playerWatches.Add(player)
 	defer remove()
+	if err := h.takeWatch(ctx, evicted); err != nil {
+		return h.fail(ctx, err)
+	}
+	defer func() { <-h.watches }()
 	sub := h.hub.Subscribe(id)
 	defer h.hub.Unsubscribe(sub)
 	lastSent := time.Now()
@@ -268,7 +289,7 @@ func (h *Handler) watch(ctx context.Context, player, id string, step func(ctx co
 			return h.fail(ctx, ctx.Err())
 		case <-replaced:
 			t.Stop()
-			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this player opened more than %d watch streams on this server: its oldest, this one, is closed; read the newest", h.cfg.MaxPlayerWatches))
+			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this player opened more than %d watch streams on this server: its oldest, this one, is closed; read the newest, and do not open this one again", h.cfg.MaxPlayerWatches).WithInfo(newest.ReplacedReason, nil))
 		case <-sub.C:
 		case <-t.C:
 		}

@@ -201,13 +201,21 @@ func (h *Handler) WatchInvite(req *matchmakingv1.WatchInviteRequest, ss matchmak
 	}
 	token := req.GetToken()
 	var last matchmakingv1.InviteState
-	return h.watch(ctx, c.Subject, inviteTopic(token), func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
+	readable := func(ctx context.Context) (store.Invite, error) {
 		inv, err := h.readInvite(ctx, token)
+		if err == nil && c.Subject != inv.Creator && c.Subject != inv.Friend {
+			err = apierr.New(apierr.PermissionDenied, "only the invite's creator, and the friend who accepted it, can watch it")
+		}
+		return inv, err
+	}
+	check := func(ctx context.Context) error {
+		_, err := readable(ctx)
+		return err
+	}
+	return h.watch(ctx, c.Subject, inviteTopic(token), check, func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
+		inv, err := readable(ctx)
 		if err != nil {
 			return false, false, 0, err
-		}
-		if c.Subject != inv.Creator && c.Subject != inv.Friend {
-			return false, false, 0, apierr.New(apierr.PermissionDenied, "only the invite's creator, and the friend who accepted it, can watch it")
 		}
 		now := h.now()
 		inv = h.settleStalled(ctx, inv, now)

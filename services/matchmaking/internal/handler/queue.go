@@ -183,7 +183,11 @@ func (h *Handler) WatchTicket(req *matchmakingv1.WatchTicketRequest, ss matchmak
 	}
 	id := req.GetTicketId()
 	var last string
-	return h.watch(ctx, c.Subject, id, func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
+	check := func(ctx context.Context) error {
+		_, err := h.ticketFor(ctx, c.Subject, id)
+		return err
+	}
+	return h.watch(ctx, c.Subject, id, check, func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
 		t, err := h.ticketFor(ctx, c.Subject, id)
 		if err != nil {
 			return false, false, 0, err

@@ -166,7 +166,8 @@ func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchm
 	// the other player, or again) take its place between two reads.
 	var last *matchmakingv1.Rematch
 	sawOffer := false
-	return h.watch(ctx, c.Subject, rematchTopic(g.ID), func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
+	// The game was checked above: the caller played it.
+	return h.watch(ctx, c.Subject, rematchTopic(g.ID), nil, func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
 		r, err := h.store.ReadRematch(ctx, g.ID)
 		if err != nil {
 			return false, false, 0, err

@@ -125,7 +125,9 @@ type GameServiceClient interface {
 	// credential, as many spectators' streams as --max-spectator-streams
 	// allows: retry, which a balancer may send to another replica. A seat
 	// holds at most --max-seat-streams (8) streams on one server: a newer
-	// one ends its oldest with ResourceExhausted.
+	// one ends its oldest, and takes its place on a full server. The ended
+	// one gets ResourceExhausted with the ErrorInfo reason STREAM_REPLACED:
+	// do not open it again, it would only end the newer one in turn.
 	StreamEvents(ctx context.Context, in *StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEventsResponse], error)
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
@@ -369,7 +371,9 @@ type GameServiceServer interface {
 	// credential, as many spectators' streams as --max-spectator-streams
 	// allows: retry, which a balancer may send to another replica. A seat
 	// holds at most --max-seat-streams (8) streams on one server: a newer
-	// one ends its oldest with ResourceExhausted.
+	// one ends its oldest, and takes its place on a full server. The ended
+	// one gets ResourceExhausted with the ErrorInfo reason STREAM_REPLACED:
+	// do not open it again, it would only end the newer one in turn.
 	StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default

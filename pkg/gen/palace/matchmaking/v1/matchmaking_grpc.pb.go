@@ -98,7 +98,9 @@ type MatchmakingServiceClient interface {
 	// CancelTicket. All watches count alike: ResourceExhausted when the
 	// server already serves --max-watches of them (retry); a player holds
 	// at most --max-player-watches (8) on one server, and a newer watch ends
-	// the player's oldest with ResourceExhausted.
+	// the player's oldest, taking its place on a full server. The ended one
+	// gets ResourceExhausted with the ErrorInfo reason STREAM_REPLACED: do
+	// not open it again. A refused request ends none.
 	WatchTicket(ctx context.Context, in *WatchTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTicketResponse], error)
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite,
@@ -118,7 +120,7 @@ type MatchmakingServiceClient interface {
 	// cancelled; InvalidArgument for the creator's own invite.
 	AcceptInvite(ctx context.Context, in *AcceptInviteRequest, opts ...grpc.CallOption) (*AcceptInviteResponse, error)
 	// WatchInvite sends the invite now, after every change and after each
-	// heartbeat interval without one (as WatchTicket) until it is accepted
+	// heartbeat interval without one, bounded as WatchTicket, until it is accepted
 	// (with the creator's seat), cancelled or expired, then ends.
 	// NotFound as GetInvite; PermissionDenied for anyone but the creator
 	// and, once it accepted, the friend (who sees their own seat).
@@ -140,7 +142,7 @@ type MatchmakingServiceClient interface {
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(ctx context.Context, in *AcceptRematchRequest, opts ...grpc.CallOption) (*AcceptRematchResponse, error)
 	// WatchRematch sends the rematch state of a game now, after every change
-	// and after each heartbeat interval without one (as WatchTicket) until
+	// and after each heartbeat interval without one, bounded as WatchTicket, until
 	// the rematch is accepted (with the caller's new seat) or the offer
 	// expired, then ends. NotFound and PermissionDenied as
 	// OfferRematch.
@@ -425,7 +427,9 @@ type MatchmakingServiceServer interface {
 	// CancelTicket. All watches count alike: ResourceExhausted when the
 	// server already serves --max-watches of them (retry); a player holds
 	// at most --max-player-watches (8) on one server, and a newer watch ends
-	// the player's oldest with ResourceExhausted.
+	// the player's oldest, taking its place on a full server. The ended one
+	// gets ResourceExhausted with the ErrorInfo reason STREAM_REPLACED: do
+	// not open it again. A refused request ends none.
 	WatchTicket(*WatchTicketRequest, grpc.ServerStreamingServer[WatchTicketResponse]) error
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite,
@@ -445,7 +449,7 @@ type MatchmakingServiceServer interface {
 	// cancelled; InvalidArgument for the creator's own invite.
 	AcceptInvite(context.Context, *AcceptInviteRequest) (*AcceptInviteResponse, error)
 	// WatchInvite sends the invite now, after every change and after each
-	// heartbeat interval without one (as WatchTicket) until it is accepted
+	// heartbeat interval without one, bounded as WatchTicket, until it is accepted
 	// (with the creator's seat), cancelled or expired, then ends.
 	// NotFound as GetInvite; PermissionDenied for anyone but the creator
 	// and, once it accepted, the friend (who sees their own seat).
@@ -467,7 +471,7 @@ type MatchmakingServiceServer interface {
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(context.Context, *AcceptRematchRequest) (*AcceptRematchResponse, error)
 	// WatchRematch sends the rematch state of a game now, after every change
-	// and after each heartbeat interval without one (as WatchTicket) until
+	// and after each heartbeat interval without one, bounded as WatchTicket, until
 	// the rematch is accepted (with the caller's new seat) or the offer
 	// expired, then ends. NotFound and PermissionDenied as
 	// OfferRematch.
