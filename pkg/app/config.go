@@ -252,7 +252,7 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.ServiceKeys) != "" {
 		ring, err := auth.ParseKeyring(c.ServiceKeys)
 		if err == nil {
-			err = c.CheckPlaceholders(ring)
+			err = checkPlaceholders(ring, c.AllowPlaceholderKeys)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--service-keys: %w", err))
@@ -261,11 +261,11 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// CheckPlaceholders refuses a keyring that holds a placeholder key of the
-// deployment files, unless --allow-placeholder-keys: a process started
-// with one by mistake would take credentials anyone can forge.
-func (c Config) CheckPlaceholders(ring *auth.Keyring) error {
-	if ids := ring.Placeholders(); len(ids) > 0 && !c.AllowPlaceholderKeys {
+// checkPlaceholders refuses a keyring that holds a placeholder key of the
+// deployment files, unless allowed (--allow-placeholder-keys): a process
+// started with one by mistake would take credentials anyone can forge.
+func checkPlaceholders(ring *auth.Keyring, allowed bool) error {
+	if ids := ring.Placeholders(); len(ids) > 0 && !allowed {
 		return fmt.Errorf("key %s is a placeholder published with the deployment files (its secret begins INSECURE-): anyone can sign credentials with it; generate your own with palace keygen, or pass --allow-placeholder-keys (PALACE_ALLOW_PLACEHOLDER_KEYS=true) for a throwaway deployment nobody else reaches", strings.Join(ids, ", "))
 	}
 	return nil

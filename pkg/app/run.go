@@ -44,7 +44,8 @@ type Runtime struct {
 	// ServiceKeysRandom is set when --service-keys was empty: only
 	// services in this process share the keys.
 	ServiceKeysRandom bool
-	config            Config
+	// allowPlaceholders is --allow-placeholder-keys.
+	allowPlaceholders bool
 	serviceCreds      *auth.ServiceCredentials
 	// peerTLS is --peer-tls, for calls to other processes; selfTLS
 	// secures those to this process's own port when it serves TLS
@@ -73,7 +74,7 @@ func (rt *Runtime) WarnIfServiceKeysRandom(log *slog.Logger, consequence string)
 func (rt *Runtime) SigningKeys(flag, keys string) (ring *auth.Keyring, ephemeral bool, err error) {
 	ring, ephemeral, err = auth.KeyringFromConfig(keys)
 	if err == nil {
-		err = rt.config.CheckPlaceholders(ring)
+		err = checkPlaceholders(ring, rt.allowPlaceholders)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("--%s: %w", flag, err)
@@ -255,7 +256,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return fmt.Errorf("--service-keys: %w", err)
 	}
 	rt := &Runtime{Log: log, Tel: tel, Server: srv, Redis: rdb, Addr: lis.Addr().String(),
-		ServiceKeys: keys, ServiceKeysRandom: random, config: o.Config, serviceCreds: auth.NewServiceCredentials(keys, o.Name, serviceTokenTTL),
+		ServiceKeys: keys, ServiceKeysRandom: random, allowPlaceholders: o.Config.AllowPlaceholderKeys, serviceCreds: auth.NewServiceCredentials(keys, o.Name, serviceTokenTTL),
 		peerTLS: o.Config.PeerTLS, selfTLS: srv.SelfTLS()}
 	rt.warnPlaceholders("service-keys", keys)
 	for _, bind := range o.Services {
