@@ -113,6 +113,10 @@ func TestInternalCallsNeedAServiceCredential(t *testing.T) {
 			_, err := player.Probe(ctx, &gamev1.ProbeRequest{Key: "player-probe"})
 			return err
 		}},
+		{"IssueSeatCredentials", func(ctx context.Context) error {
+			_, err := player.IssueSeatCredentials(ctx, &gamev1.IssueSeatCredentialsRequest{GameId: tb.id, Side: commonv1.Side_SIDE_SECOND})
+			return err
+		}},
 	}
 	keys := func() []string { return env.Redis.Keys(ctx, env.Config.KeyPrefix+"*").Val() }
 	before, state := len(keys()), redisState(t, env, tb.id)

@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/palacehq/palace/pkg/aijobs"
 	"github.com/palacehq/palace/pkg/apierr"
@@ -93,7 +92,7 @@ type Config struct {
 	// AIJobs, when set, receives a job whenever an AI seat has to act.
 	AIJobs *aijobs.Queue
 	// ServiceKeys verify the service credentials that internal calls
-	// (CreateGame, ExpireDeadline, Probe) must carry.
+	// (CreateGame, IssueSeatCredentials, ExpireDeadline, Probe) must carry.
 	ServiceKeys *auth.Keyring
 }
 
@@ -283,7 +282,7 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 }
 
 // internal admits a call that only Palace services and operators may
-// make: creating games (which hands out both seats' credentials),
+// make: creating games and issuing credentials (each hands out seats),
 // expiring deadlines and the load test's probe. Players reach the game
 // service directly, so these calls carry a service credential.
 func (h *Handler) internal(ctx context.Context, rpc string) error {
@@ -743,17 +742,7 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			resp := &gamev1.CreateGameResponse{GameId: ch.State.ID, Game: gameOf(ch, now)}
 			for _, side := range []rules.Side{rules.First, rules.Second} {
-				exp := now.Add(h.cfg.SeatTTL)
-				tok, err := h.ring.Sign(auth.Claims{
-					Kind: auth.KindSeat, Subject: ch.State.Seats[side].PlayerID, Game: ch.State.ID, Side: side.String(),
-					IssuedAt: now.Unix(), ExpiresAt: exp.Unix(),
-				})
-				if err != nil {
-					// Signing with a valid keyring cannot fail; an empty token
-					// would only be refused later.
-					h.log.ErrorContext(ctx, "sign seat credential", "err", err)
-				}
-				resp.Credentials = append(resp.Credentials, &gamev1.SeatCredential{Side: rulespb.Side(side), Token: tok, ExpiresAt: timestamppb.New(exp)})
+				resp.Credentials = append(resp.Credentials, h.seatCredential(ctx, ch.State, side, now))
 			}
 			return resp
 		},

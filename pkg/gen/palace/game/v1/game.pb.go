@@ -473,6 +473,121 @@ func (x *SeatCredential) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+type IssueSeatCredentialsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	// The seats this player holds (at most 128 bytes), or
+	PlayerId string `protobuf:"bytes,2,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
+	// the seat of this side.
+	Side          v1.Side `protobuf:"varint,3,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueSeatCredentialsRequest) Reset() {
+	*x = IssueSeatCredentialsRequest{}
+	mi := &file_palace_game_v1_game_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueSeatCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueSeatCredentialsRequest) ProtoMessage() {}
+
+func (x *IssueSeatCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_game_v1_game_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueSeatCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*IssueSeatCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *IssueSeatCredentialsRequest) GetGameId() string {
+	if x != nil {
+		return x.GameId
+	}
+	return ""
+}
+
+func (x *IssueSeatCredentialsRequest) GetPlayerId() string {
+	if x != nil {
+		return x.PlayerId
+	}
+	return ""
+}
+
+func (x *IssueSeatCredentialsRequest) GetSide() v1.Side {
+	if x != nil {
+		return x.Side
+	}
+	return v1.Side(0)
+}
+
+type IssueSeatCredentialsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per seat issued, Cho or Red first.
+	Credentials   []*SeatCredential `protobuf:"bytes,1,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	Game          *Game             `protobuf:"bytes,2,opt,name=game,proto3" json:"game,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueSeatCredentialsResponse) Reset() {
+	*x = IssueSeatCredentialsResponse{}
+	mi := &file_palace_game_v1_game_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueSeatCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueSeatCredentialsResponse) ProtoMessage() {}
+
+func (x *IssueSeatCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_game_v1_game_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueSeatCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*IssueSeatCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *IssueSeatCredentialsResponse) GetCredentials() []*SeatCredential {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+func (x *IssueSeatCredentialsResponse) GetGame() *Game {
+	if x != nil {
+		return x.Game
+	}
+	return nil
+}
+
 type ChooseFormationRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	GameId          string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
@@ -485,7 +600,7 @@ type ChooseFormationRequest struct {
 
 func (x *ChooseFormationRequest) Reset() {
 	*x = ChooseFormationRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[6]
+	mi := &file_palace_game_v1_game_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +612,7 @@ func (x *ChooseFormationRequest) String() string {
 func (*ChooseFormationRequest) ProtoMessage() {}
 
 func (x *ChooseFormationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[6]
+	mi := &file_palace_game_v1_game_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +625,7 @@ func (x *ChooseFormationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChooseFormationRequest.ProtoReflect.Descriptor instead.
 func (*ChooseFormationRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{6}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChooseFormationRequest) GetGameId() string {
@@ -550,7 +665,7 @@ type ChooseFormationResponse struct {
 
 func (x *ChooseFormationResponse) Reset() {
 	*x = ChooseFormationResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[7]
+	mi := &file_palace_game_v1_game_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +677,7 @@ func (x *ChooseFormationResponse) String() string {
 func (*ChooseFormationResponse) ProtoMessage() {}
 
 func (x *ChooseFormationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[7]
+	mi := &file_palace_game_v1_game_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +690,7 @@ func (x *ChooseFormationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChooseFormationResponse.ProtoReflect.Descriptor instead.
 func (*ChooseFormationResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{7}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ChooseFormationResponse) GetGame() *Game {
@@ -603,7 +718,7 @@ type MakeMoveRequest struct {
 
 func (x *MakeMoveRequest) Reset() {
 	*x = MakeMoveRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[8]
+	mi := &file_palace_game_v1_game_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +730,7 @@ func (x *MakeMoveRequest) String() string {
 func (*MakeMoveRequest) ProtoMessage() {}
 
 func (x *MakeMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[8]
+	mi := &file_palace_game_v1_game_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +743,7 @@ func (x *MakeMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeMoveRequest.ProtoReflect.Descriptor instead.
 func (*MakeMoveRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{8}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MakeMoveRequest) GetGameId() string {
@@ -677,7 +792,7 @@ type MakeMoveResponse struct {
 
 func (x *MakeMoveResponse) Reset() {
 	*x = MakeMoveResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[9]
+	mi := &file_palace_game_v1_game_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +804,7 @@ func (x *MakeMoveResponse) String() string {
 func (*MakeMoveResponse) ProtoMessage() {}
 
 func (x *MakeMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[9]
+	mi := &file_palace_game_v1_game_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +817,7 @@ func (x *MakeMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeMoveResponse.ProtoReflect.Descriptor instead.
 func (*MakeMoveResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{9}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MakeMoveResponse) GetGame() *Game {
@@ -732,7 +847,7 @@ type PassRequest struct {
 
 func (x *PassRequest) Reset() {
 	*x = PassRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[10]
+	mi := &file_palace_game_v1_game_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +859,7 @@ func (x *PassRequest) String() string {
 func (*PassRequest) ProtoMessage() {}
 
 func (x *PassRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[10]
+	mi := &file_palace_game_v1_game_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +872,7 @@ func (x *PassRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PassRequest.ProtoReflect.Descriptor instead.
 func (*PassRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{10}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PassRequest) GetGameId() string {
@@ -798,7 +913,7 @@ type PassResponse struct {
 
 func (x *PassResponse) Reset() {
 	*x = PassResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[11]
+	mi := &file_palace_game_v1_game_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +925,7 @@ func (x *PassResponse) String() string {
 func (*PassResponse) ProtoMessage() {}
 
 func (x *PassResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[11]
+	mi := &file_palace_game_v1_game_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +938,7 @@ func (x *PassResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PassResponse.ProtoReflect.Descriptor instead.
 func (*PassResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{11}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PassResponse) GetGame() *Game {
@@ -851,7 +966,7 @@ type ResignRequest struct {
 
 func (x *ResignRequest) Reset() {
 	*x = ResignRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[12]
+	mi := &file_palace_game_v1_game_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +978,7 @@ func (x *ResignRequest) String() string {
 func (*ResignRequest) ProtoMessage() {}
 
 func (x *ResignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[12]
+	mi := &file_palace_game_v1_game_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +991,7 @@ func (x *ResignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignRequest.ProtoReflect.Descriptor instead.
 func (*ResignRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{12}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResignRequest) GetGameId() string {
@@ -909,7 +1024,7 @@ type ResignResponse struct {
 
 func (x *ResignResponse) Reset() {
 	*x = ResignResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[13]
+	mi := &file_palace_game_v1_game_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1036,7 @@ func (x *ResignResponse) String() string {
 func (*ResignResponse) ProtoMessage() {}
 
 func (x *ResignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[13]
+	mi := &file_palace_game_v1_game_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1049,7 @@ func (x *ResignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignResponse.ProtoReflect.Descriptor instead.
 func (*ResignResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{13}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResignResponse) GetGame() *Game {
@@ -955,7 +1070,7 @@ type OfferDrawRequest struct {
 
 func (x *OfferDrawRequest) Reset() {
 	*x = OfferDrawRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[14]
+	mi := &file_palace_game_v1_game_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1082,7 @@ func (x *OfferDrawRequest) String() string {
 func (*OfferDrawRequest) ProtoMessage() {}
 
 func (x *OfferDrawRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[14]
+	mi := &file_palace_game_v1_game_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1095,7 @@ func (x *OfferDrawRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferDrawRequest.ProtoReflect.Descriptor instead.
 func (*OfferDrawRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{14}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OfferDrawRequest) GetGameId() string {
@@ -1013,7 +1128,7 @@ type OfferDrawResponse struct {
 
 func (x *OfferDrawResponse) Reset() {
 	*x = OfferDrawResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[15]
+	mi := &file_palace_game_v1_game_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1140,7 @@ func (x *OfferDrawResponse) String() string {
 func (*OfferDrawResponse) ProtoMessage() {}
 
 func (x *OfferDrawResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[15]
+	mi := &file_palace_game_v1_game_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1153,7 @@ func (x *OfferDrawResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferDrawResponse.ProtoReflect.Descriptor instead.
 func (*OfferDrawResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{15}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OfferDrawResponse) GetGame() *Game {
@@ -1060,7 +1175,7 @@ type AnswerDrawRequest struct {
 
 func (x *AnswerDrawRequest) Reset() {
 	*x = AnswerDrawRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[16]
+	mi := &file_palace_game_v1_game_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1187,7 @@ func (x *AnswerDrawRequest) String() string {
 func (*AnswerDrawRequest) ProtoMessage() {}
 
 func (x *AnswerDrawRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[16]
+	mi := &file_palace_game_v1_game_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1200,7 @@ func (x *AnswerDrawRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerDrawRequest.ProtoReflect.Descriptor instead.
 func (*AnswerDrawRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{16}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AnswerDrawRequest) GetGameId() string {
@@ -1125,7 +1240,7 @@ type AnswerDrawResponse struct {
 
 func (x *AnswerDrawResponse) Reset() {
 	*x = AnswerDrawResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[17]
+	mi := &file_palace_game_v1_game_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1252,7 @@ func (x *AnswerDrawResponse) String() string {
 func (*AnswerDrawResponse) ProtoMessage() {}
 
 func (x *AnswerDrawResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[17]
+	mi := &file_palace_game_v1_game_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1265,7 @@ func (x *AnswerDrawResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerDrawResponse.ProtoReflect.Descriptor instead.
 func (*AnswerDrawResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{17}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AnswerDrawResponse) GetGame() *Game {
@@ -1171,7 +1286,7 @@ type UndoRequest struct {
 
 func (x *UndoRequest) Reset() {
 	*x = UndoRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[18]
+	mi := &file_palace_game_v1_game_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1298,7 @@ func (x *UndoRequest) String() string {
 func (*UndoRequest) ProtoMessage() {}
 
 func (x *UndoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[18]
+	mi := &file_palace_game_v1_game_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1311,7 @@ func (x *UndoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
 func (*UndoRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{18}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UndoRequest) GetGameId() string {
@@ -1229,7 +1344,7 @@ type UndoResponse struct {
 
 func (x *UndoResponse) Reset() {
 	*x = UndoResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[19]
+	mi := &file_palace_game_v1_game_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1356,7 @@ func (x *UndoResponse) String() string {
 func (*UndoResponse) ProtoMessage() {}
 
 func (x *UndoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[19]
+	mi := &file_palace_game_v1_game_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1369,7 @@ func (x *UndoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoResponse.ProtoReflect.Descriptor instead.
 func (*UndoResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{19}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UndoResponse) GetGame() *Game {
@@ -1273,7 +1388,7 @@ type GetGameRequest struct {
 
 func (x *GetGameRequest) Reset() {
 	*x = GetGameRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[20]
+	mi := &file_palace_game_v1_game_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1400,7 @@ func (x *GetGameRequest) String() string {
 func (*GetGameRequest) ProtoMessage() {}
 
 func (x *GetGameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[20]
+	mi := &file_palace_game_v1_game_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1413,7 @@ func (x *GetGameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGameRequest.ProtoReflect.Descriptor instead.
 func (*GetGameRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{20}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetGameRequest) GetGameId() string {
@@ -1317,7 +1432,7 @@ type GetGameResponse struct {
 
 func (x *GetGameResponse) Reset() {
 	*x = GetGameResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[21]
+	mi := &file_palace_game_v1_game_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1444,7 @@ func (x *GetGameResponse) String() string {
 func (*GetGameResponse) ProtoMessage() {}
 
 func (x *GetGameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[21]
+	mi := &file_palace_game_v1_game_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1457,7 @@ func (x *GetGameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGameResponse.ProtoReflect.Descriptor instead.
 func (*GetGameResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{21}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetGameResponse) GetGame() *Game {
@@ -1367,7 +1482,7 @@ type StreamEventsRequest struct {
 
 func (x *StreamEventsRequest) Reset() {
 	*x = StreamEventsRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[22]
+	mi := &file_palace_game_v1_game_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1494,7 @@ func (x *StreamEventsRequest) String() string {
 func (*StreamEventsRequest) ProtoMessage() {}
 
 func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[22]
+	mi := &file_palace_game_v1_game_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1507,7 @@ func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamEventsRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{22}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StreamEventsRequest) GetGameId() string {
@@ -1430,7 +1545,7 @@ type StreamEventsResponse struct {
 
 func (x *StreamEventsResponse) Reset() {
 	*x = StreamEventsResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[23]
+	mi := &file_palace_game_v1_game_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1557,7 @@ func (x *StreamEventsResponse) String() string {
 func (*StreamEventsResponse) ProtoMessage() {}
 
 func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[23]
+	mi := &file_palace_game_v1_game_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1570,7 @@ func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamEventsResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{23}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StreamEventsResponse) GetMessage() isStreamEventsResponse_Message {
@@ -1534,7 +1649,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[24]
+	mi := &file_palace_game_v1_game_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1661,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[24]
+	mi := &file_palace_game_v1_game_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1674,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{24}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -1587,7 +1702,7 @@ type ExpireDeadlineRequest struct {
 
 func (x *ExpireDeadlineRequest) Reset() {
 	*x = ExpireDeadlineRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[25]
+	mi := &file_palace_game_v1_game_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1714,7 @@ func (x *ExpireDeadlineRequest) String() string {
 func (*ExpireDeadlineRequest) ProtoMessage() {}
 
 func (x *ExpireDeadlineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[25]
+	mi := &file_palace_game_v1_game_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1727,7 @@ func (x *ExpireDeadlineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireDeadlineRequest.ProtoReflect.Descriptor instead.
 func (*ExpireDeadlineRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{25}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExpireDeadlineRequest) GetGameId() string {
@@ -1640,7 +1755,7 @@ type ExpireDeadlineResponse struct {
 
 func (x *ExpireDeadlineResponse) Reset() {
 	*x = ExpireDeadlineResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[26]
+	mi := &file_palace_game_v1_game_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1767,7 @@ func (x *ExpireDeadlineResponse) String() string {
 func (*ExpireDeadlineResponse) ProtoMessage() {}
 
 func (x *ExpireDeadlineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[26]
+	mi := &file_palace_game_v1_game_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1780,7 @@ func (x *ExpireDeadlineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireDeadlineResponse.ProtoReflect.Descriptor instead.
 func (*ExpireDeadlineResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{26}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExpireDeadlineResponse) GetApplied() bool {
@@ -1729,7 +1844,7 @@ type Game struct {
 
 func (x *Game) Reset() {
 	*x = Game{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[27]
+	mi := &file_palace_game_v1_game_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1856,7 @@ func (x *Game) String() string {
 func (*Game) ProtoMessage() {}
 
 func (x *Game) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[27]
+	mi := &file_palace_game_v1_game_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1869,7 @@ func (x *Game) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Game.ProtoReflect.Descriptor instead.
 func (*Game) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{27}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Game) GetGameId() string {
@@ -1951,7 +2066,7 @@ type MoveRecord struct {
 
 func (x *MoveRecord) Reset() {
 	*x = MoveRecord{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[28]
+	mi := &file_palace_game_v1_game_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2078,7 @@ func (x *MoveRecord) String() string {
 func (*MoveRecord) ProtoMessage() {}
 
 func (x *MoveRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[28]
+	mi := &file_palace_game_v1_game_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +2091,7 @@ func (x *MoveRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRecord.ProtoReflect.Descriptor instead.
 func (*MoveRecord) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{28}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MoveRecord) GetPly() uint32 {
@@ -2066,7 +2181,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[29]
+	mi := &file_palace_game_v1_game_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2193,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[29]
+	mi := &file_palace_game_v1_game_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2206,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{29}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Event) GetVersion() uint64 {
@@ -2278,7 +2393,7 @@ type GameCreated struct {
 
 func (x *GameCreated) Reset() {
 	*x = GameCreated{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[30]
+	mi := &file_palace_game_v1_game_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2405,7 @@ func (x *GameCreated) String() string {
 func (*GameCreated) ProtoMessage() {}
 
 func (x *GameCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[30]
+	mi := &file_palace_game_v1_game_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2418,7 @@ func (x *GameCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameCreated.ProtoReflect.Descriptor instead.
 func (*GameCreated) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{30}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GameCreated) GetGame() *Game {
@@ -2328,7 +2443,7 @@ type FormationChosen struct {
 
 func (x *FormationChosen) Reset() {
 	*x = FormationChosen{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[31]
+	mi := &file_palace_game_v1_game_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2455,7 @@ func (x *FormationChosen) String() string {
 func (*FormationChosen) ProtoMessage() {}
 
 func (x *FormationChosen) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[31]
+	mi := &file_palace_game_v1_game_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2468,7 @@ func (x *FormationChosen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FormationChosen.ProtoReflect.Descriptor instead.
 func (*FormationChosen) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{31}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FormationChosen) GetSide() v1.Side {
@@ -2394,7 +2509,7 @@ type GameStarted struct {
 
 func (x *GameStarted) Reset() {
 	*x = GameStarted{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[32]
+	mi := &file_palace_game_v1_game_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2521,7 @@ func (x *GameStarted) String() string {
 func (*GameStarted) ProtoMessage() {}
 
 func (x *GameStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[32]
+	mi := &file_palace_game_v1_game_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2534,7 @@ func (x *GameStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameStarted.ProtoReflect.Descriptor instead.
 func (*GameStarted) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{32}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GameStarted) GetStart() *v1.Position {
@@ -2450,7 +2565,7 @@ type MovesUndone struct {
 
 func (x *MovesUndone) Reset() {
 	*x = MovesUndone{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	mi := &file_palace_game_v1_game_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2577,7 @@ func (x *MovesUndone) String() string {
 func (*MovesUndone) ProtoMessage() {}
 
 func (x *MovesUndone) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	mi := &file_palace_game_v1_game_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2590,7 @@ func (x *MovesUndone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MovesUndone.ProtoReflect.Descriptor instead.
 func (*MovesUndone) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{33}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MovesUndone) GetMoves() []*MoveRecord {
@@ -2508,7 +2623,7 @@ type DrawOffered struct {
 
 func (x *DrawOffered) Reset() {
 	*x = DrawOffered{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[34]
+	mi := &file_palace_game_v1_game_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2635,7 @@ func (x *DrawOffered) String() string {
 func (*DrawOffered) ProtoMessage() {}
 
 func (x *DrawOffered) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[34]
+	mi := &file_palace_game_v1_game_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2648,7 @@ func (x *DrawOffered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrawOffered.ProtoReflect.Descriptor instead.
 func (*DrawOffered) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{34}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DrawOffered) GetSide() v1.Side {
@@ -2552,7 +2667,7 @@ type DrawDeclined struct {
 
 func (x *DrawDeclined) Reset() {
 	*x = DrawDeclined{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[35]
+	mi := &file_palace_game_v1_game_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2679,7 @@ func (x *DrawDeclined) String() string {
 func (*DrawDeclined) ProtoMessage() {}
 
 func (x *DrawDeclined) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[35]
+	mi := &file_palace_game_v1_game_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2692,7 @@ func (x *DrawDeclined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrawDeclined.ProtoReflect.Descriptor instead.
 func (*DrawDeclined) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{35}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DrawDeclined) GetSide() v1.Side {
@@ -2597,7 +2712,7 @@ type PlayerConnection struct {
 
 func (x *PlayerConnection) Reset() {
 	*x = PlayerConnection{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[36]
+	mi := &file_palace_game_v1_game_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2724,7 @@ func (x *PlayerConnection) String() string {
 func (*PlayerConnection) ProtoMessage() {}
 
 func (x *PlayerConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[36]
+	mi := &file_palace_game_v1_game_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2737,7 @@ func (x *PlayerConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlayerConnection.ProtoReflect.Descriptor instead.
 func (*PlayerConnection) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{36}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PlayerConnection) GetSide() v1.Side {
@@ -2655,7 +2770,7 @@ type ClockEvent struct {
 
 func (x *ClockEvent) Reset() {
 	*x = ClockEvent{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[37]
+	mi := &file_palace_game_v1_game_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2782,7 @@ func (x *ClockEvent) String() string {
 func (*ClockEvent) ProtoMessage() {}
 
 func (x *ClockEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[37]
+	mi := &file_palace_game_v1_game_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2795,7 @@ func (x *ClockEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockEvent.ProtoReflect.Descriptor instead.
 func (*ClockEvent) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{37}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ClockEvent) GetSide() v1.Side {
@@ -2717,7 +2832,7 @@ type GameEnded struct {
 
 func (x *GameEnded) Reset() {
 	*x = GameEnded{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[38]
+	mi := &file_palace_game_v1_game_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2844,7 @@ func (x *GameEnded) String() string {
 func (*GameEnded) ProtoMessage() {}
 
 func (x *GameEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[38]
+	mi := &file_palace_game_v1_game_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2857,7 @@ func (x *GameEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameEnded.ProtoReflect.Descriptor instead.
 func (*GameEnded) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{38}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GameEnded) GetResult() *v1.Result {
@@ -2800,7 +2915,14 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xb6\x01\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x7f\n" +
+	"\x1bIssueSeatCredentialsRequest\x12\x17\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x1b\n" +
+	"\tplayer_id\x18\x02 \x01(\tR\bplayerId\x12*\n" +
+	"\x04side\x18\x03 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\"\x8a\x01\n" +
+	"\x1cIssueSeatCredentialsResponse\x12@\n" +
+	"\vcredentials\x18\x01 \x03(\v2\x1e.palace.game.v1.SeatCredentialR\vcredentials\x12(\n" +
+	"\x04game\x18\x02 \x01(\v2\x14.palace.game.v1.GameR\x04game\"\xb6\x01\n" +
 	"\x16ChooseFormationRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x1d\n" +
 	"\n" +
@@ -2970,10 +3092,11 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x0eClockEventKind\x12 \n" +
 	"\x1cCLOCK_EVENT_KIND_UNSPECIFIED\x10\x00\x12%\n" +
 	"!CLOCK_EVENT_KIND_BYO_YOMI_ENTERED\x10\x01\x12 \n" +
-	"\x1cCLOCK_EVENT_KIND_PERIOD_USED\x10\x022\xdb\a\n" +
+	"\x1cCLOCK_EVENT_KIND_PERIOD_USED\x10\x022\xce\b\n" +
 	"\vGameService\x12S\n" +
 	"\n" +
-	"CreateGame\x12!.palace.game.v1.CreateGameRequest\x1a\".palace.game.v1.CreateGameResponse\x12b\n" +
+	"CreateGame\x12!.palace.game.v1.CreateGameRequest\x1a\".palace.game.v1.CreateGameResponse\x12q\n" +
+	"\x14IssueSeatCredentials\x12+.palace.game.v1.IssueSeatCredentialsRequest\x1a,.palace.game.v1.IssueSeatCredentialsResponse\x12b\n" +
 	"\x0fChooseFormation\x12&.palace.game.v1.ChooseFormationRequest\x1a'.palace.game.v1.ChooseFormationResponse\x12M\n" +
 	"\bMakeMove\x12\x1f.palace.game.v1.MakeMoveRequest\x1a .palace.game.v1.MakeMoveResponse\x12A\n" +
 	"\x04Pass\x12\x1b.palace.game.v1.PassRequest\x1a\x1c.palace.game.v1.PassResponse\x12G\n" +
@@ -3000,173 +3123,180 @@ func file_palace_game_v1_game_proto_rawDescGZIP() []byte {
 }
 
 var file_palace_game_v1_game_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_palace_game_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_palace_game_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_palace_game_v1_game_proto_goTypes = []any{
-	(ClockEventKind)(0),             // 0: palace.game.v1.ClockEventKind
-	(*ProbeRequest)(nil),            // 1: palace.game.v1.ProbeRequest
-	(*ProbeResponse)(nil),           // 2: palace.game.v1.ProbeResponse
-	(*Seat)(nil),                    // 3: palace.game.v1.Seat
-	(*CreateGameRequest)(nil),       // 4: palace.game.v1.CreateGameRequest
-	(*CreateGameResponse)(nil),      // 5: palace.game.v1.CreateGameResponse
-	(*SeatCredential)(nil),          // 6: palace.game.v1.SeatCredential
-	(*ChooseFormationRequest)(nil),  // 7: palace.game.v1.ChooseFormationRequest
-	(*ChooseFormationResponse)(nil), // 8: palace.game.v1.ChooseFormationResponse
-	(*MakeMoveRequest)(nil),         // 9: palace.game.v1.MakeMoveRequest
-	(*MakeMoveResponse)(nil),        // 10: palace.game.v1.MakeMoveResponse
-	(*PassRequest)(nil),             // 11: palace.game.v1.PassRequest
-	(*PassResponse)(nil),            // 12: palace.game.v1.PassResponse
-	(*ResignRequest)(nil),           // 13: palace.game.v1.ResignRequest
-	(*ResignResponse)(nil),          // 14: palace.game.v1.ResignResponse
-	(*OfferDrawRequest)(nil),        // 15: palace.game.v1.OfferDrawRequest
-	(*OfferDrawResponse)(nil),       // 16: palace.game.v1.OfferDrawResponse
-	(*AnswerDrawRequest)(nil),       // 17: palace.game.v1.AnswerDrawRequest
-	(*AnswerDrawResponse)(nil),      // 18: palace.game.v1.AnswerDrawResponse
-	(*UndoRequest)(nil),             // 19: palace.game.v1.UndoRequest
-	(*UndoResponse)(nil),            // 20: palace.game.v1.UndoResponse
-	(*GetGameRequest)(nil),          // 21: palace.game.v1.GetGameRequest
-	(*GetGameResponse)(nil),         // 22: palace.game.v1.GetGameResponse
-	(*StreamEventsRequest)(nil),     // 23: palace.game.v1.StreamEventsRequest
-	(*StreamEventsResponse)(nil),    // 24: palace.game.v1.StreamEventsResponse
-	(*Heartbeat)(nil),               // 25: palace.game.v1.Heartbeat
-	(*ExpireDeadlineRequest)(nil),   // 26: palace.game.v1.ExpireDeadlineRequest
-	(*ExpireDeadlineResponse)(nil),  // 27: palace.game.v1.ExpireDeadlineResponse
-	(*Game)(nil),                    // 28: palace.game.v1.Game
-	(*MoveRecord)(nil),              // 29: palace.game.v1.MoveRecord
-	(*Event)(nil),                   // 30: palace.game.v1.Event
-	(*GameCreated)(nil),             // 31: palace.game.v1.GameCreated
-	(*FormationChosen)(nil),         // 32: palace.game.v1.FormationChosen
-	(*GameStarted)(nil),             // 33: palace.game.v1.GameStarted
-	(*MovesUndone)(nil),             // 34: palace.game.v1.MovesUndone
-	(*DrawOffered)(nil),             // 35: palace.game.v1.DrawOffered
-	(*DrawDeclined)(nil),            // 36: palace.game.v1.DrawDeclined
-	(*PlayerConnection)(nil),        // 37: palace.game.v1.PlayerConnection
-	(*ClockEvent)(nil),              // 38: palace.game.v1.ClockEvent
-	(*GameEnded)(nil),               // 39: palace.game.v1.GameEnded
-	(v1.Side)(0),                    // 40: palace.common.v1.Side
-	(v1.GameKind)(0),                // 41: palace.common.v1.GameKind
-	(*v1.TimeControl)(nil),          // 42: palace.common.v1.TimeControl
-	(*v1.Position)(nil),             // 43: palace.common.v1.Position
-	(*durationpb.Duration)(nil),     // 44: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 45: google.protobuf.Timestamp
-	(v1.Formation)(0),               // 46: palace.common.v1.Formation
-	(*v1.Move)(nil),                 // 47: palace.common.v1.Move
-	(v1.GameStatus)(0),              // 48: palace.common.v1.GameStatus
-	(*v1.ClockSnapshot)(nil),        // 49: palace.common.v1.ClockSnapshot
-	(*v1.Result)(nil),               // 50: palace.common.v1.Result
-	(*v1.Points)(nil),               // 51: palace.common.v1.Points
+	(ClockEventKind)(0),                  // 0: palace.game.v1.ClockEventKind
+	(*ProbeRequest)(nil),                 // 1: palace.game.v1.ProbeRequest
+	(*ProbeResponse)(nil),                // 2: palace.game.v1.ProbeResponse
+	(*Seat)(nil),                         // 3: palace.game.v1.Seat
+	(*CreateGameRequest)(nil),            // 4: palace.game.v1.CreateGameRequest
+	(*CreateGameResponse)(nil),           // 5: palace.game.v1.CreateGameResponse
+	(*SeatCredential)(nil),               // 6: palace.game.v1.SeatCredential
+	(*IssueSeatCredentialsRequest)(nil),  // 7: palace.game.v1.IssueSeatCredentialsRequest
+	(*IssueSeatCredentialsResponse)(nil), // 8: palace.game.v1.IssueSeatCredentialsResponse
+	(*ChooseFormationRequest)(nil),       // 9: palace.game.v1.ChooseFormationRequest
+	(*ChooseFormationResponse)(nil),      // 10: palace.game.v1.ChooseFormationResponse
+	(*MakeMoveRequest)(nil),              // 11: palace.game.v1.MakeMoveRequest
+	(*MakeMoveResponse)(nil),             // 12: palace.game.v1.MakeMoveResponse
+	(*PassRequest)(nil),                  // 13: palace.game.v1.PassRequest
+	(*PassResponse)(nil),                 // 14: palace.game.v1.PassResponse
+	(*ResignRequest)(nil),                // 15: palace.game.v1.ResignRequest
+	(*ResignResponse)(nil),               // 16: palace.game.v1.ResignResponse
+	(*OfferDrawRequest)(nil),             // 17: palace.game.v1.OfferDrawRequest
+	(*OfferDrawResponse)(nil),            // 18: palace.game.v1.OfferDrawResponse
+	(*AnswerDrawRequest)(nil),            // 19: palace.game.v1.AnswerDrawRequest
+	(*AnswerDrawResponse)(nil),           // 20: palace.game.v1.AnswerDrawResponse
+	(*UndoRequest)(nil),                  // 21: palace.game.v1.UndoRequest
+	(*UndoResponse)(nil),                 // 22: palace.game.v1.UndoResponse
+	(*GetGameRequest)(nil),               // 23: palace.game.v1.GetGameRequest
+	(*GetGameResponse)(nil),              // 24: palace.game.v1.GetGameResponse
+	(*StreamEventsRequest)(nil),          // 25: palace.game.v1.StreamEventsRequest
+	(*StreamEventsResponse)(nil),         // 26: palace.game.v1.StreamEventsResponse
+	(*Heartbeat)(nil),                    // 27: palace.game.v1.Heartbeat
+	(*ExpireDeadlineRequest)(nil),        // 28: palace.game.v1.ExpireDeadlineRequest
+	(*ExpireDeadlineResponse)(nil),       // 29: palace.game.v1.ExpireDeadlineResponse
+	(*Game)(nil),                         // 30: palace.game.v1.Game
+	(*MoveRecord)(nil),                   // 31: palace.game.v1.MoveRecord
+	(*Event)(nil),                        // 32: palace.game.v1.Event
+	(*GameCreated)(nil),                  // 33: palace.game.v1.GameCreated
+	(*FormationChosen)(nil),              // 34: palace.game.v1.FormationChosen
+	(*GameStarted)(nil),                  // 35: palace.game.v1.GameStarted
+	(*MovesUndone)(nil),                  // 36: palace.game.v1.MovesUndone
+	(*DrawOffered)(nil),                  // 37: palace.game.v1.DrawOffered
+	(*DrawDeclined)(nil),                 // 38: palace.game.v1.DrawDeclined
+	(*PlayerConnection)(nil),             // 39: palace.game.v1.PlayerConnection
+	(*ClockEvent)(nil),                   // 40: palace.game.v1.ClockEvent
+	(*GameEnded)(nil),                    // 41: palace.game.v1.GameEnded
+	(v1.Side)(0),                         // 42: palace.common.v1.Side
+	(v1.GameKind)(0),                     // 43: palace.common.v1.GameKind
+	(*v1.TimeControl)(nil),               // 44: palace.common.v1.TimeControl
+	(*v1.Position)(nil),                  // 45: palace.common.v1.Position
+	(*durationpb.Duration)(nil),          // 46: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),        // 47: google.protobuf.Timestamp
+	(v1.Formation)(0),                    // 48: palace.common.v1.Formation
+	(*v1.Move)(nil),                      // 49: palace.common.v1.Move
+	(v1.GameStatus)(0),                   // 50: palace.common.v1.GameStatus
+	(*v1.ClockSnapshot)(nil),             // 51: palace.common.v1.ClockSnapshot
+	(*v1.Result)(nil),                    // 52: palace.common.v1.Result
+	(*v1.Points)(nil),                    // 53: palace.common.v1.Points
 }
 var file_palace_game_v1_game_proto_depIdxs = []int32{
-	40, // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
-	41, // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
+	42, // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
+	43, // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
 	3,  // 2: palace.game.v1.CreateGameRequest.seats:type_name -> palace.game.v1.Seat
-	42, // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
-	43, // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
-	44, // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
-	44, // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
+	44, // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
+	45, // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
+	46, // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
+	46, // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
 	6,  // 7: palace.game.v1.CreateGameResponse.credentials:type_name -> palace.game.v1.SeatCredential
-	28, // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
-	40, // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
-	45, // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
-	46, // 11: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
-	28, // 12: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
-	47, // 13: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
-	44, // 14: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
-	28, // 15: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
-	29, // 16: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
-	44, // 17: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
-	28, // 18: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
-	29, // 19: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
-	28, // 20: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
-	28, // 21: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
-	28, // 22: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
-	28, // 23: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
-	28, // 24: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
-	28, // 25: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
-	30, // 26: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
-	25, // 27: palace.game.v1.StreamEventsResponse.heartbeat:type_name -> palace.game.v1.Heartbeat
-	45, // 28: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	28, // 29: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
-	41, // 30: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
-	48, // 31: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
-	3,  // 32: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
-	43, // 33: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
-	43, // 34: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
-	29, // 35: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
-	40, // 36: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
-	47, // 37: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
-	42, // 38: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
-	49, // 39: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
-	50, // 40: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
-	51, // 41: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
-	46, // 42: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
-	46, // 43: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
-	40, // 44: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
-	45, // 45: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
-	45, // 46: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
-	40, // 47: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
-	45, // 48: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
-	40, // 49: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
-	47, // 50: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
-	45, // 51: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
-	49, // 52: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
-	45, // 53: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
-	31, // 54: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
-	32, // 55: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
-	33, // 56: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
-	29, // 57: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
-	34, // 58: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
-	35, // 59: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
-	36, // 60: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
-	37, // 61: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
-	38, // 62: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
-	39, // 63: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
-	28, // 64: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
-	40, // 65: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
-	46, // 66: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
-	45, // 67: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
-	43, // 68: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
-	49, // 69: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
-	29, // 70: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
-	43, // 71: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
-	49, // 72: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
-	40, // 73: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
-	40, // 74: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
-	40, // 75: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
-	40, // 76: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
-	0,  // 77: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
-	49, // 78: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
-	50, // 79: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
-	40, // 80: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
-	49, // 81: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
-	4,  // 82: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
-	7,  // 83: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
-	9,  // 84: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
-	11, // 85: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
-	13, // 86: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
-	15, // 87: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
-	17, // 88: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
-	19, // 89: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
-	21, // 90: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
-	23, // 91: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
-	26, // 92: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
-	1,  // 93: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
-	5,  // 94: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
-	8,  // 95: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
-	10, // 96: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
-	12, // 97: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
-	14, // 98: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
-	16, // 99: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
-	18, // 100: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
-	20, // 101: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
-	22, // 102: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
-	24, // 103: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
-	27, // 104: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
-	2,  // 105: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
-	94, // [94:106] is the sub-list for method output_type
-	82, // [82:94] is the sub-list for method input_type
-	82, // [82:82] is the sub-list for extension type_name
-	82, // [82:82] is the sub-list for extension extendee
-	0,  // [0:82] is the sub-list for field type_name
+	30, // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
+	42, // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
+	47, // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
+	42, // 11: palace.game.v1.IssueSeatCredentialsRequest.side:type_name -> palace.common.v1.Side
+	6,  // 12: palace.game.v1.IssueSeatCredentialsResponse.credentials:type_name -> palace.game.v1.SeatCredential
+	30, // 13: palace.game.v1.IssueSeatCredentialsResponse.game:type_name -> palace.game.v1.Game
+	48, // 14: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
+	30, // 15: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
+	49, // 16: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
+	46, // 17: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
+	30, // 18: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
+	31, // 19: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
+	46, // 20: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
+	30, // 21: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
+	31, // 22: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
+	30, // 23: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
+	30, // 24: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
+	30, // 25: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
+	30, // 26: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
+	30, // 27: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
+	30, // 28: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
+	32, // 29: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
+	27, // 30: palace.game.v1.StreamEventsResponse.heartbeat:type_name -> palace.game.v1.Heartbeat
+	47, // 31: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	30, // 32: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
+	43, // 33: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
+	50, // 34: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
+	3,  // 35: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
+	45, // 36: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
+	45, // 37: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
+	31, // 38: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
+	42, // 39: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
+	49, // 40: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
+	44, // 41: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
+	51, // 42: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
+	52, // 43: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
+	53, // 44: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
+	48, // 45: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
+	48, // 46: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
+	42, // 47: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
+	47, // 48: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
+	47, // 49: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
+	42, // 50: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
+	47, // 51: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
+	42, // 52: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
+	49, // 53: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
+	47, // 54: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
+	51, // 55: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
+	47, // 56: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
+	33, // 57: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
+	34, // 58: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
+	35, // 59: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
+	31, // 60: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
+	36, // 61: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
+	37, // 62: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
+	38, // 63: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
+	39, // 64: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
+	40, // 65: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
+	41, // 66: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
+	30, // 67: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
+	42, // 68: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
+	48, // 69: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
+	47, // 70: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
+	45, // 71: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
+	51, // 72: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
+	31, // 73: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
+	45, // 74: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
+	51, // 75: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
+	42, // 76: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
+	42, // 77: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
+	42, // 78: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
+	42, // 79: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
+	0,  // 80: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
+	51, // 81: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
+	52, // 82: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
+	42, // 83: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
+	51, // 84: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
+	4,  // 85: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
+	7,  // 86: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
+	9,  // 87: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
+	11, // 88: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
+	13, // 89: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
+	15, // 90: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
+	17, // 91: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
+	19, // 92: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
+	21, // 93: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
+	23, // 94: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
+	25, // 95: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
+	28, // 96: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
+	1,  // 97: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
+	5,  // 98: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
+	8,  // 99: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
+	10, // 100: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
+	12, // 101: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
+	14, // 102: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
+	16, // 103: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
+	18, // 104: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
+	20, // 105: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
+	22, // 106: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
+	24, // 107: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
+	26, // 108: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
+	29, // 109: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
+	2,  // 110: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
+	98, // [98:111] is the sub-list for method output_type
+	85, // [85:98] is the sub-list for method input_type
+	85, // [85:85] is the sub-list for extension type_name
+	85, // [85:85] is the sub-list for extension extendee
+	0,  // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_palace_game_v1_game_proto_init() }
@@ -3174,12 +3304,12 @@ func file_palace_game_v1_game_proto_init() {
 	if File_palace_game_v1_game_proto != nil {
 		return
 	}
-	file_palace_game_v1_game_proto_msgTypes[23].OneofWrappers = []any{
+	file_palace_game_v1_game_proto_msgTypes[25].OneofWrappers = []any{
 		(*StreamEventsResponse_Snapshot)(nil),
 		(*StreamEventsResponse_Event)(nil),
 		(*StreamEventsResponse_Heartbeat)(nil),
 	}
-	file_palace_game_v1_game_proto_msgTypes[29].OneofWrappers = []any{
+	file_palace_game_v1_game_proto_msgTypes[31].OneofWrappers = []any{
 		(*Event_GameCreated)(nil),
 		(*Event_FormationChosen)(nil),
 		(*Event_GameStarted)(nil),
@@ -3197,7 +3327,7 @@ func file_palace_game_v1_game_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_palace_game_v1_game_proto_rawDesc), len(file_palace_game_v1_game_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,18 +19,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	GameService_CreateGame_FullMethodName      = "/palace.game.v1.GameService/CreateGame"
-	GameService_ChooseFormation_FullMethodName = "/palace.game.v1.GameService/ChooseFormation"
-	GameService_MakeMove_FullMethodName        = "/palace.game.v1.GameService/MakeMove"
-	GameService_Pass_FullMethodName            = "/palace.game.v1.GameService/Pass"
-	GameService_Resign_FullMethodName          = "/palace.game.v1.GameService/Resign"
-	GameService_OfferDraw_FullMethodName       = "/palace.game.v1.GameService/OfferDraw"
-	GameService_AnswerDraw_FullMethodName      = "/palace.game.v1.GameService/AnswerDraw"
-	GameService_Undo_FullMethodName            = "/palace.game.v1.GameService/Undo"
-	GameService_GetGame_FullMethodName         = "/palace.game.v1.GameService/GetGame"
-	GameService_StreamEvents_FullMethodName    = "/palace.game.v1.GameService/StreamEvents"
-	GameService_ExpireDeadline_FullMethodName  = "/palace.game.v1.GameService/ExpireDeadline"
-	GameService_Probe_FullMethodName           = "/palace.game.v1.GameService/Probe"
+	GameService_CreateGame_FullMethodName           = "/palace.game.v1.GameService/CreateGame"
+	GameService_IssueSeatCredentials_FullMethodName = "/palace.game.v1.GameService/IssueSeatCredentials"
+	GameService_ChooseFormation_FullMethodName      = "/palace.game.v1.GameService/ChooseFormation"
+	GameService_MakeMove_FullMethodName             = "/palace.game.v1.GameService/MakeMove"
+	GameService_Pass_FullMethodName                 = "/palace.game.v1.GameService/Pass"
+	GameService_Resign_FullMethodName               = "/palace.game.v1.GameService/Resign"
+	GameService_OfferDraw_FullMethodName            = "/palace.game.v1.GameService/OfferDraw"
+	GameService_AnswerDraw_FullMethodName           = "/palace.game.v1.GameService/AnswerDraw"
+	GameService_Undo_FullMethodName                 = "/palace.game.v1.GameService/Undo"
+	GameService_GetGame_FullMethodName              = "/palace.game.v1.GameService/GetGame"
+	GameService_StreamEvents_FullMethodName         = "/palace.game.v1.GameService/StreamEvents"
+	GameService_ExpireDeadline_FullMethodName       = "/palace.game.v1.GameService/ExpireDeadline"
+	GameService_Probe_FullMethodName                = "/palace.game.v1.GameService/Probe"
 )
 
 // GameServiceClient is the client API for GameService service.
@@ -75,6 +76,17 @@ type GameServiceClient interface {
 	// send equal requests (two tournament systems, say) must therefore use
 	// request ids of their own: a prefix of the caller's name will do.
 	CreateGame(ctx context.Context, in *CreateGameRequest, opts ...grpc.CallOption) (*CreateGameResponse, error)
+	// IssueSeatCredentials is internal (a service credential, as for
+	// CreateGame): it signs new credentials for a game's human seats, either
+	// the seats of player_id or the seat of side (exactly one of the two),
+	// for a player who lost theirs, whose credential expired, or whose
+	// credential was signed with a key since removed. Credentials issued
+	// earlier stay valid until they expire. It changes nothing in the game,
+	// and works for finished games too, as long as they are kept.
+	// InvalidArgument without player_id or side, or with both; NotFound for
+	// an unknown game, or one in which player_id holds no seat;
+	// FailedPrecondition for a seat the AI plays.
+	IssueSeatCredentials(ctx context.Context, in *IssueSeatCredentialsRequest, opts ...grpc.CallOption) (*IssueSeatCredentialsResponse, error)
 	// ChooseFormation sets a Janggi formation: Han first, then Cho.
 	// FailedPrecondition outside setup, out of order, or for Xiangqi.
 	ChooseFormation(ctx context.Context, in *ChooseFormationRequest, opts ...grpc.CallOption) (*ChooseFormationResponse, error)
@@ -154,6 +166,16 @@ func (c *gameServiceClient) CreateGame(ctx context.Context, in *CreateGameReques
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateGameResponse)
 	err := c.cc.Invoke(ctx, GameService_CreateGame_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gameServiceClient) IssueSeatCredentials(ctx context.Context, in *IssueSeatCredentialsRequest, opts ...grpc.CallOption) (*IssueSeatCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IssueSeatCredentialsResponse)
+	err := c.cc.Invoke(ctx, GameService_IssueSeatCredentials_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -321,6 +343,17 @@ type GameServiceServer interface {
 	// send equal requests (two tournament systems, say) must therefore use
 	// request ids of their own: a prefix of the caller's name will do.
 	CreateGame(context.Context, *CreateGameRequest) (*CreateGameResponse, error)
+	// IssueSeatCredentials is internal (a service credential, as for
+	// CreateGame): it signs new credentials for a game's human seats, either
+	// the seats of player_id or the seat of side (exactly one of the two),
+	// for a player who lost theirs, whose credential expired, or whose
+	// credential was signed with a key since removed. Credentials issued
+	// earlier stay valid until they expire. It changes nothing in the game,
+	// and works for finished games too, as long as they are kept.
+	// InvalidArgument without player_id or side, or with both; NotFound for
+	// an unknown game, or one in which player_id holds no seat;
+	// FailedPrecondition for a seat the AI plays.
+	IssueSeatCredentials(context.Context, *IssueSeatCredentialsRequest) (*IssueSeatCredentialsResponse, error)
 	// ChooseFormation sets a Janggi formation: Han first, then Cho.
 	// FailedPrecondition outside setup, out of order, or for Xiangqi.
 	ChooseFormation(context.Context, *ChooseFormationRequest) (*ChooseFormationResponse, error)
@@ -399,6 +432,9 @@ type UnimplementedGameServiceServer struct{}
 func (UnimplementedGameServiceServer) CreateGame(context.Context, *CreateGameRequest) (*CreateGameResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateGame not implemented")
 }
+func (UnimplementedGameServiceServer) IssueSeatCredentials(context.Context, *IssueSeatCredentialsRequest) (*IssueSeatCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IssueSeatCredentials not implemented")
+}
 func (UnimplementedGameServiceServer) ChooseFormation(context.Context, *ChooseFormationRequest) (*ChooseFormationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ChooseFormation not implemented")
 }
@@ -467,6 +503,24 @@ func _GameService_CreateGame_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(GameServiceServer).CreateGame(ctx, req.(*CreateGameRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GameService_IssueSeatCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IssueSeatCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GameServiceServer).IssueSeatCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GameService_IssueSeatCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GameServiceServer).IssueSeatCredentials(ctx, req.(*IssueSeatCredentialsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -672,6 +726,10 @@ var GameService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateGame",
 			Handler:    _GameService_CreateGame_Handler,
+		},
+		{
+			MethodName: "IssueSeatCredentials",
+			Handler:    _GameService_IssueSeatCredentials_Handler,
 		},
 		{
 			MethodName: "ChooseFormation",

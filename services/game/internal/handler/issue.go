@@ -1,0 +1,98 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/auth"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/pkg/rulespb"
+	"github.com/palacehq/palace/services/game/internal/model"
+	"github.com/palacehq/palace/services/game/internal/store"
+)
+
+// IssueSeatCredentials signs new credentials for a game's human seats, so
+// that a player who lost a credential (a new device, an expired one, one
+// signed with a key removed in an emergency) gets back into the game
+// through the service that knows the player. It writes nothing: a
+// credential is only a signature over the game, the seat and the player.
+func (h *Handler) IssueSeatCredentials(ctx context.Context, req *gamev1.IssueSeatCredentialsRequest) (*gamev1.IssueSeatCredentialsResponse, error) {
+	if err := h.internal(ctx, "IssueSeatCredentials"); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	id, player := req.GetGameId(), req.GetPlayerId()
+	var errs []error
+	if err := checkID("game_id", id, MaxIDBytes); err != nil {
+		errs = append(errs, err)
+	}
+	bySide := req.GetSide() != commonv1.Side_SIDE_UNSPECIFIED
+	var side rules.Side
+	switch {
+	case bySide && player != "":
+		errs = append(errs, apierr.New(apierr.Invalid, "player_id and side: set one of them, not both"))
+	case bySide:
+		s, err := rulespb.SideFrom(req.GetSide())
+		if err != nil {
+			errs = append(errs, apierr.New(apierr.Invalid, "side: %v", err))
+		}
+		side = s
+	case player == "":
+		errs = append(errs, apierr.New(apierr.Invalid, "player_id or side: one of them is required"))
+	case len(player) > MaxPlayerIDBytes:
+		errs = append(errs, apierr.New(apierr.Invalid, "player_id: longer than %d bytes", MaxPlayerIDBytes))
+	}
+	if len(errs) > 0 {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
+	}
+	l, err := h.load(ctx, id, "")
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, h.fail(ctx, apierr.New(apierr.NotFound, "game %s not found", id))
+	}
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	st := l.State
+	var sides []rules.Side
+	if bySide {
+		if st.Seats[side].AILevel > 0 {
+			return nil, h.fail(ctx, apierr.New(apierr.Precondition, "the AI plays %s in game %s: its seat takes no credential", rules.SideName(st.Variant, side), id))
+		}
+		sides = []rules.Side{side}
+	} else {
+		for _, s := range []rules.Side{rules.First, rules.Second} {
+			if st.Seats[s].AILevel == 0 && st.Seats[s].PlayerID == player {
+				sides = append(sides, s)
+			}
+		}
+		if len(sides) == 0 {
+			return nil, h.fail(ctx, apierr.New(apierr.NotFound, "player %q holds no seat in game %s", player, id))
+		}
+	}
+	resp := &gamev1.IssueSeatCredentialsResponse{Game: model.View(st, nil, l.Now)}
+	for _, s := range sides {
+		resp.Credentials = append(resp.Credentials, h.seatCredential(ctx, st, s, h.now()))
+	}
+	return resp, nil
+}
+
+// seatCredential signs a credential for side's seat of game st, valid for
+// --seat-ttl from now.
+func (h *Handler) seatCredential(ctx context.Context, st *model.State, side rules.Side, now time.Time) *gamev1.SeatCredential {
+	exp := now.Add(h.cfg.SeatTTL)
+	tok, err := h.ring.Sign(auth.Claims{
+		Kind: auth.KindSeat, Subject: st.Seats[side].PlayerID, Game: st.ID, Side: side.String(),
+		IssuedAt: now.Unix(), ExpiresAt: exp.Unix(),
+	})
+	if err != nil {
+		// Signing with a valid keyring cannot fail; an empty token would
+		// only be refused later.
+		h.log.ErrorContext(ctx, "sign seat credential", "err", err)
+	}
+	return &gamev1.SeatCredential{Side: rulespb.Side(side), Token: tok, ExpiresAt: timestamppb.New(exp)}
+}

@@ -1,0 +1,128 @@
+package game_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/game/gametest"
+)
+
+// TestIssueSeatCredentials: a player who lost a credential gets a new one
+// from a service that knows the player, and it acts for the seat as the
+// first one did, also after the game ended, where it reads the private
+// record. Issuing writes nothing.
+func TestIssueSeatCredentials(t *testing.T) {
+	env := gametest.Start(t, nil)
+	ctx := context.Background()
+	x := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
+	before := redisState(t, env, x.id)
+
+	r, err := env.Client.IssueSeatCredentials(ctx, &gamev1.IssueSeatCredentialsRequest{GameId: x.id, PlayerId: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.GetCredentials()) != 1 || r.GetCredentials()[0].GetSide() != commonv1.Side_SIDE_FIRST {
+		t.Fatalf("credentials of p1: %v, want Red's alone", r.GetCredentials())
+	}
+	if r.GetGame().GetGameId() != x.id || r.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("game %v, want %s ongoing", r.GetGame(), x.id)
+	}
+	cred := r.GetCredentials()[0]
+	if left := time.Until(cred.GetExpiresAt().AsTime()); left < env.Config.SeatTTL-time.Minute || left > env.Config.SeatTTL {
+		t.Errorf("the new credential expires in %v, want --seat-ttl (%v)", left, env.Config.SeatTTL)
+	}
+	if s := redisState(t, env, x.id); s != before {
+		t.Fatalf("issuing changed the game:\n%s\nwas\n%s", s, before)
+	}
+	red := gametest.As(ctx, cred.GetToken())
+	if _, err := env.Client.GetGame(red, &gamev1.GetGameRequest{GameId: x.id}); err != nil {
+		t.Fatalf("the new credential cannot read the private game: %v", err)
+	}
+	if _, err := env.Client.MakeMove(red, &gamev1.MakeMoveRequest{GameId: x.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatalf("the new credential cannot move for Red: %v", err)
+	}
+	// It acts for Red only.
+	_, err = env.Client.MakeMove(red, &gamev1.MakeMoveRequest{GameId: x.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h10g8"}})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "Black's turn") {
+		t.Fatalf("Red's new credential moved for Black: %v", err)
+	}
+
+	// By side, for an operator who knows no player ids.
+	b, err := env.Client.IssueSeatCredentials(ctx, &gamev1.IssueSeatCredentialsRequest{GameId: x.id, Side: commonv1.Side_SIDE_SECOND})
+	if err != nil || len(b.GetCredentials()) != 1 || b.GetCredentials()[0].GetSide() != commonv1.Side_SIDE_SECOND {
+		t.Fatalf("Black's seat by side: %v %v", b, err)
+	}
+	black := gametest.As(ctx, b.GetCredentials()[0].GetToken())
+	if _, err := env.Client.Resign(black, &gamev1.ResignRequest{GameId: x.id, RequestId: rid()}); err != nil {
+		t.Fatalf("the new credential cannot resign for Black: %v", err)
+	}
+
+	// A finished game's record stays private, and a new credential reads it.
+	r, err = env.Client.IssueSeatCredentials(ctx, &gamev1.IssueSeatCredentialsRequest{GameId: x.id, PlayerId: "p2"})
+	if err != nil || r.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ENDED {
+		t.Fatalf("after the end: %v %v", r, err)
+	}
+	g, err := env.Client.GetGame(gametest.As(ctx, r.GetCredentials()[0].GetToken()), &gamev1.GetGameRequest{GameId: x.id})
+	if err != nil || len(g.GetGame().GetMoves()) != 1 {
+		t.Fatalf("reading the finished game: %v %v", g, err)
+	}
+	if w := g.GetGame().GetResult().GetWinner(); w != commonv1.Winner_WINNER_FIRST {
+		t.Fatalf("Black's new credential resigned, and the winner is %v, want Red", w)
+	}
+
+	// One player in both seats (an operator's test game) gets both.
+	both := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Seats: []*gamev1.Seat{
+		{Side: commonv1.Side_SIDE_FIRST, PlayerId: "solo"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "solo"},
+	}})
+	r, err = env.Client.IssueSeatCredentials(ctx, &gamev1.IssueSeatCredentialsRequest{GameId: both.id, PlayerId: "solo"})
+	if err != nil || len(r.GetCredentials()) != 2 || r.GetCredentials()[0].GetSide() != commonv1.Side_SIDE_FIRST || r.GetCredentials()[1].GetSide() != commonv1.Side_SIDE_SECOND {
+		t.Fatalf("a player in both seats: %v %v", r, err)
+	}
+	for _, c := range r.GetCredentials() {
+		if _, err := env.Client.GetGame(gametest.As(ctx, c.GetToken()), &gamev1.GetGameRequest{GameId: both.id}); err != nil {
+			t.Fatalf("credential for %v: %v", c.GetSide(), err)
+		}
+	}
+}
+
+// TestIssueSeatCredentialsRefusals: every refusal is named, and none
+// writes anything.
+func TestIssueSeatCredentialsRefusals(t *testing.T) {
+	env := gametest.Start(t, nil)
+	ctx := context.Background()
+	ai := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(0, 3)})
+	keys := func() int { return len(env.Redis.Keys(ctx, env.Config.KeyPrefix+"*").Val()) }
+	n, state := keys(), redisState(t, env, ai.id)
+	for _, c := range []struct {
+		name string
+		req  *gamev1.IssueSeatCredentialsRequest
+		code codes.Code
+		msg  string
+	}{
+		{"neither player nor side", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id}, codes.InvalidArgument, "player_id or side: one of them is required"},
+		{"both", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, PlayerId: "p1", Side: commonv1.Side_SIDE_FIRST}, codes.InvalidArgument, "not both"},
+		{"an unknown side", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, Side: 7}, codes.InvalidArgument, "side:"},
+		{"an over-long player id", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, PlayerId: strings.Repeat("p", 129)}, codes.InvalidArgument, "player_id: longer than 128 bytes"},
+		{"no game id", &gamev1.IssueSeatCredentialsRequest{PlayerId: "p1"}, codes.InvalidArgument, "game_id: required"},
+		{"a malformed game id", &gamev1.IssueSeatCredentialsRequest{GameId: "a b", PlayerId: "p1"}, codes.InvalidArgument, "game_id:"},
+		{"an unknown game", &gamev1.IssueSeatCredentialsRequest{GameId: "no-such-game", PlayerId: "p1"}, codes.NotFound, "game no-such-game not found"},
+		{"a player without a seat", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, PlayerId: "p3"}, codes.NotFound, `player "p3" holds no seat`},
+		{"the AI's player id", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, PlayerId: "p2"}, codes.NotFound, `player "p2" holds no seat`},
+		{"the AI's side", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, Side: commonv1.Side_SIDE_SECOND}, codes.FailedPrecondition, "the AI plays Black"},
+	} {
+		r, err := env.Client.IssueSeatCredentials(ctx, c.req)
+		if status.Code(err) != c.code || !strings.Contains(status.Convert(err).Message(), c.msg) {
+			t.Errorf("%s: %v %v, want %v naming %q", c.name, r, err, c.code, c.msg)
+		}
+	}
+	if keys() != n || redisState(t, env, ai.id) != state {
+		t.Fatal("refused calls changed Redis")
+	}
+}
