@@ -73,6 +73,10 @@ type Config struct {
 	// handler.Config.
 	MaxWatches       int
 	MaxPlayerWatches int
+	// MaxAIGames and MaxInvites bound the games against the AI and the
+	// invites one player makes in an hour; 0: no bound.
+	MaxAIGames int
+	MaxInvites int
 	// CreateConcurrency bounds a replica's game creations in flight.
 	CreateConcurrency int
 	// GiveUpAfter is how long a paired ticket waits for its game before
@@ -122,6 +126,8 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.WatchHeartbeat, "watch-heartbeat", handler.DefaultWatchHeartbeat, "how long a WatchTicket, WatchInvite or WatchRematch stream goes without sending before it sends its state again, unchanged, so that clients notice a lost connection")
 	app.IntFlag(fs, &c.MaxWatches, "max-watches", handler.DefaultMaxWatches, "most WatchTicket, WatchInvite and WatchRematch streams one process serves at once; one more is refused with ResourceExhausted until one ends")
 	app.IntFlag(fs, &c.MaxPlayerWatches, "max-player-watches", handler.DefaultMaxPlayerWatches, "most watch streams one player holds in one process; a newer one ends the oldest, with ResourceExhausted")
+	app.IntFlag(fs, &c.MaxAIGames, "max-ai-games-per-hour", handler.DefaultMaxAIGames, "most games against the AI one player starts in an hour; one more is refused with ResourceExhausted saying when there is room; 0: no bound")
+	app.IntFlag(fs, &c.MaxInvites, "max-invites-per-hour", handler.DefaultMaxInvites, "most friend invites one player creates in an hour, refused alike; 0: no bound")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
 	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire")
 	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second; the default time control's queues are always served")
@@ -162,6 +168,9 @@ func (c Config) Validate() error {
 	}
 	if err := app.CheckTarget(c.GameAddr); err != nil {
 		errs = append(errs, fmt.Errorf("--game-addr: %w", err))
+	}
+	if c.MaxAIGames < 0 || c.MaxInvites < 0 {
+		errs = append(errs, errors.New("--max-ai-games-per-hour and --max-invites-per-hour must not be negative (0: no bound)"))
 	}
 	if c.MaxPools < 1 {
 		errs = append(errs, errors.New("--max-pools must be at least 1"))
@@ -235,7 +244,7 @@ func Bind(cfg Config) app.Binder {
 			return nil, fmt.Errorf("matchmaking: %w", err)
 		}
 		meter := rt.Tel.Meter.Meter("palace/matchmaking")
-		gc := games.New(gameClient, st, 30*24*time.Hour)
+		gc := games.New(gameClient, st, 30*24*time.Hour, cfg.Now)
 		m, err := matcher.New(matcher.Config{
 			Interval: cfg.PairingInterval, BaseWindow: cfg.PairingWindow, WidenPerSecond: cfg.PairingWiden, MaxWindow: cfg.PairingMaxWindow,
 			Keep: time.Hour, StallAfter: 5 * time.Second, GiveUpAfter: cfg.GiveUpAfter, Concurrency: cfg.CreateConcurrency,
@@ -259,6 +268,7 @@ func Bind(cfg Config) app.Binder {
 			GuestTTL: cfg.GuestTTL, AccountTTL: cfg.AccountTTL, TicketTTL: cfg.TicketTTL, InviteTTL: cfg.InviteTTL,
 			RematchWindow: cfg.RematchWindow, GameKeep: 30 * 24 * time.Hour, WatchHeartbeat: cfg.WatchHeartbeat,
 			MaxWatches: cfg.MaxWatches, MaxPlayerWatches: cfg.MaxPlayerWatches,
+			AIGames: store.Bound{Most: cfg.MaxAIGames, Window: time.Hour}, Invites: store.Bound{Most: cfg.MaxInvites, Window: time.Hour},
 		}, handler.Deps{Log: log, Ring: ring, Store: st, Hub: hub, Games: gc, Google: gv, Now: cfg.Now, Entered: m.Touch})
 		rt.Server.RegisterService(&matchmakingv1.MatchmakingService_ServiceDesc, h)
 

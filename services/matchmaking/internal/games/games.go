@@ -1,6 +1,7 @@
 // Package games creates games through the game service for matchmaking's
-// three ways to meet (queue, invite, rematch) and the AI, and remembers
-// each human game (for rematches) and each rated one (for ratings).
+// three ways to meet (queue, invite, rematch) and the AI, lists each game
+// for its human players (ListGames), and remembers each human game (for
+// rematches) and each rated one (for ratings).
 package games
 
 import (
@@ -27,13 +28,19 @@ import (
 type Creator struct {
 	game  gamev1.GameServiceClient
 	store *store.Store
-	// keep is how long a game's record stays (rematch offers, rating).
+	// keep is how long a game's record stays (rematch offers, rating),
+	// and its players' lists of games after their latest game.
 	keep time.Duration
+	// now stamps the games listed for their players.
+	now func() time.Time
 }
 
-// New returns a Creator.
-func New(game gamev1.GameServiceClient, st *store.Store, keep time.Duration) *Creator {
-	return &Creator{game: game, store: st, keep: keep}
+// New returns a Creator; a nil now is time.Now.
+func New(game gamev1.GameServiceClient, st *store.Store, keep time.Duration, now func() time.Time) *Creator {
+	if now == nil {
+		now = time.Now
+	}
+	return &Creator{game: game, store: st, keep: keep, now: now}
 }
 
 // Game is the game service client.
@@ -99,8 +106,9 @@ const MaxNameBytes = 96
 // MaxPlayerIDBytes is the game service's limit on a seat's player id.
 const MaxPlayerIDBytes = 128
 
-// Create creates a game between two people without remembering it: the
-// caller must (CreateHuman does).
+// Create creates a game between two people and lists it for both, but
+// does not remember it for rematches and ratings: the caller must
+// (CreateHuman does).
 func (c *Creator) Create(ctx context.Context, s Spec) (store.Game, error) {
 	resp, err := c.game.CreateGame(ctx, &gamev1.CreateGameRequest{
 		RequestId: s.RequestID, Kind: s.Kind, TimeControl: store.ControlPB(s.Control),
@@ -130,7 +138,29 @@ func (c *Creator) Create(ctx context.Context, s Spec) (store.Game, error) {
 	if g.First.Seat.Token == "" || g.Second.Seat.Token == "" {
 		return store.Game{}, fmt.Errorf("create game %s: the game service returned no credential for a seat", g.ID)
 	}
+	// Listed before anyone can learn of the game, so that no game a
+	// player was told of is missing from their list; a failure fails the
+	// creation, whose retry (the same request id, the same game) lists it.
+	now := c.now()
+	for _, p := range []struct {
+		me, opp Human
+		side    commonv1.Side
+	}{{s.First, s.Second, commonv1.Side_SIDE_FIRST}, {s.Second, s.First, commonv1.Side_SIDE_SECOND}} {
+		if err := c.list(ctx, p.me.ID, store.Entry{
+			Game: g.ID, Kind: s.Kind, Side: SideName(p.side), Opponent: p.opp.ID, OpponentName: p.opp.Name,
+			Rated: s.Rated, Control: s.Control, Created: now,
+		}); err != nil {
+			return store.Game{}, err
+		}
+	}
 	return g, nil
+}
+
+// list adds a game to a player's list of games, kept as long as the
+// game's record.
+func (c *Creator) list(ctx context.Context, player string, e store.Entry) error {
+	_, err := c.store.AddPlayerGame(ctx, player, e, c.keep)
+	return err
 }
 
 // Keep is how long game records are kept.
@@ -166,20 +196,37 @@ func (c *Creator) CreateAI(ctx context.Context, s AISpec) (string, store.Grant, 
 	if s.HumanSide == commonv1.Side_SIDE_SECOND {
 		aiSide = commonv1.Side_SIDE_FIRST
 	}
-	ai := &gamev1.Seat{Side: aiSide, PlayerId: "ai", DisplayName: fmt.Sprintf("AI level %d", s.Level), AiLevel: s.Level}
+	ai := &gamev1.Seat{Side: aiSide, PlayerId: AIPlayerID, DisplayName: AIName(s.Level), AiLevel: s.Level}
 	resp, err := c.game.CreateGame(ctx, &gamev1.CreateGameRequest{
 		RequestId: s.RequestID, Kind: s.Kind, TimeControl: store.ControlPB(s.Control), Seats: []*gamev1.Seat{human, ai},
 	})
 	if err != nil {
 		return "", store.Grant{}, GameError("create AI game", err)
 	}
+	var grant store.Grant
 	for _, cr := range resp.GetCredentials() {
 		if cr.GetSide() == s.HumanSide {
-			return resp.GetGameId(), store.Grant{Side: SideName(s.HumanSide), Token: cr.GetToken(), Expires: cr.GetExpiresAt().AsTime()}, nil
+			grant = store.Grant{Side: SideName(s.HumanSide), Token: cr.GetToken(), Expires: cr.GetExpiresAt().AsTime()}
 		}
 	}
-	return "", store.Grant{}, fmt.Errorf("create AI game %s: no credential for the human's seat", resp.GetGameId())
+	if grant.Token == "" {
+		return "", store.Grant{}, fmt.Errorf("create AI game %s: no credential for the human's seat", resp.GetGameId())
+	}
+	// Listed before the human learns of the game, as Create does.
+	if err := c.list(ctx, s.Human.ID, store.Entry{
+		Game: resp.GetGameId(), Kind: s.Kind, Side: grant.Side, Opponent: AIPlayerID, OpponentName: AIName(s.Level),
+		Control: s.Control, Created: c.now(),
+	}); err != nil {
+		return "", store.Grant{}, err
+	}
+	return resp.GetGameId(), grant, nil
 }
+
+// AIPlayerID is the player id of every seat the AI plays.
+const AIPlayerID = "ai"
+
+// AIName is the display name of the AI at a level.
+func AIName(level uint32) string { return fmt.Sprintf("AI level %d", level) }
 
 // SideName is the stored name of a side, as the rules name it.
 func SideName(s commonv1.Side) string {

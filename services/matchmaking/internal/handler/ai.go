@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/palacehq/palace/pkg/apierr"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -48,6 +47,9 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 	if len(errs) > 0 {
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
 	}
+	if err := h.admit(ctx, c.Subject, "ai", req.GetRequestId(), h.cfg.AIGames, "games against the AI"); err != nil {
+		return nil, h.fail(ctx, err)
+	}
 	id, seat, err := h.games.CreateAI(ctx, games.AISpec{
 		RequestID: games.RequestID("ai", c.Subject, req.GetRequestId()), Kind: req.GetKind(), Level: req.GetLevel(),
 		Human: games.Human{ID: c.Subject, Name: c.Name}, HumanSide: side, Control: control,
@@ -55,7 +57,5 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	return &matchmakingv1.PlayAiResponse{Seat: seatPB(id, seat, "ai", aiName(req.GetLevel()))}, nil
+	return &matchmakingv1.PlayAiResponse{Seat: seatPB(id, seat, games.AIPlayerID, games.AIName(req.GetLevel()))}, nil
 }
-
-func aiName(level uint32) string { return fmt.Sprintf("AI level %d", level) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -50,13 +51,40 @@ type Config struct {
 	// newer one ending the player's oldest.
 	MaxWatches       int
 	MaxPlayerWatches int
+	// AIGames and Invites bound the games against the AI and the invites
+	// one player makes in a window; each holds a game or a link for
+	// weeks, and the AI's games take its workers' time. A zero Bound
+	// bounds nothing.
+	AIGames, Invites store.Bound
 }
 
-// Defaults of the watch streams' bounds.
+// Defaults of the watch streams' bounds and of what a player makes in
+// an hour.
 const (
 	DefaultMaxWatches       = 50000
 	DefaultMaxPlayerWatches = 8
+	DefaultMaxAIGames       = 60
+	DefaultMaxInvites       = 60
 )
+
+// LimitedReason is the ErrorInfo reason of a refusal for a player's bound
+// on what it makes in a window; metadata retry_after_ms says when there
+// is room again.
+const LimitedReason = "RATE_LIMITED"
+
+// admit counts request against one of player's bounds, and refuses it
+// with ResourceExhausted, saying when there is room, once the bound is
+// reached. A request admitted before (a retry) is admitted again.
+func (h *Handler) admit(ctx context.Context, player, what, request string, b store.Bound, things string) error {
+	wait, err := h.store.Admit(ctx, player, what, request, b, h.now())
+	if err != nil || wait <= 0 {
+		return err
+	}
+	// Whole seconds, rounded up, so that a retry after the time said finds room.
+	wait = (wait + time.Second - 1).Truncate(time.Second)
+	return apierr.New(apierr.ResourceExhausted, "you made %d %s in the last %v, the most allowed: the next may be made in %v",
+		b.Most, things, b.Window, wait).WithInfo(LimitedReason, map[string]string{"retry_after_ms": strconv.FormatInt(wait.Milliseconds(), 10)})
+}
 
 // Deps are the handler's collaborators.
 type Deps struct {

@@ -41,6 +41,9 @@ func (h *Handler) CreateInvite(ctx context.Context, req *matchmakingv1.CreateInv
 	if len(errs) > 0 {
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
 	}
+	if err := h.admit(ctx, c.Subject, "invite", req.GetRequestId(), h.cfg.Invites, "invites"); err != nil {
+		return nil, h.fail(ctx, err)
+	}
 	inv, err := h.store.CreateInvite(ctx, store.Invite{
 		Creator: c.Subject, CreatorName: c.Name, Kind: req.GetKind(), Control: control,
 		Expires: h.now().Add(h.cfg.InviteTTL),

@@ -20,7 +20,7 @@ func rematchTopic(game string) string { return "r:" + game }
 
 // gameOf reads a game matchmaking created, for one of its players.
 func (h *Handler) gameOf(ctx context.Context, player, id string) (store.Game, error) {
-	if err := checkID("game_id", id, 64); err != nil {
+	if err := checkID("game_id", id, MaxGameIDBytes); err != nil {
 		return store.Game{}, err
 	}
 	g, err := h.store.LoadGame(ctx, id)

@@ -35,7 +35,7 @@ func TestStalledMatchIsCompleted(t *testing.T) {
 	mt := pairTwo(t, st, pool)
 
 	m, err := New(Config{Interval: 20 * time.Millisecond, StallAfter: 300 * time.Millisecond, Keep: time.Hour, IdleAfter: time.Hour},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour), noop.NewMeterProvider().Meter("t"))
+		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestMatchWithoutAGameIsGivenUp(t *testing.T) {
 	}
 	defer away.Close()
 	m, err := New(Config{Interval: 20 * time.Millisecond, StallAfter: 100 * time.Millisecond, GiveUpAfter: 500 * time.Millisecond, Keep: time.Hour, IdleAfter: time.Hour},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(gamev1.NewGameServiceClient(away), st, time.Hour), noop.NewMeterProvider().Meter("t"))
+		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(gamev1.NewGameServiceClient(away), st, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestMatchWithoutAGameIsGivenUp(t *testing.T) {
 	// The game service is back, and a late creation completes: the match
 	// stays given up.
 	late, err := New(Config{Interval: time.Hour, StallAfter: time.Hour, Keep: time.Hour, IdleAfter: time.Hour},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour), noop.NewMeterProvider().Meter("t"))
+		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestARecordedMatchIsNotGivenUp(t *testing.T) {
 	}
 	pair.Link.Restore()
 	m, err := New(Config{Interval: 20 * time.Millisecond, StallAfter: 50 * time.Millisecond, GiveUpAfter: 100 * time.Millisecond, Keep: time.Hour, IdleAfter: time.Hour},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour), noop.NewMeterProvider().Meter("t"))
+		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
 	if err != nil {
 		t.Fatal(err)
 	}

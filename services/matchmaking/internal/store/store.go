@@ -14,6 +14,13 @@
 //	mm:{ireq:<player>:<request id>}  string: the invite of a request
 //	mm:{gm:<game id>}           hash: a game matchmaking created (players, seats)
 //	mm:{gm:<game id>}:rm        hash: its rematch
+//	mm:{pl:<player>}:g          zset: game id -> created (ms), the newest 100 games
+//	                            matchmaking made for the player
+//	mm:{pl:<player>}:gi         hash: game id -> the player's entry of it,
+//	                            "kind|side|rated|control|created ms|opponent|name"
+//	mm:{pl:<player>}:made:<what>  zset: request id -> when admitted (ms), the
+//	                            games against the AI ("ai") or invites ("invite")
+//	                            the player made in the last window (Admit)
 //	mm:{r:<kind>}:rating|games|names  hashes: player -> Elo, rated games, name
 //	mm:{r:<kind>}:lb            zset: player -> Elo (the leaderboard)
 //	mm:{r:<kind>}:h:<player>    list: rating changes, latest first
@@ -29,9 +36,10 @@
 // or that a later step takes as done, is answered only once replicas hold
 // it and whatever its answer rests on: entering and cancelling tickets,
 // pairing passes, invites, rematches, the record of a created game and its
-// pending rating, a match's completion (its tickets' watchers are told
-// once it is confirmed), and a rating. Leases and sweeps do not wait: a
-// lost lease is taken again when it runs out, a lost sweep runs again.
+// pending rating, a game's entries in its players' lists, a match's
+// completion (its tickets' watchers are told once it is confirmed), and a
+// rating. Leases and sweeps do not wait: a lost lease is taken again when
+// it runs out, a lost sweep runs again.
 package store
 
 import (
@@ -81,6 +89,8 @@ var (
 	rateLua string
 	//go:embed swaplive.lua
 	swapLiveLua string
+	//go:embed addgame.lua
+	addGameLua string
 
 	enterScript    = redis.NewScript(enterLua)
 	cancelScript   = redis.NewScript(cancelLua)
@@ -94,6 +104,7 @@ var (
 	rematchScript  = redis.NewScript(rematchLua)
 	rateScript     = redis.NewScript(rateLua)
 	swapLiveScript = redis.NewScript(swapLiveLua)
+	addGameScript  = redis.NewScript(addGameLua)
 )
 
 // Store reads and writes matchmaking state.

@@ -2531,6 +2531,296 @@ func (x *GetLeaderboardResponse) GetTotal() uint64 {
 	return 0
 }
 
+type ListGamesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many entries; 0 for all kept (at most 100).
+	MaxGames      uint32 `protobuf:"varint,1,opt,name=max_games,json=maxGames,proto3" json:"max_games,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGamesRequest) Reset() {
+	*x = ListGamesRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGamesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGamesRequest) ProtoMessage() {}
+
+func (x *ListGamesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGamesRequest.ProtoReflect.Descriptor instead.
+func (*ListGamesRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListGamesRequest) GetMaxGames() uint32 {
+	if x != nil {
+		return x.MaxGames
+	}
+	return 0
+}
+
+type ListGamesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Games         []*GameEntry           `protobuf:"bytes,1,rep,name=games,proto3" json:"games,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGamesResponse) Reset() {
+	*x = ListGamesResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGamesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGamesResponse) ProtoMessage() {}
+
+func (x *ListGamesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGamesResponse.ProtoReflect.Descriptor instead.
+func (*ListGamesResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListGamesResponse) GetGames() []*GameEntry {
+	if x != nil {
+		return x.Games
+	}
+	return nil
+}
+
+// GameEntry is one game matchmaking made for a player, as it was made.
+type GameEntry struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	Kind   v1.GameKind            `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	// The player's side.
+	Side v1.Side `protobuf:"varint,3,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
+	// "ai" against the AI.
+	OpponentId   string `protobuf:"bytes,4,opt,name=opponent_id,json=opponentId,proto3" json:"opponent_id,omitempty"`
+	OpponentName string `protobuf:"bytes,5,opt,name=opponent_name,json=opponentName,proto3" json:"opponent_name,omitempty"`
+	Rated        bool   `protobuf:"varint,6,opt,name=rated,proto3" json:"rated,omitempty"`
+	// Unset for a game without a clock.
+	TimeControl   *v1.TimeControl        `protobuf:"bytes,7,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GameEntry) Reset() {
+	*x = GameEntry{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GameEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GameEntry) ProtoMessage() {}
+
+func (x *GameEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GameEntry.ProtoReflect.Descriptor instead.
+func (*GameEntry) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *GameEntry) GetGameId() string {
+	if x != nil {
+		return x.GameId
+	}
+	return ""
+}
+
+func (x *GameEntry) GetKind() v1.GameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.GameKind(0)
+}
+
+func (x *GameEntry) GetSide() v1.Side {
+	if x != nil {
+		return x.Side
+	}
+	return v1.Side(0)
+}
+
+func (x *GameEntry) GetOpponentId() string {
+	if x != nil {
+		return x.OpponentId
+	}
+	return ""
+}
+
+func (x *GameEntry) GetOpponentName() string {
+	if x != nil {
+		return x.OpponentName
+	}
+	return ""
+}
+
+func (x *GameEntry) GetRated() bool {
+	if x != nil {
+		return x.Rated
+	}
+	return false
+}
+
+func (x *GameEntry) GetTimeControl() *v1.TimeControl {
+	if x != nil {
+		return x.TimeControl
+	}
+	return nil
+}
+
+func (x *GameEntry) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type ResumeGameRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GameId        string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeGameRequest) Reset() {
+	*x = ResumeGameRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeGameRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeGameRequest) ProtoMessage() {}
+
+func (x *ResumeGameRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeGameRequest.ProtoReflect.Descriptor instead.
+func (*ResumeGameRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ResumeGameRequest) GetGameId() string {
+	if x != nil {
+		return x.GameId
+	}
+	return ""
+}
+
+type ResumeGameResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's seat, with a new credential.
+	Seat          *Seat         `protobuf:"bytes,1,opt,name=seat,proto3" json:"seat,omitempty"`
+	Status        v1.GameStatus `protobuf:"varint,2,opt,name=status,proto3,enum=palace.common.v1.GameStatus" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeGameResponse) Reset() {
+	*x = ResumeGameResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeGameResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeGameResponse) ProtoMessage() {}
+
+func (x *ResumeGameResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeGameResponse.ProtoReflect.Descriptor instead.
+func (*ResumeGameResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ResumeGameResponse) GetSeat() *Seat {
+	if x != nil {
+		return x.Seat
+	}
+	return nil
+}
+
+func (x *ResumeGameResponse) GetStatus() v1.GameStatus {
+	if x != nil {
+		return x.Status
+	}
+	return v1.GameStatus(0)
+}
+
 var File_palace_matchmaking_v1_matchmaking_proto protoreflect.FileDescriptor
 
 const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
@@ -2690,7 +2980,27 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\x10around_player_id\x18\x03 \x01(\tR\x0earoundPlayerId\"q\n" +
 	"\x16GetLeaderboardResponse\x12A\n" +
 	"\aentries\x18\x01 \x03(\v2'.palace.matchmaking.v1.LeaderboardEntryR\aentries\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x04R\x05total*\xae\x01\n" +
+	"\x05total\x18\x02 \x01(\x04R\x05total\"/\n" +
+	"\x10ListGamesRequest\x12\x1b\n" +
+	"\tmax_games\x18\x01 \x01(\rR\bmaxGames\"K\n" +
+	"\x11ListGamesResponse\x126\n" +
+	"\x05games\x18\x01 \x03(\v2 .palace.matchmaking.v1.GameEntryR\x05games\"\xd9\x02\n" +
+	"\tGameEntry\x12\x17\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12.\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12*\n" +
+	"\x04side\x18\x03 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x12\x1f\n" +
+	"\vopponent_id\x18\x04 \x01(\tR\n" +
+	"opponentId\x12#\n" +
+	"\ropponent_name\x18\x05 \x01(\tR\fopponentName\x12\x14\n" +
+	"\x05rated\x18\x06 \x01(\bR\x05rated\x12@\n" +
+	"\ftime_control\x18\a \x01(\v2\x1d.palace.common.v1.TimeControlR\vtimeControl\x129\n" +
+	"\n" +
+	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\",\n" +
+	"\x11ResumeGameRequest\x12\x17\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\"{\n" +
+	"\x12ResumeGameResponse\x12/\n" +
+	"\x04seat\x18\x01 \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\x124\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x1c.palace.common.v1.GameStatusR\x06status*\xae\x01\n" +
 	"\vTicketState\x12\x1c\n" +
 	"\x18TICKET_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TICKET_STATE_WAITING\x10\x01\x12\x17\n" +
@@ -2708,7 +3018,7 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\x19REMATCH_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REMATCH_STATE_NONE\x10\x01\x12\x19\n" +
 	"\x15REMATCH_STATE_OFFERED\x10\x02\x12\x1a\n" +
-	"\x16REMATCH_STATE_ACCEPTED\x10\x032\x81\x0e\n" +
+	"\x16REMATCH_STATE_ACCEPTED\x10\x032\xc4\x0f\n" +
 	"\x12MatchmakingService\x12d\n" +
 	"\vCreateGuest\x12).palace.matchmaking.v1.CreateGuestRequest\x1a*.palace.matchmaking.v1.CreateGuestResponse\x12s\n" +
 	"\x10SignInWithGoogle\x12..palace.matchmaking.v1.SignInWithGoogleRequest\x1a/.palace.matchmaking.v1.SignInWithGoogleResponse\x12a\n" +
@@ -2725,6 +3035,9 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\fOfferRematch\x12*.palace.matchmaking.v1.OfferRematchRequest\x1a+.palace.matchmaking.v1.OfferRematchResponse\x12j\n" +
 	"\rAcceptRematch\x12+.palace.matchmaking.v1.AcceptRematchRequest\x1a,.palace.matchmaking.v1.AcceptRematchResponse\x12i\n" +
 	"\fWatchRematch\x12*.palace.matchmaking.v1.WatchRematchRequest\x1a+.palace.matchmaking.v1.WatchRematchResponse0\x01\x12^\n" +
+	"\tListGames\x12'.palace.matchmaking.v1.ListGamesRequest\x1a(.palace.matchmaking.v1.ListGamesResponse\x12a\n" +
+	"\n" +
+	"ResumeGame\x12(.palace.matchmaking.v1.ResumeGameRequest\x1a).palace.matchmaking.v1.ResumeGameResponse\x12^\n" +
 	"\tGetRating\x12'.palace.matchmaking.v1.GetRatingRequest\x1a(.palace.matchmaking.v1.GetRatingResponse\x12s\n" +
 	"\x10GetRatingHistory\x12..palace.matchmaking.v1.GetRatingHistoryRequest\x1a/.palace.matchmaking.v1.GetRatingHistoryResponse\x12m\n" +
 	"\x0eGetLeaderboard\x12,.palace.matchmaking.v1.GetLeaderboardRequest\x1a-.palace.matchmaking.v1.GetLeaderboardResponseBHZFgithub.com/palacehq/palace/pkg/gen/palace/matchmaking/v1;matchmakingv1b\x06proto3"
@@ -2742,7 +3055,7 @@ func file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP() []byte {
 }
 
 var file_palace_matchmaking_v1_matchmaking_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_palace_matchmaking_v1_matchmaking_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_palace_matchmaking_v1_matchmaking_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_palace_matchmaking_v1_matchmaking_proto_goTypes = []any{
 	(TicketState)(0),                 // 0: palace.matchmaking.v1.TicketState
 	(InviteState)(0),                 // 1: palace.matchmaking.v1.InviteState
@@ -2788,97 +3101,114 @@ var file_palace_matchmaking_v1_matchmaking_proto_goTypes = []any{
 	(*LeaderboardEntry)(nil),         // 41: palace.matchmaking.v1.LeaderboardEntry
 	(*GetLeaderboardRequest)(nil),    // 42: palace.matchmaking.v1.GetLeaderboardRequest
 	(*GetLeaderboardResponse)(nil),   // 43: palace.matchmaking.v1.GetLeaderboardResponse
-	(*timestamppb.Timestamp)(nil),    // 44: google.protobuf.Timestamp
-	(v1.Side)(0),                     // 45: palace.common.v1.Side
-	(v1.GameKind)(0),                 // 46: palace.common.v1.GameKind
-	(*v1.TimeControl)(nil),           // 47: palace.common.v1.TimeControl
+	(*ListGamesRequest)(nil),         // 44: palace.matchmaking.v1.ListGamesRequest
+	(*ListGamesResponse)(nil),        // 45: palace.matchmaking.v1.ListGamesResponse
+	(*GameEntry)(nil),                // 46: palace.matchmaking.v1.GameEntry
+	(*ResumeGameRequest)(nil),        // 47: palace.matchmaking.v1.ResumeGameRequest
+	(*ResumeGameResponse)(nil),       // 48: palace.matchmaking.v1.ResumeGameResponse
+	(*timestamppb.Timestamp)(nil),    // 49: google.protobuf.Timestamp
+	(v1.Side)(0),                     // 50: palace.common.v1.Side
+	(v1.GameKind)(0),                 // 51: palace.common.v1.GameKind
+	(*v1.TimeControl)(nil),           // 52: palace.common.v1.TimeControl
+	(v1.GameStatus)(0),               // 53: palace.common.v1.GameStatus
 }
 var file_palace_matchmaking_v1_matchmaking_proto_depIdxs = []int32{
-	44, // 0: palace.matchmaking.v1.CreateGuestResponse.expires_at:type_name -> google.protobuf.Timestamp
-	44, // 1: palace.matchmaking.v1.SignInWithGoogleResponse.expires_at:type_name -> google.protobuf.Timestamp
-	45, // 2: palace.matchmaking.v1.Seat.side:type_name -> palace.common.v1.Side
-	44, // 3: palace.matchmaking.v1.Seat.token_expires_at:type_name -> google.protobuf.Timestamp
+	49, // 0: palace.matchmaking.v1.CreateGuestResponse.expires_at:type_name -> google.protobuf.Timestamp
+	49, // 1: palace.matchmaking.v1.SignInWithGoogleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	50, // 2: palace.matchmaking.v1.Seat.side:type_name -> palace.common.v1.Side
+	49, // 3: palace.matchmaking.v1.Seat.token_expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 4: palace.matchmaking.v1.Ticket.state:type_name -> palace.matchmaking.v1.TicketState
-	46, // 5: palace.matchmaking.v1.Ticket.kind:type_name -> palace.common.v1.GameKind
-	47, // 6: palace.matchmaking.v1.Ticket.time_control:type_name -> palace.common.v1.TimeControl
-	44, // 7: palace.matchmaking.v1.Ticket.entered_at:type_name -> google.protobuf.Timestamp
-	44, // 8: palace.matchmaking.v1.Ticket.expires_at:type_name -> google.protobuf.Timestamp
+	51, // 5: palace.matchmaking.v1.Ticket.kind:type_name -> palace.common.v1.GameKind
+	52, // 6: palace.matchmaking.v1.Ticket.time_control:type_name -> palace.common.v1.TimeControl
+	49, // 7: palace.matchmaking.v1.Ticket.entered_at:type_name -> google.protobuf.Timestamp
+	49, // 8: palace.matchmaking.v1.Ticket.expires_at:type_name -> google.protobuf.Timestamp
 	7,  // 9: palace.matchmaking.v1.Ticket.seat:type_name -> palace.matchmaking.v1.Seat
-	46, // 10: palace.matchmaking.v1.EnterQueueRequest.kind:type_name -> palace.common.v1.GameKind
-	47, // 11: palace.matchmaking.v1.EnterQueueRequest.time_control:type_name -> palace.common.v1.TimeControl
+	51, // 10: palace.matchmaking.v1.EnterQueueRequest.kind:type_name -> palace.common.v1.GameKind
+	52, // 11: palace.matchmaking.v1.EnterQueueRequest.time_control:type_name -> palace.common.v1.TimeControl
 	8,  // 12: palace.matchmaking.v1.EnterQueueResponse.ticket:type_name -> palace.matchmaking.v1.Ticket
 	8,  // 13: palace.matchmaking.v1.CancelTicketResponse.ticket:type_name -> palace.matchmaking.v1.Ticket
 	8,  // 14: palace.matchmaking.v1.WatchTicketResponse.ticket:type_name -> palace.matchmaking.v1.Ticket
 	1,  // 15: palace.matchmaking.v1.Invite.state:type_name -> palace.matchmaking.v1.InviteState
-	46, // 16: palace.matchmaking.v1.Invite.kind:type_name -> palace.common.v1.GameKind
-	47, // 17: palace.matchmaking.v1.Invite.time_control:type_name -> palace.common.v1.TimeControl
-	44, // 18: palace.matchmaking.v1.Invite.expires_at:type_name -> google.protobuf.Timestamp
+	51, // 16: palace.matchmaking.v1.Invite.kind:type_name -> palace.common.v1.GameKind
+	52, // 17: palace.matchmaking.v1.Invite.time_control:type_name -> palace.common.v1.TimeControl
+	49, // 18: palace.matchmaking.v1.Invite.expires_at:type_name -> google.protobuf.Timestamp
 	7,  // 19: palace.matchmaking.v1.Invite.seat:type_name -> palace.matchmaking.v1.Seat
-	46, // 20: palace.matchmaking.v1.CreateInviteRequest.kind:type_name -> palace.common.v1.GameKind
-	47, // 21: palace.matchmaking.v1.CreateInviteRequest.time_control:type_name -> palace.common.v1.TimeControl
+	51, // 20: palace.matchmaking.v1.CreateInviteRequest.kind:type_name -> palace.common.v1.GameKind
+	52, // 21: palace.matchmaking.v1.CreateInviteRequest.time_control:type_name -> palace.common.v1.TimeControl
 	15, // 22: palace.matchmaking.v1.CreateInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
 	15, // 23: palace.matchmaking.v1.GetInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
 	15, // 24: palace.matchmaking.v1.CancelInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
 	15, // 25: palace.matchmaking.v1.AcceptInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
 	15, // 26: palace.matchmaking.v1.WatchInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
-	46, // 27: palace.matchmaking.v1.PlayAiRequest.kind:type_name -> palace.common.v1.GameKind
-	45, // 28: palace.matchmaking.v1.PlayAiRequest.side:type_name -> palace.common.v1.Side
-	47, // 29: palace.matchmaking.v1.PlayAiRequest.time_control:type_name -> palace.common.v1.TimeControl
+	51, // 27: palace.matchmaking.v1.PlayAiRequest.kind:type_name -> palace.common.v1.GameKind
+	50, // 28: palace.matchmaking.v1.PlayAiRequest.side:type_name -> palace.common.v1.Side
+	52, // 29: palace.matchmaking.v1.PlayAiRequest.time_control:type_name -> palace.common.v1.TimeControl
 	7,  // 30: palace.matchmaking.v1.PlayAiResponse.seat:type_name -> palace.matchmaking.v1.Seat
 	2,  // 31: palace.matchmaking.v1.Rematch.state:type_name -> palace.matchmaking.v1.RematchState
-	44, // 32: palace.matchmaking.v1.Rematch.expires_at:type_name -> google.protobuf.Timestamp
+	49, // 32: palace.matchmaking.v1.Rematch.expires_at:type_name -> google.protobuf.Timestamp
 	7,  // 33: palace.matchmaking.v1.Rematch.seat:type_name -> palace.matchmaking.v1.Seat
 	28, // 34: palace.matchmaking.v1.OfferRematchResponse.rematch:type_name -> palace.matchmaking.v1.Rematch
 	28, // 35: palace.matchmaking.v1.AcceptRematchResponse.rematch:type_name -> palace.matchmaking.v1.Rematch
 	28, // 36: palace.matchmaking.v1.WatchRematchResponse.rematch:type_name -> palace.matchmaking.v1.Rematch
-	46, // 37: palace.matchmaking.v1.Rating.kind:type_name -> palace.common.v1.GameKind
-	46, // 38: palace.matchmaking.v1.GetRatingRequest.kind:type_name -> palace.common.v1.GameKind
+	51, // 37: palace.matchmaking.v1.Rating.kind:type_name -> palace.common.v1.GameKind
+	51, // 38: palace.matchmaking.v1.GetRatingRequest.kind:type_name -> palace.common.v1.GameKind
 	35, // 39: palace.matchmaking.v1.GetRatingResponse.rating:type_name -> palace.matchmaking.v1.Rating
-	44, // 40: palace.matchmaking.v1.RatingChange.time:type_name -> google.protobuf.Timestamp
-	46, // 41: palace.matchmaking.v1.GetRatingHistoryRequest.kind:type_name -> palace.common.v1.GameKind
+	49, // 40: palace.matchmaking.v1.RatingChange.time:type_name -> google.protobuf.Timestamp
+	51, // 41: palace.matchmaking.v1.GetRatingHistoryRequest.kind:type_name -> palace.common.v1.GameKind
 	38, // 42: palace.matchmaking.v1.GetRatingHistoryResponse.changes:type_name -> palace.matchmaking.v1.RatingChange
 	35, // 43: palace.matchmaking.v1.LeaderboardEntry.rating:type_name -> palace.matchmaking.v1.Rating
-	46, // 44: palace.matchmaking.v1.GetLeaderboardRequest.kind:type_name -> palace.common.v1.GameKind
+	51, // 44: palace.matchmaking.v1.GetLeaderboardRequest.kind:type_name -> palace.common.v1.GameKind
 	41, // 45: palace.matchmaking.v1.GetLeaderboardResponse.entries:type_name -> palace.matchmaking.v1.LeaderboardEntry
-	3,  // 46: palace.matchmaking.v1.MatchmakingService.CreateGuest:input_type -> palace.matchmaking.v1.CreateGuestRequest
-	5,  // 47: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:input_type -> palace.matchmaking.v1.SignInWithGoogleRequest
-	9,  // 48: palace.matchmaking.v1.MatchmakingService.EnterQueue:input_type -> palace.matchmaking.v1.EnterQueueRequest
-	11, // 49: palace.matchmaking.v1.MatchmakingService.CancelTicket:input_type -> palace.matchmaking.v1.CancelTicketRequest
-	13, // 50: palace.matchmaking.v1.MatchmakingService.WatchTicket:input_type -> palace.matchmaking.v1.WatchTicketRequest
-	16, // 51: palace.matchmaking.v1.MatchmakingService.CreateInvite:input_type -> palace.matchmaking.v1.CreateInviteRequest
-	18, // 52: palace.matchmaking.v1.MatchmakingService.GetInvite:input_type -> palace.matchmaking.v1.GetInviteRequest
-	20, // 53: palace.matchmaking.v1.MatchmakingService.CancelInvite:input_type -> palace.matchmaking.v1.CancelInviteRequest
-	22, // 54: palace.matchmaking.v1.MatchmakingService.AcceptInvite:input_type -> palace.matchmaking.v1.AcceptInviteRequest
-	24, // 55: palace.matchmaking.v1.MatchmakingService.WatchInvite:input_type -> palace.matchmaking.v1.WatchInviteRequest
-	26, // 56: palace.matchmaking.v1.MatchmakingService.PlayAi:input_type -> palace.matchmaking.v1.PlayAiRequest
-	29, // 57: palace.matchmaking.v1.MatchmakingService.OfferRematch:input_type -> palace.matchmaking.v1.OfferRematchRequest
-	31, // 58: palace.matchmaking.v1.MatchmakingService.AcceptRematch:input_type -> palace.matchmaking.v1.AcceptRematchRequest
-	33, // 59: palace.matchmaking.v1.MatchmakingService.WatchRematch:input_type -> palace.matchmaking.v1.WatchRematchRequest
-	36, // 60: palace.matchmaking.v1.MatchmakingService.GetRating:input_type -> palace.matchmaking.v1.GetRatingRequest
-	39, // 61: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:input_type -> palace.matchmaking.v1.GetRatingHistoryRequest
-	42, // 62: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:input_type -> palace.matchmaking.v1.GetLeaderboardRequest
-	4,  // 63: palace.matchmaking.v1.MatchmakingService.CreateGuest:output_type -> palace.matchmaking.v1.CreateGuestResponse
-	6,  // 64: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:output_type -> palace.matchmaking.v1.SignInWithGoogleResponse
-	10, // 65: palace.matchmaking.v1.MatchmakingService.EnterQueue:output_type -> palace.matchmaking.v1.EnterQueueResponse
-	12, // 66: palace.matchmaking.v1.MatchmakingService.CancelTicket:output_type -> palace.matchmaking.v1.CancelTicketResponse
-	14, // 67: palace.matchmaking.v1.MatchmakingService.WatchTicket:output_type -> palace.matchmaking.v1.WatchTicketResponse
-	17, // 68: palace.matchmaking.v1.MatchmakingService.CreateInvite:output_type -> palace.matchmaking.v1.CreateInviteResponse
-	19, // 69: palace.matchmaking.v1.MatchmakingService.GetInvite:output_type -> palace.matchmaking.v1.GetInviteResponse
-	21, // 70: palace.matchmaking.v1.MatchmakingService.CancelInvite:output_type -> palace.matchmaking.v1.CancelInviteResponse
-	23, // 71: palace.matchmaking.v1.MatchmakingService.AcceptInvite:output_type -> palace.matchmaking.v1.AcceptInviteResponse
-	25, // 72: palace.matchmaking.v1.MatchmakingService.WatchInvite:output_type -> palace.matchmaking.v1.WatchInviteResponse
-	27, // 73: palace.matchmaking.v1.MatchmakingService.PlayAi:output_type -> palace.matchmaking.v1.PlayAiResponse
-	30, // 74: palace.matchmaking.v1.MatchmakingService.OfferRematch:output_type -> palace.matchmaking.v1.OfferRematchResponse
-	32, // 75: palace.matchmaking.v1.MatchmakingService.AcceptRematch:output_type -> palace.matchmaking.v1.AcceptRematchResponse
-	34, // 76: palace.matchmaking.v1.MatchmakingService.WatchRematch:output_type -> palace.matchmaking.v1.WatchRematchResponse
-	37, // 77: palace.matchmaking.v1.MatchmakingService.GetRating:output_type -> palace.matchmaking.v1.GetRatingResponse
-	40, // 78: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:output_type -> palace.matchmaking.v1.GetRatingHistoryResponse
-	43, // 79: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:output_type -> palace.matchmaking.v1.GetLeaderboardResponse
-	63, // [63:80] is the sub-list for method output_type
-	46, // [46:63] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	46, // 46: palace.matchmaking.v1.ListGamesResponse.games:type_name -> palace.matchmaking.v1.GameEntry
+	51, // 47: palace.matchmaking.v1.GameEntry.kind:type_name -> palace.common.v1.GameKind
+	50, // 48: palace.matchmaking.v1.GameEntry.side:type_name -> palace.common.v1.Side
+	52, // 49: palace.matchmaking.v1.GameEntry.time_control:type_name -> palace.common.v1.TimeControl
+	49, // 50: palace.matchmaking.v1.GameEntry.created_at:type_name -> google.protobuf.Timestamp
+	7,  // 51: palace.matchmaking.v1.ResumeGameResponse.seat:type_name -> palace.matchmaking.v1.Seat
+	53, // 52: palace.matchmaking.v1.ResumeGameResponse.status:type_name -> palace.common.v1.GameStatus
+	3,  // 53: palace.matchmaking.v1.MatchmakingService.CreateGuest:input_type -> palace.matchmaking.v1.CreateGuestRequest
+	5,  // 54: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:input_type -> palace.matchmaking.v1.SignInWithGoogleRequest
+	9,  // 55: palace.matchmaking.v1.MatchmakingService.EnterQueue:input_type -> palace.matchmaking.v1.EnterQueueRequest
+	11, // 56: palace.matchmaking.v1.MatchmakingService.CancelTicket:input_type -> palace.matchmaking.v1.CancelTicketRequest
+	13, // 57: palace.matchmaking.v1.MatchmakingService.WatchTicket:input_type -> palace.matchmaking.v1.WatchTicketRequest
+	16, // 58: palace.matchmaking.v1.MatchmakingService.CreateInvite:input_type -> palace.matchmaking.v1.CreateInviteRequest
+	18, // 59: palace.matchmaking.v1.MatchmakingService.GetInvite:input_type -> palace.matchmaking.v1.GetInviteRequest
+	20, // 60: palace.matchmaking.v1.MatchmakingService.CancelInvite:input_type -> palace.matchmaking.v1.CancelInviteRequest
+	22, // 61: palace.matchmaking.v1.MatchmakingService.AcceptInvite:input_type -> palace.matchmaking.v1.AcceptInviteRequest
+	24, // 62: palace.matchmaking.v1.MatchmakingService.WatchInvite:input_type -> palace.matchmaking.v1.WatchInviteRequest
+	26, // 63: palace.matchmaking.v1.MatchmakingService.PlayAi:input_type -> palace.matchmaking.v1.PlayAiRequest
+	29, // 64: palace.matchmaking.v1.MatchmakingService.OfferRematch:input_type -> palace.matchmaking.v1.OfferRematchRequest
+	31, // 65: palace.matchmaking.v1.MatchmakingService.AcceptRematch:input_type -> palace.matchmaking.v1.AcceptRematchRequest
+	33, // 66: palace.matchmaking.v1.MatchmakingService.WatchRematch:input_type -> palace.matchmaking.v1.WatchRematchRequest
+	44, // 67: palace.matchmaking.v1.MatchmakingService.ListGames:input_type -> palace.matchmaking.v1.ListGamesRequest
+	47, // 68: palace.matchmaking.v1.MatchmakingService.ResumeGame:input_type -> palace.matchmaking.v1.ResumeGameRequest
+	36, // 69: palace.matchmaking.v1.MatchmakingService.GetRating:input_type -> palace.matchmaking.v1.GetRatingRequest
+	39, // 70: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:input_type -> palace.matchmaking.v1.GetRatingHistoryRequest
+	42, // 71: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:input_type -> palace.matchmaking.v1.GetLeaderboardRequest
+	4,  // 72: palace.matchmaking.v1.MatchmakingService.CreateGuest:output_type -> palace.matchmaking.v1.CreateGuestResponse
+	6,  // 73: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:output_type -> palace.matchmaking.v1.SignInWithGoogleResponse
+	10, // 74: palace.matchmaking.v1.MatchmakingService.EnterQueue:output_type -> palace.matchmaking.v1.EnterQueueResponse
+	12, // 75: palace.matchmaking.v1.MatchmakingService.CancelTicket:output_type -> palace.matchmaking.v1.CancelTicketResponse
+	14, // 76: palace.matchmaking.v1.MatchmakingService.WatchTicket:output_type -> palace.matchmaking.v1.WatchTicketResponse
+	17, // 77: palace.matchmaking.v1.MatchmakingService.CreateInvite:output_type -> palace.matchmaking.v1.CreateInviteResponse
+	19, // 78: palace.matchmaking.v1.MatchmakingService.GetInvite:output_type -> palace.matchmaking.v1.GetInviteResponse
+	21, // 79: palace.matchmaking.v1.MatchmakingService.CancelInvite:output_type -> palace.matchmaking.v1.CancelInviteResponse
+	23, // 80: palace.matchmaking.v1.MatchmakingService.AcceptInvite:output_type -> palace.matchmaking.v1.AcceptInviteResponse
+	25, // 81: palace.matchmaking.v1.MatchmakingService.WatchInvite:output_type -> palace.matchmaking.v1.WatchInviteResponse
+	27, // 82: palace.matchmaking.v1.MatchmakingService.PlayAi:output_type -> palace.matchmaking.v1.PlayAiResponse
+	30, // 83: palace.matchmaking.v1.MatchmakingService.OfferRematch:output_type -> palace.matchmaking.v1.OfferRematchResponse
+	32, // 84: palace.matchmaking.v1.MatchmakingService.AcceptRematch:output_type -> palace.matchmaking.v1.AcceptRematchResponse
+	34, // 85: palace.matchmaking.v1.MatchmakingService.WatchRematch:output_type -> palace.matchmaking.v1.WatchRematchResponse
+	45, // 86: palace.matchmaking.v1.MatchmakingService.ListGames:output_type -> palace.matchmaking.v1.ListGamesResponse
+	48, // 87: palace.matchmaking.v1.MatchmakingService.ResumeGame:output_type -> palace.matchmaking.v1.ResumeGameResponse
+	37, // 88: palace.matchmaking.v1.MatchmakingService.GetRating:output_type -> palace.matchmaking.v1.GetRatingResponse
+	40, // 89: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:output_type -> palace.matchmaking.v1.GetRatingHistoryResponse
+	43, // 90: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:output_type -> palace.matchmaking.v1.GetLeaderboardResponse
+	72, // [72:91] is the sub-list for method output_type
+	53, // [53:72] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_palace_matchmaking_v1_matchmaking_proto_init() }
@@ -2892,7 +3222,7 @@ func file_palace_matchmaking_v1_matchmaking_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_palace_matchmaking_v1_matchmaking_proto_rawDesc), len(file_palace_matchmaking_v1_matchmaking_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   41,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,8 @@ const (
 	MatchmakingService_OfferRematch_FullMethodName     = "/palace.matchmaking.v1.MatchmakingService/OfferRematch"
 	MatchmakingService_AcceptRematch_FullMethodName    = "/palace.matchmaking.v1.MatchmakingService/AcceptRematch"
 	MatchmakingService_WatchRematch_FullMethodName     = "/palace.matchmaking.v1.MatchmakingService/WatchRematch"
+	MatchmakingService_ListGames_FullMethodName        = "/palace.matchmaking.v1.MatchmakingService/ListGames"
+	MatchmakingService_ResumeGame_FullMethodName       = "/palace.matchmaking.v1.MatchmakingService/ResumeGame"
 	MatchmakingService_GetRating_FullMethodName        = "/palace.matchmaking.v1.MatchmakingService/GetRating"
 	MatchmakingService_GetRatingHistory_FullMethodName = "/palace.matchmaking.v1.MatchmakingService/GetRatingHistory"
 	MatchmakingService_GetLeaderboard_FullMethodName   = "/palace.matchmaking.v1.MatchmakingService/GetLeaderboard"
@@ -104,7 +106,9 @@ type MatchmakingServiceClient interface {
 	WatchTicket(ctx context.Context, in *WatchTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTicketResponse], error)
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite,
-	// whatever else the retry asks.
+	// whatever else the retry asks. ResourceExhausted once the player
+	// created --max-invites-per-hour (60) invites in the last hour, as
+	// PlayAi.
 	CreateInvite(ctx context.Context, in *CreateInviteRequest, opts ...grpc.CallOption) (*CreateInviteResponse, error)
 	// GetInvite shows an invite to whoever holds its token, without
 	// credential. NotFound for an unknown or expired invite.
@@ -128,7 +132,11 @@ type MatchmakingServiceClient interface {
 	// PlayAi creates a game against the AI at once: unrated, no clock unless
 	// asked, undo allowed; in Janggi the human chooses a formation in the
 	// game's setup phase. A retry with the same request_id returns the same
-	// game.
+	// game. ResourceExhausted once the player started
+	// --max-ai-games-per-hour (60) games against the AI in the last hour,
+	// with the time until there is room in the message and in an ErrorInfo
+	// detail: reason RATE_LIMITED, metadata retry_after_ms. A retry of a
+	// request admitted within the hour is not counted again.
 	PlayAi(ctx context.Context, in *PlayAiRequest, opts ...grpc.CallOption) (*PlayAiResponse, error)
 	// OfferRematch offers the opponent of a finished game a rematch with
 	// sides swapped; the offer stands for the rematch window (60 s by
@@ -147,6 +155,19 @@ type MatchmakingServiceClient interface {
 	// expired, then ends. NotFound and PermissionDenied as
 	// OfferRematch.
 	WatchRematch(ctx context.Context, in *WatchRematchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRematchResponse], error)
+	// ListGames lists the games matchmaking made for the caller (from the
+	// queue, invites, rematches and against the AI), newest first: the 100
+	// newest, each kept 30 days, as matchmaking keeps its record of a game.
+	// An app on a new device, or one that lost its state, finds its games
+	// here and gets back into them with ResumeGame. Entries carry no
+	// credential and do not say whether the game has ended: ResumeGame does.
+	ListGames(ctx context.Context, in *ListGamesRequest, opts ...grpc.CallOption) (*ListGamesResponse, error)
+	// ResumeGame issues a new seat credential for the caller's seat in a
+	// game, with the game's status, for any game in which the caller's
+	// player id holds a seat (also one a tournament system made with it).
+	// NotFound for an unknown game and for one without a seat of the
+	// caller's, alike; InvalidArgument for a malformed game id.
+	ResumeGame(ctx context.Context, in *ResumeGameRequest, opts ...grpc.CallOption) (*ResumeGameResponse, error)
 	// GetRating returns a player's Elo rating of a game kind and rank.
 	// Ratings start at 1200; after each rated game both players move by
 	// K x (score - expected score), rounded, with K = 40 for a player's first
@@ -337,6 +358,26 @@ func (c *matchmakingServiceClient) WatchRematch(ctx context.Context, in *WatchRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MatchmakingService_WatchRematchClient = grpc.ServerStreamingClient[WatchRematchResponse]
 
+func (c *matchmakingServiceClient) ListGames(ctx context.Context, in *ListGamesRequest, opts ...grpc.CallOption) (*ListGamesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGamesResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_ListGames_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) ResumeGame(ctx context.Context, in *ResumeGameRequest, opts ...grpc.CallOption) (*ResumeGameResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeGameResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_ResumeGame_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *matchmakingServiceClient) GetRating(ctx context.Context, in *GetRatingRequest, opts ...grpc.CallOption) (*GetRatingResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetRatingResponse)
@@ -433,7 +474,9 @@ type MatchmakingServiceServer interface {
 	WatchTicket(*WatchTicketRequest, grpc.ServerStreamingServer[WatchTicketResponse]) error
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite,
-	// whatever else the retry asks.
+	// whatever else the retry asks. ResourceExhausted once the player
+	// created --max-invites-per-hour (60) invites in the last hour, as
+	// PlayAi.
 	CreateInvite(context.Context, *CreateInviteRequest) (*CreateInviteResponse, error)
 	// GetInvite shows an invite to whoever holds its token, without
 	// credential. NotFound for an unknown or expired invite.
@@ -457,7 +500,11 @@ type MatchmakingServiceServer interface {
 	// PlayAi creates a game against the AI at once: unrated, no clock unless
 	// asked, undo allowed; in Janggi the human chooses a formation in the
 	// game's setup phase. A retry with the same request_id returns the same
-	// game.
+	// game. ResourceExhausted once the player started
+	// --max-ai-games-per-hour (60) games against the AI in the last hour,
+	// with the time until there is room in the message and in an ErrorInfo
+	// detail: reason RATE_LIMITED, metadata retry_after_ms. A retry of a
+	// request admitted within the hour is not counted again.
 	PlayAi(context.Context, *PlayAiRequest) (*PlayAiResponse, error)
 	// OfferRematch offers the opponent of a finished game a rematch with
 	// sides swapped; the offer stands for the rematch window (60 s by
@@ -476,6 +523,19 @@ type MatchmakingServiceServer interface {
 	// expired, then ends. NotFound and PermissionDenied as
 	// OfferRematch.
 	WatchRematch(*WatchRematchRequest, grpc.ServerStreamingServer[WatchRematchResponse]) error
+	// ListGames lists the games matchmaking made for the caller (from the
+	// queue, invites, rematches and against the AI), newest first: the 100
+	// newest, each kept 30 days, as matchmaking keeps its record of a game.
+	// An app on a new device, or one that lost its state, finds its games
+	// here and gets back into them with ResumeGame. Entries carry no
+	// credential and do not say whether the game has ended: ResumeGame does.
+	ListGames(context.Context, *ListGamesRequest) (*ListGamesResponse, error)
+	// ResumeGame issues a new seat credential for the caller's seat in a
+	// game, with the game's status, for any game in which the caller's
+	// player id holds a seat (also one a tournament system made with it).
+	// NotFound for an unknown game and for one without a seat of the
+	// caller's, alike; InvalidArgument for a malformed game id.
+	ResumeGame(context.Context, *ResumeGameRequest) (*ResumeGameResponse, error)
 	// GetRating returns a player's Elo rating of a game kind and rank.
 	// Ratings start at 1200; after each rated game both players move by
 	// K x (score - expected score), rounded, with K = 40 for a player's first
@@ -540,6 +600,12 @@ func (UnimplementedMatchmakingServiceServer) AcceptRematch(context.Context, *Acc
 }
 func (UnimplementedMatchmakingServiceServer) WatchRematch(*WatchRematchRequest, grpc.ServerStreamingServer[WatchRematchResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchRematch not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) ListGames(context.Context, *ListGamesRequest) (*ListGamesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGames not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) ResumeGame(context.Context, *ResumeGameRequest) (*ResumeGameResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeGame not implemented")
 }
 func (UnimplementedMatchmakingServiceServer) GetRating(context.Context, *GetRatingRequest) (*GetRatingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRating not implemented")
@@ -802,6 +868,42 @@ func _MatchmakingService_WatchRematch_Handler(srv interface{}, stream grpc.Serve
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MatchmakingService_WatchRematchServer = grpc.ServerStreamingServer[WatchRematchResponse]
 
+func _MatchmakingService_ListGames_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGamesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).ListGames(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_ListGames_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).ListGames(ctx, req.(*ListGamesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MatchmakingService_ResumeGame_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeGameRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).ResumeGame(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_ResumeGame_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).ResumeGame(ctx, req.(*ResumeGameRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MatchmakingService_GetRating_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetRatingRequest)
 	if err := dec(in); err != nil {
@@ -906,6 +1008,14 @@ var MatchmakingService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcceptRematch",
 			Handler:    _MatchmakingService_AcceptRematch_Handler,
+		},
+		{
+			MethodName: "ListGames",
+			Handler:    _MatchmakingService_ListGames_Handler,
+		},
+		{
+			MethodName: "ResumeGame",
+			Handler:    _MatchmakingService_ResumeGame_Handler,
 		},
 		{
 			MethodName: "GetRating",

@@ -1,0 +1,97 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/games"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// MaxGameIDBytes is the game service's limit on a game id.
+const MaxGameIDBytes = 64
+
+// ListGames lists the games matchmaking made for the caller, newest
+// first.
+func (h *Handler) ListGames(ctx context.Context, req *matchmakingv1.ListGamesRequest) (*matchmakingv1.ListGamesResponse, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	// No more are kept: asking for more is asking for all.
+	limit := store.MaxPlayerGames
+	if n := req.GetMaxGames(); n > 0 && n < store.MaxPlayerGames {
+		limit = int(n)
+	}
+	entries, err := h.store.PlayerGames(ctx, c.Subject, limit)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out := &matchmakingv1.ListGamesResponse{Games: make([]*matchmakingv1.GameEntry, 0, len(entries))}
+	for _, e := range entries {
+		out.Games = append(out.Games, &matchmakingv1.GameEntry{
+			GameId: e.Game, Kind: e.Kind, Side: games.SidePB(e.Side), OpponentId: e.Opponent, OpponentName: e.OpponentName,
+			Rated: e.Rated, TimeControl: store.ControlPB(e.Control), CreatedAt: ts(e.Created),
+		})
+	}
+	return out, nil
+}
+
+// ResumeGame has the game service issue a new credential for the caller's
+// seat in a game. Any game in which the caller's player id holds a seat
+// qualifies, listed or not (a tournament system's, one older than the
+// list): the game service decides, not matchmaking's records.
+func (h *Handler) ResumeGame(ctx context.Context, req *matchmakingv1.ResumeGameRequest) (*matchmakingv1.ResumeGameResponse, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	id := req.GetGameId()
+	if err := checkID("game_id", id, MaxGameIDBytes); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	// One answer for an unknown game and a game of others: the caller
+	// learns nothing of games it does not play.
+	notFound := apierr.New(apierr.NotFound, "no game %s with a seat of yours", id)
+	resp, err := h.games.Game().IssueSeatCredentials(ctx, &gamev1.IssueSeatCredentialsRequest{GameId: id, PlayerId: c.Subject})
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.NotFound:
+		return nil, h.fail(ctx, notFound)
+	case codes.FailedPrecondition:
+		// Only a seat asked for by side can be the AI's, and the player's
+		// seat is asked for by player id: the game service changed.
+		// Whatever it meant, the caller has no seat to resume.
+		h.log.WarnContext(ctx, "issue seat credentials by player id: unexpected failed precondition", "game", id, "err", err)
+		return nil, h.fail(ctx, notFound)
+	default:
+		return nil, h.fail(ctx, games.GameError("issue seat credentials", err))
+	}
+	creds := resp.GetCredentials()
+	if len(creds) == 0 {
+		return nil, h.fail(ctx, fmt.Errorf("issue seat credentials for game %s: the game service returned none", id))
+	}
+	// A player holding both seats (an operator's game against oneself)
+	// resumes the first, Cho's or Red's.
+	cred, g := creds[0], resp.GetGame()
+	seat := &matchmakingv1.Seat{
+		GameId: id, Side: cred.GetSide(), Token: cred.GetToken(), TokenExpiresAt: cred.GetExpiresAt(),
+	}
+	for _, s := range g.GetSeats() {
+		if s.GetSide() == cred.GetSide() {
+			continue
+		}
+		seat.OpponentId, seat.OpponentName = s.GetPlayerId(), s.GetDisplayName()
+		if s.GetAiLevel() > 0 {
+			// As PlayAi names it, whoever created the game.
+			seat.OpponentId = games.AIPlayerID
+		}
+	}
+	return &matchmakingv1.ResumeGameResponse{Seat: seat, Status: g.GetStatus()}, nil
+}

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/clock"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+)
+
+// MaxPlayerGames is how many games a player's list keeps: the newest.
+const MaxPlayerGames = 100
+
+// Entry is one game matchmaking made for a player, as that player sees
+// it when it is made.
+type Entry struct {
+	Game string
+	Kind commonv1.GameKind
+	// Side is the player's side, as the rules name it (Grant.Side).
+	Side string
+	// Opponent is "ai" against the AI.
+	Opponent, OpponentName string
+	Rated                  bool
+	// Control is clock.Control{} for no clock.
+	Control clock.Control
+	Created time.Time
+}
+
+func (s *Store) playerGamesKey(player string) string { return s.prefix + "mm:{pl:" + player + "}:g" }
+func (s *Store) playerInfoKey(player string) string  { return s.prefix + "mm:{pl:" + player + "}:gi" }
+
+// encode writes an entry's fields but its game id (the hash field) as
+// "kind|side|rated|control|created ms|opponent|opponent name": player
+// ids hold no '|' (they are checked like every id that becomes part of a
+// key), and the name, which may, comes last.
+func (e Entry) encode() string {
+	return strings.Join([]string{
+		strconv.Itoa(int(e.Kind)), e.Side, b2s(e.Rated), e.Control.String(),
+		strconv.FormatInt(e.Created.UnixMilli(), 10), e.Opponent, e.OpponentName,
+	}, "|")
+}
+
+func decodeEntry(game, s string) (Entry, error) {
+	f := strings.SplitN(s, "|", 7)
+	if len(f) != 7 {
+		return Entry{}, fmt.Errorf("game %s: entry %q has %d fields, want 7", game, s, len(f))
+	}
+	kind, kerr := strconv.Atoi(f[0])
+	c, cerr := clock.ParseControl(f[3])
+	created, terr := strconv.ParseInt(f[4], 10, 64)
+	if err := errors.Join(kerr, cerr, terr); err != nil {
+		return Entry{}, fmt.Errorf("game %s: entry %q: %w", game, s, err)
+	}
+	return Entry{
+		Game: game, Kind: commonv1.GameKind(kind), Side: f[1], Rated: f[2] == "1", Control: c,
+		Created: time.UnixMilli(created), Opponent: f[5], OpponentName: f[6],
+	}, nil
+}
+
+// AddPlayerGame adds a game to player's list, keeping the newest
+// MaxPlayerGames, the list kept for keep from now. It is one script on
+// the player's slot, so a retry of a creation (same game id) changes
+// nothing but the list's lifetime: the game keeps its first entry and
+// time. It reports whether the game was new to the list.
+func (s *Store) AddPlayerGame(ctx context.Context, player string, e Entry, keep time.Duration) (bool, error) {
+	keys := []string{s.playerGamesKey(player), s.playerInfoKey(player)}
+	var n int
+	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+		n, err = addGameScript.Run(ctx, c, keys, e.Game, e.Created.UnixMilli(), e.encode(), MaxPlayerGames, keep.Milliseconds()).Int()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("list game %s for %s: %w", e.Game, player, err)
+	}
+	return n == 1, nil
+}
+
+// PlayerGames returns player's listed games, newest first, at most limit
+// (at most MaxPlayerGames are kept). A player without games has none, not
+// ErrNotFound.
+func (s *Store) PlayerGames(ctx context.Context, player string, limit int) ([]Entry, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	ids, err := s.rdb.ZRevRange(ctx, s.playerGamesKey(player), 0, int64(limit)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list games of %s: %w", player, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	vals, err := s.rdb.HMGet(ctx, s.playerInfoKey(player), ids...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list games of %s: %w", player, err)
+	}
+	out := make([]Entry, 0, len(ids))
+	for i, v := range vals {
+		str, ok := v.(string)
+		if !ok {
+			// Trimmed or expired between the two reads: it is gone.
+			continue
+		}
+		e, err := decodeEntry(ids[i], str)
+		if err != nil {
+			return nil, fmt.Errorf("list games of %s: %w", player, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}

@@ -1,0 +1,107 @@
+package matchmaking_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/apierr"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/services/matchmaking"
+)
+
+// retryAfter is the retry_after_ms of a refusal's ErrorInfo, 0 without.
+func retryAfter(err error) time.Duration {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			ms, _ := strconv.ParseInt(info.GetMetadata()["retry_after_ms"], 10, 64)
+			return time.Duration(ms) * time.Millisecond
+		}
+	}
+	return 0
+}
+
+// TestPlayersMakeBoundedNumbers: one player starts at most so many games
+// against the AI, and creates at most so many invites, in an hour. The
+// refusal says when there is room and makes nothing; a retry of a request
+// admitted before is answered as before; other players and the other
+// kind count apart.
+func TestPlayersMakeBoundedNumbers(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxAIGames, c.MaxInvites = 2, 2 })
+	g, h := e.guest("Busy"), e.guest("Other")
+	mm := e.mm[0]
+	playAi := func(p player, req string) (*matchmakingv1.PlayAiResponse, error) {
+		return mm.PlayAi(p.ctx(), &matchmakingv1.PlayAiRequest{RequestId: req, Kind: janggi, Level: 1})
+	}
+	first, err := playAi(g, "ai-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(10 * time.Minute)
+	if _, err := playAi(g, "ai-2"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = playAi(g, "ai-3")
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "you made 2 games against the AI in the last 1h0m0s") ||
+		!strings.Contains(err.Error(), "the next may be made in 50m0s") {
+		t.Fatalf("a third game within the hour: %v, want ResourceExhausted saying when", err)
+	}
+	if apierr.ReasonOf(err) != "RATE_LIMITED" || retryAfter(err) != 50*time.Minute {
+		t.Fatalf("reason %q, retry after %v: want RATE_LIMITED and 50m", apierr.ReasonOf(err), retryAfter(err))
+	}
+	list, err := mm.ListGames(g.ctx(), &matchmakingv1.ListGamesRequest{})
+	if err != nil || len(list.GetGames()) != 2 {
+		t.Fatalf("after the refusal the player has %d games (%v), want 2", len(list.GetGames()), err)
+	}
+	again, err := playAi(g, "ai-1")
+	if err != nil || again.GetSeat().GetGameId() != first.GetSeat().GetGameId() {
+		t.Fatalf("a retry of the first request: %v %v, want its game", again, err)
+	}
+	if _, err := playAi(h, "ai-3"); err != nil {
+		t.Fatalf("another player is refused: %v", err)
+	}
+
+	invite := func(req string) error {
+		_, err := mm.CreateInvite(g.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: req, Kind: janggi})
+		return err
+	}
+	for _, r := range []string{"inv-1", "inv-2"} {
+		if err := invite(r); err != nil {
+			t.Fatalf("invites count apart from AI games: %v", err)
+		}
+	}
+	if err := invite("inv-3"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "you made 2 invites") {
+		t.Fatalf("a third invite: %v", err)
+	}
+	if err := invite("inv-2"); err != nil {
+		t.Fatalf("a retry of an invite: %v", err)
+	}
+
+	// Once the first game leaves the hour, there is room for one.
+	e.clock.Advance(50 * time.Minute)
+	if _, err := playAi(g, "ai-3"); err != nil {
+		t.Fatalf("after the time said: %v", err)
+	}
+	if _, err := playAi(g, "ai-4"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("the next: %v, want ResourceExhausted", err)
+	}
+}
+
+// TestBoundsAreValidated: a negative bound is refused at start; 0 turns
+// the bound off.
+func TestBoundsAreValidated(t *testing.T) {
+	c := matchmaking.DefaultConfig()
+	c.MaxAIGames = -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--max-ai-games-per-hour") {
+		t.Fatalf("Validate() = %v, want an error naming the flag", err)
+	}
+	c.MaxAIGames, c.MaxInvites = 0, 0
+	if err := c.Validate(); err != nil {
+		t.Fatalf("no bounds: %v", err)
+	}
+}
