@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -153,6 +155,22 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 			return err
 		}, wantCode: codes.InvalidArgument, wantMsg: "seats[1].display_name: longer than 96 bytes"},
+		{name: "bad create: setup and first-move times out of range", game: x, call: func() error {
+			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_JANGGI, Seats: seats(),
+				SetupTime: durationpb.New(500 * time.Millisecond), FirstMoveTime: durationpb.New(25 * time.Hour)})
+			if msg := status.Convert(err).Message(); !strings.Contains(msg, "setup_time: 500ms is out of range 1s..1h0m0s") {
+				return fmt.Errorf("refusal %q: want setup_time named with its range", msg)
+			}
+			return err
+		}, wantCode: codes.InvalidArgument, wantMsg: "first_move_time: 25h0m0s is out of range 1s..24h0m0s"},
+		{name: "bad create: a setup time beyond any duration", game: x, call: func() error {
+			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_JANGGI, Seats: seats(),
+				SetupTime: &durationpb.Duration{Seconds: 300e9}, FirstMoveTime: &durationpb.Duration{Seconds: -300e9}})
+			if msg := status.Convert(err).Message(); !strings.Contains(msg, "first_move_time: under -292 years is out of range") {
+				return fmt.Errorf("refusal %q: want the first-move time said to be beyond range", msg)
+			}
+			return err
+		}, wantCode: codes.InvalidArgument, wantMsg: "setup_time: over 292 years is out of range"},
 		{name: "bad create: no kind", game: x, call: func() error {
 			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Seats: seats()})
 			return err

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -843,10 +844,10 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 	p.SetupTime = durationOr(req.GetSetupTime().AsDuration(), h.cfg.SetupTime)
 	p.FirstMoveTime = durationOr(req.GetFirstMoveTime().AsDuration(), h.cfg.FirstMoveTime)
 	if p.SetupTime < MinSetupTime || p.SetupTime > MaxSetupTime {
-		errs = append(errs, apierr.New(apierr.Invalid, "setup_time: %v is out of range %v..%v", p.SetupTime, MinSetupTime, MaxSetupTime))
+		errs = append(errs, apierr.New(apierr.Invalid, "setup_time: %s is out of range %v..%v", shown(p.SetupTime), MinSetupTime, MaxSetupTime))
 	}
 	if p.FirstMoveTime < MinFirstMoveTime || p.FirstMoveTime > MaxFirstMoveTime {
-		errs = append(errs, apierr.New(apierr.Invalid, "first_move_time: %v is out of range %v..%v", p.FirstMoveTime, MinFirstMoveTime, MaxFirstMoveTime))
+		errs = append(errs, apierr.New(apierr.Invalid, "first_move_time: %s is out of range %v..%v", shown(p.FirstMoveTime), MinFirstMoveTime, MaxFirstMoveTime))
 	}
 	if len(errs) > 0 {
 		return p, apierr.New(apierr.Invalid, "%s", joinMessages(errs))
@@ -860,6 +861,19 @@ func joinMessages(errs []error) string {
 		msgs = append(msgs, e.Error())
 	}
 	return strings.Join(msgs, "; ")
+}
+
+// shown writes a duration for a refusal. A protobuf Duration beyond
+// time.Duration's range arrives saturated, and would be shown as a
+// figure the client never sent.
+func shown(d time.Duration) string {
+	switch d {
+	case math.MaxInt64:
+		return "over 292 years"
+	case math.MinInt64:
+		return "under -292 years"
+	}
+	return d.String()
 }
 
 func durationOr(d, def time.Duration) time.Duration {
