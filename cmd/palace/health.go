@@ -36,7 +36,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "palace health:", err)
 		return exitUsage
 	}
-	cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(creds))
+	cc, err := grpc.NewClient(*addr, append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, withTLSHint(creds)...)...)
 	if err != nil {
 		fmt.Fprintln(stderr, "palace health:", err)
 		return exitUsage

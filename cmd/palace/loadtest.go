@@ -99,7 +99,8 @@ func tlsCredentials(mode, serverName string) (credentials.TransportCredentials, 
 
 // dial connects a load tool to one server.
 func (tr transport) dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(tr.creds)}, opts...)...)
+	base := append([]grpc.DialOption{grpc.WithTransportCredentials(tr.creds)}, withTLSHint(tr.creds)...)
+	return grpc.NewClient(addr, append(base, opts...)...)
 }
 
 // serviceKeysFlag defines --service-keys on a load tool that creates

@@ -369,10 +369,15 @@ func TestLoadtestsOverTLS(t *testing.T) {
 		})
 	}
 	// A certificate without the name asked for, and plaintext to the TLS
-	// port, fail the run.
+	// port, fail the run; plaintext is told to add --tls.
 	for _, extra := range [][]string{{"--tls", certPath, "--tls-server-name", "other.example"}, nil} {
-		if out, errOut, code := palace(append(append(runs["games"], "--call-timeout", "2s"), extra...)...); code != exitFail {
-			t.Fatalf("%v: exit %d, want %d: %s\n%s", extra, code, exitFail, out, errOut)
+		if out, errOut, code := palace(append(append(runs["games"], "--call-timeout", "2s"), extra...)...); code != exitFail || (extra == nil && !strings.Contains(errOut, "add --tls")) {
+			t.Fatalf("%v: exit %d, want %d, plaintext told to add --tls: %s\n%s", extra, code, exitFail, out, errOut)
 		}
+	}
+	// And TLS to a plaintext port is told to drop it.
+	plain := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t))
+	if _, errOut, code := palace("health", "--addr", plain, "--tls", certPath); code != exitFail || !strings.Contains(errOut, "drop --tls") {
+		t.Fatalf("health over TLS to a plaintext port: exit %d, want %d, told to drop --tls: %s", code, exitFail, errOut)
 	}
 }

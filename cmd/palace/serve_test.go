@@ -369,8 +369,9 @@ func TestServeOverTLS(t *testing.T) {
 	if got := runHealth(ctx, []string{"--addr", addr, "--tls", certPath}, &out, &out); got != exitOK {
 		t.Errorf("palace health --tls: exit %d: %s", got, out.String())
 	}
-	if got := runHealth(ctx, []string{"--addr", addr, "--timeout", "1s"}, &out, &out); got != exitFail {
-		t.Errorf("palace health in plaintext to a TLS port: exit %d, want %d", got, exitFail)
+	var plain bytes.Buffer
+	if got := runHealth(ctx, []string{"--addr", addr, "--timeout", "1s"}, &plain, &plain); got != exitFail || !strings.Contains(plain.String(), "add --tls") {
+		t.Errorf("palace health in plaintext to a TLS port: exit %d, want %d, saying to add --tls: %s", got, exitFail, plain.String())
 	}
 	if got := runHealth(ctx, []string{"--addr", addr, "--tls", certPath, "--tls-server-name", "game.example", "--timeout", "1s"}, &out, &out); got != exitFail {
 		t.Errorf("palace health --tls-server-name of a name the certificate lacks: exit %d, want %d", got, exitFail)
