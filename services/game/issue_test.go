@@ -106,19 +106,19 @@ func TestIssueSeatCredentialsRefusals(t *testing.T) {
 		code codes.Code
 		msg  string
 	}{
-		{"neither player nor side", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id}, codes.InvalidArgument, "player_id or side: one of them is required"},
+		{"neither player nor side", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id}, codes.InvalidArgument, "player_id or side: one of them is required (a side's name other than SIDE_FIRST or SIDE_SECOND is dropped in JSON"},
 		{"both", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, PlayerId: "p1", Side: commonv1.Side_SIDE_FIRST}, codes.InvalidArgument, "not both"},
-		{"an unknown side", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, Side: 7}, codes.InvalidArgument, "side:"},
+		{"an unknown side", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, Side: 7}, codes.InvalidArgument, "side: 7 is not a side (want SIDE_FIRST or SIDE_SECOND)"},
 		{"an over-long player id", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, PlayerId: strings.Repeat("p", 129)}, codes.InvalidArgument, "player_id: longer than 128 bytes"},
 		{"no game id", &gamev1.IssueSeatCredentialsRequest{PlayerId: "p1"}, codes.InvalidArgument, "game_id: required"},
 		{"a malformed game id", &gamev1.IssueSeatCredentialsRequest{GameId: "a b", PlayerId: "p1"}, codes.InvalidArgument, "game_id:"},
 		{"an unknown game", &gamev1.IssueSeatCredentialsRequest{GameId: "no-such-game", PlayerId: "p1"}, codes.NotFound, "game no-such-game not found"},
 		{"a player without a seat", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, PlayerId: "p3"}, codes.NotFound, `player "p3" holds no seat`},
-		{"the AI's player id", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, PlayerId: "p2"}, codes.NotFound, `player "p2" holds no seat`},
+		{"the AI's player id", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, PlayerId: "p2"}, codes.FailedPrecondition, `player "p2" is the AI in game`},
 		{"the AI's side", &gamev1.IssueSeatCredentialsRequest{GameId: ai.id, Side: commonv1.Side_SIDE_SECOND}, codes.FailedPrecondition, "the AI plays Black"},
 	} {
 		r, err := env.Client.IssueSeatCredentials(ctx, c.req)
-		if status.Code(err) != c.code || !strings.Contains(status.Convert(err).Message(), c.msg) {
+		if msg := status.Convert(err).Message(); status.Code(err) != c.code || !strings.Contains(msg, c.msg) || strings.Contains(msg, "side: side:") {
 			t.Errorf("%s: %v %v, want %v naming %q", c.name, r, err, c.code, c.msg)
 		}
 	}

@@ -39,11 +39,13 @@ func (h *Handler) IssueSeatCredentials(ctx context.Context, req *gamev1.IssueSea
 	case bySide:
 		s, err := rulespb.SideFrom(req.GetSide())
 		if err != nil {
-			errs = append(errs, apierr.New(apierr.Invalid, "side: %v", err))
+			errs = append(errs, apierr.Wrap(apierr.Invalid, err))
 		}
 		side = s
 	case player == "":
-		errs = append(errs, apierr.New(apierr.Invalid, "player_id or side: one of them is required"))
+		// JSON decoding drops a side's name it does not know, as it drops
+		// unknown fields, so a misspelt side arrives unset: say so.
+		errs = append(errs, apierr.New(apierr.Invalid, "player_id or side: one of them is required (a side's name other than SIDE_FIRST or SIDE_SECOND is dropped in JSON, and arrives unset)"))
 	case len(player) > MaxPlayerIDBytes:
 		errs = append(errs, apierr.New(apierr.Invalid, "player_id: longer than %d bytes", MaxPlayerIDBytes))
 	}
@@ -65,12 +67,20 @@ func (h *Handler) IssueSeatCredentials(ctx context.Context, req *gamev1.IssueSea
 		}
 		sides = []rules.Side{side}
 	} else {
+		ai := false
 		for _, s := range []rules.Side{rules.First, rules.Second} {
-			if st.Seats[s].AILevel == 0 && st.Seats[s].PlayerID == player {
+			switch {
+			case st.Seats[s].PlayerID != player:
+			case st.Seats[s].AILevel > 0:
+				ai = true
+			default:
 				sides = append(sides, s)
 			}
 		}
-		if len(sides) == 0 {
+		switch {
+		case len(sides) == 0 && ai:
+			return nil, h.fail(ctx, apierr.New(apierr.Precondition, "player %q is the AI in game %s: its seat takes no credential", player, id))
+		case len(sides) == 0:
 			return nil, h.fail(ctx, apierr.New(apierr.NotFound, "player %q holds no seat in game %s", player, id))
 		}
 	}

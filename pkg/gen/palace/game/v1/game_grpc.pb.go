@@ -58,7 +58,10 @@ const (
 // with an ErrorInfo detail: reason CREDENTIAL_EXPIRED, domain "palace"),
 // PermissionDenied for another seat. The credential is checked before the
 // game is looked up, so a credential of another game gets
-// PermissionDenied even for an unknown game id.
+// PermissionDenied even for an unknown game id. A credential no longer
+// accepted (expired, or signed with a key since removed) is replaced, not
+// retried: a player of matchmaking's games gets a new one with its
+// ResumeGame, a service with IssueSeatCredentials.
 //
 // Common errors: NotFound for an unknown game, InvalidArgument for
 // malformed input (before any state is touched), FailedPrecondition when
@@ -85,7 +88,8 @@ type GameServiceClient interface {
 	// and works for finished games too, as long as they are kept.
 	// InvalidArgument without player_id or side, or with both; NotFound for
 	// an unknown game, or one in which player_id holds no seat;
-	// FailedPrecondition for a seat the AI plays.
+	// FailedPrecondition for a seat the AI plays (asked for by side, or by
+	// the player id the AI's seat was given).
 	IssueSeatCredentials(ctx context.Context, in *IssueSeatCredentialsRequest, opts ...grpc.CallOption) (*IssueSeatCredentialsResponse, error)
 	// ChooseFormation sets a Janggi formation: Han first, then Cho.
 	// FailedPrecondition outside setup, out of order, or for Xiangqi.
@@ -325,7 +329,10 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // with an ErrorInfo detail: reason CREDENTIAL_EXPIRED, domain "palace"),
 // PermissionDenied for another seat. The credential is checked before the
 // game is looked up, so a credential of another game gets
-// PermissionDenied even for an unknown game id.
+// PermissionDenied even for an unknown game id. A credential no longer
+// accepted (expired, or signed with a key since removed) is replaced, not
+// retried: a player of matchmaking's games gets a new one with its
+// ResumeGame, a service with IssueSeatCredentials.
 //
 // Common errors: NotFound for an unknown game, InvalidArgument for
 // malformed input (before any state is touched), FailedPrecondition when
@@ -352,7 +359,8 @@ type GameServiceServer interface {
 	// and works for finished games too, as long as they are kept.
 	// InvalidArgument without player_id or side, or with both; NotFound for
 	// an unknown game, or one in which player_id holds no seat;
-	// FailedPrecondition for a seat the AI plays.
+	// FailedPrecondition for a seat the AI plays (asked for by side, or by
+	// the player id the AI's seat was given).
 	IssueSeatCredentials(context.Context, *IssueSeatCredentialsRequest) (*IssueSeatCredentialsResponse, error)
 	// ChooseFormation sets a Janggi formation: Han first, then Cho.
 	// FailedPrecondition outside setup, out of order, or for Xiangqi.
