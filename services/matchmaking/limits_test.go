@@ -29,8 +29,8 @@ func retryAfter(err error) time.Duration {
 // TestPlayersMakeBoundedNumbers: one player starts at most so many games
 // against the AI, and creates at most so many invites, in an hour. The
 // refusal says when there is room and makes nothing; a retry of a request
-// admitted before is answered as before; other players and the other
-// kind count apart.
+// admitted before is answered as before, and its request id makes no
+// other game; other players and the other kind count apart.
 func TestPlayersMakeBoundedNumbers(t *testing.T) {
 	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxAIGames, c.MaxInvites = 2, 2 })
 	g, h := e.guest("Busy"), e.guest("Other")
@@ -47,7 +47,7 @@ func TestPlayersMakeBoundedNumbers(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = playAi(g, "ai-3")
-	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "you made 2 games against the AI in the last 1h0m0s") ||
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "you made the most allowed, 2 games against the AI, in the last 1h0m0s") ||
 		!strings.Contains(err.Error(), "the next may be made in 50m0s") {
 		t.Fatalf("a third game within the hour: %v, want ResourceExhausted saying when", err)
 	}
@@ -62,6 +62,17 @@ func TestPlayersMakeBoundedNumbers(t *testing.T) {
 	if err != nil || again.GetSeat().GetGameId() != first.GetSeat().GetGameId() {
 		t.Fatalf("a retry of the first request: %v %v, want its game", again, err)
 	}
+	// The same request id asking for another game makes none: the game
+	// service would make another game of it, uncounted.
+	for level := uint32(2); level <= 4; level++ {
+		_, err := mm.PlayAi(g.ctx(), &matchmakingv1.PlayAiRequest{RequestId: "ai-1", Kind: janggi, Level: level})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `request_id "ai-1" was used for another request`) {
+			t.Fatalf("ai-1 again at level %d: %v, want InvalidArgument", level, err)
+		}
+	}
+	if list, err := mm.ListGames(g.ctx(), &matchmakingv1.ListGamesRequest{}); err != nil || len(list.GetGames()) != 2 {
+		t.Fatalf("after reusing a request id the player has %d games (%v), want 2", len(list.GetGames()), err)
+	}
 	if _, err := playAi(h, "ai-3"); err != nil {
 		t.Fatalf("another player is refused: %v", err)
 	}
@@ -75,7 +86,7 @@ func TestPlayersMakeBoundedNumbers(t *testing.T) {
 			t.Fatalf("invites count apart from AI games: %v", err)
 		}
 	}
-	if err := invite("inv-3"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "you made 2 invites") {
+	if err := invite("inv-3"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "you made the most allowed, 2 invites,") {
 		t.Fatalf("a third invite: %v", err)
 	}
 	if err := invite("inv-2"); err != nil {
@@ -89,6 +100,19 @@ func TestPlayersMakeBoundedNumbers(t *testing.T) {
 	}
 	if _, err := playAi(g, "ai-4"); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("the next: %v, want ResourceExhausted", err)
+	}
+}
+
+// TestABoundOfOneIsNamedSo: the refusal of a bound of one speaks of one
+// invite, not of "1 invites".
+func TestABoundOfOneIsNamedSo(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxInvites = 1 })
+	g := e.guest("Once")
+	for i, want := range []string{"", "you made the most allowed, 1 invite, in the last 1h0m0s"} {
+		_, err := e.mm[0].CreateInvite(g.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: janggi})
+		if (want == "") != (err == nil) || (want != "" && !strings.Contains(err.Error(), want)) {
+			t.Fatalf("invite %d: %v, want %q", i, err, want)
+		}
 	}
 }
 

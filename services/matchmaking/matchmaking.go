@@ -110,7 +110,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 
 // RegisterOwnFlags defines the flags only the matchmaking service has.
 func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
-	app.StringFlag(fs, &c.SigningKeys, "player-signing-keys", "", "player credential keys id:hexsecret[,id:hexsecret]; first signs; empty: random, this process only")
+	app.StringFlag(fs, &c.SigningKeys, "player-signing-keys", "", "player credential keys id:hexsecret[,id:hexsecret]; the first signs, the others only verify (keep an old key there until what it signed has expired); empty: random, this process only")
 	app.DurationFlag(fs, &c.GuestTTL, "guest-ttl", 30*24*time.Hour, "lifetime of a guest credential")
 	app.DurationFlag(fs, &c.AccountTTL, "account-ttl", 30*24*time.Hour, "lifetime of an account credential")
 	app.StringFlag(fs, &c.GoogleClientIDs, "google-client-ids", "", "OAuth client ids accepted as Google ID token audiences, comma-separated; empty: Google sign-in off")

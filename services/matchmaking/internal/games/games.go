@@ -251,7 +251,7 @@ func SidePB(s string) commonv1.Side {
 func GameError(op string, err error) error {
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
-		return &apierr.Error{Code: apierr.Unavailable, Msg: "the game service is unavailable; retry with the same request_id", Err: fmt.Errorf("%s: %w", op, err)}
+		return &apierr.Error{Code: apierr.Unavailable, Msg: "the game service is unavailable: retry the call as it was (with the same request_id, if it has one)", Err: fmt.Errorf("%s: %w", op, err)}
 	case codes.Canceled:
 		return fmt.Errorf("%s: %w", op, context.Canceled)
 	}

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/palacehq/palace/pkg/apierr"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -47,7 +48,14 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 	if len(errs) > 0 {
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
 	}
-	if err := h.admit(ctx, c.Subject, "ai", req.GetRequestId(), h.cfg.AIGames, "games against the AI"); err != nil {
+	// The game service makes another game of another request, even with
+	// the same request id: the id is held to what it first asked, so that
+	// a retry is the same game and the bound cannot be sidestepped.
+	made := store.Made{
+		Player: c.Subject, What: "ai", Request: req.GetRequestId(), Keep: h.cfg.GameKeep,
+		Fingerprint: fmt.Sprintf("%d|%d|%d|%s", req.GetKind(), req.GetLevel(), side, control),
+	}
+	if err := h.admit(ctx, made, h.cfg.AIGames, "game against the AI", "games against the AI"); err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	id, seat, err := h.games.CreateAI(ctx, games.AISpec{

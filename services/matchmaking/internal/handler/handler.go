@@ -72,18 +72,27 @@ const (
 // is room again.
 const LimitedReason = "RATE_LIMITED"
 
-// admit counts request against one of player's bounds, and refuses it
-// with ResourceExhausted, saying when there is room, once the bound is
-// reached. A request admitted before (a retry) is admitted again.
-func (h *Handler) admit(ctx context.Context, player, what, request string, b store.Bound, things string) error {
-	wait, err := h.store.Admit(ctx, player, what, request, b, h.now())
+// admit counts request m against one of its player's bounds, and refuses
+// it with ResourceExhausted, saying when there is room, once the bound is
+// reached. A request admitted before (a retry) is admitted again; one
+// whose request id was used with another request is InvalidArgument.
+// thing and things name one and many of what m makes.
+func (h *Handler) admit(ctx context.Context, m store.Made, b store.Bound, thing, things string) error {
+	wait, err := h.store.Admit(ctx, m, b, h.now())
+	if errors.Is(err, store.ErrOtherRequest) {
+		return apierr.New(apierr.Invalid, "request_id %q was used for another request: a retry repeats its request; use a new request_id for new %s", m.Request, things)
+	}
 	if err != nil || wait <= 0 {
 		return err
 	}
+	made := things
+	if b.Most == 1 {
+		made = thing
+	}
 	// Whole seconds, rounded up, so that a retry after the time said finds room.
 	wait = (wait + time.Second - 1).Truncate(time.Second)
-	return apierr.New(apierr.ResourceExhausted, "you made %d %s in the last %v, the most allowed: the next may be made in %v",
-		b.Most, things, b.Window, wait).WithInfo(LimitedReason, map[string]string{"retry_after_ms": strconv.FormatInt(wait.Milliseconds(), 10)})
+	return apierr.New(apierr.ResourceExhausted, "you made the most allowed, %d %s, in the last %v: the next may be made in %v",
+		b.Most, made, b.Window, wait).WithInfo(LimitedReason, map[string]string{"retry_after_ms": strconv.FormatInt(wait.Milliseconds(), 10)})
 }
 
 // Deps are the handler's collaborators.

@@ -41,7 +41,9 @@ func (h *Handler) CreateInvite(ctx context.Context, req *matchmakingv1.CreateInv
 	if len(errs) > 0 {
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
 	}
-	if err := h.admit(ctx, c.Subject, "invite", req.GetRequestId(), h.cfg.Invites, "invites"); err != nil {
+	// No fingerprint: a retry returns the invite of its request id,
+	// whatever else it asks.
+	if err := h.admit(ctx, store.Made{Player: c.Subject, What: "invite", Request: req.GetRequestId()}, h.cfg.Invites, "invite", "invites"); err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	inv, err := h.store.CreateInvite(ctx, store.Invite{

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,6 +15,10 @@ var madeLua string
 
 var madeScript = redis.NewScript(madeLua)
 
+// ErrOtherRequest means a request id was used before with another
+// request.
+var ErrOtherRequest = errors.New("request id used for another request")
+
 // Bound is how many things of one kind a player may make in a window.
 type Bound struct {
 	Most   int
@@ -23,27 +28,51 @@ type Bound struct {
 // On reports whether the bound applies (Most > 0).
 func (b Bound) On() bool { return b.Most > 0 && b.Window > 0 }
 
+// Made is one request of a player to make something.
+type Made struct {
+	Player string
+	// What is the kind of thing made ("ai", "invite").
+	What    string
+	Request string
+	// Fingerprint, when set, is what the request asks: the same request
+	// id with another fingerprint is ErrOtherRequest for Keep after it
+	// was admitted. Empty: the request id is not held to anything.
+	Fingerprint string
+	Keep        time.Duration
+}
+
 func (s *Store) madeKey(player, what string) string {
 	return s.prefix + "mm:{pl:" + player + "}:made:" + what
 }
 
-// Admit counts request against player's bound for what (say "ai"), and
-// returns zero when it is admitted, else how long until the oldest of the
-// window leaves it. A request admitted before is admitted again without
-// counting twice, so a retry of a call whose answer was lost is not
-// refused for itself.
-func (s *Store) Admit(ctx context.Context, player, what, request string, b Bound, now time.Time) (time.Duration, error) {
-	if !b.On() {
+func (s *Store) requestKey(player, what, request string) string {
+	return s.prefix + "mm:{pl:" + player + "}:req:" + what + ":" + request
+}
+
+// Admit counts m against its player's bound b, and returns zero when it
+// is admitted, else how long until there is room. A request admitted
+// before is admitted again without counting twice, so a retry of a call
+// whose answer was lost is not refused for itself; a request id used
+// before with another fingerprint is ErrOtherRequest.
+func (s *Store) Admit(ctx context.Context, m Made, b Bound, now time.Time) (time.Duration, error) {
+	if !b.On() && m.Fingerprint == "" {
 		return 0, nil
 	}
-	key := s.madeKey(player, what)
+	most := b.Most
+	if !b.On() {
+		most = 0
+	}
+	keys := []string{s.madeKey(m.Player, m.What), s.requestKey(m.Player, m.What, m.Request)}
 	var wait int64
-	err := s.write(ctx, key, func(c redis.Cmdable) (err error) {
-		wait, err = madeScript.Run(ctx, c, []string{key}, request, now.UnixMilli(), b.Window.Milliseconds(), b.Most).Int64()
+	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+		wait, err = madeScript.Run(ctx, c, keys, m.Request, now.UnixMilli(), b.Window.Milliseconds(), most, m.Fingerprint, m.Keep.Milliseconds()).Int64()
 		return err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("admit %s: %w", what, err)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("admit %s: %w", m.What, err)
+	case wait < 0:
+		return 0, ErrOtherRequest
 	}
 	return time.Duration(wait) * time.Millisecond, nil
 }

@@ -136,7 +136,10 @@ type MatchmakingServiceClient interface {
 	// --max-ai-games-per-hour (60) games against the AI in the last hour,
 	// with the time until there is room in the message and in an ErrorInfo
 	// detail: reason RATE_LIMITED, metadata retry_after_ms. A retry of a
-	// request admitted within the hour is not counted again.
+	// request admitted within the hour is not counted again; a call
+	// answered Unavailable was counted, and its retry (the same request)
+	// is not. The same request_id with another request (another level,
+	// kind, side or clock) is InvalidArgument: it would be another game.
 	PlayAi(ctx context.Context, in *PlayAiRequest, opts ...grpc.CallOption) (*PlayAiResponse, error)
 	// OfferRematch offers the opponent of a finished game a rematch with
 	// sides swapped; the offer stands for the rematch window (60 s by
@@ -163,8 +166,12 @@ type MatchmakingServiceClient interface {
 	// credential and do not say whether the game has ended: ResumeGame does.
 	ListGames(ctx context.Context, in *ListGamesRequest, opts ...grpc.CallOption) (*ListGamesResponse, error)
 	// ResumeGame issues a new seat credential for the caller's seat in a
-	// game, with the game's status, for any game in which the caller's
-	// player id holds a seat (also one a tournament system made with it).
+	// game, with the game's status as last stored (a deadline just passed
+	// shows once the clock service has applied it), for any game in which
+	// the caller's player id holds a seat (also one a tournament system
+	// made with it; a player holding both seats of such a game gets Cho's
+	// or Red's). A guest is its credential: a new CreateGuest is another
+	// player, with no games.
 	// NotFound for an unknown game and for one without a seat of the
 	// caller's, alike; InvalidArgument for a malformed game id.
 	ResumeGame(ctx context.Context, in *ResumeGameRequest, opts ...grpc.CallOption) (*ResumeGameResponse, error)
@@ -504,7 +511,10 @@ type MatchmakingServiceServer interface {
 	// --max-ai-games-per-hour (60) games against the AI in the last hour,
 	// with the time until there is room in the message and in an ErrorInfo
 	// detail: reason RATE_LIMITED, metadata retry_after_ms. A retry of a
-	// request admitted within the hour is not counted again.
+	// request admitted within the hour is not counted again; a call
+	// answered Unavailable was counted, and its retry (the same request)
+	// is not. The same request_id with another request (another level,
+	// kind, side or clock) is InvalidArgument: it would be another game.
 	PlayAi(context.Context, *PlayAiRequest) (*PlayAiResponse, error)
 	// OfferRematch offers the opponent of a finished game a rematch with
 	// sides swapped; the offer stands for the rematch window (60 s by
@@ -531,8 +541,12 @@ type MatchmakingServiceServer interface {
 	// credential and do not say whether the game has ended: ResumeGame does.
 	ListGames(context.Context, *ListGamesRequest) (*ListGamesResponse, error)
 	// ResumeGame issues a new seat credential for the caller's seat in a
-	// game, with the game's status, for any game in which the caller's
-	// player id holds a seat (also one a tournament system made with it).
+	// game, with the game's status as last stored (a deadline just passed
+	// shows once the clock service has applied it), for any game in which
+	// the caller's player id holds a seat (also one a tournament system
+	// made with it; a player holding both seats of such a game gets Cho's
+	// or Red's). A guest is its credential: a new CreateGuest is another
+	// player, with no games.
 	// NotFound for an unknown game and for one without a seat of the
 	// caller's, alike; InvalidArgument for a malformed game id.
 	ResumeGame(context.Context, *ResumeGameRequest) (*ResumeGameResponse, error)
