@@ -38,6 +38,9 @@ func TestIssueSeatCredentials(t *testing.T) {
 	if left := time.Until(cred.GetExpiresAt().AsTime()); left < env.Config.SeatTTL-time.Minute || left > env.Config.SeatTTL {
 		t.Errorf("the new credential expires in %v, want --seat-ttl (%v)", left, env.Config.SeatTTL)
 	}
+	if n := cred.GetExpiresAt().GetNanos(); n != 0 {
+		t.Errorf("expires_at has %d ns past the second at which the credential, which holds whole seconds, runs out", n)
+	}
 	if s := redisState(t, env, x.id); s != before {
 		t.Fatalf("issuing changed the game:\n%s\nwas\n%s", s, before)
 	}

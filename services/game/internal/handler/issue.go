@@ -94,7 +94,9 @@ func (h *Handler) IssueSeatCredentials(ctx context.Context, req *gamev1.IssueSea
 // seatCredential signs a credential for side's seat of game st, valid for
 // --seat-ttl from now.
 func (h *Handler) seatCredential(ctx context.Context, st *model.State, side rules.Side, now time.Time) *gamev1.SeatCredential {
-	exp := now.Add(h.cfg.SeatTTL)
+	// The credential holds whole seconds: the time told is the one it
+	// runs out at, not a fraction of a second after.
+	exp := now.Add(h.cfg.SeatTTL).Truncate(time.Second)
 	tok, err := h.ring.Sign(auth.Claims{
 		Kind: auth.KindSeat, Subject: st.Seats[side].PlayerID, Game: st.ID, Side: side.String(),
 		IssuedAt: now.Unix(), ExpiresAt: exp.Unix(),
