@@ -103,6 +103,61 @@ func TestPlayersMakeBoundedNumbers(t *testing.T) {
 	}
 }
 
+// TestRetriesAreNeverCountedAgain: a retry of an admitted request is
+// answered with what it made however long after, not counted anew once
+// its hour has passed and refused.
+func TestRetriesAreNeverCountedAgain(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxAIGames, c.MaxInvites = 1, 1 })
+	p := e.guest("Patient")
+	mm := e.mm[0]
+	first, err := mm.PlayAi(p.ctx(), &matchmakingv1.PlayAiRequest{RequestId: "r1", Kind: janggi, Level: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := mm.CreateInvite(p.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: "i1", Kind: janggi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An hour on, the bounds are taken by newer requests.
+	e.clock.Advance(61 * time.Minute)
+	if _, err := mm.PlayAi(p.ctx(), &matchmakingv1.PlayAiRequest{RequestId: "r2", Kind: janggi, Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mm.CreateInvite(p.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: "i2", Kind: janggi}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := mm.PlayAi(p.ctx(), &matchmakingv1.PlayAiRequest{RequestId: "r1", Kind: janggi, Level: 1})
+	if err != nil || again.GetSeat().GetGameId() != first.GetSeat().GetGameId() {
+		t.Fatalf("a retry of r1 after its hour: %v %v, want its game", again, err)
+	}
+	invAgain, err := mm.CreateInvite(p.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: "i1", Kind: janggi})
+	if err != nil || invAgain.GetInvite().GetToken() != inv.GetInvite().GetToken() {
+		t.Fatalf("a retry of i1 after its hour: %v %v, want its invite", invAgain, err)
+	}
+}
+
+// TestARenamedPlayerCannotReuseARequestID: an account that signs in again
+// under another name sends the same request id: the game service would
+// make another game of it (the name is part of the game), so it is
+// refused rather than taken for a retry, uncounted.
+func TestARenamedPlayerCannotReuseARequestID(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxAIGames = 1 })
+	ann, annie := e.account("9101", "Ann"), e.account("9101", "Annie")
+	if ann.id != annie.id {
+		t.Fatalf("one account, two ids: %s %s", ann.id, annie.id)
+	}
+	req := &matchmakingv1.PlayAiRequest{RequestId: "same", Kind: janggi, Level: 1}
+	if _, err := e.mm[0].PlayAi(ann.ctx(), req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.mm[0].PlayAi(annie.ctx(), req); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("the same request id under another name: %v, want InvalidArgument", err)
+	}
+	if n := len(e.listGames(ann, 0)); n != 1 {
+		t.Fatalf("%d games listed, want 1", n)
+	}
+}
+
 // TestABoundOfOneIsNamedSo: the refusal of a bound of one speaks of one
 // invite, not of "1 invites".
 func TestABoundOfOneIsNamedSo(t *testing.T) {

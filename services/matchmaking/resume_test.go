@@ -157,7 +157,7 @@ func TestListGamesKeepsTheNewest(t *testing.T) {
 		if _, err := st.AddPlayerGame(ctx, p.id, store.Entry{
 			Game: fmt.Sprintf("old%03d", i), Kind: janggi, Side: "first", Opponent: "ai", OpponentName: "AI level 1",
 			Created: now.Add(time.Duration(i-store.MaxPlayerGames) * time.Minute),
-		}, time.Hour); err != nil {
+		}, 30*24*time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -49,11 +49,12 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
 	}
 	// The game service makes another game of another request, even with
-	// the same request id: the id is held to what it first asked, so that
-	// a retry is the same game and the bound cannot be sidestepped.
+	// the same request id: the id is held to all that the game request is
+	// made of (the player's name too, which a new sign-in may change), so
+	// that a retry is the same game and the bound cannot be sidestepped.
 	made := store.Made{
 		Player: c.Subject, What: "ai", Request: req.GetRequestId(), Keep: h.cfg.GameKeep,
-		Fingerprint: fmt.Sprintf("%d|%d|%d|%s", req.GetKind(), req.GetLevel(), side, control),
+		Fingerprint: fmt.Sprintf("%d|%d|%d|%s|%s", req.GetKind(), req.GetLevel(), side, control, c.Name),
 	}
 	if err := h.admit(ctx, made, h.cfg.AIGames, "game against the AI", "games against the AI"); err != nil {
 		return nil, h.fail(ctx, err)

@@ -41,9 +41,11 @@ func (h *Handler) CreateInvite(ctx context.Context, req *matchmakingv1.CreateInv
 	if len(errs) > 0 {
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
 	}
-	// No fingerprint: a retry returns the invite of its request id,
-	// whatever else it asks.
-	if err := h.admit(ctx, store.Made{Player: c.Subject, What: "invite", Request: req.GetRequestId()}, h.cfg.Invites, "invite", "invites"); err != nil {
+	// One fingerprint for all: a retry returns the invite of its request
+	// id, whatever else it asks, and is never counted again while the
+	// invite is kept.
+	made := store.Made{Player: c.Subject, What: "invite", Request: req.GetRequestId(), Fingerprint: "invite", Keep: h.cfg.InviteTTL + inviteGrace}
+	if err := h.admit(ctx, made, h.cfg.Invites, "invite", "invites"); err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	inv, err := h.store.CreateInvite(ctx, store.Invite{

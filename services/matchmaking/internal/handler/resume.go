@@ -29,7 +29,7 @@ func (h *Handler) ListGames(ctx context.Context, req *matchmakingv1.ListGamesReq
 	if n := req.GetMaxGames(); n > 0 && n < store.MaxPlayerGames {
 		limit = int(n)
 	}
-	entries, err := h.store.PlayerGames(ctx, c.Subject, limit)
+	entries, err := h.store.PlayerGames(ctx, c.Subject, h.now().Add(-h.cfg.GameKeep), limit)
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}

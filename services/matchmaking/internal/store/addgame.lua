@@ -11,6 +11,13 @@ if added == 1 then
 else
   redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[3])
 end
+-- Each entry is kept for keep, as its game's record is, however often
+-- the player plays since.
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (tonumber(ARGV[2]) - tonumber(ARGV[5])))
+if #expired > 0 then
+  redis.call('ZREM', KEYS[1], unpack(expired))
+  redis.call('HDEL', KEYS[2], unpack(expired))
+end
 local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[4])
 if over > 0 then
   local old = redis.call('ZRANGE', KEYS[1], 0, over - 1)

@@ -13,7 +13,10 @@ local now, window, most = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]
 local fp = ARGV[5]
 if fp ~= '' then
   local held = redis.call('GET', KEYS[2])
-  if held and held ~= fp then
+  if held == fp then
+    -- A retry, however long after: it makes nothing new.
+    return 0
+  elseif held then
     return -1
   end
 end

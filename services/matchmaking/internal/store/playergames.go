@@ -81,14 +81,18 @@ func (s *Store) AddPlayerGame(ctx context.Context, player string, e Entry, keep 
 	return n == 1, nil
 }
 
-// PlayerGames returns player's listed games, newest first, at most limit
-// (at most MaxPlayerGames are kept). A player without games has none, not
-// ErrNotFound.
-func (s *Store) PlayerGames(ctx context.Context, player string, limit int) ([]Entry, error) {
+// PlayerGames returns player's listed games made since then, newest
+// first, at most limit (at most MaxPlayerGames are kept). A player without
+// games has none, not ErrNotFound.
+func (s *Store) PlayerGames(ctx context.Context, player string, since time.Time, limit int) ([]Entry, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	ids, err := s.rdb.ZRevRange(ctx, s.playerGamesKey(player), 0, int64(limit)-1).Result()
+	// Entries older than a game's record are dropped when the next game is
+	// listed; until then they are passed over here.
+	ids, err := s.rdb.ZRevRangeByScore(ctx, s.playerGamesKey(player), &redis.ZRangeBy{
+		Min: strconv.FormatInt(since.UnixMilli(), 10), Max: "+inf", Count: int64(limit),
+	}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list games of %s: %w", player, err)
 	}

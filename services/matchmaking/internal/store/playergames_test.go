@@ -31,7 +31,7 @@ func TestPlayerGames(t *testing.T) {
 	st, rdb, prefix := playerGamesStore(t)
 	ctx := context.Background()
 	t0 := time.UnixMilli(time.Now().UnixMilli())
-	if got, err := st.PlayerGames(ctx, "p1", 100); err != nil || len(got) != 0 {
+	if got, err := st.PlayerGames(ctx, "p1", time.Time{}, 100); err != nil || len(got) != 0 {
 		t.Fatalf("a player without games: %v %v, want none", got, err)
 	}
 	entries := []store.Entry{
@@ -50,7 +50,7 @@ func TestPlayerGames(t *testing.T) {
 	want := []store.Entry{entries[2], entries[1], entries[0]}
 	check := func(what string, limit int, want []store.Entry) {
 		t.Helper()
-		got, err := st.PlayerGames(ctx, "p1", limit)
+		got, err := st.PlayerGames(ctx, "p1", time.Time{}, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestPlayerGames(t *testing.T) {
 			t.Fatalf("%s lives %v, want the 2 h of the latest add", k, ttl)
 		}
 	}
-	if got, err := st.PlayerGames(ctx, "p2", 100); err != nil || len(got) != 0 {
+	if got, err := st.PlayerGames(ctx, "p2", time.Time{}, 100); err != nil || len(got) != 0 {
 		t.Fatalf("another player's list: %v %v, want none", got, err)
 	}
 }
@@ -104,7 +104,7 @@ func TestPlayerGamesKeepsTheNewest(t *testing.T) {
 		add(i)
 	}
 	add(0)
-	got, err := st.PlayerGames(ctx, "p1", store.MaxPlayerGames+extra)
+	got, err := st.PlayerGames(ctx, "p1", time.Time{}, store.MaxPlayerGames+extra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,5 +121,48 @@ func TestPlayerGamesKeepsTheNewest(t *testing.T) {
 	}
 	if n := rdb.HLen(ctx, prefix+"mm:{pl:p1}:gi").Val(); n != store.MaxPlayerGames {
 		t.Fatalf("hash holds %d, want %d: the dropped games' entries must go too", n, store.MaxPlayerGames)
+	}
+}
+
+// TestPlayerGamesKeepEachForKeep: an entry is listed no longer than its
+// game's record is kept, however often the player plays since: passed
+// over by reads at once, dropped by the next game listed.
+func TestPlayerGamesKeepEachForKeep(t *testing.T) {
+	st, rdb, prefix := playerGamesStore(t)
+	ctx := context.Background()
+	keep := 30 * 24 * time.Hour
+	now := time.UnixMilli(1_800_000_000_000)
+	add := func(id string, at time.Time) {
+		t.Helper()
+		e := store.Entry{Game: id, Kind: janggi, Side: "first", Opponent: "ai", OpponentName: "AI level 1", Created: at}
+		if _, err := st.AddPlayerGame(ctx, "p", e, keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Listed in this order, the ancient one is not dropped by the recent
+	// one's listing: only reads pass it over.
+	add("recent", now.Add(-29*24*time.Hour))
+	add("ancient", now.Add(-60*24*time.Hour))
+	ids := func(since time.Time) []string {
+		t.Helper()
+		got, err := st.PlayerGames(ctx, "p", since, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range got {
+			out = append(out, e.Game)
+		}
+		return out
+	}
+	if got := ids(now.Add(-keep)); fmt.Sprint(got) != "[recent]" {
+		t.Fatalf("listed %v, want [recent]: an entry older than keep is passed over", got)
+	}
+	add("new", now)
+	if got := ids(time.Time{}); fmt.Sprint(got) != "[new recent]" {
+		t.Fatalf("listed %v after a new game, want [new recent]: the old entry is dropped", got)
+	}
+	if n := rdb.HLen(ctx, prefix+"mm:{pl:p}:gi").Val(); n != 2 {
+		t.Fatalf("hash holds %d entries, want 2", n)
 	}
 }

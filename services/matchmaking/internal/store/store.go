@@ -22,7 +22,8 @@
 //	                            games against the AI ("ai") or invites ("invite")
 //	                            the player made in the last window (Admit)
 //	mm:{pl:<player>}:req:<what>:<request id>  string: what the request asked,
-//	                            held for the life of what it made (Admit)
+//	                            held for the life of what it made, so that a
+//	                            retry is never counted again (Admit)
 //	mm:{r:<kind>}:rating|games|names  hashes: player -> Elo, rated games, name
 //	mm:{r:<kind>}:lb            zset: player -> Elo (the leaderboard)
 //	mm:{r:<kind>}:h:<player>    list: rating changes, latest first

@@ -108,7 +108,7 @@ type MatchmakingServiceClient interface {
 	// usable once. A retry with the same request_id returns the same invite,
 	// whatever else the retry asks. ResourceExhausted once the player
 	// created --max-invites-per-hour (60) invites in the last hour, as
-	// PlayAi.
+	// PlayAi; a retry is never counted again.
 	CreateInvite(ctx context.Context, in *CreateInviteRequest, opts ...grpc.CallOption) (*CreateInviteResponse, error)
 	// GetInvite shows an invite to whoever holds its token, without
 	// credential. NotFound for an unknown or expired invite.
@@ -135,11 +135,12 @@ type MatchmakingServiceClient interface {
 	// game. ResourceExhausted once the player started
 	// --max-ai-games-per-hour (60) games against the AI in the last hour,
 	// with the time until there is room in the message and in an ErrorInfo
-	// detail: reason RATE_LIMITED, metadata retry_after_ms. A retry of a
-	// request admitted within the hour is not counted again; a call
-	// answered Unavailable was counted, and its retry (the same request)
-	// is not. The same request_id with another request (another level,
-	// kind, side or clock) is InvalidArgument: it would be another game.
+	// detail: reason RATE_LIMITED, metadata retry_after_ms. A retry of an
+	// admitted request is never counted again; a call answered Unavailable
+	// was counted, and its retry (the same request) is not. The same
+	// request_id with another request (another level, kind, side or clock,
+	// or under another name after a new sign-in) is InvalidArgument: it
+	// would be another game.
 	PlayAi(ctx context.Context, in *PlayAiRequest, opts ...grpc.CallOption) (*PlayAiResponse, error)
 	// OfferRematch offers the opponent of a finished game a rematch with
 	// sides swapped; the offer stands for the rematch window (60 s by
@@ -483,7 +484,7 @@ type MatchmakingServiceServer interface {
 	// usable once. A retry with the same request_id returns the same invite,
 	// whatever else the retry asks. ResourceExhausted once the player
 	// created --max-invites-per-hour (60) invites in the last hour, as
-	// PlayAi.
+	// PlayAi; a retry is never counted again.
 	CreateInvite(context.Context, *CreateInviteRequest) (*CreateInviteResponse, error)
 	// GetInvite shows an invite to whoever holds its token, without
 	// credential. NotFound for an unknown or expired invite.
@@ -510,11 +511,12 @@ type MatchmakingServiceServer interface {
 	// game. ResourceExhausted once the player started
 	// --max-ai-games-per-hour (60) games against the AI in the last hour,
 	// with the time until there is room in the message and in an ErrorInfo
-	// detail: reason RATE_LIMITED, metadata retry_after_ms. A retry of a
-	// request admitted within the hour is not counted again; a call
-	// answered Unavailable was counted, and its retry (the same request)
-	// is not. The same request_id with another request (another level,
-	// kind, side or clock) is InvalidArgument: it would be another game.
+	// detail: reason RATE_LIMITED, metadata retry_after_ms. A retry of an
+	// admitted request is never counted again; a call answered Unavailable
+	// was counted, and its retry (the same request) is not. The same
+	// request_id with another request (another level, kind, side or clock,
+	// or under another name after a new sign-in) is InvalidArgument: it
+	// would be another game.
 	PlayAi(context.Context, *PlayAiRequest) (*PlayAiResponse, error)
 	// OfferRematch offers the opponent of a finished game a rematch with
 	// sides swapped; the offer stands for the rematch window (60 s by
