@@ -34,6 +34,13 @@ var (
 // reading the message.
 const ExpiredReason = "CREDENTIAL_EXPIRED"
 
+// KeyUnknownReason is the ErrorInfo reason of a refusal of a player's or
+// seat's credential for ErrUnknownKey: signed with a key the service does
+// not hold, as once an operator removed it. An app replaces such a
+// credential (ResumeGame, a new sign-in) without reading the message, as
+// it does an expired one; retrying it cannot succeed.
+const KeyUnknownReason = "CREDENTIAL_KEY_UNKNOWN"
+
 // Kind says what a token stands for.
 type Kind string
 

@@ -49,12 +49,16 @@ func RequireService(ctx context.Context, v *Verified, rpc string) error {
 
 // Refused is the Unauthenticated answer to a credential (what names its
 // kind) that Verify refused, with the ExpiredReason detail when it has
-// expired: every service words and marks a refusal alike, and a client
-// renews an expired credential without reading the message.
+// expired and the KeyUnknownReason one when its key is not held: every
+// service words and marks a refusal alike, and a client replaces such a
+// credential without reading the message.
 func Refused(what string, err error) *apierr.Error {
 	e := apierr.New(apierr.Unauthenticated, "%s: %v", what, err)
-	if errors.Is(err, ErrExpired) {
+	switch {
+	case errors.Is(err, ErrExpired):
 		e.WithInfo(ExpiredReason, nil)
+	case errors.Is(err, ErrUnknownKey):
+		e.WithInfo(KeyUnknownReason, nil)
 	}
 	return e
 }

@@ -128,3 +128,30 @@ func TestOneCredentialPerCall(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedCarriesWhatTheClientActsOn: a player's or seat's credential
+// that expired, or whose key the service does not hold (removed since),
+// is refused with a reason the app acts on; a bad signature with none.
+func TestRefusedCarriesWhatTheClientActsOn(t *testing.T) {
+	ring, _ := NewKeyring(key("k1", 7))
+	other, _ := NewKeyring(key("k2", 8))
+	now := time.Now()
+	claims := Claims{Kind: KindSeat, Game: "g", Side: "first", IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()}
+	good, _ := ring.Sign(claims)
+	removed, _ := other.Sign(claims)
+	claims.ExpiresAt = now.Add(-time.Minute).Unix()
+	expired, _ := ring.Sign(claims)
+	for name, c := range map[string]struct{ tok, want string }{
+		"expired":              {expired, ExpiredReason},
+		"of a key not held":    {removed, KeyUnknownReason},
+		"with a bad signature": {good[:len(good)-2] + "xx", ""},
+	} {
+		_, err := ring.Verify(c.tok, now)
+		if err == nil {
+			t.Fatalf("%s: verified", name)
+		}
+		if e := Refused("seat credential", err); e.Code != apierr.Unauthenticated || e.Reason != c.want {
+			t.Errorf("%s: %v with reason %q, want %q", name, e, e.Reason, c.want)
+		}
+	}
+}

@@ -240,14 +240,24 @@ func TestASeatCredentialIsNamedAsOne(t *testing.T) {
 
 // TestExpiredPlayerCredentialCarriesItsReason: an app tells a player
 // credential that ran out, which it replaces by signing in again, by the
-// refusal's reason, as it does a seat's with the game service; a forged
-// one has no such reason.
+// refusal's reason, as it does a seat's with the game service, and one
+// whose key was removed by its own reason; a forged one has no reason.
 func TestExpiredPlayerCredentialCarriesItsReason(t *testing.T) {
 	e := newEnv(t, 1, nil)
 	g := e.guest("Guest")
 	forged := player{token: g.token + "x"}
+	// Signed with a key these processes do not hold, as after its removal.
+	removedKey, err := auth.NewKeyring(auth.Key{ID: "removed", Secret: []byte(strings.Repeat("r", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.clock.Advance(e.cfg.GuestTTL + time.Minute)
-	for p, want := range map[player]string{g: auth.ExpiredReason, forged: ""} {
+	now := e.clock.Now()
+	tok, err := removedKey.Sign(auth.Claims{Kind: auth.KindGuest, Subject: g.id, Name: "Guest", IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[player]string{g: auth.ExpiredReason, forged: "", {token: tok}: auth.KeyUnknownReason} {
 		_, err := e.mm[0].CreateInvite(p.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: janggi})
 		wantCode(t, err, codes.Unauthenticated)
 		if got := apierr.ReasonOf(err); got != want {

@@ -55,7 +55,9 @@ const (
 //
 // Seat RPCs need the seat's credential in the "authorization: Bearer
 // <token>" metadata: Unauthenticated without a valid one (an expired one
-// with an ErrorInfo detail: reason CREDENTIAL_EXPIRED, domain "palace"),
+// with an ErrorInfo detail: reason CREDENTIAL_EXPIRED, domain "palace";
+// one signed with a key the service no longer holds, reason
+// CREDENTIAL_KEY_UNKNOWN),
 // PermissionDenied for another seat. The credential is checked before the
 // game is looked up, so a credential of another game gets
 // PermissionDenied even for an unknown game id. A credential no longer
@@ -326,7 +328,9 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 //
 // Seat RPCs need the seat's credential in the "authorization: Bearer
 // <token>" metadata: Unauthenticated without a valid one (an expired one
-// with an ErrorInfo detail: reason CREDENTIAL_EXPIRED, domain "palace"),
+// with an ErrorInfo detail: reason CREDENTIAL_EXPIRED, domain "palace";
+// one signed with a key the service no longer holds, reason
+// CREDENTIAL_KEY_UNKNOWN),
 // PermissionDenied for another seat. The credential is checked before the
 // game is looked up, so a credential of another game gets
 // PermissionDenied even for an unknown game id. A credential no longer

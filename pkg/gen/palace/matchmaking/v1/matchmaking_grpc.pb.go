@@ -54,7 +54,8 @@ const (
 // credential (from CreateGuest or SignInWithGoogle) in the
 // "authorization: Bearer <token>" metadata: Unauthenticated without a valid
 // one (an expired one with an ErrorInfo detail: reason CREDENTIAL_EXPIRED,
-// domain "palace"; sign in again). Ranked play and ratings need an account
+// domain "palace", and one signed with a key the service no longer holds
+// with reason CREDENTIAL_KEY_UNKNOWN: sign in again). Ranked play and ratings need an account
 // credential (Google sign-in): PermissionDenied for a guest. Common errors:
 // InvalidArgument for malformed input (before any state is touched),
 // Unavailable when the game service cannot be reached (retry with the same
@@ -430,7 +431,8 @@ func (c *matchmakingServiceClient) GetLeaderboard(ctx context.Context, in *GetLe
 // credential (from CreateGuest or SignInWithGoogle) in the
 // "authorization: Bearer <token>" metadata: Unauthenticated without a valid
 // one (an expired one with an ErrorInfo detail: reason CREDENTIAL_EXPIRED,
-// domain "palace"; sign in again). Ranked play and ratings need an account
+// domain "palace", and one signed with a key the service no longer holds
+// with reason CREDENTIAL_KEY_UNKNOWN: sign in again). Ranked play and ratings need an account
 // credential (Google sign-in): PermissionDenied for a guest. Common errors:
 // InvalidArgument for malformed input (before any state is touched),
 // Unavailable when the game service cannot be reached (retry with the same
