@@ -86,7 +86,7 @@ func (h *Handler) IssueSeatCredentials(ctx context.Context, req *gamev1.IssueSea
 	}
 	resp := &gamev1.IssueSeatCredentialsResponse{Game: model.View(st, nil, l.Now)}
 	for _, s := range sides {
-		resp.Credentials = append(resp.Credentials, h.seatCredential(ctx, st, s, h.now()))
+		resp.Credentials = append(resp.Credentials, h.seatCredential(ctx, st, s, l.Now))
 	}
 	return resp, nil
 }

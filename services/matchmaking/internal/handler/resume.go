@@ -65,10 +65,9 @@ func (h *Handler) ResumeGame(ctx context.Context, req *matchmakingv1.ResumeGameR
 	case codes.NotFound:
 		return nil, h.fail(ctx, notFound)
 	case codes.FailedPrecondition:
-		// Only a seat asked for by side can be the AI's, and the player's
-		// seat is asked for by player id: the game service changed.
-		// Whatever it meant, the caller has no seat to resume.
-		h.log.WarnContext(ctx, "issue seat credentials by player id: unexpected failed precondition", "game", id, "err", err)
+		// The caller's id is the one the game gave its AI seat (a
+		// tournament system names its seats as it likes): no seat of the
+		// caller's to resume.
 		return nil, h.fail(ctx, notFound)
 	default:
 		return nil, h.fail(ctx, games.GameError("issue seat credentials", err))

@@ -4,6 +4,12 @@
 -- KEYS[1] zset game id -> created ms, KEYS[2] hash game id -> entry
 -- ARGV: 1 game id, 2 created ms, 3 entry, 4 most games kept, 5 keep ms
 -- Returns 1 when the game was added, 0 when it was listed already.
+local function drop(ids)
+  if #ids > 0 then
+    redis.call('ZREM', KEYS[1], unpack(ids))
+    redis.call('HDEL', KEYS[2], unpack(ids))
+  end
+end
 local added = redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1])
 if added == 1 then
   -- The entry holds the time too: the two must agree.
@@ -13,16 +19,10 @@ else
 end
 -- Each entry is kept for keep, as its game's record is, however often
 -- the player plays since.
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (tonumber(ARGV[2]) - tonumber(ARGV[5])))
-if #expired > 0 then
-  redis.call('ZREM', KEYS[1], unpack(expired))
-  redis.call('HDEL', KEYS[2], unpack(expired))
-end
+drop(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (tonumber(ARGV[2]) - tonumber(ARGV[5]))))
 local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[4])
 if over > 0 then
-  local old = redis.call('ZRANGE', KEYS[1], 0, over - 1)
-  redis.call('ZREM', KEYS[1], unpack(old))
-  redis.call('HDEL', KEYS[2], unpack(old))
+  drop(redis.call('ZRANGE', KEYS[1], 0, over - 1))
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])

@@ -42,11 +42,11 @@ type Made struct {
 }
 
 func (s *Store) madeKey(player, what string) string {
-	return s.prefix + "mm:{pl:" + player + "}:made:" + what
+	return s.playerKey(player, "made:"+what)
 }
 
 func (s *Store) requestKey(player, what, request string) string {
-	return s.prefix + "mm:{pl:" + player + "}:req:" + what + ":" + request
+	return s.playerKey(player, "req:"+what+":"+request)
 }
 
 // Admit counts m against its player's bound b, and returns zero when it

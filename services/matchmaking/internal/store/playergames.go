@@ -32,8 +32,14 @@ type Entry struct {
 	Created time.Time
 }
 
-func (s *Store) playerGamesKey(player string) string { return s.prefix + "mm:{pl:" + player + "}:g" }
-func (s *Store) playerInfoKey(player string) string  { return s.prefix + "mm:{pl:" + player + "}:gi" }
+// playerKey is the key of one of player's things: all share the
+// player's hash tag, so that each script on them touches one slot.
+func (s *Store) playerKey(player, rest string) string {
+	return s.prefix + "mm:{pl:" + player + "}:" + rest
+}
+
+func (s *Store) playerGamesKey(player string) string { return s.playerKey(player, "g") }
+func (s *Store) playerInfoKey(player string) string  { return s.playerKey(player, "gi") }
 
 // encode writes an entry's fields but its game id (the hash field) as
 // "kind|side|rated|control|created ms|opponent|opponent name": player
