@@ -53,6 +53,15 @@
 // A "now" earlier than the turn start (a server clock stepping back) is
 // treated as no time elapsed rather than as time given back.
 //
+// # Excused time
+//
+// [State.Excuse] leaves part of the running turn uncharged, as if it had
+// started that much later: time in which the side could not move because
+// the service could not take moves. The largest total given during a turn
+// counts (so excusing is idempotent), never more than the turn has lasted;
+// the turn's deadline and milestones move later with it, and the next turn
+// starts with nothing excused.
+//
 // # Lag compensation
 //
 // A [LagPolicy] (zero by default: no compensation) lets the service credit

@@ -69,7 +69,7 @@ func (s State) milestones() []Event {
 	}
 	r := rulesOf(s.Control)
 	p := r.norm(s.Players[s.Turn])
-	start := clampInstant(s.TurnStartMs)
+	start := s.chargedFrom()
 	flagAt := deadline + 1
 	var evs []Event
 	add := func(k EventKind, at int64, left int) {

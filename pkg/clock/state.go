@@ -145,8 +145,12 @@ type State struct {
 	Turn Side `json:"turn"`
 	// TurnStartMs is the Unix time in milliseconds at which Turn's clock
 	// started or resumed; when stopped, the instant it stopped.
-	TurnStartMs int64          `json:"turn_start_ms"`
-	Players     [2]PlayerClock `json:"players"`
+	TurnStartMs int64 `json:"turn_start_ms"`
+	// ExcusedMs is time of the running turn that is not charged, as if
+	// the turn had started that much later (see Excuse); 0 once the turn
+	// ends.
+	ExcusedMs int64          `json:"excused_ms,omitempty"`
+	Players   [2]PlayerClock `json:"players"`
 }
 
 // New is an idle clock with both players at the start of control c. It does
@@ -186,16 +190,37 @@ func (s State) Start(now time.Time, side Side) (State, error) {
 	case s.Players[0].Flagged || s.Players[1].Flagged:
 		return s, fmt.Errorf("clock: start: game already lost on time: %w", ErrFlagged)
 	}
-	s.Phase, s.Turn, s.TurnStartMs = Running, side, clampInstant(unixMs(now))
+	s.Phase, s.Turn, s.TurnStartMs, s.ExcusedMs = Running, side, clampInstant(unixMs(now)), 0
 	return s, nil
 }
+
+// Excuse leaves total of the running turn so far uncharged, as if the turn
+// had started that much later: time in which the side could not move for
+// want of the service. Excusing is idempotent: the largest total given
+// during a turn counts, never more than the turn has lasted by now. Every
+// deadline and milestone of the turn moves later by what is newly excused.
+// A State that is not running is returned unchanged.
+func (s State) Excuse(total time.Duration, now time.Time) State {
+	if !s.running() {
+		return s
+	}
+	ms := min(msOf(total), max(0, unixMs(now)-clampInstant(s.TurnStartMs)))
+	s.ExcusedMs = max(s.excusedMs(), ms)
+	return s
+}
+
+func (s State) excusedMs() int64 { return clampMs(s.ExcusedMs) }
+
+// chargedFrom is the instant from which the running turn is charged: its
+// start, moved later by the time excused.
+func (s State) chargedFrom() int64 { return clampInstant(clampInstant(s.TurnStartMs) + s.excusedMs()) }
 
 // running reports whether a side's clock runs; a corrupt Turn counts as not
 // running so that no method indexes out of range.
 func (s State) running() bool { return s.Phase == Running && s.Turn.valid() }
 
 // elapsed is the time spent on the current turn as of nowMs, never negative.
-func (s State) elapsed(nowMs int64) int64 { return max(0, nowMs-clampInstant(s.TurnStartMs)) }
+func (s State) elapsed(nowMs int64) int64 { return max(0, nowMs-s.chargedFrom()) }
 
 // Move commits the running side's move at now, the server's receipt time,
 // with the lag the client reported (0 if none). The mover is charged the
@@ -240,6 +265,7 @@ func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (St
 	// Monotonic even if the server's clock stepped back, and within the
 	// range a stored state may hold.
 	next.TurnStartMs = clampInstant(max(nowMs, start))
+	next.ExcusedMs = 0
 	if !r.timed() {
 		return next, nil
 	}
@@ -253,9 +279,9 @@ func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (St
 	if spent > budget {
 		out := s
 		out.Phase = Stopped
-		out.TurnStartMs = next.TurnStartMs
+		out.TurnStartMs, out.ExcusedMs = next.TurnStartMs, 0
 		out.Players[mover] = r.flagged(p)
-		dl := start + budget + credit
+		dl := s.chargedFrom() + budget + credit
 		return out, &FlagError{Side: mover, Deadline: instant(dl), FlaggedAt: instant(dl + 1), MovedAt: now}
 	}
 	p = r.spend(p, spent)
@@ -320,6 +346,7 @@ func (s State) Stop(now time.Time) State {
 	}
 	s.Phase = Stopped
 	s.TurnStartMs = clampInstant(max(nowMs, s.TurnStartMs))
+	s.ExcusedMs = 0
 	return s
 }
 
@@ -331,7 +358,7 @@ func (s State) deadlineMs() (ms int64, ok bool) {
 		return 0, false
 	}
 	p := r.norm(s.Players[s.Turn])
-	return clampInstant(s.TurnStartMs) + r.budget(p) + s.Lag.graceMs(p.LagBankMs), true
+	return s.chargedFrom() + r.budget(p) + s.Lag.graceMs(p.LagBankMs), true
 }
 
 // Deadline is the last instant at which the running side can still move in
@@ -361,7 +388,7 @@ func (s State) OutOfBudget(now time.Time) bool {
 	if !s.running() || !r.timed() {
 		return false
 	}
-	return unixMs(now) > clampInstant(s.TurnStartMs)+r.budget(r.norm(s.Players[s.Turn]))
+	return unixMs(now) > s.chargedFrom()+r.budget(r.norm(s.Players[s.Turn]))
 }
 
 // Snapshot is both clocks as of an instant, for display and for checks.
@@ -409,6 +436,9 @@ func (s State) Validate() error {
 	}
 	if s.TurnStartMs != clampInstant(s.TurnStartMs) {
 		add("turn start %d out of range", s.TurnStartMs)
+	}
+	if s.ExcusedMs != 0 && (s.ExcusedMs != clampMs(s.ExcusedMs) || !s.running()) {
+		add("%dms excused in a %v game", s.ExcusedMs, s.Phase)
 	}
 	c := s.Control
 	for i, p := range s.Players {
