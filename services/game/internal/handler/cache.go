@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/palacehq/palace/pkg/clock"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/services/game/internal/model"
 )
@@ -108,4 +109,17 @@ func (c *stateCache) drop(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, id)
+}
+
+// running lists the cached games whose clock runs.
+func (c *stateCache) running() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ids []string
+	for id, e := range c.m {
+		if st := e.st; st.Status == model.StatusOngoing && st.Clock != nil && st.Clock.Phase == clock.Running {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }

@@ -134,6 +134,10 @@ type Handler struct {
 	// state uses the same time base as one that read Redis (and as the
 	// sweeper), whatever this host's clock says.
 	redisTime atomic.Pointer[timeAnchor]
+	// outages are the spans in which this process could not reach Redis
+	// (see outages.go); watchDone closes when it stops watching.
+	outages   outages
+	watchDone chan struct{}
 }
 
 // timeAnchor is Redis TIME as read at a local monotonic instant.
@@ -203,6 +207,11 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 		defer close(hd.leaseDone)
 		hd.keepLease(leaseCtx)
 	}()
+	hd.watchDone = make(chan struct{})
+	go func() {
+		defer close(hd.watchDone)
+		hd.watchRedis(leaseCtx)
+	}()
 	hd.unconfirmed.games, hd.confirmDone = map[string]struct{}{}, make(chan struct{})
 	go func() {
 		defer close(hd.confirmDone)
@@ -219,6 +228,7 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 func (h *Handler) Close(ctx context.Context) {
 	h.stopLease()
 	<-h.leaseDone
+	<-h.watchDone
 	<-h.confirmDone
 	h.presence.flush(ctx)
 	// Every closing recorded, nothing is left to release; otherwise the
@@ -351,7 +361,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 		// A refusal that changes the game (a deadline passed) takes the
 		// slow path too: it may be the retry of a request answered before
 		// the deadline, whose first answer only the slow path looks up.
-		if ch, err := c.run(cached, now); err == nil && ch.Reply == nil {
+		if ch, err := h.runExcused(c, cached, now); err == nil && ch.Reply == nil {
 			resp, err := h.commit(ctx, cached, ch, c, now)
 			switch {
 			case errors.Is(err, errOtherSeatsID):
@@ -392,7 +402,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 		if c.expected != 0 && !l.State.Current(c.expected) {
 			return nil, staleVersion(c.expected, l.State.Version)
 		}
-		ch, err := c.run(l.State, l.Now)
+		ch, err := h.runExcused(c, l.State, l.Now)
 		if err != nil {
 			return nil, err
 		}
@@ -411,6 +421,48 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Messa
 		return resp, err
 	}
 	return nil, apierr.New(apierr.Unavailable, "game %s is too busy: retry with the same request_id", c.id)
+}
+
+// runExcused runs c on st with its running turn first excused the outages
+// this process saw during it; the excuse's event comes first. A refusal
+// commits no excuse: the next command, or the next wake-up, does.
+func (h *Handler) runExcused(c command, st *model.State, now time.Time) (model.Change, error) {
+	ex, ok := h.excuse(st, now)
+	if !ok {
+		return c.run(st, now)
+	}
+	ch, err := c.run(ex.State, now)
+	if err != nil || ch.State == nil {
+		return ch, err
+	}
+	ch.Events = append(ex.Events, ch.Events...)
+	return ch, nil
+}
+
+// expireExcused is model.Expire with the running turn first excused the
+// outages this process saw: a wake-up due during an outage is moved
+// later, and committed so that the new one is indexed, rather than
+// flagging a player who could not move.
+func (h *Handler) expireExcused(st *model.State, atMs int64, now time.Time) (model.Change, bool, error) {
+	ex, ok := h.excuse(st, now)
+	if !ok || st.WakeMs != atMs || atMs > now.UnixMilli() {
+		return model.Expire(st, atMs, now)
+	}
+	ch, applied, err := model.Expire(ex.State, ex.State.WakeMs, now)
+	if err != nil || !applied {
+		return ex, err == nil, err
+	}
+	ch.Events = append(ex.Events, ch.Events...)
+	return ch, true, nil
+}
+
+// excuse is the change excusing st's running turn the outages this
+// process saw during it; ok is false when it has nothing more to excuse.
+func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
+	if st.Clock == nil || st.Clock.Phase != clock.Running {
+		return model.Change{}, false
+	}
+	return model.Excuse(st, h.outages.within(st.Clock.TurnStartMs, now.UnixMilli()), now)
 }
 
 // errConflict is a lost compare-and-set: the command is run again on the
@@ -520,12 +572,14 @@ func (h *Handler) now() time.Time {
 }
 
 // learnRedisTime anchors now() to redisNow, Redis TIME read just now; a
-// zero time (a read that failed) teaches nothing.
+// zero time (a read that failed) teaches nothing. Redis answered, so an
+// outage under way ends there.
 func (h *Handler) learnRedisTime(redisNow time.Time) {
 	if redisNow.IsZero() {
 		return
 	}
 	h.redisTime.Store(&timeAnchor{redis: redisNow, local: time.Now()})
+	h.reached(redisNow)
 }
 
 // syncTime reads Redis TIME. A process whose commands all run on cached
@@ -606,6 +660,9 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		h.confirmLater(ch.State.ID)
 		return nil, err
 	}
+	// An excuse counts an outage under way up to now: it ends there, or
+	// the game's next command would excuse the time since again.
+	h.reached(now)
 	switch res.Outcome {
 	case store.Duplicate:
 		return c.remembered(res.Previous)
@@ -1169,7 +1226,7 @@ func (h *Handler) ExpireDeadline(ctx context.Context, req *gamev1.ExpireDeadline
 		if err != nil {
 			return nil, h.fail(ctx, err)
 		}
-		ch, applied, err := model.Expire(l.State, at, l.Now)
+		ch, applied, err := h.expireExcused(l.State, at, l.Now)
 		if err != nil {
 			return nil, h.fail(ctx, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/palacehq/palace/pkg/apierr"
@@ -500,6 +501,35 @@ func clockMilestones(st *State, now time.Time) []*gamev1.Event {
 		st.ClockEventsMs = ms(now)
 	}
 	return evs
+}
+
+// Excuse leaves total of the running turn uncharged (see
+// clock.State.Excuse): time in which nobody could move, since the service
+// could not reach its storage. Its deadline and the milestones still to
+// come move later by what is newly excused, and so does the mark up to
+// which milestones were announced, so none is announced twice. ok is
+// false when no clock runs or nothing more is excused; the caller commits
+// the change ahead of the command it runs on its state.
+func Excuse(st *State, total time.Duration, now time.Time) (ch Change, ok bool) {
+	if st.Status != StatusOngoing || st.Clock == nil || st.Clock.Phase != clock.Running {
+		return Change{}, false
+	}
+	c := st.Clock.Excuse(total, now)
+	more := c.ExcusedMs - st.Clock.ExcusedMs
+	if more <= 0 {
+		return Change{}, false
+	}
+	n := clone(st)
+	n.Clock = &c
+	if n.ClockEventsMs != 0 {
+		n.ClockEventsMs = min(n.ClockEventsMs+more, ms(now))
+	}
+	n.WakeMs = wake(n, now)
+	ev := &gamev1.Event{Kind: &gamev1.Event_Clock{Clock: &gamev1.ClockEvent{
+		Side: rulespb.Side(rules.Side(c.Turn)), Kind: gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED,
+		Clocks: clockPBAt(n, now), Excused: durationpb.New(time.Duration(c.ExcusedMs) * time.Millisecond),
+	}}}
+	return Change{State: n, Events: []*gamev1.Event{ev}}, true
 }
 
 // Resign ends the game as a loss for side, at any time.

@@ -50,8 +50,8 @@ func (f *fuzzGame) byte() byte {
 
 // FuzzCommands plays commands chosen by the fuzzer (legal and illegal
 // moves, passes, formations, draws, undos, resignations, deadlines,
-// processes holding and letting go of seats, with time passing between
-// them) on a game, sometimes on an older state of it as a process with a
+// processes holding and letting go of seats, outages excused, with time
+// passing between them) on a game, sometimes on an older state of it as a process with a
 // stale copy would. Whatever the input, no command panics or changes a
 // state it was given; a refusal is a client error, never an internal one;
 // every change carries events that take the version one by one; the moves
@@ -110,7 +110,7 @@ func (g *fuzzGame) step() {
 	}
 	g.now = g.now.Add(time.Duration(g.byte()) * 300 * time.Millisecond)
 	side := rules.Side(g.byte() & 1)
-	op := g.byte() % 11
+	op := g.byte() % 12
 	before := snapshot(t, base)
 
 	var (
@@ -166,6 +166,9 @@ func (g *fuzzGame) step() {
 		default:
 			ch, changed = Release(base, proc)
 		}
+	case 11:
+		// An outage of up to a minute excused, as much as the turn holds.
+		ch, changed = Excuse(base, time.Duration(g.byte())*250*time.Millisecond, g.now)
 	}
 	if after := snapshot(t, base); after != before {
 		t.Fatalf("op %d changed the state it was given:\nwas %s\nnow %s", op, before, after)

@@ -534,6 +534,18 @@ func (s *Store) Time(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
+// Reach pings Redis: on a cluster every master, since the games of a
+// slot whose master is out of reach can make no move.
+func (s *Store) Reach(ctx context.Context) error {
+	if c, ok := s.rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+	}
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis ping: %w", err)
+	}
+	return nil
+}
+
 // Probe increments a counter (the load test's floor: one write).
 func (s *Store) Probe(ctx context.Context, key string) (uint64, error) {
 	k := s.cfg.Prefix + "probe:{" + key + "}"

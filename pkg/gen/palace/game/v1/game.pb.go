@@ -30,6 +30,10 @@ const (
 	ClockEventKind_CLOCK_EVENT_KIND_UNSPECIFIED      ClockEventKind = 0
 	ClockEventKind_CLOCK_EVENT_KIND_BYO_YOMI_ENTERED ClockEventKind = 1
 	ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED      ClockEventKind = 2
+	// The game service could not reach its storage for a while, so nobody
+	// could move: that time of the running turn is not charged. Its
+	// deadline, and its milestones still to come, move later by as much.
+	ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED ClockEventKind = 3
 )
 
 // Enum value maps for ClockEventKind.
@@ -38,11 +42,13 @@ var (
 		0: "CLOCK_EVENT_KIND_UNSPECIFIED",
 		1: "CLOCK_EVENT_KIND_BYO_YOMI_ENTERED",
 		2: "CLOCK_EVENT_KIND_PERIOD_USED",
+		3: "CLOCK_EVENT_KIND_OUTAGE_EXCUSED",
 	}
 	ClockEventKind_value = map[string]int32{
 		"CLOCK_EVENT_KIND_UNSPECIFIED":      0,
 		"CLOCK_EVENT_KIND_BYO_YOMI_ENTERED": 1,
 		"CLOCK_EVENT_KIND_PERIOD_USED":      2,
+		"CLOCK_EVENT_KIND_OUTAGE_EXCUSED":   3,
 	}
 )
 
@@ -2758,12 +2764,17 @@ func (x *PlayerConnection) GetConnected() bool {
 // so clients need not compute them. A move that then arrives with a lag
 // credit (reported_lag) may be charged as made before a milestone already
 // announced: the clocks of its MovePlayed are authoritative, and may show
-// the period, or main time, back.
+// the period, or main time, back. It also announces time given back to the
+// side to move (OUTAGE_EXCUSED): then its clocks are the new ones.
 type ClockEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Side          v1.Side                `protobuf:"varint,1,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
-	Kind          ClockEventKind         `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.game.v1.ClockEventKind" json:"kind,omitempty"`
-	Clocks        *v1.ClockSnapshot      `protobuf:"bytes,3,opt,name=clocks,proto3" json:"clocks,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Side   v1.Side                `protobuf:"varint,1,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
+	Kind   ClockEventKind         `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.game.v1.ClockEventKind" json:"kind,omitempty"`
+	Clocks *v1.ClockSnapshot      `protobuf:"bytes,3,opt,name=clocks,proto3" json:"clocks,omitempty"`
+	// OUTAGE_EXCUSED only: how much of the side's turn is excused in all
+	// (one outage after another in a turn adds up), of which this event
+	// gives back what earlier ones of the turn had not.
+	Excused       *durationpb.Duration `protobuf:"bytes,4,opt,name=excused,proto3" json:"excused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2815,6 +2826,13 @@ func (x *ClockEvent) GetKind() ClockEventKind {
 func (x *ClockEvent) GetClocks() *v1.ClockSnapshot {
 	if x != nil {
 		return x.Clocks
+	}
+	return nil
+}
+
+func (x *ClockEvent) GetExcused() *durationpb.Duration {
+	if x != nil {
+		return x.Excused
 	}
 	return nil
 }
@@ -3079,20 +3097,22 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\"\\\n" +
 	"\x10PlayerConnection\x12*\n" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x12\x1c\n" +
-	"\tconnected\x18\x02 \x01(\bR\tconnected\"\xa5\x01\n" +
+	"\tconnected\x18\x02 \x01(\bR\tconnected\"\xda\x01\n" +
 	"\n" +
 	"ClockEvent\x12*\n" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.palace.game.v1.ClockEventKindR\x04kind\x127\n" +
-	"\x06clocks\x18\x03 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"\xa2\x01\n" +
+	"\x06clocks\x18\x03 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\x123\n" +
+	"\aexcused\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\aexcused\"\xa2\x01\n" +
 	"\tGameEnded\x120\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.palace.common.v1.ResultR\x06result\x12*\n" +
 	"\x04side\x18\x02 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x127\n" +
-	"\x06clocks\x18\x03 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks*{\n" +
+	"\x06clocks\x18\x03 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks*\xa0\x01\n" +
 	"\x0eClockEventKind\x12 \n" +
 	"\x1cCLOCK_EVENT_KIND_UNSPECIFIED\x10\x00\x12%\n" +
 	"!CLOCK_EVENT_KIND_BYO_YOMI_ENTERED\x10\x01\x12 \n" +
-	"\x1cCLOCK_EVENT_KIND_PERIOD_USED\x10\x022\xce\b\n" +
+	"\x1cCLOCK_EVENT_KIND_PERIOD_USED\x10\x02\x12#\n" +
+	"\x1fCLOCK_EVENT_KIND_OUTAGE_EXCUSED\x10\x032\xce\b\n" +
 	"\vGameService\x12S\n" +
 	"\n" +
 	"CreateGame\x12!.palace.game.v1.CreateGameRequest\x1a\".palace.game.v1.CreateGameResponse\x12q\n" +
@@ -3263,40 +3283,41 @@ var file_palace_game_v1_game_proto_depIdxs = []int32{
 	42, // 79: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
 	0,  // 80: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
 	51, // 81: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
-	52, // 82: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
-	42, // 83: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
-	51, // 84: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
-	4,  // 85: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
-	7,  // 86: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
-	9,  // 87: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
-	11, // 88: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
-	13, // 89: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
-	15, // 90: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
-	17, // 91: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
-	19, // 92: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
-	21, // 93: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
-	23, // 94: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
-	25, // 95: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
-	28, // 96: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
-	1,  // 97: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
-	5,  // 98: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
-	8,  // 99: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
-	10, // 100: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
-	12, // 101: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
-	14, // 102: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
-	16, // 103: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
-	18, // 104: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
-	20, // 105: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
-	22, // 106: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
-	24, // 107: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
-	26, // 108: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
-	29, // 109: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
-	2,  // 110: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
-	98, // [98:111] is the sub-list for method output_type
-	85, // [85:98] is the sub-list for method input_type
-	85, // [85:85] is the sub-list for extension type_name
-	85, // [85:85] is the sub-list for extension extendee
-	0,  // [0:85] is the sub-list for field type_name
+	46, // 82: palace.game.v1.ClockEvent.excused:type_name -> google.protobuf.Duration
+	52, // 83: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
+	42, // 84: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
+	51, // 85: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
+	4,  // 86: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
+	7,  // 87: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
+	9,  // 88: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
+	11, // 89: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
+	13, // 90: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
+	15, // 91: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
+	17, // 92: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
+	19, // 93: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
+	21, // 94: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
+	23, // 95: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
+	25, // 96: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
+	28, // 97: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
+	1,  // 98: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
+	5,  // 99: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
+	8,  // 100: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
+	10, // 101: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
+	12, // 102: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
+	14, // 103: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
+	16, // 104: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
+	18, // 105: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
+	20, // 106: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
+	22, // 107: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
+	24, // 108: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
+	26, // 109: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
+	29, // 110: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
+	2,  // 111: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
+	99, // [99:112] is the sub-list for method output_type
+	86, // [86:99] is the sub-list for method input_type
+	86, // [86:86] is the sub-list for extension type_name
+	86, // [86:86] is the sub-list for extension extendee
+	0,  // [0:86] is the sub-list for field type_name
 }
 
 func init() { file_palace_game_v1_game_proto_init() }

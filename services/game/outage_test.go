@@ -1,0 +1,197 @@
+package game_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/palacehq/palace/pkg/deadline"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/game"
+	"github.com/palacehq/palace/services/game/gametest"
+)
+
+// outageGame is a Xiangqi game of 3 s a side, no increment, past both
+// first moves: Red's clock runs.
+func outageGame(t *testing.T, env *gametest.Env) *table {
+	t.Helper()
+	fischer3s := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(3 * time.Second)}}}
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer3s})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8")
+	return tb
+}
+
+// eventsAfter reads the game's events after version v, up to its head.
+func eventsAfter(t *testing.T, tb *table, v uint64) []*gamev1.Event {
+	t.Helper()
+	head := tb.get(t).GetVersion()
+	ctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), 10*time.Second)
+	defer cancel()
+	st, err := tb.env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*gamev1.Event
+	for len(evs) == 0 || evs[len(evs)-1].GetVersion() < head {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("events after %d: %v", v, err)
+		}
+		if e := m.GetEvent(); e != nil {
+			evs = append(evs, e)
+		}
+	}
+	return evs
+}
+
+// wantExcused checks that evs hold one OUTAGE_EXCUSED event for Red of at
+// least min, and returns its version.
+func wantExcused(t *testing.T, evs []*gamev1.Event, least time.Duration) uint64 {
+	t.Helper()
+	for _, e := range evs {
+		c := e.GetClock()
+		if c.GetKind() != gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED {
+			continue
+		}
+		if c.GetSide() != commonv1.Side_SIDE_FIRST || c.GetExcused().AsDuration() < least || c.GetClocks() == nil {
+			t.Fatalf("excuse event %v: want Red excused at least %v, with the clocks", c, least)
+		}
+		return e.GetVersion()
+	}
+	t.Fatalf("no OUTAGE_EXCUSED event among %v", evs)
+	return 0
+}
+
+// cutOff is a game played on a process with Redis (direct), and a second
+// process whose Redis goes through a proxy (cut off), which has cached
+// nothing of it: what the second does after its outage, it does in answer
+// to a call, not on its own.
+func cutOff(t *testing.T) (direct, cut *gametest.Env, proxy *redistest.Proxy, tb *table) {
+	t.Helper()
+	direct = gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyOne })
+	proxy = redistest.NewProxy(t, redistest.Addr(t))
+	cut = gametest.StartOn(t, proxy.Addr(), func(c *game.Config) { c.KeyPrefix, c.SigningKeys = direct.Config.KeyPrefix, keyOne })
+	return direct, cut, proxy, outageGame(t, direct)
+}
+
+// TestAnOutageIsNotChargedToTheSideToMove: Redis is out of reach for
+// longer than Red has left (3 s, plus the lag grace). Red's move, sent
+// again once Redis is back, is accepted, charged only the time outside the
+// outage; the excuse is committed with the move, before it.
+func TestAnOutageIsNotChargedToTheSideToMove(t *testing.T) {
+	_, cut, proxy, tb := cutOff(t)
+	before := tb.get(t).GetVersion()
+
+	proxy.Cut()
+	time.Sleep(5 * time.Second)
+	proxy.Restore()
+
+	onCut := &table{env: cut, id: tb.id, seats: tb.seats}
+	resp := onCut.move(t, "h1g3")
+	g := resp.GetGame()
+	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("after the outage Red's move left the game %v (%v), want it ongoing", g.GetStatus(), g.GetResult())
+	}
+	if left := g.GetClocks().GetFirst().GetMainLeft().AsDuration(); left < 1500*time.Millisecond {
+		t.Errorf("Red has %v left after the outage and the move, want most of its 3 s", left)
+	}
+	evs := eventsAfter(t, tb, before)
+	v := wantExcused(t, evs, 4*time.Second)
+	if v != before+1 || evs[1].GetMovePlayed() == nil {
+		t.Fatalf("events after the outage: %v; want the excuse, then the move", evs)
+	}
+}
+
+// TestADeadlineDuringAnOutageMovesLater: Redis stops answering for longer
+// than Red has left, and nobody moves. The wake-up that fell in the outage
+// excuses the turn and indexes a later one; that one ends the game on
+// time, no sooner.
+func TestADeadlineDuringAnOutageMovesLater(t *testing.T) {
+	ctx := context.Background()
+	direct, cut, proxy, tb := cutOff(t)
+	idx, err := deadline.New(direct.Redis, direct.Config.KeyPrefix, direct.Config.DeadlineShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := tb.get(t).GetVersion()
+	wake := func() deadline.Entry {
+		t.Helper()
+		e, ok, err := idx.Next(ctx, idx.ShardOf(tb.id))
+		if err != nil || !ok {
+			t.Fatalf("the game's wake-up: %v, %v", ok, err)
+		}
+		return e
+	}
+	expire := func(e deadline.Entry) *gamev1.ExpireDeadlineResponse {
+		t.Helper()
+		var resp *gamev1.ExpireDeadlineResponse
+		retrying(t, "ExpireDeadline", func() (err error) {
+			resp, err = cut.Client.ExpireDeadline(ctx, &gamev1.ExpireDeadlineRequest{GameId: tb.id, DeadlineUnixMs: e.At.UnixMilli()})
+			return err
+		})
+		return resp
+	}
+	due := wake()
+
+	proxy.Blackhole()
+	time.Sleep(6 * time.Second)
+	proxy.Restore()
+
+	if time.Now().Before(due.At) {
+		t.Fatalf("the wake-up %v is still to come: the outage was too short to test", due.At)
+	}
+	resp := expire(due)
+	if !resp.GetApplied() || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("the wake-up due in the outage: applied %v, game %v (%v); want the turn excused and the game on",
+			resp.GetApplied(), resp.GetGame().GetStatus(), resp.GetGame().GetResult())
+	}
+	wantExcused(t, eventsAfter(t, tb, before), 4*time.Second)
+	later := wake()
+	if !later.At.After(due.At.Add(4 * time.Second)) {
+		t.Fatalf("the next wake-up is at %v, want over 4 s after %v", later.At, due.At)
+	}
+	if again := expire(due); again.GetApplied() {
+		t.Fatal("the replaced wake-up applied again")
+	}
+	time.Sleep(time.Until(later.At) + 50*time.Millisecond)
+	if end := expire(later); !end.GetApplied() || end.GetGame().GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
+		t.Fatalf("the moved wake-up: applied %v, result %v; want the game over on time", end.GetApplied(), end.GetGame().GetResult())
+	}
+}
+
+// TestTheGamesInPlayAreExcusedOnceRedisIsBack: a process that plays a game
+// excuses its running turn as soon as Redis answers again, with nobody
+// calling, so that the players' apps show the time given back.
+func TestTheGamesInPlayAreExcusedOnceRedisIsBack(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	env := gametest.StartOn(t, proxy.Addr(), nil)
+	tb := outageGame(t, env)
+	before := tb.get(t).GetVersion()
+
+	proxy.Cut()
+	time.Sleep(2 * time.Second)
+	proxy.Restore()
+
+	deadline := time.Now().Add(5 * time.Second)
+	for tb.get(t).GetVersion() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no excuse committed 5 s after Redis came back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	evs := eventsAfter(t, tb, before)
+	wantExcused(t, evs, 1500*time.Millisecond)
+	if g := tb.get(t); g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING || g.GetClocks().GetFirst().GetMainLeft().AsDuration() < 2*time.Second {
+		t.Fatalf("after the excuse: %v, Red's clock %v; want the game on and most of Red's 3 s left", g.GetStatus(), g.GetClocks().GetFirst())
+	}
+}
