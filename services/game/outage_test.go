@@ -195,3 +195,33 @@ func TestTheGamesInPlayAreExcusedOnceRedisIsBack(t *testing.T) {
 		t.Fatalf("after the excuse: %v, Red's clock %v; want the game on and most of Red's 3 s left", g.GetStatus(), g.GetClocks().GetFirst())
 	}
 }
+
+// moveAfter sends Red's move until Redis answers, and wants it accepted
+// with the game going on.
+func moveAfter(t *testing.T, tb *table, what string) {
+	t.Helper()
+	req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}}
+	var resp *gamev1.MakeMoveResponse
+	retrying(t, "Red's move "+what, func() (err error) {
+		resp, err = tb.env.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), req)
+		return err
+	})
+	if g := resp.GetGame(); g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("Red's move %s left the game %v (%v), want it ongoing", what, g.GetStatus(), g.GetResult())
+	}
+}
+
+// TestAStalledRedisIsAnOutage: Redis stops answering (SIGSTOP) for 2.5 s,
+// less than its client's read timeout, after Red spent 1.8 s of its 3 s
+// (and 1 s of grace). A ping unanswered for a second counts as an outage,
+// so Red's move once Redis is back is excused the stall.
+func TestAStalledRedisIsAnOutage(t *testing.T) {
+	srv := redistest.Own(t)
+	env := gametest.StartOn(t, srv.Addr, nil)
+	tb := outageGame(t, env)
+	time.Sleep(1800 * time.Millisecond)
+	srv.Pause(t)
+	time.Sleep(2500 * time.Millisecond)
+	srv.Resume(t)
+	moveAfter(t, tb, "after a 2.5 s stall")
+}

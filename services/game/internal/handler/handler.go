@@ -335,10 +335,11 @@ type command struct {
 
 // exec loads, runs and commits a command, retrying lost compare-and-sets,
 // and returns the (possibly remembered) answer.
-func (h *Handler) exec(ctx context.Context, name string, c command) (proto.Message, error) {
-	start := time.Now()
+func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Message, err error) {
+	start, begun := time.Now(), h.now()
 	defer func() {
 		h.metrics.latency.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("command", name)))
+		h.failedFor(ctx, begun, err)
 	}()
 	unlock, err := h.locks.lock(ctx, c.id)
 	if err != nil {
@@ -436,6 +437,8 @@ func (h *Handler) runExcused(c command, st *model.State, now time.Time) (model.C
 		return ch, err
 	}
 	ch.Events = append(ex.Events, ch.Events...)
+	// The excuse moved the game's wake-up: its keys must live to it.
+	ch.Presence = false
 	return ch, nil
 }
 
@@ -1203,32 +1206,43 @@ func (h *Handler) GetGame(ctx context.Context, req *gamev1.GetGameRequest) (*gam
 // ExpireDeadline ends a game on time, applies a default formation or
 // aborts a game, when the deadline is still current.
 func (h *Handler) ExpireDeadline(ctx context.Context, req *gamev1.ExpireDeadlineRequest) (*gamev1.ExpireDeadlineResponse, error) {
-	if err := h.internal(ctx, "ExpireDeadline"); err != nil {
+	begun := h.now()
+	resp, err := h.expire(ctx, req)
+	if err != nil {
+		h.failedFor(ctx, begun, err)
 		return nil, h.fail(ctx, err)
 	}
+	return resp, nil
+}
+
+// expire is ExpireDeadline, its errors not yet mapped to a status.
+func (h *Handler) expire(ctx context.Context, req *gamev1.ExpireDeadlineRequest) (*gamev1.ExpireDeadlineResponse, error) {
+	if err := h.internal(ctx, "ExpireDeadline"); err != nil {
+		return nil, err
+	}
 	if err := checkID("game_id", req.GetGameId(), MaxIDBytes); err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	at := req.GetDeadlineUnixMs()
 	unlock, err := h.locks.lock(ctx, req.GetGameId())
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	defer unlock()
 	for attempt := range commitAttempts {
 		if err := backoff(ctx, attempt); err != nil {
-			return nil, h.fail(ctx, err)
+			return nil, err
 		}
 		l, err := h.load(ctx, req.GetGameId(), "")
 		if errors.Is(err, store.ErrNotFound) {
 			return &gamev1.ExpireDeadlineResponse{Applied: false}, nil
 		}
 		if err != nil {
-			return nil, h.fail(ctx, err)
+			return nil, err
 		}
 		ch, applied, err := h.expireExcused(l.State, at, l.Now)
 		if err != nil {
-			return nil, h.fail(ctx, err)
+			return nil, err
 		}
 		if !applied {
 			return &gamev1.ExpireDeadlineResponse{Applied: false, Game: model.View(l.State, nil, l.Now)}, nil
@@ -1239,11 +1253,11 @@ func (h *Handler) ExpireDeadline(ctx context.Context, req *gamev1.ExpireDeadline
 			continue
 		}
 		if err != nil {
-			return nil, h.fail(ctx, err)
+			return nil, err
 		}
 		return &gamev1.ExpireDeadlineResponse{Applied: true, Game: model.View(ch.State, nil, l.Now)}, nil
 	}
-	return nil, h.fail(ctx, apierr.New(apierr.Unavailable, "game %s is too busy", req.GetGameId()))
+	return nil, apierr.New(apierr.Unavailable, "game %s is too busy", req.GetGameId())
 }
 
 // Probe increments a counter: one Redis write behind the same server path

@@ -1,10 +1,15 @@
 package handler
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/palacehq/palace/pkg/apierr"
 )
 
 // While Redis is out of reach no command commits, moves included, yet
@@ -32,7 +37,7 @@ type span struct{ from, to int64 }
 // outages are the spans in which this process could not reach Redis.
 type outages struct {
 	mu    sync.Mutex
-	spans []span // ended, oldest first
+	spans []span // ended, oldest first, none overlapping another
 	// since is when the current outage began; 0 while Redis answers.
 	since int64
 	// answered is the last instant Redis was known to answer: a ping sent
@@ -53,21 +58,51 @@ func (o *outages) down(atMs int64) (began bool) {
 	return true
 }
 
-// up records that Redis answered at atMs (a ping, a read, a commit), and
-// returns the outage this ends (zero when none was under way).
-func (o *outages) up(atMs int64) span {
+// failed records that a command begun at atMs failed for want of Redis:
+// nothing could commit from then on. Unlike a ping's, its evidence stands
+// against answers since (on a cluster, pings of every master may succeed
+// while the game's own master still refuses).
+func (o *outages) failed(atMs int64) (began bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.answered = max(o.answered, atMs)
+	if o.since != 0 {
+		o.since = min(o.since, atMs)
+		return false
+	}
+	o.since = atMs
+	return true
+}
+
+// up records that Redis answered: an outage under way ends at endMs, and
+// a ping sent before answeredMs that fails later begins none. It returns
+// the outage this ends (zero when none was under way).
+func (o *outages) up(endMs, answeredMs int64) span {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.answered = max(o.answered, answeredMs)
 	if o.since == 0 {
 		return span{}
 	}
-	s := span{from: o.since, to: max(atMs, o.since)}
+	s := span{from: o.since, to: max(endMs, o.since)}
 	o.since = 0
-	if len(o.spans) == maxOutages {
-		o.spans = append(o.spans[:0], o.spans[1:]...)
+	if s.to == s.from {
+		return span{}
 	}
-	o.spans = append(o.spans, s)
+	// A failed command may date an outage back into one already ended.
+	merged := s
+	kept := o.spans[:0]
+	for _, e := range o.spans {
+		if e.to < merged.from || e.from > merged.to {
+			kept = append(kept, e)
+			continue
+		}
+		merged = span{from: min(e.from, merged.from), to: max(e.to, merged.to)}
+	}
+	i, _ := slices.BinarySearchFunc(kept, merged, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	o.spans = slices.Insert(kept, i, merged)
+	if len(o.spans) > maxOutages {
+		o.spans = slices.Delete(o.spans, 0, len(o.spans)-maxOutages)
+	}
 	o.ended = true
 	return s
 }
@@ -87,24 +122,39 @@ func (o *outages) takeEnded() bool {
 func (o *outages) within(fromMs, toMs int64) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	overlap := func(s span, from, to int64) int64 {
+		return max(0, min(s.to, to)-max(s.from, from))
+	}
 	var total int64
-	add := func(s span) {
-		if lo, hi := max(s.from, fromMs), min(s.to, toMs); hi > lo {
-			total += hi - lo
+	open := span{from: o.since, to: toMs}
+	for _, s := range o.spans {
+		total += overlap(s, fromMs, toMs)
+		if o.since != 0 {
+			// The outage under way may reach back into an ended one.
+			total -= overlap(s, max(fromMs, open.from), toMs)
 		}
 	}
-	for _, s := range o.spans {
-		add(s)
-	}
 	if o.since != 0 {
-		add(span{from: o.since, to: toMs})
+		total += overlap(open, fromMs, toMs)
 	}
 	return time.Duration(total) * time.Millisecond
 }
 
-// reached records that Redis answered at t.
-func (h *Handler) reached(t time.Time) {
-	if s := h.outages.up(t.UnixMilli()); s.to != 0 {
+// reached records that Redis answered a command: an outage under way ends
+// at end, the instant the command was judged at (its excuse counted the
+// outage up to there). Not on a cluster, where the answer of one master
+// says nothing of the others: there only a ping of every master ends an
+// outage.
+func (h *Handler) reached(end time.Time) {
+	if h.store.Clustered() {
+		return
+	}
+	h.pinged(end)
+}
+
+// pinged records that Redis answered by end.
+func (h *Handler) pinged(end time.Time) {
+	if s := h.outages.up(end.UnixMilli(), max(end.UnixMilli(), h.now().UnixMilli())); s.to != 0 {
 		h.log.Info("redis answers again; the turns under way are excused the outage", "outage", time.Duration(s.to-s.from)*time.Millisecond)
 	}
 }
@@ -116,8 +166,9 @@ func (h *Handler) reached(t time.Time) {
 func (h *Handler) watchRedis(ctx context.Context) {
 	t := time.NewTicker(reachEvery)
 	defer t.Stop()
-	var excusing sync.WaitGroup
+	var excusing, pinging sync.WaitGroup
 	defer excusing.Wait()
+	defer pinging.Wait()
 	var busy atomic.Bool
 	for {
 		// One pass at a time: an outage that ends during one is left for
@@ -130,18 +181,35 @@ func (h *Handler) watchRedis(ctx context.Context) {
 			})
 		}
 		sent := h.now()
-		pctx, cancel := context.WithTimeout(ctx, reachTimeout)
-		err := h.store.Reach(pctx)
-		cancel()
+		// The Redis client bounds a read by its own timeout, not by the
+		// context's deadline: the ping is timed here. One at a time, so a
+		// Redis that hangs gathers no pile of them.
+		res := make(chan error, 1)
+		pinging.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, reachTimeout)
+			defer cancel()
+			res <- h.store.Reach(pctx)
+		})
+		var err error
+		select {
+		case err = <-res:
+		case <-time.After(reachTimeout):
+			h.unreached(ctx, sent, errors.New("no answer to a ping within "+reachTimeout.String()))
+			select {
+			case err = <-res:
+			case <-ctx.Done():
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			if h.outages.down(sent.UnixMilli()) {
-				h.log.WarnContext(ctx, "redis out of reach: the turns under way are not charged the time until it answers", "err", err)
-			}
+			h.unreached(ctx, sent, err)
 		default:
-			h.reached(h.now())
+			h.pinged(h.now())
 		}
 		select {
 		case <-ctx.Done():
@@ -151,12 +219,36 @@ func (h *Handler) watchRedis(ctx context.Context) {
 	}
 }
 
-// excuseCached commits the excuse of each cached game whose clock runs.
+// failedFor records a command begun at begun that failed for want of
+// Redis (apierr.Transient); a call the client gave up on proves nothing.
+func (h *Handler) failedFor(ctx context.Context, begun time.Time, err error) {
+	if err == nil || ctx.Err() != nil || !apierr.Transient(err) {
+		return
+	}
+	if h.outages.failed(begun.UnixMilli()) {
+		h.log.WarnContext(ctx, "redis out of reach: the turns under way are not charged the time until it answers", "err", err)
+	}
+}
+
+// unreached records that a ping sent at sent failed.
+func (h *Handler) unreached(ctx context.Context, sent time.Time, err error) {
+	if h.outages.down(sent.UnixMilli()) {
+		h.log.WarnContext(ctx, "redis out of reach: the turns under way are not charged the time until it answers", "err", err)
+	}
+}
+
+// excuseCached commits the excuse of each cached game whose clock runs
+// and has something to excuse.
 func (h *Handler) excuseCached(ctx context.Context) {
 	n := 0
 	for _, id := range h.cache.running() {
 		if ctx.Err() != nil {
 			return
+		}
+		if st := h.cache.get(id); st == nil {
+			continue
+		} else if _, due := h.excuse(st, h.now()); !due {
+			continue
 		}
 		ok, err := h.excuseGame(ctx, id)
 		if err != nil {
@@ -174,6 +266,10 @@ func (h *Handler) excuseCached(ctx context.Context) {
 // excuseGame commits the excuse of one game's running turn, if it has one
 // due. A command committed meanwhile made its own.
 func (h *Handler) excuseGame(ctx context.Context, id string) (bool, error) {
+	// It holds the game's lock: a Redis slow to answer keeps the players'
+	// own commands waiting no longer than this.
+	ctx, cancel := context.WithTimeout(ctx, 2*reachTimeout)
+	defer cancel()
 	unlock, err := h.locks.lock(ctx, id)
 	if err != nil {
 		return false, err

@@ -3,6 +3,11 @@ package handler
 import (
 	"testing"
 	"time"
+
+	"github.com/palacehq/palace/pkg/clock"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/game/internal/model"
 )
 
 // TestOutages: the time of a turn within outages, the one under way
@@ -19,18 +24,31 @@ func TestOutages(t *testing.T) {
 	if got := o.within(0, 400); got != 300*time.Millisecond {
 		t.Errorf("within the outage under way: %v, want 300ms", got)
 	}
-	if s := o.up(500); s != (span{100, 500}) {
+	if s := o.up(500, 500); s != (span{100, 500}) {
 		t.Fatalf("up: %v, want the span 100..500", s)
 	}
-	if s := o.up(600); s != (span{}) {
+	if s := o.up(600, 600); s != (span{}) {
 		t.Fatalf("up again: %v, want nothing ended", s)
+	}
+	if !o.takeEnded() || o.takeEnded() {
+		t.Fatal("the end of an outage is not taken exactly once")
 	}
 	// A ping sent at 450 that failed after the answer at 500 begins nothing.
 	if o.down(450) {
 		t.Fatal("a ping sent before the last answer began an outage")
 	}
 	o.down(1000)
-	o.up(1200)
+	o.up(1200, 1200)
+	// Answered at 1300, a command judged at 1250: a ping sent at 1280
+	// begins nothing, and no outage of no length is recorded.
+	o.up(1250, 1300)
+	if o.down(1280) {
+		t.Fatal("a ping sent before the command's answer began an outage")
+	}
+	o.down(1400)
+	if s := o.up(1400, 1400); s != (span{}) || len(o.spans) != 2 {
+		t.Fatalf("an outage of no length: %v, %d spans", s, len(o.spans))
+	}
 	for _, c := range []struct {
 		from, to int64
 		want     time.Duration
@@ -46,12 +64,84 @@ func TestOutages(t *testing.T) {
 		}
 	}
 
+	// A command that began at 1500 and failed for want of Redis stands
+	// against answers since: it reopens the outage from its start, and the
+	// span is counted once where it meets the one that ended.
+	var f outages
+	f.down(1000)
+	f.up(1600, 1700)
+	if !f.failed(1500) {
+		t.Fatal("a failed command began no outage")
+	}
+	if got := f.within(0, 1800); got != 800*time.Millisecond {
+		t.Errorf("within the ended outage and the one under way: %v, want 800ms", got)
+	}
+	f.up(1900, 1900)
+	if len(f.spans) != 1 || f.spans[0] != (span{1000, 1900}) {
+		t.Fatalf("spans %v, want one from 1000 to 1900", f.spans)
+	}
+	if got := f.within(0, 2000); got != 900*time.Millisecond {
+		t.Errorf("within the merged outage: %v, want 900ms", got)
+	}
+
 	var many outages
 	for i := range int64(maxOutages + 5) {
 		many.down(10 * i)
-		many.up(10*i + 5)
+		many.up(10*i+5, 10*i+5)
 	}
 	if len(many.spans) != maxOutages || many.spans[0] != (span{50, 55}) {
 		t.Fatalf("%d spans from %v, want the newest %d", len(many.spans), many.spans[0], maxOutages)
+	}
+}
+
+// byoyomiGame is a Xiangqi game on the default clock (5 min, then 3 x
+// 30 s), Red's clock running.
+func byoyomiGame(t *testing.T) *model.State {
+	t.Helper()
+	now := time.UnixMilli(1_700_000_000_000)
+	ctl := clock.Default()
+	ch, err := model.Create(model.CreateParams{ID: "g", Variant: rules.Xiangqi, Control: &ctl, Seats: [2]model.Seat{{PlayerID: "a"}, {PlayerID: "b"}}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ch.State
+	for i, mv := range []string{"h3e3", "h10g8", "b1c3", "b10c8"} {
+		now = now.Add(time.Second)
+		next, err := model.Move(st, rules.Side(i%2), mv, 0, now)
+		if err != nil || next.Reply != nil {
+			t.Fatal(mv, err, next.Reply)
+		}
+		model.Seal(next, st.Version, now)
+		st = next.State
+	}
+	return st
+}
+
+// TestALateWakeUpAfterAnExcuseAnnouncesWhatIsDue: Red's byo-yomi is due at
+// the game's wake-up, a 2 s outage straddles it, and the sweeper comes 5 s
+// late. Excused, byo-yomi moves 2 s later, still before now: the wake-up
+// announces it with the excuse, as it would have without the outage.
+func TestALateWakeUpAfterAnExcuseAnnouncesWhatIsDue(t *testing.T) {
+	st := byoyomiGame(t)
+	entered := time.UnixMilli(st.WakeMs)
+	h := &Handler{}
+	h.outages.down(entered.Add(-time.Second).UnixMilli())
+	h.outages.up(entered.Add(time.Second).UnixMilli(), entered.Add(time.Second).UnixMilli())
+	now := entered.Add(5 * time.Second)
+
+	ch, applied, err := h.expireExcused(st, st.WakeMs, now)
+	if err != nil || !applied {
+		t.Fatalf("expireExcused: %v %v", applied, err)
+	}
+	var kinds []gamev1.ClockEventKind
+	for _, e := range ch.Events {
+		kinds = append(kinds, e.GetClock().GetKind())
+	}
+	want := []gamev1.ClockEventKind{gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED, gamev1.ClockEventKind_CLOCK_EVENT_KIND_BYO_YOMI_ENTERED}
+	if len(kinds) != 2 || kinds[0] != want[0] || kinds[1] != want[1] {
+		t.Fatalf("the late wake-up announced %v, want %v", kinds, want)
+	}
+	if next := time.UnixMilli(ch.State.WakeMs); !next.After(now) {
+		t.Fatalf("the next wake-up %v is not after now", next)
 	}
 }

@@ -522,9 +522,14 @@ func Excuse(st *State, total time.Duration, now time.Time) (ch Change, ok bool) 
 	n := clone(st)
 	n.Clock = &c
 	if n.ClockEventsMs != 0 {
-		n.ClockEventsMs = min(n.ClockEventsMs+more, ms(now))
+		// Past now when another process excused less of the same outage
+		// and a milestone was announced in between: it stays announced.
+		n.ClockEventsMs += more
 	}
-	n.WakeMs = wake(n, now)
+	// The first milestone not yet announced: one the excuse left before
+	// now (a late wake-up) is due at once rather than skipped, and one
+	// announced already is not woken for again.
+	n.WakeMs = wake(n, time.UnixMilli(n.ClockEventsMs))
 	ev := &gamev1.Event{Kind: &gamev1.Event_Clock{Clock: &gamev1.ClockEvent{
 		Side: rulespb.Side(rules.Side(c.Turn)), Kind: gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED,
 		Clocks: clockPBAt(n, now), Excused: durationpb.New(time.Duration(c.ExcusedMs) * time.Millisecond),

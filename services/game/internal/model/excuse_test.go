@@ -89,3 +89,38 @@ func TestNothingToExcuse(t *testing.T) {
 		t.Error("an untimed game was excused")
 	}
 }
+
+// TestAMilestoneIsNotAnnouncedAgainAfterALongerExcuse: one process excused
+// an outage, and byo-yomi was announced on time after it; another, whose
+// pings saw the same outage half a second longer, excuses that too. Its
+// excuse moves byo-yomi past now, but it is not announced again.
+func TestAMilestoneIsNotAnnouncedAgainAfterALongerExcuse(t *testing.T) {
+	st, start := clocked(t)
+	back := start.Add(20 * time.Second)
+	ex, ok := Excuse(st, 10*time.Second, back)
+	if !ok {
+		t.Fatal("the first excuse")
+	}
+	Seal(ex, st.Version, back)
+	st = ex.State
+	entered := time.UnixMilli(st.WakeMs)
+	ch, applied, err := Expire(st, st.WakeMs, entered)
+	if err != nil || !applied || clockKinds(ch.Events)[0] != gamev1.ClockEventKind_CLOCK_EVENT_KIND_BYO_YOMI_ENTERED {
+		t.Fatalf("byo-yomi: %v %v %v", applied, err, ch.Events)
+	}
+	Seal(ch, st.Version, entered)
+	st = ch.State
+	now := entered.Add(100 * time.Millisecond)
+	if ex, ok = Excuse(st, 10500*time.Millisecond, now); !ok {
+		t.Fatal("the longer excuse")
+	}
+	Seal(ex, st.Version, now)
+	st = ex.State
+	ch, applied, err = Expire(st, st.WakeMs, time.UnixMilli(st.WakeMs))
+	if err != nil || !applied {
+		t.Fatalf("the next wake-up: %v %v", applied, err)
+	}
+	if kinds := clockKinds(ch.Events); len(kinds) != 1 || kinds[0] != gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED {
+		t.Fatalf("the next wake-up announced %v, want the first period used only", kinds)
+	}
+}

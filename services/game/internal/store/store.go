@@ -534,6 +534,12 @@ func (s *Store) Time(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
+// Clustered reports whether Redis is a cluster.
+func (s *Store) Clustered() bool {
+	_, ok := s.rdb.(*redis.ClusterClient)
+	return ok
+}
+
 // Reach pings Redis: on a cluster every master, since the games of a
 // slot whose master is out of reach can make no move.
 func (s *Store) Reach(ctx context.Context) error {
