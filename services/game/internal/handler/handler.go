@@ -153,6 +153,10 @@ type metrics struct {
 	conflicts metric.Int64Counter
 	latency   metric.Float64Histogram
 	streams   metric.Int64UpDownCounter
+	// outages counts the Redis outages this process saw end, and
+	// excused the turns it excused them.
+	outages metric.Int64Counter
+	excused metric.Int64Counter
 }
 
 // New returns a handler.
@@ -168,6 +172,10 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1))
 	errs = append(errs, err)
 	m.streams, err = meter.Int64UpDownCounter("palace_game_streams", metric.WithDescription("open event streams"))
+	errs = append(errs, err)
+	m.outages, err = meter.Int64Counter("palace_game_redis_outages_total", metric.WithDescription("spans in which this process could not reach Redis, counted as they end"))
+	errs = append(errs, err)
+	m.excused, err = meter.Int64Counter("palace_game_turns_excused_total", metric.WithDescription("running turns excused the time of a Redis outage"))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("game metrics: %w", err)
@@ -465,8 +473,20 @@ func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
 	if st.Clock == nil || st.Clock.Phase != clock.Running {
 		return model.Change{}, false
 	}
-	return model.Excuse(st, h.outages.within(st.Clock.TurnStartMs, now.UnixMilli()), now)
+	total := h.outages.within(st.Clock.TurnStartMs, now.UnixMilli())
+	if already := time.Duration(st.Clock.ExcusedMs) * time.Millisecond; already > 0 && total-already < minMoreExcused {
+		// Another process excused this outage, seen through its own pings
+		// and reconnections: what it seems to have left out is the noise
+		// between two views of one outage, not worth another event.
+		return model.Change{}, false
+	}
+	return model.Excuse(st, total, now)
 }
+
+// minMoreExcused is the least a turn excused already is excused more: two
+// processes' views of one outage differ by up to a ping interval at each
+// end, and by their clients' reconnections.
+const minMoreExcused = 2*reachEvery + 250*time.Millisecond
 
 // errConflict is a lost compare-and-set: the command is run again on the
 // game as it is now.
@@ -673,6 +693,11 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		return nil, errConflict
 	}
 	h.metrics.commits.Add(ctx, 1)
+	for _, e := range ch.Events {
+		if e.GetClock().GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED {
+			h.metrics.excused.Add(ctx, 1)
+		}
+	}
 	if ch.State.Status.Finished() {
 		h.cache.drop(ch.State.ID)
 	} else {

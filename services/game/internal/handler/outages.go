@@ -155,6 +155,7 @@ func (h *Handler) reached(end time.Time) {
 // pinged records that Redis answered by end.
 func (h *Handler) pinged(end time.Time) {
 	if s := h.outages.up(end.UnixMilli(), max(end.UnixMilli(), h.now().UnixMilli())); s.to != 0 {
+		h.metrics.outages.Add(context.Background(), 1)
 		h.log.Info("redis answers again; the turns under way are excused the outage", "outage", time.Duration(s.to-s.from)*time.Millisecond)
 	}
 }

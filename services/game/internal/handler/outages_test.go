@@ -145,3 +145,34 @@ func TestALateWakeUpAfterAnExcuseAnnouncesWhatIsDue(t *testing.T) {
 		t.Fatalf("the next wake-up %v is not after now", next)
 	}
 }
+
+// TestASecondViewOfAnOutageAddsOnlyWhatMatters: a turn excused an outage
+// by another process is excused more only when this process saw clearly
+// more of it than the other did, not for the noise between two views.
+func TestASecondViewOfAnOutageAddsOnlyWhatMatters(t *testing.T) {
+	st := byoyomiGame(t)
+	start := st.Clock.TurnStartMs
+	other := &Handler{}
+	other.outages.down(start + 1000)
+	other.outages.up(start+6000, start+6000)
+	now := time.UnixMilli(start + 7000)
+	ex, ok := other.excuse(st, now)
+	if !ok || ex.State.Clock.ExcusedMs != 5000 {
+		t.Fatalf("the first excuse: %v %+v", ok, ex.State.Clock)
+	}
+	for _, c := range []struct {
+		from, to int64
+		more     bool
+	}{
+		{900, 6200, false},
+		{1000, 6000 + minMoreExcused.Milliseconds() - 1, false},
+		{1000, 6000 + minMoreExcused.Milliseconds(), true},
+	} {
+		h := &Handler{}
+		h.outages.down(start + c.from)
+		h.outages.up(start+c.to, start+c.to)
+		if _, ok := h.excuse(ex.State, now); ok != c.more {
+			t.Errorf("an outage seen from %d to %d after the turn began: excused more %v, want %v", c.from, c.to, ok, c.more)
+		}
+	}
+}
