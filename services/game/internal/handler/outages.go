@@ -3,7 +3,6 @@ package handler
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -192,10 +191,13 @@ func (h *Handler) watchRedis(ctx context.Context) {
 			res <- h.store.Reach(pctx)
 		})
 		var err error
+		began := false
 		select {
 		case err = <-res:
 		case <-time.After(reachTimeout):
-			h.unreached(ctx, sent, errors.New("no answer to a ping within "+reachTimeout.String()))
+			// Out of reach from the ping on; told once the ping says why
+			// (the client may go on dialling long after).
+			began = h.outages.down(sent.UnixMilli())
 			select {
 			case err = <-res:
 			case <-ctx.Done():
@@ -208,8 +210,13 @@ func (h *Handler) watchRedis(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			h.unreached(ctx, sent, err)
+			if h.outages.down(sent.UnixMilli()) || began {
+				h.log.WarnContext(ctx, "redis out of reach: the turns under way are not charged the time until it answers", "err", err)
+			}
 		default:
+			if began {
+				h.log.WarnContext(ctx, "redis left a ping unanswered for over "+reachTimeout.String()+": the turns under way are not charged that time")
+			}
 			h.pinged(h.now())
 		}
 		select {
@@ -227,13 +234,6 @@ func (h *Handler) failedFor(ctx context.Context, begun time.Time, err error) {
 		return
 	}
 	if h.outages.failed(begun.UnixMilli()) {
-		h.log.WarnContext(ctx, "redis out of reach: the turns under way are not charged the time until it answers", "err", err)
-	}
-}
-
-// unreached records that a ping sent at sent failed.
-func (h *Handler) unreached(ctx context.Context, sent time.Time, err error) {
-	if h.outages.down(sent.UnixMilli()) {
 		h.log.WarnContext(ctx, "redis out of reach: the turns under way are not charged the time until it answers", "err", err)
 	}
 }
