@@ -2773,9 +2773,10 @@ type ClockEvent struct {
 	Clocks *v1.ClockSnapshot      `protobuf:"bytes,3,opt,name=clocks,proto3" json:"clocks,omitempty"`
 	// OUTAGE_EXCUSED only: how much of the side's turn is excused in all
 	// (one outage after another in a turn adds up), of which this event
-	// gives back what earlier ones of the turn had not. Each game-service
-	// process measures an outage itself: one that saw it at least 0.75 s
-	// longer than the process that excused it adds the difference, in
+	// gives back what earlier ones of the turn had not. A turn already
+	// excused is excused more only for at least 0.75 s more. Each
+	// game-service process measures an outage itself: one that saw it that
+	// much longer than the process that excused it adds the difference, in
 	// another event, at the game's next command or wake-up.
 	Excused       *durationpb.Duration `protobuf:"bytes,4,opt,name=excused,proto3" json:"excused,omitempty"`
 	unknownFields protoimpl.UnknownFields
