@@ -543,10 +543,13 @@ func (s *Store) Clustered() bool {
 // Reach pings Redis: on a cluster every master, since the games of a
 // slot whose master is out of reach can make no move.
 func (s *Store) Reach(ctx context.Context) error {
+	var err error
 	if c, ok := s.rdb.(*redis.ClusterClient); ok {
-		return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+	} else {
+		err = s.rdb.Ping(ctx).Err()
 	}
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
+	if err != nil {
 		return fmt.Errorf("redis ping: %w", err)
 	}
 	return nil
