@@ -111,15 +111,16 @@ func (c *stateCache) drop(id string) {
 	delete(c.m, id)
 }
 
-// running lists the cached games whose clock runs.
-func (c *stateCache) running() []string {
+// running lists the cached games whose clock runs; callers must not
+// change them.
+func (c *stateCache) running() []*model.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var ids []string
-	for id, e := range c.m {
+	var out []*model.State
+	for _, e := range c.m {
 		if st := e.st; st.Status == model.StatusOngoing && st.Clock != nil && st.Clock.Phase == clock.Running {
-			ids = append(ids, id)
+			out = append(out, st)
 		}
 	}
-	return ids
+	return out
 }

@@ -460,8 +460,13 @@ func (h *Handler) expireExcused(st *model.State, atMs int64, now time.Time) (mod
 		return model.Expire(st, atMs, now)
 	}
 	ch, applied, err := model.Expire(ex.State, ex.State.WakeMs, now)
-	if err != nil || !applied {
-		return ex, err == nil, err
+	switch {
+	case err != nil:
+		return model.Change{}, false, err
+	case !applied:
+		// Nothing more is due: the excuse alone is committed, to index the
+		// wake-up it moved.
+		return ex, true, nil
 	}
 	ch.Events = append(ex.Events, ch.Events...)
 	return ch, true, nil

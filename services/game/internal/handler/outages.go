@@ -211,7 +211,7 @@ func (h *Handler) watchRedis(ctx context.Context) {
 			return
 		case err != nil:
 			if h.outages.down(sent.UnixMilli()) || began {
-				h.log.WarnContext(ctx, "redis out of reach: the turns under way are not charged the time until it answers", "err", err)
+				h.log.WarnContext(ctx, outageBegan, "err", err)
 			}
 		default:
 			if began {
@@ -234,26 +234,26 @@ func (h *Handler) failedFor(ctx context.Context, begun time.Time, err error) {
 		return
 	}
 	if h.outages.failed(begun.UnixMilli()) {
-		h.log.WarnContext(ctx, "redis out of reach: the turns under way are not charged the time until it answers", "err", err)
+		h.log.WarnContext(ctx, outageBegan, "err", err)
 	}
 }
+
+const outageBegan = "redis out of reach: the turns under way are not charged the time until it answers"
 
 // excuseCached commits the excuse of each cached game whose clock runs
 // and has something to excuse.
 func (h *Handler) excuseCached(ctx context.Context) {
 	n := 0
-	for _, id := range h.cache.running() {
+	for _, st := range h.cache.running() {
 		if ctx.Err() != nil {
 			return
 		}
-		if st := h.cache.get(id); st == nil {
-			continue
-		} else if _, due := h.excuse(st, h.now()); !due {
+		if _, due := h.excuse(st, h.now()); !due {
 			continue
 		}
-		ok, err := h.excuseGame(ctx, id)
+		ok, err := h.excuseGame(ctx, st.ID)
 		if err != nil {
-			h.log.DebugContext(ctx, "excuse the outage", "game", id, "err", err)
+			h.log.DebugContext(ctx, "excuse the outage", "game", st.ID, "err", err)
 		}
 		if ok {
 			n++
