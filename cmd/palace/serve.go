@@ -59,8 +59,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 			matchmaking.Bind(mm),
 			ai.Bind(aic),
 		},
-		LogOutput: stderr,
-		OnServing: so.onServing,
+		LogOutput:   stderr,
+		OnServing:   so.onServing,
+		OwnsProcess: true,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "palace serve:", err)

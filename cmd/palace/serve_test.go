@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/palacehq/palace/pkg/apptest"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
@@ -52,7 +53,7 @@ func startServeStoppable(t *testing.T, extra ...string) (addr string, stop func(
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
-	var logs syncBuffer
+	var logs apptest.LogBuffer
 	done := make(chan int, 1)
 	args := append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...)
 	go func() {
@@ -84,23 +85,6 @@ func startServeStoppable(t *testing.T, extra ...string) (addr string, stop func(
 		t.Fatal("palace serve did not start within 20s")
 	}
 	return "", nil
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestServeListsEveryServiceOverReflection(t *testing.T) {
@@ -241,7 +225,7 @@ const placeholderKey = "placeholder:494e5345435552452d534552564943452d504c414345
 func TestServeWarnsOfAllowedPlaceholderKeys(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var logs syncBuffer
+	var logs apptest.LogBuffer
 	args := []string{"--listen", "127.0.0.1:0", "--allow-placeholder-keys", "--ai-workers", "0",
 		"--service-keys", placeholderKey, "--seat-signing-keys", placeholderKey, "--player-signing-keys", placeholderKey}
 	if got := serve(ctx, args, &logs, serveOptions{onServing: func(string) { cancel() }}); got != exitOK {

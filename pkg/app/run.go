@@ -199,6 +199,10 @@ type Options struct {
 	Services []Binder
 	// LogOutput defaults to stderr.
 	LogOutput io.Writer
+	// OwnsProcess is set by a daemon's main: this Run is the only one in
+	// its process, and may set what a library keeps per process (the Redis
+	// client's own log lines, written as records of this Run's logger).
+	OwnsProcess bool
 	// OnServing, when set, is called with the listening address once every
 	// service is bound (tests use it with Listen "127.0.0.1:0").
 	OnServing func(addr string)
@@ -215,6 +219,11 @@ func Run(ctx context.Context, o Options) (err error) {
 		out = os.Stderr
 	}
 	log := logging.New(out, o.Config.LogFormat, o.Config.LogLevel).With("service", o.Name)
+	if o.OwnsProcess {
+		// Its default writes unstructured lines to stderr, which break a
+		// JSON log stream just when Redis is in trouble.
+		redis.SetLogger(redisLog{log})
+	}
 
 	var closers []func() error
 	defer func() {
@@ -294,4 +303,13 @@ func connectRedis(ctx context.Context, addr string, log *slog.Logger, closers *[
 	// The address may hold a password: logs get it redacted.
 	log.Info("connected to redis", "redis_addr", redisx.Redact(addr))
 	return rdb, nil
+}
+
+// redisLog writes the Redis client's own lines (failed dials, sentinel
+// and cluster changes) as records of a process's logger. The client logs
+// only trouble and topology changes, each worth an operator's look.
+type redisLog struct{ log *slog.Logger }
+
+func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
+	r.log.Log(ctx, slog.LevelWarn, "redis client", "detail", strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

@@ -3,8 +3,10 @@
 package apptest
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,4 +73,23 @@ func Start(tb testing.TB, redisAddr string, binders ...app.Binder) *grpc.ClientC
 		}
 	})
 	return cc
+}
+
+// LogBuffer collects a process's log lines, safe to read while the
+// process (or a library's goroutine) still writes them.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -104,7 +104,13 @@ func logCall(ctx context.Context, log *slog.Logger, method string, start time.Ti
 		// A client that hangs up (a stream it leaves, a call it gives up
 		// on) is routine.
 		level = slog.LevelDebug
-	case codes.Internal, codes.Unknown, codes.DataLoss, codes.Unavailable:
+	case codes.Unavailable:
+		// A dependency away (Redis, a peer) or a stop ending streams: each
+		// call it fails is worth a line, but the outage itself is reported
+		// once by whoever saw it, and an operator's alerts on ERROR must not
+		// fire a thousand times for one restart.
+		level = slog.LevelWarn
+	case codes.Internal, codes.Unknown, codes.DataLoss:
 		level = slog.LevelError
 	}
 	log.Log(ctx, level, "rpc", "method", method, "code", code.String(), "duration_ms", float64(time.Since(start).Microseconds())/1000)

@@ -34,5 +34,5 @@ func run(ctx context.Context, args []string) error {
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	return app.Run(ctx, app.Options{Name: "rules", Config: cfg, Services: []app.Binder{rules.Bind()}})
+	return app.Run(ctx, app.Options{Name: "rules", Config: cfg, OwnsProcess: true, Services: []app.Binder{rules.Bind()}})
 }
