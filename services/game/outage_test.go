@@ -224,3 +224,80 @@ func TestAStalledRedisIsAnOutage(t *testing.T) {
 	srv.Resume(t)
 	moveAfter(t, tb, "after a 2.5 s stall")
 }
+
+// TestAnOutageIsNotChargedToTheWaits: Redis is out of reach for longer
+// than Han has to choose a formation, then than Cho has to make the first
+// move (2 s each). Han's choice and Cho's move, sent again once Redis is
+// back, are taken: no default formation, no abort. Each excuse is
+// committed with the command, before it.
+func TestAnOutageIsNotChargedToTheWaits(t *testing.T) {
+	direct := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyOne })
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	cut := gametest.StartOn(t, proxy.Addr(), func(c *game.Config) { c.KeyPrefix, c.SigningKeys = direct.Config.KeyPrefix, keyOne })
+	minute := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(time.Minute)}}}
+	tb := create(t, direct, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, TimeControl: minute,
+		SetupTime: durationpb.New(2 * time.Second), FirstMoveTime: durationpb.New(2 * time.Second)})
+	onCut := &table{env: cut, id: tb.id, seats: tb.seats}
+	outage := func() int64 {
+		before := tb.get(t).GetVersion()
+		proxy.Cut()
+		time.Sleep(4 * time.Second)
+		proxy.Restore()
+		return int64(before)
+	}
+	// excused is the first of evs but a seat's connection (a stream of the
+	// last check letting go), which must excuse side's wait; the event after
+	// it is then evs[1].
+	excused := func(evs []*gamev1.Event, side commonv1.Side) ([]*gamev1.Event, *gamev1.ClockEvent) {
+		t.Helper()
+		for len(evs) > 0 && evs[0].GetPlayerConnection() != nil {
+			evs = evs[1:]
+		}
+		if len(evs) < 2 {
+			t.Fatalf("events after the outage: %v; want an excuse and a command", evs)
+		}
+		c := evs[0].GetClock()
+		if c.GetKind() != gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED || c.GetSide() != side || c.GetExcused().AsDuration() < 3*time.Second {
+			t.Fatalf("events after the outage: %v; want first %v excused at least 3s", evs, side)
+		}
+		return evs, c
+	}
+
+	before := outage()
+	req := &gamev1.ChooseFormationRequest{GameId: tb.id, RequestId: rid(), Formation: commonv1.Formation_FORMATION_SANG_MA_SANG_MA}
+	var chosen *gamev1.ChooseFormationResponse
+	retrying(t, "Han's choice after the outage", func() (err error) {
+		chosen, err = cut.Client.ChooseFormation(onCut.as(commonv1.Side_SIDE_SECOND), req)
+		return err
+	})
+	if g := chosen.GetGame(); g.GetSecondFormation() != commonv1.Formation_FORMATION_SANG_MA_SANG_MA || g.GetStatus() != commonv1.GameStatus_GAME_STATUS_SETUP {
+		t.Fatalf("after Han's choice: %v, Han's formation %v; want Han's own, and Cho to choose", g.GetStatus(), g.GetSecondFormation())
+	}
+	evs := eventsAfter(t, tb, uint64(before))
+	evs, c := excused(evs, commonv1.Side_SIDE_SECOND)
+	if c.GetSetupDeadline() == nil || evs[1].GetFormationChosen().GetByDefault() {
+		t.Fatalf("events after the outage: %v; want the setup deadline moved, then Han's choice", evs)
+	}
+
+	retrying(t, "Cho's choice", func() error {
+		_, err := direct.Client.ChooseFormation(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.ChooseFormationRequest{
+			GameId: tb.id, RequestId: rid(), Formation: commonv1.Formation_FORMATION_MA_SANG_SANG_MA})
+		return err
+	})
+	first := tb.get(t).GetLegalMoves()[0].GetCoordinate()
+	before = outage()
+	mv := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: first}}
+	var moved *gamev1.MakeMoveResponse
+	retrying(t, "Cho's first move after the outage", func() (err error) {
+		moved, err = cut.Client.MakeMove(onCut.as(commonv1.Side_SIDE_FIRST), mv)
+		return err
+	})
+	if g := moved.GetGame(); g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("Cho's first move after the outage left the game %v (%v), want it ongoing", g.GetStatus(), g.GetResult())
+	}
+	evs = eventsAfter(t, tb, uint64(before))
+	evs, c = excused(evs, commonv1.Side_SIDE_FIRST)
+	if c.GetClocks().GetFirstMoveDeadline() == nil || evs[1].GetMovePlayed() == nil {
+		t.Fatalf("events after the outage: %v; want the first-move deadline moved, then Cho's move", evs)
+	}
+}

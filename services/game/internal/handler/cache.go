@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/palacehq/palace/pkg/clock"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/services/game/internal/model"
 )
@@ -111,15 +110,16 @@ func (c *stateCache) drop(id string) {
 	delete(c.m, id)
 }
 
-// running lists the cached games whose clock runs; callers must not
-// change them.
+// running lists the cached games in which something runs against the side
+// to move (model.Waiting: a clock's turn, a formation's choice, the wait
+// for a first move); callers must not change them.
 func (c *stateCache) running() []*model.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []*model.State
 	for _, e := range c.m {
-		if st := e.st; st.Status == model.StatusOngoing && st.Clock != nil && st.Clock.Phase == clock.Running {
-			out = append(out, st)
+		if _, _, ok := model.Waiting(e.st); ok {
+			out = append(out, e.st)
 		}
 	}
 	return out

@@ -175,7 +175,7 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	errs = append(errs, err)
 	m.outages, err = meter.Int64Counter("palace_game_redis_outages_total", metric.WithDescription("spans in which this process could not reach Redis, counted as they end"))
 	errs = append(errs, err)
-	m.excused, err = meter.Int64Counter("palace_game_turns_excused_total", metric.WithDescription("running turns excused the time of a Redis outage"))
+	m.excused, err = meter.Int64Counter("palace_game_turns_excused_total", metric.WithDescription("turns, and waits for a formation or a first move, excused the time of a Redis outage"))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("game metrics: %w", err)
@@ -472,14 +472,17 @@ func (h *Handler) expireExcused(st *model.State, atMs int64, now time.Time) (mod
 	return ch, true, nil
 }
 
-// excuse is the change excusing st's running turn the outages this
-// process saw during it; ok is false when it has nothing more to excuse.
+// excuse is the change excusing what runs against the side to move (its
+// turn, its choice of a formation, its wait for a first move) the outages
+// this process saw during it; ok is false when it has nothing more to
+// excuse.
 func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
-	if st.Clock == nil || st.Clock.Phase != clock.Running {
+	startMs, excusedMs, ok := model.Waiting(st)
+	if !ok {
 		return model.Change{}, false
 	}
-	total := h.outages.within(st.Clock.TurnStartMs, now.UnixMilli())
-	if already := time.Duration(st.Clock.ExcusedMs) * time.Millisecond; already > 0 && total-already < minMoreExcused {
+	total := h.outages.within(startMs, now.UnixMilli())
+	if already := time.Duration(excusedMs) * time.Millisecond; already > 0 && total-already < minMoreExcused {
 		// Another process excused this outage, seen through its own pings
 		// and reconnections: what it seems to have left out is the noise
 		// between two views of one outage, not worth another event.

@@ -13,10 +13,12 @@ import (
 
 // While Redis is out of reach no command commits, moves included, yet
 // the clocks run on: a player to move through an outage longer than their
-// time left would lose on time without having been able to move. So the
-// process watches Redis and remembers when it could not reach it, and a
-// command excuses the running turn the part of it that lies in those
-// spans (model.Excuse), in the same commit, before it is judged.
+// time left would lose on time without having been able to move (or get
+// the default formation, or see the game aborted for want of a first
+// move). So the process watches Redis and remembers when it could not
+// reach it, and a command excuses what runs against the side to move the
+// part of it that lies in those spans (model.Excuse), in the same commit,
+// before it is judged.
 
 const (
 	// reachEvery spaces the pings: an outage is excused from at most this
@@ -240,8 +242,8 @@ func (h *Handler) failedFor(ctx context.Context, begun time.Time, err error) {
 
 const outageBegan = "redis out of reach: the turns under way are not charged the time until it answers"
 
-// excuseCached commits the excuse of each cached game whose clock runs
-// and has something to excuse.
+// excuseCached commits the excuse of each cached game in which something
+// runs (model.Waiting) and has something to excuse.
 func (h *Handler) excuseCached(ctx context.Context) {
 	n := 0
 	for _, st := range h.cache.running() {
@@ -264,8 +266,7 @@ func (h *Handler) excuseCached(ctx context.Context) {
 	}
 }
 
-// excuseGame commits the excuse of one game's running turn, if it has one
-// due. A command committed meanwhile made its own.
+// excuseGame commits the excuse of one game, if it has one due. A command committed meanwhile made its own.
 func (h *Handler) excuseGame(ctx context.Context, id string) (bool, error) {
 	// It holds the game's lock: a Redis slow to answer keeps the players'
 	// own commands waiting no longer than this.

@@ -84,6 +84,7 @@ func Create(p CreateParams, now time.Time) (Change, error) {
 	default:
 		st.Status = StatusSetup
 		st.SetupDeadlineMs = ms(now) + st.SetupTimeMs
+		st.WaitExcusedMs = 0
 	}
 	ch.Events = append(ch.Events, &gamev1.Event{Kind: &gamev1.Event_GameCreated{GameCreated: &gamev1.GameCreated{}}})
 	if st.Status == StatusOngoing {
@@ -95,6 +96,7 @@ func Create(p CreateParams, now time.Time) (Change, error) {
 
 func start(st *State, now time.Time) *gamev1.Event {
 	st.TurnStartMs = ms(now)
+	st.WaitExcusedMs = 0
 	return &gamev1.Event{Kind: &gamev1.Event_GameStarted{GameStarted: &gamev1.GameStarted{
 		Start:  &commonv1.Position{Fen: st.StartFEN},
 		Clocks: clockPBAt(st, now),
@@ -111,14 +113,39 @@ func firstMoveDeadline(st *State) int64 {
 	if st.Status != StatusOngoing || st.Clock == nil || st.Clock.Phase != clock.Idle || st.FirstMoveTimeMs <= 0 || len(st.Moves) >= 2 {
 		return 0
 	}
-	return st.TurnStartMs + st.FirstMoveTimeMs
+	return st.TurnStartMs + st.FirstMoveTimeMs + st.WaitExcusedMs
+}
+
+// setupDeadline is the last instant the side choosing a formation may
+// choose it, or 0 outside setup.
+func setupDeadline(st *State) int64 {
+	if st.Status != StatusSetup || st.SetupDeadlineMs == 0 {
+		return 0
+	}
+	return st.SetupDeadlineMs + st.WaitExcusedMs
+}
+
+// Waiting is what runs against the side to move (or to choose) now, and
+// could be excused an outage: the choice of a formation, the wait for a
+// first move, or a clock's running turn. It began at startMs, and
+// excusedMs of it is excused already; ok is false when nothing runs.
+func Waiting(st *State) (startMs, excusedMs int64, ok bool) {
+	switch {
+	case setupDeadline(st) != 0:
+		return st.SetupDeadlineMs - st.SetupTimeMs, st.WaitExcusedMs, true
+	case firstMoveDeadline(st) != 0:
+		return st.TurnStartMs, st.WaitExcusedMs, true
+	case st.Status == StatusOngoing && st.Clock != nil && st.Clock.Phase == clock.Running:
+		return st.Clock.TurnStartMs, st.Clock.ExcusedMs, true
+	}
+	return 0, 0, false
 }
 
 // wake is the next instant the game must be looked at without a request.
 func wake(st *State, now time.Time) int64 {
 	switch st.Status {
 	case StatusSetup:
-		return st.SetupDeadlineMs + 1
+		return setupDeadline(st) + 1
 	case StatusOngoing:
 		if d := firstMoveDeadline(st); d != 0 {
 			return d + 1
@@ -233,7 +260,7 @@ func flagFirst(st *State, side rules.Side, action string, now time.Time) (Change
 // and refuses the command: the deadline came first. Each deadline the
 // sweeper missed is thus met by the next command, one at a time.
 func lateSetup(st *State, action string, now time.Time) (Change, bool) {
-	if st.Status != StatusSetup || st.SetupDeadlineMs == 0 || ms(now) <= st.SetupDeadlineMs {
+	if d := setupDeadline(st); d == 0 || ms(now) <= d {
 		return Change{}, false
 	}
 	n := clone(st)
@@ -280,6 +307,7 @@ func setFormation(st *State, side rules.Side, f rules.Formation, byDefault bool,
 	evs := []*gamev1.Event{{Kind: &gamev1.Event_FormationChosen{FormationChosen: chosen}}}
 	if side == rules.Second {
 		st.SetupDeadlineMs = ms(now) + st.SetupTimeMs
+		st.WaitExcusedMs = 0
 		chosen.SetupDeadline = instantPB(st.SetupDeadlineMs)
 	} else {
 		st.SetupDeadlineMs = 0
@@ -390,6 +418,7 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 	}
 	appendMove(n, rec)
 	n.TurnStartMs = ms(now)
+	n.WaitExcusedMs = 0
 	if n.Clock != nil && n.Clock.Phase == clock.Idle && len(n.Moves) == 2 {
 		started, err := n.Clock.Start(now, clock.Side(n.Turn()))
 		if err != nil {
@@ -503,16 +532,35 @@ func clockMilestones(st *State, now time.Time) []*gamev1.Event {
 	return evs
 }
 
-// Excuse leaves total of the running turn uncharged (see
-// clock.State.Excuse): time in which nobody could move, since the service
-// could not reach its storage. Its deadline and the milestones still to
-// come move later by what is newly excused, and so does the mark up to
-// which milestones were announced, so none is announced twice. ok is
-// false when no clock runs or nothing more is excused; the caller commits
-// the change ahead of the command it runs on its state.
+// Excuse leaves total of what runs against the side to move (see
+// Waiting) uncharged: time in which nobody could choose or move, since the
+// service could not reach its storage. A running turn is excused as
+// clock.State.Excuse does: its deadline and the milestones still to come
+// move later by what is newly excused, and so does the mark up to which
+// milestones were announced, so none is announced twice. The deadline of
+// a formation's choice or of a first move moves later alike. As with the
+// clock, the largest total given counts, and never more than the wait has
+// lasted. ok is false when nothing runs or nothing more is excused; the
+// caller commits the change ahead of the command it runs on its state.
 func Excuse(st *State, total time.Duration, now time.Time) (ch Change, ok bool) {
-	if st.Status != StatusOngoing || st.Clock == nil || st.Clock.Phase != clock.Running {
+	start, already, ok := Waiting(st)
+	switch {
+	case !ok:
 		return Change{}, false
+	case st.Status == StatusSetup || firstMoveDeadline(st) != 0:
+		excused := min(total.Milliseconds(), ms(now)-start)
+		if excused <= already {
+			return Change{}, false
+		}
+		n := clone(st)
+		n.WaitExcusedMs = excused
+		n.WakeMs = wake(n, now)
+		ev := &gamev1.Event{Kind: &gamev1.Event_Clock{Clock: &gamev1.ClockEvent{
+			Side: rulespb.Side(n.Turn()), Kind: gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED,
+			Clocks: clockPBAt(n, now), Excused: durationpb.New(time.Duration(excused) * time.Millisecond),
+			SetupDeadline: instantPB(setupDeadline(n)),
+		}}}
+		return Change{State: n, Events: []*gamev1.Event{ev}}, true
 	}
 	c := st.Clock.Excuse(total, now)
 	more := c.ExcusedMs - st.Clock.ExcusedMs
@@ -657,6 +705,7 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 	n.Moves = n.Moves[:k-take]
 	n.DrawOffer = nil
 	n.TurnStartMs = ms(now)
+	n.WaitExcusedMs = 0
 	n.replayed = nil
 	g, err := n.Game()
 	if err != nil {

@@ -123,6 +123,11 @@ type State struct {
 	SetupDeadlineMs int64 `json:"setup_dl,omitempty"`
 	// TurnStartMs is when the side to move got the turn (first-move rule).
 	TurnStartMs int64 `json:"turn_ms,omitempty"`
+	// WaitExcusedMs is how much of the present wait for a formation or a
+	// first move is excused for storage outages, in which nobody could
+	// choose or move: its deadline is that much later. Each wait starts
+	// with nothing excused (as a clock's turn does).
+	WaitExcusedMs int64 `json:"wait_ex,omitempty"`
 	// WakeMs is the next instant the game must be looked at without a
 	// request (0: none). It is what the deadline index holds.
 	WakeMs int64 `json:"wake,omitempty"`

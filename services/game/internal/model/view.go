@@ -52,7 +52,7 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 		Result:          resultPB(st),
 	}
 	if st.Status == StatusSetup {
-		out.SetupDeadline = instantPB(st.SetupDeadlineMs)
+		out.SetupDeadline = instantPB(setupDeadline(st))
 	}
 	for i, s := range st.Seats {
 		out.Seats = append(out.Seats, &gamev1.Seat{Side: rulespb.Side(rules.Side(i)), PlayerId: s.PlayerID, DisplayName: s.Name, AiLevel: uint32(s.AILevel)})

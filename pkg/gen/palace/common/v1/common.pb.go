@@ -768,7 +768,8 @@ type ClockSnapshot struct {
 	// Its own commands other than moves get no grace.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// Before both sides have made their first move no clock runs; the side
-	// to move must move by this instant, or the game is aborted. Unset
+	// to move must move by this instant, or the game is aborted. A storage
+	// outage moves it later, as it does a running turn's deadline. Unset
 	// otherwise.
 	FirstMoveDeadline *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=first_move_deadline,json=firstMoveDeadline,proto3" json:"first_move_deadline,omitempty"`
 	unknownFields     protoimpl.UnknownFields

@@ -33,6 +33,8 @@ const (
 	// The game service could not reach its storage for a while, so nobody
 	// could move: that time of the running turn is not charged. Its
 	// deadline, and its milestones still to come, move later by as much.
+	// So do the deadline of a formation's choice and of a first move, which
+	// an outage would otherwise turn into a default formation or an abort.
 	ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED ClockEventKind = 3
 )
 
@@ -1842,7 +1844,8 @@ type Game struct {
 	// sees at once who is there. Empty once the game is over.
 	Connected []v1.Side `protobuf:"varint,23,rep,packed,name=connected,proto3,enum=palace.common.v1.Side" json:"connected,omitempty"`
 	// During the Janggi setup phase: the last instant for the side choosing
-	// now (turn) to choose, after which it gets the default formation.
+	// now (turn) to choose, after which it gets the default formation. A
+	// storage outage moves it later (ClockEvent OUTAGE_EXCUSED).
 	SetupDeadline *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=setup_deadline,json=setupDeadline,proto3" json:"setup_deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2440,8 +2443,9 @@ type FormationChosen struct {
 	Formation v1.Formation           `protobuf:"varint,2,opt,name=formation,proto3,enum=palace.common.v1.Formation" json:"formation,omitempty"`
 	// Chosen by the server when the setup time ran out.
 	ByDefault bool `protobuf:"varint,3,opt,name=by_default,json=byDefault,proto3" json:"by_default,omitempty"`
-	// After Han's choice: the last instant for Cho to choose. Unset after
-	// Cho's, when the game starts.
+	// After Han's choice: the last instant for Cho to choose (until an
+	// outage moves it: ClockEvent OUTAGE_EXCUSED). Unset after Cho's, when
+	// the game starts.
 	SetupDeadline *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=setup_deadline,json=setupDeadline,proto3" json:"setup_deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2765,20 +2769,26 @@ func (x *PlayerConnection) GetConnected() bool {
 // credit (reported_lag) may be charged as made before a milestone already
 // announced: the clocks of its MovePlayed are authoritative, and may show
 // the period, or main time, back. It also announces time given back to the
-// side to move (OUTAGE_EXCUSED): then its clocks are the new ones.
+// side to move, or to choose a formation (OUTAGE_EXCUSED): then its clocks
+// are the new ones (unset in a game without a clock).
 type ClockEvent struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Side   v1.Side                `protobuf:"varint,1,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
 	Kind   ClockEventKind         `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.game.v1.ClockEventKind" json:"kind,omitempty"`
 	Clocks *v1.ClockSnapshot      `protobuf:"bytes,3,opt,name=clocks,proto3" json:"clocks,omitempty"`
-	// OUTAGE_EXCUSED only: how much of the side's turn is excused in all
+	// OUTAGE_EXCUSED only: how much of the side's turn (or of its wait to
+	// choose a formation, or to make its first move) is excused in all
 	// (one outage after another in a turn adds up), of which this event
 	// gives back what earlier ones of the turn had not. A turn already
 	// excused is excused more only for at least 0.75 s more. Each
 	// game-service process measures an outage itself: one that saw it that
 	// much longer than the process that excused it adds the difference, in
 	// another event, at the game's next command or wake-up.
-	Excused       *durationpb.Duration `protobuf:"bytes,4,opt,name=excused,proto3" json:"excused,omitempty"`
+	Excused *durationpb.Duration `protobuf:"bytes,4,opt,name=excused,proto3" json:"excused,omitempty"`
+	// OUTAGE_EXCUSED during a Janggi setup only: the new time by which the
+	// side must choose its formation (Game.setup_deadline). An outage during
+	// the wait for a first move moves clocks.first_move_deadline instead.
+	SetupDeadline *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=setup_deadline,json=setupDeadline,proto3" json:"setup_deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2837,6 +2847,13 @@ func (x *ClockEvent) GetClocks() *v1.ClockSnapshot {
 func (x *ClockEvent) GetExcused() *durationpb.Duration {
 	if x != nil {
 		return x.Excused
+	}
+	return nil
+}
+
+func (x *ClockEvent) GetSetupDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SetupDeadline
 	}
 	return nil
 }
@@ -3101,13 +3118,14 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\"\\\n" +
 	"\x10PlayerConnection\x12*\n" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x12\x1c\n" +
-	"\tconnected\x18\x02 \x01(\bR\tconnected\"\xda\x01\n" +
+	"\tconnected\x18\x02 \x01(\bR\tconnected\"\x9d\x02\n" +
 	"\n" +
 	"ClockEvent\x12*\n" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.palace.game.v1.ClockEventKindR\x04kind\x127\n" +
 	"\x06clocks\x18\x03 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\x123\n" +
-	"\aexcused\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\aexcused\"\xa2\x01\n" +
+	"\aexcused\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\aexcused\x12A\n" +
+	"\x0esetup_deadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rsetupDeadline\"\xa2\x01\n" +
 	"\tGameEnded\x120\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.palace.common.v1.ResultR\x06result\x12*\n" +
 	"\x04side\x18\x02 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x127\n" +
@@ -3205,123 +3223,124 @@ var file_palace_game_v1_game_proto_goTypes = []any{
 	(*v1.Points)(nil),                    // 53: palace.common.v1.Points
 }
 var file_palace_game_v1_game_proto_depIdxs = []int32{
-	42, // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
-	43, // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
-	3,  // 2: palace.game.v1.CreateGameRequest.seats:type_name -> palace.game.v1.Seat
-	44, // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
-	45, // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
-	46, // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
-	46, // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
-	6,  // 7: palace.game.v1.CreateGameResponse.credentials:type_name -> palace.game.v1.SeatCredential
-	30, // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
-	42, // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
-	47, // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
-	42, // 11: palace.game.v1.IssueSeatCredentialsRequest.side:type_name -> palace.common.v1.Side
-	6,  // 12: palace.game.v1.IssueSeatCredentialsResponse.credentials:type_name -> palace.game.v1.SeatCredential
-	30, // 13: palace.game.v1.IssueSeatCredentialsResponse.game:type_name -> palace.game.v1.Game
-	48, // 14: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
-	30, // 15: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
-	49, // 16: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
-	46, // 17: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
-	30, // 18: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
-	31, // 19: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
-	46, // 20: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
-	30, // 21: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
-	31, // 22: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
-	30, // 23: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
-	30, // 24: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
-	30, // 25: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
-	30, // 26: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
-	30, // 27: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
-	30, // 28: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
-	32, // 29: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
-	27, // 30: palace.game.v1.StreamEventsResponse.heartbeat:type_name -> palace.game.v1.Heartbeat
-	47, // 31: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	30, // 32: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
-	43, // 33: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
-	50, // 34: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
-	3,  // 35: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
-	45, // 36: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
-	45, // 37: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
-	31, // 38: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
-	42, // 39: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
-	49, // 40: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
-	44, // 41: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
-	51, // 42: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
-	52, // 43: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
-	53, // 44: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
-	48, // 45: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
-	48, // 46: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
-	42, // 47: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
-	47, // 48: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
-	47, // 49: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
-	42, // 50: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
-	47, // 51: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
-	42, // 52: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
-	49, // 53: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
-	47, // 54: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
-	51, // 55: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
-	47, // 56: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
-	33, // 57: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
-	34, // 58: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
-	35, // 59: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
-	31, // 60: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
-	36, // 61: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
-	37, // 62: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
-	38, // 63: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
-	39, // 64: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
-	40, // 65: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
-	41, // 66: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
-	30, // 67: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
-	42, // 68: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
-	48, // 69: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
-	47, // 70: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
-	45, // 71: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
-	51, // 72: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
-	31, // 73: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
-	45, // 74: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
-	51, // 75: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
-	42, // 76: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
-	42, // 77: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
-	42, // 78: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
-	42, // 79: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
-	0,  // 80: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
-	51, // 81: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
-	46, // 82: palace.game.v1.ClockEvent.excused:type_name -> google.protobuf.Duration
-	52, // 83: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
-	42, // 84: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
-	51, // 85: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
-	4,  // 86: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
-	7,  // 87: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
-	9,  // 88: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
-	11, // 89: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
-	13, // 90: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
-	15, // 91: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
-	17, // 92: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
-	19, // 93: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
-	21, // 94: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
-	23, // 95: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
-	25, // 96: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
-	28, // 97: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
-	1,  // 98: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
-	5,  // 99: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
-	8,  // 100: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
-	10, // 101: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
-	12, // 102: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
-	14, // 103: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
-	16, // 104: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
-	18, // 105: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
-	20, // 106: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
-	22, // 107: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
-	24, // 108: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
-	26, // 109: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
-	29, // 110: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
-	2,  // 111: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
-	99, // [99:112] is the sub-list for method output_type
-	86, // [86:99] is the sub-list for method input_type
-	86, // [86:86] is the sub-list for extension type_name
-	86, // [86:86] is the sub-list for extension extendee
-	0,  // [0:86] is the sub-list for field type_name
+	42,  // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
+	43,  // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
+	3,   // 2: palace.game.v1.CreateGameRequest.seats:type_name -> palace.game.v1.Seat
+	44,  // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
+	45,  // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
+	46,  // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
+	46,  // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
+	6,   // 7: palace.game.v1.CreateGameResponse.credentials:type_name -> palace.game.v1.SeatCredential
+	30,  // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
+	42,  // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
+	47,  // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
+	42,  // 11: palace.game.v1.IssueSeatCredentialsRequest.side:type_name -> palace.common.v1.Side
+	6,   // 12: palace.game.v1.IssueSeatCredentialsResponse.credentials:type_name -> palace.game.v1.SeatCredential
+	30,  // 13: palace.game.v1.IssueSeatCredentialsResponse.game:type_name -> palace.game.v1.Game
+	48,  // 14: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
+	30,  // 15: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
+	49,  // 16: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
+	46,  // 17: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
+	30,  // 18: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
+	31,  // 19: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
+	46,  // 20: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
+	30,  // 21: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
+	31,  // 22: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
+	30,  // 23: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
+	30,  // 24: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
+	30,  // 25: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
+	30,  // 26: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
+	30,  // 27: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
+	30,  // 28: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
+	32,  // 29: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
+	27,  // 30: palace.game.v1.StreamEventsResponse.heartbeat:type_name -> palace.game.v1.Heartbeat
+	47,  // 31: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	30,  // 32: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
+	43,  // 33: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
+	50,  // 34: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
+	3,   // 35: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
+	45,  // 36: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
+	45,  // 37: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
+	31,  // 38: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
+	42,  // 39: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
+	49,  // 40: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
+	44,  // 41: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
+	51,  // 42: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
+	52,  // 43: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
+	53,  // 44: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
+	48,  // 45: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
+	48,  // 46: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
+	42,  // 47: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
+	47,  // 48: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
+	47,  // 49: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
+	42,  // 50: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
+	47,  // 51: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
+	42,  // 52: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
+	49,  // 53: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
+	47,  // 54: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
+	51,  // 55: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
+	47,  // 56: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
+	33,  // 57: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
+	34,  // 58: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
+	35,  // 59: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
+	31,  // 60: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
+	36,  // 61: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
+	37,  // 62: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
+	38,  // 63: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
+	39,  // 64: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
+	40,  // 65: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
+	41,  // 66: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
+	30,  // 67: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
+	42,  // 68: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
+	48,  // 69: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
+	47,  // 70: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
+	45,  // 71: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
+	51,  // 72: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
+	31,  // 73: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
+	45,  // 74: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
+	51,  // 75: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
+	42,  // 76: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
+	42,  // 77: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
+	42,  // 78: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
+	42,  // 79: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
+	0,   // 80: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
+	51,  // 81: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
+	46,  // 82: palace.game.v1.ClockEvent.excused:type_name -> google.protobuf.Duration
+	47,  // 83: palace.game.v1.ClockEvent.setup_deadline:type_name -> google.protobuf.Timestamp
+	52,  // 84: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
+	42,  // 85: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
+	51,  // 86: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
+	4,   // 87: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
+	7,   // 88: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
+	9,   // 89: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
+	11,  // 90: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
+	13,  // 91: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
+	15,  // 92: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
+	17,  // 93: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
+	19,  // 94: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
+	21,  // 95: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
+	23,  // 96: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
+	25,  // 97: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
+	28,  // 98: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
+	1,   // 99: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
+	5,   // 100: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
+	8,   // 101: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
+	10,  // 102: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
+	12,  // 103: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
+	14,  // 104: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
+	16,  // 105: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
+	18,  // 106: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
+	20,  // 107: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
+	22,  // 108: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
+	24,  // 109: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
+	26,  // 110: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
+	29,  // 111: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
+	2,   // 112: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
+	100, // [100:113] is the sub-list for method output_type
+	87,  // [87:100] is the sub-list for method input_type
+	87,  // [87:87] is the sub-list for extension type_name
+	87,  // [87:87] is the sub-list for extension extendee
+	0,   // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_palace_game_v1_game_proto_init() }
