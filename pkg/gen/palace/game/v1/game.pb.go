@@ -1810,12 +1810,16 @@ type Game struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
 	// Increases by one with every event.
-	Version  uint64        `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	Kind     v1.GameKind   `protobuf:"varint,3,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
-	Status   v1.GameStatus `protobuf:"varint,4,opt,name=status,proto3,enum=palace.common.v1.GameStatus" json:"status,omitempty"`
-	Seats    []*Seat       `protobuf:"bytes,5,rep,name=seats,proto3" json:"seats,omitempty"`
-	Start    *v1.Position  `protobuf:"bytes,6,opt,name=start,proto3" json:"start,omitempty"`
-	Position *v1.Position  `protobuf:"bytes,7,opt,name=position,proto3" json:"position,omitempty"`
+	Version uint64        `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Kind    v1.GameKind   `protobuf:"varint,3,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
+	Status  v1.GameStatus `protobuf:"varint,4,opt,name=status,proto3,enum=palace.common.v1.GameStatus" json:"status,omitempty"`
+	Seats   []*Seat       `protobuf:"bytes,5,rep,name=seats,proto3" json:"seats,omitempty"`
+	// The position the game started from, and the one now. Both unset during
+	// the Janggi setup: the board exists once both formations are chosen
+	// (GameStarted); until then the formations chosen are first_formation
+	// and second_formation.
+	Start    *v1.Position `protobuf:"bytes,6,opt,name=start,proto3" json:"start,omitempty"`
+	Position *v1.Position `protobuf:"bytes,7,opt,name=position,proto3" json:"position,omitempty"`
 	// Every move played. Left empty in the answers to commands and in the
 	// game-created event, whose size must not grow with the game: read them
 	// with GetGame or from the event stream.
