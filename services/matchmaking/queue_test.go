@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/palacehq/palace/pkg/auth"
@@ -578,4 +579,27 @@ func TestWatchesSendHeartbeats(t *testing.T) {
 		t.Fatal(err)
 	}
 	heartbeats("invite", func() (string, error) { m, err := invites.Recv(); return m.GetInvite().GetState().String(), err })
+}
+
+// A ticket's instants read alike from EnterQueue and from WatchTicket,
+// which reads the store: a client may compare them.
+func TestATicketReadsAlikeWhereverItIsRead(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a := e.guest("Alice")
+	entered := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{Kind: xiangqi})
+	ctx, cancel := context.WithTimeout(a.ctx(), 10*time.Second)
+	defer cancel()
+	st, err := e.mm[0].WatchTicket(ctx, &matchmakingv1.WatchTicketRequest{TicketId: entered.GetTicketId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched := m.GetTicket()
+	if !proto.Equal(watched.GetEnteredAt(), entered.GetEnteredAt()) || !proto.Equal(watched.GetExpiresAt(), entered.GetExpiresAt()) {
+		t.Fatalf("EnterQueue answered entered %v, expires %v; WatchTicket reads %v, %v",
+			entered.GetEnteredAt().AsTime(), entered.GetExpiresAt().AsTime(), watched.GetEnteredAt().AsTime(), watched.GetExpiresAt().AsTime())
+	}
 }

@@ -189,7 +189,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			// is complete, which only the game's end makes it.
 			return h.fail(ctx, ctx.Err())
 		case <-replaced:
-			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this seat opened more than %d event streams on this server: its oldest, this one, is closed; read the newest, and do not open this one again", h.cfg.MaxSeatStreams).WithInfo(newest.ReplacedReason, nil))
+			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this seat opened another event stream on this server, over its limit of %d open at once: its oldest, this one, is closed; read the newest, and do not open this one again", h.cfg.MaxSeatStreams).WithInfo(newest.ReplacedReason, nil))
 		case evs := <-sub.Events:
 			for _, e := range evs {
 				switch {

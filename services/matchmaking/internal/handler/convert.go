@@ -12,11 +12,13 @@ import (
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
+// ts is t to the millisecond, as the store keeps every instant: an answer
+// made from what a call has in hand shows what a later read shows.
 func ts(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
-	return timestamppb.New(t)
+	return timestamppb.New(t.Truncate(time.Millisecond))
 }
 
 func seatPB(game string, g store.Grant, oppID, oppName string) *matchmakingv1.Seat {

@@ -326,7 +326,7 @@ func (h *Handler) watch(ctx context.Context, player, id string, check func(conte
 			return h.fail(ctx, ctx.Err())
 		case <-replaced:
 			t.Stop()
-			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this player opened more than %d watch streams on this server: its oldest, this one, is closed; read the newest, and do not open this one again", h.cfg.MaxPlayerWatches).WithInfo(newest.ReplacedReason, nil))
+			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this player opened another watch stream on this server, over its limit of %d open at once: its oldest, this one, is closed; read the newest, and do not open this one again", h.cfg.MaxPlayerWatches).WithInfo(newest.ReplacedReason, nil))
 		case <-sub.C:
 		case <-t.C:
 		}
