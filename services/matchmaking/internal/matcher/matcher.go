@@ -297,8 +297,14 @@ func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match)
 	done, err := m.store.Finish(ctx, pool, mt, g.ID, ga, gb, now, m.cfg.Keep, record, m.games.Keep())
 	if errors.Is(err, store.ErrMatchVoid) {
 		// Given up meanwhile: nobody was told of the game, which is
-		// aborted when no first move comes.
+		// aborted when no first move comes. It leaves the players' lists,
+		// where it would be a game they never had.
 		m.log.WarnContext(ctx, "game made for a match already given up", "match", mt.ID, "game", g.ID, "pool", pool.ID())
+		for _, p := range []string{first.ID, second.ID} {
+			if err := m.store.UnlistPlayerGame(ctx, p, g.ID); err != nil {
+				m.log.WarnContext(ctx, "unlist the game of a match given up", "match", mt.ID, "game", g.ID, "player", p, "err", err)
+			}
+		}
 		return nil
 	}
 	if err != nil {

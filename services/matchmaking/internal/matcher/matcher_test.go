@@ -58,7 +58,7 @@ func TestStalledMatchIsCompleted(t *testing.T) {
 // paired match cannot get its game. Its players are held neither paired
 // nor out of the pool for ever: after GiveUpAfter the match is given up,
 // both tickets expire, and the players may enter again. A game made late
-// for it is recorded on no ticket.
+// for it is recorded on no ticket, and listed for neither player.
 func TestMatchWithoutAGameIsGivenUp(t *testing.T) {
 	env := gametest.Start(t, nil)
 	st := store.New(redistest.Client(t), redistest.Prefix(t))
@@ -102,6 +102,12 @@ func TestMatchWithoutAGameIsGivenUp(t *testing.T) {
 	}
 	if a, b, _ := st.Tickets(ctx, pool, mt); a.State != store.StateExpired || b.State != store.StateExpired || a.Game != "" {
 		t.Fatalf("a late game changed the given-up tickets: %+v %+v", a, b)
+	}
+	// Nor is it in either player's list of games.
+	for _, p := range []string{"p1", "p2"} {
+		if listed, err := st.PlayerGames(ctx, p, time.Time{}, store.MaxPlayerGames); err != nil || len(listed) != 0 {
+			t.Fatalf("%s's games after the late game: %+v, %v; want none", p, listed, err)
+		}
 	}
 }
 

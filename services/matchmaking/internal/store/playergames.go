@@ -87,6 +87,26 @@ func (s *Store) AddPlayerGame(ctx context.Context, player string, e Entry, keep 
 	return n == 1, nil
 }
 
+// UnlistPlayerGame takes a game off player's list: one made for a match
+// that was given up meanwhile, of which the player was never told. Both
+// keys share the player's hash tag, so the two deletions are one
+// transaction.
+func (s *Store) UnlistPlayerGame(ctx context.Context, player, game string) error {
+	gamesKey, infoKey := s.playerGamesKey(player), s.playerInfoKey(player)
+	err := s.write(ctx, gamesKey, func(c redis.Cmdable) error {
+		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.ZRem(ctx, gamesKey, game)
+			p.HDel(ctx, infoKey, game)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("unlist game %s for %s: %w", game, player, err)
+	}
+	return nil
+}
+
 // PlayerGames returns player's listed games made since then, newest
 // first, at most limit (at most MaxPlayerGames are kept). A player without
 // games has none, not ErrNotFound.
