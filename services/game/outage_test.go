@@ -151,9 +151,9 @@ func TestADeadlineDuringAnOutageMovesLater(t *testing.T) {
 		t.Fatalf("the wake-up %v is still to come: the outage was too short to test", due.At)
 	}
 	resp := expire(due)
-	if !resp.GetApplied() || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
-		t.Fatalf("the wake-up due in the outage: applied %v, game %v (%v); want the turn excused and the game on",
-			resp.GetApplied(), resp.GetGame().GetStatus(), resp.GetGame().GetResult())
+	if !resp.GetApplied() || !resp.GetExcused() || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("the wake-up due in the outage: applied %v, excused %v, game %v (%v); want the turn excused and the game on",
+			resp.GetApplied(), resp.GetExcused(), resp.GetGame().GetStatus(), resp.GetGame().GetResult())
 	}
 	wantExcused(t, eventsAfter(t, tb, before), 4*time.Second)
 	later := wake()
@@ -164,8 +164,8 @@ func TestADeadlineDuringAnOutageMovesLater(t *testing.T) {
 		t.Fatal("the replaced wake-up applied again")
 	}
 	time.Sleep(time.Until(later.At) + 50*time.Millisecond)
-	if end := expire(later); !end.GetApplied() || end.GetGame().GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
-		t.Fatalf("the moved wake-up: applied %v, result %v; want the game over on time", end.GetApplied(), end.GetGame().GetResult())
+	if end := expire(later); !end.GetApplied() || end.GetExcused() || end.GetGame().GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
+		t.Fatalf("the moved wake-up: applied %v, excused %v, result %v; want the game over on time", end.GetApplied(), end.GetExcused(), end.GetGame().GetResult())
 	}
 }
 

@@ -581,7 +581,7 @@ func newMetrics(meter metric.Meter, s *Service) (metrics, error) {
 		metric.WithExplicitBucketBoundaries(bounds...))
 	errs = append(errs, err)
 	m.outcomes, err = meter.Int64Counter("palace_clock_deadlines",
-		metric.WithDescription("due deadline entries handled, by outcome: flag, milestone, setup, abort (applied), stale, retry, error"))
+		metric.WithDescription("due deadline entries handled, by outcome: flag, milestone, setup, abort, excuse (applied: excuse is a deadline moved later for a storage outage), stale, retry, error"))
 	errs = append(errs, err)
 	owned, err := meter.Int64ObservableGauge("palace_clock_owned_shards", metric.WithDescription("deadline index shards this replica sweeps"))
 	errs = append(errs, err)

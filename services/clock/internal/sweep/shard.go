@@ -367,7 +367,7 @@ func (s *Service) decide(ctx context.Context, at int64, resp *gamev1.ExpireDeadl
 		}
 		return outcome{kind: "stale", remove: true}
 	}
-	kind, commit := appliedKind(g, now)
+	kind, commit := appliedKind(resp, now)
 	lateMs := float64(commit.UnixMilli() - at)
 	s.m.lateness.Record(ctx, max(lateMs, 0)/1000, metric.WithAttributes(attribute.String("kind", kind)))
 	if kind == "flag" {
@@ -382,7 +382,8 @@ func finished(st commonv1.GameStatus) bool {
 
 // appliedKind names what an applied deadline did and the server time of
 // its commit: the game's end, or the instant of the clocks it returned.
-func appliedKind(g *gamev1.Game, now time.Time) (string, time.Time) {
+func appliedKind(resp *gamev1.ExpireDeadlineResponse, now time.Time) (string, time.Time) {
+	g := resp.GetGame()
 	commit := now
 	if t := g.GetClocks().GetAsOf(); t != nil {
 		commit = t.AsTime()
@@ -391,6 +392,10 @@ func appliedKind(g *gamev1.Game, now time.Time) (string, time.Time) {
 		commit = t.AsTime()
 	}
 	switch {
+	case resp.GetExcused():
+		// An outage moved the deadline later: what it will bring is to
+		// come, at the new deadline.
+		return "excuse", commit
 	case g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ABORTED:
 		return "abort", commit
 	case g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ENDED && g.GetResult().GetMethod() == commonv1.EndMethod_END_METHOD_TIMEOUT:

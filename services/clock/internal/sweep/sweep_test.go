@@ -61,6 +61,8 @@ func TestDecide(t *testing.T) {
 		{name: "abort", resp: &gamev1.ExpireDeadlineResponse{Applied: true, Game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_ABORTED, EndedAt: ms(0)}}, wantKind: "abort", wantRemove: true},
 		{name: "byo-yomi milestone", resp: &gamev1.ExpireDeadlineResponse{Applied: true, Game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_ONGOING, Clocks: running}}, wantKind: "milestone", wantRemove: true},
 		{name: "default formation", resp: &gamev1.ExpireDeadlineResponse{Applied: true, Game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_SETUP}}, wantKind: "setup", wantRemove: true},
+		{name: "a formation's deadline moved by an outage", resp: &gamev1.ExpireDeadlineResponse{Applied: true, Excused: true, Game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_SETUP}}, wantKind: "excuse", wantRemove: true},
+		{name: "a turn's deadline moved by an outage", resp: &gamev1.ExpireDeadlineResponse{Applied: true, Excused: true, Game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_ONGOING, Clocks: running}}, wantKind: "excuse", wantRemove: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -472,6 +472,16 @@ func (h *Handler) expireExcused(st *model.State, atMs int64, now time.Time) (mod
 	return ch, true, nil
 }
 
+// onlyExcused reports whether ch does nothing but excuse an outage.
+func onlyExcused(ch model.Change) bool {
+	for _, e := range ch.Events {
+		if e.GetClock().GetKind() != gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED {
+			return false
+		}
+	}
+	return len(ch.Events) > 0
+}
+
 // excuse is the change excusing what runs against the side to move (its
 // turn, its choice of a formation, its wait for a first move) the outages
 // this process saw during it; ok is false when it has nothing more to
@@ -1288,7 +1298,7 @@ func (h *Handler) expire(ctx context.Context, req *gamev1.ExpireDeadlineRequest)
 		if err != nil {
 			return nil, err
 		}
-		return &gamev1.ExpireDeadlineResponse{Applied: true, Game: model.View(ch.State, nil, l.Now)}, nil
+		return &gamev1.ExpireDeadlineResponse{Applied: true, Game: model.View(ch.State, nil, l.Now), Excused: onlyExcused(ch)}, nil
 	}
 	return nil, apierr.New(apierr.Unavailable, "game %s is too busy", req.GetGameId())
 }

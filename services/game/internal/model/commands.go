@@ -772,7 +772,7 @@ func Expire(st *State, atMs int64, now time.Time) (ch Change, applied bool, err 
 	n := clone(st)
 	var evs []*gamev1.Event
 	switch {
-	case n.Status == StatusSetup:
+	case n.Status == StatusSetup && ms(now) > setupDeadline(n):
 		evs = setFormation(n, n.Turn(), rules.MaSangSangMa, true, now)
 	case firstMoveDeadline(n) != 0 && ms(now) > firstMoveDeadline(n):
 		evs = append(evs, abort(n, n.Turn(), now))

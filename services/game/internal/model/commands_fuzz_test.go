@@ -211,6 +211,14 @@ func (g *fuzzGame) step() {
 	if d := len(ch.State.Moves) - len(base.Moves); d < -2 || d > 1 || (d != 0 && op != 8 && (op < 1 || op > 5)) {
 		t.Fatalf("op %d took the moves from %d to %d", op, len(base.Moves), len(ch.State.Moves))
 	}
+	// A wait's wake-up is its deadline, moved or not, and a wait is never
+	// excused more than it has lasted.
+	if d := max(setupDeadline(ch.State), firstMoveDeadline(ch.State)); d != 0 && ch.State.WakeMs != d+1 {
+		t.Fatalf("op %d: a wait's deadline %d, its wake-up %d", op, d, ch.State.WakeMs)
+	}
+	if start, excused, ok := Waiting(ch.State); ok && ch.State.WaitExcusedMs != 0 && excused > max(0, ms(g.now)-start) {
+		t.Fatalf("op %d: %d ms excused of a wait begun at %d, now %d", op, excused, start, ms(g.now))
+	}
 	if ch.State.Status == StatusSetup {
 		g.keep(ch.State)
 		return

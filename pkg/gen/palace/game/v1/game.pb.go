@@ -1755,8 +1755,13 @@ func (x *ExpireDeadlineRequest) GetDeadlineUnixMs() int64 {
 type ExpireDeadlineResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whether the deadline was current and changed the game.
-	Applied       bool  `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
-	Game          *Game `protobuf:"bytes,2,opt,name=game,proto3" json:"game,omitempty"`
+	Applied bool  `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	Game    *Game `protobuf:"bytes,2,opt,name=game,proto3" json:"game,omitempty"`
+	// Applied, but part of the time up to the deadline lay in a storage
+	// outage, and was excused (ClockEvent OUTAGE_EXCUSED): the deadline
+	// moved later, nothing else came of it yet, and the game's new deadline
+	// is indexed to be woken for.
+	Excused       bool `protobuf:"varint,3,opt,name=excused,proto3" json:"excused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1803,6 +1808,13 @@ func (x *ExpireDeadlineResponse) GetGame() *Game {
 		return x.Game
 	}
 	return nil
+}
+
+func (x *ExpireDeadlineResponse) GetExcused() bool {
+	if x != nil {
+		return x.Excused
+	}
+	return false
 }
 
 // Game is the full state of a game.
@@ -3041,10 +3053,11 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"Z\n" +
 	"\x15ExpireDeadlineRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12(\n" +
-	"\x10deadline_unix_ms\x18\x02 \x01(\x03R\x0edeadlineUnixMs\"\\\n" +
+	"\x10deadline_unix_ms\x18\x02 \x01(\x03R\x0edeadlineUnixMs\"v\n" +
 	"\x16ExpireDeadlineResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12(\n" +
-	"\x04game\x18\x02 \x01(\v2\x14.palace.game.v1.GameR\x04game\"\xa8\t\n" +
+	"\x04game\x18\x02 \x01(\v2\x14.palace.game.v1.GameR\x04game\x12\x18\n" +
+	"\aexcused\x18\x03 \x01(\bR\aexcused\"\xa8\t\n" +
 	"\x04Game\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12.\n" +
