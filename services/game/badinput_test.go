@@ -40,7 +40,17 @@ func TestBadInputChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := xiangqi(t, env)
+	// Abortable, but begun: both first moves made.
+	begun := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, PlayersMayAbort: true})
+	begun.move(t, "h3e3")
+	begun.move(t, "h10g8")
 	red, black := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
+	abort := func(tb *table, side commonv1.Side) func() error {
+		return func() error {
+			_, err := env.Client.Abort(tb.as(side), &gamev1.AbortRequest{GameId: tb.id, RequestId: rid()})
+			return err
+		}
+	}
 	mv := func(tb *table, side commonv1.Side, m string, version uint64) func() error {
 		return func() error {
 			_, err := env.Client.MakeMove(tb.as(side), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), ExpectedVersion: version, Move: &commonv1.Move{Coordinate: m}})
@@ -76,6 +86,17 @@ func TestBadInputChangesNothing(t *testing.T) {
 			_, err := env.Client.Undo(x.as(red), &gamev1.UndoRequest{GameId: x.id, RequestId: rid()})
 			return err
 		}, wantCode: codes.FailedPrecondition, wantMsg: "AI"},
+		{name: "abort of a game created without aborts", game: x, call: abort(x, black), wantCode: codes.FailedPrecondition, wantMsg: "without aborts by its players"},
+		{name: "abort once both sides have moved", game: begun, call: abort(begun, black), wantCode: codes.FailedPrecondition, wantMsg: "both sides have made their first move"},
+		{name: "abort after the end", game: ended, call: abort(ended, black), wantCode: codes.FailedPrecondition, wantMsg: "ended"},
+		{name: "abort without a credential", game: begun, call: func() error {
+			_, err := env.Client.Abort(context.Background(), &gamev1.AbortRequest{GameId: begun.id, RequestId: rid()})
+			return err
+		}, wantCode: codes.Unauthenticated},
+		{name: "abort with another game's seat", game: begun, call: func() error {
+			_, err := env.Client.Abort(other.as(red), &gamev1.AbortRequest{GameId: begun.id, RequestId: rid()})
+			return err
+		}, wantCode: codes.PermissionDenied},
 		{name: "draw offer in janggi", game: jCheck, call: func() error {
 			_, err := env.Client.OfferDraw(jCheck.as(red), &gamev1.OfferDrawRequest{GameId: jCheck.id, RequestId: rid()})
 			return err

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/services/matchmaking"
 )
@@ -147,5 +148,28 @@ func TestRatingSurvivesRestart(t *testing.T) {
 	})
 	if r := e.rating(a, ""); r.GetRating() != 1180 || r.GetGames() != 1 {
 		t.Fatalf("A: %v", r)
+	}
+}
+
+// TestAnAbortedMatchCountsForNobody: a player who does not want the game
+// the queue made aborts it before the first moves, without a loss; the
+// next game, played out, is each player's first rated one.
+func TestAnAbortedMatchCountsForNobody(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a, b := e.account("4101", "Stays"), e.account("4102", "Leaves")
+	sa, sb := e.ratedGame(a, b)
+	if g := e.gameAs(t, sa); !g.GetPlayersMayAbort() {
+		t.Fatal("a queue game does not let its players abort it")
+	}
+	resp, err := e.game.Client.Abort(as(sb.GetToken()), &gamev1.AbortRequest{GameId: sb.GetGameId(), RequestId: rid()})
+	if err != nil || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ABORTED {
+		t.Fatalf("Abort: %v, %v", resp.GetGame().GetStatus(), err)
+	}
+	_, sb = e.ratedGame(a, b)
+	e.resign(t, sb)
+	eventually(t, 10*time.Second, "the second game to be rated", func() bool { return e.rating(a, "").GetGames() > 0 })
+	time.Sleep(500 * time.Millisecond) // an abort counted late would show now
+	if ra, rb := e.rating(a, ""), e.rating(b, ""); ra.GetGames() != 1 || rb.GetGames() != 1 || ra.GetRating() != 1220 || rb.GetRating() != 1180 {
+		t.Fatalf("after an abort and a win: %v / %v; want one game each, 1220 and 1180", ra, rb)
 	}
 }

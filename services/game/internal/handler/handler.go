@@ -902,7 +902,7 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 	if err != nil {
 		errs = append(errs, apierr.Wrap(apierr.Invalid, err))
 	}
-	p := model.CreateParams{ID: gameID(req), Variant: v, Public: req.GetPublic(), Rated: req.GetRated(), Lag: h.cfg.Lag}
+	p := model.CreateParams{ID: gameID(req), Variant: v, Public: req.GetPublic(), Rated: req.GetRated(), PlayersMayAbort: req.GetPlayersMayAbort(), Lag: h.cfg.Lag}
 	if len(req.GetSeats()) != 2 {
 		errs = append(errs, apierr.New(apierr.Invalid, "seats: want exactly 2 (one per side), got %d", len(req.GetSeats())))
 	} else {
@@ -1104,6 +1104,26 @@ func (h *Handler) Resign(ctx context.Context, req *gamev1.ResignRequest) (*gamev
 		return nil, h.fail(ctx, err)
 	}
 	return resp.(*gamev1.ResignResponse), nil
+}
+
+func (h *Handler) Abort(ctx context.Context, req *gamev1.AbortRequest) (*gamev1.AbortResponse, error) {
+	side, err := h.seatCommand(ctx, req)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	resp, err := h.exec(ctx, "abort", command{
+		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
+		seated: true, side: side, label: seatLabel(side, "abort"),
+		run: func(st *model.State, now time.Time) (model.Change, error) { return model.Abort(st, side, now) },
+		respond: func(ch model.Change, now time.Time) proto.Message {
+			return &gamev1.AbortResponse{Game: gameOf(ch, now)}
+		},
+		decode: decodeInto(&gamev1.AbortResponse{}),
+	})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return resp.(*gamev1.AbortResponse), nil
 }
 
 func (h *Handler) OfferDraw(ctx context.Context, req *gamev1.OfferDrawRequest) (*gamev1.OfferDrawResponse, error) {

@@ -43,14 +43,16 @@ type CreateParams struct {
 	// StartFEN is a custom start position; empty for the standard one.
 	StartFEN      string
 	Public, Rated bool
-	SetupTime     time.Duration
-	FirstMoveTime time.Duration
+	// PlayersMayAbort: see State.
+	PlayersMayAbort bool
+	SetupTime       time.Duration
+	FirstMoveTime   time.Duration
 }
 
 // Create builds a new game.
 func Create(p CreateParams, now time.Time) (Change, error) {
 	st := &State{
-		ID: p.ID, Variant: p.Variant, Seats: p.Seats, Public: p.Public, Rated: p.Rated,
+		ID: p.ID, Variant: p.Variant, Seats: p.Seats, Public: p.Public, Rated: p.Rated, PlayersMayAbort: p.PlayersMayAbort,
 		SetupTimeMs: p.SetupTime.Milliseconds(), FirstMoveTimeMs: p.FirstMoveTime.Milliseconds(),
 		CreatedMs: ms(now), Moves: []MoveRec{},
 	}
@@ -501,8 +503,10 @@ func endOnTime(st *State, loser rules.Side, now time.Time) *gamev1.Event {
 	return finish(st, Result{Winner: winnerAgainst(loser), Method: rules.Timeout, Points: points(st), Side: &loser}, now)
 }
 
-func abort(st *State, absent rules.Side, now time.Time) *gamev1.Event {
-	return finish(st, Result{Winner: rules.NoWinner, Method: MethodAborted, Side: &absent}, now)
+// abort ends the game without a result, for want of by's first move, or
+// at by's request.
+func abort(st *State, by rules.Side, now time.Time) *gamev1.Event {
+	return finish(st, Result{Winner: rules.NoWinner, Method: MethodAborted, Side: &by}, now)
 }
 
 // clockMilestones announces the byo-yomi milestones passed since the last
@@ -596,6 +600,37 @@ func Resign(st *State, side rules.Side, now time.Time) (Change, error) {
 	n := clone(st)
 	ev := finish(n, Result{Winner: winnerAgainst(side), Method: rules.Resignation, Points: points(n), Side: &side}, now)
 	return Change{State: n, Events: []*gamev1.Event{ev}}, nil
+}
+
+// Abort ends the game without a result at side's request, while it has
+// not begun: during the Janggi setup, or before both sides have made
+// their first move. Only a game created to allow it may be aborted so
+// (PlayersMayAbort: matchmaking's, not a tournament's); after that, a
+// player leaves by resigning.
+func Abort(st *State, side rules.Side, now time.Time) (Change, error) {
+	if err := checkOpen(st, "abort"); err != nil {
+		return Change{}, err
+	}
+	if !st.PlayersMayAbort {
+		return Change{}, apierr.New(apierr.Precondition, "cannot abort: this game was created without aborts by its players; resign to leave it")
+	}
+	if ch, ok := flagFirst(st, side, "abort", now); ok {
+		return ch, nil
+	}
+	if begun(st) {
+		return Change{}, apierr.New(apierr.Precondition, "cannot abort: both sides have made their first move; resign to leave the game")
+	}
+	n := clone(st)
+	return Change{State: n, Events: []*gamev1.Event{abort(n, side, now)}}, nil
+}
+
+// begun reports whether a game is past its start, which aborts cannot
+// undo: both first moves made, or its clock started.
+func begun(st *State) bool {
+	if st.Status != StatusOngoing {
+		return false
+	}
+	return len(st.Moves) >= 2 || st.Clock != nil && st.Clock.Phase != clock.Idle
 }
 
 // OfferDraw offers a draw (Xiangqi).

@@ -57,12 +57,13 @@ type Result struct {
 	// Method is a rules.Method, or MethodAborted.
 	Method rules.Method `json:"m"`
 	Points [2]float64   `json:"pts"`
-	// Side caused the ending (resigned, flagged, did not move), if any.
+	// Side caused the ending (resigned, flagged, did not move, aborted), if
+	// any.
 	Side *rules.Side `json:"s,omitempty"`
 }
 
 // MethodAborted marks a game aborted without result (no first move in
-// time). Its value is END_METHOD_ABORTED of the proto enum, just past the
+// time, or a player's Abort before the game began). Its value is END_METHOD_ABORTED of the proto enum, just past the
 // rules' own methods.
 const MethodAborted rules.Method = 13
 
@@ -86,6 +87,9 @@ type State struct {
 	Seats   [2]Seat       `json:"seats"`
 	Public  bool          `json:"pub,omitempty"`
 	Rated   bool          `json:"rated,omitempty"`
+	// PlayersMayAbort lets either seat abort the game before it begins
+	// (Abort).
+	PlayersMayAbort bool `json:"may_abort,omitempty"`
 	// StartFEN is the position the moves are played from: the custom
 	// start, or (Janggi) the one the formations give once both are chosen.
 	StartFEN string `json:"start"`

@@ -44,6 +44,7 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 		Status:          statusPB[st.Status],
 		Public:          st.Public,
 		Rated:           st.Rated,
+		PlayersMayAbort: st.PlayersMayAbort,
 		Turn:            rulespb.Side(st.Turn()),
 		FirstFormation:  rulespb.FormationPB(st.Formations[rules.First]),
 		SecondFormation: rulespb.FormationPB(st.Formations[rules.Second]),

@@ -113,6 +113,9 @@ func (c *Creator) Create(ctx context.Context, s Spec) (store.Game, error) {
 	resp, err := c.game.CreateGame(ctx, &gamev1.CreateGameRequest{
 		RequestId: s.RequestID, Kind: s.Kind, TimeControl: store.ControlPB(s.Control),
 		Rated: s.Rated, Public: s.Public,
+		// A player matched with someone they did not want, or who pressed
+		// play by mistake, leaves before the first moves without a loss.
+		PlayersMayAbort: true,
 		Seats: []*gamev1.Seat{
 			{Side: commonv1.Side_SIDE_FIRST, PlayerId: s.First.ID, DisplayName: textcut.Prefix(s.First.Name, MaxNameBytes)},
 			{Side: commonv1.Side_SIDE_SECOND, PlayerId: s.Second.ID, DisplayName: textcut.Prefix(s.Second.Name, MaxNameBytes)},
@@ -199,6 +202,7 @@ func (c *Creator) CreateAI(ctx context.Context, s AISpec) (string, store.Grant, 
 	ai := &gamev1.Seat{Side: aiSide, PlayerId: AIPlayerID, DisplayName: AIName(s.Level), AiLevel: s.Level}
 	resp, err := c.game.CreateGame(ctx, &gamev1.CreateGameRequest{
 		RequestId: s.RequestID, Kind: s.Kind, TimeControl: store.ControlPB(s.Control), Seats: []*gamev1.Seat{human, ai},
+		PlayersMayAbort: true,
 	})
 	if err != nil {
 		return "", store.Grant{}, GameError("create AI game", err)

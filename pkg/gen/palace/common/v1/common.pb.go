@@ -316,7 +316,9 @@ const (
 	EndMethod_END_METHOD_RESIGNATION           EndMethod = 10
 	EndMethod_END_METHOD_TIMEOUT               EndMethod = 11
 	EndMethod_END_METHOD_AGREEMENT             EndMethod = 12
-	// No first move in time: the game is aborted without a result.
+	// No first move in time, or a player aborted the game before it began
+	// (GameService.Abort): the game is aborted without a result. The
+	// GameEnded event's side is the side that did not move, or that aborted.
 	EndMethod_END_METHOD_ABORTED EndMethod = 13
 )
 

@@ -262,9 +262,13 @@ type CreateGameRequest struct {
 	// missing first move.
 	FirstMoveTime *durationpb.Duration `protobuf:"bytes,8,opt,name=first_move_time,json=firstMoveTime,proto3" json:"first_move_time,omitempty"`
 	// Counts for ratings (matchmaking consumes the game-ended event).
-	Rated         bool `protobuf:"varint,9,opt,name=rated,proto3" json:"rated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Rated bool `protobuf:"varint,9,opt,name=rated,proto3" json:"rated,omitempty"`
+	// Either seat may abort the game before it begins (Abort). Unset, the
+	// players have no way out but resigning (a tournament's games, whose
+	// pairings stand).
+	PlayersMayAbort bool `protobuf:"varint,10,opt,name=players_may_abort,json=playersMayAbort,proto3" json:"players_may_abort,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateGameRequest) Reset() {
@@ -356,6 +360,13 @@ func (x *CreateGameRequest) GetFirstMoveTime() *durationpb.Duration {
 func (x *CreateGameRequest) GetRated() bool {
 	if x != nil {
 		return x.Rated
+	}
+	return false
+}
+
+func (x *CreateGameRequest) GetPlayersMayAbort() bool {
+	if x != nil {
+		return x.PlayersMayAbort
 	}
 	return false
 }
@@ -1067,6 +1078,110 @@ func (x *ResignResponse) GetGame() *Game {
 	return nil
 }
 
+type AbortRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	GameId          string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	RequestId       string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	ExpectedVersion uint64                 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AbortRequest) Reset() {
+	*x = AbortRequest{}
+	mi := &file_palace_game_v1_game_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortRequest) ProtoMessage() {}
+
+func (x *AbortRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_game_v1_game_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
+func (*AbortRequest) Descriptor() ([]byte, []int) {
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AbortRequest) GetGameId() string {
+	if x != nil {
+		return x.GameId
+	}
+	return ""
+}
+
+func (x *AbortRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AbortRequest) GetExpectedVersion() uint64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+type AbortResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Game          *Game                  `protobuf:"bytes,1,opt,name=game,proto3" json:"game,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortResponse) Reset() {
+	*x = AbortResponse{}
+	mi := &file_palace_game_v1_game_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortResponse) ProtoMessage() {}
+
+func (x *AbortResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_game_v1_game_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
+func (*AbortResponse) Descriptor() ([]byte, []int) {
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AbortResponse) GetGame() *Game {
+	if x != nil {
+		return x.Game
+	}
+	return nil
+}
+
 type OfferDrawRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	GameId          string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
@@ -1078,7 +1193,7 @@ type OfferDrawRequest struct {
 
 func (x *OfferDrawRequest) Reset() {
 	*x = OfferDrawRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[16]
+	mi := &file_palace_game_v1_game_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1205,7 @@ func (x *OfferDrawRequest) String() string {
 func (*OfferDrawRequest) ProtoMessage() {}
 
 func (x *OfferDrawRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[16]
+	mi := &file_palace_game_v1_game_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1218,7 @@ func (x *OfferDrawRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferDrawRequest.ProtoReflect.Descriptor instead.
 func (*OfferDrawRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{16}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OfferDrawRequest) GetGameId() string {
@@ -1136,7 +1251,7 @@ type OfferDrawResponse struct {
 
 func (x *OfferDrawResponse) Reset() {
 	*x = OfferDrawResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[17]
+	mi := &file_palace_game_v1_game_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1263,7 @@ func (x *OfferDrawResponse) String() string {
 func (*OfferDrawResponse) ProtoMessage() {}
 
 func (x *OfferDrawResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[17]
+	mi := &file_palace_game_v1_game_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1276,7 @@ func (x *OfferDrawResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferDrawResponse.ProtoReflect.Descriptor instead.
 func (*OfferDrawResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{17}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OfferDrawResponse) GetGame() *Game {
@@ -1183,7 +1298,7 @@ type AnswerDrawRequest struct {
 
 func (x *AnswerDrawRequest) Reset() {
 	*x = AnswerDrawRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[18]
+	mi := &file_palace_game_v1_game_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1310,7 @@ func (x *AnswerDrawRequest) String() string {
 func (*AnswerDrawRequest) ProtoMessage() {}
 
 func (x *AnswerDrawRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[18]
+	mi := &file_palace_game_v1_game_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1323,7 @@ func (x *AnswerDrawRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerDrawRequest.ProtoReflect.Descriptor instead.
 func (*AnswerDrawRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{18}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AnswerDrawRequest) GetGameId() string {
@@ -1248,7 +1363,7 @@ type AnswerDrawResponse struct {
 
 func (x *AnswerDrawResponse) Reset() {
 	*x = AnswerDrawResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[19]
+	mi := &file_palace_game_v1_game_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1375,7 @@ func (x *AnswerDrawResponse) String() string {
 func (*AnswerDrawResponse) ProtoMessage() {}
 
 func (x *AnswerDrawResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[19]
+	mi := &file_palace_game_v1_game_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1388,7 @@ func (x *AnswerDrawResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerDrawResponse.ProtoReflect.Descriptor instead.
 func (*AnswerDrawResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{19}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AnswerDrawResponse) GetGame() *Game {
@@ -1294,7 +1409,7 @@ type UndoRequest struct {
 
 func (x *UndoRequest) Reset() {
 	*x = UndoRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[20]
+	mi := &file_palace_game_v1_game_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1421,7 @@ func (x *UndoRequest) String() string {
 func (*UndoRequest) ProtoMessage() {}
 
 func (x *UndoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[20]
+	mi := &file_palace_game_v1_game_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1434,7 @@ func (x *UndoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
 func (*UndoRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{20}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UndoRequest) GetGameId() string {
@@ -1352,7 +1467,7 @@ type UndoResponse struct {
 
 func (x *UndoResponse) Reset() {
 	*x = UndoResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[21]
+	mi := &file_palace_game_v1_game_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1479,7 @@ func (x *UndoResponse) String() string {
 func (*UndoResponse) ProtoMessage() {}
 
 func (x *UndoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[21]
+	mi := &file_palace_game_v1_game_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1492,7 @@ func (x *UndoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoResponse.ProtoReflect.Descriptor instead.
 func (*UndoResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{21}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UndoResponse) GetGame() *Game {
@@ -1396,7 +1511,7 @@ type GetGameRequest struct {
 
 func (x *GetGameRequest) Reset() {
 	*x = GetGameRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[22]
+	mi := &file_palace_game_v1_game_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1523,7 @@ func (x *GetGameRequest) String() string {
 func (*GetGameRequest) ProtoMessage() {}
 
 func (x *GetGameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[22]
+	mi := &file_palace_game_v1_game_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1536,7 @@ func (x *GetGameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGameRequest.ProtoReflect.Descriptor instead.
 func (*GetGameRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{22}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetGameRequest) GetGameId() string {
@@ -1440,7 +1555,7 @@ type GetGameResponse struct {
 
 func (x *GetGameResponse) Reset() {
 	*x = GetGameResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[23]
+	mi := &file_palace_game_v1_game_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1567,7 @@ func (x *GetGameResponse) String() string {
 func (*GetGameResponse) ProtoMessage() {}
 
 func (x *GetGameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[23]
+	mi := &file_palace_game_v1_game_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1580,7 @@ func (x *GetGameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGameResponse.ProtoReflect.Descriptor instead.
 func (*GetGameResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{23}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetGameResponse) GetGame() *Game {
@@ -1490,7 +1605,7 @@ type StreamEventsRequest struct {
 
 func (x *StreamEventsRequest) Reset() {
 	*x = StreamEventsRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[24]
+	mi := &file_palace_game_v1_game_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1617,7 @@ func (x *StreamEventsRequest) String() string {
 func (*StreamEventsRequest) ProtoMessage() {}
 
 func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[24]
+	mi := &file_palace_game_v1_game_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1630,7 @@ func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamEventsRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{24}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StreamEventsRequest) GetGameId() string {
@@ -1553,7 +1668,7 @@ type StreamEventsResponse struct {
 
 func (x *StreamEventsResponse) Reset() {
 	*x = StreamEventsResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[25]
+	mi := &file_palace_game_v1_game_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1680,7 @@ func (x *StreamEventsResponse) String() string {
 func (*StreamEventsResponse) ProtoMessage() {}
 
 func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[25]
+	mi := &file_palace_game_v1_game_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1693,7 @@ func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamEventsResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{25}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StreamEventsResponse) GetMessage() isStreamEventsResponse_Message {
@@ -1657,7 +1772,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[26]
+	mi := &file_palace_game_v1_game_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1784,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[26]
+	mi := &file_palace_game_v1_game_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1797,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{26}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -1710,7 +1825,7 @@ type ExpireDeadlineRequest struct {
 
 func (x *ExpireDeadlineRequest) Reset() {
 	*x = ExpireDeadlineRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[27]
+	mi := &file_palace_game_v1_game_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1837,7 @@ func (x *ExpireDeadlineRequest) String() string {
 func (*ExpireDeadlineRequest) ProtoMessage() {}
 
 func (x *ExpireDeadlineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[27]
+	mi := &file_palace_game_v1_game_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1850,7 @@ func (x *ExpireDeadlineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireDeadlineRequest.ProtoReflect.Descriptor instead.
 func (*ExpireDeadlineRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{27}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExpireDeadlineRequest) GetGameId() string {
@@ -1768,7 +1883,7 @@ type ExpireDeadlineResponse struct {
 
 func (x *ExpireDeadlineResponse) Reset() {
 	*x = ExpireDeadlineResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[28]
+	mi := &file_palace_game_v1_game_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1895,7 @@ func (x *ExpireDeadlineResponse) String() string {
 func (*ExpireDeadlineResponse) ProtoMessage() {}
 
 func (x *ExpireDeadlineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[28]
+	mi := &file_palace_game_v1_game_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1908,7 @@ func (x *ExpireDeadlineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireDeadlineResponse.ProtoReflect.Descriptor instead.
 func (*ExpireDeadlineResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{28}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ExpireDeadlineResponse) GetApplied() bool {
@@ -1863,13 +1978,15 @@ type Game struct {
 	// now (turn) to choose, after which it gets the default formation. A
 	// storage outage moves it later (ClockEvent OUTAGE_EXCUSED).
 	SetupDeadline *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=setup_deadline,json=setupDeadline,proto3" json:"setup_deadline,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Either seat may abort the game while it has not begun (Abort).
+	PlayersMayAbort bool `protobuf:"varint,25,opt,name=players_may_abort,json=playersMayAbort,proto3" json:"players_may_abort,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Game) Reset() {
 	*x = Game{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[29]
+	mi := &file_palace_game_v1_game_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1881,7 +1998,7 @@ func (x *Game) String() string {
 func (*Game) ProtoMessage() {}
 
 func (x *Game) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[29]
+	mi := &file_palace_game_v1_game_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1894,7 +2011,7 @@ func (x *Game) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Game.ProtoReflect.Descriptor instead.
 func (*Game) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{29}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Game) GetGameId() string {
@@ -2065,6 +2182,13 @@ func (x *Game) GetSetupDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Game) GetPlayersMayAbort() bool {
+	if x != nil {
+		return x.PlayersMayAbort
+	}
+	return false
+}
+
 // MoveRecord is one played move or pass.
 type MoveRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2091,7 +2215,7 @@ type MoveRecord struct {
 
 func (x *MoveRecord) Reset() {
 	*x = MoveRecord{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[30]
+	mi := &file_palace_game_v1_game_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2227,7 @@ func (x *MoveRecord) String() string {
 func (*MoveRecord) ProtoMessage() {}
 
 func (x *MoveRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[30]
+	mi := &file_palace_game_v1_game_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2240,7 @@ func (x *MoveRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRecord.ProtoReflect.Descriptor instead.
 func (*MoveRecord) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{30}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MoveRecord) GetPly() uint32 {
@@ -2206,7 +2330,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[31]
+	mi := &file_palace_game_v1_game_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2342,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[31]
+	mi := &file_palace_game_v1_game_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2355,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{31}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Event) GetVersion() uint64 {
@@ -2418,7 +2542,7 @@ type GameCreated struct {
 
 func (x *GameCreated) Reset() {
 	*x = GameCreated{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[32]
+	mi := &file_palace_game_v1_game_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2554,7 @@ func (x *GameCreated) String() string {
 func (*GameCreated) ProtoMessage() {}
 
 func (x *GameCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[32]
+	mi := &file_palace_game_v1_game_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2567,7 @@ func (x *GameCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameCreated.ProtoReflect.Descriptor instead.
 func (*GameCreated) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{32}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GameCreated) GetGame() *Game {
@@ -2469,7 +2593,7 @@ type FormationChosen struct {
 
 func (x *FormationChosen) Reset() {
 	*x = FormationChosen{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	mi := &file_palace_game_v1_game_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2605,7 @@ func (x *FormationChosen) String() string {
 func (*FormationChosen) ProtoMessage() {}
 
 func (x *FormationChosen) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	mi := &file_palace_game_v1_game_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2618,7 @@ func (x *FormationChosen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FormationChosen.ProtoReflect.Descriptor instead.
 func (*FormationChosen) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{33}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FormationChosen) GetSide() v1.Side {
@@ -2535,7 +2659,7 @@ type GameStarted struct {
 
 func (x *GameStarted) Reset() {
 	*x = GameStarted{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[34]
+	mi := &file_palace_game_v1_game_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2547,7 +2671,7 @@ func (x *GameStarted) String() string {
 func (*GameStarted) ProtoMessage() {}
 
 func (x *GameStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[34]
+	mi := &file_palace_game_v1_game_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2560,7 +2684,7 @@ func (x *GameStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameStarted.ProtoReflect.Descriptor instead.
 func (*GameStarted) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{34}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GameStarted) GetStart() *v1.Position {
@@ -2591,7 +2715,7 @@ type MovesUndone struct {
 
 func (x *MovesUndone) Reset() {
 	*x = MovesUndone{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[35]
+	mi := &file_palace_game_v1_game_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2727,7 @@ func (x *MovesUndone) String() string {
 func (*MovesUndone) ProtoMessage() {}
 
 func (x *MovesUndone) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[35]
+	mi := &file_palace_game_v1_game_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2740,7 @@ func (x *MovesUndone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MovesUndone.ProtoReflect.Descriptor instead.
 func (*MovesUndone) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{35}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MovesUndone) GetMoves() []*MoveRecord {
@@ -2649,7 +2773,7 @@ type DrawOffered struct {
 
 func (x *DrawOffered) Reset() {
 	*x = DrawOffered{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[36]
+	mi := &file_palace_game_v1_game_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2661,7 +2785,7 @@ func (x *DrawOffered) String() string {
 func (*DrawOffered) ProtoMessage() {}
 
 func (x *DrawOffered) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[36]
+	mi := &file_palace_game_v1_game_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2674,7 +2798,7 @@ func (x *DrawOffered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrawOffered.ProtoReflect.Descriptor instead.
 func (*DrawOffered) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{36}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DrawOffered) GetSide() v1.Side {
@@ -2693,7 +2817,7 @@ type DrawDeclined struct {
 
 func (x *DrawDeclined) Reset() {
 	*x = DrawDeclined{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[37]
+	mi := &file_palace_game_v1_game_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2829,7 @@ func (x *DrawDeclined) String() string {
 func (*DrawDeclined) ProtoMessage() {}
 
 func (x *DrawDeclined) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[37]
+	mi := &file_palace_game_v1_game_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2842,7 @@ func (x *DrawDeclined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrawDeclined.ProtoReflect.Descriptor instead.
 func (*DrawDeclined) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{37}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DrawDeclined) GetSide() v1.Side {
@@ -2738,7 +2862,7 @@ type PlayerConnection struct {
 
 func (x *PlayerConnection) Reset() {
 	*x = PlayerConnection{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[38]
+	mi := &file_palace_game_v1_game_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +2874,7 @@ func (x *PlayerConnection) String() string {
 func (*PlayerConnection) ProtoMessage() {}
 
 func (x *PlayerConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[38]
+	mi := &file_palace_game_v1_game_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +2887,7 @@ func (x *PlayerConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlayerConnection.ProtoReflect.Descriptor instead.
 func (*PlayerConnection) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{38}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PlayerConnection) GetSide() v1.Side {
@@ -2811,7 +2935,7 @@ type ClockEvent struct {
 
 func (x *ClockEvent) Reset() {
 	*x = ClockEvent{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[39]
+	mi := &file_palace_game_v1_game_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +2947,7 @@ func (x *ClockEvent) String() string {
 func (*ClockEvent) ProtoMessage() {}
 
 func (x *ClockEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[39]
+	mi := &file_palace_game_v1_game_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +2960,7 @@ func (x *ClockEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockEvent.ProtoReflect.Descriptor instead.
 func (*ClockEvent) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{39}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ClockEvent) GetSide() v1.Side {
@@ -2887,7 +3011,7 @@ type GameEnded struct {
 
 func (x *GameEnded) Reset() {
 	*x = GameEnded{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[40]
+	mi := &file_palace_game_v1_game_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3023,7 @@ func (x *GameEnded) String() string {
 func (*GameEnded) ProtoMessage() {}
 
 func (x *GameEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[40]
+	mi := &file_palace_game_v1_game_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3036,7 @@ func (x *GameEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameEnded.ProtoReflect.Descriptor instead.
 func (*GameEnded) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{40}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GameEnded) GetResult() *v1.Result {
@@ -2949,7 +3073,7 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x12\x1b\n" +
 	"\tplayer_id\x18\x02 \x01(\tR\bplayerId\x12!\n" +
 	"\fdisplay_name\x18\x03 \x01(\tR\vdisplayName\x12\x19\n" +
-	"\bai_level\x18\x04 \x01(\rR\aaiLevel\"\xad\x03\n" +
+	"\bai_level\x18\x04 \x01(\rR\aaiLevel\"\xd9\x03\n" +
 	"\x11CreateGameRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12.\n" +
@@ -2961,7 +3085,9 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\n" +
 	"setup_time\x18\a \x01(\v2\x19.google.protobuf.DurationR\tsetupTime\x12A\n" +
 	"\x0ffirst_move_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\rfirstMoveTime\x12\x14\n" +
-	"\x05rated\x18\t \x01(\bR\x05rated\"\x99\x01\n" +
+	"\x05rated\x18\t \x01(\bR\x05rated\x12*\n" +
+	"\x11players_may_abort\x18\n" +
+	" \x01(\bR\x0fplayersMayAbort\"\x99\x01\n" +
 	"\x12CreateGameResponse\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12@\n" +
 	"\vcredentials\x18\x02 \x03(\v2\x1e.palace.game.v1.SeatCredentialR\vcredentials\x12(\n" +
@@ -3011,6 +3137,13 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12)\n" +
 	"\x10expected_version\x18\x03 \x01(\x04R\x0fexpectedVersion\":\n" +
 	"\x0eResignResponse\x12(\n" +
+	"\x04game\x18\x01 \x01(\v2\x14.palace.game.v1.GameR\x04game\"q\n" +
+	"\fAbortRequest\x12\x17\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12)\n" +
+	"\x10expected_version\x18\x03 \x01(\x04R\x0fexpectedVersion\"9\n" +
+	"\rAbortResponse\x12(\n" +
 	"\x04game\x18\x01 \x01(\v2\x14.palace.game.v1.GameR\x04game\"u\n" +
 	"\x10OfferDrawRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x1d\n" +
@@ -3057,7 +3190,7 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x16ExpireDeadlineResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12(\n" +
 	"\x04game\x18\x02 \x01(\v2\x14.palace.game.v1.GameR\x04game\x12\x18\n" +
-	"\aexcused\x18\x03 \x01(\bR\aexcused\"\xa8\t\n" +
+	"\aexcused\x18\x03 \x01(\bR\aexcused\"\xd4\t\n" +
 	"\x04Game\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12.\n" +
@@ -3085,7 +3218,8 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"created_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x125\n" +
 	"\bended_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x124\n" +
 	"\tconnected\x18\x17 \x03(\x0e2\x16.palace.common.v1.SideR\tconnected\x12A\n" +
-	"\x0esetup_deadline\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\rsetupDeadline\"\xca\x02\n" +
+	"\x0esetup_deadline\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\rsetupDeadline\x12*\n" +
+	"\x11players_may_abort\x18\x19 \x01(\bR\x0fplayersMayAbort\"\xca\x02\n" +
 	"\n" +
 	"MoveRecord\x12\x10\n" +
 	"\x03ply\x18\x01 \x01(\rR\x03ply\x12*\n" +
@@ -3151,7 +3285,7 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x1cCLOCK_EVENT_KIND_UNSPECIFIED\x10\x00\x12%\n" +
 	"!CLOCK_EVENT_KIND_BYO_YOMI_ENTERED\x10\x01\x12 \n" +
 	"\x1cCLOCK_EVENT_KIND_PERIOD_USED\x10\x02\x12#\n" +
-	"\x1fCLOCK_EVENT_KIND_OUTAGE_EXCUSED\x10\x032\xce\b\n" +
+	"\x1fCLOCK_EVENT_KIND_OUTAGE_EXCUSED\x10\x032\x94\t\n" +
 	"\vGameService\x12S\n" +
 	"\n" +
 	"CreateGame\x12!.palace.game.v1.CreateGameRequest\x1a\".palace.game.v1.CreateGameResponse\x12q\n" +
@@ -3159,7 +3293,8 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x0fChooseFormation\x12&.palace.game.v1.ChooseFormationRequest\x1a'.palace.game.v1.ChooseFormationResponse\x12M\n" +
 	"\bMakeMove\x12\x1f.palace.game.v1.MakeMoveRequest\x1a .palace.game.v1.MakeMoveResponse\x12A\n" +
 	"\x04Pass\x12\x1b.palace.game.v1.PassRequest\x1a\x1c.palace.game.v1.PassResponse\x12G\n" +
-	"\x06Resign\x12\x1d.palace.game.v1.ResignRequest\x1a\x1e.palace.game.v1.ResignResponse\x12P\n" +
+	"\x06Resign\x12\x1d.palace.game.v1.ResignRequest\x1a\x1e.palace.game.v1.ResignResponse\x12D\n" +
+	"\x05Abort\x12\x1c.palace.game.v1.AbortRequest\x1a\x1d.palace.game.v1.AbortResponse\x12P\n" +
 	"\tOfferDraw\x12 .palace.game.v1.OfferDrawRequest\x1a!.palace.game.v1.OfferDrawResponse\x12S\n" +
 	"\n" +
 	"AnswerDraw\x12!.palace.game.v1.AnswerDrawRequest\x1a\".palace.game.v1.AnswerDrawResponse\x12A\n" +
@@ -3182,7 +3317,7 @@ func file_palace_game_v1_game_proto_rawDescGZIP() []byte {
 }
 
 var file_palace_game_v1_game_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_palace_game_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_palace_game_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_palace_game_v1_game_proto_goTypes = []any{
 	(ClockEventKind)(0),                  // 0: palace.game.v1.ClockEventKind
 	(*ProbeRequest)(nil),                 // 1: palace.game.v1.ProbeRequest
@@ -3201,163 +3336,168 @@ var file_palace_game_v1_game_proto_goTypes = []any{
 	(*PassResponse)(nil),                 // 14: palace.game.v1.PassResponse
 	(*ResignRequest)(nil),                // 15: palace.game.v1.ResignRequest
 	(*ResignResponse)(nil),               // 16: palace.game.v1.ResignResponse
-	(*OfferDrawRequest)(nil),             // 17: palace.game.v1.OfferDrawRequest
-	(*OfferDrawResponse)(nil),            // 18: palace.game.v1.OfferDrawResponse
-	(*AnswerDrawRequest)(nil),            // 19: palace.game.v1.AnswerDrawRequest
-	(*AnswerDrawResponse)(nil),           // 20: palace.game.v1.AnswerDrawResponse
-	(*UndoRequest)(nil),                  // 21: palace.game.v1.UndoRequest
-	(*UndoResponse)(nil),                 // 22: palace.game.v1.UndoResponse
-	(*GetGameRequest)(nil),               // 23: palace.game.v1.GetGameRequest
-	(*GetGameResponse)(nil),              // 24: palace.game.v1.GetGameResponse
-	(*StreamEventsRequest)(nil),          // 25: palace.game.v1.StreamEventsRequest
-	(*StreamEventsResponse)(nil),         // 26: palace.game.v1.StreamEventsResponse
-	(*Heartbeat)(nil),                    // 27: palace.game.v1.Heartbeat
-	(*ExpireDeadlineRequest)(nil),        // 28: palace.game.v1.ExpireDeadlineRequest
-	(*ExpireDeadlineResponse)(nil),       // 29: palace.game.v1.ExpireDeadlineResponse
-	(*Game)(nil),                         // 30: palace.game.v1.Game
-	(*MoveRecord)(nil),                   // 31: palace.game.v1.MoveRecord
-	(*Event)(nil),                        // 32: palace.game.v1.Event
-	(*GameCreated)(nil),                  // 33: palace.game.v1.GameCreated
-	(*FormationChosen)(nil),              // 34: palace.game.v1.FormationChosen
-	(*GameStarted)(nil),                  // 35: palace.game.v1.GameStarted
-	(*MovesUndone)(nil),                  // 36: palace.game.v1.MovesUndone
-	(*DrawOffered)(nil),                  // 37: palace.game.v1.DrawOffered
-	(*DrawDeclined)(nil),                 // 38: palace.game.v1.DrawDeclined
-	(*PlayerConnection)(nil),             // 39: palace.game.v1.PlayerConnection
-	(*ClockEvent)(nil),                   // 40: palace.game.v1.ClockEvent
-	(*GameEnded)(nil),                    // 41: palace.game.v1.GameEnded
-	(v1.Side)(0),                         // 42: palace.common.v1.Side
-	(v1.GameKind)(0),                     // 43: palace.common.v1.GameKind
-	(*v1.TimeControl)(nil),               // 44: palace.common.v1.TimeControl
-	(*v1.Position)(nil),                  // 45: palace.common.v1.Position
-	(*durationpb.Duration)(nil),          // 46: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),        // 47: google.protobuf.Timestamp
-	(v1.Formation)(0),                    // 48: palace.common.v1.Formation
-	(*v1.Move)(nil),                      // 49: palace.common.v1.Move
-	(v1.GameStatus)(0),                   // 50: palace.common.v1.GameStatus
-	(*v1.ClockSnapshot)(nil),             // 51: palace.common.v1.ClockSnapshot
-	(*v1.Result)(nil),                    // 52: palace.common.v1.Result
-	(*v1.Points)(nil),                    // 53: palace.common.v1.Points
+	(*AbortRequest)(nil),                 // 17: palace.game.v1.AbortRequest
+	(*AbortResponse)(nil),                // 18: palace.game.v1.AbortResponse
+	(*OfferDrawRequest)(nil),             // 19: palace.game.v1.OfferDrawRequest
+	(*OfferDrawResponse)(nil),            // 20: palace.game.v1.OfferDrawResponse
+	(*AnswerDrawRequest)(nil),            // 21: palace.game.v1.AnswerDrawRequest
+	(*AnswerDrawResponse)(nil),           // 22: palace.game.v1.AnswerDrawResponse
+	(*UndoRequest)(nil),                  // 23: palace.game.v1.UndoRequest
+	(*UndoResponse)(nil),                 // 24: palace.game.v1.UndoResponse
+	(*GetGameRequest)(nil),               // 25: palace.game.v1.GetGameRequest
+	(*GetGameResponse)(nil),              // 26: palace.game.v1.GetGameResponse
+	(*StreamEventsRequest)(nil),          // 27: palace.game.v1.StreamEventsRequest
+	(*StreamEventsResponse)(nil),         // 28: palace.game.v1.StreamEventsResponse
+	(*Heartbeat)(nil),                    // 29: palace.game.v1.Heartbeat
+	(*ExpireDeadlineRequest)(nil),        // 30: palace.game.v1.ExpireDeadlineRequest
+	(*ExpireDeadlineResponse)(nil),       // 31: palace.game.v1.ExpireDeadlineResponse
+	(*Game)(nil),                         // 32: palace.game.v1.Game
+	(*MoveRecord)(nil),                   // 33: palace.game.v1.MoveRecord
+	(*Event)(nil),                        // 34: palace.game.v1.Event
+	(*GameCreated)(nil),                  // 35: palace.game.v1.GameCreated
+	(*FormationChosen)(nil),              // 36: palace.game.v1.FormationChosen
+	(*GameStarted)(nil),                  // 37: palace.game.v1.GameStarted
+	(*MovesUndone)(nil),                  // 38: palace.game.v1.MovesUndone
+	(*DrawOffered)(nil),                  // 39: palace.game.v1.DrawOffered
+	(*DrawDeclined)(nil),                 // 40: palace.game.v1.DrawDeclined
+	(*PlayerConnection)(nil),             // 41: palace.game.v1.PlayerConnection
+	(*ClockEvent)(nil),                   // 42: palace.game.v1.ClockEvent
+	(*GameEnded)(nil),                    // 43: palace.game.v1.GameEnded
+	(v1.Side)(0),                         // 44: palace.common.v1.Side
+	(v1.GameKind)(0),                     // 45: palace.common.v1.GameKind
+	(*v1.TimeControl)(nil),               // 46: palace.common.v1.TimeControl
+	(*v1.Position)(nil),                  // 47: palace.common.v1.Position
+	(*durationpb.Duration)(nil),          // 48: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),        // 49: google.protobuf.Timestamp
+	(v1.Formation)(0),                    // 50: palace.common.v1.Formation
+	(*v1.Move)(nil),                      // 51: palace.common.v1.Move
+	(v1.GameStatus)(0),                   // 52: palace.common.v1.GameStatus
+	(*v1.ClockSnapshot)(nil),             // 53: palace.common.v1.ClockSnapshot
+	(*v1.Result)(nil),                    // 54: palace.common.v1.Result
+	(*v1.Points)(nil),                    // 55: palace.common.v1.Points
 }
 var file_palace_game_v1_game_proto_depIdxs = []int32{
-	42,  // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
-	43,  // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
+	44,  // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
+	45,  // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
 	3,   // 2: palace.game.v1.CreateGameRequest.seats:type_name -> palace.game.v1.Seat
-	44,  // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
-	45,  // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
-	46,  // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
-	46,  // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
+	46,  // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
+	47,  // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
+	48,  // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
+	48,  // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
 	6,   // 7: palace.game.v1.CreateGameResponse.credentials:type_name -> palace.game.v1.SeatCredential
-	30,  // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
-	42,  // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
-	47,  // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
-	42,  // 11: palace.game.v1.IssueSeatCredentialsRequest.side:type_name -> palace.common.v1.Side
+	32,  // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
+	44,  // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
+	49,  // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
+	44,  // 11: palace.game.v1.IssueSeatCredentialsRequest.side:type_name -> palace.common.v1.Side
 	6,   // 12: palace.game.v1.IssueSeatCredentialsResponse.credentials:type_name -> palace.game.v1.SeatCredential
-	30,  // 13: palace.game.v1.IssueSeatCredentialsResponse.game:type_name -> palace.game.v1.Game
-	48,  // 14: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
-	30,  // 15: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
-	49,  // 16: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
-	46,  // 17: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
-	30,  // 18: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
-	31,  // 19: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
-	46,  // 20: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
-	30,  // 21: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
-	31,  // 22: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
-	30,  // 23: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
-	30,  // 24: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
-	30,  // 25: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
-	30,  // 26: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
-	30,  // 27: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
-	30,  // 28: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
-	32,  // 29: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
-	27,  // 30: palace.game.v1.StreamEventsResponse.heartbeat:type_name -> palace.game.v1.Heartbeat
-	47,  // 31: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	30,  // 32: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
-	43,  // 33: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
-	50,  // 34: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
-	3,   // 35: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
-	45,  // 36: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
-	45,  // 37: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
-	31,  // 38: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
-	42,  // 39: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
-	49,  // 40: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
-	44,  // 41: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
-	51,  // 42: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
-	52,  // 43: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
-	53,  // 44: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
-	48,  // 45: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
-	48,  // 46: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
-	42,  // 47: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
-	47,  // 48: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
-	47,  // 49: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
-	42,  // 50: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
-	47,  // 51: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
-	42,  // 52: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
-	49,  // 53: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
-	47,  // 54: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
-	51,  // 55: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
-	47,  // 56: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
-	33,  // 57: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
-	34,  // 58: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
-	35,  // 59: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
-	31,  // 60: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
-	36,  // 61: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
-	37,  // 62: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
-	38,  // 63: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
-	39,  // 64: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
-	40,  // 65: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
-	41,  // 66: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
-	30,  // 67: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
-	42,  // 68: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
-	48,  // 69: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
-	47,  // 70: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
-	45,  // 71: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
-	51,  // 72: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
-	31,  // 73: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
-	45,  // 74: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
-	51,  // 75: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
-	42,  // 76: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
-	42,  // 77: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
-	42,  // 78: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
-	42,  // 79: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
-	0,   // 80: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
-	51,  // 81: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
-	46,  // 82: palace.game.v1.ClockEvent.excused:type_name -> google.protobuf.Duration
-	47,  // 83: palace.game.v1.ClockEvent.setup_deadline:type_name -> google.protobuf.Timestamp
-	52,  // 84: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
-	42,  // 85: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
-	51,  // 86: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
-	4,   // 87: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
-	7,   // 88: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
-	9,   // 89: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
-	11,  // 90: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
-	13,  // 91: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
-	15,  // 92: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
-	17,  // 93: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
-	19,  // 94: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
-	21,  // 95: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
-	23,  // 96: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
-	25,  // 97: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
-	28,  // 98: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
-	1,   // 99: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
-	5,   // 100: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
-	8,   // 101: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
-	10,  // 102: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
-	12,  // 103: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
-	14,  // 104: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
-	16,  // 105: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
-	18,  // 106: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
-	20,  // 107: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
-	22,  // 108: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
-	24,  // 109: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
-	26,  // 110: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
-	29,  // 111: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
-	2,   // 112: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
-	100, // [100:113] is the sub-list for method output_type
-	87,  // [87:100] is the sub-list for method input_type
-	87,  // [87:87] is the sub-list for extension type_name
-	87,  // [87:87] is the sub-list for extension extendee
-	0,   // [0:87] is the sub-list for field type_name
+	32,  // 13: palace.game.v1.IssueSeatCredentialsResponse.game:type_name -> palace.game.v1.Game
+	50,  // 14: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
+	32,  // 15: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
+	51,  // 16: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
+	48,  // 17: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
+	32,  // 18: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
+	33,  // 19: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
+	48,  // 20: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
+	32,  // 21: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
+	33,  // 22: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
+	32,  // 23: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
+	32,  // 24: palace.game.v1.AbortResponse.game:type_name -> palace.game.v1.Game
+	32,  // 25: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
+	32,  // 26: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
+	32,  // 27: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
+	32,  // 28: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
+	32,  // 29: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
+	34,  // 30: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
+	29,  // 31: palace.game.v1.StreamEventsResponse.heartbeat:type_name -> palace.game.v1.Heartbeat
+	49,  // 32: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	32,  // 33: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
+	45,  // 34: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
+	52,  // 35: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
+	3,   // 36: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
+	47,  // 37: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
+	47,  // 38: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
+	33,  // 39: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
+	44,  // 40: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
+	51,  // 41: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
+	46,  // 42: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
+	53,  // 43: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
+	54,  // 44: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
+	55,  // 45: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
+	50,  // 46: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
+	50,  // 47: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
+	44,  // 48: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
+	49,  // 49: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
+	49,  // 50: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
+	44,  // 51: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
+	49,  // 52: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
+	44,  // 53: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
+	51,  // 54: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
+	49,  // 55: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
+	53,  // 56: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
+	49,  // 57: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
+	35,  // 58: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
+	36,  // 59: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
+	37,  // 60: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
+	33,  // 61: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
+	38,  // 62: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
+	39,  // 63: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
+	40,  // 64: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
+	41,  // 65: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
+	42,  // 66: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
+	43,  // 67: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
+	32,  // 68: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
+	44,  // 69: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
+	50,  // 70: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
+	49,  // 71: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
+	47,  // 72: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
+	53,  // 73: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
+	33,  // 74: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
+	47,  // 75: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
+	53,  // 76: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
+	44,  // 77: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
+	44,  // 78: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
+	44,  // 79: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
+	44,  // 80: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
+	0,   // 81: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
+	53,  // 82: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
+	48,  // 83: palace.game.v1.ClockEvent.excused:type_name -> google.protobuf.Duration
+	49,  // 84: palace.game.v1.ClockEvent.setup_deadline:type_name -> google.protobuf.Timestamp
+	54,  // 85: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
+	44,  // 86: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
+	53,  // 87: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
+	4,   // 88: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
+	7,   // 89: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
+	9,   // 90: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
+	11,  // 91: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
+	13,  // 92: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
+	15,  // 93: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
+	17,  // 94: palace.game.v1.GameService.Abort:input_type -> palace.game.v1.AbortRequest
+	19,  // 95: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
+	21,  // 96: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
+	23,  // 97: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
+	25,  // 98: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
+	27,  // 99: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
+	30,  // 100: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
+	1,   // 101: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
+	5,   // 102: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
+	8,   // 103: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
+	10,  // 104: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
+	12,  // 105: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
+	14,  // 106: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
+	16,  // 107: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
+	18,  // 108: palace.game.v1.GameService.Abort:output_type -> palace.game.v1.AbortResponse
+	20,  // 109: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
+	22,  // 110: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
+	24,  // 111: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
+	26,  // 112: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
+	28,  // 113: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
+	31,  // 114: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
+	2,   // 115: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
+	102, // [102:116] is the sub-list for method output_type
+	88,  // [88:102] is the sub-list for method input_type
+	88,  // [88:88] is the sub-list for extension type_name
+	88,  // [88:88] is the sub-list for extension extendee
+	0,   // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_palace_game_v1_game_proto_init() }
@@ -3365,12 +3505,12 @@ func file_palace_game_v1_game_proto_init() {
 	if File_palace_game_v1_game_proto != nil {
 		return
 	}
-	file_palace_game_v1_game_proto_msgTypes[25].OneofWrappers = []any{
+	file_palace_game_v1_game_proto_msgTypes[27].OneofWrappers = []any{
 		(*StreamEventsResponse_Snapshot)(nil),
 		(*StreamEventsResponse_Event)(nil),
 		(*StreamEventsResponse_Heartbeat)(nil),
 	}
-	file_palace_game_v1_game_proto_msgTypes[31].OneofWrappers = []any{
+	file_palace_game_v1_game_proto_msgTypes[33].OneofWrappers = []any{
 		(*Event_GameCreated)(nil),
 		(*Event_FormationChosen)(nil),
 		(*Event_GameStarted)(nil),
@@ -3388,7 +3528,7 @@ func file_palace_game_v1_game_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_palace_game_v1_game_proto_rawDesc), len(file_palace_game_v1_game_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	GameService_MakeMove_FullMethodName             = "/palace.game.v1.GameService/MakeMove"
 	GameService_Pass_FullMethodName                 = "/palace.game.v1.GameService/Pass"
 	GameService_Resign_FullMethodName               = "/palace.game.v1.GameService/Resign"
+	GameService_Abort_FullMethodName                = "/palace.game.v1.GameService/Abort"
 	GameService_OfferDraw_FullMethodName            = "/palace.game.v1.GameService/OfferDraw"
 	GameService_AnswerDraw_FullMethodName           = "/palace.game.v1.GameService/AnswerDraw"
 	GameService_Undo_FullMethodName                 = "/palace.game.v1.GameService/Undo"
@@ -109,6 +110,15 @@ type GameServiceClient interface {
 	// and the call is refused with FailedPrecondition, as is any other
 	// command that comes after such a deadline.
 	Resign(ctx context.Context, in *ResignRequest, opts ...grpc.CallOption) (*ResignResponse, error)
+	// Abort ends the game without a result (END_METHOD_ABORTED, rated or
+	// not: it counts for nobody), at the request of either seat, while the
+	// game has not begun: during the Janggi setup, or before both sides have
+	// made their first move (an app's "cancel" after a match its player did
+	// not want). Only games created with players_may_abort allow it (every
+	// game matchmaking makes; a tournament's need not): otherwise, and once
+	// the game has begun, FailedPrecondition, and the player may resign.
+	// Deadlines that passed come first, as for Resign.
+	Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error)
 	// OfferDraw offers a draw (Xiangqi). FailedPrecondition in Janggi, when
 	// an offer is already pending, and when the caller's last offer was
 	// declined and the caller has not moved since: a side offers again only
@@ -222,6 +232,16 @@ func (c *gameServiceClient) Resign(ctx context.Context, in *ResignRequest, opts 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResignResponse)
 	err := c.cc.Invoke(ctx, GameService_Resign_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gameServiceClient) Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AbortResponse)
+	err := c.cc.Invoke(ctx, GameService_Abort_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -382,6 +402,15 @@ type GameServiceServer interface {
 	// and the call is refused with FailedPrecondition, as is any other
 	// command that comes after such a deadline.
 	Resign(context.Context, *ResignRequest) (*ResignResponse, error)
+	// Abort ends the game without a result (END_METHOD_ABORTED, rated or
+	// not: it counts for nobody), at the request of either seat, while the
+	// game has not begun: during the Janggi setup, or before both sides have
+	// made their first move (an app's "cancel" after a match its player did
+	// not want). Only games created with players_may_abort allow it (every
+	// game matchmaking makes; a tournament's need not): otherwise, and once
+	// the game has begun, FailedPrecondition, and the player may resign.
+	// Deadlines that passed come first, as for Resign.
+	Abort(context.Context, *AbortRequest) (*AbortResponse, error)
 	// OfferDraw offers a draw (Xiangqi). FailedPrecondition in Janggi, when
 	// an offer is already pending, and when the caller's last offer was
 	// declined and the caller has not moved since: a side offers again only
@@ -458,6 +487,9 @@ func (UnimplementedGameServiceServer) Pass(context.Context, *PassRequest) (*Pass
 }
 func (UnimplementedGameServiceServer) Resign(context.Context, *ResignRequest) (*ResignResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Resign not implemented")
+}
+func (UnimplementedGameServiceServer) Abort(context.Context, *AbortRequest) (*AbortResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Abort not implemented")
 }
 func (UnimplementedGameServiceServer) OfferDraw(context.Context, *OfferDrawRequest) (*OfferDrawResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OfferDraw not implemented")
@@ -605,6 +637,24 @@ func _GameService_Resign_Handler(srv interface{}, ctx context.Context, dec func(
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(GameServiceServer).Resign(ctx, req.(*ResignRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GameService_Abort_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbortRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GameServiceServer).Abort(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GameService_Abort_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GameServiceServer).Abort(ctx, req.(*AbortRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -758,6 +808,10 @@ var GameService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Resign",
 			Handler:    _GameService_Resign_Handler,
+		},
+		{
+			MethodName: "Abort",
+			Handler:    _GameService_Abort_Handler,
 		},
 		{
 			MethodName: "OfferDraw",
