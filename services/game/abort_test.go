@@ -1,6 +1,7 @@
 package game_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -60,4 +61,26 @@ func TestPlayersAbortBeforeTheGameBegins(t *testing.T) {
 	u := abortable(commonv1.GameKind_GAME_KIND_XIANGQI, nil)
 	u.move(t, "h3e3")
 	abort(u, commonv1.Side_SIDE_FIRST)
+}
+
+// TestAGameIsTheSameWhetherItsPlayersMayAbort: a creation first sent
+// without players_may_abort and sent again with it (by a matchmaking
+// replica upgraded in between) finds the first game, not a second one.
+func TestAGameIsTheSameWhetherItsPlayersMayAbort(t *testing.T) {
+	env := gametest.Start(t, nil)
+	first := &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Rated: true, Seats: seats()}
+	a, err := env.Client.CreateGame(context.Background(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := proto.CloneOf(first)
+	again.PlayersMayAbort = true
+	b, err := env.Client.CreateGame(context.Background(), again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.GetGameId() != b.GetGameId() || b.GetGame().GetPlayersMayAbort() {
+		t.Fatalf("the creation sent again with players_may_abort made game %s (aborts %v), want the first, %s, as created",
+			b.GetGameId(), b.GetGame().GetPlayersMayAbort(), a.GetGameId())
+	}
 }

@@ -87,7 +87,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			return err
 		}, wantCode: codes.FailedPrecondition, wantMsg: "AI"},
 		{name: "abort of a game created without aborts", game: x, call: abort(x, black), wantCode: codes.FailedPrecondition, wantMsg: "without aborts by its players"},
-		{name: "abort once both sides have moved", game: begun, call: abort(begun, black), wantCode: codes.FailedPrecondition, wantMsg: "both sides have made their first move"},
+		{name: "abort once both sides have moved", game: begun, call: abort(begun, black), wantCode: codes.FailedPrecondition, wantMsg: "the game has begun"},
 		{name: "abort after the end", game: ended, call: abort(ended, black), wantCode: codes.FailedPrecondition, wantMsg: "ended"},
 		{name: "abort without a credential", game: begun, call: func() error {
 			_, err := env.Client.Abort(context.Background(), &gamev1.AbortRequest{GameId: begun.id, RequestId: rid()})

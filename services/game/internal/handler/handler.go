@@ -824,6 +824,13 @@ func lastMove(ch model.Change) *gamev1.MoveRecord {
 // services), while two different requests that happen to share a
 // request_id still get two games.
 func gameID(req *gamev1.CreateGameRequest) string {
+	if req.GetPlayersMayAbort() {
+		// Not part of the game's identity: a creation sent again by a newer
+		// client that asks for it (a matchmaking replica upgraded between
+		// two attempts) finds the game of the first attempt.
+		req = proto.CloneOf(req)
+		req.PlayersMayAbort = false
+	}
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req)
 	sum := sha256.Sum256(b)
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:10]))

@@ -50,8 +50,32 @@ func TestAbort(t *testing.T) {
 
 	begun := must(t, "black's first move")(Move(st, rules.Second, "h10g8", 0, now.Add(3*time.Second)))
 	ch, err = Abort(begun, rules.Second, now.Add(4*time.Second))
-	refused(ch, err, "both sides have made their first move")
+	refused(ch, err, "the game has begun")
 	ended := must(t, "resign")(Resign(begun, rules.First, now.Add(5*time.Second)))
 	ch, err = Abort(ended, rules.Second, now.Add(6*time.Second))
 	refused(ch, err, "ended")
+}
+
+// TestAbortIsForHumansBeforeTheGameBegins: the AI's seat cannot abort, and
+// a game against the AI that began stays begun after an undo takes both
+// first moves back.
+func TestAbortIsForHumansBeforeTheGameBegins(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ch, err := Create(CreateParams{ID: "x", Variant: rules.Xiangqi, Lag: serviceLag, PlayersMayAbort: true,
+		Seats: [2]Seat{{PlayerID: "human"}, {PlayerID: "ai", AILevel: 3}}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Abort(ch.State, rules.Second, now); apierr.CodeOf(err) != apierr.Precondition || !strings.Contains(err.Error(), "AI") {
+		t.Fatalf("the AI seat's abort: %v; want it refused", err)
+	}
+	st := must(t, "human")(Move(ch.State, rules.First, "h3e3", 0, now.Add(time.Second)))
+	st = must(t, "ai")(Move(st, rules.Second, "h10g8", 0, now.Add(2*time.Second)))
+	st = must(t, "undo")(Undo(st, rules.First, now.Add(3*time.Second)))
+	if len(st.Moves) != 0 {
+		t.Fatalf("the undo left %d moves, want none", len(st.Moves))
+	}
+	if _, err := Abort(st, rules.First, now.Add(4*time.Second)); apierr.CodeOf(err) != apierr.Precondition || !strings.Contains(err.Error(), "has begun") {
+		t.Fatalf("an abort after both first moves and an undo: %v; want it refused", err)
+	}
 }

@@ -421,6 +421,9 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 	appendMove(n, rec)
 	n.TurnStartMs = ms(now)
 	n.WaitExcusedMs = 0
+	if len(n.Moves) >= 2 {
+		n.Begun = true
+	}
 	if n.Clock != nil && n.Clock.Phase == clock.Idle && len(n.Moves) == 2 {
 		started, err := n.Clock.Start(now, clock.Side(n.Turn()))
 		if err != nil {
@@ -611,6 +614,9 @@ func Abort(st *State, side rules.Side, now time.Time) (Change, error) {
 	if err := checkOpen(st, "abort"); err != nil {
 		return Change{}, err
 	}
+	if st.Seats[side].AILevel > 0 {
+		return Change{}, apierr.New(apierr.Precondition, "cannot abort: the AI's seat cannot abort a game; only its human opponent can")
+	}
 	if !st.PlayersMayAbort {
 		return Change{}, apierr.New(apierr.Precondition, "cannot abort: this game was created without aborts by its players; resign to leave it")
 	}
@@ -618,19 +624,20 @@ func Abort(st *State, side rules.Side, now time.Time) (Change, error) {
 		return ch, nil
 	}
 	if begun(st) {
-		return Change{}, apierr.New(apierr.Precondition, "cannot abort: both sides have made their first move; resign to leave the game")
+		return Change{}, apierr.New(apierr.Precondition, "cannot abort: the game has begun (both sides made their first move); resign to leave it")
 	}
 	n := clone(st)
 	return Change{State: n, Events: []*gamev1.Event{abort(n, side, now)}}, nil
 }
 
-// begun reports whether a game is past its start, which aborts cannot
-// undo: both first moves made, or its clock started.
+// begun reports whether a game is past its start, for good: both first
+// moves were made (an undo against the AI taking them back does not make
+// the game new again), or its clock started.
 func begun(st *State) bool {
 	if st.Status != StatusOngoing {
 		return false
 	}
-	return len(st.Moves) >= 2 || st.Clock != nil && st.Clock.Phase != clock.Idle
+	return st.Begun || len(st.Moves) >= 2 || st.Clock != nil && st.Clock.Phase != clock.Idle
 }
 
 // OfferDraw offers a draw (Xiangqi).

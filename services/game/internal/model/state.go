@@ -90,6 +90,9 @@ type State struct {
 	// PlayersMayAbort lets either seat abort the game before it begins
 	// (Abort).
 	PlayersMayAbort bool `json:"may_abort,omitempty"`
+	// Begun is set once both first moves are made, and stays set through
+	// undos: the game can no longer be aborted.
+	Begun bool `json:"begun,omitempty"`
 	// StartFEN is the position the moves are played from: the custom
 	// start, or (Janggi) the one the formations give once both are chosen.
 	StartFEN string `json:"start"`

@@ -265,7 +265,8 @@ type CreateGameRequest struct {
 	Rated bool `protobuf:"varint,9,opt,name=rated,proto3" json:"rated,omitempty"`
 	// Either seat may abort the game before it begins (Abort). Unset, the
 	// players have no way out but resigning (a tournament's games, whose
-	// pairings stand).
+	// pairings stand). It is not part of the game's identity: a request
+	// equal to an earlier one but for it gets the earlier game, as created.
 	PlayersMayAbort bool `protobuf:"varint,10,opt,name=players_may_abort,json=playersMayAbort,proto3" json:"players_may_abort,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

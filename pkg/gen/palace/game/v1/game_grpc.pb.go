@@ -114,7 +114,8 @@ type GameServiceClient interface {
 	// not: it counts for nobody), at the request of either seat, while the
 	// game has not begun: during the Janggi setup, or before both sides have
 	// made their first move (an app's "cancel" after a match its player did
-	// not want). Only games created with players_may_abort allow it (every
+	// not want); not once the game has begun, even if an undo against the
+	// AI took the first moves back. The AI's seat cannot abort. Only games created with players_may_abort allow it (every
 	// game matchmaking makes; a tournament's need not): otherwise, and once
 	// the game has begun, FailedPrecondition, and the player may resign.
 	// Deadlines that passed come first, as for Resign.
@@ -406,7 +407,8 @@ type GameServiceServer interface {
 	// not: it counts for nobody), at the request of either seat, while the
 	// game has not begun: during the Janggi setup, or before both sides have
 	// made their first move (an app's "cancel" after a match its player did
-	// not want). Only games created with players_may_abort allow it (every
+	// not want); not once the game has begun, even if an undo against the
+	// AI took the first moves back. The AI's seat cannot abort. Only games created with players_may_abort allow it (every
 	// game matchmaking makes; a tournament's need not): otherwise, and once
 	// the game has begun, FailedPrecondition, and the player may resign.
 	// Deadlines that passed come first, as for Resign.
