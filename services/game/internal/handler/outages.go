@@ -217,7 +217,7 @@ func (h *Handler) watchRedis(ctx context.Context) {
 			}
 		default:
 			if began {
-				h.log.WarnContext(ctx, "redis left a ping unanswered for over "+reachTimeout.String()+": the turns under way are not charged that time")
+				h.log.WarnContext(ctx, "redis left a ping unanswered for over "+reachTimeout.String()+": the turns (and waits) under way are not charged that time")
 			}
 			h.pinged(h.now())
 		}
@@ -240,7 +240,7 @@ func (h *Handler) failedFor(ctx context.Context, begun time.Time, err error) {
 	}
 }
 
-const outageBegan = "redis out of reach: the turns under way are not charged the time until it answers"
+const outageBegan = "redis out of reach: the turns (and waits for a formation or a first move) under way are not charged the time until it answers"
 
 // excuseCached commits the excuse of each cached game in which something
 // runs (model.Waiting) and has something to excuse.
@@ -266,7 +266,8 @@ func (h *Handler) excuseCached(ctx context.Context) {
 	}
 }
 
-// excuseGame commits the excuse of one game, if it has one due. A command committed meanwhile made its own.
+// excuseGame commits the excuse of one game, if it has one due. A command
+// committed meanwhile made its own.
 func (h *Handler) excuseGame(ctx context.Context, id string) (bool, error) {
 	// It holds the game's lock: a Redis slow to answer keeps the players'
 	// own commands waiting no longer than this.

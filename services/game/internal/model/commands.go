@@ -86,7 +86,6 @@ func Create(p CreateParams, now time.Time) (Change, error) {
 	default:
 		st.Status = StatusSetup
 		st.SetupDeadlineMs = ms(now) + st.SetupTimeMs
-		st.WaitExcusedMs = 0
 	}
 	ch.Events = append(ch.Events, &gamev1.Event{Kind: &gamev1.Event_GameCreated{GameCreated: &gamev1.GameCreated{}}})
 	if st.Status == StatusOngoing {
