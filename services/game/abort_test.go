@@ -38,8 +38,8 @@ func TestPlayersAbortBeforeTheGameBegins(t *testing.T) {
 		}
 		g := resp.GetGame()
 		if r := g.GetResult(); g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ABORTED || r.GetMethod() != commonv1.EndMethod_END_METHOD_ABORTED ||
-			r.GetWinner() != commonv1.Winner_WINNER_UNSPECIFIED {
-			t.Fatalf("after %v's abort: %v, result %v; want aborted, no winner", side, g.GetStatus(), r)
+			r.GetWinner() != commonv1.Winner_WINNER_UNSPECIFIED || g.GetEndedBy() != side || tb.get(t).GetEndedBy() != side {
+			t.Fatalf("after %v's abort: %v, result %v, ended by %v; want aborted by it, no winner", side, g.GetStatus(), r, g.GetEndedBy())
 		}
 		again, err := env.Client.Abort(tb.as(side), req)
 		if err != nil || !proto.Equal(again, resp) {

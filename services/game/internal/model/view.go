@@ -67,6 +67,9 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 	if st.DrawOffer != nil {
 		out.DrawOfferedBy = rulespb.Side(*st.DrawOffer)
 	}
+	if st.Result != nil && st.Result.Side != nil {
+		out.EndedBy = rulespb.Side(*st.Result.Side)
+	}
 	if st.EndedMs != 0 {
 		out.EndedAt = timestamppb.New(time.UnixMilli(st.EndedMs))
 	}

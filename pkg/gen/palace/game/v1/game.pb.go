@@ -1981,8 +1981,12 @@ type Game struct {
 	SetupDeadline *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=setup_deadline,json=setupDeadline,proto3" json:"setup_deadline,omitempty"`
 	// Either seat may abort the game while it has not begun (Abort).
 	PlayersMayAbort bool `protobuf:"varint,25,opt,name=players_may_abort,json=playersMayAbort,proto3" json:"players_may_abort,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Once the game is over: the side that caused its ending (resigned, ran
+	// out of time, did not make its first move, aborted), as GameEnded.side
+	// says; unset for endings on the board and draws by agreement.
+	EndedBy       v1.Side `protobuf:"varint,26,opt,name=ended_by,json=endedBy,proto3,enum=palace.common.v1.Side" json:"ended_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Game) Reset() {
@@ -2188,6 +2192,13 @@ func (x *Game) GetPlayersMayAbort() bool {
 		return x.PlayersMayAbort
 	}
 	return false
+}
+
+func (x *Game) GetEndedBy() v1.Side {
+	if x != nil {
+		return x.EndedBy
+	}
+	return v1.Side(0)
 }
 
 // MoveRecord is one played move or pass.
@@ -3191,7 +3202,8 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x16ExpireDeadlineResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12(\n" +
 	"\x04game\x18\x02 \x01(\v2\x14.palace.game.v1.GameR\x04game\x12\x18\n" +
-	"\aexcused\x18\x03 \x01(\bR\aexcused\"\xd4\t\n" +
+	"\aexcused\x18\x03 \x01(\bR\aexcused\"\x87\n" +
+	"\n" +
 	"\x04Game\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12.\n" +
@@ -3220,7 +3232,8 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\bended_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x124\n" +
 	"\tconnected\x18\x17 \x03(\x0e2\x16.palace.common.v1.SideR\tconnected\x12A\n" +
 	"\x0esetup_deadline\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\rsetupDeadline\x12*\n" +
-	"\x11players_may_abort\x18\x19 \x01(\bR\x0fplayersMayAbort\"\xca\x02\n" +
+	"\x11players_may_abort\x18\x19 \x01(\bR\x0fplayersMayAbort\x121\n" +
+	"\bended_by\x18\x1a \x01(\x0e2\x16.palace.common.v1.SideR\aendedBy\"\xca\x02\n" +
 	"\n" +
 	"MoveRecord\x12\x10\n" +
 	"\x03ply\x18\x01 \x01(\rR\x03ply\x12*\n" +
@@ -3431,74 +3444,75 @@ var file_palace_game_v1_game_proto_depIdxs = []int32{
 	49,  // 50: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
 	44,  // 51: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
 	49,  // 52: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
-	44,  // 53: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
-	51,  // 54: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
-	49,  // 55: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
-	53,  // 56: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
-	49,  // 57: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
-	35,  // 58: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
-	36,  // 59: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
-	37,  // 60: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
-	33,  // 61: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
-	38,  // 62: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
-	39,  // 63: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
-	40,  // 64: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
-	41,  // 65: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
-	42,  // 66: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
-	43,  // 67: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
-	32,  // 68: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
-	44,  // 69: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
-	50,  // 70: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
-	49,  // 71: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
-	47,  // 72: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
-	53,  // 73: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
-	33,  // 74: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
-	47,  // 75: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
-	53,  // 76: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
-	44,  // 77: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
-	44,  // 78: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
-	44,  // 79: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
-	44,  // 80: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
-	0,   // 81: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
-	53,  // 82: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
-	48,  // 83: palace.game.v1.ClockEvent.excused:type_name -> google.protobuf.Duration
-	49,  // 84: palace.game.v1.ClockEvent.setup_deadline:type_name -> google.protobuf.Timestamp
-	54,  // 85: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
-	44,  // 86: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
-	53,  // 87: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
-	4,   // 88: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
-	7,   // 89: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
-	9,   // 90: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
-	11,  // 91: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
-	13,  // 92: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
-	15,  // 93: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
-	17,  // 94: palace.game.v1.GameService.Abort:input_type -> palace.game.v1.AbortRequest
-	19,  // 95: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
-	21,  // 96: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
-	23,  // 97: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
-	25,  // 98: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
-	27,  // 99: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
-	30,  // 100: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
-	1,   // 101: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
-	5,   // 102: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
-	8,   // 103: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
-	10,  // 104: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
-	12,  // 105: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
-	14,  // 106: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
-	16,  // 107: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
-	18,  // 108: palace.game.v1.GameService.Abort:output_type -> palace.game.v1.AbortResponse
-	20,  // 109: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
-	22,  // 110: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
-	24,  // 111: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
-	26,  // 112: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
-	28,  // 113: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
-	31,  // 114: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
-	2,   // 115: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
-	102, // [102:116] is the sub-list for method output_type
-	88,  // [88:102] is the sub-list for method input_type
-	88,  // [88:88] is the sub-list for extension type_name
-	88,  // [88:88] is the sub-list for extension extendee
-	0,   // [0:88] is the sub-list for field type_name
+	44,  // 53: palace.game.v1.Game.ended_by:type_name -> palace.common.v1.Side
+	44,  // 54: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
+	51,  // 55: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
+	49,  // 56: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
+	53,  // 57: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
+	49,  // 58: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
+	35,  // 59: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
+	36,  // 60: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
+	37,  // 61: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
+	33,  // 62: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
+	38,  // 63: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
+	39,  // 64: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
+	40,  // 65: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
+	41,  // 66: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
+	42,  // 67: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
+	43,  // 68: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
+	32,  // 69: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
+	44,  // 70: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
+	50,  // 71: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
+	49,  // 72: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
+	47,  // 73: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
+	53,  // 74: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
+	33,  // 75: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
+	47,  // 76: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
+	53,  // 77: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
+	44,  // 78: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
+	44,  // 79: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
+	44,  // 80: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
+	44,  // 81: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
+	0,   // 82: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
+	53,  // 83: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
+	48,  // 84: palace.game.v1.ClockEvent.excused:type_name -> google.protobuf.Duration
+	49,  // 85: palace.game.v1.ClockEvent.setup_deadline:type_name -> google.protobuf.Timestamp
+	54,  // 86: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
+	44,  // 87: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
+	53,  // 88: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
+	4,   // 89: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
+	7,   // 90: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
+	9,   // 91: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
+	11,  // 92: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
+	13,  // 93: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
+	15,  // 94: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
+	17,  // 95: palace.game.v1.GameService.Abort:input_type -> palace.game.v1.AbortRequest
+	19,  // 96: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
+	21,  // 97: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
+	23,  // 98: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
+	25,  // 99: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
+	27,  // 100: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
+	30,  // 101: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
+	1,   // 102: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
+	5,   // 103: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
+	8,   // 104: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
+	10,  // 105: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
+	12,  // 106: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
+	14,  // 107: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
+	16,  // 108: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
+	18,  // 109: palace.game.v1.GameService.Abort:output_type -> palace.game.v1.AbortResponse
+	20,  // 110: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
+	22,  // 111: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
+	24,  // 112: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
+	26,  // 113: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
+	28,  // 114: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
+	31,  // 115: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
+	2,   // 116: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
+	103, // [103:117] is the sub-list for method output_type
+	89,  // [89:103] is the sub-list for method input_type
+	89,  // [89:89] is the sub-list for extension type_name
+	89,  // [89:89] is the sub-list for extension extendee
+	0,   // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_palace_game_v1_game_proto_init() }
