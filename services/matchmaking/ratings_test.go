@@ -153,7 +153,8 @@ func TestRatingSurvivesRestart(t *testing.T) {
 
 // TestAnAbortedMatchCountsForNobody: a player who does not want the game
 // the queue made aborts it before the first moves, without a loss; the
-// next game, played out, is each player's first rated one.
+// next game, played out, is each player's first rated one. The abort is
+// counted against the player who aborted, for all to see.
 func TestAnAbortedMatchCountsForNobody(t *testing.T) {
 	e := newEnv(t, 1, nil)
 	a, b := e.account("4101", "Stays"), e.account("4102", "Leaves")
@@ -165,11 +166,16 @@ func TestAnAbortedMatchCountsForNobody(t *testing.T) {
 	if err != nil || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ABORTED {
 		t.Fatalf("Abort: %v, %v", resp.GetGame().GetStatus(), err)
 	}
+	eventually(t, 10*time.Second, "the abort to be counted", func() bool { return e.rating(b, "").GetAborts() == 1 })
 	_, sb = e.ratedGame(a, b)
 	e.resign(t, sb)
 	eventually(t, 10*time.Second, "the second game to be rated", func() bool { return e.rating(a, "").GetGames() > 0 })
 	time.Sleep(500 * time.Millisecond) // an abort counted late would show now
-	if ra, rb := e.rating(a, ""), e.rating(b, ""); ra.GetGames() != 1 || rb.GetGames() != 1 || ra.GetRating() != 1220 || rb.GetRating() != 1180 {
-		t.Fatalf("after an abort and a win: %v / %v; want one game each, 1220 and 1180", ra, rb)
+	if ra, rb := e.rating(a, ""), e.rating(b, ""); ra.GetGames() != 1 || rb.GetGames() != 1 || ra.GetRating() != 1220 || rb.GetRating() != 1180 ||
+		ra.GetAborts() != 0 || rb.GetAborts() != 1 {
+		t.Fatalf("after an abort and a win: %v / %v; want one game each, 1220 and 1180, and the abort counted against Leaves", ra, rb)
+	}
+	if seen := e.rating(a, b.id); seen.GetAborts() != 1 {
+		t.Fatalf("Leaves seen by Stays: %v; want its abort shown", seen)
 	}
 }

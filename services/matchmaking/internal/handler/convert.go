@@ -84,7 +84,7 @@ func invitePB(inv store.Invite, player string, now time.Time) *matchmakingv1.Inv
 func ratingPB(kind commonv1.GameKind, r store.Rating) *matchmakingv1.Rating {
 	return &matchmakingv1.Rating{
 		PlayerId: r.Player, DisplayName: r.Name, Kind: kind, Rating: int32(r.Rating), Games: uint32(r.Games),
-		Rank: uint64(max(r.Rank, 0)), Provisional: r.Games < store.ProvisionalGames,
+		Rank: uint64(max(r.Rank, 0)), Provisional: r.Games < store.ProvisionalGames, Aborts: uint32(r.Aborts),
 	}
 }
 

@@ -206,7 +206,7 @@ func (c *Consumer) follow(ctx context.Context, p store.Pending) error {
 			return err
 		}
 		if e := msg.GetEvent().GetGameEnded(); e != nil {
-			return c.Settle(ctx, p, e.GetResult())
+			return c.Settle(ctx, p, e.GetResult(), e.GetSide())
 		}
 	}
 }
@@ -222,7 +222,7 @@ func (c *Consumer) poll(ctx context.Context, p store.Pending) error {
 			return err
 		}
 		if g := resp.GetGame(); finished(g.GetStatus()) {
-			return c.Settle(ctx, p, g.GetResult())
+			return c.Settle(ctx, p, g.GetResult(), g.GetEndedBy())
 		}
 		select {
 		case <-ctx.Done():
@@ -237,8 +237,10 @@ func finished(s commonv1.GameStatus) bool {
 }
 
 // Settle applies a finished game's result, once per game however often it
-// is called, and forgets the pending game. Aborted games change nothing.
-func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Result) error {
+// is called, and forgets the pending game. An aborted game changes no
+// rating; it is counted against the player who aborted it, or let it abort
+// without a first move (endedBy), so that apps may show who aborts often.
+func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Result, endedBy commonv1.Side) error {
 	var scoreFirst float64
 	outcome := "rated"
 	switch {
@@ -253,6 +255,11 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 	default:
 		outcome = "aborted"
 		c.log.WarnContext(ctx, "finished rated game without a winner; not rated", "game", p.Game, "method", res.GetMethod())
+	}
+	if res.GetMethod() == commonv1.EndMethod_END_METHOD_ABORTED {
+		if err := c.countAbort(ctx, p, endedBy); err != nil {
+			return err
+		}
 	}
 	if outcome == "rated" {
 		a, err := c.store.ApplyRating(ctx, store.Outcome{
@@ -273,4 +280,25 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 	}
 	c.applied.Add(ctx, 1, metric.WithAttributes(attribute.String("result", outcome)))
 	return c.store.RemovePending(ctx, p.Game)
+}
+
+// countAbort counts an aborted rated game against the player of side by.
+func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.Side) error {
+	player := ""
+	switch by {
+	case commonv1.Side_SIDE_FIRST:
+		player = p.First
+	case commonv1.Side_SIDE_SECOND:
+		player = p.Second
+	default:
+		return nil
+	}
+	counted, err := c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player)
+	if err != nil {
+		return err
+	}
+	if counted {
+		c.log.InfoContext(ctx, "aborted rated game counted", "game", p.Game, "player", player)
+	}
+	return nil
 }

@@ -129,7 +129,7 @@ func TestEndingDeliveredTwiceAppliesOnce(t *testing.T) {
 		t.Fatalf("after the game: %+v %+v", a, b)
 	}
 	for range 2 {
-		if err := c.Settle(context.Background(), p, g.GetResult()); err != nil {
+		if err := c.Settle(context.Background(), p, g.GetResult(), g.GetEndedBy()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -174,14 +174,21 @@ func TestAbortedGameIsNotRated(t *testing.T) {
 	c := f.consumer(t, Config{})
 	p, _ := f.ratedGame(t, "erin", "frank", true)
 	res := &commonv1.Result{Winner: commonv1.Winner_WINNER_UNSPECIFIED, Method: commonv1.EndMethod_END_METHOD_ABORTED}
-	if err := c.Settle(context.Background(), p, res); err != nil {
-		t.Fatal(err)
+	// Delivered twice, as a lease changing hands may: counted once, against
+	// frank, who aborted (Black).
+	for range 2 {
+		if err := c.Settle(context.Background(), p, res, commonv1.Side_SIDE_SECOND); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if f.pending(t, p.Game) {
 		t.Fatal("an aborted game is still pending")
 	}
-	if e := f.rating(t, "erin"); e.Games != 0 || e.Rating != 1200 {
+	if e := f.rating(t, "erin"); e.Games != 0 || e.Rating != 1200 || e.Aborts != 0 {
 		t.Fatalf("aborted game changed %+v", e)
+	}
+	if fr := f.rating(t, "frank"); fr.Games != 0 || fr.Rating != 1200 || fr.Aborts != 1 {
+		t.Fatalf("the aborting player after the abort: %+v; want one abort, no game", fr)
 	}
 }
 

@@ -73,12 +73,31 @@ func (s *Store) ApplyRating(ctx context.Context, o Outcome) (Applied, error) {
 	return Applied{Done: true, ABefore: int(v[1]), AAfter: int(v[2]), BBefore: int(v[3]), BAfter: int(v[4])}, nil
 }
 
+// CountAbort counts one aborted rated game of kind against player, once
+// per game id; it reports whether this call counted it.
+func (s *Store) CountAbort(ctx context.Context, kind commonv1.GameKind, gameID, player string) (bool, error) {
+	b := s.ratingBase(kind)
+	keys := []string{b + "aborts", b + "done:" + gameID}
+	var n int
+	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+		n, err = abortScript.Run(ctx, c, keys, player, int64(doneTTL/time.Second)).Int()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("count abort: %w", err)
+	}
+	return n == 1, nil
+}
+
 // Rating is one player's rating of one kind.
 type Rating struct {
 	Player string
 	Name   string
 	Rating int
 	Games  int
+	// Aborts counts the rated games the player aborted, or let abort
+	// without a first move.
+	Aborts int
 	// Rank is 1-based; 0 when the player has no rated game.
 	Rank int64
 }
@@ -91,10 +110,12 @@ func (s *Store) PlayerRating(ctx context.Context, kind commonv1.GameKind, player
 	g := pipe.HGet(ctx, b+"games", player)
 	n := pipe.HGet(ctx, b+"names", player)
 	rk := pipe.ZRevRank(ctx, b+"lb", player)
+	ab := pipe.HGet(ctx, b+"aborts", player)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Rating{}, fmt.Errorf("read rating: %w", err)
 	}
-	out := Rating{Player: player, Name: n.Val(), Rating: StartRating}
+	aborts, _ := ab.Int()
+	out := Rating{Player: player, Name: n.Val(), Rating: StartRating, Aborts: aborts}
 	if v, err := r.Int(); err == nil {
 		out.Rating = v
 	}

@@ -94,6 +94,8 @@ var (
 	swapLiveLua string
 	//go:embed addgame.lua
 	addGameLua string
+	//go:embed abort.lua
+	abortLua string
 
 	enterScript    = redis.NewScript(enterLua)
 	cancelScript   = redis.NewScript(cancelLua)
@@ -108,6 +110,7 @@ var (
 	rateScript     = redis.NewScript(rateLua)
 	swapLiveScript = redis.NewScript(swapLiveLua)
 	addGameScript  = redis.NewScript(addGameLua)
+	abortScript    = redis.NewScript(abortLua)
 )
 
 // Store reads and writes matchmaking state.

@@ -1972,7 +1972,11 @@ type Rating struct {
 	// 1 is the best; 0 before the first rated game.
 	Rank uint64 `protobuf:"varint,6,opt,name=rank,proto3" json:"rank,omitempty"`
 	// The K-factor is still the higher one of a player's first games.
-	Provisional   bool `protobuf:"varint,7,opt,name=provisional,proto3" json:"provisional,omitempty"`
+	Provisional bool `protobuf:"varint,7,opt,name=provisional,proto3" json:"provisional,omitempty"`
+	// Rated games of the kind that this player aborted, or let abort by not
+	// making a first move: they change no rating, and an app may show how
+	// often a player leaves games before they begin.
+	Aborts        uint32 `protobuf:"varint,8,opt,name=aborts,proto3" json:"aborts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2054,6 +2058,13 @@ func (x *Rating) GetProvisional() bool {
 		return x.Provisional
 	}
 	return false
+}
+
+func (x *Rating) GetAborts() uint32 {
+	if x != nil {
+		return x.Aborts
+	}
+	return 0
 }
 
 type GetRatingRequest struct {
@@ -2941,7 +2952,7 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\x13WatchRematchRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\"P\n" +
 	"\x14WatchRematchResponse\x128\n" +
-	"\arematch\x18\x01 \x01(\v2\x1e.palace.matchmaking.v1.RematchR\arematch\"\xdc\x01\n" +
+	"\arematch\x18\x01 \x01(\v2\x1e.palace.matchmaking.v1.RematchR\arematch\"\xf4\x01\n" +
 	"\x06Rating\x12\x1b\n" +
 	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12.\n" +
@@ -2949,7 +2960,8 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\x06rating\x18\x04 \x01(\x05R\x06rating\x12\x14\n" +
 	"\x05games\x18\x05 \x01(\rR\x05games\x12\x12\n" +
 	"\x04rank\x18\x06 \x01(\x04R\x04rank\x12 \n" +
-	"\vprovisional\x18\a \x01(\bR\vprovisional\"_\n" +
+	"\vprovisional\x18\a \x01(\bR\vprovisional\x12\x16\n" +
+	"\x06aborts\x18\b \x01(\rR\x06aborts\"_\n" +
 	"\x10GetRatingRequest\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12\x1b\n" +
 	"\tplayer_id\x18\x02 \x01(\tR\bplayerId\"J\n" +
