@@ -178,4 +178,13 @@ func TestAnAbortedMatchCountsForNobody(t *testing.T) {
 	if seen := e.rating(a, b.id); seen.GetAborts() != 1 {
 		t.Fatalf("Leaves seen by Stays: %v; want its abort shown", seen)
 	}
+	lb, err := e.mm[0].GetLeaderboard(a.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: janggi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range lb.GetEntries() {
+		if r := en.GetRating(); r.GetPlayerId() == b.id && r.GetAborts() != 1 || r.GetPlayerId() == a.id && r.GetAborts() != 0 {
+			t.Fatalf("leaderboard entry %v: want the aborts of GetRating", r)
+		}
+	}
 }

@@ -257,8 +257,12 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 		c.log.WarnContext(ctx, "finished rated game without a winner; not rated", "game", p.Game, "method", res.GetMethod())
 	}
 	if res.GetMethod() == commonv1.EndMethod_END_METHOD_ABORTED {
-		if err := c.countAbort(ctx, p, endedBy); err != nil {
+		counted, err := c.countAbort(ctx, p, endedBy)
+		if err != nil {
 			return err
+		}
+		if !counted {
+			outcome = "duplicate"
 		}
 	}
 	if outcome == "rated" {
@@ -282,8 +286,9 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 	return c.store.RemovePending(ctx, p.Game)
 }
 
-// countAbort counts an aborted rated game against the player of side by.
-func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.Side) error {
+// countAbort counts an aborted rated game against the player of side by;
+// counted is false when an earlier delivery of the ending counted it.
+func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.Side) (counted bool, err error) {
 	player := ""
 	switch by {
 	case commonv1.Side_SIDE_FIRST:
@@ -291,14 +296,17 @@ func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.
 	case commonv1.Side_SIDE_SECOND:
 		player = p.Second
 	default:
-		return nil
+		// Every abort names its side, but for a game service older than
+		// Game.ended_by, read on the poll path.
+		c.log.WarnContext(ctx, "aborted rated game not counted: the game service named no side that aborted it", "game", p.Game)
+		return true, nil
 	}
-	counted, err := c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player)
+	counted, err = c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if counted {
 		c.log.InfoContext(ctx, "aborted rated game counted", "game", p.Game, "player", player)
 	}
-	return nil
+	return counted, nil
 }

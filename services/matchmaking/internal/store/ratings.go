@@ -187,6 +187,7 @@ func (s *Store) Leaderboard(ctx context.Context, kind commonv1.GameKind, start, 
 	pipe = s.rdb.Pipeline()
 	names := pipe.HMGet(ctx, b+"names", ids...)
 	games := pipe.HMGet(ctx, b+"games", ids...)
+	aborts := pipe.HMGet(ctx, b+"aborts", ids...)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, 0, fmt.Errorf("read leaderboard players: %w", err)
 	}
@@ -198,6 +199,9 @@ func (s *Store) Leaderboard(ctx context.Context, kind commonv1.GameKind, start, 
 		}
 		if g, ok := games.Val()[i].(string); ok {
 			out[i].Games, _ = strconv.Atoi(g)
+		}
+		if a, ok := aborts.Val()[i].(string); ok {
+			out[i].Aborts, _ = strconv.Atoi(a)
 		}
 	}
 	return out, total.Val(), nil

@@ -24,10 +24,12 @@
 //	mm:{pl:<player>}:req:<what>:<request id>  string: what the request asked,
 //	                            held for the life of what it made, so that a
 //	                            retry is never counted again (Admit)
-//	mm:{r:<kind>}:rating|games|names  hashes: player -> Elo, rated games, name
+//	mm:{r:<kind>}:rating|games|names|aborts  hashes: player -> Elo, rated
+//	                            games, name, rated games aborted
 //	mm:{r:<kind>}:lb            zset: player -> Elo (the leaderboard)
 //	mm:{r:<kind>}:h:<player>    list: rating changes, latest first
-//	mm:{r:<kind>}:done:<game>   string: the game's rating was applied
+//	mm:{r:<kind>}:done:<game>   string: the game's rating, or its abort, was
+//	                            counted
 //	mm:{pending}:z              zset: rated game id -> lease expiry (ms)
 //	mm:{pending}:info           hash: rated game id -> players (JSON)
 //	mm:n                        pub/sub channel: "look again" for ids
@@ -40,8 +42,8 @@
 // it and whatever its answer rests on: entering and cancelling tickets,
 // pairing passes, invites, rematches, the record of a created game and its
 // pending rating, a game's entries in its players' lists, a match's
-// completion (its tickets' watchers are told once it is confirmed), and a
-// rating. Leases and sweeps do not wait: a lost lease is taken again when
+// completion (its tickets' watchers are told once it is confirmed), a
+// rating, and the count of an abort. Leases and sweeps do not wait: a lost lease is taken again when
 // it runs out, a lost sweep runs again.
 package store
 
