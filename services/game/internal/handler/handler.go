@@ -475,11 +475,16 @@ func (h *Handler) expireExcused(st *model.State, atMs int64, now time.Time) (mod
 // onlyExcused reports whether ch does nothing but excuse an outage.
 func onlyExcused(ch model.Change) bool {
 	for _, e := range ch.Events {
-		if e.GetClock().GetKind() != gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED {
+		if !isExcuse(e) {
 			return false
 		}
 	}
 	return len(ch.Events) > 0
+}
+
+// isExcuse reports whether e gives back time lost to an outage.
+func isExcuse(e *gamev1.Event) bool {
+	return e.GetClock().GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED
 }
 
 // excuse is the change excusing what runs against the side to move (its
@@ -712,7 +717,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	}
 	h.metrics.commits.Add(ctx, 1)
 	for _, e := range ch.Events {
-		if e.GetClock().GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED {
+		if isExcuse(e) {
 			h.metrics.excused.Add(ctx, 1)
 		}
 	}

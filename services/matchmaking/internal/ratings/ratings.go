@@ -257,11 +257,11 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 		c.log.WarnContext(ctx, "finished rated game without a winner; not rated", "game", p.Game, "method", res.GetMethod())
 	}
 	if res.GetMethod() == commonv1.EndMethod_END_METHOD_ABORTED {
-		counted, err := c.countAbort(ctx, p, endedBy)
+		duplicate, err := c.countAbort(ctx, p, endedBy)
 		if err != nil {
 			return err
 		}
-		if !counted {
+		if duplicate {
 			outcome = "duplicate"
 		}
 	}
@@ -287,8 +287,8 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 }
 
 // countAbort counts an aborted rated game against the player of side by;
-// counted is false when an earlier delivery of the ending counted it.
-func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.Side) (counted bool, err error) {
+// duplicate is true when an earlier delivery of the ending counted it.
+func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.Side) (duplicate bool, err error) {
 	player := ""
 	switch by {
 	case commonv1.Side_SIDE_FIRST:
@@ -299,14 +299,14 @@ func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.
 		// Every abort names its side, but for a game service older than
 		// Game.ended_by, read on the poll path.
 		c.log.WarnContext(ctx, "aborted rated game not counted: the game service named no side that aborted it", "game", p.Game)
-		return true, nil
+		return false, nil
 	}
-	counted, err = c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player)
+	counted, err := c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player)
 	if err != nil {
 		return false, err
 	}
 	if counted {
 		c.log.InfoContext(ctx, "aborted rated game counted", "game", p.Game, "player", player)
 	}
-	return counted, nil
+	return !counted, nil
 }
