@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/app"
 	"github.com/palacehq/palace/pkg/auth"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -150,7 +151,7 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 	gameAddr := fs.String("game-addr", "", "game service host:port to read every game back from; empty: do not check")
 	// A secret: from the environment, so that it need not show in ps.
 	keys := new(string)
-	app.StringFlag(fs, keys, "player-signing-keys", "", "the servers' --player-signing-keys: lets the tool mint account credentials and add a rated pool")
+	app.StringFlag(fs, keys, "player-signing-keys", "", "the servers' --player-signing-keys: lets the tool mint its players' credentials, guests too (else it makes them with CreateGuest, which a server bounds per client address), and add a rated pool")
 	ratingSD := fs.Float64("rating-sd", 200, "standard deviation of the casual ratings (normal around 1300)")
 	ratings := fs.String("ratings", "pairs", `"pairs": tickets come in pairs of one pool whose ratings are within 50 of each other, the pairs spread over the ratings, so every ticket has a compatible partner and the test measures the servers; "independent": every rating drawn on its own, so rating outliers also wait for their window to widen`)
 	seed := fs.Uint64("seed", 1, "random seed")
@@ -279,8 +280,10 @@ func (l *mmLoad) enterRate(start time.Time) float64 {
 	return float64(n) / last.Sub(start).Seconds()
 }
 
-// players makes one player per ticket: guests through CreateGuest for the
-// casual pools, accounts minted with the signing keys for the rated one.
+// players makes one player per ticket: accounts for the rated pool and
+// guests for the casual ones, all minted when the tool has the signing
+// keys; else the guests through CreateGuest, which a server allows so many
+// times an hour per client address.
 // Partners come in pairs in the same pool, so every pool gets an even
 // number of tickets and everyone can be matched.
 func (l *mmLoad) players(ctx context.Context, n int, ring *auth.Keyring, rng *rand.Rand, cancelShare, sd float64, paired bool) error {
@@ -304,9 +307,12 @@ func (l *mmLoad) players(ctx context.Context, n int, ring *auth.Keyring, rng *ra
 	var first error
 	var once sync.Once
 	for _, t := range l.tickets {
-		if l.pools[t.pool].rated {
+		if ring != nil {
 			now := time.Now()
-			c := auth.Claims{Kind: auth.KindAccount, Subject: fmt.Sprintf("loadtest-%d-%d", now.UnixNano(), t.idx), Name: fmt.Sprintf("Acct%d", t.idx), IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()}
+			c := auth.Claims{Kind: auth.KindGuest, Subject: fmt.Sprintf("guest-loadtest-%d-%d", now.UnixNano(), t.idx), Name: fmt.Sprintf("Guest%d", t.idx), IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()}
+			if l.pools[t.pool].rated {
+				c.Kind, c.Subject, c.Name = auth.KindAccount, fmt.Sprintf("loadtest-%d-%d", now.UnixNano(), t.idx), fmt.Sprintf("Acct%d", t.idx)
+			}
 			tok, err := ring.Sign(c)
 			if err != nil {
 				return err
@@ -320,6 +326,9 @@ func (l *mmLoad) players(ctx context.Context, n int, ring *auth.Keyring, rng *ra
 			defer func() { <-sem; wg.Done() }()
 			r, err := l.mm[t.idx%len(l.mm)].CreateGuest(ctx, &matchmakingv1.CreateGuestRequest{Nickname: fmt.Sprintf("Guest%d", t.idx)})
 			if err != nil {
+				if apierr.ReasonOf(err) == "RATE_LIMITED" {
+					err = fmt.Errorf("%w (give the tool the server's --player-signing-keys to mint its players, or start the server with --max-guests-per-hour 0)", err)
+				}
 				once.Do(func() { first = fmt.Errorf("CreateGuest: %w", err) })
 				return
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/palacehq/palace/pkg/redistest"
@@ -70,5 +71,26 @@ func TestLoadtestMatchmakingTellsAnUnreadGameFromAWrongPairing(t *testing.T) {
 	lastJSON(t, out, &rep)
 	if code != exitFail || rep.Matched != 8 || rep.DoublePaired != 0 || rep.GamesChecked != 0 || rep.Errors != 4 {
 		t.Fatalf("exit %d, report %+v; want 1, 8 matched, none double paired or checked, 4 errors:\n%s", code, rep, errOut)
+	}
+}
+
+// TestLoadtestMatchmakingMintsItsGuests: a server bounds the guests one
+// address creates, so the tool with the signing keys mints its guests,
+// and without them it says what to do once it is refused.
+func TestLoadtestMatchmakingMintsItsGuests(t *testing.T) {
+	keys := "lt:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
+		"--player-signing-keys", keys, "--pairing-interval", "50ms", "--max-guests-per-hour", "4")
+	_, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--tickets", "20", "--cancel", "0", "--timeout", "30s")
+	if code != exitFail || !strings.Contains(errOut, "your network address (127.0.0.1) made the most allowed, 4 guests") ||
+		!strings.Contains(errOut, "give the tool the server's --player-signing-keys") {
+		t.Fatalf("without the keys: exit %d, want %d and the way out:\n%s", code, exitFail, errOut)
+	}
+	out, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--game-addr", addr, "--tickets", "20", "--cancel", "0",
+		"--player-signing-keys", keys, "--timeout", "60s")
+	var rep mmReport
+	lastJSON(t, out, &rep)
+	if code != 0 || rep.Matched != 20 || rep.GamesChecked != 10 || rep.Errors != 0 {
+		t.Fatalf("with the keys: exit %d, report %+v:\n%s", code, rep, errOut)
 	}
 }

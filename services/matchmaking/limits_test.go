@@ -1,6 +1,9 @@
 package matchmaking_test
 
 import (
+	"context"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -8,6 +11,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/apierr"
@@ -182,5 +186,107 @@ func TestBoundsAreValidated(t *testing.T) {
 	c.MaxAIGames, c.MaxInvites = 0, 0
 	if err := c.Validate(); err != nil {
 		t.Fatalf("no bounds: %v", err)
+	}
+}
+
+// from is a context whose calls say, as a proxy would, that they were
+// forwarded for the client at addr.
+func from(addr string) context.Context {
+	return metadata.AppendToOutgoingContext(context.Background(), "x-forwarded-for", addr)
+}
+
+// TestGuestsAreBoundedPerAddress: one client address creates at most so
+// many guests in an hour, however it names itself; for IPv6 the address
+// is its /64. The calls reach the service from loopback, a trusted proxy
+// by default, which names the client in X-Forwarded-For.
+func TestGuestsAreBoundedPerAddress(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxGuests = 2 })
+	mm := e.mm[0]
+	guest := func(ctx context.Context, name string) error {
+		_, err := mm.CreateGuest(ctx, &matchmakingv1.CreateGuestRequest{Nickname: name})
+		return err
+	}
+	// Refused nicknames count for nothing.
+	for range 3 {
+		if err := guest(from("203.0.113.7"), " "); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("a blank nickname: %v, want InvalidArgument", err)
+		}
+	}
+	for _, name := range []string{"One", "Two"} {
+		if err := guest(from("203.0.113.7"), name); err != nil {
+			t.Fatalf("guest %s: %v", name, err)
+		}
+	}
+	refused := func(ctx context.Context, who string) {
+		t.Helper()
+		err := guest(ctx, "Three")
+		if status.Code(err) != codes.ResourceExhausted || apierr.ReasonOf(err) != "RATE_LIMITED" ||
+			!strings.Contains(err.Error(), "your network address ("+who+") made the most allowed, 2 guests, in the last 1h0m0s: the next may be made in") {
+			t.Fatalf("a third guest from %s: %v, want ResourceExhausted naming the address", who, err)
+		}
+		if w := retryAfter(err); w <= 0 || w > time.Hour {
+			t.Fatalf("retry after %v", w)
+		}
+	}
+	refused(from("203.0.113.7"), "203.0.113.7")
+	// What the client itself wrote before the proxy's entry is not believed.
+	refused(from("198.51.100.1, 203.0.113.7"), "203.0.113.7")
+	if err := guest(from("203.0.113.8"), "Neighbour"); err != nil {
+		t.Fatalf("another address is refused: %v", err)
+	}
+	// A new IPv6 address in the same /64 is the same client.
+	for _, a := range []string{"2001:db8:1:2::1", "2001:db8:1:2::2"} {
+		if err := guest(from(a), "Six"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused(from("2001:db8:1:2:ffff::3"), "2001:db8:1:2::/64")
+	if err := guest(from("2001:db8:1:3::1"), "Six"); err != nil {
+		t.Fatalf("another /64 is refused: %v", err)
+	}
+	// Connect and gRPC-Web calls reach the service through another
+	// transport, and read the same header.
+	connect := func(xff string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, "http://"+e.addrs[0]+"/palace.matchmaking.v1.MatchmakingService/CreateGuest", strings.NewReader(`{"nickname":"Web"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Connect-Protocol-Version", "1")
+		req.Header.Set("X-Forwarded-For", xff)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := connect("203.0.113.7"); code != http.StatusTooManyRequests || !strings.Contains(body, "your network address (203.0.113.7)") {
+		t.Fatalf("over Connect from a refused address: %d %s", code, body)
+	}
+	if code, body := connect("203.0.113.50"); code != http.StatusOK || !strings.Contains(body, `"token"`) {
+		t.Fatalf("over Connect from another address: %d %s", code, body)
+	}
+	// Once the hour has passed there is room again.
+	e.clock.Advance(61 * time.Minute)
+	if err := guest(from("203.0.113.7"), "Later"); err != nil {
+		t.Fatalf("an hour on: %v", err)
+	}
+}
+
+// TestAnUntrustedPeerIsTheClient: with loopback not among the trusted
+// proxies, X-Forwarded-For is the caller's own say, and every call counts
+// against the peer's address.
+func TestAnUntrustedPeerIsTheClient(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxGuests, c.TrustedProxies = 2, "10.0.0.0/8" })
+	for i, a := range []string{"203.0.113.1", "203.0.113.2"} {
+		if _, err := e.mm[0].CreateGuest(from(a), &matchmakingv1.CreateGuestRequest{Nickname: "Guest"}); err != nil {
+			t.Fatalf("guest %d: %v", i, err)
+		}
+	}
+	_, err := e.mm[0].CreateGuest(from("203.0.113.3"), &matchmakingv1.CreateGuestRequest{Nickname: "Guest"})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "your network address (127.0.0.1)") {
+		t.Fatalf("a third guest from loopback: %v, want ResourceExhausted naming 127.0.0.1", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/pkg/clientaddr"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/pkg/redisx"
@@ -77,6 +78,14 @@ type Config struct {
 	// invites one player makes in an hour; 0: no bound.
 	MaxAIGames int
 	MaxInvites int
+	// MaxGuests bounds the guests created from one client address (an
+	// IPv6 /64) in an hour; 0: no bound. Every guest is a new player, so
+	// without it the bounds per player bound nothing.
+	MaxGuests int
+	// TrustedProxies are the address ranges of the proxies whose
+	// X-Forwarded-For names the client (clientaddr.Parse); "none": the
+	// peer is the client.
+	TrustedProxies string
 	// CreateConcurrency bounds a replica's game creations in flight.
 	CreateConcurrency int
 	// GiveUpAfter is how long a paired ticket waits for its game before
@@ -128,6 +137,8 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.IntFlag(fs, &c.MaxPlayerWatches, "max-player-watches", handler.DefaultMaxPlayerWatches, "most watch streams one player holds in one process; a newer one ends the oldest, with ResourceExhausted")
 	app.IntFlag(fs, &c.MaxAIGames, "max-ai-games-per-hour", handler.DefaultMaxAIGames, "most games against the AI one player starts in an hour; one more is refused with ResourceExhausted saying when there is room; 0: no bound")
 	app.IntFlag(fs, &c.MaxInvites, "max-invites-per-hour", handler.DefaultMaxInvites, "most friend invites one player creates in an hour, refused alike; 0: no bound")
+	app.IntFlag(fs, &c.MaxGuests, "max-guests-per-hour", handler.DefaultMaxGuests, "most guests created from one client address (for IPv6, one /64) in an hour, refused alike; 0: no bound")
+	app.StringFlag(fs, &c.TrustedProxies, "trusted-proxies", clientaddr.DefaultTrusted, "address ranges (CIDR) of the proxies in front of the service, comma-separated: the client of a call from one of them is read from X-Forwarded-For; none: the peer is the client")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
 	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire")
 	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second; the default time control's queues are always served")
@@ -169,8 +180,11 @@ func (c Config) Validate() error {
 	if err := app.CheckTarget(c.GameAddr); err != nil {
 		errs = append(errs, fmt.Errorf("--game-addr: %w", err))
 	}
-	if c.MaxAIGames < 0 || c.MaxInvites < 0 {
-		errs = append(errs, errors.New("--max-ai-games-per-hour and --max-invites-per-hour must not be negative (0: no bound)"))
+	if c.MaxAIGames < 0 || c.MaxInvites < 0 || c.MaxGuests < 0 {
+		errs = append(errs, errors.New("--max-ai-games-per-hour, --max-invites-per-hour and --max-guests-per-hour must not be negative (0: no bound)"))
+	}
+	if _, err := clientaddr.Parse(c.TrustedProxies); err != nil {
+		errs = append(errs, fmt.Errorf("--trusted-proxies: %w", err))
 	}
 	if c.MaxPools < 1 {
 		errs = append(errs, errors.New("--max-pools must be at least 1"))
@@ -213,6 +227,10 @@ func Bind(cfg Config) app.Binder {
 		}
 		if cfg.Now == nil {
 			cfg.Now = time.Now
+		}
+		proxies, err := clientaddr.Parse(cfg.TrustedProxies)
+		if err != nil {
+			return nil, fmt.Errorf("matchmaking: --trusted-proxies: %w", err)
 		}
 		log := rt.Log.With("component", "matchmaking")
 		ring, ephemeral, err := rt.SigningKeys("player-signing-keys", cfg.SigningKeys)
@@ -269,6 +287,7 @@ func Bind(cfg Config) app.Binder {
 			RematchWindow: cfg.RematchWindow, GameKeep: 30 * 24 * time.Hour, WatchHeartbeat: cfg.WatchHeartbeat,
 			MaxWatches: cfg.MaxWatches, MaxPlayerWatches: cfg.MaxPlayerWatches,
 			AIGames: store.Bound{Most: cfg.MaxAIGames, Window: time.Hour}, Invites: store.Bound{Most: cfg.MaxInvites, Window: time.Hour},
+			Guests: store.Bound{Most: cfg.MaxGuests, Window: time.Hour}, Proxies: proxies,
 		}, handler.Deps{Log: log, Ring: ring, Store: st, Hub: hub, Games: gc, Google: gv, Now: cfg.Now, Entered: m.Touch})
 		rt.Server.RegisterService(&matchmakingv1.MatchmakingService_ServiceDesc, h)
 

@@ -56,7 +56,7 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 		Player: c.Subject, What: "ai", Request: req.GetRequestId(), Keep: h.cfg.GameKeep,
 		Fingerprint: fmt.Sprintf("%d|%d|%d|%s|%s", req.GetKind(), req.GetLevel(), side, control, c.Name),
 	}
-	if err := h.admit(ctx, made, h.cfg.AIGames, "game against the AI", "games against the AI"); err != nil {
+	if err := h.admit(ctx, made, h.cfg.AIGames, "you", "game against the AI", "games against the AI"); err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	id, seat, err := h.games.CreateAI(ctx, games.AISpec{

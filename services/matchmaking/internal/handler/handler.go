@@ -13,6 +13,7 @@ import (
 
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/auth"
+	"github.com/palacehq/palace/pkg/clientaddr"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/pkg/newest"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
@@ -56,6 +57,11 @@ type Config struct {
 	// weeks, and the AI's games take its workers' time. A zero Bound
 	// bounds nothing.
 	AIGames, Invites store.Bound
+	// Guests bounds the guests created from one client address in a
+	// window: each is a new player, free of the bounds of the others.
+	Guests store.Bound
+	// Proxies are the proxies believed when they name a call's client.
+	Proxies clientaddr.Trusted
 }
 
 // Defaults of the watch streams' bounds and of what a player makes in
@@ -65,6 +71,10 @@ const (
 	DefaultMaxPlayerWatches = 8
 	DefaultMaxAIGames       = 60
 	DefaultMaxInvites       = 60
+	// DefaultMaxGuests leaves room for the many players behind one
+	// address (a school, a carrier's NAT), each of whom keeps a guest
+	// credential for a month.
+	DefaultMaxGuests = 100
 )
 
 // LimitedReason is the ErrorInfo reason of a refusal for a player's bound
@@ -76,8 +86,9 @@ const LimitedReason = "RATE_LIMITED"
 // it with ResourceExhausted, saying when there is room, once the bound is
 // reached. A request admitted before (a retry) is admitted again; one
 // whose request id was used with another request is InvalidArgument.
-// thing and things name one and many of what m makes.
-func (h *Handler) admit(ctx context.Context, m store.Made, b store.Bound, thing, things string) error {
+// who names the one bound ("you"); thing and things name one and many of
+// what m makes.
+func (h *Handler) admit(ctx context.Context, m store.Made, b store.Bound, who, thing, things string) error {
 	wait, err := h.store.Admit(ctx, m, b, h.now())
 	if errors.Is(err, store.ErrOtherRequest) {
 		return apierr.New(apierr.Invalid, "request_id %q was used for another request: a retry repeats its request; use a new request_id for new %s", m.Request, things)
@@ -91,8 +102,8 @@ func (h *Handler) admit(ctx context.Context, m store.Made, b store.Bound, thing,
 	}
 	// Whole seconds, rounded up, so that a retry after the time said finds room.
 	wait = (wait + time.Second - 1).Truncate(time.Second)
-	return apierr.New(apierr.ResourceExhausted, "you made the most allowed, %d %s, in the last %v: the next may be made in %v",
-		b.Most, made, b.Window, wait).WithInfo(LimitedReason, map[string]string{"retry_after_ms": strconv.FormatInt(wait.Milliseconds(), 10)})
+	return apierr.New(apierr.ResourceExhausted, "%s made the most allowed, %d %s, in the last %v: the next may be made in %v",
+		who, b.Most, made, b.Window, wait).WithInfo(LimitedReason, map[string]string{"retry_after_ms": strconv.FormatInt(wait.Milliseconds(), 10)})
 }
 
 // Deps are the handler's collaborators.

@@ -14,18 +14,24 @@ import (
 
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/auth"
+	"github.com/palacehq/palace/pkg/clientaddr"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
 	"github.com/palacehq/palace/services/matchmaking/internal/google"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
-// CreateGuest issues a guest credential.
+// CreateGuest issues a guest credential, so many from one client address
+// in a window.
 func (h *Handler) CreateGuest(ctx context.Context, req *matchmakingv1.CreateGuestRequest) (*matchmakingv1.CreateGuestResponse, error) {
 	if err := ValidNickname(req.GetNickname()); err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	var id [12]byte
 	if _, err := rand.Read(id[:]); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if err := h.admitGuest(ctx, hex.EncodeToString(id[:])); err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	now := h.now()
@@ -41,6 +47,24 @@ func (h *Handler) CreateGuest(ctx context.Context, req *matchmakingv1.CreateGues
 		return nil, h.fail(ctx, err)
 	}
 	return &matchmakingv1.CreateGuestResponse{PlayerId: c.Subject, Token: tok, ExpiresAt: timestamppb.New(c.Expires())}, nil
+}
+
+// admitGuest counts guest id against the bound of its client's address.
+// A call without a network address (made in process) is not bounded:
+// every call from a client has one.
+func (h *Handler) admitGuest(ctx context.Context, id string) error {
+	if !h.cfg.Guests.On() {
+		return nil
+	}
+	addr, ok := h.cfg.Proxies.Of(ctx)
+	if !ok {
+		return nil
+	}
+	bucket := clientaddr.Bucket(addr)
+	// A space keeps the address's counts apart from every player's, since
+	// no player id has one.
+	m := store.Made{Player: "addr " + bucket, What: "guest", Request: id}
+	return h.admit(ctx, m, h.cfg.Guests, "your network address ("+bucket+")", "guest", "guests")
 }
 
 // SignInWithGoogle turns a verified Google ID token into an account

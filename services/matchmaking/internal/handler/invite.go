@@ -45,7 +45,7 @@ func (h *Handler) CreateInvite(ctx context.Context, req *matchmakingv1.CreateInv
 	// id, whatever else it asks, and is never counted again while the
 	// invite is kept.
 	made := store.Made{Player: c.Subject, What: "invite", Request: req.GetRequestId(), Fingerprint: "invite", Keep: h.cfg.InviteTTL + inviteGrace}
-	if err := h.admit(ctx, made, h.cfg.Invites, "invite", "invites"); err != nil {
+	if err := h.admit(ctx, made, h.cfg.Invites, "you", "invite", "invites"); err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	inv, err := h.store.CreateInvite(ctx, store.Invite{

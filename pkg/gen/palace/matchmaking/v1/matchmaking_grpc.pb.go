@@ -63,6 +63,10 @@ const (
 type MatchmakingServiceClient interface {
 	// CreateGuest issues a signed guest credential for a nickname.
 	// InvalidArgument for an empty, too long or unprintable nickname.
+	// ResourceExhausted once one client address (an IPv6 /64) created
+	// --max-guests-per-hour (100) guests in the last hour, with an ErrorInfo
+	// detail as for PlayAi: reason RATE_LIMITED, metadata retry_after_ms.
+	// Keep a guest's credential: each call makes a new player.
 	CreateGuest(ctx context.Context, in *CreateGuestRequest, opts ...grpc.CallOption) (*CreateGuestResponse, error)
 	// SignInWithGoogle verifies a Google ID token (signature against Google's
 	// published keys, issuer, audience, expiry) and issues an account
@@ -440,6 +444,10 @@ func (c *matchmakingServiceClient) GetLeaderboard(ctx context.Context, in *GetLe
 type MatchmakingServiceServer interface {
 	// CreateGuest issues a signed guest credential for a nickname.
 	// InvalidArgument for an empty, too long or unprintable nickname.
+	// ResourceExhausted once one client address (an IPv6 /64) created
+	// --max-guests-per-hour (100) guests in the last hour, with an ErrorInfo
+	// detail as for PlayAi: reason RATE_LIMITED, metadata retry_after_ms.
+	// Keep a guest's credential: each call makes a new player.
 	CreateGuest(context.Context, *CreateGuestRequest) (*CreateGuestResponse, error)
 	// SignInWithGoogle verifies a Google ID token (signature against Google's
 	// published keys, issuer, audience, expiry) and issues an account

@@ -1,0 +1,124 @@
+// Package clientaddr tells the network address a call came from, looking
+// past the proxies an operator trusts to say it (X-Forwarded-For), so
+// that a service can bound what one address does.
+package clientaddr
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+)
+
+// DefaultTrusted are the proxies trusted by default: loopback and the
+// private ranges, where the load balancers and ingresses in front of a
+// deployment live. A client that reaches the server from a private
+// network directly could name any address; an operator whose clients do
+// sets Trusted to the proxies' own ranges.
+const DefaultTrusted = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
+
+// forwardedFor is the header proxies append the address they were called
+// from to; grpc-go hands it over, as every header, in lower case.
+const forwardedFor = "x-forwarded-for"
+
+// Trusted are the address ranges of the proxies whose X-Forwarded-For is
+// believed. The zero value trusts none: the peer is the client.
+type Trusted struct {
+	prefixes []netip.Prefix
+}
+
+// Parse reads a comma-separated list of CIDR ranges or single addresses;
+// "none" or an empty list trusts no proxy.
+func Parse(s string) (Trusted, error) {
+	var t Trusted
+	if strings.TrimSpace(s) == "none" {
+		return t, nil
+	}
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return Trusted{}, fmt.Errorf("%q is neither an address range (CIDR) nor an address", f)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		t.prefixes = append(t.prefixes, p.Masked())
+	}
+	return t, nil
+}
+
+func (t Trusted) trusts(a netip.Addr) bool {
+	for _, p := range t.prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Of is the address of the client of the call in ctx: the peer, unless
+// the peer is a trusted proxy; then, reading X-Forwarded-For from its end,
+// the first address that is not a trusted proxy (the one the nearest
+// untrusted party connected from; what is left of it may be made up). An
+// entry that is no address ends the search at the hop that passed it on.
+// ok is false when the call has no network peer (a call made in process,
+// a Unix socket).
+func (t Trusted) Of(ctx context.Context) (a netip.Addr, ok bool) {
+	p, found := peer.FromContext(ctx)
+	if !found || p.Addr == nil {
+		return netip.Addr{}, false
+	}
+	a, ok = parse(p.Addr.String())
+	if !ok || !t.trusts(a) {
+		return a, ok
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	hops := md.Get(forwardedFor)
+	for i := len(hops) - 1; i >= 0; i-- {
+		entries := strings.Split(hops[i], ",")
+		for j := len(entries) - 1; j >= 0; j-- {
+			next, ok := parse(entries[j])
+			if !ok {
+				return a, true
+			}
+			a = next
+			if !t.trusts(a) {
+				return a, true
+			}
+		}
+	}
+	return a, true
+}
+
+// parse reads an address as peers and proxies write it: bare, with a
+// port, in brackets, with a zone.
+func parse(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap().WithZone(""), true
+	}
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+// Bucket is what a bound per address counts against: an IPv4 address, or
+// the /64 of an IPv6 one, since one subscriber gets a whole /64 and could
+// otherwise take a fresh address for each call.
+func Bucket(a netip.Addr) string {
+	if a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
+}
