@@ -82,6 +82,9 @@ type Config struct {
 	// IPv6 /64) in an hour; 0: no bound. Every guest is a new player, so
 	// without it the bounds per player bound nothing.
 	MaxGuests int
+	// MaxAborts bounds the rated games of a kind one player aborts in an
+	// hour and still enters a rated queue of that kind; 0: no bound.
+	MaxAborts int
 	// TrustedProxies are the address ranges of the proxies whose
 	// X-Forwarded-For names the client (clientaddr.Parse); "none": the
 	// peer is the client.
@@ -138,6 +141,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.IntFlag(fs, &c.MaxAIGames, "max-ai-games-per-hour", handler.DefaultMaxAIGames, "most games against the AI one player starts in an hour; one more is refused with ResourceExhausted saying when there is room; 0: no bound")
 	app.IntFlag(fs, &c.MaxInvites, "max-invites-per-hour", handler.DefaultMaxInvites, "most friend invites one player creates in an hour, refused alike; 0: no bound")
 	app.IntFlag(fs, &c.MaxGuests, "max-guests-per-hour", handler.DefaultMaxGuests, "most guests created from one client address (for IPv6, one /64) in an hour, refused alike; 0: no bound")
+	app.IntFlag(fs, &c.MaxAborts, "max-aborts-per-hour", handler.DefaultMaxAborts, "most rated games of a kind one player aborts, or lets abort without a first move, in an hour and still enters a rated queue of that kind; one more entry is refused with ResourceExhausted saying when there is room; 0: no bound")
 	app.StringFlag(fs, &c.TrustedProxies, "trusted-proxies", clientaddr.DefaultTrusted, "address ranges (CIDR) of the proxies in front of the service, comma-separated: the client of a call from one of them is read from X-Forwarded-For; none: the peer is the client")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
 	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire")
@@ -180,8 +184,8 @@ func (c Config) Validate() error {
 	if err := app.CheckTarget(c.GameAddr); err != nil {
 		errs = append(errs, fmt.Errorf("--game-addr: %w", err))
 	}
-	if c.MaxAIGames < 0 || c.MaxInvites < 0 || c.MaxGuests < 0 {
-		errs = append(errs, errors.New("--max-ai-games-per-hour, --max-invites-per-hour and --max-guests-per-hour must not be negative (0: no bound)"))
+	if c.MaxAIGames < 0 || c.MaxInvites < 0 || c.MaxGuests < 0 || c.MaxAborts < 0 {
+		errs = append(errs, errors.New("--max-ai-games-per-hour, --max-invites-per-hour, --max-guests-per-hour and --max-aborts-per-hour must not be negative (0: no bound)"))
 	}
 	if _, err := clientaddr.Parse(c.TrustedProxies); err != nil {
 		errs = append(errs, fmt.Errorf("--trusted-proxies: %w", err))
@@ -287,7 +291,7 @@ func Bind(cfg Config) app.Binder {
 			RematchWindow: cfg.RematchWindow, GameKeep: 30 * 24 * time.Hour, WatchHeartbeat: cfg.WatchHeartbeat,
 			MaxWatches: cfg.MaxWatches, MaxPlayerWatches: cfg.MaxPlayerWatches,
 			AIGames: store.Bound{Most: cfg.MaxAIGames, Window: time.Hour}, Invites: store.Bound{Most: cfg.MaxInvites, Window: time.Hour},
-			Guests: store.Bound{Most: cfg.MaxGuests, Window: time.Hour}, Proxies: proxies,
+			Guests: store.Bound{Most: cfg.MaxGuests, Window: time.Hour}, Proxies: proxies, MaxAborts: cfg.MaxAborts,
 		}, handler.Deps{Log: log, Ring: ring, Store: st, Hub: hub, Games: gc, Google: gv, Now: cfg.Now, Entered: m.Touch})
 		rt.Server.RegisterService(&matchmakingv1.MatchmakingService_ServiceDesc, h)
 

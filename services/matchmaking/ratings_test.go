@@ -2,11 +2,14 @@ package matchmaking_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/palacehq/palace/pkg/apierr"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
@@ -187,4 +190,44 @@ func TestAnAbortedMatchCountsForNobody(t *testing.T) {
 			t.Fatalf("leaderboard entry %v: want the aborts of GetRating", r)
 		}
 	}
+}
+
+// TestAbortsKeepAPlayerOutOfTheRatedQueue: a player who aborted the most
+// rated games of a kind allowed in an hour is refused that kind's rated
+// queue until the oldest leaves the hour, saying when; the casual queue,
+// the other kind and the opponent are not held back.
+func TestAbortsKeepAPlayerOutOfTheRatedQueue(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxAborts = 2 })
+	a, b := e.account("4201", "Patient"), e.account("4202", "Picky")
+	for i := 1; i <= 2; i++ {
+		_, sb := e.ratedGame(a, b)
+		if _, err := e.game.Client.Abort(as(sb.GetToken()), &gamev1.AbortRequest{GameId: sb.GetGameId(), RequestId: rid()}); err != nil {
+			t.Fatalf("Abort %d: %v", i, err)
+		}
+		eventually(t, 10*time.Second, "the abort to be counted", func() bool { return e.rating(b, "").GetAborts() == uint32(i) })
+		e.clock.Advance(10 * time.Minute)
+	}
+	mm := e.mm[0]
+	_, err := mm.EnterQueue(b.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi, Rated: true})
+	if status.Code(err) != codes.ResourceExhausted || apierr.ReasonOf(err) != "RATE_LIMITED" ||
+		!strings.Contains(err.Error(), "you aborted 2 rated games of Janggi in the last 1h0m0s, or let them abort without a first move: you may enter a rated Janggi queue again in 39m") {
+		t.Fatalf("Picky enters the rated queue: %v, want ResourceExhausted saying when", err)
+	}
+	// The first abort, 20 minutes and the second game ago, leaves the
+	// hour in a little under 40 minutes.
+	if w := retryAfter(err); w < 39*time.Minute || w >= 40*time.Minute {
+		t.Fatalf("retry after %v, want a little under 40m", w)
+	}
+	cancel := func(p player, tk *matchmakingv1.Ticket) {
+		t.Helper()
+		if _, err := mm.CancelTicket(p.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: tk.GetTicketId()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel(b, e.enter(mm, b, &matchmakingv1.EnterQueueRequest{Kind: janggi}))
+	cancel(b, e.enter(mm, b, &matchmakingv1.EnterQueueRequest{Kind: xiangqi, Rated: true}))
+	cancel(a, e.enter(mm, a, &matchmakingv1.EnterQueueRequest{Kind: janggi, Rated: true}))
+	// Once the first abort leaves the hour, there is room.
+	e.clock.Advance(40 * time.Minute)
+	cancel(b, e.enter(mm, b, &matchmakingv1.EnterQueueRequest{Kind: janggi, Rated: true}))
 }

@@ -62,6 +62,11 @@ type Config struct {
 	Guests store.Bound
 	// Proxies are the proxies believed when they name a call's client.
 	Proxies clientaddr.Trusted
+	// MaxAborts is how many rated games of a kind a player may abort in
+	// store.AbortWindow and still enter a rated queue of that kind; 0:
+	// no bound. Aborting until the queue gives a wished-for opponent
+	// costs the others their time.
+	MaxAborts int
 }
 
 // Defaults of the watch streams' bounds and of what a player makes in
@@ -75,6 +80,9 @@ const (
 	// address (a school, a carrier's NAT), each of whom keeps a guest
 	// credential for a month.
 	DefaultMaxGuests = 100
+	// DefaultMaxAborts leaves room for a lost connection or two before
+	// a first move.
+	DefaultMaxAborts = 3
 )
 
 // LimitedReason is the ErrorInfo reason of a refusal for a player's bound

@@ -3,6 +3,8 @@ package handler
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/palacehq/palace/pkg/apierr"
@@ -35,6 +37,9 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 		return nil, h.fail(ctx, err)
 	}
 	now := h.now()
+	if err := h.admitRated(ctx, c.Subject, pool, now); err != nil {
+		return nil, h.fail(ctx, err)
+	}
 	t := store.Ticket{
 		Pool: pool.ID(), Player: c.Subject, Name: c.Name, Rating: rating, Entered: now, Expires: now.Add(h.cfg.TicketTTL),
 		State: store.StateWaiting,
@@ -68,6 +73,27 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 		t.ID = id
 	}
 	return &matchmakingv1.EnterQueueResponse{Ticket: ticketPB(t)}, nil
+}
+
+// admitRated refuses a rated pool to a player who aborted the most rated
+// games of its kind allowed in the window, saying when there is room. It
+// comes before the ticket is made, so a retry of a request admitted
+// before is refused too: its ticket was paired, or it would not have
+// aborted since.
+func (h *Handler) admitRated(ctx context.Context, player string, pool store.Pool, now time.Time) error {
+	if !pool.Rated || h.cfg.MaxAborts <= 0 {
+		return nil
+	}
+	wait, n, err := h.store.AbortWait(ctx, pool.Kind, player, h.cfg.MaxAborts, now)
+	if err != nil || wait <= 0 {
+		return err
+	}
+	kind, _ := store.KindName(pool.Kind)
+	kind = strings.ToUpper(kind[:1]) + kind[1:]
+	// Whole seconds, rounded up, so that a retry after the time said finds room.
+	wait = (wait + time.Second - 1).Truncate(time.Second)
+	return apierr.New(apierr.ResourceExhausted, "you aborted %d rated games of %s in the last %v, or let them abort without a first move: you may enter a rated %s queue again in %v",
+		n, kind, store.AbortWindow, kind, wait).WithInfo(LimitedReason, map[string]string{"retry_after_ms": strconv.FormatInt(wait.Milliseconds(), 10)})
 }
 
 // poolOf validates a queue request, reporting every problem at once.

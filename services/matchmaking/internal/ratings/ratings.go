@@ -301,7 +301,7 @@ func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.
 		c.log.WarnContext(ctx, "aborted rated game not counted: the game service named no side that aborted it", "game", p.Game)
 		return false, nil
 	}
-	counted, err := c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player)
+	counted, err := c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player, c.cfg.Now())
 	if err != nil {
 		return false, err
 	}

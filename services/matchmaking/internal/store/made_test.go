@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
@@ -115,5 +116,44 @@ func TestAdmitAfterTheBoundIsLowered(t *testing.T) {
 	}
 	if w, _ := s.Admit(ctx, store.Made{Player: "p", What: "ai", Request: "r9"}, low, t0.Add(10*time.Second+w)); w != 0 {
 		t.Fatalf("refused again after the wait said: %v", w)
+	}
+}
+
+// TestAbortWait: a player's aborted rated games count for an hour against
+// its entering a rated queue of their kind; each game once, however often
+// its ending is counted; with more than the bound, the wait lasts until
+// all but most - 1 have left.
+func TestAbortWait(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	janggi, xiangqi := commonv1.GameKind_GAME_KIND_JANGGI, commonv1.GameKind_GAME_KIND_XIANGQI
+	t0 := time.UnixMilli(1_700_000_000_000)
+	for i, g := range []string{"g1", "g2", "g2", "g3"} {
+		if _, err := s.CountAbort(ctx, janggi, g, "p", t0.Add(time.Duration(i)*10*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// g1 at 0, g2 at 10 min, g3 at 30 min; it is now 40 min.
+	now := t0.Add(40 * time.Minute)
+	for _, tt := range []struct {
+		most int
+		want time.Duration
+		n    int
+	}{
+		{0, 0, 0}, {4, 0, 3}, {3, 20 * time.Minute, 3}, {2, 30 * time.Minute, 3}, {1, 50 * time.Minute, 3},
+	} {
+		w, n, err := s.AbortWait(ctx, janggi, "p", tt.most, now)
+		if err != nil || w != tt.want || n != tt.n {
+			t.Errorf("most %d: wait %v with %d (%v), want %v with %d", tt.most, w, n, err, tt.want, tt.n)
+		}
+	}
+	if w, n, err := s.AbortWait(ctx, janggi, "p", 3, t0.Add(60*time.Minute)); w != 0 || n != 2 || err != nil {
+		t.Errorf("once g1 has left the hour: %v with %d (%v), want room with 2", w, n, err)
+	}
+	if w, _, _ := s.AbortWait(ctx, xiangqi, "p", 1, now); w != 0 {
+		t.Errorf("the other kind waits %v", w)
+	}
+	if w, _, _ := s.AbortWait(ctx, janggi, "q", 1, now); w != 0 {
+		t.Errorf("another player waits %v", w)
 	}
 }

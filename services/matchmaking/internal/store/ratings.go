@@ -73,20 +73,50 @@ func (s *Store) ApplyRating(ctx context.Context, o Outcome) (Applied, error) {
 	return Applied{Done: true, ABefore: int(v[1]), AAfter: int(v[2]), BBefore: int(v[3]), BAfter: int(v[4])}, nil
 }
 
+// AbortWindow is how long an aborted rated game counts against its
+// player's entering a rated queue.
+const AbortWindow = time.Hour
+
+func (s *Store) abortLogKey(kind commonv1.GameKind, player string) string {
+	return s.ratingBase(kind) + "recentaborts:" + player
+}
+
 // CountAbort counts one aborted rated game of kind against player, once
-// per game id; it reports whether this call counted it.
-func (s *Store) CountAbort(ctx context.Context, kind commonv1.GameKind, gameID, player string) (bool, error) {
+// per game id, as of now; it reports whether this call counted it.
+func (s *Store) CountAbort(ctx context.Context, kind commonv1.GameKind, gameID, player string, now time.Time) (bool, error) {
 	b := s.ratingBase(kind)
-	keys := []string{b + "aborts", b + "done:" + gameID}
+	keys := []string{b + "aborts", b + "done:" + gameID, s.abortLogKey(kind, player)}
 	var n int
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
-		n, err = abortScript.Run(ctx, c, keys, player, int64(doneTTL/time.Second)).Int()
+		n, err = abortScript.Run(ctx, c, keys, player, int64(doneTTL/time.Second), gameID, now.UnixMilli(), AbortWindow.Milliseconds()).Int()
 		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("count abort: %w", err)
 	}
 	return n == 1, nil
+}
+
+// AbortWait is how long player must wait before entering a rated queue
+// of kind, having aborted most of its rated games in the last
+// AbortWindow; zero when it may enter now, or most is 0 (no bound). n is
+// how many aborts the window holds.
+func (s *Store) AbortWait(ctx context.Context, kind commonv1.GameKind, player string, most int, now time.Time) (wait time.Duration, n int, err error) {
+	if most <= 0 {
+		return 0, 0, nil
+	}
+	since := now.Add(-AbortWindow).UnixMilli()
+	at, err := s.rdb.ZRangeByScoreWithScores(ctx, s.abortLogKey(kind, player), &redis.ZRangeBy{Min: "(" + strconv.FormatInt(since, 10), Max: "+inf"}).Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("recent aborts: %w", err)
+	}
+	if len(at) < most {
+		return 0, len(at), nil
+	}
+	// Room comes once all but most - 1 have left the window: with a bound
+	// lowered since, more than the oldest must leave.
+	leaves := time.UnixMilli(int64(at[len(at)-most].Score)).Add(AbortWindow)
+	return max(time.Millisecond, leaves.Sub(now)), len(at), nil
 }
 
 // Rating is one player's rating of one kind.

@@ -87,7 +87,11 @@ type MatchmakingServiceClient interface {
 	// (Aborted, to retry, when entries of the same player race this one);
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets (a pool of the default time
-	// control is always served); NotFound for a retry whose
+	// control is always served); ResourceExhausted with an ErrorInfo detail
+	// as for PlayAi (reason RATE_LIMITED, metadata retry_after_ms) for a
+	// rated pool, when the player aborted, or let abort without a first
+	// move, --max-aborts-per-hour (3) rated games of its kind in the last
+	// hour; NotFound for a retry whose
 	// ticket is no longer kept (a ticket is kept at least an hour once
 	// matched, cancelled or expired).
 	EnterQueue(ctx context.Context, in *EnterQueueRequest, opts ...grpc.CallOption) (*EnterQueueResponse, error)
@@ -468,7 +472,11 @@ type MatchmakingServiceServer interface {
 	// (Aborted, to retry, when entries of the same player race this one);
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets (a pool of the default time
-	// control is always served); NotFound for a retry whose
+	// control is always served); ResourceExhausted with an ErrorInfo detail
+	// as for PlayAi (reason RATE_LIMITED, metadata retry_after_ms) for a
+	// rated pool, when the player aborted, or let abort without a first
+	// move, --max-aborts-per-hour (3) rated games of its kind in the last
+	// hour; NotFound for a retry whose
 	// ticket is no longer kept (a ticket is kept at least an hour once
 	// matched, cancelled or expired).
 	EnterQueue(context.Context, *EnterQueueRequest) (*EnterQueueResponse, error)
