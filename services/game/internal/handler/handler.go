@@ -658,6 +658,11 @@ func staleVersion(expected, current uint64) error {
 // commit stores ch over prev. The new deadline is indexed before the
 // commit (so it can never be lost) and the replaced one removed after.
 func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change, c command, now time.Time) (proto.Message, error) {
+	// Before the AI's job and the deadline are written for it.
+	if err := store.Writable(prev); err != nil {
+		return nil, &apierr.Error{Code: apierr.Unavailable, Err: err,
+			Msg: fmt.Sprintf("game %s was last written by a newer version of the game service, which this server must not overwrite (a rolling upgrade is under way): retry with the same request_id", prev.ID)}
+	}
 	var prevVersion uint64
 	if prev != nil {
 		prevVersion = prev.Version

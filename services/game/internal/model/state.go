@@ -67,10 +67,21 @@ type Result struct {
 // rules' own methods.
 const MethodAborted rules.Method = 13
 
+// Format is the newest format of a stored State this build writes
+// correctly. During a rolling upgrade an older build writes games too,
+// and would drop the fields it does not know: a build that adds a field
+// whose loss or misreading would wrong a game raises Format, and sets
+// Needs in every state that uses the field, so that older builds from
+// this one on leave such a game to the newer ones.
+const Format = 1
+
 // State is everything stored about one game.
 type State struct {
 	ID      string `json:"id"`
 	Version uint64 `json:"v"`
+	// Needs is the oldest Format a process must know to write this state
+	// (0: any).
+	Needs int `json:"needs,omitempty"`
 	// PlayVersion is the version after the last commit that changed more
 	// than presence and clock milestones (0 in states stored before it
 	// existed: Version). A command's expected_version from then on is

@@ -48,6 +48,18 @@ import (
 // ErrNotFound means no game has that id (or it expired).
 var ErrNotFound = errors.New("game not found")
 
+// ErrNewerFormat means a game was stored by a newer build in a format
+// this one would damage by writing it (model.Format).
+var ErrNewerFormat = errors.New("game stored in a newer format")
+
+// Writable reports ErrNewerFormat when st needs a newer build to write.
+func Writable(st *model.State) error {
+	if st != nil && st.Needs > model.Format {
+		return fmt.Errorf("%w: game %s needs format %d, this build writes up to %d", ErrNewerFormat, st.ID, st.Needs, model.Format)
+	}
+	return nil
+}
+
 //go:embed commit.lua
 var commitLua string
 
@@ -278,6 +290,9 @@ type Result struct {
 // delete a game in the middle of that turn. A game that finishes gets
 // Retention at once.
 func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, requestID string, resp []byte, now time.Time) (Result, error) {
+	if err := Writable(prev); err != nil {
+		return Result{}, err
+	}
 	id := ch.State.ID
 	var prevVersion uint64
 	prevMoves, prevStamp := 0, ""
