@@ -13,31 +13,44 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// DefaultTrusted are the proxies trusted by default: loopback and the
-// private ranges, where the load balancers and ingresses in front of a
-// deployment live. A client that reaches the server from a private
-// network directly could name any address; an operator whose clients do
-// sets Trusted to the proxies' own ranges.
-const DefaultTrusted = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
+// DefaultTrusted are the proxies trusted by default: loopback, the
+// private ranges and the shared address space (RFC 6598), where the load
+// balancers and ingresses in front of a deployment live. A client that
+// reaches the server from such a network directly could name any
+// address; an operator whose clients do sets Trusted to the proxies' own
+// ranges.
+const DefaultTrusted = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7"
+
+// DefaultHops is how many X-Forwarded-For entries a trusted peer speaks
+// for by default: the one it appended itself. Reading further left would
+// believe what the client wrote whenever a hop in a trusted range (a
+// node that translated the client's address) came before the proxy.
+const DefaultHops = 1
 
 // forwardedFor is the header proxies append the address they were called
 // from to; grpc-go hands it over, as every header, in lower case.
 const forwardedFor = "x-forwarded-for"
 
 // Trusted are the address ranges of the proxies whose X-Forwarded-For is
-// believed. The zero value trusts none: the peer is the client.
+// believed, and how many of its entries, from its end. The zero value
+// trusts none: the peer is the client.
 type Trusted struct {
 	prefixes []netip.Prefix
+	hops     int
 }
 
-// Parse reads a comma-separated list of CIDR ranges or single addresses;
-// "none" or an empty list trusts no proxy.
-func Parse(s string) (Trusted, error) {
-	var t Trusted
-	if strings.TrimSpace(s) == "none" {
+// Parse reads a comma-separated list of CIDR ranges or single addresses
+// ("none" or an empty list trusts no proxy), and how many entries of
+// X-Forwarded-For, from its end, a trusted peer speaks for (0: none).
+func Parse(ranges string, hops int) (Trusted, error) {
+	if hops < 0 {
+		return Trusted{}, fmt.Errorf("hops %d: at least 0", hops)
+	}
+	t := Trusted{hops: hops}
+	if strings.TrimSpace(ranges) == "none" {
 		return t, nil
 	}
-	for f := range strings.SplitSeq(s, ",") {
+	for f := range strings.SplitSeq(ranges, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
 			continue
@@ -49,6 +62,13 @@ func Parse(s string) (Trusted, error) {
 				return Trusted{}, fmt.Errorf("%q is neither an address range (CIDR) nor an address", f)
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if a := p.Addr(); a.Is4In6() {
+			// Addresses are compared unmapped: so must the ranges be.
+			if p.Bits() < 96 {
+				return Trusted{}, fmt.Errorf("%q: an IPv4-mapped range must be at least /96; write it as IPv4", f)
+			}
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 		}
 		t.prefixes = append(t.prefixes, p.Masked())
 	}
@@ -65,12 +85,12 @@ func (t Trusted) trusts(a netip.Addr) bool {
 }
 
 // Of is the address of the client of the call in ctx: the peer, unless
-// the peer is a trusted proxy; then, reading X-Forwarded-For from its end,
-// the first address that is not a trusted proxy (the one the nearest
-// untrusted party connected from; what is left of it may be made up). An
-// entry that is no address ends the search at the hop that passed it on.
-// ok is false when the call has no network peer (a call made in process,
-// a Unix socket).
+// the peer is a trusted proxy; then the entries of X-Forwarded-For, read
+// from its end, stand for the hops before it: the first that is not a
+// trusted proxy is the client, reading at most Hops entries (the last
+// one read is then the client, trusted range or not). An entry that is no
+// address ends the search at the hop that passed it on. ok is false when
+// the call has no network peer (a call made in process, a Unix socket).
 func (t Trusted) Of(ctx context.Context) (a netip.Addr, ok bool) {
 	p, found := peer.FromContext(ctx)
 	if !found || p.Addr == nil {
@@ -82,14 +102,19 @@ func (t Trusted) Of(ctx context.Context) (a netip.Addr, ok bool) {
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	hops := md.Get(forwardedFor)
+	read := 0
 	for i := len(hops) - 1; i >= 0; i-- {
 		entries := strings.Split(hops[i], ",")
 		for j := len(entries) - 1; j >= 0; j-- {
+			if read == t.hops {
+				return a, true
+			}
 			next, ok := parse(entries[j])
 			if !ok {
 				return a, true
 			}
 			a = next
+			read++
 			if !t.trusts(a) {
 				return a, true
 			}
@@ -97,6 +122,10 @@ func (t Trusted) Of(ctx context.Context) (a netip.Addr, ok bool) {
 	}
 	return a, true
 }
+
+// Proxy reports whether a is in a trusted range: a client resolved to
+// one means the proxies in front do not pass the client's address on.
+func (t Trusted) Proxy(a netip.Addr) bool { return t.trusts(a) }
 
 // parse reads an address as peers and proxies write it: bare, with a
 // port, in brackets, with a zone.
@@ -113,12 +142,13 @@ func parse(s string) (netip.Addr, bool) {
 	return a.Unmap().WithZone(""), true
 }
 
-// Bucket is what a bound per address counts against: an IPv4 address, or
-// the /64 of an IPv6 one, since one subscriber gets a whole /64 and could
-// otherwise take a fresh address for each call.
+// Bucket is what a bound per address counts against: an IPv4 address,
+// or the /56 of an IPv6 one, since a subscriber is commonly given a /56
+// (a phone a /64) and could otherwise take a fresh address for each
+// call. Loopback is itself.
 func Bucket(a netip.Addr) string {
-	if a.Is4() {
+	if a.Is4() || a.IsLoopback() {
 		return a.String()
 	}
-	return netip.PrefixFrom(a, 64).Masked().String()
+	return netip.PrefixFrom(a, 56).Masked().String()
 }

@@ -134,6 +134,8 @@ type env struct {
 	issuer *issuer
 	addrs  []string
 	mm     []matchmakingv1.MatchmakingServiceClient
+	// logs holds the replicas' warnings and errors.
+	logs *apptest.LogBuffer
 }
 
 // newEnv starts the game service and replicas matchmaking replicas.
@@ -146,7 +148,7 @@ func newEnv(t testing.TB, replicas int, edit func(*matchmaking.Config)) *env {
 // configuration edited by editGame.
 func newEnvOn(t testing.TB, redisAddr string, editGame func(*game.Config), replicas int, edit func(*matchmaking.Config)) *env {
 	t.Helper()
-	e := &env{t: t, redis: redisAddr, game: gametest.StartOn(t, redisAddr, editGame), clock: &fakeClock{}, issuer: newIssuer(t)}
+	e := &env{t: t, redis: redisAddr, game: gametest.StartOn(t, redisAddr, editGame), clock: &fakeClock{}, issuer: newIssuer(t), logs: &apptest.LogBuffer{}}
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 	e.cfg = matchmaking.DefaultConfig()
@@ -169,7 +171,7 @@ func newEnvOn(t testing.TB, redisAddr string, editGame func(*game.Config), repli
 // startReplica starts one more matchmaking replica; stop ends it.
 func (e *env) startReplica() (stop func()) {
 	e.t.Helper()
-	addr, stop := runReplica(e.t, e.redis, e.cfg)
+	addr, stop := runReplicaLogging(e.t, e.redis, e.cfg, e.logs)
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		e.t.Fatal(err)
@@ -182,6 +184,12 @@ func (e *env) startReplica() (stop func()) {
 
 func runReplica(t testing.TB, redisAddr string, cfg matchmaking.Config) (string, func()) {
 	t.Helper()
+	return runReplicaLogging(t, redisAddr, cfg, io.Discard)
+}
+
+// runReplicaLogging is runReplica writing its warnings and errors to logs.
+func runReplicaLogging(t testing.TB, redisAddr string, cfg matchmaking.Config, logs io.Writer) (string, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
@@ -189,12 +197,12 @@ func runReplica(t testing.TB, redisAddr string, cfg matchmaking.Config) (string,
 		done <- app.Run(ctx, app.Options{
 			Name: "matchmaking-test",
 			Config: app.Config{
-				Listen: "127.0.0.1:0", RedisAddr: redisAddr, LogFormat: "text", LogLevel: "error",
+				Listen: "127.0.0.1:0", RedisAddr: redisAddr, LogFormat: "text", LogLevel: "warn",
 				ShutdownTimeout: 5 * time.Second, MaxRecvBytes: 1 << 20,
 				ServiceKeys: apptest.ServiceKeys,
 			},
 			Services:  []app.Binder{matchmaking.Bind(cfg)},
-			LogOutput: io.Discard,
+			LogOutput: logs,
 			OnServing: func(a string) { addrc <- a },
 		})
 	}()

@@ -187,6 +187,18 @@ func TestBoundsAreValidated(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("no bounds: %v", err)
 	}
+	for name, edit := range map[string]func(*matchmaking.Config){
+		"--max-guests-per-hour":       func(c *matchmaking.Config) { c.MaxGuests = -1 },
+		"--max-aborts-per-hour":       func(c *matchmaking.Config) { c.MaxAborts = -1 },
+		`"proxy.internal" is neither`: func(c *matchmaking.Config) { c.TrustedProxies = "10.0.0.0/8,proxy.internal" },
+		"--trusted-proxy-hops":        func(c *matchmaking.Config) { c.TrustedProxyHops = -1 },
+	} {
+		c := matchmaking.DefaultConfig()
+		edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("Validate() = %v, want an error saying %s", err, name)
+		}
+	}
 }
 
 // from is a context whose calls say, as a proxy would, that they were
@@ -197,7 +209,7 @@ func from(addr string) context.Context {
 
 // TestGuestsAreBoundedPerAddress: one client address creates at most so
 // many guests in an hour, however it names itself; for IPv6 the address
-// is its /64. The calls reach the service from loopback, a trusted proxy
+// is its /56. The calls reach the service from loopback, a trusted proxy
 // by default, which names the client in X-Forwarded-For.
 func TestGuestsAreBoundedPerAddress(t *testing.T) {
 	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxGuests = 2 })
@@ -234,15 +246,15 @@ func TestGuestsAreBoundedPerAddress(t *testing.T) {
 	if err := guest(from("203.0.113.8"), "Neighbour"); err != nil {
 		t.Fatalf("another address is refused: %v", err)
 	}
-	// A new IPv6 address in the same /64 is the same client.
-	for _, a := range []string{"2001:db8:1:2::1", "2001:db8:1:2::2"} {
+	// A new IPv6 address in the same /56 is the same client.
+	for _, a := range []string{"2001:db8:1:2::1", "2001:db8:1:3::2"} {
 		if err := guest(from(a), "Six"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	refused(from("2001:db8:1:2:ffff::3"), "2001:db8:1:2::/64")
-	if err := guest(from("2001:db8:1:3::1"), "Six"); err != nil {
-		t.Fatalf("another /64 is refused: %v", err)
+	refused(from("2001:db8:1:ff:ffff::3"), "2001:db8:1::/56")
+	if err := guest(from("2001:db8:1:100::1"), "Six"); err != nil {
+		t.Fatalf("another /56 is refused: %v", err)
 	}
 	// Connect and gRPC-Web calls reach the service through another
 	// transport, and read the same header.
@@ -288,5 +300,24 @@ func TestAnUntrustedPeerIsTheClient(t *testing.T) {
 	_, err := e.mm[0].CreateGuest(from("203.0.113.3"), &matchmakingv1.CreateGuestRequest{Nickname: "Guest"})
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "your network address (127.0.0.1)") {
 		t.Fatalf("a third guest from loopback: %v, want ResourceExhausted naming 127.0.0.1", err)
+	}
+	if strings.Contains(e.logs.String(), "proxies in front do not pass") {
+		t.Fatalf("loopback is no proxy here, yet:\n%s", e.logs)
+	}
+}
+
+// TestGuestsRefusedToAProxyAreLogged: a proxy that does not pass its
+// clients' addresses on makes them all one client; the operator is told,
+// once a minute however many are refused.
+func TestGuestsRefusedToAProxyAreLogged(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxGuests = 1 })
+	for i := range 4 {
+		_, err := e.mm[0].CreateGuest(context.Background(), &matchmakingv1.CreateGuestRequest{Nickname: "Guest"})
+		if (i == 0) != (err == nil) {
+			t.Fatalf("guest %d: %v", i, err)
+		}
+	}
+	if n := strings.Count(e.logs.String(), "guests refused to a proxy's address"); n != 1 {
+		t.Fatalf("%d warnings, want 1:\n%s", n, e.logs)
 	}
 }

@@ -79,16 +79,20 @@ type Config struct {
 	MaxAIGames int
 	MaxInvites int
 	// MaxGuests bounds the guests created from one client address (an
-	// IPv6 /64) in an hour; 0: no bound. Every guest is a new player, so
+	// IPv6 /56) in an hour; 0: no bound. Every guest is a new player, so
 	// without it the bounds per player bound nothing.
 	MaxGuests int
 	// MaxAborts bounds the rated games of a kind one player aborts in an
 	// hour and still enters a rated queue of that kind; 0: no bound.
 	MaxAborts int
 	// TrustedProxies are the address ranges of the proxies whose
-	// X-Forwarded-For names the client (clientaddr.Parse); "none": the
-	// peer is the client.
+	// X-Forwarded-For names the client (clientaddr.Parse); "none" or
+	// empty: the peer is the client (the flag's default trusts the
+	// private ranges).
 	TrustedProxies string
+	// TrustedProxyHops is how many entries of X-Forwarded-For, from its
+	// end, a trusted peer speaks for.
+	TrustedProxyHops int
 	// CreateConcurrency bounds a replica's game creations in flight.
 	CreateConcurrency int
 	// GiveUpAfter is how long a paired ticket waits for its game before
@@ -140,9 +144,10 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.IntFlag(fs, &c.MaxPlayerWatches, "max-player-watches", handler.DefaultMaxPlayerWatches, "most watch streams one player holds in one process; a newer one ends the oldest, with ResourceExhausted")
 	app.IntFlag(fs, &c.MaxAIGames, "max-ai-games-per-hour", handler.DefaultMaxAIGames, "most games against the AI one player starts in an hour; one more is refused with ResourceExhausted saying when there is room; 0: no bound")
 	app.IntFlag(fs, &c.MaxInvites, "max-invites-per-hour", handler.DefaultMaxInvites, "most friend invites one player creates in an hour, refused alike; 0: no bound")
-	app.IntFlag(fs, &c.MaxGuests, "max-guests-per-hour", handler.DefaultMaxGuests, "most guests created from one client address (for IPv6, one /64) in an hour, refused alike; 0: no bound")
+	app.IntFlag(fs, &c.MaxGuests, "max-guests-per-hour", handler.DefaultMaxGuests, "most guests created from one client address (for IPv6, one /56) in an hour, refused alike; 0: no bound")
 	app.IntFlag(fs, &c.MaxAborts, "max-aborts-per-hour", handler.DefaultMaxAborts, "most rated games of a kind one player aborts, or lets abort without a first move, in an hour and still enters a rated queue of that kind; one more entry is refused with ResourceExhausted saying when there is room; 0: no bound")
 	app.StringFlag(fs, &c.TrustedProxies, "trusted-proxies", clientaddr.DefaultTrusted, "address ranges (CIDR) of the proxies in front of the service, comma-separated: the client of a call from one of them is read from X-Forwarded-For; none: the peer is the client")
+	app.IntFlag(fs, &c.TrustedProxyHops, "trusted-proxy-hops", clientaddr.DefaultHops, "how many X-Forwarded-For entries, from the end, a call from a trusted proxy is read back through, passing the trusted ones: 1 for one proxy that appends the address it was called from; 2 when a load balancer in --trusted-proxies appends before it; 0: none")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
 	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire")
 	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second; the default time control's queues are always served")
@@ -187,8 +192,8 @@ func (c Config) Validate() error {
 	if c.MaxAIGames < 0 || c.MaxInvites < 0 || c.MaxGuests < 0 || c.MaxAborts < 0 {
 		errs = append(errs, errors.New("--max-ai-games-per-hour, --max-invites-per-hour, --max-guests-per-hour and --max-aborts-per-hour must not be negative (0: no bound)"))
 	}
-	if _, err := clientaddr.Parse(c.TrustedProxies); err != nil {
-		errs = append(errs, fmt.Errorf("--trusted-proxies: %w", err))
+	if _, err := clientaddr.Parse(c.TrustedProxies, c.TrustedProxyHops); err != nil {
+		errs = append(errs, fmt.Errorf("--trusted-proxies, --trusted-proxy-hops: %w", err))
 	}
 	if c.MaxPools < 1 {
 		errs = append(errs, errors.New("--max-pools must be at least 1"))
@@ -232,9 +237,9 @@ func Bind(cfg Config) app.Binder {
 		if cfg.Now == nil {
 			cfg.Now = time.Now
 		}
-		proxies, err := clientaddr.Parse(cfg.TrustedProxies)
+		proxies, err := clientaddr.Parse(cfg.TrustedProxies, cfg.TrustedProxyHops)
 		if err != nil {
-			return nil, fmt.Errorf("matchmaking: --trusted-proxies: %w", err)
+			return nil, fmt.Errorf("matchmaking: --trusted-proxies, --trusted-proxy-hops: %w", err)
 		}
 		log := rt.Log.With("component", "matchmaking")
 		ring, ephemeral, err := rt.SigningKeys("player-signing-keys", cfg.SigningKeys)

@@ -145,6 +145,8 @@ type Handler struct {
 	// player's newest.
 	watches       chan struct{}
 	playerWatches *newest.Limit[string]
+	// proxyWarned paces the warning that guests are refused to a proxy.
+	proxyWarned seldom
 }
 
 var _ matchmakingv1.MatchmakingServiceServer = (*Handler)(nil)

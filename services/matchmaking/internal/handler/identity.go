@@ -64,7 +64,12 @@ func (h *Handler) admitGuest(ctx context.Context, id string) error {
 	// A space keeps the address's counts apart from every player's, since
 	// no player id has one.
 	m := store.Made{Player: "addr " + bucket, What: "guest", Request: id}
-	return h.admit(ctx, m, h.cfg.Guests, "your network address ("+bucket+")", "guest", "guests")
+	err := h.admit(ctx, m, h.cfg.Guests, "your network address ("+bucket+")", "guest", "guests")
+	if err != nil && h.cfg.Proxies.Proxy(addr) && h.proxyWarned.Allow(h.now()) {
+		// Every client behind that proxy shares its bound.
+		h.log.WarnContext(ctx, "guests refused to a proxy's address: the proxies in front do not pass the client's address on (see --trusted-proxies, --trusted-proxy-hops)", "address", addr.String())
+	}
+	return err
 }
 
 // SignInWithGoogle turns a verified Google ID token into an account

@@ -21,12 +21,17 @@
 //	mm:{pl:<player>}:made:<what>  zset: request id -> when admitted (ms), the
 //	                            games against the AI ("ai") or invites ("invite")
 //	                            the player made in the last window (Admit)
+//	mm:{pl:addr <bucket>}:made:guest  zset: the guests created from one client
+//	                            address (an IPv4 address or IPv6 /56) in the last
+//	                            window; the space keeps it apart from every player
 //	mm:{pl:<player>}:req:<what>:<request id>  string: what the request asked,
 //	                            held for the life of what it made, so that a
 //	                            retry is never counted again (Admit)
 //	mm:{r:<kind>}:rating|games|names|aborts  hashes: player -> Elo, rated
 //	                            games, name, rated games aborted
 //	mm:{r:<kind>}:lb            zset: player -> Elo (the leaderboard)
+//	mm:{r:<kind>}:recentaborts:<player>  zset: game id -> when its abort was
+//	                            counted (ms), for an hour (AbortWait)
 //	mm:{r:<kind>}:h:<player>    list: rating changes, latest first
 //	mm:{r:<kind>}:done:<game>   string: the game's rating, or its abort, was
 //	                            counted

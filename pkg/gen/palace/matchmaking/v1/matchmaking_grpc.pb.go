@@ -63,7 +63,7 @@ const (
 type MatchmakingServiceClient interface {
 	// CreateGuest issues a signed guest credential for a nickname.
 	// InvalidArgument for an empty, too long or unprintable nickname.
-	// ResourceExhausted once one client address (an IPv6 /64) created
+	// ResourceExhausted once one client address (an IPv6 /56) created
 	// --max-guests-per-hour (100) guests in the last hour, with an ErrorInfo
 	// detail as for PlayAi: reason RATE_LIMITED, metadata retry_after_ms.
 	// Keep a guest's credential: each call makes a new player.
@@ -448,7 +448,7 @@ func (c *matchmakingServiceClient) GetLeaderboard(ctx context.Context, in *GetLe
 type MatchmakingServiceServer interface {
 	// CreateGuest issues a signed guest credential for a nickname.
 	// InvalidArgument for an empty, too long or unprintable nickname.
-	// ResourceExhausted once one client address (an IPv6 /64) created
+	// ResourceExhausted once one client address (an IPv6 /56) created
 	// --max-guests-per-hour (100) guests in the last hour, with an ErrorInfo
 	// detail as for PlayAi: reason RATE_LIMITED, metadata retry_after_ms.
 	// Keep a guest's credential: each call makes a new player.
