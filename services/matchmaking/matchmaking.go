@@ -82,8 +82,9 @@ type Config struct {
 	// IPv6 /56) in an hour; 0: no bound. Every guest is a new player, so
 	// without it the bounds per player bound nothing.
 	MaxGuests int
-	// MaxAborts bounds the rated games of a kind one player aborts in an
-	// hour and still enters a rated queue of that kind; 0: no bound.
+	// MaxAborts is how many rated games of a kind one player may abort in
+	// an hour: with that many, the player waits to enter a rated queue of
+	// that kind; 0: no bound.
 	MaxAborts int
 	// TrustedProxies are the address ranges of the proxies whose
 	// X-Forwarded-For names the client (clientaddr.Parse); "none" or
@@ -145,7 +146,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.IntFlag(fs, &c.MaxAIGames, "max-ai-games-per-hour", handler.DefaultMaxAIGames, "most games against the AI one player starts in an hour; one more is refused with ResourceExhausted saying when there is room; 0: no bound")
 	app.IntFlag(fs, &c.MaxInvites, "max-invites-per-hour", handler.DefaultMaxInvites, "most friend invites one player creates in an hour, refused alike; 0: no bound")
 	app.IntFlag(fs, &c.MaxGuests, "max-guests-per-hour", handler.DefaultMaxGuests, "most guests created from one client address (for IPv6, one /56) in an hour, refused alike; 0: no bound")
-	app.IntFlag(fs, &c.MaxAborts, "max-aborts-per-hour", handler.DefaultMaxAborts, "most rated games of a kind one player aborts, or lets abort without a first move, in an hour and still enters a rated queue of that kind; one more entry is refused with ResourceExhausted saying when there is room; 0: no bound")
+	app.IntFlag(fs, &c.MaxAborts, "max-aborts-per-hour", handler.DefaultMaxAborts, "rated games of a kind one player may abort, or let abort without a first move, in an hour: a player who has aborted that many is refused a new ticket of that kind's rated queue with ResourceExhausted saying when there is room; 0: no bound")
 	app.StringFlag(fs, &c.TrustedProxies, "trusted-proxies", clientaddr.DefaultTrusted, "address ranges (CIDR) of the proxies in front of the service, comma-separated: the client of a call from one of them is read from X-Forwarded-For; none: the peer is the client")
 	app.IntFlag(fs, &c.TrustedProxyHops, "trusted-proxy-hops", clientaddr.DefaultHops, "how many X-Forwarded-For entries, from the end, a call from a trusted proxy is read back through, passing the trusted ones: 1 for one proxy that appends the address it was called from; 2 when a load balancer in --trusted-proxies appends before it; 0: none")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")

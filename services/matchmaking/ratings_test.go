@@ -2,7 +2,7 @@ package matchmaking_test
 
 import (
 	"context"
-	"strings"
+	"regexp"
 	"testing"
 	"time"
 
@@ -192,31 +192,34 @@ func TestAnAbortedMatchCountsForNobody(t *testing.T) {
 	}
 }
 
-// TestAbortsKeepAPlayerOutOfTheRatedQueue: a player who aborted the most
-// rated games of a kind allowed in an hour is refused that kind's rated
-// queue until the oldest leaves the hour, saying when; the casual queue,
-// the other kind and the opponent are not held back.
+// TestAbortsKeepAPlayerOutOfTheRatedQueue: a player who has aborted the
+// most rated games of a kind allowed in an hour is refused a new ticket of
+// that kind's rated queue until the oldest leaves the hour, saying when;
+// a retry of an entry, and an entry while a ticket waits, are answered as
+// before; the casual queue, the other kind and the opponent are not held
+// back.
 func TestAbortsKeepAPlayerOutOfTheRatedQueue(t *testing.T) {
 	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxAborts = 2 })
 	a, b := e.account("4201", "Patient"), e.account("4202", "Picky")
+	mm := e.mm[0]
+	var waiting *matchmakingv1.Ticket
 	for i := 1; i <= 2; i++ {
 		_, sb := e.ratedGame(a, b)
+		if i == 2 {
+			// Picky queues again before leaving the game.
+			waiting = e.enter(mm, b, &matchmakingv1.EnterQueueRequest{RequestId: "picky-1", Kind: janggi, Rated: true})
+		}
 		if _, err := e.game.Client.Abort(as(sb.GetToken()), &gamev1.AbortRequest{GameId: sb.GetGameId(), RequestId: rid()}); err != nil {
 			t.Fatalf("Abort %d: %v", i, err)
 		}
 		eventually(t, 10*time.Second, "the abort to be counted", func() bool { return e.rating(b, "").GetAborts() == uint32(i) })
-		e.clock.Advance(10 * time.Minute)
 	}
-	mm := e.mm[0]
-	_, err := mm.EnterQueue(b.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi, Rated: true})
-	if status.Code(err) != codes.ResourceExhausted || apierr.ReasonOf(err) != "RATE_LIMITED" ||
-		!strings.Contains(err.Error(), "you aborted 2 rated games of Janggi in the last 1h0m0s, or let them abort without a first move: you may enter a rated Janggi queue again in 39m") {
-		t.Fatalf("Picky enters the rated queue: %v, want ResourceExhausted saying when", err)
+	retry, err := mm.EnterQueue(b.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: "picky-1", Kind: janggi, Rated: true})
+	if err != nil || retry.GetTicket().GetTicketId() != waiting.GetTicketId() {
+		t.Fatalf("a retry of the waiting ticket's entry: %v %v, want its ticket", retry, err)
 	}
-	// The first abort, 20 minutes and the second game ago, leaves the
-	// hour in a little under 40 minutes.
-	if w := retryAfter(err); w < 39*time.Minute || w >= 40*time.Minute {
-		t.Fatalf("retry after %v, want a little under 40m", w)
+	if _, err := mm.EnterQueue(b.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi, Rated: true}); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("another entry while the ticket waits: %v, want AlreadyExists", err)
 	}
 	cancel := func(p player, tk *matchmakingv1.Ticket) {
 		t.Helper()
@@ -224,10 +227,20 @@ func TestAbortsKeepAPlayerOutOfTheRatedQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	cancel(b, waiting)
+	_, err = mm.EnterQueue(b.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi, Rated: true})
+	if status.Code(err) != codes.ResourceExhausted || apierr.ReasonOf(err) != "RATE_LIMITED" ||
+		!regexp.MustCompile(`you aborted 2 rated games of Janggi in the last 1h0m0s, or let them abort without a first move: you may enter a rated Janggi queue again in (59m\d+s|1h0m0s)$`).MatchString(status.Convert(err).Message()) {
+		t.Fatalf("Picky enters the rated queue: %v, want ResourceExhausted saying when", err)
+	}
+	// The first abort, moments ago, leaves the hour in a little under an hour.
+	if w := retryAfter(err); w <= 59*time.Minute || w > time.Hour {
+		t.Fatalf("retry after %v, want a little under an hour", w)
+	}
 	cancel(b, e.enter(mm, b, &matchmakingv1.EnterQueueRequest{Kind: janggi}))
 	cancel(b, e.enter(mm, b, &matchmakingv1.EnterQueueRequest{Kind: xiangqi, Rated: true}))
 	cancel(a, e.enter(mm, a, &matchmakingv1.EnterQueueRequest{Kind: janggi, Rated: true}))
 	// Once the first abort leaves the hour, there is room.
-	e.clock.Advance(40 * time.Minute)
+	e.clock.Advance(61 * time.Minute)
 	cancel(b, e.enter(mm, b, &matchmakingv1.EnterQueueRequest{Kind: janggi, Rated: true}))
 }

@@ -432,10 +432,33 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Mes
 	return nil, apierr.New(apierr.Unavailable, "game %s is too busy: retry with the same request_id", c.id)
 }
 
+// NewerFormatReason is the ErrorInfo reason of the Unavailable answered
+// for a game that a newer version of the service stored (during a rolling
+// upgrade): retry, on another replica if the client can choose.
+const NewerFormatReason = "NEWER_FORMAT"
+
+// writable refuses a game stored in a format this build would damage,
+// before anything is decided on what it cannot read in it.
+func writable(st *model.State) error {
+	if err := store.Writable(st); err != nil {
+		return newerFormat(st.ID, err)
+	}
+	return nil
+}
+
+func newerFormat(id string, err error) error {
+	return (&apierr.Error{Code: apierr.Unavailable, Err: err,
+		Msg: fmt.Sprintf("game %s was last written by a newer version of the game service, which this server must not decide on or overwrite (a rolling upgrade is under way): retry with the same request_id", id)}).
+		WithInfo(NewerFormatReason, nil)
+}
+
 // runExcused runs c on st with its running turn first excused the outages
 // this process saw during it; the excuse's event comes first. A refusal
 // commits no excuse: the next command, or the next wake-up, does.
 func (h *Handler) runExcused(c command, st *model.State, now time.Time) (model.Change, error) {
+	if err := writable(st); err != nil {
+		return model.Change{}, err
+	}
 	ex, ok := h.excuse(st, now)
 	if !ok {
 		return c.run(st, now)
@@ -455,6 +478,9 @@ func (h *Handler) runExcused(c command, st *model.State, now time.Time) (model.C
 // later, and committed so that the new one is indexed, rather than
 // flagging a player who could not move.
 func (h *Handler) expireExcused(st *model.State, atMs int64, now time.Time) (model.Change, bool, error) {
+	if err := writable(st); err != nil {
+		return model.Change{}, false, err
+	}
 	ex, ok := h.excuse(st, now)
 	if !ok || st.WakeMs != atMs || atMs > now.UnixMilli() {
 		return model.Expire(st, atMs, now)
@@ -658,10 +684,11 @@ func staleVersion(expected, current uint64) error {
 // commit stores ch over prev. The new deadline is indexed before the
 // commit (so it can never be lost) and the replaced one removed after.
 func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change, c command, now time.Time) (proto.Message, error) {
-	// Before the AI's job and the deadline are written for it.
-	if err := store.Writable(prev); err != nil {
-		return nil, &apierr.Error{Code: apierr.Unavailable, Err: err,
-			Msg: fmt.Sprintf("game %s was last written by a newer version of the game service, which this server must not overwrite (a rolling upgrade is under way): retry with the same request_id", prev.ID)}
+	// Before the AI's job and the deadline are written for it (commands
+	// check before they run: this is for what a newer build stored
+	// since, should a stale cache let it through).
+	if err := writable(prev); err != nil {
+		return nil, err
 	}
 	var prevVersion uint64
 	if prev != nil {
@@ -707,6 +734,9 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		}
 	}
 	res, err := h.store.Commit(ctx, prev, ch, reqID, raw, now)
+	if errors.Is(err, store.ErrNewerFormat) {
+		return nil, newerFormat(ch.State.ID, err)
+	}
 	if err != nil {
 		h.confirmLater(ch.State.ID)
 		return nil, err

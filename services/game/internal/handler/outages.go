@@ -282,6 +282,9 @@ func (h *Handler) excuseGame(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if err := writable(l.State); err != nil {
+		return false, err
+	}
 	ch, ok := h.excuse(l.State, l.Now)
 	if !ok {
 		return false, nil

@@ -63,9 +63,9 @@ type Config struct {
 	// Proxies are the proxies believed when they name a call's client.
 	Proxies clientaddr.Trusted
 	// MaxAborts is how many rated games of a kind a player may abort in
-	// store.AbortWindow and still enter a rated queue of that kind; 0:
-	// no bound. Aborting until the queue gives a wished-for opponent
-	// costs the others their time.
+	// store.AbortWindow: with that many, the player waits to enter a rated
+	// queue of that kind; 0: no bound. Aborting until the queue gives a
+	// wished-for opponent costs the others their time.
 	MaxAborts int
 }
 

@@ -37,14 +37,15 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 		return nil, h.fail(ctx, err)
 	}
 	now := h.now()
-	if err := h.admitRated(ctx, c.Subject, pool, now); err != nil {
-		return nil, h.fail(ctx, err)
-	}
 	t := store.Ticket{
 		Pool: pool.ID(), Player: c.Subject, Name: c.Name, Rating: rating, Entered: now, Expires: now.Add(h.cfg.TicketTTL),
 		State: store.StateWaiting,
 	}
-	id, outcome, err := h.store.Enter(ctx, pool, t, req.GetRequestId(), h.cfg.TicketTTL+time.Hour)
+	var admit func() error
+	if pool.Rated && h.cfg.MaxAborts > 0 {
+		admit = func() error { return h.admitRated(ctx, c.Subject, pool, now) }
+	}
+	id, outcome, err := h.store.Enter(ctx, pool, t, req.GetRequestId(), h.cfg.TicketTTL+time.Hour, admit)
 	if errors.Is(err, store.ErrRacedEntries) {
 		return nil, h.fail(ctx, apierr.New(apierr.Conflict, "other queue entries of yours are being made at this moment: retry, and learn which ticket waits"))
 	}
@@ -75,15 +76,11 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 	return &matchmakingv1.EnterQueueResponse{Ticket: ticketPB(t)}, nil
 }
 
-// admitRated refuses a rated pool to a player who aborted the most rated
-// games of its kind allowed in the window, saying when there is room. It
-// comes before the ticket is made, so a retry of a request admitted
-// before is refused too: its ticket was paired, or it would not have
-// aborted since.
+// admitRated refuses a new ticket of a rated pool to a player who has
+// aborted as many rated games of its kind in the window as allowed,
+// saying when there is room. A retry, and an entry while a ticket waits,
+// are answered as before.
 func (h *Handler) admitRated(ctx context.Context, player string, pool store.Pool, now time.Time) error {
-	if !pool.Rated || h.cfg.MaxAborts <= 0 {
-		return nil
-	}
 	wait, n, err := h.store.AbortWait(ctx, pool.Kind, player, h.cfg.MaxAborts, now)
 	if err != nil || wait <= 0 {
 		return err
@@ -92,8 +89,12 @@ func (h *Handler) admitRated(ctx context.Context, player string, pool store.Pool
 	kind = strings.ToUpper(kind[:1]) + kind[1:]
 	// Whole seconds, rounded up, so that a retry after the time said finds room.
 	wait = (wait + time.Second - 1).Truncate(time.Second)
-	return apierr.New(apierr.ResourceExhausted, "you aborted %d rated games of %s in the last %v, or let them abort without a first move: you may enter a rated %s queue again in %v",
-		n, kind, store.AbortWindow, kind, wait).WithInfo(LimitedReason, map[string]string{"retry_after_ms": strconv.FormatInt(wait.Milliseconds(), 10)})
+	games, them := "games", "them"
+	if n == 1 {
+		games, them = "game", "it"
+	}
+	return apierr.New(apierr.ResourceExhausted, "you aborted %d rated %s of %s in the last %v, or let %s abort without a first move: you may enter a rated %s queue again in %v",
+		n, games, kind, store.AbortWindow, them, kind, wait).WithInfo(LimitedReason, map[string]string{"retry_after_ms": strconv.FormatInt(wait.Milliseconds(), 10)})
 }
 
 // poolOf validates a queue request, reporting every problem at once.

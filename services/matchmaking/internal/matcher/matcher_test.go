@@ -115,7 +115,7 @@ func TestMatchWithoutAGameIsGivenUp(t *testing.T) {
 func enterPool(t *testing.T, st *store.Store, pool store.Pool, p, rid string) (string, store.EnterOutcome) {
 	t.Helper()
 	now := time.Now()
-	id, out, err := st.Enter(context.Background(), pool, store.Ticket{Player: p, Name: p, Rating: 1200, Entered: now, Expires: now.Add(time.Hour)}, rid, time.Hour)
+	id, out, err := st.Enter(context.Background(), pool, store.Ticket{Player: p, Name: p, Rating: 1200, Entered: now, Expires: now.Add(time.Hour)}, rid, time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

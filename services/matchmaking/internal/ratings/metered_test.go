@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -26,7 +27,7 @@ func TestARepeatedAbortIsMeteredAsADuplicate(t *testing.T) {
 	p, _ := f.ratedGame(t, "gina", "hal", true)
 	res := &commonv1.Result{Method: commonv1.EndMethod_END_METHOD_ABORTED}
 	for range 2 {
-		if err := c.Settle(context.Background(), p, res, commonv1.Side_SIDE_FIRST); err != nil {
+		if err := c.Settle(context.Background(), p, res, commonv1.Side_SIDE_FIRST, time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 	}

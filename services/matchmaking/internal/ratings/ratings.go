@@ -206,7 +206,7 @@ func (c *Consumer) follow(ctx context.Context, p store.Pending) error {
 			return err
 		}
 		if e := msg.GetEvent().GetGameEnded(); e != nil {
-			return c.Settle(ctx, p, e.GetResult(), e.GetSide())
+			return c.Settle(ctx, p, e.GetResult(), e.GetSide(), msg.GetEvent().GetTime().AsTime())
 		}
 	}
 }
@@ -222,7 +222,7 @@ func (c *Consumer) poll(ctx context.Context, p store.Pending) error {
 			return err
 		}
 		if g := resp.GetGame(); finished(g.GetStatus()) {
-			return c.Settle(ctx, p, g.GetResult(), g.GetEndedBy())
+			return c.Settle(ctx, p, g.GetResult(), g.GetEndedBy(), g.GetEndedAt().AsTime())
 		}
 		select {
 		case <-ctx.Done():
@@ -239,8 +239,11 @@ func finished(s commonv1.GameStatus) bool {
 // Settle applies a finished game's result, once per game however often it
 // is called, and forgets the pending game. An aborted game changes no
 // rating; it is counted against the player who aborted it, or let it abort
-// without a first move (endedBy), so that apps may show who aborts often.
-func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Result, endedBy commonv1.Side) error {
+// without a first move (endedBy), so that apps may show who aborts often,
+// and so that many aborts within an hour of when the game ended (endedAt;
+// the zero time or before 1970: now) keep the player out of the rated
+// queue.
+func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Result, endedBy commonv1.Side, endedAt time.Time) error {
 	var scoreFirst float64
 	outcome := "rated"
 	switch {
@@ -257,7 +260,7 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 		c.log.WarnContext(ctx, "finished rated game without a winner; not rated", "game", p.Game, "method", res.GetMethod())
 	}
 	if res.GetMethod() == commonv1.EndMethod_END_METHOD_ABORTED {
-		duplicate, err := c.countAbort(ctx, p, endedBy)
+		duplicate, err := c.countAbort(ctx, p, endedBy, endedAt)
 		if err != nil {
 			return err
 		}
@@ -288,7 +291,7 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 
 // countAbort counts an aborted rated game against the player of side by;
 // duplicate is true when an earlier delivery of the ending counted it.
-func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.Side) (duplicate bool, err error) {
+func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.Side, at time.Time) (duplicate bool, err error) {
 	player := ""
 	switch by {
 	case commonv1.Side_SIDE_FIRST:
@@ -301,7 +304,11 @@ func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.
 		c.log.WarnContext(ctx, "aborted rated game not counted: the game service named no side that aborted it", "game", p.Game)
 		return false, nil
 	}
-	counted, err := c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player, c.cfg.Now())
+	now := c.cfg.Now()
+	if at.UnixMilli() <= 0 {
+		at = now
+	}
+	counted, err := c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player, at, now)
 	if err != nil {
 		return false, err
 	}

@@ -129,7 +129,7 @@ func TestEndingDeliveredTwiceAppliesOnce(t *testing.T) {
 		t.Fatalf("after the game: %+v %+v", a, b)
 	}
 	for range 2 {
-		if err := c.Settle(context.Background(), p, g.GetResult(), g.GetEndedBy()); err != nil {
+		if err := c.Settle(context.Background(), p, g.GetResult(), g.GetEndedBy(), g.GetEndedAt().AsTime()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,7 +177,7 @@ func TestAbortedGameIsNotRated(t *testing.T) {
 	// Delivered twice, as a lease changing hands may: counted once, against
 	// frank, who aborted (Black).
 	for range 2 {
-		if err := c.Settle(context.Background(), p, res, commonv1.Side_SIDE_SECOND); err != nil {
+		if err := c.Settle(context.Background(), p, res, commonv1.Side_SIDE_SECOND, time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -119,19 +119,28 @@ func TestAdmitAfterTheBoundIsLowered(t *testing.T) {
 	}
 }
 
-// TestAbortWait: a player's aborted rated games count for an hour against
-// its entering a rated queue of their kind; each game once, however often
-// its ending is counted; with more than the bound, the wait lasts until
+// TestAbortWait: a player's aborted rated games count for an hour after
+// they ended against its entering a rated queue of their kind; each game
+// once, however often its ending is counted, and one settled more than
+// an hour late not at all; with more than the bound, the wait lasts until
 // all but most - 1 have left.
 func TestAbortWait(t *testing.T) {
-	s := newStore(t)
+	s, rdb, prefix := playerGamesStore(t)
 	ctx := context.Background()
 	janggi, xiangqi := commonv1.GameKind_GAME_KIND_JANGGI, commonv1.GameKind_GAME_KIND_XIANGQI
 	t0 := time.UnixMilli(1_700_000_000_000)
-	for i, g := range []string{"g1", "g2", "g2", "g3"} {
-		if _, err := s.CountAbort(ctx, janggi, g, "p", t0.Add(time.Duration(i)*10*time.Minute)); err != nil {
+	count := func(g string, at, now time.Time) {
+		t.Helper()
+		if _, err := s.CountAbort(ctx, janggi, g, "p", at, now); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// g0 ended two hours ago, and is settled only now.
+	count("g0", t0.Add(-2*time.Hour), t0)
+	for i, g := range []string{"g1", "g2", "g2", "g3"} {
+		at := t0.Add(time.Duration(i) * 10 * time.Minute)
+		// Settled a little late: the wait runs from when the game ended.
+		count(g, at, at.Add(5*time.Second))
 	}
 	// g1 at 0, g2 at 10 min, g3 at 30 min; it is now 40 min.
 	now := t0.Add(40 * time.Minute)
@@ -155,5 +164,17 @@ func TestAbortWait(t *testing.T) {
 	}
 	if w, _, _ := s.AbortWait(ctx, janggi, "q", 1, now); w != 0 {
 		t.Errorf("another player waits %v", w)
+	}
+	// The log keeps what is left of the hour and no more.
+	key := prefix + "mm:{r:janggi}:recentaborts:p"
+	if n := rdb.ZCard(ctx, key).Val(); n != 3 {
+		t.Errorf("the log holds %d aborts, want 3", n)
+	}
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Hour {
+		t.Errorf("the log expires in %v, want within the hour", ttl)
+	}
+	count("g4", t0.Add(2*time.Hour), t0.Add(2*time.Hour))
+	if n := rdb.ZCard(ctx, key).Val(); n != 1 {
+		t.Errorf("two hours on, the log holds %d aborts, want the new one", n)
 	}
 }

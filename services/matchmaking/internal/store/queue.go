@@ -97,7 +97,11 @@ const claimGrace = 10 * time.Second
 // whose keys lie in other hash slots, a record of the player's live ticket
 // does, claimed by compare-and-set before the ticket is written. Tickets
 // never return to waiting, so a ticket seen ended stays ended.
-func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string, keep time.Duration) (string, EnterOutcome, error) {
+//
+// admit, when set, is asked only when a new ticket would be made: a retry
+// and a live ticket of the player are answered as such first. Its error
+// is returned, and nothing is entered.
+func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string, keep time.Duration, admit func() error) (string, EnterOutcome, error) {
 	tag := pool.Tag()
 	b := s.poolBase(tag)
 	requestKey := b + "r:" + t.Player + ":" + requestID
@@ -145,6 +149,20 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	}
 	if other != "" {
 		return other, BusyElsewhere, nil
+	}
+	if admit != nil {
+		held, err := s.liveIn(ctx, prev, tag)
+		if err == nil && held != "" {
+			return held, Busy, s.swapLive(ctx, t.Player, claim, prev, keep)
+		}
+		if err == nil {
+			err = admit()
+		}
+		if err != nil {
+			// Best effort, as below.
+			_ = s.swapLive(ctx, t.Player, claim, prev, keep)
+			return "", 0, err
+		}
 	}
 	keys := append(s.queueKeys(tag), b+"t:"+id, requestKey)
 	var res []string
@@ -219,20 +237,43 @@ func (s *Store) holdingTicket(ctx context.Context, record, tag string, now time.
 	if !ok || err != nil || idTag == tag {
 		return "", nil
 	}
-	t, err := s.Ticket(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	found, live, err := s.ticketLive(ctx, id)
+	if !found && err == nil {
 		if age := now.Sub(ms(claimedMs)); age < claimGrace && age > -claimGrace {
 			return id, nil
 		}
-		return "", nil
 	}
-	if err != nil {
+	if !live {
 		return "", err
 	}
-	if t.State == StateWaiting || t.State == StatePaired {
-		return id, nil
+	return id, nil
+}
+
+// liveIn returns the ticket a live-ticket record names when it is of pool
+// tag and waits or is paired: the pool's script would answer it busy.
+func (s *Store) liveIn(ctx context.Context, record, tag string) (string, error) {
+	id, _, ok := strings.Cut(record, "|")
+	idTag, err := TicketTag(id)
+	if !ok || err != nil || idTag != tag {
+		return "", nil
 	}
-	return "", nil
+	if _, live, err := s.ticketLive(ctx, id); !live {
+		return "", err
+	}
+	return id, nil
+}
+
+// ticketLive reads whether ticket id waits or is paired; found is false
+// when it is not stored (not yet, or no longer).
+func (s *Store) ticketLive(ctx context.Context, id string) (found, live bool, err error) {
+	t, err := s.Ticket(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	return true, t.State == StateWaiting || t.State == StatePaired, nil
 }
 
 // swapLive sets the player's live-ticket record from want to record ("":

@@ -82,13 +82,15 @@ func (s *Store) abortLogKey(kind commonv1.GameKind, player string) string {
 }
 
 // CountAbort counts one aborted rated game of kind against player, once
-// per game id, as of now; it reports whether this call counted it.
-func (s *Store) CountAbort(ctx context.Context, kind commonv1.GameKind, gameID, player string, now time.Time) (bool, error) {
+// per game id; it reports whether this call counted it. The game ended at
+// at: it keeps the player out of the rated queue (AbortWait) until an
+// AbortWindow after that, as of now.
+func (s *Store) CountAbort(ctx context.Context, kind commonv1.GameKind, gameID, player string, at, now time.Time) (bool, error) {
 	b := s.ratingBase(kind)
 	keys := []string{b + "aborts", b + "done:" + gameID, s.abortLogKey(kind, player)}
 	var n int
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
-		n, err = abortScript.Run(ctx, c, keys, player, int64(doneTTL/time.Second), gameID, now.UnixMilli(), AbortWindow.Milliseconds()).Int()
+		n, err = abortScript.Run(ctx, c, keys, player, int64(doneTTL/time.Second), gameID, at.UnixMilli(), AbortWindow.Milliseconds(), now.UnixMilli()).Int()
 		return err
 	})
 	if err != nil {

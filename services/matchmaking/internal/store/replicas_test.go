@@ -130,7 +130,7 @@ func pairedWithAReplica(t *testing.T) (redistest.Pair, *store.Store, store.Pool,
 	pool := store.Pool{Kind: janggi, Control: clock.Default()}
 	now := time.Now()
 	for _, p := range []string{"ann", "bo"} {
-		if _, out, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1200, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour); err != nil || out != store.Entered {
+		if _, out, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1200, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour, nil); err != nil || out != store.Entered {
 			t.Fatalf("Enter %s: %v %v", p, out, err)
 		}
 	}

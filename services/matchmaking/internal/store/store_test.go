@@ -101,7 +101,7 @@ func TestConcurrentPairingPassesNeverPairTwice(t *testing.T) {
 	players := map[string]string{}
 	for i := range n {
 		p := fmt.Sprintf("p%d", i)
-		id, out, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000 + (i*7)%300, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour)
+		id, out, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000 + (i*7)%300, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour, nil)
 		if err != nil || out != store.Entered {
 			t.Fatalf("Enter: %v %v", out, err)
 		}
@@ -244,7 +244,7 @@ func TestPairingRounds(t *testing.T) {
 	rating := map[string]int{}
 	for i, r := range []int{1000, 1100, 1110, 1190} {
 		p := fmt.Sprintf("p%d", i)
-		id, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Rating: r, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour)
+		id, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Rating: r, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +282,7 @@ func TestOutlivedTicketsAreNotMadeAgain(t *testing.T) {
 	for i, expires := range []time.Time{now.Add(time.Second), now.Add(time.Hour), now.Add(time.Hour)} {
 		p := fmt.Sprintf("p%d", i)
 		// Ratings far apart: no pair within the window.
-		id, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000 + 1000*i, Entered: now, Expires: expires}, "r", time.Hour)
+		id, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000 + 1000*i, Entered: now, Expires: expires}, "r", time.Hour, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +321,7 @@ func TestRegisteredPoolsAreForgotten(t *testing.T) {
 		t.Helper()
 		pool := store.Pool{Kind: janggi, Control: clock.Control{Kind: clock.Fischer, MainTime: time.Duration(i+1) * time.Minute}}
 		p := fmt.Sprintf("p%d", i)
-		if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000, Entered: at, Expires: at.Add(time.Hour)}, "r", time.Hour); err != nil {
+		if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000, Entered: at, Expires: at.Add(time.Hour)}, "r", time.Hour, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -395,7 +395,7 @@ func TestPairingLoadsItsScript(t *testing.T) {
 		}
 		for i := range 2 {
 			p := fmt.Sprintf("r%dp%d", round, i)
-			if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000, Entered: now, Expires: now.Add(time.Hour)}, p, time.Hour); err != nil {
+			if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000, Entered: now, Expires: now.Add(time.Hour)}, p, time.Hour, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
