@@ -16,6 +16,7 @@ import (
 	"github.com/palacehq/palace/pkg/auth"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 )
 
 // TestServiceTokenCreatesGamesAndPlayersCannot: `palace service-token`
@@ -123,5 +124,60 @@ func TestServeWithoutServiceKeysTrustsOnlyItself(t *testing.T) {
 	lastJSON(t, out, &g)
 	if g.Games != 0 || g.Errors == 0 || !strings.Contains(errOut, "Unauthenticated") {
 		t.Fatalf("an outsider's games were not refused: %+v\n%s", g, errOut)
+	}
+}
+
+// TestPlayerTokenPlaysRated: `palace player-token` mints an account
+// credential with the player signing keys, which matchmaking takes for
+// rated play under the id and name given; ids that sign-ins make, bad
+// names and a missing key are refused before anything is signed, and a
+// credential signed with other keys is refused by the server.
+func TestPlayerTokenPlaysRated(t *testing.T) {
+	keys := "pt:" + strings.Repeat("ab", 32)
+	addr := startServe(t, "--ai-workers", "0", "--player-signing-keys", keys)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	mm := matchmakingv1.NewMatchmakingServiceClient(cc)
+	as := func(tok string) context.Context {
+		return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
+	}
+	out, errOut, code := palace("player-token", "--player-signing-keys", keys, "--player-id", "club-7", "--name", " Ada ", "--ttl", "1h")
+	if code != exitOK {
+		t.Fatalf("player-token: exit %d: %s", code, errOut)
+	}
+	tok := strings.TrimSpace(out)
+	r, err := mm.EnterQueue(as(tok), &matchmakingv1.EnterQueueRequest{RequestId: "r1", Kind: commonv1.GameKind_GAME_KIND_JANGGI, Rated: true})
+	if err != nil {
+		t.Fatalf("a rated entry with the minted credential: %v", err)
+	}
+	rating, err := mm.GetRating(as(tok), &matchmakingv1.GetRatingRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI})
+	if err != nil || rating.GetRating().GetPlayerId() != "club-7" || r.GetTicket().GetTicketId() == "" {
+		t.Fatalf("GetRating: %v %v, want club-7's", rating, err)
+	}
+	other, _, _ := palace("player-token", "--player-signing-keys", "x:"+strings.Repeat("cd", 32), "--player-id", "club-7", "--name", "Ada")
+	if _, err := mm.GetRating(as(strings.TrimSpace(other)), &matchmakingv1.GetRatingRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("a credential signed with other keys: %v, want Unauthenticated", err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--player-id", "google-123", "--name", "Ada"}, `"google-123" begins "google-"`},
+		{[]string{"--player-id", "guest-1", "--name", "Ada"}, `begins "guest-"`},
+		{[]string{"--player-id", "a{b}", "--name", "Ada"}, "--player-id: contains"},
+		{[]string{"--player-id", "club-7", "--name", strings.Repeat("x", 25)}, "--name:"},
+		{[]string{"--player-id", "club-7", "--name", "Ada", "--ttl", "0s"}, "--ttl"},
+	} {
+		out, errOut, code := palace(append([]string{"player-token", "--player-signing-keys", keys}, tt.args...)...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, %q %q; want %d saying %q", tt.args, code, out, errOut, exitUsage, tt.want)
+		}
+	}
+	t.Setenv("PALACE_PLAYER_SIGNING_KEYS", "")
+	if _, errOut, code := palace("player-token", "--player-id", "club-7", "--name", "Ada"); code != exitUsage || !strings.Contains(errOut, "--player-signing-keys") {
+		t.Errorf("without keys: exit %d, %q", code, errOut)
 	}
 }

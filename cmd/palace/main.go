@@ -5,7 +5,7 @@
 //	palace uci        the engine behind the UCI protocol
 //	palace engine     engine matches
 //	palace loadtest   load tests of a running server
-//	palace keygen, service-token  keys and credentials for operators
+//	palace keygen, service-token, player-token  keys and credentials for operators
 package main
 
 import (
@@ -37,6 +37,7 @@ commands:
   engine    engine tools: match
   keygen    print a new signing key (id:hexsecret) for the --*-keys flags
   service-token  print a service credential for internal calls (CreateGame)
+  player-token   print an account credential for a player id of yours (rated play without Google)
 
 Run "palace <command> -h" for the flags of a command.
 `
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runKeygen(args[1:], stdout, stderr)
 	case "service-token":
 		return runServiceToken(args[1:], stdout, stderr)
+	case "player-token":
+		return runPlayerToken(args[1:], stdout, stderr)
 	case "rules":
 		return runRules(args[1:], stdout, stderr)
 	}

@@ -37,7 +37,7 @@ func TestCommandHelp(t *testing.T) {
 // palace serve and the daemons do; asking for help is no usage error.
 func TestFlagHelp(t *testing.T) {
 	for _, args := range [][]string{
-		{"serve"}, {"health"}, {"keygen"}, {"service-token"}, {"engine", "match"},
+		{"serve"}, {"health"}, {"keygen"}, {"service-token"}, {"player-token"}, {"engine", "match"},
 		{"loadtest", "games"}, {"loadtest", "clocks"}, {"loadtest", "matchmaking"}, {"loadtest", "ai"},
 	} {
 		_, errOut, code := palace(append(args, "-h")...)
@@ -67,7 +67,7 @@ func TestUCIHelp(t *testing.T) {
 // argument it does not take, rather than exit 2 without a word.
 func TestStrayArgumentIsNamed(t *testing.T) {
 	for _, args := range [][]string{
-		{"keygen", "k1"}, {"service-token", "operator"}, {"health", "localhost:8080"},
+		{"keygen", "k1"}, {"service-token", "operator"}, {"player-token", "club-7"}, {"health", "localhost:8080"},
 		{"engine", "match", "level:1"}, {"loadtest", "games", "games=10"}, {"loadtest", "clocks", "localhost:8080"},
 		{"loadtest", "matchmaking", "tickets=10"}, {"loadtest", "ai", "jobs=10"},
 	} {

@@ -206,20 +206,23 @@ func (k *Keyring) Verify(token string, now time.Time) (Claims, error) {
 	if !ok {
 		return Claims{}, ErrMalformed
 	}
-	secret, ok := k.keys[kid]
-	if !ok {
-		return Claims{}, ErrUnknownKey
-	}
+	// The form first: a token damaged in an app's storage is malformed,
+	// not one whose key was rotated away (which tells the app to sign in
+	// anew).
 	got, err := decode(sig)
 	if err != nil {
 		return Claims{}, ErrMalformed
 	}
-	if !hmac.Equal(got, mac(secret, kid+"."+payload)) {
-		return Claims{}, ErrBadSig
-	}
 	c, ok := decodeClaims(payload)
 	if !ok {
 		return Claims{}, ErrMalformed
+	}
+	secret, ok := k.keys[kid]
+	if !ok {
+		return Claims{}, ErrUnknownKey
+	}
+	if !hmac.Equal(got, mac(secret, kid+"."+payload)) {
+		return Claims{}, ErrBadSig
 	}
 	if now.Unix() >= c.ExpiresAt {
 		return Claims{}, ErrExpired

@@ -20,6 +20,13 @@ func TestSignVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Another player's claims under this token's signature.
+	other := claims
+	other.Subject = "p2"
+	otherTok, _ := old.Sign(other)
+	kid, _, sig, _ := split(tok)
+	_, otherPayload, _, _ := split(otherTok)
+	tampered := kid + "." + otherPayload + "." + sig
 	tests := []struct {
 		name    string
 		ring    *Keyring
@@ -31,7 +38,10 @@ func TestSignVerify(t *testing.T) {
 		{name: "old key still verifies after rotation", ring: rotated, token: tok, now: now},
 		{name: "dropped key", ring: dropped, token: tok, now: now, wantErr: ErrUnknownKey},
 		{name: "expired at the second", ring: old, token: tok, now: now.Add(time.Hour), wantErr: ErrExpired},
-		{name: "tampered payload", ring: old, token: strings.Replace(tok, ".", ".A", 1), now: now, wantErr: ErrBadSig},
+		{name: "tampered payload", ring: old, token: tampered, now: now, wantErr: ErrBadSig},
+		{name: "damaged payload", ring: old, token: strings.Replace(tok, ".", ".A", 1), now: now, wantErr: ErrMalformed},
+		{name: "garbage in three parts", ring: old, token: "zz.yy.xx", now: now, wantErr: ErrMalformed},
+		{name: "garbage under a known key id", ring: old, token: "k1.yy.xx", now: now, wantErr: ErrMalformed},
 		{name: "no dots", ring: old, token: "garbage", now: now, wantErr: ErrMalformed},
 		{name: "empty", ring: old, token: "", now: now, wantErr: ErrMalformed},
 		{name: "oversized", ring: old, token: strings.Repeat("a", 5000), now: now, wantErr: ErrMalformed},

@@ -26,6 +26,7 @@ func TestCreateGuest(t *testing.T) {
 		wantCode codes.Code
 	}{
 		{name: "ok", nickname: "Minji", wantCode: codes.OK},
+		{name: "blanks around", nickname: "  Minji Kim ", wantCode: codes.OK},
 		{name: "unicode", nickname: "장기왕", wantCode: codes.OK},
 		{name: "empty", nickname: "  ", wantCode: codes.InvalidArgument},
 		{name: "too long", nickname: strings.Repeat("x", 25), wantCode: codes.InvalidArgument},
@@ -61,7 +62,7 @@ func TestCreateGuest(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if !strings.HasPrefix(r.GetPlayerId(), "guest-") || r.GetToken() == "" {
+			if !strings.HasPrefix(r.GetPlayerId(), "guest-") || r.GetToken() == "" || r.GetDisplayName() != strings.TrimSpace(tt.nickname) {
 				t.Fatalf("got %v", r)
 			}
 			// The name is the player's own in a game.

@@ -187,11 +187,21 @@ func TestBoundsAreValidated(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("no bounds: %v", err)
 	}
+	for _, u := range []string{"https://www.googleapis.com/oauth2/v3/certs", "http://127.0.0.1:7340/", "http://[::1]:80/k", "http://localhost/k"} {
+		c := matchmaking.DefaultConfig()
+		c.GoogleClientIDs, c.GoogleJWKSURL = "app", u
+		if err := c.Validate(); err != nil {
+			t.Errorf("--google-jwks-url %s: %v", u, err)
+		}
+	}
 	for name, edit := range map[string]func(*matchmaking.Config){
 		"--max-guests-per-hour":       func(c *matchmaking.Config) { c.MaxGuests = -1 },
 		"--max-aborts-per-hour":       func(c *matchmaking.Config) { c.MaxAborts = -1 },
 		`"proxy.internal" is neither`: func(c *matchmaking.Config) { c.TrustedProxies = "10.0.0.0/8,proxy.internal" },
 		"--trusted-proxy-hops":        func(c *matchmaking.Config) { c.TrustedProxyHops = -1 },
+		"want an https URL": func(c *matchmaking.Config) {
+			c.GoogleClientIDs, c.GoogleJWKSURL = "app", "http://keys.example/jwks"
+		},
 	} {
 		c := matchmaking.DefaultConfig()
 		edit(&c)

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -132,7 +134,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.AccountTTL, "account-ttl", 30*24*time.Hour, "lifetime of an account credential")
 	app.StringFlag(fs, &c.GoogleClientIDs, "google-client-ids", "", "OAuth client ids accepted as Google ID token audiences, comma-separated; empty: Google sign-in off")
 	app.StringFlag(fs, &c.GoogleIssuers, "google-issuers", google.DefaultIssuers, "accepted Google ID token issuers, comma-separated")
-	app.StringFlag(fs, &c.GoogleJWKSURL, "google-jwks-url", google.DefaultJWKSURL, "URL of the issuer's JWKS signing keys")
+	app.StringFlag(fs, &c.GoogleJWKSURL, "google-jwks-url", google.DefaultJWKSURL, "https URL of the issuer's JWKS signing keys (plain http only on loopback)")
 	app.DurationFlag(fs, &c.PairingInterval, "pairing-interval", 100*time.Millisecond, "time between pairing passes")
 	app.FloatFlag(fs, &c.PairingWindow, "pairing-window", 200, "rating difference paired at once (200: the stronger player is expected to score 0.76)")
 	app.FloatFlag(fs, &c.PairingWiden, "pairing-widen", 100, "rating points the window widens per second of waiting")
@@ -154,6 +156,10 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second; the default time control's queues are always served")
 	app.DurationFlag(fs, &c.RatingLease, "rating-lease", 30*time.Second, "lease of a replica on a rated game it follows")
 }
+
+// CheckAccount validates the player id and nickname of an account whose
+// credential an operator mints with the player signing keys.
+func CheckAccount(id, name string) error { return handler.CheckAccount(id, name) }
 
 // DefaultConfig is the configuration the flags default to, the
 // environment left out.
@@ -208,10 +214,38 @@ func (c Config) Validate() error {
 	if c.CreateConcurrency < 1 {
 		errs = append(errs, errors.New("--create-concurrency must be at least 1"))
 	}
+	if c.GoogleClientIDs != "" && c.GoogleJWKSURL != "" {
+		if err := checkKeysURL(c.GoogleJWKSURL); err != nil {
+			errs = append(errs, fmt.Errorf("--google-jwks-url: %w", err))
+		}
+	}
 	if c.GoogleClientIDs != "" && (c.GoogleJWKSURL == "" || c.GoogleIssuers == "") {
 		errs = append(errs, errors.New("Google sign-in needs --google-jwks-url and --google-issuers"))
 	}
 	return errors.Join(errs...)
+}
+
+// checkKeysURL refuses a key set fetched in the clear from another
+// machine: whoever could change it on the way could sign in as anyone.
+// Loopback may be plain HTTP (a local issuer, in tests and staging).
+func checkKeysURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	host := u.Hostname()
+	switch {
+	case u.Scheme == "https" && host != "":
+		return nil
+	case u.Scheme == "http" && (host == "localhost" || isLoopback(host)):
+		return nil
+	}
+	return fmt.Errorf("%q: want an https URL (plain http only on loopback), since the keys decide who signs in", raw)
+}
+
+func isLoopback(host string) bool {
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }
 
 func (c Config) replication() redisx.Replication {

@@ -3,10 +3,12 @@ package matchmaking_test
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 )
@@ -45,6 +47,17 @@ func TestRematchSwapsSides(t *testing.T) {
 	_, err = e.mm[0].OfferRematch(stranger.ctx(), &matchmakingv1.OfferRematchRequest{GameId: game})
 	wantCode(t, err, codes.PermissionDenied)
 	_, err = e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: "nosuchgame"})
+	wantCode(t, err, codes.NotFound)
+	// A game against the AI is no game between players, and says so.
+	ai, err := e.mm[0].PlayAi(a.ctx(), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: janggi, Level: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: ai.GetSeat().GetGameId()})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "was against the AI: rematches are for games between two players; start another with PlayAi") {
+		t.Fatalf("a rematch of a game against the AI: %v", err)
+	}
+	_, err = e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: ai.GetSeat().GetGameId()})
 	wantCode(t, err, codes.NotFound)
 	_, err = e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: game})
 	wantCode(t, err, codes.FailedPrecondition) // nothing offered

@@ -245,6 +245,23 @@ const cancelTag = '\U000E007F'
 
 func isTag(r rune) bool { return r >= 0xe0020 && r <= 0xe007f }
 
+// CheckAccount validates an account that an operator mints a credential
+// for with the player signing keys (`palace player-token`): an id the
+// services take, and not one of those that sign-ins make (a Google
+// account's, a guest's), which the credential would act as; and a
+// nickname as CreateGuest takes it.
+func CheckAccount(id, name string) error {
+	if err := checkID("player_id", id, games.MaxPlayerIDBytes); err != nil {
+		return err
+	}
+	for _, p := range []string{"google-", "google#", "guest-"} {
+		if strings.HasPrefix(id, p) {
+			return apierr.New(apierr.Invalid, "player_id: %q begins %q, as the ids sign-ins make do: choose another", id, p)
+		}
+	}
+	return ValidNickname(name)
+}
+
 // checkID validates a client-chosen or server-issued id that becomes part
 // of Redis keys: no spaces, control characters, braces (hash tags) or '|'.
 func checkID(field, id string, limit int) error {

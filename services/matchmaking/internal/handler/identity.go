@@ -46,7 +46,7 @@ func (h *Handler) CreateGuest(ctx context.Context, req *matchmakingv1.CreateGues
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	return &matchmakingv1.CreateGuestResponse{PlayerId: c.Subject, Token: tok, ExpiresAt: timestamppb.New(c.Expires())}, nil
+	return &matchmakingv1.CreateGuestResponse{PlayerId: c.Subject, Token: tok, ExpiresAt: timestamppb.New(c.Expires()), DisplayName: c.Name}, nil
 }
 
 // admitGuest counts guest id against the bound of its client's address.

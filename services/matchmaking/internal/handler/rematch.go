@@ -25,6 +25,11 @@ func (h *Handler) gameOf(ctx context.Context, player, id string) (store.Game, er
 	}
 	g, err := h.store.LoadGame(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
+		// A game against the AI is listed for its player, not kept for
+		// rematches.
+		if e, lerr := h.store.PlayerGame(ctx, player, id); lerr == nil && e.Opponent == games.AIPlayerID {
+			return g, apierr.New(apierr.Precondition, "game %s was against the AI: rematches are for games between two players; start another with PlayAi", id)
+		}
 		return g, apierr.New(apierr.NotFound, "game %s not found among the games matchmaking created recently", id)
 	}
 	if err != nil {

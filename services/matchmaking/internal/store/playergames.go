@@ -144,3 +144,15 @@ func (s *Store) PlayerGames(ctx context.Context, player string, since time.Time,
 	}
 	return out, nil
 }
+
+// PlayerGame returns player's entry of one listed game, or ErrNotFound.
+func (s *Store) PlayerGame(ctx context.Context, player, game string) (Entry, error) {
+	v, err := s.rdb.HGet(ctx, s.playerInfoKey(player), game).Result()
+	if errors.Is(err, redis.Nil) {
+		return Entry{}, ErrNotFound
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("read game %s of %s: %w", game, player, err)
+	}
+	return decodeEntry(game, v)
+}

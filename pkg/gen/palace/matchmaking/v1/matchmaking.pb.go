@@ -249,10 +249,13 @@ func (x *CreateGuestRequest) GetNickname() string {
 }
 
 type CreateGuestResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PlayerId      string                 `protobuf:"bytes,1,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
-	Token         string                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	PlayerId  string                 `protobuf:"bytes,1,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
+	Token     string                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The nickname as the player is shown to others: trimmed of blanks at
+	// either end.
+	DisplayName   string `protobuf:"bytes,4,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,6 +309,13 @@ func (x *CreateGuestResponse) GetExpiresAt() *timestamppb.Timestamp {
 		return x.ExpiresAt
 	}
 	return nil
+}
+
+func (x *CreateGuestResponse) GetDisplayName() string {
+	if x != nil {
+		return x.DisplayName
+	}
+	return ""
 }
 
 type SignInWithGoogleRequest struct {
@@ -2838,12 +2848,13 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\n" +
 	"'palace/matchmaking/v1/matchmaking.proto\x12\x15palace.matchmaking.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dpalace/common/v1/common.proto\"0\n" +
 	"\x12CreateGuestRequest\x12\x1a\n" +
-	"\bnickname\x18\x01 \x01(\tR\bnickname\"\x83\x01\n" +
+	"\bnickname\x18\x01 \x01(\tR\bnickname\"\xa6\x01\n" +
 	"\x13CreateGuestResponse\x12\x1b\n" +
 	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"P\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12!\n" +
+	"\fdisplay_name\x18\x04 \x01(\tR\vdisplayName\"P\n" +
 	"\x17SignInWithGoogleRequest\x12\x19\n" +
 	"\bid_token\x18\x01 \x01(\tR\aidToken\x12\x1a\n" +
 	"\bnickname\x18\x02 \x01(\tR\bnickname\"\xab\x01\n" +

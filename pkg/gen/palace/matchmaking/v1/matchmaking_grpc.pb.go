@@ -155,7 +155,10 @@ type MatchmakingServiceClient interface {
 	// sides swapped; the offer stands for the rematch window (60 s by
 	// default). When the opponent already offered, this accepts. NotFound
 	// for a game matchmaking did not create; PermissionDenied for someone
-	// not in the game; FailedPrecondition while the game is still running.
+	// not in the game; FailedPrecondition while the game is still running,
+	// and for a game against the AI (start another with PlayAi). A rated
+	// game's rematch is rated, and is open to a player whose aborts keep
+	// them out of the rated queue, since both players agree to it.
 	OfferRematch(ctx context.Context, in *OfferRematchRequest, opts ...grpc.CallOption) (*OfferRematchResponse, error)
 	// AcceptRematch accepts the opponent's pending offer and creates the new
 	// game. A retry returns the same game. FailedPrecondition when there is
@@ -540,7 +543,10 @@ type MatchmakingServiceServer interface {
 	// sides swapped; the offer stands for the rematch window (60 s by
 	// default). When the opponent already offered, this accepts. NotFound
 	// for a game matchmaking did not create; PermissionDenied for someone
-	// not in the game; FailedPrecondition while the game is still running.
+	// not in the game; FailedPrecondition while the game is still running,
+	// and for a game against the AI (start another with PlayAi). A rated
+	// game's rematch is rated, and is open to a player whose aborts keep
+	// them out of the rated queue, since both players agree to it.
 	OfferRematch(context.Context, *OfferRematchRequest) (*OfferRematchResponse, error)
 	// AcceptRematch accepts the opponent's pending offer and creates the new
 	// game. A retry returns the same game. FailedPrecondition when there is
