@@ -154,15 +154,17 @@ func (c Control) Validate() error {
 	return problems(errs)
 }
 
-// problems are several errors, read on one line.
+// problems are several errors, read on one line: "invalid time control: "
+// once, then each problem.
 type problems []error
 
 func (p problems) Error() string {
+	prefix := ErrInvalidControl.Error() + ": "
 	msgs := make([]string, len(p))
 	for i, e := range p {
-		msgs[i] = e.Error()
+		msgs[i] = strings.TrimPrefix(e.Error(), prefix)
 	}
-	return strings.Join(msgs, "; ")
+	return prefix + strings.Join(msgs, "; ")
 }
 
 func (p problems) Unwrap() []error { return p }

@@ -219,3 +219,13 @@ func FuzzParseControl(f *testing.F) {
 		}
 	})
 }
+
+// TestSeveralProblemsReadOnOneLine: every problem of a control is told,
+// after one "invalid time control:".
+func TestSeveralProblemsReadOnOneLine(t *testing.T) {
+	err := Control{Kind: ByoYomi}.Validate()
+	want := "invalid time control: byo-yomi needs 1 to 100 periods, got 0; byo-yomi period 0s is outside 1s..1h"
+	if err == nil || err.Error() != want || !errors.Is(err, ErrInvalidControl) {
+		t.Fatalf("Validate() = %v, want %q", err, want)
+	}
+}

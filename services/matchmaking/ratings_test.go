@@ -3,6 +3,7 @@ package matchmaking_test
 import (
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,6 +127,10 @@ func TestRatingsNeedAnAccount(t *testing.T) {
 	acct := e.account("5001", "A")
 	_, err = e.mm[0].GetRating(acct.ctx(), &matchmakingv1.GetRatingRequest{Kind: commonv1.GameKind_GAME_KIND_UNSPECIFIED})
 	wantCode(t, err, codes.InvalidArgument)
+	// JSON drops a misspelt kind's name: the message says it may be that.
+	if !strings.Contains(err.Error(), "kind: unset, or a name that is not a game kind") {
+		t.Fatalf("an unset kind: %v", err)
+	}
 	_, err = e.mm[0].GetLeaderboard(acct.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: janggi, Limit: 101})
 	wantCode(t, err, codes.InvalidArgument)
 }

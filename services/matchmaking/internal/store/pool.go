@@ -11,6 +11,7 @@ import (
 
 	"github.com/palacehq/palace/pkg/clock"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	"github.com/palacehq/palace/pkg/rulespb"
 )
 
 // Pool is one queue: players in it want the same game kind, time control
@@ -29,7 +30,9 @@ func KindName(k commonv1.GameKind) (string, error) {
 	case commonv1.GameKind_GAME_KIND_XIANGQI:
 		return "xiangqi", nil
 	}
-	return "", fmt.Errorf("kind: want GAME_KIND_JANGGI or GAME_KIND_XIANGQI, got %v", k)
+	// The rules' words: they say why an unknown name in JSON arrives unset.
+	_, err := rulespb.Variant(k)
+	return "", err
 }
 
 func kindFromName(s string) (commonv1.GameKind, error) {
