@@ -222,6 +222,11 @@ func (h *Handler) releaseAll(ctx context.Context, proc string) error {
 	if err != nil {
 		return err
 	}
+	// A game that cannot be released now (one a newer version stored
+	// during a rolling upgrade) holds back none of the others; the process
+	// is forgotten only once all are released, so the next attempt, here
+	// or on another replica, tries that one again.
+	var first error
 	for _, id := range ids {
 		_, err := h.exec(ctx, "presence", command{
 			id: id,
@@ -233,9 +238,15 @@ func (h *Handler) releaseAll(ctx context.Context, proc string) error {
 				return ch, nil
 			},
 		})
-		if err != nil && !errors.Is(err, errNothingToRecord) && apierr.CodeOf(err) != apierr.NotFound {
-			return err
+		if err != nil && !errors.Is(err, errNothingToRecord) && apierr.CodeOf(err) != apierr.NotFound && first == nil {
+			first = err
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if first != nil {
+		return first
 	}
 	h.log.InfoContext(ctx, "released the seats of a process whose lease ran out", "process", proc, "games", len(ids))
 	return h.store.Forget(ctx, proc)

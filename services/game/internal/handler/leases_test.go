@@ -2,6 +2,8 @@ package handler
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -19,6 +21,7 @@ import (
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/services/game/internal/hub"
+	"github.com/palacehq/palace/services/game/internal/model"
 	"github.com/palacehq/palace/services/game/internal/store"
 )
 
@@ -63,13 +66,20 @@ func newRedisHandlerOn(t *testing.T, rdb redis.UniversalClient, prefix string, r
 // returns its id and the contexts of calls from its two seats.
 func newXiangqi(t *testing.T, h *Handler) (id string, red, black context.Context) {
 	t.Helper()
+	return newXiangqiFor(t, h, "create")
+}
+
+// newXiangqiFor is newXiangqi for the creation request requestID: another
+// one makes another game.
+func newXiangqiFor(t *testing.T, h *Handler, requestID string) (id string, red, black context.Context) {
+	t.Helper()
 	ctx := t.Context()
 	tok, err := auth.ServiceToken(h.cfg.ServiceKeys, "test", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	created, err := h.CreateGame(metadata.NewIncomingContext(ctx, metadata.Pairs(auth.ServiceHeader, tok)), &gamev1.CreateGameRequest{
-		RequestId: "create", Kind: commonv1.GameKind_GAME_KIND_XIANGQI,
+		RequestId: requestID, Kind: commonv1.GameKind_GAME_KIND_XIANGQI,
 		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "b"}},
 	})
 	if err != nil {
@@ -177,5 +187,61 @@ func TestAnUnlistingLostToAnOutageIsDoneLater(t *testing.T) {
 	h.retryPresence(ctx)
 	if ids, err := h.store.Held(ctx, h.proc); err != nil || !slices.Equal(ids, []string{heldAgain}) {
 		t.Fatalf("listed %v, %v; want only the seat held again", ids, err)
+	}
+}
+
+// TestReleaseGoesPastAGameItCannotWrite: the seats of a process whose lease
+// ran out are released in every game that can be written, even when one
+// cannot (a newer version stored it, during a rolling upgrade); the
+// process is not forgotten, so that game is released by a later attempt.
+func TestReleaseGoesPastAGameItCannotWrite(t *testing.T) {
+	ctx := t.Context()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, reaper := newRedisHandlerOn(t, rdb, prefix, ring), newRedisHandlerOn(t, rdb, prefix, ring)
+	newer, _, _ := newXiangqiFor(t, gone, "newer")
+	plain, _, _ := newXiangqiFor(t, gone, "plain")
+	for _, id := range []string{newer, plain} {
+		gone.presence.opened(ctx, id, rules.First)
+	}
+	held := func(id string) bool {
+		t.Helper()
+		l, err := reaper.store.LoadHead(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(l.State.Holders[rules.First], gone.proc)
+	}
+	if !held(newer) || !held(plain) {
+		t.Fatal("the seats are not held")
+	}
+	// A newer build's commit on the first game.
+	key := prefix + "{g:" + newer + "}"
+	raw, err := rdb.HGet(ctx, key, "s").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		t.Fatal(err)
+	}
+	st["needs"], st["stamp"] = model.Format+1, "newer"
+	b, _ := json.Marshal(st)
+	if err := rdb.HSet(ctx, key, "s", b, "n", "newer").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The newer game is listed first (Redis keeps a small set in the order
+	// it was added), so a release that stopped there would release none.
+	if err := reaper.releaseAll(ctx, gone.proc); !errors.Is(err, store.ErrNewerFormat) {
+		t.Fatalf("releaseAll: %v, want the newer game's refusal", err)
+	}
+	if held(plain) || !held(newer) {
+		t.Fatalf("after the release, held: plain %v, newer %v; want only the newer game", held(plain), held(newer))
+	}
+	if games, err := reaper.store.Held(ctx, gone.proc); err != nil || !slices.Contains(games, newer) {
+		t.Fatalf("the process's games %v (%v): want it remembered with the newer game", games, err)
 	}
 }
