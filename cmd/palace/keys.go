@@ -76,14 +76,14 @@ func runPlayerToken(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var keys string
 	app.StringFlag(fs, &keys, "player-signing-keys", "", "matchmaking's --player-signing-keys; the first key signs")
-	id := fs.String("player-id", "", "the account's player id (up to 128 bytes; no spaces, braces, commas or '|'; not beginning google- or guest-, as sign-ins' ids do)")
+	id := fs.String("player-id", "", "the account's player id (up to 128 bytes; no spaces, braces, commas or '|'; no ':'; not beginning google- or guest-, as sign-ins' ids do, nor \"ai\")")
 	name := fs.String("name", "", "the account's display name (1 to 24 printable characters)")
-	ttl := fs.Duration("ttl", 24*time.Hour, "how long the credential is valid")
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the credential is valid, at most 30 days (matchmaking's default --account-ttl): only rotating the keys voids it sooner")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	if *ttl <= 0 || *ttl > 366*24*time.Hour {
-		fmt.Fprintln(stderr, "palace player-token: --ttl must be positive and at most 366 days")
+	if *ttl <= 0 || *ttl > 30*24*time.Hour {
+		fmt.Fprintln(stderr, "palace player-token: --ttl must be positive and at most 30 days")
 		return exitUsage
 	}
 	if err := matchmaking.CheckAccount(*id, *name); err != nil {

@@ -149,6 +149,14 @@ func TestPlayerTokenPlaysRated(t *testing.T) {
 		t.Fatalf("player-token: exit %d: %s", code, errOut)
 	}
 	tok := strings.TrimSpace(out)
+	ring, err := auth.ParseKeyring(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ring.Verify(tok, time.Now()); err != nil || c.Kind != auth.KindAccount || c.Subject != "club-7" || c.Name != "Ada" ||
+		c.Expires().After(time.Now().Add(time.Hour+time.Second)) {
+		t.Fatalf("the credential says %+v (%v), want the account club-7, Ada, for an hour", c, err)
+	}
 	r, err := mm.EnterQueue(as(tok), &matchmakingv1.EnterQueueRequest{RequestId: "r1", Kind: commonv1.GameKind_GAME_KIND_JANGGI, Rated: true})
 	if err != nil {
 		t.Fatalf("a rated entry with the minted credential: %v", err)
@@ -167,6 +175,10 @@ func TestPlayerTokenPlaysRated(t *testing.T) {
 	}{
 		{[]string{"--player-id", "google-123", "--name", "Ada"}, `"google-123" begins "google-"`},
 		{[]string{"--player-id", "guest-1", "--name", "Ada"}, `begins "guest-"`},
+		{[]string{"--player-id", "google#1", "--name", "Ada"}, `begins "google#"`},
+		{[]string{"--player-id", "ai", "--name", "Ada"}, "the AI's"},
+		{[]string{"--player-id", "club:7", "--name", "Ada"}, "contains ':'"},
+		{[]string{"--player-id", "club-7", "--name", "Ada", "--ttl", "721h"}, "at most 30 days"},
 		{[]string{"--player-id", "a{b}", "--name", "Ada"}, "--player-id: contains"},
 		{[]string{"--player-id", "club-7", "--name", strings.Repeat("x", 25)}, "--name:"},
 		{[]string{"--player-id", "club-7", "--name", "Ada", "--ttl", "0s"}, "--ttl"},

@@ -604,3 +604,27 @@ func TestATicketReadsAlikeWhereverItIsRead(t *testing.T) {
 			entered.GetEnteredAt().AsTime(), entered.GetExpiresAt().AsTime(), watched.GetEnteredAt().AsTime(), watched.GetExpiresAt().AsTime())
 	}
 }
+
+// TestRequestIDsAreEachPlayersOwn: a player id and a request id are joined
+// in the keys that remember a request, so "77" asking "1:r" and "77:1"
+// asking "r" read alike there (ids may hold a colon: OpenID allows any
+// subject). The first is refused, never answered with the other's ticket
+// or invite.
+func TestRequestIDsAreEachPlayersOwn(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	mm := e.mm[0]
+	victim, other := e.account("77:1", "Victim"), e.account("77", "Other")
+	vt := e.enter(mm, victim, &matchmakingv1.EnterQueueRequest{RequestId: "r"})
+	r, err := mm.EnterQueue(other.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: "1:r", Kind: janggi})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `request_id "1:r" cannot be used`) {
+		t.Fatalf("the other player's entry: %v %v, want InvalidArgument (the victim's ticket is %s)", r, err, vt.GetTicketId())
+	}
+	inv, err := mm.CreateInvite(victim.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: "i", Kind: janggi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := mm.CreateInvite(other.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: "1:i", Kind: janggi})
+	if status.Code(err) != codes.InvalidArgument || got.GetInvite().GetToken() == inv.GetInvite().GetToken() {
+		t.Fatalf("the other player's invite: %v %v, want InvalidArgument", got, err)
+	}
+}

@@ -259,6 +259,11 @@ func CheckAccount(id, name string) error {
 			return apierr.New(apierr.Invalid, "player_id: %q begins %q, as the ids sign-ins make do: choose another", id, p)
 		}
 	}
+	// "ai" names the AI's seat; a colon would let two players' request
+	// keys read alike (a player id and a request id are joined by one).
+	if id == games.AIPlayerID || strings.Contains(id, ":") {
+		return apierr.New(apierr.Invalid, "player_id: %q is the AI's, or contains ':': choose another", id)
+	}
 	return ValidNickname(name)
 }
 

@@ -52,6 +52,9 @@ func (h *Handler) CreateInvite(ctx context.Context, req *matchmakingv1.CreateInv
 		Creator: c.Subject, CreatorName: c.Name, Kind: req.GetKind(), Control: control,
 		Expires: h.now().Add(h.cfg.InviteTTL),
 	}, req.GetRequestId(), h.cfg.InviteTTL+inviteGrace)
+	if errors.Is(err, store.ErrOtherRequest) {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "request_id %q cannot be used: choose another", req.GetRequestId()))
+	}
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}

@@ -70,6 +70,10 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 		if err != nil {
 			return nil, h.fail(ctx, err)
 		}
+		if t.Player != c.Subject {
+			// Another player's id and request id read alike in the key.
+			return nil, h.fail(ctx, apierr.New(apierr.Invalid, "request_id %q cannot be used: choose another", req.GetRequestId()))
+		}
 	default:
 		t.ID = id
 	}

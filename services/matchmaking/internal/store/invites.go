@@ -64,6 +64,10 @@ func (s *Store) CreateInvite(ctx context.Context, inv Invite, requestID string, 
 			return Invite{}, fmt.Errorf("read invite request: %w", err)
 		}
 		if got, err := s.Invite(ctx, prev); err == nil {
+			if got.Creator != inv.Creator {
+				// Another player's id and request id read alike here.
+				return Invite{}, ErrOtherRequest
+			}
 			return got, nil
 		} else if !errors.Is(err, ErrNotFound) {
 			return Invite{}, err

@@ -31,8 +31,10 @@ func KindName(k commonv1.GameKind) (string, error) {
 		return "xiangqi", nil
 	}
 	// The rules' words: they say why an unknown name in JSON arrives unset.
-	_, err := rulespb.Variant(k)
-	return "", err
+	if _, err := rulespb.Variant(k); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("kind: %v is not played through matchmaking", k)
 }
 
 func kindFromName(s string) (commonv1.GameKind, error) {

@@ -151,9 +151,11 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		return other, BusyElsewhere, nil
 	}
 	if admit != nil {
-		held, err := s.liveIn(ctx, prev, tag)
+		// The pool's own record of the player's ticket, as the script reads
+		// it: the live-ticket record may name another entry's claim.
+		held, err := s.liveInPool(ctx, tag, t.Player)
 		if err == nil && held != "" {
-			return held, Busy, s.swapLive(ctx, t.Player, claim, prev, keep)
+			return held, Busy, s.swapLive(ctx, t.Player, claim, liveRecord(held, t.Entered), keep)
 		}
 		if err == nil {
 			err = admit()
@@ -249,13 +251,15 @@ func (s *Store) holdingTicket(ctx context.Context, record, tag string, now time.
 	return id, nil
 }
 
-// liveIn returns the ticket a live-ticket record names when it is of pool
-// tag and waits or is paired: the pool's script would answer it busy.
-func (s *Store) liveIn(ctx context.Context, record, tag string) (string, error) {
-	id, _, ok := strings.Cut(record, "|")
-	idTag, err := TicketTag(id)
-	if !ok || err != nil || idTag != tag {
+// liveInPool returns player's ticket in pool tag when it waits or is
+// paired: the pool's script would answer the entry busy.
+func (s *Store) liveInPool(ctx context.Context, tag, player string) (string, error) {
+	id, err := s.rdb.HGet(ctx, s.queueKeys(tag)[2], player).Result()
+	if errors.Is(err, redis.Nil) {
 		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read ticket of %s: %w", player, err)
 	}
 	if _, live, err := s.ticketLive(ctx, id); !live {
 		return "", err

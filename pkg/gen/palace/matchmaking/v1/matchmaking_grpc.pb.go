@@ -156,7 +156,8 @@ type MatchmakingServiceClient interface {
 	// default). When the opponent already offered, this accepts. NotFound
 	// for a game matchmaking did not create; PermissionDenied for someone
 	// not in the game; FailedPrecondition while the game is still running,
-	// and for a game against the AI (start another with PlayAi). A rated
+	// and for a game against the AI (start another with PlayAi; so do
+	// AcceptRematch and WatchRematch). A rated
 	// game's rematch is rated, and is open to a player whose aborts keep
 	// them out of the rated queue, since both players agree to it.
 	OfferRematch(ctx context.Context, in *OfferRematchRequest, opts ...grpc.CallOption) (*OfferRematchResponse, error)
@@ -544,7 +545,8 @@ type MatchmakingServiceServer interface {
 	// default). When the opponent already offered, this accepts. NotFound
 	// for a game matchmaking did not create; PermissionDenied for someone
 	// not in the game; FailedPrecondition while the game is still running,
-	// and for a game against the AI (start another with PlayAi). A rated
+	// and for a game against the AI (start another with PlayAi; so do
+	// AcceptRematch and WatchRematch). A rated
 	// game's rematch is rated, and is open to a player whose aborts keep
 	// them out of the rated queue, since both players agree to it.
 	OfferRematch(context.Context, *OfferRematchRequest) (*OfferRematchResponse, error)
