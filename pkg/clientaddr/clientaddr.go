@@ -75,15 +75,6 @@ func Parse(ranges string, hops int) (Trusted, error) {
 	return t, nil
 }
 
-func (t Trusted) trusts(a netip.Addr) bool {
-	for _, p := range t.prefixes {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
 // Of is the address of the client of the call in ctx: the peer, unless
 // the peer is a trusted proxy; then the entries of X-Forwarded-For, read
 // from its end, stand for the hops before it: the first that is not a
@@ -97,7 +88,7 @@ func (t Trusted) Of(ctx context.Context) (a netip.Addr, ok bool) {
 		return netip.Addr{}, false
 	}
 	a, ok = parse(p.Addr.String())
-	if !ok || !t.trusts(a) {
+	if !ok || !t.Proxy(a) {
 		return a, ok
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -115,7 +106,7 @@ func (t Trusted) Of(ctx context.Context) (a netip.Addr, ok bool) {
 			}
 			a = next
 			read++
-			if !t.trusts(a) {
+			if !t.Proxy(a) {
 				return a, true
 			}
 		}
@@ -125,7 +116,14 @@ func (t Trusted) Of(ctx context.Context) (a netip.Addr, ok bool) {
 
 // Proxy reports whether a is in a trusted range: a client resolved to
 // one means the proxies in front do not pass the client's address on.
-func (t Trusted) Proxy(a netip.Addr) bool { return t.trusts(a) }
+func (t Trusted) Proxy(a netip.Addr) bool {
+	for _, p := range t.prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
 
 // parse reads an address as peers and proxies write it: bare, with a
 // port, in brackets, with a zone.

@@ -88,7 +88,7 @@ func TestParse(t *testing.T) {
 		"10.200.0.1": true, "11.0.0.1": false, "2001:db8::5": true, "2001:db8::6": false, "192.168.200.1": true,
 		"172.16.5.5": true, "172.16.16.1": false,
 	} {
-		if got := tr.trusts(netip.MustParseAddr(a)); got != want {
+		if got := tr.Proxy(netip.MustParseAddr(a)); got != want {
 			t.Errorf("trusts %s: %v, want %v", a, got, want)
 		}
 	}

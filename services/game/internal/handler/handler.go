@@ -684,12 +684,6 @@ func staleVersion(expected, current uint64) error {
 // commit stores ch over prev. The new deadline is indexed before the
 // commit (so it can never be lost) and the replaced one removed after.
 func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change, c command, now time.Time) (proto.Message, error) {
-	// Before the AI's job and the deadline are written for it (commands
-	// check before they run: this is for what a newer build stored
-	// since, should a stale cache let it through).
-	if err := writable(prev); err != nil {
-		return nil, err
-	}
 	var prevVersion uint64
 	if prev != nil {
 		prevVersion = prev.Version
@@ -734,6 +728,8 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		}
 	}
 	res, err := h.store.Commit(ctx, prev, ch, reqID, raw, now)
+	// Every caller checked prev before running the command on it (writable);
+	// the store refuses too.
 	if errors.Is(err, store.ErrNewerFormat) {
 		return nil, newerFormat(ch.State.ID, err)
 	}

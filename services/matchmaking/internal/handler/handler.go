@@ -108,10 +108,17 @@ func (h *Handler) admit(ctx context.Context, m store.Made, b store.Bound, who, t
 	if b.Most == 1 {
 		made = thing
 	}
-	// Whole seconds, rounded up, so that a retry after the time said finds room.
+	return limited(wait, "%s made the most allowed, %d %s, in the last %v: the next may be made in %v", who, b.Most, made, b.Window)
+}
+
+// limited is the ResourceExhausted refusal of a bound that has room again
+// after wait, which format's last verb and retry_after_ms both give in
+// whole seconds, rounded up, so that a retry after the time said finds
+// room.
+func limited(wait time.Duration, format string, args ...any) error {
 	wait = (wait + time.Second - 1).Truncate(time.Second)
-	return apierr.New(apierr.ResourceExhausted, "%s made the most allowed, %d %s, in the last %v: the next may be made in %v",
-		who, b.Most, made, b.Window, wait).WithInfo(LimitedReason, map[string]string{"retry_after_ms": strconv.FormatInt(wait.Milliseconds(), 10)})
+	return apierr.New(apierr.ResourceExhausted, format, append(args, wait)...).
+		WithInfo(LimitedReason, map[string]string{"retry_after_ms": strconv.FormatInt(wait.Milliseconds(), 10)})
 }
 
 // Deps are the handler's collaborators.

@@ -3,7 +3,6 @@ package handler
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -91,14 +90,12 @@ func (h *Handler) admitRated(ctx context.Context, player string, pool store.Pool
 	}
 	kind, _ := store.KindName(pool.Kind)
 	kind = strings.ToUpper(kind[:1]) + kind[1:]
-	// Whole seconds, rounded up, so that a retry after the time said finds room.
-	wait = (wait + time.Second - 1).Truncate(time.Second)
 	games, them := "games", "them"
 	if n == 1 {
 		games, them = "game", "it"
 	}
-	return apierr.New(apierr.ResourceExhausted, "you aborted %d rated %s of %s in the last %v, or let %s abort without a first move: you may enter a rated %s queue again in %v",
-		n, games, kind, store.AbortWindow, them, kind, wait).WithInfo(LimitedReason, map[string]string{"retry_after_ms": strconv.FormatInt(wait.Milliseconds(), 10)})
+	return limited(wait, "you aborted %d rated %s of %s in the last %v, or let %s abort without a first move: you may enter a rated %s queue again in %v",
+		n, games, kind, store.AbortWindow, them, kind)
 }
 
 // poolOf validates a queue request, reporting every problem at once.
