@@ -113,6 +113,10 @@ func TestInternalCallsNeedAServiceCredential(t *testing.T) {
 			_, err := player.Probe(ctx, &gamev1.ProbeRequest{Key: "player-probe"})
 			return err
 		}},
+		{"GetGames", func(ctx context.Context) error {
+			_, err := player.GetGames(ctx, &gamev1.GetGamesRequest{GameIds: []string{tb.id}})
+			return err
+		}},
 		{"IssueSeatCredentials", func(ctx context.Context) error {
 			_, err := player.IssueSeatCredentials(ctx, &gamev1.IssueSeatCredentialsRequest{GameId: tb.id, Side: commonv1.Side_SIDE_SECOND})
 			return err

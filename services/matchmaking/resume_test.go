@@ -107,16 +107,32 @@ func TestListGames(t *testing.T) {
 		GameId: ai.GetSeat().GetGameId(), Kind: xiangqi, Side: commonv1.Side_SIDE_FIRST, OpponentId: "ai", OpponentName: "AI level 3",
 		TimeControl: fischer(3*time.Minute, 2*time.Second),
 	}
+	// Each entry says where its game is now. The Janggi games wait for
+	// Han (the second side) to choose a formation; the AI game waits for
+	// Ann's first move, as Red; Ben resigned the invited game.
+	setup := func(en *matchmakingv1.GameEntry) *matchmakingv1.GameEntry {
+		en.Status, en.Turn = commonv1.GameStatus_GAME_STATUS_SETUP, commonv1.Side_SIDE_SECOND
+		return en
+	}
+	aiEntry.Status, aiEntry.Turn = commonv1.GameStatus_GAME_STATUS_ONGOING, commonv1.Side_SIDE_FIRST
+	resigned := e.gameAs(t, ia)
+	if r := resigned.GetResult(); r.GetMethod() != commonv1.EndMethod_END_METHOD_RESIGNATION || r.GetWinner() != map[commonv1.Side]commonv1.Winner{commonv1.Side_SIDE_FIRST: commonv1.Winner_WINNER_FIRST, commonv1.Side_SIDE_SECOND: commonv1.Winner_WINNER_SECOND}[ia.GetSide()] || resigned.GetEndedAt() == nil {
+		t.Fatalf("the resigned game: result %v, ended at %v", r, resigned.GetEndedAt())
+	}
+	ended := func(en *matchmakingv1.GameEntry) *matchmakingv1.GameEntry {
+		en.Status, en.Result, en.EndedAt = commonv1.GameStatus_GAME_STATUS_ENDED, resigned.GetResult(), resigned.GetEndedAt()
+		return en
+	}
 	wantA := []*matchmakingv1.GameEntry{
 		aiEntry,
-		entry(rb, janggi, other(rb.GetSide()), b, false, inviteTC),
-		entry(ia, janggi, ia.GetSide(), b, false, inviteTC),
-		entry(qa, janggi, qa.GetSide(), b, true, queueTC),
+		setup(entry(rb, janggi, other(rb.GetSide()), b, false, inviteTC)),
+		ended(entry(ia, janggi, ia.GetSide(), b, false, inviteTC)),
+		setup(entry(qa, janggi, qa.GetSide(), b, true, queueTC)),
 	}
 	wantB := []*matchmakingv1.GameEntry{
-		entry(rb, janggi, rb.GetSide(), a, false, inviteTC),
-		entry(ib, janggi, ib.GetSide(), a, false, inviteTC),
-		entry(qb, janggi, qb.GetSide(), a, true, queueTC),
+		setup(entry(rb, janggi, rb.GetSide(), a, false, inviteTC)),
+		ended(entry(ib, janggi, ib.GetSide(), a, false, inviteTC)),
+		setup(entry(qb, janggi, qb.GetSide(), a, true, queueTC)),
 	}
 	wantGames(t, "Ann", e.listGames(a, 0), wantA, start, end)
 	wantGames(t, "Ben", e.listGames(b, 0), wantB, start, end)
@@ -135,9 +151,9 @@ func TestListGames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantGames(t, "Cy", e.listGames(c, 0), []*matchmakingv1.GameEntry{{
+	wantGames(t, "Cy", e.listGames(c, 0), []*matchmakingv1.GameEntry{setup(&matchmakingv1.GameEntry{
 		GameId: cs.GetSeat().GetGameId(), Kind: janggi, Side: commonv1.Side_SIDE_SECOND, OpponentId: "ai", OpponentName: "AI level 10",
-	}}, end, e.clock.Now())
+	})}, end, e.clock.Now())
 
 	_, err = e.mm[0].ListGames(context.Background(), &matchmakingv1.ListGamesRequest{})
 	wantCode(t, err, codes.Unauthenticated)
@@ -172,6 +188,11 @@ func TestListGamesKeepsTheNewest(t *testing.T) {
 	if len(got) != store.MaxPlayerGames || got[0].GetGameId() != r.GetSeat().GetGameId() || got[len(got)-1].GetGameId() != "old001" {
 		t.Fatalf("%d games listed after, the first %v, the last %v: want %d, the new game first, old001 last",
 			len(got), got[0], got[len(got)-1], store.MaxPlayerGames)
+	}
+	// The game service keeps none of the old games: their entries say
+	// nothing of where they are.
+	if s, old := got[0].GetStatus(), got[len(got)-1]; s != commonv1.GameStatus_GAME_STATUS_SETUP || old.GetStatus() != commonv1.GameStatus_GAME_STATUS_UNSPECIFIED || old.GetTurn() != commonv1.Side_SIDE_UNSPECIFIED {
+		t.Fatalf("the new game's status %v, want setup; the oldest game's status %v and turn %v, want neither", s, old.GetStatus(), old.GetTurn())
 	}
 	// The list lives as long as the game's record: 30 days from its
 	// latest game. It holds no more than it shows.

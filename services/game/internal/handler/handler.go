@@ -1309,6 +1309,55 @@ func (h *Handler) GetGame(ctx context.Context, req *gamev1.GetGameRequest) (*gam
 	return resp, nil
 }
 
+// MaxBatchGames bounds the games of one GetGames call: a player's list
+// keeps as many.
+const MaxBatchGames = 100
+
+// GetGames reads many games for an internal caller, in one Redis round
+// trip.
+func (h *Handler) GetGames(ctx context.Context, req *gamev1.GetGamesRequest) (*gamev1.GetGamesResponse, error) {
+	if err := h.internal(ctx, "GetGames"); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	ids := req.GetGameIds()
+	switch {
+	case len(ids) == 0:
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "game_ids: at least one is required"))
+	case len(ids) > MaxBatchGames:
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "game_ids: %d asked, at most %d in one call", len(ids), MaxBatchGames))
+	}
+	for i, id := range ids {
+		if err := checkID(fmt.Sprintf("game_ids[%d]", i), id, MaxIDBytes); err != nil {
+			return nil, h.fail(ctx, err)
+		}
+	}
+	loaded, err := h.store.LoadMany(ctx, ids)
+	if len(loaded) > 0 {
+		h.learnRedisTime(loaded[0].Now)
+	}
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	resp := &gamev1.GetGamesResponse{}
+	for i, l := range loaded {
+		if l.State == nil {
+			resp.NotFound = append(resp.NotFound, ids[i])
+			continue
+		}
+		// As GetGame: nothing is shown of a commit a failover could
+		// take back.
+		if err := h.confirmLoaded(ctx, ids[i], l); err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		l.State.SetReplayed(h.cache.replayed(ids[i], l.State.Version, l.State.Stamp))
+		g := model.Summary(l.State, nil, l.Now)
+		g.LegalMoves = nil
+		resp.Games = append(resp.Games, g)
+	}
+	server.CompressLarge(ctx, resp)
+	return resp, nil
+}
+
 // ExpireDeadline ends a game on time, applies a default formation or
 // aborts a game, when the deadline is still current.
 func (h *Handler) ExpireDeadline(ctx context.Context, req *gamev1.ExpireDeadlineRequest) (*gamev1.ExpireDeadlineResponse, error) {

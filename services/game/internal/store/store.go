@@ -196,6 +196,57 @@ func (s *Store) LoadHead(ctx context.Context, id string) (Loaded, error) {
 
 func (s *Store) load(ctx context.Context, id, requestID string, withMoves bool) (Loaded, error) {
 	pipe := s.rdb.Pipeline()
+	r := s.queueRead(ctx, pipe, id, requestID, withMoves)
+	tm := pipe.Time(ctx)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Loaded{}, fmt.Errorf("load game %s: %w", id, err)
+	}
+	now, err := tm.Result()
+	if err != nil {
+		return Loaded{}, fmt.Errorf("redis time: %w", err)
+	}
+	return r.decode(now)
+}
+
+// LoadMany reads games with their moves and the server time in one round
+// trip (a pipeline, which a cluster client splits by slot). A game not
+// found has a nil State.
+func (s *Store) LoadMany(ctx context.Context, ids []string) ([]Loaded, error) {
+	pipe := s.rdb.Pipeline()
+	reads := make([]read, len(ids))
+	for i, id := range ids {
+		reads[i] = s.queueRead(ctx, pipe, id, "", true)
+	}
+	tm := pipe.Time(ctx)
+	// A game not found is an empty reply, not an error: Exec fails only
+	// for Redis itself.
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("load %d games: %w", len(ids), err)
+	}
+	now, err := tm.Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis time: %w", err)
+	}
+	out := make([]Loaded, len(ids))
+	for i, r := range reads {
+		l, err := r.decode(now)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		out[i] = l
+	}
+	return out, nil
+}
+
+// read is one game's reads, queued on a pipeline.
+type read struct {
+	id, requestID string
+	waits         bool
+	got           *redis.SliceCmd
+	moves         *redis.StringSliceCmd
+}
+
+func (s *Store) queueRead(ctx context.Context, pipe redis.Pipeliner, id, requestID string, withMoves bool) read {
 	fields := []string{"s"}
 	if requestID != "" {
 		fields = append(fields, reqField(requestID))
@@ -203,28 +254,23 @@ func (s *Store) load(ctx context.Context, id, requestID string, withMoves bool) 
 	if s.Waits() {
 		fields = append(fields, "v", "c")
 	}
-	got := pipe.HMGet(ctx, s.stateKey(id), fields...)
-	var moves *redis.StringSliceCmd
+	r := read{id: id, requestID: requestID, waits: s.Waits(), got: pipe.HMGet(ctx, s.stateKey(id), fields...)}
 	if withMoves {
-		moves = pipe.LRange(ctx, s.movesKey(id), 0, -1)
+		r.moves = pipe.LRange(ctx, s.movesKey(id), 0, -1)
 	}
-	tm := pipe.Time(ctx)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return Loaded{}, fmt.Errorf("load game %s: %w", id, err)
-	}
-	var out Loaded
-	now, err := tm.Result()
-	if err != nil {
-		return Loaded{}, fmt.Errorf("redis time: %w", err)
-	}
-	out.Now = now
-	vals := got.Val()
-	if requestID != "" {
+	return r
+}
+
+// decode makes a Loaded of the replies to r, the server time being now.
+func (r read) decode(now time.Time) (Loaded, error) {
+	out := Loaded{Now: now}
+	vals := r.got.Val()
+	if r.requestID != "" {
 		if prev, ok := vals[1].(string); ok {
 			out.Previous = []byte(prev)
 		}
 	}
-	if s.Waits() {
+	if r.waits {
 		v, _ := vals[len(vals)-2].(string)
 		c, _ := vals[len(vals)-1].(string)
 		out.Unconfirmed = v != c
@@ -240,17 +286,17 @@ func (s *Store) load(ctx context.Context, id, requestID string, withMoves bool) 
 	}
 	var state model.State
 	if err := json.Unmarshal([]byte(raw), &state); err != nil {
-		return Loaded{}, fmt.Errorf("decode game %s: %w", id, err)
+		return Loaded{}, fmt.Errorf("decode game %s: %w", r.id, err)
 	}
-	if moves == nil {
+	if r.moves == nil {
 		out.State = &state
 		return out, nil
 	}
-	recs := moves.Val()
+	recs := r.moves.Val()
 	state.Moves = make([]model.MoveRec, len(recs))
-	for i, r := range recs {
-		if err := json.Unmarshal([]byte(r), &state.Moves[i]); err != nil {
-			return Loaded{}, fmt.Errorf("decode move %d of game %s: %w", i+1, id, err)
+	for i, rec := range recs {
+		if err := json.Unmarshal([]byte(rec), &state.Moves[i]); err != nil {
+			return Loaded{}, fmt.Errorf("decode move %d of game %s: %w", i+1, r.id, err)
 		}
 	}
 	out.State = &state

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/apierr"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
@@ -34,11 +35,35 @@ func (h *Handler) ListGames(ctx context.Context, req *matchmakingv1.ListGamesReq
 		return nil, h.fail(ctx, err)
 	}
 	out := &matchmakingv1.ListGamesResponse{Games: make([]*matchmakingv1.GameEntry, 0, len(entries))}
+	if len(entries) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.Game
+	}
+	// Where each game is now: the game service's to say, in one call
+	// (a list keeps no more games than that call takes).
+	now, err := h.games.Game().GetGames(ctx, &gamev1.GetGamesRequest{GameIds: ids})
+	if err != nil {
+		return nil, h.fail(ctx, games.GameError("get games", err))
+	}
+	found := make(map[string]*gamev1.Game, len(now.GetGames()))
+	for _, g := range now.GetGames() {
+		found[g.GetGameId()] = g
+	}
 	for _, e := range entries {
-		out.Games = append(out.Games, &matchmakingv1.GameEntry{
+		entry := &matchmakingv1.GameEntry{
 			GameId: e.Game, Kind: e.Kind, Side: games.SidePB(e.Side), OpponentId: e.Opponent, OpponentName: e.OpponentName,
 			Rated: e.Rated, TimeControl: store.ControlPB(e.Control), CreatedAt: ts(e.Created),
-		})
+		}
+		if g := found[e.Game]; g != nil {
+			entry.Status, entry.Result, entry.EndedAt = g.GetStatus(), g.GetResult(), g.GetEndedAt()
+			if st := g.GetStatus(); st == commonv1.GameStatus_GAME_STATUS_SETUP || st == commonv1.GameStatus_GAME_STATUS_ONGOING {
+				entry.Turn = g.GetTurn()
+			}
+		}
+		out.Games = append(out.Games, entry)
 	}
 	return out, nil
 }

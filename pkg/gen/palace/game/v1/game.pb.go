@@ -1591,6 +1591,105 @@ func (x *GetGameResponse) GetGame() *Game {
 	return nil
 }
 
+type GetGamesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 100 game ids; an id asked twice is answered twice.
+	GameIds       []string `protobuf:"bytes,1,rep,name=game_ids,json=gameIds,proto3" json:"game_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGamesRequest) Reset() {
+	*x = GetGamesRequest{}
+	mi := &file_palace_game_v1_game_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGamesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGamesRequest) ProtoMessage() {}
+
+func (x *GetGamesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_game_v1_game_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGamesRequest.ProtoReflect.Descriptor instead.
+func (*GetGamesRequest) Descriptor() ([]byte, []int) {
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetGamesRequest) GetGameIds() []string {
+	if x != nil {
+		return x.GameIds
+	}
+	return nil
+}
+
+type GetGamesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The games found, in the order asked.
+	Games []*Game `protobuf:"bytes,1,rep,name=games,proto3" json:"games,omitempty"`
+	// The ids asked for of games not kept, in the order asked.
+	NotFound      []string `protobuf:"bytes,2,rep,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGamesResponse) Reset() {
+	*x = GetGamesResponse{}
+	mi := &file_palace_game_v1_game_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGamesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGamesResponse) ProtoMessage() {}
+
+func (x *GetGamesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_game_v1_game_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGamesResponse.ProtoReflect.Descriptor instead.
+func (*GetGamesResponse) Descriptor() ([]byte, []int) {
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetGamesResponse) GetGames() []*Game {
+	if x != nil {
+		return x.Games
+	}
+	return nil
+}
+
+func (x *GetGamesResponse) GetNotFound() []string {
+	if x != nil {
+		return x.NotFound
+	}
+	return nil
+}
+
 type StreamEventsRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
@@ -1606,7 +1705,7 @@ type StreamEventsRequest struct {
 
 func (x *StreamEventsRequest) Reset() {
 	*x = StreamEventsRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[26]
+	mi := &file_palace_game_v1_game_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1717,7 @@ func (x *StreamEventsRequest) String() string {
 func (*StreamEventsRequest) ProtoMessage() {}
 
 func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[26]
+	mi := &file_palace_game_v1_game_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1730,7 @@ func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamEventsRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{26}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StreamEventsRequest) GetGameId() string {
@@ -1669,7 +1768,7 @@ type StreamEventsResponse struct {
 
 func (x *StreamEventsResponse) Reset() {
 	*x = StreamEventsResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[27]
+	mi := &file_palace_game_v1_game_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1780,7 @@ func (x *StreamEventsResponse) String() string {
 func (*StreamEventsResponse) ProtoMessage() {}
 
 func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[27]
+	mi := &file_palace_game_v1_game_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1793,7 @@ func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamEventsResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{27}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StreamEventsResponse) GetMessage() isStreamEventsResponse_Message {
@@ -1773,7 +1872,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[28]
+	mi := &file_palace_game_v1_game_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1884,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[28]
+	mi := &file_palace_game_v1_game_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1897,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{28}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Heartbeat) GetServerTime() *timestamppb.Timestamp {
@@ -1826,7 +1925,7 @@ type ExpireDeadlineRequest struct {
 
 func (x *ExpireDeadlineRequest) Reset() {
 	*x = ExpireDeadlineRequest{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[29]
+	mi := &file_palace_game_v1_game_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1937,7 @@ func (x *ExpireDeadlineRequest) String() string {
 func (*ExpireDeadlineRequest) ProtoMessage() {}
 
 func (x *ExpireDeadlineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[29]
+	mi := &file_palace_game_v1_game_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +1950,7 @@ func (x *ExpireDeadlineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireDeadlineRequest.ProtoReflect.Descriptor instead.
 func (*ExpireDeadlineRequest) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{29}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExpireDeadlineRequest) GetGameId() string {
@@ -1884,7 +1983,7 @@ type ExpireDeadlineResponse struct {
 
 func (x *ExpireDeadlineResponse) Reset() {
 	*x = ExpireDeadlineResponse{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[30]
+	mi := &file_palace_game_v1_game_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +1995,7 @@ func (x *ExpireDeadlineResponse) String() string {
 func (*ExpireDeadlineResponse) ProtoMessage() {}
 
 func (x *ExpireDeadlineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[30]
+	mi := &file_palace_game_v1_game_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2008,7 @@ func (x *ExpireDeadlineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireDeadlineResponse.ProtoReflect.Descriptor instead.
 func (*ExpireDeadlineResponse) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{30}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExpireDeadlineResponse) GetApplied() bool {
@@ -1991,7 +2090,7 @@ type Game struct {
 
 func (x *Game) Reset() {
 	*x = Game{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[31]
+	mi := &file_palace_game_v1_game_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2102,7 @@ func (x *Game) String() string {
 func (*Game) ProtoMessage() {}
 
 func (x *Game) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[31]
+	mi := &file_palace_game_v1_game_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2115,7 @@ func (x *Game) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Game.ProtoReflect.Descriptor instead.
 func (*Game) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{31}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Game) GetGameId() string {
@@ -2227,7 +2326,7 @@ type MoveRecord struct {
 
 func (x *MoveRecord) Reset() {
 	*x = MoveRecord{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[32]
+	mi := &file_palace_game_v1_game_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2338,7 @@ func (x *MoveRecord) String() string {
 func (*MoveRecord) ProtoMessage() {}
 
 func (x *MoveRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[32]
+	mi := &file_palace_game_v1_game_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2351,7 @@ func (x *MoveRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRecord.ProtoReflect.Descriptor instead.
 func (*MoveRecord) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{32}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MoveRecord) GetPly() uint32 {
@@ -2342,7 +2441,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	mi := &file_palace_game_v1_game_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2453,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	mi := &file_palace_game_v1_game_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2466,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{33}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Event) GetVersion() uint64 {
@@ -2554,7 +2653,7 @@ type GameCreated struct {
 
 func (x *GameCreated) Reset() {
 	*x = GameCreated{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[34]
+	mi := &file_palace_game_v1_game_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2665,7 @@ func (x *GameCreated) String() string {
 func (*GameCreated) ProtoMessage() {}
 
 func (x *GameCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[34]
+	mi := &file_palace_game_v1_game_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2678,7 @@ func (x *GameCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameCreated.ProtoReflect.Descriptor instead.
 func (*GameCreated) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{34}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GameCreated) GetGame() *Game {
@@ -2605,7 +2704,7 @@ type FormationChosen struct {
 
 func (x *FormationChosen) Reset() {
 	*x = FormationChosen{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[35]
+	mi := &file_palace_game_v1_game_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +2716,7 @@ func (x *FormationChosen) String() string {
 func (*FormationChosen) ProtoMessage() {}
 
 func (x *FormationChosen) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[35]
+	mi := &file_palace_game_v1_game_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +2729,7 @@ func (x *FormationChosen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FormationChosen.ProtoReflect.Descriptor instead.
 func (*FormationChosen) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{35}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FormationChosen) GetSide() v1.Side {
@@ -2671,7 +2770,7 @@ type GameStarted struct {
 
 func (x *GameStarted) Reset() {
 	*x = GameStarted{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[36]
+	mi := &file_palace_game_v1_game_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +2782,7 @@ func (x *GameStarted) String() string {
 func (*GameStarted) ProtoMessage() {}
 
 func (x *GameStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[36]
+	mi := &file_palace_game_v1_game_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +2795,7 @@ func (x *GameStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameStarted.ProtoReflect.Descriptor instead.
 func (*GameStarted) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{36}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GameStarted) GetStart() *v1.Position {
@@ -2727,7 +2826,7 @@ type MovesUndone struct {
 
 func (x *MovesUndone) Reset() {
 	*x = MovesUndone{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[37]
+	mi := &file_palace_game_v1_game_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2838,7 @@ func (x *MovesUndone) String() string {
 func (*MovesUndone) ProtoMessage() {}
 
 func (x *MovesUndone) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[37]
+	mi := &file_palace_game_v1_game_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2851,7 @@ func (x *MovesUndone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MovesUndone.ProtoReflect.Descriptor instead.
 func (*MovesUndone) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{37}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MovesUndone) GetMoves() []*MoveRecord {
@@ -2785,7 +2884,7 @@ type DrawOffered struct {
 
 func (x *DrawOffered) Reset() {
 	*x = DrawOffered{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[38]
+	mi := &file_palace_game_v1_game_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2896,7 @@ func (x *DrawOffered) String() string {
 func (*DrawOffered) ProtoMessage() {}
 
 func (x *DrawOffered) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[38]
+	mi := &file_palace_game_v1_game_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2909,7 @@ func (x *DrawOffered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrawOffered.ProtoReflect.Descriptor instead.
 func (*DrawOffered) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{38}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DrawOffered) GetSide() v1.Side {
@@ -2829,7 +2928,7 @@ type DrawDeclined struct {
 
 func (x *DrawDeclined) Reset() {
 	*x = DrawDeclined{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[39]
+	mi := &file_palace_game_v1_game_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +2940,7 @@ func (x *DrawDeclined) String() string {
 func (*DrawDeclined) ProtoMessage() {}
 
 func (x *DrawDeclined) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[39]
+	mi := &file_palace_game_v1_game_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +2953,7 @@ func (x *DrawDeclined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrawDeclined.ProtoReflect.Descriptor instead.
 func (*DrawDeclined) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{39}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DrawDeclined) GetSide() v1.Side {
@@ -2874,7 +2973,7 @@ type PlayerConnection struct {
 
 func (x *PlayerConnection) Reset() {
 	*x = PlayerConnection{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[40]
+	mi := &file_palace_game_v1_game_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +2985,7 @@ func (x *PlayerConnection) String() string {
 func (*PlayerConnection) ProtoMessage() {}
 
 func (x *PlayerConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[40]
+	mi := &file_palace_game_v1_game_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +2998,7 @@ func (x *PlayerConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlayerConnection.ProtoReflect.Descriptor instead.
 func (*PlayerConnection) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{40}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PlayerConnection) GetSide() v1.Side {
@@ -2947,7 +3046,7 @@ type ClockEvent struct {
 
 func (x *ClockEvent) Reset() {
 	*x = ClockEvent{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[41]
+	mi := &file_palace_game_v1_game_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3058,7 @@ func (x *ClockEvent) String() string {
 func (*ClockEvent) ProtoMessage() {}
 
 func (x *ClockEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[41]
+	mi := &file_palace_game_v1_game_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3071,7 @@ func (x *ClockEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockEvent.ProtoReflect.Descriptor instead.
 func (*ClockEvent) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{41}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ClockEvent) GetSide() v1.Side {
@@ -3023,7 +3122,7 @@ type GameEnded struct {
 
 func (x *GameEnded) Reset() {
 	*x = GameEnded{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[42]
+	mi := &file_palace_game_v1_game_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3134,7 @@ func (x *GameEnded) String() string {
 func (*GameEnded) ProtoMessage() {}
 
 func (x *GameEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[42]
+	mi := &file_palace_game_v1_game_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3147,7 @@ func (x *GameEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameEnded.ProtoReflect.Descriptor instead.
 func (*GameEnded) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{42}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GameEnded) GetResult() *v1.Result {
@@ -3182,7 +3281,12 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x0eGetGameRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\";\n" +
 	"\x0fGetGameResponse\x12(\n" +
-	"\x04game\x18\x01 \x01(\v2\x14.palace.game.v1.GameR\x04game\"o\n" +
+	"\x04game\x18\x01 \x01(\v2\x14.palace.game.v1.GameR\x04game\",\n" +
+	"\x0fGetGamesRequest\x12\x19\n" +
+	"\bgame_ids\x18\x01 \x03(\tR\agameIds\"[\n" +
+	"\x10GetGamesResponse\x12*\n" +
+	"\x05games\x18\x01 \x03(\v2\x14.palace.game.v1.GameR\x05games\x12\x1b\n" +
+	"\tnot_found\x18\x02 \x03(\tR\bnotFound\"o\n" +
 	"\x13StreamEventsRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12#\n" +
 	"\rafter_version\x18\x02 \x01(\x04R\fafterVersion\x12\x1a\n" +
@@ -3299,7 +3403,7 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x1cCLOCK_EVENT_KIND_UNSPECIFIED\x10\x00\x12%\n" +
 	"!CLOCK_EVENT_KIND_BYO_YOMI_ENTERED\x10\x01\x12 \n" +
 	"\x1cCLOCK_EVENT_KIND_PERIOD_USED\x10\x02\x12#\n" +
-	"\x1fCLOCK_EVENT_KIND_OUTAGE_EXCUSED\x10\x032\x94\t\n" +
+	"\x1fCLOCK_EVENT_KIND_OUTAGE_EXCUSED\x10\x032\xe3\t\n" +
 	"\vGameService\x12S\n" +
 	"\n" +
 	"CreateGame\x12!.palace.game.v1.CreateGameRequest\x1a\".palace.game.v1.CreateGameResponse\x12q\n" +
@@ -3313,7 +3417,8 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\n" +
 	"AnswerDraw\x12!.palace.game.v1.AnswerDrawRequest\x1a\".palace.game.v1.AnswerDrawResponse\x12A\n" +
 	"\x04Undo\x12\x1b.palace.game.v1.UndoRequest\x1a\x1c.palace.game.v1.UndoResponse\x12J\n" +
-	"\aGetGame\x12\x1e.palace.game.v1.GetGameRequest\x1a\x1f.palace.game.v1.GetGameResponse\x12[\n" +
+	"\aGetGame\x12\x1e.palace.game.v1.GetGameRequest\x1a\x1f.palace.game.v1.GetGameResponse\x12M\n" +
+	"\bGetGames\x12\x1f.palace.game.v1.GetGamesRequest\x1a .palace.game.v1.GetGamesResponse\x12[\n" +
 	"\fStreamEvents\x12#.palace.game.v1.StreamEventsRequest\x1a$.palace.game.v1.StreamEventsResponse0\x01\x12_\n" +
 	"\x0eExpireDeadline\x12%.palace.game.v1.ExpireDeadlineRequest\x1a&.palace.game.v1.ExpireDeadlineResponse\x12D\n" +
 	"\x05Probe\x12\x1c.palace.game.v1.ProbeRequest\x1a\x1d.palace.game.v1.ProbeResponseB:Z8github.com/palacehq/palace/pkg/gen/palace/game/v1;gamev1b\x06proto3"
@@ -3331,7 +3436,7 @@ func file_palace_game_v1_game_proto_rawDescGZIP() []byte {
 }
 
 var file_palace_game_v1_game_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_palace_game_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_palace_game_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_palace_game_v1_game_proto_goTypes = []any{
 	(ClockEventKind)(0),                  // 0: palace.game.v1.ClockEventKind
 	(*ProbeRequest)(nil),                 // 1: palace.game.v1.ProbeRequest
@@ -3360,159 +3465,164 @@ var file_palace_game_v1_game_proto_goTypes = []any{
 	(*UndoResponse)(nil),                 // 24: palace.game.v1.UndoResponse
 	(*GetGameRequest)(nil),               // 25: palace.game.v1.GetGameRequest
 	(*GetGameResponse)(nil),              // 26: palace.game.v1.GetGameResponse
-	(*StreamEventsRequest)(nil),          // 27: palace.game.v1.StreamEventsRequest
-	(*StreamEventsResponse)(nil),         // 28: palace.game.v1.StreamEventsResponse
-	(*Heartbeat)(nil),                    // 29: palace.game.v1.Heartbeat
-	(*ExpireDeadlineRequest)(nil),        // 30: palace.game.v1.ExpireDeadlineRequest
-	(*ExpireDeadlineResponse)(nil),       // 31: palace.game.v1.ExpireDeadlineResponse
-	(*Game)(nil),                         // 32: palace.game.v1.Game
-	(*MoveRecord)(nil),                   // 33: palace.game.v1.MoveRecord
-	(*Event)(nil),                        // 34: palace.game.v1.Event
-	(*GameCreated)(nil),                  // 35: palace.game.v1.GameCreated
-	(*FormationChosen)(nil),              // 36: palace.game.v1.FormationChosen
-	(*GameStarted)(nil),                  // 37: palace.game.v1.GameStarted
-	(*MovesUndone)(nil),                  // 38: palace.game.v1.MovesUndone
-	(*DrawOffered)(nil),                  // 39: palace.game.v1.DrawOffered
-	(*DrawDeclined)(nil),                 // 40: palace.game.v1.DrawDeclined
-	(*PlayerConnection)(nil),             // 41: palace.game.v1.PlayerConnection
-	(*ClockEvent)(nil),                   // 42: palace.game.v1.ClockEvent
-	(*GameEnded)(nil),                    // 43: palace.game.v1.GameEnded
-	(v1.Side)(0),                         // 44: palace.common.v1.Side
-	(v1.GameKind)(0),                     // 45: palace.common.v1.GameKind
-	(*v1.TimeControl)(nil),               // 46: palace.common.v1.TimeControl
-	(*v1.Position)(nil),                  // 47: palace.common.v1.Position
-	(*durationpb.Duration)(nil),          // 48: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),        // 49: google.protobuf.Timestamp
-	(v1.Formation)(0),                    // 50: palace.common.v1.Formation
-	(*v1.Move)(nil),                      // 51: palace.common.v1.Move
-	(v1.GameStatus)(0),                   // 52: palace.common.v1.GameStatus
-	(*v1.ClockSnapshot)(nil),             // 53: palace.common.v1.ClockSnapshot
-	(*v1.Result)(nil),                    // 54: palace.common.v1.Result
-	(*v1.Points)(nil),                    // 55: palace.common.v1.Points
+	(*GetGamesRequest)(nil),              // 27: palace.game.v1.GetGamesRequest
+	(*GetGamesResponse)(nil),             // 28: palace.game.v1.GetGamesResponse
+	(*StreamEventsRequest)(nil),          // 29: palace.game.v1.StreamEventsRequest
+	(*StreamEventsResponse)(nil),         // 30: palace.game.v1.StreamEventsResponse
+	(*Heartbeat)(nil),                    // 31: palace.game.v1.Heartbeat
+	(*ExpireDeadlineRequest)(nil),        // 32: palace.game.v1.ExpireDeadlineRequest
+	(*ExpireDeadlineResponse)(nil),       // 33: palace.game.v1.ExpireDeadlineResponse
+	(*Game)(nil),                         // 34: palace.game.v1.Game
+	(*MoveRecord)(nil),                   // 35: palace.game.v1.MoveRecord
+	(*Event)(nil),                        // 36: palace.game.v1.Event
+	(*GameCreated)(nil),                  // 37: palace.game.v1.GameCreated
+	(*FormationChosen)(nil),              // 38: palace.game.v1.FormationChosen
+	(*GameStarted)(nil),                  // 39: palace.game.v1.GameStarted
+	(*MovesUndone)(nil),                  // 40: palace.game.v1.MovesUndone
+	(*DrawOffered)(nil),                  // 41: palace.game.v1.DrawOffered
+	(*DrawDeclined)(nil),                 // 42: palace.game.v1.DrawDeclined
+	(*PlayerConnection)(nil),             // 43: palace.game.v1.PlayerConnection
+	(*ClockEvent)(nil),                   // 44: palace.game.v1.ClockEvent
+	(*GameEnded)(nil),                    // 45: palace.game.v1.GameEnded
+	(v1.Side)(0),                         // 46: palace.common.v1.Side
+	(v1.GameKind)(0),                     // 47: palace.common.v1.GameKind
+	(*v1.TimeControl)(nil),               // 48: palace.common.v1.TimeControl
+	(*v1.Position)(nil),                  // 49: palace.common.v1.Position
+	(*durationpb.Duration)(nil),          // 50: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),        // 51: google.protobuf.Timestamp
+	(v1.Formation)(0),                    // 52: palace.common.v1.Formation
+	(*v1.Move)(nil),                      // 53: palace.common.v1.Move
+	(v1.GameStatus)(0),                   // 54: palace.common.v1.GameStatus
+	(*v1.ClockSnapshot)(nil),             // 55: palace.common.v1.ClockSnapshot
+	(*v1.Result)(nil),                    // 56: palace.common.v1.Result
+	(*v1.Points)(nil),                    // 57: palace.common.v1.Points
 }
 var file_palace_game_v1_game_proto_depIdxs = []int32{
-	44,  // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
-	45,  // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
+	46,  // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
+	47,  // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
 	3,   // 2: palace.game.v1.CreateGameRequest.seats:type_name -> palace.game.v1.Seat
-	46,  // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
-	47,  // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
-	48,  // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
-	48,  // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
+	48,  // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
+	49,  // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
+	50,  // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
+	50,  // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
 	6,   // 7: palace.game.v1.CreateGameResponse.credentials:type_name -> palace.game.v1.SeatCredential
-	32,  // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
-	44,  // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
-	49,  // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
-	44,  // 11: palace.game.v1.IssueSeatCredentialsRequest.side:type_name -> palace.common.v1.Side
+	34,  // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
+	46,  // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
+	51,  // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
+	46,  // 11: palace.game.v1.IssueSeatCredentialsRequest.side:type_name -> palace.common.v1.Side
 	6,   // 12: palace.game.v1.IssueSeatCredentialsResponse.credentials:type_name -> palace.game.v1.SeatCredential
-	32,  // 13: palace.game.v1.IssueSeatCredentialsResponse.game:type_name -> palace.game.v1.Game
-	50,  // 14: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
-	32,  // 15: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
-	51,  // 16: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
-	48,  // 17: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
-	32,  // 18: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
-	33,  // 19: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
-	48,  // 20: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
-	32,  // 21: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
-	33,  // 22: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
-	32,  // 23: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
-	32,  // 24: palace.game.v1.AbortResponse.game:type_name -> palace.game.v1.Game
-	32,  // 25: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
-	32,  // 26: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
-	32,  // 27: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
-	32,  // 28: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
-	32,  // 29: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
-	34,  // 30: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
-	29,  // 31: palace.game.v1.StreamEventsResponse.heartbeat:type_name -> palace.game.v1.Heartbeat
-	49,  // 32: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	32,  // 33: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
-	45,  // 34: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
-	52,  // 35: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
-	3,   // 36: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
-	47,  // 37: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
-	47,  // 38: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
-	33,  // 39: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
-	44,  // 40: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
-	51,  // 41: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
-	46,  // 42: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
-	53,  // 43: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
-	54,  // 44: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
-	55,  // 45: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
-	50,  // 46: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
-	50,  // 47: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
-	44,  // 48: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
-	49,  // 49: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
-	49,  // 50: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
-	44,  // 51: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
-	49,  // 52: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
-	44,  // 53: palace.game.v1.Game.ended_by:type_name -> palace.common.v1.Side
-	44,  // 54: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
-	51,  // 55: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
-	49,  // 56: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
-	53,  // 57: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
-	49,  // 58: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
-	35,  // 59: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
-	36,  // 60: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
-	37,  // 61: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
-	33,  // 62: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
-	38,  // 63: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
-	39,  // 64: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
-	40,  // 65: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
-	41,  // 66: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
-	42,  // 67: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
-	43,  // 68: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
-	32,  // 69: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
-	44,  // 70: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
-	50,  // 71: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
-	49,  // 72: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
-	47,  // 73: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
-	53,  // 74: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
-	33,  // 75: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
-	47,  // 76: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
-	53,  // 77: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
-	44,  // 78: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
-	44,  // 79: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
-	44,  // 80: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
-	44,  // 81: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
-	0,   // 82: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
-	53,  // 83: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
-	48,  // 84: palace.game.v1.ClockEvent.excused:type_name -> google.protobuf.Duration
-	49,  // 85: palace.game.v1.ClockEvent.setup_deadline:type_name -> google.protobuf.Timestamp
-	54,  // 86: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
-	44,  // 87: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
-	53,  // 88: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
-	4,   // 89: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
-	7,   // 90: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
-	9,   // 91: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
-	11,  // 92: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
-	13,  // 93: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
-	15,  // 94: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
-	17,  // 95: palace.game.v1.GameService.Abort:input_type -> palace.game.v1.AbortRequest
-	19,  // 96: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
-	21,  // 97: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
-	23,  // 98: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
-	25,  // 99: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
-	27,  // 100: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
-	30,  // 101: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
-	1,   // 102: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
-	5,   // 103: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
-	8,   // 104: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
-	10,  // 105: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
-	12,  // 106: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
-	14,  // 107: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
-	16,  // 108: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
-	18,  // 109: palace.game.v1.GameService.Abort:output_type -> palace.game.v1.AbortResponse
-	20,  // 110: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
-	22,  // 111: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
-	24,  // 112: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
-	26,  // 113: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
-	28,  // 114: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
-	31,  // 115: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
-	2,   // 116: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
-	103, // [103:117] is the sub-list for method output_type
-	89,  // [89:103] is the sub-list for method input_type
-	89,  // [89:89] is the sub-list for extension type_name
-	89,  // [89:89] is the sub-list for extension extendee
-	0,   // [0:89] is the sub-list for field type_name
+	34,  // 13: palace.game.v1.IssueSeatCredentialsResponse.game:type_name -> palace.game.v1.Game
+	52,  // 14: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
+	34,  // 15: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
+	53,  // 16: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
+	50,  // 17: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
+	34,  // 18: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
+	35,  // 19: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
+	50,  // 20: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
+	34,  // 21: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
+	35,  // 22: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
+	34,  // 23: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
+	34,  // 24: palace.game.v1.AbortResponse.game:type_name -> palace.game.v1.Game
+	34,  // 25: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
+	34,  // 26: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
+	34,  // 27: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
+	34,  // 28: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
+	34,  // 29: palace.game.v1.GetGamesResponse.games:type_name -> palace.game.v1.Game
+	34,  // 30: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
+	36,  // 31: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
+	31,  // 32: palace.game.v1.StreamEventsResponse.heartbeat:type_name -> palace.game.v1.Heartbeat
+	51,  // 33: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	34,  // 34: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
+	47,  // 35: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
+	54,  // 36: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
+	3,   // 37: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
+	49,  // 38: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
+	49,  // 39: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
+	35,  // 40: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
+	46,  // 41: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
+	53,  // 42: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
+	48,  // 43: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
+	55,  // 44: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
+	56,  // 45: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
+	57,  // 46: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
+	52,  // 47: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
+	52,  // 48: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
+	46,  // 49: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
+	51,  // 50: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
+	51,  // 51: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
+	46,  // 52: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
+	51,  // 53: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
+	46,  // 54: palace.game.v1.Game.ended_by:type_name -> palace.common.v1.Side
+	46,  // 55: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
+	53,  // 56: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
+	51,  // 57: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
+	55,  // 58: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
+	51,  // 59: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
+	37,  // 60: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
+	38,  // 61: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
+	39,  // 62: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
+	35,  // 63: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
+	40,  // 64: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
+	41,  // 65: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
+	42,  // 66: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
+	43,  // 67: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
+	44,  // 68: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
+	45,  // 69: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
+	34,  // 70: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
+	46,  // 71: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
+	52,  // 72: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
+	51,  // 73: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
+	49,  // 74: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
+	55,  // 75: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
+	35,  // 76: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
+	49,  // 77: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
+	55,  // 78: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
+	46,  // 79: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
+	46,  // 80: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
+	46,  // 81: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
+	46,  // 82: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
+	0,   // 83: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
+	55,  // 84: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
+	50,  // 85: palace.game.v1.ClockEvent.excused:type_name -> google.protobuf.Duration
+	51,  // 86: palace.game.v1.ClockEvent.setup_deadline:type_name -> google.protobuf.Timestamp
+	56,  // 87: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
+	46,  // 88: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
+	55,  // 89: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
+	4,   // 90: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
+	7,   // 91: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
+	9,   // 92: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
+	11,  // 93: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
+	13,  // 94: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
+	15,  // 95: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
+	17,  // 96: palace.game.v1.GameService.Abort:input_type -> palace.game.v1.AbortRequest
+	19,  // 97: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
+	21,  // 98: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
+	23,  // 99: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
+	25,  // 100: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
+	27,  // 101: palace.game.v1.GameService.GetGames:input_type -> palace.game.v1.GetGamesRequest
+	29,  // 102: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
+	32,  // 103: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
+	1,   // 104: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
+	5,   // 105: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
+	8,   // 106: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
+	10,  // 107: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
+	12,  // 108: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
+	14,  // 109: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
+	16,  // 110: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
+	18,  // 111: palace.game.v1.GameService.Abort:output_type -> palace.game.v1.AbortResponse
+	20,  // 112: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
+	22,  // 113: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
+	24,  // 114: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
+	26,  // 115: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
+	28,  // 116: palace.game.v1.GameService.GetGames:output_type -> palace.game.v1.GetGamesResponse
+	30,  // 117: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
+	33,  // 118: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
+	2,   // 119: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
+	105, // [105:120] is the sub-list for method output_type
+	90,  // [90:105] is the sub-list for method input_type
+	90,  // [90:90] is the sub-list for extension type_name
+	90,  // [90:90] is the sub-list for extension extendee
+	0,   // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_palace_game_v1_game_proto_init() }
@@ -3520,12 +3630,12 @@ func file_palace_game_v1_game_proto_init() {
 	if File_palace_game_v1_game_proto != nil {
 		return
 	}
-	file_palace_game_v1_game_proto_msgTypes[27].OneofWrappers = []any{
+	file_palace_game_v1_game_proto_msgTypes[29].OneofWrappers = []any{
 		(*StreamEventsResponse_Snapshot)(nil),
 		(*StreamEventsResponse_Event)(nil),
 		(*StreamEventsResponse_Heartbeat)(nil),
 	}
-	file_palace_game_v1_game_proto_msgTypes[33].OneofWrappers = []any{
+	file_palace_game_v1_game_proto_msgTypes[35].OneofWrappers = []any{
 		(*Event_GameCreated)(nil),
 		(*Event_FormationChosen)(nil),
 		(*Event_GameStarted)(nil),
@@ -3543,7 +3653,7 @@ func file_palace_game_v1_game_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_palace_game_v1_game_proto_rawDesc), len(file_palace_game_v1_game_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	GameService_AnswerDraw_FullMethodName           = "/palace.game.v1.GameService/AnswerDraw"
 	GameService_Undo_FullMethodName                 = "/palace.game.v1.GameService/Undo"
 	GameService_GetGame_FullMethodName              = "/palace.game.v1.GameService/GetGame"
+	GameService_GetGames_FullMethodName             = "/palace.game.v1.GameService/GetGames"
 	GameService_StreamEvents_FullMethodName         = "/palace.game.v1.GameService/StreamEvents"
 	GameService_ExpireDeadline_FullMethodName       = "/palace.game.v1.GameService/ExpireDeadline"
 	GameService_Probe_FullMethodName                = "/palace.game.v1.GameService/Probe"
@@ -144,6 +145,15 @@ type GameServiceClient interface {
 	// is not valid is Unauthenticated, checked before the game is looked up.
 	// StreamEvents admits its callers alike.
 	GetGame(ctx context.Context, in *GetGameRequest, opts ...grpc.CallOption) (*GetGameResponse, error)
+	// GetGames is internal (a service credential, as for CreateGame): it
+	// reads up to 100 games in one call, for a list of a player's games or
+	// a tournament's board of games. Each game is as GetGame shows it, but
+	// without its moves (as in the answers to commands) and without its
+	// legal moves: read those with GetGame. Games are in the order asked;
+	// the ids of games not kept (never created, or expired) are in
+	// not_found. InvalidArgument for no id, more than 100, or a malformed
+	// id.
+	GetGames(ctx context.Context, in *GetGamesRequest, opts ...grpc.CallOption) (*GetGamesResponse, error)
 	// StreamEvents sends a snapshot when asked, then every event after
 	// after_version exactly once in version order, then live events, with
 	// heartbeats. It completes (OK) after the game's last event, at once
@@ -283,6 +293,16 @@ func (c *gameServiceClient) GetGame(ctx context.Context, in *GetGameRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetGameResponse)
 	err := c.cc.Invoke(ctx, GameService_GetGame_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gameServiceClient) GetGames(ctx context.Context, in *GetGamesRequest, opts ...grpc.CallOption) (*GetGamesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetGamesResponse)
+	err := c.cc.Invoke(ctx, GameService_GetGames_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -437,6 +457,15 @@ type GameServiceServer interface {
 	// is not valid is Unauthenticated, checked before the game is looked up.
 	// StreamEvents admits its callers alike.
 	GetGame(context.Context, *GetGameRequest) (*GetGameResponse, error)
+	// GetGames is internal (a service credential, as for CreateGame): it
+	// reads up to 100 games in one call, for a list of a player's games or
+	// a tournament's board of games. Each game is as GetGame shows it, but
+	// without its moves (as in the answers to commands) and without its
+	// legal moves: read those with GetGame. Games are in the order asked;
+	// the ids of games not kept (never created, or expired) are in
+	// not_found. InvalidArgument for no id, more than 100, or a malformed
+	// id.
+	GetGames(context.Context, *GetGamesRequest) (*GetGamesResponse, error)
 	// StreamEvents sends a snapshot when asked, then every event after
 	// after_version exactly once in version order, then live events, with
 	// heartbeats. It completes (OK) after the game's last event, at once
@@ -504,6 +533,9 @@ func (UnimplementedGameServiceServer) Undo(context.Context, *UndoRequest) (*Undo
 }
 func (UnimplementedGameServiceServer) GetGame(context.Context, *GetGameRequest) (*GetGameResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetGame not implemented")
+}
+func (UnimplementedGameServiceServer) GetGames(context.Context, *GetGamesRequest) (*GetGamesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGames not implemented")
 }
 func (UnimplementedGameServiceServer) StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamEvents not implemented")
@@ -733,6 +765,24 @@ func _GameService_GetGame_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GameService_GetGames_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGamesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GameServiceServer).GetGames(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GameService_GetGames_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GameServiceServer).GetGames(ctx, req.(*GetGamesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _GameService_StreamEvents_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(StreamEventsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -830,6 +880,10 @@ var GameService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetGame",
 			Handler:    _GameService_GetGame_Handler,
+		},
+		{
+			MethodName: "GetGames",
+			Handler:    _GameService_GetGames_Handler,
 		},
 		{
 			MethodName: "ExpireDeadline",

@@ -2641,7 +2641,8 @@ func (x *ListGamesResponse) GetGames() []*GameEntry {
 	return nil
 }
 
-// GameEntry is one game matchmaking made for a player, as it was made.
+// GameEntry is one game matchmaking made for a player: as it was made,
+// and where it is now.
 type GameEntry struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
@@ -2653,8 +2654,18 @@ type GameEntry struct {
 	OpponentName string `protobuf:"bytes,5,opt,name=opponent_name,json=opponentName,proto3" json:"opponent_name,omitempty"`
 	Rated        bool   `protobuf:"varint,6,opt,name=rated,proto3" json:"rated,omitempty"`
 	// Unset for a game without a clock.
-	TimeControl   *v1.TimeControl        `protobuf:"bytes,7,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	TimeControl *v1.TimeControl        `protobuf:"bytes,7,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
+	CreatedAt   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Where the game is now. Unset when the game service no longer keeps
+	// the game (it expired: a finished game after its retention, an
+	// unfinished one after a long time without a move).
+	Status v1.GameStatus `protobuf:"varint,9,opt,name=status,proto3,enum=palace.common.v1.GameStatus" json:"status,omitempty"`
+	// The side to move, or to choose a formation during the Janggi setup:
+	// compare with side to show "your turn". Unset once the game is over.
+	Turn v1.Side `protobuf:"varint,10,opt,name=turn,proto3,enum=palace.common.v1.Side" json:"turn,omitempty"`
+	// Set once the game is over (ENDED or ABORTED).
+	Result        *v1.Result             `protobuf:"bytes,11,opt,name=result,proto3" json:"result,omitempty"`
+	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2741,6 +2752,34 @@ func (x *GameEntry) GetTimeControl() *v1.TimeControl {
 func (x *GameEntry) GetCreatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *GameEntry) GetStatus() v1.GameStatus {
+	if x != nil {
+		return x.Status
+	}
+	return v1.GameStatus(0)
+}
+
+func (x *GameEntry) GetTurn() v1.Side {
+	if x != nil {
+		return x.Turn
+	}
+	return v1.Side(0)
+}
+
+func (x *GameEntry) GetResult() *v1.Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *GameEntry) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
 	}
 	return nil
 }
@@ -3007,7 +3046,7 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\x10ListGamesRequest\x12\x1b\n" +
 	"\tmax_games\x18\x01 \x01(\rR\bmaxGames\"K\n" +
 	"\x11ListGamesResponse\x126\n" +
-	"\x05games\x18\x01 \x03(\v2 .palace.matchmaking.v1.GameEntryR\x05games\"\xd9\x02\n" +
+	"\x05games\x18\x01 \x03(\v2 .palace.matchmaking.v1.GameEntryR\x05games\"\xa4\x04\n" +
 	"\tGameEntry\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12.\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12*\n" +
@@ -3018,7 +3057,12 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\x05rated\x18\x06 \x01(\bR\x05rated\x12@\n" +
 	"\ftime_control\x18\a \x01(\v2\x1d.palace.common.v1.TimeControlR\vtimeControl\x129\n" +
 	"\n" +
-	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\",\n" +
+	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x124\n" +
+	"\x06status\x18\t \x01(\x0e2\x1c.palace.common.v1.GameStatusR\x06status\x12*\n" +
+	"\x04turn\x18\n" +
+	" \x01(\x0e2\x16.palace.common.v1.SideR\x04turn\x120\n" +
+	"\x06result\x18\v \x01(\v2\x18.palace.common.v1.ResultR\x06result\x125\n" +
+	"\bended_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\",\n" +
 	"\x11ResumeGameRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\"{\n" +
 	"\x12ResumeGameResponse\x12/\n" +
@@ -3134,6 +3178,7 @@ var file_palace_matchmaking_v1_matchmaking_proto_goTypes = []any{
 	(v1.GameKind)(0),                 // 51: palace.common.v1.GameKind
 	(*v1.TimeControl)(nil),           // 52: palace.common.v1.TimeControl
 	(v1.GameStatus)(0),               // 53: palace.common.v1.GameStatus
+	(*v1.Result)(nil),                // 54: palace.common.v1.Result
 }
 var file_palace_matchmaking_v1_matchmaking_proto_depIdxs = []int32{
 	49, // 0: palace.matchmaking.v1.CreateGuestResponse.expires_at:type_name -> google.protobuf.Timestamp
@@ -3187,51 +3232,55 @@ var file_palace_matchmaking_v1_matchmaking_proto_depIdxs = []int32{
 	50, // 48: palace.matchmaking.v1.GameEntry.side:type_name -> palace.common.v1.Side
 	52, // 49: palace.matchmaking.v1.GameEntry.time_control:type_name -> palace.common.v1.TimeControl
 	49, // 50: palace.matchmaking.v1.GameEntry.created_at:type_name -> google.protobuf.Timestamp
-	7,  // 51: palace.matchmaking.v1.ResumeGameResponse.seat:type_name -> palace.matchmaking.v1.Seat
-	53, // 52: palace.matchmaking.v1.ResumeGameResponse.status:type_name -> palace.common.v1.GameStatus
-	3,  // 53: palace.matchmaking.v1.MatchmakingService.CreateGuest:input_type -> palace.matchmaking.v1.CreateGuestRequest
-	5,  // 54: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:input_type -> palace.matchmaking.v1.SignInWithGoogleRequest
-	9,  // 55: palace.matchmaking.v1.MatchmakingService.EnterQueue:input_type -> palace.matchmaking.v1.EnterQueueRequest
-	11, // 56: palace.matchmaking.v1.MatchmakingService.CancelTicket:input_type -> palace.matchmaking.v1.CancelTicketRequest
-	13, // 57: palace.matchmaking.v1.MatchmakingService.WatchTicket:input_type -> palace.matchmaking.v1.WatchTicketRequest
-	16, // 58: palace.matchmaking.v1.MatchmakingService.CreateInvite:input_type -> palace.matchmaking.v1.CreateInviteRequest
-	18, // 59: palace.matchmaking.v1.MatchmakingService.GetInvite:input_type -> palace.matchmaking.v1.GetInviteRequest
-	20, // 60: palace.matchmaking.v1.MatchmakingService.CancelInvite:input_type -> palace.matchmaking.v1.CancelInviteRequest
-	22, // 61: palace.matchmaking.v1.MatchmakingService.AcceptInvite:input_type -> palace.matchmaking.v1.AcceptInviteRequest
-	24, // 62: palace.matchmaking.v1.MatchmakingService.WatchInvite:input_type -> palace.matchmaking.v1.WatchInviteRequest
-	26, // 63: palace.matchmaking.v1.MatchmakingService.PlayAi:input_type -> palace.matchmaking.v1.PlayAiRequest
-	29, // 64: palace.matchmaking.v1.MatchmakingService.OfferRematch:input_type -> palace.matchmaking.v1.OfferRematchRequest
-	31, // 65: palace.matchmaking.v1.MatchmakingService.AcceptRematch:input_type -> palace.matchmaking.v1.AcceptRematchRequest
-	33, // 66: palace.matchmaking.v1.MatchmakingService.WatchRematch:input_type -> palace.matchmaking.v1.WatchRematchRequest
-	44, // 67: palace.matchmaking.v1.MatchmakingService.ListGames:input_type -> palace.matchmaking.v1.ListGamesRequest
-	47, // 68: palace.matchmaking.v1.MatchmakingService.ResumeGame:input_type -> palace.matchmaking.v1.ResumeGameRequest
-	36, // 69: palace.matchmaking.v1.MatchmakingService.GetRating:input_type -> palace.matchmaking.v1.GetRatingRequest
-	39, // 70: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:input_type -> palace.matchmaking.v1.GetRatingHistoryRequest
-	42, // 71: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:input_type -> palace.matchmaking.v1.GetLeaderboardRequest
-	4,  // 72: palace.matchmaking.v1.MatchmakingService.CreateGuest:output_type -> palace.matchmaking.v1.CreateGuestResponse
-	6,  // 73: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:output_type -> palace.matchmaking.v1.SignInWithGoogleResponse
-	10, // 74: palace.matchmaking.v1.MatchmakingService.EnterQueue:output_type -> palace.matchmaking.v1.EnterQueueResponse
-	12, // 75: palace.matchmaking.v1.MatchmakingService.CancelTicket:output_type -> palace.matchmaking.v1.CancelTicketResponse
-	14, // 76: palace.matchmaking.v1.MatchmakingService.WatchTicket:output_type -> palace.matchmaking.v1.WatchTicketResponse
-	17, // 77: palace.matchmaking.v1.MatchmakingService.CreateInvite:output_type -> palace.matchmaking.v1.CreateInviteResponse
-	19, // 78: palace.matchmaking.v1.MatchmakingService.GetInvite:output_type -> palace.matchmaking.v1.GetInviteResponse
-	21, // 79: palace.matchmaking.v1.MatchmakingService.CancelInvite:output_type -> palace.matchmaking.v1.CancelInviteResponse
-	23, // 80: palace.matchmaking.v1.MatchmakingService.AcceptInvite:output_type -> palace.matchmaking.v1.AcceptInviteResponse
-	25, // 81: palace.matchmaking.v1.MatchmakingService.WatchInvite:output_type -> palace.matchmaking.v1.WatchInviteResponse
-	27, // 82: palace.matchmaking.v1.MatchmakingService.PlayAi:output_type -> palace.matchmaking.v1.PlayAiResponse
-	30, // 83: palace.matchmaking.v1.MatchmakingService.OfferRematch:output_type -> palace.matchmaking.v1.OfferRematchResponse
-	32, // 84: palace.matchmaking.v1.MatchmakingService.AcceptRematch:output_type -> palace.matchmaking.v1.AcceptRematchResponse
-	34, // 85: palace.matchmaking.v1.MatchmakingService.WatchRematch:output_type -> palace.matchmaking.v1.WatchRematchResponse
-	45, // 86: palace.matchmaking.v1.MatchmakingService.ListGames:output_type -> palace.matchmaking.v1.ListGamesResponse
-	48, // 87: palace.matchmaking.v1.MatchmakingService.ResumeGame:output_type -> palace.matchmaking.v1.ResumeGameResponse
-	37, // 88: palace.matchmaking.v1.MatchmakingService.GetRating:output_type -> palace.matchmaking.v1.GetRatingResponse
-	40, // 89: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:output_type -> palace.matchmaking.v1.GetRatingHistoryResponse
-	43, // 90: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:output_type -> palace.matchmaking.v1.GetLeaderboardResponse
-	72, // [72:91] is the sub-list for method output_type
-	53, // [53:72] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	53, // 51: palace.matchmaking.v1.GameEntry.status:type_name -> palace.common.v1.GameStatus
+	50, // 52: palace.matchmaking.v1.GameEntry.turn:type_name -> palace.common.v1.Side
+	54, // 53: palace.matchmaking.v1.GameEntry.result:type_name -> palace.common.v1.Result
+	49, // 54: palace.matchmaking.v1.GameEntry.ended_at:type_name -> google.protobuf.Timestamp
+	7,  // 55: palace.matchmaking.v1.ResumeGameResponse.seat:type_name -> palace.matchmaking.v1.Seat
+	53, // 56: palace.matchmaking.v1.ResumeGameResponse.status:type_name -> palace.common.v1.GameStatus
+	3,  // 57: palace.matchmaking.v1.MatchmakingService.CreateGuest:input_type -> palace.matchmaking.v1.CreateGuestRequest
+	5,  // 58: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:input_type -> palace.matchmaking.v1.SignInWithGoogleRequest
+	9,  // 59: palace.matchmaking.v1.MatchmakingService.EnterQueue:input_type -> palace.matchmaking.v1.EnterQueueRequest
+	11, // 60: palace.matchmaking.v1.MatchmakingService.CancelTicket:input_type -> palace.matchmaking.v1.CancelTicketRequest
+	13, // 61: palace.matchmaking.v1.MatchmakingService.WatchTicket:input_type -> palace.matchmaking.v1.WatchTicketRequest
+	16, // 62: palace.matchmaking.v1.MatchmakingService.CreateInvite:input_type -> palace.matchmaking.v1.CreateInviteRequest
+	18, // 63: palace.matchmaking.v1.MatchmakingService.GetInvite:input_type -> palace.matchmaking.v1.GetInviteRequest
+	20, // 64: palace.matchmaking.v1.MatchmakingService.CancelInvite:input_type -> palace.matchmaking.v1.CancelInviteRequest
+	22, // 65: palace.matchmaking.v1.MatchmakingService.AcceptInvite:input_type -> palace.matchmaking.v1.AcceptInviteRequest
+	24, // 66: palace.matchmaking.v1.MatchmakingService.WatchInvite:input_type -> palace.matchmaking.v1.WatchInviteRequest
+	26, // 67: palace.matchmaking.v1.MatchmakingService.PlayAi:input_type -> palace.matchmaking.v1.PlayAiRequest
+	29, // 68: palace.matchmaking.v1.MatchmakingService.OfferRematch:input_type -> palace.matchmaking.v1.OfferRematchRequest
+	31, // 69: palace.matchmaking.v1.MatchmakingService.AcceptRematch:input_type -> palace.matchmaking.v1.AcceptRematchRequest
+	33, // 70: palace.matchmaking.v1.MatchmakingService.WatchRematch:input_type -> palace.matchmaking.v1.WatchRematchRequest
+	44, // 71: palace.matchmaking.v1.MatchmakingService.ListGames:input_type -> palace.matchmaking.v1.ListGamesRequest
+	47, // 72: palace.matchmaking.v1.MatchmakingService.ResumeGame:input_type -> palace.matchmaking.v1.ResumeGameRequest
+	36, // 73: palace.matchmaking.v1.MatchmakingService.GetRating:input_type -> palace.matchmaking.v1.GetRatingRequest
+	39, // 74: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:input_type -> palace.matchmaking.v1.GetRatingHistoryRequest
+	42, // 75: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:input_type -> palace.matchmaking.v1.GetLeaderboardRequest
+	4,  // 76: palace.matchmaking.v1.MatchmakingService.CreateGuest:output_type -> palace.matchmaking.v1.CreateGuestResponse
+	6,  // 77: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:output_type -> palace.matchmaking.v1.SignInWithGoogleResponse
+	10, // 78: palace.matchmaking.v1.MatchmakingService.EnterQueue:output_type -> palace.matchmaking.v1.EnterQueueResponse
+	12, // 79: palace.matchmaking.v1.MatchmakingService.CancelTicket:output_type -> palace.matchmaking.v1.CancelTicketResponse
+	14, // 80: palace.matchmaking.v1.MatchmakingService.WatchTicket:output_type -> palace.matchmaking.v1.WatchTicketResponse
+	17, // 81: palace.matchmaking.v1.MatchmakingService.CreateInvite:output_type -> palace.matchmaking.v1.CreateInviteResponse
+	19, // 82: palace.matchmaking.v1.MatchmakingService.GetInvite:output_type -> palace.matchmaking.v1.GetInviteResponse
+	21, // 83: palace.matchmaking.v1.MatchmakingService.CancelInvite:output_type -> palace.matchmaking.v1.CancelInviteResponse
+	23, // 84: palace.matchmaking.v1.MatchmakingService.AcceptInvite:output_type -> palace.matchmaking.v1.AcceptInviteResponse
+	25, // 85: palace.matchmaking.v1.MatchmakingService.WatchInvite:output_type -> palace.matchmaking.v1.WatchInviteResponse
+	27, // 86: palace.matchmaking.v1.MatchmakingService.PlayAi:output_type -> palace.matchmaking.v1.PlayAiResponse
+	30, // 87: palace.matchmaking.v1.MatchmakingService.OfferRematch:output_type -> palace.matchmaking.v1.OfferRematchResponse
+	32, // 88: palace.matchmaking.v1.MatchmakingService.AcceptRematch:output_type -> palace.matchmaking.v1.AcceptRematchResponse
+	34, // 89: palace.matchmaking.v1.MatchmakingService.WatchRematch:output_type -> palace.matchmaking.v1.WatchRematchResponse
+	45, // 90: palace.matchmaking.v1.MatchmakingService.ListGames:output_type -> palace.matchmaking.v1.ListGamesResponse
+	48, // 91: palace.matchmaking.v1.MatchmakingService.ResumeGame:output_type -> palace.matchmaking.v1.ResumeGameResponse
+	37, // 92: palace.matchmaking.v1.MatchmakingService.GetRating:output_type -> palace.matchmaking.v1.GetRatingResponse
+	40, // 93: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:output_type -> palace.matchmaking.v1.GetRatingHistoryResponse
+	43, // 94: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:output_type -> palace.matchmaking.v1.GetLeaderboardResponse
+	76, // [76:95] is the sub-list for method output_type
+	57, // [57:76] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_palace_matchmaking_v1_matchmaking_proto_init() }

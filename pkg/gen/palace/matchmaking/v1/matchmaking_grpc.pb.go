@@ -177,7 +177,8 @@ type MatchmakingServiceClient interface {
 	// newest, each kept 30 days, as matchmaking keeps its record of a game.
 	// An app on a new device, or one that lost its state, finds its games
 	// here and gets back into them with ResumeGame. Entries carry no
-	// credential and do not say whether the game has ended: ResumeGame does.
+	// credential; each says where its game is now (status, turn, result),
+	// as the game service has it at the call.
 	ListGames(ctx context.Context, in *ListGamesRequest, opts ...grpc.CallOption) (*ListGamesResponse, error)
 	// ResumeGame issues a new seat credential for the caller's seat in a
 	// game, with the game's status as last stored (a deadline just passed
@@ -566,7 +567,8 @@ type MatchmakingServiceServer interface {
 	// newest, each kept 30 days, as matchmaking keeps its record of a game.
 	// An app on a new device, or one that lost its state, finds its games
 	// here and gets back into them with ResumeGame. Entries carry no
-	// credential and do not say whether the game has ended: ResumeGame does.
+	// credential; each says where its game is now (status, turn, result),
+	// as the game service has it at the call.
 	ListGames(context.Context, *ListGamesRequest) (*ListGamesResponse, error)
 	// ResumeGame issues a new seat credential for the caller's seat in a
 	// game, with the game's status as last stored (a deadline just passed
