@@ -1,9 +1,11 @@
 // Package aijobs is the Redis queue of "AI to move" jobs: the game service
 // adds one whenever an AI seat has to move or choose a formation, and any
-// number of AI workers take them through a consumer group. A job whose
-// worker dies stays pending and is claimed by another worker after a
-// timeout; the game service's request ids make the retried job commit at
-// most one move. A job that cannot be read, or (with a MaxAttempts) that
+// number of AI workers take them through a consumer group. Each worker
+// holds a lease that it renews while it runs: a job whose worker dies
+// stays pending and is claimed by another worker once the lease lapses,
+// and a job that stays unfinished for a longer timeout (a worker that
+// hangs but renews) is claimed too; the game service's request ids make
+// the retried job commit at most one move. A job that cannot be read, or (with a MaxAttempts) that
 // no worker finished in MaxAttempts deliveries, is moved to a dead-letter
 // stream instead of circling for ever. Jobs older than MaxAge, whose
 // credentials have expired, are trimmed as new ones come; workers leave
@@ -62,13 +64,19 @@ type Delivery struct {
 // hash tag {ai}, so that a job moves to the dead-letter stream in one
 // transaction, in a cluster too. A Queue is safe for concurrent use.
 type Queue struct {
-	rdb   redis.UniversalClient
-	key   string
-	dead  string
-	group string
+	rdb    redis.UniversalClient
+	prefix string
+	key    string
+	dead   string
+	group  string
 	// ClaimAfter is how long a job may stay unacknowledged before another
-	// worker takes it over.
+	// worker takes it over, its worker's lease alive or not.
 	ClaimAfter time.Duration
+	// Lease is how long a worker counts as alive after it last renewed
+	// its lease (KeepAlive). A job held that long by a worker whose lease
+	// lapsed (killed, its machine lost) is taken over without waiting for
+	// ClaimAfter: the AI's clock runs while nobody searches.
+	Lease time.Duration
 	// MaxAttempts is how many deliveries a job gets (0, New's: no limit).
 	// One that is still pending after them (a position that crashes or
 	// hangs every engine, say) is dead-lettered, so that it does not take
@@ -93,6 +101,10 @@ type Queue struct {
 	// at the beginning every time, a worker would never see past the
 	// first few if those are still being worked on.
 	cursor string
+	// orphansScanned is when this Queue last looked for the jobs of
+	// workers whose lease lapsed: once per Lease/4 is enough, however many
+	// workers share the Queue.
+	orphansScanned time.Time
 }
 
 // deadMaxLen bounds the dead-letter stream, which nothing trims: it is
@@ -102,9 +114,9 @@ const deadMaxLen = 10000
 // New returns the queue under prefix.
 func New(rdb redis.UniversalClient, prefix string) *Queue {
 	return &Queue{
-		rdb: rdb, key: prefix + "{ai}:jobs", dead: prefix + "{ai}:dead", group: "workers",
-		ClaimAfter: 30 * time.Second,
-		Log:        slog.New(slog.DiscardHandler), cursor: "0-0",
+		rdb: rdb, prefix: prefix, key: prefix + "{ai}:jobs", dead: prefix + "{ai}:dead", group: "workers",
+		ClaimAfter: 30 * time.Second, Lease: 3 * time.Second,
+		Log: slog.New(slog.DiscardHandler), cursor: "0-0",
 	}
 }
 
@@ -180,6 +192,10 @@ func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) 
 }
 
 func (q *Queue) next(ctx context.Context, consumer string, block time.Duration) (*Delivery, error) {
+	d, err := q.claimOrphan(ctx, consumer)
+	if err != nil || d != nil {
+		return d, err
+	}
 	d, scanned, err := q.claim(ctx, consumer)
 	if err != nil || d != nil {
 		return d, err
@@ -221,6 +237,111 @@ func (q *Queue) claim(ctx context.Context, consumer string) (d *Delivery, scanne
 		}
 	}
 	return nil, false, nil
+}
+
+// aliveKey holds a worker's lease: it exists while the worker lives.
+func (q *Queue) aliveKey(consumer string) string { return q.prefix + "{ai}:alive:" + consumer }
+
+// KeepAlive renews consumer's lease for Lease. A worker calls it as it
+// starts, before it takes a job, and then several times a Lease.
+func (q *Queue) KeepAlive(ctx context.Context, consumer string) error {
+	if q.Lease <= 0 {
+		// No leases: a lease without an expiry would never lapse.
+		return nil
+	}
+	if err := q.rdb.Set(ctx, q.aliveKey(consumer), 1, q.Lease).Err(); err != nil {
+		return fmt.Errorf("renew ai worker lease of %s: %w", consumer, err)
+	}
+	return nil
+}
+
+// orphanPage and orphanPages bound one scan for orphaned jobs: the jobs
+// in progress it reads, a page at a time.
+const (
+	orphanPage  = 100
+	orphanPages = 10
+)
+
+// claimOrphan takes over one job held for at least Lease by a worker
+// whose lease lapsed, when no scan of this Queue looked in the last
+// Lease/4.
+func (q *Queue) claimOrphan(ctx context.Context, consumer string) (*Delivery, error) {
+	if q.Lease <= 0 {
+		return nil, nil
+	}
+	q.mu.Lock()
+	due := time.Since(q.orphansScanned) >= q.Lease/4
+	if due {
+		q.orphansScanned = time.Now()
+	}
+	q.mu.Unlock()
+	if !due {
+		return nil, nil
+	}
+	start := "-"
+	for range orphanPages {
+		pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: q.key, Group: q.group, Idle: q.Lease, Start: start, End: "+", Count: orphanPage,
+		}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("scan ai jobs in progress: %w", err)
+		}
+		alive, err := q.alive(ctx, pending, consumer)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pending {
+			if alive[p.Consumer] {
+				continue
+			}
+			// MinIdle: a job another worker took over meanwhile looks
+			// busy again, and stays with it.
+			msgs, err := q.rdb.XClaim(ctx, &redis.XClaimArgs{
+				Stream: q.key, Group: q.group, Consumer: consumer, MinIdle: q.Lease, Messages: []string{p.ID},
+			}).Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return nil, fmt.Errorf("claim ai job %s: %w", p.ID, err)
+			}
+			for _, m := range msgs {
+				d, err := q.claimed(ctx, m)
+				if err != nil || d != nil {
+					if d != nil {
+						q.Log.InfoContext(ctx, "ai job taken over from a worker whose lease lapsed", "id", d.ID, "game", d.Job.GameID, "worker", p.Consumer)
+					}
+					return d, err
+				}
+			}
+		}
+		if len(pending) < orphanPage {
+			return nil, nil
+		}
+		start = "(" + pending[len(pending)-1].ID
+	}
+	return nil, nil
+}
+
+// alive says which holders of the pending jobs, but consumer itself, hold
+// a lease.
+func (q *Queue) alive(ctx context.Context, pending []redis.XPendingExt, consumer string) (map[string]bool, error) {
+	alive := map[string]bool{consumer: true}
+	cmds := map[string]*redis.IntCmd{}
+	pipe := q.rdb.Pipeline()
+	for _, p := range pending {
+		if _, seen := alive[p.Consumer]; seen || cmds[p.Consumer] != nil {
+			continue
+		}
+		cmds[p.Consumer] = pipe.Exists(ctx, q.aliveKey(p.Consumer))
+	}
+	if len(cmds) == 0 {
+		return alive, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("ai worker leases: %w", err)
+	}
+	for c, cmd := range cmds {
+		alive[c] = cmd.Val() > 0
+	}
+	return alive, nil
 }
 
 func (q *Queue) scanFrom() string {
@@ -367,11 +488,13 @@ func (q *Queue) HandBack(ctx context.Context, consumer string, d *Delivery) erro
 	return nil
 }
 
-// leaveScript deletes consumer ARGV[2] of group ARGV[1] of stream KEYS[1]
-// unless it holds a job, and returns 1 if it is gone. Check and delete are
-// one step: DELCONSUMER drops the pending entries of the jobs a consumer
-// holds, and a job no longer pending is never claimed by another worker.
+// leaveScript ends the lease KEYS[2] of consumer ARGV[2] of group ARGV[1]
+// of stream KEYS[1] and deletes the consumer unless it holds a job, and
+// returns 1 if it is gone. Check and delete are one step: DELCONSUMER
+// drops the pending entries of the jobs a consumer holds, and a job no
+// longer pending is never claimed by another worker.
 var leaveScript = redis.NewScript(`
+redis.call('DEL', KEYS[2])
 if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then
   return 0
 end
@@ -392,12 +515,13 @@ for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
 end
 return n`)
 
-// Leave deletes consumer from the group unless it holds a job, and says
-// whether it is gone. Every worker that ever ran stays listed in the group
-// until it is deleted; one that stops holding a job must stay, so that
-// the job's pending entry is kept for another worker to claim.
+// Leave ends consumer's lease and deletes it from the group unless it
+// holds a job, and says whether it is gone. Every worker that ever ran
+// stays listed in the group until it is deleted; one that stops holding a
+// job must stay, so that the job's pending entry is kept for another
+// worker to claim.
 func (q *Queue) Leave(ctx context.Context, consumer string) (bool, error) {
-	n, err := leaveScript.Run(ctx, q.rdb, []string{q.key}, q.group, consumer).Int()
+	n, err := leaveScript.Run(ctx, q.rdb, []string{q.key, q.aliveKey(consumer)}, q.group, consumer).Int()
 	if err != nil {
 		return false, fmt.Errorf("leave ai queue as %s: %w", consumer, err)
 	}

@@ -643,3 +643,108 @@ func TestAHandedBackJobIsTakenOverAtOnce(t *testing.T) {
 		t.Fatalf("a job handed back by a worker that no longer held it was taken again: %+v %v", d, err)
 	}
 }
+
+// TestAJobOfAWorkerWhoseLeaseLapsedIsTakenOver: a worker killed in the
+// middle of a job (no acknowledgement, no hand back, its lease not
+// renewed) loses the job to another worker once its lease lapses, long
+// before the claim timeout; a worker that renews its lease keeps its job
+// until then.
+func TestAJobOfAWorkerWhoseLeaseLapsedIsTakenOver(t *testing.T) {
+	ctx := context.Background()
+	q, rdb := testQueue(t, time.Hour)
+	q.Lease = 300 * time.Millisecond
+	t.Cleanup(func() { rdb.Del(ctx, q.aliveKey("killed"), q.aliveKey("busy"), q.aliveKey("w")) })
+	for _, g := range []string{"g1", "g2"} {
+		if err := q.Enqueue(ctx, Job{GameID: g, Version: 1, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := map[string]*Delivery{}
+	for _, w := range []string{"killed", "busy"} {
+		if err := q.KeepAlive(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		d, err := q.Next(ctx, w, 10*time.Millisecond)
+		if err != nil || d == nil {
+			t.Fatalf("%s's delivery %+v %v", w, d, err)
+		}
+		held[w] = d
+	}
+	// "busy" renews its lease while it searches; "killed" is gone.
+	busy, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for busy.Err() == nil {
+			_ = q.KeepAlive(busy, "busy")
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	if d, err := q.Next(ctx, "w", 10*time.Millisecond); err != nil || d != nil {
+		t.Fatalf("taken over while both leases were alive: %+v %v", d, err)
+	}
+	var got *Delivery
+	deadline := time.Now().Add(5 * time.Second)
+	for got == nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		d, err := q.Next(ctx, "w", 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = d
+	}
+	if got == nil || got.ID != held["killed"].ID || got.Attempt != 2 {
+		t.Fatalf("taken over: %+v; want the killed worker's job (%s), at its second attempt", got, held["killed"].ID)
+	}
+	// The busy worker keeps its job, however often others look.
+	for range 5 {
+		time.Sleep(100 * time.Millisecond)
+		if d, err := q.Next(ctx, "w", 10*time.Millisecond); err != nil || d != nil {
+			t.Fatalf("the job of a worker renewing its lease was taken over: %+v %v", d, err)
+		}
+	}
+	// A worker that leaves ends its lease: its job, handed back or not,
+	// goes to the others.
+	stop()
+	time.Sleep(60 * time.Millisecond)
+	if _, err := q.Leave(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, q.aliveKey("busy")).Val(); n != 0 {
+		t.Fatal("the lease of a worker that left is still there")
+	}
+	var last *Delivery
+	deadline = time.Now().Add(5 * time.Second)
+	for last == nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		if last, _ = q.Next(ctx, "w", 10*time.Millisecond); last != nil && last.ID != held["busy"].ID {
+			t.Fatalf("got %+v, want the job of the worker that left", last)
+		}
+	}
+	if last == nil {
+		t.Fatal("the job of a worker that left was not taken over")
+	}
+}
+
+// TestNoLeaseNoTakeOverBeforeTheTimeout: with leases off (Lease 0) jobs
+// go to other workers only after ClaimAfter, and no lease is kept.
+func TestNoLeaseNoTakeOverBeforeTheTimeout(t *testing.T) {
+	ctx := context.Background()
+	q, rdb := testQueue(t, time.Hour)
+	q.Lease = 0
+	if err := q.KeepAlive(ctx, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, q.aliveKey("w1")).Val(); n != 0 {
+		t.Fatal("a lease was kept with leases off: it would never lapse")
+	}
+	if err := q.Enqueue(ctx, Job{GameID: "g", Version: 1, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := q.Next(ctx, "w1", 10*time.Millisecond); err != nil || d == nil {
+		t.Fatalf("delivery %+v %v", d, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if d, err := q.Next(ctx, "w2", 10*time.Millisecond); err != nil || d != nil {
+		t.Fatalf("taken over before the claim timeout: %+v %v", d, err)
+	}
+}

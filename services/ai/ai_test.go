@@ -526,6 +526,45 @@ func TestKilledWorkerLosesNoMove(t *testing.T) {
 	}
 }
 
+// TestAKilledWorkersJobIsTakenOverWhenItsLeaseLapses: a worker killed
+// while it searches (no acknowledgement, no hand back) leaves the AI's
+// clock running; another worker takes its job over once the killed one's
+// lease lapses (3 s), not after the claim timeout (an hour here).
+func TestAKilledWorkersJobIsTakenOverWhenItsLeaseLapses(t *testing.T) {
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	q := aijobs.New(redistest.Client(t), prefix)
+	q.ClaimAfter = time.Hour
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	if err := q.KeepAlive(ctx, "killed"); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := q.Next(ctx, "killed", time.Second)
+	if err != nil || taken == nil || taken.Job.GameID != g.id {
+		t.Fatalf("job %+v %v", taken, err)
+	}
+	// "killed" dies here, its lease no longer renewed.
+	w := &worker.Worker{Name: "survivor", Log: logging.Discard(), Queue: q, Games: g.games, Mover: worker.NewBuiltin(4)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	begun := time.Now()
+	st := g.waitFor(t, func(g *gamev1.Game) bool { return len(g.GetMoves()) == 2 })
+	if took := time.Since(begun); took > 20*time.Second {
+		t.Errorf("the AI moved %v after its worker was killed; want within its lease and a scan", took)
+	}
+	if st.GetTurn() != commonv1.Side_SIDE_FIRST {
+		t.Fatalf("%v to move after the AI's move", st.GetTurn())
+	}
+	stop()
+	<-done
+}
+
 func TestBestMoveIsReproducibleWithASeed(t *testing.T) {
 	c := aiv1.NewAIServiceClient(apptest.Start(t, redistest.Addr(t), ai.Bind(aiConfig(redistest.Prefix(t), 0))))
 	req := &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Level: 3, Seed: 42, Moves: []*commonv1.Move{{Coordinate: "a4b4"}}}

@@ -80,8 +80,9 @@ type Worker struct {
 // Run works until ctx ends.
 func (w *Worker) Run(ctx context.Context) {
 	defer w.leave(ctx)
+	defer w.keepAlive(ctx)()
 	for ctx.Err() == nil {
-		d, err := w.Queue.Next(ctx, w.Name, 2*time.Second)
+		d, err := w.Queue.Next(ctx, w.Name, time.Second)
 		if err != nil {
 			w.Log.WarnContext(ctx, "ai queue", "err", err)
 			select {
@@ -152,6 +153,46 @@ func asSeat(ctx context.Context, j aijobs.Job) context.Context {
 // leaveTimeout bounds the calls that outlive a stopping worker's context:
 // the acknowledgement of its last job, and its leaving the group.
 const leaveTimeout = 5 * time.Second
+
+// keepAlive renews the worker's lease now and then four times a lease,
+// while it searches too, until the returned stop is called: should the
+// worker die, its job is taken over once the lease lapses.
+func (w *Worker) keepAlive(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	failing := false
+	renew := func() {
+		err := w.Queue.KeepAlive(ctx, w.Name)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			w.Log.WarnContext(ctx, "ai worker lease: not renewed; others may take over its job", "err", err)
+			failing = true
+		case err == nil:
+			failing = false
+		}
+	}
+	renew()
+	if w.Queue.Lease <= 0 {
+		return cancel
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(w.Queue.Lease / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				renew()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
 
 // leave takes the worker's consumer out of the queue's group as it stops,
 // or every restart of a worker process would add consumers that stay
