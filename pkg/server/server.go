@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/vanguard/vanguardgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -174,13 +173,13 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 	log = log.With("component", "server")
 	drain, drainDone := context.WithCancel(context.Background())
 	g := grpc.NewServer(
-		grpc.StatsHandler(otelgrpc.NewServerHandler(
+		grpc.StatsHandler(refusalStats{otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(tel.Tracer),
 			otelgrpc.WithMeterProvider(tel.Meter),
 			otelgrpc.WithPropagators(tel.Propagator),
-		)),
+		)}),
 		grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log), refuseUndecodable),
-		grpc.ChainStreamInterceptor(drainStream(drain), recoverStream(log), logStream(log), refuseUndecodableStream),
+		grpc.ChainStreamInterceptor(drainStream(drain), recoverStream(log), logStream(log), refusedStream, refuseUndecodableStream),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxSendMsgSize(cfg.MaxSendBytes),
@@ -283,7 +282,7 @@ func (s *Server) SelfTLS() *tls.Config {
 // NOT_SERVING, new calls are refused, running calls get ShutdownTimeout to
 // finish. It returns nil after a clean shutdown.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	transcoder, err := vanguardgrpc.NewTranscoder(s.grpc, transcoderLimits(s.cfg)...)
+	transcoder, err := newTranscoder(s.grpc, transcoderLimits(s.cfg)...)
 	if err != nil {
 		return fmt.Errorf("connect transcoder: %w", err)
 	}

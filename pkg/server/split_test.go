@@ -165,12 +165,18 @@ func startServer(t *testing.T) (addr string, stop func() error) {
 // timeout it sets.
 func startServerWith(t *testing.T, cfg Config, register ...func(*Server)) (addr string, stop func() error) {
 	t.Helper()
+	return startServerLogging(t, cfg, slog.New(slog.DiscardHandler), register...)
+}
+
+// startServerLogging is startServerWith, the server logging to log.
+func startServerLogging(t *testing.T, cfg Config, log *slog.Logger, register ...func(*Server)) (addr string, stop func() error) {
+	t.Helper()
 	tel, err := telemetry.New(context.Background(), telemetry.Config{ServiceName: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Listen, cfg.ShutdownTimeout = "127.0.0.1:0", 5*time.Second
-	s := New(cfg, slog.New(slog.DiscardHandler), tel)
+	s := New(cfg, log, tel)
 	for _, r := range register {
 		r(s)
 	}
