@@ -301,3 +301,50 @@ func TestAnOutageIsNotChargedToTheWaits(t *testing.T) {
 		t.Fatalf("events after the outage: %v; want the first-move deadline moved, then Cho's move", evs)
 	}
 }
+
+// TestACommandHeldByAStalledRedisEndsNoOutageEarly: Red moves from the
+// process's cached state while Redis is stalled (SIGSTOP), so its commit
+// waits out the stall, 5 s, longer than Black's 3 s. Black's turn began
+// with Red's move, in the stall: Black's move once Redis is back is
+// excused the stall, not refused as out of time. The outage ends when
+// Redis answered the commit, not when Red's move was judged.
+func TestACommandHeldByAStalledRedisEndsNoOutageEarly(t *testing.T) {
+	srv := redistest.Own(t)
+	env := gametest.StartOn(t, srv.Addr, nil)
+	tb := outageGame(t, env)
+	tb.get(t) // the game is cached: Red's move needs no read
+	// Red's move is judged before the next ping finds Redis gone.
+	srv.Pause(t)
+	var red *gamev1.MakeMoveResponse
+	redErr := make(chan error, 1)
+	go func() {
+		var err error
+		red, err = env.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+		redErr <- err
+	}()
+	time.Sleep(5 * time.Second)
+	srv.Resume(t)
+	if err := <-redErr; err != nil {
+		t.Fatalf("Red's move held by the stall: %v", err)
+	}
+	before := red.GetGame().GetVersion()
+	req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "b10c8"}}
+	var resp *gamev1.MakeMoveResponse
+	retrying(t, "Black's move after the stall", func() (err error) {
+		resp, err = env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), req)
+		return err
+	})
+	if g := resp.GetGame(); g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING || g.GetClocks().GetSecond().GetMainLeft().AsDuration() < 2*time.Second {
+		t.Fatalf("Black's move after the stall left the game %v (%v), Black's clock %v; want it ongoing, most of Black's 3 s left",
+			g.GetStatus(), g.GetResult(), g.GetClocks().GetSecond())
+	}
+	for _, e := range eventsAfter(t, tb, before) {
+		if c := e.GetClock(); c.GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED && c.GetSide() == commonv1.Side_SIDE_SECOND {
+			if c.GetExcused().AsDuration() < 4*time.Second {
+				t.Fatalf("Black excused %v of a 5 s stall", c.GetExcused().AsDuration())
+			}
+			return
+		}
+	}
+	t.Fatal("no OUTAGE_EXCUSED event for Black")
+}

@@ -738,9 +738,14 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		h.confirmLater(ch.State.ID)
 		return nil, err
 	}
-	// An excuse counts an outage under way up to now: it ends there, or
-	// the game's next command would excuse the time since again.
-	h.reached(now)
+	// Redis answered the commit: an outage under way ends now, when the
+	// answer came, not at the instant the command was judged (and its
+	// excuse counted up to). A command judged on a cached state touched
+	// Redis first with its commit, which a stalled Redis held: ended
+	// there, the outage would be cut short, or (judged before a ping
+	// found Redis gone) forgotten, and the turn that began with the
+	// command charged the stall.
+	h.reached(h.now())
 	switch res.Outcome {
 	case store.Duplicate:
 		return c.remembered(res.Previous)

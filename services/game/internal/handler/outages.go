@@ -74,14 +74,17 @@ func (o *outages) failed(atMs int64) (began bool) {
 	return true
 }
 
-// up records that Redis answered: an outage under way ends at endMs, and
-// a ping sent before answeredMs that fails later begins none. It returns
-// the outage this ends (zero when none was under way).
+// up records that Redis answered: an outage under way ends at endMs
+// (unless it began after endMs), and a ping sent before answeredMs that
+// fails later begins none. It returns the outage this ends (zero when
+// none was under way).
 func (o *outages) up(endMs, answeredMs int64) span {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.answered = max(o.answered, answeredMs)
-	if o.since == 0 {
+	if o.since == 0 || endMs < o.since {
+		// Nothing under way, or an answer known only from before the
+		// outage began: it says nothing of the outage.
 		return span{}
 	}
 	s := span{from: o.since, to: max(endMs, o.since)}
@@ -141,9 +144,8 @@ func (o *outages) within(fromMs, toMs int64) time.Duration {
 	return time.Duration(total) * time.Millisecond
 }
 
-// reached records that Redis answered a command: an outage under way ends
-// at end, the instant the command was judged at (its excuse counted the
-// outage up to there). Not on a cluster, where the answer of one master
+// reached records that Redis answered a command by end: an outage under
+// way ends there. Not on a cluster, where the answer of one master
 // says nothing of the others: there only a ping of every master ends an
 // outage.
 func (h *Handler) reached(end time.Time) {

@@ -84,6 +84,22 @@ func TestOutages(t *testing.T) {
 		t.Errorf("within the merged outage: %v, want 900ms", got)
 	}
 
+	// A command judged at 2990, before a ping sent at 3000 found Redis
+	// stalled, is answered at 8000: evidence that Redis answered at 2990
+	// says nothing of the outage that began at 3000, which goes on until
+	// an answer after it.
+	var stalled outages
+	stalled.down(3000)
+	if s := stalled.up(2990, 8000); s != (span{}) {
+		t.Fatalf("an answer judged before the outage ended it: %v", s)
+	}
+	if got := stalled.within(2990, 8000); got != 5*time.Second {
+		t.Errorf("within the stall after an answer judged before it: %v, want 5s", got)
+	}
+	if s := stalled.up(8000, 8000); s != (span{3000, 8000}) {
+		t.Fatalf("the answer after the stall ended %v, want 3000..8000", s)
+	}
+
 	var many outages
 	for i := range int64(maxOutages + 5) {
 		many.down(10 * i)
