@@ -20,8 +20,11 @@ import (
 
 // Config is what every Palace process is configured with.
 type Config struct {
-	Listen          string
-	RedisAddr       string
+	Listen    string
+	RedisAddr string
+	// RedisWait is how long a process that starts while Redis is out of
+	// reach waits for it before it gives up (0: not at all).
+	RedisWait       time.Duration
 	LogFormat       string
 	LogLevel        string
 	OTLPEndpoint    string
@@ -181,6 +184,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 			usage += "; empty starts an in-process Redis"
 		}
 		StringFlag(fs, &c.RedisAddr, "redis-addr", "", usage)
+		DurationFlag(fs, &c.RedisWait, "redis-wait", time.Minute, "at start, how long to wait for a Redis out of reach (starting, restarting, not yet scheduled) before giving up, rather than exit at once into a restart loop; a Redis that refuses the credentials fails at once")
 	}
 	StringFlag(fs, &c.LogFormat, "log-format", "text", "log format: text or json")
 	StringFlag(fs, &c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")

@@ -111,15 +111,60 @@ func TestConnectRedisLogsNoPassword(t *testing.T) {
 		}
 	}()
 	log := slog.New(slog.NewTextHandler(&out, nil))
-	if _, err := connectRedis(context.Background(), "redis://:"+pw+"@"+s.Addr, log, &closers); err != nil {
+	if _, err := connectRedis(context.Background(), "redis://:"+pw+"@"+s.Addr, 0, log, &closers); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), pw) || !strings.Contains(out.String(), s.Addr) {
 		t.Fatalf("log %q: want the address without the password", out.String())
 	}
-	_, err := connectRedis(context.Background(), "redis://:wrong-"+pw+"@"+s.Addr, log, &closers)
-	if err == nil || strings.Contains(err.Error(), pw) {
-		t.Fatalf("wrong password: %v, want an error without the password", err)
+	// A wrong password fails at once, however long the process may wait
+	// for a Redis out of reach: waiting mends nothing.
+	begun := time.Now()
+	_, err := connectRedis(context.Background(), "redis://:wrong-"+pw+"@"+s.Addr, time.Minute, log, &closers)
+	if err == nil || strings.Contains(err.Error(), pw) || time.Since(begun) > 5*time.Second {
+		t.Fatalf("wrong password: %v after %v, want an error at once, without the password", err, time.Since(begun))
+	}
+}
+
+// TestAProcessWaitsForRedis: a process started while its Redis is out of
+// reach waits for it (--redis-wait), saying so, and goes on once it
+// answers; past the wait it gives up, naming the flag.
+func TestAProcessWaitsForRedis(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	proxy.Cut()
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	var closers []func() error
+	defer func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}()
+	begun := time.Now()
+	time.AfterFunc(1500*time.Millisecond, proxy.Restore)
+	rdb, err := connectRedis(context.Background(), proxy.Addr(), time.Minute, log, &closers)
+	if err != nil {
+		t.Fatalf("connecting to a Redis back after 1.5 s: %v", err)
+	}
+	if waited := time.Since(begun); waited < time.Second {
+		t.Fatalf("connected after %v, while Redis was out of reach for 1.5 s", waited)
+	}
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "redis out of reach: waiting for it") {
+		t.Fatalf("log %q: want the wait told", out.String())
+	}
+
+	proxy.Cut()
+	begun = time.Now()
+	_, err = connectRedis(context.Background(), proxy.Addr(), 1500*time.Millisecond, log, &closers)
+	if err == nil || !strings.Contains(err.Error(), "--redis-wait") || time.Since(begun) < time.Second {
+		t.Fatalf("a Redis out of reach past --redis-wait: %v after %v, want an error naming the flag after the wait", err, time.Since(begun))
+	}
+	begun = time.Now()
+	if _, err = connectRedis(context.Background(), proxy.Addr(), 0, log, &closers); err == nil || time.Since(begun) > 5*time.Second {
+		t.Fatalf("without a wait: %v after %v, want an error at once", err, time.Since(begun))
 	}
 }
 

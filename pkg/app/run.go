@@ -240,7 +240,7 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	var rdb redis.UniversalClient
 	if !o.Config.NoRedis {
-		if rdb, err = connectRedis(ctx, o.Config.RedisAddr, log, &closers); err != nil {
+		if rdb, err = connectRedis(ctx, o.Config.RedisAddr, o.Config.RedisWait, log, &closers); err != nil {
 			return err
 		}
 	}
@@ -283,9 +283,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	return srv.Serve(ctx, lis)
 }
 
-// connectRedis connects to addr, or starts an in-process Redis when addr
-// is empty (Validate allows that only with EmbeddedRedis).
-func connectRedis(ctx context.Context, addr string, log *slog.Logger, closers *[]func() error) (redis.UniversalClient, error) {
+// connectRedis connects to addr, waiting up to wait for a Redis out of
+// reach, or starts an in-process Redis when addr is empty (Validate
+// allows that only with EmbeddedRedis).
+func connectRedis(ctx context.Context, addr string, wait time.Duration, log *slog.Logger, closers *[]func() error) (redis.UniversalClient, error) {
 	if addr == "" {
 		mr := miniredis.NewMiniRedis()
 		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
@@ -295,7 +296,7 @@ func connectRedis(ctx context.Context, addr string, log *slog.Logger, closers *[
 		addr = mr.Addr()
 		log.Warn("no --redis-addr given: started an in-process Redis (miniredis); state is lost at exit", "redis_addr", addr)
 	}
-	rdb, err := redisx.New(ctx, addr)
+	rdb, err := awaitRedis(ctx, addr, wait, log)
 	if err != nil {
 		return nil, err
 	}
@@ -312,4 +313,47 @@ type redisLog struct{ log *slog.Logger }
 
 func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
 	r.log.Log(ctx, slog.LevelWarn, "redis client", "detail", strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// redisRetryEvery spaces the attempts to reach Redis at start, and
+// redisWaitLogEvery the warnings while it stays out of reach.
+const (
+	redisRetryEvery   = time.Second
+	redisWaitLogEvery = 10 * time.Second
+)
+
+// awaitRedis connects to addr, trying again every redisRetryEvery while
+// Redis is out of reach, for up to wait: a deployment starts its
+// processes and its Redis together, and a process that exits at once
+// only enters a restart loop whose back-off outlasts Redis' start. An
+// answer that refuses (a wrong password) fails at once: waiting mends
+// nothing.
+func awaitRedis(ctx context.Context, addr string, wait time.Duration, log *slog.Logger) (redis.UniversalClient, error) {
+	start := time.Now()
+	var logged time.Time
+	for {
+		rdb, err := redisx.New(ctx, addr)
+		if err == nil {
+			return rdb, nil
+		}
+		if !redisx.OutOfReach(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		waited := time.Since(start)
+		if waited >= wait {
+			if wait > 0 {
+				return nil, fmt.Errorf("waited %v (--redis-wait): %w", waited.Round(time.Second), err)
+			}
+			return nil, err
+		}
+		if time.Since(logged) >= redisWaitLogEvery {
+			log.Warn("redis out of reach: waiting for it before serving", "redis_addr", redisx.Redact(addr), "waited", waited.Round(time.Second), "redis_wait", wait, "err", err)
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for redis: %w", ctx.Err())
+		case <-time.After(redisRetryEvery):
+		}
+	}
 }

@@ -444,6 +444,24 @@ func New(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	return c, nil
 }
 
+// OutOfReach reports whether err, from New, may mend by itself: Redis
+// did not answer (not started yet, restarting, its name not yet known),
+// or answered that it cannot serve yet (loading its data, a cluster
+// without a master for a slot). An answer that refuses the connection
+// (a wrong password, a missing permission) does not mend.
+func OutOfReach(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return true
+	}
+	for _, p := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckKeyPrefix refuses a key prefix with a brace. Redis Cluster hashes
 // only the first {...} of a key, so a prefix holding one would put every
 // key of a deployment (each game's, each queue's) in one slot, where the
