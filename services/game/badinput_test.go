@@ -134,7 +134,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			return err
 		}, wantCode: codes.Unauthenticated},
 		{name: "private game without a seat", game: janggi, call: func() error {
-			_, err := env.Player.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: janggi.id})
+			_, err := env.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: janggi.id})
 			return err
 		}, wantCode: codes.PermissionDenied},
 		{name: "missing request id", game: x, call: func() error {

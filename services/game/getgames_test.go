@@ -7,11 +7,9 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/palacehq/palace/pkg/auth"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/services/game/gametest"
@@ -103,57 +101,5 @@ func TestGetGamesRefusals(t *testing.T) {
 	// A hundred is allowed.
 	if r, err := env.Client.GetGames(ctx, &gamev1.GetGamesRequest{GameIds: many[:100]}); err != nil || len(r.GetNotFound()) != 100 {
 		t.Fatalf("GetGames of 100 unknown games: %v %v", r, err)
-	}
-}
-
-// TestAServiceReadsAnyGame: a service credential (a tournament system's,
-// an operator's) reads and watches a private game, one between two AI
-// seats too, which has no seat credential to issue; a player cannot, and
-// a service credential that is not valid is refused before the game is
-// looked up.
-func TestAServiceReadsAnyGame(t *testing.T) {
-	env := gametest.Start(t, nil)
-	bots := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(1, 1)})
-	if g, err := env.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: bots.id}); err != nil || g.GetGame().GetPublic() {
-		t.Fatalf("a service reading a private AI-vs-AI game: %v %v", g, err)
-	}
-	st, err := env.Client.StreamEvents(context.Background(), &gamev1.StreamEventsRequest{GameId: bots.id, Snapshot: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, err := st.Recv(); err != nil || m.GetSnapshot().GetGameId() != bots.id {
-		t.Fatalf("a service watching a private AI-vs-AI game: %v %v", m, err)
-	}
-	if got := heldSeats(t, env); len(got) != 0 {
-		t.Fatalf("a service's stream holds %v", got)
-	}
-
-	x := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
-	withService := func(tok string) context.Context {
-		return metadata.AppendToOutgoingContext(context.Background(), auth.ServiceHeader, tok)
-	}
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-		code codes.Code
-		msg  string
-	}{
-		{"no credential", context.Background(), codes.PermissionDenied, "private"},
-		{"a seat credential as a service's", withService(x.seats[commonv1.Side_SIDE_FIRST]), codes.Unauthenticated, "a seat credential (from CreateGame or matchmaking), not a service credential"},
-		{"garbage as a service's", withService("not-a-token"), codes.Unauthenticated, "malformed"},
-	} {
-		for _, id := range []string{bots.id, "nosuchgame"} {
-			_, err := env.Player.GetGame(c.ctx, &gamev1.GetGameRequest{GameId: id})
-			if id == "nosuchgame" && c.code == codes.PermissionDenied && c.name == "no credential" {
-				// Nothing to deny: the game is not there.
-				if status.Code(err) != codes.NotFound {
-					t.Errorf("%s, an unknown game: %v, want NotFound", c.name, err)
-				}
-				continue
-			}
-			if status.Code(err) != c.code || !strings.Contains(status.Convert(err).Message(), c.msg) {
-				t.Errorf("%s, game %s: %v, want %v naming %q", c.name, id, err, c.code, c.msg)
-			}
-		}
 	}
 }

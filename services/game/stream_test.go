@@ -942,7 +942,7 @@ func TestAnotherGamesSeatWatchesAPublicGame(t *testing.T) {
 	if got := heldSeats(t, env); len(got) != 0 {
 		t.Fatalf("a watcher with another game's seat holds %v", got)
 	}
-	_, err = env.Player.GetGame(public.as(commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: private.id})
+	_, err = env.Client.GetGame(public.as(commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: private.id})
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), "not for a seat of game "+private.id) {
 		t.Fatalf("read of a private game with another game's seat: %v, want PermissionDenied naming the game", err)
 	}

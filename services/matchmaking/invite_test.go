@@ -99,7 +99,7 @@ func TestInviteAccepted(t *testing.T) {
 		t.Fatalf("friend game %v: want private, casual, clocked", g)
 	}
 	// Private: nobody without a seat may read it.
-	_, err = e.game.Player.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: hs.GetGameId()})
+	_, err = e.game.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: hs.GetGameId()})
 	wantCode(t, err, codes.PermissionDenied)
 
 	// The friend retrying gets the same game.

@@ -221,7 +221,7 @@ func TestResumeGame(t *testing.T) {
 		t.Fatal(err)
 	}
 	aiGame := ai.GetSeat().GetGameId()
-	if _, err := e.game.Player.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: aiGame}); err == nil {
+	if _, err := e.game.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: aiGame}); err == nil {
 		t.Fatal("the AI game is readable without its seat's credential: reading it proves nothing")
 	}
 	r, err := e.resume(a, aiGame)

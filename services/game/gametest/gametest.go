@@ -26,9 +26,6 @@ type Env struct {
 	// Client presents a service credential (apptest.AsService) besides
 	// the seat credentials a test adds (As).
 	Client gamev1.GameServiceClient
-	// Player presents no service credential, only the seat credentials a
-	// test adds: a player's app.
-	Player gamev1.GameServiceClient
 	Conn   *grpc.ClientConn
 	Redis  redis.UniversalClient
 	Config game.Config
@@ -84,21 +81,15 @@ func StartOn(tb testing.TB, redisAddr string, edit func(*game.Config)) *Env {
 		cancel()
 		tb.Fatal(err)
 	}
-	pc, err := grpc.NewClient(serving, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		cancel()
-		tb.Fatal(err)
-	}
 	rdb := redistest.Client(tb)
 	tb.Cleanup(func() {
-		pc.Close()
 		cc.Close()
 		cancel()
 		if err := <-done; err != nil {
 			tb.Errorf("game service stopped with %v", err)
 		}
 	})
-	return &Env{Addr: serving, Client: gamev1.NewGameServiceClient(cc), Player: gamev1.NewGameServiceClient(pc), Conn: cc, Redis: rdb, Config: cfg}
+	return &Env{Addr: serving, Client: gamev1.NewGameServiceClient(cc), Conn: cc, Redis: rdb, Config: cfg}
 }
 
 // As returns ctx carrying a seat credential.

@@ -21,7 +21,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/palacehq/palace/pkg/aijobs"
@@ -1266,15 +1265,6 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 	if credErr != nil && !errors.Is(credErr, errNotASeat) {
 		return store.Loaded{}, nil, credErr
 	}
-	// A service (a tournament system, an operator) reads any game, as it
-	// could with the seat credentials it may issue itself: an AI-vs-AI
-	// game has none to issue.
-	service := len(metadata.ValueFromIncomingContext(ctx, auth.ServiceHeader)) > 0
-	if service {
-		if err := h.internal(ctx, "reading a game as a service"); err != nil {
-			return store.Loaded{}, nil, err
-		}
-	}
 	var l store.Loaded
 	var err error
 	if withMoves {
@@ -1295,7 +1285,7 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 	switch {
 	case seated:
 		return l, &side, nil
-	case l.State.Public, service:
+	case l.State.Public:
 		return l, nil, nil
 	case credErr != nil:
 		return l, nil, credErr

@@ -140,9 +140,7 @@ type GameServiceClient interface {
 	// would then be out of time).
 	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
-	// credential (PermissionDenied otherwise), or a service credential in
-	// the x-palace-service header: a tournament system or an operator reads
-	// any game, one between two AI seats too. A public game may be read by
+	// credential (PermissionDenied otherwise). A public game may be read by
 	// anyone, also with another game's seat credential; a credential that
 	// is not valid is Unauthenticated, checked before the game is looked up.
 	// StreamEvents admits its callers alike.
@@ -454,9 +452,7 @@ type GameServiceServer interface {
 	// would then be out of time).
 	Undo(context.Context, *UndoRequest) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
-	// credential (PermissionDenied otherwise), or a service credential in
-	// the x-palace-service header: a tournament system or an operator reads
-	// any game, one between two AI seats too. A public game may be read by
+	// credential (PermissionDenied otherwise). A public game may be read by
 	// anyone, also with another game's seat credential; a credential that
 	// is not valid is Unauthenticated, checked before the game is looked up.
 	// StreamEvents admits its callers alike.
