@@ -165,17 +165,27 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 			return err
 		}, wantCode: codes.InvalidArgument, wantMsg: "; "},
-		{name: "bad create: a seat's name over 96 bytes, a player id over 128", game: x, call: func() error {
+		{name: "bad create: a seat's name over 24 characters, a player id over 128", game: x, call: func() error {
 			long := seats()
 			// 24 Hangul (72 bytes) are a name the service takes.
 			long[0].DisplayName, long[0].PlayerId = strings.Repeat("장", 24), strings.Repeat("p", 129)
-			long[1].DisplayName = strings.Repeat("x", 97)
+			long[1].DisplayName = strings.Repeat("장", 25)
 			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: long})
 			if msg := status.Convert(err).Message(); strings.Contains(msg, "seats[0].display_name") || !strings.Contains(msg, "seats[0].player_id: longer than 128 bytes") {
 				return fmt.Errorf("refusal %q: want seat 0's id named, not its name", msg)
 			}
 			return err
-		}, wantCode: codes.InvalidArgument, wantMsg: "seats[1].display_name: longer than 96 bytes"},
+		}, wantCode: codes.InvalidArgument, wantMsg: "seats[1].display_name: 25 characters, at most 24 allowed"},
+		{name: "bad create: a private game between two AI seats", game: x, call: func() error {
+			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(1, 1)})
+			return err
+		}, wantCode: codes.InvalidArgument, wantMsg: "a game between two AI seats must be public"},
+		{name: "bad create: a seat's name on two lines", game: x, call: func() error {
+			two := seats()
+			two[1].DisplayName = "Kim\nLee"
+			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: two})
+			return err
+		}, wantCode: codes.InvalidArgument, wantMsg: "seats[1].display_name: contains an unprintable character U+000A"},
 		{name: "bad create: setup and first-move times out of range", game: x, call: func() error {
 			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_JANGGI, Seats: seats(),
 				SetupTime: durationpb.New(500 * time.Millisecond), FirstMoveTime: durationpb.New(25 * time.Hour)})

@@ -28,6 +28,7 @@ import (
 	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/clock"
 	"github.com/palacehq/palace/pkg/deadline"
+	"github.com/palacehq/palace/pkg/displayname"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/newest"
 	"github.com/palacehq/palace/pkg/rules"
@@ -43,7 +44,6 @@ import (
 const (
 	MaxIDBytes        = 64
 	MaxRequestIDBytes = 128
-	MaxNameBytes      = 96
 	MaxPlayerIDBytes  = 128
 	MaxFENBytes       = 256
 	MaxMoveBytes      = 8
@@ -957,6 +957,11 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 		var seen [2]bool
 		for i, s := range req.GetSeats() {
 			side, err := rulespb.SideFrom(s.GetSide())
+			// Every app shows the name on one line, as a guest's nickname.
+			var nameErr error
+			if s.GetDisplayName() != "" {
+				nameErr = displayname.Check(fmt.Sprintf("seats[%d].display_name", i), s.GetDisplayName())
+			}
 			switch {
 			case err != nil:
 				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d].%v", i, err))
@@ -964,8 +969,8 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 			case seen[side]:
 				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d]: side %v appears twice", i, s.GetSide()))
 				continue
-			case len(s.GetDisplayName()) > MaxNameBytes:
-				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d].display_name: longer than %d bytes", i, MaxNameBytes))
+			case nameErr != nil:
+				errs = append(errs, nameErr)
 			case len(s.GetPlayerId()) > MaxPlayerIDBytes:
 				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d].player_id: longer than %d bytes", i, MaxPlayerIDBytes))
 			case s.GetAiLevel() > 10:
@@ -974,6 +979,10 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 			seen[side] = true
 			p.Seats[side] = model.Seat{PlayerID: s.GetPlayerId(), Name: s.GetDisplayName(), AILevel: int(s.GetAiLevel())}
 		}
+	}
+	if len(req.GetSeats()) == 2 && req.GetSeats()[0].GetAiLevel() > 0 && req.GetSeats()[1].GetAiLevel() > 0 && !req.GetPublic() {
+		// Its seats take no credential: nobody could read it.
+		errs = append(errs, apierr.New(apierr.Invalid, "public: a game between two AI seats must be public, since neither seat takes a credential to read a private game with"))
 	}
 	if fen := req.GetStart().GetFen(); fen != "" {
 		if len(fen) > MaxFENBytes {

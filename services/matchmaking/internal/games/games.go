@@ -16,11 +16,11 @@ import (
 
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/clock"
+	"github.com/palacehq/palace/pkg/displayname"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/pkg/rulespb"
-	"github.com/palacehq/palace/pkg/textcut"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
@@ -96,13 +96,6 @@ func (c *Creator) CreateHuman(ctx context.Context, s Spec) (store.Game, error) {
 	return g, nil
 }
 
-// MaxNameBytes is the game service's limit on a seat's display name:
-// room for 24 characters of any script. Names are checked when a
-// credential is issued, and cut to it again when a game is made: one
-// issued before that check (or under another limit) must not make every
-// game of its holder fail.
-const MaxNameBytes = 96
-
 // MaxPlayerIDBytes is the game service's limit on a seat's player id.
 const MaxPlayerIDBytes = 128
 
@@ -117,8 +110,8 @@ func (c *Creator) Create(ctx context.Context, s Spec) (store.Game, error) {
 		// play by mistake, leaves before the first moves without a loss.
 		PlayersMayAbort: true,
 		Seats: []*gamev1.Seat{
-			{Side: commonv1.Side_SIDE_FIRST, PlayerId: s.First.ID, DisplayName: textcut.Prefix(s.First.Name, MaxNameBytes)},
-			{Side: commonv1.Side_SIDE_SECOND, PlayerId: s.Second.ID, DisplayName: textcut.Prefix(s.Second.Name, MaxNameBytes)},
+			{Side: commonv1.Side_SIDE_FIRST, PlayerId: s.First.ID, DisplayName: displayname.Fit(s.First.Name)},
+			{Side: commonv1.Side_SIDE_SECOND, PlayerId: s.Second.ID, DisplayName: displayname.Fit(s.Second.Name)},
 		},
 	})
 	if err != nil {
@@ -194,7 +187,7 @@ type AISpec struct {
 // CreateAI creates an unrated, private game against the AI and returns
 // the human's seat.
 func (c *Creator) CreateAI(ctx context.Context, s AISpec) (string, store.Grant, error) {
-	human := &gamev1.Seat{Side: s.HumanSide, PlayerId: s.Human.ID, DisplayName: textcut.Prefix(s.Human.Name, MaxNameBytes)}
+	human := &gamev1.Seat{Side: s.HumanSide, PlayerId: s.Human.ID, DisplayName: displayname.Fit(s.Human.Name)}
 	aiSide := commonv1.Side_SIDE_SECOND
 	if s.HumanSide == commonv1.Side_SIDE_SECOND {
 		aiSide = commonv1.Side_SIDE_FIRST

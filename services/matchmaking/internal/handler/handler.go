@@ -8,12 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/clientaddr"
+	"github.com/palacehq/palace/pkg/displayname"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/pkg/newest"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
@@ -22,10 +21,11 @@ import (
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
-// MaxNicknameRunes bounds a nickname; it must also fit the game service's
-// limit on a seat's name, games.MaxNameBytes, or every game of its
-// holder would be refused.
-const MaxNicknameRunes = 24
+// MaxNicknameRunes bounds a nickname as the game service bounds a seat's
+// name. Names are checked when a credential is issued, and fitted again
+// when a game is made (displayname.Fit): one signed before that check, or
+// under another limit, must not make every game of its holder fail.
+const MaxNicknameRunes = displayname.MaxRunes
 
 // Config holds the lifetimes the handler works with.
 type Config struct {
@@ -198,59 +198,7 @@ const DefaultWatchHeartbeat = 15 * time.Second
 func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }
 
 // ValidNickname reports what is wrong with a nickname, or nil.
-func ValidNickname(s string) error {
-	s = strings.TrimSpace(s)
-	switch n := utf8.RuneCountInString(s); {
-	case !utf8.ValidString(s):
-		return apierr.New(apierr.Invalid, "nickname: not valid UTF-8")
-	case n == 0:
-		return apierr.New(apierr.Invalid, "nickname: required")
-	case n > MaxNicknameRunes:
-		return apierr.New(apierr.Invalid, "nickname: %d characters, at most %d allowed", n, MaxNicknameRunes)
-	case len(s) > games.MaxNameBytes:
-		return apierr.New(apierr.Invalid, "nickname: %d bytes in UTF-8, at most %d allowed", len(s), games.MaxNameBytes)
-	}
-	prev := rune(0)
-	for _, r := range s {
-		if !nameRune(r) || isTag(r) && prev != blackFlag && (!isTag(prev) || prev == cancelTag) {
-			return apierr.New(apierr.Invalid, "nickname: contains an unprintable character %U", r)
-		}
-		prev = r
-	}
-	if strings.IndexFunc(s, shows) < 0 {
-		return apierr.New(apierr.Invalid, "nickname: nothing in it shows")
-	}
-	return nil
-}
-
-// shows reports whether r draws something: a printable character other
-// than the blank ones that Unicode counts as letters, marks or symbols
-// (the Hangul fillers, the blank braille pattern, the combining grapheme
-// joiner, the Khmer inherent vowels, the null notehead), with which a name
-// looks empty in any app.
-func shows(r rune) bool {
-	switch r {
-	case '\u115f', '\u1160', '\u3164', '\uffa0', '\u2800', '\u034f', '\u17b4', '\u17b5', '\U0001D159':
-		return false
-	}
-	return unicode.IsPrint(r)
-}
-
-// nameRune reports whether a name may hold r: a printable character, or
-// one of the invisible ones that emoji are written with (the zero-width
-// joiner of 👨‍👩‍👧, variation selectors, the tags of subdivision flags).
-func nameRune(r rune) bool {
-	return unicode.IsPrint(r) || r == '\u200d' || r >= 0xfe00 && r <= 0xfe0f || isTag(r)
-}
-
-// blackFlag begins a subdivision flag (🏴 and tags, as in Scotland's); tags
-// anywhere else are invisible text.
-const blackFlag = '\U0001F3F4'
-
-// cancelTag ends a flag's tags: any after it are stray.
-const cancelTag = '\U000E007F'
-
-func isTag(r rune) bool { return r >= 0xe0020 && r <= 0xe007f }
+func ValidNickname(s string) error { return displayname.Check("nickname", s) }
 
 // CheckAccount validates an account that an operator mints a credential
 // for with the player signing keys (`palace player-token`): an id the

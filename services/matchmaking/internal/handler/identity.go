@@ -7,14 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/clientaddr"
+	"github.com/palacehq/palace/pkg/displayname"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
 	"github.com/palacehq/palace/services/matchmaking/internal/google"
@@ -126,22 +125,10 @@ func accountID(sub string) string {
 	return "google#" + hex.EncodeToString(sum[:20])
 }
 
-// cleanName makes a display name of a Google profile name: of the
-// characters names hold (nameRune), trimmed, at most MaxNicknameRunes and games.MaxNameBytes; "Player" when
-// nothing is left.
+// cleanName makes a display name of a Google profile name
+// (displayname.Fit), "Player" when nothing of it is left.
 func cleanName(s string) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range strings.TrimSpace(s) {
-		if n == MaxNicknameRunes || b.Len()+utf8.RuneLen(r) > games.MaxNameBytes {
-			break
-		}
-		if nameRune(r) && r != utf8.RuneError {
-			b.WriteRune(r)
-			n++
-		}
-	}
-	if out := strings.TrimSpace(b.String()); strings.IndexFunc(out, unicode.IsPrint) >= 0 {
+	if out := displayname.Fit(s); out != "" {
 		return out
 	}
 	return "Player"

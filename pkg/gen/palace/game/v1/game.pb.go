@@ -177,7 +177,8 @@ type Seat struct {
 	// Opaque player id from matchmaking or the operator; may be empty. At
 	// most 128 bytes.
 	PlayerId string `protobuf:"bytes,2,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
-	// At most 96 bytes: 24 characters of any script.
+	// Optional; at most 24 characters of any script (96 bytes), on one
+	// line, with something in it that shows: as a guest's nickname.
 	DisplayName string `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	// 1 to 10 when the AI plays this seat; 0 for a human.
 	AiLevel       uint32 `protobuf:"varint,4,opt,name=ai_level,json=aiLevel,proto3" json:"ai_level,omitempty"`
@@ -253,7 +254,9 @@ type CreateGameRequest struct {
 	TimeControl *v1.TimeControl `protobuf:"bytes,4,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
 	// Optional custom start position (skips the Janggi setup phase).
 	Start *v1.Position `protobuf:"bytes,5,opt,name=start,proto3" json:"start,omitempty"`
-	// Public games may be watched by anyone with the id.
+	// Public games may be watched by anyone with the id; private ones only
+	// with a seat credential. A game between two AI seats, neither of which
+	// takes a credential, must be public (InvalidArgument otherwise).
 	Public bool `protobuf:"varint,6,opt,name=public,proto3" json:"public,omitempty"`
 	// Janggi formation time per player; default 60 s.
 	SetupTime *durationpb.Duration `protobuf:"bytes,7,opt,name=setup_time,json=setupTime,proto3" json:"setup_time,omitempty"`
@@ -2053,7 +2056,8 @@ type Game struct {
 	Moves []*MoveRecord `protobuf:"bytes,8,rep,name=moves,proto3" json:"moves,omitempty"`
 	// The side to move (or to choose a formation during setup).
 	Turn v1.Side `protobuf:"varint,9,opt,name=turn,proto3,enum=palace.common.v1.Side" json:"turn,omitempty"`
-	// Sorted, passes included; empty when the game is not ongoing.
+	// Sorted by their coordinate text, byte by byte ("b3b10" before
+	// "b3b2"), passes included; empty when the game is not ongoing.
 	LegalMoves  []*v1.Move        `protobuf:"bytes,10,rep,name=legal_moves,json=legalMoves,proto3" json:"legal_moves,omitempty"`
 	Check       bool              `protobuf:"varint,11,opt,name=check,proto3" json:"check,omitempty"`
 	TimeControl *v1.TimeControl   `protobuf:"bytes,12,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
