@@ -83,6 +83,11 @@ func SideFrom(s commonv1.Side) (rules.Side, error) {
 	case commonv1.Side_SIDE_SECOND:
 		return rules.Second, nil
 	}
+	if s == commonv1.Side_SIDE_UNSPECIFIED {
+		// JSON decoding drops a side's name it does not know, as it
+		// drops unknown fields: a misspelt side arrives unset.
+		return 0, errors.New("side: required, SIDE_FIRST or SIDE_SECOND (in JSON, any other name is dropped and arrives unset)")
+	}
 	return 0, fmt.Errorf("side: %v is not a side (want SIDE_FIRST or SIDE_SECOND)", s)
 }
 

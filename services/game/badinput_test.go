@@ -176,6 +176,16 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 			return err
 		}, wantCode: codes.InvalidArgument, wantMsg: "seats[1].display_name: 25 characters, at most 24 allowed"},
+		{name: "formation unset (a misspelt name in JSON)", game: janggi, call: func() error {
+			_, err := env.Client.ChooseFormation(janggi.as(black), &gamev1.ChooseFormationRequest{GameId: janggi.id, RequestId: rid()})
+			return err
+		}, wantCode: codes.InvalidArgument, wantMsg: "formation: required, one of FORMATION_MA_SANG_SANG_MA"},
+		{name: "bad create: a seat's side unset (a misspelt name in JSON)", game: x, call: func() error {
+			unset := seats()
+			unset[0].Side = commonv1.Side_SIDE_UNSPECIFIED
+			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: unset})
+			return err
+		}, wantCode: codes.InvalidArgument, wantMsg: "seats[0].side: required, SIDE_FIRST or SIDE_SECOND (in JSON, any other name is dropped and arrives unset)"},
 		{name: "bad create: a private game between two AI seats", game: x, call: func() error {
 			_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(1, 1)})
 			return err

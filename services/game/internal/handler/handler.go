@@ -1066,7 +1066,7 @@ func (h *Handler) ChooseFormation(ctx context.Context, req *gamev1.ChooseFormati
 		return nil, h.fail(ctx, err)
 	}
 	if req.GetFormation() == 0 {
-		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "formation: required"))
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "formation: required, one of FORMATION_MA_SANG_SANG_MA, FORMATION_SANG_MA_SANG_MA, FORMATION_MA_SANG_MA_SANG, FORMATION_SANG_MA_MA_SANG (in JSON, any other name is dropped and arrives unset)"))
 	}
 	f, err := rulespb.Formation(req.GetFormation())
 	if err != nil {

@@ -79,3 +79,26 @@ func TestAbortIsForHumansBeforeTheGameBegins(t *testing.T) {
 		t.Fatalf("an abort after both first moves and an undo: %v; want it refused", err)
 	}
 }
+
+// TestAGameEndedInItsSetupKeepsItsTurn: a Janggi game that ends before
+// both formations are chosen shows the side that was choosing to the
+// end, as during the setup: it has no board whose side to move to show.
+func TestAGameEndedInItsSetupKeepsItsTurn(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	for _, end := range []func(*State) (Change, error){
+		func(st *State) (Change, error) { return Abort(st, rules.First, now.Add(time.Second)) },
+		func(st *State) (Change, error) { return Resign(st, rules.First, now.Add(time.Second)) },
+	} {
+		ch, err := Create(CreateParams{ID: "j", Variant: rules.Janggi, PlayersMayAbort: true, SetupTime: time.Minute, Seats: [2]Seat{{PlayerID: "a"}, {PlayerID: "b"}}}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if turn := ch.State.Turn(); turn != rules.Second {
+			t.Fatalf("the setup's turn %v, want Han's", turn)
+		}
+		ended := must(t, "the ending")(end(ch.State))
+		if !ended.Status.Finished() || ended.Turn() != rules.Second {
+			t.Fatalf("after the ending: status %v, turn %v; want it over, Han's turn still", ended.Status, ended.Turn())
+		}
+	}
+}

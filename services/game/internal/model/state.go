@@ -202,7 +202,10 @@ func (s *State) Game() (*rules.Game, error) {
 
 // Turn is the side to move (ongoing) or to choose a formation (setup).
 func (s *State) Turn() rules.Side {
-	if s.Status == StatusSetup {
+	// A Janggi game has no board until both formations are chosen: one
+	// that ended before that (resigned, aborted) keeps the turn of the
+	// side that was choosing.
+	if s.Status == StatusSetup || s.StartFEN == "" {
 		if s.Formations[rules.Second] == 0 {
 			return rules.Second
 		}
