@@ -108,9 +108,9 @@ func (p *Position) parseBoard(board string) error {
 			counts[s][k]++
 			if counts[s][k] > maxPerKind[k] {
 				if k == General {
-					return fenError("%v has two generals (%c)", s, pc.Letter())
+					return fenError("%s has two generals (%c)", SideName(p.variant, s), pc.Letter())
 				}
-				return fenError("%v has more than %d %ss (%c)", s, maxPerKind[k], k.displayName(p.variant), pc.Letter())
+				return fenError("%s has more than %d %ss (%c)", SideName(p.variant, s), maxPerKind[k], k.displayName(p.variant), pc.Letter())
 			}
 			p.put(file+NumFiles*rank, pc)
 			file++

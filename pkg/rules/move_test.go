@@ -19,7 +19,7 @@ func TestParseSquare(t *testing.T) {
 		{"i10", "i10", 89, ""},
 		{"empty", "", NoSquare, "missing square"},
 		{"file only", "e", NoSquare, "missing rank"},
-		{"rank zero", "e0", NoSquare, "missing rank"},
+		{"rank zero", "e0", NoSquare, "rank 0 is not 1-10"},
 		{"rank eleven", "b11", NoSquare, "unexpected text"},
 		{"file j", "j1", NoSquare, "file 'j' is not a-i"},
 		{"upper case", "E2", NoSquare, "file 'E'"},

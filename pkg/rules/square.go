@@ -76,6 +76,9 @@ func parseSquarePrefix(s string) (Square, int, string) {
 		r, _ := utf8.DecodeRuneInString(s)
 		return NoSquare, 0, fmt.Sprintf("file %q is not a-i", r)
 	}
+	if len(s) >= 2 && s[1] == '0' {
+		return NoSquare, 0, "rank 0 is not 1-10"
+	}
 	if len(s) < 2 || s[1] < '1' || s[1] > '9' {
 		return NoSquare, 0, "missing rank 1-10 after the file"
 	}

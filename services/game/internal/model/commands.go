@@ -76,7 +76,7 @@ func Create(p CreateParams, now time.Time) (Change, error) {
 			return Change{}, apierr.New(apierr.Invalid, "start: %v", err)
 		}
 		if g.Outcome().Ended {
-			return Change{}, apierr.New(apierr.Invalid, "start: the game would be over before it starts (%v)", g.Outcome().Method)
+			return Change{}, apierr.New(apierr.Invalid, "start: the game would be over before it starts (%s)", strings.ReplaceAll(g.Outcome().Method.String(), "_", " "))
 		}
 		st.StartFEN, st.CustomStart, st.FirstTurn = g.Start(), true, g.Position().Turn()
 		st.replayed = g
