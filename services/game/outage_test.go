@@ -348,3 +348,25 @@ func TestACommandHeldByAStalledRedisEndsNoOutageEarly(t *testing.T) {
 	}
 	t.Fatal("no OUTAGE_EXCUSED event for Black")
 }
+
+// TestATimeNoProcessRanIsNotCharged: every process of the game service
+// stops (a redeploy gone wrong) for 5 s, longer than Red has left, with
+// Redis up. Nobody could move meanwhile: the first process back excuses
+// that time, and Red's move is accepted, charged only the time before.
+func TestATimeNoProcessRanIsNotCharged(t *testing.T) {
+	first := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyOne })
+	tb := outageGame(t, first)
+	before := tb.get(t).GetVersion()
+	first.Stop()
+	time.Sleep(5 * time.Second)
+	next := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = first.Config.KeyPrefix, keyOne })
+	onNext := &table{env: next, id: tb.id, seats: tb.seats}
+	g := onNext.move(t, "h1g3").GetGame()
+	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("after the silence Red's move left the game %v (%v), want it ongoing", g.GetStatus(), g.GetResult())
+	}
+	if left := g.GetClocks().GetFirst().GetMainLeft().AsDuration(); left < 1500*time.Millisecond {
+		t.Errorf("Red has %v left after the silence and the move, want most of its 3 s", left)
+	}
+	wantExcused(t, eventsAfter(t, onNext, before), 4*time.Second)
+}

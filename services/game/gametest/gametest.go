@@ -5,6 +5,7 @@ package gametest
 import (
 	"context"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,9 @@ type Env struct {
 	Conn   *grpc.ClientConn
 	Redis  redis.UniversalClient
 	Config game.Config
+	// Stop stops the service, as a stopped process (once; the test's end
+	// does it too).
+	Stop func()
 }
 
 // Start runs the game service until tb ends; edit adjusts its config.
@@ -82,14 +86,18 @@ func StartOn(tb testing.TB, redisAddr string, edit func(*game.Config)) *Env {
 		tb.Fatal(err)
 	}
 	rdb := redistest.Client(tb)
-	tb.Cleanup(func() {
-		cc.Close()
-		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("game service stopped with %v", err)
-		}
-	})
-	return &Env{Addr: serving, Client: gamev1.NewGameServiceClient(cc), Conn: cc, Redis: rdb, Config: cfg}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cc.Close()
+			cancel()
+			if err := <-done; err != nil {
+				tb.Errorf("game service stopped with %v", err)
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	return &Env{Addr: serving, Client: gamev1.NewGameServiceClient(cc), Conn: cc, Redis: rdb, Config: cfg, Stop: stop}
 }
 
 // As returns ctx carrying a seat credential.

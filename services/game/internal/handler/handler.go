@@ -209,6 +209,9 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	// Commands after CreateGame run on the cached state, with no read of
 	// Redis to learn its time from: learn it before serving any.
 	hd.syncTime(ctx)
+	// And the silences of the service (every process stopped) before the
+	// first command, which may fall in a turn one took.
+	hd.beat(ctx)
 	leaseCtx, stop := context.WithCancel(context.Background())
 	hd.stopLease, hd.leaseDone = stop, make(chan struct{})
 	go func() {

@@ -92,6 +92,28 @@ func (o *outages) up(endMs, answeredMs int64) span {
 	if s.to == s.from {
 		return span{}
 	}
+	o.insert(s)
+	o.ended = true
+	return s
+}
+
+// silent records s, a span in which no process of the service ran (all
+// were stopped), and reports whether it was news.
+func (o *outages) silent(s span) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range o.spans {
+		if e.from <= s.from && s.to <= e.to {
+			return false
+		}
+	}
+	o.insert(s)
+	o.ended = true
+	return true
+}
+
+// insert adds s to the spans, merged with those it meets; o.mu is held.
+func (o *outages) insert(s span) {
 	// A failed command may date an outage back into one already ended.
 	merged := s
 	kept := o.spans[:0]
@@ -107,8 +129,6 @@ func (o *outages) up(endMs, answeredMs int64) span {
 	if len(o.spans) > maxOutages {
 		o.spans = slices.Delete(o.spans, 0, len(o.spans)-maxOutages)
 	}
-	o.ended = true
-	return s
 }
 
 // takeEnded reports whether an outage ended since it was last asked.
@@ -155,12 +175,16 @@ func (h *Handler) reached(end time.Time) {
 	h.pinged(end)
 }
 
-// pinged records that Redis answered by end.
-func (h *Handler) pinged(end time.Time) {
-	if s := h.outages.up(end.UnixMilli(), max(end.UnixMilli(), h.now().UnixMilli())); s.to != 0 {
-		h.metrics.outages.Add(context.Background(), 1)
-		h.log.Info("redis answers again; the turns under way are excused the outage", "outage", time.Duration(s.to-s.from)*time.Millisecond)
+// pinged records that Redis answered by end, and reports whether that
+// ended an outage.
+func (h *Handler) pinged(end time.Time) bool {
+	s := h.outages.up(end.UnixMilli(), max(end.UnixMilli(), h.now().UnixMilli()))
+	if s.to == 0 {
+		return false
 	}
+	h.metrics.outages.Add(context.Background(), 1)
+	h.log.Info("redis answers again; the turns under way are excused the outage", "outage", time.Duration(s.to-s.from)*time.Millisecond)
+	return true
 }
 
 // watchRedis pings Redis every reachEvery until ctx ends, recording the
@@ -174,6 +198,7 @@ func (h *Handler) watchRedis(ctx context.Context) {
 	defer excusing.Wait()
 	defer pinging.Wait()
 	var busy atomic.Bool
+	pings := 0
 	for {
 		// One pass at a time: an outage that ends during one is left for
 		// the next, which excuses the games it missed.
@@ -221,12 +246,45 @@ func (h *Handler) watchRedis(ctx context.Context) {
 			if began {
 				h.log.WarnContext(ctx, "redis left a ping unanswered for over "+reachTimeout.String()+": the turns (and waits) under way are not charged that time")
 			}
-			h.pinged(h.now())
+			// At once after an outage, so that the silence the beats saw
+			// ends where it did.
+			if ended := h.pinged(h.now()); ended || pings%beatEvery == 0 {
+				h.beat(ctx)
+			}
+			pings++
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// The service's heartbeat: every process beats about once a second, and
+// a silence of silenceMin or more (every process stopped, as in a
+// redeploy gone wrong, or cut off from Redis) is recorded by the first
+// beat after it. Nobody could move then either, so every process excuses
+// it as an outage of its own. Silences are kept silenceKeep.
+const (
+	beatEvery   = int(time.Second / reachEvery) // in pings
+	silenceMin  = 3 * time.Second
+	silenceKeep = 24 * time.Hour
+)
+
+// beat records that this process lives and takes the service's silences
+// as outages.
+func (h *Handler) beat(ctx context.Context) {
+	silences, err := h.store.Beat(ctx, time.Duration(beatEvery)*reachEvery, silenceMin, silenceKeep)
+	if err != nil {
+		// The pings tell of Redis out of reach.
+		h.log.DebugContext(ctx, "beat", "err", err)
+		return
+	}
+	for _, s := range silences {
+		if h.outages.silent(span{from: s.From, to: s.To}) {
+			h.log.InfoContext(ctx, "no game service process ran for a while: the turns (and waits) under way then are not charged it",
+				"silence", time.Duration(s.To-s.From)*time.Millisecond, "ended", time.UnixMilli(s.To).UTC())
 		}
 	}
 }
