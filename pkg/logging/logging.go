@@ -22,7 +22,7 @@ func New(w io.Writer, format, level string) *slog.Logger {
 	} else {
 		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(WithTraceID(h))
+	return slog.New(QuietRepeats(WithTraceID(h)))
 }
 
 // ParseLevel maps a level name to a slog level; unknown names mean info.

@@ -1,0 +1,115 @@
+package logging
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// During an outage every call, retry and heartbeat warns of the same
+// thing: hundreds of identical lines a second, which bury the few that
+// say what happened ("redis out of reach", "redis answers again"). So a
+// warning or error identical to one logged less than a window ago is
+// counted instead of written; the first one after the window carries the
+// count, as repeated=N. Records below warn level are all written.
+
+// repeatWindow is how long identical warnings are counted, not written.
+const repeatWindow = 10 * time.Second
+
+// volatile attributes differ between records that tell of one thing.
+var volatile = map[string]bool{"duration_ms": true, "trace_id": true, "span_id": true, "waited": true}
+
+// QuietRepeats wraps h so that identical warnings and errors are written
+// at most once a window, each with the count of those left out since.
+func QuietRepeats(h slog.Handler) slog.Handler {
+	return repeatHandler{h: h, seen: &repeats{last: map[string]*repeat{}, now: time.Now}}
+}
+
+type repeats struct {
+	mu   sync.Mutex
+	last map[string]*repeat
+	now  func() time.Time
+}
+
+type repeat struct {
+	at      time.Time
+	skipped int
+}
+
+// pass reports whether a record keyed key is written now, and how many
+// identical ones were left out before it.
+func (r *repeats) pass(key string) (bool, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if p := r.last[key]; p != nil && now.Sub(p.at) < repeatWindow {
+		p.skipped++
+		return false, 0
+	}
+	skipped := 0
+	if p := r.last[key]; p != nil {
+		skipped = p.skipped
+	}
+	if len(r.last) > 1024 {
+		// Keys of records long past: dropped, or a process logging many
+		// distinct warnings would hold all of them.
+		for k, p := range r.last {
+			if now.Sub(p.at) >= repeatWindow {
+				delete(r.last, k)
+			}
+		}
+	}
+	r.last[key] = &repeat{at: now}
+	return true, skipped
+}
+
+type repeatHandler struct {
+	h      slog.Handler
+	seen   *repeats
+	prefix string // the attributes and groups this handler adds, as text
+}
+
+func (r repeatHandler) Enabled(ctx context.Context, l slog.Level) bool { return r.h.Enabled(ctx, l) }
+
+func (r repeatHandler) Handle(ctx context.Context, rec slog.Record) error {
+	if rec.Level < slog.LevelWarn {
+		return r.h.Handle(ctx, rec)
+	}
+	var b strings.Builder
+	b.WriteString(r.prefix)
+	b.WriteString(rec.Level.String())
+	b.WriteByte('|')
+	b.WriteString(rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		if !volatile[a.Key] {
+			b.WriteByte('|')
+			b.WriteString(a.String())
+		}
+		return true
+	})
+	ok, skipped := r.seen.pass(b.String())
+	if !ok {
+		return nil
+	}
+	if skipped > 0 {
+		rec = rec.Clone()
+		rec.AddAttrs(slog.Int("repeated", skipped))
+	}
+	return r.h.Handle(ctx, rec)
+}
+
+func (r repeatHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	var b strings.Builder
+	b.WriteString(r.prefix)
+	for _, a := range as {
+		b.WriteString(a.String())
+		b.WriteByte('|')
+	}
+	return repeatHandler{h: r.h.WithAttrs(as), seen: r.seen, prefix: b.String()}
+}
+
+func (r repeatHandler) WithGroup(name string) slog.Handler {
+	return repeatHandler{h: r.h.WithGroup(name), seen: r.seen, prefix: r.prefix + name + "."}
+}

@@ -1,0 +1,50 @@
+package logging
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQuietRepeats: identical warnings within the window are written
+// once, the next after it with their count; other warnings, other
+// components' and every info record are written.
+func TestQuietRepeats(t *testing.T) {
+	var out bytes.Buffer
+	h := QuietRepeats(slog.NewTextHandler(&out, nil)).(repeatHandler)
+	now := time.Unix(1_700_000_000, 0)
+	h.seen.now = func() time.Time { return now }
+	log := slog.New(h)
+	down := errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+	for i := range 5 {
+		log.Warn("rpc", "method", "/g/MakeMove", "code", "Unavailable", "duration_ms", i)
+		log.Warn("redis client", "err", down)
+		log.With("component", "clock").Warn("redis client", "err", down)
+		log.Info("served", "n", 1)
+	}
+	log.Warn("redis client", "err", errors.New("another error"))
+	lines := func(sub string) int { return strings.Count(out.String(), sub) }
+	if n := lines("msg=rpc"); n != 1 {
+		t.Errorf("%d lines of one warning repeated (its durations aside), want 1:\n%s", n, out.String())
+	}
+	if n := lines(`msg="redis client"`); n != 3 {
+		t.Errorf("%d redis client warnings, want one each of two components and one of another error:\n%s", n, out.String())
+	}
+	if n := lines("msg=served"); n != 5 {
+		t.Errorf("%d info records of 5 written", n)
+	}
+	now = now.Add(repeatWindow)
+	out.Reset()
+	log.Warn("rpc", "method", "/g/MakeMove", "code", "Unavailable", "duration_ms", 9)
+	if !strings.Contains(out.String(), "repeated=4") {
+		t.Errorf("the warning after the window: %q, want repeated=4", out.String())
+	}
+	out.Reset()
+	log.Warn("rpc", "method", "/g/MakeMove", "code", "Unavailable")
+	if out.Len() != 0 {
+		t.Errorf("the warning again within the new window was written: %q", out.String())
+	}
+}
