@@ -166,6 +166,11 @@ func TestAProcessWaitsForRedis(t *testing.T) {
 	if _, err = connectRedis(context.Background(), proxy.Addr(), 0, log, &closers); err == nil || time.Since(begun) > 5*time.Second {
 		t.Fatalf("without a wait: %v after %v, want an error at once", err, time.Since(begun))
 	}
+	// An address that does not parse fails at once too.
+	begun = time.Now()
+	if _, err = connectRedis(context.Background(), "redis://"+proxy.Addr()+"/not-a-db", time.Minute, log, &closers); err == nil || time.Since(begun) > 5*time.Second {
+		t.Fatalf("a malformed address: %v after %v, want an error at once", err, time.Since(begun))
+	}
 }
 
 func TestCheckTarget(t *testing.T) {

@@ -329,6 +329,10 @@ const (
 // answer that refuses (a wrong password) fails at once: waiting mends
 // nothing.
 func awaitRedis(ctx context.Context, addr string, wait time.Duration, log *slog.Logger) (redis.UniversalClient, error) {
+	// An address that does not parse fails at once: waiting mends nothing.
+	if _, err := redisx.ParseOptions(addr); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	var logged time.Time
 	for {

@@ -2,6 +2,9 @@ package redisx
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -219,5 +222,31 @@ func TestSentinelWithoutMasterHidesThePassword(t *testing.T) {
 	}
 	if red := Redact("redis-sentinel://u:pw@mymaster@h:1"); red != "redis-sentinel://u:xxxxx@mymaster@h:1" {
 		t.Fatalf("Redact of a full sentinel address: %q", red)
+	}
+}
+
+// replyErr is an answer of Redis that refuses, as go-redis reports one.
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
+// TestOutOfReach: what may mend by waiting (no answer, an answer that
+// Redis cannot serve yet) from what cannot (a refusal, a certificate).
+func TestOutOfReach(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{errors.New("dial tcp 10.0.0.1:6379: connect: connection refused"), true},
+		{fmt.Errorf("redis at x: %w", replyErr("LOADING Redis is loading the dataset in memory")), true},
+		{fmt.Errorf("redis at x: %w", replyErr("CLUSTERDOWN The cluster is down")), true},
+		{fmt.Errorf("redis at x: %w", replyErr("WRONGPASS invalid username-password pair")), false},
+		{fmt.Errorf("redis at x: %w", replyErr("NOAUTH Authentication required.")), false},
+		{fmt.Errorf("redis at x: %w", &tls.CertificateVerificationError{Err: errors.New("x509: certificate signed by unknown authority")}), false},
+	} {
+		if got := OutOfReach(c.err); got != c.want {
+			t.Errorf("OutOfReach(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ package redisx
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -450,6 +451,11 @@ func New(ctx context.Context, addr string) (redis.UniversalClient, error) {
 // without a master for a slot). An answer that refuses the connection
 // (a wrong password, a missing permission) does not mend.
 func OutOfReach(err error) bool {
+	var cert *tls.CertificateVerificationError
+	if errors.As(err, &cert) {
+		// Its certificate will not change by waiting.
+		return false
+	}
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return true

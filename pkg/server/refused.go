@@ -69,7 +69,8 @@ func (b refusingBody) Read(p []byte) (int, error) {
 	if errors.Is(err, io.EOF) && !*b.read {
 		// A request grpc-go is given always starts with an envelope: the
 		// transcoder refused this one as it decoded it. It answers a read
-		// after a refusal with the refusal itself.
+		// after a refusal with the refusal itself. (Only a first message
+		// is told apart so: every request of these services is one.)
 		_, err2 := b.ReadCloser.Read(nil)
 		b.note(err2)
 		return n, err

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -151,6 +153,11 @@ func Bind(cfg Config) app.Binder {
 		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		var wg sync.WaitGroup
 		host, _ := os.Hostname()
+		// A container restarted in place keeps its host name and, as the
+		// image's entrypoint, its pid: without a part of its own, each
+		// start would take the consumer names of the one before, whose
+		// job then looks held by a live worker until --ai-claim-after.
+		start := strconv.FormatUint(rand.Uint64()&0xffffffff, 36)
 		var closers []func() error
 		for i := range cfg.Workers {
 			mover, closeMover, err := newMover(wctx, cfg)
@@ -164,7 +171,7 @@ func Bind(cfg Config) app.Binder {
 				closers = append(closers, closeMover)
 			}
 			w := &worker.Worker{
-				Name: fmt.Sprintf("%s-%d-%d", host, os.Getpid(), i), Log: log.With("worker", i),
+				Name: fmt.Sprintf("%s-%d-%s-%d", host, os.Getpid(), start, i), Log: log.With("worker", i),
 				Queue: q, Games: gamev1.NewGameServiceClient(cc), Mover: mover, Metrics: m,
 			}
 			wg.Go(func() { w.Run(wctx) })

@@ -174,3 +174,32 @@ func TestTheGameServiceTrimsVoidJobs(t *testing.T) {
 		t.Fatalf("last job %+v, %v; want the game's", j, err)
 	}
 }
+
+// TestARestartedWorkerTakesNewNames: a container restarted in place keeps
+// its host name and pid. Its workers must not take the consumer names of
+// the killed ones: a job the killed worker held would look held by a live
+// worker, and wait for --ai-claim-after.
+func TestARestartedWorkerTakesNewNames(t *testing.T) {
+	rdb := redistest.Client(t)
+	var runs [2]map[string]bool
+	for i := range runs {
+		t.Run(fmt.Sprint("start ", i), func(t *testing.T) {
+			g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 1)
+			g.play(t, 1) // the worker takes the AI's job
+			for deadline := time.Now().Add(5 * time.Second); len(groupConsumers(t, rdb, prefix)) == 0; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("no consumer 5 s after the worker started")
+				}
+			}
+			runs[i] = map[string]bool{}
+			for name := range groupConsumers(t, rdb, prefix) {
+				runs[i][name] = true
+			}
+		})
+	}
+	for name := range runs[1] {
+		if runs[0][name] {
+			t.Fatalf("consumer %q in both starts of one process", name)
+		}
+	}
+}
