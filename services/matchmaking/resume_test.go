@@ -337,3 +337,23 @@ func TestAGameUnlistedIsNotAnnounced(t *testing.T) {
 		t.Fatalf("Solo lists %v, want the AI game %s once", l, r.GetSeat().GetGameId())
 	}
 }
+
+// TestListGamesWithoutTheGameService: the list is matchmaking's own; when
+// the game service cannot say where the games are (stopped here; or of a
+// release without GetGames, during an upgrade), they are listed without.
+func TestListGamesWithoutTheGameService(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	p := e.guest("Solo")
+	r, err := e.mm[0].PlayAi(p.ctx(), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1, Side: commonv1.Side_SIDE_FIRST})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.listGames(p, 0); len(got) != 1 || got[0].GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("listed %v, want the AI game, ongoing", got)
+	}
+	e.game.Stop()
+	got := e.listGames(p, 0)
+	if len(got) != 1 || got[0].GetGameId() != r.GetSeat().GetGameId() || got[0].GetStatus() != commonv1.GameStatus_GAME_STATUS_UNSPECIFIED {
+		t.Fatalf("listed %v with the game service stopped, want the game without its status", got)
+	}
+}

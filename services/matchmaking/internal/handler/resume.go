@@ -46,7 +46,11 @@ func (h *Handler) ListGames(ctx context.Context, req *matchmakingv1.ListGamesReq
 	// (a list keeps no more games than that call takes).
 	now, err := h.games.Game().GetGames(ctx, &gamev1.GetGamesRequest{GameIds: ids})
 	if err != nil {
-		return nil, h.fail(ctx, games.GameError("get games", err))
+		// The list is matchmaking's own: it is answered without where
+		// the games are (as for games no longer kept) rather than not at
+		// all, while the game service cannot say (out of reach, or of a
+		// release before GetGames during an upgrade).
+		h.log.WarnContext(ctx, "list games: the game service did not say where they are; listed without", "err", err)
 	}
 	found := make(map[string]*gamev1.Game, len(now.GetGames()))
 	for _, g := range now.GetGames() {

@@ -2658,7 +2658,8 @@ type GameEntry struct {
 	CreatedAt   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Where the game is now. Unset when the game service no longer keeps
 	// the game (it expired: a finished game after its retention, an
-	// unfinished one after a long time without a move).
+	// unfinished one after a long time without a move), or could not say
+	// at the call (out of reach): then ResumeGame tells.
 	Status v1.GameStatus `protobuf:"varint,9,opt,name=status,proto3,enum=palace.common.v1.GameStatus" json:"status,omitempty"`
 	// The side to move, or to choose a formation during the Janggi setup:
 	// compare with side to show "your turn". Unset once the game is over.
