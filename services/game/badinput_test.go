@@ -238,3 +238,19 @@ func TestBadInputChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestASeatsNameIsStoredAsChecked: the name is checked without the spaces
+// around it, and stored so: a newline or a run of spaces after it would
+// reach every app.
+func TestASeatsNameIsStoredAsChecked(t *testing.T) {
+	env := gametest.Start(t, nil)
+	padded := seats()
+	padded[0].DisplayName = " Kim\n" + strings.Repeat(" ", 200)
+	r, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: padded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name := r.GetGame().GetSeats()[0].GetDisplayName(); name != "Kim" {
+		t.Fatalf("stored %q, want %q", name, "Kim")
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/palacehq/palace/pkg/deadline"
@@ -349,24 +351,31 @@ func TestACommandHeldByAStalledRedisEndsNoOutageEarly(t *testing.T) {
 	t.Fatal("no OUTAGE_EXCUSED event for Black")
 }
 
-// TestATimeNoProcessRanIsNotCharged: every process of the game service
-// stops (a redeploy gone wrong) for 5 s, longer than Red has left, with
-// Redis up. Nobody could move meanwhile: the first process back excuses
-// that time, and Red's move is accepted, charged only the time before.
-func TestATimeNoProcessRanIsNotCharged(t *testing.T) {
-	first := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyOne })
-	tb := outageGame(t, first)
-	before := tb.get(t).GetVersion()
-	first.Stop()
-	time.Sleep(5 * time.Second)
-	next := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = first.Config.KeyPrefix, keyOne })
-	onNext := &table{env: next, id: tb.id, seats: tb.seats}
-	g := onNext.move(t, "h1g3").GetGame()
-	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
-		t.Fatalf("after the silence Red's move left the game %v (%v), want it ongoing", g.GetStatus(), g.GetResult())
+// TestAProcessDropsItsCacheWhenRedisLosesItsData: Redis loses the
+// service's data (restarted without persistence; here its keys are
+// deleted). The process that played a game, and cached it, finds its
+// beat gone and drops its cache: a stream of the game is NotFound, as a
+// read is, not served at version 0 from the cache.
+func TestAProcessDropsItsCacheWhenRedisLosesItsData(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	ctx := context.Background()
+	keys := env.Redis.Keys(ctx, env.Config.KeyPrefix+"*").Val()
+	if len(keys) == 0 {
+		t.Fatal("no keys to lose")
 	}
-	if left := g.GetClocks().GetFirst().GetMainLeft().AsDuration(); left < 1500*time.Millisecond {
-		t.Errorf("Red has %v left after the silence and the move, want most of its 3 s", left)
+	if err := env.Redis.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
 	}
-	wantExcused(t, eventsAfter(t, onNext, before), 4*time.Second)
+	time.Sleep(1500 * time.Millisecond) // a beat or more
+	sctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), 5*time.Second)
+	defer cancel()
+	st, err := env.Client.StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: 3})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("a stream of a game Redis lost: %v, want NotFound", err)
+	}
 }

@@ -104,6 +104,13 @@ func (c *stateCache) sweep() {
 	}
 }
 
+// clear drops every entry.
+func (c *stateCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+}
+
 func (c *stateCache) drop(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -136,7 +136,11 @@ type Handler struct {
 	redisTime atomic.Pointer[timeAnchor]
 	// outages are the spans in which this process could not reach Redis
 	// (see outages.go); watchDone closes when it stops watching.
-	outages   outages
+	outages outages
+	// beaten: this process beat in Redis before (beat); beatDone closes
+	// when it stops beating.
+	beaten    atomic.Bool
+	beatDone  chan struct{}
 	watchDone chan struct{}
 }
 
@@ -209,8 +213,6 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	// Commands after CreateGame run on the cached state, with no read of
 	// Redis to learn its time from: learn it before serving any.
 	hd.syncTime(ctx)
-	// And the silences of the service (every process stopped) before the
-	// first command, which may fall in a turn one took.
 	hd.beat(ctx)
 	leaseCtx, stop := context.WithCancel(context.Background())
 	hd.stopLease, hd.leaseDone = stop, make(chan struct{})
@@ -218,10 +220,14 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 		defer close(hd.leaseDone)
 		hd.keepLease(leaseCtx)
 	}()
-	hd.watchDone = make(chan struct{})
+	hd.watchDone, hd.beatDone = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(hd.watchDone)
 		hd.watchRedis(leaseCtx)
+	}()
+	go func() {
+		defer close(hd.beatDone)
+		hd.keepBeating(leaseCtx)
 	}()
 	hd.unconfirmed.games, hd.confirmDone = map[string]struct{}{}, make(chan struct{})
 	go func() {
@@ -240,6 +246,7 @@ func (h *Handler) Close(ctx context.Context) {
 	h.stopLease()
 	<-h.leaseDone
 	<-h.watchDone
+	<-h.beatDone
 	<-h.confirmDone
 	h.presence.flush(ctx)
 	// Every closing recorded, nothing is left to release; otherwise the
@@ -980,7 +987,8 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d].ai_level: %d is out of range 0..10", i, s.GetAiLevel()))
 			}
 			seen[side] = true
-			p.Seats[side] = model.Seat{PlayerID: s.GetPlayerId(), Name: s.GetDisplayName(), AILevel: int(s.GetAiLevel())}
+			// Stored as checked: without the spaces around it.
+			p.Seats[side] = model.Seat{PlayerID: s.GetPlayerId(), Name: strings.TrimSpace(s.GetDisplayName()), AILevel: int(s.GetAiLevel())}
 		}
 	}
 	if len(req.GetSeats()) == 2 && req.GetSeats()[0].GetAiLevel() > 0 && req.GetSeats()[1].GetAiLevel() > 0 && !req.GetPublic() {

@@ -97,21 +97,6 @@ func (o *outages) up(endMs, answeredMs int64) span {
 	return s
 }
 
-// silent records s, a span in which no process of the service ran (all
-// were stopped), and reports whether it was news.
-func (o *outages) silent(s span) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, e := range o.spans {
-		if e.from <= s.from && s.to <= e.to {
-			return false
-		}
-	}
-	o.insert(s)
-	o.ended = true
-	return true
-}
-
 // insert adds s to the spans, merged with those it meets; o.mu is held.
 func (o *outages) insert(s span) {
 	// A failed command may date an outage back into one already ended.
@@ -175,16 +160,12 @@ func (h *Handler) reached(end time.Time) {
 	h.pinged(end)
 }
 
-// pinged records that Redis answered by end, and reports whether that
-// ended an outage.
-func (h *Handler) pinged(end time.Time) bool {
-	s := h.outages.up(end.UnixMilli(), max(end.UnixMilli(), h.now().UnixMilli()))
-	if s.to == 0 {
-		return false
+// pinged records that Redis answered by end.
+func (h *Handler) pinged(end time.Time) {
+	if s := h.outages.up(end.UnixMilli(), max(end.UnixMilli(), h.now().UnixMilli())); s.to != 0 {
+		h.metrics.outages.Add(context.Background(), 1)
+		h.log.Info("redis answers again; the turns under way are excused the outage", "outage", time.Duration(s.to-s.from)*time.Millisecond)
 	}
-	h.metrics.outages.Add(context.Background(), 1)
-	h.log.Info("redis answers again; the turns under way are excused the outage", "outage", time.Duration(s.to-s.from)*time.Millisecond)
-	return true
 }
 
 // watchRedis pings Redis every reachEvery until ctx ends, recording the
@@ -198,7 +179,6 @@ func (h *Handler) watchRedis(ctx context.Context) {
 	defer excusing.Wait()
 	defer pinging.Wait()
 	var busy atomic.Bool
-	pings := 0
 	for {
 		// One pass at a time: an outage that ends during one is left for
 		// the next, which excuses the games it missed.
@@ -246,12 +226,7 @@ func (h *Handler) watchRedis(ctx context.Context) {
 			if began {
 				h.log.WarnContext(ctx, "redis left a ping unanswered for over "+reachTimeout.String()+": the turns (and waits) under way are not charged that time")
 			}
-			// At once after an outage, so that the silence the beats saw
-			// ends where it did.
-			if ended := h.pinged(h.now()); ended || pings%beatEvery == 0 {
-				h.beat(ctx)
-			}
-			pings++
+			h.pinged(h.now())
 		}
 		select {
 		case <-ctx.Done():
@@ -261,32 +236,43 @@ func (h *Handler) watchRedis(ctx context.Context) {
 	}
 }
 
-// The service's heartbeat: every process beats about once a second, and
-// a silence of silenceMin or more (every process stopped, as in a
-// redeploy gone wrong, or cut off from Redis) is recorded by the first
-// beat after it. Nobody could move then either, so every process excuses
-// it as an outage of its own. Silences are kept silenceKeep.
+// Every process beats about once a second (store.Beat), so that one that
+// beat before and finds no beat in Redis knows that Redis lost its data.
 const (
-	beatEvery   = int(time.Second / reachEvery) // in pings
-	silenceMin  = 3 * time.Second
-	silenceKeep = 24 * time.Hour
+	beatEvery = time.Second
+	beatKeep  = 24 * time.Hour
 )
 
-// beat records that this process lives and takes the service's silences
-// as outages.
+// keepBeating beats every beatEvery until ctx ends, on its own: a beat
+// that hangs with Redis must not hold up the pings that time outages.
+func (h *Handler) keepBeating(ctx context.Context) {
+	t := time.NewTicker(beatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.beat(ctx)
+	}
+}
+
+// beat records that this process lives. A process that beat before and
+// finds no beat in Redis drops the games it caches: Redis lost them, and
+// a stream or a command must not be served from this process's copies.
 func (h *Handler) beat(ctx context.Context) {
-	silences, err := h.store.Beat(ctx, time.Duration(beatEvery)*reachEvery, silenceMin, silenceKeep)
+	first, err := h.store.Beat(ctx, beatKeep)
 	if err != nil {
 		// The pings tell of Redis out of reach.
 		h.log.DebugContext(ctx, "beat", "err", err)
 		return
 	}
-	for _, s := range silences {
-		if h.outages.silent(span{from: s.From, to: s.To}) {
-			h.log.InfoContext(ctx, "no game service process ran for a while: the turns (and waits) under way then are not charged it",
-				"silence", time.Duration(s.To-s.From)*time.Millisecond, "ended", time.UnixMilli(s.To).UTC())
-		}
+	if first && h.beaten.Swap(true) {
+		h.cache.clear()
+		h.log.WarnContext(ctx, "redis holds no beat of the service: it lost its data (restarted without persistence, or flushed); the games cached here are dropped")
 	}
+	h.beaten.Store(true)
 }
 
 // failedFor records a command begun at begun that failed for want of

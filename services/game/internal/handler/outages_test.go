@@ -100,22 +100,6 @@ func TestOutages(t *testing.T) {
 		t.Fatalf("the answer after the stall ended %v, want 3000..8000", s)
 	}
 
-	// A silence of the service (every process stopped) is an outage: news
-	// once, merged with the outages it meets.
-	var quiet outages
-	quiet.down(10_000)
-	quiet.up(12_000, 12_000)
-	quiet.takeEnded()
-	if !quiet.silent(span{11_000, 15_000}) || !quiet.takeEnded() {
-		t.Fatal("a new silence was not news")
-	}
-	if quiet.silent(span{11_000, 15_000}) || quiet.silent(span{12_000, 14_000}) {
-		t.Fatal("a silence already known was news")
-	}
-	if len(quiet.spans) != 1 || quiet.spans[0] != (span{10_000, 15_000}) {
-		t.Fatalf("spans %v, want one from 10000 to 15000", quiet.spans)
-	}
-
 	var many outages
 	for i := range int64(maxOutages + 5) {
 		many.down(10 * i)

@@ -664,30 +664,14 @@ func NotificationEvents(payload string) ([][]byte, error) {
 	return evs, nil
 }
 
-// Silence is a span, in Redis' Unix milliseconds, in which no process of
-// the game service beat: all were stopped, or cut off from Redis.
-type Silence struct{ From, To int64 }
-
-// Beat records that this process lives, beating every interval, and
-// returns the silences of the last keep: the spans in which no process
-// beat, from the beat due after the last one, for at least min from that
-// last one (the first beat after one records it). The keys share the
-// hash tag {gamed}.
-func (s *Store) Beat(ctx context.Context, interval, min, keep time.Duration) ([]Silence, error) {
-	keys := []string{s.cfg.Prefix + "{gamed}:beat", s.cfg.Prefix + "{gamed}:silences"}
-	raw, err := beatScript.Run(ctx, s.rdb, keys, min.Milliseconds(), keep.Milliseconds(), interval.Milliseconds()).StringSlice()
+// Beat records that a process of the service lives, for keep, and
+// reports whether Redis held no beat: the service's first, or Redis lost
+// its data (restarted without persistence, flushed). The key has the hash
+// tag {gamed}.
+func (s *Store) Beat(ctx context.Context, keep time.Duration) (first bool, err error) {
+	n, err := beatScript.Run(ctx, s.rdb, []string{s.cfg.Prefix + "{gamed}:beat"}, keep.Milliseconds()).Int()
 	if err != nil {
-		return nil, fmt.Errorf("beat: %w", err)
+		return false, fmt.Errorf("beat: %w", err)
 	}
-	out := make([]Silence, 0, len(raw))
-	for _, r := range raw {
-		from, to, ok := strings.Cut(r, ":")
-		f, ferr := strconv.ParseInt(from, 10, 64)
-		t, terr := strconv.ParseInt(to, 10, 64)
-		if !ok || ferr != nil || terr != nil || t <= f {
-			return nil, fmt.Errorf("beat: silence %q is not from:to in ms", r)
-		}
-		out = append(out, Silence{From: f, To: t})
-	}
-	return out, nil
+	return n == 1, nil
 }
