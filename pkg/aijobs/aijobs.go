@@ -5,9 +5,9 @@
 // stays pending and is claimed by another worker once the lease lapses,
 // and a job that stays unfinished for a longer timeout (a worker that
 // hangs but renews) is claimed too; the game service's request ids make
-// the retried job commit at most one move. A job that cannot be read, or (with a MaxAttempts) that
-// no worker finished in MaxAttempts deliveries, is moved to a dead-letter
-// stream instead of circling for ever. Jobs older than MaxAge, whose
+// the retried job commit at most one move. A job that cannot be read, or
+// (with a MaxAttempts) that no worker finished in MaxAttempts deliveries,
+// is moved to a dead-letter stream instead of circling for ever. Jobs older than MaxAge, whose
 // credentials have expired, are trimmed as new ones come; workers leave
 // the group when they stop, and Prune forgets those that never did.
 package aijobs

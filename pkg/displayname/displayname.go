@@ -34,7 +34,7 @@ func Check(field, s string) error {
 	}
 	prev := rune(0)
 	for _, r := range s {
-		if !Allowed(r) || isTag(r) && prev != blackFlag && (!isTag(prev) || prev == cancelTag) {
+		if !Allowed(r) || strayTag(prev, r) {
 			return apierr.New(apierr.Invalid, "%s: contains an unprintable character %U", field, r)
 		}
 		prev = r
@@ -74,6 +74,12 @@ const cancelTag = '\U000E007F'
 
 func isTag(r rune) bool { return r >= 0xe0020 && r <= 0xe007f }
 
+// strayTag reports whether r, after prev, is a tag outside a subdivision
+// flag: invisible text.
+func strayTag(prev, r rune) bool {
+	return isTag(r) && prev != blackFlag && (!isTag(prev) || prev == cancelTag)
+}
+
 // Fit makes a name Check takes of s, for a name that was never checked (a
 // Google profile's, one signed into a credential before names were
 // checked): the characters a name may hold, trimmed, cut to MaxRunes and
@@ -85,7 +91,7 @@ func Fit(s string) string {
 		if n == MaxRunes || b.Len()+utf8.RuneLen(r) > MaxBytes {
 			break
 		}
-		if !Allowed(r) || r == utf8.RuneError || isTag(r) && prev != blackFlag && (!isTag(prev) || prev == cancelTag) {
+		if !Allowed(r) || r == utf8.RuneError || strayTag(prev, r) {
 			continue
 		}
 		b.WriteRune(r)

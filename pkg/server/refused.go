@@ -49,7 +49,7 @@ func noteRefusals(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ref := new(refusal)
 		r = r.WithContext(context.WithValue(r.Context(), refusalKey{}, ref))
-		r.Body = refusingBody{ReadCloser: r.Body, ref: ref, read: new(bool)}
+		r.Body = &refusingBody{ReadCloser: r.Body, ref: ref}
 		h.ServeHTTP(w, r)
 	})
 }
@@ -58,15 +58,15 @@ type refusingBody struct {
 	io.ReadCloser
 	ref *refusal
 	// read: the transcoder passed on some of the request.
-	read *bool
+	read bool
 }
 
-func (b refusingBody) Read(p []byte) (int, error) {
+func (b *refusingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
-		*b.read = true
+		b.read = true
 	}
-	if errors.Is(err, io.EOF) && !*b.read {
+	if errors.Is(err, io.EOF) && !b.read {
 		// A request grpc-go is given always starts with an envelope: the
 		// transcoder refused this one as it decoded it. It answers a read
 		// after a refusal with the refusal itself. (Only a first message
@@ -80,7 +80,7 @@ func (b refusingBody) Read(p []byte) (int, error) {
 }
 
 // note records err if it is the transcoder's refusal.
-func (b refusingBody) note(err error) {
+func (b *refusingBody) note(err error) {
 	var ce *connect.Error
 	if err != nil && errors.As(err, &ce) {
 		// Connect's codes are gRPC's, number for number.

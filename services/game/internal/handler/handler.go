@@ -991,7 +991,7 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 			p.Seats[side] = model.Seat{PlayerID: s.GetPlayerId(), Name: strings.TrimSpace(s.GetDisplayName()), AILevel: int(s.GetAiLevel())}
 		}
 	}
-	if len(req.GetSeats()) == 2 && req.GetSeats()[0].GetAiLevel() > 0 && req.GetSeats()[1].GetAiLevel() > 0 && !req.GetPublic() {
+	if p.Seats[rules.First].AILevel > 0 && p.Seats[rules.Second].AILevel > 0 && !req.GetPublic() {
 		// Its seats take no credential: nobody could read it.
 		errs = append(errs, apierr.New(apierr.Invalid, "public: a game between two AI seats must be public, since neither seat takes a credential to read a private game with"))
 	}
@@ -1375,9 +1375,7 @@ func (h *Handler) GetGames(ctx context.Context, req *gamev1.GetGamesRequest) (*g
 			return nil, h.fail(ctx, err)
 		}
 		l.State.SetReplayed(h.cache.replayed(ids[i], l.State.Version, l.State.Stamp))
-		g := model.Summary(l.State, nil, l.Now)
-		g.LegalMoves = nil
-		resp.Games = append(resp.Games, g)
+		resp.Games = append(resp.Games, model.Overview(l.State, l.Now))
 	}
 	server.CompressLarge(ctx, resp)
 	return resp, nil

@@ -268,11 +268,10 @@ func (h *Handler) beat(ctx context.Context) {
 		h.log.DebugContext(ctx, "beat", "err", err)
 		return
 	}
-	if first && h.beaten.Swap(true) {
+	if beatBefore := h.beaten.Swap(true); first && beatBefore {
 		h.cache.clear()
 		h.log.WarnContext(ctx, "redis holds no beat of the service: it lost its data (restarted without persistence, or flushed); the games cached here are dropped")
 	}
-	h.beaten.Store(true)
 }
 
 // failedFor records a command begun at begun that failed for want of

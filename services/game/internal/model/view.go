@@ -37,6 +37,13 @@ func View(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 // Summary is View without the list of moves: the answer to a command,
 // whose size must not grow with the game (it is also kept for retries).
 func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
+	return summary(st, g, now, true)
+}
+
+// Overview is Summary without the legal moves, for a list of games.
+func Overview(st *State, now time.Time) *gamev1.Game { return summary(st, nil, now, false) }
+
+func summary(st *State, g *rules.Game, now time.Time, legal bool) *gamev1.Game {
 	out := &gamev1.Game{
 		GameId:          st.ID,
 		Version:         st.Version,
@@ -93,7 +100,7 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 		p := g.Outcome().Points
 		out.Points = &commonv1.Points{First: p[0], Second: p[1]}
 	}
-	if st.Status == StatusOngoing {
+	if legal && st.Status == StatusOngoing {
 		out.LegalMoves = legalMovesPB(g.LegalMoves())
 	}
 	return out

@@ -75,11 +75,6 @@ var confirmedLua string
 
 var confirmedScript = redis.NewScript(confirmedLua)
 
-//go:embed beat.lua
-var beatLua string
-
-var beatScript = redis.NewScript(beatLua)
-
 //go:embed claimlease.lua
 var claimLeaseLua string
 
@@ -669,9 +664,12 @@ func NotificationEvents(payload string) ([][]byte, error) {
 // its data (restarted without persistence, flushed). The key has the hash
 // tag {gamed}.
 func (s *Store) Beat(ctx context.Context, keep time.Duration) (first bool, err error) {
-	n, err := beatScript.Run(ctx, s.rdb, []string{s.cfg.Prefix + "{gamed}:beat"}, keep.Milliseconds()).Int()
-	if err != nil {
+	err = s.rdb.SetArgs(ctx, s.cfg.Prefix+"{gamed}:beat", 1, redis.SetArgs{TTL: keep, Get: true}).Err()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return true, nil
+	case err != nil:
 		return false, fmt.Errorf("beat: %w", err)
 	}
-	return n == 1, nil
+	return false, nil
 }
