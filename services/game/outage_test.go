@@ -379,3 +379,76 @@ func TestAProcessDropsItsCacheWhenRedisLosesItsData(t *testing.T) {
 		t.Fatalf("a stream of a game Redis lost: %v, want NotFound", err)
 	}
 }
+
+// silenceThen plays Red's move on a second process, started after, in the
+// game an earlier one left with Red to move (outageGame), wants the game
+// to go on, and returns the events after before.
+func silenceThen(t *testing.T, first *gametest.Env, tb *table, before uint64) []*gamev1.Event {
+	t.Helper()
+	later := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = first.Config.KeyPrefix, keyOne })
+	on := &table{env: later, id: tb.id, seats: tb.seats}
+	if g := on.move(t, "h1g3").GetGame(); g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("after the silence Red's move left the game %v (%v), want it ongoing", g.GetStatus(), g.GetResult())
+	}
+	return eventsAfter(t, on, before)
+}
+
+// TestATimeNoGameProcessRanIsNotCharged: the only process is cut off from
+// Redis for good (as if killed) with Red to move, and another starts 5 s
+// later, longer than Red has left. Nobody could move from the end of the
+// first one's lease until then: Red's move is accepted, excused that.
+func TestATimeNoGameProcessRanIsNotCharged(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	first := gametest.StartOn(t, proxy.Addr(), func(c *game.Config) {
+		c.SigningKeys, c.PresenceLease = keyOne, 600*time.Millisecond
+	})
+	tb := outageGame(t, first)
+	before := tb.get(t).GetVersion()
+	proxy.Cut()
+	time.Sleep(5 * time.Second)
+
+	evs := silenceThen(t, first, tb, before)
+	if v := wantExcused(t, evs, 3500*time.Millisecond); v != before+1 || evs[1].GetMovePlayed() == nil {
+		t.Fatalf("events after the silence: %v; want the excuse, then the move", evs)
+	}
+	proxy.Restore()
+}
+
+// TestATimeAfterTheLastProcessStoppedIsNotCharged: the only process stops
+// cleanly with Red to move, and another starts 5 s later: the silence
+// begins at the stop.
+func TestATimeAfterTheLastProcessStoppedIsNotCharged(t *testing.T) {
+	first := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyOne })
+	tb := outageGame(t, first)
+	before := tb.get(t).GetVersion()
+	first.Stop()
+	time.Sleep(5 * time.Second)
+
+	evs := silenceThen(t, first, tb, before)
+	wantExcused(t, evs, 4500*time.Millisecond)
+}
+
+// TestAProcessStartingBesideALiveOneExcusesNothing: as in a rollout, one
+// process stops cleanly and another starts 4.5 s later, while a third
+// served all along. That is no silence: Red, who had 3 s, loses on time.
+func TestAProcessStartingBesideALiveOneExcusesNothing(t *testing.T) {
+	serving := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyOne })
+	tb := outageGame(t, serving)
+	before := tb.get(t).GetVersion()
+	stopping := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = serving.Config.KeyPrefix, keyOne })
+	stopping.Stop()
+	time.Sleep(4500 * time.Millisecond)
+
+	later := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = serving.Config.KeyPrefix, keyOne })
+	on := &table{env: later, id: tb.id, seats: tb.seats}
+	_, err := later.Client.MakeMove(on.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+	wantCode(t, err, codes.FailedPrecondition)
+	if r := on.get(t).GetResult(); r.GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
+		t.Fatalf("Red's move 4.5 s into a 3 s turn left %v, want a loss on time", r)
+	}
+	for _, e := range eventsAfter(t, on, before) {
+		if e.GetClock().GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED {
+			t.Fatalf("an excuse while a process served: %v", e)
+		}
+	}
+}

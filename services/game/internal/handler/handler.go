@@ -142,6 +142,9 @@ type Handler struct {
 	beaten    atomic.Bool
 	beatDone  chan struct{}
 	watchDone chan struct{}
+	// silencesSeen is the end of the last silence taken as an outage;
+	// only renew, run by one goroutine at a time, reads and sets it.
+	silencesSeen int64
 }
 
 // timeAnchor is Redis TIME as read at a local monotonic instant.
@@ -161,6 +164,8 @@ type metrics struct {
 	// excused the turns it excused them.
 	outages metric.Int64Counter
 	excused metric.Int64Counter
+	// silences counts the spans in which no process held a lease.
+	silences metric.Int64Counter
 }
 
 // New returns a handler.
@@ -178,6 +183,8 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	m.streams, err = meter.Int64UpDownCounter("palace_game_streams", metric.WithDescription("open event streams"))
 	errs = append(errs, err)
 	m.outages, err = meter.Int64Counter("palace_game_redis_outages_total", metric.WithDescription("spans in which this process could not reach Redis, counted as they end"))
+	errs = append(errs, err)
+	m.silences, err = meter.Int64Counter("palace_game_silences_total", metric.WithDescription("spans in which no game process held a lease (every one stopped, or cut off from Redis), counted by the process that found one; excused as outages"))
 	errs = append(errs, err)
 	m.excused, err = meter.Int64Counter("palace_game_turns_excused_total", metric.WithDescription("turns, and waits for a formation or a first move, excused the time of a Redis outage"))
 	errs = append(errs, err)
@@ -214,6 +221,9 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	// Redis to learn its time from: learn it before serving any.
 	hd.syncTime(ctx)
 	hd.beat(ctx)
+	// And the silences of the service (every process stopped) before the
+	// first command, which may judge a turn that one took.
+	hd.renew(ctx)
 	leaseCtx, stop := context.WithCancel(context.Background())
 	hd.stopLease, hd.leaseDone = stop, make(chan struct{})
 	go func() {
@@ -251,11 +261,16 @@ func (h *Handler) Close(ctx context.Context) {
 	h.presence.flush(ctx)
 	// Every closing recorded, nothing is left to release; otherwise the
 	// lease is left run out, for another process to finish.
+	// Should this be the last process to stop, the silence that follows
+	// begins now.
+	if err := h.store.Stopped(ctx, h.now()); err != nil {
+		h.log.WarnContext(ctx, "presence lease", "err", err)
+	}
 	held, err := h.store.Held(ctx, h.proc)
 	if err == nil && len(held) == 0 {
 		err = h.store.Forget(ctx, h.proc)
 	} else if err == nil {
-		_, err = h.store.Renew(ctx, h.proc, time.UnixMilli(0))
+		err = h.store.EndLease(ctx, h.proc)
 	}
 	if err != nil {
 		h.log.WarnContext(ctx, "presence lease", "err", err)

@@ -167,16 +167,30 @@ func (h *Handler) keepLease(ctx context.Context) {
 }
 
 // renew extends the lease; when it was gone, this process holds its seats
-// again, since another may have released them.
+// again, since another may have released them. It takes the silences of
+// the service (see store.Renew) as outages: nobody could move in them
+// either.
 func (h *Handler) renew(ctx context.Context) {
-	fresh, err := h.store.Renew(ctx, h.proc, h.now().Add(h.cfg.PresenceLease))
+	r, err := h.store.Renew(ctx, h.proc, h.now().Add(h.cfg.PresenceLease), h.now(), h.silencesSeen)
 	if err != nil {
 		if ctx.Err() == nil {
 			h.log.WarnContext(ctx, "presence lease", "err", err)
 		}
 		return
 	}
-	if !fresh {
+	if r.Recorded.To != 0 {
+		h.metrics.silences.Add(ctx, 1)
+		h.log.WarnContext(ctx, "no game process held a lease (every one stopped, or cut off from Redis): the turns (and waits) under way then are not charged that time",
+			"silence", time.Duration(r.Recorded.To-r.Recorded.From)*time.Millisecond, "from", time.UnixMilli(r.Recorded.From).UTC())
+	}
+	for _, s := range r.Silences {
+		h.silencesSeen = max(h.silencesSeen, s.To)
+		if h.outages.silent(span{from: s.From, to: s.To}) && s != r.Recorded {
+			h.log.InfoContext(ctx, "no game process ran for a while: the turns (and waits) under way then are not charged it",
+				"silence", time.Duration(s.To-s.From)*time.Millisecond, "from", time.UnixMilli(s.From).UTC())
+		}
+	}
+	if !r.Fresh {
 		return
 	}
 	for _, k := range h.presence.held() {

@@ -97,6 +97,21 @@ func (o *outages) up(endMs, answeredMs int64) span {
 	return s
 }
 
+// silent records s, a span in which no process of the service held a
+// lease, and reports whether it was news.
+func (o *outages) silent(s span) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range o.spans {
+		if e.from <= s.from && s.to <= e.to {
+			return false
+		}
+	}
+	o.insert(s)
+	o.ended = true
+	return true
+}
+
 // insert adds s to the spans, merged with those it meets; o.mu is held.
 func (o *outages) insert(s span) {
 	// A failed command may date an outage back into one already ended.

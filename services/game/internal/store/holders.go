@@ -24,6 +24,11 @@ import (
 //	                          lease (or claim) runs out
 //	{presence:<proc>}:games   set of the seats the process may hold, as
 //	                          "<game id>|<side>" (ids never contain '|')
+//	{presence}:silences       sorted set of the spans in which no process
+//	                          held a lease, "<from ms>:<to ms>", scored by
+//	                          their end
+//	{presence}:stopped        the millisecond the last process to stop
+//	                          cleanly stopped
 //
 // A process renews its lease well before it runs out. Any process that
 // finds a lease run out claims it (one claimant wins) and releases the
@@ -36,15 +41,90 @@ func (s *Store) procsKey() string { return s.cfg.Prefix + "{presence}:procs" }
 
 func (s *Store) heldKey(proc string) string { return s.cfg.Prefix + "{presence:" + proc + "}:games" }
 
-// Renew extends proc's lease to until. fresh reports a lease that was not
-// there: a new process, or one whose lease ran out and was claimed, which
-// must then hold its seats again.
-func (s *Store) Renew(ctx context.Context, proc string, until time.Time) (fresh bool, err error) {
-	n, err := s.rdb.ZAdd(ctx, s.procsKey(), redis.Z{Score: float64(until.UnixMilli()), Member: proc}).Result()
+func (s *Store) silencesKey() string { return s.cfg.Prefix + "{presence}:silences" }
+
+func (s *Store) stoppedKey() string { return s.cfg.Prefix + "{presence}:stopped" }
+
+// Silence is a span, in Unix milliseconds, in which no process of the
+// service held a lease: every one was stopped, or cut off from Redis.
+type Silence struct{ From, To int64 }
+
+// Renewal is what a lease's renewal found.
+type Renewal struct {
+	// Fresh: the lease was not there: a new process, or one whose lease
+	// ran out and was claimed, which must then hold its seats again.
+	Fresh bool
+	// Recorded is the silence this renewal found and recorded (zero when
+	// another process held a lease until now).
+	Recorded Silence
+	// Silences are those kept that end after the renewal's seen.
+	Silences []Silence
+}
+
+// SilencesKept bounds the silences kept, newest first, and how long.
+const (
+	SilencesKept    = 64
+	SilencesKeptFor = 7 * 24 * time.Hour
+)
+
+// Renew extends proc's lease to until. When every lease had run out
+// before now, nobody served from the last lease's end (or the last clean
+// stop, Stopped) until now: the renewal records that silence. It returns
+// the silences that end after seen.
+func (s *Store) Renew(ctx context.Context, proc string, until, now time.Time, seen int64) (Renewal, error) {
+	keys := []string{s.procsKey(), s.silencesKey(), s.stoppedKey()}
+	raw, err := renewLeaseScript.Run(ctx, s.rdb, keys, proc, until.UnixMilli(), now.UnixMilli(),
+		SilencesKeptFor.Milliseconds(), SilencesKept, seen).Slice()
 	if err != nil {
-		return false, fmt.Errorf("renew lease of %s: %w", proc, err)
+		return Renewal{}, fmt.Errorf("renew lease of %s: %w", proc, err)
 	}
-	return n == 1, nil
+	if len(raw) < 2 {
+		return Renewal{}, fmt.Errorf("renew lease of %s: answer %v is short", proc, raw)
+	}
+	fresh, _ := raw[0].(int64)
+	r := Renewal{Fresh: fresh == 1}
+	if rec, _ := raw[1].(string); rec != "" {
+		if r.Recorded, err = parseSilence(rec); err != nil {
+			return Renewal{}, fmt.Errorf("renew lease of %s: %w", proc, err)
+		}
+	}
+	for _, v := range raw[2:] {
+		text, _ := v.(string)
+		sl, err := parseSilence(text)
+		if err != nil {
+			return Renewal{}, fmt.Errorf("renew lease of %s: %w", proc, err)
+		}
+		r.Silences = append(r.Silences, sl)
+	}
+	return r, nil
+}
+
+func parseSilence(text string) (Silence, error) {
+	from, to, ok := strings.Cut(text, ":")
+	f, ferr := strconv.ParseInt(from, 10, 64)
+	t, terr := strconv.ParseInt(to, 10, 64)
+	if !ok || ferr != nil || terr != nil || t <= f {
+		return Silence{}, fmt.Errorf("silence %q is not from:to in ms", text)
+	}
+	return Silence{From: f, To: t}, nil
+}
+
+// EndLease lets proc's lease run out now, for another process to release
+// the seats it still lists.
+func (s *Store) EndLease(ctx context.Context, proc string) error {
+	if err := s.rdb.ZAdd(ctx, s.procsKey(), redis.Z{Score: 0, Member: proc}).Err(); err != nil {
+		return fmt.Errorf("end lease of %s: %w", proc, err)
+	}
+	return nil
+}
+
+// Stopped records that a process stopped cleanly at: should it be the
+// last, the silence that follows begins then (see Renew).
+func (s *Store) Stopped(ctx context.Context, at time.Time) error {
+	if err := stoppedScript.Run(ctx, s.rdb, []string{s.stoppedKey()}, at.UnixMilli(), SilencesKeptFor.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("record a stop: %w", err)
+	}
+	return nil
 }
 
 // Expired lists up to limit processes whose lease ran out before now.

@@ -80,6 +80,16 @@ var claimLeaseLua string
 
 var claimLeaseScript = redis.NewScript(claimLeaseLua)
 
+//go:embed renewlease.lua
+var renewLeaseLua string
+
+var renewLeaseScript = redis.NewScript(renewLeaseLua)
+
+//go:embed stopped.lua
+var stoppedLua string
+
+var stoppedScript = redis.NewScript(stoppedLua)
+
 // NotifyShards is the number of notification channels; a process
 // subscribes only to the shards of the games it streams.
 const NotifyShards = 64

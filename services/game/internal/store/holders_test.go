@@ -1,0 +1,148 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/game/internal/store"
+)
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.New(redistest.Client(t), store.Config{Prefix: redistest.Prefix(t), LiveTTL: time.Hour, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestRenewRecordsTheSilences: a renewal after every lease ran out records
+// the span from the last lease's end (or the last clean stop, whichever is
+// later) to its own time, once; a renewal while another lease runs, or
+// with nothing on record, records none; every renewal returns the
+// silences that end after what it has seen.
+func TestRenewRecordsTheSilences(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	base := time.UnixMilli(1_800_000_000_000)
+	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
+	renew := func(proc string, now int, seen int64) store.Renewal {
+		t.Helper()
+		r, err := st.Renew(ctx, proc, at(now+15), at(now), seen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	span := func(from, to int) store.Silence {
+		return store.Silence{From: at(from).UnixMilli(), To: at(to).UnixMilli()}
+	}
+
+	if r := renew("a", 0, 0); !r.Fresh || r.Recorded != (store.Silence{}) || len(r.Silences) != 0 {
+		t.Fatalf("the first renewal of all: %+v, want a fresh lease and no silence", r)
+	}
+	// b starts while a's lease runs (a rollout, a process of another
+	// release): nobody was silent.
+	if r := renew("b", 10, 0); !r.Fresh || r.Recorded != (store.Silence{}) || len(r.Silences) != 0 {
+		t.Fatalf("a renewal beside a live lease: %+v, want no silence", r)
+	}
+	if r := renew("a", 12, 0); r.Fresh || r.Recorded != (store.Silence{}) {
+		t.Fatalf("a renewal of a live lease: %+v, want no silence", r)
+	}
+	// Both die; b's lease (renewed at 10) ends at 25, a's at 27. c starts
+	// at 40: nobody held a lease from 27 to 40.
+	r := renew("c", 40, 0)
+	if r.Recorded != span(27, 40) || len(r.Silences) != 1 || r.Silences[0] != span(27, 40) {
+		t.Fatalf("the first renewal after every lease ran out: %+v, want the silence 27..40 recorded and returned", r)
+	}
+	// d starts beside c: it learns the silence, records none.
+	r = renew("d", 41, 0)
+	if r.Recorded != (store.Silence{}) || len(r.Silences) != 1 || r.Silences[0] != span(27, 40) {
+		t.Fatalf("a renewal beside c: %+v, want the silence learnt, none recorded", r)
+	}
+	if r = renew("d", 42, span(27, 40).To); len(r.Silences) != 0 {
+		t.Fatalf("a renewal that saw the silence: %+v, want it not returned again", r)
+	}
+
+	// c and d stop cleanly at 50 and 51, their leases gone: the silence
+	// begins at the last stop.
+	for _, stop := range []struct {
+		proc string
+		at   int
+	}{{"d", 51}, {"c", 50}} {
+		if err := st.Stopped(ctx, at(stop.at)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Forget(ctx, stop.proc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = renew("e", 60, span(27, 40).To)
+	if r.Recorded != span(51, 60) || len(r.Silences) != 1 || r.Silences[0] != span(51, 60) {
+		t.Fatalf("the first renewal after the last clean stop: %+v, want the silence 51..60", r)
+	}
+	// A clean stop before the end of a lease that ran on says nothing.
+	if err := st.Stopped(ctx, at(65)); err != nil {
+		t.Fatal(err)
+	}
+	if r = renew("f", 70, span(51, 60).To); r.Recorded != (store.Silence{}) {
+		t.Fatalf("a renewal beside e's live lease, after another's stop: %+v, want no silence", r)
+	}
+}
+
+// TestRenewWithNothingOnRecordRecordsNoSilence: the service's first start,
+// or a Redis that lost its data, and a lease let run out at Close, tell
+// no silence.
+func TestRenewWithNothingOnRecordRecordsNoSilence(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	now := time.UnixMilli(1_800_000_000_000)
+	if err := st.EndLease(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Renew(ctx, "b", now.Add(15*time.Second), now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Recorded != (store.Silence{}) || len(r.Silences) != 0 {
+		t.Fatalf("with only a lease ended at 0 on record: %+v, want no silence", r)
+	}
+}
+
+// TestSilencesAreBounded: the newest store.SilencesKept are kept, none
+// older than store.SilencesKeptFor, and a silence longer than that is
+// cut to it.
+func TestSilencesAreBounded(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	now := time.UnixMilli(1_800_000_000_000)
+	var r store.Renewal
+	for i := range store.SilencesKept + 6 {
+		// Each process renews once, and its lease has run out when the
+		// next starts.
+		var err error
+		r, err = st.Renew(ctx, fmt.Sprint("p", i), now.Add(time.Second), now, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(2 * time.Second)
+	}
+	if len(r.Silences) != store.SilencesKept {
+		t.Fatalf("%d silences kept, want %d", len(r.Silences), store.SilencesKept)
+	}
+	if last := r.Silences[len(r.Silences)-1]; last != r.Recorded {
+		t.Fatalf("the newest silence kept is %+v, want the one just recorded, %+v", last, r.Recorded)
+	}
+	later := now.Add(store.SilencesKeptFor + time.Hour)
+	r, err := st.Renew(ctx, "late", later.Add(time.Second), later, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.Silence{From: later.Add(-store.SilencesKeptFor).UnixMilli(), To: later.UnixMilli()}
+	if r.Recorded != want || len(r.Silences) != 1 {
+		t.Fatalf("after a silence longer than they are kept: %+v, want only %+v", r, want)
+	}
+}

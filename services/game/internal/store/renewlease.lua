@@ -1,0 +1,45 @@
+-- Renew a process's lease, and record a silence first if there was one:
+-- a span in which no process of the service held a lease, every one
+-- stopped or cut off from Redis, so that nobody could move. Every release
+-- that keeps leases counts, whatever else it does, so the processes of a
+-- rollout or a rollback are never taken for nobody. A lease lasts well
+-- beyond its renewal, so a silence is dated from the end of the last
+-- lease, or from the last clean stop: what it leaves out is charged.
+-- KEYS[1] the leases: sorted set of process ids and claims, scored by the
+--         millisecond each runs out
+-- KEYS[2] the silences: sorted set of "from:to" (ms), scored by to
+-- KEYS[3] the millisecond the last process to stop cleanly stopped
+-- ARGV: 1 the process, 2 its lease's new end in ms, 3 now in ms, 4 how long
+--       silences are kept in ms, 5 the most kept, 6 return the silences
+--       that end after this ms
+-- Returns {1 if the lease was not there, the silence recorded ("" for
+-- none), the silences that end after ARGV[6]...}.
+local now = tonumber(ARGV[3])
+local keep = tonumber(ARGV[4])
+local from = 0
+local last = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if last[2] then
+  from = tonumber(last[2])
+end
+local left = tonumber(redis.call('GET', KEYS[3]) or '0')
+if left and left > from then
+  from = left
+end
+local recorded = ''
+-- Nothing on record (the service's first start, or Redis lost its data)
+-- tells no silence.
+if from > 0 and from < now then
+  recorded = string.format('%d:%d', math.max(from, now - keep), now)
+  redis.call('ZADD', KEYS[2], now, recorded)
+end
+local fresh = redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)
+redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -1 - tonumber(ARGV[5]))
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('PEXPIRE', KEYS[2], keep)
+end
+local out = {fresh, recorded}
+for _, s in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[6], '+inf')) do
+  out[#out + 1] = s
+end
+return out
