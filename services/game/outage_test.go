@@ -405,13 +405,13 @@ func TestATimeNoGameProcessRanIsNotCharged(t *testing.T) {
 	tb := outageGame(t, first)
 	before := tb.get(t).GetVersion()
 	proxy.Cut()
+	defer proxy.Restore()
 	time.Sleep(5 * time.Second)
 
 	evs := silenceThen(t, first, tb, before)
 	if v := wantExcused(t, evs, 3500*time.Millisecond); v != before+1 || evs[1].GetMovePlayed() == nil {
 		t.Fatalf("events after the silence: %v; want the excuse, then the move", evs)
 	}
-	proxy.Restore()
 }
 
 // TestATimeAfterTheLastProcessStoppedIsNotCharged: the only process stops

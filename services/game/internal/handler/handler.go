@@ -142,6 +142,7 @@ type Handler struct {
 	beaten    atomic.Bool
 	beatDone  chan struct{}
 	watchDone chan struct{}
+	contact   contact
 	// silencesSeen is the end of the last silence taken as an outage;
 	// only renew, run by one goroutine at a time, reads and sets it.
 	silencesSeen int64
@@ -222,7 +223,10 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	hd.syncTime(ctx)
 	hd.beat(ctx)
 	// And the silences of the service (every process stopped) before the
-	// first command, which may judge a turn that one took.
+	// first command, which may judge a turn that one took. This process
+	// could serve from its start on, not before.
+	start := hd.now().UnixMilli()
+	hd.contact.answered(start, start)
 	hd.renew(ctx)
 	leaseCtx, stop := context.WithCancel(context.Background())
 	hd.stopLease, hd.leaseDone = stop, make(chan struct{})

@@ -171,7 +171,8 @@ func (h *Handler) keepLease(ctx context.Context) {
 // the service (see store.Renew) as outages: nobody could move in them
 // either.
 func (h *Handler) renew(ctx context.Context) {
-	r, err := h.store.Renew(ctx, h.proc, h.now().Add(h.cfg.PresenceLease), h.now(), h.silencesSeen)
+	now := h.now()
+	r, err := h.store.Renew(ctx, h.proc, now.Add(h.cfg.PresenceLease), now, h.contact.began(now), h.silencesSeen)
 	if err != nil {
 		if ctx.Err() == nil {
 			h.log.WarnContext(ctx, "presence lease", "err", err)

@@ -41,6 +41,13 @@ func newRedisHandler(t *testing.T) *Handler {
 // prefix and a ring are processes of one deployment.
 func newRedisHandlerOn(t *testing.T, rdb redis.UniversalClient, prefix string, ring *auth.Keyring) *Handler {
 	t.Helper()
+	return newRedisHandlerWith(t, rdb, prefix, ring, nil)
+}
+
+// newRedisHandlerWith is newRedisHandlerOn with its config adjusted by
+// edit.
+func newRedisHandlerWith(t *testing.T, rdb redis.UniversalClient, prefix string, ring *auth.Keyring, edit func(*Config)) *Handler {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := store.New(rdb, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
 	if err != nil {
@@ -51,7 +58,11 @@ func newRedisHandlerOn(t *testing.T, rdb redis.UniversalClient, prefix string, r
 		t.Fatal(err)
 	}
 	hb := hub.New(context.Background(), rdb, log, st.ShardChannel, store.Shard, Notifications())
-	h, err := New(context.Background(), log, Config{PresenceGrace: time.Minute, SetupTime: time.Minute, FirstMoveTime: time.Minute, SeatTTL: time.Hour, Heartbeat: time.Second, ServiceKeys: ring}, st, idx, hb, ring, noop.NewMeterProvider().Meter("test"))
+	cfg := Config{PresenceGrace: time.Minute, SetupTime: time.Minute, FirstMoveTime: time.Minute, SeatTTL: time.Hour, Heartbeat: time.Second, ServiceKeys: ring}
+	if edit != nil {
+		edit(&cfg)
+	}
+	h, err := New(context.Background(), log, cfg, st, idx, hb, ring, noop.NewMeterProvider().Meter("test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,5 +254,47 @@ func TestReleaseGoesPastAGameItCannotWrite(t *testing.T) {
 	}
 	if games, err := reaper.store.Held(ctx, gone.proc); err != nil || !slices.Contains(games, newer) {
 		t.Fatalf("the process's games %v (%v): want it remembered with the newer game", games, err)
+	}
+}
+
+// TestALateRenewalIsNoSilence: the only process serves all along, but its
+// lease loop is held up longer than the lease (here a retried presence
+// change waits for a game's lock, held by a slow command). Its next
+// renewal finds every lease run out, yet records no silence: the process
+// was in touch with Redis throughout, and committed a move meanwhile.
+func TestALateRenewalIsNoSilence(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newRedisHandlerWith(t, redistest.Client(t), redistest.Prefix(t), ring, func(c *Config) { c.PresenceLease = lease })
+	stuck, _, _ := newXiangqiFor(t, h, "stuck")
+	id, red, _ := newXiangqiFor(t, h, "served")
+
+	unlock, err := h.locks.lock(t.Context(), stuck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.retryLater(seatKey{stuck, rules.First}, 1)
+	from := h.now()
+	time.Sleep(2 * lease)
+	if _, err := h.MakeMove(red, &gamev1.MakeMoveRequest{GameId: id, RequestId: "m1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatalf("a move while the lease loop is held up: %v", err)
+	}
+	time.Sleep(2 * lease)
+	unlock()
+	// The loop renews at once, then every third of the lease.
+	time.Sleep(lease)
+
+	r, err := h.store.Renew(t.Context(), h.proc, h.now().Add(lease), h.now(), h.now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Silences) != 0 {
+		t.Errorf("silences recorded while the only process served: %+v", r.Silences)
+	}
+	if got := h.outages.within(from.UnixMilli(), h.now().UnixMilli()); got != 0 {
+		t.Errorf("%v excused of a time in which the only process served", got)
 	}
 }

@@ -131,6 +131,47 @@ func (o *outages) insert(s span) {
 	}
 }
 
+// contact is this process's unbroken contact with Redis, as its pings
+// see it: no silence of the service (see renew) reaches into it, since
+// the process could serve then, however late its lease's renewal.
+type contact struct {
+	mu sync.Mutex
+	// since is when the contact began (0: none now), last when Redis last
+	// answered, in Unix milliseconds.
+	since, last int64
+}
+
+// contactGap is the longest time between two answers of an unbroken
+// contact: the pings come every reachEvery and may take reachTimeout.
+const contactGap = reachEvery + reachTimeout + 750*time.Millisecond
+
+// answered records that Redis answered a ping sent at sentMs by atMs.
+func (c *contact) answered(sentMs, atMs int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.since == 0 || sentMs-c.last > contactGap.Milliseconds() {
+		c.since = sentMs
+	}
+	c.last = max(c.last, atMs)
+}
+
+// lost records that Redis did not answer.
+func (c *contact) lost() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.since = 0
+}
+
+// began is when the contact under way began, or now if none is.
+func (c *contact) began(now time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.since == 0 {
+		return now
+	}
+	return time.UnixMilli(min(c.since, now.UnixMilli()))
+}
+
 // takeEnded reports whether an outage ended since it was last asked.
 func (o *outages) takeEnded() bool {
 	o.mu.Lock()
@@ -234,14 +275,18 @@ func (h *Handler) watchRedis(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
+			h.contact.lost()
 			if h.outages.down(sent.UnixMilli()) || began {
 				h.log.WarnContext(ctx, outageBegan, "err", err)
 			}
 		default:
 			if began {
+				h.contact.lost()
 				h.log.WarnContext(ctx, "redis left a ping unanswered for over "+reachTimeout.String()+": the turns (and waits) under way are not charged that time")
 			}
-			h.pinged(h.now())
+			now := h.now()
+			h.contact.answered(sent.UnixMilli(), now.UnixMilli())
+			h.pinged(now)
 		}
 		select {
 		case <-ctx.Done():

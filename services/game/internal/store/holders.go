@@ -69,12 +69,14 @@ const (
 
 // Renew extends proc's lease to until. When every lease had run out
 // before now, nobody served from the last lease's end (or the last clean
-// stop, Stopped) until now: the renewal records that silence. It returns
-// the silences that end after seen.
-func (s *Store) Renew(ctx context.Context, proc string, until, now time.Time, seen int64) (Renewal, error) {
+// stop, Stopped) until now, or until contact if earlier, when proc's own
+// unbroken contact with Redis began: the renewal records that silence. It
+// returns the silences that end after seen; any it cannot read (written
+// by another release, say) are left out.
+func (s *Store) Renew(ctx context.Context, proc string, until, now, contact time.Time, seen int64) (Renewal, error) {
 	keys := []string{s.procsKey(), s.silencesKey(), s.stoppedKey()}
 	raw, err := renewLeaseScript.Run(ctx, s.rdb, keys, proc, until.UnixMilli(), now.UnixMilli(),
-		SilencesKeptFor.Milliseconds(), SilencesKept, seen).Slice()
+		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli()).Slice()
 	if err != nil {
 		return Renewal{}, fmt.Errorf("renew lease of %s: %w", proc, err)
 	}
@@ -84,29 +86,25 @@ func (s *Store) Renew(ctx context.Context, proc string, until, now time.Time, se
 	fresh, _ := raw[0].(int64)
 	r := Renewal{Fresh: fresh == 1}
 	if rec, _ := raw[1].(string); rec != "" {
-		if r.Recorded, err = parseSilence(rec); err != nil {
-			return Renewal{}, fmt.Errorf("renew lease of %s: %w", proc, err)
-		}
+		r.Recorded, _ = parseSilence(rec)
 	}
 	for _, v := range raw[2:] {
 		text, _ := v.(string)
-		sl, err := parseSilence(text)
-		if err != nil {
-			return Renewal{}, fmt.Errorf("renew lease of %s: %w", proc, err)
+		if sl, ok := parseSilence(text); ok {
+			r.Silences = append(r.Silences, sl)
 		}
-		r.Silences = append(r.Silences, sl)
 	}
 	return r, nil
 }
 
-func parseSilence(text string) (Silence, error) {
+func parseSilence(text string) (Silence, bool) {
 	from, to, ok := strings.Cut(text, ":")
 	f, ferr := strconv.ParseInt(from, 10, 64)
 	t, terr := strconv.ParseInt(to, 10, 64)
 	if !ok || ferr != nil || terr != nil || t <= f {
-		return Silence{}, fmt.Errorf("silence %q is not from:to in ms", text)
+		return Silence{}, false
 	}
-	return Silence{From: f, To: t}, nil
+	return Silence{From: f, To: t}, true
 }
 
 // EndLease lets proc's lease run out now, for another process to release

@@ -6,17 +6,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/game/internal/store"
 )
 
 func newStore(t *testing.T) *store.Store {
+	st, _, _ := newStoreOn(t)
+	return st
+}
+
+// newStoreOn is newStore, with its Redis and its keys' prefix.
+func newStoreOn(t *testing.T) (*store.Store, redis.UniversalClient, string) {
 	t.Helper()
-	st, err := store.New(redistest.Client(t), store.Config{Prefix: redistest.Prefix(t), LiveTTL: time.Hour, Retention: time.Hour})
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st, err := store.New(rdb, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return st, rdb, prefix
 }
 
 // TestRenewRecordsTheSilences: a renewal after every lease ran out records
@@ -26,12 +35,22 @@ func newStore(t *testing.T) *store.Store {
 // silences that end after what it has seen.
 func TestRenewRecordsTheSilences(t *testing.T) {
 	ctx := context.Background()
-	st := newStore(t)
-	base := time.UnixMilli(1_800_000_000_000)
+	st, rdb, prefix := newStoreOn(t)
+	// Renewals are dated in the past: the script takes Redis' own time
+	// when it is earlier.
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
+	renewIn := func(proc string, now, contact int, seen int64) store.Renewal {
+		t.Helper()
+		r, err := st.Renew(ctx, proc, at(now+15), at(now), at(contact), seen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
 	renew := func(proc string, now int, seen int64) store.Renewal {
 		t.Helper()
-		r, err := st.Renew(ctx, proc, at(now+15), at(now), seen)
+		r, err := st.Renew(ctx, proc, at(now+15), at(now), at(now), seen)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,12 +103,34 @@ func TestRenewRecordsTheSilences(t *testing.T) {
 	if r.Recorded != span(51, 60) || len(r.Silences) != 1 || r.Silences[0] != span(51, 60) {
 		t.Fatalf("the first renewal after the last clean stop: %+v, want the silence 51..60", r)
 	}
-	// A clean stop before the end of a lease that ran on says nothing.
+	// A clean stop before the end of a lease that ran on says nothing,
+	// nor does a lease kept by a release that renews it by hand.
 	if err := st.Stopped(ctx, at(65)); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.Forget(ctx, "e"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, prefix+"{presence}:procs", redis.Z{Score: float64(at(80).UnixMilli()), Member: "older"}).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if r = renew("f", 70, span(51, 60).To); r.Recorded != (store.Silence{}) {
-		t.Fatalf("a renewal beside e's live lease, after another's stop: %+v, want no silence", r)
+		t.Fatalf("a renewal beside another release's live lease, after a stop: %+v, want no silence", r)
+	}
+
+	// Every lease has run out at 95 (g's, renewed at 80; f's at 85, the
+	// older release's at 80), but g kept in touch with Redis from 90 on,
+	// only too late to renew (its renewal loop held up): no silence.
+	if r = renewIn("g", 80, 80, 0); r.Recorded != (store.Silence{}) {
+		t.Fatalf("g's first renewal: %+v, want no silence", r)
+	}
+	if r = renewIn("g", 100, 90, span(51, 60).To); r.Recorded != (store.Silence{}) {
+		t.Fatalf("a renewal late, of a process in touch with Redis before every lease ran out: %+v, want no silence", r)
+	}
+	// g's lease runs out at 115; h renews at 120, in touch with Redis
+	// since 118: the silence ends there.
+	if r = renewIn("h", 120, 118, span(51, 60).To); r.Recorded != span(115, 118) {
+		t.Fatalf("a renewal of a process in touch with Redis since 118: %+v, want the silence 115..118", r)
 	}
 }
 
@@ -99,11 +140,11 @@ func TestRenewRecordsTheSilences(t *testing.T) {
 func TestRenewWithNothingOnRecordRecordsNoSilence(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
-	now := time.UnixMilli(1_800_000_000_000)
+	now := time.Now()
 	if err := st.EndLease(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	r, err := st.Renew(ctx, "b", now.Add(15*time.Second), now, 0)
+	r, err := st.Renew(ctx, "b", now.Add(15*time.Second), now, now, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,13 +159,14 @@ func TestRenewWithNothingOnRecordRecordsNoSilence(t *testing.T) {
 func TestSilencesAreBounded(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
-	now := time.UnixMilli(1_800_000_000_000)
+	// Dated in the past: the script takes Redis' own time when earlier.
+	now := time.Now().Add(-store.SilencesKeptFor - 2*time.Hour)
 	var r store.Renewal
 	for i := range store.SilencesKept + 6 {
 		// Each process renews once, and its lease has run out when the
 		// next starts.
 		var err error
-		r, err = st.Renew(ctx, fmt.Sprint("p", i), now.Add(time.Second), now, 0)
+		r, err = st.Renew(ctx, fmt.Sprint("p", i), now.Add(time.Second), now, now, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,12 +179,43 @@ func TestSilencesAreBounded(t *testing.T) {
 		t.Fatalf("the newest silence kept is %+v, want the one just recorded, %+v", last, r.Recorded)
 	}
 	later := now.Add(store.SilencesKeptFor + time.Hour)
-	r, err := st.Renew(ctx, "late", later.Add(time.Second), later, 0)
+	r, err := st.Renew(ctx, "late", later.Add(time.Second), later, later, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := store.Silence{From: later.Add(-store.SilencesKeptFor).UnixMilli(), To: later.UnixMilli()}
 	if r.Recorded != want || len(r.Silences) != 1 {
 		t.Fatalf("after a silence longer than they are kept: %+v, want only %+v", r, want)
+	}
+}
+
+// TestARenewalIsDatedByRedis: a renewal dated ahead of Redis' own time (a
+// host clock ahead, before Redis' time is learnt) records no silence
+// beyond Redis' time; and a silence on record that cannot be read (of
+// another release, say) is left out, not an error.
+func TestARenewalIsDatedByRedis(t *testing.T) {
+	ctx := context.Background()
+	st, rdb, prefix := newStoreOn(t)
+	redisNow, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Renew(ctx, "a", redisNow.Add(-10*time.Second), redisNow.Add(-time.Minute), redisNow.Add(-time.Minute), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, prefix+"{presence}:silences", redis.Z{Score: float64(redisNow.UnixMilli()), Member: "not a span"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ahead := redisNow.Add(time.Hour)
+	r, err := st.Renew(ctx, "b", ahead.Add(15*time.Second), ahead, ahead, 0)
+	if err != nil {
+		t.Fatalf("a renewal with an unreadable silence on record: %v", err)
+	}
+	want := redisNow.Add(-10 * time.Second).UnixMilli()
+	if r.Recorded.From != want || r.Recorded.To < want || r.Recorded.To > redisNow.Add(5*time.Second).UnixMilli() {
+		t.Fatalf("a renewal an hour ahead of Redis recorded %+v, want from %d to about Redis' time %d", r.Recorded, want, redisNow.UnixMilli())
+	}
+	if len(r.Silences) != 1 || r.Silences[0] != r.Recorded {
+		t.Fatalf("silences returned: %+v, want only the one recorded", r.Silences)
 	}
 }

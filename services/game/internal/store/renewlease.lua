@@ -4,17 +4,22 @@
 -- that keeps leases counts, whatever else it does, so the processes of a
 -- rollout or a rollback are never taken for nobody. A lease lasts well
 -- beyond its renewal, so a silence is dated from the end of the last
--- lease, or from the last clean stop: what it leaves out is charged.
+-- lease, or from the last clean stop: what it leaves out is charged. It
+-- ends no later than the renewing process's own unbroken contact with
+-- Redis began, since from then on it could serve: a renewal that is only
+-- late records nothing.
 -- KEYS[1] the leases: sorted set of process ids and claims, scored by the
 --         millisecond each runs out
 -- KEYS[2] the silences: sorted set of "from:to" (ms), scored by to
 -- KEYS[3] the millisecond the last process to stop cleanly stopped
--- ARGV: 1 the process, 2 its lease's new end in ms, 3 now in ms, 4 how long
---       silences are kept in ms, 5 the most kept, 6 return the silences
---       that end after this ms
+-- ARGV: 1 the process, 2 its lease's new end in ms, 3 now in ms (Redis'
+--       own time if earlier), 4 how long silences are kept in ms, 5 the
+--       most kept, 6 return the silences that end after this ms, 7 the
+--       latest a silence recorded now may end, in ms
 -- Returns {1 if the lease was not there, the silence recorded ("" for
 -- none), the silences that end after ARGV[6]...}.
-local now = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = math.min(tonumber(ARGV[3]), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local keep = tonumber(ARGV[4])
 local from = 0
 local last = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -28,9 +33,10 @@ end
 local recorded = ''
 -- Nothing on record (the service's first start, or Redis lost its data)
 -- tells no silence.
-if from > 0 and from < now then
-  recorded = string.format('%d:%d', math.max(from, now - keep), now)
-  redis.call('ZADD', KEYS[2], now, recorded)
+local to = math.min(now, tonumber(ARGV[7]))
+if from > 0 and from < to then
+  recorded = string.format('%d:%d', math.max(from, now - keep), to)
+  redis.call('ZADD', KEYS[2], to, recorded)
 end
 local fresh = redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)
