@@ -162,11 +162,13 @@ func (c *contact) lost() {
 	c.since = 0
 }
 
-// began is when the contact under way began, or now if none is.
+// began is when the contact under way began, or now if none is: if Redis
+// has not answered a ping for longer than contactGap, the process was
+// paused or cut off, and its pings have yet to say so.
 func (c *contact) began(now time.Time) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.since == 0 {
+	if c.since == 0 || now.UnixMilli()-c.last > contactGap.Milliseconds() {
 		return now
 	}
 	return time.UnixMilli(min(c.since, now.UnixMilli()))

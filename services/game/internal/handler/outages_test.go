@@ -192,3 +192,31 @@ func TestASecondViewOfAnOutageAddsOnlyWhatMatters(t *testing.T) {
 		}
 	}
 }
+
+// TestContact: the contact with Redis under way began at the first ping
+// answered after a failure, or after answers too far apart; without a
+// recent answer, or after a failure, it begins now.
+func TestContact(t *testing.T) {
+	var c contact
+	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
+	if got := c.began(at(500)); !got.Equal(at(500)) {
+		t.Fatalf("no answer yet: began %v, want now", got)
+	}
+	c.answered(1000, 1010)
+	c.answered(1250, 1260)
+	if got := c.began(at(1500)); !got.Equal(at(1000)) {
+		t.Fatalf("answers every 250 ms: began %v, want the first ping's sending, 1000", got)
+	}
+	c.answered(5000, 5010)
+	if got := c.began(at(5100)); !got.Equal(at(5000)) {
+		t.Fatalf("an answer after a gap: began %v, want 5000", got)
+	}
+	if got := c.began(at(8000)); !got.Equal(at(8000)) {
+		t.Fatalf("no answer for 3 s (a pause): began %v, want now", got)
+	}
+	c.answered(8000, 8010)
+	c.lost()
+	if got := c.began(at(8100)); !got.Equal(at(8100)) {
+		t.Fatalf("after a failed ping: began %v, want now", got)
+	}
+}
