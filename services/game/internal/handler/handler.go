@@ -227,7 +227,9 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	// could serve from its start on, not before.
 	start := hd.now().UnixMilli()
 	hd.contact.answered(start, start)
-	hd.renew(ctx)
+	for try := 0; try < 5 && !hd.renew(ctx); try++ {
+		time.Sleep(200 * time.Millisecond)
+	}
 	leaseCtx, stop := context.WithCancel(context.Background())
 	hd.stopLease, hd.leaseDone = stop, make(chan struct{})
 	go func() {

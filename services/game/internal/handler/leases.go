@@ -169,15 +169,15 @@ func (h *Handler) keepLease(ctx context.Context) {
 // renew extends the lease; when it was gone, this process holds its seats
 // again, since another may have released them. It takes the silences of
 // the service (see store.Renew) as outages: nobody could move in them
-// either.
-func (h *Handler) renew(ctx context.Context) {
+// either. It reports whether the lease was renewed.
+func (h *Handler) renew(ctx context.Context) bool {
 	now := h.now()
 	r, err := h.store.Renew(ctx, h.proc, now.Add(h.cfg.PresenceLease), now, h.contact.began(now), h.silencesSeen)
 	if err != nil {
 		if ctx.Err() == nil {
 			h.log.WarnContext(ctx, "presence lease", "err", err)
 		}
-		return
+		return false
 	}
 	if r.Recorded.To != 0 {
 		h.metrics.silences.Add(ctx, 1)
@@ -191,12 +191,12 @@ func (h *Handler) renew(ctx context.Context) {
 				"silence", time.Duration(s.To-s.From)*time.Millisecond, "from", time.UnixMilli(s.From).UTC())
 		}
 	}
-	if !r.Fresh {
-		return
+	if r.Fresh {
+		for _, k := range h.presence.held() {
+			h.connect(ctx, k.id, k.side, 1)
+		}
 	}
-	for _, k := range h.presence.held() {
-		h.connect(ctx, k.id, k.side, 1)
-	}
+	return true
 }
 
 // reap claims the leases that ran out and releases their seats.
