@@ -118,6 +118,10 @@ type Handler struct {
 	proc      string
 	stopLease context.CancelFunc
 	leaseDone chan struct{}
+	// renewDone closes when the lease is no longer renewed (keepRenewing);
+	// rehold asks keepLease to hold this process's seats again.
+	renewDone chan struct{}
+	rehold    atomic.Bool
 	// unconfirmed holds games to confirm without their clients (see
 	// unconfirmed.go); confirmDone closes when that stops.
 	unconfirmed unconfirmed
@@ -142,7 +146,11 @@ type Handler struct {
 	beaten    atomic.Bool
 	beatDone  chan struct{}
 	watchDone chan struct{}
-	contact   contact
+	// contact is this process's unbroken contact with Redis, as its
+	// pings see it (outages.go).
+	contact contact
+	// started is when this process could first serve, in Unix ms.
+	started int64
 	// silencesSeen is the end of the last silence taken as an outage;
 	// only renew, run by one goroutine at a time, reads and sets it.
 	silencesSeen int64
@@ -225,8 +233,8 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	// And the silences of the service (every process stopped) before the
 	// first command, which may judge a turn that one took. This process
 	// could serve from its start on, not before.
-	start := hd.now().UnixMilli()
-	hd.contact.answered(start, start)
+	hd.started = hd.now().UnixMilli()
+	hd.contact.answered(hd.started, hd.started)
 	for try := 0; try < 5 && !hd.renew(ctx); try++ {
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -235,6 +243,11 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	go func() {
 		defer close(hd.leaseDone)
 		hd.keepLease(leaseCtx)
+	}()
+	hd.renewDone = make(chan struct{})
+	go func() {
+		defer close(hd.renewDone)
+		hd.keepRenewing(leaseCtx)
 	}()
 	hd.watchDone, hd.beatDone = make(chan struct{}), make(chan struct{})
 	go func() {
@@ -261,6 +274,7 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 func (h *Handler) Close(ctx context.Context) {
 	h.stopLease()
 	<-h.leaseDone
+	<-h.renewDone
 	<-h.watchDone
 	<-h.beatDone
 	<-h.confirmDone

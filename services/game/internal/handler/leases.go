@@ -144,9 +144,28 @@ func (h *Handler) unlist(ctx context.Context, id string, side rules.Side) {
 	}
 }
 
-// keepLease renews this process's lease and releases the seats of those
-// that ran out, until ctx ends. Releases run on their own, so that one of
-// many games cannot delay a renewal past the lease.
+// keepRenewing renews this process's lease every third of it until ctx
+// ends, on its own: the lease tells the other processes, and the ones
+// that start, that this one serves, so nothing that waits for a game
+// (keepLease's retries and releases) may hold it up.
+func (h *Handler) keepRenewing(ctx context.Context) {
+	t := time.NewTicker(h.cfg.PresenceLease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.renew(ctx)
+	}
+}
+
+// keepLease holds this process's seats again when its lease was found
+// gone, records again the changes of presence that failed, and releases
+// the seats of the processes whose leases ran out, until ctx ends.
+// Releases run on their own, so that one of many games cannot hold up
+// the others.
 func (h *Handler) keepLease(ctx context.Context) {
 	t := time.NewTicker(h.cfg.PresenceLease / 3)
 	defer t.Stop()
@@ -154,7 +173,11 @@ func (h *Handler) keepLease(ctx context.Context) {
 	defer releases.Wait()
 	for {
 		h.syncTime(ctx)
-		h.renew(ctx)
+		if h.rehold.Swap(false) {
+			for _, k := range h.presence.held() {
+				h.connect(ctx, k.id, k.side, 1)
+			}
+		}
 		h.retryPresence(ctx)
 		h.reap(ctx, &releases)
 		h.cache.sweep()
@@ -166,8 +189,9 @@ func (h *Handler) keepLease(ctx context.Context) {
 	}
 }
 
-// renew extends the lease; when it was gone, this process holds its seats
-// again, since another may have released them. It takes the silences of
+// renew extends the lease; when it was gone, this process is to hold its
+// seats again (keepLease), since another may have released them. It takes
+// the silences of
 // the service (see store.Renew) as outages: nobody could move in them
 // either. It reports whether the lease was renewed.
 func (h *Handler) renew(ctx context.Context) bool {
@@ -186,15 +210,15 @@ func (h *Handler) renew(ctx context.Context) bool {
 	}
 	for _, s := range r.Silences {
 		h.silencesSeen = max(h.silencesSeen, s.To)
-		if h.outages.silent(span{from: s.From, to: s.To}) && s != r.Recorded {
+		// Those that ended before this process started were told by the
+		// process that found them.
+		if h.outages.silent(span{from: s.From, to: s.To}) && s != r.Recorded && s.To >= h.started {
 			h.log.InfoContext(ctx, "no game process ran for a while: the turns (and waits) under way then are not charged it",
 				"silence", time.Duration(s.To-s.From)*time.Millisecond, "from", time.UnixMilli(s.From).UTC())
 		}
 	}
 	if r.Fresh {
-		for _, k := range h.presence.held() {
-			h.connect(ctx, k.id, k.side, 1)
-		}
+		h.rehold.Store(true)
 	}
 	return true
 }

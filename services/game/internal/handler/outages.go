@@ -145,12 +145,15 @@ type contact struct {
 // contact: the pings come every reachEvery and may take reachTimeout.
 const contactGap = reachEvery + reachTimeout + 750*time.Millisecond
 
-// answered records that Redis answered a ping sent at sentMs by atMs.
+// answered records that Redis answered a ping sent at sentMs by atMs. A
+// contact begins with the answer, not the asking: a ping sent in an
+// outage may be answered only when it ends, and one that took longer
+// than reachTimeout broke the contact it was part of.
 func (c *contact) answered(sentMs, atMs int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.since == 0 || sentMs-c.last > contactGap.Milliseconds() {
-		c.since = sentMs
+	if c.since == 0 || sentMs-c.last > contactGap.Milliseconds() || atMs-sentMs > reachTimeout.Milliseconds() {
+		c.since = atMs
 	}
 	c.last = max(c.last, atMs)
 }

@@ -193,9 +193,9 @@ func TestASecondViewOfAnOutageAddsOnlyWhatMatters(t *testing.T) {
 	}
 }
 
-// TestContact: the contact with Redis under way began at the first ping
-// answered after a failure, or after answers too far apart; without a
-// recent answer, or after a failure, it begins now.
+// TestContact: the contact with Redis under way began with the first
+// answer to a ping after a failure, or after answers too far apart;
+// without a recent answer, or after a failure, it begins now.
 func TestContact(t *testing.T) {
 	var c contact
 	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
@@ -204,12 +204,17 @@ func TestContact(t *testing.T) {
 	}
 	c.answered(1000, 1010)
 	c.answered(1250, 1260)
-	if got := c.began(at(1500)); !got.Equal(at(1000)) {
-		t.Fatalf("answers every 250 ms: began %v, want the first ping's sending, 1000", got)
+	if got := c.began(at(1500)); !got.Equal(at(1010)) {
+		t.Fatalf("answers every 250 ms: began %v, want the first answer, 1010", got)
 	}
-	c.answered(5000, 5010)
-	if got := c.began(at(5100)); !got.Equal(at(5000)) {
-		t.Fatalf("an answer after a gap: began %v, want 5000", got)
+	// A ping sent in an outage, answered as it ends, 3 s later.
+	c.answered(1500, 4500)
+	if got := c.began(at(4600)); !got.Equal(at(4500)) {
+		t.Fatalf("a ping answered 3 s late: began %v, want the answer, 4500", got)
+	}
+	c.answered(2000, 5010)
+	if got := c.began(at(5100)); !got.Equal(at(5010)) {
+		t.Fatalf("an answer after a gap: began %v, want the answer, 5010", got)
 	}
 	if got := c.began(at(8000)); !got.Equal(at(8000)) {
 		t.Fatalf("no answer for 3 s (a pause): began %v, want now", got)

@@ -34,9 +34,12 @@ local recorded = ''
 -- Nothing on record (the service's first start, or Redis lost its data)
 -- tells no silence.
 local to = math.min(now, tonumber(ARGV[7]))
-if from > 0 and from < to then
-  recorded = string.format('%d:%d', math.max(from, now - keep), to)
-  redis.call('ZADD', KEYS[2], to, recorded)
+if from > 0 then
+  from = math.max(from, now - keep)
+  if from < to then
+    recorded = string.format('%d:%d', from, to)
+    redis.call('ZADD', KEYS[2], to, recorded)
+  end
 end
 local fresh = redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)
