@@ -452,3 +452,34 @@ func TestAProcessStartingBesideALiveOneExcusesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAnOutageAfterTheTimeRanOutExcusesNothing: Red's 3 s (and the lag
+// grace) ran out before Redis went out of reach. The outage saved
+// nothing: Red's move after it loses on time, with no excuse among the
+// events.
+func TestAnOutageAfterTheTimeRanOutExcusesNothing(t *testing.T) {
+	_, cut, proxy, tb := cutOff(t)
+	before := tb.get(t).GetVersion()
+	time.Sleep(4500 * time.Millisecond)
+	proxy.Cut()
+	time.Sleep(3 * time.Second)
+	proxy.Restore()
+
+	onCut := &table{env: cut, id: tb.id, seats: tb.seats}
+	var err error
+	retrying(t, "Red's late move", func() error {
+		_, err = cut.Client.MakeMove(onCut.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: "late", Move: &commonv1.Move{Coordinate: "h1g3"}})
+		if status.Code(err) == codes.FailedPrecondition {
+			return nil
+		}
+		return err
+	})
+	if r := onCut.get(t).GetResult(); r.GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
+		t.Fatalf("Red's move after the outage left %v, want a loss on time", r)
+	}
+	for _, e := range eventsAfter(t, onCut, before) {
+		if e.GetClock().GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED {
+			t.Fatalf("an outage that began after Red's time ran out was excused: %v", e)
+		}
+	}
+}

@@ -568,6 +568,11 @@ func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
 		return model.Change{}, false
 	}
 	total := h.outages.within(startMs, now.UnixMilli())
+	if due, ok := model.Due(st); ok {
+		// An outage that began after the time ran out saved nothing: the
+		// side had lost on time before it, and is judged so.
+		total = h.outages.before(startMs, now.UnixMilli(), due-startMs-excusedMs)
+	}
 	if already := time.Duration(excusedMs) * time.Millisecond; already > 0 && total-already < minMoreExcused {
 		// Another process excused this outage, seen through its own pings
 		// and reconnections: what it seems to have left out is the noise

@@ -210,6 +210,34 @@ func (o *outages) within(fromMs, toMs int64) time.Duration {
 	return time.Duration(total) * time.Millisecond
 }
 
+// before is how much of [fromMs, toMs] lies in outages before a wait of
+// budgetMs, counted outside them, runs out: the time of an outage that
+// began once it had run out is not counted.
+func (o *outages) before(fromMs, toMs, budgetMs int64) time.Duration {
+	o.mu.Lock()
+	spans := slices.Clone(o.spans)
+	if o.since != 0 {
+		// The outage under way may reach back into an ended one.
+		spans = append(spans, span{from: o.since, to: toMs})
+		slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	}
+	o.mu.Unlock()
+	cursor, left, total := fromMs, budgetMs, int64(0)
+	for _, s := range spans {
+		from, to := max(s.from, cursor), min(s.to, toMs)
+		if to <= from {
+			continue
+		}
+		if from-cursor > left {
+			break
+		}
+		left -= from - cursor
+		total += to - from
+		cursor = to
+	}
+	return time.Duration(total) * time.Millisecond
+}
+
 // reached records that Redis answered a command by end: an outage under
 // way ends there. Not on a cluster, where the answer of one master
 // says nothing of the others: there only a ping of every master ends an

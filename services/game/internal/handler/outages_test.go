@@ -225,3 +225,36 @@ func TestContact(t *testing.T) {
 		t.Fatalf("after a failed ping: began %v, want now", got)
 	}
 }
+
+// TestOutagesBeforeTheTimeRanOut: an outage counts only if it began
+// before the wait, counted outside outages, ran out; as within otherwise.
+func TestOutagesBeforeTheTimeRanOut(t *testing.T) {
+	var o outages
+	o.down(100)
+	o.up(500, 500)
+	for _, c := range []struct {
+		budget int64
+		want   time.Duration
+	}{{200, 400 * time.Millisecond}, {100, 400 * time.Millisecond}, {99, 0}, {0, 0}} {
+		if got := o.before(0, 1000, c.budget); got != c.want {
+			t.Errorf("a wait of %d ms from 0, an outage 100..500: %v before it ran out, want %v", c.budget, got, c.want)
+		}
+	}
+	// One under way from 800: with 100 ms left at 500, the time ran out at
+	// 600, before it.
+	o.down(800)
+	if got, all := o.before(0, 1000, 200), o.within(0, 1000); got != 400*time.Millisecond || all != 600*time.Millisecond {
+		t.Errorf("a wait of 200 ms, outages 100..500 and from 800: %v before it ran out (want 400ms), %v in all (want 600ms)", got, all)
+	}
+	if got := o.before(0, 1000, 400); got != 600*time.Millisecond {
+		t.Errorf("a wait of 400 ms, outages 100..500 and from 800: %v before it ran out, want 600ms", got)
+	}
+	// The one under way reaches back into the ended one: counted once.
+	var p outages
+	p.down(100)
+	p.up(500, 500)
+	p.failed(300)
+	if got, all := p.before(0, 1000, 200), p.within(0, 1000); got != 900*time.Millisecond || all != got {
+		t.Errorf("outages 100..500 and from 300: %v before the time ran out, %v in all; want 900ms both", got, all)
+	}
+}

@@ -142,6 +142,23 @@ func Waiting(st *State) (startMs, excusedMs int64, ok bool) {
 	return 0, 0, false
 }
 
+// Due is the last instant of what runs against the side to move (see
+// Waiting) with what is excused of it already: the formation's or the
+// first move's deadline, or the running clock's (grace included). ok is
+// false when nothing runs or the clock has no deadline.
+func Due(st *State) (ms int64, ok bool) {
+	switch {
+	case setupDeadline(st) != 0:
+		return setupDeadline(st), true
+	case firstMoveDeadline(st) != 0:
+		return firstMoveDeadline(st), true
+	case st.Status == StatusOngoing && st.Clock != nil && st.Clock.Phase == clock.Running:
+		d, ok := st.Clock.Deadline()
+		return d.UnixMilli(), ok
+	}
+	return 0, false
+}
+
 // wake is the next instant the game must be looked at without a request.
 func wake(st *State, now time.Time) int64 {
 	switch st.Status {
