@@ -568,7 +568,7 @@ func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
 		return model.Change{}, false
 	}
 	total := h.outages.within(startMs, now.UnixMilli())
-	if due, ok := model.Due(st); ok {
+	if due, ok := model.Due(st); ok && total > 0 {
 		// An outage that began after the time ran out saved nothing: the
 		// side had lost on time before it, and is judged so.
 		total = h.outages.before(startMs, now.UnixMilli(), due-startMs-excusedMs)
