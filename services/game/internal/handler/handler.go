@@ -122,6 +122,8 @@ type Handler struct {
 	// rehold asks keepLease to hold this process's seats again.
 	renewDone chan struct{}
 	rehold    atomic.Bool
+	// renewUnsure: a renewal failed, and may have run all the same.
+	renewUnsure atomic.Bool
 	// unconfirmed holds games to confirm without their clients (see
 	// unconfirmed.go); confirmDone closes when that stops.
 	unconfirmed unconfirmed

@@ -198,6 +198,9 @@ func (h *Handler) renew(ctx context.Context) bool {
 	now := h.now()
 	r, err := h.store.Renew(ctx, h.proc, now.Add(h.cfg.PresenceLease), now, h.contact.began(now), h.silencesSeen)
 	if err != nil {
+		// The script may have run, its answer lost: the lease it made may
+		// have been fresh, and nothing would tell the next renewal so.
+		h.renewUnsure.Store(true)
 		if ctx.Err() == nil {
 			h.log.WarnContext(ctx, "presence lease", "err", err)
 		}
@@ -217,7 +220,7 @@ func (h *Handler) renew(ctx context.Context) bool {
 				"silence", time.Duration(s.To-s.From)*time.Millisecond, "from", time.UnixMilli(s.From).UTC())
 		}
 	}
-	if r.Fresh {
+	if unsure := h.renewUnsure.Swap(false); r.Fresh || unsure {
 		h.rehold.Store(true)
 	}
 	return true

@@ -303,3 +303,47 @@ func TestAHeldUpProcessIsNoSilence(t *testing.T) {
 		}
 	}
 }
+
+// TestASeatIsHeldAgainAfterARenewalWhoseAnswerWasLost: another process
+// released this one's seat and forgot its lease (this one was cut off
+// for longer than the lease); the renewal that made the lease again ran
+// in Redis, but its answer was lost. The next renewal finds the lease
+// there, yet the seat, whose stream is open here, is held again.
+func TestASeatIsHeldAgainAfterARenewalWhoseAnswerWasLost(t *testing.T) {
+	const lease = 1500 * time.Millisecond
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	h := newRedisHandlerWith(t, redistest.Client(t), redistest.Prefix(t), ring, func(c *Config) { c.PresenceLease = lease })
+	id, _, _ := newXiangqi(t, h)
+	held := func() bool {
+		t.Helper()
+		l, err := h.store.LoadHead(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(l.State.Holders[rules.First], h.proc)
+	}
+	h.presence.opened(ctx, id, rules.First)
+	if !held() {
+		t.Fatal("the seat whose stream opened here is not held")
+	}
+	if err := h.releaseAll(ctx, h.proc); err != nil {
+		t.Fatal(err)
+	}
+	// The renewal fails as one whose answer was lost does (here it is
+	// never sent), and its script runs all the same.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	h.renew(gone)
+	now := h.now()
+	if _, err := h.store.Renew(ctx, h.proc, now.Add(lease), now, now, now.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * lease)
+	if !held() {
+		t.Errorf("the seat, whose stream is open here, is not held %v after the lease was renewed", 3*lease)
+	}
+}
