@@ -103,6 +103,17 @@ func newXiangqiFor(t *testing.T, h *Handler, requestID string) (id string, red, 
 	return created.GetGameId(), as[commonv1.Side_SIDE_FIRST], as[commonv1.Side_SIDE_SECOND]
 }
 
+// holdsFirst reports whether h holds the first seat of game id, as Redis
+// has it.
+func holdsFirst(t *testing.T, h *Handler, id string) bool {
+	t.Helper()
+	l, err := h.store.LoadHead(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Contains(l.State.Holders[rules.First], h.proc)
+}
+
 // TestLateClosingOfAReopenedSeatChangesNothing: a seat's stream closes and
 // its held-back closing fires just as a new stream of the seat opens here,
 // so both are recorded, and the opening reaches the game first (the
@@ -113,14 +124,7 @@ func TestLateClosingOfAReopenedSeatChangesNothing(t *testing.T) {
 	ctx := t.Context()
 	h := newRedisHandler(t)
 	id, _, _ := newXiangqi(t, h)
-	held := func() bool {
-		t.Helper()
-		l, err := h.store.LoadHead(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.Contains(l.State.Holders[rules.First], h.proc)
-	}
+	held := func() bool { return holdsFirst(t, h, id) }
 	h.presence.opened(ctx, id, rules.First)
 	if !held() {
 		t.Fatal("an opened seat stream does not hold the seat")
@@ -318,14 +322,7 @@ func TestASeatIsHeldAgainAfterARenewalWhoseAnswerWasLost(t *testing.T) {
 	ctx := t.Context()
 	h := newRedisHandlerWith(t, redistest.Client(t), redistest.Prefix(t), ring, func(c *Config) { c.PresenceLease = lease })
 	id, _, _ := newXiangqi(t, h)
-	held := func() bool {
-		t.Helper()
-		l, err := h.store.LoadHead(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.Contains(l.State.Holders[rules.First], h.proc)
-	}
+	held := func() bool { return holdsFirst(t, h, id) }
 	h.presence.opened(ctx, id, rules.First)
 	if !held() {
 		t.Fatal("the seat whose stream opened here is not held")
