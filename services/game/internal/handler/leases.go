@@ -147,9 +147,18 @@ func (h *Handler) unlist(ctx context.Context, id string, side rules.Side) {
 // keepRenewing renews this process's lease every third of it until ctx
 // ends, on its own: the lease tells the other processes, and the ones
 // that start, that this one serves, so nothing that waits for a game
-// (keepLease's retries and releases) may hold it up.
+// (keepLease's retries and releases) may hold it up. After a failure it
+// tries again within a second, so that a process whose first renewals
+// failed learns the service's silences soon.
 func (h *Handler) keepRenewing(ctx context.Context) {
-	t := time.NewTicker(h.cfg.PresenceLease / 3)
+	every := h.cfg.PresenceLease / 3
+	next := func() time.Duration {
+		if h.renewUnsure.Load() {
+			return min(every, time.Second)
+		}
+		return every
+	}
+	t := time.NewTimer(next())
 	defer t.Stop()
 	for {
 		select {
@@ -158,6 +167,7 @@ func (h *Handler) keepRenewing(ctx context.Context) {
 		case <-t.C:
 		}
 		h.renew(ctx)
+		t.Reset(next())
 	}
 }
 
