@@ -201,9 +201,8 @@ func (h *Handler) keepLease(ctx context.Context) {
 
 // renew extends the lease; when it was gone, this process is to hold its
 // seats again (keepLease), since another may have released them. It takes
-// the silences of
-// the service (see store.Renew) as outages: nobody could move in them
-// either. It reports whether the lease was renewed.
+// the silences of the service (see store.Renew) as outages: nobody could
+// move in them either. It reports whether the lease was renewed.
 func (h *Handler) renew(ctx context.Context) bool {
 	now := h.now()
 	r, err := h.store.Renew(ctx, h.proc, now.Add(h.cfg.PresenceLease), now, h.contact.began(now), h.silencesSeen)
