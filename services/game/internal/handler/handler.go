@@ -569,12 +569,13 @@ func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
 	if !ok {
 		return model.Change{}, false
 	}
-	total := h.outages.within(startMs, now.UnixMilli())
-	if due, ok := model.Due(st); ok && total > 0 {
-		// An outage that began after the time ran out saved nothing: the
-		// side had lost on time before it, and is judged so.
-		total = h.outages.before(startMs, now.UnixMilli(), due-startMs-excusedMs)
+	// An outage that began after the time ran out saved nothing: the side
+	// had lost on time before it, and is judged so.
+	budget := int64(math.MaxInt64)
+	if due, ok := model.Due(st); ok {
+		budget = due - startMs - excusedMs
 	}
+	total := h.outages.before(startMs, now.UnixMilli(), budget)
 	if already := time.Duration(excusedMs) * time.Millisecond; already > 0 && total-already < minMoreExcused {
 		// Another process excused this outage, seen through its own pings
 		// and reconnections: what it seems to have left out is the noise

@@ -3,6 +3,7 @@ package handler
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -190,24 +191,7 @@ func (o *outages) takeEnded() bool {
 // counted up to toMs (a command committing now found Redis again before
 // the next ping did).
 func (o *outages) within(fromMs, toMs int64) time.Duration {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	overlap := func(s span, from, to int64) int64 {
-		return max(0, min(s.to, to)-max(s.from, from))
-	}
-	var total int64
-	open := span{from: o.since, to: toMs}
-	for _, s := range o.spans {
-		total += overlap(s, fromMs, toMs)
-		if o.since != 0 {
-			// The outage under way may reach back into an ended one.
-			total -= overlap(s, max(fromMs, open.from), toMs)
-		}
-	}
-	if o.since != 0 {
-		total += overlap(open, fromMs, toMs)
-	}
-	return time.Duration(total) * time.Millisecond
+	return o.before(fromMs, toMs, math.MaxInt64)
 }
 
 // before is how much of [fromMs, toMs] lies in outages before a wait of
@@ -215,13 +199,13 @@ func (o *outages) within(fromMs, toMs int64) time.Duration {
 // began once it had run out is not counted.
 func (o *outages) before(fromMs, toMs, budgetMs int64) time.Duration {
 	o.mu.Lock()
-	spans := slices.Clone(o.spans)
+	defer o.mu.Unlock()
+	spans := o.spans
 	if o.since != 0 {
 		// The outage under way may reach back into an ended one.
-		spans = append(spans, span{from: o.since, to: toMs})
+		spans = append(slices.Clone(o.spans), span{from: o.since, to: toMs})
 		slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.from, b.from) })
 	}
-	o.mu.Unlock()
 	cursor, left, total := fromMs, budgetMs, int64(0)
 	for _, s := range spans {
 		from, to := max(s.from, cursor), min(s.to, toMs)
