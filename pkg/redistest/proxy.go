@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -11,7 +10,9 @@ import (
 // that the test can take the server away from them: Cut closes every
 // connection through it and refuses new ones, as a Redis restart would,
 // and Blackhole lets commands through but loses every answer, as a
-// network partition right after a write would, until Restore.
+// network partition right after a write would, until Restore. Hold
+// keeps every command from the server, as a stalled server would, until
+// Release says which of them it answers.
 type Proxy struct {
 	target string
 	ln     net.Listener
@@ -24,7 +25,17 @@ type Proxy struct {
 	// longer match answers to commands, and Restore closes them, as the
 	// client's timeouts would.
 	lost map[net.Conn]struct{}
-	wg   sync.WaitGroup
+	// holding: commands are kept in held, by client connection, and not
+	// sent on until Release (or Restore).
+	holding bool
+	held    map[net.Conn]*heldCommands
+	wg      sync.WaitGroup
+}
+
+// heldCommands are what a client sent while the proxy held commands.
+type heldCommands struct {
+	server net.Conn
+	bytes  []byte
 }
 
 // NewProxy listens on a free loopback port and forwards to target until
@@ -35,7 +46,7 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 	if err != nil {
 		tb.Fatalf("redis proxy: %v", err)
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, lost: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, lost: map[net.Conn]struct{}{}, held: map[net.Conn]*heldCommands{}}
 	p.wg.Go(p.accept)
 	tb.Cleanup(p.close)
 	return p
@@ -62,16 +73,86 @@ func (p *Proxy) Blackhole() {
 	p.mu.Unlock()
 }
 
-// Restore lets connections through again, closing those that lost an
-// answer.
+// Hold keeps every command sent from now on from the server, as a
+// stalled server would, until Release or Restore.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	p.holding = true
+	p.mu.Unlock()
+}
+
+// Release ends a Hold: the commands a connection holds go to the server
+// if pass says so of them (all of them, in the order sent), and every
+// other connection holding some is closed, as its client's timeout
+// would. So a test decides which of the commands sent in a stall the
+// server answers when it comes back, and which fail.
+func (p *Proxy) Release(pass func(held []byte) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.release(pass)
+}
+
+// release ends a hold; p.mu is held, so that a connection's later
+// commands follow what it held.
+func (p *Proxy) release(pass func(held []byte) bool) {
+	p.holding = false
+	for client, h := range p.held {
+		if pass(h.bytes) {
+			if _, err := h.server.Write(h.bytes); err == nil {
+				continue
+			}
+		}
+		_ = client.Close()
+		_ = h.server.Close()
+	}
+	clear(p.held)
+}
+
+// Restore lets connections through again, sending on the commands held
+// and closing the connections that lost an answer.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut, p.blackhole = false, false
+	p.release(func([]byte) bool { return true })
 	for c := range p.lost {
 		_ = c.Close()
 	}
 	clear(p.lost)
+}
+
+// commands copies what client sends to server, keeping it back while the
+// proxy holds commands.
+func (p *Proxy) commands(client, server net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := client.Read(buf)
+		if n > 0 && !p.send(client, server, buf[:n]) {
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// send passes b on to server, or keeps it while the proxy holds
+// commands.
+func (p *Proxy) send(client, server net.Conn, b []byte) bool {
+	p.mu.Lock()
+	if p.holding {
+		h := p.held[client]
+		if h == nil {
+			h = &heldCommands{server: server}
+			p.held[client] = h
+		}
+		h.bytes = append(h.bytes, b...)
+		p.mu.Unlock()
+		return true
+	}
+	p.mu.Unlock()
+	_, err := server.Write(b)
+	return err == nil
 }
 
 // answers copies the server's answers to client, dropping them while the
@@ -136,7 +217,7 @@ func (p *Proxy) forward(client net.Conn) {
 		_ = server.Close()
 		done <- struct{}{}
 	}
-	go pipe(func() { _, _ = io.Copy(server, client) })
+	go pipe(func() { p.commands(client, server) })
 	go pipe(func() { p.answers(client, server) })
 	<-done
 	<-done
@@ -162,6 +243,7 @@ func (p *Proxy) untrack(client, server net.Conn) {
 	delete(p.conns, client)
 	delete(p.conns, server)
 	delete(p.lost, client)
+	delete(p.held, client)
 }
 
 func (p *Proxy) close() {

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os/exec"
@@ -176,6 +177,62 @@ func TestProxyBlackholeLosesAnswersOnly(t *testing.T) {
 	p.Restore()
 	if n, err := c.Incr(ctx, key).Result(); err != nil || n != 3 {
 		t.Fatalf("after Restore: %d, %v; want 3", n, err)
+	}
+}
+
+// TestProxyHoldKeepsCommandsUntilRelease: held commands reach the
+// server only when released; Release sends on those it passes, in order,
+// and fails the others' connections, after which both clients work.
+func TestProxyHoldKeepsCommandsUntilRelease(t *testing.T) {
+	p := NewProxy(t, Addr(t))
+	opts := &redis.Options{Addr: p.Addr(), MaxRetries: -1, PoolSize: 1, ReadTimeout: 10 * time.Second}
+	passed, failed := redis.NewClient(opts), redis.NewClient(opts)
+	defer passed.Close()
+	defer failed.Close()
+	direct := Client(t)
+	ctx := context.Background()
+	key := Prefix(t) + "n"
+	defer direct.Del(ctx, key, key+":order", key+":other")
+	for _, c := range []*redis.Client{passed, failed} {
+		if err := c.Ping(ctx).Err(); err != nil { // a connection each, before the hold
+			t.Fatalf("through the proxy: %v", err)
+		}
+	}
+	p.Hold()
+	defer p.Restore()
+	pipe := make(chan []redis.Cmder, 1)
+	go func() {
+		cmds, _ := passed.Pipelined(ctx, func(pl redis.Pipeliner) error {
+			pl.Incr(ctx, key)
+			pl.Append(ctx, key+":order", "a")
+			pl.Append(ctx, key+":order", "b")
+			return nil
+		})
+		pipe <- cmds
+	}()
+	other := make(chan error, 1)
+	go func() { other <- failed.Set(ctx, key+":other", "x", 0).Err() }()
+	time.Sleep(300 * time.Millisecond)
+	if n, _ := direct.Exists(ctx, key, key+":other").Result(); n != 0 {
+		t.Fatalf("%d held keys written before the release", n)
+	}
+	p.Release(func(held []byte) bool { return bytes.Contains(bytes.ToLower(held), []byte("incr")) })
+	for _, c := range <-pipe {
+		if c.Err() != nil {
+			t.Fatalf("a released command: %v", c.Err())
+		}
+	}
+	if got := direct.Get(ctx, key+":order").Val(); got != "ab" {
+		t.Fatalf("released commands ran as %q, want in order sent (ab)", got)
+	}
+	if err := <-other; err == nil {
+		t.Fatal("a command Release did not pass was answered")
+	}
+	if n, _ := direct.Exists(ctx, key+":other").Result(); n != 0 {
+		t.Fatal("a command Release did not pass reached the server")
+	}
+	if err := failed.Set(ctx, key+":other", "y", 0).Err(); err != nil {
+		t.Fatalf("after the release, on a fresh connection: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package game_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -305,18 +306,21 @@ func TestAnOutageIsNotChargedToTheWaits(t *testing.T) {
 }
 
 // TestACommandHeldByAStalledRedisEndsNoOutageEarly: Red moves from the
-// process's cached state while Redis is stalled (SIGSTOP), so its commit
-// waits out the stall, 5 s, longer than Black's 3 s. Black's turn began
-// with Red's move, in the stall: Black's move once Redis is back is
-// excused the stall, not refused as out of time. The outage ends when
-// Redis answered the commit, not when Red's move was judged.
+// process's cached state while Redis is stalled, so its commit waits out
+// the stall, 5 s, longer than Black's 3 s. Black's turn began with Red's
+// move, in the stall: Black's move once Redis is back is excused the
+// stall, not refused as out of time. The outage ends when Redis answered
+// the commit, not when Red's move was judged. Redis answers the commit
+// alone, before any ping that could end the outage: the pings sent in
+// the stall fail.
 func TestACommandHeldByAStalledRedisEndsNoOutageEarly(t *testing.T) {
-	srv := redistest.Own(t)
-	env := gametest.StartOn(t, srv.Addr, nil)
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	env := gametest.StartOn(t, proxy.Addr(), nil)
 	tb := outageGame(t, env)
 	tb.get(t) // the game is cached: Red's move needs no read
 	// Red's move is judged before the next ping finds Redis gone.
-	srv.Pause(t)
+	proxy.Hold()
+	defer proxy.Restore()
 	var red *gamev1.MakeMoveResponse
 	redErr := make(chan error, 1)
 	go func() {
@@ -325,7 +329,7 @@ func TestACommandHeldByAStalledRedisEndsNoOutageEarly(t *testing.T) {
 		redErr <- err
 	}()
 	time.Sleep(5 * time.Second)
-	srv.Resume(t)
+	proxy.Release(func(held []byte) bool { return bytes.Contains(held, []byte(tb.id)) })
 	if err := <-redErr; err != nil {
 		t.Fatalf("Red's move held by the stall: %v", err)
 	}
