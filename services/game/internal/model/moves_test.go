@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/clock"
 	"github.com/palacehq/palace/pkg/rules"
 )
 
@@ -67,20 +68,33 @@ func TestStatesKeepTheirMoves(t *testing.T) {
 }
 
 // TestJanggiResignedDuringSetupHasItsPoints: a Janggi result always
-// carries the points (72 and 73.5 at the start); formations still being
-// chosen change no piece's value.
+// carries the points (72 and 73.5 at the start), and so does the game
+// read later; formations still being chosen change no piece's value.
+// Its clocks are as of its end, however late it is read.
 func TestJanggiResignedDuringSetupHasItsPoints(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
-	ch, err := Create(CreateParams{ID: "j", Variant: rules.Janggi, SetupTime: time.Minute}, now)
+	ctl := clock.Control{Kind: clock.Fischer, MainTime: 5 * time.Minute}
+	ch, err := Create(CreateParams{ID: "j", Variant: rules.Janggi, SetupTime: time.Minute, Control: &ctl}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err = Resign(ch.State, rules.First, now.Add(time.Second))
+	if p := View(ch.State, nil, now).GetPoints(); p.GetFirst() != 72 || p.GetSecond() != 73.5 {
+		t.Fatalf("points read in the setup: %v, want 72 and 73.5", p)
+	}
+	ended := now.Add(time.Second)
+	ch, err = Resign(ch.State, rules.First, ended)
 	if err != nil || ch.Reply != nil {
 		t.Fatalf("resign during setup: %v %v", err, ch.Reply)
 	}
 	if got, want := ch.State.Result.Points, [2]float64{72, 73.5}; got != want {
 		t.Fatalf("points %v, want %v", got, want)
+	}
+	read := View(ch.State, nil, ended.Add(time.Hour))
+	if p := read.GetPoints(); p.GetFirst() != 72 || p.GetSecond() != 73.5 {
+		t.Fatalf("points of the game read after: %v, want 72 and 73.5 as its result has", p)
+	}
+	if at := read.GetClocks().GetAsOf().AsTime(); !at.Equal(ended) {
+		t.Fatalf("clocks read an hour after the end are as of %v, want the end, %v", at, ended)
 	}
 }
 

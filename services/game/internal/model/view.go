@@ -81,6 +81,13 @@ func summary(st *State, g *rules.Game, now time.Time, legal bool) *gamev1.Game {
 		out.EndedAt = timestamppb.New(time.UnixMilli(st.EndedMs))
 	}
 	if st.StartFEN == "" {
+		if st.Variant == rules.Janggi {
+			// Before both formations are chosen every start has the
+			// same pieces, so the same points: a game resigned in its
+			// setup shows them, as its result does.
+			p := points(st)
+			out.Points = &commonv1.Points{First: p[0], Second: p[1]}
+		}
 		return out
 	}
 	out.Start = &commonv1.Position{Fen: st.StartFEN}
@@ -230,6 +237,11 @@ func resultPB(st *State) *commonv1.Result {
 func clockPBAt(st *State, at time.Time) *commonv1.ClockSnapshot {
 	if st.Clock == nil {
 		return nil
+	}
+	if st.EndedMs != 0 && st.Clock.Phase != clock.Running {
+		// An ended game's clocks stopped at its end: they are as of then,
+		// whenever it is read.
+		at = time.UnixMilli(st.EndedMs)
 	}
 	out := snapshotPB(st.Clock, st.Clock.Snapshot(at))
 	out.FirstMoveDeadline = instantPB(firstMoveDeadline(st))

@@ -763,7 +763,8 @@ type ClockSnapshot struct {
 	Second *PlayerClock           `protobuf:"bytes,2,opt,name=second,proto3" json:"second,omitempty"`
 	// The side whose clock runs; unspecified when no clock runs.
 	Running Side `protobuf:"varint,3,opt,name=running,proto3,enum=palace.common.v1.Side" json:"running,omitempty"`
-	// Server time of this snapshot.
+	// Server time of this snapshot; for an ended game, its end, when its
+	// clocks stopped.
 	AsOf *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	// When the running side loses on time if it does not move: the end of
 	// its budget plus the lag grace that a move with reported_lag may use.

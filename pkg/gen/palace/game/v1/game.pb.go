@@ -2064,7 +2064,8 @@ type Game struct {
 	Clocks      *v1.ClockSnapshot `protobuf:"bytes,13,opt,name=clocks,proto3" json:"clocks,omitempty"`
 	// Set when status is ENDED or ABORTED.
 	Result *v1.Result `protobuf:"bytes,14,opt,name=result,proto3" json:"result,omitempty"`
-	// Janggi: current points of both sides.
+	// Janggi: current points of both sides (in the setup, those of every
+	// start).
 	Points          *v1.Points   `protobuf:"bytes,15,opt,name=points,proto3" json:"points,omitempty"`
 	FirstFormation  v1.Formation `protobuf:"varint,16,opt,name=first_formation,json=firstFormation,proto3,enum=palace.common.v1.Formation" json:"first_formation,omitempty"`
 	SecondFormation v1.Formation `protobuf:"varint,17,opt,name=second_formation,json=secondFormation,proto3,enum=palace.common.v1.Formation" json:"second_formation,omitempty"`
