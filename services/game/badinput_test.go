@@ -3,6 +3,7 @@ package game_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 )
 
 // redisState is everything stored about a game, to prove a refused
-// request changed nothing.
+// request changed nothing: its own keys, and its entries in the keys all
+// games share (the deadline index, the AI's job queue).
 func redisState(t *testing.T, env *gametest.Env, id string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -25,7 +27,40 @@ func redisState(t *testing.T, env *gametest.Env, id string) string {
 	st := env.Redis.HGetAll(ctx, p).Val()
 	n := env.Redis.XLen(ctx, p+":e").Val()
 	moves := env.Redis.LRange(ctx, p+":m", 0, -1).Val()
-	return fmt.Sprintf("%v|%d|%v", st, n, moves)
+	return fmt.Sprintf("%v|%d|%v|%s", st, n, moves, sharedState(t, env, id))
+}
+
+// sharedState is what the keys all games share hold of game id: the
+// members of sorted sets and the entries of streams that name it.
+func sharedState(t *testing.T, env *gametest.Env, id string) string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := env.Redis.Keys(ctx, env.Config.KeyPrefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		if strings.Contains(k, "{g:") {
+			continue
+		}
+		switch env.Redis.Type(ctx, k).Val() {
+		case "zset":
+			for _, m := range env.Redis.ZRange(ctx, k, 0, -1).Val() {
+				if strings.Contains(m, id) {
+					fmt.Fprintf(&b, "%s:%s ", k, m)
+				}
+			}
+		case "stream":
+			for _, e := range env.Redis.XRange(ctx, k, "-", "+").Val() {
+				if strings.Contains(fmt.Sprint(e.Values), id) {
+					fmt.Fprintf(&b, "%s:%s ", k, e.ID)
+				}
+			}
+		}
+	}
+	return b.String()
 }
 
 func TestBadInputChangesNothing(t *testing.T) {

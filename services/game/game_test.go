@@ -177,6 +177,51 @@ func racingMovesApplyOnce(t *testing.T, env *gametest.Env) {
 	}
 }
 
+// TestARequestIDUsedAgainWritesNothingAhead: a request id used again for
+// another command, once the game has moved on, is refused before the
+// command writes anything. A timed game's new deadline and the AI's job
+// are written ahead of the commit, which alone would find the id used:
+// twenty such refusals must not leave twenty deadlines to sweep, or
+// twenty jobs that hold the AI's workers up.
+func TestARequestIDUsedAgainWritesNothingAhead(t *testing.T) {
+	env := gametest.Start(t, nil)
+	red := commonv1.Side_SIDE_FIRST
+	fischer := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(10 * time.Minute), Increment: durationpb.New(5 * time.Second)}}}
+	for _, tc := range []struct {
+		name string
+		req  *gamev1.CreateGameRequest
+	}{
+		{"a timed game", &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer}},
+		{"a game against the AI", &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(0, 3)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := create(t, env, tc.req)
+			id := rid()
+			first := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: id, Move: &commonv1.Move{Coordinate: "h3e3"}}
+			if _, err := env.Client.MakeMove(tb.as(red), first); err != nil {
+				t.Fatal(err)
+			}
+			// Black's reply (the AI's, played with its seat's credential):
+			// the process holds the game, and no longer the first answer.
+			tb.move(t, "h10g8")
+			before := redisState(t, env, tb.id)
+			again := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: id, Move: &commonv1.Move{Coordinate: "c4c5"}}
+			for range 20 {
+				if _, err := env.Client.MakeMove(tb.as(red), again); status.Code(err) != codes.InvalidArgument {
+					t.Fatalf("Red's other move with the first move's request_id: %v, want InvalidArgument", err)
+				}
+			}
+			if after := redisState(t, env, tb.id); after != before {
+				t.Fatalf("the refused moves changed Redis:\nbefore %s\nafter  %s", before, after)
+			}
+			if _, err := env.Client.MakeMove(tb.as(red), first); err != nil {
+				t.Fatalf("the retry of the first move: %v", err)
+			}
+			tb.move(t, "c4c5")
+		})
+	}
+}
+
 // TestRequestIDOfAnotherCommandIsRefused: a request id already answered
 // and used again by the same seat for another command is refused with
 // InvalidArgument and changes nothing, whether the answer is found in the

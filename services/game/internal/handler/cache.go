@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +28,7 @@ type stateCache struct {
 	m     map[string]cacheEntry
 	// swept is when sweep last looked at every entry.
 	swept time.Time
+	seed  maphash.Seed
 }
 
 type cacheEntry struct {
@@ -33,11 +36,49 @@ type cacheEntry struct {
 	// requestID and answer are the last commit's, as stored in Redis.
 	requestID string
 	answer    []byte
-	used      time.Time
+	// ids holds every request field the game remembers an answer under,
+	// as of st; nil when not known.
+	ids  *requestIDs
+	used time.Time
 }
 
+// requestIDs is a set of a game's request fields, as hashes: a field
+// that is not in it was never used in the game, and one that is may have
+// been (hashes of two fields may be equal).
+type requestIDs struct{ sorted []uint64 }
+
 func newStateCache(limit int, idle time.Duration, now func() time.Time) *stateCache {
-	return &stateCache{limit: limit, idle: idle, now: now, m: make(map[string]cacheEntry), swept: now()}
+	return &stateCache{limit: limit, idle: idle, now: now, m: make(map[string]cacheEntry), swept: now(), seed: maphash.MakeSeed()}
+}
+
+// unused reports whether the game is cached and its request field is
+// known never to have been used in it: only then may a command run on the
+// cached state write anything before its commit, which is where Redis
+// finds a request id used again.
+func (c *stateCache) unused(id, field string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[id]
+	if !ok || e.ids == nil {
+		return false
+	}
+	_, found := slices.BinarySearch(e.ids.sorted, maphash.String(c.seed, field))
+	return !found
+}
+
+// knowsIDs reports whether the game is cached with its request fields.
+func (c *stateCache) knowsIDs(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[id].ids != nil
+}
+
+// add puts field in the set; c.mu is held.
+func (c *stateCache) add(ids *requestIDs, field string) {
+	h := maphash.String(c.seed, field)
+	if i, found := slices.BinarySearch(ids.sorted, h); !found {
+		ids.sorted = slices.Insert(ids.sorted, i, h)
+	}
 }
 
 // get returns the cached state; callers must not change it.
@@ -68,12 +109,16 @@ func (c *stateCache) replayed(id string, version uint64, stamp string) *rules.Ga
 	return nil
 }
 
-// put caches st with the answer stored for requestID ("" for none).
-func (c *stateCache) put(st *model.State, requestID string, answer []byte) {
+// put caches st, just committed over prev (nil for a new game), with the
+// answer stored under the request field requestID ("" for none). The
+// game's request fields are known when fields lists them as of prev, or
+// when the cached entry is prev's and knows them; otherwise not.
+func (c *stateCache) put(st, prev *model.State, requestID string, answer []byte, fields []string) {
 	id := st.ID
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[id]; !ok && len(c.m) >= c.limit {
+	old, had := c.m[id]
+	if !had && len(c.m) >= c.limit {
 		// Evict an arbitrary entry: map order is random enough to spread
 		// evictions, and a miss only costs a replay.
 		for k := range c.m {
@@ -81,10 +126,26 @@ func (c *stateCache) put(st *model.State, requestID string, answer []byte) {
 			break
 		}
 	}
+	var ids *requestIDs
+	switch {
+	case prev == nil:
+		ids = &requestIDs{}
+	case fields != nil:
+		ids = &requestIDs{sorted: make([]uint64, 0, len(fields)+1)}
+		for _, f := range fields {
+			ids.sorted = append(ids.sorted, maphash.String(c.seed, f))
+		}
+		slices.Sort(ids.sorted)
+	case had && old.ids != nil && old.st.Version == prev.Version && old.st.Stamp == prev.Stamp:
+		ids = old.ids
+	}
+	if ids != nil && requestID != "" {
+		c.add(ids, requestID)
+	}
 	if answer == nil {
 		requestID = ""
 	}
-	c.m[id] = cacheEntry{st: st, requestID: requestID, answer: answer, used: c.now()}
+	c.m[id] = cacheEntry{st: st, requestID: requestID, answer: answer, ids: ids, used: c.now()}
 }
 
 // sweep drops the entries not committed for idle. It looks at every entry at

@@ -9,7 +9,7 @@ import (
 
 func TestCacheAnswersOnlyTheLastRequest(t *testing.T) {
 	c := newStateCache(2, time.Hour, time.Now)
-	c.put(&model.State{ID: "g", Version: 3}, "r1", []byte("first"))
+	c.put(&model.State{ID: "g", Version: 3}, nil, "r1", []byte("first"), nil)
 	if got := string(c.answer("g", "r1")); got != "first" {
 		t.Fatalf("answer to r1: %q", got)
 	}
@@ -19,11 +19,11 @@ func TestCacheAnswersOnlyTheLastRequest(t *testing.T) {
 		}
 	}
 	// The next commit replaces it; one without an answer leaves none.
-	c.put(&model.State{ID: "g", Version: 4}, "r2", []byte("second"))
+	c.put(&model.State{ID: "g", Version: 4}, nil, "r2", []byte("second"), nil)
 	if c.answer("g", "r1") != nil || string(c.answer("g", "r2")) != "second" {
 		t.Fatal("the next commit's answer did not replace the last")
 	}
-	c.put(&model.State{ID: "g", Version: 5}, "r3", nil)
+	c.put(&model.State{ID: "g", Version: 5}, nil, "r3", nil, nil)
 	if c.answer("g", "r3") != nil || c.answer("g", "r2") != nil {
 		t.Fatal("a commit without an answer kept one")
 	}
@@ -39,12 +39,12 @@ func TestCacheAnswersOnlyTheLastRequest(t *testing.T) {
 func TestCacheDropsIdleGames(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := newStateCache(10, 10*time.Minute, func() time.Time { return now })
-	c.put(&model.State{ID: "idle", Version: 3}, "", nil)
-	c.put(&model.State{ID: "read", Version: 3}, "", nil)
-	c.put(&model.State{ID: "committed", Version: 3}, "", nil)
+	c.put(&model.State{ID: "idle", Version: 3}, nil, "", nil, nil)
+	c.put(&model.State{ID: "read", Version: 3}, nil, "", nil, nil)
+	c.put(&model.State{ID: "committed", Version: 3}, nil, "", nil, nil)
 	now = now.Add(6 * time.Minute)
 	c.get("read")
-	c.put(&model.State{ID: "committed", Version: 4}, "", nil)
+	c.put(&model.State{ID: "committed", Version: 4}, nil, "", nil, nil)
 	now = now.Add(5 * time.Minute)
 	c.get("read")
 	c.sweep()
@@ -60,5 +60,51 @@ func TestCacheDropsIdleGames(t *testing.T) {
 	c.sweep()
 	if len(c.m) != 0 {
 		t.Fatalf("%d entries left after all were idle", len(c.m))
+	}
+}
+
+// TestCacheKnowsTheRequestIDsUsed: a game's request fields are known from
+// its creation, or from a read that listed them, and kept commit after
+// commit; a commit over another state than the cached one (another
+// process's) leaves them unknown, as does a drop.
+func TestCacheKnowsTheRequestIDsUsed(t *testing.T) {
+	c := newStateCache(10, time.Hour, time.Now)
+	v1 := &model.State{ID: "g", Version: 1, Stamp: "a"}
+	c.put(v1, nil, "create", []byte("x"), nil)
+	if c.unused("g", "create") || !c.unused("g", "m1") {
+		t.Fatal("after the creation: its id must count as used, another as new")
+	}
+	v2 := &model.State{ID: "g", Version: 2, Stamp: "b"}
+	c.put(v2, v1, "m1", []byte("x"), nil)
+	if c.unused("g", "m1") || c.unused("g", "create") || !c.unused("g", "Red|m1") {
+		t.Fatal("after a commit over the cached state: both ids used, the seat's own field new")
+	}
+	// A commit over a state read from Redis that the cache did not have:
+	// the ids are not known.
+	other := &model.State{ID: "g", Version: 5, Stamp: "z"}
+	v6 := &model.State{ID: "g", Version: 6, Stamp: "y"}
+	c.put(v6, other, "m6", []byte("x"), nil)
+	if c.knowsIDs("g") || c.unused("g", "new") {
+		t.Fatal("ids known after a commit over a state the cache did not hold")
+	}
+	// The same, with the fields read with that state.
+	c.put(v6, other, "m6", []byte("x"), []string{"create", "m1", "m5"})
+	for _, f := range []string{"create", "m1", "m5", "m6"} {
+		if c.unused("g", f) {
+			t.Fatalf("%s, read or committed, counts as new", f)
+		}
+	}
+	if !c.unused("g", "m7") {
+		t.Fatal("an id never used counts as used")
+	}
+	// A commit that stores no answer under a field adds none.
+	v7 := &model.State{ID: "g", Version: 7, Stamp: "x"}
+	c.put(v7, v6, "", nil, nil)
+	if !c.unused("g", "m7") || c.unused("g", "m6") {
+		t.Fatal("a commit without a request field changed the ids")
+	}
+	c.drop("g")
+	if c.knowsIDs("g") || c.unused("g", "m7") {
+		t.Fatal("a dropped game's ids still known")
 	}
 }

@@ -408,17 +408,20 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Mes
 		}
 		c.scoped = true
 	}
-	// Fast path: run on the state this process last committed. Its commit
-	// checks the version and the request id, so it is exactly as safe as
-	// the slow path; anything unusual (a refusal, a conflict) takes the
-	// slow path, which also answers retries of finished requests.
-	if cached := h.cache.get(c.id); cached != nil && (c.expected == 0 || cached.Current(c.expected)) {
+	// Fast path: run on the state this process last committed, when the
+	// request id is known to be new in the game. Its commit checks the
+	// version and the request id, so it is exactly as safe as the slow
+	// path; anything unusual (a refusal, a conflict) takes the slow path,
+	// which also answers retries of finished requests. A request id used
+	// before takes the slow path at once: the fast path writes the AI's
+	// job and the deadline before the commit that would refuse it.
+	if cached := h.cache.get(c.id); cached != nil && (c.expected == 0 || cached.Current(c.expected)) && h.cache.unused(c.id, c.field()) {
 		now := h.now()
 		// A refusal that changes the game (a deadline passed) takes the
 		// slow path too: it may be the retry of a request answered before
 		// the deadline, whose first answer only the slow path looks up.
 		if ch, err := h.runExcused(c, cached, now); err == nil && ch.Reply == nil {
-			resp, err := h.commit(ctx, cached, ch, c, now)
+			resp, err := h.commit(ctx, cached, ch, c, now, nil)
 			switch {
 			case errors.Is(err, errOtherSeatsID):
 				c.scoped = true
@@ -434,7 +437,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Mes
 		if err := backoff(ctx, attempt); err != nil {
 			return nil, err
 		}
-		l, err := h.load(ctx, c.id, c.field())
+		l, err := h.loadForCommand(ctx, c.id, c.field())
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, apierr.New(apierr.NotFound, "game %s not found", c.id)
 		}
@@ -462,7 +465,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Mes
 		if err != nil {
 			return nil, err
 		}
-		resp, err := h.commit(ctx, l.State, ch, c, l.Now)
+		resp, err := h.commit(ctx, l.State, ch, c, l.Now, l.RequestIDs)
 		if errors.Is(err, errOtherSeatsID) {
 			// The other seat took the plain field meanwhile.
 			c.scoped = true
@@ -658,6 +661,22 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 // learning Redis' time.
 func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded, error) {
 	l, err := h.store.Load(ctx, id, requestID)
+	return h.finishLoad(ctx, id, l, err)
+}
+
+// loadForCommand is load for a command, which also reads the game's
+// request fields unless the cache knows them, so that the next command
+// may take the fast path.
+func (h *Handler) loadForCommand(ctx context.Context, id, requestID string) (store.Loaded, error) {
+	if h.cache.knowsIDs(id) {
+		return h.load(ctx, id, requestID)
+	}
+	l, err := h.store.LoadWithRequestIDs(ctx, id, requestID)
+	return h.finishLoad(ctx, id, l, err)
+}
+
+// finishLoad is what every load of game id does with what it read.
+func (h *Handler) finishLoad(ctx context.Context, id string, l store.Loaded, err error) (store.Loaded, error) {
 	// A game not found comes with the time too.
 	h.learnRedisTime(l.Now)
 	if err != nil {
@@ -736,7 +755,8 @@ func staleVersion(expected, current uint64) error {
 
 // commit stores ch over prev. The new deadline is indexed before the
 // commit (so it can never be lost) and the replaced one removed after.
-func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change, c command, now time.Time) (proto.Message, error) {
+// fields are the game's request fields as of prev, when read with it.
+func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change, c command, now time.Time, fields []string) (proto.Message, error) {
 	var prevVersion uint64
 	if prev != nil {
 		prevVersion = prev.Version
@@ -800,6 +820,10 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	h.reached(h.now())
 	switch res.Outcome {
 	case store.Duplicate:
+		// What this process knew of the game's request ids missed one
+		// (another process's command): read them again before writing
+		// anything ahead of a commit.
+		h.cache.drop(ch.State.ID)
 		return c.remembered(res.Previous)
 	case store.Conflict:
 		return nil, errConflict
@@ -813,7 +837,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	if ch.State.Status.Finished() {
 		h.cache.drop(ch.State.ID)
 	} else {
-		h.cache.put(ch.State, reqID, raw)
+		h.cache.put(ch.State, prev, reqID, raw, fields)
 	}
 	if oldWake != 0 && oldWake != newWake {
 		// Best effort: a left-over entry is only a stale wake-up that the
@@ -982,7 +1006,7 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	resp, err := h.commit(ctx, nil, ch, c, now)
+	resp, err := h.commit(ctx, nil, ch, c, now, nil)
 	if err != nil {
 		if errors.Is(err, errConflict) {
 			// The id exists with another request id: a hash collision of two
@@ -1468,7 +1492,7 @@ func (h *Handler) expire(ctx context.Context, req *gamev1.ExpireDeadlineRequest)
 		if !applied {
 			return &gamev1.ExpireDeadlineResponse{Applied: false, Game: model.View(l.State, nil, l.Now)}, nil
 		}
-		_, err = h.commit(ctx, l.State, ch, command{id: l.State.ID}, l.Now)
+		_, err = h.commit(ctx, l.State, ch, command{id: l.State.ID}, l.Now, nil)
 		if errors.Is(err, errConflict) {
 			h.metrics.conflicts.Add(ctx, 1)
 			continue

@@ -411,7 +411,7 @@ func (h *Handler) excuseGame(ctx context.Context, id string) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	if _, err := h.commit(ctx, l.State, ch, command{id: id}, l.Now); err != nil {
+	if _, err := h.commit(ctx, l.State, ch, command{id: id}, l.Now, nil); err != nil {
 		return false, err
 	}
 	return true, nil

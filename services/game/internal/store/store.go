@@ -189,24 +189,38 @@ type Loaded struct {
 	// Unconfirmed: the game's latest commit is not known to be held by
 	// replicas (Config.Replication only); Confirm it before showing it.
 	Unconfirmed bool
+	// RequestIDs are the request fields the game remembers answers under
+	// (LoadWithRequestIDs only; nil otherwise).
+	RequestIDs []string
 }
 
 // Load reads a game, the answer already given to requestID (if any) and
 // the server time, in one round trip.
 func (s *Store) Load(ctx context.Context, id, requestID string) (Loaded, error) {
-	return s.load(ctx, id, requestID, true)
+	return s.load(ctx, id, requestID, true, false)
+}
+
+// LoadWithRequestIDs is Load that also lists every request field the game
+// remembers an answer under (a read that grows with the game's commands),
+// in the same round trip.
+func (s *Store) LoadWithRequestIDs(ctx context.Context, id, requestID string) (Loaded, error) {
+	return s.load(ctx, id, requestID, true, true)
 }
 
 // LoadHead reads a game without its moves (State.Moves is nil): enough to
 // check access and the version, at a cost that does not grow with the
 // game, for streams that (re)connect without asking for a snapshot.
 func (s *Store) LoadHead(ctx context.Context, id string) (Loaded, error) {
-	return s.load(ctx, id, "", false)
+	return s.load(ctx, id, "", false, false)
 }
 
-func (s *Store) load(ctx context.Context, id, requestID string, withMoves bool) (Loaded, error) {
+func (s *Store) load(ctx context.Context, id, requestID string, withMoves, withIDs bool) (Loaded, error) {
 	pipe := s.rdb.Pipeline()
 	r := s.queueRead(ctx, pipe, id, requestID, withMoves)
+	var fields *redis.StringSliceCmd
+	if withIDs {
+		fields = pipe.HKeys(ctx, s.stateKey(id))
+	}
 	tm := pipe.Time(ctx)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Loaded{}, fmt.Errorf("load game %s: %w", id, err)
@@ -215,7 +229,17 @@ func (s *Store) load(ctx context.Context, id, requestID string, withMoves bool) 
 	if err != nil {
 		return Loaded{}, fmt.Errorf("redis time: %w", err)
 	}
-	return r.decode(now)
+	l, err := r.decode(now)
+	if err != nil || fields == nil || l.State == nil {
+		return l, err
+	}
+	l.RequestIDs = []string{}
+	for _, f := range fields.Val() {
+		if id, ok := strings.CutPrefix(f, reqField("")); ok {
+			l.RequestIDs = append(l.RequestIDs, id)
+		}
+	}
+	return l, nil
 }
 
 // LoadMany reads games with their moves and the server time in one round
