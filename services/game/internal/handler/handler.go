@@ -30,6 +30,7 @@ import (
 	"github.com/palacehq/palace/pkg/deadline"
 	"github.com/palacehq/palace/pkg/displayname"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/ident"
 	"github.com/palacehq/palace/pkg/newest"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/pkg/rulespb"
@@ -301,20 +302,8 @@ func (h *Handler) Close(ctx context.Context) {
 
 func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }
 
-func checkID(field, id string, limit int) error {
-	switch {
-	case id == "":
-		return apierr.New(apierr.Invalid, "%s: required", field)
-	case len(id) > limit:
-		return apierr.New(apierr.Invalid, "%s: longer than %d bytes", field, limit)
-	}
-	for _, r := range id {
-		if r <= ' ' || r == 0x7f || r == '{' || r == '}' || r == '|' {
-			return apierr.New(apierr.Invalid, "%s: contains a space, control character, brace or '|'", field)
-		}
-	}
-	return nil
-}
+// checkID validates a client-chosen id that becomes part of Redis keys.
+func checkID(field, id string, limit int) error { return ident.Check(field, id, limit, "") }
 
 // errNotASeat marks a credential that is valid but not for a seat of the
 // game asked about: another game's, or not a seat's.

@@ -14,6 +14,7 @@ import (
 	"github.com/palacehq/palace/pkg/clientaddr"
 	"github.com/palacehq/palace/pkg/displayname"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/ident"
 	"github.com/palacehq/palace/pkg/newest"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
 	"github.com/palacehq/palace/services/matchmaking/internal/google"
@@ -223,21 +224,9 @@ func CheckAccount(id, name string) error {
 }
 
 // checkID validates a client-chosen or server-issued id that becomes part
-// of Redis keys: no spaces, control characters, braces (hash tags) or '|'.
-func checkID(field, id string, limit int) error {
-	switch {
-	case id == "":
-		return apierr.New(apierr.Invalid, "%s: required", field)
-	case len(id) > limit:
-		return apierr.New(apierr.Invalid, "%s: longer than %d bytes", field, limit)
-	}
-	for _, r := range id {
-		if r <= ' ' || r == 0x7f || r == '{' || r == '}' || r == '|' || r == ',' {
-			return apierr.New(apierr.Invalid, "%s: contains a space, control character, brace, comma or '|'", field)
-		}
-	}
-	return nil
-}
+// of Redis keys (ident.Check), and of lists joined by commas in the
+// notifications: no comma either.
+func checkID(field, id string, limit int) error { return ident.Check(field, id, limit, ",") }
 
 // player returns the caller's player credential.
 func (h *Handler) player(ctx context.Context) (auth.Claims, error) {

@@ -47,7 +47,8 @@ const (
 // both players' apps may count from 1): a retry returns the first answer
 // and changes nothing, and the same id sent by the same seat with another
 // command is InvalidArgument. An id is 1 to 128 bytes without spaces,
-// control characters, braces or '|' (InvalidArgument otherwise).
+// control or invisible (format) characters, braces or '|'
+// (InvalidArgument otherwise).
 //
 // They may also carry the version the client last saw. When it is stale
 // (a later event changed more than presence and clock milestones, which a
@@ -359,7 +360,8 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // both players' apps may count from 1): a retry returns the first answer
 // and changes nothing, and the same id sent by the same seat with another
 // command is InvalidArgument. An id is 1 to 128 bytes without spaces,
-// control characters, braces or '|' (InvalidArgument otherwise).
+// control or invisible (format) characters, braces or '|'
+// (InvalidArgument otherwise).
 //
 // They may also carry the version the client last saw. When it is stale
 // (a later event changed more than presence and clock milestones, which a

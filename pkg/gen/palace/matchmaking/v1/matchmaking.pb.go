@@ -640,7 +640,8 @@ func (x *Ticket) GetSeat() *Seat {
 type EnterQueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Client-chosen id making retries safe: 1 to 128 bytes without spaces,
-	// control characters, braces, commas or '|'; a UUID will do.
+	// control or invisible (format) characters, braces, commas or '|'; a
+	// UUID will do.
 	RequestId string      `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Kind      v1.GameKind `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
 	// Unset: the online default, 5 minutes and 3 periods of 30 s byo-yomi.
