@@ -721,6 +721,44 @@ func TestAReplicaCutOffFromTheGameServiceHandsItsShardsOver(t *testing.T) {
 	}
 }
 
+// TestAReplicaWhoseGameServiceIsSilentHandsItsShardsOver: a replica whose
+// game service takes its calls but never answers them (a frozen host),
+// where a call fails only at its timeout (10 s here), hands its shards
+// over once its calls have gone unanswered for --clock-hand-over-after,
+// and a short probe confirms it: every game is flagged within a few
+// seconds of its deadline, not after two call timeouts.
+func TestAReplicaWhoseGameServiceIsSilentHandsItsShardsOver(t *testing.T) {
+	t.Parallel()
+	env := startGame(t, true)
+	proxy := redistest.NewProxy(t, env.Addr)
+	cfg := clock.DefaultConfig()
+	cfg.GameAddr, cfg.KeyPrefix, cfg.DeadlineShards, cfg.ReplicaID = proxy.Addr(), env.Config.KeyPrefix, env.Config.DeadlineShards, "silent"
+	cfg.HandOverAfter, cfg.CallTimeout = time.Second, 10*time.Second
+	silent := clockv1.NewClockServiceClient(apptest.Start(t, redistest.Addr(t), clock.Bind(cfg)))
+	waitOwners(t, silent, "silent")
+	good := startClock(t, env, "good")
+	waitOwners(t, good, "silent", "good")
+
+	proxy.Hold()
+	defer proxy.Restore()
+	tables := make([]*table, 16)
+	deadlines := make([]time.Time, len(tables))
+	for i := range tables {
+		tables[i] = create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer(time.Second)})
+		deadlines[i] = tables[i].play(t, firstMoves...).GetClocks().GetDeadline().AsTime()
+	}
+	for i, tb := range tables {
+		g := tb.waitEnded(t)
+		if g.GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
+			t.Fatalf("game %s ended by %v", tb.id, g.GetResult().GetMethod())
+		}
+		if late := g.GetEndedAt().AsTime().Sub(deadlines[i]); late > 5*time.Second {
+			t.Errorf("game %s flagged %v after its deadline, want within the hand-over (1 s), a probe (1 s) and a tick", tb.id, late)
+		}
+	}
+	waitOwners(t, good, "good")
+}
+
 // TestOneFailingGameHandsNoShardOver: a game whose deadline keeps failing
 // (its stored state broken) while the game service answers every other
 // call is no lost game service: the replica keeps its shards, stays

@@ -12,8 +12,9 @@ import (
 // the game service, or presents a credential the game service refuses,
 // say keys a rotation left behind) would go on holding its shards,
 // renewing their leases in Redis, while their games were never flagged.
-// Once every call it made for HandOverAfter has failed and a probe fails
-// too, it hands its shards to the other replicas, takes none, and probes
+// Once every call it made for HandOverAfter has failed, or gone
+// unanswered, and a probe fails too, it hands its shards to the other
+// replicas, takes none, and probes
 // the game service until one is answered; meanwhile it reports itself
 // not reachable (OnReach), which the clock service shows as NOT_SERVING.
 
@@ -25,12 +26,25 @@ const probeGameID = "clock-probe"
 // probeEvery spaces the probes of a replica that handed its shards over.
 const probeEvery = time.Second
 
+// probeTimeout bounds a probe (or CallTimeout, if shorter): a game
+// service that is up answers one at once, as it reads no game, so a
+// probe of a silent one need not wait out a whole call's timeout before
+// the shards go to the other replicas.
+const probeTimeout = time.Second
+
 type reach struct {
 	mu sync.Mutex
-	// failingSince is the first failed call since the last success; zero
-	// while the last call succeeded.
+	// failingSince is when the first call that failed since the last
+	// success began; zero while the last call succeeded.
 	failingSince time.Time
-	handedOver   bool
+	// calls holds when each call under way began; answered is when the
+	// last success came. A call under way that began after it and is not
+	// answered yet counts as failing from its start: a game service that
+	// went silent (a frozen host) fails a call only at its timeout.
+	calls      map[uint64]time.Time
+	lastCall   uint64
+	answered   time.Time
+	handedOver bool
 	// drop is set by the probe that confirms the loss: the next tick
 	// gives the shards up, so that only ticks change what is owned.
 	drop      bool
@@ -38,11 +52,44 @@ type reach struct {
 	lastProbe time.Time
 }
 
+// calling records a call to the game service that begins now; done
+// records its end, before it is told reached or unreached.
+func (s *Service) calling() (began time.Time, done func()) {
+	began = time.Now()
+	s.reach.mu.Lock()
+	if s.reach.calls == nil {
+		s.reach.calls = make(map[uint64]time.Time)
+	}
+	s.reach.lastCall++
+	id := s.reach.lastCall
+	s.reach.calls[id] = began
+	s.reach.mu.Unlock()
+	return began, func() {
+		s.reach.mu.Lock()
+		delete(s.reach.calls, id)
+		s.reach.mu.Unlock()
+	}
+}
+
+// failingSinceLocked is when the calls began to fail: the first failed
+// call's start, or an earlier one of a call under way that began after
+// the last answer. Zero while none fails; s.reach.mu is held.
+func (s *Service) failingSinceLocked() time.Time {
+	since := s.reach.failingSince
+	for _, began := range s.reach.calls {
+		if began.After(s.reach.answered) && (since.IsZero() || began.Before(since)) {
+			since = began
+		}
+	}
+	return since
+}
+
 // reached records a call the game service answered.
 func (s *Service) reached() {
 	s.reach.mu.Lock()
 	was := s.reach.handedOver
 	s.reach.failingSince, s.reach.handedOver, s.reach.drop = time.Time{}, false, false
+	s.reach.answered = time.Now()
 	s.reach.mu.Unlock()
 	if was {
 		s.log.Info("the game service answers this replica again; taking shards")
@@ -50,11 +97,12 @@ func (s *Service) reached() {
 	}
 }
 
-// unreached records a call that failed for want of the game service.
-func (s *Service) unreached(now time.Time) {
+// unreached records a call begun at began that failed for want of the
+// game service.
+func (s *Service) unreached(began time.Time) {
 	s.reach.mu.Lock()
-	if s.reach.failingSince.IsZero() {
-		s.reach.failingSince = now
+	if s.reach.failingSince.IsZero() || began.Before(s.reach.failingSince) {
+		s.reach.failingSince = began
 	}
 	s.reach.mu.Unlock()
 }
@@ -69,7 +117,7 @@ func (s *Service) handingOver(ctx, tctx context.Context, now time.Time) bool {
 	s.reach.mu.Lock()
 	if s.reach.drop {
 		s.reach.drop = false
-		since := s.reach.failingSince
+		since := s.failingSinceLocked()
 		s.reach.mu.Unlock()
 		n, err := s.dropShards(tctx)
 		s.log.Error("every call to the game service failed, a probe too; handed the shards to the other replicas until it answers",
@@ -77,7 +125,7 @@ func (s *Service) handingOver(ctx, tctx context.Context, now time.Time) bool {
 		s.notifyReach(false)
 		s.reach.mu.Lock()
 	}
-	since := s.reach.failingSince
+	since := s.failingSinceLocked()
 	due := !s.reach.handedOver && !since.IsZero() && now.Sub(since) >= s.cfg.HandOverAfter
 	out := s.reach.handedOver
 	probe := !s.reach.probing && (due || (out && now.Sub(s.reach.lastProbe) >= probeEvery))
@@ -96,7 +144,7 @@ func (s *Service) handingOver(ctx, tctx context.Context, now time.Time) bool {
 // hands the shards over if they are not yet.
 func (s *Service) probe(ctx context.Context) {
 	defer s.calls.Done()
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, min(s.cfg.CallTimeout, probeTimeout))
 	_, err := s.games.ExpireDeadline(cctx, &gamev1.ExpireDeadlineRequest{GameId: probeGameID})
 	cancel()
 	s.reach.mu.Lock()

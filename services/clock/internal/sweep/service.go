@@ -73,8 +73,9 @@ type Config struct {
 	// game's current deadline is kept and re-checked before it is
 	// removed: a commit that makes it current may still be on its way.
 	StaleAfter time.Duration
-	// HandOverAfter is how long every call to the game service may fail
-	// before this replica hands its shards to the others (see reach.go).
+	// HandOverAfter is how long every call to the game service may fail,
+	// or go unanswered, before this replica hands its shards to the others
+	// (see reach.go).
 	HandOverAfter time.Duration
 	// OnReach, when set, is told when the replica hands its shards over
 	// for want of the game service (false) and when it answers again

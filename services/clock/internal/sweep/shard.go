@@ -314,7 +314,9 @@ func (s *Service) expire(ctx context.Context, shard int, e deadline.Entry) outco
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	at := e.At.UnixMilli()
+	began, done := s.calling()
 	resp, err := s.games.ExpireDeadline(cctx, &gamev1.ExpireDeadlineRequest{GameId: e.GameID, DeadlineUnixMs: at})
+	done()
 	if err != nil {
 		if status.Code(err) == codes.InvalidArgument {
 			s.reached()
@@ -324,7 +326,7 @@ func (s *Service) expire(ctx context.Context, shard int, e deadline.Entry) outco
 		if ctx.Err() != nil {
 			return outcome{kind: "retry"}
 		}
-		s.unreached(time.Now())
+		s.unreached(began)
 		return outcome{kind: "error", err: err}
 	}
 	s.reached()
