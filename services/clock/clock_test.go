@@ -24,6 +24,7 @@ import (
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/clock"
+	"github.com/palacehq/palace/services/game/gametest"
 )
 
 // Two first moves of Xiangqi, after which the clock starts with the
@@ -669,6 +670,23 @@ func TestGetClocksWithTheGameServiceSilent(t *testing.T) {
 	}
 }
 
+// throughAProxy starts a game service, a clock replica id (edited by
+// edit) that calls it through a proxy, and a replica "good" that calls it
+// directly, and waits until they share the shards.
+func throughAProxy(t *testing.T, id string, edit func(*clock.Config)) (*gametest.Env, *redistest.Proxy, *grpc.ClientConn, clockv1.ClockServiceClient) {
+	t.Helper()
+	env := startGame(t, true)
+	proxy := redistest.NewProxy(t, env.Addr)
+	cfg := clock.DefaultConfig()
+	cfg.GameAddr, cfg.KeyPrefix, cfg.DeadlineShards, cfg.ReplicaID = proxy.Addr(), env.Config.KeyPrefix, env.Config.DeadlineShards, id
+	edit(&cfg)
+	conn := apptest.Start(t, redistest.Addr(t), clock.Bind(cfg))
+	waitOwners(t, clockv1.NewClockServiceClient(conn), id)
+	good := startClock(t, env, "good")
+	waitOwners(t, good, id, "good")
+	return env, proxy, conn, good
+}
+
 // TestAReplicaCutOffFromTheGameServiceHandsItsShardsOver: a replica that
 // reaches Redis but whose calls the game service never takes (here the
 // game service is cut off from it; keys a rotation left behind do the
@@ -678,16 +696,7 @@ func TestGetClocksWithTheGameServiceSilent(t *testing.T) {
 // the game service answers its probe, it takes shards again.
 func TestAReplicaCutOffFromTheGameServiceHandsItsShardsOver(t *testing.T) {
 	t.Parallel()
-	env := startGame(t, true)
-	proxy := redistest.NewProxy(t, env.Addr)
-	cfg := clock.DefaultConfig()
-	cfg.GameAddr, cfg.KeyPrefix, cfg.DeadlineShards, cfg.ReplicaID = proxy.Addr(), env.Config.KeyPrefix, env.Config.DeadlineShards, "cut-off"
-	cfg.HandOverAfter = time.Second
-	cutConn := apptest.Start(t, redistest.Addr(t), clock.Bind(cfg))
-	cut := clockv1.NewClockServiceClient(cutConn)
-	waitOwners(t, cut, "cut-off")
-	good := startClock(t, env, "good")
-	waitOwners(t, good, "cut-off", "good")
+	env, proxy, cutConn, good := throughAProxy(t, "cut-off", func(c *clock.Config) { c.HandOverAfter = time.Second })
 	health := func(service string) healthpb.HealthCheckResponse_ServingStatus {
 		t.Helper()
 		resp, err := healthpb.NewHealthClient(cutConn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
@@ -729,15 +738,7 @@ func TestAReplicaCutOffFromTheGameServiceHandsItsShardsOver(t *testing.T) {
 // seconds of its deadline, not after two call timeouts.
 func TestAReplicaWhoseGameServiceIsSilentHandsItsShardsOver(t *testing.T) {
 	t.Parallel()
-	env := startGame(t, true)
-	proxy := redistest.NewProxy(t, env.Addr)
-	cfg := clock.DefaultConfig()
-	cfg.GameAddr, cfg.KeyPrefix, cfg.DeadlineShards, cfg.ReplicaID = proxy.Addr(), env.Config.KeyPrefix, env.Config.DeadlineShards, "silent"
-	cfg.HandOverAfter, cfg.CallTimeout = time.Second, 10*time.Second
-	silent := clockv1.NewClockServiceClient(apptest.Start(t, redistest.Addr(t), clock.Bind(cfg)))
-	waitOwners(t, silent, "silent")
-	good := startClock(t, env, "good")
-	waitOwners(t, good, "silent", "good")
+	env, proxy, _, good := throughAProxy(t, "silent", func(c *clock.Config) { c.HandOverAfter, c.CallTimeout = time.Second, 10*time.Second })
 
 	proxy.Hold()
 	defer proxy.Restore()
