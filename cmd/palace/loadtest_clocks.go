@@ -174,7 +174,7 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	fs.DurationVar(&o.raceBefore, "race-before", 150*time.Millisecond, "racing moves are aimed up to this long before the deadline")
 	fs.DurationVar(&o.raceAfter, "race-after", 30*time.Millisecond, "... and up to this long after it (those must be refused)")
 	fs.DurationVar(&o.reportedLag, "reported-lag", 10*time.Second, "lag reported with racing moves: the server credits at most its lag grace, so a large report makes the move race the very deadline the sweeper flags after")
-	fs.DurationVar(&o.checkAfter, "check-after", 2*time.Second, "a game still running this long after its flag instant counts as missed")
+	fs.DurationVar(&o.checkAfter, "check-after", 2*time.Second, "a game still running this long after its flag instant counts as missed; in a trial that stops a clock replica or its game service, set it above the hand-over time (--clock-hand-over-after plus a lease, about 4 s by default)")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrent calls while creating games")
 	conns := fs.Int("conns", 8, "client connections")
 	callTimeout := fs.Duration("call-timeout", 10*time.Second, "timeout of one call: an overloaded server fails calls instead of queueing them without end")
