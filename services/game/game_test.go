@@ -222,6 +222,34 @@ func TestARequestIDUsedAgainWritesNothingAhead(t *testing.T) {
 	}
 }
 
+// TestARefusedRequestIsJudgedAnew: a refusal changes nothing and is not
+// remembered, so the same command sent again with its request id is
+// judged on the game as it is then (as the API documents): Black's move
+// refused as out of turn is made once it is Black's turn, and its retry
+// then gets that answer.
+func TestARefusedRequestIsJudgedAnew(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	black := commonv1.Side_SIDE_SECOND
+	req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h10g8"}}
+	before := redisState(t, env, tb.id)
+	if _, err := env.Client.MakeMove(tb.as(black), req); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("Black's move on Red's turn: %v, want FailedPrecondition", err)
+	}
+	if after := redisState(t, env, tb.id); after != before {
+		t.Fatalf("the refusal changed Redis:\nbefore %s\nafter  %s", before, after)
+	}
+	tb.move(t, "h3e3")
+	first, err := env.Client.MakeMove(tb.as(black), req)
+	if err != nil {
+		t.Fatalf("the same request on Black's turn: %v", err)
+	}
+	again, err := env.Client.MakeMove(tb.as(black), req)
+	if err != nil || !proto.Equal(again, first) || first.GetMove().GetMove().GetCoordinate() != "h10g8" {
+		t.Fatalf("its retry: %v (%v), want the same answer, Black's h10g8, as %v", again, err, first)
+	}
+}
+
 // TestRequestIDOfAnotherCommandIsRefused: a request id already answered
 // and used again by the same seat for another command is refused with
 // InvalidArgument and changes nothing, whether the answer is found in the

@@ -44,9 +44,14 @@ const (
 //
 // Mutating RPCs carry a client-chosen request_id, unique among the seat's
 // commands in the game (a UUID will do; each seat's ids are its own, so
-// both players' apps may count from 1): a retry returns the first answer
-// and changes nothing, and the same id sent by the same seat with another
-// command is InvalidArgument. An id is 1 to 128 bytes without spaces,
+// both players' apps may count from 1): a retry of a command that was
+// carried out returns the first answer and changes nothing, and the same
+// id sent by the same seat with another command is InvalidArgument. A
+// refusal (FailedPrecondition, Aborted, InvalidArgument, ...) is not
+// remembered, since a refused command changes nothing: the same command
+// sent again with its id is judged anew, on the game as it is then, so a
+// move refused as out of turn is made if it is sent again on the
+// player's turn. An id is 1 to 128 bytes without spaces,
 // control or invisible (format) characters, braces or '|'
 // (InvalidArgument otherwise).
 //
@@ -357,9 +362,14 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 //
 // Mutating RPCs carry a client-chosen request_id, unique among the seat's
 // commands in the game (a UUID will do; each seat's ids are its own, so
-// both players' apps may count from 1): a retry returns the first answer
-// and changes nothing, and the same id sent by the same seat with another
-// command is InvalidArgument. An id is 1 to 128 bytes without spaces,
+// both players' apps may count from 1): a retry of a command that was
+// carried out returns the first answer and changes nothing, and the same
+// id sent by the same seat with another command is InvalidArgument. A
+// refusal (FailedPrecondition, Aborted, InvalidArgument, ...) is not
+// remembered, since a refused command changes nothing: the same command
+// sent again with its id is judged anew, on the game as it is then, so a
+// move refused as out of turn is made if it is sent again on the
+// player's turn. An id is 1 to 128 bytes without spaces,
 // control or invisible (format) characters, braces or '|'
 // (InvalidArgument otherwise).
 //
