@@ -28,7 +28,7 @@ func Check(field, id string, limit int, also string) error {
 	for i, r := range id {
 		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == unicode.ReplacementChar ||
 			strings.ContainsRune(always, r) || strings.ContainsRune(also, r) {
-			return apierr.New(apierr.Invalid, "%s: %U at byte %d is not allowed: an id holds no spaces, control or invisible characters, or any of %q", field, r, i, always+also)
+			return apierr.New(apierr.Invalid, "%s: contains %q (%U) at byte %d; an id holds no spaces, control or invisible characters, or any of %q", field, r, r, i, always+also)
 		}
 	}
 	return nil

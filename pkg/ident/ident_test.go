@@ -29,6 +29,9 @@ func TestCheck(t *testing.T) {
 			t.Errorf("Check(%q) = %v, want InvalidArgument naming game_id", bad, err)
 		}
 	}
+	if err := Check("id", "a\u202eb", 16, ""); err == nil || !strings.Contains(err.Error(), `id: contains '\u202e' (U+202E) at byte 1;`) {
+		t.Errorf("the message of an invisible character: %v; want it named, and where", err)
+	}
 	if err := Check("id", "a,b", 16, ""); err != nil {
 		t.Errorf("a comma refused when not asked: %v", err)
 	}

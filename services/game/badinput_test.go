@@ -183,11 +183,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{name: "request id with an invisible character", game: x, call: func() error {
 			_, err := env.Client.MakeMove(x.as(black), &gamev1.MakeMoveRequest{GameId: x.id, RequestId: "a\u202eb", Move: &commonv1.Move{Coordinate: "h10g8"}})
 			return err
-		}, wantCode: codes.InvalidArgument, wantMsg: "request_id: U+202E at byte 1"},
+		}, wantCode: codes.InvalidArgument, wantMsg: `request_id: contains '\u202e' (U+202E) at byte 1`},
 		{name: "request id with a no-break space", game: x, call: func() error {
 			_, err := env.Client.MakeMove(x.as(black), &gamev1.MakeMoveRequest{GameId: x.id, RequestId: "a\u00a0b", Move: &commonv1.Move{Coordinate: "h10g8"}})
 			return err
-		}, wantCode: codes.InvalidArgument, wantMsg: "request_id: U+00A0"},
+		}, wantCode: codes.InvalidArgument, wantMsg: `request_id: contains '\u00a0' (U+00A0)`},
 		{name: "oversized request", game: x, call: func() error {
 			_, err := env.Client.MakeMove(x.as(black), &gamev1.MakeMoveRequest{GameId: x.id, RequestId: strings.Repeat("r", 2<<20), Move: &commonv1.Move{Coordinate: "h10g8"}})
 			return err

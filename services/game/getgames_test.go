@@ -87,7 +87,7 @@ func TestGetGamesRefusals(t *testing.T) {
 		{"no id", nil, "game_ids: at least one is required"},
 		{"101 ids", many, "game_ids: 101 asked, at most 100 in one call"},
 		{"an empty id", []string{x.id, ""}, "game_ids[1]: required"},
-		{"a malformed id", []string{x.id, x.id, "a b"}, "game_ids[2]: contains a space"},
+		{"a malformed id", []string{x.id, x.id, "a b"}, "game_ids[2]: contains ' ' (U+0020) at byte 1"},
 		{"an over-long id", []string{strings.Repeat("g", 65)}, "game_ids[0]: longer than 64 bytes"},
 	} {
 		r, err := env.Client.GetGames(ctx, &gamev1.GetGamesRequest{GameIds: c.ids})
