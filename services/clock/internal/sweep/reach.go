@@ -27,9 +27,9 @@ const probeGameID = "clock-probe"
 const probeEvery = time.Second
 
 // probeTimeout bounds a probe (or CallTimeout, if shorter): a game
-// service that is up answers one at once, as it reads no game, so a
-// probe of a silent one need not wait out a whole call's timeout before
-// the shards go to the other replicas.
+// service that is up answers one at once, with one small read that finds
+// no game, so a probe of a silent one need not wait out a whole call's
+// timeout before the shards go to the other replicas.
 const probeTimeout = time.Second
 
 type reach struct {
@@ -98,9 +98,12 @@ func (s *Service) reached() {
 }
 
 // unreached records a call begun at began that failed for want of the
-// game service.
+// game service. It fails from no earlier than the last answer: a call
+// answered after it began shows the game service up then (one game's
+// call may hang while the others are answered).
 func (s *Service) unreached(began time.Time) {
 	s.reach.mu.Lock()
+	began = later(began, s.reach.answered)
 	if s.reach.failingSince.IsZero() || began.Before(s.reach.failingSince) {
 		s.reach.failingSince = began
 	}
@@ -164,4 +167,11 @@ func (s *Service) notifyReach(ok bool) {
 	if s.cfg.OnReach != nil {
 		s.cfg.OnReach(ok)
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }
