@@ -92,6 +92,36 @@ func (p *Proxy) Release(pass func(held []byte) bool) {
 	p.release(pass)
 }
 
+// Pass sends on, during a Hold, the commands held by the connections
+// whose held commands match, and goes on holding every other command,
+// theirs included: a test lets one command through at a time.
+func (p *Proxy) Pass(match func(held []byte) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for client, h := range p.held {
+		if !match(h.bytes) {
+			continue
+		}
+		if _, err := h.server.Write(h.bytes); err != nil {
+			_ = client.Close()
+			_ = h.server.Close()
+		}
+		delete(p.held, client)
+	}
+}
+
+// Holds reports whether a connection holds commands that match.
+func (p *Proxy) Holds(match func(held []byte) bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, h := range p.held {
+		if match(h.bytes) {
+			return true
+		}
+	}
+	return false
+}
+
 // release ends a hold; p.mu is held, so that a connection's later
 // commands follow what it held.
 func (p *Proxy) release(pass func(held []byte) bool) {

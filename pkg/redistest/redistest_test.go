@@ -236,6 +236,49 @@ func TestProxyHoldKeepsCommandsUntilRelease(t *testing.T) {
 	}
 }
 
+// TestProxyPassLetsOneCommandThrough: during a hold, Pass sends on the
+// commands that match and holds the rest, and later ones, until Restore.
+func TestProxyPassLetsOneCommandThrough(t *testing.T) {
+	p := NewProxy(t, Addr(t))
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, PoolSize: 1, ReadTimeout: 10 * time.Second})
+	defer c.Close()
+	direct := Client(t)
+	ctx := context.Background()
+	key := Prefix(t) + "p"
+	defer direct.Del(ctx, key)
+	if err := c.Ping(ctx).Err(); err != nil { // the connection, before the hold
+		t.Fatalf("through the proxy: %v", err)
+	}
+	p.Hold()
+	defer p.Restore()
+	done := make(chan error, 1)
+	go func() {
+		if err := c.Append(ctx, key, "first.").Err(); err != nil {
+			done <- err
+			return
+		}
+		done <- c.Append(ctx, key, "second").Err()
+	}()
+	has := func(s string) func([]byte) bool { return func(b []byte) bool { return bytes.Contains(b, []byte(s)) } }
+	for !p.Holds(has("first.")) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.Pass(has("first."))
+	for !p.Holds(has("second")) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := direct.Get(ctx, key).Val(); got != "first." {
+		t.Fatalf("after passing the first command the key is %q, want the second held", got)
+	}
+	p.Restore()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := direct.Get(ctx, key).Val(); got != "first.second" {
+		t.Fatalf("after Restore the key is %q, want both", got)
+	}
+}
+
 // TestOwnServerKeepsAcknowledgedWritesThroughACrash: every write the
 // server acknowledged before it was killed is there after the restart.
 func TestOwnServerKeepsAcknowledgedWritesThroughACrash(t *testing.T) {
