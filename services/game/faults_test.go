@@ -1,6 +1,7 @@
 package game_test
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"slices"
@@ -130,6 +131,69 @@ func TestMoveWhoseCommitAnswerIsLost(t *testing.T) {
 		t.Fatalf("the game is at version %d with %d moves, want version %d with 1", g.GetVersion(), len(g.GetMoves()), before+1)
 	}
 	tb.move(t, "h10g8")
+}
+
+// TestARetryAfterALostAnswerWritesNothingAhead: in a game against the
+// AI, Redis applies Red's move (its AI job went ahead of it) but the
+// answer is lost. The retry on the same process must find its first
+// answer before writing anything: not a second AI job for the position.
+func TestARetryAfterALostAnswerWritesNothingAhead(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	a := gametest.StartOn(t, proxy.Addr(), func(c *game.Config) { c.SigningKeys = keyOne })
+	b := gametest.Start(t, func(c *game.Config) { c.KeyPrefix = a.Config.KeyPrefix; c.SigningKeys = keyOne })
+	tb := create(t, a, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(0, 3)})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8") // the AI's reply, with its seat's credential: a holds the game
+	before := tb.get(t).GetVersion()
+	req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "c4c5"}}
+	of := func(cmd string) func([]byte) bool {
+		return func(held []byte) bool {
+			held = bytes.ToLower(held)
+			return bytes.Contains(held, []byte(cmd)) && bytes.Contains(held, []byte(strings.ToLower(tb.id)))
+		}
+	}
+	waitHeld := func(cmd string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !proxy.Holds(of(cmd)); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s held", cmd)
+			}
+		}
+	}
+	proxy.Hold()
+	defer proxy.Restore()
+	lost := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), 3*time.Second)
+		defer cancel()
+		_, err := a.Client.MakeMove(ctx, req)
+		lost <- err
+	}()
+	waitHeld("xadd") // the AI's job, ahead of the commit
+	proxy.Pass(of("xadd"))
+	waitHeld("evalsha")
+	proxy.Blackhole()
+	proxy.Pass(of("evalsha"))
+	if err := <-lost; err == nil {
+		t.Fatal("a move was answered while Redis' answers were lost")
+	}
+	seen := &table{env: b, id: tb.id, seats: tb.seats}
+	if v := seen.get(t).GetVersion(); v != before+1 {
+		t.Fatalf("the game is at version %d, want %d: the commit did not reach Redis", v, before+1)
+	}
+	state := redisState(t, b, tb.id)
+	proxy.Restore()
+	var resp *gamev1.MakeMoveResponse
+	retrying(t, "the retry", func() (err error) {
+		resp, err = a.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), req)
+		return err
+	})
+	if resp.GetGame().GetVersion() != before+1 || resp.GetMove().GetMove().GetCoordinate() != "c4c5" {
+		t.Fatalf("the retry answered version %d, move %v; want c4c5 at version %d", resp.GetGame().GetVersion(), resp.GetMove(), before+1)
+	}
+	if after := redisState(t, b, tb.id); after != state {
+		t.Fatalf("the retry changed Redis:\nbefore %s\nafter  %s", state, after)
+	}
 }
 
 // TestCommandsWhileRedisIsDown: with Redis out of reach a command fails

@@ -56,6 +56,9 @@ func newStateCache(limit int, idle time.Duration, now func() time.Time) *stateCa
 // cached state write anything before its commit, which is where Redis
 // finds a request id used again.
 func (c *stateCache) unused(id, field string) bool {
+	if field == "" {
+		return true // nothing to find used
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[id]
@@ -71,6 +74,16 @@ func (c *stateCache) knowsIDs(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[id].ids != nil
+}
+
+// mayHaveUsed records that the game may have used field: a commit under
+// it may have been made, its answer lost.
+func (c *stateCache) mayHaveUsed(id, field string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.m[id]; e.ids != nil && field != "" {
+		c.add(e.ids, field)
+	}
 }
 
 // add puts field in the set; c.mu is held.

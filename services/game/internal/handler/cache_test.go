@@ -71,6 +71,9 @@ func TestCacheKnowsTheRequestIDsUsed(t *testing.T) {
 	c := newStateCache(10, time.Hour, time.Now)
 	v1 := &model.State{ID: "g", Version: 1, Stamp: "a"}
 	c.put(v1, nil, "create", []byte("x"), nil)
+	if !c.unused("g", "") {
+		t.Fatal("a command with no request id counts as one used before")
+	}
 	if c.unused("g", "create") || !c.unused("g", "m1") {
 		t.Fatal("after the creation: its id must count as used, another as new")
 	}
@@ -102,6 +105,10 @@ func TestCacheKnowsTheRequestIDsUsed(t *testing.T) {
 	c.put(v7, v6, "", nil, nil)
 	if !c.unused("g", "m7") || c.unused("g", "m6") {
 		t.Fatal("a commit without a request field changed the ids")
+	}
+	c.mayHaveUsed("g", "lost")
+	if c.unused("g", "lost") || !c.unused("g", "m7") {
+		t.Fatal("an id whose commit's answer was lost counts as new")
 	}
 	c.drop("g")
 	if c.knowsIDs("g") || c.unused("g", "m7") {

@@ -397,19 +397,21 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Mes
 		}
 		c.scoped = true
 	}
-	// Fast path: run on the state this process last committed, when the
-	// request id is known to be new in the game. Its commit checks the
-	// version and the request id, so it is exactly as safe as the slow
-	// path; anything unusual (a refusal, a conflict) takes the slow path,
-	// which also answers retries of finished requests. A request id used
-	// before takes the slow path at once: the fast path writes the AI's
-	// job and the deadline before the commit that would refuse it.
-	if cached := h.cache.get(c.id); cached != nil && (c.expected == 0 || cached.Current(c.expected)) && h.cache.unused(c.id, c.field()) {
+	// Fast path: run on the state this process last committed. Its commit
+	// checks the version and the request id, so it is exactly as safe as
+	// the slow path; anything unusual (a refusal, a conflict) takes the
+	// slow path, which also answers retries of finished requests. A
+	// command that writes ahead of its commit (an AI job, a deadline) takes
+	// it only when its request id is known to be new in the game: the
+	// commit that would refuse an id used before comes after those writes.
+	cached := h.cache.get(c.id)
+	if cached != nil && (c.expected == 0 || cached.Current(c.expected)) {
 		now := h.now()
 		// A refusal that changes the game (a deadline passed) takes the
 		// slow path too: it may be the retry of a request answered before
 		// the deadline, whose first answer only the slow path looks up.
-		if ch, err := h.runExcused(c, cached, now); err == nil && ch.Reply == nil {
+		if ch, err := h.runExcused(c, cached, now); err == nil && ch.Reply == nil &&
+			(!h.writesAhead(cached, ch.State) || h.cache.unused(c.id, c.field())) {
 			resp, err := h.commit(ctx, cached, ch, c, now, nil)
 			switch {
 			case errors.Is(err, errOtherSeatsID):
@@ -426,7 +428,9 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Mes
 		if err := backoff(ctx, attempt); err != nil {
 			return nil, err
 		}
-		l, err := h.loadForCommand(ctx, c.id, c.field())
+		// The game's request ids are read with it for the fast path of
+		// the commands to come, if they may write ahead.
+		l, err := h.loadForCommand(ctx, c.id, c.field(), cached == nil || mayWriteAhead(cached))
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, apierr.New(apierr.NotFound, "game %s not found", c.id)
 		}
@@ -619,6 +623,26 @@ func aiTurn(st *model.State) (aijobs.Kind, string) {
 	return aijobs.KindMove, fmt.Sprintf("ply/%d", len(st.Moves))
 }
 
+// writesAhead reports whether committing next over prev writes ahead of
+// the commit: an AI job, or a deadline.
+func (h *Handler) writesAhead(prev, next *model.State) bool {
+	if next.WakeMs != 0 && next.WakeMs != prev.WakeMs {
+		return true
+	}
+	if h.cfg.AIJobs == nil {
+		return false
+	}
+	kind, key := aiTurn(next)
+	_, prevKey := aiTurn(prev)
+	return kind != "" && key != prevKey
+}
+
+// mayWriteAhead reports whether a command on st may write ahead of its
+// commit: in a game with a clock, an AI seat or a deadline under way.
+func mayWriteAhead(st *model.State) bool {
+	return st.WakeMs != 0 || st.Clock != nil || st.Seats[0].AILevel != 0 || st.Seats[1].AILevel != 0
+}
+
 func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time.Time) error {
 	if h.cfg.AIJobs == nil {
 		return nil
@@ -654,10 +678,10 @@ func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded,
 }
 
 // loadForCommand is load for a command, which also reads the game's
-// request fields unless the cache knows them, so that the next command
-// may take the fast path.
-func (h *Handler) loadForCommand(ctx context.Context, id, requestID string) (store.Loaded, error) {
-	if h.cache.knowsIDs(id) {
+// request fields if ids asks for them and the cache does not know them,
+// so that the next command may take the fast path.
+func (h *Handler) loadForCommand(ctx context.Context, id, requestID string, ids bool) (store.Loaded, error) {
+	if !ids || h.cache.knowsIDs(id) {
 		return h.load(ctx, id, requestID)
 	}
 	l, err := h.store.LoadWithRequestIDs(ctx, id, requestID)
@@ -797,6 +821,10 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	}
 	if err != nil {
 		h.confirmLater(ch.State.ID)
+		// The commit may have been made: its retry must not take this
+		// request id for a new one, and write ahead again. (The entry
+		// stays: it is the last state known confirmed.)
+		h.cache.mayHaveUsed(ch.State.ID, reqID)
 		return nil, err
 	}
 	// Redis answered the commit: an outage under way ends now, when the
