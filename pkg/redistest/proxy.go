@@ -98,6 +98,12 @@ func (p *Proxy) Release(pass func(held []byte) bool) {
 func (p *Proxy) Pass(match func(held []byte) bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.pass(match)
+}
+
+// pass sends on the held commands that match; p.mu is held, so that a
+// connection's later commands follow what it held.
+func (p *Proxy) pass(match func(held []byte) bool) {
 	for client, h := range p.held {
 		if !match(h.bytes) {
 			continue
@@ -122,16 +128,12 @@ func (p *Proxy) Holds(match func(held []byte) bool) bool {
 	return false
 }
 
-// release ends a hold; p.mu is held, so that a connection's later
-// commands follow what it held.
+// release ends a hold, passing what pass matches and closing the other
+// connections that hold commands; p.mu is held.
 func (p *Proxy) release(pass func(held []byte) bool) {
 	p.holding = false
+	p.pass(pass)
 	for client, h := range p.held {
-		if pass(h.bytes) {
-			if _, err := h.server.Write(h.bytes); err == nil {
-				continue
-			}
-		}
 		_ = client.Close()
 		_ = h.server.Close()
 	}

@@ -14,9 +14,9 @@ import (
 // renewing their leases in Redis, while their games were never flagged.
 // Once every call it made for HandOverAfter has failed, or gone
 // unanswered, and a probe fails too, it hands its shards to the other
-// replicas, takes none, and probes
-// the game service until one is answered; meanwhile it reports itself
-// not reachable (OnReach), which the clock service shows as NOT_SERVING.
+// replicas, takes none, and probes the game service until one is
+// answered; meanwhile it reports itself not reachable (OnReach), which
+// the clock service shows as NOT_SERVING.
 
 // probeGameID names no game (game ids have no dash): the game service
 // answers a probe as it answers an unknown game's deadline, once it has

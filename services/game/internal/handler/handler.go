@@ -629,6 +629,12 @@ func (h *Handler) writesAhead(prev, next *model.State) bool {
 	if next.WakeMs != 0 && next.WakeMs != prev.WakeMs {
 		return true
 	}
+	return h.aiJobDue(prev, next)
+}
+
+// aiJobDue reports whether committing next over prev makes it an AI's
+// turn that prev was not, so that its job is to be queued.
+func (h *Handler) aiJobDue(prev, next *model.State) bool {
 	if h.cfg.AIJobs == nil {
 		return false
 	}
@@ -644,16 +650,10 @@ func mayWriteAhead(st *model.State) bool {
 }
 
 func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time.Time) error {
-	if h.cfg.AIJobs == nil {
+	if !h.aiJobDue(prev, next) {
 		return nil
 	}
-	kind, key := aiTurn(next)
-	if kind == "" {
-		return nil
-	}
-	if _, prevKey := aiTurn(prev); prevKey == key {
-		return nil
-	}
+	kind, _ := aiTurn(next)
 	side := next.Turn()
 	tok, err := h.ring.Sign(auth.Claims{
 		Kind: auth.KindSeat, Subject: next.Seats[side].PlayerID, Game: next.ID, Side: side.String(),
