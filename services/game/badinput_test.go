@@ -14,6 +14,7 @@ import (
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/game/gametest"
 )
 
@@ -277,6 +278,59 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 			if after := redisState(t, env, tt.game.id); after != before {
 				t.Fatalf("refused request changed Redis:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
+// TestMalformedRequestsNeverReachRedis: a request whose fields are
+// malformed is refused from what it says alone, so it is answered at once
+// while Redis answers nothing.
+func TestMalformedRequestsNeverReachRedis(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	env := gametest.StartOn(t, proxy.Addr(), nil)
+	x := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats()})
+	red := x.as(commonv1.Side_SIDE_FIRST)
+	tests := []struct {
+		name    string
+		call    func(ctx context.Context) error
+		wantMsg string
+	}{
+		{name: "create from a FEN that does not parse", call: func(ctx context.Context) error {
+			_, err := env.Client.CreateGame(ctx, &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(), Start: &commonv1.Position{Fen: "xx"}})
+			return err
+		}, wantMsg: "start: bad FEN"},
+		{name: "create from a position the rules refuse", call: func(ctx context.Context) error {
+			// The Red general outside its palace.
+			_, err := env.Client.CreateGame(ctx, &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(), Start: &commonv1.Position{Fen: "4k4/9/9/9/9/9/9/9/9/K8 w - - 0 1"}})
+			return err
+		}, wantMsg: "start: "},
+		{name: "create from a position already over", call: func(ctx context.Context) error {
+			_, err := env.Client.CreateGame(ctx, &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(), Start: &commonv1.Position{Fen: "3k5/4R4/4R4/9/9/9/9/9/9/4K4 b - - 0 1"}})
+			return err
+		}, wantMsg: "start: the game would be over before it starts"},
+		{name: "a move that is not coordinates", call: func(ctx context.Context) error {
+			_, err := env.Client.MakeMove(red, &gamev1.MakeMoveRequest{GameId: x.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "z9z9"}})
+			return err
+		}, wantMsg: "z9z9"},
+		{name: "a move without a request id", call: func(ctx context.Context) error {
+			_, err := env.Client.MakeMove(red, &gamev1.MakeMoveRequest{GameId: x.id, Move: &commonv1.Move{Coordinate: "h3e3"}})
+			return err
+		}, wantMsg: "request_id"},
+		{name: "a read of a game id with a brace", call: func(ctx context.Context) error {
+			_, err := env.Client.GetGame(ctx, &gamev1.GetGameRequest{GameId: "a}b"})
+			return err
+		}, wantMsg: "game_id"},
+	}
+	proxy.Hold()
+	defer proxy.Restore()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			err := tt.call(ctx)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tt.wantMsg) {
+				t.Fatalf("with Redis held: got %v, want InvalidArgument containing %q", err, tt.wantMsg)
 			}
 		})
 	}

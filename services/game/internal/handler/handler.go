@@ -1040,9 +1040,9 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 	if err := checkID("request_id", req.GetRequestId(), MaxRequestIDBytes); err != nil {
 		errs = append(errs, err)
 	}
-	v, err := rulespb.Variant(req.GetKind())
-	if err != nil {
-		errs = append(errs, apierr.Wrap(apierr.Invalid, err))
+	v, kindErr := rulespb.Variant(req.GetKind())
+	if kindErr != nil {
+		errs = append(errs, apierr.Wrap(apierr.Invalid, kindErr))
 	}
 	p := model.CreateParams{ID: gameID(req), Variant: v, Public: req.GetPublic(), Rated: req.GetRated(), PlayersMayAbort: req.GetPlayersMayAbort(), Lag: h.cfg.Lag}
 	if len(req.GetSeats()) != 2 {
@@ -1080,8 +1080,15 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 		errs = append(errs, apierr.New(apierr.Invalid, "public: a game between two AI seats must be public, since neither seat takes a credential to read a private game with"))
 	}
 	if fen := req.GetStart().GetFen(); fen != "" {
-		if len(fen) > MaxFENBytes {
+		switch {
+		case len(fen) > MaxFENBytes:
 			errs = append(errs, apierr.New(apierr.Invalid, "start: FEN longer than %d bytes", MaxFENBytes))
+		case kindErr == nil:
+			// Read here, so that a FEN that does not parse is refused
+			// before the game's id is looked up in Redis.
+			if _, err := model.StartFrom(v, fen); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		p.StartFEN = fen
 	}

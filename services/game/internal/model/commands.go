@@ -71,12 +71,9 @@ func Create(p CreateParams, now time.Time) (Change, error) {
 	ch := Change{State: st}
 	switch {
 	case p.StartFEN != "":
-		g, err := rules.NewGame(p.Variant, p.StartFEN)
+		g, err := StartFrom(p.Variant, p.StartFEN)
 		if err != nil {
-			return Change{}, apierr.New(apierr.Invalid, "start: %v", err)
-		}
-		if g.Outcome().Ended {
-			return Change{}, apierr.New(apierr.Invalid, "start: the game would be over before it starts (%s)", strings.ReplaceAll(g.Outcome().Method.String(), "_", " "))
+			return Change{}, err
 		}
 		st.StartFEN, st.CustomStart, st.FirstTurn = g.Start(), true, g.Position().Turn()
 		st.replayed = g
@@ -93,6 +90,19 @@ func Create(p CreateParams, now time.Time) (Change, error) {
 	}
 	st.WakeMs = wake(st, now)
 	return ch, nil
+}
+
+// StartFrom is the game a custom start position begins, refused when the
+// FEN does not parse or the game would be over before its first move.
+func StartFrom(v rules.Variant, fen string) (*rules.Game, error) {
+	g, err := rules.NewGame(v, fen)
+	if err != nil {
+		return nil, apierr.New(apierr.Invalid, "start: %v", err)
+	}
+	if g.Outcome().Ended {
+		return nil, apierr.New(apierr.Invalid, "start: the game would be over before it starts (%s)", strings.ReplaceAll(g.Outcome().Method.String(), "_", " "))
+	}
+	return g, nil
 }
 
 func start(st *State, now time.Time) *gamev1.Event {
