@@ -462,6 +462,61 @@ func TestSigningKeyRotationKeepsSeats(t *testing.T) {
 	fresh.move(t, "h3e3")
 }
 
+// TestARetriedCreationGetsLiveCredentials: a creation sent again gets
+// its first answer while the credentials in it are good for most of
+// their life; once their key is dropped, or they near their end, it gets
+// new ones for the same seats, so that a caller keeping what a retry
+// returns keeps credentials that work.
+func TestARetriedCreationGetsLiveCredentials(t *testing.T) {
+	req := &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats()}
+	before := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyOne })
+	first, err := before.Client.CreateGame(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyTwo + "," + keyOne; c.KeyPrefix = before.Config.KeyPrefix })
+	if again, err := rotated.Client.CreateGame(context.Background(), req); err != nil || !proto.Equal(again, first) {
+		t.Fatalf("retried while its key is accepted: %v, same answer %v; want the first answer", err, proto.Equal(again, first))
+	}
+	dropped := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyTwo; c.KeyPrefix = before.Config.KeyPrefix })
+	again, err := dropped.Client.CreateGame(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(again.GetGame(), first.GetGame()) || again.GetGameId() != first.GetGameId() {
+		t.Fatalf("retried after its key was dropped: the game differs from the first answer's")
+	}
+	tb := &table{env: dropped, id: again.GetGameId(), seats: map[commonv1.Side]string{}}
+	for i, c := range again.GetCredentials() {
+		if c.GetSide() != first.GetCredentials()[i].GetSide() || !strings.HasPrefix(c.GetToken(), "k2.") {
+			t.Fatalf("credential %d of the retry: side %v, token %.3s...; want side %v signed with k2", i, c.GetSide(), c.GetToken(), first.GetCredentials()[i].GetSide())
+		}
+		tb.seats[c.GetSide()] = c.GetToken()
+	}
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8")
+
+	short := gametest.Start(t, func(c *game.Config) { c.SeatTTL = 4 * time.Second })
+	req.RequestId = rid()
+	first, err = short.Client.CreateGame(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := short.Client.CreateGame(context.Background(), req); err != nil || !proto.Equal(again, first) {
+		t.Fatalf("retried at once: %v, same answer %v; want the first answer", err, proto.Equal(again, first))
+	}
+	time.Sleep(2100 * time.Millisecond)
+	again, err = short.Client.CreateGame(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range again.GetCredentials() {
+		if was := first.GetCredentials()[i].GetExpiresAt().AsTime(); !c.GetExpiresAt().AsTime().After(was) {
+			t.Fatalf("credential %d of a retry with under half its life left runs out at %v, as the first (%v); want a new one", i, c.GetExpiresAt().AsTime(), was)
+		}
+	}
+}
+
 // TestBearerSchemeIgnoresCase: some HTTP clients and proxies write the
 // scheme "bearer"; the seat credential is the same.
 func TestBearerSchemeIgnoresCase(t *testing.T) {

@@ -1012,7 +1012,9 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 		if err != nil {
 			return nil, h.fail(ctx, err)
 		}
-		return resp.(*gamev1.CreateGameResponse), nil
+		created := resp.(*gamev1.CreateGameResponse)
+		h.freshen(ctx, created, l.Now)
+		return created, nil
 	case err == nil:
 		return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "game %s already exists", p.ID))
 	case !errors.Is(err, store.ErrNotFound):

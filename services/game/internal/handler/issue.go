@@ -94,11 +94,15 @@ func (h *Handler) IssueSeatCredentials(ctx context.Context, req *gamev1.IssueSea
 // seatCredential signs a credential for side's seat of game st, valid for
 // --seat-ttl from now.
 func (h *Handler) seatCredential(ctx context.Context, st *model.State, side rules.Side, now time.Time) *gamev1.SeatCredential {
+	return h.signSeat(ctx, st.ID, st.Seats[side].PlayerID, side, now)
+}
+
+func (h *Handler) signSeat(ctx context.Context, game, player string, side rules.Side, now time.Time) *gamev1.SeatCredential {
 	// The credential holds whole seconds: the time told is the one it
 	// runs out at, not a fraction of a second after.
 	exp := now.Add(h.cfg.SeatTTL).Truncate(time.Second)
 	tok, err := h.ring.Sign(auth.Claims{
-		Kind: auth.KindSeat, Subject: st.Seats[side].PlayerID, Game: st.ID, Side: side.String(),
+		Kind: auth.KindSeat, Subject: player, Game: game, Side: side.String(),
 		IssuedAt: now.Unix(), ExpiresAt: exp.Unix(),
 	})
 	if err != nil {
@@ -107,4 +111,26 @@ func (h *Handler) seatCredential(ctx context.Context, st *model.State, side rule
 		h.log.ErrorContext(ctx, "sign seat credential", "err", err)
 	}
 	return &gamev1.SeatCredential{Side: rulespb.Side(side), Token: tok, ExpiresAt: timestamppb.New(exp)}
+}
+
+// freshen gives a creation's retry the credentials of its first answer
+// while they have most of their life ahead, so that retries agree, and
+// signs afresh, for the same seat, one that is no longer accepted (its
+// key retired) or runs out within half of --seat-ttl: a caller that keeps
+// what a retry returns as the players' credentials must not keep dead ones.
+func (h *Handler) freshen(ctx context.Context, resp *gamev1.CreateGameResponse, now time.Time) {
+	for i, c := range resp.GetCredentials() {
+		if claims, err := h.verified.Verify(c.GetToken(), now); err == nil && claims.Expires().Sub(now) >= h.cfg.SeatTTL/2 {
+			continue
+		}
+		side, err := rulespb.SideFrom(c.GetSide())
+		if err != nil {
+			continue
+		}
+		for _, s := range resp.GetGame().GetSeats() {
+			if s.GetSide() == c.GetSide() {
+				resp.Credentials[i] = h.signSeat(ctx, resp.GetGameId(), s.GetPlayerId(), side, now)
+			}
+		}
+	}
 }

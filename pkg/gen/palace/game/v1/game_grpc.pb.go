@@ -85,7 +85,12 @@ type GameServiceClient interface {
 	// InvalidArgument for a bad kind, seats, time control or FEN. The game's
 	// id derives from the whole request: the same request retried returns
 	// the same game and credentials, on any replica, while another request
-	// makes another game even with the same request_id. Callers that may
+	// makes another game even with the same request_id. A retry gets the
+	// first answer's credentials while they are good for at least half of
+	// their life; a credential of the first answer that is no longer
+	// accepted (its key removed) or nears its end comes signed afresh for
+	// the same seat, so that a caller keeping what a retry returns keeps
+	// credentials that work. Callers that may
 	// send equal requests (two tournament systems, say) must therefore use
 	// request ids of their own: a prefix of the caller's name will do.
 	CreateGame(ctx context.Context, in *CreateGameRequest, opts ...grpc.CallOption) (*CreateGameResponse, error)
@@ -403,7 +408,12 @@ type GameServiceServer interface {
 	// InvalidArgument for a bad kind, seats, time control or FEN. The game's
 	// id derives from the whole request: the same request retried returns
 	// the same game and credentials, on any replica, while another request
-	// makes another game even with the same request_id. Callers that may
+	// makes another game even with the same request_id. A retry gets the
+	// first answer's credentials while they are good for at least half of
+	// their life; a credential of the first answer that is no longer
+	// accepted (its key removed) or nears its end comes signed afresh for
+	// the same seat, so that a caller keeping what a retry returns keeps
+	// credentials that work. Callers that may
 	// send equal requests (two tournament systems, say) must therefore use
 	// request ids of their own: a prefix of the caller's name will do.
 	CreateGame(context.Context, *CreateGameRequest) (*CreateGameResponse, error)
