@@ -552,6 +552,9 @@ func TestCommandsAfterASetupDeadlineSetTheDefault(t *testing.T) {
 		return ch.State
 	}
 	now = now.Add(time.Minute + time.Millisecond)
+	// Cho's choice, though Han chooses first, meets Han's deadline too.
+	late, err := ChooseFormation(ch.State, cho, rules.SangMaSangMa, now)
+	defaulted("Cho's choice after Han's setup time", late, err, han)
 	ch, err = Resign(ch.State, cho, now)
 	st := defaulted("Cho's resignation after Han's setup time", ch, err, han)
 	if st.Status != StatusSetup || st.Turn() != cho {

@@ -319,11 +319,13 @@ func ChooseFormation(st *State, side rules.Side, f rules.Formation, now time.Tim
 	if st.Status != StatusSetup {
 		return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: the game has started")
 	}
-	if t := st.Turn(); t != side {
-		return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: %s chooses now (Han first, then Cho)", rules.SideName(st.Variant, t))
-	}
+	// A late choice by either side meets the deadline that ran out, as any
+	// other command would: the side choosing would be told wrong.
 	if ch, ok := lateSetup(st, "choose a formation", now); ok {
 		return ch, nil
+	}
+	if t := st.Turn(); t != side {
+		return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: %s chooses now (Han first, then Cho)", rules.SideName(st.Variant, t))
 	}
 	n := clone(st)
 	return Change{State: n, Events: setFormation(n, side, f, false, now)}, nil
@@ -771,6 +773,9 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 		removed = append(removed, moveRecordPB(st, i))
 	}
 	n.Moves = n.Moves[:k-take]
+	// An offer belongs to the position it was made in: the undo withdraws
+	// it, and says so, for clients that follow the events.
+	withdrawn := n.DrawOffer != nil
 	n.DrawOffer = nil
 	n.TurnStartMs = ms(now)
 	n.WaitExcusedMs = 0
@@ -827,7 +832,7 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 	}
 	n.WakeMs = wake(n, now)
 	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_MovesUndone{MovesUndone: &gamev1.MovesUndone{
-		Moves: removed, Position: &commonv1.Position{Fen: g.Position().FEN()}, Clocks: clockPBAt(n, now),
+		Moves: removed, Position: &commonv1.Position{Fen: g.Position().FEN()}, Clocks: clockPBAt(n, now), DrawOfferWithdrawn: withdrawn,
 	}}}}}, nil
 }
 

@@ -206,3 +206,32 @@ func TestUndoPastTheFirstMovesTakesBackTheirIncrements(t *testing.T) {
 		t.Fatalf("ten moves, replies and undos from the start: %+v, was %+v", got, before)
 	}
 }
+
+// TestAnUndoWithdrawsADrawOfferAndSaysSo: an offer belongs to the position
+// it was made in, and a client following the events must learn that the
+// undo ended it; an undo with no offer pending says nothing of one.
+func TestAnUndoWithdrawsADrawOfferAndSaysSo(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ch, err := Create(CreateParams{ID: "x", Variant: rules.Xiangqi, Lag: serviceLag,
+		Seats: [2]Seat{{PlayerID: "human"}, {PlayerID: "ai", AILevel: 3}}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := must(t, "human")(Move(ch.State, rules.First, "h3e3", 0, now))
+	st = must(t, "ai")(Move(st, rules.Second, "h10g8", 0, now))
+	offered := must(t, "offer")(OfferDraw(st, rules.First, now))
+	for _, tc := range []struct {
+		name  string
+		from  *State
+		offer bool
+	}{{"with an offer pending", offered, true}, {"with none", st, false}} {
+		ch, err := Undo(tc.from, rules.First, now)
+		if err != nil || ch.Reply != nil {
+			t.Fatalf("undo %s: %v %v", tc.name, err, ch.Reply)
+		}
+		undone := ch.Events[len(ch.Events)-1].GetMovesUndone()
+		if undone == nil || undone.GetDrawOfferWithdrawn() != tc.offer || ch.State.DrawOffer != nil {
+			t.Fatalf("undo %s: event %v, offer left %v; want draw_offer_withdrawn %v and no offer", tc.name, ch.Events, ch.State.DrawOffer, tc.offer)
+		}
+	}
+}

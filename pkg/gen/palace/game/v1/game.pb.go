@@ -2824,9 +2824,12 @@ type MovesUndone struct {
 	Position *v1.Position  `protobuf:"bytes,2,opt,name=position,proto3" json:"position,omitempty"`
 	// Both clocks after the undo (unset in an untimed game): the turn it
 	// hands back may start the other side's clock.
-	Clocks        *v1.ClockSnapshot `protobuf:"bytes,3,opt,name=clocks,proto3" json:"clocks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Clocks *v1.ClockSnapshot `protobuf:"bytes,3,opt,name=clocks,proto3" json:"clocks,omitempty"`
+	// A draw offer was pending, and the undo withdrew it: an offer belongs
+	// to the position it was made in. The offerer may offer again.
+	DrawOfferWithdrawn bool `protobuf:"varint,4,opt,name=draw_offer_withdrawn,json=drawOfferWithdrawn,proto3" json:"draw_offer_withdrawn,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *MovesUndone) Reset() {
@@ -2878,6 +2881,13 @@ func (x *MovesUndone) GetClocks() *v1.ClockSnapshot {
 		return x.Clocks
 	}
 	return nil
+}
+
+func (x *MovesUndone) GetDrawOfferWithdrawn() bool {
+	if x != nil {
+		return x.DrawOfferWithdrawn
+	}
+	return false
 }
 
 type DrawOffered struct {
@@ -3381,11 +3391,12 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x0esetup_deadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rsetupDeadline\"x\n" +
 	"\vGameStarted\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.palace.common.v1.PositionR\x05start\x127\n" +
-	"\x06clocks\x18\x02 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"\xb0\x01\n" +
+	"\x06clocks\x18\x02 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"\xe2\x01\n" +
 	"\vMovesUndone\x120\n" +
 	"\x05moves\x18\x01 \x03(\v2\x1a.palace.game.v1.MoveRecordR\x05moves\x126\n" +
 	"\bposition\x18\x02 \x01(\v2\x1a.palace.common.v1.PositionR\bposition\x127\n" +
-	"\x06clocks\x18\x03 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"9\n" +
+	"\x06clocks\x18\x03 \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\x120\n" +
+	"\x14draw_offer_withdrawn\x18\x04 \x01(\bR\x12drawOfferWithdrawn\"9\n" +
 	"\vDrawOffered\x12*\n" +
 	"\x04side\x18\x01 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\":\n" +
 	"\fDrawDeclined\x12*\n" +

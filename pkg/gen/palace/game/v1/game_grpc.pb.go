@@ -148,7 +148,8 @@ type GameServiceClient interface {
 	// other game), at most 200 times a game (FailedPrecondition after).
 	// Time spent thinking is not given back, and the Fischer increments of
 	// the moves taken back are withdrawn (FailedPrecondition when a player
-	// would then be out of time).
+	// would then be out of time). A pending draw offer is withdrawn too
+	// (MovesUndone.draw_offer_withdrawn).
 	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
 	// credential (PermissionDenied otherwise). A public game may be read by
@@ -471,7 +472,8 @@ type GameServiceServer interface {
 	// other game), at most 200 times a game (FailedPrecondition after).
 	// Time spent thinking is not given back, and the Fischer increments of
 	// the moves taken back are withdrawn (FailedPrecondition when a player
-	// would then be out of time).
+	// would then be out of time). A pending draw offer is withdrawn too
+	// (MovesUndone.draw_offer_withdrawn).
 	Undo(context.Context, *UndoRequest) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
 	// credential (PermissionDenied otherwise). A public game may be read by
