@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/redistest"
 )
 
 // friendGame plays host against friend through an invite and returns both
@@ -31,6 +32,28 @@ func (e *env) friendGame(host, friend player) (hostSeat, friendSeat *matchmaking
 		e.t.Fatal(err)
 	}
 	return hr.GetInvite().GetSeat(), r.GetInvite().GetSeat()
+}
+
+// TestARematchNeedsNoSeatCredentialOfTheGame: matchmaking asks the game
+// service whether a game is over with its own service credential; the
+// seat credentials it recorded at creation may have run out, or their key
+// been removed, while the game is still kept.
+func TestARematchNeedsNoSeatCredentialOfTheGame(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a, b := e.guest("A"), e.guest("B")
+	sa, sb := e.friendGame(a, b)
+	e.resign(t, sb)
+	rdb := redistest.Client(t)
+	key := e.cfg.KeyPrefix + "mm:{gm:" + sa.GetGameId() + "}"
+	if n, err := rdb.HExists(context.Background(), key, "t1").Result(); err != nil || !n {
+		t.Fatalf("no seat credential recorded at %s: %v", key, err)
+	}
+	if err := rdb.HSet(context.Background(), key, "t1", "k.no-longer-good", "t2", "k.no-longer-good").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
+		t.Fatalf("a rematch offer on a game whose recorded credentials are no longer good: %v", err)
+	}
 }
 
 func TestRematchSwapsSides(t *testing.T) {

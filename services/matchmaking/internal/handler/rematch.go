@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/palacehq/palace/pkg/apierr"
@@ -41,14 +40,18 @@ func (h *Handler) gameOf(ctx context.Context, player, id string) (store.Game, er
 	return g, nil
 }
 
-// ended asks the game service whether the game is over.
+// ended asks the game service whether the game is over. It reads with
+// matchmaking's own service credential: the seat credential stored at
+// creation runs out, or its key is removed, while the game is still kept.
 func (h *Handler) ended(ctx context.Context, g store.Game) error {
-	rctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.First.Seat.Token)
-	resp, err := h.games.Game().GetGame(rctx, &gamev1.GetGameRequest{GameId: g.ID})
+	resp, err := h.games.Game().GetGames(ctx, &gamev1.GetGamesRequest{GameIds: []string{g.ID}})
 	if err != nil {
 		return games.GameError("read game", err)
 	}
-	switch resp.GetGame().GetStatus() {
+	if len(resp.GetGames()) == 0 {
+		return apierr.New(apierr.NotFound, "game %s is no longer kept by the game service", g.ID)
+	}
+	switch resp.GetGames()[0].GetStatus() {
 	case commonv1.GameStatus_GAME_STATUS_ENDED, commonv1.GameStatus_GAME_STATUS_ABORTED:
 		return nil
 	}

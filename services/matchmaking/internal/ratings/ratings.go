@@ -20,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -211,17 +210,21 @@ func (c *Consumer) follow(ctx context.Context, p store.Pending) error {
 	}
 }
 
-// poll reads a private game with its seat credential until it ends.
+// poll reads a private game until it ends, with matchmaking's own
+// service credential: the seat credential stored at creation may run out,
+// or its key be removed, before a long game ends.
 func (c *Consumer) poll(ctx context.Context, p store.Pending) error {
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+p.Token)
 	t := time.NewTicker(c.cfg.PollEvery)
 	defer t.Stop()
 	for {
-		resp, err := c.game.GetGame(ctx, &gamev1.GetGameRequest{GameId: p.Game})
+		resp, err := c.game.GetGames(ctx, &gamev1.GetGamesRequest{GameIds: []string{p.Game}})
 		if err != nil {
 			return err
 		}
-		if g := resp.GetGame(); finished(g.GetStatus()) {
+		if len(resp.GetGames()) == 0 {
+			return status.Errorf(codes.NotFound, "game %s is no longer kept by the game service", p.Game)
+		}
+		if g := resp.GetGames()[0]; finished(g.GetStatus()) {
 			return c.Settle(ctx, p, g.GetResult(), g.GetEndedBy(), g.GetEndedAt().AsTime())
 		}
 		select {

@@ -47,6 +47,16 @@ func (f *fixture) consumer(t *testing.T, cfg Config) *Consumer {
 // records it as pending, as matchmaking does.
 func (f *fixture) ratedGame(t *testing.T, p1, p2 string, public bool) (store.Pending, map[commonv1.Side]string) {
 	t.Helper()
+	p, tokens := f.unrecordedRatedGame(t, p1, p2, public)
+	if err := f.store.AddPending(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p, tokens
+}
+
+// unrecordedRatedGame is ratedGame, without recording the game.
+func (f *fixture) unrecordedRatedGame(t *testing.T, p1, p2 string, public bool) (store.Pending, map[commonv1.Side]string) {
+	t.Helper()
 	resp, err := f.env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{
 		RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Rated: true, Public: public,
 		Seats: []*gamev1.Seat{
@@ -61,11 +71,7 @@ func (f *fixture) ratedGame(t *testing.T, p1, p2 string, public bool) (store.Pen
 	for _, c := range resp.GetCredentials() {
 		tokens[c.GetSide()] = c.GetToken()
 	}
-	p := store.Pending{Game: resp.GetGameId(), Kind: int32(commonv1.GameKind_GAME_KIND_XIANGQI), First: p1, FName: p1, Second: p2, SName: p2, Token: tokens[commonv1.Side_SIDE_FIRST]}
-	if err := f.store.AddPending(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	return p, tokens
+	return store.Pending{Game: resp.GetGameId(), Kind: int32(commonv1.GameKind_GAME_KIND_XIANGQI), First: p1, FName: p1, Second: p2, SName: p2, Token: tokens[commonv1.Side_SIDE_FIRST]}, tokens
 }
 
 func (f *fixture) resign(t *testing.T, game, token string) *gamev1.Game {
@@ -192,11 +198,19 @@ func TestAbortedGameIsNotRated(t *testing.T) {
 	}
 }
 
+// TestPrivateGameIsPolled: a private game's events are for its seats, so
+// its end is polled for, with matchmaking's service credential: the seat
+// credential recorded with it may have run out, or its key been removed,
+// long before the game ends.
 func TestPrivateGameIsPolled(t *testing.T) {
 	f := newFixture(t)
 	c := f.consumer(t, Config{ClaimEvery: 50 * time.Millisecond, PollEvery: 50 * time.Millisecond})
 	run(t, c)
-	p, tok := f.ratedGame(t, "gina", "hugo", false)
+	p, tok := f.unrecordedRatedGame(t, "gina", "hugo", false)
+	p.Token = "k1.no-longer-good"
+	if err := f.store.AddPending(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(150 * time.Millisecond)
 	f.resign(t, p.Game, tok[commonv1.Side_SIDE_FIRST])
 	eventually(t, "the private game's rating", func() bool { return f.rating(t, "hugo").Games == 1 })

@@ -20,7 +20,9 @@ type Pending struct {
 	FName  string `json:"n1"`
 	Second string `json:"p2"`
 	SName  string `json:"n2"`
-	// Token is a seat credential, to read the game if it is private.
+	// Token is a seat credential of the game, still recorded for older
+	// releases, which read a private game with it; this one reads with its
+	// own service credential, which does not run out with the game's.
 	Token string `json:"tok"`
 }
 
