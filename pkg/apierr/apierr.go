@@ -202,6 +202,10 @@ func Transient(err error) bool {
 	// Redis Cluster failover, faster than the client followed it.
 	_, moved := redis.IsMovedError(err)
 	_, ask := redis.IsAskError(err)
-	return moved || ask || redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) ||
+	// BUSY: another client's script runs past Redis' busy threshold, and
+	// nothing else runs until it ends. The space keeps BUSYGROUP and
+	// BUSYKEY, answers about the request itself, out.
+	busy := redis.HasErrorPrefix(err, "BUSY ")
+	return moved || ask || busy || redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) ||
 		redis.IsTryAgainError(err) || redis.IsMasterDownError(err) || redis.IsMaxClientsError(err)
 }

@@ -20,6 +20,12 @@ import (
 	"github.com/palacehq/palace/pkg/redisx"
 )
 
+// redisError is an error as Redis answers it.
+type redisError string
+
+func (e redisError) Error() string { return string(e) }
+func (redisError) RedisError()     {}
+
 func TestToStatus(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -48,6 +54,8 @@ func TestToStatus(t *testing.T) {
 		{name: "slot migrating", err: errors.New("ASK 4274 10.0.3.7:7001"), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
 		{name: "not confirmed by replicas", err: fmt.Errorf("commit game g: %w", redisx.ErrNotReplicated), wantCode: codes.Unavailable, wantMsg: notReplicatedMsg},
 		{name: "store script error is a bug", err: fmt.Errorf("commit game g: %w", redis.ErrNoScript), wantCode: codes.Internal, wantMsg: "internal error"},
+		{name: "store busy with another's script", err: fmt.Errorf("load game g: %w", redisError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.")), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
+		{name: "a group that exists is no outage", err: fmt.Errorf("create group: %w", redisError("BUSYGROUP Consumer Group name already exists")), wantCode: codes.Internal, wantMsg: "internal error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -803,3 +803,79 @@ func TestAStreamLivesThroughARedisCrash(t *testing.T) {
 		}
 	}
 }
+
+// TestABusyRedisIsUnavailableNotABug: a Redis running a script past its
+// busy threshold answers BUSY, and runs nothing else; the command did not
+// run, so a retry is safe: calls get Unavailable, not Internal, and a
+// stream opened meanwhile waits for it and then delivers every version.
+func TestABusyRedisIsUnavailableNotABug(t *testing.T) {
+	srv := redistest.Own(t, "--busy-reply-threshold", "100")
+	env := gametest.StartOn(t, srv.Addr, nil)
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	version := tb.get(t).GetVersion()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	busy := make(chan error, 1)
+	go func() { busy <- srv.Client(t).Eval(ctx, "local i = 0 while true do i = i + 1 end", nil).Err() }()
+	killed := false
+	defer func() {
+		if !killed {
+			_ = srv.Client(t).ScriptKill(context.Background()).Err()
+		}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := srv.Client(t).Ping(ctx).Err(); err != nil && strings.HasPrefix(err.Error(), "BUSY ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Redis never answered BUSY")
+		}
+	}
+	_, err := env.Client.GetGame(ctx, &gamev1.GetGameRequest{GameId: tb.id})
+	wantCode(t, err, codes.Unavailable)
+	_, err = env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h10g8"}})
+	wantCode(t, err, codes.Unavailable)
+	// The process holds the game's head: the stream starts, and its read
+	// of the log meets BUSY.
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan uint64, 16)
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				ended <- err
+				return
+			}
+			if e := m.GetEvent(); e != nil {
+				got <- e.GetVersion()
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := srv.Client(t).ScriptKill(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	killed = true
+	<-busy
+	retrying(t, "the move after the script", func() error {
+		_, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: "after-busy", Move: &commonv1.Move{Coordinate: "h10g8"}})
+		return err
+	})
+	for want := uint64(1); want <= version+1; want++ {
+		select {
+		case v := <-got:
+			if v != want {
+				t.Fatalf("the stream opened while Redis was busy sent version %d, want %d", v, want)
+			}
+		case err := <-ended:
+			t.Fatalf("the stream opened while Redis was busy ended before version %d: %v", want, err)
+		case <-ctx.Done():
+			t.Fatalf("the stream opened while Redis was busy did not send version %d", want)
+		}
+	}
+}
