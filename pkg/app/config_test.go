@@ -126,6 +126,31 @@ func TestConnectRedisLogsNoPassword(t *testing.T) {
 	}
 }
 
+// TestConnectRedisWarnsOfEviction: a Redis that evicts keys when full
+// can take a live game's state: the process says so at start, and says
+// nothing of a Redis that refuses writes instead.
+func TestConnectRedisWarnsOfEviction(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		warn   bool
+	}{{"volatile-lru", true}, {"noeviction", false}} {
+		s := redistest.Own(t, "--maxmemory-policy", tc.policy)
+		var out bytes.Buffer
+		var closers []func() error
+		log := slog.New(slog.NewTextHandler(&out, nil))
+		if _, err := connectRedis(context.Background(), s.Addr, 0, log, &closers); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range closers {
+			_ = c()
+		}
+		warned := strings.Contains(out.String(), "level=WARN") && strings.Contains(out.String(), "maxmemory_policy="+tc.policy)
+		if warned != tc.warn {
+			t.Fatalf("maxmemory-policy %s: log %q; want a warning %v", tc.policy, out.String(), tc.warn)
+		}
+	}
+}
+
 // TestAProcessWaitsForRedis: a process started while its Redis is out of
 // reach waits for it (--redis-wait), saying so, and goes on once it
 // answers; past the wait it gives up, naming the flag.

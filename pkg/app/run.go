@@ -303,6 +303,13 @@ func connectRedis(ctx context.Context, addr string, wait time.Duration, log *slo
 	*closers = append(*closers, rdb.Close)
 	// The address may hold a password: logs get it redacted.
 	log.Info("connected to redis", "redis_addr", redisx.Redact(addr))
+	switch policy, evicts, err := redisx.EvictionPolicy(ctx, rdb); {
+	case err != nil:
+		log.Debug("could not read redis' eviction policy", "err", err)
+	case evicts:
+		log.Warn("redis evicts keys when it is full: a live game could lose its state or event log; set maxmemory-policy noeviction, so that a full redis refuses writes (which clients retry) instead",
+			"maxmemory_policy", policy)
+	}
 	return rdb, nil
 }
 

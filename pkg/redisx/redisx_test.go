@@ -337,3 +337,19 @@ func TestClusterClientFindsAPromotedReplicaSoon(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestEvictionPolicy: a Redis that evicts keys when full is told from one
+// that refuses writes instead.
+func TestEvictionPolicy(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		policy string
+		evicts bool
+	}{{"noeviction", false}, {"volatile-lru", true}, {"allkeys-lfu", true}} {
+		srv := redistest.Own(t, "--maxmemory-policy", tc.policy)
+		policy, evicts, err := EvictionPolicy(ctx, srv.Client(t))
+		if err != nil || policy != tc.policy || evicts != tc.evicts {
+			t.Fatalf("a Redis with maxmemory-policy %s: %q, evicts %v, %v; want evicts %v", tc.policy, policy, evicts, err, tc.evicts)
+		}
+	}
+}

@@ -1237,3 +1237,87 @@ func TestAStreamOpensAtOnce(t *testing.T) {
 		t.Fatalf("Connect: %s, %v; want a heartbeat", msg, err)
 	}
 }
+
+// streamEnd reads st until it ends, and returns how.
+func streamEnd(t *testing.T, st grpc.ServerStreamingClient[gamev1.StreamEventsResponse], within time.Duration) error {
+	t.Helper()
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := st.Recv(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		return err
+	case <-time.After(within):
+		t.Fatalf("the stream did not end within %v", within)
+		return nil
+	}
+}
+
+// TestAStreamWhoseGameLostItsLogEnds: a game whose event log is gone
+// while its state stays (a Redis that evicts keys) cannot be streamed:
+// the stream must end with a status, not send heartbeats for ever.
+func TestAStreamWhoseGameLostItsLogEnds(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = 200 * time.Millisecond })
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8")
+	if err := env.Redis.Del(context.Background(), env.Config.KeyPrefix+"{g:"+tb.id+"}:e").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := streamEnd(t, st, 5*time.Second); status.Code(err) != codes.Internal {
+		t.Fatalf("the stream of a game without its log ended with %v, want Internal", err)
+	}
+}
+
+// TestAStreamOfAGameCreatedAgainEnds: a game expired, and the same
+// creation, sent again, made a new game under its id. A stream of the
+// first must not carry on with the second's events as if they were its
+// own.
+func TestAStreamOfAGameCreatedAgainEnds(t *testing.T) {
+	a := gametest.Start(t, func(c *game.Config) { c.Heartbeat = time.Second })
+	b := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = a.Config.KeyPrefix, a.Config.SigningKeys })
+	req := &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true, Seats: seats()}
+	tb := create(t, a, req)
+	for _, mv := range []string{"h3e3", "h10g8", "b1c3", "b10c8"} {
+		tb.move(t, mv)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := a.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Recv(); err != nil || m.GetSnapshot() == nil {
+		t.Fatalf("first message %v (%v), want the snapshot", m, err)
+	}
+	// A heartbeat starts a look at the game: the game goes and comes back
+	// between two looks, as an expiry and a creation sent again may.
+	if m, err := st.Recv(); err != nil || m.GetHeartbeat() == nil {
+		t.Fatalf("second message %v (%v), want a heartbeat", m, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	p := a.Config.KeyPrefix + "{g:" + tb.id + "}"
+	if err := a.Redis.Del(context.Background(), p, p+":e", p+":m").Err(); err != nil {
+		t.Fatal(err)
+	}
+	again := create(t, b, req)
+	if again.id != tb.id {
+		t.Fatalf("created again as %s, want the id %s", again.id, tb.id)
+	}
+	again.move(t, "h3e3")
+	if err := streamEnd(t, st, 5*time.Second); status.Code(err) != codes.NotFound {
+		t.Fatalf("the stream of the first game ended with %v, want NotFound", err)
+	}
+}

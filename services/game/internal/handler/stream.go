@@ -137,13 +137,16 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	// while one is under way, and read asks for another once it is done.
 	reads := make(chan eventsRead, 1)
 	reading := false
+	// ahead is the game's version as the last check found it, when that
+	// was past the stream: its log must hold what the stream lacks.
+	var ahead uint64
 	for {
 		if read && !reading {
 			read, reading = false, true
-			after := next - 1
+			after, checkedAt := next-1, ahead
 			go func() {
 				raws, err := h.store.Events(ctx, l.State.ID, after, streamBatch)
-				reads <- eventsRead{raws: raws, err: err}
+				reads <- eventsRead{raws: raws, err: err, after: after, ahead: checkedAt}
 			}()
 		}
 		if !opened && !reading {
@@ -165,6 +168,11 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 				return h.fail(ctx, r.err)
 			}
 			backoff = 0
+			if len(r.raws) == 0 && r.ahead > r.after {
+				if err := h.logLost(ctx, l.State.ID, r.after); err != nil {
+					return h.fail(ctx, err)
+				}
+			}
 			evs, err := streamEvents(r.raws)
 			if err != nil {
 				return h.fail(ctx, fmt.Errorf("game %s: %w", l.State.ID, err))
@@ -214,8 +222,12 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			switch {
 			case errors.Is(c.err, store.ErrNotFound):
 				return h.fail(ctx, apierr.New(apierr.NotFound, "game %s not found: it expired", l.State.ID))
+			case c.err == nil && c.version+1 < next:
+				// Behind what this stream sent: what it followed is gone,
+				// and what follows would be another game's.
+				return h.fail(ctx, apierr.New(apierr.NotFound, "game %s not found as this stream knew it: it is at version %d, behind the %d sent (it expired and was created again, or Redis lost its latest writes); read it anew", l.State.ID, c.version, next-1))
 			case c.err == nil && c.version >= next:
-				read = true
+				read, ahead = true, c.version
 			}
 		case <-beat.C:
 			if err := heartbeat(); err != nil {
@@ -253,6 +265,9 @@ func (h *Handler) takeStream(ctx context.Context, replacing bool) error {
 type eventsRead struct {
 	raws [][]byte
 	err  error
+	// after is the version the read began after; ahead, when greater,
+	// the game's version as a check found it before the read.
+	after, ahead uint64
 }
 
 // The back-off of a stream's reads of the game's log while Redis cannot
@@ -266,6 +281,21 @@ const (
 )
 
 // versionCheck is a game's version as a stream's heartbeat read it.
+// logLost tells why game id's log held nothing after version after when
+// a check had found the game past it: the game expired meanwhile
+// (NotFound), or its log was lost while its state stayed (a Redis that
+// evicts keys), which no read will mend. Nil when neither can be told.
+func (h *Handler) logLost(ctx context.Context, id string, after uint64) error {
+	v, err := h.store.Version(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return apierr.New(apierr.NotFound, "game %s not found: it expired", id)
+	case err == nil && v > after:
+		return fmt.Errorf("game %s is at version %d, but its event log holds nothing after version %d: the log was lost (does Redis evict keys? it needs maxmemory-policy noeviction)", id, v, after)
+	}
+	return nil
+}
+
 type versionCheck struct {
 	version uint64
 	err     error

@@ -1867,7 +1867,10 @@ func (*StreamEventsResponse_Heartbeat) isStreamEventsResponse_Message() {}
 type Heartbeat struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ServerTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
-	// The game's version at the time.
+	// The version this stream has reached: that of the last event it sent,
+	// or the one it resumed after (of the snapshot, with one). The stream
+	// sends each event as soon as it is committed, so this is the game's
+	// version unless an event is on its way.
 	Version       uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
