@@ -90,7 +90,10 @@ type GameServiceClient interface {
 	// their life; a credential of the first answer that is no longer
 	// accepted (its key removed) or nears its end comes signed afresh for
 	// the same seat, so that a caller keeping what a retry returns keeps
-	// credentials that work. Callers that may
+	// credentials that work. Once the game's retention has passed nothing
+	// of it is kept, and the same request creates a new game under the same
+	// id: a system that may send a creation again that late (replaying a
+	// queue) must not take the answer for the first game's. Callers that may
 	// send equal requests (two tournament systems, say) must therefore use
 	// request ids of their own: a prefix of the caller's name will do.
 	CreateGame(ctx context.Context, in *CreateGameRequest, opts ...grpc.CallOption) (*CreateGameResponse, error)
@@ -414,7 +417,10 @@ type GameServiceServer interface {
 	// their life; a credential of the first answer that is no longer
 	// accepted (its key removed) or nears its end comes signed afresh for
 	// the same seat, so that a caller keeping what a retry returns keeps
-	// credentials that work. Callers that may
+	// credentials that work. Once the game's retention has passed nothing
+	// of it is kept, and the same request creates a new game under the same
+	// id: a system that may send a creation again that late (replaying a
+	// queue) must not take the answer for the first game's. Callers that may
 	// send equal requests (two tournament systems, say) must therefore use
 	// request ids of their own: a prefix of the caller's name will do.
 	CreateGame(context.Context, *CreateGameRequest) (*CreateGameResponse, error)
