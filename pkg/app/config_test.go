@@ -134,7 +134,7 @@ func TestConnectRedisWarnsOfEviction(t *testing.T) {
 		policy string
 		warn   bool
 	}{{"volatile-lru", true}, {"noeviction", false}} {
-		s := redistest.Own(t, "--maxmemory-policy", tc.policy)
+		s := redistest.Own(t, "--maxmemory-policy", tc.policy, "--maxmemory", "100mb")
 		var out bytes.Buffer
 		var closers []func() error
 		log := slog.New(slog.NewTextHandler(&out, nil))

@@ -343,13 +343,13 @@ func TestClusterClientFindsAPromotedReplicaSoon(t *testing.T) {
 func TestEvictionPolicy(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		policy string
-		evicts bool
-	}{{"noeviction", false}, {"volatile-lru", true}, {"allkeys-lfu", true}} {
-		srv := redistest.Own(t, "--maxmemory-policy", tc.policy)
+		policy, limit string
+		evicts        bool
+	}{{"noeviction", "100mb", false}, {"volatile-lru", "100mb", true}, {"allkeys-lfu", "100mb", true}, {"volatile-lru", "0", false}} {
+		srv := redistest.Own(t, "--maxmemory-policy", tc.policy, "--maxmemory", tc.limit)
 		policy, evicts, err := EvictionPolicy(ctx, srv.Client(t))
 		if err != nil || policy != tc.policy || evicts != tc.evicts {
-			t.Fatalf("a Redis with maxmemory-policy %s: %q, evicts %v, %v; want evicts %v", tc.policy, policy, evicts, err, tc.evicts)
+			t.Fatalf("a Redis with maxmemory-policy %s, maxmemory %s: %q, evicts %v, %v; want evicts %v", tc.policy, tc.limit, policy, evicts, err, tc.evicts)
 		}
 	}
 }

@@ -1317,7 +1317,47 @@ func TestAStreamOfAGameCreatedAgainEnds(t *testing.T) {
 		t.Fatalf("created again as %s, want the id %s", again.id, tb.id)
 	}
 	again.move(t, "h3e3")
-	if err := streamEnd(t, st, 5*time.Second); status.Code(err) != codes.NotFound {
-		t.Fatalf("the stream of the first game ended with %v, want NotFound", err)
+	if err := streamEnd(t, st, 5*time.Second); status.Code(err) != codes.OutOfRange {
+		t.Fatalf("the stream of the first game ended with %v, want OutOfRange", err)
+	}
+}
+
+// TestAHealthyStreamIsNeverTakenForBehind: a stream looks at its game's
+// version after each silence; a move sent to it while the look is under
+// way must not make the game seem behind the stream.
+func TestAHealthyStreamIsNeverTakenForBehind(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = 2 * time.Millisecond })
+	moves := []string{"h3e3", "h10g8", "h1g3", "i10h10", "i1h1", "b10c8", "b1c3", "a10b10", "a1b1", "c7c6", "c4c5", "g7g6", "g4g5"}
+	rng := rand.New(rand.NewPCG(7, 8))
+	const streams = 8 // each a chance for the race
+	for round := range 30 {
+		tb := xiangqi(t, env)
+		ctx, cancel := context.WithCancel(context.Background())
+		ended := make(chan error, streams)
+		for range streams {
+			st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for {
+					if _, err := st.Recv(); err != nil {
+						ended <- err
+						return
+					}
+				}
+			}()
+		}
+		for _, mv := range moves {
+			time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
+			tb.move(t, mv)
+		}
+		time.Sleep(20 * time.Millisecond)
+		select {
+		case err := <-ended:
+			t.Fatalf("round %d: a healthy stream ended: %v", round, err)
+		default:
+		}
+		cancel()
 	}
 }

@@ -222,10 +222,12 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			switch {
 			case errors.Is(c.err, store.ErrNotFound):
 				return h.fail(ctx, apierr.New(apierr.NotFound, "game %s not found: it expired", l.State.ID))
-			case c.err == nil && c.version+1 < next:
-				// Behind what this stream sent: what it followed is gone,
-				// and what follows would be another game's.
-				return h.fail(ctx, apierr.New(apierr.NotFound, "game %s not found as this stream knew it: it is at version %d, behind the %d sent (it expired and was created again, or Redis lost its latest writes); read it anew", l.State.ID, c.version, next-1))
+			case c.err == nil && c.committed < c.sent:
+				// Behind what this stream had sent before the read: what
+				// it followed is gone, and what follows would be another
+				// game's. Compared with then, not now: a commit sent
+				// meanwhile is no sign of anything.
+				return h.fail(ctx, apierr.New(apierr.OutOfRange, "game %s is at version %d, behind the %d this stream sent: it expired and was created again under its id, or Redis lost its latest writes; read the game anew (a stream with a snapshot)", l.State.ID, c.committed, c.sent))
 			case c.err == nil && c.version >= next:
 				read, ahead = true, c.version
 			}
@@ -242,9 +244,10 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			// notifications, and catches up once its subscription is back.
 			if !checking {
 				checking = true
+				sent := next - 1
 				go func() {
-					v, err := h.store.Version(ctx, l.State.ID)
-					checked <- versionCheck{version: v, err: err}
+					v, committed, err := h.store.Versions(ctx, l.State.ID)
+					checked <- versionCheck{version: v, committed: committed, sent: sent, err: err}
 				}()
 			}
 		}
@@ -280,7 +283,6 @@ const (
 	streamBatch = 100
 )
 
-// versionCheck is a game's version as a stream's heartbeat read it.
 // logLost tells why game id's log held nothing after version after when
 // a check had found the game past it: the game expired meanwhile
 // (NotFound), or its log was lost while its state stayed (a Redis that
@@ -296,7 +298,11 @@ func (h *Handler) logLost(ctx context.Context, id string, after uint64) error {
 	return nil
 }
 
+// versionCheck is a game's version as a stream's heartbeat read it:
+// version as the stream may show it (confirmed by replicas, where commits
+// wait for them), committed its latest commit's; sent is the version the
+// stream had reached when the read began.
 type versionCheck struct {
-	version uint64
-	err     error
+	version, committed, sent uint64
+	err                      error
 }

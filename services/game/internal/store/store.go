@@ -590,26 +590,41 @@ func (s *Store) Kept(st *model.State, now time.Time) bool {
 // events may be read up to (Events), so while replicas have yet to confirm
 // a commit, the version before it.
 func (s *Store) Version(ctx context.Context, id string) (uint64, error) {
+	v, _, err := s.Versions(ctx, id)
+	return v, err
+}
+
+// Versions is Version, and the version of the game's latest commit,
+// confirmed by replicas or not.
+func (s *Store) Versions(ctx context.Context, id string) (shown, committed uint64, err error) {
 	got, err := s.rdb.HMGet(ctx, s.stateKey(id), "v", "c").Result()
 	if err != nil {
-		return 0, fmt.Errorf("version of game %s: %w", id, err)
+		return 0, 0, fmt.Errorf("version of game %s: %w", id, err)
 	}
-	field := got[0]
-	if field == nil {
-		return 0, ErrNotFound
+	if got[0] == nil {
+		return 0, 0, ErrNotFound
 	}
+	parse := func(field any) (uint64, error) {
+		str, _ := field.(string)
+		if str == "" {
+			return 0, nil
+		}
+		v, err := strconv.ParseUint(str, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("version of game %s: %w", id, err)
+		}
+		return v, nil
+	}
+	if committed, err = parse(got[0]); err != nil {
+		return 0, 0, err
+	}
+	shown = committed
 	if s.Waits() {
-		field = got[1]
+		if shown, err = parse(got[1]); err != nil {
+			return 0, 0, err
+		}
 	}
-	str, _ := field.(string)
-	if str == "" {
-		return 0, nil
-	}
-	v, err := strconv.ParseUint(str, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("version of game %s: %w", id, err)
-	}
-	return v, nil
+	return shown, committed, nil
 }
 
 // Keys lists the keys of a game, for tests and operators.

@@ -173,8 +173,11 @@ type GameServiceClient interface {
 	// after_version exactly once in version order, then live events, with
 	// heartbeats. It completes (OK) after the game's last event, at once
 	// when the client has that event already. OutOfRange when after_version
-	// is ahead of the game. NotFound, even on a stream already open, once
-	// the game has expired. ResourceExhausted when the server already serves
+	// is ahead of the game, and on a stream already open when the game is
+	// found behind what it sent (it expired and was created again under its
+	// id, or Redis lost its latest writes): read the game anew. NotFound,
+	// even on a stream already open, once the game has expired.
+	// ResourceExhausted when the server already serves
 	// as many streams as its --max-streams allows, or, without a seat
 	// credential, as many spectators' streams as --max-spectator-streams
 	// allows: retry, which a balancer may send to another replica. A seat
@@ -500,8 +503,11 @@ type GameServiceServer interface {
 	// after_version exactly once in version order, then live events, with
 	// heartbeats. It completes (OK) after the game's last event, at once
 	// when the client has that event already. OutOfRange when after_version
-	// is ahead of the game. NotFound, even on a stream already open, once
-	// the game has expired. ResourceExhausted when the server already serves
+	// is ahead of the game, and on a stream already open when the game is
+	// found behind what it sent (it expired and was created again under its
+	// id, or Redis lost its latest writes): read the game anew. NotFound,
+	// even on a stream already open, once the game has expired.
+	// ResourceExhausted when the server already serves
 	// as many streams as its --max-streams allows, or, without a seat
 	// credential, as many spectators' streams as --max-spectator-streams
 	// allows: retry, which a balancer may send to another replica. A seat
