@@ -305,6 +305,11 @@ func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match)
 				m.log.WarnContext(ctx, "unlist the game of a match given up", "match", mt.ID, "game", g.ID, "player", p, "err", err)
 			}
 		}
+		// Nor is it rated, or its abort counted against a player who
+		// never knew of it, nor offered for a rematch.
+		if err := m.store.ForgetGame(ctx, g.ID); err != nil {
+			m.log.WarnContext(ctx, "forget the game of a match given up", "match", mt.ID, "game", g.ID, "err", err)
+		}
 		return nil
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package matcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -60,54 +61,67 @@ func TestStalledMatchIsCompleted(t *testing.T) {
 // both tickets expire, and the players may enter again. A game made late
 // for it is recorded on no ticket, and listed for neither player.
 func TestMatchWithoutAGameIsGivenUp(t *testing.T) {
-	env := gametest.Start(t, nil)
-	st := store.New(redistest.Client(t), redistest.Prefix(t))
-	ctx := context.Background()
-	pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Default()}
-	mt := pairTwo(t, st, pool)
-	enter := func(p, rid string) (string, store.EnterOutcome) {
-		t.Helper()
-		return enterPool(t, st, pool, p, rid)
-	}
-	// Paired, a player cannot enter the pool again: a second game of it
-	// would be made for them once the game service is back.
-	if id, out := enter("p1", "r2"); out != store.Busy || id != mt.A && id != mt.B {
-		t.Fatalf("entering again while paired: %v %v, want Busy with the paired ticket", id, out)
-	}
+	for _, rated := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rated %v", rated), func(t *testing.T) {
+			env := gametest.Start(t, nil)
+			rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+			st := store.New(rdb, prefix)
+			ctx := context.Background()
+			pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Default(), Rated: rated}
+			mt := pairTwo(t, st, pool)
+			enter := func(p, rid string) (string, store.EnterOutcome) {
+				t.Helper()
+				return enterPool(t, st, pool, p, rid)
+			}
+			// Paired, a player cannot enter the pool again: a second game of it
+			// would be made for them once the game service is back.
+			if id, out := enter("p1", "r2"); out != store.Busy || id != mt.A && id != mt.B {
+				t.Fatalf("entering again while paired: %v %v, want Busy with the paired ticket", id, out)
+			}
 
-	away, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer away.Close()
-	m, err := New(Config{Interval: 20 * time.Millisecond, StallAfter: 100 * time.Millisecond, GiveUpAfter: 500 * time.Millisecond, Keep: time.Hour, IdleAfter: time.Hour},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(gamev1.NewGameServiceClient(away), st, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, m)
-	waitState(t, st, pool, mt, store.StateExpired, "the match was not given up")
-	if _, out := enter("p1", "r3"); out != store.Entered {
-		t.Fatalf("entering again after the match was given up: %v", out)
-	}
-	// The game service is back, and a late creation completes: the match
-	// stays given up.
-	late, err := New(Config{Interval: time.Hour, StallAfter: time.Hour, Keep: time.Hour, IdleAfter: time.Hour},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := late.Complete(ctx, pool, mt); err != nil {
-		t.Fatal(err)
-	}
-	if a, b, _ := st.Tickets(ctx, pool, mt); a.State != store.StateExpired || b.State != store.StateExpired || a.Game != "" {
-		t.Fatalf("a late game changed the given-up tickets: %+v %+v", a, b)
-	}
-	// Nor is it in either player's list of games.
-	for _, p := range []string{"p1", "p2"} {
-		if listed, err := st.PlayerGames(ctx, p, time.Time{}, store.MaxPlayerGames); err != nil || len(listed) != 0 {
-			t.Fatalf("%s's games after the late game: %+v, %v; want none", p, listed, err)
-		}
+			away, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer away.Close()
+			m, err := New(Config{Interval: 20 * time.Millisecond, StallAfter: 100 * time.Millisecond, GiveUpAfter: 500 * time.Millisecond, Keep: time.Hour, IdleAfter: time.Hour},
+				slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(gamev1.NewGameServiceClient(away), st, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run(t, m)
+			waitState(t, st, pool, mt, store.StateExpired, "the match was not given up")
+			if _, out := enter("p1", "r3"); out != store.Entered {
+				t.Fatalf("entering again after the match was given up: %v", out)
+			}
+			// The game service is back, and a late creation completes: the match
+			// stays given up.
+			late, err := New(Config{Interval: time.Hour, StallAfter: time.Hour, Keep: time.Hour, IdleAfter: time.Hour},
+				slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := late.Complete(ctx, pool, mt); err != nil {
+				t.Fatal(err)
+			}
+			if a, b, _ := st.Tickets(ctx, pool, mt); a.State != store.StateExpired || b.State != store.StateExpired || a.Game != "" {
+				t.Fatalf("a late game changed the given-up tickets: %+v %+v", a, b)
+			}
+			// Nor is it in either player's list of games.
+			for _, p := range []string{"p1", "p2"} {
+				if listed, err := st.PlayerGames(ctx, p, time.Time{}, store.MaxPlayerGames); err != nil || len(listed) != 0 {
+					t.Fatalf("%s's games after the late game: %+v, %v; want none", p, listed, err)
+				}
+			}
+			// Nor is it rated (its abort, once no first move comes, counted
+			// against a player who never knew of it), nor kept for a rematch.
+			if ps, err := st.ClaimPending(ctx, time.Now(), time.Now().Add(time.Minute), 10); err != nil || len(ps) != 0 {
+				t.Fatalf("pending rated games after the late game: %+v, %v; want none", ps, err)
+			}
+			if kept, err := rdb.Keys(ctx, prefix+"mm:{gm:*").Result(); err != nil || len(kept) != 0 {
+				t.Fatalf("game records after the late game: %v, %v; want none", kept, err)
+			}
+		})
 	}
 }
 

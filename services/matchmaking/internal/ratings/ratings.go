@@ -247,6 +247,16 @@ func finished(s commonv1.GameStatus) bool {
 // the zero time or before 1970: now) keep the player out of the rated
 // queue.
 func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Result, endedBy commonv1.Side, endedAt time.Time) error {
+	// A game no longer pending was settled already (a lease changing
+	// hands delivers its end twice), or was made for a match given up
+	// meanwhile, whose players were never told of it: neither counts.
+	switch pending, err := c.store.IsPending(ctx, p.Game); {
+	case err != nil:
+		return err
+	case !pending:
+		c.applied.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "duplicate")))
+		return nil
+	}
 	var scoreFirst float64
 	outcome := "rated"
 	switch {

@@ -229,3 +229,23 @@ func TestVanishedGameIsDropped(t *testing.T) {
 	}
 	eventually(t, "the vanished game to be dropped", func() bool { return !f.pending(t, p.Game) })
 }
+
+// TestAGameNoLongerPendingCountsNothing: the end of a game no longer
+// pending (settled already, or made for a match given up, whose players
+// never knew of it) rates nobody and counts no abort.
+func TestAGameNoLongerPendingCountsNothing(t *testing.T) {
+	f := newFixture(t)
+	c := f.consumer(t, Config{})
+	p, _ := f.ratedGame(t, "ivy", "jon", true)
+	if err := f.store.RemovePending(context.Background(), p.Game); err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range []*commonv1.Result{{Method: commonv1.EndMethod_END_METHOD_ABORTED}, {Winner: commonv1.Winner_WINNER_FIRST, Method: commonv1.EndMethod_END_METHOD_RESIGNATION}} {
+		if err := c.Settle(context.Background(), p, res, commonv1.Side_SIDE_FIRST, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ivy := f.rating(t, "ivy"); ivy.Aborts != 0 || ivy.Games != 0 || ivy.Rating != 1200 {
+		t.Fatalf("ivy after the end of a game no longer pending: %+v; want nothing counted", ivy)
+	}
+}

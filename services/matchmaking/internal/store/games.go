@@ -66,6 +66,18 @@ func (s *Store) SaveGame(ctx context.Context, g Game, keep time.Duration, pendin
 	return nil
 }
 
+// ForgetGame drops the record of a game matchmaking created, and its
+// pending rating: a game nobody was told of.
+func (s *Store) ForgetGame(ctx context.Context, id string) error {
+	if err := s.RemovePending(ctx, id); err != nil {
+		return err
+	}
+	if err := s.rdb.Del(ctx, s.gameKey(id)).Err(); err != nil {
+		return fmt.Errorf("forget game: %w", err)
+	}
+	return nil
+}
+
 // LoadGame reads a game matchmaking created.
 func (s *Store) LoadGame(ctx context.Context, id string) (Game, error) {
 	m, err := s.rdb.HGetAll(ctx, s.gameKey(id)).Result()
