@@ -455,6 +455,17 @@ func decode(m redis.XMessage) (*Delivery, error) {
 	return &Delivery{ID: m.ID, Job: j}, nil
 }
 
+// Bury dead-letters a job that no worker could ever play (its credential
+// or game id refused for what it is), with why: left pending, it would be
+// handed out again after every claim timeout, for ever.
+func (q *Queue) Bury(ctx context.Context, d *Delivery, reason string) error {
+	raw, err := json.Marshal(d.Job)
+	if err != nil {
+		return fmt.Errorf("encode ai job %s: %w", d.ID, err)
+	}
+	return q.bury(ctx, redis.XMessage{ID: d.ID, Values: map[string]any{"j": string(raw)}}, reason)
+}
+
 // Done acknowledges and deletes a job.
 func (q *Queue) Done(ctx context.Context, d *Delivery) error {
 	pipe := q.rdb.TxPipeline()

@@ -196,6 +196,42 @@ func TestAJobWithAnUnknownCredentialStaysPending(t *testing.T) {
 	}
 }
 
+// TestAJobNoWorkerCouldPlayIsDeadLettered: a job whose credential the
+// game service refuses for what it is (malformed, or a seat of no game),
+// or whose game id no game can have, would be handed out after every
+// claim timeout for ever: it is dead-lettered at once, where operators
+// see it.
+func TestAJobNoWorkerCouldPlayIsDeadLettered(t *testing.T) {
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	q := aijobs.New(redistest.Client(t), prefix)
+	ctx := context.Background()
+	for _, j := range []aijobs.Job{
+		{GameID: g.id, Version: 1, Kind: aijobs.KindMove, Side: "second", Token: "k1.not-a-credential", Level: 1},
+		{GameID: "a}b", Version: 1, Kind: aijobs.KindMove, Side: "second", Token: "k1.not-a-credential", Level: 1},
+	} {
+		if err := q.Enqueue(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runWorker(t, g, prefix, &countingMover{engine: worker.NewBuiltin(4)})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		depth, err := q.Depth(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead, err := q.Dead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if depth == 0 && dead == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue depth %d, dead letters %d; want both jobs dead-lettered", depth, dead)
+		}
+	}
+}
+
 // TestAMoveTheGameServiceCouldNotTakeIsSentAgainUnsearched: the game
 // service loses its Redis while the AI thinks, so the move is answered
 // Unavailable. The worker waits for it to come back and sends the same

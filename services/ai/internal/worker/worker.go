@@ -109,8 +109,15 @@ func (w *Worker) Run(ctx context.Context) {
 				cancel()
 				return
 			}
+			var unplayable *Unplayable
+			if errors.As(err, &unplayable) {
+				if err := w.Queue.Bury(ctx, d, unplayable.Error()); err != nil {
+					w.Log.WarnContext(ctx, "ai job dead-letter", "game", d.Job.GameID, "err", err)
+				}
+				continue
+			}
 			// Handle settles every job that is void (the game moved on,
-			// ended or is gone); any error leaves the AI to act, so the job
+			// ended or is gone); any other error leaves the AI to act, so the job
 			// stays pending and is claimed again after the timeout, here or
 			// by another worker. Acknowledging it would strand the game.
 			w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "err", err)
@@ -228,6 +235,14 @@ func PruneConsumers(ctx context.Context, log *slog.Logger, q *aijobs.Queue, ever
 	}
 }
 
+// Unplayable is Handle's error for a job that no worker could ever play:
+// the game service refused it for what it is, not for the moment. Such a
+// job is dead-lettered, not left pending.
+type Unplayable struct{ Err error }
+
+func (u *Unplayable) Error() string { return u.Err.Error() }
+func (u *Unplayable) Unwrap() error { return u.Err }
+
 // Handle plays one job: at most one move, whatever happens to this or any
 // other worker holding the same job, because the move's request id is
 // derived from the game and the version it was chosen at.
@@ -286,12 +301,16 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 			continue
 		case status.Code(err) == codes.Unauthenticated && apierr.ReasonOf(err) == auth.ExpiredReason:
 			return nil // the job outlived its credential, which lives as long as a seat's
-		case status.Code(err) == codes.Unauthenticated:
+		case status.Code(err) == codes.Unauthenticated && apierr.ReasonOf(err) == auth.KeyUnknownReason:
 			// A game service that does not know the credential's key: this
 			// worker is not the game's (another deployment sharing the
 			// queue, or keys out of step). Left pending, the job goes to a
 			// worker whose game service knows it.
 			return fmt.Errorf("game %s refused the job's credential: %w", j.GameID, err)
+		case status.Code(err) == codes.Unauthenticated, status.Code(err) == codes.PermissionDenied, status.Code(err) == codes.InvalidArgument:
+			// A credential malformed, forged or for another seat, or a
+			// game id no game can have: no worker could ever play it.
+			return &Unplayable{Err: fmt.Errorf("game %s refused the job: %w", j.GameID, err)}
 		}
 		if err != nil {
 			return err
