@@ -141,7 +141,7 @@ func (s *Store) PlayerRating(ctx context.Context, kind commonv1.GameKind, player
 	r := pipe.HGet(ctx, b+"rating", player)
 	g := pipe.HGet(ctx, b+"games", player)
 	n := pipe.HGet(ctx, b+"names", player)
-	rk := pipe.ZRevRank(ctx, b+"lb", player)
+	sc := pipe.ZScore(ctx, b+"lb", player)
 	ab := pipe.HGet(ctx, b+"aborts", player)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Rating{}, fmt.Errorf("read rating: %w", err)
@@ -152,10 +152,23 @@ func (s *Store) PlayerRating(ctx context.Context, kind commonv1.GameKind, player
 		out.Rating = v
 	}
 	out.Games, _ = g.Int()
-	if v, err := rk.Result(); err == nil {
-		out.Rank = v + 1
+	if score, err := sc.Result(); err == nil {
+		if out.Rank, err = s.rankOf(ctx, b, score); err != nil {
+			return Rating{}, err
+		}
 	}
 	return out, nil
+}
+
+// rankOf is the rank of a rating of score on the leaderboard under b:
+// one more than the players rated higher, so that equal ratings share a
+// rank (1, 2, 2, 4), whatever their ids.
+func (s *Store) rankOf(ctx context.Context, b string, score float64) (int64, error) {
+	above, err := s.rdb.ZCount(ctx, b+"lb", "("+strconv.FormatFloat(score, 'f', -1, 64), "+inf").Result()
+	if err != nil {
+		return 0, fmt.Errorf("read rank: %w", err)
+	}
+	return above + 1, nil
 }
 
 // RatingOnly reads a player's rating, StartRating when there is none.
@@ -226,6 +239,18 @@ func (s *Store) Leaderboard(ctx context.Context, kind commonv1.GameKind, start, 
 	out := make([]Rating, len(ids))
 	for i, z := range zs.Val() {
 		out[i] = Rating{Player: ids[i], Rating: int(z.Score), Rank: start + int64(i) + 1}
+		// Equal ratings share a rank: the first of a page may share its
+		// rank with players on the page before.
+		switch {
+		case i > 0 && z.Score == zs.Val()[i-1].Score:
+			out[i].Rank = out[i-1].Rank
+		case i == 0 && start > 0:
+			rank, err := s.rankOf(ctx, b, z.Score)
+			if err != nil {
+				return nil, 0, err
+			}
+			out[i].Rank = rank
+		}
 		if n, ok := names.Val()[i].(string); ok {
 			out[i].Name = n
 		}
@@ -239,7 +264,9 @@ func (s *Store) Leaderboard(ctx context.Context, kind commonv1.GameKind, start, 
 	return out, total.Val(), nil
 }
 
-// Rank returns a player's 0-based rank, or ErrNotFound.
+// Rank returns a player's 0-based place on the leaderboard, or
+// ErrNotFound: where a page around the player starts. Equal ratings are
+// in an order of Redis' (by id), and share a rank (Rating.Rank).
 func (s *Store) Rank(ctx context.Context, kind commonv1.GameKind, player string) (int64, error) {
 	r, err := s.rdb.ZRevRank(ctx, s.ratingBase(kind)+"lb", player).Result()
 	if errors.Is(err, redis.Nil) {

@@ -233,6 +233,37 @@ func TestLeaderboard(t *testing.T) {
 	}
 }
 
+// TestEqualRatingsShareARank: two players rated alike are ranked alike,
+// whatever their ids, and the next is ranked after both (1, 1, 3, 3), on
+// a player's rating and on every page of the leaderboard.
+func TestEqualRatingsShareARank(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	for i, pair := range [][2]string{{"zed", "yan"}, {"amy", "bob"}} {
+		a, b := store.Player{ID: pair[0], Name: pair[0]}, store.Player{ID: pair[1], Name: pair[1]}
+		if _, err := st.ApplyRating(ctx, store.Outcome{GameID: fmt.Sprintf("g%d", i), Kind: janggi, A: a, B: b, ScoreA: 1, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]int64{"zed": 1, "amy": 1, "yan": 3, "bob": 3}
+	for p, rank := range want {
+		if r, err := st.PlayerRating(ctx, janggi, p); err != nil || r.Rank != rank {
+			t.Fatalf("%s: rank %d (%v), want %d", p, r.Rank, err, rank)
+		}
+	}
+	for start := range int64(4) {
+		page, _, err := st.Leaderboard(ctx, janggi, start, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			if r.Rank != want[r.Player] {
+				t.Fatalf("the page from %d ranks %s %d, want %d", start, r.Player, r.Rank, want[r.Player])
+			}
+		}
+	}
+}
+
 // TestPairingRounds: in 1000, 1100, 1110, 1190 with a 200 window the
 // closest neighbours 1100-1110 pair first; then 1000 and 1190 are
 // neighbours, 190 apart, and pair in the same pass.

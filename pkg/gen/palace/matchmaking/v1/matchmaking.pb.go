@@ -1980,7 +1980,8 @@ type Rating struct {
 	Rating      int32                  `protobuf:"varint,4,opt,name=rating,proto3" json:"rating,omitempty"`
 	// Rated games played.
 	Games uint32 `protobuf:"varint,5,opt,name=games,proto3" json:"games,omitempty"`
-	// 1 is the best; 0 before the first rated game.
+	// 1 is the best; 0 before the first rated game. Equal ratings share a
+	// rank, and the next rating is ranked after all of them (1, 2, 2, 4).
 	Rank uint64 `protobuf:"varint,6,opt,name=rank,proto3" json:"rank,omitempty"`
 	// The K-factor is still the higher one of a player's first games.
 	Provisional bool `protobuf:"varint,7,opt,name=provisional,proto3" json:"provisional,omitempty"`
