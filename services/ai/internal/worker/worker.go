@@ -109,9 +109,9 @@ func (w *Worker) Run(ctx context.Context) {
 				cancel()
 				return
 			}
-			var unplayable *Unplayable
-			if errors.As(err, &unplayable) {
-				if err := w.Queue.Bury(ctx, d, unplayable.Error()); err != nil {
+			var dead *unplayable
+			if errors.As(err, &dead) {
+				if err := w.Queue.Bury(ctx, d, dead.Error()); err != nil {
 					w.Log.WarnContext(ctx, "ai job dead-letter", "game", d.Job.GameID, "err", err)
 				}
 				continue
@@ -235,13 +235,13 @@ func PruneConsumers(ctx context.Context, log *slog.Logger, q *aijobs.Queue, ever
 	}
 }
 
-// Unplayable is Handle's error for a job that no worker could ever play:
+// unplayable is Handle's error for a job that no worker could ever play:
 // the game service refused it for what it is, not for the moment. Such a
 // job is dead-lettered, not left pending.
-type Unplayable struct{ Err error }
+type unplayable struct{ Err error }
 
-func (u *Unplayable) Error() string { return u.Err.Error() }
-func (u *Unplayable) Unwrap() error { return u.Err }
+func (u *unplayable) Error() string { return u.Err.Error() }
+func (u *unplayable) Unwrap() error { return u.Err }
 
 // Handle plays one job: at most one move, whatever happens to this or any
 // other worker holding the same job, because the move's request id is
@@ -310,7 +310,7 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		case status.Code(err) == codes.Unauthenticated, status.Code(err) == codes.PermissionDenied, status.Code(err) == codes.InvalidArgument:
 			// A credential malformed, forged or for another seat, or a
 			// game id no game can have: no worker could ever play it.
-			return &Unplayable{Err: fmt.Errorf("game %s refused the job: %w", j.GameID, err)}
+			return &unplayable{Err: fmt.Errorf("game %s refused the job: %w", j.GameID, err)}
 		}
 		if err != nil {
 			return err

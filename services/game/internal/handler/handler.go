@@ -1088,11 +1088,12 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 		case kindErr == nil:
 			// Read here, so that a FEN that does not parse is refused
 			// before the game's id is looked up in Redis.
-			if _, err := model.StartFrom(v, fen); err != nil {
+			g, err := model.StartFrom(v, fen)
+			if err != nil {
 				errs = append(errs, err)
 			}
+			p.Start = g
 		}
-		p.StartFEN = fen
 	}
 	p.Control = model.ControlFromPB(req.GetTimeControl())
 	switch {

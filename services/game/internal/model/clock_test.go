@@ -49,6 +49,16 @@ func must(t *testing.T, what string) func(Change, error) *State {
 	}
 }
 
+// startFrom is the custom start of fen, which must be one.
+func startFrom(t *testing.T, v rules.Variant, fen string) *rules.Game {
+	t.Helper()
+	g, err := StartFrom(v, fen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // afterFlag is an instant just after the running side's flag.
 func afterFlag(t *testing.T, st *State) time.Time {
 	t.Helper()
@@ -439,7 +449,7 @@ func TestTheEndingMoveStartsNoTurn(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			now := time.UnixMilli(1_700_000_000_000)
 			ctl := clock.Default()
-			ch, err := Create(CreateParams{ID: "g", Variant: rules.Xiangqi, Control: &ctl, Lag: serviceLag, FirstMoveTime: 30 * time.Second, StartFEN: c.fen}, now)
+			ch, err := Create(CreateParams{ID: "g", Variant: rules.Xiangqi, Control: &ctl, Lag: serviceLag, FirstMoveTime: 30 * time.Second, Start: startFrom(t, rules.Xiangqi, c.fen)}, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -504,7 +514,7 @@ func TestAFlagComesBeforeTheMoveIsLookedAt(t *testing.T) {
 
 	now := time.UnixMilli(1_700_000_000_000)
 	ctl := clock.Default()
-	ch, err = Create(CreateParams{ID: "j", Variant: rules.Janggi, Control: &ctl, Lag: serviceLag, StartFEN: "4k4/9/9/p8/9/9/9/9/5K3/R7R w - - 0 1"}, now)
+	ch, err = Create(CreateParams{ID: "j", Variant: rules.Janggi, Control: &ctl, Lag: serviceLag, Start: startFrom(t, rules.Janggi, "4k4/9/9/p8/9/9/9/9/5K3/R7R w - - 0 1")}, now)
 	if err != nil {
 		t.Fatal(err)
 	}

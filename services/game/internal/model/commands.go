@@ -40,8 +40,9 @@ type CreateParams struct {
 	// Control nil or of kind None: no clock.
 	Control *clock.Control
 	Lag     clock.LagPolicy
-	// StartFEN is a custom start position; empty for the standard one.
-	StartFEN      string
+	// Start is a custom start position, as StartFrom read it; nil for the
+	// standard one.
+	Start         *rules.Game
 	Public, Rated bool
 	// PlayersMayAbort: see State.
 	PlayersMayAbort bool
@@ -70,11 +71,8 @@ func Create(p CreateParams, now time.Time) (Change, error) {
 	}
 	ch := Change{State: st}
 	switch {
-	case p.StartFEN != "":
-		g, err := StartFrom(p.Variant, p.StartFEN)
-		if err != nil {
-			return Change{}, err
-		}
+	case p.Start != nil:
+		g := p.Start
 		st.StartFEN, st.CustomStart, st.FirstTurn = g.Start(), true, g.Position().Turn()
 		st.replayed = g
 		st.Status = StatusOngoing

@@ -160,11 +160,14 @@ func (s *Store) PlayerRating(ctx context.Context, kind commonv1.GameKind, player
 	return out, nil
 }
 
+// aboveScore is the bound of ZCOUNT for the ratings above score.
+func aboveScore(score float64) string { return "(" + strconv.FormatFloat(score, 'f', -1, 64) }
+
 // rankOf is the rank of a rating of score on the leaderboard under b:
 // one more than the players rated higher, so that equal ratings share a
 // rank (1, 2, 2, 4), whatever their ids.
 func (s *Store) rankOf(ctx context.Context, b string, score float64) (int64, error) {
-	above, err := s.rdb.ZCount(ctx, b+"lb", "("+strconv.FormatFloat(score, 'f', -1, 64), "+inf").Result()
+	above, err := s.rdb.ZCount(ctx, b+"lb", aboveScore(score), "+inf").Result()
 	if err != nil {
 		return 0, fmt.Errorf("read rank: %w", err)
 	}
@@ -233,23 +236,20 @@ func (s *Store) Leaderboard(ctx context.Context, kind commonv1.GameKind, start, 
 	names := pipe.HMGet(ctx, b+"names", ids...)
 	games := pipe.HMGet(ctx, b+"games", ids...)
 	aborts := pipe.HMGet(ctx, b+"aborts", ids...)
+	// Equal ratings share a rank: the first of a page may share its rank
+	// with players on the page before.
+	above := pipe.ZCount(ctx, b+"lb", aboveScore(zs.Val()[0].Score), "+inf")
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, 0, fmt.Errorf("read leaderboard players: %w", err)
 	}
 	out := make([]Rating, len(ids))
 	for i, z := range zs.Val() {
 		out[i] = Rating{Player: ids[i], Rating: int(z.Score), Rank: start + int64(i) + 1}
-		// Equal ratings share a rank: the first of a page may share its
-		// rank with players on the page before.
 		switch {
-		case i > 0 && z.Score == zs.Val()[i-1].Score:
+		case i == 0:
+			out[i].Rank = above.Val() + 1
+		case z.Score == zs.Val()[i-1].Score:
 			out[i].Rank = out[i-1].Rank
-		case i == 0 && start > 0:
-			rank, err := s.rankOf(ctx, b, z.Score)
-			if err != nil {
-				return nil, 0, err
-			}
-			out[i].Rank = rank
 		}
 		if n, ok := names.Val()[i].(string); ok {
 			out[i].Name = n
