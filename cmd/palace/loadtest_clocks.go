@@ -375,8 +375,16 @@ func (l *clocksLoad) create(ctx context.Context, c gamev1.GameServiceClient, i i
 	if ctx.Err() != nil {
 		return nil
 	}
+	// Both kinds, one after the other. The later moves (h10g8, h1g3) are
+	// horse moves in both; the first is a Xiangqi cannon's, or a Janggi
+	// soldier's, whose cannons cannot move without a screen.
+	kind, first := commonv1.GameKind_GAME_KIND_XIANGQI, "h3e3"
+	var start *commonv1.Position
+	if i%2 == 1 {
+		kind, first, start = commonv1.GameKind_GAME_KIND_JANGGI, "a4b4", &commonv1.Position{Fen: janggiStart}
+	}
 	resp, err := c.CreateGame(ctx, &gamev1.CreateGameRequest{
-		RequestId: fmt.Sprintf("ltc-%s-%d", l.runID, i), Kind: commonv1.GameKind_GAME_KIND_XIANGQI,
+		RequestId: fmt.Sprintf("ltc-%s-%d", l.runID, i), Kind: kind, Start: start,
 		Seats:       []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "ltc-a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "ltc-b"}},
 		TimeControl: tc,
 		// Long enough for the whole setup and spread: no game may be
@@ -391,7 +399,7 @@ func (l *clocksLoad) create(ctx context.Context, c gamev1.GameServiceClient, i i
 	for _, cr := range resp.GetCredentials() {
 		g.tokens[cr.GetSide()] = cr.GetToken()
 	}
-	if _, err := l.move(ctx, c, g, commonv1.Side_SIDE_FIRST, "h3e3", 0, "1"); err != nil {
+	if _, err := l.move(ctx, c, g, commonv1.Side_SIDE_FIRST, first, 0, "1"); err != nil {
 		l.fail("first move of %s: %v", g.id, err)
 		return nil
 	}
@@ -550,9 +558,17 @@ func (l *clocksLoad) check(ctx context.Context, c gamev1.GameServiceClient, g *c
 		l.note("game %s: %v by %v", g.id, gm.GetStatus(), gm.GetResult().GetMethod())
 		return
 	}
-	flaggedSide := commonv1.Side_SIDE_FIRST
-	if gm.GetResult().GetWinner() == commonv1.Winner_WINNER_FIRST {
+	var flaggedSide commonv1.Side
+	switch gm.GetResult().GetWinner() {
+	case commonv1.Winner_WINNER_FIRST:
 		flaggedSide = commonv1.Side_SIDE_SECOND
+	case commonv1.Winner_WINNER_SECOND:
+		flaggedSide = commonv1.Side_SIDE_FIRST
+	default:
+		// A player whose clock runs out loses, in both games.
+		l.unexp.Add(1)
+		l.note("game %s: a timeout with winner %v", g.id, gm.GetResult().GetWinner())
+		return
 	}
 	deadline := g.deadline
 	if third {

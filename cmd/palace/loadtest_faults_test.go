@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,7 +21,9 @@ import (
 
 	"github.com/palacehq/palace/pkg/apptest"
 	"github.com/palacehq/palace/pkg/auth"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 )
 
@@ -40,6 +44,9 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 		// each, when set, is the counter that must count every injected
 		// fault exactly once.
 		each string
+		// unplayed: no move can be played, and the run must fail for
+		// having tested nothing, every counter clean.
+		unplayed bool
 	}{
 		{name: "none", fault: func() *fault { return &fault{} },
 			clean: []string{"lost", "duplicated", "gaps", "errors"}},
@@ -55,6 +62,23 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 			found: []string{"errors", "lost"}, clean: []string{"gaps"}},
 		{name: "stream-cancelled", fault: cancelStreamAfter(3),
 			found: []string{"errors"}, clean: []string{"duplicated"}},
+		{name: "no-legal-move-in-a-game-going-on", fault: noLegalMoveAt(5),
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		{name: "one-kind-only", fault: xiangqiOnly,
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		{name: "every-game-ended-at-creation", fault: resignAtCreation, unplayed: true},
+		{name: "old-answers-forgotten", fault: forgetOldAnswers,
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		{name: "retry-in-flight-refused", fault: refuseInFlightRetry,
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		{name: "final-result-changed", fault: flipFinalWinner,
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		{name: "ending-event-changed", fault: flipEndedWinner,
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		{name: "heartbeat-ahead", fault: heartbeatAhead,
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		{name: "snapshot-with-another-move", fault: snapshotWithAnotherFirstMove,
+			found: []string{"errors"}, clean: []string{"duplicated", "gaps"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,6 +91,15 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 			got := faultCounters(rep)
 			t.Logf("injected %d: lost %d, duplicated %d, gaps %d, errors %d (%d moves, %d retries, %d reconnects)",
 				f.injected.Load(), rep.Lost, rep.Duplicated, rep.Gaps, rep.Errors, rep.Moves, rep.Retries, rep.Reconnects)
+			if tc.unplayed {
+				if f.injected.Load() == 0 || rep.Games == 0 {
+					t.Fatalf("the fault never happened: %+v\n%s", rep, errOut)
+				}
+				if rep.Moves != 0 || rep.Lost+rep.Duplicated+rep.Gaps+rep.Errors != 0 || code != exitFail {
+					t.Fatalf("exit %d, %+v; want exit %d with no move and no fault counted\n%s", code, rep, exitFail, errOut)
+				}
+				return
+			}
 			if rep.Moves == 0 {
 				t.Fatalf("no move played through the proxy: %+v\n%s", rep, errOut)
 			}
@@ -107,6 +140,114 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 	}
 }
 
+// TestLoadtestGamesPausesAfterARefusedCreation: a server that refuses every
+// new game gets each slot's creation again only after a pause, not in a
+// loop that would burn the machine the server shares with the tool.
+func TestLoadtestGamesPausesAfterARefusedCreation(t *testing.T) {
+	upstream := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
+	f := &fault{}
+	f.create = func(context.Context, gamev1.GameServiceClient, *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
+		f.injected.Add(1)
+		return nil, status.Error(codes.Internal, "no games today (the faulty proxy)")
+	}
+	addr := startFaultyProxy(t, upstream, f)
+	games, d := 3, 1500*time.Millisecond
+	out, errOut, code := palace("loadtest", "games", "--addr", addr, "--games", strconv.Itoa(games), "--duration", d.String(),
+		"--floor=false", "--service-keys", apptest.ServiceKeys)
+	var rep gamesReport
+	lastJSON(t, out, &rep)
+	// Each slot tries at once, then once per pause.
+	most := int64(games) * (int64(d/failoverPauseMax) + 2)
+	if n := f.injected.Load(); n == 0 || n > most || rep.Errors != n || code != exitFail {
+		t.Fatalf("%d creations refused (want 1 to %d), %d errors counted, exit %d (want %d)\n%s", n, most, rep.Errors, code, exitFail, errOut)
+	}
+}
+
+// TestLoadtestClocksFindsAWrongWinner: a timeout recorded as a draw, or
+// without a winner, is no correct flag, whoever the tool expected to flag.
+func TestLoadtestClocksFindsAWrongWinner(t *testing.T) {
+	upstream := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
+	for _, winner := range []commonv1.Winner{commonv1.Winner_WINNER_DRAW, commonv1.Winner_WINNER_UNSPECIFIED} {
+		t.Run(winner.String(), func(t *testing.T) {
+			f := &fault{}
+			f.get = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+				resp, err := up.GetGame(ctx, req)
+				if err == nil && resp.GetGame().GetResult().GetMethod() == commonv1.EndMethod_END_METHOD_TIMEOUT {
+					f.injected.Add(1)
+					resp.Game.Result.Winner = winner
+				}
+				return resp, err
+			}
+			addr := startFaultyProxy(t, upstream, f)
+			out, errOut, code := palace("loadtest", "clocks", "--addr", addr, "--games", "6", "--spread", "1s",
+				"--min-time", "2s", "--max-time", "2s", "--service-keys", apptest.ServiceKeys)
+			var rep clocksReport
+			lastJSON(t, out, &rep)
+			if f.injected.Load() == 0 || rep.Unexpected != rep.Checked || rep.Checked != 6 || rep.Flagged != 0 || code != exitFail {
+				t.Fatalf("%d results changed; report %+v, exit %d; want every game of 6 unexpected and exit %d\n%s", f.injected.Load(), rep, code, exitFail, errOut)
+			}
+		})
+	}
+}
+
+// TestLoadtestMatchmakingFindsAGameUnlikeItsPool reads the games back
+// through a proxy that changes one thing a pool decides: a pairing into
+// a game of another kind, time control or rating is a wrong one.
+func TestLoadtestMatchmakingFindsAGameUnlikeItsPool(t *testing.T) {
+	keys := "lt:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
+		"--player-signing-keys", keys, "--pairing-interval", "50ms")
+	for name, change := range map[string]func(*gamev1.Game){
+		"kind": func(g *gamev1.Game) {
+			if g.Kind == commonv1.GameKind_GAME_KIND_JANGGI {
+				g.Kind = commonv1.GameKind_GAME_KIND_XIANGQI
+			} else {
+				g.Kind = commonv1.GameKind_GAME_KIND_JANGGI
+			}
+		},
+		"time-control": func(g *gamev1.Game) { g.TimeControl = nil },
+		"rated":        func(g *gamev1.Game) { g.Rated = !g.Rated },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := &fault{}
+			f.get = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+				resp, err := up.GetGame(ctx, req)
+				if err == nil {
+					f.injected.Add(1)
+					change(resp.Game)
+				}
+				return resp, err
+			}
+			gameAddr := startFaultyProxy(t, addr, f)
+			out, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--game-addr", gameAddr, "--tickets", "16", "--cancel", "0",
+				"--player-signing-keys", keys, "--timeout", "60s")
+			var rep mmReport
+			lastJSON(t, out, &rep)
+			if f.injected.Load() == 0 || rep.GamesChecked == 0 || rep.DoublePaired != 2*rep.GamesChecked || code != exitFail {
+				t.Fatalf("%d games changed; report %+v, exit %d; want every pairing of a game checked wrong and exit %d\n%s", f.injected.Load(), rep, code, exitFail, errOut)
+			}
+		})
+	}
+}
+
+// TestLoadtestMatchmakingCountsAWatchEndedWhileWaiting: a watch that the
+// server ends cleanly while its ticket waits leaves the player with no word
+// of a match; its ticket is unsettled, not waiting.
+func TestLoadtestMatchmakingCountsAWatchEndedWhileWaiting(t *testing.T) {
+	keys := "lt:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
+		"--player-signing-keys", keys, "--pairing-interval", "50ms")
+	f := &fault{endAfterFirst: matchmakingv1.MatchmakingService_WatchTicket_FullMethodName}
+	proxy := startFaultyProxy(t, addr, f)
+	out, errOut, code := palace("loadtest", "matchmaking", "--addr", proxy, "--tickets", "8", "--cancel", "0",
+		"--player-signing-keys", keys, "--timeout", "20s")
+	var rep mmReport
+	lastJSON(t, out, &rep)
+	if f.injected.Load() == 0 || rep.Unsettled == 0 || rep.Matched+rep.Waiting+rep.Unsettled != rep.Tickets || code != exitFail {
+		t.Fatalf("%d watches ended; report %+v, exit %d; want unsettled tickets and exit %d\n%s", f.injected.Load(), rep, code, exitFail, errOut)
+	}
+}
+
 // faultCounters are the report's fault counters by their JSON names.
 func faultCounters(rep gamesReport) map[string]int64 {
 	return map[string]int64{"lost": rep.Lost, "duplicated": rep.Duplicated, "gaps": rep.Gaps, "errors": rep.Errors}
@@ -118,6 +259,12 @@ type fault struct {
 	// move answers a MakeMove; up reaches the real server, with the
 	// caller's credentials in ctx.
 	move func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.MakeMoveRequest) (*gamev1.MakeMoveResponse, error)
+	// create answers a CreateGame, get a GetGame.
+	create func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error)
+	get    func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error)
+	// endAfterFirst names a server-streaming method (of any service) whose
+	// calls the proxy ends cleanly after their first answer.
+	endAfterFirst string
 	// events makes the filter of one StreamEvents call.
 	events func() eventFilter
 	// injected counts the faults done.
@@ -204,35 +351,48 @@ func swallowMove(nth int) func() *fault {
 	return func() *fault {
 		f := &fault{}
 		var mu sync.Mutex
-		moves := map[string]int{}                          // distinct requests by game
-		swallowed := map[string]*gamev1.MakeMoveResponse{} // answers by request id
+		moves := map[string]int{} // distinct requests by game
+		// swallowed holds the answers by request id, a request sent twice
+		// at once waiting for the first's.
+		type answer struct {
+			ready chan struct{}
+			resp  *gamev1.MakeMoveResponse
+			err   error
+		}
+		swallowed := map[string]*answer{}
 		seen := map[string]bool{}
 		f.move = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.MakeMoveRequest) (*gamev1.MakeMoveResponse, error) {
 			mu.Lock()
-			if resp, ok := swallowed[req.GetRequestId()]; ok {
+			if a, ok := swallowed[req.GetRequestId()]; ok {
 				mu.Unlock()
-				return resp, nil
+				<-a.ready
+				return a.resp, a.err
 			}
 			first := !seen[req.GetRequestId()]
 			seen[req.GetRequestId()] = true
 			if first {
 				moves[req.GetGameId()]++
 			}
-			swallow := first && moves[req.GetGameId()] == nth
-			mu.Unlock()
-			if !swallow {
+			if !first || moves[req.GetGameId()] != nth {
+				mu.Unlock()
 				return up.MakeMove(ctx, req)
 			}
+			a := &answer{ready: make(chan struct{})}
+			swallowed[req.GetRequestId()] = a
+			mu.Unlock()
+			defer close(a.ready)
 			g, err := up.GetGame(ctx, &gamev1.GetGameRequest{GameId: req.GetGameId()})
 			if err != nil {
+				// Nothing swallowed: a later retry goes through.
+				mu.Lock()
+				delete(swallowed, req.GetRequestId())
+				mu.Unlock()
+				a.err = err
 				return nil, err
 			}
-			resp := &gamev1.MakeMoveResponse{Game: g.GetGame()}
-			mu.Lock()
-			swallowed[req.GetRequestId()] = resp
-			mu.Unlock()
+			a.resp = &gamev1.MakeMoveResponse{Game: g.GetGame()}
 			f.injected.Add(1)
-			return resp, nil
+			return a.resp, nil
 		}
 		return f
 	}
@@ -283,6 +443,190 @@ func cancelStreamAfter(n int) func() *fault {
 	}
 }
 
+// noLegalMoveAt answers the move at ply with the game going on but no
+// legal move left to play: the tool must report it, not crash.
+func noLegalMoveAt(ply uint32) func() *fault {
+	return func() *fault {
+		f := &fault{}
+		f.move = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.MakeMoveRequest) (*gamev1.MakeMoveResponse, error) {
+			resp, err := up.MakeMove(ctx, req)
+			if err != nil || resp.GetMove().GetPly() != ply || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+				return resp, err
+			}
+			f.injected.Add(1)
+			resp.Game.LegalMoves = nil
+			return resp, nil
+		}
+		return f
+	}
+}
+
+// xiangqiOnly creates every game as Xiangqi, whatever was asked: a server
+// that plays one kind only.
+func xiangqiOnly() *fault {
+	f := &fault{}
+	f.create = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
+		if req.GetKind() != commonv1.GameKind_GAME_KIND_XIANGQI {
+			f.injected.Add(1)
+			req.Kind, req.Start = commonv1.GameKind_GAME_KIND_XIANGQI, nil
+		}
+		return up.CreateGame(ctx, req)
+	}
+	return f
+}
+
+// resignAtCreation ends every game as it is created: a run of such games
+// counts no fault, and must fail all the same for testing nothing.
+func resignAtCreation() *fault {
+	f := &fault{}
+	f.create = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
+		created, err := up.CreateGame(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		var token string
+		for _, c := range created.GetCredentials() {
+			if c.GetSide() == commonv1.Side_SIDE_FIRST {
+				token = c.GetToken()
+			}
+		}
+		resigned, err := up.Resign(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token),
+			&gamev1.ResignRequest{GameId: created.GetGameId(), RequestId: req.GetRequestId() + "-at-once"})
+		if err != nil {
+			return nil, err
+		}
+		f.injected.Add(1)
+		created.Game = resigned.GetGame()
+		return created, nil
+	}
+	return f
+}
+
+// forgetOldAnswers refuses a move sent again once a later one of its game
+// was: a server that keeps only the last answer of each game.
+func forgetOldAnswers() *fault {
+	f := &fault{}
+	var mu sync.Mutex
+	latest := map[string]string{} // request id by game
+	seen := map[string]bool{}
+	f.move = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.MakeMoveRequest) (*gamev1.MakeMoveResponse, error) {
+		mu.Lock()
+		forgotten := seen[req.GetRequestId()] && latest[req.GetGameId()] != req.GetRequestId()
+		seen[req.GetRequestId()] = true
+		latest[req.GetGameId()] = req.GetRequestId()
+		mu.Unlock()
+		if forgotten {
+			f.injected.Add(1)
+			return nil, status.Error(codes.FailedPrecondition, "request unknown (the faulty proxy keeps the last answer only)")
+		}
+		return up.MakeMove(ctx, req)
+	}
+	return f
+}
+
+// refuseInFlightRetry refuses a move whose request id is in flight
+// already, where the second call should get the first's answer.
+func refuseInFlightRetry() *fault {
+	f := &fault{}
+	var mu sync.Mutex
+	inFlight := map[string]bool{}
+	f.move = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.MakeMoveRequest) (*gamev1.MakeMoveResponse, error) {
+		mu.Lock()
+		busy := inFlight[req.GetRequestId()]
+		inFlight[req.GetRequestId()] = true
+		mu.Unlock()
+		if busy {
+			f.injected.Add(1)
+			return nil, status.Error(codes.Aborted, "request in flight (the faulty proxy)")
+		}
+		defer func() {
+			mu.Lock()
+			delete(inFlight, req.GetRequestId())
+			mu.Unlock()
+		}()
+		return up.MakeMove(ctx, req)
+	}
+	return f
+}
+
+// otherWinner turns a decisive result into the opposite one, and a draw
+// into a win.
+func otherWinner(r *commonv1.Result) {
+	if r.GetWinner() == commonv1.Winner_WINNER_FIRST {
+		r.Winner = commonv1.Winner_WINNER_SECOND
+	} else {
+		r.Winner = commonv1.Winner_WINNER_FIRST
+	}
+}
+
+// flipFinalWinner reads every game back with the other side winning.
+func flipFinalWinner() *fault {
+	f := &fault{}
+	f.get = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+		resp, err := up.GetGame(ctx, req)
+		if err != nil || resp.GetGame().GetResult() == nil {
+			return resp, err
+		}
+		f.injected.Add(1)
+		otherWinner(resp.Game.Result)
+		return resp, nil
+	}
+	return f
+}
+
+// editEvents relays every stream's messages after edit, which reports
+// whether it changed one.
+func editEvents(edit func(*gamev1.StreamEventsResponse) bool) *fault {
+	f := &fault{}
+	f.events = func() eventFilter {
+		return func(m *gamev1.StreamEventsResponse) ([]*gamev1.StreamEventsResponse, error) {
+			if edit(m) {
+				f.injected.Add(1)
+			}
+			return []*gamev1.StreamEventsResponse{m}, nil
+		}
+	}
+	return f
+}
+
+// flipEndedWinner streams every game's end with the other side winning.
+func flipEndedWinner() *fault {
+	return editEvents(func(m *gamev1.StreamEventsResponse) bool {
+		end := m.GetEvent().GetGameEnded()
+		if end.GetResult() == nil {
+			return false
+		}
+		otherWinner(end.Result)
+		return true
+	})
+}
+
+// heartbeatAhead has every heartbeat claim a version one past the
+// stream's.
+func heartbeatAhead() *fault {
+	return editEvents(func(m *gamev1.StreamEventsResponse) bool {
+		hb := m.GetHeartbeat()
+		if hb == nil {
+			return false
+		}
+		hb.Version++
+		return true
+	})
+}
+
+// snapshotWithAnotherFirstMove sends snapshots whose first move is not the
+// one played.
+func snapshotWithAnotherFirstMove() *fault {
+	return editEvents(func(m *gamev1.StreamEventsResponse) bool {
+		g := m.GetSnapshot()
+		if len(g.GetMoves()) == 0 {
+			return false
+		}
+		g.Moves[0].Move = &commonv1.Move{Coordinate: "a1a2"}
+		return true
+	})
+}
+
 // startFaultyProxy serves a gRPC proxy to upstream, with fault f, until
 // the test ends, and returns its address.
 func startFaultyProxy(t *testing.T, upstream string, f *fault) string {
@@ -324,15 +668,17 @@ func (p *faultyProxy) handle(_ any, ss grpc.ServerStream) error {
 	ctx := withCredentials(ss.Context())
 	switch {
 	case method == gamev1.GameService_MakeMove_FullMethodName && p.fault.move != nil:
-		var req gamev1.MakeMoveRequest
-		if err := recvProto(ss, &req); err != nil {
-			return err
-		}
-		resp, err := p.fault.move(ctx, p.game, &req)
-		if err != nil {
-			return err
-		}
-		return sendProto(ss, resp)
+		return answer(ss, &gamev1.MakeMoveRequest{}, func(req *gamev1.MakeMoveRequest) (*gamev1.MakeMoveResponse, error) {
+			return p.fault.move(ctx, p.game, req)
+		})
+	case method == gamev1.GameService_CreateGame_FullMethodName && p.fault.create != nil:
+		return answer(ss, &gamev1.CreateGameRequest{}, func(req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
+			return p.fault.create(ctx, p.game, req)
+		})
+	case method == gamev1.GameService_GetGame_FullMethodName && p.fault.get != nil:
+		return answer(ss, &gamev1.GetGameRequest{}, func(req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+			return p.fault.get(ctx, p.game, req)
+		})
 	case method == gamev1.GameService_StreamEvents_FullMethodName && p.fault.events != nil:
 		var req gamev1.StreamEventsRequest
 		if err := recvProto(ss, &req); err != nil {
@@ -341,6 +687,18 @@ func (p *faultyProxy) handle(_ any, ss grpc.ServerStream) error {
 		return p.filterEvents(ctx, ss, &req, p.fault.events())
 	}
 	return p.forward(ctx, ss, method)
+}
+
+// answer serves a unary call with hook, reading its request into req.
+func answer[Req, Resp proto.Message](ss grpc.ServerStream, req Req, hook func(Req) (Resp, error)) error {
+	if err := recvProto(ss, req); err != nil {
+		return err
+	}
+	resp, err := hook(req)
+	if err != nil {
+		return err
+	}
+	return sendProto(ss, resp)
 }
 
 // filterEvents relays a stream of events through filter.
@@ -398,6 +756,10 @@ func (p *faultyProxy) forward(ctx context.Context, ss grpc.ServerStream, method 
 		}
 		if err := ss.SendMsg(&resp); err != nil {
 			return err
+		}
+		if method == p.fault.endAfterFirst {
+			p.fault.injected.Add(1)
+			return nil
 		}
 	}
 }

@@ -29,6 +29,12 @@ import (
 // gamesReport is the load test's result, printed as its last line.
 type gamesReport struct {
 	Games int64 `json:"games"`
+	// The games and moves of each kind: kinds alternate, so a run of two
+	// games or more plays both, and a kind the server does not play shows.
+	JanggiGames  int64 `json:"janggi_games"`
+	XiangqiGames int64 `json:"xiangqi_games"`
+	JanggiMoves  int64 `json:"janggi_moves"`
+	XiangqiMoves int64 `json:"xiangqi_moves"`
 	// Moves counts every acknowledged move; the rate and the latencies
 	// leave out the warm-up (the first WarmupS seconds of each phase),
 	// while every move is checked against the streams and final states.
@@ -48,6 +54,10 @@ type gamesReport struct {
 	Duplicated int64 `json:"duplicated"`
 	Gaps       int64 `json:"gaps"`
 	Errors     int64 `json:"errors"`
+	// Retries counts requests sent again with the same request id: at
+	// once after the answer, alongside the first call, or later in the
+	// game (after the opponent's reply, or after the end). Each must get
+	// the first answer, whole; a different one counts as duplicated.
 	Retries    int64 `json:"retries"`
 	Reconnects int64 `json:"reconnects"`
 	// Failovers counts calls and streams sent again, to the next replica,
@@ -94,6 +104,8 @@ type gamesLoad struct {
 	rng  func() *rand.Rand
 
 	games, moves, measured, lost, dup, gaps, errs, retries, reconnects, failovers atomic.Int64
+	// kindGames and kindMoves count by kind: Janggi first, then Xiangqi.
+	kindGames, kindMoves [2]atomic.Int64
 
 	mu sync.Mutex
 	// lat holds the moves' round trips; eventLat the times until the
@@ -245,7 +257,12 @@ loop:
 		rep.FloorP50ms, rep.FloorP99ms = percentiles(all.lat)
 	}
 	rep.Games, rep.Moves, rep.WarmupS = l.games.Load(), l.moves.Load(), l.warmup.Seconds()
-	rep.MovesPerS = float64(l.measured.Load()) / (elapsed - l.warmup).Seconds()
+	rep.JanggiGames, rep.XiangqiGames = l.kindGames[0].Load(), l.kindGames[1].Load()
+	rep.JanggiMoves, rep.XiangqiMoves = l.kindMoves[0].Load(), l.kindMoves[1].Load()
+	if secs := (elapsed - l.warmup).Seconds(); secs > 0 {
+		// (Interrupted during the warm-up, nothing was measured.)
+		rep.MovesPerS = float64(l.measured.Load()) / secs
+	}
 	rep.P50ms, rep.P99ms = percentiles(l.lat)
 	if len(l.lat) > 0 {
 		rep.MaxMs = float64(l.lat[len(l.lat)-1].Microseconds()) / 1000 // sorted by percentiles
@@ -260,13 +277,38 @@ loop:
 	for _, e := range l.err {
 		fmt.Fprintln(stderr, "error:", e)
 	}
-	b, _ := json.Marshal(rep)
+	unplayed := rep.unplayed()
+	if unplayed != "" {
+		fmt.Fprintln(stderr, "palace loadtest games:", unplayed)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		fmt.Fprintln(stderr, "palace loadtest games: report:", err)
+		return exitFail
+	}
 	fmt.Fprintln(stdout, string(b))
-	if rep.Lost+rep.Duplicated+rep.Gaps+rep.Errors > 0 || rep.Interrupted {
+	if rep.Lost+rep.Duplicated+rep.Gaps+rep.Errors > 0 || rep.Interrupted || unplayed != "" {
 		// The report stands; the exit status lets a script see the faults.
 		return exitFail
 	}
 	return exitOK
+}
+
+// unplayed says what a run that counted no fault still failed to test:
+// all zeros from a server that plays no move, or only one kind, would
+// read as a pass.
+func (r gamesReport) unplayed() string {
+	switch {
+	case r.Interrupted:
+		return ""
+	case r.Moves == 0:
+		return fmt.Sprintf("no move was acknowledged in %d games, so nothing was tested (a --think longer than --duration, or a server that ends or refuses every game)", r.Games)
+	case r.Games >= 2 && r.JanggiGames == 0:
+		return fmt.Sprintf("none of the %d games was a Janggi game", r.Games)
+	case r.Games >= 2 && r.XiangqiGames == 0:
+		return fmt.Sprintf("none of the %d games was a Xiangqi game", r.Games)
+	}
+	return ""
 }
 
 func percentiles(lat []time.Duration) (p50, p99 float64) {
@@ -307,10 +349,13 @@ func (l *gamesLoad) floor(ctx context.Context, clients int, d time.Duration) flo
 	var all []time.Duration
 	var count atomic.Int64
 	var wg sync.WaitGroup
-	key := "floor" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	run := "floor" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	start := time.Now()
 	for i := range clients {
 		wg.Go(func() {
+			// A key for each client, as each game has its own: one key for
+			// all would put the whole floor on one Redis Cluster slot.
+			key := run + "-" + strconv.Itoa(i)
 			// Routed like a game, so that a replica that is down sends
 			// its floor calls to the next one as it sends the games.
 			r := l.route(i)
@@ -357,15 +402,39 @@ func (l *gamesLoad) table(play, all context.Context, slot int, retryRate, reconn
 	r := l.route(slot)
 	l.pause(play, rng)
 	for n := 0; play.Err() == nil; n++ {
+		// Kinds alternate, rather than being drawn, so that any two games
+		// are one of each.
 		kind := commonv1.GameKind_GAME_KIND_XIANGQI
 		var start *commonv1.Position
-		if rng.IntN(2) == 0 {
+		if (slot+n)%2 == 0 {
 			kind = commonv1.GameKind_GAME_KIND_JANGGI
 			// Skip the setup phase: the load is on moves.
-			start = &commonv1.Position{Fen: "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1"}
+			start = &commonv1.Position{Fen: janggiStart}
 		}
-		l.playGame(play, all, r, rng, kind, start, fmt.Sprintf("lt-%d-%d-%d", time.Now().UnixNano(), slot, n), retryRate, reconnectRate)
+		if !l.playGame(play, all, r, rng, kind, start, fmt.Sprintf("lt-%d-%d-%d", time.Now().UnixNano(), slot, n), retryRate, reconnectRate) {
+			// Not at once again: a server that refuses every creation
+			// would have the slots spin, as the floor's clients would.
+			select {
+			case <-play.Done():
+			case <-time.After(failoverPauseMax):
+			}
+		}
 	}
+}
+
+// janggiStart is a Janggi start position with both formations chosen, so
+// that a game starts at once, with its first move.
+const janggiStart = "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 0 1"
+
+// kindIndex is the index of kind in the counters by kind, -1 for none.
+func kindIndex(kind commonv1.GameKind) int {
+	switch kind {
+	case commonv1.GameKind_GAME_KIND_JANGGI:
+		return 0
+	case commonv1.GameKind_GAME_KIND_XIANGQI:
+		return 1
+	}
+	return -1
 }
 
 type played struct {
@@ -379,6 +448,12 @@ type seen struct {
 	version uint64
 	played
 	at time.Time
+	// snapshot marks the state a stream sent first, at version; its moves
+	// follow, each an entry of its own with inSnapshot set.
+	snapshot, inSnapshot bool
+	// ended is the result of the game's last event, or of a snapshot of
+	// the game ended.
+	ended *commonv1.Result
 }
 
 // sent is a measured move: when it was sent, and by which seat (0 first).
@@ -394,7 +469,32 @@ func (l *gamesLoad) route(slot int) *route {
 	return &route{replicas: l.replicas, replica: slot % len(l.replicas), conn: slot / len(l.replicas), retry: l.retryUnavailable, moved: func() { l.failovers.Add(1) }}
 }
 
-func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand, kind commonv1.GameKind, start *commonv1.Position, rid string, retryRate, reconnectRate float64) {
+// retry is how a move is sent again with its request id, if at all.
+type retry int
+
+const (
+	noRetry retry = iota
+	// retryAtOnce sends it again once the first answer is in.
+	retryAtOnce
+	// retryAlongside sends it twice at once, as a client that gave up
+	// on a slow call and sent it again on another connection does.
+	retryAlongside
+	// retryLater sends it again after the opponent's reply, or after the
+	// game's end: an answer kept, not one made again from the game.
+	retryLater
+)
+
+// sentBefore is a move to send again later, with its first answer.
+type sentBefore struct {
+	req    *gamev1.MakeMoveRequest
+	side   commonv1.Side
+	ply    uint32
+	answer *gamev1.MakeMoveResponse
+}
+
+// playGame plays one game to its end, or until play ends and it resigns,
+// then checks it; it reports whether the game was created.
+func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand, kind commonv1.GameKind, start *commonv1.Position, rid string, retryRate, reconnectRate float64) bool {
 	createReq := &gamev1.CreateGameRequest{
 		RequestId: rid, Kind: kind, Start: start,
 		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "b"}},
@@ -404,10 +504,17 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 	})
 	if err != nil {
 		l.failUnless(all, "create: %v", err)
-		return
+		return false
 	}
 	l.games.Add(1)
 	id := created.GetGameId()
+	k := kindIndex(created.GetGame().GetKind())
+	if got := created.GetGame().GetKind(); got != kind {
+		l.fail("game %s was created as %v, asked for %v", id, got, kind)
+	}
+	if k >= 0 {
+		l.kindGames[k].Add(1)
+	}
 	tokens := map[commonv1.Side]string{}
 	for _, cr := range created.GetCredentials() {
 		tokens[cr.GetSide()] = cr.GetToken()
@@ -431,18 +538,47 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 	// unsure is the ply of a move whose call failed: it may have been
 	// applied all the same, so finding it is no fault.
 	var unsure uint32
+	// later is a move to send again once the game has moved on.
+	var later *sentBefore
 	for play.Err() == nil && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING {
 		legal := g.GetLegalMoves()
+		if len(legal) == 0 {
+			// A side to move in a game going on has a move (a Janggi
+			// pass at least), or the game would have ended.
+			l.fail("game %s is going on at version %d with no legal move for %v", id, g.GetVersion(), g.GetTurn())
+			break
+		}
 		mv := legal[rng.IntN(len(legal))].GetCoordinate()
 		// Every move of the game is played here, so plies are known.
 		ply := uint32(len(acked) + 1)
 		req := &gamev1.MakeMoveRequest{GameId: id, RequestId: fmt.Sprintf("%s-%d", rid, len(acked)), Move: &commonv1.Move{Coordinate: mv}}
-		t := time.Now()
+		side := g.GetTurn()
 		move := func(c gamev1.GameServiceClient) (*gamev1.MakeMoveResponse, error) {
-			return c.MakeMove(as(all, g.GetTurn()), req)
+			return c.MakeMove(as(all, side), req)
 		}
+		again := noRetry
+		if rng.Float64() < retryRate {
+			again = retry(1 + rng.IntN(3))
+		}
+		type answer struct {
+			resp *gamev1.MakeMoveResponse
+			err  error
+		}
+		var twin chan answer
+		if again == retryAlongside {
+			twin = make(chan answer, 1)
+			tr := *r
+			go func() {
+				resp, err := onReplicas(all, &tr, move)
+				twin <- answer{resp, err}
+			}()
+		}
+		t := time.Now()
 		resp, err := onReplicas(all, r, move)
 		if err != nil {
+			if twin != nil {
+				<-twin
+			}
 			l.failUnless(all, "move %s in %s: %v", mv, id, err)
 			unsure = ply
 			break
@@ -458,40 +594,57 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 				l.measured.Add(1)
 			}
 			seat := 0
-			if g.GetTurn() != commonv1.Side_SIDE_FIRST {
+			if side != commonv1.Side_SIDE_FIRST {
 				seat = 1
 			}
 			measured = append(measured, sent{ply: ply, seat: seat, at: t})
 		}
 		l.moves.Add(1)
+		if k >= 0 {
+			l.kindMoves[k].Add(1)
+		}
 		// What was sent, not the answer's echo of it: the check must find
 		// the move asked for.
 		acked = append(acked, played{ply: ply, move: mv})
-		if rng.Float64() < retryRate {
+		switch again {
+		case retryAtOnce:
 			l.retries.Add(1)
-			again, err := onReplicas(all, r, move)
-			switch {
-			case err != nil:
-				l.failUnless(all, "retried move: %v", err)
-			case !proto.Equal(again, resp):
-				// A retry must get the first answer, whole.
-				l.dup.Add(1)
+			resent, err := onReplicas(all, r, move)
+			l.sameAnswer(all, resp, resent, err, "move %s of %s sent again", mv, id)
+		case retryAlongside:
+			l.retries.Add(1)
+			twin := <-twin
+			l.sameAnswer(all, resp, twin.resp, twin.err, "move %s of %s sent twice at once", mv, id)
+		case retryLater:
+			if later == nil {
+				later = &sentBefore{req: req, side: side, ply: ply, answer: resp}
 			}
+		}
+		if later != nil && ply > later.ply {
+			l.sendAgain(all, r, as, later)
+			later = nil
 		}
 		g = resp.GetGame()
 		l.pause(play, rng)
 	}
+	end := g
 	if st := g.GetStatus(); st != commonv1.GameStatus_GAME_STATUS_ENDED && st != commonv1.GameStatus_GAME_STATUS_ABORTED {
 		// End the game so both streams complete (an answer without the
 		// game, from a faulty server, leaves it to end here too).
 		resign := &gamev1.ResignRequest{GameId: id, RequestId: rid + "-resign"}
-		if _, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.ResignResponse, error) {
+		resigned, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.ResignResponse, error) {
 			return c.Resign(as(all, commonv1.Side_SIDE_FIRST), resign)
-		}); err != nil {
+		})
+		end = resigned.GetGame()
+		if err != nil {
 			l.failUnless(all, "resign %s: %v", id, err)
 			// The streams wait for an end that will not come.
 			stopWatching()
 		}
+	}
+	if later != nil {
+		// After the end, the answer is still the first one.
+		l.sendAgain(all, r, as, later)
 	}
 	streamsDone := make(chan struct{})
 	go func() { swg.Wait(); close(streamsDone) }()
@@ -511,13 +664,39 @@ func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand
 		// The game is gone, and every move acknowledged in it with it.
 		l.fail("final state of %s: %v", id, err)
 		l.lost.Add(int64(len(acked)))
-		return
+		return true
 	case err != nil:
 		l.failUnless(all, "final state of %s: %v", id, err)
-		return
+		return true
+	}
+	if end != nil && (final.GetGame().GetStatus() != end.GetStatus() || !proto.Equal(final.GetGame().GetResult(), end.GetResult())) {
+		l.fail("game %s ended %v %v, where the answer that ended it said %v %v", id,
+			final.GetGame().GetStatus(), final.GetGame().GetResult(), end.GetStatus(), end.GetResult())
 	}
 	l.check(final.GetGame(), acked, unsure, streams)
 	l.timeEvents(measured, streams)
+	return true
+}
+
+// sameAnswer checks the answer to a request sent again against the first:
+// a retry must get the first answer, whole, or it was applied again.
+func (l *gamesLoad) sameAnswer(all context.Context, first, again *gamev1.MakeMoveResponse, err error, format string, a ...any) {
+	switch {
+	case err != nil:
+		l.failUnless(all, format+": %v", append(a, err)...)
+	case !proto.Equal(again, first):
+		l.dup.Add(1)
+	}
+}
+
+// sendAgain sends a move of before again, as a client whose answer got
+// lost does when it finally gets through.
+func (l *gamesLoad) sendAgain(all context.Context, r *route, as func(context.Context, commonv1.Side) context.Context, before *sentBefore) {
+	l.retries.Add(1)
+	resent, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.MakeMoveResponse, error) {
+		return c.MakeMove(as(all, before.side), before.req)
+	})
+	l.sameAnswer(all, before.answer, resent, err, "move %s of %s (ply %d) sent again later", before.req.GetMove().GetCoordinate(), before.req.GetGameId(), before.ply)
 }
 
 // streamEndWait bounds the wait for a game's streams to deliver its end,
@@ -581,7 +760,28 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 		var next uint64 = 1
 		for _, e := range st.events {
 			v := e.version
+			if e.ended != nil && !proto.Equal(e.ended, final.GetResult()) {
+				l.fail("a stream of %s ended the game with %v, its final state has %v", final.GetGameId(), e.ended, final.GetResult())
+			}
 			switch {
+			case e.snapshot:
+				if v+1 < next {
+					// Behind what the stream had sent already: counted
+					// once, and the events that follow are judged by
+					// what it had sent.
+					l.gaps.Add(1)
+				} else {
+					next = v + 1
+				}
+				continue
+			case e.inSnapshot:
+				// A move the stream sent before is in its snapshots too.
+				if m, ok := moves[e.ply]; !ok {
+					record(moves, e.played)
+				} else if m != e.move {
+					l.fail("a snapshot of %s has %s at ply %d, where its stream sent %s", final.GetGameId(), e.move, e.ply, m)
+				}
+				continue
 			case got[v]:
 				l.dup.Add(1)
 				continue // counted once, as the repeated version
@@ -624,7 +824,10 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 	failovers := 0
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithCancel(seat)
-		st, err := r.client().StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: id, AfterVersion: last})
+		// Half the connections ask for the game's state first, as an app
+		// opening a game's screen does.
+		snapshot := rng.IntN(2) == 0
+		st, err := r.client().StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: id, AfterVersion: last, Snapshot: snapshot})
 		if err != nil {
 			cancel()
 			if r.failover(ctx, err, failovers) {
@@ -637,7 +840,7 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 			return streamed{events: out}
 		}
 		reconnect := false
-		for !reconnect {
+		for first := true; !reconnect; first = false {
 			m, err := st.Recv()
 			if err != nil {
 				cancel()
@@ -656,6 +859,31 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 				return streamed{events: out}
 			}
 			failovers = 0
+			if snapshot && first && m.GetSnapshot() == nil {
+				l.fail("stream %s asked for a snapshot began with %T instead", id, m.GetMessage())
+			}
+			if g := m.GetSnapshot(); g != nil {
+				if !snapshot || !first {
+					l.fail("stream %s sent a snapshot unasked, or after its first message", id)
+				}
+				at := time.Now()
+				s := seen{version: g.GetVersion(), snapshot: true, at: at}
+				if st := g.GetStatus(); st == commonv1.GameStatus_GAME_STATUS_ENDED || st == commonv1.GameStatus_GAME_STATUS_ABORTED {
+					s.ended = g.GetResult()
+				}
+				out = append(out, s)
+				for _, mr := range g.GetMoves() {
+					out = append(out, seen{version: g.GetVersion(), inSnapshot: true, at: at,
+						played: played{ply: mr.GetPly(), move: mr.GetMove().GetCoordinate()}})
+				}
+				last = g.GetVersion()
+				continue
+			}
+			if hb := m.GetHeartbeat(); hb != nil && hb.GetVersion() != last {
+				// A heartbeat says where the stream is: at the last
+				// version it sent, or at the one it resumed after.
+				l.fail("stream %s beat at version %d, after sending up to %d", id, hb.GetVersion(), last)
+			}
 			e := m.GetEvent()
 			if e == nil {
 				continue
@@ -664,9 +892,12 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 			if m := e.GetMovePlayed(); m != nil {
 				s.played = played{ply: m.GetPly(), move: m.GetMove().GetCoordinate()}
 			}
+			if end := e.GetGameEnded(); end != nil {
+				s.ended = end.GetResult()
+			}
 			out = append(out, s)
 			last = e.GetVersion()
-			if e.GetGameEnded() != nil {
+			if s.ended != nil {
 				cancel()
 				return streamed{events: out, complete: true}
 			}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/palacehq/palace/pkg/apierr"
@@ -43,7 +44,8 @@ type mmReport struct {
 	Unsettled int `json:"unsettled"`
 	// DoublePaired counts tickets whose pairing is wrong: in a game with
 	// other than exactly one partner, with themselves, across pools,
-	// reported with two games, or seated otherwise by the game service.
+	// reported with two games, or seated otherwise by the game service, or
+	// in a game of another kind, time control or rating than their pool's.
 	DoublePaired int `json:"double_paired"`
 	Games        int `json:"games"`
 	Cancelled    int `json:"cancelled"`
@@ -429,8 +431,14 @@ func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingSe
 	for {
 		r, err := st.Recv()
 		if err != nil {
-			if err != io.EOF && !runEnded(ctx, err) {
+			switch {
+			case err != io.EOF && !runEnded(ctx, err):
 				l.fail("WatchTicket %s: %v", id, err)
+				t.state = matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED
+			case err == io.EOF && (t.state == matchmakingv1.TicketState_TICKET_STATE_WAITING || t.state == matchmakingv1.TicketState_TICKET_STATE_PAIRED):
+				// A watch the server ended while its ticket still waits
+				// leaves the player waiting with no word of a match:
+				// unsettled, not waiting.
 				t.state = matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED
 			}
 			return
@@ -522,14 +530,19 @@ func (l *mmLoad) report(ctx context.Context, elapsed time.Duration, concurrency 
 }
 
 // seatedAsReported reads a game back: its seats must hold exactly the two
-// players their tickets say, on the sides they say. read is false when
-// the game could not be read (an error, counted).
+// players their tickets say, on the sides they say, in a game of their
+// pool's kind, time control and rating. read is false when the game could
+// not be read (an error, counted).
 func (l *mmLoad) seatedAsReported(ctx context.Context, id string, ts []*mmTicket) (right, read bool) {
 	gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+ts[0].seat.GetToken())
 	r, err := l.game.GetGame(gctx, &gamev1.GetGameRequest{GameId: id})
 	if err != nil {
 		l.fail("GetGame %s: %v", id, err)
 		return false, false
+	}
+	pool, g := l.pools[ts[0].pool], r.GetGame()
+	if g.GetKind() != pool.kind || !proto.Equal(g.GetTimeControl(), pool.tc) || g.GetRated() != pool.rated {
+		return false, true
 	}
 	for _, s := range r.GetGame().GetSeats() {
 		var want string

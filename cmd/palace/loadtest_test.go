@@ -14,6 +14,7 @@ import (
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/pkg/tlstest"
+	"github.com/redis/go-redis/v9"
 )
 
 func lastJSON(t *testing.T, out string, v any) {
@@ -34,7 +35,8 @@ func TestLoadtestGamesFindsNothingWrong(t *testing.T) {
 }
 
 func loadtestGamesFindsNothingWrong(t *testing.T, flags ...string) {
-	addr := startServe(t, append([]string{"--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0"}, flags...)...)
+	prefix := redistest.Prefix(t)
+	addr := startServe(t, append([]string{"--redis-addr", redistest.Addr(t), "--key-prefix", prefix, "--ai-workers", "0"}, flags...)...)
 	profile := filepath.Join(t.TempDir(), "cpu.prof")
 	out, errOut, code := palace("loadtest", "games", "--addr", addr, "--games", "6", "--duration", "2s", "--warmup", "500ms", "--retry-rate", "0.3", "--reconnect-rate", "0.2", "--cpuprofile", profile)
 	if code != 0 {
@@ -61,6 +63,21 @@ func loadtestGamesFindsNothingWrong(t *testing.T, flags ...string) {
 	}
 	if rep.Retries == 0 || rep.Reconnects == 0 {
 		t.Fatalf("no retries or reconnects exercised: %+v", rep)
+	}
+	if rep.JanggiGames == 0 || rep.XiangqiGames == 0 || rep.JanggiMoves == 0 || rep.XiangqiMoves == 0 ||
+		rep.JanggiGames+rep.XiangqiGames != rep.Games || rep.JanggiMoves+rep.XiangqiMoves != rep.Moves {
+		t.Fatalf("games and moves by kind do not add up to both kinds played: %+v", rep)
+	}
+	// The floor's clients write a key each, as the games do: one key for
+	// all would be one Redis Cluster slot for the whole floor.
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	defer rdb.Close()
+	keys, err := rdb.Keys(t.Context(), prefix+"probe:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2*6 {
+		t.Fatalf("the floor's 6 clients, before and after the games, wrote %d keys, want 12: %v", len(keys), keys)
 	}
 	if rep.EventP50ms <= 0 || rep.EventP99ms < rep.EventP50ms {
 		t.Fatalf("no times from moves to the opponents' streams: %+v", rep)
@@ -288,6 +305,32 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 	l5.check(&gamev1.Game{Version: 5, Moves: append(slices.Clone(final.Moves), &gamev1.MoveRecord{Ply: 3, Move: &commonv1.Move{Coordinate: "a1a2"}})}, acked, 3, nil)
 	if l5.lost.Load()+l5.dup.Load() != 0 {
 		t.Fatalf("the move of a failed call applied all the same: lost %d dup %d, want none", l5.lost.Load(), l5.dup.Load())
+	}
+	// A stream that reconnected with a snapshot has the moves before it
+	// from the snapshot, and its events go on after the snapshot's
+	// version; a snapshot behind what its stream had sent is a gap.
+	snap := func(v uint64, moves ...played) []seen {
+		out := []seen{{version: v, snapshot: true}}
+		for _, m := range moves {
+			out = append(out, seen{version: v, played: m, inSnapshot: true})
+		}
+		return out
+	}
+	resumed := slices.Concat([]seen{ev(1, played{})}, snap(3, played{1, "h3e3"}), []seen{ev(4, played{2, "h8e8"})})
+	fromSnapshot := slices.Concat(snap(4, played{1, "h3e3"}, played{2, "h8e8"}))
+	again := slices.Concat(good[:3], snap(3, played{1, "h3e3"}), good[3:])
+	var l7 gamesLoad
+	l7.check(final, acked, 0, ended(resumed, fromSnapshot, again))
+	if l7.lost.Load()+l7.dup.Load()+l7.gaps.Load()+l7.errs.Load() != 0 {
+		t.Fatalf("streams resumed with snapshots: lost %d dup %d gaps %d errors %d, want none", l7.lost.Load(), l7.dup.Load(), l7.gaps.Load(), l7.errs.Load())
+	}
+	behind := slices.Concat(good[:3], snap(1), good[3:])
+	other := slices.Concat(good[:3], snap(3, played{1, "a1a2"}), good[3:])
+	var l8 gamesLoad
+	l8.check(final, acked, 0, ended(behind, other))
+	if l8.gaps.Load() != 1 || l8.errs.Load() != 1 || l8.lost.Load()+l8.dup.Load() != 0 {
+		t.Fatalf("a snapshot behind its stream, and one with another move: lost %d dup %d gaps %d errors %d, want gaps 1 and errors 1",
+			l8.lost.Load(), l8.dup.Load(), l8.gaps.Load(), l8.errs.Load())
 	}
 	// A stream cut off by an error (counted as an error) is checked for
 	// what it delivered: a repeat in it counts, what it never got does
