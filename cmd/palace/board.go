@@ -20,7 +20,11 @@ var hanja = map[rules.Variant][2]map[rules.Kind]string{
 }
 
 // drawBoard renders the position with rank 10 on top, files a..i below,
-// the palaces' points marked with '+', and the general in check bracketed.
+// the palaces' points marked with '+', and the general in check bracketed,
+// or in hanja followed by '!'. Every cell is 3 columns wide, a hanja taking
+// two: a bracketed hanja would take 4 and push the rest of its rank right,
+// and the general's hanja already names its side, so it can give up the
+// mark for Han and Black.
 func drawBoard(p *rules.Position, useHanja bool) string {
 	var b strings.Builder
 	check := rules.NoSquare
@@ -35,6 +39,10 @@ func drawBoard(p *rules.Position, useHanja bool) string {
 			pc := p.PieceAt(sq)
 			cell := " . "
 			switch {
+			case sq == check && useHanja:
+				cell = hanja[p.Variant()][pc.Side()][pc.Kind()] + "!"
+			case sq == check:
+				cell = "[" + pc.String() + "]"
 			case pc != rules.NoPiece && useHanja:
 				mark := " "
 				if pc.Side() == rules.Second {
@@ -45,12 +53,6 @@ func drawBoard(p *rules.Position, useHanja bool) string {
 				cell = " " + pc.String() + " "
 			case inPalace(f, r):
 				cell = " + "
-			}
-			if sq == check {
-				cell = "[" + strings.TrimSpace(cell) + "]"
-				if !useHanja {
-					cell = strings.TrimSpace(cell)
-				}
 			}
 			b.WriteString(cell)
 		}

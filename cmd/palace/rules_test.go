@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -90,5 +92,118 @@ func TestRulesMovesAreSortedAndUnique(t *testing.T) {
 		if lines[i-1] >= lines[i] {
 			t.Fatalf("not in byte order: %v", lines)
 		}
+	}
+}
+
+// displayWidth is the number of terminal columns s takes: the hanja of the
+// pieces are wide characters, two columns each.
+func displayWidth(r rune) int {
+	if r >= 0x2E80 {
+		return 2
+	}
+	return 1
+}
+
+// boardCells splits a rank line of `palace rules show` into its rank number
+// and its 9 cells of 3 columns each, or says where a character straddles
+// two cells.
+func boardCells(line string) (cells []string, err error) {
+	col, cell := 0, ""
+	for _, r := range line {
+		w := displayWidth(r)
+		if col < 3 {
+			if col+w > 3 {
+				return nil, fmt.Errorf("%q straddles the rank number and file a", r)
+			}
+		} else if (col-3)/3 != (col+w-1-3)/3 {
+			return nil, fmt.Errorf("%q straddles files %c and %c", r, 'a'+(col-3)/3, 'a'+(col+w-1-3)/3)
+		}
+		if col >= 3 {
+			cell += string(r)
+		}
+		col += w
+		if col >= 3 && (col-3)%3 == 0 && cell != "" {
+			cells = append(cells, cell)
+			cell = ""
+		}
+	}
+	if col != 3+3*9 || len(cells) != 9 {
+		return nil, fmt.Errorf("%d columns in %d cells, want 30 in 9", col, len(cells))
+	}
+	return cells, nil
+}
+
+func TestRulesShowKeepsFilesAlignedWithAGeneralInCheck(t *testing.T) {
+	tests := []struct {
+		variant, fen string
+		check        string // the general in check: its square
+	}{
+		{"janggi", "4k4/9/9/9/9/9/9/4r4/1r1AK1n2/9 w - - 0 1", "e2"},
+		{"janggi", "9/1n1ak1r2/9/9/9/4R4/9/9/4K4/9 b - - 0 1", "e9"},
+		{"xiangqi", "3k5/9/9/9/4r4/9/9/9/1r2K1n2/9 w - - 0 1", "e2"},
+		{"xiangqi", "9/1n1ak1r2/9/9/9/4R4/9/9/9/3K5 b - - 0 1", "e9"},
+	}
+	for _, tt := range tests {
+		for _, hanja := range []bool{false, true} {
+			args := []string{"rules", "show", "--variant", tt.variant, "--fen", tt.fen}
+			if hanja {
+				args = append(args, "--hanja")
+			}
+			t.Run(strings.Join(args[2:], " "), func(t *testing.T) {
+				out, errOut, code := palace(args...)
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, errOut)
+				}
+				if !strings.Contains(out, "to move, in check\n") {
+					t.Fatalf("the position is not check:\n%s", out)
+				}
+				ranks := 0
+				for line := range strings.Lines(out) {
+					line = strings.TrimSuffix(line, "\n")
+					var rank int
+					if _, err := fmt.Sscanf(line, "%d", &rank); err != nil {
+						continue
+					}
+					ranks++
+					cells, err := boardCells(line)
+					if err != nil {
+						t.Fatalf("rank %d is not aligned: %v\n%s", rank, err, out)
+					}
+					marked := fmt.Sprintf("%c%d", 'a'+slices.IndexFunc(cells, func(c string) bool {
+						return strings.ContainsAny(c, "[!")
+					}), rank)
+					if strings.ContainsAny(line, "[!") && marked != tt.check {
+						t.Errorf("check marked on %s, want %s\n%s", marked, tt.check, out)
+					}
+				}
+				if ranks != 10 {
+					t.Fatalf("%d ranks drawn, want 10\n%s", ranks, out)
+				}
+				if !strings.ContainsAny(out, "[!") {
+					t.Fatalf("no check marked\n%s", out)
+				}
+			})
+		}
+	}
+}
+
+// Without --hanja the board is drawn as it always was; scripts may read it.
+func TestRulesShowPlainBoard(t *testing.T) {
+	out, _, code := palace("rules", "show", "--variant", "janggi", "--fen", "4k4/9/9/9/9/9/9/4r4/1r1AK1n2/9 w - - 0 1")
+	want := "" +
+		"10  .  .  .  +  k  +  .  .  . \n" +
+		" 9  .  .  .  +  +  +  .  .  . \n" +
+		" 8  .  .  .  +  +  +  .  .  . \n" +
+		" 7  .  .  .  .  .  .  .  .  . \n" +
+		" 6  .  .  .  .  .  .  .  .  . \n" +
+		" 5  .  .  .  .  .  .  .  .  . \n" +
+		" 4  .  .  .  .  .  .  .  .  . \n" +
+		" 3  .  .  .  +  r  +  .  .  . \n" +
+		" 2  .  r  .  A [K] +  n  .  . \n" +
+		" 1  .  .  .  +  +  +  .  .  . \n" +
+		"    a  b  c  d  e  f  g  h  i\n" +
+		"first to move, in check\n"
+	if code != 0 || out != want {
+		t.Fatalf("exit %d, board\n%s\nwant\n%s", code, out, want)
 	}
 }
