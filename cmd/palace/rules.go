@@ -32,6 +32,12 @@ func runRules(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	sub := args[0]
+	// Before the flags: a misspelt subcommand is the mistake to name, not
+	// the --variant its caller had no reason to give yet.
+	if !slices.Contains([]string{"moves", "perft", "show", "adjudicate"}, sub) {
+		fmt.Fprintf(stderr, "palace rules: unknown subcommand %q\n\n%s", sub, rulesUsage)
+		return exitUsage
+	}
 	fs := flag.NewFlagSet("palace rules "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	variantName := fs.String("variant", "", "janggi or xiangqi")
@@ -104,9 +110,6 @@ func runRules(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		fmt.Fprintln(stdout, line)
-	default:
-		fmt.Fprintf(stderr, "palace rules: unknown subcommand %q\n\n%s", sub, rulesUsage)
-		return exitUsage
 	}
 	return exitOK
 }

@@ -207,3 +207,19 @@ func TestRulesShowPlainBoard(t *testing.T) {
 		t.Fatalf("exit %d, board\n%s\nwant\n%s", code, out, want)
 	}
 }
+
+func TestRulesUnknownSubcommand(t *testing.T) {
+	for _, args := range [][]string{
+		{"rules", "frobnicate"},
+		{"rules", "frobnicate", "--variant", "janggi"},
+		{"rules", "frobnicate", "--no-such-flag"},
+		{"rules", "--variant", "janggi"},
+	} {
+		out, errOut, code := palace(args...)
+		first, _, _ := strings.Cut(errOut, "\n")
+		want := fmt.Sprintf("palace rules: unknown subcommand %q", args[1])
+		if code != 2 || out != "" || first != want || !strings.Contains(errOut, "usage: palace rules") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q with the usage", args, code, out, errOut, want)
+		}
+	}
+}
