@@ -12,7 +12,9 @@ func fenError(format string, args ...any) error {
 }
 
 // ParseFEN reads `board side - - halfmove fullmove`. The side is w (First;
-// r is accepted too) or b. The counters may be omitted (0 and 1). Besides
+// r is accepted too) or b. The counters may be omitted (0 and 1). A
+// fullmove number of 0, which many tools write, is read as 1: moves are
+// numbered from 1, and nothing here depends on the counters. Besides
 // syntax it rejects positions no game can reach and that would break move
 // generation: a missing or doubled general, a general or guard outside its
 // palace, more pieces of a kind than a side starts with, a Xiangqi elephant
@@ -58,10 +60,10 @@ func ParseFEN(v Variant, fen string) (*Position, error) {
 	}
 	if len(fields) > 5 {
 		n, err := strconv.ParseUint(fields[5], 10, 31)
-		if err != nil || n == 0 {
-			return nil, fenError("fullmove number %q is not a number from 1 to 2147483647", fields[5])
+		if err != nil {
+			return nil, fenError("fullmove number %q is not a number from 0 to 2147483647", fields[5])
 		}
-		p.fullmove = uint32(n)
+		p.fullmove = uint32(max(n, 1))
 	}
 	if err := p.validate(); err != nil {
 		return nil, err

@@ -42,6 +42,8 @@ func TestFENNormalises(t *testing.T) {
 	}{
 		{"e and h letters", Xiangqi, "rheakaehr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RHEAKAEHR w - - 0 1", StartFEN(Xiangqi)},
 		{"counters omitted", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w", StartFEN(Janggi)},
+		{"fullmove 0 is read as 1", Janggi, strings.Replace(StartFEN(Janggi), "- 0 1", "- 0 0", 1), StartFEN(Janggi)},
+		{"xiangqi fullmove 0 with Black to move", Xiangqi, "4k4/9/9/9/9/9/9/9/9/3K5 b - - 7 0", "4k4/9/9/9/9/9/9/9/9/3K5 b - - 7 1"},
 		{"halfmove only", Janggi, "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 3", strings.Replace(StartFEN(Janggi), "- 0 1", "- 3 1", 1)},
 		{"red as r and extra spaces", Xiangqi, "  rnbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBAKABNR   r - -  0 1 ", StartFEN(Xiangqi)},
 	}
@@ -93,7 +95,7 @@ func TestBadFEN(t *testing.T) {
 		{"en passant field", Janggi, strings.Replace(StartFEN(Janggi), " w - - ", " w - e3 ", 1), `en passant field "e3"`},
 		{"negative halfmove", Janggi, strings.Replace(StartFEN(Janggi), "- 0 1", "- -1 1", 1), `halfmove clock "-1"`},
 		{"huge halfmove", Janggi, strings.Replace(StartFEN(Janggi), "- 0 1", "- 99999999999 1", 1), `halfmove clock "99999999999"`},
-		{"zero fullmove", Janggi, strings.Replace(StartFEN(Janggi), "- 0 1", "- 0 0", 1), `fullmove number "0"`},
+		{"negative fullmove", Janggi, strings.Replace(StartFEN(Janggi), "- 0 1", "- 0 -1", 1), `fullmove number "-1"`},
 		{"text fullmove", Janggi, strings.Replace(StartFEN(Janggi), "- 0 1", "- 0 x", 1), `fullmove number "x"`},
 		{"seven fields", Janggi, StartFEN(Janggi) + " 5", "7 fields, want at most 6"},
 		{"side not to move in check", Janggi, "4k4/9/4R4/9/9/9/9/9/4K4/9 w - - 0 1", "the side not to move (second) is in check: its general on e10 is attacked"},

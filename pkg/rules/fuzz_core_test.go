@@ -26,6 +26,7 @@ func FuzzParseFEN(f *testing.F) {
 	f.Add(uint8(0), "4k4/9/9/9/9/9/9/9/9/4K4 w")
 	f.Add(uint8(1), "rheakaehr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RHEAKAEHR r - - 3 9")
 	f.Add(uint8(0), "9/9/9/9/9/9/9/9/9/9 w - - 0 1")
+	f.Add(uint8(1), "4k4/9/9/9/9/9/9/9/9/3K5 b - - 0 0")
 	f.Add(uint8(1), "45/9/9 b")
 	f.Fuzz(func(t *testing.T, vb uint8, fen string) {
 		v := fuzzVariant(vb)
