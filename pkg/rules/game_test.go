@@ -87,6 +87,20 @@ var endingTests = []struct {
 		wantPoints: [2]float64{26, 16.5},
 	},
 	{
+		// The start lacks 29 pieces and its counters say move 40, yet no
+		// piece has been captured in this game (docs/rules.md, bikjang).
+		name: "bikjang from a start already short of pieces has no effect", variant: Janggi,
+		fen:   "4k4/9/9/9/5p3/9/9/9/9/3K1R3 w - - 0 40",
+		moves: "d1e1 e10e9", wantEnded: false,
+		wantPoints: [2]float64{13, 3.5},
+	},
+	{
+		name: "bikjang from a start already short of pieces counts after a capture in the game", variant: Janggi,
+		fen:   "4k4/9/9/9/5p3/9/9/9/9/3K1R3 w - - 0 40",
+		moves: "d1e1 e10e9 f1f6", wantEnded: true, wantWinner: FirstWins, wantMethod: Bikjang,
+		wantPoints: [2]float64{13, 1.5},
+	},
+	{
 		name: "bikjang after a capture decided by points", variant: Janggi,
 		fen:   "r8/4k4/p8/9/9/9/9/9/3K5/R7R w - - 0 1",
 		moves: "a1a8 a10b10 d2e2 b10c10", wantEnded: true, wantWinner: FirstWins, wantMethod: Bikjang,
