@@ -481,3 +481,54 @@ func BenchmarkGamePlay(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(moves)), "ns/ply")
 }
+
+// Cycles in which both players give check with every move: neither checks
+// perpetually while the other does not, so docs/rules.md's exception does
+// not apply and the repetition ends the game as an unforced one would.
+func TestMutualPerpetualCheck(t *testing.T) {
+	tests := []struct {
+		name       string
+		variant    Variant
+		fen        string
+		cycle      string
+		wantWinner Winner
+		wantPoints [2]float64
+	}{
+		{
+			// Cho's general steps off the file of a Cho chariot behind it,
+			// which then checks along that file; Han's general steps out of
+			// that check onto the file of Cho's general, where it screens a
+			// Han cannon behind it onto Cho's general.
+			name: "janggi is decided by points", variant: Janggi,
+			fen:   "3cc4/4k4/9/9/9/9/9/9/4K4/3RR4 w - - 0 1",
+			cycle: "e2d2 e9d9 d2e2 d9e9", wantWinner: FirstWins, wantPoints: [2]float64{26, 15.5},
+		},
+		{
+			// The red horse and the black cannon shuttle between two files.
+			// On f6 the horse screens the black cannon on f7 onto f2, on d5
+			// the red cannon on d3 onto d8. The black cannon blocks that on
+			// d7 (a second screen), and is the only screen once the horse
+			// has left d5; leaving f7 it opens its chariot's file onto f2.
+			name: "xiangqi draws", variant: Xiangqi,
+			fen:   "9/9/3k1r3/5c3/5H3/9/9/3C5/5K3/9 w - - 0 1",
+			cycle: "f6d5 f7d7 d5f6 d7f7", wantWinner: Draw,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := mustGame(t, tt.variant, tt.fen)
+			if !g.Position().InCheck() {
+				t.Fatal("the cycle's first position must be check, as the cycle's last move gives it")
+			}
+			for _, info := range playMoves(t, g, repeatMoves(tt.cycle, 2)) {
+				if !info.Check {
+					t.Fatalf("ply %d (%v) gives no check", info.Ply, info.Move)
+				}
+			}
+			want := Outcome{Ended: true, Winner: tt.wantWinner, Method: Repetition, Points: tt.wantPoints}
+			if got := g.Outcome(); got != want || g.Plies() != 8 {
+				t.Fatalf("after %d plies: %+v, want %+v after 8", g.Plies(), got, want)
+			}
+		})
+	}
+}
