@@ -532,3 +532,108 @@ func TestMutualPerpetualCheck(t *testing.T) {
 		})
 	}
 }
+
+// loopMoves returns the moves of a piece that goes round squares (each in
+// line with the next, the last with the first) for n moves from squares[0].
+func loopMoves(squares []string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = squares[i%len(squares)] + squares[(i+1)%len(squares)]
+	}
+	return out
+}
+
+// alternate interleaves the first player's moves with the second's.
+func alternate(first, second []string) string {
+	var b strings.Builder
+	for i := range first {
+		fmt.Fprintf(&b, "%s %s ", first[i], second[i])
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// When several endings hold after the same ply, the first in docs/rules.md
+// "Order and counting" names the method. Each case checks that the others
+// do hold after its last ply, and that nothing ended the game before it.
+func TestEndingsThatHoldTogether(t *testing.T) {
+	tests := []struct {
+		name    string
+		variant Variant
+		fen     string
+		moves   string
+		also    func(g *Game) bool // the ending that gives way holds too
+		want    Outcome
+	}{
+		{
+			// Han's soldier leaves the d-file and the generals face; Cho's
+			// i5i10, after the capture on i5, keeps them facing and mates.
+			// Han has more points, so bikjang would make Han the winner.
+			name: "janggi checkmate that also confirms bikjang", variant: Janggi,
+			fen:   "3k5/R8/9/9/9/3p4p/9/rr7/9/3K4R w - - 0 1",
+			moves: "i1i5 d5c5 i5i10",
+			also: func(g *Game) bool {
+				n := len(g.plies)
+				return g.plies[n-1].facing && g.plies[n-2].facing && g.caps > 0
+			},
+			want: Outcome{Ended: true, Winner: FirstWins, Method: Checkmate, Points: [2]float64{26, 29.5}},
+		},
+		{
+			// The generals step between the d- and e-files and never face
+			// after two plies in a row until Cho's pass on ply 15 keeps
+			// them facing after Han's d10e10. That pass also brings Cho e1,
+			// Han e10, Han to move, for the third time (plies 7, 11, 15).
+			// The passes on plies 6 and 13, where the generals do not face,
+			// change whose turn it is in the cycle, so that this position
+			// can come back with a facing one before it.
+			name: "janggi bikjang on a third repetition", variant: Janggi,
+			fen:   "4k4/9/9/9/9/p8/9/9/9/R2K5 w - - 0 1",
+			moves: "a1a5 e10d10 d1e1 d10e10 e1d1 e10e10 d1e1 e10d10 e1d1 d10e10 d1e1 e10d10 e1e1 d10e10 e1e1",
+			also:  func(g *Game) bool { return g.firstOfThree() >= 0 },
+			want:  Outcome{Ended: true, Winner: FirstWins, Method: Bikjang, Points: [2]float64{13, 1.5}},
+		},
+		{
+			// Cho's chariot goes round 25 squares and Han's between 2, so
+			// every position comes back after 100 plies, and the start
+			// position is the first to occur a third time, on ply 200.
+			name: "janggi third repetition on ply 200", variant: Janggi,
+			fen: "5k2r/9/9/9/9/9/9/R8/4K4/9 w - - 0 1",
+			moves: alternate(
+				loopMoves([]string{
+					"a3", "b3", "c3", "d3", "e3", "e4", "d4", "c4", "b4", "b5", "c5", "d5", "e5",
+					"e6", "d6", "c6", "b6", "b7", "c7", "d7", "e7", "a7", "a6", "a5", "a4",
+				}, 100),
+				loopMoves([]string{"i10", "i9"}, 100)),
+			also: func(g *Game) bool { return g.Plies() == janggiMaxPlies },
+			want: Outcome{Ended: true, Winner: SecondWins, Method: Repetition, Points: [2]float64{13, 14.5}},
+		},
+		{
+			// Red's chariot goes round 5 squares and Black's round 6, so
+			// every position comes back after 60 plies, and the start
+			// position is the first to occur a third time, on ply 120.
+			name: "xiangqi third repetition on the 120th ply without capture", variant: Xiangqi,
+			fen: "5k3/9/6r2/9/9/9/R8/9/9/3K5 w - - 0 1",
+			moves: alternate(
+				loopMoves([]string{"a4", "b4", "c4", "d4", "e4"}, 60),
+				loopMoves([]string{"g8", "h8", "i8", "i7", "h7", "g7"}, 60)),
+			also: func(g *Game) bool { return g.Plies()-g.lastCap == xiangqiNoCapturePlies },
+			want: Outcome{Ended: true, Winner: Draw, Method: Repetition},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := mustGame(t, tt.variant, tt.fen)
+			moves := strings.Fields(tt.moves)
+			playMoves(t, g, strings.Join(moves[:len(moves)-1], " "))
+			if o := g.Outcome(); o.Ended {
+				t.Fatalf("ended after %d plies, before the last: %+v", g.Plies(), o)
+			}
+			playMoves(t, g, moves[len(moves)-1])
+			if !tt.also(g) {
+				t.Fatalf("after %v the ending that gives way does not hold", g.Moves())
+			}
+			if got := g.Outcome(); got != tt.want {
+				t.Fatalf("after %d plies: %+v, want %+v", g.Plies(), got, tt.want)
+			}
+		})
+	}
+}
