@@ -49,15 +49,28 @@ func walkUntilEnd(tb testing.TB, g *Game, rng *rand.Rand, maxPlies int, ok func(
 }
 
 func TestJanggi200Plies(t *testing.T) {
-	g := mustGame(t, Janggi, "")
-	rng := rand.New(rand.NewPCG(1, 2))
-	walkUntilEnd(t, g, rng, 200, func(after *Game, info MoveInfo) bool {
-		o := after.Outcome()
-		return info.Captured == NoPiece && (!o.Ended || o.Method == MoveLimit)
-	})
-	want := Outcome{Ended: true, Winner: SecondWins, Method: MoveLimit, Points: [2]float64{72, 73.5}}
-	if g.Plies() != 200 || g.Outcome() != want {
-		t.Fatalf("after %d plies: %+v, want %+v after 200", g.Plies(), g.Outcome(), want)
+	tests := []struct {
+		name string
+		fen  string
+	}{
+		{"from the start", ""},
+		// The counters say 198 plies played (199 without capture); only
+		// the game's own plies count.
+		{"fen move counters are not used", strings.Replace(StartFEN(Janggi), "- 0 1", "- 199 100", 1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := mustGame(t, Janggi, tt.fen)
+			rng := rand.New(rand.NewPCG(1, 2))
+			walkUntilEnd(t, g, rng, 200, func(after *Game, info MoveInfo) bool {
+				o := after.Outcome()
+				return info.Captured == NoPiece && (!o.Ended || o.Method == MoveLimit)
+			})
+			want := Outcome{Ended: true, Winner: SecondWins, Method: MoveLimit, Points: [2]float64{72, 73.5}}
+			if g.Plies() != 200 || g.Outcome() != want {
+				t.Fatalf("after %d plies: %+v, want %+v after 200", g.Plies(), g.Outcome(), want)
+			}
+		})
 	}
 }
 

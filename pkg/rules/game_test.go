@@ -223,6 +223,14 @@ var endingTests = []struct {
 		fen:   "rnbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBAKABNR w - - 119 80",
 		moves: "h3e3", wantEnded: false,
 	},
+	{
+		// Janggi's twin: the counters say 198 plies played, two short of
+		// the limit.
+		name: "janggi fen move counters are not used", variant: Janggi,
+		fen:   "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 199 100",
+		moves: "a1a2 a10a9", wantEnded: false,
+		wantPoints: [2]float64{72, 73.5},
+	},
 }
 
 func TestGameEndings(t *testing.T) {
