@@ -1527,7 +1527,11 @@ func (h *Handler) expire(ctx context.Context, req *gamev1.ExpireDeadlineRequest)
 		if err != nil {
 			return nil, err
 		}
-		return &gamev1.ExpireDeadlineResponse{Applied: true, Game: model.View(ch.State, nil, l.Now), Excused: onlyExcused(ch)}, nil
+		// A change without events only moved a wake-up set on a milestone
+		// announced already (model.Expire): for the sweeper, as for an
+		// excuse, what the deadline brings is still to come.
+		moved := len(ch.Events) == 0 || onlyExcused(ch)
+		return &gamev1.ExpireDeadlineResponse{Applied: true, Game: model.View(ch.State, nil, l.Now), Excused: moved}, nil
 	}
 	return nil, apierr.New(apierr.Unavailable, "game %s is too busy", req.GetGameId())
 }

@@ -258,3 +258,89 @@ func TestOutagesBeforeTheTimeRanOut(t *testing.T) {
 		t.Errorf("outages 100..500 and from 300: %v before the time ran out, %v in all; want 900ms both", got, all)
 	}
 }
+
+// TestAPartialOutageNeverLosesTheOpponentsWakeUp: process A is cut off
+// from Redis for most of Red's turn; process B is not, and announces Red's
+// byo-yomi in the meantime (for the clock service). Back, A runs Red's
+// move with the outage excused in the same commit, which moves the
+// announced mark past the move. Black's turn must still be woken for at
+// each of its milestones: a wake-up that changed nothing when due would be
+// dropped by the sweeper after StaleAfter, and Black never flagged.
+func TestAPartialOutageNeverLosesTheOpponentsWakeUp(t *testing.T) {
+	lag := clock.LagPolicy{MaxPerMove: time.Second, BankCap: 5 * time.Second, RefillPerMove: 500 * time.Millisecond}
+	ctl := clock.Control{Kind: clock.ByoYomi, MainTime: time.Minute, Periods: 3, PeriodTime: 30 * time.Second}
+	now := time.UnixMilli(1_700_000_000_000)
+	ch, err := model.Create(model.CreateParams{ID: "g", Variant: rules.Xiangqi, Control: &ctl, Lag: lag, FirstMoveTime: time.Minute,
+		Seats: [2]model.Seat{{PlayerID: "a"}, {PlayerID: "b"}}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ch.State
+	// Red has 35 s left for its turn; Black is in byo-yomi.
+	for i, step := range []struct {
+		mv string
+		d  time.Duration
+	}{{"h3e3", time.Second}, {"h10g8", time.Second}, {"b1c3", 25 * time.Second}, {"b10c8", 65 * time.Second}} {
+		now = now.Add(step.d)
+		next, err := model.Move(st, rules.Side(i%2), step.mv, 0, now)
+		if err != nil || next.Reply != nil {
+			t.Fatal(step.mv, err, next.Reply)
+		}
+		model.Seal(next, st.Version, now)
+		st = next.State
+	}
+	turn := now.UnixMilli()
+	if !st.Clock.Players[rules.Second].InByoYomi {
+		t.Fatalf("Black is not in byo-yomi: %+v", st.Clock.Players[rules.Second])
+	}
+
+	a, b := &Handler{}, &Handler{}
+	a.outages.down(turn + 1000)
+	a.outages.up(turn+40_000, turn+40_000)
+
+	entered := st.WakeMs
+	ex, applied, err := b.expireExcused(st, entered, time.UnixMilli(entered))
+	if err != nil || !applied {
+		t.Fatalf("B's wake-up for Red's byo-yomi: %v %v", applied, err)
+	}
+	model.Seal(ex, st.Version, time.UnixMilli(entered))
+	st = ex.State
+
+	moved := time.UnixMilli(turn + 41_000)
+	mv, err := a.runExcused(command{run: func(s *model.State, now time.Time) (model.Change, error) {
+		return model.Move(s, rules.First, "h1g3", 0, now)
+	}}, st, moved)
+	if err != nil || mv.Reply != nil {
+		t.Fatal(err, mv.Reply)
+	}
+	if !isExcuse(mv.Events[0]) {
+		t.Fatalf("A's move came without the excuse: %v", mv.Events)
+	}
+	model.Seal(mv, st.Version, moved)
+	st = mv.State
+
+	// Each of Black's periods, then its flag, is woken for in turn, on
+	// whichever process the clock service reaches.
+	var kinds []gamev1.ClockEventKind
+	for range 3 {
+		at := time.UnixMilli(st.WakeMs)
+		for _, h := range []*Handler{a, b} {
+			if _, applied, err := h.expireExcused(st, st.WakeMs, at); err != nil || !applied {
+				t.Fatalf("Black's wake-up at %v after Red's move: applied %v, err %v; want it applied, or its entry is lost", at.Sub(moved), applied, err)
+			}
+		}
+		next, applied, err := b.expireExcused(st, st.WakeMs, at)
+		if err != nil || !applied {
+			t.Fatal(applied, err)
+		}
+		model.Seal(next, st.Version, at)
+		st = next.State
+		for _, e := range next.Events {
+			kinds = append(kinds, e.GetClock().GetKind())
+		}
+	}
+	want := []gamev1.ClockEventKind{gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED, gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED}
+	if len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || st.Status != model.StatusEnded || st.Result.Method != rules.Timeout {
+		t.Fatalf("Black's turn announced %v and left the game %v (%+v); want two periods used, then Black flagged", kinds, st.Status, st.Result)
+	}
+}

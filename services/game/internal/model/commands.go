@@ -168,6 +168,12 @@ func Due(st *State) (ms int64, ok bool) {
 }
 
 // wake is the next instant the game must be looked at without a request.
+// For a running clock that is its next milestone after now and after
+// ClockEventsMs: after an excuse that mark can lie past now (another
+// process announced a milestone the excuse moved later), and a wake-up on a
+// milestone announced already would find nothing to announce when due.
+// Milestones passed before now are to be announced first (clockMilestones),
+// or the wake-up skips them.
 func wake(st *State, now time.Time) int64 {
 	switch st.Status {
 	case StatusSetup:
@@ -177,7 +183,11 @@ func wake(st *State, now time.Time) int64 {
 			return d + 1
 		}
 		if st.Clock != nil {
-			if t, _, ok := st.Clock.NextMilestone(now); ok {
+			from := now
+			if st.Clock.Phase == clock.Running && st.ClockEventsMs > ms(now) {
+				from = time.UnixMilli(st.ClockEventsMs)
+			}
+			if t, _, ok := st.Clock.NextMilestone(from); ok {
 				return ms(t)
 			}
 			if d, ok := st.Clock.Deadline(); ok {
@@ -419,6 +429,10 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
 		}
 		n.Clock = &next
+		// The opponent's turn starts with nothing of it announced. The
+		// mark may lie past now (see Excuse), and kept there it would
+		// hide the new turn's milestones before it.
+		n.ClockEventsMs = ms(now)
 	}
 	if mv.IsPass() && st.Variant == rules.Janggi && g.Position().InCheck() {
 		if g.Position().GeneralSquare(side) == mv.From() {
@@ -787,8 +801,10 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 		c, err := *n.Clock, error(nil)
 		if rules.Side(n.Clock.Turn) != n.Turn() {
 			// The AI's turn, cut short: it ends as if the AI had moved
-			// (a fresh byo-yomi period next time), and the human's starts.
+			// (a fresh byo-yomi period next time), and the human's starts,
+			// with nothing of it announced (see playOn).
 			c, err = n.Clock.Yield(now)
+			n.ClockEventsMs = ms(now)
 		}
 		// Otherwise the human's own turn goes on, the clock untouched: a
 		// turn begun again at the undo would get the lag grace again, and
@@ -836,6 +852,14 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 
 // Expire handles a due deadline from the index. A deadline that is not the
 // game's current one changes nothing (applied false).
+//
+// The current one is always applied, even when it finds nothing due: the
+// sweeper drops an entry that is not applied once it is StaleAfter old, and
+// a game whose current wake-up lost its entry is never looked at again (no
+// flag, no milestone). A wake-up set on a milestone announced already (by a
+// build that recomputed it from now after an excuse; see wake) is then
+// moved to the next one in a change without events: its version stays, and
+// only the index learns of it.
 func Expire(st *State, atMs int64, now time.Time) (ch Change, applied bool, err error) {
 	if st.Status.Finished() || st.WakeMs == 0 || st.WakeMs != atMs || atMs > ms(now) {
 		return Change{}, false, nil
@@ -854,9 +878,7 @@ func Expire(st *State, atMs int64, now time.Time) (ch Change, applied bool, err 
 		}
 	}
 	n.WakeMs = wake(n, now)
-	if len(evs) == 0 {
-		// Every due wake-up announces something; without an event there is
-		// no versioned change to commit.
+	if len(evs) == 0 && n.WakeMs == st.WakeMs {
 		return Change{}, false, nil
 	}
 	return Change{State: n, Events: evs}, true, nil

@@ -1981,7 +1981,10 @@ type ExpireDeadlineResponse struct {
 	// Applied, but part of the time up to the deadline lay in a storage
 	// outage, and was excused (ClockEvent OUTAGE_EXCUSED): the deadline
 	// moved later, nothing else came of it yet, and the game's new deadline
-	// is indexed to be woken for.
+	// is indexed to be woken for. Also set, with no event, when the
+	// deadline's milestone had been announced already (after an outage that
+	// two processes excused differently): the deadline moved to the next
+	// milestone, which is indexed likewise.
 	Excused       bool `protobuf:"varint,3,opt,name=excused,proto3" json:"excused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
