@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/clock"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/rules"
 )
 
@@ -119,11 +121,15 @@ func TestCommandsAfterAFlagEndTheGameOnTime(t *testing.T) {
 	wantEndedOnTime(t, "Red's undo after the AI's flag", ch, err, black)
 	// Past the AI's budget but within a move's lag grace: a move could
 	// still come in time, a handed-back turn cannot. The game ends where
-	// it stood, the moves not taken back.
+	// it stood, the moves not taken back, after the milestones its turn
+	// passed (announced as a late move would).
 	d, _ := st.Clock.Deadline()
 	ch, err = Undo(st, red, d.Add(-500*time.Millisecond))
 	wantEndedOnTime(t, "Red's undo within the AI's lag grace", ch, err, black)
-	if len(ch.State.Moves) != len(st.Moves) || len(ch.Events) != 1 {
+	passed := []gamev1.ClockEventKind{gamev1.ClockEventKind_CLOCK_EVENT_KIND_BYO_YOMI_ENTERED,
+		gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED, gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED}
+	if len(ch.State.Moves) != len(st.Moves) || len(ch.Events) != len(passed)+1 ||
+		!slices.Equal(clockKinds(ch.Events), passed) || ch.Events[len(passed)].GetGameEnded() == nil {
 		t.Fatalf("the refused undo took the game from %d to %d moves with events %v", len(st.Moves), len(ch.State.Moves), ch.Events)
 	}
 }

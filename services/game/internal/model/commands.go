@@ -698,9 +698,14 @@ func OfferDraw(st *State, side rules.Side, now time.Time) (Change, error) {
 		return Change{}, apierr.New(apierr.Precondition, "cannot offer a draw again before you move: your last offer was declined")
 	}
 	n := clone(st)
+	// A milestone passed that the sweeper has not handled yet is announced
+	// here, as a move does: the new wake-up would otherwise replace its
+	// entry, and it would come out only with the next one.
+	evs := clockMilestones(n, now)
 	n.DrawOffer = &side
 	n.WakeMs = wake(n, now)
-	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_DrawOffered{DrawOffered: &gamev1.DrawOffered{Side: rulespb.Side(side)}}}}}, nil
+	evs = append(evs, &gamev1.Event{Kind: &gamev1.Event_DrawOffered{DrawOffered: &gamev1.DrawOffered{Side: rulespb.Side(side)}}})
+	return Change{State: n, Events: evs}, nil
 }
 
 // drawsAllowed refuses draws outside Xiangqi.
@@ -779,6 +784,10 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 		return Change{}, apierr.New(apierr.Precondition, "no more undos: a game allows %d", MaxUndos)
 	}
 	n := clone(st)
+	// Milestones passed and not yet announced come first, as for a move:
+	// of the AI's turn, before the undo ends it, or of the human's, before
+	// the undo sets the next wake-up past them.
+	evs := clockMilestones(n, now)
 	n.Undos++
 	removed := make([]*gamev1.MoveRecord, 0, take)
 	for i := k - 1; i >= k-take; i-- {
@@ -816,9 +825,10 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 			// handed back has no lag to forgive. The game ends on time
 			// where it stood, the moves not taken back.
 			ended := clone(st)
+			evs := clockMilestones(ended, now)
 			ended.Clock = &c
-			ev := endOnTime(ended, rules.Side(flag.Side), now)
-			return Change{State: ended, Events: []*gamev1.Event{ev}, Reply: apierr.New(apierr.Precondition,
+			evs = append(evs, endOnTime(ended, rules.Side(flag.Side), now))
+			return Change{State: ended, Events: evs, Reply: apierr.New(apierr.Precondition,
 				"cannot undo: %s's time had run out, and the game ended on time", rules.SideName(st.Variant, rules.Side(flag.Side)))}, nil
 		case err != nil:
 			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
@@ -845,9 +855,10 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 		n.Moves, n.movesEnd = moves, nil
 	}
 	n.WakeMs = wake(n, now)
-	return Change{State: n, Events: []*gamev1.Event{{Kind: &gamev1.Event_MovesUndone{MovesUndone: &gamev1.MovesUndone{
+	evs = append(evs, &gamev1.Event{Kind: &gamev1.Event_MovesUndone{MovesUndone: &gamev1.MovesUndone{
 		Moves: removed, Position: &commonv1.Position{Fen: g.Position().FEN()}, Clocks: clockPBAt(n, now), DrawOfferWithdrawn: withdrawn,
-	}}}}}, nil
+	}}})
+	return Change{State: n, Events: evs}, nil
 }
 
 // Expire handles a due deadline from the index. A deadline that is not the

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -164,6 +165,38 @@ func TestAWakeUpOnAMilestoneAnnouncedAlreadyMovesOn(t *testing.T) {
 		t.Fatalf("the wake-up moved to %d, want the next milestone not announced, %d", ch.State.WakeMs, st.WakeMs)
 	}
 	wantWokenFor(t, "the moved wake-up", ch.State, gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED)
+}
+
+// TestCommandsAnnounceAMilestoneJustPassed: Red's byo-yomi is due and the
+// sweeper has not handled it yet when Black offers a draw, or Red undoes.
+// The command announces it first, as a move does: its new wake-up replaces
+// the entry, and byo-yomi would otherwise come out only with the next
+// milestone, 30 s late.
+func TestCommandsAnnounceAMilestoneJustPassed(t *testing.T) {
+	st, _ := clocked(t)
+	entered := time.UnixMilli(st.WakeMs)
+	at := entered.Add(5 * time.Millisecond)
+	byoyomi := []gamev1.ClockEventKind{gamev1.ClockEventKind_CLOCK_EVENT_KIND_BYO_YOMI_ENTERED}
+	for _, c := range []struct {
+		what string
+		run  func() (Change, error)
+	}{
+		{"Black's draw offer", func() (Change, error) { return OfferDraw(st, rules.Second, at) }},
+		{"Red's undo", func() (Change, error) { return Undo(st, rules.First, at) }},
+	} {
+		ch, err := c.run()
+		if err != nil || ch.Reply != nil {
+			t.Fatalf("%s: %v %v", c.what, err, ch.Reply)
+		}
+		if kinds := clockKinds(ch.Events); !slices.Equal(kinds, byoyomi) || ch.Events[0].GetClock() == nil {
+			t.Errorf("%s announced %v, want byo-yomi, before its own event", c.what, kinds)
+			continue
+		}
+		if got := ch.Events[0].GetTime().AsTime(); !got.Equal(entered) {
+			t.Errorf("%s: byo-yomi announced as of %v, want %v", c.what, got, entered)
+		}
+		wantWokenFor(t, "after "+c.what, ch.State, gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED)
+	}
 }
 
 // TestAnUndoInTheAIsTurnStartsTheHumansWithNothingAnnounced: an undo that
