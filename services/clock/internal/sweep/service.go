@@ -578,11 +578,11 @@ func newMetrics(meter metric.Meter, s *Service) (metrics, error) {
 		bounds[i] = b / 1000
 	}
 	m.lateness, err = meter.Float64Histogram("palace_clock_lateness",
-		metric.WithDescription("commit time of an expired deadline minus the deadline"), metric.WithUnit("s"),
+		metric.WithDescription("instant the game service judged an applied deadline (its Redis time as it read the game, before the commit) minus the deadline entry's instant (for a flag: budget + lag grace + 1 ms)"), metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(bounds...))
 	errs = append(errs, err)
 	m.outcomes, err = meter.Int64Counter("palace_clock_deadlines",
-		metric.WithDescription("due deadline entries handled, by outcome: flag, milestone, setup, abort, excuse (applied: excuse is a deadline moved later for a storage outage), stale, retry, error"))
+		metric.WithDescription("due deadline entries handled, by outcome: flag, milestone, setup, abort, excuse (applied: excuse is a deadline moved later, for a storage outage), recheck (not its game's current deadline, or of a game not found, and younger than --clock-stale-after: checked again, as a commit making it current may be on its way), stale, retry, error"))
 	errs = append(errs, err)
 	owned, err := meter.Int64ObservableGauge("palace_clock_owned_shards", metric.WithDescription("deadline index shards this replica sweeps"))
 	errs = append(errs, err)

@@ -159,7 +159,10 @@ type GetStatsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Deadlines waiting per shard of the index.
 	Shards []*ShardStats `protobuf:"bytes,1,rep,name=shards,proto3" json:"shards,omitempty"`
-	// Lateness of flags (commit time minus deadline) in milliseconds.
+	// Lateness of flags in milliseconds: the instant the game service
+	// judged the flag (its Redis time as it read the game, before the commit
+	// and any wait for replicas) minus the flag instant (the budget, plus
+	// the lag grace, plus 1 ms), not the end of the budget players see.
 	Lateness []*LatenessBucket `protobuf:"bytes,2,rep,name=lateness,proto3" json:"lateness,omitempty"`
 	// Sweepers of this replica.
 	Sweepers []*SweeperHealth `protobuf:"bytes,3,rep,name=sweepers,proto3" json:"sweepers,omitempty"`
@@ -355,9 +358,12 @@ type SweeperHealth struct {
 	Shard     uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
 	LastSweep *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_sweep,json=lastSweep,proto3" json:"last_sweep,omitempty"`
 	// Deadlines that changed a game (flag, byo-yomi milestone, default
-	// formation, abort).
+	// formation, abort) or moved its deadline later (an outage excused).
 	Expired uint64 `protobuf:"varint,3,opt,name=expired,proto3" json:"expired,omitempty"`
-	// Failed attempts; the entry is kept and retried.
+	// Failures, of three kinds: calls to the game service (the entry is
+	// kept and retried), reads of the shard (read again at the next poll),
+	// and removals of entries already handled (the entry stays, and is
+	// found stale when due again). Nothing is lost by any of them.
 	Errors uint64 `protobuf:"varint,4,opt,name=errors,proto3" json:"errors,omitempty"`
 	// Entries removed without changing anything: no longer the game's
 	// current deadline.
