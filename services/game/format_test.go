@@ -2,7 +2,6 @@ package game_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -33,20 +32,10 @@ func TestAGameOfANewerFormatIsLeftToNewerBuilds(t *testing.T) {
 	// What a newer build's commit leaves: a new stamp, its field, and the
 	// format it needs.
 	ctx := context.Background()
-	key := env.Config.KeyPrefix + "{g:" + x.id + "}"
-	raw, err := env.Redis.HGet(ctx, key, "s").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	if err := json.Unmarshal([]byte(raw), &st); err != nil {
-		t.Fatal(err)
-	}
-	st["needs"], st["stamp"], st["future"] = model.Format+1, "newer", map[string]any{"kept": true}
-	b, _ := json.Marshal(st)
-	if err := env.Redis.HSet(ctx, key, "s", b, "n", "newer").Err(); err != nil {
-		t.Fatal(err)
-	}
+	editStored(t, env, x.id, func(st map[string]any) string {
+		st["needs"], st["stamp"], st["future"] = model.Format+1, "newer", map[string]any{"kept": true}
+		return "newer"
+	})
 	before := redisState(t, env, x.id)
 	black := x.as(commonv1.Side_SIDE_SECOND)
 	for name, call := range map[string]func() error{

@@ -2,6 +2,7 @@ package game_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +234,86 @@ func TestSeatCredentialOfAnUnknownSideIsRefused(t *testing.T) {
 	wantCode(t, err, codes.Unauthenticated)
 	if msg := status.Convert(err).Message(); !strings.Contains(msg, `unknown side "third"`) {
 		t.Fatalf("refused with %q, want the side named", msg)
+	}
+}
+
+// TestAWakeUpWithNothingDueMovesOnAndIsIndexedAnew: a game stored with its
+// wake-up on a milestone announced already (what a build that set wake-ups
+// from now could leave after an excuse that another process's announcement
+// overtook) must not lose its wake-up when it falls due. The sweeper drops
+// an entry that is not applied, and nothing would look at the game again:
+// no flag, ever. ExpireDeadline applies it, as an excuse, moving the
+// wake-up to the next milestone in a change without events, so the version
+// stays; the deadline index then holds the new instant and not the old, and
+// the game plays on.
+func TestAWakeUpWithNothingDueMovesOnAndIsIndexedAnew(t *testing.T) {
+	env := gametest.Start(t, nil)
+	ctx := context.Background()
+	x := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: &commonv1.TimeControl{
+		Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{MainTime: durationpb.New(time.Minute), Periods: 3, PeriodTime: durationpb.New(30 * time.Second)}}}})
+	x.move(t, "h3e3")
+	x.move(t, "h10g8") // both first moves made: Red's clock runs
+	// Milestones announced up to 5 s from now, and the wake-up a second
+	// ago, indexed as the commit that set it would have.
+	now := time.Now().UnixMilli()
+	planted := now - 1000
+	editStored(t, env, x.id, func(st map[string]any) string {
+		st["wake"], st["clkev"] = planted, now+5000
+		return ""
+	})
+	index, err := deadline.New(env.Redis, env.Config.KeyPrefix, env.Config.DeadlineShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Add(ctx, deadline.Entry{GameID: x.id, At: time.UnixMilli(planted)}); err != nil {
+		t.Fatal(err)
+	}
+	before := x.get(t).GetVersion()
+
+	r, err := env.Client.ExpireDeadline(ctx, &gamev1.ExpireDeadlineRequest{GameId: x.id, DeadlineUnixMs: planted})
+	if err != nil || !r.GetApplied() || !r.GetExcused() {
+		t.Fatalf("ExpireDeadline of a wake-up with nothing due: %v, applied %v, excused %v; want applied as an excuse", err, r.GetApplied(), r.GetExcused())
+	}
+	if v := x.get(t).GetVersion(); v != before {
+		t.Fatalf("version %d after moving the wake-up on, want %d: no event, no new version", v, before)
+	}
+	var at []int64
+	for _, z := range env.Redis.ZRangeWithScores(ctx, index.Key(index.ShardOf(x.id)), 0, -1).Val() {
+		if e, err := deadline.ParseMember(z.Member.(string)); err == nil && e.GameID == x.id {
+			at = append(at, e.At.UnixMilli())
+		}
+	}
+	// Red's main time ends about a minute after its turn began.
+	if len(at) != 1 || at[0] <= now+5000 || at[0] > now+time.Minute.Milliseconds()+5000 {
+		t.Fatalf("the game's index entries are at %v (now %d), want one, at the next milestone after the mark", at, now)
+	}
+	// The change without events left a stamp the next command commits on.
+	x.move(t, "h1g3")
+}
+
+// editStored rewrites game id's stored state through edit, as another
+// build's commit could have left it, with the stamp edit returns ("": the
+// stamp kept).
+func editStored(t *testing.T, env *gametest.Env, id string, edit func(map[string]any) (stamp string)) {
+	t.Helper()
+	ctx := context.Background()
+	key := env.Config.KeyPrefix + "{g:" + id + "}"
+	raw, err := env.Redis.HGet(ctx, key, "s").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		t.Fatal(err)
+	}
+	fields := []any{"s", nil}
+	if stamp := edit(st); stamp != "" {
+		fields = append(fields, "n", stamp)
+	}
+	if fields[1], err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Redis.HSet(ctx, key, fields...).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
