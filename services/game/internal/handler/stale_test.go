@@ -22,7 +22,8 @@ import (
 )
 
 // afterPipeline runs then once, right after the next load of a game (a
-// pipeline starting with HMGET) once armed.
+// pipeline starting with its read: an EVAL of the state with its moves,
+// or an HMGET of the state alone) once armed.
 type afterPipeline struct {
 	armed atomic.Bool
 	then  func()
@@ -37,7 +38,7 @@ func (a *afterPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { 
 func (a *afterPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		if len(cmds) > 0 && cmds[0].Name() == "hmget" && a.armed.CompareAndSwap(true, false) {
+		if len(cmds) > 0 && (cmds[0].Name() == "eval" || cmds[0].Name() == "hmget") && a.armed.CompareAndSwap(true, false) {
 			a.then()
 		}
 		return err

@@ -65,6 +65,11 @@ var commitLua string
 
 var commitScript = redis.NewScript(commitLua)
 
+//go:embed read.lua
+var readLua string
+
+var readScript = redis.NewScript(readLua)
+
 //go:embed confirm.lua
 var confirmLua string
 
@@ -276,8 +281,10 @@ func (s *Store) LoadMany(ctx context.Context, ids []string) ([]Loaded, error) {
 type read struct {
 	id, requestID string
 	waits         bool
-	got           *redis.SliceCmd
-	moves         *redis.StringSliceCmd
+	// got holds the state's fields read alone; withMoves the fields and
+	// the moves, read together (read.lua).
+	got       *redis.SliceCmd
+	withMoves *redis.Cmd
 }
 
 func (s *Store) queueRead(ctx context.Context, pipe redis.Pipeliner, id, requestID string, withMoves bool) read {
@@ -288,17 +295,54 @@ func (s *Store) queueRead(ctx context.Context, pipe redis.Pipeliner, id, request
 	if s.Waits() {
 		fields = append(fields, "v", "c")
 	}
-	r := read{id: id, requestID: requestID, waits: s.Waits(), got: pipe.HMGet(ctx, s.stateKey(id), fields...)}
-	if withMoves {
-		r.moves = pipe.LRange(ctx, s.movesKey(id), 0, -1)
+	r := read{id: id, requestID: requestID, waits: s.Waits()}
+	if !withMoves {
+		r.got = pipe.HMGet(ctx, s.stateKey(id), fields...)
+		return r
 	}
+	args := make([]any, len(fields))
+	for i, f := range fields {
+		args[i] = f
+	}
+	// Sent whole, not by its hash: a pipeline cannot fall back on a
+	// server that lost its scripts (restarted, failed over).
+	r.withMoves = readScript.Eval(ctx, pipe, []string{s.stateKey(id), s.movesKey(id)}, args...)
 	return r
+}
+
+// replies are the state's fields read, and the moves (nil when not read).
+func (r read) replies() (vals []any, moves []string, err error) {
+	if r.withMoves == nil {
+		return r.got.Val(), nil, nil
+	}
+	both, err := r.withMoves.Slice()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read game %s: %w", r.id, err)
+	}
+	if len(both) != 2 {
+		return nil, nil, fmt.Errorf("read game %s: unexpected reply %v", r.id, both)
+	}
+	vals, ok := both[0].([]any)
+	recs, ok2 := both[1].([]any)
+	if !ok || !ok2 {
+		return nil, nil, fmt.Errorf("read game %s: unexpected reply %v", r.id, both)
+	}
+	moves = make([]string, len(recs))
+	for i, rec := range recs {
+		if moves[i], ok = rec.(string); !ok {
+			return nil, nil, fmt.Errorf("read game %s: move %d is %T", r.id, i+1, rec)
+		}
+	}
+	return vals, moves, nil
 }
 
 // decode makes a Loaded of the replies to r, the server time being now.
 func (r read) decode(now time.Time) (Loaded, error) {
 	out := Loaded{Now: now}
-	vals := r.got.Val()
+	vals, recs, err := r.replies()
+	if err != nil {
+		return Loaded{}, err
+	}
 	if r.requestID != "" {
 		if prev, ok := vals[1].(string); ok {
 			out.Previous = []byte(prev)
@@ -322,11 +366,10 @@ func (r read) decode(now time.Time) (Loaded, error) {
 	if err := json.Unmarshal([]byte(raw), &state); err != nil {
 		return Loaded{}, fmt.Errorf("decode game %s: %w", r.id, err)
 	}
-	if r.moves == nil {
+	if r.withMoves == nil {
 		out.State = &state
 		return out, nil
 	}
-	recs := r.moves.Val()
 	state.Moves = make([]model.MoveRec, len(recs))
 	for i, rec := range recs {
 		if err := json.Unmarshal([]byte(rec), &state.Moves[i]); err != nil {
