@@ -265,11 +265,14 @@ func mac(secret []byte, msg string) []byte {
 // is told to warn about it.
 func KeyringFromConfig(keys string) (ring *Keyring, ephemeral bool, err error) {
 	if strings.TrimSpace(keys) == "" {
-		secret := make([]byte, 32)
+		secret := make([]byte, 40)
 		if _, err := rand.Read(secret); err != nil {
 			return nil, false, fmt.Errorf("random signing key: %w", err)
 		}
-		ring, err := NewKeyring(Key{ID: "ephemeral", Secret: secret})
+		// An id of its own too, so that a credential of an earlier run
+		// (make run restarted) is told apart as signed with a key unknown,
+		// whose answer says to sign in again, not as a forged one.
+		ring, err := NewKeyring(Key{ID: "ephemeral-" + hex.EncodeToString(secret[32:]), Secret: secret[:32]})
 		return ring, true, err
 	}
 	ring, err = ParseKeyring(keys)

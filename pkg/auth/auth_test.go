@@ -164,3 +164,29 @@ func TestKindHint(t *testing.T) {
 		}
 	}
 }
+
+// TestARandomKeyOfAnEarlierRunIsUnknown: without keys configured each run
+// signs with a random key (make run). A credential of an earlier run must
+// be refused as signed with an unknown key, whose answer tells the app to
+// sign in again, and not as a forged one.
+func TestARandomKeyOfAnEarlierRunIsUnknown(t *testing.T) {
+	earlier, ephemeral, err := KeyringFromConfig("")
+	if err != nil || !ephemeral {
+		t.Fatalf("KeyringFromConfig(\"\") = %v, ephemeral %v", err, ephemeral)
+	}
+	now := time.Now()
+	tok, err := earlier.Sign(Claims{Kind: KindGuest, Subject: "guest-1", IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, _, err := KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := later.Verify(tok, now); !errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("a credential of an earlier run: %v, want %v", err, ErrUnknownKey)
+	}
+	if _, err := earlier.Verify(tok, now); err != nil {
+		t.Fatalf("its own run: %v", err)
+	}
+}
