@@ -305,8 +305,9 @@ func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToS
 // checkID validates a client-chosen id that becomes part of Redis keys.
 func checkID(field, id string, limit int) error { return ident.Check(field, id, limit, "") }
 
-// errNotASeat marks a credential that is valid but not for a seat of the
-// game asked about: another game's, or not a seat's.
+// errNotASeat marks a credential that holds no seat of the game asked
+// about: another game's seat, or a credential of another kind (a
+// player's, a service's).
 var errNotASeat = errors.New("not a seat of this game")
 
 // credential reads the seat credential of game id from the metadata: ok is
@@ -320,7 +321,12 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 	c, err := h.verified.Verify(tok, now)
 	if err != nil {
 		if hint := auth.KindHint(tok, auth.KindSeat); hint != "" {
-			return 0, false, apierr.New(apierr.Unauthenticated, "seat credential: %s", hint)
+			// A credential of another kind (a player's, which apps send
+			// with every call) holds no seat: it may still watch a public
+			// game, as no credential may.
+			e := apierr.New(apierr.Unauthenticated, "seat credential: %s", hint)
+			e.Err = errNotASeat
+			return 0, false, e
 		}
 		return 0, false, auth.Refused("seat credential", err)
 	}
@@ -1372,9 +1378,9 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 	}
 	// A credential that is no good is refused before Redis is asked
 	// anything, which also keeps it from telling a private game that exists
-	// from one that does not. Another game's seat may still watch a public
-	// game: clients that send their player's credential with every call can
-	// spectate as well.
+	// from one that does not. Another game's seat, or a credential of
+	// another kind, may still watch a public game: clients that send their
+	// player's credential with every call can spectate as well.
 	side, seated, credErr := h.credential(ctx, id, h.now())
 	if credErr != nil && !errors.Is(credErr, errNotASeat) {
 		return store.Loaded{}, nil, credErr
