@@ -2060,7 +2060,9 @@ type Game struct {
 	// game-created event, whose size must not grow with the game: read them
 	// with GetGame or from the event stream.
 	Moves []*MoveRecord `protobuf:"bytes,8,rep,name=moves,proto3" json:"moves,omitempty"`
-	// The side to move (or to choose a formation during setup).
+	// The side to move (or to choose a formation during setup). Once the
+	// game is over it stays the side that would have moved: read status,
+	// not turn, to tell whether anyone may move.
 	Turn v1.Side `protobuf:"varint,9,opt,name=turn,proto3,enum=palace.common.v1.Side" json:"turn,omitempty"`
 	// Sorted by their coordinate text, byte by byte ("b3b10" before
 	// "b3b2"), passes included; empty when the game is not ongoing.

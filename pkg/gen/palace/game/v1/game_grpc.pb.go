@@ -140,7 +140,7 @@ type GameServiceClient interface {
 	// declined and the caller has not moved since: a side offers again only
 	// in a position it made. The offer stands through the offerer's own
 	// moves; a move by the opponent declines it (DrawDeclined, then the
-	// move).
+	// move). An AI seat answers no offer: its next move declines it.
 	OfferDraw(ctx context.Context, in *OfferDrawRequest, opts ...grpc.CallOption) (*OfferDrawResponse, error)
 	// AnswerDraw accepts or declines the opponent's pending offer.
 	// FailedPrecondition when there is none, or in Janggi.
@@ -473,7 +473,7 @@ type GameServiceServer interface {
 	// declined and the caller has not moved since: a side offers again only
 	// in a position it made. The offer stands through the offerer's own
 	// moves; a move by the opponent declines it (DrawDeclined, then the
-	// move).
+	// move). An AI seat answers no offer: its next move declines it.
 	OfferDraw(context.Context, *OfferDrawRequest) (*OfferDrawResponse, error)
 	// AnswerDraw accepts or declines the opponent's pending offer.
 	// FailedPrecondition when there is none, or in Janggi.
