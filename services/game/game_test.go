@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/auth"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/services/game"
@@ -513,6 +515,41 @@ func TestARetriedCreationGetsLiveCredentials(t *testing.T) {
 	for i, c := range again.GetCredentials() {
 		if was := first.GetCredentials()[i].GetExpiresAt().AsTime(); !c.GetExpiresAt().AsTime().After(was) {
 			t.Fatalf("credential %d of a retry with under half its life left runs out at %v, as the first (%v); want a new one", i, c.GetExpiresAt().AsTime(), was)
+		}
+	}
+}
+
+// TestADeadSeatCredentialSaysHowToGetANewOne: a seat credential that ran
+// out, or whose key was removed, is refused with its reason and with the
+// way to a new one for the same seat; a forged one gets neither.
+func TestADeadSeatCredentialSaysHowToGetANewOne(t *testing.T) {
+	const keys = "k1:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	env := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keys })
+	tb := xiangqi(t, env)
+	ring, err := auth.ParseKeyring(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := auth.NewKeyring(auth.Key{ID: "removed", Secret: []byte(strings.Repeat("r", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	seat := auth.Claims{Kind: auth.KindSeat, Subject: "p1", Game: tb.id, Side: "first", IssuedAt: now.Add(-2 * time.Hour).Unix(), ExpiresAt: now.Add(-time.Hour).Unix()}
+	expired, err := ring.Sign(seat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat.ExpiresAt = now.Add(time.Hour).Unix()
+	unknown, err := removed.Sign(seat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tok, reason := range map[string]string{expired: auth.ExpiredReason, unknown: auth.KeyUnknownReason, tb.seats[commonv1.Side_SIDE_FIRST] + "x": ""} {
+		_, err := env.Client.MakeMove(gametest.As(context.Background(), tok), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h3e3"}})
+		way := strings.Contains(status.Convert(err).Message(), "ResumeGame") && strings.Contains(status.Convert(err).Message(), "IssueSeatCredentials")
+		if status.Code(err) != codes.Unauthenticated || apierr.ReasonOf(err) != reason || way != (reason != "") {
+			t.Errorf("%v: reason %q, says the way to a new one %v; want Unauthenticated, %q, %v", err, apierr.ReasonOf(err), way, reason, reason != "")
 		}
 	}
 }

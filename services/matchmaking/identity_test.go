@@ -264,6 +264,10 @@ func TestExpiredPlayerCredentialCarriesItsReason(t *testing.T) {
 		if got := apierr.ReasonOf(err); got != want {
 			t.Errorf("refused with reason %q (%v), want %q", got, err, want)
 		}
+		// The message says the way out too, where there is one.
+		if way := strings.Contains(err.Error(), "sign in again"); way != (want != "") {
+			t.Errorf("refused with %v: says how to sign in again %v, want %v", err, way, want != "")
+		}
 	}
 }
 

@@ -328,7 +328,13 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 			e.Err = errNotASeat
 			return 0, false, e
 		}
-		return 0, false, auth.Refused("seat credential", err)
+		e := auth.Refused("seat credential", err)
+		if errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrUnknownKey) {
+			// Said where the answer's reason is, so that a client developer
+			// reading the message learns the way out too.
+			e.Msg += ": the seat is still held; get a new credential for it (players: matchmaking's ResumeGame; services: IssueSeatCredentials)"
+		}
+		return 0, false, e
 	}
 	if c.Kind != auth.KindSeat || c.Game != id {
 		e := apierr.New(apierr.PermissionDenied, "this credential is not for a seat of game %s", id)

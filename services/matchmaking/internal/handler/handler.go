@@ -245,7 +245,11 @@ func (h *Handler) player(ctx context.Context) (auth.Claims, error) {
 			return auth.Claims{}, apierr.New(apierr.Unauthenticated, "player credential: %s", hint)
 		}
 		// An expired one is marked: an app renews it by signing in again.
-		return auth.Claims{}, auth.Refused("player credential", err)
+		e := auth.Refused("player credential", err)
+		if errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrUnknownKey) {
+			e.Msg += ": sign in again (an account: SignInWithGoogle, or a new credential from whoever signed it; a guest cannot be renewed, and CreateGuest makes a new player)"
+		}
+		return auth.Claims{}, e
 	}
 	if c.Kind != auth.KindGuest && c.Kind != auth.KindAccount {
 		return auth.Claims{}, apierr.New(apierr.Unauthenticated, "player credential: a %s credential is not a player's", c.Kind)
