@@ -2,6 +2,8 @@ package rules
 
 import (
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/palacehq/palace/pkg/textcut"
 )
@@ -69,17 +71,43 @@ func (m Move) AppendText(b []byte) ([]byte, error) {
 // ParseMove reads coordinate notation ("h3e3", "b10c8", pass "e2e2"). It
 // checks syntax only; legality needs a position (CheckMove).
 func ParseMove(s string) (Move, error) {
-	from, n, msg := parseSquarePrefix(s)
+	m, msg := parseMove(s)
 	if msg == "" {
-		var to Square
-		var n2 int
-		to, n2, msg = parseSquarePrefix(s[n:])
-		if msg == "" && n+n2 != len(s) {
-			msg = "unexpected text after the destination square"
-		}
-		if msg == "" {
-			return NewMove(from, to), nil
-		}
+		return m, nil
 	}
-	return NoMove, fmt.Errorf("%w: %q: %s (want e.g. h3e3 or b10c8)", ErrBadMove, textcut.Quote(s, 16, "…"), msg)
+	return NoMove, fmt.Errorf("%w: %q: %s (want e.g. h3e3 or b10c8%s)", ErrBadMove, textcut.Quote(s, 16, "…"), msg, moveHint(s))
+}
+
+func parseMove(s string) (Move, string) {
+	from, n, msg := parseSquarePrefix(s)
+	if msg != "" {
+		return NoMove, msg
+	}
+	to, n2, msg := parseSquarePrefix(s[n:])
+	switch {
+	case msg != "":
+		return NoMove, msg
+	case n+n2 != len(s):
+		return NoMove, "unexpected text after the destination square"
+	}
+	return NewMove(from, to), ""
+}
+
+// moveHint names the likely slip of a move that is not coordinates, for
+// the client developer who reads the refusal.
+func moveHint(s string) string {
+	switch {
+	case okMove(strings.ToLower(s)):
+		return "; coordinates are lower case"
+	case okMove(strings.NewReplacer("-", "", " ", "").Replace(s)):
+		return "; the two squares are written together"
+	case strings.ContainsAny(s, ".+=") || strings.IndexFunc(s, func(r rune) bool { return r >= utf8.RuneSelf }) >= 0:
+		return "; readable notation (WXF, Korean) is for display only: send coordinates"
+	}
+	return ""
+}
+
+func okMove(s string) bool {
+	_, msg := parseMove(s)
+	return msg == ""
 }

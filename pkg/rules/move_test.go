@@ -67,6 +67,14 @@ func TestParseMove(t *testing.T) {
 		{"space", "h3 e3", "", "", false, "file ' '"},
 		{"null move", "0000", "", "", false, "file '0'"},
 		{"upper case", "H3E3", "", "", false, "file 'H'"},
+		// The likely slip, named for the client developer.
+		{"upper case named", "B3E3", "", "", false, "coordinates are lower case"},
+		{"a dash named", "b3-e3", "", "", false, "the two squares are written together"},
+		{"a space named", "b3 e3", "", "", false, "the two squares are written together"},
+		{"WXF named", "C8.5", "", "", false, "for display only"},
+		{"WXF advance named", "H2+3", "", "", false, "for display only"},
+		{"Korean named", "02마83", "", "", false, "for display only"},
+		{"no hint for noise", "zz", "", "", false, "b10c8)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
