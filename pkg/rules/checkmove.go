@@ -22,7 +22,12 @@ func (p *Position) CheckMove(m Move) error {
 	}
 	name := pc.Kind().displayName(p.variant)
 	if pc.Side() != p.turn {
-		return illegal(m, "the %s on %v belongs to the opponent (%v to move)", name, Square(from), p.turn)
+		if from == to && pc.Kind() == General {
+			own := p.GeneralSquare(p.turn)
+			return illegal(m, "%v holds %s's general: %s passes with its own general's square twice, %v%v",
+				Square(from), SideName(p.variant, pc.Side()), SideName(p.variant, p.turn), own, own)
+		}
+		return illegal(m, "the %s on %v belongs to the opponent: %s is to move", name, Square(from), SideName(p.variant, p.turn))
 	}
 	if from == to {
 		switch {

@@ -225,8 +225,11 @@ var ruleTests = []struct {
 		pieces: []string{"Ke2", "ke9", "pa7"}, from: "a7",
 		want: nil,
 		reasons: map[string]string{
-			"a7a6": "the soldier on a7 belongs to the opponent",
+			"a7a6": "the soldier on a7 belongs to the opponent: Cho is to move",
 			"b7b6": "there is no piece on b7",
+			// A pass sent with the other side's general, as a client that
+			// takes e2e2 for "the pass" does: the message names the right one.
+			"e9e9": "e9 holds Han's general: Cho passes with its own general's square twice, e2e2",
 		},
 	},
 
