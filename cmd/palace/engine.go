@@ -59,8 +59,8 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fs := flag.NewFlagSet("palace engine match", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	a := fs.String("a", "level:6", "first player")
-	b := fs.String("b", "level:4", "second player")
+	a := fs.String("a", "level:6", "first player: level:N (the built-in engine, 1-10) or uci:/path/to/engine[,name=value...]")
+	b := fs.String("b", "level:4", "second player, as --a")
 	games := fs.Int("games", 40, "games (sides alternate; each opening is played from both sides)")
 	variantName := fs.String("variant", "xiangqi", "janggi or xiangqi")
 	openingPlies := fs.Int("opening-plies", 4, "random opening plies before the engines take over (0: start position)")
