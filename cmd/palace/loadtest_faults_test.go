@@ -50,8 +50,10 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 	}{
 		{name: "none", fault: func() *fault { return &fault{} },
 			clean: []string{"lost", "duplicated", "gaps", "errors"}},
+		// A stream that skipped the event and reconnected with a snapshot
+		// has the move from the snapshot: gaps for sure, lost maybe.
 		{name: "event-dropped", fault: dropMoveEvent(3),
-			found: []string{"lost", "gaps"}, clean: []string{"duplicated", "errors"}},
+			found: []string{"gaps"}, clean: []string{"duplicated", "errors"}},
 		{name: "event-doubled", fault: doubleFirstMoveEvent,
 			found: []string{"duplicated"}, clean: []string{"lost", "gaps", "errors"}},
 		{name: "retry-answered-differently", fault: bumpRetriedVersion,

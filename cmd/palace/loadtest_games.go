@@ -451,9 +451,10 @@ type seen struct {
 	// snapshot marks the state a stream sent first, at version; its moves
 	// follow, each an entry of its own with inSnapshot set.
 	snapshot, inSnapshot bool
-	// ended is the result of the game's last event, or of a snapshot of
-	// the game ended.
-	ended *commonv1.Result
+	// ended marks the game's last event, or a snapshot of the game ended;
+	// result is the result it gives.
+	ended  bool
+	result *commonv1.Result
 }
 
 // sent is a measured move: when it was sent, and by which seat (0 first).
@@ -760,8 +761,8 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 		var next uint64 = 1
 		for _, e := range st.events {
 			v := e.version
-			if e.ended != nil && !proto.Equal(e.ended, final.GetResult()) {
-				l.fail("a stream of %s ended the game with %v, its final state has %v", final.GetGameId(), e.ended, final.GetResult())
+			if e.ended && !proto.Equal(e.result, final.GetResult()) {
+				l.fail("a stream of %s ended the game with %v, its final state has %v", final.GetGameId(), e.result, final.GetResult())
 			}
 			switch {
 			case e.snapshot:
@@ -869,7 +870,7 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 				at := time.Now()
 				s := seen{version: g.GetVersion(), snapshot: true, at: at}
 				if st := g.GetStatus(); st == commonv1.GameStatus_GAME_STATUS_ENDED || st == commonv1.GameStatus_GAME_STATUS_ABORTED {
-					s.ended = g.GetResult()
+					s.ended, s.result = true, g.GetResult()
 				}
 				out = append(out, s)
 				for _, mr := range g.GetMoves() {
@@ -893,11 +894,11 @@ func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, 
 				s.played = played{ply: m.GetPly(), move: m.GetMove().GetCoordinate()}
 			}
 			if end := e.GetGameEnded(); end != nil {
-				s.ended = end.GetResult()
+				s.ended, s.result = true, end.GetResult()
 			}
 			out = append(out, s)
 			last = e.GetVersion()
-			if s.ended != nil {
+			if s.ended {
 				cancel()
 				return streamed{events: out, complete: true}
 			}
