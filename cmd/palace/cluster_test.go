@@ -15,7 +15,7 @@ import (
 // fault in a report.
 func TestEverythingOnARedisCluster(t *testing.T) {
 	cluster := redistest.NewCluster(t, 3)
-	keys := "lt:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	keys := playerKeys
 	addr := startServe(t, "--redis-addr", cluster.URL(), "--key-prefix", redistest.Prefix(t), "--ai-workers", "1",
 		"--player-signing-keys", keys, "--pairing-interval", "50ms")
 

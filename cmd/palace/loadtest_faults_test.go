@@ -196,7 +196,7 @@ func TestLoadtestClocksFindsAWrongWinner(t *testing.T) {
 // through a proxy that changes one thing a pool decides: a pairing into
 // a game of another kind, time control or rating is a wrong one.
 func TestLoadtestMatchmakingFindsAGameUnlikeItsPool(t *testing.T) {
-	keys := "lt:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	keys := playerKeys
 	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
 		"--player-signing-keys", keys, "--pairing-interval", "50ms")
 	for name, change := range map[string]func(*gamev1.Game){
@@ -236,7 +236,7 @@ func TestLoadtestMatchmakingFindsAGameUnlikeItsPool(t *testing.T) {
 // server ends cleanly while its ticket waits leaves the player with no word
 // of a match; its ticket is unsettled, not waiting.
 func TestLoadtestMatchmakingCountsAWatchEndedWhileWaiting(t *testing.T) {
-	keys := "lt:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	keys := playerKeys
 	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
 		"--player-signing-keys", keys, "--pairing-interval", "50ms")
 	f := &fault{endAfterFirst: matchmakingv1.MatchmakingService_WatchTicket_FullMethodName}

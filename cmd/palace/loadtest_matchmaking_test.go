@@ -7,11 +7,15 @@ import (
 	"github.com/palacehq/palace/pkg/redistest"
 )
 
+// playerKeys are matchmaking's --player-signing-keys in the tests that
+// start a server, given to the tool too so that it mints its players.
+const playerKeys = "lt:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
 // TestLoadtestMatchmakingPairsEveryone runs a short matchmaking load test
 // against `palace serve` on a real Redis, rated pool included: everyone is
 // matched exactly once and the games seat who the tickets say.
 func TestLoadtestMatchmakingPairsEveryone(t *testing.T) {
-	keys := "lt:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	keys := playerKeys
 	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
 		"--player-signing-keys", keys, "--pairing-interval", "50ms")
 	out, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--game-addr", addr, "--tickets", "120",
@@ -78,7 +82,7 @@ func TestLoadtestMatchmakingTellsAnUnreadGameFromAWrongPairing(t *testing.T) {
 // address creates, so the tool with the signing keys mints its guests,
 // and without them it says what to do once it is refused.
 func TestLoadtestMatchmakingMintsItsGuests(t *testing.T) {
-	keys := "lt:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	keys := playerKeys
 	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
 		"--player-signing-keys", keys, "--pairing-interval", "50ms", "--max-guests-per-hour", "4")
 	_, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--tickets", "20", "--cancel", "0", "--timeout", "30s")

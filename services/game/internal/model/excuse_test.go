@@ -97,6 +97,23 @@ func TestNothingToExcuse(t *testing.T) {
 // pings saw the same outage half a second longer, excuses that too. Its
 // excuse moves byo-yomi past now, but it is not announced again.
 func TestAMilestoneIsNotAnnouncedAgainAfterALongerExcuse(t *testing.T) {
+	st, _, _ := afterALongerExcuse(t)
+	ch, applied, err := Expire(st, st.WakeMs, time.UnixMilli(st.WakeMs))
+	if err != nil || !applied {
+		t.Fatalf("the next wake-up: %v %v", applied, err)
+	}
+	if kinds := clockKinds(ch.Events); len(kinds) != 1 || kinds[0] != gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED {
+		t.Fatalf("the next wake-up announced %v, want the first period used only", kinds)
+	}
+}
+
+// afterALongerExcuse builds the state of two processes excusing one outage
+// differently: Red's byo-yomi was announced after the first excuse, then a
+// second process excused more of the same outage, which moved
+// ClockEventsMs past now. It returns the
+// state, now, and the instant byo-yomi was announced at.
+func afterALongerExcuse(t *testing.T) (st *State, now, entered time.Time) {
+	t.Helper()
 	st, start := clocked(t)
 	back := start.Add(20 * time.Second)
 	ex, ok := Excuse(st, 10*time.Second, back)
@@ -105,26 +122,22 @@ func TestAMilestoneIsNotAnnouncedAgainAfterALongerExcuse(t *testing.T) {
 	}
 	Seal(ex, st.Version, back)
 	st = ex.State
-	entered := time.UnixMilli(st.WakeMs)
+	entered = time.UnixMilli(st.WakeMs)
 	ch, applied, err := Expire(st, st.WakeMs, entered)
 	if err != nil || !applied || clockKinds(ch.Events)[0] != gamev1.ClockEventKind_CLOCK_EVENT_KIND_BYO_YOMI_ENTERED {
 		t.Fatalf("byo-yomi: %v %v %v", applied, err, ch.Events)
 	}
 	Seal(ch, st.Version, entered)
 	st = ch.State
-	now := entered.Add(100 * time.Millisecond)
+	now = entered.Add(100 * time.Millisecond)
 	if ex, ok = Excuse(st, 10500*time.Millisecond, now); !ok {
 		t.Fatal("the longer excuse")
 	}
 	Seal(ex, st.Version, now)
-	st = ex.State
-	ch, applied, err = Expire(st, st.WakeMs, time.UnixMilli(st.WakeMs))
-	if err != nil || !applied {
-		t.Fatalf("the next wake-up: %v %v", applied, err)
+	if ex.State.ClockEventsMs <= ms(now) {
+		t.Fatalf("ClockEventsMs %d is not past now %d: the case is not built", ex.State.ClockEventsMs, ms(now))
 	}
-	if kinds := clockKinds(ch.Events); len(kinds) != 1 || kinds[0] != gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED {
-		t.Fatalf("the next wake-up announced %v, want the first period used only", kinds)
-	}
+	return ex.State, now, entered
 }
 
 // excusedOnce excuses st total at at, and wants one OUTAGE_EXCUSED event

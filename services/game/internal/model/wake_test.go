@@ -10,38 +10,6 @@ import (
 	"github.com/palacehq/palace/pkg/rules"
 )
 
-// afterALongerExcuse is the state TestAMilestoneIsNotAnnouncedAgainAfterALongerExcuse
-// builds: Red's byo-yomi was announced, then a second process excused more
-// of the same outage, which moved ClockEventsMs past now. It returns the
-// state, now, and the instant byo-yomi was announced at.
-func afterALongerExcuse(t *testing.T) (st *State, now, entered time.Time) {
-	t.Helper()
-	st, start := clocked(t)
-	back := start.Add(20 * time.Second)
-	ex, ok := Excuse(st, 10*time.Second, back)
-	if !ok {
-		t.Fatal("the first excuse")
-	}
-	Seal(ex, st.Version, back)
-	st = ex.State
-	entered = time.UnixMilli(st.WakeMs)
-	ch, applied, err := Expire(st, st.WakeMs, entered)
-	if err != nil || !applied {
-		t.Fatalf("byo-yomi: %v %v", applied, err)
-	}
-	Seal(ch, st.Version, entered)
-	st = ch.State
-	now = entered.Add(100 * time.Millisecond)
-	if ex, ok = Excuse(st, 10500*time.Millisecond, now); !ok {
-		t.Fatal("the longer excuse")
-	}
-	Seal(ex, st.Version, now)
-	if ex.State.ClockEventsMs <= ms(now) {
-		t.Fatalf("ClockEventsMs %d is not past now %d: the case is not built", ex.State.ClockEventsMs, ms(now))
-	}
-	return ex.State, now, entered
-}
-
 // wantWokenFor checks that st's wake-up is applied when due and announces
 // want first: a current wake-up that changes nothing would be dropped by
 // the sweeper after StaleAfter, and the game never looked at again.
