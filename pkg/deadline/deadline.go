@@ -52,6 +52,9 @@ func New(rdb redis.UniversalClient, prefix string, shards int) (*Index, error) {
 // Shards is the number of shards.
 func (x *Index) Shards() int { return x.shards }
 
+// Prefix is the key prefix of the index's keys.
+func (x *Index) Prefix() string { return x.prefix }
+
 // ErrShardsDiffer means this process counts shards differently from the
 // deployment's index.
 var ErrShardsDiffer = errors.New("deadline shard count differs from the index's")

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/palacehq/palace/pkg/app"
@@ -155,7 +156,8 @@ func Bind(cfg Config) app.Binder {
 		cc.Connect()
 		games := gamev1.NewGameServiceClient(cc)
 		swCfg := cfg.sweep()
-		swCfg.OnReach = func(ok bool) { rt.Server.SetServing(clockv1.ClockService_ServiceDesc.ServiceName, ok) }
+		serving := servingWhen{set: func(ok bool) { rt.Server.SetServing(clockv1.ClockService_ServiceDesc.ServiceName, ok) }, reached: true, agrees: true}
+		swCfg.OnReach, swCfg.OnIndex = serving.reach, serving.index
 		sw, err := sweep.New(log, rt.Redis, idx, games, rt.Tel.Meter.Meter("palace/clock"), swCfg)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("clock service: %w", err), cc.Close())
@@ -175,4 +177,22 @@ func Bind(cfg Config) app.Binder {
 			return errors.Join(err, sw.Release(rctx), sw.Close(), cc.Close())
 		}, nil
 	}
+}
+
+// servingWhen reports the clock service serving while its replica
+// reaches the game service and sweeps the index that service writes.
+type servingWhen struct {
+	set             func(bool)
+	mu              sync.Mutex
+	reached, agrees bool
+}
+
+func (w *servingWhen) reach(ok bool) { w.update(func() { w.reached = ok }) }
+func (w *servingWhen) index(ok bool) { w.update(func() { w.agrees = ok }) }
+
+func (w *servingWhen) update(change func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	change()
+	w.set(w.reached && w.agrees)
 }

@@ -803,3 +803,37 @@ func TestOneFailingGameHandsNoShardOver(t *testing.T) {
 		t.Fatalf("health %v %v, want SERVING", resp.GetStatus(), err)
 	}
 }
+
+// TestAClockOnAnotherIndexIsNotServing: a clock replica started with
+// another --key-prefix than the game service's finds nothing due in the
+// index it sweeps, so no call of it ever fails; it must still report the
+// clock service NOT_SERVING, since no game of that service would ever be
+// flagged, while one on the game service's index serves.
+func TestAClockOnAnotherIndexIsNotServing(t *testing.T) {
+	t.Parallel()
+	env := startGame(t, true)
+	health := func(conn grpc.ClientConnInterface) healthpb.HealthCheckResponse_ServingStatus {
+		t.Helper()
+		resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: clockv1.ClockService_ServiceDesc.ServiceName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetStatus()
+	}
+	start := func(prefix string) grpc.ClientConnInterface {
+		cfg := clock.DefaultConfig()
+		cfg.GameAddr, cfg.KeyPrefix, cfg.DeadlineShards = env.Addr, prefix, env.Config.DeadlineShards
+		return apptest.Start(t, redistest.Addr(t), clock.Bind(cfg))
+	}
+	astray, right := start(env.Config.KeyPrefix+"astray:"), start(env.Config.KeyPrefix)
+	until := time.Now().Add(endWithin)
+	for health(astray) != healthpb.HealthCheckResponse_NOT_SERVING {
+		if time.Now().After(until) {
+			t.Fatalf("a clock sweeping %q beside a game service writing %q still serves", env.Config.KeyPrefix+"astray:", env.Config.KeyPrefix)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := health(right); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("the clock on the game service's own index is %v, want SERVING", st)
+	}
+}

@@ -81,6 +81,10 @@ type Config struct {
 	// for want of the game service (false) and when it answers again
 	// (true).
 	OnReach func(reachable bool)
+	// OnIndex, when set, is told when the game service is found to write
+	// another deadline index than this replica sweeps (false), and when it
+	// writes this one again (true); see index.go.
+	OnIndex func(agrees bool)
 }
 
 // Defaults.
@@ -203,7 +207,7 @@ func New(log *slog.Logger, rdb redis.UniversalClient, idx *deadline.Index, games
 	cfg = cfg.withDefaults()
 	s := &Service{
 		log: log.With("replica", cfg.ReplicaID), rdb: rdb, idx: idx, games: games, cfg: cfg,
-		keys:   keys{prefix: idxPrefix(idx)},
+		keys:   keys{prefix: idx.Prefix()},
 		late:   newHistogram(),
 		sem:    make(chan struct{}, cfg.Workers),
 		health: make([]health, idx.Shards()),
@@ -216,13 +220,6 @@ func New(log *slog.Logger, rdb redis.UniversalClient, idx *deadline.Index, games
 	}
 	s.m = m
 	return s, nil
-}
-
-// idxPrefix recovers the key prefix from the index ("<prefix>dl:{0}"), so
-// that leases always sit next to the shards they guard.
-func idxPrefix(idx *deadline.Index) string {
-	k := idx.Key(0)
-	return k[:len(k)-len("dl:{0}")]
 }
 
 // ReplicaID is this replica's id.
@@ -244,13 +241,18 @@ func (s *Service) Owned() []int {
 // cancelled Run behaves like a dead replica (the leases expire) unless
 // Release is called afterwards, as a clean shutdown does.
 func (s *Service) Run(ctx context.Context) error {
-	scanned := make(chan struct{})
+	scanned, checked := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(scanned)
 		s.scan(ctx)
 	}()
+	go func() {
+		defer close(checked)
+		s.checkIndex(ctx)
+	}()
 	defer func() {
 		<-scanned
+		<-checked
 		s.calls.Wait()
 	}()
 	t := time.NewTicker(s.cfg.Tick)

@@ -1519,7 +1519,7 @@ func (h *Handler) expire(ctx context.Context, req *gamev1.ExpireDeadlineRequest)
 		}
 		l, err := h.load(ctx, req.GetGameId(), "")
 		if errors.Is(err, store.ErrNotFound) {
-			return &gamev1.ExpireDeadlineResponse{Applied: false}, nil
+			return h.expired(&gamev1.ExpireDeadlineResponse{Applied: false}), nil
 		}
 		if err != nil {
 			return nil, err
@@ -1529,7 +1529,7 @@ func (h *Handler) expire(ctx context.Context, req *gamev1.ExpireDeadlineRequest)
 			return nil, err
 		}
 		if !applied {
-			return &gamev1.ExpireDeadlineResponse{Applied: false, Game: model.View(l.State, nil, l.Now)}, nil
+			return h.expired(&gamev1.ExpireDeadlineResponse{Applied: false, Game: model.View(l.State, nil, l.Now)}), nil
 		}
 		_, err = h.commit(ctx, l.State, ch, command{id: l.State.ID}, l.Now, nil)
 		if errors.Is(err, errConflict) {
@@ -1543,9 +1543,16 @@ func (h *Handler) expire(ctx context.Context, req *gamev1.ExpireDeadlineRequest)
 		// announced already (model.Expire): for the sweeper, as for an
 		// excuse, what the deadline brings is still to come.
 		moved := len(ch.Events) == 0 || onlyExcused(ch)
-		return &gamev1.ExpireDeadlineResponse{Applied: true, Game: model.View(ch.State, nil, l.Now), Excused: moved}, nil
+		return h.expired(&gamev1.ExpireDeadlineResponse{Applied: true, Game: model.View(ch.State, nil, l.Now), Excused: moved}), nil
 	}
 	return nil, apierr.New(apierr.Unavailable, "game %s is too busy", req.GetGameId())
+}
+
+// expired completes an answer to ExpireDeadline with the index this
+// service writes, which the clock service checks against its own.
+func (h *Handler) expired(resp *gamev1.ExpireDeadlineResponse) *gamev1.ExpireDeadlineResponse {
+	resp.DeadlineIndex = &gamev1.DeadlineIndex{KeyPrefix: h.index.Prefix(), Shards: uint32(h.index.Shards())}
+	return resp
 }
 
 // Probe increments a counter: one Redis write behind the same server path

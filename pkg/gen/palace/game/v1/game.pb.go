@@ -1985,7 +1985,12 @@ type ExpireDeadlineResponse struct {
 	// deadline's milestone had been announced already (after an outage that
 	// two processes excused differently): the deadline moved to the next
 	// milestone, which is indexed likewise.
-	Excused       bool `protobuf:"varint,3,opt,name=excused,proto3" json:"excused,omitempty"`
+	Excused bool `protobuf:"varint,3,opt,name=excused,proto3" json:"excused,omitempty"`
+	// The deadline index this game service writes, in every answer. A clock
+	// service compares it with the one it sweeps: one started with another
+	// --key-prefix would find nothing due, and flag no timeout ever. Unset
+	// from a game service older than this field.
+	DeadlineIndex *DeadlineIndex `protobuf:"bytes,4,opt,name=deadline_index,json=deadlineIndex,proto3" json:"deadline_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2039,6 +2044,68 @@ func (x *ExpireDeadlineResponse) GetExcused() bool {
 		return x.Excused
 	}
 	return false
+}
+
+func (x *ExpireDeadlineResponse) GetDeadlineIndex() *DeadlineIndex {
+	if x != nil {
+		return x.DeadlineIndex
+	}
+	return nil
+}
+
+// DeadlineIndex names the Redis index of game deadlines.
+type DeadlineIndex struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The --key-prefix of every key.
+	KeyPrefix string `protobuf:"bytes,1,opt,name=key_prefix,json=keyPrefix,proto3" json:"key_prefix,omitempty"`
+	// The --deadline-shards the index is split into.
+	Shards        uint32 `protobuf:"varint,2,opt,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadlineIndex) Reset() {
+	*x = DeadlineIndex{}
+	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadlineIndex) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadlineIndex) ProtoMessage() {}
+
+func (x *DeadlineIndex) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadlineIndex.ProtoReflect.Descriptor instead.
+func (*DeadlineIndex) Descriptor() ([]byte, []int) {
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DeadlineIndex) GetKeyPrefix() string {
+	if x != nil {
+		return x.KeyPrefix
+	}
+	return ""
+}
+
+func (x *DeadlineIndex) GetShards() uint32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
 }
 
 // Game is the full state of a game.
@@ -2103,7 +2170,7 @@ type Game struct {
 
 func (x *Game) Reset() {
 	*x = Game{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	mi := &file_palace_game_v1_game_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2182,7 @@ func (x *Game) String() string {
 func (*Game) ProtoMessage() {}
 
 func (x *Game) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[33]
+	mi := &file_palace_game_v1_game_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2195,7 @@ func (x *Game) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Game.ProtoReflect.Descriptor instead.
 func (*Game) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{33}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Game) GetGameId() string {
@@ -2339,7 +2406,7 @@ type MoveRecord struct {
 
 func (x *MoveRecord) Reset() {
 	*x = MoveRecord{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[34]
+	mi := &file_palace_game_v1_game_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2418,7 @@ func (x *MoveRecord) String() string {
 func (*MoveRecord) ProtoMessage() {}
 
 func (x *MoveRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[34]
+	mi := &file_palace_game_v1_game_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2431,7 @@ func (x *MoveRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRecord.ProtoReflect.Descriptor instead.
 func (*MoveRecord) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{34}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MoveRecord) GetPly() uint32 {
@@ -2454,7 +2521,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[35]
+	mi := &file_palace_game_v1_game_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2533,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[35]
+	mi := &file_palace_game_v1_game_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2546,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{35}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Event) GetVersion() uint64 {
@@ -2666,7 +2733,7 @@ type GameCreated struct {
 
 func (x *GameCreated) Reset() {
 	*x = GameCreated{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[36]
+	mi := &file_palace_game_v1_game_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2745,7 @@ func (x *GameCreated) String() string {
 func (*GameCreated) ProtoMessage() {}
 
 func (x *GameCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[36]
+	mi := &file_palace_game_v1_game_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +2758,7 @@ func (x *GameCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameCreated.ProtoReflect.Descriptor instead.
 func (*GameCreated) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{36}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GameCreated) GetGame() *Game {
@@ -2717,7 +2784,7 @@ type FormationChosen struct {
 
 func (x *FormationChosen) Reset() {
 	*x = FormationChosen{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[37]
+	mi := &file_palace_game_v1_game_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2796,7 @@ func (x *FormationChosen) String() string {
 func (*FormationChosen) ProtoMessage() {}
 
 func (x *FormationChosen) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[37]
+	mi := &file_palace_game_v1_game_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2809,7 @@ func (x *FormationChosen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FormationChosen.ProtoReflect.Descriptor instead.
 func (*FormationChosen) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{37}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FormationChosen) GetSide() v1.Side {
@@ -2783,7 +2850,7 @@ type GameStarted struct {
 
 func (x *GameStarted) Reset() {
 	*x = GameStarted{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[38]
+	mi := &file_palace_game_v1_game_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +2862,7 @@ func (x *GameStarted) String() string {
 func (*GameStarted) ProtoMessage() {}
 
 func (x *GameStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[38]
+	mi := &file_palace_game_v1_game_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +2875,7 @@ func (x *GameStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameStarted.ProtoReflect.Descriptor instead.
 func (*GameStarted) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{38}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GameStarted) GetStart() *v1.Position {
@@ -2842,7 +2909,7 @@ type MovesUndone struct {
 
 func (x *MovesUndone) Reset() {
 	*x = MovesUndone{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[39]
+	mi := &file_palace_game_v1_game_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2854,7 +2921,7 @@ func (x *MovesUndone) String() string {
 func (*MovesUndone) ProtoMessage() {}
 
 func (x *MovesUndone) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[39]
+	mi := &file_palace_game_v1_game_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2867,7 +2934,7 @@ func (x *MovesUndone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MovesUndone.ProtoReflect.Descriptor instead.
 func (*MovesUndone) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{39}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MovesUndone) GetMoves() []*MoveRecord {
@@ -2907,7 +2974,7 @@ type DrawOffered struct {
 
 func (x *DrawOffered) Reset() {
 	*x = DrawOffered{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[40]
+	mi := &file_palace_game_v1_game_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +2986,7 @@ func (x *DrawOffered) String() string {
 func (*DrawOffered) ProtoMessage() {}
 
 func (x *DrawOffered) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[40]
+	mi := &file_palace_game_v1_game_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +2999,7 @@ func (x *DrawOffered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrawOffered.ProtoReflect.Descriptor instead.
 func (*DrawOffered) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{40}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DrawOffered) GetSide() v1.Side {
@@ -2951,7 +3018,7 @@ type DrawDeclined struct {
 
 func (x *DrawDeclined) Reset() {
 	*x = DrawDeclined{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[41]
+	mi := &file_palace_game_v1_game_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2963,7 +3030,7 @@ func (x *DrawDeclined) String() string {
 func (*DrawDeclined) ProtoMessage() {}
 
 func (x *DrawDeclined) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[41]
+	mi := &file_palace_game_v1_game_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2976,7 +3043,7 @@ func (x *DrawDeclined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrawDeclined.ProtoReflect.Descriptor instead.
 func (*DrawDeclined) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{41}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DrawDeclined) GetSide() v1.Side {
@@ -2996,7 +3063,7 @@ type PlayerConnection struct {
 
 func (x *PlayerConnection) Reset() {
 	*x = PlayerConnection{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[42]
+	mi := &file_palace_game_v1_game_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3075,7 @@ func (x *PlayerConnection) String() string {
 func (*PlayerConnection) ProtoMessage() {}
 
 func (x *PlayerConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[42]
+	mi := &file_palace_game_v1_game_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3088,7 @@ func (x *PlayerConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlayerConnection.ProtoReflect.Descriptor instead.
 func (*PlayerConnection) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{42}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PlayerConnection) GetSide() v1.Side {
@@ -3069,7 +3136,7 @@ type ClockEvent struct {
 
 func (x *ClockEvent) Reset() {
 	*x = ClockEvent{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[43]
+	mi := &file_palace_game_v1_game_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3081,7 +3148,7 @@ func (x *ClockEvent) String() string {
 func (*ClockEvent) ProtoMessage() {}
 
 func (x *ClockEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[43]
+	mi := &file_palace_game_v1_game_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3094,7 +3161,7 @@ func (x *ClockEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockEvent.ProtoReflect.Descriptor instead.
 func (*ClockEvent) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{43}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ClockEvent) GetSide() v1.Side {
@@ -3145,7 +3212,7 @@ type GameEnded struct {
 
 func (x *GameEnded) Reset() {
 	*x = GameEnded{}
-	mi := &file_palace_game_v1_game_proto_msgTypes[44]
+	mi := &file_palace_game_v1_game_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3224,7 @@ func (x *GameEnded) String() string {
 func (*GameEnded) ProtoMessage() {}
 
 func (x *GameEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_game_v1_game_proto_msgTypes[44]
+	mi := &file_palace_game_v1_game_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3237,7 @@ func (x *GameEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameEnded.ProtoReflect.Descriptor instead.
 func (*GameEnded) Descriptor() ([]byte, []int) {
-	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{44}
+	return file_palace_game_v1_game_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GameEnded) GetResult() *v1.Result {
@@ -3325,11 +3392,16 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"Z\n" +
 	"\x15ExpireDeadlineRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12(\n" +
-	"\x10deadline_unix_ms\x18\x02 \x01(\x03R\x0edeadlineUnixMs\"v\n" +
+	"\x10deadline_unix_ms\x18\x02 \x01(\x03R\x0edeadlineUnixMs\"\xbc\x01\n" +
 	"\x16ExpireDeadlineResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12(\n" +
 	"\x04game\x18\x02 \x01(\v2\x14.palace.game.v1.GameR\x04game\x12\x18\n" +
-	"\aexcused\x18\x03 \x01(\bR\aexcused\"\x87\n" +
+	"\aexcused\x18\x03 \x01(\bR\aexcused\x12D\n" +
+	"\x0edeadline_index\x18\x04 \x01(\v2\x1d.palace.game.v1.DeadlineIndexR\rdeadlineIndex\"F\n" +
+	"\rDeadlineIndex\x12\x1d\n" +
+	"\n" +
+	"key_prefix\x18\x01 \x01(\tR\tkeyPrefix\x12\x16\n" +
+	"\x06shards\x18\x02 \x01(\rR\x06shards\"\x87\n" +
 	"\n" +
 	"\x04Game\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x18\n" +
@@ -3460,7 +3532,7 @@ func file_palace_game_v1_game_proto_rawDescGZIP() []byte {
 }
 
 var file_palace_game_v1_game_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_palace_game_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_palace_game_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_palace_game_v1_game_proto_goTypes = []any{
 	(ClockEventKind)(0),                  // 0: palace.game.v1.ClockEventKind
 	(*ProbeRequest)(nil),                 // 1: palace.game.v1.ProbeRequest
@@ -3496,157 +3568,159 @@ var file_palace_game_v1_game_proto_goTypes = []any{
 	(*Heartbeat)(nil),                    // 31: palace.game.v1.Heartbeat
 	(*ExpireDeadlineRequest)(nil),        // 32: palace.game.v1.ExpireDeadlineRequest
 	(*ExpireDeadlineResponse)(nil),       // 33: palace.game.v1.ExpireDeadlineResponse
-	(*Game)(nil),                         // 34: palace.game.v1.Game
-	(*MoveRecord)(nil),                   // 35: palace.game.v1.MoveRecord
-	(*Event)(nil),                        // 36: palace.game.v1.Event
-	(*GameCreated)(nil),                  // 37: palace.game.v1.GameCreated
-	(*FormationChosen)(nil),              // 38: palace.game.v1.FormationChosen
-	(*GameStarted)(nil),                  // 39: palace.game.v1.GameStarted
-	(*MovesUndone)(nil),                  // 40: palace.game.v1.MovesUndone
-	(*DrawOffered)(nil),                  // 41: palace.game.v1.DrawOffered
-	(*DrawDeclined)(nil),                 // 42: palace.game.v1.DrawDeclined
-	(*PlayerConnection)(nil),             // 43: palace.game.v1.PlayerConnection
-	(*ClockEvent)(nil),                   // 44: palace.game.v1.ClockEvent
-	(*GameEnded)(nil),                    // 45: palace.game.v1.GameEnded
-	(v1.Side)(0),                         // 46: palace.common.v1.Side
-	(v1.GameKind)(0),                     // 47: palace.common.v1.GameKind
-	(*v1.TimeControl)(nil),               // 48: palace.common.v1.TimeControl
-	(*v1.Position)(nil),                  // 49: palace.common.v1.Position
-	(*durationpb.Duration)(nil),          // 50: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),        // 51: google.protobuf.Timestamp
-	(v1.Formation)(0),                    // 52: palace.common.v1.Formation
-	(*v1.Move)(nil),                      // 53: palace.common.v1.Move
-	(v1.GameStatus)(0),                   // 54: palace.common.v1.GameStatus
-	(*v1.ClockSnapshot)(nil),             // 55: palace.common.v1.ClockSnapshot
-	(*v1.Result)(nil),                    // 56: palace.common.v1.Result
-	(*v1.Points)(nil),                    // 57: palace.common.v1.Points
+	(*DeadlineIndex)(nil),                // 34: palace.game.v1.DeadlineIndex
+	(*Game)(nil),                         // 35: palace.game.v1.Game
+	(*MoveRecord)(nil),                   // 36: palace.game.v1.MoveRecord
+	(*Event)(nil),                        // 37: palace.game.v1.Event
+	(*GameCreated)(nil),                  // 38: palace.game.v1.GameCreated
+	(*FormationChosen)(nil),              // 39: palace.game.v1.FormationChosen
+	(*GameStarted)(nil),                  // 40: palace.game.v1.GameStarted
+	(*MovesUndone)(nil),                  // 41: palace.game.v1.MovesUndone
+	(*DrawOffered)(nil),                  // 42: palace.game.v1.DrawOffered
+	(*DrawDeclined)(nil),                 // 43: palace.game.v1.DrawDeclined
+	(*PlayerConnection)(nil),             // 44: palace.game.v1.PlayerConnection
+	(*ClockEvent)(nil),                   // 45: palace.game.v1.ClockEvent
+	(*GameEnded)(nil),                    // 46: palace.game.v1.GameEnded
+	(v1.Side)(0),                         // 47: palace.common.v1.Side
+	(v1.GameKind)(0),                     // 48: palace.common.v1.GameKind
+	(*v1.TimeControl)(nil),               // 49: palace.common.v1.TimeControl
+	(*v1.Position)(nil),                  // 50: palace.common.v1.Position
+	(*durationpb.Duration)(nil),          // 51: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),        // 52: google.protobuf.Timestamp
+	(v1.Formation)(0),                    // 53: palace.common.v1.Formation
+	(*v1.Move)(nil),                      // 54: palace.common.v1.Move
+	(v1.GameStatus)(0),                   // 55: palace.common.v1.GameStatus
+	(*v1.ClockSnapshot)(nil),             // 56: palace.common.v1.ClockSnapshot
+	(*v1.Result)(nil),                    // 57: palace.common.v1.Result
+	(*v1.Points)(nil),                    // 58: palace.common.v1.Points
 }
 var file_palace_game_v1_game_proto_depIdxs = []int32{
-	46,  // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
-	47,  // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
+	47,  // 0: palace.game.v1.Seat.side:type_name -> palace.common.v1.Side
+	48,  // 1: palace.game.v1.CreateGameRequest.kind:type_name -> palace.common.v1.GameKind
 	3,   // 2: palace.game.v1.CreateGameRequest.seats:type_name -> palace.game.v1.Seat
-	48,  // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
-	49,  // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
-	50,  // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
-	50,  // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
+	49,  // 3: palace.game.v1.CreateGameRequest.time_control:type_name -> palace.common.v1.TimeControl
+	50,  // 4: palace.game.v1.CreateGameRequest.start:type_name -> palace.common.v1.Position
+	51,  // 5: palace.game.v1.CreateGameRequest.setup_time:type_name -> google.protobuf.Duration
+	51,  // 6: palace.game.v1.CreateGameRequest.first_move_time:type_name -> google.protobuf.Duration
 	6,   // 7: palace.game.v1.CreateGameResponse.credentials:type_name -> palace.game.v1.SeatCredential
-	34,  // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
-	46,  // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
-	51,  // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
-	46,  // 11: palace.game.v1.IssueSeatCredentialsRequest.side:type_name -> palace.common.v1.Side
+	35,  // 8: palace.game.v1.CreateGameResponse.game:type_name -> palace.game.v1.Game
+	47,  // 9: palace.game.v1.SeatCredential.side:type_name -> palace.common.v1.Side
+	52,  // 10: palace.game.v1.SeatCredential.expires_at:type_name -> google.protobuf.Timestamp
+	47,  // 11: palace.game.v1.IssueSeatCredentialsRequest.side:type_name -> palace.common.v1.Side
 	6,   // 12: palace.game.v1.IssueSeatCredentialsResponse.credentials:type_name -> palace.game.v1.SeatCredential
-	34,  // 13: palace.game.v1.IssueSeatCredentialsResponse.game:type_name -> palace.game.v1.Game
-	52,  // 14: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
-	34,  // 15: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
-	53,  // 16: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
-	50,  // 17: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
-	34,  // 18: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
-	35,  // 19: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
-	50,  // 20: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
-	34,  // 21: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
-	35,  // 22: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
-	34,  // 23: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
-	34,  // 24: palace.game.v1.AbortResponse.game:type_name -> palace.game.v1.Game
-	34,  // 25: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
-	34,  // 26: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
-	34,  // 27: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
-	34,  // 28: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
-	34,  // 29: palace.game.v1.GetGamesResponse.games:type_name -> palace.game.v1.Game
-	34,  // 30: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
-	36,  // 31: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
+	35,  // 13: palace.game.v1.IssueSeatCredentialsResponse.game:type_name -> palace.game.v1.Game
+	53,  // 14: palace.game.v1.ChooseFormationRequest.formation:type_name -> palace.common.v1.Formation
+	35,  // 15: palace.game.v1.ChooseFormationResponse.game:type_name -> palace.game.v1.Game
+	54,  // 16: palace.game.v1.MakeMoveRequest.move:type_name -> palace.common.v1.Move
+	51,  // 17: palace.game.v1.MakeMoveRequest.reported_lag:type_name -> google.protobuf.Duration
+	35,  // 18: palace.game.v1.MakeMoveResponse.game:type_name -> palace.game.v1.Game
+	36,  // 19: palace.game.v1.MakeMoveResponse.move:type_name -> palace.game.v1.MoveRecord
+	51,  // 20: palace.game.v1.PassRequest.reported_lag:type_name -> google.protobuf.Duration
+	35,  // 21: palace.game.v1.PassResponse.game:type_name -> palace.game.v1.Game
+	36,  // 22: palace.game.v1.PassResponse.move:type_name -> palace.game.v1.MoveRecord
+	35,  // 23: palace.game.v1.ResignResponse.game:type_name -> palace.game.v1.Game
+	35,  // 24: palace.game.v1.AbortResponse.game:type_name -> palace.game.v1.Game
+	35,  // 25: palace.game.v1.OfferDrawResponse.game:type_name -> palace.game.v1.Game
+	35,  // 26: palace.game.v1.AnswerDrawResponse.game:type_name -> palace.game.v1.Game
+	35,  // 27: palace.game.v1.UndoResponse.game:type_name -> palace.game.v1.Game
+	35,  // 28: palace.game.v1.GetGameResponse.game:type_name -> palace.game.v1.Game
+	35,  // 29: palace.game.v1.GetGamesResponse.games:type_name -> palace.game.v1.Game
+	35,  // 30: palace.game.v1.StreamEventsResponse.snapshot:type_name -> palace.game.v1.Game
+	37,  // 31: palace.game.v1.StreamEventsResponse.event:type_name -> palace.game.v1.Event
 	31,  // 32: palace.game.v1.StreamEventsResponse.heartbeat:type_name -> palace.game.v1.Heartbeat
-	51,  // 33: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
-	34,  // 34: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
-	47,  // 35: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
-	54,  // 36: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
-	3,   // 37: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
-	49,  // 38: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
-	49,  // 39: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
-	35,  // 40: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
-	46,  // 41: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
-	53,  // 42: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
-	48,  // 43: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
-	55,  // 44: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
-	56,  // 45: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
-	57,  // 46: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
-	52,  // 47: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
-	52,  // 48: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
-	46,  // 49: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
-	51,  // 50: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
-	51,  // 51: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
-	46,  // 52: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
-	51,  // 53: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
-	46,  // 54: palace.game.v1.Game.ended_by:type_name -> palace.common.v1.Side
-	46,  // 55: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
-	53,  // 56: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
-	51,  // 57: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
-	55,  // 58: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
-	51,  // 59: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
-	37,  // 60: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
-	38,  // 61: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
-	39,  // 62: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
-	35,  // 63: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
-	40,  // 64: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
-	41,  // 65: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
-	42,  // 66: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
-	43,  // 67: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
-	44,  // 68: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
-	45,  // 69: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
-	34,  // 70: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
-	46,  // 71: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
-	52,  // 72: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
-	51,  // 73: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
-	49,  // 74: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
-	55,  // 75: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
-	35,  // 76: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
-	49,  // 77: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
-	55,  // 78: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
-	46,  // 79: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
-	46,  // 80: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
-	46,  // 81: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
-	46,  // 82: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
-	0,   // 83: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
-	55,  // 84: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
-	50,  // 85: palace.game.v1.ClockEvent.excused:type_name -> google.protobuf.Duration
-	51,  // 86: palace.game.v1.ClockEvent.setup_deadline:type_name -> google.protobuf.Timestamp
-	56,  // 87: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
-	46,  // 88: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
-	55,  // 89: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
-	4,   // 90: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
-	7,   // 91: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
-	9,   // 92: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
-	11,  // 93: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
-	13,  // 94: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
-	15,  // 95: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
-	17,  // 96: palace.game.v1.GameService.Abort:input_type -> palace.game.v1.AbortRequest
-	19,  // 97: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
-	21,  // 98: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
-	23,  // 99: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
-	25,  // 100: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
-	27,  // 101: palace.game.v1.GameService.GetGames:input_type -> palace.game.v1.GetGamesRequest
-	29,  // 102: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
-	32,  // 103: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
-	1,   // 104: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
-	5,   // 105: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
-	8,   // 106: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
-	10,  // 107: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
-	12,  // 108: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
-	14,  // 109: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
-	16,  // 110: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
-	18,  // 111: palace.game.v1.GameService.Abort:output_type -> palace.game.v1.AbortResponse
-	20,  // 112: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
-	22,  // 113: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
-	24,  // 114: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
-	26,  // 115: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
-	28,  // 116: palace.game.v1.GameService.GetGames:output_type -> palace.game.v1.GetGamesResponse
-	30,  // 117: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
-	33,  // 118: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
-	2,   // 119: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
-	105, // [105:120] is the sub-list for method output_type
-	90,  // [90:105] is the sub-list for method input_type
-	90,  // [90:90] is the sub-list for extension type_name
-	90,  // [90:90] is the sub-list for extension extendee
-	0,   // [0:90] is the sub-list for field type_name
+	52,  // 33: palace.game.v1.Heartbeat.server_time:type_name -> google.protobuf.Timestamp
+	35,  // 34: palace.game.v1.ExpireDeadlineResponse.game:type_name -> palace.game.v1.Game
+	34,  // 35: palace.game.v1.ExpireDeadlineResponse.deadline_index:type_name -> palace.game.v1.DeadlineIndex
+	48,  // 36: palace.game.v1.Game.kind:type_name -> palace.common.v1.GameKind
+	55,  // 37: palace.game.v1.Game.status:type_name -> palace.common.v1.GameStatus
+	3,   // 38: palace.game.v1.Game.seats:type_name -> palace.game.v1.Seat
+	50,  // 39: palace.game.v1.Game.start:type_name -> palace.common.v1.Position
+	50,  // 40: palace.game.v1.Game.position:type_name -> palace.common.v1.Position
+	36,  // 41: palace.game.v1.Game.moves:type_name -> palace.game.v1.MoveRecord
+	47,  // 42: palace.game.v1.Game.turn:type_name -> palace.common.v1.Side
+	54,  // 43: palace.game.v1.Game.legal_moves:type_name -> palace.common.v1.Move
+	49,  // 44: palace.game.v1.Game.time_control:type_name -> palace.common.v1.TimeControl
+	56,  // 45: palace.game.v1.Game.clocks:type_name -> palace.common.v1.ClockSnapshot
+	57,  // 46: palace.game.v1.Game.result:type_name -> palace.common.v1.Result
+	58,  // 47: palace.game.v1.Game.points:type_name -> palace.common.v1.Points
+	53,  // 48: palace.game.v1.Game.first_formation:type_name -> palace.common.v1.Formation
+	53,  // 49: palace.game.v1.Game.second_formation:type_name -> palace.common.v1.Formation
+	47,  // 50: palace.game.v1.Game.draw_offered_by:type_name -> palace.common.v1.Side
+	52,  // 51: palace.game.v1.Game.created_at:type_name -> google.protobuf.Timestamp
+	52,  // 52: palace.game.v1.Game.ended_at:type_name -> google.protobuf.Timestamp
+	47,  // 53: palace.game.v1.Game.connected:type_name -> palace.common.v1.Side
+	52,  // 54: palace.game.v1.Game.setup_deadline:type_name -> google.protobuf.Timestamp
+	47,  // 55: palace.game.v1.Game.ended_by:type_name -> palace.common.v1.Side
+	47,  // 56: palace.game.v1.MoveRecord.side:type_name -> palace.common.v1.Side
+	54,  // 57: palace.game.v1.MoveRecord.move:type_name -> palace.common.v1.Move
+	52,  // 58: palace.game.v1.MoveRecord.played_at:type_name -> google.protobuf.Timestamp
+	56,  // 59: palace.game.v1.MoveRecord.clocks:type_name -> palace.common.v1.ClockSnapshot
+	52,  // 60: palace.game.v1.Event.time:type_name -> google.protobuf.Timestamp
+	38,  // 61: palace.game.v1.Event.game_created:type_name -> palace.game.v1.GameCreated
+	39,  // 62: palace.game.v1.Event.formation_chosen:type_name -> palace.game.v1.FormationChosen
+	40,  // 63: palace.game.v1.Event.game_started:type_name -> palace.game.v1.GameStarted
+	36,  // 64: palace.game.v1.Event.move_played:type_name -> palace.game.v1.MoveRecord
+	41,  // 65: palace.game.v1.Event.moves_undone:type_name -> palace.game.v1.MovesUndone
+	42,  // 66: palace.game.v1.Event.draw_offered:type_name -> palace.game.v1.DrawOffered
+	43,  // 67: palace.game.v1.Event.draw_declined:type_name -> palace.game.v1.DrawDeclined
+	44,  // 68: palace.game.v1.Event.player_connection:type_name -> palace.game.v1.PlayerConnection
+	45,  // 69: palace.game.v1.Event.clock:type_name -> palace.game.v1.ClockEvent
+	46,  // 70: palace.game.v1.Event.game_ended:type_name -> palace.game.v1.GameEnded
+	35,  // 71: palace.game.v1.GameCreated.game:type_name -> palace.game.v1.Game
+	47,  // 72: palace.game.v1.FormationChosen.side:type_name -> palace.common.v1.Side
+	53,  // 73: palace.game.v1.FormationChosen.formation:type_name -> palace.common.v1.Formation
+	52,  // 74: palace.game.v1.FormationChosen.setup_deadline:type_name -> google.protobuf.Timestamp
+	50,  // 75: palace.game.v1.GameStarted.start:type_name -> palace.common.v1.Position
+	56,  // 76: palace.game.v1.GameStarted.clocks:type_name -> palace.common.v1.ClockSnapshot
+	36,  // 77: palace.game.v1.MovesUndone.moves:type_name -> palace.game.v1.MoveRecord
+	50,  // 78: palace.game.v1.MovesUndone.position:type_name -> palace.common.v1.Position
+	56,  // 79: palace.game.v1.MovesUndone.clocks:type_name -> palace.common.v1.ClockSnapshot
+	47,  // 80: palace.game.v1.DrawOffered.side:type_name -> palace.common.v1.Side
+	47,  // 81: palace.game.v1.DrawDeclined.side:type_name -> palace.common.v1.Side
+	47,  // 82: palace.game.v1.PlayerConnection.side:type_name -> palace.common.v1.Side
+	47,  // 83: palace.game.v1.ClockEvent.side:type_name -> palace.common.v1.Side
+	0,   // 84: palace.game.v1.ClockEvent.kind:type_name -> palace.game.v1.ClockEventKind
+	56,  // 85: palace.game.v1.ClockEvent.clocks:type_name -> palace.common.v1.ClockSnapshot
+	51,  // 86: palace.game.v1.ClockEvent.excused:type_name -> google.protobuf.Duration
+	52,  // 87: palace.game.v1.ClockEvent.setup_deadline:type_name -> google.protobuf.Timestamp
+	57,  // 88: palace.game.v1.GameEnded.result:type_name -> palace.common.v1.Result
+	47,  // 89: palace.game.v1.GameEnded.side:type_name -> palace.common.v1.Side
+	56,  // 90: palace.game.v1.GameEnded.clocks:type_name -> palace.common.v1.ClockSnapshot
+	4,   // 91: palace.game.v1.GameService.CreateGame:input_type -> palace.game.v1.CreateGameRequest
+	7,   // 92: palace.game.v1.GameService.IssueSeatCredentials:input_type -> palace.game.v1.IssueSeatCredentialsRequest
+	9,   // 93: palace.game.v1.GameService.ChooseFormation:input_type -> palace.game.v1.ChooseFormationRequest
+	11,  // 94: palace.game.v1.GameService.MakeMove:input_type -> palace.game.v1.MakeMoveRequest
+	13,  // 95: palace.game.v1.GameService.Pass:input_type -> palace.game.v1.PassRequest
+	15,  // 96: palace.game.v1.GameService.Resign:input_type -> palace.game.v1.ResignRequest
+	17,  // 97: palace.game.v1.GameService.Abort:input_type -> palace.game.v1.AbortRequest
+	19,  // 98: palace.game.v1.GameService.OfferDraw:input_type -> palace.game.v1.OfferDrawRequest
+	21,  // 99: palace.game.v1.GameService.AnswerDraw:input_type -> palace.game.v1.AnswerDrawRequest
+	23,  // 100: palace.game.v1.GameService.Undo:input_type -> palace.game.v1.UndoRequest
+	25,  // 101: palace.game.v1.GameService.GetGame:input_type -> palace.game.v1.GetGameRequest
+	27,  // 102: palace.game.v1.GameService.GetGames:input_type -> palace.game.v1.GetGamesRequest
+	29,  // 103: palace.game.v1.GameService.StreamEvents:input_type -> palace.game.v1.StreamEventsRequest
+	32,  // 104: palace.game.v1.GameService.ExpireDeadline:input_type -> palace.game.v1.ExpireDeadlineRequest
+	1,   // 105: palace.game.v1.GameService.Probe:input_type -> palace.game.v1.ProbeRequest
+	5,   // 106: palace.game.v1.GameService.CreateGame:output_type -> palace.game.v1.CreateGameResponse
+	8,   // 107: palace.game.v1.GameService.IssueSeatCredentials:output_type -> palace.game.v1.IssueSeatCredentialsResponse
+	10,  // 108: palace.game.v1.GameService.ChooseFormation:output_type -> palace.game.v1.ChooseFormationResponse
+	12,  // 109: palace.game.v1.GameService.MakeMove:output_type -> palace.game.v1.MakeMoveResponse
+	14,  // 110: palace.game.v1.GameService.Pass:output_type -> palace.game.v1.PassResponse
+	16,  // 111: palace.game.v1.GameService.Resign:output_type -> palace.game.v1.ResignResponse
+	18,  // 112: palace.game.v1.GameService.Abort:output_type -> palace.game.v1.AbortResponse
+	20,  // 113: palace.game.v1.GameService.OfferDraw:output_type -> palace.game.v1.OfferDrawResponse
+	22,  // 114: palace.game.v1.GameService.AnswerDraw:output_type -> palace.game.v1.AnswerDrawResponse
+	24,  // 115: palace.game.v1.GameService.Undo:output_type -> palace.game.v1.UndoResponse
+	26,  // 116: palace.game.v1.GameService.GetGame:output_type -> palace.game.v1.GetGameResponse
+	28,  // 117: palace.game.v1.GameService.GetGames:output_type -> palace.game.v1.GetGamesResponse
+	30,  // 118: palace.game.v1.GameService.StreamEvents:output_type -> palace.game.v1.StreamEventsResponse
+	33,  // 119: palace.game.v1.GameService.ExpireDeadline:output_type -> palace.game.v1.ExpireDeadlineResponse
+	2,   // 120: palace.game.v1.GameService.Probe:output_type -> palace.game.v1.ProbeResponse
+	106, // [106:121] is the sub-list for method output_type
+	91,  // [91:106] is the sub-list for method input_type
+	91,  // [91:91] is the sub-list for extension type_name
+	91,  // [91:91] is the sub-list for extension extendee
+	0,   // [0:91] is the sub-list for field type_name
 }
 
 func init() { file_palace_game_v1_game_proto_init() }
@@ -3659,7 +3733,7 @@ func file_palace_game_v1_game_proto_init() {
 		(*StreamEventsResponse_Event)(nil),
 		(*StreamEventsResponse_Heartbeat)(nil),
 	}
-	file_palace_game_v1_game_proto_msgTypes[35].OneofWrappers = []any{
+	file_palace_game_v1_game_proto_msgTypes[36].OneofWrappers = []any{
 		(*Event_GameCreated)(nil),
 		(*Event_FormationChosen)(nil),
 		(*Event_GameStarted)(nil),
@@ -3677,7 +3751,7 @@ func file_palace_game_v1_game_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_palace_game_v1_game_proto_rawDesc), len(file_palace_game_v1_game_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
