@@ -292,10 +292,10 @@ func BearerToken(header string) (string, bool) {
 
 // kindNames words each kind of credential for a refusal.
 var kindNames = map[Kind]string{
-	KindSeat:    "a seat credential (from CreateGame or matchmaking)",
-	KindGuest:   "a guest player's credential (from matchmaking)",
-	KindAccount: "an account player's credential (from matchmaking)",
-	KindService: "a service credential",
+	KindSeat:    "a seat credential (one game's seat: from a pairing, an invite, PlayAi or ResumeGame of matchmaking, or from CreateGame or IssueSeatCredentials)",
+	KindGuest:   "a guest player's credential (from matchmaking's CreateGuest)",
+	KindAccount: "an account player's credential (from matchmaking's SignInWithGoogle)",
+	KindService: "a service credential (signed with PALACE_SERVICE_KEYS, as palace service-token prints)",
 }
 
 // KindHint words, for a refusal of token, which kind of credential it

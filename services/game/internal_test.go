@@ -96,7 +96,7 @@ func TestInternalCallsNeedAServiceCredential(t *testing.T) {
 		{"a seat credential as a service credential", withService(seatToken), codes.PermissionDenied, "player's credential"},
 		{"a service credential signed with other keys", withService(foreign), codes.Unauthenticated, "unknown key"},
 		{"garbage", withService("not-a-token"), codes.Unauthenticated, "malformed"},
-		{"a seat credential signed with other keys", withService(foreignSeat), codes.Unauthenticated, "this is a seat credential (from CreateGame or matchmaking), not a service credential"},
+		{"a seat credential signed with other keys", withService(foreignSeat), codes.Unauthenticated, "this is a seat credential (one game's seat: from a pairing, an invite, PlayAi or ResumeGame of matchmaking, or from CreateGame or IssueSeatCredentials), not a service credential (signed with PALACE_SERVICE_KEYS"},
 	}
 	calls := []struct {
 		name string
@@ -211,7 +211,7 @@ func TestWrongKindOfCredentialIsNamed(t *testing.T) {
 	}
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+svc)
 	_, err = env.Client.GetGame(ctx, &gamev1.GetGameRequest{GameId: tb.id})
-	if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "this is a service credential, not a seat credential") {
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "this is a service credential (signed with PALACE_SERVICE_KEYS, as palace service-token prints), not a seat credential") {
 		t.Fatalf("a service credential sent as a seat's: %v", err)
 	}
 }
