@@ -444,7 +444,11 @@ func (x *SignInWithGoogleResponse) GetDisplayName() string {
 type Seat struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
-	Side   v1.Side                `protobuf:"varint,2,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
+	// A queue pairing and an invite draw the sides at random, each player
+	// as likely as the other to move first (Cho in Janggi, Red in
+	// Xiangqi); a rematch swaps them; PlayAi seats the human on the side
+	// asked for, or at random.
+	Side v1.Side `protobuf:"varint,2,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
 	// The seat credential for the game service.
 	Token          string                 `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
 	TokenExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=token_expires_at,json=tokenExpiresAt,proto3" json:"token_expires_at,omitempty"`
