@@ -69,6 +69,13 @@ func create(t testing.TB, env *gametest.Env, req *gamev1.CreateGameRequest) *tab
 	for _, c := range resp.GetCredentials() {
 		tb.seats[c.GetSide()] = c.GetToken()
 	}
+	// An AI seat gets no credential from CreateGame: the test signs one to
+	// play it, as the service does for the AI's worker.
+	for _, s := range req.GetSeats() {
+		if s.GetAiLevel() > 0 {
+			tb.seats[s.GetSide()] = env.SeatCredential(t, tb.id, s.GetPlayerId(), s.GetSide())
+		}
+	}
 	return tb
 }
 

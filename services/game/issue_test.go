@@ -2,6 +2,7 @@ package game_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +128,41 @@ func TestIssueSeatCredentialsRefusals(t *testing.T) {
 	}
 	if keys() != n || redisState(t, env, ai.id) != state {
 		t.Fatal("refused calls changed Redis")
+	}
+}
+
+// TestCreateGameGivesNoCredentialToAnAISeat: CreateGame answers with the
+// human seats' credentials only, first call and retry alike, as
+// IssueSeatCredentials issues none for the AI: whoever the answer reaches
+// (an app a studio's backend relays it to, a log) cannot resign for the
+// AI, offer a draw in its name or race its worker's moves.
+func TestCreateGameGivesNoCredentialToAnAISeat(t *testing.T) {
+	env := gametest.Start(t, nil)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		req  *gamev1.CreateGameRequest
+		want []commonv1.Side
+	}{
+		{"the AI second", &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(0, 3)}, []commonv1.Side{commonv1.Side_SIDE_FIRST}},
+		{"the AI first", &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_JANGGI, Seats: seats(2)}, []commonv1.Side{commonv1.Side_SIDE_SECOND}},
+		{"two AI seats", &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(1, 1), Public: true}, nil},
+		{"two humans", &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats()}, []commonv1.Side{commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, call := range []string{"first call", "retry"} {
+				resp, err := env.Client.CreateGame(ctx, c.req)
+				if err != nil {
+					t.Fatalf("%s: %v", call, err)
+				}
+				var got []commonv1.Side
+				for _, cr := range resp.GetCredentials() {
+					got = append(got, cr.GetSide())
+				}
+				if !slices.Equal(got, c.want) {
+					t.Fatalf("%s: credentials for %v, want %v", call, got, c.want)
+				}
+			}
+		})
 	}
 }

@@ -4,6 +4,8 @@ package gametest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"sync"
 	"testing"
@@ -16,8 +18,11 @@ import (
 
 	"github.com/palacehq/palace/pkg/app"
 	"github.com/palacehq/palace/pkg/apptest"
+	"github.com/palacehq/palace/pkg/auth"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/pkg/rulespb"
 	"github.com/palacehq/palace/services/game"
 )
 
@@ -51,6 +56,14 @@ func StartOn(tb testing.TB, redisAddr string, edit func(*game.Config)) *Env {
 	cfg.PresenceGrace = 100 * time.Millisecond
 	if edit != nil {
 		edit(&cfg)
+	}
+	if cfg.SigningKeys == "" {
+		// A key of its own, random in id and secret as that of a process
+		// without keys, but known to the test, which signs the credentials
+		// the service hands nobody: an AI seat's, to act as its worker would.
+		secret := make([]byte, 36)
+		rand.Read(secret)
+		cfg.SigningKeys = "test-" + hex.EncodeToString(secret[32:]) + ":" + hex.EncodeToString(secret[:32])
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
@@ -98,6 +111,30 @@ func StartOn(tb testing.TB, redisAddr string, edit func(*game.Config)) *Env {
 	}
 	tb.Cleanup(stop)
 	return &Env{Addr: serving, Client: gamev1.NewGameServiceClient(cc), Conn: cc, Redis: rdb, Config: cfg, Stop: stop}
+}
+
+// SeatCredential signs a credential for a seat of a game on this service,
+// as the service signs an AI worker's for a job: CreateGame gives none for
+// an AI seat.
+func (e *Env) SeatCredential(tb testing.TB, game, player string, side commonv1.Side) string {
+	tb.Helper()
+	ring, err := auth.ParseKeyring(e.Config.SigningKeys)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := rulespb.SideFrom(side)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := ring.Sign(auth.Claims{
+		Kind: auth.KindSeat, Subject: player, Game: game, Side: s.String(),
+		IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix(),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
 }
 
 // As returns ctx carrying a seat credential.

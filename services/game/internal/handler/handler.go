@@ -1000,6 +1000,13 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 		respond: func(ch model.Change, now time.Time) proto.Message {
 			resp := &gamev1.CreateGameResponse{GameId: ch.State.ID, Game: gameOf(ch, now)}
 			for _, side := range []rules.Side{rules.First, rules.Second} {
+				// The AI's seat takes no credential, as IssueSeatCredentials
+				// refuses it one: its worker signs its own for each job, and
+				// one handed to the caller would let whoever it reaches act
+				// as the AI (resign for it, offer draws, race its moves).
+				if ch.State.Seats[side].AILevel > 0 {
+					continue
+				}
 				resp.Credentials = append(resp.Credentials, h.seatCredential(ctx, ch.State, side, now))
 			}
 			return resp
@@ -1025,6 +1032,7 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 			return nil, h.fail(ctx, err)
 		}
 		created := resp.(*gamev1.CreateGameResponse)
+		dropAICredentials(created)
 		h.freshen(ctx, created, l.Now)
 		return created, nil
 	case err == nil:

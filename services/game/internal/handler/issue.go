@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -133,4 +134,20 @@ func (h *Handler) freshen(ctx context.Context, resp *gamev1.CreateGameResponse, 
 			}
 		}
 	}
+}
+
+// dropAICredentials removes from a remembered creation the credentials of
+// AI seats, which the answers of earlier releases held: a retry must not
+// hand out what a first answer now leaves out.
+func dropAICredentials(resp *gamev1.CreateGameResponse) {
+	ai := map[commonv1.Side]bool{}
+	for _, s := range resp.GetGame().GetSeats() {
+		if s.GetAiLevel() > 0 {
+			ai[s.GetSide()] = true
+		}
+	}
+	if len(ai) == 0 {
+		return
+	}
+	resp.Credentials = slices.DeleteFunc(resp.Credentials, func(c *gamev1.SeatCredential) bool { return ai[c.GetSide()] })
 }

@@ -376,10 +376,11 @@ func (x *CreateGameRequest) GetPlayersMayAbort() bool {
 }
 
 type CreateGameResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GameId        string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
-	Credentials   []*SeatCredential      `protobuf:"bytes,2,rep,name=credentials,proto3" json:"credentials,omitempty"`
-	Game          *Game                  `protobuf:"bytes,3,opt,name=game,proto3" json:"game,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	// One per human seat, Cho or Red first; none for an AI seat.
+	Credentials   []*SeatCredential `protobuf:"bytes,2,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	Game          *Game             `protobuf:"bytes,3,opt,name=game,proto3" json:"game,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

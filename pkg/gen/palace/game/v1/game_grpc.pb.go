@@ -78,7 +78,9 @@ const (
 // the game's state forbids the command (out of turn, during setup, after
 // the end).
 type GameServiceClient interface {
-	// CreateGame creates a game and returns one credential per seat. It is
+	// CreateGame creates a game and returns one credential per human seat
+	// (an AI seat takes none: its worker acts for it, and
+	// IssueSeatCredentials issues none for it either). It is
 	// internal (matchmaking, tournament systems, operators): the caller
 	// sends a service credential in the x-palace-service header, else
 	// Unauthenticated, or PermissionDenied for a player's credential.
@@ -411,7 +413,9 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // the game's state forbids the command (out of turn, during setup, after
 // the end).
 type GameServiceServer interface {
-	// CreateGame creates a game and returns one credential per seat. It is
+	// CreateGame creates a game and returns one credential per human seat
+	// (an AI seat takes none: its worker acts for it, and
+	// IssueSeatCredentials issues none for it either). It is
 	// internal (matchmaking, tournament systems, operators): the caller
 	// sends a service credential in the x-palace-service header, else
 	// Unauthenticated, or PermissionDenied for a player's credential.
