@@ -264,7 +264,11 @@ type CreateGameRequest struct {
 	// aborted; default 60 s. A game without a clock is never aborted for a
 	// missing first move.
 	FirstMoveTime *durationpb.Duration `protobuf:"bytes,8,opt,name=first_move_time,json=firstMoveTime,proto3" json:"first_move_time,omitempty"`
-	// Counts for ratings (matchmaking consumes the game-ended event).
+	// Marks the game as rated, for its players' apps to show. Only games
+	// that matchmaking creates change ratings: it records each as it makes
+	// it, then follows it to its end. A game created by another caller
+	// (a tournament system) with rated set changes no rating, and its abort
+	// counts against nobody.
 	Rated bool `protobuf:"varint,9,opt,name=rated,proto3" json:"rated,omitempty"`
 	// Either seat may abort the game before it begins (Abort). Unset, the
 	// players have no way out but resigning (a tournament's games, whose
