@@ -284,17 +284,32 @@ func (u *uciMover) close() error {
 	return u.c.Close()
 }
 
+// The SDK's default histogram bounds (0, 5, 10, 25 ... 10000) are made
+// for milliseconds: in seconds, every job waited and every move thought
+// for would fall in one bucket, and scaling on job wait would see nothing.
+var (
+	// A job is normally taken within milliseconds; a backlog makes it
+	// seconds, and a job of a dead worker is taken over after about 5 s,
+	// of a hung one after --ai-claim-after (30 s).
+	jobWaitBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	// Level 1 thinks for about a millisecond, level 10 up to 5 s; an
+	// external engine is given up on after --ai-uci-move-timeout (30 s).
+	thinkBounds = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30}
+)
+
 func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {
 	var m worker.Metrics
 	var errs []error
 	var err error
-	m.Wait, err = meter.Float64Histogram("palace_ai_job_wait_seconds", metric.WithDescription("time from queueing an AI job to a worker taking it"), metric.WithUnit("s"))
+	m.Wait, err = meter.Float64Histogram("palace_ai_job_wait_seconds", metric.WithDescription("time from queueing an AI job to a worker taking it"), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(jobWaitBounds...))
 	errs = append(errs, err)
 	m.Jobs, err = meter.Int64Counter("palace_ai_jobs_total", metric.WithDescription("AI moves computed"))
 	errs = append(errs, err)
 	m.Nodes, err = meter.Int64Counter("palace_ai_nodes_total", metric.WithDescription("nodes searched by AI workers (rate: nodes/s)"))
 	errs = append(errs, err)
-	m.Think, err = meter.Float64Histogram("palace_ai_think_seconds", metric.WithDescription("time to compute one AI move"), metric.WithUnit("s"))
+	m.Think, err = meter.Float64Histogram("palace_ai_think_seconds", metric.WithDescription("time to compute one AI move"), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(thinkBounds...))
 	errs = append(errs, err)
 	_, err = meter.Int64ObservableGauge("palace_ai_queue_depth", metric.WithDescription("AI jobs waiting or in progress"),
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
