@@ -367,24 +367,38 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	// only drains its native connections, which meanwhile take calls as
 	// before: health already reports NOT_SERVING, so balancers send new
 	// ones elsewhere.
+	begun := time.Now()
 	err = hs.Shutdown(sctx)
-	s.stopGRPC(sctx)
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err != nil {
+	cut := errors.Is(err, context.DeadlineExceeded)
+	if cut {
+		// net/http's connections close before grpc-go stops: a Connect or
+		// gRPC-Web client reads a dropped connection as unavailable, and
+		// retries, where grpc-go stopping under a call it was handed in
+		// process has the transcoder answer "unknown", which none retries.
 		_ = hs.Close()
 	}
+	cut = !s.stopGRPC(sctx) || cut
+	if err != nil && !cut {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if cut {
+		s.log.Warn("calls still running after the shutdown timeout were cut off", "shutdown_timeout", s.cfg.ShutdownTimeout.String())
+		return nil
+	}
+	s.log.Info("stopped", "drain_ms", time.Since(begun).Milliseconds())
 	return nil
 }
 
-// stopGRPC stops grpc-go gracefully, or at once when ctx ends first.
-func (s *Server) stopGRPC(ctx context.Context) {
+// stopGRPC stops grpc-go gracefully, or at once when ctx ends first; it
+// reports whether the stop was graceful.
+func (s *Server) stopGRPC(ctx context.Context) bool {
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
+		return true
 	case <-ctx.Done():
 		s.grpc.Stop()
+		return false
 	}
 }

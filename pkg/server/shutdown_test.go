@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -162,6 +163,57 @@ func TestStopEndsConnectStreamsWithUnavailable(t *testing.T) {
 				if end.Error == nil || end.Error.Code != "unavailable" {
 					t.Fatalf("stream ended with %+v, want unavailable", end.Error)
 				}
+			}
+		})
+	}
+}
+
+// A Connect call still running when the shutdown timeout ends is cut off
+// as a dropped connection, which every Connect client reads as
+// unavailable and may retry (a command with its request_id), and a line
+// says so; it was answered "unknown", a protocol error of the transcoder
+// that no client retries, and nothing was logged.
+func TestStopCutsOffConnectCallsPastTheTimeoutAsUnavailable(t *testing.T) {
+	for name, hc := range httpClients() {
+		t.Run(name, func(t *testing.T) {
+			g := slowGame{started: make(chan struct{}, 1), ctxErr: make(chan error, 1)}
+			var logs lockedBuffer
+			log := slog.New(slog.NewTextHandler(&logs, nil))
+			addr, stop := startServerLogging(t, Config{ShutdownTimeout: 100 * time.Millisecond}, log,
+				func(s *Server) { s.RegisterService(&gamev1.GameService_ServiceDesc, g) })
+			type answer struct {
+				code int
+				body string
+				err  error
+			}
+			answers := make(chan answer, 1)
+			go func() {
+				req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/GetGame", strings.NewReader(`{"gameId":"g"}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Connect-Protocol-Version", "1")
+				resp, err := hc.Do(req)
+				if err != nil {
+					answers <- answer{err: err}
+					return
+				}
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				answers <- answer{code: resp.StatusCode, body: string(body), err: err}
+			}()
+			select {
+			case <-g.started:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the call did not reach its handler")
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			a := <-answers
+			if a.err == nil && !strings.Contains(a.body, `"code":"unavailable"`) {
+				t.Errorf("call cut off by the stop: HTTP %d %s; want a dropped connection or unavailable", a.code, a.body)
+			}
+			if !strings.Contains(logs.String(), "cut off") {
+				t.Errorf("no line says calls were cut off; logged:\n%s", logs.String())
 			}
 		})
 	}

@@ -161,8 +161,8 @@ func startServer(t *testing.T) (addr string, stop func() error) {
 	return startServerWith(t, Config{})
 }
 
-// startServerWith is startServer with cfg, whose address and shutdown
-// timeout it sets.
+// startServerWith is startServer with cfg, whose address it sets, and its
+// shutdown timeout when cfg has none.
 func startServerWith(t *testing.T, cfg Config, register ...func(*Server)) (addr string, stop func() error) {
 	t.Helper()
 	return startServerLogging(t, cfg, slog.New(slog.DiscardHandler), register...)
@@ -175,7 +175,10 @@ func startServerLogging(t *testing.T, cfg Config, log *slog.Logger, register ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Listen, cfg.ShutdownTimeout = "127.0.0.1:0", 5*time.Second
+	cfg.Listen = "127.0.0.1:0"
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 5 * time.Second
+	}
 	s := New(cfg, log, tel)
 	for _, r := range register {
 		r(s)
