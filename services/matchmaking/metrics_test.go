@@ -17,6 +17,14 @@ func TestMetrics(t *testing.T) {
 	e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{})
 	waitTicket(t, e.mm[0], a, ta.GetTicketId(), 10*time.Second)
 	e.enter(e.mm[0], c, &matchmakingv1.EnterQueueRequest{Kind: xiangqi}) // waits alone
+	// Two players on a control of their own: counted under the kind's
+	// custom label, as every such pool is, so that players choosing
+	// controls cannot make series without end.
+	d, f := e.guest("D"), e.guest("F")
+	own := fischer(61*time.Second, 1500*time.Millisecond)
+	td := e.enter(e.mm[0], d, &matchmakingv1.EnterQueueRequest{TimeControl: own})
+	e.enter(e.mm[0], f, &matchmakingv1.EnterQueueRequest{TimeControl: own})
+	waitTicket(t, e.mm[0], d, td.GetTicketId(), 10*time.Second)
 
 	// The match is counted after its tickets are answered, so the
 	// metrics are polled rather than read once.
@@ -39,8 +47,17 @@ func TestMetrics(t *testing.T) {
 		if !waitingOK {
 			out = append(out, "one ticket waiting in the xiangqi pool")
 		}
+		for _, l := range strings.Split(text, "\n") {
+			if !strings.HasPrefix(l, "palace_matchmaking_matches_total{") && !strings.HasPrefix(l, "palace_matchmaking_time_to_match_seconds") {
+				continue
+			}
+			if !strings.Contains(l, `pool="janggi/5m+3x30s/casual"`) && !strings.Contains(l, `pool="janggi/custom/casual"`) {
+				t.Fatalf("a series labelled with a pool of a player's own control: %s", l)
+			}
+		}
 		for _, want := range []string{
 			`palace_matchmaking_matches_total{`,
+			`pool="janggi/custom/casual"`,
 			`palace_matchmaking_time_to_match_seconds_bucket{`,
 			`palace_matchmaking_time_to_match_seconds_count{`,
 		} {

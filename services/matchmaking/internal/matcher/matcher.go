@@ -210,7 +210,7 @@ func (m *Matcher) Pass(ctx context.Context) {
 			m.start(r.Pool, mt)
 		}
 		if len(r.Expired) > 0 {
-			m.expired.Add(ctx, int64(len(r.Expired)), metric.WithAttributes(attribute.String("pool", r.Pool.ID())))
+			m.expired.Add(ctx, int64(len(r.Expired)), metric.WithAttributes(attribute.String("pool", r.Pool.MetricLabel())))
 			expired = append(expired, r.Expired...)
 		}
 	}
@@ -316,7 +316,7 @@ func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match)
 		return err
 	}
 	if done {
-		attrs := metric.WithAttributes(attribute.String("pool", pool.ID()))
+		attrs := metric.WithAttributes(attribute.String("pool", pool.MetricLabel()))
 		m.matches.Add(ctx, 1, attrs)
 		m.timeToMatch.Record(ctx, now.Sub(mt.PlayerA.Entered).Seconds(), attrs)
 		m.timeToMatch.Record(ctx, now.Sub(mt.PlayerB.Entered).Seconds(), attrs)

@@ -48,14 +48,28 @@ func kindFromName(s string) (commonv1.GameKind, error) {
 }
 
 // ID names the pool readably, e.g. "janggi/5m+3x30s/rated"; it is also
-// the metric attribute of the pool.
-func (p Pool) ID() string {
+// the pool's attribute in the gauge of tickets waiting, which shows the
+// pools that have tickets now (--max-pools bounds them).
+func (p Pool) ID() string { return p.named(p.Control.String()) }
+
+// MetricLabel names the pool in the metrics a process keeps for its whole
+// life (matches, time to match, expiries): its id for the default time
+// control, "<kind>/custom/<mode>" for any other. Players choose controls
+// freely, and a label for each would be a series kept for good.
+func (p Pool) MetricLabel() string {
+	if p.Control == clock.Default() {
+		return p.ID()
+	}
+	return p.named("custom")
+}
+
+func (p Pool) named(control string) string {
 	k, _ := KindName(p.Kind)
 	mode := "casual"
 	if p.Rated {
 		mode = "rated"
 	}
-	return k + "/" + p.Control.String() + "/" + mode
+	return k + "/" + control + "/" + mode
 }
 
 // Tag is the pool's hash tag: every key of a pool shares it, so one Lua
