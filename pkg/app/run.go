@@ -243,6 +243,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		if rdb, err = connectRedis(ctx, o.Config.RedisAddr, o.Config.RedisWait, log, &closers); err != nil {
 			return err
 		}
+		if err := registerRedisReachable(tel.Meter.Meter("palace/redis"), rdb); err != nil {
+			return fmt.Errorf("redis metrics: %w", err)
+		}
 	}
 	srv := server.New(server.Config{
 		Listen: o.Config.Listen, MaxRecvBytes: o.Config.MaxRecvBytes, ShutdownTimeout: o.Config.ShutdownTimeout,

@@ -695,18 +695,7 @@ func (s *Store) Clustered() bool {
 
 // Reach pings Redis: on a cluster every master, since the games of a
 // slot whose master is out of reach can make no move.
-func (s *Store) Reach(ctx context.Context) error {
-	var err error
-	if c, ok := s.rdb.(*redis.ClusterClient); ok {
-		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
-	} else {
-		err = s.rdb.Ping(ctx).Err()
-	}
-	if err != nil {
-		return fmt.Errorf("redis ping: %w", err)
-	}
-	return nil
-}
+func (s *Store) Reach(ctx context.Context) error { return redisx.Reach(ctx, s.rdb) }
 
 // Probe increments a counter (the load test's floor: one write).
 func (s *Store) Probe(ctx context.Context, key string) (uint64, error) {
