@@ -176,6 +176,10 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 		log.WarnContext(ctx, "storage unavailable", "err", err)
 		return status.Error(codes.Unavailable, unavailableMsg)
 	}
+	if outOfMemory(err) {
+		log.WarnContext(ctx, "storage full", "err", err)
+		return status.Error(codes.Unavailable, fullMsg)
+	}
 	log.ErrorContext(ctx, "internal error", "err", err)
 	return status.Error(codes.Internal, "internal error")
 }
@@ -183,6 +187,8 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 const notReplicatedMsg = "the change is stored but not yet confirmed by enough Redis replicas, so it is not acknowledged: retry with the same request_id (it is applied at most once)"
 
 const downstreamMsg = "a service this call needs is unavailable right now: retry shortly (a command retried with the same request_id is applied at most once)"
+
+const fullMsg = "the service's storage is full and refuses changes right now: retry shortly (a command retried with the same request_id is applied at most once)"
 
 const unavailableMsg = "the service cannot reach its storage right now: retry shortly (a command retried with the same request_id is applied at most once)"
 
@@ -208,4 +214,13 @@ func Transient(err error) bool {
 	busy := redis.HasErrorPrefix(err, "BUSY ")
 	return moved || ask || busy || redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) ||
 		redis.IsTryAgainError(err) || redis.IsMasterDownError(err) || redis.IsMaxClientsError(err)
+}
+
+// outOfMemory reports Redis refusing a write at its maxmemory under the
+// noeviction policy, as deployments are told to set it. Redis refuses a
+// script at its first write, so nothing of the command is stored and its
+// retry is safe, like an outage's; but Redis still answers, so it is no
+// outage to the clocks (Transient) and turns are charged as usual.
+func outOfMemory(err error) bool {
+	return redis.HasErrorPrefix(err, "OOM ")
 }

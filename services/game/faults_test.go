@@ -879,3 +879,48 @@ func TestABusyRedisIsUnavailableNotABug(t *testing.T) {
 		}
 	}
 }
+
+// TestAFullRedisRefusesMovesUnavailable: Redis at its maxmemory with the
+// noeviction policy, as deployments are told to run it, refuses writes.
+// A move then fails with Unavailable, as in an outage, since its retry
+// is safe: Redis refused the commit at its first write (or the deadline
+// written ahead of it), so the game, its log and its moves are as they
+// were. Once memory is freed, the retry with the same request id is
+// applied once.
+func TestAFullRedisRefusesMovesUnavailable(t *testing.T) {
+	srv := redistest.Own(t, "--maxmemory-policy", "noeviction")
+	env := gametest.StartOn(t, srv.Addr, nil)
+	timed := create(t, env, &gamev1.CreateGameRequest{
+		Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true,
+		TimeControl: &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(time.Hour)}}},
+	})
+	ctx := context.Background()
+	rdb := srv.Client(t)
+	for _, tb := range []*table{xiangqi(t, env), timed} {
+		tb.move(t, "h3e3")
+		before := tb.get(t)
+		if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h10g8"}}
+		_, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), req)
+		wantCode(t, err, codes.Unavailable)
+		if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if g := tb.get(t); g.GetVersion() != before.GetVersion() || len(g.GetMoves()) != len(before.GetMoves()) {
+			t.Fatalf("a refused move changed the game: version %d, %d moves; want %d, %d", g.GetVersion(), len(g.GetMoves()), before.GetVersion(), len(before.GetMoves()))
+		}
+		var resp *gamev1.MakeMoveResponse
+		retrying(t, "the move again", func() (err error) {
+			resp, err = env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), req)
+			return err
+		})
+		if _, err := env.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), req); err != nil {
+			t.Fatalf("the move's retry: %v", err)
+		}
+		if g := tb.get(t); g.GetVersion() != resp.GetGame().GetVersion() || len(g.GetMoves()) != len(before.GetMoves())+1 {
+			t.Fatalf("after the retries: version %d, %d moves; want %d, %d", g.GetVersion(), len(g.GetMoves()), resp.GetGame().GetVersion(), len(before.GetMoves())+1)
+		}
+	}
+}
