@@ -384,6 +384,42 @@ func TestAProcessDropsItsCacheWhenRedisLosesItsData(t *testing.T) {
 	}
 }
 
+// TestEveryProcessDropsItsCacheWhenRedisLosesItsData: as above, with two
+// processes, each caching a game it played. Only one of them finds no
+// beat at all (the other finds the one it wrote since), yet both must
+// drop their caches: a stream on either of a game Redis lost is
+// NotFound, not a live stream of a game that no longer exists.
+func TestEveryProcessDropsItsCacheWhenRedisLosesItsData(t *testing.T) {
+	a := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keyOne })
+	b := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = a.Config.KeyPrefix, keyOne })
+	tables := []*table{xiangqi(t, a), xiangqi(t, b)}
+	for _, tb := range tables {
+		tb.move(t, "h3e3")
+	}
+	time.Sleep(1500 * time.Millisecond) // both have beaten
+	ctx := context.Background()
+	keys := a.Redis.Keys(ctx, a.Config.KeyPrefix+"*").Val()
+	if len(keys) == 0 {
+		t.Fatal("no keys to lose")
+	}
+	if err := a.Redis.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // two beats or more
+	for i, tb := range tables {
+		sctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), 5*time.Second)
+		st, err := tb.env.Client.StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: 3})
+		var m *gamev1.StreamEventsResponse
+		if err == nil {
+			m, err = st.Recv()
+		}
+		cancel()
+		if status.Code(err) != codes.NotFound {
+			t.Fatalf("process %d: a stream of a game Redis lost: %v, %v; want NotFound", i+1, m, err)
+		}
+	}
+}
+
 // silenceThen plays Red's move on a second process, started after, in the
 // game an earlier one left with Red to move (outageGame), wants the game
 // to go on, and returns the events after before.

@@ -144,9 +144,10 @@ type Handler struct {
 	// outages are the spans in which this process could not reach Redis
 	// (see outages.go); watchDone closes when it stops watching.
 	outages outages
-	// beaten: this process beat in Redis before (beat); beatDone closes
-	// when it stops beating.
-	beaten    atomic.Bool
+	// epoch is the epoch of the service's data in Redis at this process's
+	// last beat, nil before its first (beat); beatDone closes when it
+	// stops beating.
+	epoch     atomic.Pointer[string]
 	beatDone  chan struct{}
 	watchDone chan struct{}
 	// contact is this process's unbroken contact with Redis, as its

@@ -314,7 +314,8 @@ func (h *Handler) watchRedis(ctx context.Context) {
 }
 
 // Every process beats about once a second (store.Beat), so that one that
-// beat before and finds no beat in Redis knows that Redis lost its data.
+// beat before and finds another epoch in Redis knows that Redis lost its
+// data.
 const (
 	beatEvery = time.Second
 	beatKeep  = 24 * time.Hour
@@ -335,19 +336,21 @@ func (h *Handler) keepBeating(ctx context.Context) {
 	}
 }
 
-// beat records that this process lives. A process that beat before and
-// finds no beat in Redis drops the games it caches: Redis lost them, and
-// a stream or a command must not be served from this process's copies.
+// beat records that this process lives. A process that finds another
+// epoch in Redis than at its last beat drops the games it caches: Redis
+// lost them, and a stream or a command must not be served from this
+// process's copies. The epoch, not the beat's absence, tells it: with
+// several processes only the first to beat after the loss finds none.
 func (h *Handler) beat(ctx context.Context) {
-	first, err := h.store.Beat(ctx, beatKeep)
+	epoch, err := h.store.Beat(ctx, beatKeep)
 	if err != nil {
 		// The pings tell of Redis out of reach.
 		h.log.DebugContext(ctx, "beat", "err", err)
 		return
 	}
-	if beatBefore := h.beaten.Swap(true); first && beatBefore {
+	if before := h.epoch.Swap(&epoch); before != nil && *before != epoch {
 		h.cache.clear()
-		h.log.WarnContext(ctx, "redis holds no beat of the service: it lost its data (restarted without persistence, or flushed); the games cached here are dropped")
+		h.log.WarnContext(ctx, "redis lost the service's data since this process last beat (restarted without persistence, or flushed); the games cached here are dropped")
 	}
 }
 

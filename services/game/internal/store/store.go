@@ -90,6 +90,11 @@ var renewLeaseLua string
 
 var renewLeaseScript = redis.NewScript(renewLeaseLua)
 
+//go:embed beat.lua
+var beatLua string
+
+var beatScript = redis.NewScript(beatLua)
+
 //go:embed stopped.lua
 var stoppedLua string
 
@@ -741,16 +746,16 @@ func NotificationEvents(payload string) ([][]byte, error) {
 }
 
 // Beat records that a process of the service lives, for keep, and
-// reports whether Redis held no beat: the service's first, or Redis lost
-// its data (restarted without persistence, flushed). The key has the hash
+// returns the epoch of the service's data: the one Redis holds, or fresh
+// when it holds none (the service's first beat, or Redis lost its data:
+// restarted without persistence, flushed). Each call writes a fresh
+// epoch, so every process that beat before, not only the first to beat
+// after the loss, finds another epoch than its last. The key has the hash
 // tag {gamed}.
-func (s *Store) Beat(ctx context.Context, keep time.Duration) (first bool, err error) {
-	err = s.rdb.SetArgs(ctx, s.cfg.Prefix+"{gamed}:beat", 1, redis.SetArgs{TTL: keep, Get: true}).Err()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("beat: %w", err)
+func (s *Store) Beat(ctx context.Context, keep time.Duration) (epoch string, err error) {
+	epoch, err = beatScript.Run(ctx, s.rdb, []string{s.cfg.Prefix + "{gamed}:beat"}, strconv.FormatUint(rand.Uint64(), 36), keep.Milliseconds()).Text()
+	if err != nil {
+		return "", fmt.Errorf("beat: %w", err)
 	}
-	return false, nil
+	return epoch, nil
 }
