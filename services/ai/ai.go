@@ -119,7 +119,35 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--ai-uci-engine: %w", err))
 		}
 	}
+	if _, err := uciOptions(c.UCIOptions); err != nil {
+		errs = append(errs, fmt.Errorf("--ai-uci-options: %w", err))
+	}
+	if c.UCIOptions != "" && c.UCIEngine == "" {
+		errs = append(errs, errors.New("--ai-uci-options: given without --ai-uci-engine, the built-in engine plays and takes no options"))
+	}
 	return errors.Join(errs...)
+}
+
+// uciOption is one name=value of --ai-uci-options.
+type uciOption struct{ name, value string }
+
+// uciOptions reads --ai-uci-options: name=value pairs separated by commas.
+// An entry without a name or an "=" is an error, not dropped: the engine
+// would play without the option the operator meant to set.
+func uciOptions(s string) ([]uciOption, error) {
+	var opts []uciOption
+	for opt := range strings.SplitSeq(s, ",") {
+		opt = strings.TrimSpace(opt)
+		if opt == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(opt, "=")
+		if name = strings.TrimSpace(name); !ok || name == "" {
+			return nil, fmt.Errorf("%q: want name=value", opt)
+		}
+		opts = append(opts, uciOption{name: name, value: strings.TrimSpace(value)})
+	}
+	return opts, nil
 }
 
 // Bind registers the AI service and starts the workers.
@@ -215,14 +243,15 @@ func newMover(ctx context.Context, cfg Config) (worker.Mover, func() error, erro
 		if err != nil {
 			return nil, fmt.Errorf("start %s: %w", cfg.UCIEngine, err)
 		}
-		for opt := range strings.SplitSeq(cfg.UCIOptions, ",") {
-			name, value, ok := strings.Cut(strings.TrimSpace(opt), "=")
-			if !ok {
-				continue
-			}
-			if err := c.SetOption(ctx, name, value); err != nil {
+		opts, err := uciOptions(cfg.UCIOptions)
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("--ai-uci-options: %w", err)
+		}
+		for _, o := range opts {
+			if err := c.SetOption(ctx, o.name, o.value); err != nil {
 				_ = c.Close()
-				return nil, fmt.Errorf("%s option %s: %w", cfg.UCIEngine, name, err)
+				return nil, fmt.Errorf("%s option %s: %w", cfg.UCIEngine, o.name, err)
 			}
 		}
 		return c, nil

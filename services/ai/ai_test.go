@@ -599,6 +599,31 @@ func TestSeveralGameAddressesAreRefused(t *testing.T) {
 	}
 }
 
+// TestMalformedUCIOptionsAreRefused: an --ai-uci-options entry that is not
+// name=value, or options with no external engine to take them, stop the
+// service with the flag named, where they were dropped and the engine
+// played without them; well-formed ones pass.
+func TestMalformedUCIOptionsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, engine, options string
+		wantErr               bool
+	}{
+		{name: "well formed", engine: "/bin/sh", options: "Threads=1, Skill Level=5,", wantErr: false},
+		{name: "no equals sign", engine: "/bin/sh", options: "Threads=1,Hash", wantErr: true},
+		{name: "no name", engine: "/bin/sh", options: "=5", wantErr: true},
+		{name: "no engine", engine: "", options: "Threads=1", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := aiConfig("ok:", 1)
+			cfg.UCIEngine, cfg.UCIOptions = tc.engine, tc.options
+			err := cfg.Validate()
+			if gotErr := err != nil; gotErr != tc.wantErr || (gotErr && !strings.Contains(err.Error(), "--ai-uci-options")) {
+				t.Fatalf("Validate() = %v, want an error naming --ai-uci-options: %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
 // TestAISeatsPlayOnTheClock: two AI seats that would take about a second
 // a move unbounded (level 10 of the built-in engine; an external engine
 // at its default movetime) in a game of 3 s each without increment think
