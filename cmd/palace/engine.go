@@ -80,6 +80,10 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "palace engine match: want --variant janggi|xiangqi, --games >= 1, --parallel 1..64")
 		return exitUsage
 	}
+	if err := checkMatchFlags(*openingPlies, adj); err != nil {
+		fmt.Fprintln(stderr, "palace engine match:", err)
+		return exitUsage
+	}
 	var openings []engine.Opening
 	if *openingPlies > 0 {
 		openings = engine.RandomOpenings(v, (*games+1)/2, *openingPlies, *seed)
@@ -144,6 +148,33 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(stdout, "%-24s %6d %6d %6d %6d %7.1f%% %+.0f [%+.0f, %+.0f]\n", names[0], total.Games, total.Wins, total.Draws, total.Losses, 100*total.Score, total.Elo, total.EloLow, total.EloHigh)
 	fmt.Fprintf(stdout, "%-24s %6d %6d %6d %6d %7.1f%% %+.0f\n", names[1], total.Games, total.Losses, total.Draws, total.Wins, 100*(1-total.Score), -total.Elo)
 	return exitOK
+}
+
+// checkMatchFlags reports every flag of a match's openings and
+// adjudication out of range. A negative resign score, say, adjudicated
+// games that were level, or even won, as lost ("both sides scored it
+// lost"): the table printed a strength the engines do not have.
+func checkMatchFlags(openingPlies int, adj engine.Adjudication) error {
+	var errs []error
+	if openingPlies < 0 {
+		errs = append(errs, fmt.Errorf("--opening-plies %d: want 0 or more", openingPlies))
+	}
+	if adj.ResignMoves < 0 {
+		errs = append(errs, fmt.Errorf("--resign-moves %d: want 0 (never) or more", adj.ResignMoves))
+	}
+	if adj.ResignMoves > 0 && adj.ResignScore <= 0 {
+		errs = append(errs, fmt.Errorf("--resign-score %d: want a positive score, how far behind a side is to resign", adj.ResignScore))
+	}
+	if adj.DrawMoves < 0 {
+		errs = append(errs, fmt.Errorf("--draw-moves %d: want 0 (never) or more", adj.DrawMoves))
+	}
+	if adj.DrawScore < 0 {
+		errs = append(errs, fmt.Errorf("--draw-score %d: want 0 or more", adj.DrawScore))
+	}
+	if adj.DrawAfter < 0 {
+		errs = append(errs, fmt.Errorf("--draw-after %d: want 0 or more", adj.DrawAfter))
+	}
+	return errors.Join(errs...)
 }
 
 func newPlayer(ctx context.Context, spec string, seed uint64) (engine.Player, func(), error) {

@@ -240,6 +240,25 @@ func TestEngineMatchPrintsTable(t *testing.T) {
 	}
 }
 
+// TestEngineMatchRefusesAdjudicationOutOfRange: a negative resign score
+// would adjudicate level games as lost, and a negative opening length
+// play every game from the start position; both are refused, named,
+// before a game is played.
+func TestEngineMatchRefusesAdjudicationOutOfRange(t *testing.T) {
+	for _, tc := range []struct{ flag, value string }{
+		{"--resign-score", "-500"}, {"--resign-score", "0"}, {"--resign-moves", "-1"},
+		{"--draw-moves", "-1"}, {"--draw-score", "-15"}, {"--draw-after", "-1"}, {"--opening-plies", "-3"},
+	} {
+		_, errOut, code := palace("engine", "match", "--a", "level:1", "--b", "level:1", "--games", "2", tc.flag, tc.value)
+		if code != exitUsage || !strings.Contains(errOut, tc.flag) || strings.Contains(errOut, "game 1/") {
+			t.Errorf("%s %s: exit %d, stderr %q; want %d naming the flag, before any game", tc.flag, tc.value, code, errOut, exitUsage)
+		}
+	}
+	if _, errOut, code := palace("engine", "match", "--a", "level:1", "--b", "level:1", "--games", "2", "--resign-moves", "0", "--resign-score", "0"); code != 0 {
+		t.Fatalf("no resignation (--resign-moves 0) with --resign-score 0: exit %d: %s", code, errOut)
+	}
+}
+
 func TestUCIAnswersHandshake(t *testing.T) {
 	var out strings.Builder
 	code := run(context.Background(), []string{"uci"}, strings.NewReader("uci\nisready\nquit\n"), &out, &strings.Builder{})
