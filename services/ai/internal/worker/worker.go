@@ -256,7 +256,8 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	seat := asSeat(ctx, j)
 	var last chosen
 	var refused *refusal
-	unseen, changes := 0, 0
+	var unseen time.Time // when the commit that queued j was first missed
+	changes := 0
 	// A game service that cannot answer for a moment (its Redis restarting
 	// or failing over, the service itself restarting) is waited for here,
 	// up to OutageWait, rather than the job being left for the claim
@@ -279,12 +280,20 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	}
 	// notYet waits a moment for the commit that queued the job, which the
 	// game service queues before committing; false once commitWait has
-	// passed: the commit failed, and the job is void.
+	// passed: the commit failed, and the job is void. A worker waiting on
+	// its queue reads a job as soon as it is queued, often before that
+	// commit lands a millisecond later: the first looks come quickly, or
+	// the AI's reply would wait a whole pause, on its clock too.
+	var pause time.Duration
 	notYet := func() (bool, error) {
-		if unseen++; time.Duration(unseen)*100*time.Millisecond > commitWait {
+		if unseen.IsZero() {
+			unseen = time.Now()
+		}
+		if time.Since(unseen) > commitWait {
 			return false, nil
 		}
-		return true, sleep(ctx, 100*time.Millisecond)
+		pause = min(max(2*pause, commitPollMin), commitPollMax)
+		return true, sleep(ctx, pause)
 	}
 	for {
 		resp, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID})
@@ -364,8 +373,13 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	}
 }
 
-// commitWait bounds the wait for the commit that queued a job to show.
-const commitWait = 10 * time.Second
+// commitWait bounds the wait for the commit that queued a job to show;
+// the worker looks again after commitPollMin, doubling up to commitPollMax.
+const (
+	commitWait    = 10 * time.Second
+	commitPollMin = 5 * time.Millisecond
+	commitPollMax = 100 * time.Millisecond
+)
 
 // DefaultOutageWait is shorter than the default claim timeout (30 s),
 // after which another worker may take the job over.
