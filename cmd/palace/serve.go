@@ -59,6 +59,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 			matchmaking.Bind(mm),
 			ai.Bind(aic),
 		},
+		Checks:      []func() error{gm.Validate, ck.Validate, mm.Validate, aic.Validate},
 		LogOutput:   stderr,
 		OnServing:   so.onServing,
 		OwnsProcess: true,

@@ -197,6 +197,10 @@ type Options struct {
 	Name     string
 	Config   Config
 	Services []Binder
+	// Checks are the services' own config checks, run with Config's before
+	// anything starts: a bad flag is reported at once, not once Redis is
+	// reached, which may take --redis-wait.
+	Checks []func() error
 	// LogOutput defaults to stderr.
 	LogOutput io.Writer
 	// OwnsProcess is set by a daemon's main: this Run is the only one in
@@ -213,6 +217,11 @@ type Options struct {
 func Run(ctx context.Context, o Options) (err error) {
 	if err := o.Config.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	for _, check := range o.Checks {
+		if err := check(); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
 	}
 	out := o.LogOutput
 	if out == nil {

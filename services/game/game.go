@@ -99,7 +99,7 @@ func (c Config) Validate() error {
 	if err := redisx.CheckKeyPrefix(c.KeyPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("--key-prefix: %w", err))
 	}
-	if c.MaxSpectatorStreams < 0 || c.MaxSpectatorStreams > c.MaxStreams {
+	if c.MaxStreams >= 1 && (c.MaxSpectatorStreams < 0 || c.MaxSpectatorStreams > c.MaxStreams) {
 		errs = append(errs, fmt.Errorf("--max-spectator-streams %d: want 0 (three quarters of --max-streams) up to --max-streams (%d)", c.MaxSpectatorStreams, c.MaxStreams))
 	}
 	if c.MaxSeatStreams < 1 {
