@@ -90,9 +90,25 @@ func IntFlag(fs *flag.FlagSet, p *int, name string, def int, usage string) {
 
 // DurationFlag is StringFlag for durations.
 func DurationFlag(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
-	fs.DurationVar(p, name, def, usage+" (env "+envName(name)+")")
+	*p = def
+	fs.Var((*durationValue)(p), name, usage+" (a `duration` with its unit; env "+envName(name)+")")
 	fromEnv(fs, name)
 }
+
+// durationValue is flag's own duration flag but for its refusals, where
+// flag says only "parse error": "20" for 20 seconds is the usual slip.
+type durationValue time.Duration
+
+func (d *durationValue) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("not a duration: write a number with its unit, such as 20s, 500ms or 1m30s")
+	}
+	*d = durationValue(v)
+	return nil
+}
+
+func (d *durationValue) String() string { return (*time.Duration)(d).String() }
 
 // BoolFlag is StringFlag for booleans.
 func BoolFlag(fs *flag.FlagSet, p *bool, name string, def bool, usage string) {
@@ -223,8 +239,8 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "warning", "error":
 	default:
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
 	}

@@ -256,3 +256,32 @@ func TestResetToDefaultsLeavesTheEnvironmentOut(t *testing.T) {
 		t.Fatalf("after ResetToDefaults: %v %q %d, want the defaults", ttl, name, count)
 	}
 }
+
+// A duration written without its unit, the usual slip, is refused with
+// how to write one, on the command line and in the environment; flag's
+// own duration flag said only "parse error".
+func TestADurationWithoutAUnitSaysHowToWriteOne(t *testing.T) {
+	const hint = "write a number with its unit, such as 20s"
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(&bytes.Buffer{})
+	c := &Config{}
+	c.RegisterFlags(fs, "127.0.0.1:0")
+	if err := fs.Parse([]string{"--shutdown-timeout", "20"}); err == nil || !strings.Contains(err.Error(), hint) {
+		t.Fatalf("--shutdown-timeout 20: %v, want %q", err, hint)
+	}
+	t.Setenv("PALACE_SHUTDOWN_TIMEOUT", "20")
+	c, _ = registered(t)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), hint) {
+		t.Fatalf("PALACE_SHUTDOWN_TIMEOUT=20: %v, want %q", err, hint)
+	}
+}
+
+// Log levels are read without regard to case, as ParseLevel reads them:
+// WARN must not stop a process that would log at warn.
+func TestLogLevelsIgnoreCase(t *testing.T) {
+	t.Setenv("PALACE_LOG_LEVEL", "WARN")
+	c, _ := registered(t)
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
