@@ -18,6 +18,7 @@ func New(w io.Writer, format, level string) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: ParseLevel(level)}
 	var h slog.Handler
 	if strings.EqualFold(format, "json") {
+		opts.ReplaceAttr = readableDuration
 		h = slog.NewJSONHandler(w, opts)
 	} else {
 		h = slog.NewTextHandler(w, opts)
@@ -63,3 +64,13 @@ func (t traceHandler) WithGroup(name string) slog.Handler {
 // Discard returns a logger that drops everything, for tests that do not
 // look at logs.
 func Discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// readableDuration writes a duration as the text handler does ("1.5s"),
+// where JSON would have integer nanoseconds that nobody reads at a glance
+// in an incident.
+func readableDuration(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
