@@ -55,10 +55,26 @@ func (r *route) client() gamev1.GameServiceClient {
 }
 
 // failover moves the route to the next replica when err says its replica
-// is unavailable, and reports whether the call should be sent again.
-// With one replica, and retry unset, Unavailable is an error to report.
+// is unavailable, or did not answer within the call's timeout, and
+// reports whether the call should be sent again. A replica that holds a
+// call that long is frozen or cut off, and a client with another replica
+// to go to moves on; should the frozen one apply the request when it
+// wakes, its request id keeps it from applying twice. With one replica
+// both are errors to report, but Unavailable with retry set.
 func (r *route) failover(ctx context.Context, err error, attempt int) bool {
-	if (len(r.replicas) < 2 && !r.retry) || status.Code(err) != codes.Unavailable || attempt >= maxFailovers {
+	if attempt >= maxFailovers || ctx.Err() != nil {
+		return false
+	}
+	switch status.Code(err) {
+	case codes.Unavailable:
+		if len(r.replicas) < 2 && !r.retry {
+			return false
+		}
+	case codes.DeadlineExceeded:
+		if len(r.replicas) < 2 {
+			return false
+		}
+	default:
 		return false
 	}
 	r.replica = (r.replica + 1) % len(r.replicas)

@@ -122,6 +122,27 @@ func TestLoadtestGamesOutlivesItsReplicas(t *testing.T) {
 	}
 }
 
+// TestLoadtestGamesMovesOffAFrozenReplica: one of two replicas stops
+// answering for two seconds without closing its connections (a pause of
+// its VM, a stall of the network), then answers what it held. A call that
+// outlives --call-timeout there is sent again to the other replica, as a
+// client with somewhere else to go does, and not counted an error; the
+// requests the frozen replica applies late must apply nothing twice.
+func TestLoadtestGamesMovesOffAFrozenReplica(t *testing.T) {
+	shared := []string{"--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
+		"--seat-signing-keys", "k1:" + strings.Repeat("5e", 32)}
+	a, b := startServe(t, shared...), startServe(t, shared...)
+	toA := redistest.NewProxy(t, a)
+	rep := gamesUnderFaults(t, toA.Addr()+","+b, func() {
+		toA.Hold()
+		time.Sleep(2 * time.Second)
+		toA.Restore()
+	}, "--call-timeout", "500ms")
+	if rep.Moves == 0 || rep.Failovers == 0 {
+		t.Fatalf("no failover exercised: %+v", rep)
+	}
+}
+
 // TestLoadtestGamesFloorFollowsTheReplicas: with one of two replicas down
 // from the start, the floor's calls move to the other as the games' do,
 // and the run is clean, instead of the floor spinning on refused calls.
