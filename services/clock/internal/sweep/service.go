@@ -348,6 +348,10 @@ func (s *Service) tick(ctx context.Context) {
 
 	// Renewals first: a lease we failed to renew for a whole TTL may be
 	// someone else's by now.
+	// A starved or cut-off replica loses its leases together: one line
+	// names them all, where a line each buried the log.
+	var lost, late []int
+	var lateErr error
 	s.mu.Lock()
 	for i, sh := range mine {
 		r, ok := s.owned[sh]
@@ -359,10 +363,10 @@ func (s *Service) tick(ctx context.Context) {
 		case err == nil && n == 1:
 			r.renewed = now
 		case err == nil:
-			s.log.Warn("lost the lease of a shard", "shard", sh)
+			lost = append(lost, sh)
 			s.stopLocked(sh)
 		case now.Sub(r.renewed) >= s.cfg.LeaseTTL:
-			s.log.Warn("could not renew the lease of a shard in time", "shard", sh, "err", err)
+			late, lateErr = append(late, sh), err
 			s.stopLocked(sh)
 		}
 		if n, err := cards[sh].Result(); err == nil {
@@ -370,6 +374,12 @@ func (s *Service) tick(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	if len(lost) > 0 {
+		s.log.Warn("lost the leases of shards", "shards", lost)
+	}
+	if len(late) > 0 {
+		s.log.Warn("could not renew the leases of shards in time", "shards", late, "err", lateErr)
+	}
 
 	live, err := hb.StringSlice()
 	if err != nil {
@@ -465,9 +475,9 @@ func (s *Service) acquire(tctx context.Context, cand []int, now time.Time) {
 		cmds[i] = pipe.SetNX(tctx, s.keys.lease(sh), s.cfg.ReplicaID, s.cfg.LeaseTTL)
 	}
 	_, _ = pipe.Exec(tctx)
-	taken := false
+	var took []int
 	defer func() {
-		if taken {
+		if len(took) > 0 {
 			s.wakeScanner()
 		}
 	}()
@@ -484,10 +494,12 @@ func (s *Service) acquire(tctx context.Context, cand []int, now time.Time) {
 			s.owned[sh] = r
 			continue
 		}
-		s.log.Info("took the lease of a shard", "shard", sh)
 		s.owned[sh] = &shardRun{renewed: now}
 		s.sweeping[sh] = newShard(sh, s.idx.Key(sh))
-		taken = true
+		took = append(took, sh)
+	}
+	if len(took) > 0 {
+		s.log.Info("took the leases of shards", "shards", took)
 	}
 }
 
