@@ -10,6 +10,7 @@ package matcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -199,11 +200,10 @@ func (m *Matcher) Pass(ctx context.Context) {
 	})
 	m.passTime.Record(ctx, time.Since(start).Seconds())
 	var expired []string
+	var failed poolFailures
 	for _, r := range results {
 		if r.Err != nil {
-			if ctx.Err() == nil {
-				m.log.WarnContext(ctx, "pairing pass", "err", r.Err)
-			}
+			failed.add(r.Err)
 			continue
 		}
 		for _, mt := range r.Matches {
@@ -214,8 +214,33 @@ func (m *Matcher) Pass(ctx context.Context) {
 			expired = append(expired, r.Expired...)
 		}
 	}
+	if ctx.Err() == nil {
+		failed.log(ctx, m.log, "pairing pass")
+	}
 	if err := m.store.Publish(ctx, expired...); err != nil {
 		m.log.WarnContext(ctx, "pairing: notify expired tickets", "err", err)
+	}
+}
+
+// poolFailures gathers the errors of one pass over the pools: when Redis
+// is out of reach every pool fails, and a line each (up to --max-pools
+// of them, ten passes a second) would bury the log; one line says how
+// many failed, with the first error.
+type poolFailures struct {
+	n     int
+	first error
+}
+
+func (f *poolFailures) add(err error) {
+	if f.n == 0 {
+		f.first = err
+	}
+	f.n++
+}
+
+func (f *poolFailures) log(ctx context.Context, log *slog.Logger, what string) {
+	if f.n > 0 {
+		log.WarnContext(ctx, what, "pools_failed", f.n, "err", f.first)
 	}
 }
 
@@ -327,12 +352,16 @@ func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match)
 // recoverStalled takes over matches whose game creation stalled.
 func (m *Matcher) recoverStalled(ctx context.Context) {
 	now := m.cfg.Now()
+	var failed poolFailures
+	defer func() {
+		if ctx.Err() == nil {
+			failed.log(ctx, m.log, "claim stalled matches")
+		}
+	}()
 	for _, pool := range m.knownPools() {
 		ids, err := m.store.ClaimStalled(ctx, pool, now.Add(-m.cfg.StallAfter), now, 100)
 		if err != nil {
-			if ctx.Err() == nil {
-				m.log.WarnContext(ctx, "claim stalled matches", "pool", pool.ID(), "err", err)
-			}
+			failed.add(fmt.Errorf("pool %s: %w", pool.ID(), err))
 			continue
 		}
 		for _, id := range ids {
