@@ -746,14 +746,17 @@ func NotificationEvents(payload string) ([][]byte, error) {
 }
 
 // Beat records that a process of the service lives, for keep, and
-// returns the epoch of the service's data: the one Redis holds, or fresh
-// when it holds none (the service's first beat, or Redis lost its data:
-// restarted without persistence, flushed). Each call writes a fresh
-// epoch, so every process that beat before, not only the first to beat
-// after the loss, finds another epoch than its last. The key has the hash
-// tag {gamed}.
+// returns the epoch of the service's data: the one Redis holds, or a
+// fresh one, which the call writes, when it holds none (the service's
+// first beat, or Redis lost its data: restarted without persistence,
+// flushed). So every process that beat before, not only the first to
+// beat after the loss, finds another epoch than its last. The key has the
+// hash tag {gamed}. It is not the "{gamed}:beat" of releases before
+// epochs, which set that key to 1 at every beat: beside one of those, in a
+// rollout or a rollback, an epoch there was overwritten every second, and
+// this release's processes took that for a loss of Redis' data.
 func (s *Store) Beat(ctx context.Context, keep time.Duration) (epoch string, err error) {
-	epoch, err = beatScript.Run(ctx, s.rdb, []string{s.cfg.Prefix + "{gamed}:beat"}, strconv.FormatUint(rand.Uint64(), 36), keep.Milliseconds()).Text()
+	epoch, err = beatScript.Run(ctx, s.rdb, []string{s.cfg.Prefix + "{gamed}:epoch"}, strconv.FormatUint(rand.Uint64(), 36), keep.Milliseconds()).Text()
 	if err != nil {
 		return "", fmt.Errorf("beat: %w", err)
 	}
