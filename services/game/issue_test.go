@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -164,5 +165,56 @@ func TestCreateGameGivesNoCredentialToAnAISeat(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestARetryLeavesOutAnAICredentialRememberedBefore: an answer to CreateGame
+// remembered by an earlier release holds the AI seat's credential too; a
+// retry answered from it must leave that credential out, as a first
+// answer now does.
+func TestARetryLeavesOutAnAICredentialRememberedBefore(t *testing.T) {
+	env := gametest.Start(t, nil)
+	ctx := context.Background()
+	req := &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(0, 3)}
+	first, err := env.Client.CreateGame(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite the remembered answer as an earlier release stored it: with
+	// a credential for each seat, the AI's second.
+	key := env.Config.KeyPrefix + "{g:" + first.GetGameId() + "}"
+	stored, err := env.Redis.HGet(ctx, key, "r:"+req.GetRequestId()).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var label []byte
+	if len(stored) > 0 && stored[0] == 0xff {
+		i := slices.Index(stored, 0)
+		label, stored = stored[:i+1], stored[i+1:]
+	}
+	var old gamev1.CreateGameResponse
+	if err := proto.Unmarshal(stored, &old); err != nil {
+		t.Fatal(err)
+	}
+	ai := env.SeatCredential(t, first.GetGameId(), "p2", commonv1.Side_SIDE_SECOND)
+	old.Credentials = append(old.Credentials, &gamev1.SeatCredential{Side: commonv1.Side_SIDE_SECOND, Token: ai, ExpiresAt: old.GetCredentials()[0].GetExpiresAt()})
+	b, err := proto.Marshal(&old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Redis.HSet(ctx, key, "r:"+req.GetRequestId(), append(label, b...)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := env.Client.CreateGame(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range again.GetCredentials() {
+		if c.GetSide() != commonv1.Side_SIDE_FIRST {
+			t.Fatalf("the retry hands out a credential for the AI's seat %v", c.GetSide())
+		}
+	}
+	if len(again.GetCredentials()) != 1 {
+		t.Fatalf("the retry hands out %d credentials, want the human's alone", len(again.GetCredentials()))
 	}
 }
