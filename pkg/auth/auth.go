@@ -292,9 +292,9 @@ func BearerToken(header string) (string, bool) {
 
 // kindNames words each kind of credential for a refusal.
 var kindNames = map[Kind]string{
-	KindSeat:    "a seat credential (one game's seat: from a pairing, an invite, PlayAi or ResumeGame of matchmaking, or from CreateGame or IssueSeatCredentials)",
+	KindSeat:    "a seat credential (one game's seat: from a pairing, an invite, a rematch, PlayAi or ResumeGame of matchmaking, or from CreateGame or IssueSeatCredentials)",
 	KindGuest:   "a guest player's credential (from matchmaking's CreateGuest)",
-	KindAccount: "an account player's credential (from matchmaking's SignInWithGoogle)",
+	KindAccount: "an account player's credential (from matchmaking's SignInWithGoogle, or palace player-token)",
 	KindService: "a service credential (signed with PALACE_SERVICE_KEYS, as palace service-token prints)",
 }
 

@@ -154,6 +154,14 @@ func TestKindHint(t *testing.T) {
 	if got := KindHint(seat, KindService); !strings.Contains(got, "this is a seat credential") || !strings.Contains(got, "not a service credential") {
 		t.Fatalf("a seat credential sent as a service's: %q", got)
 	}
+	// Each kind names every place it comes from: a rematch's seats come
+	// from matchmaking as a pairing's do, and account credentials from
+	// palace player-token as from a sign-in.
+	for kind, source := range map[Kind]string{KindSeat: "a rematch", KindAccount: "palace player-token"} {
+		if !strings.Contains(kindNames[kind], source) {
+			t.Errorf("the %s credential's name %q leaves out %q", kind, kindNames[kind], source)
+		}
+	}
 	for _, tok := range []string{seat, "", "garbage", "k.!!.sig", "k." + strings.Repeat("A", 5000) + ".s", "k.eyJrIjoibm9uZSJ9.s"} {
 		want := KindSeat
 		if tok != seat {

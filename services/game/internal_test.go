@@ -96,7 +96,7 @@ func TestInternalCallsNeedAServiceCredential(t *testing.T) {
 		{"a seat credential as a service credential", withService(seatToken), codes.PermissionDenied, "player's credential"},
 		{"a service credential signed with other keys", withService(foreign), codes.Unauthenticated, "unknown key"},
 		{"garbage", withService("not-a-token"), codes.Unauthenticated, "malformed"},
-		{"a seat credential signed with other keys", withService(foreignSeat), codes.Unauthenticated, "this is a seat credential (one game's seat: from a pairing, an invite, PlayAi or ResumeGame of matchmaking, or from CreateGame or IssueSeatCredentials), not a service credential (signed with PALACE_SERVICE_KEYS"},
+		{"a seat credential signed with other keys", withService(foreignSeat), codes.Unauthenticated, "this is a seat credential (one game's seat: from a pairing, an invite, a rematch, PlayAi or ResumeGame of matchmaking, or from CreateGame or IssueSeatCredentials), not a service credential (signed with PALACE_SERVICE_KEYS"},
 	}
 	calls := []struct {
 		name string
