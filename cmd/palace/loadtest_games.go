@@ -147,7 +147,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	think := fs.Duration("think", 0, "mean pause between a game's moves (uniform in [0, 2*think]); 0 plays flat out")
 	serviceKeys := serviceKeysFlag(fs)
 	cpuProfile := fs.String("cpuprofile", "", "write the load tool's own CPU profile to this file (it shares the machine with the server it measures)")
-	callTimeout := fs.Duration("call-timeout", 10*time.Second, "longest a call may take before it counts as an error (a server that stops answering must not hang the run); a call sent again to another replica gets its own")
+	callTimeout := fs.Duration("call-timeout", 10*time.Second, "longest a call may take before it is sent again to the next replica, with several, or else counts as an error (a server that stops answering must not hang the run); a call sent again gets a timeout of its own")
 	warmup := fs.Duration("warmup", 0, "leave the first D of each phase (floor and games) out of the rates and latencies, so 1,000 games arriving at once do not count as steady load; every move is still checked")
 	getTransport := transportFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {

@@ -987,7 +987,7 @@ func gameID(req *gamev1.CreateGameRequest) string {
 // seatLabel labels a seat's command.
 func seatLabel(s rules.Side, what string) string { return "the " + s.String() + " seat's " + what }
 
-// CreateGame creates a game and returns one credential per seat.
+// CreateGame creates a game and returns one credential per human seat.
 func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
 	if err := h.internal(ctx, "CreateGame"); err != nil {
 		return nil, h.fail(ctx, err)
