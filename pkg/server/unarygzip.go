@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"compress/gzip"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,7 +24,7 @@ func withUnaryGzip(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		bw := &bufferedAnswer{header: w.Header(), status: http.StatusOK}
+		bw := &bufferedAnswer{header: w.Header().Clone(), status: http.StatusOK}
 		next.ServeHTTP(bw, r)
 		bw.finish(w)
 	})
@@ -50,16 +51,33 @@ func acceptsGzip(values []string) bool {
 }
 
 // bufferedAnswer holds a unary answer until it is complete, to compress it
-// when it is worth it.
+// when it is worth it. Its headers are those at the first WriteHeader or
+// Write, as a real answer's are: the transcoder answers a request it
+// refuses itself (malformed, too large) at once, and grpc-go, handed no
+// message, sets gRPC headers (Content-Type application/grpc+proto,
+// Grpc-Status) after it, which net/http would ignore.
 type bufferedAnswer struct {
 	header http.Header
+	// sent is header as it was when the answer began; nil until then.
+	sent   http.Header
 	status int
 	body   bytes.Buffer
 }
 
-func (b *bufferedAnswer) Header() http.Header         { return b.header }
-func (b *bufferedAnswer) WriteHeader(status int)      { b.status = status }
-func (b *bufferedAnswer) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bufferedAnswer) Header() http.Header { return b.header }
+
+func (b *bufferedAnswer) WriteHeader(status int) {
+	if b.sent != nil {
+		return
+	}
+	b.status = status
+	b.sent = b.header.Clone()
+}
+
+func (b *bufferedAnswer) Write(p []byte) (int, error) {
+	b.WriteHeader(http.StatusOK)
+	return b.body.Write(p)
+}
 
 // Flush does nothing: a unary answer goes out whole, in finish. The
 // transcoder needs a writer that can flush.
@@ -68,7 +86,10 @@ func (b *bufferedAnswer) Flush() {}
 // finish writes the answer to w, gzip-compressed when it is large and not
 // encoded already.
 func (b *bufferedAnswer) finish(w http.ResponseWriter) {
+	b.WriteHeader(b.status)
 	h := w.Header()
+	clear(h)
+	maps.Copy(h, b.sent)
 	h.Add("Vary", "Accept-Encoding")
 	body := b.body.Bytes()
 	if len(body) >= compressFrom && h.Get("Content-Encoding") == "" {

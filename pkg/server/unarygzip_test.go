@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -83,4 +84,56 @@ func grpcWebFrame(msg []byte) []byte {
 	f := make([]byte, 5, 5+len(msg))
 	binary.BigEndian.PutUint32(f[1:], uint32(len(msg)))
 	return append(f, msg...)
+}
+
+// A Connect unary call the transcoder refuses before grpc-go reads it (a
+// malformed or oversized JSON message) is answered as a Connect error, in
+// JSON, also for a client that accepts gzip, as every browser does: the
+// answer is buffered for compression, and grpc-go, handed no message, sets
+// gRPC headers after the refusal was written, which must not reach the
+// client. With them, a Connect client found a gRPC content type and took
+// the HTTP status alone: a message over the limit became Unavailable,
+// which clients retry, and a malformed one Internal.
+func TestRefusedConnectUnaryKeepsItsAnswerWithGzip(t *testing.T) {
+	var calls atomic.Int64
+	addr, _ := startServerWith(t, Config{MaxRecvBytes: 1 << 10}, func(s *Server) {
+		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: &calls})
+	})
+	for _, c := range []struct {
+		name       string
+		body       []byte
+		wantStatus int
+		wantCode   string
+	}{
+		{"malformed JSON", []byte(`{"gameId":`), http.StatusBadRequest, "invalid_argument"},
+		{"a field of the wrong type", []byte(`{"gameId":5}`), http.StatusBadRequest, "invalid_argument"},
+		{"over the size limit", paddedGetGame(4 << 10), http.StatusTooManyRequests, "resource_exhausted"},
+	} {
+		for _, accept := range []string{"", "gzip, deflate, br, zstd"} {
+			req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/GetGame", bytes.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Connect-Protocol-Version", "1")
+			if accept != "" {
+				req.Header.Set("Accept-Encoding", accept)
+			}
+			resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct{ Code string }
+			_ = json.Unmarshal(b, &got)
+			if resp.StatusCode != c.wantStatus || resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Grpc-Status") != "" || got.Code != c.wantCode {
+				t.Errorf("%s, Accept-Encoding %q: HTTP %d, Content-Type %q, Grpc-Status %q, body %s; want HTTP %d, application/json, no Grpc-Status, code %s",
+					c.name, accept, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Grpc-Status"), b, c.wantStatus, c.wantCode)
+			}
+		}
+	}
 }
