@@ -23,9 +23,7 @@ func (s *Service) checkIndex(ctx context.Context) {
 	agrees := true
 	for {
 		wait := probeEvery
-		cctx, cancel := context.WithTimeout(ctx, min(s.cfg.CallTimeout, probeTimeout))
-		resp, err := s.games.ExpireDeadline(cctx, &gamev1.ExpireDeadlineRequest{GameId: probeGameID})
-		cancel()
+		resp, err := s.askProbe(ctx)
 		if err == nil {
 			wait = indexCheckEvery
 			if now := s.indexAgrees(resp.GetDeadlineIndex()); now != agrees {

@@ -147,9 +147,7 @@ func (s *Service) handingOver(ctx, tctx context.Context, now time.Time) bool {
 // hands the shards over if they are not yet.
 func (s *Service) probe(ctx context.Context) {
 	defer s.calls.Done()
-	cctx, cancel := context.WithTimeout(ctx, min(s.cfg.CallTimeout, probeTimeout))
-	_, err := s.games.ExpireDeadline(cctx, &gamev1.ExpireDeadlineRequest{GameId: probeGameID})
-	cancel()
+	_, err := s.askProbe(ctx)
 	s.reach.mu.Lock()
 	s.reach.probing = false
 	if err != nil && ctx.Err() == nil && !s.reach.handedOver {
@@ -161,6 +159,14 @@ func (s *Service) probe(ctx context.Context) {
 		return
 	}
 	s.log.Debug("game service probe", "err", err)
+}
+
+// askProbe sends the game service the deadline of no game, which it
+// answers without writing anything, within probeTimeout.
+func (s *Service) askProbe(ctx context.Context) (*gamev1.ExpireDeadlineResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, min(s.cfg.CallTimeout, probeTimeout))
+	defer cancel()
+	return s.games.ExpireDeadline(ctx, &gamev1.ExpireDeadlineRequest{GameId: probeGameID})
 }
 
 func (s *Service) notifyReach(ok bool) {
