@@ -76,7 +76,7 @@ func runPlayerToken(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var keys string
 	app.StringFlag(fs, &keys, "player-signing-keys", "", "matchmaking's --player-signing-keys; the first key signs")
-	id := fs.String("player-id", "", "the account's player id (up to 128 bytes; no spaces, braces, commas or '|'; no ':'; not beginning google- or guest-, as sign-ins' ids do, nor \"ai\")")
+	id := fs.String("player-id", "", "the account's player id (up to 128 bytes; no spaces, braces, commas or '|'; no ':'; not beginning google- or guest-, as sign-ins' ids do, nor \"ai\" or \"me\")")
 	name := fs.String("name", "", "the account's display name (1 to 24 printable characters)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the credential is valid, at most 30 days (matchmaking's default --account-ttl): only rotating the keys voids it sooner")
 	if code, ok := parseFlags(fs, args, stderr); !ok {

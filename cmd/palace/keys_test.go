@@ -177,6 +177,9 @@ func TestPlayerTokenPlaysRated(t *testing.T) {
 		{[]string{"--player-id", "guest-1", "--name", "Ada"}, `begins "guest-"`},
 		{[]string{"--player-id", "google#1", "--name", "Ada"}, `begins "google#"`},
 		{[]string{"--player-id", "ai", "--name", "Ada"}, "the AI's"},
+		// The ratings RPCs read "me" as the caller: nobody could look up
+		// such a player's rating, or the leaderboard around them.
+		{[]string{"--player-id", "me", "--name", "Ada"}, `"me" stands for the caller`},
 		{[]string{"--player-id", "club:7", "--name", "Ada"}, "contains ':'"},
 		{[]string{"--player-id", "club-7", "--name", "Ada", "--ttl", "721h"}, "at most 30 days"},
 		{[]string{"--player-id", "a{b}", "--name", "Ada"}, "--player-id: contains"},

@@ -220,6 +220,11 @@ func CheckAccount(id, name string) error {
 	if id == games.AIPlayerID || strings.Contains(id, ":") {
 		return apierr.New(apierr.Invalid, "player_id: %q is the AI's, or contains ':': choose another", id)
 	}
+	// The ratings RPCs take "me" for the caller: nobody could read such a
+	// player's rating, history or place on the leaderboard by its id.
+	if id == callerID {
+		return apierr.New(apierr.Invalid, "player_id: %q stands for the caller in GetRating, GetRatingHistory and GetLeaderboard: choose another", id)
+	}
 	return ValidNickname(name)
 }
 

@@ -13,6 +13,9 @@ import (
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
+// callerID is the player id that the ratings RPCs read as the caller's.
+const callerID = "me"
+
 // ratingTarget validates a ratings request and resolves the player.
 func (h *Handler) ratingTarget(ctx context.Context, kind commonv1.GameKind, player string) (auth.Claims, string, error) {
 	c, err := h.account(ctx, "ratings")
@@ -22,7 +25,7 @@ func (h *Handler) ratingTarget(ctx context.Context, kind commonv1.GameKind, play
 	if _, err := store.KindName(kind); err != nil {
 		return c, "", apierr.Wrap(apierr.Invalid, err)
 	}
-	if player == "" || player == "me" {
+	if player == "" || player == callerID {
 		return c, c.Subject, nil
 	}
 	if err := checkID("player_id", player, 128); err != nil {
@@ -88,7 +91,7 @@ func (h *Handler) GetLeaderboard(ctx context.Context, req *matchmakingv1.GetLead
 	limit := int64(req.GetLimit())
 	var start, stop int64
 	if around := req.GetAroundPlayerId(); around != "" {
-		if around == "me" {
+		if around == callerID {
 			around = c.Subject
 		} else if err := checkID("around_player_id", around, 128); err != nil {
 			return nil, h.fail(ctx, err)
