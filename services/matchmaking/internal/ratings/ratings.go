@@ -240,13 +240,17 @@ func finished(s commonv1.GameStatus) bool {
 }
 
 // Settle applies a finished game's result, once per game however often it
-// is called, and forgets the pending game. An aborted game changes no
-// rating; it is counted against the player who aborted it, or let it abort
-// without a first move (endedBy), so that apps may show who aborts often,
-// and so that many aborts within an hour of when the game ended (endedAt;
-// the zero time or before 1970: now) keep the player out of the rated
-// queue.
+// is called, and forgets the pending game. The players' rating changes are
+// dated when the game ended (endedAt; the zero time or before 1970: now),
+// which may be long before a matchmaker that was not running rates it. An
+// aborted game changes no rating; it is counted against the player who
+// aborted it, or let it abort without a first move (endedBy), so that apps
+// may show who aborts often, and so that many aborts within an hour of
+// when the game ended keep the player out of the rated queue.
 func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Result, endedBy commonv1.Side, endedAt time.Time) error {
+	if endedAt.UnixMilli() <= 0 {
+		endedAt = c.cfg.Now()
+	}
 	// A game no longer pending was settled already (a lease changing
 	// hands delivers its end twice), or was made for a match given up
 	// meanwhile, whose players were never told of it: neither counts.
@@ -285,7 +289,7 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 		a, err := c.store.ApplyRating(ctx, store.Outcome{
 			GameID: p.Game, Kind: commonv1.GameKind(p.Kind),
 			A: store.Player{ID: p.First, Name: p.FName}, B: store.Player{ID: p.Second, Name: p.SName},
-			ScoreA: scoreFirst, At: c.cfg.Now(),
+			ScoreA: scoreFirst, At: endedAt,
 		})
 		if err != nil {
 			return err
@@ -317,11 +321,7 @@ func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.
 		c.log.WarnContext(ctx, "aborted rated game not counted: the game service named no side that aborted it", "game", p.Game)
 		return false, nil
 	}
-	now := c.cfg.Now()
-	if at.UnixMilli() <= 0 {
-		at = now
-	}
-	counted, err := c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player, at, now)
+	counted, err := c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player, at, c.cfg.Now())
 	if err != nil {
 		return false, err
 	}

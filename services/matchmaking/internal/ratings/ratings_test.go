@@ -249,3 +249,37 @@ func TestAGameNoLongerPendingCountsNothing(t *testing.T) {
 		t.Fatalf("ivy after the end of a game no longer pending: %+v; want nothing counted", ivy)
 	}
 }
+
+// TestAChangeIsDatedByTheGamesEnd: a game that ended while no matchmaker
+// ran is rated later; its change in the players' histories is dated when
+// the game ended, as an app shows it next to the game, not when it was
+// rated.
+func TestAChangeIsDatedByTheGamesEnd(t *testing.T) {
+	f := newFixture(t)
+	c := f.consumer(t, Config{})
+	p, _ := f.ratedGame(t, "kim", "lee", true)
+	ended := time.Now().Add(-3 * time.Hour).Truncate(time.Millisecond)
+	res := &commonv1.Result{Winner: commonv1.Winner_WINNER_DRAW, Method: commonv1.EndMethod_END_METHOD_AGREEMENT}
+	if err := c.Settle(context.Background(), p, res, commonv1.Side_SIDE_UNSPECIFIED, ended); err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"kim", "lee"} {
+		h, err := f.store.History(context.Background(), commonv1.GameKind_GAME_KIND_XIANGQI, who, 10)
+		if err != nil || len(h) != 1 {
+			t.Fatalf("%s's history %+v %v: want one change", who, h, err)
+		}
+		if got := time.UnixMilli(h[0].AtMs); !got.Equal(ended) {
+			t.Errorf("%s's change is dated %v, want the game's end %v", who, got, ended)
+		}
+	}
+	// An end of unknown time (the zero time) is dated when rated.
+	p, _ = f.ratedGame(t, "kim", "lee", true)
+	before := time.Now().Add(-time.Second)
+	if err := c.Settle(context.Background(), p, res, commonv1.Side_SIDE_UNSPECIFIED, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := f.store.History(context.Background(), commonv1.GameKind_GAME_KIND_XIANGQI, "kim", 1)
+	if err != nil || len(h) != 1 || time.UnixMilli(h[0].AtMs).Before(before) {
+		t.Fatalf("a change of unknown time: %+v %v, want it dated now", h, err)
+	}
+}

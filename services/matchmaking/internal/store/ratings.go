@@ -40,7 +40,8 @@ type Outcome struct {
 	// A and B are the players; ScoreA is A's score: 1, 0.5 or 0.
 	A, B   Player
 	ScoreA float64
-	At     time.Time
+	// At is when the game ended: the players' changes are dated so.
+	At time.Time
 }
 
 // Applied is what ApplyRating did.

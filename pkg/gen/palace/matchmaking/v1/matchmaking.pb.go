@@ -2185,15 +2185,16 @@ type RatingChange struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
 	// 1 won, 0.5 drew, 0 lost.
-	Score                float64                `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
-	RatingBefore         int32                  `protobuf:"varint,3,opt,name=rating_before,json=ratingBefore,proto3" json:"rating_before,omitempty"`
-	RatingAfter          int32                  `protobuf:"varint,4,opt,name=rating_after,json=ratingAfter,proto3" json:"rating_after,omitempty"`
-	OpponentId           string                 `protobuf:"bytes,5,opt,name=opponent_id,json=opponentId,proto3" json:"opponent_id,omitempty"`
-	OpponentName         string                 `protobuf:"bytes,6,opt,name=opponent_name,json=opponentName,proto3" json:"opponent_name,omitempty"`
-	OpponentRatingBefore int32                  `protobuf:"varint,7,opt,name=opponent_rating_before,json=opponentRatingBefore,proto3" json:"opponent_rating_before,omitempty"`
-	Time                 *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=time,proto3" json:"time,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	Score                float64 `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
+	RatingBefore         int32   `protobuf:"varint,3,opt,name=rating_before,json=ratingBefore,proto3" json:"rating_before,omitempty"`
+	RatingAfter          int32   `protobuf:"varint,4,opt,name=rating_after,json=ratingAfter,proto3" json:"rating_after,omitempty"`
+	OpponentId           string  `protobuf:"bytes,5,opt,name=opponent_id,json=opponentId,proto3" json:"opponent_id,omitempty"`
+	OpponentName         string  `protobuf:"bytes,6,opt,name=opponent_name,json=opponentName,proto3" json:"opponent_name,omitempty"`
+	OpponentRatingBefore int32   `protobuf:"varint,7,opt,name=opponent_rating_before,json=opponentRatingBefore,proto3" json:"opponent_rating_before,omitempty"`
+	// When the game ended.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RatingChange) Reset() {
