@@ -1,17 +1,23 @@
 package ratings
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 )
 
 // TestARepeatedAbortIsMeteredAsADuplicate: an abort delivered twice (a
@@ -49,4 +55,73 @@ func TestARepeatedAbortIsMeteredAsADuplicate(t *testing.T) {
 	if got["aborted"] != 1 || got["duplicate"] != 1 {
 		t.Fatalf("metered %v; want aborted 1, duplicate 1", got)
 	}
+}
+
+// TestAGameThatCannotBeFollowedIsWarnedOfAndMetered: when the game
+// service cannot be reached, a pending rated game's rating waits; after a
+// few failures in a row this is a warning at the default log level and
+// each failure is counted, so missing ratings do not go unseen.
+func TestAGameThatCannotBeFollowedIsWarnedOfAndMetered(t *testing.T) {
+	f := newFixture(t)
+	p, _ := f.ratedGame(t, "ida", "jon", true)
+	// A port nothing listens on: every stream fails Unavailable, as with a
+	// game service that is down.
+	conn, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var logs syncBuffer
+	reader := sdkmetric.NewManualReader()
+	c, err := New(Config{ClaimEvery: 20 * time.Millisecond, RetryAfter: time.Millisecond},
+		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		f.store, gamev1.NewGameServiceClient(conn), sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c)
+	eventually(t, "a warning naming the game", func() bool {
+		s := logs.String()
+		return strings.Contains(s, "level=WARN") && strings.Contains(s, "cannot be followed") && strings.Contains(s, p.Game)
+	})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var failures int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "palace.matchmaking.ratings_follow_failures" {
+				for _, dp := range s.DataPoints {
+					if v, _ := dp.Attributes.Value(attribute.Key("code")); v.AsString() != "Unavailable" {
+						t.Errorf("failure counted with code %q; want Unavailable", v.AsString())
+					}
+					failures += dp.Value
+				}
+			}
+		}
+	}
+	if failures < warnAfter {
+		t.Fatalf("%d failures counted before the warning; want at least %d", failures, warnAfter)
+	}
+	if !f.pending(t, p.Game) {
+		t.Fatal("the game was dropped from the pending set; its rating must wait, not be lost")
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -39,8 +39,17 @@ type Config struct {
 	// event stream would need a seat credential (and count as the player
 	// being connected).
 	PollEvery time.Duration
-	Now       func() time.Time
+	// RetryAfter is the first wait after a game's stream fails; it doubles
+	// up to 30 s while failures follow one another.
+	RetryAfter time.Duration
+	Now        func() time.Time
 }
+
+// warnAfter is how many failures in a row of one game's follow are taken
+// as routine (a rollout of the game service, a dropped connection) before
+// they are logged as a warning: after that the game's rating is late, and
+// an operator at the default log level must be able to see why.
+const warnAfter = 5
 
 // Consumer follows pending rated games and rates them when they end.
 type Consumer struct {
@@ -49,7 +58,8 @@ type Consumer struct {
 	store *store.Store
 	game  gamev1.GameServiceClient
 
-	applied metric.Int64Counter
+	applied  metric.Int64Counter
+	failures metric.Int64Counter
 
 	mu       sync.Mutex
 	watching map[string]bool
@@ -70,6 +80,9 @@ func New(cfg Config, log *slog.Logger, st *store.Store, game gamev1.GameServiceC
 	if cfg.PollEvery <= 0 {
 		cfg.PollEvery = 10 * time.Second
 	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = 500 * time.Millisecond
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -77,7 +90,11 @@ func New(cfg Config, log *slog.Logger, st *store.Store, game gamev1.GameServiceC
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, log: log, store: st, game: game, applied: applied, watching: map[string]bool{}}, nil
+	failures, err := meter.Int64Counter("palace.matchmaking.ratings_follow_failures", metric.WithDescription("failed attempts to follow or rate a rated game, each retried (code: the gRPC code of the failure)"))
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{cfg: cfg, log: log, store: st, game: game, applied: applied, failures: failures, watching: map[string]bool{}}, nil
 }
 
 // Run leases and follows pending games until ctx ends.
@@ -154,8 +171,10 @@ func (c *Consumer) renew(ctx context.Context) {
 // with backoff; it gives up only when ctx ends (the lease then runs out
 // and another replica takes over).
 func (c *Consumer) watch(ctx context.Context, p store.Pending) {
-	backoff := 500 * time.Millisecond
+	backoff := c.cfg.RetryAfter
+	failed := 0
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := c.follow(ctx, p)
 		if err == nil {
 			return
@@ -171,7 +190,19 @@ func (c *Consumer) watch(ctx context.Context, p store.Pending) {
 		if ctx.Err() != nil {
 			return
 		}
-		c.log.DebugContext(ctx, "following rated game; retrying", "game", p.Game, "err", err)
+		if time.Since(began) > 30*time.Second {
+			// The stream had been up a while: this is a new disconnection
+			// (a rollout, say), not the same failure again, so a long game
+			// through several rollouts is not rated 30 s late.
+			backoff, failed = c.cfg.RetryAfter, 0
+		}
+		failed++
+		c.failures.Add(ctx, 1, metric.WithAttributes(attribute.String("code", status.Code(err).String())))
+		if failed%(4*warnAfter) == warnAfter {
+			c.log.WarnContext(ctx, "rated game cannot be followed; its rating waits, retrying", "game", p.Game, "failures", failed, "err", err)
+		} else {
+			c.log.DebugContext(ctx, "following rated game; retrying", "game", p.Game, "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
