@@ -520,6 +520,23 @@ func TestPoolsAreBounded(t *testing.T) {
 	}
 }
 
+// TestARefusedEntryTakesNoPool: an entry refused because its player waits
+// in another pool enters no ticket, so it must not take one of the queues
+// served at once either: else one waiting player, sending entries with
+// other time controls that are all refused, fills the bound and keeps
+// every other player out of every custom time control.
+func TestARefusedEntryTakesNoPool(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxPools = 2 })
+	a := e.guest("Waiter")
+	e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{TimeControl: fischer(time.Minute, 0)})
+	for i := range 3 {
+		_, err := e.mm[0].EnterQueue(a.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi, TimeControl: fischer(2*time.Minute+time.Duration(i)*time.Second, 0)})
+		wantCode(t, err, codes.AlreadyExists)
+	}
+	// The bound has room for one more queue: another player's.
+	e.enter(e.mm[0], e.guest("Bob"), &matchmakingv1.EnterQueueRequest{TimeControl: fischer(3*time.Minute, 0)})
+}
+
 func TestKeyPrefixWithABraceIsRefused(t *testing.T) {
 	t.Parallel()
 	cfg := matchmaking.DefaultConfig()

@@ -3,6 +3,7 @@ package matcher
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -33,7 +34,8 @@ func TestAnOutageIsOneLinePerPass(t *testing.T) {
 	const pools = 5
 	for i := range pools {
 		pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Control{Kind: clock.Fischer, MainTime: time.Duration(61+i) * time.Second, Increment: time.Second}}
-		enterPool(t, st, pool, "p", "r")
+		// A player of its own in each: a player waits in one pool at a time.
+		enterPool(t, st, pool, fmt.Sprintf("p%d", i), "r")
 	}
 	out := &apptest.LogBuffer{}
 	m, err := New(Config{Interval: 20 * time.Millisecond, StallAfter: time.Hour, Keep: time.Hour, IdleAfter: time.Hour},

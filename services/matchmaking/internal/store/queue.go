@@ -120,27 +120,6 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	if prior != "" {
 		return prior, Duplicate, nil
 	}
-	// Register the pool before the ticket: an idle-pool sweep that races
-	// with this sees the fresh score and keeps the pool (dropidle.lua).
-	// Within registryRefresh of this process's last registration the write
-	// is skipped: a pool is dropped only after an idle time far longer
-	// than a ticket's lifetime plus registryRefresh, and never while a
-	// ticket waits in it.
-	if last, ok := s.registered.Load(pool.ID()); !ok || t.Entered.Sub(last.(time.Time)) > registryRefresh || t.Entered.Before(last.(time.Time)) {
-		var ok bool
-		err := s.write(ctx, s.registryKey(), func(c redis.Cmdable) (err error) {
-			ok, err = registerScript.Run(ctx, c, []string{s.registryKey()}, pool.ID(), t.Entered.UnixMilli(), s.boundFor(pool)).Bool()
-			return err
-		})
-		if err != nil {
-			return "", 0, fmt.Errorf("register pool: %w", err)
-		}
-		if !ok {
-			return "", 0, ErrTooManyPools
-		}
-		s.registered.Store(pool.ID(), t.Entered)
-		s.pruneRegistered(t.Entered)
-	}
 	id := tag + "." + randomHex(8)
 	claim := liveRecord(id, t.Entered)
 	prev, other, err := s.claimLive(ctx, t.Player, tag, claim, t.Entered, keep)
@@ -165,6 +144,33 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 			_ = s.swapLive(ctx, t.Player, claim, prev, keep)
 			return "", 0, err
 		}
+	}
+	// Register the pool before the ticket: an idle-pool sweep that races
+	// with this sees the fresh score and keeps the pool (dropidle.lua).
+	// Only now, for an entry that is not refused: a refused one enters no
+	// ticket, and must not take one of the pools served at once (a player
+	// waiting elsewhere, sending entries of other time controls, would
+	// fill the bound for everyone).
+	// Within registryRefresh of this process's last registration the write
+	// is skipped: a pool is dropped only after an idle time far longer
+	// than a ticket's lifetime plus registryRefresh, and never while a
+	// ticket waits in it.
+	if last, ok := s.registered.Load(pool.ID()); !ok || t.Entered.Sub(last.(time.Time)) > registryRefresh || t.Entered.Before(last.(time.Time)) {
+		var ok bool
+		err := s.write(ctx, s.registryKey(), func(c redis.Cmdable) (err error) {
+			ok, err = registerScript.Run(ctx, c, []string{s.registryKey()}, pool.ID(), t.Entered.UnixMilli(), s.boundFor(pool)).Bool()
+			return err
+		})
+		if err != nil {
+			_ = s.swapLive(ctx, t.Player, claim, prev, keep)
+			return "", 0, fmt.Errorf("register pool: %w", err)
+		}
+		if !ok {
+			_ = s.swapLive(ctx, t.Player, claim, prev, keep)
+			return "", 0, ErrTooManyPools
+		}
+		s.registered.Store(pool.ID(), t.Entered)
+		s.pruneRegistered(t.Entered)
 	}
 	keys := append(s.queueKeys(tag), b+"t:"+id, requestKey)
 	var res []string
