@@ -290,6 +290,18 @@ func BearerToken(header string) (string, bool) {
 	return strings.TrimSpace(header[len(scheme):]), true
 }
 
+// Unverified returns the claims token states, without checking its
+// signature or expiry: ok is false when they cannot be read. Only for
+// wording a refusal, or for granting less than the claims would (a dead
+// seat credential of another game holds no seat of this one).
+func Unverified(token string) (c Claims, ok bool) {
+	_, payload, _, ok := split(token)
+	if !ok {
+		return Claims{}, false
+	}
+	return decodeClaims(payload)
+}
+
 // kindNames words each kind of credential for a refusal.
 var kindNames = map[Kind]string{
 	KindSeat:    "a seat credential (one game's seat: from a pairing, an invite, a rematch, PlayAi or ResumeGame of matchmaking, or from CreateGame or IssueSeatCredentials)",

@@ -561,6 +561,46 @@ func TestADeadSeatCredentialSaysHowToGetANewOne(t *testing.T) {
 	}
 }
 
+// TestADeadSeatCredentialOfAnotherGameHoldsNoSeat: a seat credential of
+// another game that ran out, or whose key was removed, holds no seat of
+// this one, as a live one of another game does not: it may still watch a
+// public game, and a command is refused as not this game's, not sent to
+// get a new credential for a seat of this game that it never held.
+func TestADeadSeatCredentialOfAnotherGameHoldsNoSeat(t *testing.T) {
+	const keys = "k1:" + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	env := gametest.Start(t, func(c *game.Config) { c.SigningKeys = keys })
+	public := xiangqi(t, env)
+	ring, err := auth.ParseKeyring(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := auth.NewKeyring(auth.Key{ID: "removed", Secret: []byte(strings.Repeat("r", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	seat := auth.Claims{Kind: auth.KindSeat, Subject: "p1", Game: "another", Side: "first", IssuedAt: now.Add(-2 * time.Hour).Unix(), ExpiresAt: now.Add(-time.Hour).Unix()}
+	expired, err := ring.Sign(seat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat.ExpiresAt = now.Add(time.Hour).Unix()
+	unknown, err := removed.Sign(seat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tok := range map[string]string{"expired": expired, "key removed": unknown} {
+		ctx := gametest.As(context.Background(), tok)
+		if _, err := env.Client.GetGame(ctx, &gamev1.GetGameRequest{GameId: public.id}); err != nil {
+			t.Errorf("%s: GetGame of a public game: %v; want it read, as without a credential", name, err)
+		}
+		_, err := env.Client.MakeMove(ctx, &gamev1.MakeMoveRequest{GameId: public.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h3e3"}})
+		if status.Code(err) != codes.PermissionDenied || strings.Contains(status.Convert(err).Message(), "ResumeGame") {
+			t.Errorf("%s: MakeMove: %v; want PermissionDenied, naming no way to a new credential", name, err)
+		}
+	}
+}
+
 // TestBearerSchemeIgnoresCase: some HTTP clients and proxies write the
 // scheme "bearer"; the seat credential is the same.
 func TestBearerSchemeIgnoresCase(t *testing.T) {

@@ -329,8 +329,19 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 			e.Err = errNotASeat
 			return 0, false, e
 		}
+		dead := errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrUnknownKey)
+		if uc, ok := auth.Unverified(tok); dead && ok && uc.Kind == auth.KindSeat && uc.Game != id {
+			// Another game's seat, run out or signed with a key removed:
+			// no seat of this game either way, so refused as a live one of
+			// another game is, not sent for a new credential of a seat of
+			// this game that it never held. Its claims are not verified,
+			// so they only ever take away.
+			e := apierr.New(apierr.PermissionDenied, "this credential is not for a seat of game %s", id)
+			e.Err = errNotASeat
+			return 0, false, e
+		}
 		e := auth.Refused("seat credential", err)
-		if errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrUnknownKey) {
+		if dead {
 			// Said where the answer's reason is, so that a client developer
 			// reading the message learns the way out too.
 			e.Msg += ": the seat is still held; get a new credential for it (players: matchmaking's ResumeGame; services: IssueSeatCredentials)"

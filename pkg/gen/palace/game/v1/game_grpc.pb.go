@@ -158,12 +158,12 @@ type GameServiceClient interface {
 	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
 	// credential (PermissionDenied otherwise). A public game may be read by
-	// anyone, also with another game's seat credential or a credential of
-	// another kind (a player's, which an app may send with every call): it
-	// holds no seat there. A seat credential that is not valid (expired,
-	// forged, of a key removed) is Unauthenticated, checked before the game
-	// is looked up, as is a player's on a private game. StreamEvents admits
-	// its callers alike.
+	// anyone, also with another game's seat credential (even one expired or
+	// of a key removed) or a credential of another kind (a player's, which an
+	// app may send with every call): it holds no seat there. A seat
+	// credential that is forged, or of this game and expired or of a key
+	// removed, is Unauthenticated, checked before the game is looked up, as
+	// is a player's on a private game. StreamEvents admits its callers alike.
 	GetGame(ctx context.Context, in *GetGameRequest, opts ...grpc.CallOption) (*GetGameResponse, error)
 	// GetGames is internal (a service credential, as for CreateGame): it
 	// reads up to 100 games in one call, for a list of a player's games or
@@ -493,12 +493,12 @@ type GameServiceServer interface {
 	Undo(context.Context, *UndoRequest) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
 	// credential (PermissionDenied otherwise). A public game may be read by
-	// anyone, also with another game's seat credential or a credential of
-	// another kind (a player's, which an app may send with every call): it
-	// holds no seat there. A seat credential that is not valid (expired,
-	// forged, of a key removed) is Unauthenticated, checked before the game
-	// is looked up, as is a player's on a private game. StreamEvents admits
-	// its callers alike.
+	// anyone, also with another game's seat credential (even one expired or
+	// of a key removed) or a credential of another kind (a player's, which an
+	// app may send with every call): it holds no seat there. A seat
+	// credential that is forged, or of this game and expired or of a key
+	// removed, is Unauthenticated, checked before the game is looked up, as
+	// is a player's on a private game. StreamEvents admits its callers alike.
 	GetGame(context.Context, *GetGameRequest) (*GetGameResponse, error)
 	// GetGames is internal (a service credential, as for CreateGame): it
 	// reads up to 100 games in one call, for a list of a player's games or
