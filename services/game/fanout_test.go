@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -282,5 +283,85 @@ func TestSlowReaderDelaysOnlyItself(t *testing.T) {
 			t.Fatalf("slow stream: version %d, want %d", e.GetVersion(), next)
 		}
 		next++
+	}
+}
+
+// TestClosedStreamsLeaveNothingBehind opens and closes streams by the
+// hundred, as apps reconnecting at once do: once they are gone, the
+// process must hold no stream, no subscription to Redis and none of
+// their goroutines.
+func TestClosedStreamsLeaveNothingBehind(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = 15 * time.Second })
+	const games, streams = 20, 500
+	tables := make([]*table, games)
+	for i := range tables {
+		tables[i] = xiangqi(t, env)
+	}
+	channels := func() []string {
+		t.Helper()
+		chs, err := env.Redis.PubSubChannels(context.Background(), env.Config.KeyPrefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return chs
+	}
+	// A stream opened and closed first, so that the connection's own
+	// goroutines are counted before.
+	wctx, wcancel := context.WithCancel(context.Background())
+	warm, err := env.Client.StreamEvents(wctx, &gamev1.StreamEventsRequest{GameId: tables[0].id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := warm.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	wcancel()
+	for openStreams(t, env) != 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := runtime.NumGoroutine()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for i := range streams {
+		wg.Go(func() {
+			tb := tables[i%games]
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if i%5 == 0 {
+				// Seats' streams too, a few per seat: they also record
+				// presence.
+				tb = tables[(i/5)%games]
+				ctx = tb.as(commonv1.Side(1 + (i/5/games)%2))
+			}
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: i%3 == 0})
+			if err == nil && i%4 != 0 {
+				// Three in four read before closing, the others close at
+				// once.
+				_, err = st.Recv()
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	within(t, &wg, time.Minute, "streams opened and closed")
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, chs, g := openStreams(t, env), channels(), runtime.NumGoroutine()
+		// A leak of one goroutine per stream would add hundreds.
+		if n == 0 && len(chs) == 0 && g < before+50 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d streams closed: %d still counted open, subscribed to %v, %d goroutines (%d before)", streams, n, chs, g, before)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
