@@ -67,7 +67,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.FirstMoveTime, "first-move-time", 60*time.Second, "default time for each side's first move in clocked games before the game is aborted")
 	app.DurationFlag(fs, &c.Retention, "retention", 30*24*time.Hour, "how long finished games stay readable")
 	app.DurationFlag(fs, &c.LiveTTL, "live-ttl", 30*24*time.Hour, "how long an unfinished game is kept after its last change by a player or its clock (streams opening and closing do not count), and a game with a deadline to come at least that long past it")
-	app.DurationFlag(fs, &c.Heartbeat, "heartbeat", 15*time.Second, "heartbeat interval of idle event streams")
+	app.DurationFlag(fs, &c.Heartbeat, "heartbeat", 15*time.Second, "longest silence of an event stream before it sends a heartbeat (each interval is up to a quarter shorter, at random, so that streams opened together do not read Redis together)")
 	app.IntFlag(fs, &c.MaxStreams, "max-streams", 50000, "most event streams one process serves at once; one more is refused with ResourceExhausted until one ends")
 	app.IntFlag(fs, &c.MaxSpectatorStreams, "max-spectator-streams", 0, "most of --max-streams that streams without a seat credential may hold, so that spectators leave room for the players' own (0: three quarters)")
 	app.IntFlag(fs, &c.MaxSeatStreams, "max-seat-streams", handler.DefaultMaxSeatStreams, "most event streams one seat holds in one process; a newer one ends the oldest, with ResourceExhausted")

@@ -1404,3 +1404,53 @@ func TestAHealthyStreamIsNeverTakenForBehind(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestHeartbeatsOfStreamsOpenedTogetherDrift: streams opened at the same
+// moment (clients reconnecting after a rollout) do not beat in step, as
+// each beat reads the game from Redis: their intervals differ, none
+// longer than --heartbeat.
+func TestHeartbeatsOfStreamsOpenedTogetherDrift(t *testing.T) {
+	const heartbeat = 400 * time.Millisecond
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = heartbeat })
+	tb := xiangqi(t, env)
+	version := tb.get(t).GetVersion()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const streams = 30
+	intervals := make([]time.Duration, streams)
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for i := range streams {
+		wg.Go(func() {
+			// Resumed at the game's version: a heartbeat at once, then one
+			// after each interval.
+			st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: version})
+			if err != nil {
+				errs <- err
+				return
+			}
+			var at []time.Time
+			for len(at) < 2 {
+				m, err := st.Recv()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if m.GetHeartbeat() == nil {
+					errs <- fmt.Errorf("stream %d sent %v; want heartbeats only", i, m)
+					return
+				}
+				at = append(at, time.Now())
+			}
+			intervals[i] = at[1].Sub(at[0])
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if spread := slices.Max(intervals) - slices.Min(intervals); spread < heartbeat/10 {
+		t.Fatalf("heartbeat intervals of %d streams opened together lie within %v of each other (%v): they beat in step", streams, spread, intervals)
+	}
+}

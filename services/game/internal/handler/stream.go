@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -93,9 +94,13 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		}()
 	}
 
-	// A heartbeat follows a whole interval of silence, so a client never
-	// waits longer than that for a message of a live stream.
-	beat := time.NewTicker(h.cfg.Heartbeat)
+	// A heartbeat follows an interval of silence, so a client never
+	// waits longer than --heartbeat for a message of a live stream. Each
+	// interval is up to a quarter shorter, at random: streams opened
+	// together (thousands of clients reconnecting after a rollout) would
+	// otherwise beat in step for ever, and each beat reads the game from
+	// Redis, all at the same instant.
+	beat := time.NewTimer(h.beatInterval())
 	defer beat.Stop()
 	heartbeat := func() error {
 		hb := &gamev1.Heartbeat{ServerTime: timestamppb.New(h.now()), Version: next - 1}
@@ -115,7 +120,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		}
 		next++
 		opened = true
-		beat.Reset(h.cfg.Heartbeat)
+		beat.Reset(h.beatInterval())
 		// The game's last event completes the stream.
 		ended = e.Ended
 		return ended, nil
@@ -232,6 +237,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 				read, ahead = true, c.version
 			}
 		case <-beat.C:
+			beat.Reset(h.beatInterval())
 			if err := heartbeat(); err != nil {
 				return err
 			}
@@ -296,6 +302,12 @@ func (h *Handler) logLost(ctx context.Context, id string, after uint64) error {
 		return fmt.Errorf("game %s is at version %d, but its event log holds nothing after version %d: the log was lost (does Redis evict keys? it needs maxmemory-policy noeviction)", id, v, after)
 	}
 	return nil
+}
+
+// beatInterval is the silence after which a stream sends a heartbeat:
+// --heartbeat less up to a quarter of it, at random.
+func (h *Handler) beatInterval() time.Duration {
+	return h.cfg.Heartbeat - rand.N(h.cfg.Heartbeat/4+1)
 }
 
 // versionCheck is a game's version as a stream's heartbeat read it:

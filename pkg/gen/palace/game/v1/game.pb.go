@@ -1855,7 +1855,8 @@ type StreamEventsResponse_Heartbeat struct {
 	// Sent at once by a stream that has nothing else to send at its
 	// start (resumed at the game's version), so that its client knows it
 	// is live, and after each heartbeat interval (the game service's
-	// --heartbeat, 15 s by default) without another message: a client
+	// --heartbeat, 15 s by default, less up to a quarter of it at
+	// random) without another message: a client
 	// that hears nothing for much longer than that has lost its
 	// connection. A game that expired meanwhile ends the stream with
 	// NOT_FOUND, at most one heartbeat later: each heartbeat starts a look
