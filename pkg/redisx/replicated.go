@@ -55,18 +55,83 @@ func (r Replication) Write(ctx context.Context, rdb redis.UniversalClient, key s
 	if r.Replicas <= 0 {
 		return write(rdb)
 	}
-	var node *redis.Client
 	switch c := rdb.(type) {
 	case *redis.Client:
-		node = c
+		return r.writeOn(ctx, c, write)
 	case *redis.ClusterClient:
-		var err error
-		if node, err = c.MasterForKey(ctx, key); err != nil {
-			return fmt.Errorf("master of %s: %w", key, err)
-		}
+		return r.writeCluster(ctx, c, key, write)
 	default:
 		return fmt.Errorf("waiting for replicas is not available for a %T", rdb)
 	}
+}
+
+// clusterMoves bounds the MOVED redirections a write on a cluster
+// follows, as go-redis' MaxRedirects does for its own commands, and
+// clusterMoving how long it waits for a slot that is moving.
+const (
+	clusterMoves  = 3
+	clusterMoving = 2 * time.Second
+)
+
+// writeCluster is Write on the master of key's slot. That master's
+// connection does not follow redirections as the cluster client's commands
+// do: while an operator reshards (redis-cli --cluster reshard), it answers
+// ASK, or TRYAGAIN for a script whose keys the move split, while key's
+// slot is moving, and MOVED once the slot has gone; and the client's map
+// of the slots is reloaded only every few seconds. Any of these means the
+// command was not run, so write is run again once the slot has moved, on
+// its new master: every write func is one that a caller's retry runs again.
+func (r Replication) writeCluster(ctx context.Context, c *redis.ClusterClient, key string, write func(redis.Cmdable) error) error {
+	moves := 0
+	wait := 5 * time.Millisecond
+	for deadline := time.Now().Add(clusterMoving); ; {
+		node, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return fmt.Errorf("master of %s: %w", key, err)
+		}
+		err = r.writeOn(ctx, node, write)
+		if addr, ok := redis.IsMovedError(err); ok && moves < clusterMoves {
+			moves++
+			// Only a reload of the map makes MasterForKey, and the
+			// cluster client's own commands, find the slot's master.
+			c.ReloadState(ctx)
+			if err := awaitMaster(ctx, c, key, addr); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, ask := redis.IsAskError(err); !ask && !redis.IsTryAgainError(err) || time.Now().After(deadline) {
+			return err
+		}
+		// Moving a slot takes moments: the keys of one game, a pool or
+		// a shard move together, and the slot is then the new master's.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// awaitMaster waits, briefly, until c's map of the slots names addr the
+// master of key, after a reload was asked for.
+func awaitMaster(ctx context.Context, c *redis.ClusterClient, key, addr string) error {
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		if m, err := c.MasterForKey(ctx, key); err == nil && m.Options().Addr == addr {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil // the next attempt tells
+}
+
+// writeOn runs write and then WAIT on one connection of node.
+func (r Replication) writeOn(ctx context.Context, node *redis.Client, write func(redis.Cmdable) error) error {
 	// WAIT counts the writes of its own connection, so both run on one.
 	// They are not pipelined: a pipeline reads with the client's read
 	// timeout, which WAIT may outlast.
