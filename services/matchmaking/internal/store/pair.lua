@@ -17,6 +17,18 @@ local now = tonumber(ARGV[2])
 local bw, widen, maxw = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local maxPairs = tonumber(ARGV[6])
 
+-- While the pool's slot moves to another master (redis-cli --cluster
+-- reshard), the keys named here rather than in KEYS (tickets, matches) may
+-- be on either master: the old one refuses a key it lacks (ASK), which
+-- would stop the pass midway, tickets paired with no match made; the new
+-- one would take a ticket not moved yet for gone. Two keys that never
+-- exist, read together, tell either before anything is written, and the
+-- pass is left to a later one.
+local moving = redis.pcall('EXISTS', base .. 'moving:1', base .. 'moving:2')
+if type(moving) == 'table' and moving.err then
+  return redis.error_reply('TRYAGAIN the pool is moving to another Redis master')
+end
+
 local items = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 local n = #items / 2
 if n == 0 then
