@@ -77,9 +77,9 @@ const (
 // connection does not follow redirections as the cluster client's commands
 // do: while an operator reshards (redis-cli --cluster reshard), it answers
 // ASK, or TRYAGAIN for a script whose keys the move split, while key's
-// slot is moving, and MOVED once the slot has gone; and the client's map
-// of the slots is reloaded only every few seconds. Any of these means the
-// command was not run, so write is run again once the slot has moved, on
+// slot is moving, and MOVED once the slot has gone (a transaction fails
+// whole, EXECABORT); and the client's map of the slots is reloaded only
+// every few seconds. Any of these means the command was not run, so write is run again once the slot has moved, on
 // its new master: every write func is one that a caller's retry runs again.
 func (r Replication) writeCluster(ctx context.Context, c *redis.ClusterClient, key string, write func(redis.Cmdable) error) error {
 	moves := 0
@@ -90,6 +90,14 @@ func (r Replication) writeCluster(ctx context.Context, c *redis.ClusterClient, k
 			return fmt.Errorf("master of %s: %w", key, err)
 		}
 		err = r.writeOn(ctx, node, write)
+		if redis.IsExecAbortError(err) {
+			// A transaction hears of a redirection only in the answer to
+			// the command queued, and fails whole with EXECABORT: a read
+			// of two keys of the slot tells whether it moves.
+			if perr := probeSlot(ctx, node, key); isRedirection(perr) {
+				err = perr
+			}
+		}
 		if addr, ok := redis.IsMovedError(err); ok && moves < clusterMoves {
 			moves++
 			// Only a reload of the map makes MasterForKey, and the
@@ -112,6 +120,23 @@ func (r Replication) writeCluster(ctx context.Context, c *redis.ClusterClient, k
 		}
 		wait = min(2*wait, 100*time.Millisecond)
 	}
+}
+
+// probeSlot reads two keys of key's slot that never exist: a master that
+// is moving the slot answers ASK (TRYAGAIN when it receives it), and one
+// that no longer holds it MOVED.
+func probeSlot(ctx context.Context, node *redis.Client, key string) error {
+	k, err := coverKey(key)
+	if err != nil {
+		return err
+	}
+	return node.Exists(ctx, k+":moving:1", k+":moving:2").Err()
+}
+
+func isRedirection(err error) bool {
+	_, moved := redis.IsMovedError(err)
+	_, ask := redis.IsAskError(err)
+	return moved || ask || redis.IsTryAgainError(err)
 }
 
 // awaitMaster waits, briefly, until c's map of the slots names addr the

@@ -95,3 +95,65 @@ func TestWriteFollowsASlotThatMoves(t *testing.T) {
 		t.Errorf("the slot's master holds %q (%v), want the write made after the move back", v, err)
 	}
 }
+
+// TestTransactionFollowsASlotThatMoves: a write that is a transaction
+// (MULTI/EXEC) of a key its slot's old master lacks is aborted whole
+// (EXECABORT) while the slot moves, the redirection only in the answer
+// to the command queued; it too must land on the new master.
+func TestTransactionFollowsASlotThatMoves(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.NewCluster(t, 2)
+	rdb := cl.Client(t)
+	r := Replication{Replicas: 1, Timeout: 10 * time.Millisecond}
+	const key = "{reshard}:new"
+	master, err := rdb.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, err := rdb.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := cl.Nodes[0], cl.Nodes[1]
+	if master.Options().Addr != src.Addr {
+		src, dst = dst, src
+	}
+	srcc := redis.NewClient(&redis.Options{Addr: src.Addr})
+	dstc := redis.NewClient(&redis.Options{Addr: dst.Addr})
+	t.Cleanup(func() { _ = srcc.Close(); _ = dstc.Close() })
+	srcID, _ := srcc.ClusterMyID(ctx).Result()
+	dstID, _ := dstc.ClusterMyID(ctx).Result()
+	do := func(c *redis.Client, args ...any) {
+		t.Helper()
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%s %v: %v", c.Options().Addr, args, err)
+		}
+	}
+	do(dstc, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID)
+	do(srcc, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID)
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Write(ctx, rdb, key, func(c redis.Cmdable) error {
+			_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.HSet(ctx, key, "f", "v")
+				p.Expire(ctx, key, time.Minute)
+				return nil
+			})
+			return err
+		})
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("transaction while the slot moves ended before the move did: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	for _, c := range []*redis.Client{dstc, srcc} {
+		do(c, "CLUSTER", "SETSLOT", slot, "NODE", dstID)
+	}
+	if err := <-done; !errors.Is(err, ErrNotReplicated) {
+		t.Errorf("transaction while the slot moves: %v, want ErrNotReplicated", err)
+	}
+	if v, err := dstc.HGet(ctx, key, "f").Result(); v != "v" {
+		t.Errorf("the slot's new master holds %q (%v), want the transaction's write", v, err)
+	}
+}
