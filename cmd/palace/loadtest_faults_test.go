@@ -250,6 +250,25 @@ func TestLoadtestMatchmakingCountsAWatchEndedWhileWaiting(t *testing.T) {
 	}
 }
 
+// TestLoadtestMatchmakingWatchesAgainAfterAReplicaGoesAway: a watch that
+// fails Unavailable (its replica gone, a Redis failover) is opened again,
+// as an app would, and its ticket's match is still seen: no error, and its
+// partner's pairing is not taken for a wrong one.
+func TestLoadtestMatchmakingWatchesAgainAfterAReplicaGoesAway(t *testing.T) {
+	keys := playerKeys
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
+		"--player-signing-keys", keys, "--pairing-interval", "50ms")
+	f := &fault{failAfterFirst: matchmakingv1.MatchmakingService_WatchTicket_FullMethodName, failLimit: 6}
+	proxy := startFaultyProxy(t, addr, f)
+	out, errOut, code := palace("loadtest", "matchmaking", "--addr", proxy, "--tickets", "16", "--cancel", "0",
+		"--player-signing-keys", keys, "--timeout", "30s")
+	var rep mmReport
+	lastJSON(t, out, &rep)
+	if f.injected.Load() < f.failLimit || rep.Rewatched < f.failLimit || rep.Matched != rep.Tickets || rep.DoublePaired != 0 || rep.Errors != 0 || code != 0 {
+		t.Fatalf("%d watches failed; report %+v, exit %d; want every ticket matched, %d watches opened again, no error, exit 0\n%s", f.injected.Load(), rep, code, f.failLimit, errOut)
+	}
+}
+
 // faultCounters are the report's fault counters by their JSON names.
 func faultCounters(rep gamesReport) map[string]int64 {
 	return map[string]int64{"lost": rep.Lost, "duplicated": rep.Duplicated, "gaps": rep.Gaps, "errors": rep.Errors}
@@ -267,6 +286,11 @@ type fault struct {
 	// endAfterFirst names a server-streaming method (of any service) whose
 	// calls the proxy ends cleanly after their first answer.
 	endAfterFirst string
+	// failAfterFirst names a server-streaming method whose first
+	// failLimit calls the proxy ends Unavailable after their first answer,
+	// as a replica going away does.
+	failAfterFirst string
+	failLimit      int64
 	// events makes the filter of one StreamEvents call.
 	events func() eventFilter
 	// injected counts the faults done.
@@ -762,6 +786,9 @@ func (p *faultyProxy) forward(ctx context.Context, ss grpc.ServerStream, method 
 		if method == p.fault.endAfterFirst {
 			p.fault.injected.Add(1)
 			return nil
+		}
+		if method == p.fault.failAfterFirst && p.fault.injected.Add(1) <= p.fault.failLimit {
+			return status.Error(codes.Unavailable, "replica going away")
 		}
 	}
 }

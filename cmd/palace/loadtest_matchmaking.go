@@ -61,6 +61,10 @@ type mmReport struct {
 	// throughput the servers sustained.
 	TicketsPerS float64 `json:"tickets_per_s"`
 	Errors      int64   `json:"errors"`
+	// Rewatched counts the watches opened again after one failed
+	// Unavailable (a replica gone, a Redis failover): not errors, as an
+	// app does the same.
+	Rewatched int64 `json:"rewatched"`
 	// GamesChecked is how many games were read back from the game service.
 	GamesChecked int      `json:"games_checked"`
 	Pools        []string `json:"pools"`
@@ -128,6 +132,7 @@ type mmLoad struct {
 	tickets []*mmTicket
 
 	matched, cancelled, errs atomic.Int64
+	rewatched                atomic.Int64
 	mu                       sync.Mutex
 	errSample                []string
 }
@@ -417,31 +422,58 @@ func (l *mmLoad) play(ctx context.Context, t *mmTicket) {
 	l.watch(ctx, pctx, watcher, t, tk.GetTicketId(), sent)
 }
 
+// rewatches bounds how often one ticket's watch is opened again after it
+// failed as a client is told to retry (a replica going away, a Redis
+// failover), as an app would.
+const rewatches = 8
+
+// watch follows ticket id until it is settled or the run ends; a watch
+// that fails Unavailable is opened again, through the next replica when
+// there are several, since the ticket lives on in Redis.
 func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingServiceClient, t *mmTicket, id string, sent time.Time) {
 	t.ticketID, t.state = id, matchmakingv1.TicketState_TICKET_STATE_WAITING
+	for attempt := 0; ; attempt++ {
+		err := l.watchOnce(pctx, mm, t, id, sent)
+		if err == nil || runEnded(ctx, err) {
+			return
+		}
+		if status.Code(err) == codes.Unavailable && attempt < rewatches {
+			l.rewatched.Add(1)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(min(100*time.Millisecond<<attempt, 2*time.Second)):
+			}
+			mm = l.mm[(t.idx+2+attempt)%len(l.mm)]
+			continue
+		}
+		l.fail("WatchTicket %s: %v", id, err)
+		// Its state is unknown from now on: unsettled, not waiting.
+		t.state = matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED
+		return
+	}
+}
+
+// watchOnce is one WatchTicket call of watch; it returns the call's
+// failure, nil once the watch has ended cleanly.
+func (l *mmLoad) watchOnce(pctx context.Context, mm matchmakingv1.MatchmakingServiceClient, t *mmTicket, id string, sent time.Time) error {
 	st, err := mm.WatchTicket(pctx, &matchmakingv1.WatchTicketRequest{TicketId: id})
 	if err != nil {
-		if !runEnded(ctx, err) {
-			l.fail("WatchTicket: %v", err)
-			// Its state is unknown from now on: unsettled, not waiting.
-			t.state = matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED
-		}
-		return
+		return err
 	}
 	for {
 		r, err := st.Recv()
 		if err != nil {
 			switch {
-			case err != io.EOF && !runEnded(ctx, err):
-				l.fail("WatchTicket %s: %v", id, err)
-				t.state = matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED
+			case err != io.EOF:
+				return err
 			case err == io.EOF && (t.state == matchmakingv1.TicketState_TICKET_STATE_WAITING || t.state == matchmakingv1.TicketState_TICKET_STATE_PAIRED):
 				// A watch the server ended while its ticket still waits
 				// leaves the player waiting with no word of a match:
 				// unsettled, not waiting.
 				t.state = matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED
 			}
-			return
+			return nil
 		}
 		tk := r.GetTicket()
 		t.state = tk.GetState()
@@ -525,7 +557,7 @@ func (l *mmLoad) report(ctx context.Context, elapsed time.Duration, concurrency 
 	slices.Sort(lat)
 	q := func(p float64) float64 { return float64(quantile(lat, p).Microseconds()) / 1000 }
 	rep.P50ms, rep.P90ms, rep.P99ms, rep.MaxMs = q(0.50), q(0.90), q(0.99), q(1)
-	rep.Errors = l.errs.Load()
+	rep.Errors, rep.Rewatched = l.errs.Load(), l.rewatched.Load()
 	return rep
 }
 
