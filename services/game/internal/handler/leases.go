@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -52,7 +53,7 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 	k := seatKey{id, side}
 	if delta > 0 {
 		if err := h.store.Holding(ctx, h.proc, id, side); err != nil {
-			h.log.WarnContext(ctx, "presence", "game", id, "err", err)
+			h.presenceFailed(ctx, id, err)
 		}
 	}
 	_, err := h.exec(ctx, "presence", command{
@@ -91,7 +92,7 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 		h.unlist(ctx, id, side)
 		return
 	case err != nil && !errors.Is(err, errNothingToRecord):
-		h.log.WarnContext(ctx, "presence", "game", id, "err", err)
+		h.presenceFailed(ctx, id, err)
 		h.retryLater(k, delta)
 		return
 	}
@@ -139,9 +140,22 @@ const unlistAgain = 0
 // grow by every seat let go during a Redis outage.
 func (h *Handler) unlist(ctx context.Context, id string, side rules.Side) {
 	if err := h.store.NotHolding(ctx, h.proc, id, side); err != nil {
-		h.log.WarnContext(ctx, "presence", "game", id, "err", err)
+		h.presenceFailed(ctx, id, err)
 		h.retryLater(seatKey{id, side}, unlistAgain)
 	}
+}
+
+// presenceFailed logs a change of a seat's holding that could not be
+// recorded, and is to be tried again. One cut short because the client
+// left while its stream was opening is routine (apps reconnect quickly,
+// by the thousand after a rollout) and is retried like any other: a
+// warning for each would bury those that say Redis is in trouble.
+func (h *Handler) presenceFailed(ctx context.Context, id string, err error) {
+	level := slog.LevelWarn
+	if ctx.Err() != nil {
+		level = slog.LevelDebug
+	}
+	h.log.Log(ctx, level, "presence", "game", id, "err", err)
 }
 
 // keepRenewing renews this process's lease every third of it until ctx

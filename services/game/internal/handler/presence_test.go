@@ -1,8 +1,11 @@
 package handler
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,4 +165,46 @@ func TestPresenceSumsStayRightUnderChurn(t *testing.T) {
 	if r.calls.Load() >= 2*8*500 {
 		t.Errorf("%d records for %d streams: no reconnection was folded", r.calls.Load(), 8*500)
 	}
+}
+
+// TestAPresenceCutShortByItsClientIsNoWarning: a client that leaves while
+// its stream's opening is being recorded (apps reconnect quickly, by the
+// thousand after a rollout) cuts the record short; that is routine, so it
+// is logged below a warning, and the change is still tried again.
+func TestAPresenceCutShortByItsClientIsNoWarning(t *testing.T) {
+	h := newRedisHandler(t)
+	var logs lockedBuffer
+	h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	id, _, _ := newXiangqi(t, h)
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	h.record(gone, id, rules.First, 1, false)
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("a record cut short by its client was warned of:\n%s", logs.String())
+	}
+	h.retryMu.Lock()
+	delta, again := h.retry[seatKey{id, rules.First}]
+	h.retryMu.Unlock()
+	if !again || delta != 1 {
+		t.Fatalf("the change cut short is not to be tried again (retry %v, delta %d)", again, delta)
+	}
+}
+
+// lockedBuffer is a log's output that the handler's own goroutines may
+// write while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
