@@ -12,6 +12,7 @@ import (
 
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
 // friendGame plays host against friend through an invite and returns both
@@ -214,4 +215,56 @@ func TestRematchWatchSeesAReplacedOffer(t *testing.T) {
 	if r := next.GetRematch(); r.GetState() != matchmakingv1.RematchState_REMATCH_STATE_OFFERED || r.GetOfferedBy() != b.id {
 		t.Fatalf("next state %v, want B's offer", r)
 	}
+}
+
+// TestStalledRematchIsCompleted: the opponent's AcceptRematch claimed the
+// offer, then died before the new game was made (its replica was killed,
+// or the game service was away), and the opponent never retried. The
+// offerer watching must not be shown an offer that never ends: once the
+// claim has stalled, the watch completes it, with the game the
+// opponent's retry gets too.
+func TestStalledRematchIsCompleted(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a, b := e.guest("A"), e.guest("B")
+	sa, _ := e.friendGame(a, b)
+	e.resign(t, sa)
+	game := sa.GetGameId()
+	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: game}); err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(e.game.Redis, e.cfg.KeyPrefix)
+	if out, err := st.AcceptRematch(context.Background(), game, b.id, e.clock.Now(), time.Hour); err != nil || !out.Go {
+		t.Fatalf("claim: %+v %v", out, err)
+	}
+	ctx, cancel := context.WithTimeout(a.ctx(), 20*time.Second)
+	defer cancel()
+	ws, err := e.mm[0].WatchRematch(ctx, &matchmakingv1.WatchRematchRequest{GameId: game})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	// Past the offer's window and the stall time.
+	e.clock.Advance(61 * time.Second)
+	var last *matchmakingv1.Rematch
+	for {
+		r, err := ws.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("WatchRematch: %v (last %v)", err, last)
+		}
+		last = r.GetRematch()
+	}
+	seat := last.GetSeat()
+	if last.GetState() != matchmakingv1.RematchState_REMATCH_STATE_ACCEPTED || seat.GetGameId() == "" || seat.GetSide() == sa.GetSide() {
+		t.Fatalf("the offerer saw %v, want the stalled claim completed, sides swapped", last)
+	}
+	again, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: game})
+	if err != nil || again.GetRematch().GetSeat().GetGameId() != seat.GetGameId() {
+		t.Fatalf("the opponent's retry: %v %v, want game %s", again, err, seat.GetGameId())
+	}
+	e.gameAs(t, seat)
 }

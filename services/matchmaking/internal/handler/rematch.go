@@ -138,6 +138,32 @@ func (h *Handler) createRematch(ctx context.Context, g store.Game, player string
 	return rematchPB(g, r, player, h.now()), nil
 }
 
+// rematchStall is how long an accepted offer may go without its game
+// before a watcher of the rematch completes it (settleStalledRematch).
+const rematchStall = inviteStall
+
+// settleStalledRematch completes a rematch whose offer was accepted at
+// least rematchStall ago and whose game was never recorded: the
+// accepting call died (its replica was killed, or the game service was
+// down) and its client did not retry. Otherwise the other player would
+// watch an offer that never ends, past its window. The game's request id
+// makes it the game the accepter's retry gets.
+func (h *Handler) settleStalledRematch(ctx context.Context, g store.Game, r store.Rematch, player string, now time.Time) store.Rematch {
+	if r.State != "accepting" || now.Sub(r.AcceptingSince) < rematchStall {
+		return r
+	}
+	if _, err := h.createRematch(ctx, g, player); err != nil {
+		h.log.WarnContext(ctx, "complete stalled rematch", "game", g.ID, "err", err)
+		return r
+	}
+	done, err := h.store.ReadRematch(ctx, g.ID)
+	if err != nil {
+		h.log.WarnContext(ctx, "read completed rematch", "game", g.ID, "err", err)
+		return r
+	}
+	return done
+}
+
 func rematchPB(g store.Game, r store.Rematch, player string, now time.Time) *matchmakingv1.Rematch {
 	out := &matchmakingv1.Rematch{GameId: g.ID, State: matchmakingv1.RematchState_REMATCH_STATE_NONE}
 	switch r.State {
@@ -181,6 +207,7 @@ func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchm
 			return false, false, 0, err
 		}
 		now := h.now()
+		r = h.settleStalledRematch(ctx, g, r, c.Subject, now)
 		pb := rematchPB(g, r, c.Subject, now)
 		sent := last == nil || !proto.Equal(pb, last) || beat
 		if sent {
@@ -194,6 +221,10 @@ func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchm
 			return sent, true, 0, nil
 		case matchmakingv1.RematchState_REMATCH_STATE_OFFERED:
 			sawOffer = true
+			if r.State == "accepting" {
+				// Wake when a claim that has not completed by then stalled.
+				return sent, false, max(r.AcceptingSince.Add(rematchStall).Sub(now), time.Second), nil
+			}
 			return sent, false, r.Expires.Sub(now) + time.Millisecond, nil
 		}
 		// NONE after an offer: it expired.

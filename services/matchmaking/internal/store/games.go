@@ -105,6 +105,8 @@ type Rematch struct {
 	By      string
 	Expires time.Time
 	Game    string
+	// AcceptingSince is when the offer was accepted (state accepting).
+	AcceptingSince time.Time
 	// Seats in the new game by player id, once accepted.
 	Seats map[string]Grant
 }
@@ -115,7 +117,7 @@ func (s *Store) ReadRematch(ctx context.Context, id string) (Rematch, error) {
 	if err != nil {
 		return Rematch{}, fmt.Errorf("read rematch: %w", err)
 	}
-	r := Rematch{State: m["state"], By: m["by"], Expires: ms(m["exp"]), Game: m["game"], Seats: map[string]Grant{}}
+	r := Rematch{State: m["state"], By: m["by"], Expires: ms(m["exp"]), Game: m["game"], AcceptingSince: ms(m["accat"]), Seats: map[string]Grant{}}
 	for k, v := range m {
 		if len(k) > 2 && k[:2] == "s:" {
 			p := k[2:]

@@ -7,7 +7,9 @@
 -- An offer lives a while past its window (a late answer learns it
 -- expired); a rematch accepted lives keep ms, as the game records do.
 --   complete 2 new game, then per player: id, side, token, expiry (x2)
--- "go" tells the caller to create (or, on a retry, re-create) the game.
+-- "go" tells the caller to create (or, on a retry, re-create) the game;
+-- "accat" records when a claim began, so that a watcher can complete
+-- one whose caller died before the game was made.
 local op = ARGV[1]
 local offerGraceMs = 3600000
 local f = redis.call('HMGET', KEYS[1], 'state', 'by', 'exp')
@@ -19,7 +21,7 @@ if op == 'offer' or op == 'accept' then
   end
   local pending = state == 'offered' and exp > now
   if pending and by ~= player then
-    redis.call('HSET', KEYS[1], 'state', 'accepting', 'acceptor', player)
+    redis.call('HSET', KEYS[1], 'state', 'accepting', 'acceptor', player, 'accat', ARGV[3])
     redis.call('PEXPIRE', KEYS[1], op == 'offer' and ARGV[5] or ARGV[4])
     return {'go'}
   end
