@@ -2191,7 +2191,7 @@ type RatingChange struct {
 	OpponentId           string  `protobuf:"bytes,5,opt,name=opponent_id,json=opponentId,proto3" json:"opponent_id,omitempty"`
 	OpponentName         string  `protobuf:"bytes,6,opt,name=opponent_name,json=opponentName,proto3" json:"opponent_name,omitempty"`
 	OpponentRatingBefore int32   `protobuf:"varint,7,opt,name=opponent_rating_before,json=opponentRatingBefore,proto3" json:"opponent_rating_before,omitempty"`
-	// When the game ended.
+	// When the game ended (not when it was rated: see GetRatingHistory).
 	Time          *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=time,proto3" json:"time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -196,8 +196,12 @@ type MatchmakingServiceClient interface {
 	// 30 rated games of the kind and 20 after; aborted games do not count.
 	// Accounts only.
 	GetRating(ctx context.Context, in *GetRatingRequest, opts ...grpc.CallOption) (*GetRatingResponse, error)
-	// GetRatingHistory returns a player's rating changes, latest first.
-	// Accounts only.
+	// GetRatingHistory returns a player's rating changes, latest applied
+	// first: each one's rating_before is the rating_after of the one listed
+	// after it. A change is dated when its game ended, and a game is rated
+	// when matchmaking learns of its end, which may come late (a game that
+	// ended while matchmaking was down, or one of two played at once): such
+	// a change may be dated before the one listed after it. Accounts only.
 	GetRatingHistory(ctx context.Context, in *GetRatingHistoryRequest, opts ...grpc.CallOption) (*GetRatingHistoryResponse, error)
 	// GetLeaderboard returns the top players of a game kind, or the players
 	// around one player. Accounts only; NotFound when the player around whom
@@ -586,8 +590,12 @@ type MatchmakingServiceServer interface {
 	// 30 rated games of the kind and 20 after; aborted games do not count.
 	// Accounts only.
 	GetRating(context.Context, *GetRatingRequest) (*GetRatingResponse, error)
-	// GetRatingHistory returns a player's rating changes, latest first.
-	// Accounts only.
+	// GetRatingHistory returns a player's rating changes, latest applied
+	// first: each one's rating_before is the rating_after of the one listed
+	// after it. A change is dated when its game ended, and a game is rated
+	// when matchmaking learns of its end, which may come late (a game that
+	// ended while matchmaking was down, or one of two played at once): such
+	// a change may be dated before the one listed after it. Accounts only.
 	GetRatingHistory(context.Context, *GetRatingHistoryRequest) (*GetRatingHistoryResponse, error)
 	// GetLeaderboard returns the top players of a game kind, or the players
 	// around one player. Accounts only; NotFound when the player around whom
