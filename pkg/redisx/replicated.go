@@ -50,7 +50,9 @@ func (r Replication) Validate() error {
 // earlier by anyone, as long as this connection wrote after them: a
 // write-less write func confirms nothing.
 //
-// Without replicas asked for, write gets rdb itself.
+// Without replicas asked for, write gets rdb itself. On a Redis Cluster
+// whose slots are being moved, write may be run more than once
+// (writeCluster).
 func (r Replication) Write(ctx context.Context, rdb redis.UniversalClient, key string, write func(redis.Cmdable) error) error {
 	if r.Replicas <= 0 {
 		return write(rdb)
@@ -79,8 +81,14 @@ const (
 // ASK, or TRYAGAIN for a script whose keys the move split, while key's
 // slot is moving, and MOVED once the slot has gone (a transaction fails
 // whole, EXECABORT); and the client's map of the slots is reloaded only
-// every few seconds. Any of these means the command was not run, so write is run again once the slot has moved, on
-// its new master: every write func is one that a caller's retry runs again.
+// every few seconds. Any of these means the command answered so was not
+// run, and write is run again, until the slot has moved and then on its
+// new master. The commands of write before it may have run, though: a
+// WriteCovering whose write ran on keys the old master still held has its
+// scratch key refused while the slot moves, and its write is run again
+// each time, to be confirmed on the new master. So write must be one that
+// a caller's retry may run again (a script that remembers what it did),
+// never one that adds each time it runs.
 func (r Replication) writeCluster(ctx context.Context, c *redis.ClusterClient, key string, write func(redis.Cmdable) error) error {
 	moves := 0
 	wait := 5 * time.Millisecond
