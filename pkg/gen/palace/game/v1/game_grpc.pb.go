@@ -161,8 +161,9 @@ type GameServiceClient interface {
 	// anyone, also with another game's seat credential (even one expired or
 	// of a key removed) or a credential of another kind (a player's, which an
 	// app may send with every call): it holds no seat there. A seat
-	// credential that is forged, or of this game and expired or of a key
-	// removed, is Unauthenticated, checked before the game is looked up, as
+	// credential that is forged (malformed, or its signature wrong for its
+	// key), or of this game and expired or of a key removed, is
+	// Unauthenticated, checked before the game is looked up, as
 	// is a player's on a private game. StreamEvents admits its callers alike.
 	GetGame(ctx context.Context, in *GetGameRequest, opts ...grpc.CallOption) (*GetGameResponse, error)
 	// GetGames is internal (a service credential, as for CreateGame): it
@@ -496,8 +497,9 @@ type GameServiceServer interface {
 	// anyone, also with another game's seat credential (even one expired or
 	// of a key removed) or a credential of another kind (a player's, which an
 	// app may send with every call): it holds no seat there. A seat
-	// credential that is forged, or of this game and expired or of a key
-	// removed, is Unauthenticated, checked before the game is looked up, as
+	// credential that is forged (malformed, or its signature wrong for its
+	// key), or of this game and expired or of a key removed, is
+	// Unauthenticated, checked before the game is looked up, as
 	// is a player's on a private game. StreamEvents admits its callers alike.
 	GetGame(context.Context, *GetGameRequest) (*GetGameResponse, error)
 	// GetGames is internal (a service credential, as for CreateGame): it
