@@ -24,21 +24,26 @@ const (
 	movesLeft = 30
 )
 
-// thinkBudget is how long the AI on side may think in g at now; 0 when no
-// clock bounds it.
-func thinkBudget(g *gamev1.Game, side commonv1.Side, now time.Time) time.Duration {
+// thinkBudget is how long the AI on side may think in g, whose snapshot
+// it has held for held by this host's clock (since it asked for it); 0
+// when no clock bounds it. The snapshot's instants are the game service's
+// (Redis TIME), which this host's clock may be set apart from: they are
+// compared only with each other, never with this host's time, or a host
+// running ahead would cut every search short by as much.
+func thinkBudget(g *gamev1.Game, side commonv1.Side, held time.Duration) time.Duration {
 	c := g.GetClocks()
 	if c == nil {
 		return 0
 	}
+	held = max(held, 0)
 	var spent time.Duration
-	if asOf := c.GetAsOf(); asOf != nil && c.GetRunning() == side {
-		spent = max(now.Sub(asOf.AsTime()), 0)
+	if c.GetRunning() == side {
+		spent = held
 	}
 	var budget time.Duration
 	switch {
 	case c.GetFirstMoveDeadline() != nil:
-		budget = c.GetFirstMoveDeadline().AsTime().Sub(now) / 2
+		budget = (c.GetFirstMoveDeadline().AsTime().Sub(c.GetAsOf().AsTime()) - held) / 2
 	case c.GetRunning() != side && c.GetRunning() != commonv1.Side_SIDE_UNSPECIFIED:
 		return 0 // not its turn on the clock: nothing to budget
 	default:

@@ -29,19 +29,22 @@ func TestThinkBudget(t *testing.T) {
 		name string
 		g    *gamev1.Game
 		side commonv1.Side
+		held time.Duration // how long the worker has held the snapshot
 		want time.Duration
 	}{
-		{"no clock", &gamev1.Game{}, red, 0},
-		{"fischer: a thirtieth of the time left, most of the increment", running(fischer(2*time.Second), red, main(30*time.Second), now), red, time.Second + 1500*time.Millisecond - moveMargin},
-		{"fischer: the time since the snapshot is spent", running(fischer(0), red, main(31*time.Second), now.Add(-time.Second)), red, time.Second - moveMargin},
-		{"fischer: at most half the time left", running(fischer(10*time.Second), red, main(time.Second), now), red, 500*time.Millisecond - moveMargin},
-		{"fischer: flagging, a little", running(fischer(0), red, main(100*time.Millisecond), now), red, minBudget},
-		{"byo-yomi main time: a thirtieth", running(byoYomi, red, main(3*time.Minute), now), red, 6*time.Second - moveMargin},
-		{"byo-yomi main time running out: most of a period", running(byoYomi, red, main(time.Second), now), red, 1500*time.Millisecond - moveMargin},
-		{"in byo-yomi: most of the period left", running(byoYomi, black, &commonv1.PlayerClock{PeriodsLeft: 2, PeriodLeft: durationpb.New(time.Second), InByoYomi: true}, now), black, 750*time.Millisecond - moveMargin},
-		{"first move: half the time to its deadline", &gamev1.Game{TimeControl: byoYomi, Clocks: &commonv1.ClockSnapshot{FirstMoveDeadline: timestamppb.New(now.Add(10 * time.Second))}}, red, 5*time.Second - moveMargin},
+		{"no clock", &gamev1.Game{}, red, 0, 0},
+		{"fischer: a thirtieth of the time left, most of the increment", running(fischer(2*time.Second), red, main(30*time.Second), now), red, 0, time.Second + 1500*time.Millisecond - moveMargin},
+		{"fischer: the time the snapshot was held is spent", running(fischer(0), red, main(31*time.Second), now), red, time.Second, time.Second - moveMargin},
+		{"fischer: the host's clock is not the snapshot's", running(fischer(0), red, main(30*time.Second), now.Add(-time.Hour)), red, 0, time.Second - moveMargin},
+		{"fischer: at most half the time left", running(fischer(10*time.Second), red, main(time.Second), now), red, 0, 500*time.Millisecond - moveMargin},
+		{"fischer: flagging, a little", running(fischer(0), red, main(100*time.Millisecond), now), red, 0, minBudget},
+		{"byo-yomi main time: a thirtieth", running(byoYomi, red, main(3*time.Minute), now), red, 0, 6*time.Second - moveMargin},
+		{"byo-yomi main time running out: most of a period", running(byoYomi, red, main(time.Second), now), red, 0, 1500*time.Millisecond - moveMargin},
+		{"in byo-yomi: most of the period left", running(byoYomi, black, &commonv1.PlayerClock{PeriodsLeft: 2, PeriodLeft: durationpb.New(time.Second), InByoYomi: true}, now), black, 0, 750*time.Millisecond - moveMargin},
+		{"first move: half the time to its deadline", &gamev1.Game{TimeControl: byoYomi, Clocks: &commonv1.ClockSnapshot{AsOf: timestamppb.New(now), FirstMoveDeadline: timestamppb.New(now.Add(10 * time.Second))}}, red, 0, 5*time.Second - moveMargin},
+		{"first move: the time the snapshot was held is spent", &gamev1.Game{TimeControl: byoYomi, Clocks: &commonv1.ClockSnapshot{AsOf: timestamppb.New(now), FirstMoveDeadline: timestamppb.New(now.Add(10 * time.Second))}}, red, 2 * time.Second, 4*time.Second - moveMargin},
 	} {
-		if got := thinkBudget(c.g, c.side, now); got != c.want {
+		if got := thinkBudget(c.g, c.side, c.held); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -296,6 +296,7 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		return true, sleep(ctx, pause)
 	}
 	for {
+		asked := time.Now()
 		resp, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID})
 		switch {
 		case waitOut(err):
@@ -348,7 +349,7 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		case j.Kind == aijobs.KindFormation && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_SETUP:
 			res, err = w.formation(seat, g, j, side)
 		case j.Kind == aijobs.KindMove && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING:
-			res, err = w.move(seat, g, j, &last)
+			res, err = w.move(seat, g, j, &last, asked)
 		default:
 			return nil
 		}
@@ -456,7 +457,8 @@ func settled(err error) (outcome, error) {
 	return lookAgain, err
 }
 
-func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *chosen) (outcome, error) {
+// move plays the AI's move in g, read by a call made at asked.
+func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *chosen, asked time.Time) (outcome, error) {
 	v, err := rulespb.Variant(g.GetKind())
 	if err != nil {
 		return finished, nil
@@ -475,7 +477,7 @@ func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *c
 		start := time.Now()
 		var nodes uint64
 		var err error
-		mv, nodes, err = w.Mover.Move(ctx, v, g.GetStart().GetFen(), moves, j.Level, seedOf(g.GetGameId(), len(moves)), thinkBudget(g, g.GetTurn(), start))
+		mv, nodes, err = w.Mover.Move(ctx, v, g.GetStart().GetFen(), moves, j.Level, seedOf(g.GetGameId(), len(moves)), thinkBudget(g, g.GetTurn(), start.Sub(asked)))
 		if err != nil {
 			if errors.Is(err, engine.ErrNoLegalMove) {
 				return finished, nil
