@@ -126,7 +126,7 @@ func TestWorkersPruneIdleConsumers(t *testing.T) {
 		worker.PruneConsumers(pctx, logging.Discard(), q, 50*time.Millisecond, 300*time.Millisecond)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if _, ok := groupConsumers(t, rdb, prefix)["killed"]; !ok {
 			break
 		}

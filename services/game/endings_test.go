@@ -117,12 +117,27 @@ func TestEndingsThroughTheAPI(t *testing.T) {
 			moves:  []string{"h3e3", "h10g8"},
 			act: func(t *testing.T, tb *table) {
 				// The flag falls after main time plus the lag allowance a
-				// player could still be credited (1 s by default).
-				time.Sleep(1100 * time.Millisecond)
-				if n := sweep(t, tb.env); n != 0 {
-					t.Fatalf("sweep flagged within the lag allowance (%d applied)", n)
+				// player could still be credited (1 s by default). Timed
+				// from the clocks the server shows, not from when the
+				// moves returned: a loaded machine may take long to
+				// return them.
+				c := tb.get(t).GetClocks()
+				budgetEnd := c.GetAsOf().AsTime().Add(c.GetFirst().GetMainLeft().AsDuration())
+				flag := c.GetDeadline().AsTime()
+				if grace := flag.Sub(budgetEnd); grace < time.Second-5*time.Millisecond || grace > time.Second+5*time.Millisecond {
+					t.Fatalf("the flag falls %v after the budget's end, want the 1 s lag allowance", grace)
 				}
-				time.Sleep(1000 * time.Millisecond)
+				time.Sleep(time.Until(budgetEnd.Add(100 * time.Millisecond)))
+				swept := time.Now()
+				n := sweep(t, tb.env)
+				switch {
+				case n != 0 && swept.Before(flag.Add(-50*time.Millisecond)):
+					t.Fatalf("sweep %v before the flag flagged within the lag allowance (%d applied)", flag.Sub(swept), n)
+				case n != 0:
+					t.Logf("the machine stalled past the flag (%v late): flagged at the first sweep", swept.Sub(flag))
+					return
+				}
+				time.Sleep(time.Until(flag.Add(100 * time.Millisecond)))
 				if n := sweep(t, tb.env); n != 1 {
 					t.Fatalf("sweep applied %d deadlines, want 1", n)
 				}
