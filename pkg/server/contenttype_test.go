@@ -58,3 +58,35 @@ func TestJSONCharsetSpellingsAreServed(t *testing.T) {
 		t.Errorf("charset=utf-16: HTTP %d, want 415", resp.StatusCode)
 	}
 }
+
+// A browser's fetch with a string body and no Content-Type sends
+// text/plain. That is no protocol's, and was answered 404 "Not Found",
+// which reads as a wrong method path; it is 415 now, naming what is served.
+func TestUnknownMediaTypeIsUnsupported(t *testing.T) {
+	addr, _, calls := startCountingGame(t)
+	for _, ct := range []string{"text/plain;charset=UTF-8", "", "application/x-www-form-urlencoded", "application/xml"} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/GetGame", bytes.NewReader([]byte(`{"gameId":"g"}`)))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		req.Header.Set("Connect-Protocol-Version", "1")
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnsupportedMediaType || !bytes.Contains(b, []byte("application/json")) || resp.Header.Get("Accept-Post") == "" {
+			t.Errorf("Content-Type %q: HTTP %d %q, Accept-Post %q; want 415 naming application/json", ct, resp.StatusCode, b, resp.Header.Get("Accept-Post"))
+		}
+	}
+	if calls.Load() != 0 {
+		t.Errorf("%d calls reached the handler", calls.Load())
+	}
+	if code, msg := connectCall(t, addr, "application/json", []byte(`{"gameId":"g"}`)); code != "" {
+		t.Fatalf("JSON: %s %q", code, msg)
+	}
+	if code, msg := connectCall(t, addr, "application/proto", getGameWithID("g")); code != "" {
+		t.Fatalf("proto: %s %q", code, msg)
+	}
+}

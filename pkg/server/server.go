@@ -286,7 +286,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("connect transcoder: %w", err)
 	}
-	rpc := withJSONCharset(withGRPCWebText(withUnaryGzip(refuseEmptyJSON(withLowerTrailers(transcoder))), s.cfg.MaxRecvBytes))
+	rpc := withJSONCharset(refuseUnknownMedia(withGRPCWebText(withUnaryGzip(refuseEmptyJSON(withLowerTrailers(transcoder))), s.cfg.MaxRecvBytes)))
 	if len(s.cfg.CORSOrigins) > 0 {
 		rpc = withCORS(s.cfg.CORSOrigins, s.cfg.CORSHeaders, rpc)
 	}
