@@ -3,13 +3,19 @@ package matchmaking_test
 import (
 	"context"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/palacehq/palace/pkg/auth"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
@@ -267,4 +273,73 @@ func TestStalledRematchIsCompleted(t *testing.T) {
 		t.Fatalf("the opponent's retry: %v %v, want game %s", again, err, seat.GetGameId())
 	}
 	e.gameAs(t, seat)
+}
+
+// gameServiceBeforeGetGames serves the game service at addr as a release
+// before GetGames did: every call but GetGames is passed on, with the
+// caller's credentials; GetGames is unknown.
+type gameServiceBeforeGetGames struct {
+	gamev1.UnimplementedGameServiceServer
+	next gamev1.GameServiceClient
+}
+
+func (s gameServiceBeforeGetGames) pass(ctx context.Context) context.Context {
+	in, _ := metadata.FromIncomingContext(ctx)
+	out := metadata.MD{}
+	for _, k := range []string{"authorization", auth.ServiceHeader} {
+		if v := in.Get(k); len(v) > 0 {
+			out.Set(k, v...)
+		}
+	}
+	return metadata.NewOutgoingContext(ctx, out)
+}
+
+func (s gameServiceBeforeGetGames) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
+	return s.next.CreateGame(s.pass(ctx), req)
+}
+
+func (s gameServiceBeforeGetGames) GetGame(ctx context.Context, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+	return s.next.GetGame(s.pass(ctx), req)
+}
+
+func startGameServiceBeforeGetGames(t *testing.T, addr string) string {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	gamev1.RegisterGameServiceServer(srv, gameServiceBeforeGetGames{next: gamev1.NewGameServiceClient(cc)})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+// TestARematchWithAGameServiceBeforeGetGames: during a rolling update
+// that brings matchmaking up before the game service (or rolls the game
+// service back), the game service may be of a release without GetGames.
+// Whether a game is over is then read as those releases were asked, with
+// a seat credential of the game, and a rematch is offered and accepted.
+func TestARematchWithAGameServiceBeforeGetGames(t *testing.T) {
+	e := newEnv(t, 0, nil)
+	e.cfg.GameAddr = startGameServiceBeforeGetGames(t, e.game.Addr)
+	e.startReplica()
+	a, b := e.guest("A"), e.guest("B")
+	sa, sb := e.friendGame(a, b)
+	game := sa.GetGameId()
+	_, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: game})
+	wantCode(t, err, codes.FailedPrecondition) // still running
+	e.resign(t, sb)
+	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: game}); err != nil {
+		t.Fatalf("a rematch offer through a game service without GetGames: %v", err)
+	}
+	r, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: game})
+	if err != nil || r.GetRematch().GetSeat().GetGameId() == "" {
+		t.Fatalf("the rematch accepted through a game service without GetGames: %v %v", r.GetRematch(), err)
+	}
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/palacehq/palace/pkg/apierr"
@@ -45,17 +48,38 @@ func (h *Handler) gameOf(ctx context.Context, player, id string) (store.Game, er
 // creation runs out, or its key is removed, while the game is still kept.
 func (h *Handler) ended(ctx context.Context, g store.Game) error {
 	resp, err := h.games.Game().GetGames(ctx, &gamev1.GetGamesRequest{GameIds: []string{g.ID}})
+	if status.Code(err) == codes.Unimplemented {
+		// A game service of a release before GetGames (matchmaking updated
+		// first, or the game service rolled back) is asked as those
+		// releases were, with the seat credential recorded at creation.
+		return h.endedAsSeat(ctx, g)
+	}
 	if err != nil {
 		return games.GameError("read game", err)
 	}
 	if len(resp.GetGames()) == 0 {
 		return apierr.New(apierr.NotFound, "game %s is no longer kept by the game service", g.ID)
 	}
-	switch resp.GetGames()[0].GetStatus() {
+	return over(g.ID, resp.GetGames()[0].GetStatus())
+}
+
+// endedAsSeat is ended through GetGame, with the first seat's credential.
+func (h *Handler) endedAsSeat(ctx context.Context, g store.Game) error {
+	rctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.First.Seat.Token)
+	resp, err := h.games.Game().GetGame(rctx, &gamev1.GetGameRequest{GameId: g.ID})
+	if err != nil {
+		return games.GameError("read game", err)
+	}
+	return over(g.ID, resp.GetGame().GetStatus())
+}
+
+// over refuses a rematch of a game that is still running.
+func over(id string, s commonv1.GameStatus) error {
+	switch s {
 	case commonv1.GameStatus_GAME_STATUS_ENDED, commonv1.GameStatus_GAME_STATUS_ABORTED:
 		return nil
 	}
-	return apierr.New(apierr.Precondition, "game %s is still running", g.ID)
+	return apierr.New(apierr.Precondition, "game %s is still running", id)
 }
 
 // OfferRematch offers a rematch, or accepts the opponent's offer.
