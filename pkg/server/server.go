@@ -278,17 +278,27 @@ func (s *Server) SelfTLS() *tls.Config {
 	return s.certs.selfConfig()
 }
 
-// Serve serves on lis until ctx is cancelled, then drains: health turns
-// NOT_SERVING, new calls are refused, running calls get ShutdownTimeout to
-// finish. It returns nil after a clean shutdown.
-func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+// rpcHandler serves the calls of the protocols the transcoder translates
+// (Connect, gRPC-Web) and their CORS preflights.
+func (s *Server) rpcHandler() (http.Handler, error) {
 	transcoder, err := newTranscoder(s.grpc, transcoderLimits(s.cfg)...)
 	if err != nil {
-		return fmt.Errorf("connect transcoder: %w", err)
+		return nil, fmt.Errorf("connect transcoder: %w", err)
 	}
 	rpc := withJSONCharset(refuseUnknownMedia(withGRPCWebText(withUnaryGzip(refuseEmptyJSON(withLowerTrailers(transcoder))), s.cfg.MaxRecvBytes)))
 	if len(s.cfg.CORSOrigins) > 0 {
 		rpc = withCORS(s.cfg.CORSOrigins, s.cfg.CORSHeaders, rpc)
+	}
+	return rpc, nil
+}
+
+// Serve serves on lis until ctx is cancelled, then drains: health turns
+// NOT_SERVING, new calls are refused, running calls get ShutdownTimeout to
+// finish. It returns nil after a clean shutdown.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	rpc, err := s.rpcHandler()
+	if err != nil {
+		return err
 	}
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")

@@ -62,7 +62,29 @@ func FuzzCommands(f *testing.F) {
 	f.Add([]byte{1, 0, 2, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 4, 255, 9, 8, 7})
 	f.Add([]byte{2, 0, 0, 3, 0, 2, 1, 1, 1, 7, 0, 7, 1, 6, 0, 6, 1, 8, 250, 8, 250, 8, 250})
 	f.Add([]byte{3, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 0, 2, 0, 2})
+	f.Add([]byte{8, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 8, 0, 0, 0, 8, 0, 0, 1, 1, 0})
+	f.Add([]byte{15, 2, 0, 0, 1, 3, 0, 0, 0, 1, 0, 0, 1, 8, 0, 0, 0, 8, 0, 250, 1, 9, 0})
+	f.Add([]byte{10, 4, 0, 0, 5, 0, 0, 1, 5, 0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 8})
 	f.Fuzz(playFuzzed)
+}
+
+// fuzzStarts are custom start positions a few plies from an ending:
+// mates, counters near the move limits, the second side to move first.
+var fuzzStarts = map[rules.Variant][]string{
+	rules.Xiangqi: {
+		"3k5/7P1/1R6P/9/9/9/9/9/9/4K4 w - - 0 1",
+		"2ba5/9/3k4b/9/9/9/4N4/4K4/1C7/9 w - - 0 1",
+		"3k5/1R5P1/9/9/9/9/9/9/9/4K4 w - - 117 80",
+		"3ak4/4a4/9/9/2R6/9/9/3K5/9/6C2 b - - 118 1",
+		"3k5/9/9/9/9/9/9/9/4p4/4K4 w - - 0 1",
+	},
+	rules.Janggi: {
+		"5N1b1/4a4/3k5/4N4/9/9/9/4K4/9/p7p w - - 0 1",
+		"b2k2C1b/5P3/3P1a3/9/9/9/9/9/3K5/p7p w - - 0 1",
+		"b2aak2b/9/4P4/9/8P/4R4/9/9/9/p4K2p b - - 198 100",
+		"4k4/9/9/9/9/9/9/9/9/4K4 w - - 0 1",
+		"4k4/9/9/9/9/9/9/9/9/3K5 b - - 0 1",
+	},
 }
 
 func playFuzzed(t *testing.T, in []byte) {
@@ -77,6 +99,14 @@ func playFuzzed(t *testing.T, in []byte) {
 	}
 	if opts&4 != 0 {
 		p.Seats[1].AILevel = 1
+	}
+	if opts&8 != 0 {
+		starts := fuzzStarts[p.Variant]
+		start, err := StartFrom(p.Variant, starts[int(g.byte())%len(starts)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Start = start
 	}
 	ch, err := Create(p, g.now)
 	if err != nil {
