@@ -62,7 +62,7 @@ type boundedGzip struct {
 func (d *boundedGzip) Reset(r io.Reader) error {
 	d.left = d.limit
 	if err := d.Reader.Reset(r); err != nil {
-		return fmt.Errorf("gzip: %w", err)
+		return notGzip(err)
 	}
 	return nil
 }
@@ -78,7 +78,18 @@ func (d *boundedGzip) Read(p []byte) (int, error) {
 	if d.left < 0 {
 		return n, tooLarge("decompressed message", d.limit)
 	}
+	if err != nil && err != io.EOF {
+		return n, notGzip(err)
+	}
 	return n, err // io.EOF unwrapped: readers compare it
+}
+
+// notGzip is the error of a request body that is not the gzip its
+// encoding names: the client's fault, InvalidArgument, where the
+// transcoder would pass the bare error on as Unknown, a server fault
+// (HTTP 500) that clients retry.
+func notGzip(err error) error {
+	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("malformed request: gzip: %w", err))
 }
 
 // boundedJSON is the transcoder's JSON codec with MaxRecvBytes applied to

@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/telemetry"
 )
 
 // countingGame answers GetGame at once and counts the calls that reach it.
@@ -199,6 +202,40 @@ func TestHeadersAreBounded(t *testing.T) {
 			resp.Body.Close()
 			if ran := calls.Load() > before; ran != c.ok || (resp.StatusCode == http.StatusOK) != c.ok {
 				t.Fatalf("handler ran %v, HTTP %d; want served %v", ran, resp.StatusCode, c.ok)
+			}
+		})
+	}
+}
+
+// A Connect request body that is not the gzip its encoding names is the
+// client's fault: InvalidArgument, not a server fault (HTTP 500, Unknown)
+// that a client would retry and an operator be paged for.
+func TestCorruptGzipIsInvalidArgument(t *testing.T) {
+	tel, err := telemetry.New(context.Background(), telemetry.Config{ServiceName: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{}, slog.New(slog.DiscardHandler), tel).rpcHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := gzipped(t, []byte{})
+	for name, body := range map[string][]byte{
+		"not gzip":        []byte("0"),
+		"cut short":       whole[:len(whole)-4],
+		"bad checksum":    append(whole[:len(whole)-8:len(whole)-8], 1, 2, 3, 4, 0, 0, 0, 0),
+		"corrupt deflate": append(append([]byte(nil), whole[:10]...), 0xff, 0xff, 0xff, 0xff),
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/grpc.health.v1.Health/Check", bytes.NewReader(body))
+			r.Header.Set("Content-Type", "application/proto")
+			r.Header.Set("Connect-Protocol-Version", "1")
+			r.Header.Set("Content-Encoding", "gzip")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			var e struct{ Code, Message string }
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || w.Code != http.StatusBadRequest || e.Code != "invalid_argument" {
+				t.Fatalf("HTTP %d %q; want 400 invalid_argument", w.Code, w.Body.Bytes())
 			}
 		})
 	}
