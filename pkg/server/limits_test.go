@@ -207,8 +207,8 @@ func TestHeadersAreBounded(t *testing.T) {
 	}
 }
 
-// A Connect request body that is not the gzip its encoding names is the
-// client's fault: InvalidArgument, not a server fault (HTTP 500, Unknown)
+// A Connect request body that is not the gzip its encoding names (empty
+// included) is the client's fault: InvalidArgument, not a server fault (HTTP 500, Unknown)
 // that a client would retry and an operator be paged for.
 func TestCorruptGzipIsInvalidArgument(t *testing.T) {
 	tel, err := telemetry.New(context.Background(), telemetry.Config{ServiceName: "test"})
@@ -225,6 +225,7 @@ func TestCorruptGzipIsInvalidArgument(t *testing.T) {
 		"cut short":       whole[:len(whole)-4],
 		"bad checksum":    append(whole[:len(whole)-8:len(whole)-8], 1, 2, 3, 4, 0, 0, 0, 0),
 		"corrupt deflate": append(append([]byte(nil), whole[:10]...), 0xff, 0xff, 0xff, 0xff),
+		"empty":           {},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/grpc.health.v1.Health/Check", bytes.NewReader(body))
