@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -63,11 +61,7 @@ func withGRPCWebText(next http.Handler, maxRecv int) http.Handler {
 
 // grpcWebTextError answers trailers-only, the status in the headers.
 func grpcWebTextError(w http.ResponseWriter, code codes.Code, msg string) {
-	h := w.Header()
-	h.Set("Content-Type", grpcWebText+"+proto")
-	h.Set("Grpc-Status", strconv.Itoa(int(code)))
-	h.Set("Grpc-Message", url.PathEscape(msg))
-	w.WriteHeader(http.StatusOK)
+	grpcWebError(w, grpcWebText+"+proto", code, msg)
 }
 
 // textWriter sends a binary gRPC-Web answer as grpc-web-text.

@@ -285,7 +285,7 @@ func (s *Server) rpcHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect transcoder: %w", err)
 	}
-	rpc := withJSONCharset(refuseUnknownMedia(withGRPCWebText(withUnaryGzip(refuseEmptyBody(withLowerTrailers(transcoder))), s.cfg.MaxRecvBytes)))
+	rpc := withJSONCharset(refuseUnknownMedia(withGRPCWebText(refuseCutGRPCWebFrames(withUnaryGzip(refuseEmptyBody(withLowerTrailers(transcoder))), s.cfg.MaxRecvBytes), s.cfg.MaxRecvBytes)))
 	if len(s.cfg.CORSOrigins) > 0 {
 		rpc = withCORS(s.cfg.CORSOrigins, s.cfg.CORSHeaders, rpc)
 	}
