@@ -69,6 +69,13 @@ type Config struct {
 	InviteTTL time.Duration
 	// RematchWindow is how long a rematch offer stands.
 	RematchWindow time.Duration
+	// GameKeep is how long the games matchmaking made are remembered,
+	// from their creation: their records (rematches), the players' lists
+	// of games, the answers to PlayAi retries. The game service keeps a
+	// game as long as it goes on and then for its --retention, so this
+	// only approximates that: longer, it keeps records of games gone;
+	// shorter, it forgets games still there.
+	GameKeep time.Duration
 	// WatchHeartbeat is how long a watch stream goes without sending
 	// before it sends its state again.
 	WatchHeartbeat time.Duration
@@ -142,6 +149,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.TicketTTL, "ticket-ttl", 10*time.Minute, "how long a ticket waits for an opponent")
 	app.DurationFlag(fs, &c.InviteTTL, "invite-ttl", 24*time.Hour, "how long a friend link is valid")
 	app.DurationFlag(fs, &c.RematchWindow, "rematch-window", 60*time.Second, "how long a rematch offer stands")
+	app.DurationFlag(fs, &c.GameKeep, "game-keep", 30*24*time.Hour, "how long the games matchmaking made are remembered from their creation (their records, players' lists of games, rematch offers): the game service's --retention plus how long games last; a game still there once forgotten is no longer listed nor rematched")
 	app.DurationFlag(fs, &c.WatchHeartbeat, "watch-heartbeat", handler.DefaultWatchHeartbeat, "how long a WatchTicket, WatchInvite or WatchRematch stream goes without sending before it sends its state again, unchanged, so that clients notice a lost connection")
 	app.IntFlag(fs, &c.MaxWatches, "max-watches", handler.DefaultMaxWatches, "most WatchTicket, WatchInvite and WatchRematch streams one process serves at once; one more is refused with ResourceExhausted until one ends")
 	app.IntFlag(fs, &c.MaxPlayerWatches, "max-player-watches", handler.DefaultMaxPlayerWatches, "most watch streams one player holds in one process; a newer one ends the oldest, with ResourceExhausted")
@@ -176,7 +184,7 @@ func (c Config) Validate() error {
 	var errs []error
 	for name, d := range map[string]time.Duration{
 		"guest-ttl": c.GuestTTL, "account-ttl": c.AccountTTL, "pairing-interval": c.PairingInterval,
-		"ticket-ttl": c.TicketTTL, "invite-ttl": c.InviteTTL, "rematch-window": c.RematchWindow, "rating-lease": c.RatingLease,
+		"ticket-ttl": c.TicketTTL, "invite-ttl": c.InviteTTL, "rematch-window": c.RematchWindow, "game-keep": c.GameKeep, "rating-lease": c.RatingLease,
 		"give-up-after": c.GiveUpAfter, "watch-heartbeat": c.WatchHeartbeat,
 	} {
 		if d <= 0 {
@@ -306,7 +314,7 @@ func Bind(cfg Config) app.Binder {
 			return nil, fmt.Errorf("matchmaking: %w", err)
 		}
 		meter := rt.Tel.Meter.Meter("palace/matchmaking")
-		gc := games.New(gameClient, st, 30*24*time.Hour, cfg.Now)
+		gc := games.New(gameClient, st, cfg.GameKeep, cfg.Now)
 		m, err := matcher.New(matcher.Config{
 			Interval: cfg.PairingInterval, BaseWindow: cfg.PairingWindow, WidenPerSecond: cfg.PairingWiden, MaxWindow: cfg.PairingMaxWindow,
 			Keep: time.Hour, StallAfter: 5 * time.Second, GiveUpAfter: cfg.GiveUpAfter, Concurrency: cfg.CreateConcurrency,
@@ -328,7 +336,7 @@ func Bind(cfg Config) app.Binder {
 		}
 		h := handler.New(handler.Config{
 			GuestTTL: cfg.GuestTTL, AccountTTL: cfg.AccountTTL, TicketTTL: cfg.TicketTTL, InviteTTL: cfg.InviteTTL,
-			RematchWindow: cfg.RematchWindow, GameKeep: 30 * 24 * time.Hour, WatchHeartbeat: cfg.WatchHeartbeat,
+			RematchWindow: cfg.RematchWindow, GameKeep: cfg.GameKeep, WatchHeartbeat: cfg.WatchHeartbeat,
 			MaxWatches: cfg.MaxWatches, MaxPlayerWatches: cfg.MaxPlayerWatches,
 			AIGames: store.Bound{Most: cfg.MaxAIGames, Window: time.Hour}, Invites: store.Bound{Most: cfg.MaxInvites, Window: time.Hour},
 			Guests: store.Bound{Most: cfg.MaxGuests, Window: time.Hour}, Proxies: proxies, MaxAborts: cfg.MaxAborts,
