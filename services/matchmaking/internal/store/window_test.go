@@ -1,0 +1,114 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/palacehq/palace/pkg/clock"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestPairingWindows: two tickets pair when their difference is within
+// the window of either, the one that waited longer widening it for both;
+// the window stops widening at MaxWindow.
+func TestPairingWindows(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	tests := []struct {
+		name string
+		// how long the first ticket waited; the second enters now
+		waited    time.Duration
+		gap       int
+		maxWindow float64
+		paired    bool
+	}{
+		// 100 + 50 x 10 s = 600 for the first, 100 for the second.
+		{name: "within the longer waiter's window", waited: 10 * time.Second, gap: 500, paired: true},
+		{name: "beyond both windows", waited: 10 * time.Second, gap: 700},
+		{name: "beyond the widest window", waited: 10 * time.Second, gap: 500, maxWindow: 300},
+		{name: "within the widest window", waited: 10 * time.Second, gap: 250, maxWindow: 300, paired: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := newStore(t)
+			pool := store.Pool{Kind: janggi, Control: clock.Default()}
+			for i, entered := range []time.Time{now.Add(-tt.waited), now} {
+				p := fmt.Sprintf("p%d", i)
+				if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000 + i*tt.gap, Entered: entered, Expires: now.Add(time.Hour)}, "r", time.Hour, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now, BaseWindow: 100, WidenPerSecond: 50, MaxWindow: tt.maxWindow, MaxPairs: 10, Keep: time.Hour})
+			if res[0].Err != nil {
+				t.Fatal(res[0].Err)
+			}
+			if got := len(res[0].Matches) == 1; got != tt.paired {
+				t.Fatalf("paired %v, want %v: %+v", got, tt.paired, res[0].Matches)
+			}
+		})
+	}
+}
+
+// TestPairedTicketsLeaveTheQueue: a pass takes the tickets it pairs out of
+// the queue at once, so that the queue holds only the waiting.
+func TestPairedTicketsLeaveTheQueue(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now()
+	for i, r := range []int{1000, 1010, 2000} {
+		p := fmt.Sprintf("p%d", i)
+		if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: r, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now, BaseWindow: 100, MaxPairs: 10, Keep: time.Hour})
+	if res[0].Err != nil || len(res[0].Matches) != 1 {
+		t.Fatalf("pass: %+v", res)
+	}
+	if n, err := rdb.ZCard(ctx, prefix+"mm:{p:"+pool.Tag()+"}:q").Result(); err != nil || n != 1 {
+		t.Fatalf("%d tickets in the queue after the pass, want the one left waiting (%v)", n, err)
+	}
+}
+
+// TestAPlayerIsNeverPairedWithThemselves: should a player's second ticket
+// reach a pool's queue (entering refuses it, but the queue is read as it
+// is), the pass still never pairs the player's two tickets.
+func TestAPlayerIsNeverPairedWithThemselves(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now()
+	if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: "p", Name: "p", Rating: 1000, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A second ticket of p, written as enter.lua writes one.
+	b := prefix + "mm:{p:" + pool.Tag() + "}:"
+	id := pool.Tag() + ".second"
+	ms := strconv.FormatInt(now.UnixMilli(), 10)
+	exp := strconv.FormatInt(now.Add(time.Hour).UnixMilli(), 10)
+	pipe := rdb.TxPipeline()
+	pipe.HSet(ctx, b+"t:"+id, "player", "p", "name", "p", "rating", 1000, "enq", ms, "exp", exp, "state", "waiting", "pool", pool.ID())
+	pipe.Expire(ctx, b+"t:"+id, time.Hour)
+	pipe.ZAdd(ctx, b+"q", redis.Z{Score: 1000, Member: id})
+	pipe.HSet(ctx, b+"meta", id, ms+":"+exp+":p")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now, BaseWindow: 100, MaxPairs: 10, Keep: time.Hour})
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	if len(res[0].Matches) != 0 {
+		t.Fatalf("player p paired with themselves: %+v", res[0].Matches)
+	}
+}
