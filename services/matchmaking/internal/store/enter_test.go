@@ -49,3 +49,29 @@ func TestARefusedEntryLeavesTheWaitingTicketLive(t *testing.T) {
 		t.Fatalf("an entry of another pool while %s waits: %s %v %v, want BusyElsewhere with it", waiting, id, out, err)
 	}
 }
+
+// TestARetryRacingItsRequestGetsItsTicket: a retry of an entry, sent
+// while the first attempt is still being made (its check of the player's
+// aborts is under way), is answered with the first attempt's ticket as a
+// duplicate, not refused as a second ticket of the player.
+func TestARetryRacingItsRequestGetsItsTicket(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	rated := store.Pool{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Control: clock.Default(), Rated: true}
+	ticket := store.Ticket{Player: "p", Name: "p", Rating: 1200, Entered: now, Expires: now.Add(time.Hour)}
+	var first string
+	id, out, err := st.Enter(ctx, rated, ticket, "r", 2*time.Hour, func() error {
+		// The first attempt completes while the retry is checked.
+		var out store.EnterOutcome
+		var err error
+		first, out, err = st.Enter(ctx, rated, ticket, "r", 2*time.Hour, nil)
+		if err != nil || out != store.Entered {
+			t.Fatalf("first attempt: %s %v %v", first, out, err)
+		}
+		return nil
+	})
+	if err != nil || out != store.Duplicate || id != first {
+		t.Fatalf("retry: %s %v %v, want Duplicate with %s", id, out, err, first)
+	}
+}
