@@ -112,3 +112,34 @@ func TestAPlayerIsNeverPairedWithThemselves(t *testing.T) {
 		t.Fatalf("player p paired with themselves: %+v", res[0].Matches)
 	}
 }
+
+// TestATicketExpiresAtItsExpiry: a pass at a ticket's expiry takes it out
+// of the queue as expired; one a millisecond before leaves it waiting.
+func TestATicketExpiresAtItsExpiry(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now().Truncate(time.Millisecond)
+	expires := now.Add(time.Minute)
+	id, _, err := st.Enter(ctx, pool, store.Ticket{Player: "p", Name: "p", Rating: 1000, Entered: now, Expires: expires}, "r", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := func(at time.Time) []string {
+		t.Helper()
+		res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: at, BaseWindow: 100, MaxPairs: 10, Keep: time.Hour})
+		if res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+		return res[0].Expired
+	}
+	if gone := pass(expires.Add(-time.Millisecond)); len(gone) != 0 {
+		t.Fatalf("expired %v a millisecond before its expiry", gone)
+	}
+	if gone := pass(expires); len(gone) != 1 || gone[0] != id {
+		t.Fatalf("expired %v at the expiry of %s", gone, id)
+	}
+	if tk, err := st.Ticket(ctx, id); err != nil || tk.State != store.StateExpired {
+		t.Fatalf("ticket %+v %v, want expired", tk, err)
+	}
+}
