@@ -283,3 +283,33 @@ func TestAChangeIsDatedByTheGamesEnd(t *testing.T) {
 		t.Fatalf("a change of unknown time: %+v %v, want it dated now", h, err)
 	}
 }
+
+// TestEachResultScoresItsPlayers: a win of either side and a draw each
+// move both players' ratings as Elo scores them (K 40 for a first game
+// between equals).
+func TestEachResultScoresItsPlayers(t *testing.T) {
+	f := newFixture(t)
+	c := f.consumer(t, Config{})
+	for _, tt := range []struct {
+		first, second         string
+		winner                commonv1.Winner
+		wantFirst, wantSecond int
+	}{
+		{"ann", "ben", commonv1.Winner_WINNER_FIRST, 1220, 1180},
+		{"cat", "dan", commonv1.Winner_WINNER_SECOND, 1180, 1220},
+		{"eve", "fay", commonv1.Winner_WINNER_DRAW, 1200, 1200},
+	} {
+		p, _ := f.ratedGame(t, tt.first, tt.second, true)
+		res := &commonv1.Result{Winner: tt.winner, Method: commonv1.EndMethod_END_METHOD_AGREEMENT}
+		if tt.winner != commonv1.Winner_WINNER_DRAW {
+			res.Method = commonv1.EndMethod_END_METHOD_RESIGNATION
+		}
+		if err := c.Settle(context.Background(), p, res, commonv1.Side_SIDE_UNSPECIFIED, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		a, b := f.rating(t, tt.first), f.rating(t, tt.second)
+		if a.Rating != tt.wantFirst || b.Rating != tt.wantSecond || a.Games != 1 || b.Games != 1 {
+			t.Errorf("%v: %+v and %+v, want %d and %d after one game", tt.winner, a, b, tt.wantFirst, tt.wantSecond)
+		}
+	}
+}

@@ -178,3 +178,22 @@ func TestAbortWait(t *testing.T) {
 		t.Errorf("two hours on, the log holds %d aborts, want the new one", n)
 	}
 }
+
+// TestAnAbortIsCountedOnce: the ending of an aborted game counted twice
+// (two followers of the game, each finding it pending) counts once
+// against the player's aborts.
+func TestAnAbortIsCountedOnce(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	janggi := commonv1.GameKind_GAME_KIND_JANGGI
+	now := time.Now()
+	for i, want := range []bool{true, false} {
+		counted, err := s.CountAbort(ctx, janggi, "g", "p", now, now)
+		if err != nil || counted != want {
+			t.Fatalf("count %d: %v %v, want %v", i+1, counted, err, want)
+		}
+	}
+	if r, err := s.PlayerRating(ctx, janggi, "p"); err != nil || r.Aborts != 1 {
+		t.Fatalf("p's aborts %+v %v, want 1", r, err)
+	}
+}
