@@ -83,6 +83,12 @@ func TestQueueSidesAreRandom(t *testing.T) {
 		e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{})
 		r := waitTicket(t, e.mm[0], a, ta.GetTicketId(), 10*time.Second)
 		firsts[r.GetSeat().GetSide().String()]++
+		// Whichever side a drew, the seat a is told of is a's in the game.
+		for _, s := range e.gameAs(t, r.GetSeat()).GetSeats() {
+			if (s.GetSide() == r.GetSeat().GetSide()) != (s.GetPlayerId() == a.id) {
+				t.Fatalf("game %s seat %v, while %s was told of side %v", r.GetSeat().GetGameId(), s, a.id, r.GetSeat().GetSide())
+			}
+		}
 	}
 	if len(firsts) != 2 {
 		t.Fatalf("the first player to wait got %v in 20 games: sides are not random", firsts)
@@ -282,6 +288,9 @@ func TestTicketExpires(t *testing.T) {
 	e := newEnv(t, 1, func(c *matchmaking.Config) { c.TicketTTL = 300 * time.Millisecond })
 	a := e.guest("Lonely")
 	ta := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{})
+	if ttl := ta.GetExpiresAt().AsTime().Sub(ta.GetEnteredAt().AsTime()); ttl != 300*time.Millisecond {
+		t.Fatalf("the ticket expires %v after its entry, want the ticket TTL", ttl)
+	}
 	if r := waitTicket(t, e.mm[0], a, ta.GetTicketId(), 10*time.Second); r.GetState() != expired {
 		t.Fatalf("ticket ended %v, want expired", r)
 	}

@@ -143,3 +143,58 @@ func TestATicketExpiresAtItsExpiry(t *testing.T) {
 		t.Fatalf("ticket %+v %v, want expired", tk, err)
 	}
 }
+
+// TestACancelledTicketLeavesTheQueue: a cancelled ticket is out of the
+// queue at once, and the next pass pairs nobody with it.
+func TestACancelledTicketLeavesTheQueue(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now()
+	ids := make([]string, 2)
+	for i := range ids {
+		p := fmt.Sprintf("p%d", i)
+		id, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	if out, err := st.Cancel(ctx, ids[0], "p0"); err != nil || out != store.CancelDone {
+		t.Fatalf("cancel: %v %v", out, err)
+	}
+	if n, err := rdb.ZCard(ctx, prefix+"mm:{p:"+pool.Tag()+"}:q").Result(); err != nil || n != 1 {
+		t.Fatalf("%d tickets in the queue after the cancel, want the other one (%v)", n, err)
+	}
+	if held, err := rdb.HExists(ctx, prefix+"mm:{p:"+pool.Tag()+"}:meta", ids[0]).Result(); err != nil || held {
+		t.Fatalf("the queue still describes the cancelled ticket (%v)", err)
+	}
+	res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now, BaseWindow: 100, MaxPairs: 10, Keep: time.Hour})
+	if res[0].Err != nil || len(res[0].Matches) != 0 || len(res[0].Expired) != 0 {
+		t.Fatalf("pass after the cancel: %+v", res)
+	}
+	if tk, err := st.Ticket(ctx, ids[1]); err != nil || tk.State != store.StateWaiting {
+		t.Fatalf("the other ticket %+v %v, want waiting", tk, err)
+	}
+}
+
+// TestAnotherPlayersTicketIsNotCancelled: a cancel by another player is
+// refused and leaves the ticket waiting.
+func TestAnotherPlayersTicketIsNotCancelled(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now()
+	id, _, err := st.Enter(ctx, pool, store.Ticket{Player: "p", Name: "p", Rating: 1000, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := st.Cancel(ctx, id, "q"); err != nil || out != store.CancelNotOwner {
+		t.Fatalf("cancel by q: %v %v, want refused", out, err)
+	}
+	if tk, err := st.Ticket(ctx, id); err != nil || tk.State != store.StateWaiting {
+		t.Fatalf("ticket %+v %v, want waiting", tk, err)
+	}
+}
