@@ -313,3 +313,33 @@ func TestEachResultScoresItsPlayers(t *testing.T) {
 		}
 	}
 }
+
+// TestAnAbortCountsAgainstTheSideThatAborted: the abort of a rated game is
+// counted against the player of the side that aborted it, first or second.
+func TestAnAbortCountsAgainstTheSideThatAborted(t *testing.T) {
+	f := newFixture(t)
+	c := f.consumer(t, Config{})
+	res := &commonv1.Result{Method: commonv1.EndMethod_END_METHOD_ABORTED}
+	for _, tt := range []struct {
+		first, second string
+		by            commonv1.Side
+		aborter       string
+	}{
+		{"gus", "hil", commonv1.Side_SIDE_FIRST, "gus"},
+		{"ike", "jan", commonv1.Side_SIDE_SECOND, "jan"},
+	} {
+		p, _ := f.ratedGame(t, tt.first, tt.second, true)
+		if err := c.Settle(context.Background(), p, res, tt.by, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, who := range []string{tt.first, tt.second} {
+			want := 0
+			if who == tt.aborter {
+				want = 1
+			}
+			if r := f.rating(t, who); r.Aborts != want || r.Games != 0 {
+				t.Errorf("aborted by %v: %s has %+v, want %d aborts and no game", tt.by, who, r, want)
+			}
+		}
+	}
+}
