@@ -36,7 +36,8 @@ func retryAfter(err error) time.Duration {
 // admitted before is answered as before, and its request id makes no
 // other game; other players and the other kind count apart.
 func TestPlayersMakeBoundedNumbers(t *testing.T) {
-	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxAIGames, c.MaxInvites = 2, 2 })
+	// Bounds apart, so that each is seen to bound its own kind.
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxAIGames, c.MaxInvites = 2, 3 })
 	g, h := e.guest("Busy"), e.guest("Other")
 	mm := e.mm[0]
 	playAi := func(p player, req string) (*matchmakingv1.PlayAiResponse, error) {
@@ -85,13 +86,13 @@ func TestPlayersMakeBoundedNumbers(t *testing.T) {
 		_, err := mm.CreateInvite(g.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: req, Kind: janggi})
 		return err
 	}
-	for _, r := range []string{"inv-1", "inv-2"} {
+	for _, r := range []string{"inv-1", "inv-2", "inv-3"} {
 		if err := invite(r); err != nil {
 			t.Fatalf("invites count apart from AI games: %v", err)
 		}
 	}
-	if err := invite("inv-3"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "you made the most allowed, 2 invites,") {
-		t.Fatalf("a third invite: %v", err)
+	if err := invite("inv-4"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "you made the most allowed, 3 invites,") {
+		t.Fatalf("a fourth invite: %v", err)
 	}
 	if err := invite("inv-2"); err != nil {
 		t.Fatalf("a retry of an invite: %v", err)
