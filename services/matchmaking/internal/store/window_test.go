@@ -198,3 +198,27 @@ func TestAnotherPlayersTicketIsNotCancelled(t *testing.T) {
 		t.Fatalf("ticket %+v %v, want waiting", tk, err)
 	}
 }
+
+// TestAPassMakesAtMostMaxPairs: a pass stops at MaxPairs matches, leaving
+// the rest waiting for the next.
+func TestAPassMakesAtMostMaxPairs(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now()
+	for i := range 6 {
+		p := fmt.Sprintf("p%d", i)
+		if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000 + 10*i, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now, BaseWindow: 100, MaxPairs: 2, Keep: time.Hour})
+	if res[0].Err != nil || len(res[0].Matches) != 2 {
+		t.Fatalf("pass: %+v, want 2 matches", res)
+	}
+	if n, err := rdb.ZCard(ctx, prefix+"mm:{p:"+pool.Tag()+"}:q").Result(); err != nil || n != 2 {
+		t.Fatalf("%d tickets wait after the pass, want 2 (%v)", n, err)
+	}
+}
