@@ -837,3 +837,36 @@ func TestAClockOnAnotherIndexIsNotServing(t *testing.T) {
 		t.Fatalf("the clock on the game service's own index is %v, want SERVING", st)
 	}
 }
+
+// TestAFailingDeadlineIsKeptUntilItFlags: a deadline whose ExpireDeadline
+// fails (here the game's stored state is unreadable for a while) is kept
+// and retried, never dropped: once the game can be read again, it ends on
+// time.
+func TestAFailingDeadlineIsKeptUntilItFlags(t *testing.T) {
+	t.Parallel()
+	env := startGame(t, true)
+	cfg := clock.DefaultConfig()
+	cfg.GameAddr, cfg.KeyPrefix, cfg.DeadlineShards, cfg.ReplicaID = env.Addr, env.Config.KeyPrefix, env.Config.DeadlineShards, "only"
+	conn := apptest.Start(t, redistest.Addr(t), clock.Bind(cfg))
+	waitOwners(t, clockv1.NewClockServiceClient(conn), "only")
+
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer(time.Second)})
+	deadline := tb.play(t, firstMoves...).GetClocks().GetDeadline().AsTime()
+	ctx := context.Background()
+	key := env.Config.KeyPrefix + "{g:" + tb.id + "}"
+	raw, err := env.Redis.HGet(ctx, key, "s").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Redis.HSet(ctx, key, "s", "{").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Past the deadline by enough for several failed calls.
+	time.Sleep(time.Until(deadline) + 2*time.Second)
+	if err := env.Redis.HSet(ctx, key, "s", raw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if g := tb.waitEnded(t); g.GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
+		t.Fatalf("game ended by %v, want on time", g.GetResult().GetMethod())
+	}
+}
