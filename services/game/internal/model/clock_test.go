@@ -169,6 +169,22 @@ func TestLateMoveShowsTheFlag(t *testing.T) {
 	wantEndedOnTime(t, "a move past the budget", ch, err, rules.First)
 }
 
+// TestALaggedMoveWithinTheGraceIsInTime: the same move as in
+// TestLateMoveShowsTheFlag, with the network delay its client reported,
+// is credited that delay and is in time.
+func TestALaggedMoveWithinTheGraceIsInTime(t *testing.T) {
+	st, _ := clocked(t)
+	d, _ := st.Clock.Deadline()
+	bank := st.Clock.Players[rules.First].LagBankMs
+	n := must(t, "a lagged move within the grace")(Move(st, rules.First, "a4a5", time.Second, d.Add(-500*time.Millisecond)))
+	if n.Status != StatusOngoing || n.Clock.Phase != clock.Running || n.Clock.Players[rules.First].Flagged {
+		t.Fatalf("status %v, clock %+v; want the game going on", n.Status, n.Clock)
+	}
+	if got := n.Clock.Players[rules.First].LagBankMs; got >= bank {
+		t.Fatalf("lag bank %dms after a credited move, had %dms; want it debited", got, bank)
+	}
+}
+
 // TestWakeOfAFlaggedClock: a running clock past its flag is due at once.
 func TestWakeOfAFlaggedClock(t *testing.T) {
 	st, _ := clocked(t)
