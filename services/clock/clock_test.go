@@ -870,3 +870,23 @@ func TestAFailingDeadlineIsKeptUntilItFlags(t *testing.T) {
 		t.Fatalf("game ended by %v, want on time", g.GetResult().GetMethod())
 	}
 }
+
+// TestALaggedMoveIsCreditedItsDelay: a move that reaches the server past
+// its side's budget, within the lag grace, is in time when its client
+// reports the network delay, and the game goes on.
+func TestALaggedMoveIsCreditedItsDelay(t *testing.T) {
+	t.Parallel()
+	env := startGame(t, false)
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer(time.Second)})
+	dl := deadlineOf(t, tb.play(t, firstMoves...))
+	// 200 ms into the 1 s grace that follows the budget, leaving a loaded
+	// machine most of the grace to deliver the move.
+	time.Sleep(time.Until(dl.Add(-800 * time.Millisecond)))
+	resp, err := tb.tryMove(commonv1.Side_SIDE_FIRST, thirdMove, time.Second)
+	if err != nil {
+		t.Fatalf("a move within the grace, with its delay reported: %v", err)
+	}
+	if g := resp.GetGame(); g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("game %s is %v after a move in time", tb.id, g.GetStatus())
+	}
+}
