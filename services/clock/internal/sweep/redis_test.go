@@ -21,7 +21,7 @@ func TestOneScriptReadsShardsAsTheirOwnScriptsDo(t *testing.T) {
 	rdb, scripts := countingClient(t)
 	prefix := redistest.Prefix(t)
 	now := time.Now().UnixMilli()
-	keys := make([]string, 4)
+	keys := make([]string, 5)
 	for i := range keys {
 		keys[i] = prefix + "dl:{" + strconv.Itoa(i) + "}"
 	}
@@ -33,7 +33,8 @@ func TestOneScriptReadsShardsAsTheirOwnScriptsDo(t *testing.T) {
 		}
 	}
 	// Shard 0: three due, one later; shard 1: only later ones; shard 2:
-	// empty; shard 3: one due.
+	// empty; shard 3: one due; shard 4: one due and one soon, which is
+	// not due yet.
 	add(keys[0], "a", now-3000)
 	add(keys[0], "b", now-2000)
 	add(keys[0], "c", now-1000)
@@ -42,7 +43,9 @@ func TestOneScriptReadsShardsAsTheirOwnScriptsDo(t *testing.T) {
 	add(keys[1], "f", now+40_000)
 	add(keys[3], "g", now-500)
 	add(keys[3], "h", now-400)
-	limits := []int{2, 5, 5, 1}
+	add(keys[4], "i", now-100)
+	add(keys[4], "j", now+1500)
+	limits := []int{2, 5, 5, 1, 5}
 
 	// Loaded first, so that no NOSCRIPT retry counts as a second script.
 	if err := dueScript.Load(ctx, rdb).Err(); err != nil {
@@ -51,7 +54,7 @@ func TestOneScriptReadsShardsAsTheirOwnScriptsDo(t *testing.T) {
 	scripts.n = 0
 	one, errsOne := fetchDueMany(ctx, rdb, keys, limits)
 	if scripts.n != 1 {
-		t.Errorf("reading %d shards, 2 with entries due, ran %d scripts; want 1", len(keys), scripts.n)
+		t.Errorf("reading %d shards, 3 with entries due, ran %d scripts; want 1", len(keys), scripts.n)
 	}
 	scripts.n = 0
 	if idle, errs := fetchDueMany(ctx, rdb, keys[1:3], limits[1:3]); errs[0] != nil || errs[1] != nil ||
@@ -71,6 +74,18 @@ func TestOneScriptReadsShardsAsTheirOwnScriptsDo(t *testing.T) {
 		t.Errorf("a readable shard beside a broken one: %+v, errors %v; want shard 1 read and the broken one failed", got, errs)
 	}
 	each, errsEach := fetchDueEach(ctx, rdb, keys, limits)
+	// With its due entry gone, shard 4 has nothing due: its entry soon to
+	// come needs no script.
+	if err := rdb.ZRem(ctx, keys[4], "i").Err(); err != nil {
+		t.Fatal(err)
+	}
+	scripts.n = 0
+	if soon, errs := fetchDueMany(ctx, rdb, keys[4:], limits[4:]); errs[0] != nil || soon[0].members != nil || soon[0].nextMs != now+1500 {
+		t.Errorf("a shard with an entry soon to come read as %+v (%v)", soon, errs)
+	}
+	if scripts.n != 0 {
+		t.Errorf("reading a shard with nothing due yet ran %d scripts; want none", scripts.n)
+	}
 	want := []struct {
 		members []string
 		nextMs  int64
@@ -79,6 +94,7 @@ func TestOneScriptReadsShardsAsTheirOwnScriptsDo(t *testing.T) {
 		{nil, now + 30_000},
 		{nil, 0},
 		{[]string{"g"}, 0},
+		{[]string{"i"}, now + 1500},
 	}
 	for name, got := range map[string][]dueSet{"one script": one, "a script per shard": each} {
 		errs := errsOne
