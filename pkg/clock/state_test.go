@@ -393,6 +393,9 @@ func TestTakeBack(t *testing.T) {
 	if _, ok := s.TakeBack(at(sec), [2]time.Duration{0, 3 * time.Minute}); ok {
 		t.Fatal("TakeBack of all the waiting side's time accepted")
 	}
+	if _, ok := s.TakeBack(at(sec), [2]time.Duration{0, s.Players[Second].Main()}); ok {
+		t.Fatal("TakeBack of exactly the waiting side's main time accepted")
+	}
 	if got, ok := s.TakeBack(at(sec), [2]time.Duration{}); !ok || got != s {
 		t.Fatalf("TakeBack of nothing = %+v, %v", got, ok)
 	}
