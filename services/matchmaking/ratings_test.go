@@ -2,6 +2,7 @@ package matchmaking_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/services/matchmaking"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
 // ratedGame pairs two accounts in the rated Janggi pool and returns their
@@ -248,4 +250,77 @@ func TestAbortsKeepAPlayerOutOfTheRatedQueue(t *testing.T) {
 	// Once the first abort leaves the hour, there is room.
 	e.clock.Advance(61 * time.Minute)
 	cancel(b, e.enter(mm, b, &matchmakingv1.EnterQueueRequest{Kind: janggi, Rated: true}))
+}
+
+// TestHistoryAndLeaderboardComeInPages: a client reads a long rating
+// history with next_page_token and the leaderboard with offset, each
+// change and each player once, and a token or offset that is not one is
+// InvalidArgument.
+func TestHistoryAndLeaderboardComeInPages(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a := e.account("6001", "Pager")
+	st := store.New(e.game.Redis, e.cfg.KeyPrefix)
+	const games = 12
+	for i := range games {
+		o := store.Player{ID: fmt.Sprintf("opp%d", i), Name: fmt.Sprintf("Opp %d", i)}
+		out := store.Outcome{GameID: fmt.Sprintf("game%d", i), Kind: janggi, A: store.Player{ID: a.id, Name: a.name}, B: o, ScoreA: 1, At: time.Now()}
+		if _, err := st.ApplyRating(context.Background(), out); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var changes []string
+	req := &matchmakingv1.GetRatingHistoryRequest{Kind: janggi, Limit: 5}
+	for pages := 1; ; pages++ {
+		h, err := e.mm[0].GetRatingHistory(a.ctx(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range h.GetChanges() {
+			changes = append(changes, c.GetGameId())
+		}
+		if h.GetNextPageToken() == "" {
+			if pages != 3 {
+				t.Fatalf("%d pages of 5 for %d changes, want 3", pages, games)
+			}
+			break
+		}
+		req.PageToken = h.GetNextPageToken()
+	}
+	for i, g := range changes {
+		if want := fmt.Sprintf("game%d", games-1-i); g != want || len(changes) != games {
+			t.Fatalf("paged history %v: want game%d down to game0, each once", changes, games-1)
+		}
+	}
+	for _, bad := range []string{"next", "h0", "h-3", "h99", "7", strings.Repeat("h", 5000)} {
+		_, err := e.mm[0].GetRatingHistory(a.ctx(), &matchmakingv1.GetRatingHistoryRequest{Kind: janggi, PageToken: bad})
+		wantCode(t, err, codes.InvalidArgument)
+		if !strings.Contains(err.Error(), "page_token") || len(err.Error()) > 300 {
+			t.Fatalf("page token %.20q: the message should name page_token, briefly: %v", bad, err)
+		}
+	}
+
+	seen := map[string]bool{}
+	lastRank := uint64(0)
+	for offset := uint32(0); offset < games+1; offset += 5 {
+		lb, err := e.mm[0].GetLeaderboard(a.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: janggi, Limit: 5, Offset: offset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := min(5, games+1-int(offset)); len(lb.GetEntries()) != want || lb.GetTotal() != games+1 {
+			t.Fatalf("page at %d: %d entries of %d, want %d of %d", offset, len(lb.GetEntries()), lb.GetTotal(), want, games+1)
+		}
+		for _, en := range lb.GetEntries() {
+			id := en.GetRating().GetPlayerId()
+			if seen[id] || en.GetRank() < lastRank || en.GetRank() > uint64(offset)+5 {
+				t.Fatalf("page at %d: %s ranked %d after rank %d (seen before: %v)", offset, id, en.GetRank(), lastRank, seen[id])
+			}
+			seen[id], lastRank = true, en.GetRank()
+		}
+	}
+	if len(seen) != games+1 {
+		t.Fatalf("the pages held %d players, want %d", len(seen), games+1)
+	}
+	_, err := e.mm[0].GetLeaderboard(a.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: janggi, Offset: 5, AroundPlayerId: "me"})
+	wantCode(t, err, codes.InvalidArgument)
 }

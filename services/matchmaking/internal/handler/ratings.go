@@ -3,6 +3,8 @@ package handler
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/palacehq/palace/pkg/auth"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/textcut"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
@@ -63,12 +66,22 @@ func (h *Handler) GetRatingHistory(ctx context.Context, req *matchmakingv1.GetRa
 	case limit > 100:
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "limit: %d is above 100", limit))
 	}
-	hist, err := h.store.History(ctx, req.GetKind(), player, limit)
+	below, err := historyPageStart(req.GetPageToken())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	hist, err := h.store.History(ctx, req.GetKind(), player, below, limit)
+	if errors.Is(err, store.ErrNoSuchPage) {
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "page_token: %q is not a page of this player's history of this kind", req.GetPageToken()))
+	}
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	out := &matchmakingv1.GetRatingHistoryResponse{}
-	for _, c := range hist {
+	if hist.Next > 0 {
+		out.NextPageToken = historyPageToken(hist.Next)
+	}
+	for _, c := range hist.Changes {
 		out.Changes = append(out.Changes, &matchmakingv1.RatingChange{
 			GameId: c.Game, Score: c.Score, RatingBefore: int32(c.Before), RatingAfter: int32(c.After),
 			OpponentId: c.Opponent, OpponentName: c.OpponentName, OpponentRatingBefore: int32(c.OpponentBefore),
@@ -76,6 +89,28 @@ func (h *Handler) GetRatingHistory(ctx context.Context, req *matchmakingv1.GetRa
 		})
 	}
 	return out, nil
+}
+
+// historyTokenPrefix marks a rating history page token, so that a token
+// of another list is refused rather than read as a number.
+const historyTokenPrefix = "h"
+
+// historyPageToken is the page token of the history page starting below
+// change number next.
+func historyPageToken(next int64) string {
+	return historyTokenPrefix + strconv.FormatInt(next, 10)
+}
+
+// historyPageStart reads a history page token: 0 for none (the latest).
+func historyPageStart(token string) (int64, error) {
+	if token == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimPrefix(token, historyTokenPrefix), 10, 64)
+	if !strings.HasPrefix(token, historyTokenPrefix) || err != nil || n < 1 {
+		return 0, apierr.New(apierr.Invalid, "page_token: %q is not a next_page_token of GetRatingHistory", textcut.Quote(token, 40, "..."))
+	}
+	return n, nil
 }
 
 // GetLeaderboard returns the top of a kind's leaderboard or the players
@@ -91,6 +126,9 @@ func (h *Handler) GetLeaderboard(ctx context.Context, req *matchmakingv1.GetLead
 	limit := int64(req.GetLimit())
 	var start, stop int64
 	if around := req.GetAroundPlayerId(); around != "" {
+		if req.GetOffset() > 0 {
+			return nil, h.fail(ctx, apierr.New(apierr.Invalid, "offset: pages are of the top list; around_player_id already says where the page is"))
+		}
 		if around == callerID {
 			around = c.Subject
 		} else if err := checkID("around_player_id", around, 128); err != nil {
@@ -117,7 +155,8 @@ func (h *Handler) GetLeaderboard(ctx context.Context, req *matchmakingv1.GetLead
 		case limit > 100:
 			return nil, h.fail(ctx, apierr.New(apierr.Invalid, "limit: %d is above 100", limit))
 		}
-		start, stop = 0, limit-1
+		start = int64(req.GetOffset())
+		stop = start + limit - 1
 	}
 	rs, total, err := h.store.Leaderboard(ctx, req.GetKind(), start, stop)
 	if err != nil {

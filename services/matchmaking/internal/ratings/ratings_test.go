@@ -142,8 +142,8 @@ func TestEndingDeliveredTwiceAppliesOnce(t *testing.T) {
 	if a, b := f.rating(t, "alice"), f.rating(t, "bob"); a.Rating != 1220 || b.Rating != 1180 || a.Games != 1 || b.Games != 1 {
 		t.Fatalf("after duplicate deliveries: %+v %+v", a, b)
 	}
-	h, err := f.store.History(context.Background(), commonv1.GameKind_GAME_KIND_XIANGQI, "alice", 10)
-	if err != nil || len(h) != 1 {
+	h, err := f.store.History(context.Background(), commonv1.GameKind_GAME_KIND_XIANGQI, "alice", 0, 10)
+	if err != nil || len(h.Changes) != 1 {
 		t.Fatalf("history %+v %v: want one change", h, err)
 	}
 }
@@ -264,11 +264,11 @@ func TestAChangeIsDatedByTheGamesEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, who := range []string{"kim", "lee"} {
-		h, err := f.store.History(context.Background(), commonv1.GameKind_GAME_KIND_XIANGQI, who, 10)
-		if err != nil || len(h) != 1 {
+		h, err := f.store.History(context.Background(), commonv1.GameKind_GAME_KIND_XIANGQI, who, 0, 10)
+		if err != nil || len(h.Changes) != 1 {
 			t.Fatalf("%s's history %+v %v: want one change", who, h, err)
 		}
-		if got := time.UnixMilli(h[0].AtMs); !got.Equal(ended) {
+		if got := time.UnixMilli(h.Changes[0].AtMs); !got.Equal(ended) {
 			t.Errorf("%s's change is dated %v, want the game's end %v", who, got, ended)
 		}
 	}
@@ -278,8 +278,8 @@ func TestAChangeIsDatedByTheGamesEnd(t *testing.T) {
 	if err := c.Settle(context.Background(), p, res, commonv1.Side_SIDE_UNSPECIFIED, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := f.store.History(context.Background(), commonv1.GameKind_GAME_KIND_XIANGQI, "kim", 1)
-	if err != nil || len(h) != 1 || time.UnixMilli(h[0].AtMs).Before(before) {
+	h, err := f.store.History(context.Background(), commonv1.GameKind_GAME_KIND_XIANGQI, "kim", 0, 1)
+	if err != nil || len(h.Changes) != 1 || time.UnixMilli(h.Changes[0].AtMs).Before(before) {
 		t.Fatalf("a change of unknown time: %+v %v, want it dated now", h, err)
 	}
 }

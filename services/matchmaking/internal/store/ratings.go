@@ -199,21 +199,47 @@ type Change struct {
 	AtMs           int64   `json:"t"`
 }
 
-// History reads a player's latest rating changes, latest first.
-func (s *Store) History(ctx context.Context, kind commonv1.GameKind, player string, limit int) ([]Change, error) {
-	raw, err := s.rdb.LRange(ctx, s.ratingBase(kind)+"h:"+player, 0, int64(limit)-1).Result()
+// HistoryPage is one page of a player's rating history, latest first.
+type HistoryPage struct {
+	Changes []Change
+	// Next is the History start of the page after this one, 0 when no
+	// older change is kept.
+	Next int64
+}
+
+// ErrNoSuchPage is a History start beyond the player's rated games: no
+// page of theirs led there.
+var ErrNoSuchPage = errors.New("no page of this history starts there")
+
+// History reads a page of a player's rating changes, latest first: at
+// most limit changes older than the page start below (a HistoryPage.Next;
+// 0 for the latest). Changes are numbered by the player's rated games, so
+// the next page neither skips nor repeats a change when more are rated
+// between the reads.
+func (s *Store) History(ctx context.Context, kind commonv1.GameKind, player string, below int64, limit int) (HistoryPage, error) {
+	b := s.ratingBase(kind)
+	raw, err := historyScript.Run(ctx, s.rdb, []string{b + "games", b + "h:" + player}, player, below, limit).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("read history: %w", err)
+		return HistoryPage{}, fmt.Errorf("read history: %w", err)
 	}
-	out := make([]Change, 0, len(raw))
-	for _, r := range raw {
+	first, _ := raw[0].(int64)
+	if first < 0 || len(raw) < 2 {
+		return HistoryPage{}, fmt.Errorf("history below %d: %w", below, ErrNoSuchPage)
+	}
+	more, _ := raw[1].(int64)
+	page := HistoryPage{Changes: make([]Change, 0, len(raw)-2)}
+	for _, r := range raw[2:] {
 		var c Change
-		if err := json.Unmarshal([]byte(r), &c); err != nil {
-			return nil, fmt.Errorf("decode history: %w", err)
+		str, _ := r.(string)
+		if err := json.Unmarshal([]byte(str), &c); err != nil {
+			return HistoryPage{}, fmt.Errorf("decode history: %w", err)
 		}
-		out = append(out, c)
+		page.Changes = append(page.Changes, c)
 	}
-	return out, nil
+	if last := first - int64(len(page.Changes)) + 1; more == 1 && last > 1 {
+		page.Next = last
+	}
+	return page, nil
 }
 
 // Leaderboard reads ranks from start (0-based) to stop inclusive, and the

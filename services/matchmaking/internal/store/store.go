@@ -103,6 +103,8 @@ var (
 	addGameLua string
 	//go:embed abort.lua
 	abortLua string
+	//go:embed history.lua
+	historyLua string
 
 	enterScript    = redis.NewScript(enterLua)
 	cancelScript   = redis.NewScript(cancelLua)
@@ -118,6 +120,7 @@ var (
 	swapLiveScript = redis.NewScript(swapLiveLua)
 	addGameScript  = redis.NewScript(addGameLua)
 	abortScript    = redis.NewScript(abortLua)
+	historyScript  = redis.NewScript(historyLua)
 )
 
 // Store reads and writes matchmaking state.

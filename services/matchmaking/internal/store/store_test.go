@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -434,5 +435,91 @@ func TestPairingLoadsItsScript(t *testing.T) {
 		if res[0].Err != nil || len(res[0].Matches) != 1 {
 			t.Fatalf("round %d: %+v", round, res)
 		}
+	}
+}
+
+// rateGames applies n rated games of p, each against an opponent of its
+// own, with ids prefix0, prefix1, ...
+func rateGames(t *testing.T, st *store.Store, p store.Player, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		o := store.Player{ID: fmt.Sprintf("o-%s%d", prefix, i), Name: "O"}
+		if _, err := st.ApplyRating(context.Background(), store.Outcome{GameID: fmt.Sprintf("%s%d", prefix, i), Kind: janggi, A: p, B: o, ScoreA: 1, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestHistoryPagesFollowOneAnother: reading a history a page at a time
+// gives every change once, in order, though games are rated between the
+// pages; the last page says there is none after it.
+func TestHistoryPagesFollowOneAnother(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	p := store.Player{ID: "pager", Name: "Pager"}
+	rateGames(t, st, p, "old", 25)
+
+	var seen []string
+	page, err := st.History(ctx, janggi, p.ID, 0, 10)
+	for round := 0; ; round++ {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range page.Changes {
+			seen = append(seen, c.Game)
+		}
+		if page.Next == 0 {
+			break
+		}
+		if round == 0 {
+			rateGames(t, st, p, "new", 3) // rated between two reads
+		}
+		page, err = st.History(ctx, janggi, p.ID, page.Next, 10)
+	}
+	if len(seen) != 25 {
+		t.Fatalf("paged through %d changes, want the 25 there were at the first page: %v", len(seen), seen)
+	}
+	for i, g := range seen {
+		if want := fmt.Sprintf("old%d", 24-i); g != want {
+			t.Fatalf("change %d is %s, want %s (latest first, none skipped or repeated): %v", i, g, want, seen)
+		}
+	}
+
+	// A page exactly filled by the last changes has no next.
+	last, err := st.History(ctx, janggi, p.ID, 0, 28)
+	if err != nil || len(last.Changes) != 28 || last.Next != 0 {
+		t.Fatalf("all 28 changes in one page: %d changes, next %d, %v", len(last.Changes), last.Next, err)
+	}
+	if _, err := st.History(ctx, janggi, p.ID, 30, 10); !errors.Is(err, store.ErrNoSuchPage) {
+		t.Fatalf("a start beyond the player's 28 games: %v, want ErrNoSuchPage", err)
+	}
+	if none, err := st.History(ctx, janggi, "nobody", 0, 10); err != nil || len(none.Changes) != 0 || none.Next != 0 {
+		t.Fatalf("a player without games: %+v %v", none, err)
+	}
+}
+
+// TestHistoryPagesEndAtWhatIsKept: past the HistoryLength changes kept,
+// the last page has no next.
+func TestHistoryPagesEndAtWhatIsKept(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	p := store.Player{ID: "veteran", Name: "Veteran"}
+	rateGames(t, st, p, "g", store.HistoryLength+5)
+	n, next := 0, int64(0)
+	for {
+		page, err := st.History(ctx, janggi, p.ID, next, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Changes) == 0 {
+			t.Fatalf("an empty page after %d changes: the page before it should have had no next", n)
+		}
+		n += len(page.Changes)
+		if next = page.Next; next == 0 {
+			break
+		}
+	}
+	if n != store.HistoryLength {
+		t.Fatalf("paged through %d changes, want the %d kept", n, store.HistoryLength)
 	}
 }

@@ -2289,7 +2289,12 @@ type GetRatingHistoryRequest struct {
 	// Empty: the caller.
 	PlayerId string `protobuf:"bytes,2,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
 	// At most this many changes (1 to 100; 0: 20).
-	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Empty: the latest changes. Else a next_page_token: the changes older
+	// than that page's. Pages follow one another without a gap or a repeat,
+	// however many games are rated meanwhile. InvalidArgument for a token
+	// that no page of this player's history of this kind gave.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2345,9 +2350,19 @@ func (x *GetRatingHistoryRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *GetRatingHistoryRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type GetRatingHistoryResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Changes       []*RatingChange        `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Changes []*RatingChange        `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	// Set when older changes are kept (the latest 500 are): ask again with it
+	// as page_token for them.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2387,6 +2402,13 @@ func (x *GetRatingHistoryResponse) GetChanges() []*RatingChange {
 		return x.Changes
 	}
 	return nil
+}
+
+func (x *GetRatingHistoryResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // LeaderboardEntry is one line of a leaderboard.
@@ -2451,8 +2473,13 @@ type GetLeaderboardRequest struct {
 	// Set: the players around this one ("me" for the caller) instead of
 	// the top.
 	AroundPlayerId string `protobuf:"bytes,3,opt,name=around_player_id,json=aroundPlayerId,proto3" json:"around_player_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Top list: skip this many places first, so pages follow one another
+	// (the next starts at offset + limit). A page is read as the board is
+	// then: a player whose rating changed between pages may be on both, or
+	// on neither. InvalidArgument with around_player_id.
+	Offset        uint32 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetLeaderboardRequest) Reset() {
@@ -2504,6 +2531,13 @@ func (x *GetLeaderboardRequest) GetAroundPlayerId() string {
 		return x.AroundPlayerId
 	}
 	return ""
+}
+
+func (x *GetLeaderboardRequest) GetOffset() uint32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
 }
 
 type GetLeaderboardResponse struct {
@@ -3034,20 +3068,24 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"opponentId\x12#\n" +
 	"\ropponent_name\x18\x06 \x01(\tR\fopponentName\x124\n" +
 	"\x16opponent_rating_before\x18\a \x01(\x05R\x14opponentRatingBefore\x12.\n" +
-	"\x04time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"|\n" +
+	"\x04time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x9b\x01\n" +
 	"\x17GetRatingHistoryRequest\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12\x1b\n" +
 	"\tplayer_id\x18\x02 \x01(\tR\bplayerId\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"Y\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x81\x01\n" +
 	"\x18GetRatingHistoryResponse\x12=\n" +
-	"\achanges\x18\x01 \x03(\v2#.palace.matchmaking.v1.RatingChangeR\achanges\"]\n" +
+	"\achanges\x18\x01 \x03(\v2#.palace.matchmaking.v1.RatingChangeR\achanges\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"]\n" +
 	"\x10LeaderboardEntry\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x04R\x04rank\x125\n" +
-	"\x06rating\x18\x02 \x01(\v2\x1d.palace.matchmaking.v1.RatingR\x06rating\"\x87\x01\n" +
+	"\x06rating\x18\x02 \x01(\v2\x1d.palace.matchmaking.v1.RatingR\x06rating\"\x9f\x01\n" +
 	"\x15GetLeaderboardRequest\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.palace.common.v1.GameKindR\x04kind\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12(\n" +
-	"\x10around_player_id\x18\x03 \x01(\tR\x0earoundPlayerId\"q\n" +
+	"\x10around_player_id\x18\x03 \x01(\tR\x0earoundPlayerId\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\rR\x06offset\"q\n" +
 	"\x16GetLeaderboardResponse\x12A\n" +
 	"\aentries\x18\x01 \x03(\v2'.palace.matchmaking.v1.LeaderboardEntryR\aentries\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x04R\x05total\"/\n" +

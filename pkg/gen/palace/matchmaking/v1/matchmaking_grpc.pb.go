@@ -197,14 +197,14 @@ type MatchmakingServiceClient interface {
 	// Accounts only.
 	GetRating(ctx context.Context, in *GetRatingRequest, opts ...grpc.CallOption) (*GetRatingResponse, error)
 	// GetRatingHistory returns a player's rating changes, latest applied
-	// first: each one's rating_before is the rating_after of the one listed
+	// first, a page at a time (page_token): each one's rating_before is the rating_after of the one listed
 	// after it. A change is dated when its game ended, and a game is rated
 	// when matchmaking learns of its end, which may come late (a game that
 	// ended while matchmaking was down, or one of two played at once): such
 	// a change may be dated before the one listed after it. Accounts only.
 	GetRatingHistory(ctx context.Context, in *GetRatingHistoryRequest, opts ...grpc.CallOption) (*GetRatingHistoryResponse, error)
-	// GetLeaderboard returns the top players of a game kind, or the players
-	// around one player. Accounts only; NotFound when the player around whom
+	// GetLeaderboard returns the top players of a game kind, a page at a
+	// time (offset), or the players around one player. Accounts only; NotFound when the player around whom
 	// to look has no rated game.
 	GetLeaderboard(ctx context.Context, in *GetLeaderboardRequest, opts ...grpc.CallOption) (*GetLeaderboardResponse, error)
 }
@@ -591,14 +591,14 @@ type MatchmakingServiceServer interface {
 	// Accounts only.
 	GetRating(context.Context, *GetRatingRequest) (*GetRatingResponse, error)
 	// GetRatingHistory returns a player's rating changes, latest applied
-	// first: each one's rating_before is the rating_after of the one listed
+	// first, a page at a time (page_token): each one's rating_before is the rating_after of the one listed
 	// after it. A change is dated when its game ended, and a game is rated
 	// when matchmaking learns of its end, which may come late (a game that
 	// ended while matchmaking was down, or one of two played at once): such
 	// a change may be dated before the one listed after it. Accounts only.
 	GetRatingHistory(context.Context, *GetRatingHistoryRequest) (*GetRatingHistoryResponse, error)
-	// GetLeaderboard returns the top players of a game kind, or the players
-	// around one player. Accounts only; NotFound when the player around whom
+	// GetLeaderboard returns the top players of a game kind, a page at a
+	// time (offset), or the players around one player. Accounts only; NotFound when the player around whom
 	// to look has no rated game.
 	GetLeaderboard(context.Context, *GetLeaderboardRequest) (*GetLeaderboardResponse, error)
 	mustEmbedUnimplementedMatchmakingServiceServer()
