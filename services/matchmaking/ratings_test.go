@@ -15,6 +15,7 @@ import (
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/matchmaking"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
@@ -323,4 +324,54 @@ func TestHistoryAndLeaderboardComeInPages(t *testing.T) {
 	}
 	_, err := e.mm[0].GetLeaderboard(a.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: janggi, Offset: 5, AroundPlayerId: "me"})
 	wantCode(t, err, codes.InvalidArgument)
+}
+
+// TestARenameShowsOnTheLeaderboardAtOnce: a rated player who signs in
+// under another nickname is listed under it on the leaderboard and in
+// their rating before their next rated game; signing in rates nobody.
+func TestARenameShowsOnTheLeaderboardAtOnce(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a := e.account("6101", "First Name")
+	st := store.New(e.game.Redis, e.cfg.KeyPrefix)
+	out := store.Outcome{GameID: "renamed-game", Kind: janggi, A: store.Player{ID: a.id, Name: a.name}, B: store.Player{ID: "opp", Name: "Opp"}, ScoreA: 1, At: time.Now()}
+	if _, err := st.ApplyRating(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.mm[0].SignInWithGoogle(context.Background(), &matchmakingv1.SignInWithGoogleRequest{IdToken: e.issuer.token(t, "6101", "First Name", nil), Nickname: "Second Name"})
+	if err != nil || r.GetPlayerId() != a.id {
+		t.Fatalf("sign in again: %v %v", r, err)
+	}
+	opp := e.account("6102", "Onlooker")
+	lb, err := e.mm[0].GetLeaderboard(opp.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: janggi})
+	if err != nil || lb.GetEntries()[0].GetRating().GetPlayerId() != a.id {
+		t.Fatalf("leaderboard %v %v", lb, err)
+	}
+	if got := lb.GetEntries()[0].GetRating().GetDisplayName(); got != "Second Name" {
+		t.Fatalf("the leaderboard lists the renamed player as %q, want %q", got, "Second Name")
+	}
+	if got := e.rating(opp, a.id).GetDisplayName(); got != "Second Name" {
+		t.Fatalf("their rating says %q, want %q", got, "Second Name")
+	}
+	// Signing in put nobody on a leaderboard.
+	for _, k := range []commonv1.GameKind{janggi, xiangqi} {
+		lb, err := e.mm[0].GetLeaderboard(opp.ctx(), &matchmakingv1.GetLeaderboardRequest{Kind: k})
+		if want := map[commonv1.GameKind]uint64{janggi: 2, xiangqi: 0}[k]; err != nil || lb.GetTotal() != want {
+			t.Fatalf("%v leaderboard after sign-ins: %v %v, want %d players", k, lb, err, want)
+		}
+	}
+}
+
+// TestSignInWithRedisDown: the leaderboards cannot learn a new name while
+// Redis is down; the sign-in still succeeds, and the log says why.
+func TestSignInWithRedisDown(t *testing.T) {
+	own := redistest.Own(t)
+	e := newEnvOn(t, own.Addr, nil, 1, nil)
+	own.Kill()
+	r, err := e.mm[0].SignInWithGoogle(context.Background(), &matchmakingv1.SignInWithGoogleRequest{IdToken: e.issuer.token(t, "6201", "Someone", nil), Nickname: "New Name"})
+	if err != nil || r.GetDisplayName() != "New Name" {
+		t.Fatalf("sign in with Redis down: %v %v", r, err)
+	}
+	if !strings.Contains(e.logs.String(), "renamed player") {
+		t.Fatalf("no warning of the name not shown on the leaderboards: %s", e.logs.String())
+	}
 }

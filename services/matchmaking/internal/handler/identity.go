@@ -108,6 +108,12 @@ func (h *Handler) SignInWithGoogle(ctx context.Context, req *matchmakingv1.SignI
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
+	// The credential carries the name into every game and rating from now
+	// on; the leaderboards learn it here. Failing that, they learn it at the
+	// player's next rated game: not a reason to refuse the sign-in.
+	if err := h.store.Rename(ctx, c.Subject, name); err != nil {
+		h.log.WarnContext(ctx, "the leaderboards keep a renamed player's former name until their next rated game", "player", c.Subject, "err", err)
+	}
 	return &matchmakingv1.SignInWithGoogleResponse{PlayerId: c.Subject, Token: tok, ExpiresAt: timestamppb.New(c.Expires()), DisplayName: name}, nil
 }
 

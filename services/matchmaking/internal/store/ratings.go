@@ -199,6 +199,18 @@ type Change struct {
 	AtMs           int64   `json:"t"`
 }
 
+// Rename shows a player's name on the leaderboards of the kinds in which
+// they are rated, and in their ratings, from now on. Changes already in
+// rating histories keep the name of their day.
+func (s *Store) Rename(ctx context.Context, player, name string) error {
+	for _, k := range []commonv1.GameKind{commonv1.GameKind_GAME_KIND_JANGGI, commonv1.GameKind_GAME_KIND_XIANGQI} {
+		if err := renameScript.Run(ctx, s.rdb, []string{s.ratingBase(k) + "names"}, player, name).Err(); err != nil {
+			return fmt.Errorf("rename on the %v leaderboard: %w", k, err)
+		}
+	}
+	return nil
+}
+
 // HistoryPage is one page of a player's rating history, latest first.
 type HistoryPage struct {
 	Changes []Change

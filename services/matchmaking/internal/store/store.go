@@ -105,6 +105,8 @@ var (
 	abortLua string
 	//go:embed history.lua
 	historyLua string
+	//go:embed rename.lua
+	renameLua string
 
 	enterScript    = redis.NewScript(enterLua)
 	cancelScript   = redis.NewScript(cancelLua)
@@ -121,6 +123,7 @@ var (
 	addGameScript  = redis.NewScript(addGameLua)
 	abortScript    = redis.NewScript(abortLua)
 	historyScript  = redis.NewScript(historyLua)
+	renameScript   = redis.NewScript(renameLua)
 )
 
 // Store reads and writes matchmaking state.

@@ -323,6 +323,8 @@ type SignInWithGoogleRequest struct {
 	// The ID token Google Identity Services gave the client.
 	IdToken string `protobuf:"bytes,1,opt,name=id_token,json=idToken,proto3" json:"id_token,omitempty"`
 	// Optional display name; default: the token's name, else "Player".
+	// The name of the latest sign-in is the one leaderboards and ratings
+	// show (a rating history keeps each change's opponent name of its day).
 	Nickname      string `protobuf:"bytes,2,opt,name=nickname,proto3" json:"nickname,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
