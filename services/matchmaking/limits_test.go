@@ -332,3 +332,40 @@ func TestGuestsRefusedToAProxyAreLogged(t *testing.T) {
 		t.Fatalf("%d warnings, want 1:\n%s", n, e.logs)
 	}
 }
+
+// TestAnInviteRequestIDIsHeldToItsInvite: a retry of CreateInvite gets its
+// invite back, but the same request id asking for another invite (another
+// kind, time control, or name after a new sign-in) is InvalidArgument, as
+// PlayAi's: answering with the first invite would send the friend another
+// game than asked. Nothing more is counted against the bound.
+func TestAnInviteRequestIDIsHeldToItsInvite(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxInvites = 2 })
+	ann, annie := e.account("9201", "Ann"), e.account("9201", "Annie")
+	req := &matchmakingv1.CreateInviteRequest{RequestId: "same", Kind: xiangqi}
+	first, err := e.mm[0].CreateInvite(ann.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.mm[0].CreateInvite(ann.ctx(), req)
+	if err != nil || again.GetInvite().GetToken() != first.GetInvite().GetToken() {
+		t.Fatalf("a retry: %v %v, want the first invite", again, err)
+	}
+	for name, other := range map[string]struct {
+		p   player
+		req *matchmakingv1.CreateInviteRequest
+	}{
+		"another kind":         {ann, &matchmakingv1.CreateInviteRequest{RequestId: "same", Kind: janggi}},
+		"another time control": {ann, &matchmakingv1.CreateInviteRequest{RequestId: "same", Kind: xiangqi, TimeControl: fischer(3*time.Minute, 2*time.Second)}},
+		"another name":         {annie, req},
+	} {
+		_, err := e.mm[0].CreateInvite(other.p.ctx(), other.req)
+		wantCode(t, err, codes.InvalidArgument)
+		if !strings.Contains(err.Error(), `request_id "same" was used for another request`) {
+			t.Fatalf("%s: %v, want the message to say the request_id was used", name, err)
+		}
+	}
+	// The refusals counted nothing: one more invite fits the bound of two.
+	if _, err := e.mm[0].CreateInvite(ann.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: "other", Kind: janggi}); err != nil {
+		t.Fatalf("a second invite under a bound of two: %v", err)
+	}
+}

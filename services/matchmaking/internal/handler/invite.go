@@ -41,9 +41,10 @@ func (h *Handler) CreateInvite(ctx context.Context, req *matchmakingv1.CreateInv
 	if len(errs) > 0 {
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
 	}
-	// One fingerprint for all: a retry returns the invite of its request
-	// id, whatever else it asks, and is never counted again while the
-	// invite is kept.
+	// One fingerprint for all: a retry is never counted again while the
+	// invite is kept. The invite itself tells a retry from another request
+	// under its id (below), so that replicas of earlier releases, whose
+	// fingerprint this is, still agree with this one.
 	made := store.Made{Player: c.Subject, What: "invite", Request: req.GetRequestId(), Fingerprint: "invite", Keep: h.cfg.InviteTTL + inviteGrace}
 	if err := h.admit(ctx, made, h.cfg.Invites, "you", "invite", "invites"); err != nil {
 		return nil, h.fail(ctx, err)
@@ -57,6 +58,14 @@ func (h *Handler) CreateInvite(ctx context.Context, req *matchmakingv1.CreateInv
 	}
 	if err != nil {
 		return nil, h.fail(ctx, err)
+	}
+	if inv.Kind != req.GetKind() || inv.Control != control || inv.CreatorName != c.Name {
+		// Answering with the first invite would send the friend a game
+		// other than the one this request asks for.
+		kind, _ := store.KindName(inv.Kind)
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid,
+			"request_id %q was used for another request, an invite to %s %s from %q: a retry repeats its request (its kind, time control and, after a new sign-in, name); use a new request_id for new invites",
+			req.GetRequestId(), kind, inv.Control, inv.CreatorName))
 	}
 	return &matchmakingv1.CreateInviteResponse{Invite: invitePB(inv, c.Subject, h.now())}, nil
 }

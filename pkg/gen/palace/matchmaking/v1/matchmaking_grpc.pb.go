@@ -114,8 +114,10 @@ type MatchmakingServiceClient interface {
 	// not open it again. A refused request ends none.
 	WatchTicket(ctx context.Context, in *WatchTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTicketResponse], error)
 	// CreateInvite creates a link to play a friend, valid 24 hours and
-	// usable once. A retry with the same request_id returns the same invite,
-	// whatever else the retry asks. ResourceExhausted once the player
+	// usable once. A retry with the same request_id returns the same invite;
+	// the same request_id with another request (another kind or time
+	// control, or under another name after a new sign-in) is
+	// InvalidArgument, as for PlayAi. ResourceExhausted once the player
 	// created --max-invites-per-hour (60) invites in the last hour, as
 	// PlayAi; a retry is never counted again.
 	CreateInvite(ctx context.Context, in *CreateInviteRequest, opts ...grpc.CallOption) (*CreateInviteResponse, error)
@@ -508,8 +510,10 @@ type MatchmakingServiceServer interface {
 	// not open it again. A refused request ends none.
 	WatchTicket(*WatchTicketRequest, grpc.ServerStreamingServer[WatchTicketResponse]) error
 	// CreateInvite creates a link to play a friend, valid 24 hours and
-	// usable once. A retry with the same request_id returns the same invite,
-	// whatever else the retry asks. ResourceExhausted once the player
+	// usable once. A retry with the same request_id returns the same invite;
+	// the same request_id with another request (another kind or time
+	// control, or under another name after a new sign-in) is
+	// InvalidArgument, as for PlayAi. ResourceExhausted once the player
 	// created --max-invites-per-hour (60) invites in the last hour, as
 	// PlayAi; a retry is never counted again.
 	CreateInvite(context.Context, *CreateInviteRequest) (*CreateInviteResponse, error)
