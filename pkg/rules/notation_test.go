@@ -148,6 +148,31 @@ func TestParseWXF(t *testing.T) {
 	}
 }
 
+// A refused WXF move names the piece as Xiangqi players do: the advisor,
+// not the guard it shares a Kind with in Janggi.
+func TestParseWXFRefusalNamesThePiece(t *testing.T) {
+	start := StartFEN(Xiangqi)
+	tests := []struct {
+		name string
+		fen  string
+		text string
+		want string
+	}{
+		{"no advisor on the file", start, "A5+4", "there is no Red advisor on file 5"},
+		{"no tandem advisors", start, "A+.5", "Red has no two advisors on one file"},
+		{"black's turn", "rnbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C2C4/9/RNBAKABNR b - - 1 1", "A5+4", "there is no Black advisor on file 5"},
+		{"a piece with no such move", start, "A4+4", "the Red advisor on f1 has no such legal move"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseWXF(mustFEN(t, Xiangqi, tt.fen), tt.text)
+			if !errors.Is(err, ErrIllegalMove) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ParseWXF(%q) error %v, want ErrIllegalMove saying %q", tt.text, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestJanggiNotation(t *testing.T) {
 	start := StartFEN(Janggi)
 	afterB1C3 := "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1CN4C1/4K4/R1BA1ABNR b - - 1 1"
@@ -216,7 +241,7 @@ func TestParseJanggiNotation(t *testing.T) {
 		{"wrong piece named", start, "02차83", "", ErrIllegalMove, "is a horse, not a chariot"},
 		{"an elephant named a horse", start, "03마83", "", ErrIllegalMove, "is an elephant, not a horse"},
 		{"no piece there", start, "92마83", "", ErrIllegalMove, ""},
-		{"opponent's piece", start, "12마33", "", ErrIllegalMove, ""},
+		{"opponent's piece", start, "12마33", "", ErrIllegalMove, "the horse on 12 (b10) is Han's, and it is Cho's turn"},
 		{"impossible move", start, "02마84", "", ErrIllegalMove, ""},
 		{"pass in check", "4k4/9/9/9/9/9/9/9/9/3K1r3 w - - 0 1", "한수쉼", "", ErrIllegalMove, ""},
 		{"wrong variant", StartFEN(Xiangqi), "02마83", "", ErrBadMove, ""},
