@@ -17,6 +17,12 @@ func TestChases(t *testing.T) {
 		{"a check is not a chase of the general", "4k4/9/9/9/9/9/9/9/9/R2K5 w - - 0 1", "a1a10", nil},
 		{"a soldier on its own side may be attacked", "4k4/7R1/9/2p6/9/9/9/9/9/3K5 w - - 0 1", "h9h7", nil},
 		{"a soldier across the river may not", "4k4/9/9/9/9/7R1/2p6/9/9/3K5 w - - 0 1", "h5h4", []string{"c4"}},
+		// The river lies between ranks 5 and 6: a soldier on its own bank
+		// has not crossed, one on the far bank has.
+		{"a red soldier on its own bank may be attacked", "4k4/9/9/9/9/2P6/7r1/9/9/3K5 b - - 0 1", "h4h5", nil},
+		{"a black soldier on its own bank may be attacked", "4k4/9/9/9/2p6/7R1/9/9/9/3K5 w - - 0 1", "h5h6", nil},
+		{"a red soldier on the far bank may not", "4k4/9/9/9/2P6/7r1/9/9/9/3K5 b - - 0 1", "h5h6", []string{"c6"}},
+		{"a black soldier on the far bank may not", "4k4/9/9/9/9/2p6/7R1/9/9/3K5 w - - 0 1", "h4h5", []string{"c5"}},
 		{"soldiers chase freely", "4k4/9/2n6/2P6/9/9/9/9/9/3K5 w - - 0 1", "c7c8", nil},
 		{"generals chase freely", "3k5/9/9/9/9/9/9/9/3n5/4K4 w - - 0 1", "e1e2", nil},
 		{"a discovered attack is a chase", "4k4/9/c8/9/9/9/9/N8/9/R2K5 w - - 0 1", "a3b5", []string{"a8"}},
