@@ -74,6 +74,53 @@ func TestJanggi200Plies(t *testing.T) {
 	}
 }
 
+// The 200 plies are all the plies of the game: captures do not restart the
+// count as they do Xiangqi's 120. The game ends on points, Han's 1.5
+// included.
+func TestJanggi200PliesWithCaptures(t *testing.T) {
+	tests := []struct {
+		name       string
+		seed       [2]uint64
+		wantWinner Winner
+	}{
+		{"cho ahead", [2]uint64{9, 10}, FirstWins},
+		{"han's 1.5 decides", [2]uint64{1, 3}, SecondWins},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := mustGame(t, Janggi, "")
+			rng := rand.New(rand.NewPCG(tt.seed[0], tt.seed[1]))
+			walkUntilEnd(t, g, rng, 200, func(after *Game, info MoveInfo) bool {
+				o := after.Outcome()
+				return !o.Ended || o.Method == MoveLimit
+			})
+			o := g.Outcome()
+			if g.Plies() != 200 || o.Method != MoveLimit || o.Winner != tt.wantWinner {
+				t.Fatalf("after %d plies: %+v, want %v by move_limit after 200", g.Plies(), o, tt.wantWinner)
+			}
+			p := g.Position()
+			pieces := 0
+			for sq := Square(0); sq < NumSquares; sq++ {
+				if p.PieceAt(sq) != NoPiece {
+					pieces++
+				}
+			}
+			if pieces == 32 {
+				t.Fatal("the game captured nothing; it must, to test the count")
+			}
+			pts := [2]float64{p.Points(First), p.Points(Second)}
+			want := SecondWins
+			if pts[First] > pts[Second] {
+				want = FirstWins
+			}
+			if o.Points != pts || o.Winner != want {
+				t.Fatalf("outcome %+v, want %v on points %v", o, want, pts)
+			}
+			t.Logf("%d pieces left, points %v", pieces, pts)
+		})
+	}
+}
+
 func TestXiangqi120PliesWithoutCapture(t *testing.T) {
 	tests := []struct {
 		name      string
