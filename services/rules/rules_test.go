@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/palacehq/palace/pkg/apptest"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -42,6 +43,9 @@ func TestStartPosition(t *testing.T) {
 		{name: "janggi default formations", req: &rulesv1.StartPositionRequest{Kind: janggi}, wantFEN: rules.StartFEN(rules.Janggi)},
 		{name: "janggi han mirrored", req: &rulesv1.StartPositionRequest{Kind: janggi, FirstFormation: commonv1.Formation_FORMATION_SANG_MA_SANG_MA, SecondFormation: commonv1.Formation_FORMATION_SANG_MA_SANG_MA},
 			wantFEN: "rnba1anbr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RBNA1ABNR w - - 0 1"},
+		// Each side's own formation, Han's mirrored: docs/rules.md's table.
+		{name: "janggi formations differ", req: &rulesv1.StartPositionRequest{Kind: janggi, FirstFormation: commonv1.Formation_FORMATION_SANG_MA_MA_SANG, SecondFormation: commonv1.Formation_FORMATION_MA_SANG_MA_SANG},
+			wantFEN: "rbna1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RBNA1ANBR w - - 0 1"},
 		{name: "no kind", req: &rulesv1.StartPositionRequest{}, wantErr: codes.InvalidArgument},
 		{name: "xiangqi has no formations", req: &rulesv1.StartPositionRequest{Kind: xiangqi, FirstFormation: commonv1.Formation_FORMATION_SANG_MA_SANG_MA}, wantErr: codes.InvalidArgument},
 	}
@@ -112,6 +116,10 @@ func TestBadInputNamesTheProblem(t *testing.T) {
 			_, err := c.LegalMoves(ctx, &rulesv1.LegalMovesRequest{Kind: xiangqi, Position: pos(strings.Repeat("9/", 200))})
 			return err
 		}, want: "longer"},
+		{name: "perft depth unset", call: func() error {
+			_, err := c.Perft(ctx, &rulesv1.PerftRequest{Kind: xiangqi, Position: start})
+			return err
+		}, want: "depth: 0 is out of range 1..4"},
 		{name: "perft too deep", call: func() error {
 			_, err := c.Perft(ctx, &rulesv1.PerftRequest{Kind: xiangqi, Position: start, Depth: 9})
 			return err
@@ -168,5 +176,81 @@ func TestPerftAndAdjudicate(t *testing.T) {
 	a, err = c.Adjudicate(ctx, &rulesv1.AdjudicateRequest{Kind: xiangqi, Moves: []*commonv1.Move{mv("h3e3")}})
 	if err != nil || a.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING || a.GetResult() != nil {
 		t.Fatalf("ongoing: %v %v", a, err)
+	}
+}
+
+func TestCheckIsReported(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	am, err := c.ApplyMove(ctx, &rulesv1.ApplyMoveRequest{Kind: xiangqi, Position: pos("4k4/9/9/9/9/9/9/9/9/R2K5 w - - 0 1"), Move: mv("a1a10")})
+	if err != nil || !am.GetCheck() || am.GetNotation() != "R9+9" {
+		t.Fatalf("a1a10 gives check along rank 10: %v %v", am, err)
+	}
+	lm, err := c.LegalMoves(ctx, &rulesv1.LegalMovesRequest{Kind: xiangqi, Position: am.GetPosition()})
+	if err != nil || !lm.GetCheck() {
+		t.Fatalf("legal moves after a1a10: %v %v, want check", lm, err)
+	}
+	lm, err = c.LegalMoves(ctx, &rulesv1.LegalMovesRequest{Kind: xiangqi, Position: pos(rules.StartFEN(rules.Xiangqi))})
+	if err != nil || lm.GetCheck() {
+		t.Fatalf("legal moves at the start: %v %v, want no check", lm, err)
+	}
+}
+
+func TestAdjudicateReportsTheGame(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	janggiStartPoints := &commonv1.Points{First: 72, Second: 73.5}
+	tests := []struct {
+		name       string
+		req        *rulesv1.AdjudicateRequest
+		wantFEN    string
+		wantPoints *commonv1.Points // nil for Xiangqi, which has none
+		wantResult *commonv1.Result // nil while the game goes on
+	}{
+		{
+			name:    "xiangqi from its own start by default",
+			req:     &rulesv1.AdjudicateRequest{Kind: xiangqi, Moves: []*commonv1.Move{mv("h3e3")}},
+			wantFEN: "rnbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C2C4/9/RNBAKABNR b - - 1 1",
+		},
+		{
+			name:       "xiangqi checkmate has no points",
+			req:        &rulesv1.AdjudicateRequest{Kind: xiangqi, Start: pos("4k4/R8/9/9/9/9/9/9/1R7/3K5 w - - 0 1"), Moves: []*commonv1.Move{mv("b2b10")}},
+			wantFEN:    "1R2k4/R8/9/9/9/9/9/9/9/3K5 b - - 1 1",
+			wantResult: &commonv1.Result{Winner: commonv1.Winner_WINNER_FIRST, Method: commonv1.EndMethod_END_METHOD_CHECKMATE},
+		},
+		{
+			name:       "janggi ongoing has points",
+			req:        &rulesv1.AdjudicateRequest{Kind: janggi, Moves: []*commonv1.Move{mv("b1c3")}},
+			wantFEN:    "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1CN4C1/4K4/R1BA1ABNR b - - 1 1",
+			wantPoints: janggiStartPoints,
+		},
+		{
+			name:       "janggi result carries the points",
+			req:        &rulesv1.AdjudicateRequest{Kind: janggi, Moves: []*commonv1.Move{mv("e2e2"), mv("e9e9")}},
+			wantFEN:    "rnba1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RNBA1ABNR w - - 2 2",
+			wantPoints: janggiStartPoints,
+			wantResult: &commonv1.Result{Winner: commonv1.Winner_WINNER_SECOND, Method: commonv1.EndMethod_END_METHOD_TWO_PASSES, Points: janggiStartPoints},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := c.Adjudicate(ctx, tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStatus := commonv1.GameStatus_GAME_STATUS_ONGOING
+			if tt.wantResult != nil {
+				wantStatus = commonv1.GameStatus_GAME_STATUS_ENDED
+			}
+			if a.GetStatus() != wantStatus || a.GetPosition().GetFen() != tt.wantFEN {
+				t.Errorf("status %v, position %q; want %v, %q", a.GetStatus(), a.GetPosition().GetFen(), wantStatus, tt.wantFEN)
+			}
+			if !proto.Equal(a.GetPoints(), tt.wantPoints) {
+				t.Errorf("points %v, want %v", a.GetPoints(), tt.wantPoints)
+			}
+			if !proto.Equal(a.GetResult(), tt.wantResult) {
+				t.Errorf("result %v, want %v", a.GetResult(), tt.wantResult)
+			}
+		})
 	}
 }
