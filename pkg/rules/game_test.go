@@ -198,6 +198,15 @@ var endingTests = []struct {
 		moves: repeatMoves("h9h7 c7b9 h7h9 b9c7", 2), wantEnded: true, wantWinner: Draw, wantMethod: Repetition,
 	},
 	{
+		// Black's chariot blocks each check on f6, where it attacks the red
+		// chariot on f1, and attacks it again from b6 on b1: the same piece
+		// on every Black move. But every Red move forces too, one a check,
+		// the other a chase of the cannon on b7, so Black does not lose.
+		name: "a chase answered by a check and a chase draws", variant: Xiangqi,
+		fen:   "5k3/9/9/1c7/1r7/9/9/8N/4K4/1R7 w - - 0 1",
+		moves: repeatMoves("b1f1 b6f6 f1b1 f6b6", 2), wantEnded: true, wantWinner: Draw, wantMethod: Repetition,
+	},
+	{
 		name: "unforced repetition draws", variant: Xiangqi,
 		moves: repeatMoves("a1a2 a10a9 a2a1 a9a10", 2), wantEnded: true, wantWinner: Draw, wantMethod: Repetition,
 	},
