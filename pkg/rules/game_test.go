@@ -143,6 +143,12 @@ var endingTests = []struct {
 		wantPoints: [2]float64{13, 1.5},
 	},
 	{
+		name: "janggi perpetual check by han loses", variant: Janggi,
+		fen:   "3k5/9/9/9/9/9/9/r8/9/5K3 b - - 0 1",
+		moves: "a3a1 f1f2 a1a2 f2f1 a2a1 f1f2 a1a2 f2f1 a2a1", wantEnded: true, wantWinner: FirstWins, wantMethod: PerpetualCheck,
+		wantPoints: [2]float64{0, 14.5},
+	},
+	{
 		name: "two passes", variant: Janggi,
 		moves: "e2e2 e9e9", wantEnded: true, wantWinner: SecondWins, wantMethod: TwoPasses,
 		wantPoints: [2]float64{72, 73.5},
@@ -163,6 +169,11 @@ var endingTests = []struct {
 		name: "xiangqi perpetual check loses", variant: Xiangqi,
 		fen:   "5k3/9/R8/9/9/9/9/9/9/3K5 w - - 0 1",
 		moves: "a8a10 f10f9 a10a9 f9f10 a9a10 f10f9 a10a9 f9f10 a9a10", wantEnded: true, wantWinner: SecondWins, wantMethod: PerpetualCheck,
+	},
+	{
+		name: "xiangqi perpetual check by black loses", variant: Xiangqi,
+		fen:   "3k5/9/9/9/9/9/9/r8/9/5K3 b - - 0 1",
+		moves: "a3a1 f1f2 a1a2 f2f1 a2a1 f1f2 a1a2 f2f1 a2a1", wantEnded: true, wantWinner: FirstWins, wantMethod: PerpetualCheck,
 	},
 	{
 		// Red's chariot attacks the lone, unprotected black horse anew with
