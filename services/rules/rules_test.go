@@ -14,6 +14,7 @@ import (
 	rulesv1 "github.com/palacehq/palace/pkg/gen/palace/rules/v1"
 	"github.com/palacehq/palace/pkg/rules"
 	rulessvc "github.com/palacehq/palace/services/rules"
+	"github.com/palacehq/palace/services/rules/internal/handler"
 )
 
 const (
@@ -252,5 +253,29 @@ func TestAdjudicateReportsTheGame(t *testing.T) {
 				t.Errorf("result %v, want %v", a.GetResult(), tt.wantResult)
 			}
 		})
+	}
+}
+
+// The request limits are inclusive: MaxFENBytes and MaxMoves themselves
+// are allowed.
+func TestLimitsAreInclusive(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	start := rules.StartFEN(rules.Xiangqi)
+	padded := start + strings.Repeat(" ", handler.MaxFENBytes-len(start))
+	if _, err := c.LegalMoves(ctx, &rulesv1.LegalMovesRequest{Kind: xiangqi, Position: pos(padded)}); err != nil {
+		t.Errorf("a FEN of %d bytes: %v", len(padded), err)
+	}
+	if _, err := c.LegalMoves(ctx, &rulesv1.LegalMovesRequest{Kind: xiangqi, Position: pos(padded + " ")}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a FEN of %d bytes: %v, want InvalidArgument", len(padded)+1, err)
+	}
+	// Moves that fail on the second ply show that the whole list was read.
+	ms := make([]*commonv1.Move, handler.MaxMoves)
+	for i := range ms {
+		ms[i] = mv("h3e3")
+	}
+	_, err := c.Adjudicate(ctx, &rulesv1.AdjudicateRequest{Kind: xiangqi, Moves: ms})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "moves[1]") {
+		t.Errorf("%d moves: %v, want the illegal moves[1] named", len(ms), err)
 	}
 }
