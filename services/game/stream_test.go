@@ -1454,3 +1454,32 @@ func TestHeartbeatsOfStreamsOpenedTogetherDrift(t *testing.T) {
 		t.Fatalf("heartbeat intervals of %d streams opened together lie within %v of each other (%v): they beat in step", streams, spread, intervals)
 	}
 }
+
+// TestAStreamOverAGapInItsLogEnds: a log that lacks a version in its
+// middle (damaged: commits write it in order) cannot be streamed past the
+// gap; the stream must end with a status rather than read the same log
+// again and again.
+func TestAStreamOverAGapInItsLogEnds(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.Heartbeat = time.Minute })
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8")
+	tb.move(t, "b1c3")
+	key := env.Config.KeyPrefix + "{g:" + tb.id + "}:e"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	log, err := env.Redis.XRange(ctx, key, "-", "+").Result()
+	if err != nil || len(log) < 3 {
+		t.Fatalf("the log: %v %v", log, err)
+	}
+	if err := env.Redis.XDel(ctx, key, log[1].ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := streamEnd(t, st, 5*time.Second); status.Code(err) != codes.Internal {
+		t.Fatalf("the stream over a gap in its log ended with %v, want Internal", err)
+	}
+}

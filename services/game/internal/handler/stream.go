@@ -187,9 +187,11 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 					continue // sent meanwhile, from a notification
 				}
 				if e.Version != next {
-					// Never skip: re-read from the first missing version.
-					read = true
-					break
+					// Never skip. The log lacks version next but holds a
+					// later one: commits write it in order, so only a
+					// damaged log does, and reading it again would only
+					// spin on the same answer.
+					return h.fail(ctx, fmt.Errorf("game %s: its event log lacks version %d but holds %d: the log is damaged (does Redis evict keys? it needs maxmemory-policy noeviction)", l.State.ID, next, e.Version))
 				}
 				if done, err := send(e); done || err != nil {
 					return err
