@@ -28,6 +28,7 @@ import (
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/pkg/uci"
 	"github.com/palacehq/palace/services/ai"
+	"github.com/palacehq/palace/services/ai/internal/handler"
 	"github.com/palacehq/palace/services/ai/internal/worker"
 	"github.com/palacehq/palace/services/game"
 )
@@ -311,6 +312,10 @@ func TestBestMove(t *testing.T) {
 	if _, err := g.Play(m); err != nil || g.Outcome().Winner != rules.FirstWins || r.GetMateIn() != 1 {
 		t.Fatalf("best move %v (mate %d) does not win at once: %v %v", r.GetMove(), r.GetMateIn(), g.Outcome(), err)
 	}
+	// A client shows the line and the effort behind the move.
+	if pv := r.GetPv(); len(pv) == 0 || pv[0].GetCoordinate() != r.GetMove().GetCoordinate() || r.GetDepth() == 0 || r.GetNodes() == 0 {
+		t.Fatalf("best move %v with pv %v, depth %d, %d nodes; want a pv starting with the move, a depth and nodes", r.GetMove(), pv, r.GetDepth(), r.GetNodes())
+	}
 	tests := []struct {
 		name string
 		req  *aiv1.BestMoveRequest
@@ -322,6 +327,9 @@ func TestBestMove(t *testing.T) {
 		{name: "illegal move", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Moves: []*commonv1.Move{{Coordinate: "a1a9"}}, Level: 1}, want: codes.InvalidArgument},
 		{name: "game already over", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Start: &commonv1.Position{Fen: xiangqiMateIn1}, Moves: []*commonv1.Move{{Coordinate: "b1b10"}}, Level: 1}, want: codes.FailedPrecondition},
 		{name: "too deep", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Limits: &aiv1.SearchLimits{Depth: 99}}, want: codes.InvalidArgument},
+		{name: "too many nodes", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Limits: &aiv1.SearchLimits{Nodes: handler.MaxNodes + 1}}, want: codes.InvalidArgument},
+		{name: "too long", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Limits: &aiv1.SearchLimits{MovetimeMs: uint32(handler.MaxMoveTime.Milliseconds()) + 1}}, want: codes.InvalidArgument},
+		{name: "no game kind", req: &aiv1.BestMoveRequest{Level: 1}, want: codes.InvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -577,6 +585,24 @@ func TestBestMoveIsReproducibleWithASeed(t *testing.T) {
 		if err != nil || again.GetMove().GetCoordinate() != first.GetMove().GetCoordinate() || again.GetNodes() != first.GetNodes() {
 			t.Fatalf("same seed, different answer: %v vs %v (%v)", again, first, err)
 		}
+	}
+}
+
+// TestBestMoveVariesWithTheSeed: a weak level given other seeds plays
+// other moves, so that a client replaying with new seeds gets varied
+// games, not one fixed game per position.
+func TestBestMoveVariesWithTheSeed(t *testing.T) {
+	c := aiv1.NewAIServiceClient(apptest.Start(t, redistest.Addr(t), ai.Bind(aiConfig(redistest.Prefix(t), 0))))
+	seen := map[string]bool{}
+	for seed := range uint64(8) {
+		r, err := c.BestMove(context.Background(), &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Level: 1, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[r.GetMove().GetCoordinate()] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("level 1 played %v with 8 seeds; want the seed to vary the move", seen)
 	}
 }
 
