@@ -268,3 +268,18 @@ func TestIllegalHistory(t *testing.T) {
 		t.Fatalf("err = %v, want ErrIllegalMove", err)
 	}
 }
+
+// TestNodeLimit: a search given only a node budget ends within it, as the
+// levels' budgets (and "go nodes") promise, however deep it got.
+func TestNodeLimit(t *testing.T) {
+	for _, v := range []rules.Variant{rules.Janggi, rules.Xiangqi} {
+		const budget = 5000
+		res, err := New(Options{HashMB: 4}).Search(context.Background(), mustFEN(t, v, rules.StartFEN(v)), nil, Limits{Nodes: budget}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Nodes > budget {
+			t.Errorf("%v: searched %d nodes, budget %d", v, res.Nodes, budget)
+		}
+	}
+}
