@@ -41,6 +41,7 @@ func TestThinkBudget(t *testing.T) {
 		{"byo-yomi main time: a thirtieth", running(byoYomi, red, main(3*time.Minute), now), red, 0, 6*time.Second - moveMargin},
 		{"byo-yomi main time running out: most of a period", running(byoYomi, red, main(time.Second), now), red, 0, 1500*time.Millisecond - moveMargin},
 		{"in byo-yomi: most of the period left", running(byoYomi, black, &commonv1.PlayerClock{PeriodsLeft: 2, PeriodLeft: durationpb.New(time.Second), InByoYomi: true}, now), black, 0, 750*time.Millisecond - moveMargin},
+		{"in byo-yomi: the time the snapshot was held is spent", running(byoYomi, black, &commonv1.PlayerClock{PeriodsLeft: 2, PeriodLeft: durationpb.New(2 * time.Second), InByoYomi: true}, now), black, 800 * time.Millisecond, 900*time.Millisecond - moveMargin},
 		{"first move: half the time to its deadline", &gamev1.Game{TimeControl: byoYomi, Clocks: &commonv1.ClockSnapshot{AsOf: timestamppb.New(now), FirstMoveDeadline: timestamppb.New(now.Add(10 * time.Second))}}, red, 0, 5*time.Second - moveMargin},
 		{"first move: the time the snapshot was held is spent", &gamev1.Game{TimeControl: byoYomi, Clocks: &commonv1.ClockSnapshot{AsOf: timestamppb.New(now), FirstMoveDeadline: timestamppb.New(now.Add(10 * time.Second))}}, red, 2 * time.Second, 4*time.Second - moveMargin},
 	} {
