@@ -98,6 +98,34 @@ func TestAWorkerStoppedMidJobStaysInTheGroup(t *testing.T) {
 	}
 }
 
+// TestASearchingWorkerKeepsItsJob: a worker renews its lease while it
+// thinks, so that a long search is not taken over by another worker as
+// if its worker had died, and searched twice.
+func TestASearchingWorkerKeepsItsJob(t *testing.T) {
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	q := aijobs.New(redistest.Client(t), prefix)
+	q.Lease = 300 * time.Millisecond
+	mover := blockingMover{started: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &worker.Worker{Name: "searching", Log: logging.Discard(), Queue: q, Games: g.games, Mover: mover}
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-mover.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not take the job")
+	}
+	for end := time.Now().Add(5 * q.Lease); time.Now().Before(end); time.Sleep(q.Lease / 4) {
+		if d, err := q.Next(context.Background(), "other", 10*time.Millisecond); err != nil || d != nil {
+			t.Fatalf("the job of a worker still searching was taken over: %+v %v", d, err)
+		}
+	}
+}
+
 // TestWorkersPruneIdleConsumers: consumers of workers that were killed
 // (no clean stop, so no leaving) are deleted once idle, unless they hold
 // a job.
