@@ -53,3 +53,40 @@ func TestAIHistogramsTellSecondsApart(t *testing.T) {
 		t.Fatalf("found %d histograms; want palace_ai_job_wait_seconds and palace_ai_think_seconds", seen)
 	}
 }
+
+// TestAIQueueGaugesCountTheirJobs: the queue depth an operator scales on
+// counts the jobs waiting, and the dead-letter gauge the jobs given up.
+func TestAIQueueGaugesCountTheirJobs(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() { rdb.Del(ctx, prefix+"{ai}:jobs", prefix+"{ai}:dead") })
+	q := aijobs.New(rdb, prefix)
+	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"g1", "g2"} {
+		if err := q.Enqueue(ctx, aijobs.Job{GameID: g, Version: 1, Kind: aijobs.KindMove, Side: "second", Level: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := sdkmetric.NewManualReader()
+	if _, err := newMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"), q); err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			if g, ok := mt.Data.(metricdata.Gauge[int64]); ok && len(g.DataPoints) == 1 {
+				got[mt.Name] = g.DataPoints[0].Value
+			}
+		}
+	}
+	if got["palace_ai_queue_depth"] != 2 || got["palace_ai_dead_jobs"] != 0 {
+		t.Fatalf("gauges %v; want a queue depth of 2 and no dead jobs", got)
+	}
+}
