@@ -163,3 +163,16 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestLevelTenChoosesItsFormationBySearch: full strength weighs the
+// formations and has no noise, so its answer to a given formation does
+// not depend on the seed; only levels 1-3 choose at random.
+func TestLevelTenChoosesItsFormationBySearch(t *testing.T) {
+	han := rules.MaSangMaSang
+	first := ChooseFormation(10, 0, &han)
+	for seed := uint64(1); seed < 8; seed++ {
+		if f := ChooseFormation(10, seed, &han); f != first {
+			t.Fatalf("level 10 answered %v with seed 0, %v with seed %d", first, f, seed)
+		}
+	}
+}
