@@ -283,3 +283,18 @@ func TestNodeLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestClockBudgetKeepsHalfTheTimeLeft: given a clock, a search never
+// plans to use more than half the time left, even with one move to the
+// next control, or a "go wtime" with little time flags.
+func TestClockBudgetKeepsHalfTheTimeLeft(t *testing.T) {
+	for _, lim := range []Limits{
+		{Time: [2]time.Duration{time.Second, time.Second}, MovesToGo: 1},
+		{Time: [2]time.Duration{time.Second, time.Second}, Inc: [2]time.Duration{2 * time.Second, 2 * time.Second}},
+	} {
+		soft, hard, timed := lim.budget(rules.First)
+		if !timed || hard > time.Second/2 || soft > hard {
+			t.Errorf("%+v: soft %v, hard %v (timed %v); want at most half the second left", lim, soft, hard, timed)
+		}
+	}
+}
