@@ -298,3 +298,15 @@ func TestClockBudgetKeepsHalfTheTimeLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestClockBudgetStopsIteratingAtItsShare: with a long game ahead, no new
+// iteration starts past the move's share of the clock (a fortieth of the
+// time left); the hard limit is only for the iteration in progress, or
+// every move would take three shares and the engine would run short.
+func TestClockBudgetStopsIteratingAtItsShare(t *testing.T) {
+	lim := Limits{Time: [2]time.Duration{time.Minute, time.Minute}}
+	soft, hard, _ := lim.budget(rules.First)
+	if share := time.Minute / 40; soft > share || hard <= soft {
+		t.Errorf("soft %v, hard %v; want no new iteration after %v, and room to finish one", soft, hard, share)
+	}
+}
