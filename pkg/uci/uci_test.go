@@ -353,3 +353,36 @@ func TestInfoScore(t *testing.T) {
 		}
 	}
 }
+
+// TestSkillLevelLimitsTheSearch: a GUI that sets a Skill Level gets that
+// level's search (level 1: one ply), not full strength, whatever depth
+// it asks for.
+func TestSkillLevelLimitsTheSearch(t *testing.T) {
+	c := start(t)
+	c.send("uci")
+	c.expect("uciok")
+	c.send("setoption name Skill Level value 1")
+	c.send("position startpos")
+	c.send("go depth 4")
+	_, before := c.expect("bestmove")
+	for _, l := range before {
+		if strings.HasPrefix(l, "info depth ") && !strings.HasPrefix(l, "info depth 1 ") {
+			t.Fatalf("level 1 searched beyond one ply: %q", before)
+		}
+	}
+}
+
+// TestGoMovetimeIsKept: "go movetime" answers about then, not later.
+func TestGoMovetimeIsKept(t *testing.T) {
+	c := start(t)
+	c.send("uci")
+	c.expect("uciok")
+	c.send("position startpos")
+	const moveTime = 100 * time.Millisecond
+	begin := time.Now()
+	c.send(fmt.Sprintf("go movetime %d", moveTime.Milliseconds()))
+	c.expect("bestmove")
+	if el := time.Since(begin); el > 5*moveTime/2 {
+		t.Fatalf("go movetime %v answered after %v", moveTime, el)
+	}
+}
