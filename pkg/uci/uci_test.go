@@ -386,3 +386,40 @@ func TestGoMovetimeIsKept(t *testing.T) {
 		t.Fatalf("go movetime %v answered after %v", moveTime, el)
 	}
 }
+
+// TestGoInfiniteWaitsForStopOnceTheSearchEnds: UCI sends no bestmove
+// before stop in infinite mode, even when the search ends first (Skill
+// Level 1 searches one ply): a GUI would take it for the answer to a
+// later go.
+func TestGoInfiniteWaitsForStopOnceTheSearchEnds(t *testing.T) {
+	c := start(t)
+	c.send("setoption name Skill Level value 1")
+	c.send("position startpos")
+	c.send("go infinite")
+	time.Sleep(100 * time.Millisecond)
+	c.send("isready")
+	_, before := c.expect("readyok")
+	if slices.ContainsFunc(before, func(l string) bool { return strings.HasPrefix(l, "bestmove") }) {
+		t.Fatalf("bestmove before stop: %q", before)
+	}
+	c.send("stop")
+	line, _ := c.expect("bestmove")
+	bestMoveLegal(t, line, rules.Xiangqi, rules.StartFEN(rules.Xiangqi))
+}
+
+// TestJanggiVariantNamesAndPassSpellings: the Janggi variants of other
+// tools (janggimodern, janggicasual...) play Janggi, and a pass written
+// 0000, as some tools write it, is a pass.
+func TestJanggiVariantNamesAndPassSpellings(t *testing.T) {
+	c := start(t)
+	c.send("setoption name UCI_Variant value janggimodern")
+	c.send("position startpos moves 0000 b10c8 0000")
+	c.send("d")
+	line, before := c.expect("info string fen")
+	if slices.ContainsFunc(before, func(l string) bool { return strings.Contains(l, "error") }) || !strings.Contains(line, " b ") {
+		t.Fatalf("after Cho's two passes, Han should move: %q after %q", line, before)
+	}
+	c.send("go nodes 3000")
+	line, _ = c.expect("bestmove")
+	bestMoveLegal(t, line, rules.Janggi, rules.StartFEN(rules.Janggi), "e2e2", "b10c8", "e2e2")
+}
