@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/palacehq/palace/pkg/aijobs"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -123,6 +125,71 @@ func TestASearchingWorkerKeepsItsJob(t *testing.T) {
 		if d, err := q.Next(context.Background(), "other", 10*time.Millisecond); err != nil || d != nil {
 			t.Fatalf("the job of a worker still searching was taken over: %+v %v", d, err)
 		}
+	}
+}
+
+// TestAWorkerMeasuresItsJobs: a worker counts the moves it computes and
+// the nodes searched, and records, in seconds, how long each job waited
+// and how long each move took: the metrics the pool is scaled on.
+func TestAWorkerMeasuresItsJobs(t *testing.T) {
+	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
+	reader := sdkmetric.NewManualReader()
+	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t")
+	var m worker.Metrics
+	var err error
+	if m.Wait, err = meter.Float64Histogram("wait"); err != nil {
+		t.Fatal(err)
+	}
+	if m.Think, err = meter.Float64Histogram("think"); err != nil {
+		t.Fatal(err)
+	}
+	if m.Jobs, err = meter.Int64Counter("jobs"); err != nil {
+		t.Fatal(err)
+	}
+	if m.Nodes, err = meter.Int64Counter("nodes"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	const queued = 100 * time.Millisecond
+	time.Sleep(queued) // the job waits at least this long
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &worker.Worker{Name: "measured", Log: logging.Discard(), Queue: aijobs.New(redistest.Client(t), prefix), Games: g.games, Mover: worker.NewBuiltin(1), Metrics: &m}
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 2 })
+	cancel()
+	<-done
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]float64{}
+	counts := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			switch d := mt.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					sums[mt.Name] += float64(dp.Value)
+				}
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					sums[mt.Name] += dp.Sum
+					counts[mt.Name] += dp.Count
+				}
+			}
+		}
+	}
+	if sums["jobs"] != 1 || sums["nodes"] < 1 {
+		t.Errorf("jobs %v, nodes %v; want one move and the nodes searched for it", sums["jobs"], sums["nodes"])
+	}
+	if counts["wait"] != 1 || sums["wait"] < queued.Seconds() || sums["wait"] > 10 {
+		t.Errorf("job wait: %d recorded, %v s in all; want one, of at least %v", counts["wait"], sums["wait"], queued)
+	}
+	if counts["think"] != 1 || sums["think"] <= 0 || sums["think"] > 10 {
+		t.Errorf("think: %d recorded, %v s in all; want one, in seconds", counts["think"], sums["think"])
 	}
 }
 
