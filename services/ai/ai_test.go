@@ -325,6 +325,7 @@ func TestBestMove(t *testing.T) {
 		{name: "level out of range", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Level: 11}, want: codes.InvalidArgument},
 		{name: "bad fen", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Start: &commonv1.Position{Fen: "x"}, Level: 1}, want: codes.InvalidArgument},
 		{name: "illegal move", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Moves: []*commonv1.Move{{Coordinate: "a1a9"}}, Level: 1}, want: codes.InvalidArgument},
+		{name: "game over by two passes", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Moves: []*commonv1.Move{{Coordinate: "e2e2"}, {Coordinate: "e9e9"}}, Level: 1}, want: codes.FailedPrecondition},
 		{name: "game already over", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Start: &commonv1.Position{Fen: xiangqiMateIn1}, Moves: []*commonv1.Move{{Coordinate: "b1b10"}}, Level: 1}, want: codes.FailedPrecondition},
 		{name: "too deep", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Limits: &aiv1.SearchLimits{Depth: 99}}, want: codes.InvalidArgument},
 		{name: "too many nodes", req: &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Limits: &aiv1.SearchLimits{Nodes: handler.MaxNodes + 1}}, want: codes.InvalidArgument},
