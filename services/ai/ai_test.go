@@ -651,6 +651,51 @@ func TestMalformedUCIOptionsAreRefused(t *testing.T) {
 	}
 }
 
+// TestUCIOptionsReachTheEngine: --ai-uci-options are set on the external
+// engine as it starts, or it plays without the strength or hash the
+// operator chose.
+func TestUCIOptionsReachTheEngine(t *testing.T) {
+	dir := t.TempDir()
+	heard := filepath.Join(dir, "heard")
+	script := filepath.Join(dir, "engine")
+	// A UCI engine that notes every command it reads.
+	body := fmt.Sprintf(`#!/bin/sh
+while read -r line; do
+  echo "$line" >> %q
+  case "$line" in
+    uci) echo "id name listener"; echo uciok ;;
+    isready) echo readyok ;;
+    quit) exit 0 ;;
+  esac
+done
+`, heard)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 1, func(c *ai.Config) {
+		c.UCIEngine, c.UCIOptions = script, "Skill Level=3, Hash=16"
+	})
+	b, err := os.ReadFile(heard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"setoption name Skill Level value 3", "setoption name Hash value 16"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the engine heard %q; want %q", b, want)
+		}
+	}
+}
+
+// TestAShortClaimTimeoutIsRefused: a claim timeout under a second would
+// hand every job to another worker while its first still searches.
+func TestAShortClaimTimeoutIsRefused(t *testing.T) {
+	cfg := aiConfig("ok:", 1)
+	cfg.ClaimAfter = 500 * time.Millisecond
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--ai-claim-after") {
+		t.Fatalf("Validate() = %v, want an error naming --ai-claim-after", err)
+	}
+}
+
 // TestAISeatsPlayOnTheClock: two AI seats that would take about a second
 // a move unbounded (level 10 of the built-in engine; an external engine
 // at its default movetime) in a game of 3 s each without increment think
