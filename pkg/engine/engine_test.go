@@ -259,6 +259,11 @@ func TestSingleLegalMove(t *testing.T) {
 	if res.Time > 10*time.Second {
 		t.Fatalf("forced move took %v", res.Time)
 	}
+	// One ply scores it: a forced move is played at once, not searched
+	// for the whole budget on the clock.
+	if res.Depth != 1 {
+		t.Fatalf("forced move searched to depth %d (%d nodes, %v), want 1", res.Depth, res.Nodes, res.Time)
+	}
 }
 
 func TestIllegalHistory(t *testing.T) {
