@@ -250,6 +250,33 @@ func aiConfig(prefix string, workers int) ai.Config {
 	return ai.Config{KeyPrefix: prefix, Workers: workers, Engines: 2, MaxWaiting: 64, HashMB: 4, ClaimAfter: time.Second}
 }
 
+// TestAWaitingCallThatGivesUpFreesItsPlace: a call waiting for a busy
+// engine ends with its deadline and leaves its place to the next caller,
+// who waits in turn rather than being refused.
+func TestAWaitingCallThatGivesUpFreesItsPlace(t *testing.T) {
+	cfg := aiConfig(redistest.Prefix(t), 0)
+	cfg.Engines, cfg.MaxWaiting = 1, 1
+	c := aiv1.NewAIServiceClient(apptest.Start(t, redistest.Addr(t), ai.Bind(cfg)))
+	busy, stop := context.WithCancel(context.Background())
+	defer stop()
+	long, err := c.Analyze(busy, &aiv1.AnalyzeRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Limits: &aiv1.SearchLimits{MovetimeMs: 60000}})
+	if err == nil {
+		_, err = long.Recv() // its first depth: the engine is taken
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := c.BestMove(ctx, &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Level: 1})
+		cancel()
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("call %d, waiting for the busy engine: %v, want DeadlineExceeded", i, err)
+		}
+		time.Sleep(100 * time.Millisecond) // for the server to see the call end
+	}
+}
+
 // TestBusyEnginesBoundTheWaiting: with every engine searching, calls wait
 // for one up to --ai-max-waiting; one more is refused at once, and the
 // waiting call gets its answer once an engine is free.
