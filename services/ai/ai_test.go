@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -391,8 +392,30 @@ func TestAnalyzeStreamsDepths(t *testing.T) {
 			best = m.GetBest()
 		}
 	}
-	if len(depths) < 4 || best == nil || best.GetMove().GetCoordinate() == "" {
-		t.Fatalf("depths %v, best %v", depths, best)
+	if !slices.Equal(depths, []uint32{1, 2, 3, 4}) || best == nil || best.GetMove().GetCoordinate() == "" {
+		t.Fatalf("depths %v, best %v; want one message per depth, 1 to 4, then the best move", depths, best)
+	}
+}
+
+// TestBestMoveScoresFromTheMoversView: score_cp is the position's value
+// for the side to move: a chariot up is well ahead, a chariot down well
+// behind.
+func TestBestMoveScoresFromTheMoversView(t *testing.T) {
+	c := aiv1.NewAIServiceClient(apptest.Start(t, redistest.Addr(t), ai.Bind(aiConfig(redistest.Prefix(t), 0))))
+	// The Xiangqi start without Black's a10 chariot.
+	const fen = "1nbakabnr/9/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/9/RNBAKABNR %s - - 0 1"
+	for _, tc := range []struct {
+		turn  string
+		ahead bool
+		mover string
+	}{{"w", true, "Red"}, {"b", false, "Black"}} {
+		r, err := c.BestMove(context.Background(), &aiv1.BestMoveRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Start: &commonv1.Position{Fen: fmt.Sprintf(fen, tc.turn)}, Limits: &aiv1.SearchLimits{Depth: 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.GetScoreCp(); (tc.ahead && got < 300) || (!tc.ahead && got > -300) {
+			t.Errorf("%s to move, a chariot %s: score %d cp", tc.mover, map[bool]string{true: "up", false: "down"}[tc.ahead], got)
+		}
 	}
 }
 
