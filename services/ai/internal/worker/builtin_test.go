@@ -23,3 +23,26 @@ func TestBuiltinPlaysAtTheSeatsLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltinMovesDependOnlyOnTheGameAndSeed: a worker's earlier searches
+// do not change its next move, so that a job taken over by another
+// worker, or a game replayed with its seeds, plays the same moves.
+func TestBuiltinMovesDependOnlyOnTheGameAndSeed(t *testing.T) {
+	start := rules.StartFEN(rules.Janggi)
+	opening, err := rules.ParseMove("a4b4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, nodes, err := NewBuiltin(1).Move(context.Background(), rules.Janggi, start, []rules.Move{opening}, 5, 42, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := NewBuiltin(1)
+	if _, _, err := used.Move(context.Background(), rules.Janggi, start, nil, 5, 7, 0); err != nil {
+		t.Fatal(err)
+	}
+	again, againNodes, err := used.Move(context.Background(), rules.Janggi, start, []rules.Move{opening}, 5, 42, 0)
+	if err != nil || again != fresh || againNodes != nodes {
+		t.Fatalf("after another search: %v in %d nodes (%v); a fresh engine plays %v in %d", again, againNodes, err, fresh, nodes)
+	}
+}
