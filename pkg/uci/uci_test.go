@@ -372,17 +372,18 @@ func TestSkillLevelLimitsTheSearch(t *testing.T) {
 	}
 }
 
-// TestGoMovetimeIsKept: "go movetime" answers about then, not later.
+// TestGoMovetimeIsKept: "go movetime" answers about then, not later. The
+// margin, as long again, is for a machine busy with other tests.
 func TestGoMovetimeIsKept(t *testing.T) {
 	c := start(t)
 	c.send("uci")
 	c.expect("uciok")
 	c.send("position startpos")
-	const moveTime = 100 * time.Millisecond
+	const moveTime = 400 * time.Millisecond
 	begin := time.Now()
 	c.send(fmt.Sprintf("go movetime %d", moveTime.Milliseconds()))
 	c.expect("bestmove")
-	if el := time.Since(begin); el > 5*moveTime/2 {
+	if el := time.Since(begin); el > 2*moveTime {
 		t.Fatalf("go movetime %v answered after %v", moveTime, el)
 	}
 }

@@ -106,7 +106,9 @@ func TestAWorkerStoppedMidJobStaysInTheGroup(t *testing.T) {
 func TestASearchingWorkerKeepsItsJob(t *testing.T) {
 	g, prefix := startAIGame(t, commonv1.GameKind_GAME_KIND_XIANGQI, 0)
 	q := aijobs.New(redistest.Client(t), prefix)
-	q.Lease = 300 * time.Millisecond
+	// Long enough that a machine busy with other tests still renews it in
+	// time; short enough to lapse within the watch below were it not.
+	q.Lease = time.Second
 	mover := blockingMover{started: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &worker.Worker{Name: "searching", Log: logging.Discard(), Queue: q, Games: g.games, Mover: mover}
@@ -121,7 +123,7 @@ func TestASearchingWorkerKeepsItsJob(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the worker did not take the job")
 	}
-	for end := time.Now().Add(5 * q.Lease); time.Now().Before(end); time.Sleep(q.Lease / 4) {
+	for end := time.Now().Add(3 * q.Lease); time.Now().Before(end); time.Sleep(q.Lease / 4) {
 		if d, err := q.Next(context.Background(), "other", 10*time.Millisecond); err != nil || d != nil {
 			t.Fatalf("the job of a worker still searching was taken over: %+v %v", d, err)
 		}
