@@ -10,6 +10,9 @@ import (
 
 func key(id string, b byte) Key { return Key{ID: id, Secret: bytes.Repeat([]byte{b}, 32)} }
 
+// alphabet is the base64url alphabet, in the order of the values.
+const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
 func TestSignVerify(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	old, _ := NewKeyring(key("k1", 1))
@@ -27,6 +30,18 @@ func TestSignVerify(t *testing.T) {
 	kid, _, sig, _ := split(tok)
 	_, otherPayload, _, _ := split(otherTok)
 	tampered := kid + "." + otherPayload + "." + sig
+	head := tok[:len(tok)-len(sig)]
+	// The signature's first half, and the signature with the two unused
+	// bits of its last character set: base64 that decodes to the same
+	// bytes, which would give the token a second spelling.
+	sigBytes, _ := b64.DecodeString(sig)
+	halfSig := head + b64.EncodeToString(sigBytes[:16])
+	last := strings.IndexByte(alphabet, sig[len(sig)-1])
+	respelled := tok[:len(tok)-1] + string(alphabet[last|3])
+	// Claims too long for a token, validly signed.
+	long := claims
+	long.Name = strings.Repeat("n", 4096)
+	longTok, _ := old.Sign(long)
 	tests := []struct {
 		name    string
 		ring    *Keyring
@@ -39,6 +54,10 @@ func TestSignVerify(t *testing.T) {
 		{name: "dropped key", ring: dropped, token: tok, now: now, wantErr: ErrUnknownKey},
 		{name: "expired at the second", ring: old, token: tok, now: now.Add(time.Hour), wantErr: ErrExpired},
 		{name: "tampered payload", ring: old, token: tampered, now: now, wantErr: ErrBadSig},
+		{name: "no signature", ring: old, token: head, now: now, wantErr: ErrBadSig},
+		{name: "half a signature", ring: old, token: halfSig, now: now, wantErr: ErrBadSig},
+		{name: "signature spelled another way", ring: old, token: respelled, now: now, wantErr: ErrMalformed},
+		{name: "signed but too long", ring: old, token: longTok, now: now, wantErr: ErrMalformed},
 		{name: "damaged payload", ring: old, token: strings.Replace(tok, ".", ".A", 1), now: now, wantErr: ErrMalformed},
 		{name: "garbage in three parts", ring: old, token: "zz.yy.xx", now: now, wantErr: ErrMalformed},
 		{name: "garbage under a known key id", ring: old, token: "k1.yy.xx", now: now, wantErr: ErrMalformed},
@@ -64,13 +83,24 @@ func TestSignVerify(t *testing.T) {
 }
 
 func TestNewKeyringRejectsBadKeys(t *testing.T) {
-	_, err := NewKeyring(Key{ID: "", Secret: make([]byte, 32)}, Key{ID: "short", Secret: []byte("x")}, key("a", 1), key("a", 2))
+	_, err := NewKeyring(Key{ID: "", Secret: make([]byte, 32)}, Key{ID: "short", Secret: make([]byte, 31)}, key("a", 1), key("a", 2))
 	if err == nil {
 		t.Fatal("accepted bad keys")
 	}
 	for _, want := range []string{"non-empty", "at least 32", "twice"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not report %q", err, want)
+		}
+	}
+}
+
+// A key id holding a token's separator ('.') would sign tokens that no
+// keyring reads back, one holding the keys flag's (':') could not be
+// given: refused when the keyring is built, not at the first sign-in.
+func TestKeyIDsWithoutSeparators(t *testing.T) {
+	for _, id := range []string{"k.1", "k:1"} {
+		if _, err := NewKeyring(key(id, 1)); err == nil || !strings.Contains(err.Error(), "without '.' or ':'") {
+			t.Errorf("key id %q: %v, want refused", id, err)
 		}
 	}
 }
