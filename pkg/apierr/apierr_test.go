@@ -38,6 +38,7 @@ func TestToStatus(t *testing.T) {
 		{name: "wrapped deeper", err: fmt.Errorf("layer: %w", New(NotFound, "game g1 not found")), wantCode: codes.NotFound, wantMsg: "game g1 not found"},
 		{name: "conflict", err: New(Conflict, "stale version"), wantCode: codes.Aborted, wantMsg: "stale version"},
 		{name: "internal hides detail", err: errors.New("redis: connection refused at 10.1.2.3"), wantCode: codes.Internal, wantMsg: "internal error"},
+		{name: "a coded internal error hides its text too", err: Wrap(Internal, errors.New("script failed at 10.1.2.3")), wantCode: codes.Internal, wantMsg: "internal error"},
 		{name: "cancelled context", err: fmt.Errorf("read: %w", context.Canceled), wantCode: codes.Canceled, wantMsg: "request cancelled"},
 		{name: "status passes through", err: status.Error(codes.Unavailable, "down"), wantCode: codes.Unavailable, wantMsg: "down"},
 		// Wrapped statuses came from a call to another service: its code is
@@ -83,6 +84,29 @@ func TestToStatusLogsTheCauseOfAnOutage(t *testing.T) {
 	ToStatus(context.Background(), log, Wrap(Invalid, errors.New("illegal move h3h9")))
 	if buf.Len() != 0 {
 		t.Fatalf("a client's own mistake was logged: %q", buf.String())
+	}
+}
+
+// TestEveryCodeReachesTheClient: clients act on the code (an app signs in
+// again on Unauthenticated, backs off on ResourceExhausted), so each
+// domain code must arrive as its own gRPC code.
+func TestEveryCodeReachesTheClient(t *testing.T) {
+	for code, want := range map[Code]codes.Code{
+		Invalid:           codes.InvalidArgument,
+		NotFound:          codes.NotFound,
+		AlreadyExists:     codes.AlreadyExists,
+		Precondition:      codes.FailedPrecondition,
+		Conflict:          codes.Aborted,
+		PermissionDenied:  codes.PermissionDenied,
+		Unauthenticated:   codes.Unauthenticated,
+		OutOfRange:        codes.OutOfRange,
+		Unavailable:       codes.Unavailable,
+		ResourceExhausted: codes.ResourceExhausted,
+	} {
+		st := status.Convert(ToStatus(context.Background(), logging.Discard(), New(code, "why")))
+		if st.Code() != want || st.Message() != "why" {
+			t.Errorf("code %d reached the client as %v %q, want %v", code, st.Code(), st.Message(), want)
+		}
 	}
 }
 
