@@ -58,6 +58,7 @@ func TestOf(t *testing.T) {
 		{"ports and brackets", def, call("10.0.0.2:80", "[2001:db8::1]:443"), "2001:db8::1"},
 		{"a port on IPv4", def, call("10.0.0.2:80", "198.51.100.1:1234"), "198.51.100.1"},
 		{"a mapped address reads as IPv4", def, call("[::ffff:10.0.0.2]:80", "::ffff:198.51.100.1"), "198.51.100.1"},
+		{"a mapped address with a port too", def, call("10.0.0.2:80", "[::ffff:198.51.100.1]:1234"), "198.51.100.1"},
 		{"the shared address space is trusted", def, call("100.64.3.4:80", "198.51.100.1"), "198.51.100.1"},
 		{"trusting none", Trusted{}, call("127.0.0.1:80", "198.51.100.1"), "127.0.0.1"},
 		{"no hops", Trusted{prefixes: def.prefixes}, call("127.0.0.1:80", "198.51.100.1"), "127.0.0.1"},
