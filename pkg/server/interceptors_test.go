@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 )
 
 // An operator alerts on ERROR: it must mean a fault of the server's own,
@@ -34,6 +38,56 @@ func TestCallsAreLoggedAtTheLevelOfTheirCode(t *testing.T) {
 		logCall(context.Background(), log, "/palace.game.v1.GameService/MakeMove", time.Now(), tc.err)
 		if got := buf.String(); !strings.Contains(got, "level="+tc.want+" ") {
 			t.Errorf("%v was logged as %q, want level %s", status.Code(tc.err), got, tc.want)
+		}
+	}
+}
+
+// panickingGame's handlers panic, with what a panic may hold: internal
+// detail that no client should read.
+type panickingGame struct {
+	gamev1.UnimplementedGameServiceServer
+}
+
+const panicDetail = "assignment to entry in nil map at 10.1.2.3"
+
+func (panickingGame) GetGame(context.Context, *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+	panic(panicDetail)
+}
+
+func (panickingGame) StreamEvents(*gamev1.StreamEventsRequest, gamev1.GameService_StreamEventsServer) error {
+	panic(panicDetail)
+}
+
+// A handler that panics fails its own call only, as Internal and without
+// the panic's text, over every protocol; the process goes on serving.
+func TestPanicsFailOnlyTheirCall(t *testing.T) {
+	addr, _ := startServerWith(t, Config{}, func(s *Server) {
+		s.RegisterService(&gamev1.GameService_ServiceDesc, panickingGame{})
+	})
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := gamev1.NewGameServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wantInternal := func(what string, err error) {
+		t.Helper()
+		if st := status.Convert(err); st.Code() != codes.Internal || st.Message() != "internal error" {
+			t.Fatalf("%s: %v %q, want Internal %q", what, st.Code(), st.Message(), "internal error")
+		}
+	}
+	for range 2 { // the second round is served by the same process
+		_, err := client.GetGame(ctx, &gamev1.GetGameRequest{GameId: "g"})
+		wantInternal("GetGame", err)
+		stream, err := client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: "g"})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		wantInternal("StreamEvents", err)
+		if code, msg := connectCall(t, addr, "application/json", []byte(`{"gameId":"g"}`)); code != "internal" || strings.Contains(msg, "10.1.2.3") {
+			t.Fatalf("GetGame over Connect: %s %q, want internal without the panic's text", code, msg)
 		}
 	}
 }
