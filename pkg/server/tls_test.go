@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -159,5 +161,56 @@ func TestTLSConfigIsChecked(t *testing.T) {
 			lis.Close()
 			t.Errorf("%s: Listen took it", name)
 		}
+	}
+}
+
+// The port refuses TLS before 1.2, whose handshakes and ciphers are
+// broken, and takes 1.2 and 1.3.
+func TestTLSRefusesVersionsBefore12(t *testing.T) {
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	pool := tlstest.WriteCert(t, certPath, keyPath, "x")
+	certs, err := loadCertFiles(certPath, keyPath, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, ok := range map[uint16]bool{tls.VersionTLS10: false, tls.VersionTLS11: false, tls.VersionTLS12: true, tls.VersionTLS13: true} {
+		server, client := net.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			done <- tls.Server(server, certs.serverConfig()).Handshake()
+			server.Close()
+		}()
+		err := tls.Client(client, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: v, MaxVersion: v}).Handshake()
+		client.Close()
+		<-done
+		if (err == nil) != ok {
+			t.Errorf("%s: handshake %v, want accepted %v", tls.VersionName(v), err, ok)
+		}
+	}
+}
+
+// A renewal caught half-written is not served: the certificate loaded
+// before is, until the files make a valid pair again.
+func TestHalfWrittenRenewalKeepsTheCertificate(t *testing.T) {
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	tlstest.WriteCert(t, certPath, keyPath, "first")
+	certs, err := loadCertFiles(certPath, keyPath, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := certs.current()
+	if err := os.WriteFile(certPath, []byte("-----BEGIN CERTIFICATE-----\nMIIB"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	certs.checked = time.Time{} // due for a look
+	if got := certs.current(); got != first {
+		t.Fatalf("half-written files: serving %v, want the certificate loaded before", got)
+	}
+	tlstest.WriteCert(t, certPath, keyPath, "second")
+	certs.checked = time.Time{}
+	if got := certs.current(); got == first || got == nil || got.Leaf.Subject.CommonName != "second" {
+		t.Fatalf("the finished renewal is not served: %v", got)
 	}
 }
