@@ -16,8 +16,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/telemetry"
@@ -239,5 +242,50 @@ func TestCorruptGzipIsInvalidArgument(t *testing.T) {
 				t.Fatalf("HTTP %d %q; want 400 invalid_argument", w.Code, w.Body.Bytes())
 			}
 		})
+	}
+}
+
+// MaxRecvBytes bounds native gRPC requests: one over it is refused
+// ResourceExhausted before its handler runs, one within it is served.
+func TestGRPCRequestsAreBoundedByMaxRecvBytes(t *testing.T) {
+	var calls atomic.Int64
+	addr, _ := startServerWith(t, Config{MaxRecvBytes: 1024}, func(s *Server) {
+		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: &calls})
+	})
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := gamev1.NewGameServiceClient(cc)
+	for _, c := range []struct {
+		size int
+		ok   bool
+	}{{900, true}, {2048, false}} {
+		before := calls.Load()
+		_, err := client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: strings.Repeat("g", c.size)})
+		ran := calls.Load() > before
+		if c.ok && (err != nil || !ran) {
+			t.Fatalf("a %d-byte id: %v, handler ran %v; want served", c.size, err, ran)
+		}
+		if !c.ok && (status.Code(err) != codes.ResourceExhausted || ran) {
+			t.Fatalf("a %d-byte id: %v, handler ran %v; want ResourceExhausted before the handler", c.size, err, ran)
+		}
+	}
+}
+
+// A grpc-web-text request over MaxRecvBytes is refused ResourceExhausted
+// before its handler runs, as a binary one is, not taken for bad base64.
+func TestGRPCWebTextOverTheLimitIsResourceExhausted(t *testing.T) {
+	var calls atomic.Int64
+	addr, _ := startServerWith(t, Config{MaxRecvBytes: 1024}, func(s *Server) {
+		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: &calls})
+	})
+	msg, err := proto.Marshal(&gamev1.GetGameRequest{GameId: strings.Repeat("g", 2048)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, m := grpcWebCall(t, addr, grpcWebText, grpcWebFrame(msg)); st != "8" || calls.Load() != 0 {
+		t.Fatalf("grpc-status %q %q, handler ran %v; want 8 (ResourceExhausted) before the handler", st, m, calls.Load() != 0)
 	}
 }
