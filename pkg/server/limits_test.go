@@ -137,6 +137,9 @@ func TestConnectRequestsAreBoundedByMaxRecvBytes(t *testing.T) {
 		{"small gzip", "gzip", gzipped(t, paddedGetGame(100)), true},
 		// Answers are bounded by MaxSendBytes, not MaxRecvBytes.
 		{"answer larger than MaxRecvBytes", "", []byte(`{"gameId":"big"}`), true},
+		// The limit itself is accepted: {"gameId":"g"} is 14 bytes.
+		{"JSON of exactly MaxRecvBytes", "", paddedGetGame(1024 - 14), true},
+		{"JSON a byte over MaxRecvBytes", "", paddedGetGame(1024 - 14 + 1), false},
 		{"8 MiB of whitespace", "", paddedGetGame(8 << 20), false},
 		// Within the transcoder's buffer, which answers share.
 		{"4 MiB of whitespace", "", paddedGetGame(4 << 20), false},
