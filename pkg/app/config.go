@@ -34,6 +34,8 @@ type Config struct {
 	// KeepaliveTime and KeepaliveTimeout: see server.Config (0: its
 	// defaults).
 	KeepaliveTime, KeepaliveTimeout time.Duration
+	// BodyTimeout: see server.Config (0: its default).
+	BodyTimeout time.Duration
 	// EmbeddedRedis lets an empty RedisAddr start an in-process Redis
 	// (miniredis). Only `palace serve` allows it: a lone daemon without a
 	// real Redis could not share state with anyone.
@@ -212,6 +214,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	StringFlag(fs, &c.CORSOrigins, "cors-origins", "", "comma-separated origins of web pages that may call from a browser over Connect or gRPC-Web, e.g. https://play.example.com,https://*.example.com; * for any; empty: the server's own origin only")
 	IntFlag(fs, &c.MaxRecvBytes, "max-recv-bytes", 1<<20, "largest request message accepted")
 	DurationFlag(fs, &c.KeepaliveTime, "keepalive-time", server.DefaultKeepaliveTime, "how long a client connection may stay silent before the server pings it")
+	DurationFlag(fs, &c.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "how long a Connect or gRPC-Web request's body may take to arrive after its headers before the call is refused DeadlineExceeded")
 	DurationFlag(fs, &c.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "how long the server waits for a ping's answer before it closes the connection: its streams end and its seats are announced disconnected")
 	StringFlag(fs, &c.TLSCert, "tls-cert", "", "PEM certificate file (with its chain) to serve TLS with on the listen port, for gRPC, Connect, gRPC-Web and /metrics alike; read again when it changes; empty: plaintext, for a proxy in front that ends TLS")
 	StringFlag(fs, &c.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
@@ -246,6 +249,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if c.BodyTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--body-timeout must not be negative (0: %v)", server.DefaultBodyTimeout))
 	}
 	if c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--keepalive-time and --keepalive-timeout must not be negative (0: %v and %v)", server.DefaultKeepaliveTime, server.DefaultKeepaliveTimeout))

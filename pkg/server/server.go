@@ -36,6 +36,9 @@ const (
 	DefaultKeepaliveTimeout = 10 * time.Second
 )
 
+// DefaultBodyTimeout bounds a request body's arrival (Config.BodyTimeout).
+const DefaultBodyTimeout = 30 * time.Second
+
 // Config is the transport configuration of one listening port.
 type Config struct {
 	// Listen is the host:port to listen on.
@@ -45,6 +48,10 @@ type Config struct {
 	// Over Connect and gRPC-Web it bounds the message as sent too: its
 	// JSON text, and its size once decompressed.
 	MaxRecvBytes int
+	// BodyTimeout bounds how long a Connect or gRPC-Web call's request
+	// body may take to arrive after its headers (default 30 s), so that a
+	// client trickling it holds no connection and handler for long.
+	BodyTimeout time.Duration
 	// MaxSendBytes bounds one sent message (default 8 MiB).
 	MaxSendBytes int
 	// ShutdownTimeout bounds graceful shutdown before connections are cut
@@ -99,8 +106,8 @@ func (c Config) Validate() error {
 	if c.MaxRecvBytes < 0 || c.MaxSendBytes < 0 {
 		errs = append(errs, errors.New("message size limits must not be negative"))
 	}
-	if c.ShutdownTimeout < 0 {
-		errs = append(errs, errors.New("shutdown timeout must not be negative"))
+	if c.ShutdownTimeout < 0 || c.BodyTimeout < 0 {
+		errs = append(errs, errors.New("shutdown and body timeouts must not be negative"))
 	}
 	if c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0 {
 		errs = append(errs, errors.New("keepalive times must not be negative"))
@@ -125,6 +132,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = DefaultBodyTimeout
 	}
 	if c.KeepaliveTime == 0 {
 		c.KeepaliveTime = DefaultKeepaliveTime
@@ -285,7 +295,7 @@ func (s *Server) rpcHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect transcoder: %w", err)
 	}
-	rpc := withJSONCharset(refuseUnknownMedia(withGRPCWebText(refuseCutGRPCWebFrames(withUnaryGzip(refuseEmptyBody(withLowerTrailers(transcoder))), s.cfg.MaxRecvBytes), s.cfg.MaxRecvBytes)))
+	rpc := withJSONCharset(refuseUnknownMedia(withBodyDeadline(withGRPCWebText(refuseCutGRPCWebFrames(withUnaryGzip(refuseEmptyBody(withLowerTrailers(transcoder))), s.cfg.MaxRecvBytes), s.cfg.MaxRecvBytes), s.cfg.BodyTimeout, s.cfg.MaxRecvBytes)))
 	if len(s.cfg.CORSOrigins) > 0 {
 		rpc = withCORS(s.cfg.CORSOrigins, s.cfg.CORSHeaders, rpc)
 	}

@@ -1,0 +1,73 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+)
+
+// withBodyDeadline has a Connect or gRPC-Web call's request body arrive
+// within d of the call's start, else answers DeadlineExceeded. Without
+// it a client that sends its headers and then its body a byte at a time
+// (or never) holds a connection and a handler for as long as it likes:
+// net/http bounds the headers only. No Palace method streams from the
+// client, so the body is read whole here, and the deadline lifted before
+// the call runs: an event stream's answer lasts as long as it needs. A
+// body longer than any accepted request passes on with the deadline
+// still set, for the limits behind to refuse it in their own words.
+func withBodyDeadline(next http.Handler, d time.Duration, maxRecv int) http.Handler {
+	if d <= 0 {
+		return next
+	}
+	// The longest body of an accepted request: a grpc-web-text one,
+	// base64 of a framed message.
+	limit := int64(base64.StdEncoding.EncodedLen(maxRecv+frameHeaderBytes)) + 2
+	errs := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
+			// A writer without deadlines (a test's recorder): nothing to bound.
+			next.ServeHTTP(w, r)
+			return
+		}
+		head, err := io.ReadAll(io.LimitReader(r.Body, limit))
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			msg := fmt.Sprintf("the request's body did not arrive within %v of its headers (%d bytes came)", d, len(head))
+			if strings.HasPrefix(r.Header.Get("Content-Type"), grpcWebText) {
+				grpcWebTextError(w, codes.DeadlineExceeded, msg)
+			} else {
+				_ = errs.Write(w, r, connect.NewError(connect.CodeDeadlineExceeded, errors.New(msg)))
+			}
+			return
+		case err != nil:
+			// The client went away, or broke the body: what follows reads
+			// the same error as it would have.
+			r.Body = readCloser{io.MultiReader(bytes.NewReader(head), errReader{err}), r.Body}
+		case int64(len(head)) < limit:
+			_ = rc.SetReadDeadline(time.Time{})
+			r.Body = readCloser{bytes.NewReader(head), r.Body}
+		default:
+			r.Body = readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// errReader fails every read with its error.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }

@@ -1,0 +1,129 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// slowEvents sends a message, waits, and sends another: a stream that
+// lasts longer than a request body may take to arrive.
+type slowEvents struct {
+	gamev1.UnimplementedGameServiceServer
+	calls *atomic.Int64
+	pause time.Duration
+}
+
+func (s slowEvents) GetGame(context.Context, *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+	s.calls.Add(1)
+	return &gamev1.GetGameResponse{Game: &gamev1.Game{GameId: "g"}}, nil
+}
+
+func (s slowEvents) StreamEvents(_ *gamev1.StreamEventsRequest, ss gamev1.GameService_StreamEventsServer) error {
+	s.calls.Add(1)
+	for i := range 2 {
+		if i > 0 {
+			time.Sleep(s.pause)
+			if err := ss.Context().Err(); err != nil {
+				return err // the server gave the call up
+			}
+		}
+		if err := ss.Send(&gamev1.StreamEventsResponse{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trickle sends a request's headers and the first part of its body over
+// HTTP/1.1, then nothing more, and returns the answer's status line,
+// headers and body.
+func trickle(t *testing.T, addr, contentType string, body []byte, sent int) (*http.Response, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "POST /palace.game.v1.GameService/GetGame HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnect-Protocol-Version: 1\r\n\r\n", addr, contentType, len(body))
+	if _, err := conn.Write(body[:sent]); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s: no answer to a body that stopped coming: %v", contentType, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// TestABodyThatStopsComingIsRefused: a call whose body stops part way is
+// answered DeadlineExceeded once Config.BodyTimeout has passed, in each
+// protocol, without reaching the service; a stream that outlasts the
+// timeout once its request has come goes on.
+func TestABodyThatStopsComingIsRefused(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	calls := new(atomic.Int64)
+	addr, _ := startServerWith(t, Config{BodyTimeout: timeout}, func(s *Server) {
+		s.RegisterService(&gamev1.GameService_ServiceDesc, slowEvents{calls: calls, pause: 3 * timeout})
+	})
+	msg, err := proto.Marshal(&gamev1.GetGameRequest{GameId: "some-game-id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framed := append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg))), msg...)
+
+	resp, body := trickle(t, addr, "application/json", []byte(`{"gameId":"some-game-id"}`), 10)
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, "deadline_exceeded") || !strings.Contains(body, "did not arrive") {
+		t.Fatalf("Connect: %s %q, want 504 deadline_exceeded saying the body did not arrive", resp.Status, body)
+	}
+	resp, _ = trickle(t, addr, "application/grpc-web+proto", framed, 7)
+	if got := resp.Header.Get("Grpc-Status"); got != "4" {
+		t.Fatalf("gRPC-Web: grpc-status %q (%s), want 4 (DeadlineExceeded)", got, resp.Header.Get("Grpc-Message"))
+	}
+	text := []byte(base64.StdEncoding.EncodeToString(framed))
+	resp, _ = trickle(t, addr, "application/grpc-web-text+proto", text, 8)
+	if got := resp.Header.Get("Grpc-Status"); got != "4" {
+		t.Fatalf("gRPC-Web text: grpc-status %q (%s), want 4 (DeadlineExceeded)", got, resp.Header.Get("Grpc-Message"))
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("%d calls reached the service", n)
+	}
+
+	// A whole body is served, and a stream outlives the timeout.
+	resp, body = trickle(t, addr, "application/json", []byte(`{"gameId":"some-game-id"}`), 25)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"gameId":"g"`) {
+		t.Fatalf("a whole body: %s %q", resp.Status, body)
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/StreamEvents", bytes.NewReader([]byte("\x00\x00\x00\x00\x02{}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/connect+json")
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	stream, err := (&http.Client{Transport: &http.Transport{Protocols: &h2c}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := io.ReadAll(stream.Body)
+	stream.Body.Close()
+	if err != nil || stream.StatusCode != http.StatusOK || bytes.Count(all, []byte("\x00\x00\x00\x00\x02{}")) != 2 || bytes.Contains(all, []byte("error")) {
+		t.Fatalf("a stream lasting %v: %s %q %v, want both its messages and no error", 3*timeout, stream.Status, all, err)
+	}
+}
