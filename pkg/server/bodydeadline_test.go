@@ -101,6 +101,28 @@ func TestABodyThatStopsComingIsRefused(t *testing.T) {
 	if got := resp.Header.Get("Grpc-Status"); got != "4" {
 		t.Fatalf("gRPC-Web text: grpc-status %q (%s), want 4 (DeadlineExceeded)", got, resp.Header.Get("Grpc-Message"))
 	}
+	// Over HTTP/2 too: the body of one stream stops coming.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/GetGame", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	go func() { _, _ = pw.Write([]byte(`{"gameId":`)) }()
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	client := &http.Client{Transport: &http.Transport{Protocols: &h2c}, Timeout: 10 * time.Second}
+	h2, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("HTTP/2: no answer to a body that stopped coming: %v", err)
+	}
+	b, _ := io.ReadAll(h2.Body)
+	h2.Body.Close()
+	if h2.ProtoMajor != 2 || h2.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(b), "did not arrive") {
+		t.Fatalf("HTTP/2: %s %s %q, want 504 saying the body did not arrive", h2.Proto, h2.Status, b)
+	}
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("%d calls reached the service", n)
 	}
@@ -110,14 +132,12 @@ func TestABodyThatStopsComingIsRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"gameId":"g"`) {
 		t.Fatalf("a whole body: %s %q", resp.Status, body)
 	}
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/StreamEvents", bytes.NewReader([]byte("\x00\x00\x00\x00\x02{}")))
+	req, err = http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/StreamEvents", bytes.NewReader([]byte("\x00\x00\x00\x00\x02{}")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/connect+json")
-	var h2c http.Protocols
-	h2c.SetUnencryptedHTTP2(true)
-	stream, err := (&http.Client{Transport: &http.Transport{Protocols: &h2c}}).Do(req)
+	stream, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
