@@ -234,10 +234,10 @@ func (s *Store) History(ctx context.Context, kind commonv1.GameKind, player stri
 	if err != nil {
 		return HistoryPage{}, fmt.Errorf("read history: %w", err)
 	}
-	first, _ := raw[0].(int64)
-	if first < 0 || len(raw) < 2 {
+	if len(raw) < 2 { // {-1}: below is past the player's games
 		return HistoryPage{}, fmt.Errorf("history below %d: %w", below, ErrNoSuchPage)
 	}
+	first, _ := raw[0].(int64)
 	more, _ := raw[1].(int64)
 	page := HistoryPage{Changes: make([]Change, 0, len(raw)-2)}
 	for _, r := range raw[2:] {
