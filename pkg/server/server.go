@@ -295,7 +295,16 @@ func (s *Server) rpcHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect transcoder: %w", err)
 	}
-	rpc := withJSONCharset(refuseUnknownMedia(withBodyDeadline(withGRPCWebText(refuseCutGRPCWebFrames(withUnaryGzip(refuseEmptyBody(withLowerTrailers(transcoder))), s.cfg.MaxRecvBytes), s.cfg.MaxRecvBytes), s.cfg.BodyTimeout, s.cfg.MaxRecvBytes)))
+	// Innermost first: each layer sees the request as the one outside it
+	// left it.
+	rpc := withLowerTrailers(transcoder)
+	rpc = refuseEmptyBody(rpc)
+	rpc = withUnaryGzip(rpc)
+	rpc = refuseCutGRPCWebFrames(rpc, s.cfg.MaxRecvBytes)
+	rpc = withGRPCWebText(rpc, s.cfg.MaxRecvBytes)
+	rpc = withBodyDeadline(rpc, s.cfg.BodyTimeout, s.cfg.MaxRecvBytes)
+	rpc = refuseUnknownMedia(rpc)
+	rpc = withJSONCharset(rpc)
 	if len(s.cfg.CORSOrigins) > 0 {
 		rpc = withCORS(s.cfg.CORSOrigins, s.cfg.CORSHeaders, rpc)
 	}

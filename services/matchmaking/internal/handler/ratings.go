@@ -106,8 +106,9 @@ func historyPageStart(token string) (int64, error) {
 	if token == "" {
 		return 0, nil
 	}
-	n, err := strconv.ParseInt(strings.TrimPrefix(token, historyTokenPrefix), 10, 64)
-	if !strings.HasPrefix(token, historyTokenPrefix) || err != nil || n < 1 {
+	number, ok := strings.CutPrefix(token, historyTokenPrefix)
+	n, err := strconv.ParseInt(number, 10, 64)
+	if !ok || err != nil || n < 1 {
 		return 0, apierr.New(apierr.Invalid, "page_token: %q is not a next_page_token of GetRatingHistory", textcut.Quote(token, 40, "..."))
 	}
 	return n, nil
