@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -217,9 +218,24 @@ func TestStop(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 			cancel()
 		}()
-		res, err := e.Search(ctx, p, nil, Limits{Infinite: true}, nil)
-		if err != nil || !slices.Contains(p.LegalMoves(nil), res.Move) {
-			t.Fatalf("%v: after cancel: %v, %v", v, res.Move, err)
+		// The search runs aside so that one deaf to its context fails here,
+		// not at go test's timeout minutes later.
+		cancelled := make(chan error, 1)
+		go func() {
+			res, err := e.Search(ctx, p, nil, Limits{Infinite: true}, nil)
+			if err == nil && !slices.Contains(p.LegalMoves(nil), res.Move) {
+				err = fmt.Errorf("illegal move %v", res.Move)
+			}
+			cancelled <- err
+		}()
+		select {
+		case err := <-cancelled:
+			if err != nil {
+				t.Fatalf("%v: after cancel: %v", v, err)
+			}
+		case <-time.After(10 * time.Second):
+			e.Stop()
+			t.Fatalf("%v: Search did not return after its context was cancelled", v)
 		}
 	}
 }
