@@ -10,6 +10,13 @@
 // is moved to a dead-letter stream instead of circling for ever. Jobs older than MaxAge, whose
 // credentials have expired, are trimmed as new ones come; workers leave
 // the group when they stop, and Prune forgets those that never did.
+//
+// The queue has two lanes, each its own stream and consumer group: the
+// jobs of games a person plays, and behind them the background jobs of
+// games between two AI seats (tournament and test runs). A worker takes a
+// background job only when no job of the first lane waits, so that a
+// batch of AI-against-AI games never keeps a player waiting on the AI,
+// whose clock runs meanwhile.
 package aijobs
 
 import (
@@ -48,6 +55,34 @@ type Job struct {
 	Token      string `json:"t"`
 	Level      int    `json:"l"`
 	EnqueuedMs int64  `json:"at"`
+	// Background queues the job in the second lane: no person plays the
+	// game, so it may wait while games that a person plays wait on the AI.
+	Background bool `json:"bg,omitempty"`
+}
+
+// lane is one of the queue's two streams.
+type lane int
+
+const (
+	interactive lane = iota
+	background
+)
+
+// lanes is every lane, in the order workers take their jobs.
+var lanes = [...]lane{interactive, background}
+
+func (l lane) String() string {
+	if l == background {
+		return "background"
+	}
+	return "interactive"
+}
+
+func laneOf(j Job) lane {
+	if j.Background {
+		return background
+	}
+	return interactive
 }
 
 // Delivery is a job handed to one worker.
@@ -58,7 +93,12 @@ type Delivery struct {
 	// included: 1 for a first delivery, more when claimed from a worker
 	// that did not finish it.
 	Attempt int64
+
+	lane lane
 }
+
+// Background says whether the job came from the background lane.
+func (d *Delivery) Background() bool { return d.lane == background }
 
 // Queue is the job stream and its consumer group. All keys share the
 // hash tag {ai}, so that a job moves to the dead-letter stream in one
@@ -66,9 +106,13 @@ type Delivery struct {
 type Queue struct {
 	rdb    redis.UniversalClient
 	prefix string
-	key    string
-	dead   string
-	group  string
+	// key is the interactive lane's stream, under the name the queue had
+	// before it had lanes, and bgKey the background lane's; one group of
+	// the same name reads each.
+	key   string
+	bgKey string
+	dead  string
+	group string
 	// ClaimAfter is how long a job may stay unacknowledged before another
 	// worker takes it over, its worker's lease alive or not.
 	ClaimAfter time.Duration
@@ -96,11 +140,11 @@ type Queue struct {
 	Log *slog.Logger
 
 	mu sync.Mutex
-	// cursor is where the next scan for abandoned jobs starts. Redis
-	// looks at only so many pending entries per XAUTOCLAIM; restarting
-	// at the beginning every time, a worker would never see past the
-	// first few if those are still being worked on.
-	cursor string
+	// cursor is where the next scan of each lane for abandoned jobs
+	// starts. Redis looks at only so many pending entries per XAUTOCLAIM;
+	// restarting at the beginning every time, a worker would never see
+	// past the first few if those are still being worked on.
+	cursor [len(lanes)]string
 	// orphansScanned is when this Queue last looked for the jobs of
 	// workers whose lease lapsed: once per Lease/4 is enough, however many
 	// workers share the Queue.
@@ -114,17 +158,27 @@ const deadMaxLen = 10000
 // New returns the queue under prefix.
 func New(rdb redis.UniversalClient, prefix string) *Queue {
 	return &Queue{
-		rdb: rdb, prefix: prefix, key: prefix + "{ai}:jobs", dead: prefix + "{ai}:dead", group: "workers",
+		rdb: rdb, prefix: prefix, key: prefix + "{ai}:jobs", bgKey: prefix + "{ai}:jobs:background", dead: prefix + "{ai}:dead", group: "workers",
 		ClaimAfter: 30 * time.Second, Lease: 3 * time.Second,
-		Log: slog.New(slog.DiscardHandler), cursor: "0-0",
+		Log: slog.New(slog.DiscardHandler), cursor: [len(lanes)]string{"0-0", "0-0"},
 	}
 }
 
-// Ensure creates the stream and group if needed.
+// stream is the key of l's stream.
+func (q *Queue) stream(l lane) string {
+	if l == background {
+		return q.bgKey
+	}
+	return q.key
+}
+
+// Ensure creates the streams and groups if needed.
 func (q *Queue) Ensure(ctx context.Context) error {
-	err := q.rdb.XGroupCreateMkStream(ctx, q.key, q.group, "0").Err()
-	if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
-		return fmt.Errorf("ai queue group: %w", err)
+	for _, l := range lanes {
+		err := q.rdb.XGroupCreateMkStream(ctx, q.stream(l), q.group, "0").Err()
+		if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
+			return fmt.Errorf("ai queue group of the %v lane: %w", l, err)
+		}
 	}
 	return nil
 }
@@ -135,13 +189,14 @@ func (q *Queue) Enqueue(ctx context.Context, j Job) error {
 	if err != nil {
 		return fmt.Errorf("encode ai job: %w", err)
 	}
-	args := &redis.XAddArgs{Stream: q.key, Values: []any{"j", b}}
+	key := q.stream(laneOf(j))
+	args := &redis.XAddArgs{Stream: key, Values: []any{"j", b}}
 	if min := q.voidBefore(j); min != "" {
 		// Approximate: Redis drops only whole nodes of the stream, which
 		// is cheap; a few void jobs may stay until the next trim.
 		args.MinID, args.Approx = min, true
 	}
-	err = q.Replication.Write(ctx, q.rdb, q.key, func(c redis.Cmdable) error {
+	err = q.Replication.Write(ctx, q.rdb, key, func(c redis.Cmdable) error {
 		return c.XAdd(ctx, args).Err()
 	})
 	if err != nil {
@@ -181,12 +236,12 @@ func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) 
 	// that Enqueue made again without the group; the group is made again
 	// from the stream's start, so the workers take them instead of
 	// failing until they are restarted.
-	q.Log.WarnContext(ctx, "the ai queue's consumer group was gone: making it again", "stream", q.key)
+	q.Log.WarnContext(ctx, "the ai queue's consumer group was gone: making it again", "stream", q.key, "background_stream", q.bgKey)
 	if err := q.Ensure(ctx); err != nil {
 		return nil, err
 	}
 	q.mu.Lock()
-	q.cursor = "0-0"
+	q.cursor = [len(lanes)]string{"0-0", "0-0"}
 	q.mu.Unlock()
 	return q.next(ctx, consumer, block)
 }
@@ -196,39 +251,63 @@ func (q *Queue) next(ctx context.Context, consumer string, block time.Duration) 
 	if err != nil || d != nil {
 		return d, err
 	}
-	d, scanned, err := q.claim(ctx, consumer)
+	// Each lane's abandoned jobs, then its new ones: a background job
+	// only when no interactive one waits.
+	d, scanned, err := q.claim(ctx, consumer, interactive)
 	if err != nil || d != nil {
 		return d, err
 	}
-	if !scanned {
+	if d, err := q.read(ctx, consumer, -1, interactive); err != nil || d != nil {
+		return d, err
+	}
+	d, bgScanned, err := q.claim(ctx, consumer, background)
+	if err != nil || d != nil {
+		return d, err
+	}
+	if !scanned || !bgScanned {
 		// Abandoned jobs may wait further on: look, but do not wait, for
 		// a new one, and let the next call scan on.
 		block = -1
 	}
-	return q.read(ctx, consumer, block)
+	d, err = q.read(ctx, consumer, block, lanes[:]...)
+	if err != nil || d == nil || !d.Background() {
+		return d, err
+	}
+	// A read that waited may wake to a background job alone though a
+	// player's came in the same instant: Redis before 7.2 answers a
+	// waiting read with the stream that woke it only.
+	p, err := q.read(ctx, consumer, -1, interactive)
+	if err != nil || p == nil {
+		if err != nil {
+			q.Log.WarnContext(ctx, "ai queue: looking for a player's job before a background one", "err", err)
+		}
+		return d, nil
+	}
+	q.giveBack(ctx, background, consumer, d.ID)
+	return p, nil
 }
 
 // claimCalls bounds the XAUTOCLAIM calls of one Next; each looks at up to
 // ten pending entries.
 const claimCalls = 16
 
-// claim takes over one job left idle for ClaimAfter, scanning the pending
-// entries from where the last scan stopped. scanned is false when it
-// stopped before the end of them.
-func (q *Queue) claim(ctx context.Context, consumer string) (d *Delivery, scanned bool, err error) {
+// claim takes over one job of lane l left idle for ClaimAfter, scanning
+// the pending entries from where the last scan stopped. scanned is false
+// when it stopped before the end of them.
+func (q *Queue) claim(ctx context.Context, consumer string, l lane) (d *Delivery, scanned bool, err error) {
 	for range claimCalls {
-		start := q.scanFrom()
+		start := q.scanFrom(l)
 		// Pending jobs trimmed from the stream (MaxAge) are not returned:
 		// Redis 7 drops their pending entries, and the scan goes on.
 		msgs, next, err := q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream: q.key, Group: q.group, Consumer: consumer, MinIdle: q.ClaimAfter, Start: start, Count: 1,
+			Stream: q.stream(l), Group: q.group, Consumer: consumer, MinIdle: q.ClaimAfter, Start: start, Count: 1,
 		}).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, false, fmt.Errorf("claim ai job: %w", err)
+			return nil, false, fmt.Errorf("claim ai job of the %v lane: %w", l, err)
 		}
-		q.scanOn(start, next)
+		q.scanOn(l, start, next)
 		for _, m := range msgs {
-			if d, err := q.claimed(ctx, m); err != nil || d != nil {
+			if d, err := q.claimed(ctx, l, m); err != nil || d != nil {
 				return d, true, err
 			}
 		}
@@ -278,10 +357,20 @@ func (q *Queue) claimOrphan(ctx context.Context, consumer string) (*Delivery, er
 	if !due {
 		return nil, nil
 	}
+	for _, l := range lanes {
+		if d, err := q.claimOrphanIn(ctx, consumer, l); err != nil || d != nil {
+			return d, err
+		}
+	}
+	return nil, nil
+}
+
+// claimOrphanIn is claimOrphan's scan of lane l.
+func (q *Queue) claimOrphanIn(ctx context.Context, consumer string, l lane) (*Delivery, error) {
 	start := "-"
 	for range orphanPages {
 		pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: q.key, Group: q.group, Idle: q.Lease, Start: start, End: "+", Count: orphanPage,
+			Stream: q.stream(l), Group: q.group, Idle: q.Lease, Start: start, End: "+", Count: orphanPage,
 		}).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("scan ai jobs in progress: %w", err)
@@ -297,16 +386,16 @@ func (q *Queue) claimOrphan(ctx context.Context, consumer string) (*Delivery, er
 			// MinIdle: a job another worker took over meanwhile looks
 			// busy again, and stays with it.
 			msgs, err := q.rdb.XClaim(ctx, &redis.XClaimArgs{
-				Stream: q.key, Group: q.group, Consumer: consumer, MinIdle: q.Lease, Messages: []string{p.ID},
+				Stream: q.stream(l), Group: q.group, Consumer: consumer, MinIdle: q.Lease, Messages: []string{p.ID},
 			}).Result()
 			if err != nil && !errors.Is(err, redis.Nil) {
-				return nil, fmt.Errorf("claim ai job %s: %w", p.ID, err)
+				return nil, fmt.Errorf("claim ai job %s of the %v lane: %w", p.ID, l, err)
 			}
 			for _, m := range msgs {
-				d, err := q.claimed(ctx, m)
+				d, err := q.claimed(ctx, l, m)
 				if err != nil || d != nil {
 					if d != nil {
-						q.Log.InfoContext(ctx, "ai job taken over from a worker whose lease lapsed", "id", d.ID, "game", d.Job.GameID, "worker", p.Consumer)
+						q.Log.InfoContext(ctx, "ai job taken over from a worker whose lease lapsed", "id", d.ID, "lane", l.String(), "game", d.Job.GameID, "worker", p.Consumer)
 					}
 					return d, err
 				}
@@ -344,41 +433,41 @@ func (q *Queue) alive(ctx context.Context, pending []redis.XPendingExt, consumer
 	return alive, nil
 }
 
-func (q *Queue) scanFrom() string {
+func (q *Queue) scanFrom(l lane) string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.cursor
+	return q.cursor[l]
 }
 
 // scanOn moves the cursor from start to next, unless another scan of
 // this Queue moved it meanwhile: either way some scan goes on, and an
 // entry it skips is found on the next pass.
-func (q *Queue) scanOn(start, next string) {
+func (q *Queue) scanOn(l lane, start, next string) {
 	if next == "" {
 		next = "0-0"
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.cursor == start {
-		q.cursor = next
+	if q.cursor[l] == start {
+		q.cursor[l] = next
 	}
 }
 
 // claimed vets a job just taken over: it is handed out only if it can be
 // read and has deliveries left.
-func (q *Queue) claimed(ctx context.Context, m redis.XMessage) (*Delivery, error) {
-	n, err := q.deliveries(ctx, m.ID)
+func (q *Queue) claimed(ctx context.Context, l lane, m redis.XMessage) (*Delivery, error) {
+	n, err := q.deliveries(ctx, l, m.ID)
 	if err != nil || n == 0 {
 		// n == 0: its first worker finished it after all.
 		return nil, err
 	}
-	return q.vet(ctx, m, n)
+	return q.vet(ctx, l, m, n)
 }
 
-// deliveries is how many times the pending job id has been handed out;
-// 0 if it is not pending any more.
-func (q *Queue) deliveries(ctx context.Context, id string) (int64, error) {
-	p, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: q.key, Group: q.group, Start: id, End: id, Count: 1}).Result()
+// deliveries is how many times the pending job id of lane l has been
+// handed out; 0 if it is not pending any more.
+func (q *Queue) deliveries(ctx context.Context, l lane, id string) (int64, error) {
+	p, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: q.stream(l), Group: q.group, Start: id, End: id, Count: 1}).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("deliveries of ai job %s: %w", id, err)
 	}
@@ -388,10 +477,18 @@ func (q *Queue) deliveries(ctx context.Context, id string) (int64, error) {
 	return p[0].RetryCount, nil
 }
 
-// read waits up to block (not at all if negative) for a new job.
-func (q *Queue) read(ctx context.Context, consumer string, block time.Duration) (*Delivery, error) {
-	streams, err := q.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: q.group, Consumer: consumer, Streams: []string{q.key, ">"}, Count: 1, Block: block,
+// read waits up to block (not at all if negative) for a new job of the
+// lanes ls, given in the order they come first.
+func (q *Queue) read(ctx context.Context, consumer string, block time.Duration, ls ...lane) (*Delivery, error) {
+	streams := make([]string, 0, 2*len(ls))
+	for _, l := range ls {
+		streams = append(streams, q.stream(l))
+	}
+	for range ls {
+		streams = append(streams, ">")
+	}
+	got, err := q.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: q.group, Consumer: consumer, Streams: streams, Count: 1, Block: block,
 	}).Result()
 	if errors.Is(err, redis.Nil) || (err != nil && ctx.Err() != nil) {
 		return nil, nil
@@ -399,44 +496,69 @@ func (q *Queue) read(ctx context.Context, consumer string, block time.Duration) 
 	if err != nil {
 		return nil, fmt.Errorf("read ai job: %w", err)
 	}
-	for _, s := range streams {
-		for _, m := range s.Messages {
-			return q.vet(ctx, m, 1)
+	var first *Delivery
+	for _, l := range ls {
+		for _, s := range got {
+			if s.Stream != q.stream(l) {
+				continue
+			}
+			for _, m := range s.Messages {
+				if first != nil {
+					// A read that waited wakes to every lane that has a job
+					// by then: the later lane's job goes to the next worker
+					// to look, as if it had never been handed out.
+					q.giveBack(ctx, l, consumer, m.ID)
+					continue
+				}
+				if first, err = q.vet(ctx, l, m, 1); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
-	return nil, nil
+	return first, nil
+}
+
+// giveBack hands back job id of lane l, read by consumer but not started.
+// Should it fail, the job is taken over after ClaimAfter, or once the
+// consumer's lease lapses.
+func (q *Queue) giveBack(ctx context.Context, l lane, consumer, id string) {
+	if err := q.handBack(ctx, l, consumer, id, true); err != nil {
+		q.Log.WarnContext(ctx, "ai job read beside another not handed back", "id", id, "lane", l.String(), "err", err)
+	}
 }
 
 // vet returns the delivery of m, handed out for the attempt-th time, or
 // dead-letters it (and returns nil, nil) if it cannot be read or has had
 // its MaxAttempts.
-func (q *Queue) vet(ctx context.Context, m redis.XMessage, attempt int64) (*Delivery, error) {
+func (q *Queue) vet(ctx context.Context, l lane, m redis.XMessage, attempt int64) (*Delivery, error) {
 	d, err := decode(m)
 	if err != nil {
-		return nil, q.bury(ctx, m, err.Error())
+		return nil, q.bury(ctx, l, m, err.Error())
 	}
 	if q.MaxAttempts > 0 && attempt > q.MaxAttempts {
-		return nil, q.bury(ctx, m, fmt.Sprintf("still pending after %d deliveries", attempt-1))
+		return nil, q.bury(ctx, l, m, fmt.Sprintf("still pending after %d deliveries", attempt-1))
 	}
 	d.Attempt = attempt
+	d.lane = l
 	return d, nil
 }
 
 // bury moves m to the dead-letter stream: kept there for a look, it is
 // never handed out again.
-func (q *Queue) bury(ctx context.Context, m redis.XMessage, reason string) error {
+func (q *Queue) bury(ctx context.Context, l lane, m redis.XMessage, reason string) error {
 	raw, _ := m.Values["j"].(string)
 	pipe := q.rdb.TxPipeline()
 	pipe.XAdd(ctx, &redis.XAddArgs{
 		Stream: q.dead, MaxLen: deadMaxLen, Approx: true,
-		Values: []any{"j", raw, "id", m.ID, "reason", reason},
+		Values: []any{"j", raw, "id", m.ID, "reason", reason, "lane", l.String()},
 	})
-	pipe.XAck(ctx, q.key, q.group, m.ID)
-	pipe.XDel(ctx, q.key, m.ID)
+	pipe.XAck(ctx, q.stream(l), q.group, m.ID)
+	pipe.XDel(ctx, q.stream(l), m.ID)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("dead-letter ai job %s: %w", m.ID, err)
 	}
-	q.Log.WarnContext(ctx, "ai job dead-lettered", "id", m.ID, "reason", reason, "stream", q.dead)
+	q.Log.WarnContext(ctx, "ai job dead-lettered", "id", m.ID, "lane", l.String(), "reason", reason, "stream", q.dead)
 	return nil
 }
 
@@ -463,14 +585,14 @@ func (q *Queue) Bury(ctx context.Context, d *Delivery, reason string) error {
 	if err != nil {
 		return fmt.Errorf("encode ai job %s: %w", d.ID, err)
 	}
-	return q.bury(ctx, redis.XMessage{ID: d.ID, Values: map[string]any{"j": string(raw)}}, reason)
+	return q.bury(ctx, d.lane, redis.XMessage{ID: d.ID, Values: map[string]any{"j": string(raw)}}, reason)
 }
 
 // Done acknowledges and deletes a job.
 func (q *Queue) Done(ctx context.Context, d *Delivery) error {
 	pipe := q.rdb.TxPipeline()
-	pipe.XAck(ctx, q.key, q.group, d.ID)
-	pipe.XDel(ctx, q.key, d.ID)
+	pipe.XAck(ctx, q.stream(d.lane), q.group, d.ID)
+	pipe.XDel(ctx, q.stream(d.lane), d.ID)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("ack ai job %s: %w", d.ID, err)
 	}
@@ -480,11 +602,17 @@ func (q *Queue) Done(ctx context.Context, d *Delivery) error {
 // handBackScript makes job ARGV[3], if consumer ARGV[2] of group ARGV[1]
 // still holds it, look idle for ARGV[4] ms, and returns 1 if it did.
 // JUSTID leaves its delivery count alone: the job was not tried again.
+// With ARGV[5] = 1 the job was never started, and its count goes back to
+// none, so that the next worker's delivery counts as its first.
 var handBackScript = redis.NewScript(`
 if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1, ARGV[2]) == 0 then
   return 0
 end
-redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'IDLE', ARGV[4], 'JUSTID')
+if ARGV[5] == '1' then
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'IDLE', ARGV[4], 'RETRYCOUNT', 0, 'JUSTID')
+else
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'IDLE', ARGV[4], 'JUSTID')
+end
 return 1`)
 
 // HandBack gives a job that consumer holds but cannot finish (its worker
@@ -493,23 +621,36 @@ return 1`)
 // instead of the AI's move waiting out the claim timeout. A job that
 // another worker took over meanwhile is left to it.
 func (q *Queue) HandBack(ctx context.Context, consumer string, d *Delivery) error {
-	if err := handBackScript.Run(ctx, q.rdb, []string{q.key}, q.group, consumer, d.ID, q.ClaimAfter.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("hand back ai job %s: %w", d.ID, err)
+	return q.handBack(ctx, d.lane, consumer, d.ID, false)
+}
+
+func (q *Queue) handBack(ctx context.Context, l lane, consumer, id string, untried bool) error {
+	flag := "0"
+	if untried {
+		flag = "1"
+	}
+	if err := handBackScript.Run(ctx, q.rdb, []string{q.stream(l)}, q.group, consumer, id, q.ClaimAfter.Milliseconds(), flag).Err(); err != nil {
+		return fmt.Errorf("hand back ai job %s: %w", id, err)
 	}
 	return nil
 }
 
-// leaveScript ends the lease KEYS[2] of consumer ARGV[2] of group ARGV[1]
-// of stream KEYS[1] and deletes the consumer unless it holds a job, and
-// returns 1 if it is gone. Check and delete are one step: DELCONSUMER
-// drops the pending entries of the jobs a consumer holds, and a job no
-// longer pending is never claimed by another worker.
+// leaveScript ends the lease KEYS[1] of consumer ARGV[2] of group
+// ARGV[1] of the streams KEYS[2...] and deletes the consumer from each
+// unless it holds a job in one, and returns 1 if it is gone. Check and
+// delete are one step: DELCONSUMER drops the pending entries of the jobs
+// a consumer holds, and a job no longer pending is never claimed by
+// another worker.
 var leaveScript = redis.NewScript(`
-redis.call('DEL', KEYS[2])
-if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then
-  return 0
+redis.call('DEL', KEYS[1])
+for i = 2, #KEYS do
+  if #redis.call('XPENDING', KEYS[i], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then
+    return 0
+  end
 end
-redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+for i = 2, #KEYS do
+  redis.call('XGROUP', 'DELCONSUMER', KEYS[i], ARGV[1], ARGV[2])
+end
 return 1`)
 
 // pruneScript deletes the consumers of group ARGV[1] of stream KEYS[1]
@@ -532,7 +673,7 @@ return n`)
 // job must stay, so that the job's pending entry is kept for another
 // worker to claim.
 func (q *Queue) Leave(ctx context.Context, consumer string) (bool, error) {
-	n, err := leaveScript.Run(ctx, q.rdb, []string{q.key, q.aliveKey(consumer)}, q.group, consumer).Int()
+	n, err := leaveScript.Run(ctx, q.rdb, []string{q.aliveKey(consumer), q.key, q.bgKey}, q.group, consumer).Int()
 	if err != nil {
 		return false, fmt.Errorf("leave ai queue as %s: %w", consumer, err)
 	}
@@ -543,20 +684,34 @@ func (q *Queue) Leave(ctx context.Context, consumer string) (bool, error) {
 // those of workers that died, or stopped holding a job since claimed by
 // another, and never left. It returns how many it deleted.
 func (q *Queue) Prune(ctx context.Context, idle time.Duration) (int64, error) {
-	n, err := pruneScript.Run(ctx, q.rdb, []string{q.key}, q.group, idle.Milliseconds()).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("prune ai queue consumers: %w", err)
+	var all int64
+	for _, l := range lanes {
+		n, err := pruneScript.Run(ctx, q.rdb, []string{q.stream(l)}, q.group, idle.Milliseconds()).Int64()
+		if err != nil {
+			return all, fmt.Errorf("prune ai queue consumers of the %v lane: %w", l, err)
+		}
+		all += n
 	}
-	return n, nil
+	return all, nil
 }
 
-// Depth counts the jobs waiting or in progress.
+// Depth counts the jobs waiting or in progress, in both lanes.
 func (q *Queue) Depth(ctx context.Context) (int64, error) {
-	n, err := q.rdb.XLen(ctx, q.key).Result()
-	if err != nil {
-		return 0, fmt.Errorf("ai queue depth: %w", err)
+	d, err := q.Depths(ctx)
+	return d.Interactive + d.Background, err
+}
+
+// Depths are the numbers of jobs waiting or in progress in each lane.
+type Depths struct{ Interactive, Background int64 }
+
+// Depths counts the jobs waiting or in progress, lane by lane.
+func (q *Queue) Depths(ctx context.Context) (Depths, error) {
+	pipe := q.rdb.Pipeline()
+	i, b := pipe.XLen(ctx, q.key), pipe.XLen(ctx, q.bgKey)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Depths{}, fmt.Errorf("ai queue depth: %w", err)
 	}
-	return n, nil
+	return Depths{Interactive: i.Val(), Background: b.Val()}, nil
 }
 
 // Dead counts the dead-lettered jobs kept (at most about 10,000).

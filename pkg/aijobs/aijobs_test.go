@@ -102,7 +102,7 @@ func testQueue(t *testing.T, claimAfter time.Duration) (*Queue, redis.UniversalC
 	rdb := redistest.Client(t)
 	q := New(rdb, redistest.Prefix(t))
 	q.ClaimAfter = claimAfter
-	t.Cleanup(func() { rdb.Del(ctx, q.key, q.dead) })
+	t.Cleanup(func() { rdb.Del(ctx, q.key, q.bgKey, q.dead) })
 	if err := q.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}

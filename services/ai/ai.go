@@ -330,7 +330,7 @@ func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {
 	var m worker.Metrics
 	var errs []error
 	var err error
-	m.Wait, err = meter.Float64Histogram("palace_ai_job_wait_seconds", metric.WithDescription("time from queueing an AI job to a worker taking it"), metric.WithUnit("s"),
+	m.Wait, err = meter.Float64Histogram("palace_ai_job_wait_seconds", metric.WithDescription("time from queueing an AI job to a worker taking it, by lane"), metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(jobWaitBounds...))
 	errs = append(errs, err)
 	m.Jobs, err = meter.Int64Counter("palace_ai_jobs_total", metric.WithDescription("AI moves computed"))
@@ -340,11 +340,12 @@ func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {
 	m.Think, err = meter.Float64Histogram("palace_ai_think_seconds", metric.WithDescription("time to compute one AI move"), metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(thinkBounds...))
 	errs = append(errs, err)
-	_, err = meter.Int64ObservableGauge("palace_ai_queue_depth", metric.WithDescription("AI jobs waiting or in progress"),
+	_, err = meter.Int64ObservableGauge("palace_ai_queue_depth", metric.WithDescription("AI jobs waiting or in progress, by lane: interactive (games a person plays) or background (games between two AI seats)"),
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
-			n, err := q.Depth(ctx)
+			d, err := q.Depths(ctx)
 			if err == nil {
-				o.Observe(n)
+				o.Observe(d.Interactive, worker.LaneAttr(false))
+				o.Observe(d.Background, worker.LaneAttr(true))
 			}
 			return nil
 		}))

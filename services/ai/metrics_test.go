@@ -2,6 +2,7 @@ package ai
 
 import (
 	"context"
+	"maps"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -55,18 +56,19 @@ func TestAIHistogramsTellSecondsApart(t *testing.T) {
 }
 
 // TestAIQueueGaugesCountTheirJobs: the queue depth an operator scales on
-// counts the jobs waiting, and the dead-letter gauge the jobs given up.
+// counts the jobs waiting in each lane, and the dead-letter gauge the jobs
+// given up.
 func TestAIQueueGaugesCountTheirJobs(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
-	t.Cleanup(func() { rdb.Del(ctx, prefix+"{ai}:jobs", prefix+"{ai}:dead") })
+	t.Cleanup(func() { rdb.Del(ctx, prefix+"{ai}:jobs", prefix+"{ai}:jobs:background", prefix+"{ai}:dead") })
 	q := aijobs.New(rdb, prefix)
 	if err := q.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, g := range []string{"g1", "g2"} {
-		if err := q.Enqueue(ctx, aijobs.Job{GameID: g, Version: 1, Kind: aijobs.KindMove, Side: "second", Level: 1}); err != nil {
+	for _, g := range []string{"g1", "g2", "bots"} {
+		if err := q.Enqueue(ctx, aijobs.Job{GameID: g, Version: 1, Kind: aijobs.KindMove, Side: "second", Level: 1, Background: g == "bots"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,12 +83,21 @@ func TestAIQueueGaugesCountTheirJobs(t *testing.T) {
 	got := map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, mt := range sm.Metrics {
-			if g, ok := mt.Data.(metricdata.Gauge[int64]); ok && len(g.DataPoints) == 1 {
-				got[mt.Name] = g.DataPoints[0].Value
+			g, ok := mt.Data.(metricdata.Gauge[int64])
+			if !ok {
+				continue
+			}
+			for _, dp := range g.DataPoints {
+				name := mt.Name
+				if lane, ok := dp.Attributes.Value("lane"); ok {
+					name += "/" + lane.AsString()
+				}
+				got[name] += dp.Value
 			}
 		}
 	}
-	if got["palace_ai_queue_depth"] != 2 || got["palace_ai_dead_jobs"] != 0 {
-		t.Fatalf("gauges %v; want a queue depth of 2 and no dead jobs", got)
+	want := map[string]int64{"palace_ai_queue_depth/interactive": 2, "palace_ai_queue_depth/background": 1, "palace_ai_dead_jobs": 0}
+	if !maps.Equal(got, want) {
+		t.Fatalf("gauges %v; want %v", got, want)
 	}
 }

@@ -417,3 +417,28 @@ func TestAIJobCredentialLastsAsLongAsASeat(t *testing.T) {
 		t.Fatalf("the job's credential is for game %s side %s, want %s second", c.Game, c.Side, tb.id)
 	}
 }
+
+// TestAGameBetweenTwoAIsWaitsBehindPlayers: the jobs of a game between two
+// AI seats go to the background lane, and a worker takes a player's job
+// first, though it came later.
+func TestAGameBetweenTwoAIsWaitsBehindPlayers(t *testing.T) {
+	env := gametest.Start(t, nil)
+	bots := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(2, 3), Public: true})
+	human := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(0, 3)})
+	human.move(t, "h3e3")
+	q := aijobs.New(env.Redis, env.Config.KeyPrefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, want := range []struct {
+		game       string
+		background bool
+	}{{human.id, false}, {bots.id, true}} {
+		d, err := q.Next(ctx, "test", time.Second)
+		if err != nil || d == nil {
+			t.Fatalf("no AI job for %s: %v", want.game, err)
+		}
+		if d.Job.GameID != want.game || d.Background() != want.background || d.Job.Background != want.background {
+			t.Fatalf("job %+v from the background lane: %v; want game %s, background %v", d.Job, d.Background(), want.game, want.background)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -64,6 +65,17 @@ type Metrics struct {
 	Think metric.Float64Histogram
 }
 
+// LaneAttr labels a queue metric with the lane of its jobs, so that an
+// operator scales the workers on the wait of games a person plays, which
+// background jobs do not delay.
+func LaneAttr(background bool) metric.MeasurementOption {
+	lane := "interactive"
+	if background {
+		lane = "background"
+	}
+	return metric.WithAttributes(attribute.String("lane", lane))
+}
+
 // Worker takes jobs one at a time.
 type Worker struct {
 	Name    string
@@ -95,7 +107,7 @@ func (w *Worker) Run(ctx context.Context) {
 			continue
 		}
 		if w.Metrics != nil {
-			w.Metrics.Wait.Record(ctx, float64(time.Now().UnixMilli()-d.Job.EnqueuedMs)/1000)
+			w.Metrics.Wait.Record(ctx, float64(time.Now().UnixMilli()-d.Job.EnqueuedMs)/1000, LaneAttr(d.Background()))
 		}
 		if err := w.Handle(ctx, d.Job); err != nil {
 			if ctx.Err() != nil {

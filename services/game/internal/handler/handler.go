@@ -691,6 +691,8 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 	return h.cfg.AIJobs.Enqueue(ctx, aijobs.Job{
 		GameID: next.ID, Version: next.Version, Kind: kind, Side: side.String(), Token: tok,
 		Level: next.Seats[side].AILevel, EnqueuedMs: now.UnixMilli(),
+		// Between two AI seats no person waits on this job.
+		Background: next.Seats[side.Opponent()].AILevel != 0,
 	})
 }
 
