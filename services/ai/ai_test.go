@@ -448,7 +448,7 @@ func startAIGameWith(t *testing.T, gcfg game.Config, kind commonv1.GameKind, wor
 
 // newAIGame creates, through games, a game where the AI plays the second
 // seat.
-func newAIGame(t *testing.T, games gamev1.GameServiceClient, requestID string, kind commonv1.GameKind) *aiGame {
+func newAIGame(t testing.TB, games gamev1.GameServiceClient, requestID string, kind commonv1.GameKind) *aiGame {
 	t.Helper()
 	resp, err := games.CreateGame(context.Background(), &gamev1.CreateGameRequest{
 		RequestId: requestID, Kind: kind,
@@ -466,7 +466,7 @@ func newAIGame(t *testing.T, games gamev1.GameServiceClient, requestID string, k
 	return g
 }
 
-func (g *aiGame) waitFor(t *testing.T, cond func(*gamev1.Game) bool) *gamev1.Game {
+func (g *aiGame) waitFor(t testing.TB, cond func(*gamev1.Game) bool) *gamev1.Game {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
