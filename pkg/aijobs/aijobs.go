@@ -224,8 +224,9 @@ func (q *Queue) voidBefore(j Job) string {
 }
 
 // Next returns the next job for consumer: first one abandoned by another
-// worker, else a new one, waiting up to block. It returns nil, nil when
-// nothing came, or only a job it dead-lettered.
+// worker, else a new one, of the interactive lane, then likewise of the
+// background lane, waiting up to block for a job of either. It returns
+// nil, nil when nothing came, or only a job it dead-lettered.
 func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) (*Delivery, error) {
 	d, err := q.next(ctx, consumer, block)
 	if err == nil || !redis.HasErrorPrefix(err, "NOGROUP") {
