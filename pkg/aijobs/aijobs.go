@@ -248,17 +248,21 @@ func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) 
 }
 
 func (q *Queue) next(ctx context.Context, consumer string, block time.Duration) (*Delivery, error) {
-	d, err := q.claimOrphan(ctx, consumer)
+	// Each lane's abandoned jobs, then its new ones: a background job
+	// only when no interactive one waits.
+	orphans := q.orphansDue()
+	d, err := q.claimOrphan(ctx, consumer, interactive, orphans)
 	if err != nil || d != nil {
 		return d, err
 	}
-	// Each lane's abandoned jobs, then its new ones: a background job
-	// only when no interactive one waits.
 	d, scanned, err := q.claim(ctx, consumer, interactive)
 	if err != nil || d != nil {
 		return d, err
 	}
 	if d, err := q.read(ctx, consumer, -1, interactive); err != nil || d != nil {
+		return d, err
+	}
+	if d, err := q.claimOrphan(ctx, consumer, background, orphans); err != nil || d != nil {
 		return d, err
 	}
 	d, bgScanned, err := q.claim(ctx, consumer, background)
@@ -342,32 +346,28 @@ const (
 	orphanPages = 10
 )
 
-// claimOrphan takes over one job held for at least Lease by a worker
-// whose lease lapsed, when no scan of this Queue looked in the last
+// orphansDue says whether it is time to look for the jobs of workers
+// whose lease lapsed: when no scan of this Queue looked in the last
 // Lease/4.
-func (q *Queue) claimOrphan(ctx context.Context, consumer string) (*Delivery, error) {
+func (q *Queue) orphansDue() bool {
 	if q.Lease <= 0 {
-		return nil, nil
+		return false
 	}
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	due := time.Since(q.orphansScanned) >= q.Lease/4
 	if due {
 		q.orphansScanned = time.Now()
 	}
-	q.mu.Unlock()
+	return due
+}
+
+// claimOrphan takes over, if due, one job of lane l held for at least
+// Lease by a worker whose lease lapsed.
+func (q *Queue) claimOrphan(ctx context.Context, consumer string, l lane, due bool) (*Delivery, error) {
 	if !due {
 		return nil, nil
 	}
-	for _, l := range lanes {
-		if d, err := q.claimOrphanIn(ctx, consumer, l); err != nil || d != nil {
-			return d, err
-		}
-	}
-	return nil, nil
-}
-
-// claimOrphanIn is claimOrphan's scan of lane l.
-func (q *Queue) claimOrphanIn(ctx context.Context, consumer string, l lane) (*Delivery, error) {
 	start := "-"
 	for range orphanPages {
 		pending, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
