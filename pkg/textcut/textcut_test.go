@@ -12,6 +12,7 @@ func TestPrefixAndQuote(t *testing.T) {
 		{"abcdef", 3, "abc"},
 		{"장기왕", 4, "장"}, // 3 bytes a character: never half of one
 		{"장기왕", 6, "장기"},
+		{"장기", 6, "장기"}, // exactly n bytes: kept whole
 		{"장", 2, ""},
 		{"abc", -1, ""},
 	} {
