@@ -14,6 +14,8 @@ func TestCheck(t *testing.T) {
 		{strings.Repeat("장", 24), ""},
 		{"👨‍👩‍👧 family", ""},
 		{"🏴\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F", ""},
+		{"\u2764\ufe0f Kim", ""}, // an emoji in its picture form
+		{"🏴\U000E0067\U000E007F\U000E0067", "f: contains an unprintable character U+E0067"}, // a tag after the flag's end
 		{"", "f: required"},
 		{"   ", "f: required"},
 		{strings.Repeat("장", 25), "f: 25 characters, at most 24 allowed"},
@@ -53,6 +55,9 @@ func TestFit(t *testing.T) {
 		{strings.Repeat("장", 40), strings.Repeat("장", 24)},
 		{"\u3164", ""},
 		{"a\U000E0067b", "ab"},
+		{"Kim\xffLee", "KimLee"},
+		{"Kim \x00", "Kim"},
+		{"🏴\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F Kim", "🏴\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F Kim"},
 	} {
 		if got := Fit(c.in); got != c.want {
 			t.Errorf("Fit(%q) = %q, want %q", c.in, got, c.want)
