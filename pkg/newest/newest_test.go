@@ -83,3 +83,34 @@ func TestTakePlace(t *testing.T) {
 		t.Fatalf("a replacing stream whose call ended: %v", err)
 	}
 }
+
+// TestRemovingTheOldestKeepsTheNewer: a stream that ends by itself leaves
+// the key's newer ones counted, so that the next past the limit still
+// ends the oldest of them.
+func TestRemovingTheOldestKeepsTheNewer(t *testing.T) {
+	l := New[string](2)
+	_, _, rmA1 := l.Add("a")
+	a2, _, _ := l.Add("a")
+	rmA1()
+	a3, e3, _ := l.Add("a")
+	if e3 || ended(a2) {
+		t.Fatal("a stream ended although the key held one fewer than its limit")
+	}
+	_, e4, _ := l.Add("a")
+	if !e4 || !ended(a2) || ended(a3) {
+		t.Fatalf("a third open stream: evicted %v, oldest ended %v, newer ended %v; want the oldest ended", e4, ended(a2), ended(a3))
+	}
+}
+
+// TestTakePlaceRefusesANewStreamWithoutWaiting: only a replacing stream
+// waits for a place; any other is refused at once, even when its call has
+// ended meanwhile.
+func TestTakePlaceRefusesANewStreamWithoutWaiting(t *testing.T) {
+	places := make(chan struct{}, 1)
+	places <- struct{}{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := TakePlace(ctx, places, false); !errors.Is(err, ErrFull) {
+		t.Fatalf("a full semaphore, not replacing: %v, want ErrFull without a wait", err)
+	}
+}
