@@ -3,9 +3,12 @@ package deadline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/pkg/redisx"
@@ -132,5 +135,86 @@ func TestCheckShardsKeepsEveryoneOnOneCount(t *testing.T) {
 	err = other.CheckShards(ctx)
 	if !errors.Is(err, ErrShardsDiffer) || !strings.Contains(err.Error(), "this process has 32") || !strings.Contains(err.Error(), "indexed in 16") {
 		t.Fatalf("32 shards where 16 are recorded: %v", err)
+	}
+}
+
+// TestShardOfSpreadsOverEveryShard: a game's shard is one the sweeper
+// reads (0..shards-1), and games spread over all of them.
+func TestShardOfSpreadsOverEveryShard(t *testing.T) {
+	x, err := New(nil, "", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for i := range 1000 {
+		s := x.ShardOf(fmt.Sprintf("g%d", i))
+		if s < 0 || s >= x.Shards() {
+			t.Fatalf("game g%d in shard %d of %d", i, s, x.Shards())
+		}
+		seen[s] = true
+	}
+	if len(seen) != x.Shards() {
+		t.Fatalf("1000 games fill %d of %d shards", len(seen), x.Shards())
+	}
+	if _, err := New(nil, "", 4096); err != nil {
+		t.Errorf("4096 shards: %v", err)
+	}
+	if _, err := New(nil, "", 4097); err == nil {
+		t.Error("accepted 4097 shards")
+	}
+}
+
+// TestDueAndNextWithinAShard: Due keeps to its limit, earliest first, and
+// reports a malformed member while returning the others; Next is the
+// earliest entry.
+func TestDueAndNextWithinAShard(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	x, err := New(rdb, redistest.Prefix(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Del(ctx, x.Key(0)) })
+	base := time.UnixMilli(1_900_000_000_000)
+	for i, id := range []string{"c", "a", "b"} {
+		if err := x.Add(ctx, Entry{GameID: id, At: base.Add(time.Duration(3-i) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next, ok, err := x.Next(ctx, 0)
+	if err != nil || !ok || next.GameID != "b" || !next.At.Equal(base.Add(time.Second)) {
+		t.Fatalf("next = %v %v %v, want b at +1s", next, ok, err)
+	}
+	due, err := x.Due(ctx, 0, base.Add(time.Minute), 2)
+	if err != nil || len(due) != 2 || due[0].GameID != "b" || due[1].GameID != "a" {
+		t.Fatalf("due with limit 2 = %v (%v), want b then a", due, err)
+	}
+	if err := rdb.ZAdd(ctx, x.Key(0), redis.Z{Score: float64(base.UnixMilli()), Member: "broken"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	due, err = x.Due(ctx, 0, base.Add(time.Minute), 10)
+	if err == nil || len(due) != 3 {
+		t.Fatalf("due with a malformed member = %v (%v), want the 3 others and an error", due, err)
+	}
+	if _, ok, err := x.Next(ctx, 0); ok || err == nil {
+		t.Fatalf("next is a malformed member: ok %v, err %v; want not ok and an error", ok, err)
+	}
+}
+
+// The recorded shard count does not expire: a process started later with
+// another count must still be refused.
+func TestCheckShardsRecordsForGood(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	x, err := New(rdb, redistest.Prefix(t), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.CheckShards(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Del(ctx, x.metaKey()) })
+	if ttl, err := rdb.TTL(ctx, x.metaKey()).Result(); err != nil || ttl != -1 {
+		t.Fatalf("the shard count's key has TTL %v (%v), want none", ttl, err)
 	}
 }
