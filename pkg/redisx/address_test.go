@@ -76,6 +76,10 @@ func TestParseOptionsRefusesMalformedHosts(t *testing.T) {
 		"redis-cluster://u:secret@a:1?password=secret": "option password",
 		"redis-sentinel://m@a:1?replica_only=true":     "not supported",
 		"redis://u:sec/ret@a:1":                        "malformed URL",
+		"redis-cluster://a:1?addr=b:2":                 "option addr",
+		"redis-sentinel://@a:1":                        "master@",
+		"redis-sentinel://m@a:1?master_name=other":     "option master_name",
+		"redis-cluster://a:70000":                      "port is not a number",
 	} {
 		_, err := ParseOptions(addr)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -98,6 +102,8 @@ func TestRedact(t *testing.T) {
 		"redis-sentinel://m@a:1?sentinel_password=s": "redis-sentinel://m@a:1?sentinel_password=xxxxx",
 		"redis-sentinel://m@a:1/0":                   "redis-sentinel://m@a:1/0",
 		"a:1,b:2":                                    "a:1,b:2",
+		"redis://s3/cr:et@h:1":                       "redis://xxxxx@h:1",
+		"redis://h:1?password=se%zzcret":             "redis://h:1?xxxxx",
 	} {
 		if got := Redact(addr); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", addr, got, want)
@@ -241,6 +247,7 @@ func TestOutOfReach(t *testing.T) {
 		{errors.New("dial tcp 10.0.0.1:6379: connect: connection refused"), true},
 		{fmt.Errorf("redis at x: %w", replyErr("LOADING Redis is loading the dataset in memory")), true},
 		{fmt.Errorf("redis at x: %w", replyErr("CLUSTERDOWN The cluster is down")), true},
+		{fmt.Errorf("redis at x: %w", replyErr("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.")), true},
 		{fmt.Errorf("redis at x: %w", replyErr("WRONGPASS invalid username-password pair")), false},
 		{fmt.Errorf("redis at x: %w", replyErr("NOAUTH Authentication required.")), false},
 		{fmt.Errorf("redis at x: %w", &tls.CertificateVerificationError{Err: errors.New("x509: certificate signed by unknown authority")}), false},

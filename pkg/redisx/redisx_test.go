@@ -29,6 +29,8 @@ func TestParseOptions(t *testing.T) {
 		{name: "url with db", addr: "redis://localhost:6380/2", wantAddrs: []string{"localhost:6380"}, wantDB: 2},
 		{name: "cluster url", addr: "redis-cluster://a:1,b:2,c:3", wantAddrs: []string{"a:1", "b:2", "c:3"}, wantCluster: true},
 		{name: "bare list is a cluster", addr: "a:1, b:2", wantAddrs: []string{"a:1", "b:2"}, wantCluster: true},
+		{name: "cluster of one seed", addr: "redis-cluster://a:1", wantAddrs: []string{"a:1"}, wantCluster: true},
+		{name: "IPv6 hosts", addr: "redis-cluster://[::1],[fe80::1]:7000", wantAddrs: []string{"[::1]:6379", "[fe80::1]:7000"}, wantCluster: true},
 		{name: "sentinel", addr: "redis-sentinel://mymaster@s1:26379,s2:26379/1", wantAddrs: []string{"s1:26379", "s2:26379"}, wantMaster: "mymaster", wantDB: 1},
 		{name: "empty", addr: " ", wantErr: "empty"},
 		{name: "unknown scheme", addr: "memcached://x:1", wantErr: "unknown scheme"},
