@@ -285,3 +285,27 @@ func TestLogLevelsIgnoreCase(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestValidateRefusesSettingsThatCannotServe: a setting that would stop
+// every call or the server's start is refused before anything starts.
+func TestValidateRefusesSettingsThatCannotServe(t *testing.T) {
+	for _, tt := range []struct {
+		set  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.ShutdownTimeout = 0 }, "--shutdown-timeout must be positive"},
+		{func(c *Config) { c.MaxRecvBytes = 1023 }, "--max-recv-bytes must be at least 1024"},
+		{func(c *Config) { c.TLSCert = "cert.pem" }, "--tls-cert and --tls-key go together"},
+		{func(c *Config) { c.TLSKey = "key.pem" }, "--tls-cert and --tls-key go together"},
+		{func(c *Config) { c.NoRedis = false }, "--redis-addr (PALACE_REDIS_ADDR) is required"},
+	} {
+		c, _ := registered(t)
+		if err := c.Validate(); err != nil {
+			t.Fatalf("the defaults: %v", err)
+		}
+		tt.set(c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate() = %v, want %q", err, tt.want)
+		}
+	}
+}
