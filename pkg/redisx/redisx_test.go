@@ -355,3 +355,27 @@ func TestEvictionPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterOfOneSeed: a cluster named by one seed gets the cluster
+// client's short reload of the slots' map too, and Reach fails while
+// any master is out of reach, not only the one it happens to ask.
+func TestClusterOfOneSeed(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.NewCluster(t, 3)
+	rdb, err := New(ctx, "redis-cluster://"+cl.Nodes[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, ok := rdb.(*redis.ClusterClient)
+	if !ok || c.Options().ClusterStateReloadInterval != clusterReload {
+		t.Fatalf("a %T; want a cluster client that reloads the slots every %v", rdb, clusterReload)
+	}
+	if err := Reach(ctx, rdb); err != nil {
+		t.Fatalf("every master up: %v", err)
+	}
+	cl.Nodes[2].Kill()
+	if err := Reach(ctx, rdb); err == nil {
+		t.Fatal("Reach succeeded with a master killed")
+	}
+}
