@@ -47,6 +47,8 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 		// unplayed: no move can be played, and the run must fail for
 		// having tested nothing, every counter clean.
 		unplayed bool
+		// args are flags of the run's own, after the common ones.
+		args []string
 	}{
 		{name: "none", fault: func() *fault { return &fault{} },
 			clean: []string{"lost", "duplicated", "gaps", "errors"}},
@@ -81,13 +83,36 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		{name: "snapshot-with-another-move", fault: snapshotWithAnotherFirstMove,
 			found: []string{"errors"}, clean: []string{"duplicated", "gaps"}},
+		// Each fault alone in its counter: the exit status must follow
+		// every counter, not only the errors that come with most faults.
+		{name: "final-state-without-its-last-move", fault: dropLastStoredMove,
+			found: []string{"lost"}, clean: []string{"duplicated", "gaps", "errors"}, each: "lost"},
+		{name: "streams-without-the-end", fault: dropEndEvents,
+			found: []string{"gaps"}, clean: []string{"lost", "duplicated", "errors"}},
+		{name: "game-gone", fault: gameGone,
+			found: []string{"errors", "lost"}, clean: []string{"duplicated", "gaps"}},
+		// The move of a call that failed may have been applied: finding it
+		// in the game and its streams is no fault.
+		{name: "move-applied-then-call-failed", fault: failAfterApplying(3),
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		{name: "answer-with-another-move", fault: echoAnotherMove(3),
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		// Without reconnections every stream ends on the game's end
+		// event, whose stream must be checked as whole as one the server
+		// closes.
+		{name: "event-with-another-move", fault: streamAnotherMove(3), args: []string{"--reconnect-rate", "0"}, each: "lost",
+			found: []string{"lost"}, clean: []string{"duplicated", "gaps", "errors"}},
+		// A stream without the snapshot it asked for misses what came
+		// before it, too.
+		{name: "snapshot-withheld", fault: withholdSnapshots,
+			found: []string{"errors"}, clean: []string{"duplicated"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.fault()
 			addr := startFaultyProxy(t, upstream, f)
-			out, errOut, code := palace("loadtest", "games", "--addr", addr, "--games", "3", "--duration", "1500ms",
-				"--floor=false", "--retry-rate", "0.3", "--reconnect-rate", "0.2", "--service-keys", apptest.ServiceKeys)
+			out, errOut, code := palace(append([]string{"loadtest", "games", "--addr", addr, "--games", "3", "--duration", "1500ms",
+				"--floor=false", "--retry-rate", "0.3", "--reconnect-rate", "0.2", "--service-keys", apptest.ServiceKeys}, tc.args...)...)
 			var rep gamesReport
 			lastJSON(t, out, &rep)
 			got := faultCounters(rep)
@@ -651,6 +676,126 @@ func snapshotWithAnotherFirstMove() *fault {
 		g.Moves[0].Move = &commonv1.Move{Coordinate: "a1a2"}
 		return true
 	})
+}
+
+// dropLastStoredMove reads every game back without its last move: a
+// server that lost a move it acknowledged, all else in order.
+func dropLastStoredMove() *fault {
+	f := &fault{}
+	f.get = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+		resp, err := up.GetGame(ctx, req)
+		if err != nil || len(resp.GetGame().GetMoves()) == 0 {
+			return resp, err
+		}
+		f.injected.Add(1)
+		resp.Game.Moves = resp.Game.Moves[:len(resp.Game.Moves)-1]
+		return resp, nil
+	}
+	return f
+}
+
+// dropEndEvents leaves the game's end out of every stream, which then
+// ends cleanly one version short: every move delivered, the end skipped.
+func dropEndEvents() *fault {
+	f := &fault{}
+	f.events = func() eventFilter {
+		return func(m *gamev1.StreamEventsResponse) ([]*gamev1.StreamEventsResponse, error) {
+			if m.GetEvent().GetGameEnded() != nil {
+				f.injected.Add(1)
+				return nil, nil
+			}
+			return []*gamev1.StreamEventsResponse{m}, nil
+		}
+	}
+	return f
+}
+
+// gameGone reads every game back as not found: a server that lost the
+// game, and every move acknowledged in it.
+func gameGone() *fault {
+	f := &fault{}
+	f.get = func(context.Context, gamev1.GameServiceClient, *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+		f.injected.Add(1)
+		return nil, status.Error(codes.NotFound, "no such game (the faulty proxy)")
+	}
+	return f
+}
+
+// failAfterApplying passes the nth move of every game on, then fails its
+// first call: the move stands though its answer said the call failed.
+func failAfterApplying(nth int) func() *fault {
+	return func() *fault {
+		f := &fault{}
+		var mu sync.Mutex
+		moves := map[string]int{}
+		seen := map[string]bool{}
+		f.move = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.MakeMoveRequest) (*gamev1.MakeMoveResponse, error) {
+			mu.Lock()
+			first := !seen[req.GetRequestId()]
+			seen[req.GetRequestId()] = true
+			if first {
+				moves[req.GetGameId()]++
+			}
+			fail := first && moves[req.GetGameId()] == nth
+			mu.Unlock()
+			resp, err := up.MakeMove(ctx, req)
+			if err != nil || !fail {
+				return resp, err
+			}
+			f.injected.Add(1)
+			return nil, status.Error(codes.Internal, "answer lost (the faulty proxy)")
+		}
+		return f
+	}
+}
+
+// echoAnotherMove answers the move at ply, every time it is sent, as if
+// another move had been played there.
+func echoAnotherMove(ply uint32) func() *fault {
+	return func() *fault {
+		f := &fault{}
+		f.move = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.MakeMoveRequest) (*gamev1.MakeMoveResponse, error) {
+			resp, err := up.MakeMove(ctx, req)
+			if err != nil || resp.GetMove().GetPly() != ply {
+				return resp, err
+			}
+			f.injected.Add(1)
+			resp.Move.Move = &commonv1.Move{Coordinate: "a1a2"}
+			return resp, nil
+		}
+		return f
+	}
+}
+
+// streamAnotherMove streams the move at ply as another one, its version
+// and everything else in order.
+func streamAnotherMove(ply uint32) func() *fault {
+	return func() *fault {
+		return editEvents(func(m *gamev1.StreamEventsResponse) bool {
+			mp := m.GetEvent().GetMovePlayed()
+			if mp.GetPly() != ply {
+				return false
+			}
+			mp.Move = &commonv1.Move{Coordinate: "a1a2"}
+			return true
+		})
+	}
+}
+
+// withholdSnapshots leaves out the snapshot a stream asked for, sending
+// the events after its version only.
+func withholdSnapshots() *fault {
+	f := &fault{}
+	f.events = func() eventFilter {
+		return func(m *gamev1.StreamEventsResponse) ([]*gamev1.StreamEventsResponse, error) {
+			if m.GetSnapshot() != nil {
+				f.injected.Add(1)
+				return nil, nil
+			}
+			return []*gamev1.StreamEventsResponse{m}, nil
+		}
+	}
+	return f
 }
 
 // startFaultyProxy serves a gRPC proxy to upstream, with fault f, until

@@ -372,6 +372,25 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 		t.Fatalf("a snapshot behind its stream, and one with another move: lost %d dup %d gaps %d errors %d, want gaps 1 and errors 1",
 			l8.lost.Load(), l8.dup.Load(), l8.gaps.Load(), l8.errs.Load())
 	}
+	// A move stored, or streamed, other than the one acknowledged at its
+	// ply is lost, though the ply is there.
+	var l9 gamesLoad
+	l9.check(&gamev1.Game{Version: 4, Moves: []*gamev1.MoveRecord{final.Moves[0], {Ply: 2, Move: &commonv1.Move{Coordinate: "a1a2"}}}}, acked, 0, nil)
+	if l9.lost.Load() != 1 || l9.dup.Load()+l9.gaps.Load() != 0 {
+		t.Fatalf("another move stored at ply 2: lost %d dup %d gaps %d, want lost 1 only", l9.lost.Load(), l9.dup.Load(), l9.gaps.Load())
+	}
+	var l10 gamesLoad
+	l10.check(final, acked, 0, ended(slices.Concat(good[:3], []seen{ev(4, played{2, "a1a2"})})))
+	if l10.lost.Load() != 1 || l10.dup.Load()+l10.gaps.Load() != 0 {
+		t.Fatalf("another move streamed at ply 2: lost %d dup %d gaps %d, want lost 1 only", l10.lost.Load(), l10.dup.Load(), l10.gaps.Load())
+	}
+	// A stream that ended as a stream should, short of the game's last
+	// version, skipped its end even with every move in it: a gap.
+	var l11 gamesLoad
+	l11.check(&gamev1.Game{Version: 5, Moves: final.Moves}, acked, 0, ended(good))
+	if l11.gaps.Load() != 1 || l11.lost.Load()+l11.dup.Load() != 0 {
+		t.Fatalf("a stream ending at version 4 of 5: lost %d dup %d gaps %d, want gaps 1 only", l11.lost.Load(), l11.dup.Load(), l11.gaps.Load())
+	}
 	// A stream cut off by an error (counted as an error) is checked for
 	// what it delivered: a repeat in it counts, what it never got does
 	// not count as lost.
@@ -462,5 +481,55 @@ func TestLoadtestsOverTLS(t *testing.T) {
 	plain := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t))
 	if _, errOut, code := palace("health", "--addr", plain, "--tls", certPath); code != exitFail || !strings.Contains(errOut, "drop --tls") {
 		t.Fatalf("health over TLS to a plaintext port: exit %d, want %d, told to drop --tls: %s", code, exitFail, errOut)
+	}
+}
+
+// TestGamesReportUnplayed: a run that counted no fault still fails when it
+// played no move, or only one kind of game in two or more, since all
+// zeros from such a server would read as a pass; an interrupted run says
+// so itself.
+func TestGamesReportUnplayed(t *testing.T) {
+	both := gamesReport{Games: 2, JanggiGames: 1, XiangqiGames: 1, Moves: 10}
+	tests := []struct {
+		name     string
+		edit     func(*gamesReport)
+		unplayed bool
+	}{
+		{name: "both kinds played", edit: func(*gamesReport) {}},
+		{name: "one game of one kind", edit: func(r *gamesReport) { r.Games, r.XiangqiGames = 1, 0 }},
+		{name: "no move", edit: func(r *gamesReport) { r.Moves = 0 }, unplayed: true},
+		{name: "no Janggi game", edit: func(r *gamesReport) { r.JanggiGames, r.XiangqiGames = 0, 2 }, unplayed: true},
+		{name: "no Xiangqi game", edit: func(r *gamesReport) { r.JanggiGames, r.XiangqiGames = 2, 0 }, unplayed: true},
+		{name: "interrupted before a move", edit: func(r *gamesReport) { r.Moves, r.Interrupted = 0, true }},
+	}
+	for _, tt := range tests {
+		r := both
+		tt.edit(&r)
+		if got := r.unplayed(); (got != "") != tt.unplayed {
+			t.Errorf("%s: unplayed() = %q, want a reason: %v", tt.name, got, tt.unplayed)
+		}
+	}
+}
+
+// TestLoadtestGamesInterrupted: a run stopped before its end (Ctrl-C)
+// reports what it did, marked interrupted, and fails, since it did not
+// test what was asked; its own cancellations of calls and streams are no
+// errors, and the games it left unchecked count nothing lost.
+func TestLoadtestGamesInterrupted(t *testing.T) {
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	// Stopped long before its end, as the faults tests' runs end: with
+	// moves acknowledged.
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	var out, errOut strings.Builder
+	code := run(ctx, []string{"loadtest", "games", "--addr", addr, "--games", "4", "--duration", "60s", "--floor=false"}, strings.NewReader(""), &out, &errOut)
+	var rep gamesReport
+	lastJSON(t, out.String(), &rep)
+	if code != exitFail || !rep.Interrupted || rep.Moves == 0 {
+		t.Fatalf("exit %d, report %+v; want %d, interrupted, with moves\n%s", code, rep, exitFail, errOut.String())
+	}
+	if rep.Lost+rep.Duplicated+rep.Gaps+rep.Errors != 0 {
+		t.Fatalf("the run's own cancellations counted as faults: %+v\n%s", rep, errOut.String())
 	}
 }
