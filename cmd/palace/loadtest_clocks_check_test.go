@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// readBack is a game service that answers every GetGame with game.
+type readBack struct {
+	gamev1.GameServiceClient
+	game *gamev1.Game
+}
+
+func (r readBack) GetGame(context.Context, *gamev1.GetGameRequest, ...grpc.CallOption) (*gamev1.GetGameResponse, error) {
+	return &gamev1.GetGameResponse{Game: r.game}, nil
+}
+
+// TestClocksCheckJudgesEachGame reads games back as a clock service could
+// have left them and requires each to land in its one counter: a flag on
+// time, a game still running, a flag at or before the deadline, of the
+// wrong side or by the wrong means, and a third move answered other than
+// the game shows. Lateness is measured from the first instant past the
+// deadline, and only for flags the clock service alone made.
+func TestClocksCheckJudgesEachGame(t *testing.T) {
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	const budget, grace = 2 * time.Second, time.Second
+	deadline := start.Add(budget + grace)
+	ms := func(d int) time.Duration { return time.Duration(d) * time.Millisecond }
+	// idle is a game whose first side never moved again; moved one whose
+	// third move, at start+1s, was accepted, its opponent's deadline
+	// 10 s later.
+	idle := func() *clockGame {
+		return &clockGame{id: "g", behaviour: "idle", deadline: deadline, budget: budget, grace: grace}
+	}
+	moved := func() *clockGame {
+		g := idle()
+		g.behaviour, g.moveSent, g.accepted, g.limit = "early", true, true, budget
+		g.playedAt, g.deadline2 = start.Add(time.Second), start.Add(11*time.Second)
+		return g
+	}
+	// late is a racing game whose third move was refused; it may have
+	// ended the game itself, at its own instant.
+	late := func() *clockGame {
+		g := idle()
+		g.behaviour, g.moveSent, g.refused, g.limit = "racing", true, true, budget+ms(200)
+		return g
+	}
+	plies := func(n int) []*gamev1.MoveRecord { return make([]*gamev1.MoveRecord, n) }
+	ended := func(winner commonv1.Winner, at time.Time, moves int) *gamev1.Game {
+		return &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_ENDED, Moves: plies(moves), EndedAt: timestamppb.New(at),
+			Result: &commonv1.Result{Winner: winner, Method: commonv1.EndMethod_END_METHOD_TIMEOUT}}
+	}
+	firstFlagged := func(at time.Time) *gamev1.Game { return ended(commonv1.Winner_WINNER_SECOND, at, 2) }
+	secondFlagged := func(at time.Time) *gamev1.Game { return ended(commonv1.Winner_WINNER_FIRST, at, 3) }
+	type counts struct{ flagged, missed, wrong, inconsistent, unexpected, raceIn, raceLate int64 }
+	tests := []struct {
+		name string
+		g    *clockGame
+		game *gamev1.Game
+		want counts
+		// lateMs are the lateness figures the game adds.
+		lateMs []float64
+	}{
+		{name: "flagged 5 ms past the deadline", g: idle(), game: firstFlagged(deadline.Add(ms(5))),
+			want: counts{flagged: 1}, lateMs: []float64{4}},
+		{name: "flagged at the deadline itself", g: idle(), game: firstFlagged(deadline), want: counts{wrong: 1}},
+		{name: "flagged early", g: idle(), game: firstFlagged(deadline.Add(-ms(300))), want: counts{wrong: 1}},
+		{name: "still running", g: idle(), game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_ONGOING, Moves: plies(2)},
+			want: counts{missed: 1}},
+		{name: "resigned", g: idle(), want: counts{unexpected: 1}, game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_ENDED, Moves: plies(2),
+			EndedAt: timestamppb.New(deadline.Add(ms(5))), Result: &commonv1.Result{Winner: commonv1.Winner_WINNER_SECOND, Method: commonv1.EndMethod_END_METHOD_RESIGNATION}}},
+		{name: "aborted", g: idle(), want: counts{unexpected: 1}, game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_ABORTED, Moves: plies(2)}},
+		{name: "timed out drawn", g: idle(), game: ended(commonv1.Winner_WINNER_DRAW, deadline.Add(ms(5)), 2), want: counts{unexpected: 1}},
+		{name: "the side that never had to move flagged", g: idle(), game: ended(commonv1.Winner_WINNER_FIRST, deadline.Add(ms(5)), 2),
+			want: counts{unexpected: 1}},
+		{name: "opponent flagged after a move in time", g: moved(), game: secondFlagged(start.Add(11*time.Second + ms(8))),
+			want: counts{flagged: 1}, lateMs: []float64{7}},
+		{name: "opponent flagged before its deadline", g: moved(), game: secondFlagged(start.Add(10 * time.Second)), want: counts{wrong: 1}},
+		{name: "mover flagged though its move stood", g: moved(), game: ended(commonv1.Winner_WINNER_SECOND, start.Add(11*time.Second+ms(8)), 3),
+			want: counts{wrong: 1}},
+		{name: "accepted move missing", g: moved(), game: firstFlagged(deadline.Add(ms(5))),
+			want: counts{inconsistent: 1, flagged: 1}},
+		{name: "accepted after its last instant", want: counts{inconsistent: 1, flagged: 1}, lateMs: []float64{7},
+			g:    func() *clockGame { g := moved(); g.playedAt = start.Add(budget + ms(1)); return g }(),
+			game: secondFlagged(start.Add(11*time.Second + ms(8)))},
+		{name: "refused move present", g: late(), game: secondFlagged(start.Add(11*time.Second + ms(8))),
+			want: counts{inconsistent: 1, flagged: 1, raceIn: 1}},
+		// The refused move ended the game at its own instant, past its
+		// last in-time one though before the sweeper's deadline: a flag,
+		// but not the clock service's, so no lateness.
+		{name: "ended by the late move", g: late(), game: firstFlagged(start.Add(budget + ms(250))),
+			want: counts{flagged: 1, raceLate: 1}},
+		{name: "ended before the late move's instant", g: late(), game: firstFlagged(start.Add(budget + ms(150))),
+			want: counts{wrong: 1, raceLate: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &clocksLoad{}
+			l.check(t.Context(), readBack{game: tt.game}, tt.g)
+			got := counts{l.flagged.Load(), l.missed.Load(), l.wrong.Load(), l.inconsistent.Load(), l.unexp.Load(), l.raceIn.Load(), l.raceLate.Load()}
+			if got != tt.want || l.checked.Load() != 1 || l.errs.Load() != 0 {
+				t.Errorf("counted %+v, checked %d, errors %d; want %+v, checked 1, no error\n%v", got, l.checked.Load(), l.errs.Load(), tt.want, l.errText)
+			}
+			if !slices.Equal(l.lateness, tt.lateMs) {
+				t.Errorf("lateness %v ms, want %v", l.lateness, tt.lateMs)
+			}
+		})
+	}
+}
