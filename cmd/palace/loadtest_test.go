@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,6 +83,18 @@ func loadtestGamesFindsNothingWrong(t *testing.T, flags ...string) {
 	}
 	if rep.EventP50ms <= 0 || rep.EventP99ms < rep.EventP50ms {
 		t.Fatalf("no times from moves to the opponents' streams: %+v", rep)
+	}
+	if rep.P50ms <= 0 || rep.P99ms < rep.P50ms || rep.MaxMs < rep.P99ms {
+		t.Fatalf("move latencies out of order, p50 <= p99 <= max: %+v", rep)
+	}
+	if want := rep.MovesPerS / rep.FloorPerS; math.Abs(rep.Ratio-want) > 1e-9*want {
+		t.Fatalf("ratio %v, want moves_per_s / floor_per_s = %v", rep.Ratio, want)
+	}
+	// Each half of the floor is reported as its progress line said.
+	for when, perS := range map[string]float64{"before": rep.FloorBeforePerS, "after": rep.FloorAfterPerS} {
+		if line := fmt.Sprintf("floor %s the games: %.0f calls/s", when, perS); !strings.Contains(errOut, line) {
+			t.Fatalf("no %q on stderr, as the report has it:\n%s", line, errOut)
+		}
 	}
 	// The rate leaves the warm-up out; the move count does not.
 	if rep.WarmupS != 0.5 || rep.MovesPerS*1.5 > float64(rep.Moves)+0.5 {
@@ -531,5 +545,28 @@ func TestLoadtestGamesInterrupted(t *testing.T) {
 	}
 	if rep.Lost+rep.Duplicated+rep.Gaps+rep.Errors != 0 {
 		t.Fatalf("the run's own cancellations counted as faults: %+v\n%s", rep, errOut.String())
+	}
+}
+
+// TestLoadtestGamesRateLeavesTheWarmupOut: a paced run, its moves spread
+// evenly, whose warm-up takes three quarters of it. The rate counts the
+// moves of the last quarter only, over that quarter: times that quarter,
+// it gives about a quarter of the moves, far from all of them (warm-up
+// counted) and from the warm-up's three quarters (the wrong side of it).
+func TestLoadtestGamesRateLeavesTheWarmupOut(t *testing.T) {
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
+	out, errOut, code := palace("loadtest", "games", "--addr", addr, "--games", "8", "--duration", "2s", "--warmup", "1500ms",
+		"--think", "10ms", "--floor=false", "--retry-rate", "0", "--reconnect-rate", "0")
+	var rep gamesReport
+	lastJSON(t, out, &rep)
+	if code != exitOK || rep.Moves < 40 {
+		t.Fatalf("exit %d, report %+v; want a clean run of moves\n%s", code, rep, errOut)
+	}
+	share := rep.MovesPerS * 0.5 / float64(rep.Moves)
+	t.Logf("%d moves, %.0f/s: the last 0.5 s has %.0f%% of them", rep.Moves, rep.MovesPerS, 100*share)
+	// Wide: on a busy machine the games may start late, crowding the
+	// moves towards the end.
+	if share < 0.1 || share > 0.6 {
+		t.Fatalf("the rate over the last 0.5 s accounts for %.0f%% of the moves, want about 25%%: %+v", 100*share, rep)
 	}
 }
