@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+)
+
+// queueLeftover is a matchmaking service that takes back the tickets a
+// report leaves waiting.
+type queueLeftover struct {
+	matchmakingv1.MatchmakingServiceClient
+}
+
+func (queueLeftover) CancelTicket(context.Context, *matchmakingv1.CancelTicketRequest, ...grpc.CallOption) (*matchmakingv1.CancelTicketResponse, error) {
+	return &matchmakingv1.CancelTicketResponse{}, nil
+}
+
+// TestMatchmakingReportJudgesEachPairing builds the tickets' stories by
+// hand and requires the report to count each wrong pairing, each ticket
+// left waiting beside a partner, and each ticket never settled, and the
+// games read back to seat whom the tickets say.
+func TestMatchmakingReportJudgesEachPairing(t *testing.T) {
+	first, second := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
+	// matched is a ticket of player p in pool, seated in game on side
+	// against opponent.
+	matched := func(p string, pool int, game string, side commonv1.Side, opponent string) *mmTicket {
+		return &mmTicket{player: p, pool: pool, ticketID: "t-" + p, state: matchmakingv1.TicketState_TICKET_STATE_MATCHED,
+			games: []string{game}, seat: &matchmakingv1.Seat{GameId: game, Side: side, OpponentId: opponent}}
+	}
+	waiting := func(p string, pool int) *mmTicket {
+		return &mmTicket{player: p, pool: pool, ticketID: "t-" + p, state: matchmakingv1.TicketState_TICKET_STATE_WAITING}
+	}
+	pair := func() []*mmTicket {
+		return []*mmTicket{matched("a", 0, "g1", first, "b"), matched("b", 0, "g1", second, "a")}
+	}
+	edit := func(edit func([]*mmTicket)) []*mmTicket { ts := pair(); edit(ts); return ts }
+	type want struct{ matched, games, doublePaired, waiting, unmatched, unsettled int }
+	tests := []struct {
+		name    string
+		tickets []*mmTicket
+		want    want
+	}{
+		{name: "a pair", tickets: pair(), want: want{matched: 2, games: 1}},
+		{name: "alone in its game", tickets: pair()[:1], want: want{matched: 1, games: 1, doublePaired: 1}},
+		{name: "three in a game", want: want{matched: 3, games: 1, doublePaired: 3},
+			tickets: append(pair(), matched("c", 0, "g1", second, "a"))},
+		{name: "paired with itself", want: want{matched: 2, games: 1, doublePaired: 2},
+			tickets: []*mmTicket{matched("a", 0, "g1", first, "a"), matched("a", 0, "g1", second, "a")}},
+		{name: "across pools", tickets: edit(func(ts []*mmTicket) { ts[1].pool = 1 }), want: want{matched: 2, games: 1, doublePaired: 2}},
+		{name: "on one side", tickets: edit(func(ts []*mmTicket) { ts[1].seat.Side = first }), want: want{matched: 2, games: 1, doublePaired: 2}},
+		{name: "told of another opponent", tickets: edit(func(ts []*mmTicket) { ts[1].seat.OpponentId = "c" }), want: want{matched: 2, games: 1, doublePaired: 2}},
+		{name: "reported with two games", tickets: edit(func(ts []*mmTicket) { ts[0].games = append(ts[0].games, "g2") }), want: want{matched: 2, games: 1, doublePaired: 1}},
+		{name: "two waiting in a pool", tickets: []*mmTicket{waiting("a", 0), waiting("b", 0), waiting("c", 1)},
+			want: want{waiting: 3, unmatched: 2}},
+		{name: "watch lost", want: want{unsettled: 1}, tickets: []*mmTicket{
+			{player: "a", ticketID: "t-a", state: matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED}}},
+		{name: "never entered", tickets: []*mmTicket{{player: "a"}}, want: want{unsettled: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &mmLoad{mm: []matchmakingv1.MatchmakingServiceClient{queueLeftover{}}, pools: mmPools(false), tickets: tt.tickets}
+			rep := l.report(t.Context(), 0, 1)
+			got := want{rep.Matched, rep.Games, rep.DoublePaired, rep.Waiting, rep.Unmatched, rep.Unsettled}
+			if got != tt.want || rep.Errors != 0 {
+				t.Fatalf("report %+v, want %+v and no error", rep, tt.want)
+			}
+		})
+	}
+	// The game read back must seat exactly the pair, each on its side.
+	pool := mmPools(false)[0]
+	seated := func(seats ...*gamev1.Seat) *gamev1.Game {
+		return &gamev1.Game{Kind: pool.kind, TimeControl: pool.tc, Seats: seats}
+	}
+	a, b := &gamev1.Seat{Side: first, PlayerId: "a"}, &gamev1.Seat{Side: second, PlayerId: "b"}
+	for _, tc := range []struct {
+		name  string
+		game  *gamev1.Game
+		right bool
+	}{
+		{name: "as reported", game: seated(a, b), right: true},
+		{name: "sides swapped", game: seated(&gamev1.Seat{Side: first, PlayerId: "b"}, &gamev1.Seat{Side: second, PlayerId: "a"})},
+		{name: "another player", game: seated(a, &gamev1.Seat{Side: second, PlayerId: "c"})},
+		{name: "one seat", game: seated(a)},
+	} {
+		l := &mmLoad{game: readBack{game: tc.game}, pools: mmPools(false), tickets: pair()}
+		rep := l.report(t.Context(), 0, 1)
+		if wantBad := map[bool]int{true: 0, false: 2}[tc.right]; rep.GamesChecked != 1 || rep.DoublePaired != wantBad || rep.Errors != 0 {
+			t.Errorf("%s: %d games checked, %d tickets wrongly paired, %d errors; want 1, %d, 0", tc.name, rep.GamesChecked, rep.DoublePaired, rep.Errors, wantBad)
+		}
+	}
+}
