@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
+	"net"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc"
 
 	aiv1 "github.com/palacehq/palace/pkg/gen/palace/ai/v1"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -56,5 +60,51 @@ func TestLoadtestAIChecksTheAnswers(t *testing.T) {
 	}
 	if err := checkBestMove(answer("h3e3", 10), legal); err != nil {
 		t.Errorf("a legal move refused: %v", err)
+	}
+}
+
+// halfWrongAI answers every other BestMove (odd seeds) with a move no
+// position allows, from a search that counted its nodes, and the others
+// with a legal move of the position sent.
+type halfWrongAI struct {
+	aiv1.UnimplementedAIServiceServer
+}
+
+func (halfWrongAI) BestMove(_ context.Context, req *aiv1.BestMoveRequest) (*aiv1.BestMoveResponse, error) {
+	mv := "a1a1"
+	if req.GetSeed()%2 == 0 {
+		p, err := rules.ParseFEN(rules.Xiangqi, req.GetStart().GetFen())
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range req.GetMoves() {
+			pm, err := rules.ParseMove(m.GetCoordinate())
+			if err != nil {
+				return nil, err
+			}
+			p.Make(pm)
+		}
+		mv = p.LegalMoves(nil)[0].String()
+	}
+	return &aiv1.BestMoveResponse{Move: &commonv1.Move{Coordinate: mv}, Nodes: 10}, nil
+}
+
+// TestLoadtestAIFailsOnWrongAnswers: a service that answers every call,
+// half of them wrongly, fails the run: its wrong answers are errors, not
+// jobs, though the right ones are.
+func TestLoadtestAIFailsOnWrongAnswers(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	aiv1.RegisterAIServiceServer(srv, halfWrongAI{})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	out, errOut, code := palace("loadtest", "ai", "--addr", lis.Addr().String(), "--variant", "xiangqi", "--level", "1", "--clients", "2", "--duration", "300ms")
+	var rep aiReport
+	lastJSON(t, out, &rep)
+	if code != exitFail || rep.Errors == 0 || rep.Jobs == 0 || !strings.Contains(errOut, "not legal") {
+		t.Fatalf("exit %d with report %+v; want %d, errors and jobs\n%s", code, rep, exitFail, errOut)
 	}
 }
