@@ -95,7 +95,9 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 		// in the game and its streams is no fault.
 		{name: "move-applied-then-call-failed", fault: failAfterApplying(3),
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
-		{name: "answer-with-another-move", fault: echoAnotherMove(3),
+		{name: "answer-with-another-move", fault: editMoveAnswer(3, func(m *gamev1.MoveRecord) { m.Move = &commonv1.Move{Coordinate: "a1a2"} }),
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		{name: "answer-at-another-ply", fault: editMoveAnswer(3, func(m *gamev1.MoveRecord) { m.Ply++ }),
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		// Without reconnections every stream ends on the game's end
 		// event, whose stream must be checked as whole as one the server
@@ -749,9 +751,9 @@ func failAfterApplying(nth int) func() *fault {
 	}
 }
 
-// echoAnotherMove answers the move at ply, every time it is sent, as if
-// another move had been played there.
-func echoAnotherMove(ply uint32) func() *fault {
+// editMoveAnswer answers the move at ply, every time it is sent, with its
+// record changed by edit.
+func editMoveAnswer(ply uint32, edit func(*gamev1.MoveRecord)) func() *fault {
 	return func() *fault {
 		f := &fault{}
 		f.move = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.MakeMoveRequest) (*gamev1.MakeMoveResponse, error) {
@@ -760,7 +762,7 @@ func echoAnotherMove(ply uint32) func() *fault {
 				return resp, err
 			}
 			f.injected.Add(1)
-			resp.Move.Move = &commonv1.Move{Coordinate: "a1a2"}
+			edit(resp.Move)
 			return resp, nil
 		}
 		return f
