@@ -106,6 +106,9 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 			found: []string{"lost"}, clean: []string{"duplicated", "gaps", "errors"}},
 		// A stream without the snapshot it asked for misses what came
 		// before it, too.
+		// A floor call that fails is an error as a game's is.
+		{name: "probe-refused", fault: refuseEveryOtherProbe, args: []string{"--floor=true"}, each: "errors",
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		{name: "snapshot-withheld", fault: withholdSnapshots,
 			found: []string{"errors"}, clean: []string{"duplicated"}},
 	}
@@ -310,6 +313,7 @@ type fault struct {
 	// create answers a CreateGame, get a GetGame.
 	create func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error)
 	get    func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error)
+	probe  func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.ProbeRequest) (*gamev1.ProbeResponse, error)
 	// endAfterFirst names a server-streaming method (of any service) whose
 	// calls the proxy ends cleanly after their first answer.
 	endAfterFirst string
@@ -784,6 +788,20 @@ func streamAnotherMove(ply uint32) func() *fault {
 	}
 }
 
+// refuseEveryOtherProbe fails every second floor call.
+func refuseEveryOtherProbe() *fault {
+	f := &fault{}
+	var calls atomic.Int64
+	f.probe = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.ProbeRequest) (*gamev1.ProbeResponse, error) {
+		if calls.Add(1)%2 == 0 {
+			f.injected.Add(1)
+			return nil, status.Error(codes.Internal, "probe refused (the faulty proxy)")
+		}
+		return up.Probe(ctx, req)
+	}
+	return f
+}
+
 // withholdSnapshots leaves out the snapshot a stream asked for, sending
 // the events after its version only.
 func withholdSnapshots() *fault {
@@ -851,6 +869,10 @@ func (p *faultyProxy) handle(_ any, ss grpc.ServerStream) error {
 	case method == gamev1.GameService_GetGame_FullMethodName && p.fault.get != nil:
 		return answer(ss, &gamev1.GetGameRequest{}, func(req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
 			return p.fault.get(ctx, p.game, req)
+		})
+	case method == gamev1.GameService_Probe_FullMethodName && p.fault.probe != nil:
+		return answer(ss, &gamev1.ProbeRequest{}, func(req *gamev1.ProbeRequest) (*gamev1.ProbeResponse, error) {
+			return p.fault.probe(ctx, p.game, req)
 		})
 	case method == gamev1.GameService_StreamEvents_FullMethodName && p.fault.events != nil:
 		var req gamev1.StreamEventsRequest
