@@ -77,6 +77,8 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		{name: "final-result-changed", fault: flipFinalWinner,
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		{name: "final-status-changed", fault: abortFinalState, each: "errors",
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		{name: "ending-event-changed", fault: flipEndedWinner,
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		{name: "heartbeat-ahead", fault: heartbeatAhead,
@@ -626,6 +628,22 @@ func flipFinalWinner() *fault {
 		}
 		f.injected.Add(1)
 		otherWinner(resp.Game.Result)
+		return resp, nil
+	}
+	return f
+}
+
+// abortFinalState reads every game back aborted, its result kept: a
+// game that ended must stay ended.
+func abortFinalState() *fault {
+	f := &fault{}
+	f.get = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
+		resp, err := up.GetGame(ctx, req)
+		if err != nil || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ENDED {
+			return resp, err
+		}
+		f.injected.Add(1)
+		resp.Game.Status = commonv1.GameStatus_GAME_STATUS_ABORTED
 		return resp, nil
 	}
 	return f
