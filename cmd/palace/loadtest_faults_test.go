@@ -79,6 +79,8 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		{name: "final-status-changed", fault: abortFinalState, each: "errors",
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
+		{name: "resignation-answered-otherwise", fault: flipResignedWinner, each: "errors",
+			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		{name: "ending-event-changed", fault: flipEndedWinner,
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		{name: "heartbeat-ahead", fault: heartbeatAhead,
@@ -316,6 +318,7 @@ type fault struct {
 	create func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error)
 	get    func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error)
 	probe  func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.ProbeRequest) (*gamev1.ProbeResponse, error)
+	resign func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.ResignRequest) (*gamev1.ResignResponse, error)
 	// endAfterFirst names a server-streaming method (of any service) whose
 	// calls the proxy ends cleanly after their first answer.
 	endAfterFirst string
@@ -649,6 +652,22 @@ func abortFinalState() *fault {
 	return f
 }
 
+// flipResignedWinner answers every resignation with the other side
+// winning, the game and its streams ending as they do.
+func flipResignedWinner() *fault {
+	f := &fault{}
+	f.resign = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.ResignRequest) (*gamev1.ResignResponse, error) {
+		resp, err := up.Resign(ctx, req)
+		if err != nil || resp.GetGame().GetResult() == nil {
+			return resp, err
+		}
+		f.injected.Add(1)
+		otherWinner(resp.Game.Result)
+		return resp, nil
+	}
+	return f
+}
+
 // editEvents relays every stream's messages after edit, which reports
 // whether it changed one.
 func editEvents(edit func(*gamev1.StreamEventsResponse) bool) *fault {
@@ -887,6 +906,10 @@ func (p *faultyProxy) handle(_ any, ss grpc.ServerStream) error {
 	case method == gamev1.GameService_GetGame_FullMethodName && p.fault.get != nil:
 		return answer(ss, &gamev1.GetGameRequest{}, func(req *gamev1.GetGameRequest) (*gamev1.GetGameResponse, error) {
 			return p.fault.get(ctx, p.game, req)
+		})
+	case method == gamev1.GameService_Resign_FullMethodName && p.fault.resign != nil:
+		return answer(ss, &gamev1.ResignRequest{}, func(req *gamev1.ResignRequest) (*gamev1.ResignResponse, error) {
+			return p.fault.resign(ctx, p.game, req)
 		})
 	case method == gamev1.GameService_Probe_FullMethodName && p.fault.probe != nil:
 		return answer(ss, &gamev1.ProbeRequest{}, func(req *gamev1.ProbeRequest) (*gamev1.ProbeResponse, error) {
