@@ -341,18 +341,23 @@ type eventFilter func(*gamev1.StreamEventsResponse) ([]*gamev1.StreamEventsRespo
 // a reconnection's too: the stream skips a version and misses a move.
 func dropMoveEvent(ply uint32) func() *fault {
 	return func() *fault {
-		f := &fault{}
-		f.events = func() eventFilter {
-			return func(m *gamev1.StreamEventsResponse) ([]*gamev1.StreamEventsResponse, error) {
-				if m.GetEvent().GetMovePlayed().GetPly() == ply {
-					f.injected.Add(1)
-					return nil, nil
-				}
-				return []*gamev1.StreamEventsResponse{m}, nil
-			}
-		}
-		return f
+		return dropEvents(func(m *gamev1.StreamEventsResponse) bool { return m.GetEvent().GetMovePlayed().GetPly() == ply })
 	}
+}
+
+// dropEvents leaves the messages that drop says out of every stream.
+func dropEvents(drop func(*gamev1.StreamEventsResponse) bool) *fault {
+	f := &fault{}
+	f.events = func() eventFilter {
+		return func(m *gamev1.StreamEventsResponse) ([]*gamev1.StreamEventsResponse, error) {
+			if drop(m) {
+				f.injected.Add(1)
+				return nil, nil
+			}
+			return []*gamev1.StreamEventsResponse{m}, nil
+		}
+	}
+	return f
 }
 
 // doubleFirstMoveEvent sends the first move event of every stream twice.
@@ -740,17 +745,7 @@ func dropLastStoredMove() *fault {
 // dropEndEvents leaves the game's end out of every stream, which then
 // ends cleanly one version short: every move delivered, the end skipped.
 func dropEndEvents() *fault {
-	f := &fault{}
-	f.events = func() eventFilter {
-		return func(m *gamev1.StreamEventsResponse) ([]*gamev1.StreamEventsResponse, error) {
-			if m.GetEvent().GetGameEnded() != nil {
-				f.injected.Add(1)
-				return nil, nil
-			}
-			return []*gamev1.StreamEventsResponse{m}, nil
-		}
-	}
-	return f
+	return dropEvents(func(m *gamev1.StreamEventsResponse) bool { return m.GetEvent().GetGameEnded() != nil })
 }
 
 // gameGone reads every game back as not found: a server that lost the
