@@ -25,7 +25,8 @@ func TestTheRedisClientLogsThroughTheProcessLogger(t *testing.T) {
 	var cfg app.Config
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	cfg.RegisterFlags(fs, "127.0.0.1:0")
-	if err := fs.Parse([]string{"--log-format", "json", "--redis-addr", dead}); err != nil {
+	// A short wait: the dial fails, and is logged, at the first try.
+	if err := fs.Parse([]string{"--log-format", "json", "--redis-addr", dead, "--redis-wait", "1s"}); err != nil {
 		t.Fatal(err)
 	}
 	// The client's logger outlives the Run: a late line must not race the
