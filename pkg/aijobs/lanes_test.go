@@ -153,7 +153,10 @@ func TestJobsArrivingInBothLanesAtOnce(t *testing.T) {
 		got <- d
 	}()
 	// Both jobs are added in one step once w1 waits in Redis.
-	for blocked := false; !blocked; time.Sleep(5 * time.Millisecond) {
+	for blocked, end := false, time.Now().Add(10*time.Second); !blocked; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the worker never waited in Redis for a job")
+		}
 		list, err := q.rdb.ClientList(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
