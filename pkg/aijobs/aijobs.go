@@ -16,7 +16,9 @@
 // games between two AI seats (tournament and test runs). A worker takes a
 // background job only when no job of the first lane waits, so that a
 // batch of AI-against-AI games never keeps a player waiting on the AI,
-// whose clock runs meanwhile.
+// whose clock runs meanwhile. The game service uses the background lane
+// only while workers say they read it (ReadBothLanes), so that workers and
+// game service may be upgraded, or rolled back, in any order.
 package aijobs
 
 import (
@@ -149,7 +151,18 @@ type Queue struct {
 	// workers whose lease lapsed: once per Lease/4 is enough, however many
 	// workers share the Queue.
 	orphansScanned time.Time
+	// lanesRead is what Enqueue last read of whether workers read both
+	// lanes, at lanesReadAt; it reads again after lanesEvery.
+	lanesRead   bool
+	lanesReadAt time.Time
+	lanesEvery  time.Duration
 }
+
+// lanesTTL is how long the workers' word that they read both lanes
+// stands unless renewed: once the last worker of this release stops,
+// background jobs go back to the first lane, which workers of every
+// release read.
+const lanesTTL = 30 * time.Second
 
 // deadMaxLen bounds the dead-letter stream, which nothing trims: it is
 // kept for inspection, not replayed.
@@ -161,7 +174,41 @@ func New(rdb redis.UniversalClient, prefix string) *Queue {
 		rdb: rdb, prefix: prefix, key: prefix + "{ai}:jobs", bgKey: prefix + "{ai}:jobs:background", dead: prefix + "{ai}:dead", group: "workers",
 		ClaimAfter: 30 * time.Second, Lease: 3 * time.Second,
 		Log: slog.New(slog.DiscardHandler), cursor: [len(lanes)]string{"0-0", "0-0"},
+		lanesEvery: 5 * time.Second,
 	}
+}
+
+func (q *Queue) lanesKey() string { return q.prefix + "{ai}:lanes" }
+
+// ReadBothLanes records, for lanesTTL, that workers reading both lanes
+// run. A worker process says so as it starts, and KeepAlive renews it.
+func (q *Queue) ReadBothLanes(ctx context.Context) error {
+	if err := q.rdb.Set(ctx, q.lanesKey(), len(lanes), lanesTTL).Err(); err != nil {
+		return fmt.Errorf("record that ai workers read both lanes: %w", err)
+	}
+	return nil
+}
+
+// bothLanesRead says whether workers that read the background lane run.
+// A worker of an earlier release reads the first lane only: a background
+// job queued where only such workers run would wait for ever.
+func (q *Queue) bothLanesRead(ctx context.Context) bool {
+	q.mu.Lock()
+	if time.Since(q.lanesReadAt) < q.lanesEvery {
+		defer q.mu.Unlock()
+		return q.lanesRead
+	}
+	q.mu.Unlock()
+	n, err := q.rdb.Exists(ctx, q.lanesKey()).Result()
+	if err != nil {
+		// The first lane is read by every worker; Enqueue's own write
+		// will tell whether Redis answers.
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.lanesRead, q.lanesReadAt = n > 0, time.Now()
+	return q.lanesRead
 }
 
 // stream is the key of l's stream.
@@ -183,13 +230,18 @@ func (q *Queue) Ensure(ctx context.Context) error {
 	return nil
 }
 
-// Enqueue adds a job.
+// Enqueue adds a job; a background one goes to the first lane while no
+// worker says it reads both.
 func (q *Queue) Enqueue(ctx context.Context, j Job) error {
 	b, err := json.Marshal(j)
 	if err != nil {
 		return fmt.Errorf("encode ai job: %w", err)
 	}
-	key := q.stream(laneOf(j))
+	l := laneOf(j)
+	if l == background && !q.bothLanesRead(ctx) {
+		l = interactive
+	}
+	key := q.stream(l)
 	args := &redis.XAddArgs{Stream: key, Values: []any{"j", b}}
 	if min := q.voidBefore(j); min != "" {
 		// Approximate: Redis drops only whole nodes of the stream, which
@@ -326,14 +378,18 @@ func (q *Queue) claim(ctx context.Context, consumer string, l lane) (d *Delivery
 // aliveKey holds a worker's lease: it exists while the worker lives.
 func (q *Queue) aliveKey(consumer string) string { return q.prefix + "{ai}:alive:" + consumer }
 
-// KeepAlive renews consumer's lease for Lease. A worker calls it as it
-// starts, before it takes a job, and then several times a Lease.
+// KeepAlive renews consumer's lease for Lease, and the word that workers
+// read both lanes. A worker calls it as it starts, before it takes a job,
+// and then several times a Lease.
 func (q *Queue) KeepAlive(ctx context.Context, consumer string) error {
 	if q.Lease <= 0 {
 		// No leases: a lease without an expiry would never lapse.
 		return nil
 	}
-	if err := q.rdb.Set(ctx, q.aliveKey(consumer), 1, q.Lease).Err(); err != nil {
+	pipe := q.rdb.Pipeline()
+	pipe.Set(ctx, q.aliveKey(consumer), 1, q.Lease)
+	pipe.Set(ctx, q.lanesKey(), len(lanes), lanesTTL)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("renew ai worker lease of %s: %w", consumer, err)
 	}
 	return nil

@@ -102,8 +102,11 @@ func testQueue(t *testing.T, claimAfter time.Duration) (*Queue, redis.UniversalC
 	rdb := redistest.Client(t)
 	q := New(rdb, redistest.Prefix(t))
 	q.ClaimAfter = claimAfter
-	t.Cleanup(func() { rdb.Del(ctx, q.key, q.bgKey, q.dead) })
+	t.Cleanup(func() { rdb.Del(ctx, q.key, q.bgKey, q.dead, q.lanesKey()) })
 	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ReadBothLanes(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return q, rdb

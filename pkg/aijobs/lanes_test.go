@@ -244,3 +244,49 @@ func TestTheBackgroundLanesLostGroupIsMadeAgain(t *testing.T) {
 		t.Fatalf("after the loss: %+v; want the background job", d)
 	}
 }
+
+// TestBackgroundJobsUseTheirLaneOnlyWhileWorkersReadIt: until a worker
+// says it reads both lanes, and again once none has said so for lanesTTL,
+// a background job goes to the first lane, which workers of every release
+// read; KeepAlive renews the word.
+func TestBackgroundJobsUseTheirLaneOnlyWhileWorkersReadIt(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q := New(rdb, redistest.Prefix(t))
+	q.lanesEvery = 0
+	t.Cleanup(func() { rdb.Del(ctx, q.key, q.bgKey, q.lanesKey(), q.aliveKey("w")) })
+	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	depths := func(step string, want Depths) {
+		t.Helper()
+		if d, err := q.Depths(ctx); err != nil || d != want {
+			t.Fatalf("%s: depths %+v, %v; want %+v", step, d, err, want)
+		}
+	}
+	enqueue(t, q, bgJob("before"))
+	depths("before any worker read both lanes", Depths{Interactive: 1})
+	if err := q.ReadBothLanes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := rdb.PTTL(ctx, q.lanesKey()).Result(); err != nil || ttl <= 0 || ttl > lanesTTL {
+		t.Fatalf("the word lasts %v, %v; want at most %v", ttl, err, lanesTTL)
+	}
+	enqueue(t, q, bgJob("while"))
+	depths("while workers read both", Depths{Interactive: 1, Background: 1})
+	if err := rdb.Del(ctx, q.lanesKey()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, q, bgJob("after"))
+	depths("once the word lapsed", Depths{Interactive: 2, Background: 1})
+	if err := q.KeepAlive(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, q, bgJob("renewed"))
+	depths("once a worker renewed its lease", Depths{Interactive: 2, Background: 2})
+	// The job keeps its wish: a worker tells its lane by where it came from.
+	d, err := q.Next(ctx, "w", 10*time.Millisecond)
+	if err != nil || d == nil || d.Job.GameID != "before" || !d.Job.Background || d.Background() {
+		t.Fatalf("first job %+v, %v; want the one queued before, from the first lane", d, err)
+	}
+}

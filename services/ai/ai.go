@@ -173,6 +173,12 @@ func Bind(cfg Config) app.Binder {
 			_ = cc.Close()
 			return nil, err
 		}
+		// Before any worker runs, so that games created from now on queue
+		// their background jobs in the lane these workers read.
+		if err := q.ReadBothLanes(ctx); err != nil {
+			_ = cc.Close()
+			return nil, err
+		}
 		m, err := newMetrics(rt.Tel.Meter.Meter("palace/ai"), q)
 		if err != nil {
 			_ = cc.Close()

@@ -62,9 +62,14 @@ func TestAIQueueGaugesCountTheirJobs(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
-	t.Cleanup(func() { rdb.Del(ctx, prefix+"{ai}:jobs", prefix+"{ai}:jobs:background", prefix+"{ai}:dead") })
+	t.Cleanup(func() {
+		rdb.Del(ctx, prefix+"{ai}:jobs", prefix+"{ai}:jobs:background", prefix+"{ai}:dead", prefix+"{ai}:lanes")
+	})
 	q := aijobs.New(rdb, prefix)
 	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ReadBothLanes(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range []string{"g1", "g2", "bots"} {

@@ -418,15 +418,18 @@ func TestAIJobCredentialLastsAsLongAsASeat(t *testing.T) {
 	}
 }
 
-// TestAGameBetweenTwoAIsWaitsBehindPlayers: the jobs of a game between two
-// AI seats go to the background lane, and a worker takes a player's job
-// first, though it came later.
+// TestAGameBetweenTwoAIsWaitsBehindPlayers: once workers read both lanes,
+// the jobs of a game between two AI seats go to the background lane, and
+// a worker takes a player's job first, though it came later.
 func TestAGameBetweenTwoAIsWaitsBehindPlayers(t *testing.T) {
 	env := gametest.Start(t, nil)
+	q := aijobs.New(env.Redis, env.Config.KeyPrefix)
+	if err := q.ReadBothLanes(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	bots := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(2, 3), Public: true})
 	human := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(0, 3)})
 	human.move(t, "h3e3")
-	q := aijobs.New(env.Redis, env.Config.KeyPrefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, want := range []struct {
