@@ -73,8 +73,12 @@ const (
 // lanes is every lane, in the order workers take their jobs.
 var lanes = [...]lane{interactive, background}
 
-func (l lane) String() string {
-	if l == background {
+func (l lane) String() string { return LaneName(l == background) }
+
+// LaneName names a lane as logs, dead letters and metrics do: background
+// or interactive.
+func LaneName(background bool) string {
+	if background {
 		return "background"
 	}
 	return "interactive"
@@ -173,17 +177,25 @@ func New(rdb redis.UniversalClient, prefix string) *Queue {
 	return &Queue{
 		rdb: rdb, prefix: prefix, key: prefix + "{ai}:jobs", bgKey: prefix + "{ai}:jobs:background", dead: prefix + "{ai}:dead", group: "workers",
 		ClaimAfter: 30 * time.Second, Lease: 3 * time.Second,
-		Log: slog.New(slog.DiscardHandler), cursor: [len(lanes)]string{"0-0", "0-0"},
+		Log: slog.New(slog.DiscardHandler), cursor: startCursors(),
 		lanesEvery: 5 * time.Second,
 	}
 }
 
+// startCursors starts every lane's scan at its beginning.
+func startCursors() [len(lanes)]string { return [len(lanes)]string{"0-0", "0-0"} }
+
 func (q *Queue) lanesKey() string { return q.prefix + "{ai}:lanes" }
+
+// sayBothLanesRead is the write of ReadBothLanes, for c to send.
+func (q *Queue) sayBothLanesRead(ctx context.Context, c redis.Cmdable) *redis.StatusCmd {
+	return c.Set(ctx, q.lanesKey(), len(lanes), lanesTTL)
+}
 
 // ReadBothLanes records, for lanesTTL, that workers reading both lanes
 // run. A worker process says so as it starts, and KeepAlive renews it.
 func (q *Queue) ReadBothLanes(ctx context.Context) error {
-	if err := q.rdb.Set(ctx, q.lanesKey(), len(lanes), lanesTTL).Err(); err != nil {
+	if err := q.sayBothLanesRead(ctx, q.rdb).Err(); err != nil {
 		return fmt.Errorf("record that ai workers read both lanes: %w", err)
 	}
 	return nil
@@ -294,7 +306,7 @@ func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) 
 		return nil, err
 	}
 	q.mu.Lock()
-	q.cursor = [len(lanes)]string{"0-0", "0-0"}
+	q.cursor = startCursors()
 	q.mu.Unlock()
 	return q.next(ctx, consumer, block)
 }
@@ -388,7 +400,7 @@ func (q *Queue) KeepAlive(ctx context.Context, consumer string) error {
 	}
 	pipe := q.rdb.Pipeline()
 	pipe.Set(ctx, q.aliveKey(consumer), 1, q.Lease)
-	pipe.Set(ctx, q.lanesKey(), len(lanes), lanesTTL)
+	q.sayBothLanesRead(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("renew ai worker lease of %s: %w", consumer, err)
 	}

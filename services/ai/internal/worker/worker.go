@@ -69,11 +69,7 @@ type Metrics struct {
 // operator scales the workers on the wait of games a person plays, which
 // background jobs do not delay.
 func LaneAttr(background bool) metric.MeasurementOption {
-	lane := "interactive"
-	if background {
-		lane = "background"
-	}
-	return metric.WithAttributes(attribute.String("lane", lane))
+	return metric.WithAttributes(attribute.String("lane", aijobs.LaneName(background)))
 }
 
 // Worker takes jobs one at a time.
