@@ -214,7 +214,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	StringFlag(fs, &c.CORSOrigins, "cors-origins", "", "comma-separated origins of web pages that may call from a browser over Connect or gRPC-Web, e.g. https://play.example.com,https://*.example.com; * for any; empty: the server's own origin only")
 	IntFlag(fs, &c.MaxRecvBytes, "max-recv-bytes", 1<<20, "largest request message accepted")
 	DurationFlag(fs, &c.KeepaliveTime, "keepalive-time", server.DefaultKeepaliveTime, "how long a client connection may stay silent before the server pings it")
-	DurationFlag(fs, &c.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "how long a Connect or gRPC-Web request's body may take to arrive after its headers before the call is refused DeadlineExceeded")
+	DurationFlag(fs, &c.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "how long a request (gRPC, Connect or gRPC-Web) may take to arrive after its headers before the call is refused DeadlineExceeded")
 	DurationFlag(fs, &c.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "how long the server waits for a ping's answer before it closes the connection: its streams end and its seats are announced disconnected")
 	StringFlag(fs, &c.TLSCert, "tls-cert", "", "PEM certificate file (with its chain) to serve TLS with on the listen port, for gRPC, Connect, gRPC-Web and /metrics alike; read again when it changes; empty: plaintext, for a proxy in front that ends TLS")
 	StringFlag(fs, &c.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")

@@ -48,9 +48,10 @@ type Config struct {
 	// Over Connect and gRPC-Web it bounds the message as sent too: its
 	// JSON text, and its size once decompressed.
 	MaxRecvBytes int
-	// BodyTimeout bounds how long a Connect or gRPC-Web call's request
-	// body may take to arrive after its headers (default 30 s), so that a
-	// client trickling it holds no connection and handler for long.
+	// BodyTimeout bounds how long a call's request may take to arrive
+	// after its headers (default 30 s), in every protocol, so that a
+	// client trickling it, or never sending it, holds no connection,
+	// stream and handler for long.
 	BodyTimeout time.Duration
 	// MaxSendBytes bounds one sent message (default 8 MiB).
 	MaxSendBytes int
@@ -188,6 +189,8 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 			otelgrpc.WithMeterProvider(tel.Meter),
 			otelgrpc.WithPropagators(tel.Propagator),
 		)}),
+		grpc.StatsHandler(bodyArrival{}),
+		grpc.InTapHandle(awaitBody(cfg.BodyTimeout)),
 		grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log), refuseUndecodable),
 		grpc.ChainStreamInterceptor(drainStream(drain), recoverStream(log), logStream(log), refusedStream, refuseUndecodableStream),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
@@ -319,11 +322,13 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if err != nil {
 		return err
 	}
+	// Native gRPC on connections net/http serves (SharedConnections).
+	native := withFirstMessageDeadline(s.grpc, s.cfg.BodyTimeout, s.cfg.MaxRecvBytes)
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
 		switch {
 		case r.ProtoMajor == 2 && (ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+")):
-			s.grpc.ServeHTTP(w, r)
+			native.ServeHTTP(w, r)
 		case r.Method == http.MethodPost || r.Header.Get("Connect-Protocol-Version") != "" || isPreflight(r):
 			rpc.ServeHTTP(w, r)
 		default:

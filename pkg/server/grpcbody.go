@@ -1,0 +1,147 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/tap"
+)
+
+// A native gRPC call's request message must arrive within
+// Config.BodyTimeout of its headers, as a Connect or gRPC-Web call's body
+// must (withBodyDeadline). grpc-go bounds that wait by the client's own
+// deadline alone, and accepts any number of streams on a connection: a
+// client that sends headers and never its message, or part of it, holds a
+// stream, a goroutine and their buffers for as long as its connection
+// lives, and its connection lives as long as it answers keepalive pings.
+//
+// On grpc-go's own transport (awaitBody) a request is read under the
+// call's context, so until the first message has come that context ends
+// DeadlineExceeded at the timeout; the message's arrival lifts it, and the
+// call runs as long as it needs. grpc-go answers such a call itself, as
+// "context deadline exceeded", before any code of ours could word it
+// better. On connections net/http serves, withFirstMessageDeadline reads
+// the message first.
+
+// bodyWait is a call's context until its request message has arrived:
+// its parent's, ending with it, or at the timeout if no message came by
+// then. It does not report the timeout as its deadline, which the call's
+// handler could mistake for the client's. Contexts derived from it end
+// with it (Canceled, their cause errLateBody); it reads DeadlineExceeded
+// itself, as grpc-go's reader of the request sees it.
+type bodyWait struct {
+	context.Context // a cancelable child of the call's context
+	end             context.CancelCauseFunc
+	timer           *time.Timer
+}
+
+// errLateBody is the cause a bodyWait ends with at its timeout.
+var errLateBody = errors.New("the request's message did not arrive in time")
+
+// bodyWaitKey finds a call's bodyWait in its context.
+type bodyWaitKey struct{}
+
+func newBodyWait(parent context.Context, limit time.Duration) *bodyWait {
+	ctx, end := context.WithCancelCause(parent)
+	w := &bodyWait{Context: ctx, end: end}
+	// Once the context has ended, by its parent or in time, ending it
+	// again changes nothing: its Err never changes.
+	w.timer = time.AfterFunc(limit, func() { end(errLateBody) })
+	return w
+}
+
+// arrive lifts the timeout: the request has come.
+func (w *bodyWait) arrive() { w.timer.Stop() }
+
+func (w *bodyWait) Err() error {
+	err := w.Context.Err()
+	if err != nil && errors.Is(context.Cause(w.Context), errLateBody) {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+func (w *bodyWait) Value(key any) any {
+	if key == (bodyWaitKey{}) {
+		return w
+	}
+	return w.Context.Value(key)
+}
+
+// awaitBody starts the timeout of each call grpc-go's transport takes.
+func awaitBody(limit time.Duration) tap.ServerInHandle {
+	return func(ctx context.Context, _ *tap.Info) (context.Context, error) {
+		return newBodyWait(ctx, limit), nil
+	}
+}
+
+// bodyArrival lifts a call's timeout as its first message is read, for
+// every service alike (health and reflection too).
+type bodyArrival struct{}
+
+func (bodyArrival) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (bodyArrival) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (bodyArrival) HandleConn(context.Context, stats.ConnStats) {}
+
+func (bodyArrival) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.InPayload); !ok {
+		return
+	}
+	if w, ok := ctx.Value(bodyWaitKey{}).(*bodyWait); ok {
+		w.arrive()
+	}
+}
+
+// withFirstMessageDeadline bounds the wait for a native gRPC call's
+// first message on a connection net/http serves, which grpc-go reads
+// through its handler transport: that one ends a call whose request
+// context ends without answering it, so the message is read here, under
+// a read deadline, and the call refused in its own words if it is late.
+// Only the first message is waited for: a call may stream from the
+// client (reflection does). A message declared longer than any accepted
+// passes on at once, for grpc-go to refuse.
+func withFirstMessageDeadline(next http.Handler, d time.Duration, maxRecv int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		head := make([]byte, frameHeaderBytes)
+		n, err := io.ReadFull(r.Body, head)
+		head = head[:n]
+		if err == nil {
+			if size := binary.BigEndian.Uint32(head[1:]); size <= uint32(maxRecv) {
+				// Read as it comes: a declared size reserves nothing.
+				var msg []byte
+				msg, err = io.ReadAll(io.LimitReader(r.Body, int64(size)))
+				head = append(head, msg...)
+			}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			grpcWebError(w, r.Header.Get("Content-Type"), codes.DeadlineExceeded,
+				fmt.Sprintf("the request's message did not arrive within %v of its headers (%d bytes came)", d, len(head)))
+			return
+		}
+		_ = rc.SetReadDeadline(time.Time{})
+		rest := io.Reader(r.Body)
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			// The client went away, or broke the body: grpc-go reads the
+			// same error as it would have.
+			rest = errReader{err}
+		}
+		r.Body = readCloser{io.MultiReader(bytes.NewReader(head), rest), r.Body}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// TestANativeRequestThatNeverComesIsRefused: a native gRPC call whose
+// request message never comes, or stops part way, is answered
+// DeadlineExceeded once Config.BodyTimeout has passed, without reaching
+// the service, on grpc-go's own connections and on shared ones alike; a
+// whole request is served, and a stream that outlasts the timeout once
+// its request has come goes on.
+func TestANativeRequestThatNeverComesIsRefused(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			calls := new(atomic.Int64)
+			addr, _ := startServerWith(t, Config{BodyTimeout: timeout, SharedConnections: shared}, func(s *Server) {
+				s.RegisterService(&gamev1.GameService_ServiceDesc, slowEvents{calls: calls, pause: 3 * timeout})
+			})
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+
+			// Headers alone: a stream opened and never sent on.
+			for _, method := range []string{"GetGame", "StreamEvents"} {
+				cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/palace.game.v1.GameService/"+method)
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				err = cs.RecvMsg(new(gamev1.GetGameResponse))
+				// grpc-go's transport words the refusal itself.
+				if status.Code(err) != codes.DeadlineExceeded || shared && !strings.Contains(status.Convert(err).Message(), "did not arrive within 300ms") {
+					t.Fatalf("%s without its request: %v, want DeadlineExceeded (saying it did not arrive within 300ms, on a shared connection)", method, err)
+				}
+				// Not the client's own deadline, 10 s away.
+				if took := time.Since(start); took < timeout || took > 5*time.Second {
+					t.Fatalf("%s refused after %v, want soon after the %v timeout", method, took, timeout)
+				}
+			}
+
+			// Part of a request: 3 bytes of a message's 5-byte prefix.
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/GetGame", pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/grpc")
+			req.Header.Set("TE", "trailers")
+			go func() { _, _ = pw.Write([]byte{0, 0, 0}) }()
+			var h2c http.Protocols
+			h2c.SetUnencryptedHTTP2(true)
+			client := &http.Client{Transport: &http.Transport{Protocols: &h2c}}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("part of a request: no answer: %v", err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			got := resp.Trailer.Get("Grpc-Status") + resp.Header.Get("Grpc-Status")
+			if got != "4" || shared && !strings.Contains(resp.Trailer.Get("Grpc-Message")+resp.Header.Get("Grpc-Message"), "did%20not%20arrive") {
+				t.Fatalf("part of a request: grpc-status %q (%q), want 4 (DeadlineExceeded) saying it did not arrive", got, resp.Trailer.Get("Grpc-Message")+resp.Header.Get("Grpc-Message"))
+			}
+			if n := calls.Load(); n != 0 {
+				t.Fatalf("%d calls reached the service", n)
+			}
+
+			// Whole requests are served; a stream outlives the timeout.
+			game := gamev1.NewGameServiceClient(cc)
+			if _, err := game.GetGame(ctx, &gamev1.GetGameRequest{GameId: "some-game-id"}); err != nil {
+				t.Fatalf("a whole request: %v", err)
+			}
+			stream, err := game.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: "some-game-id"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				if _, err := stream.Recv(); err != nil {
+					t.Fatalf("a stream lasting %v: message %d: %v", 3*timeout, i+1, err)
+				}
+			}
+			if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+				t.Fatalf("a stream lasting %v ended with %v, want its clean end", 3*timeout, err)
+			}
+		})
+	}
+}
+
+// TestTheWaitForARequestEndsOnce: a call's context ends DeadlineExceeded
+// if its request is late, and as its parent does otherwise; contexts
+// derived from it follow, saying why, and its error never changes once
+// it has ended.
+func TestTheWaitForARequestEndsOnce(t *testing.T) {
+	const limit = 20 * time.Millisecond
+	wait := func(ctx context.Context) {
+		t.Helper()
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the context never ended")
+		}
+	}
+
+	parent, cancel := context.WithCancel(context.Background())
+	w := newBodyWait(parent, limit)
+	child, stop := context.WithCancel(w)
+	defer stop()
+	wait(child)
+	if !errors.Is(w.Err(), context.DeadlineExceeded) || !errors.Is(context.Cause(child), errLateBody) {
+		t.Fatalf("late: %v, derived %v; want DeadlineExceeded, and the derived one's cause %v", w.Err(), context.Cause(child), errLateBody)
+	}
+	if _, ok := w.Deadline(); ok {
+		t.Fatal("late: the timeout reported as the call's deadline")
+	}
+	cancel()
+	if !errors.Is(w.Err(), context.DeadlineExceeded) {
+		t.Fatalf("late, then the call ended: %v, want DeadlineExceeded still", w.Err())
+	}
+
+	parent, cancel = context.WithCancel(context.Background())
+	w = newBodyWait(parent, limit)
+	w.arrive()
+	child, stop = context.WithCancel(w)
+	defer stop()
+	time.Sleep(5 * limit)
+	if w.Err() != nil || child.Err() != nil {
+		t.Fatalf("arrived: %v, derived %v, after the timeout; want none", w.Err(), child.Err())
+	}
+	cancel()
+	wait(child)
+	if !errors.Is(w.Err(), context.Canceled) || !errors.Is(child.Err(), context.Canceled) {
+		t.Fatalf("arrived, then the call ended: %v, derived %v; want Canceled", w.Err(), child.Err())
+	}
+
+	parent, cancel = context.WithCancel(context.Background())
+	w = newBodyWait(parent, limit)
+	cancel()
+	wait(w)
+	time.Sleep(5 * limit)
+	if !errors.Is(w.Err(), context.Canceled) {
+		t.Fatalf("the call ended before the timeout: %v, want Canceled", w.Err())
+	}
+}
