@@ -172,12 +172,16 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	b, _ := json.Marshal(rep)
 	fmt.Fprintln(stdout, string(b))
-	if rep.Errors > 0 || rep.Jobs == 0 || ctx.Err() != nil {
+	if rep.faulty() || ctx.Err() != nil {
 		// As the other load tools: the report stands, the status tells.
 		return exitFail
 	}
 	return exitOK
 }
+
+// faulty tells whether the report shows a fault: a failed or wrong
+// answer, or a run that had none answered, so shows nothing.
+func (r aiReport) faulty() bool { return r.Errors > 0 || r.Jobs == 0 }
 
 // checkBestMove finds what is wrong with an answer for a position whose
 // legal moves are legal: no move, one not among them, or no nodes counted.

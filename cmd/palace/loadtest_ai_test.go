@@ -108,3 +108,24 @@ func TestLoadtestAIFailsOnWrongAnswers(t *testing.T) {
 		t.Fatalf("exit %d with report %+v; want %d, errors and jobs\n%s", code, rep, exitFail, errOut)
 	}
 }
+
+// TestAIReportFaulty: the exit status reports failed answers, and a run
+// that had no answer at all.
+func TestAIReportFaulty(t *testing.T) {
+	tests := []struct {
+		name string
+		r    aiReport
+		want bool
+	}{
+		{name: "answered", r: aiReport{Jobs: 10}, want: false},
+		{name: "an error", r: aiReport{Jobs: 10, Errors: 1}, want: true},
+		{name: "no answer", r: aiReport{}, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.r.faulty(); got != tt.want {
+				t.Fatalf("faulty() = %v for %+v, want %v", got, tt.r, tt.want)
+			}
+		})
+	}
+}

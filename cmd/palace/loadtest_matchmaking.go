@@ -261,10 +261,17 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 	if rep.Unsettled > 0 {
 		fmt.Fprintf(stderr, "palace loadtest matchmaking: %d of %d tickets neither matched nor waiting at the end (never entered, or their watch failed)\n", rep.Unsettled, rep.Tickets)
 	}
-	if rep.DoublePaired > 0 || rep.Unmatched > 0 || rep.Unsettled > 0 || rep.Errors > 0 {
+	if rep.faulty() {
 		return exitFail
 	}
 	return exitOK
+}
+
+// faulty tells whether the report shows a fault: a wrong pairing, a
+// ticket left without a partner it could have had or never settled, or a
+// failed call.
+func (r mmReport) faulty() bool {
+	return r.DoublePaired > 0 || r.Unmatched > 0 || r.Unsettled > 0 || r.Errors > 0
 }
 
 // enterRate is the rate the tickets that entered did so at, from start to

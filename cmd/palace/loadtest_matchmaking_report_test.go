@@ -95,3 +95,30 @@ func TestMatchmakingReportJudgesEachPairing(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchmakingReportFaulty: the exit status reports each fault the
+// report shows on its own, not only a wrong pairing.
+func TestMatchmakingReportFaulty(t *testing.T) {
+	good := mmReport{Tickets: 10, Matched: 8, Waiting: 2, Games: 4}
+	tests := []struct {
+		name string
+		edit func(*mmReport)
+		want bool
+	}{
+		{name: "all settled", edit: func(*mmReport) {}, want: false},
+		{name: "double paired", edit: func(r *mmReport) { r.DoublePaired = 1 }, want: true},
+		{name: "unmatched beside a partner", edit: func(r *mmReport) { r.Unmatched = 1 }, want: true},
+		{name: "unsettled", edit: func(r *mmReport) { r.Unsettled = 1 }, want: true},
+		{name: "errors", edit: func(r *mmReport) { r.Errors = 1 }, want: true},
+		{name: "watches opened again", edit: func(r *mmReport) { r.Rewatched = 3 }, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := good
+			tt.edit(&r)
+			if got := r.faulty(); got != tt.want {
+				t.Fatalf("faulty() = %v for %+v, want %v", got, r, tt.want)
+			}
+		})
+	}
+}
