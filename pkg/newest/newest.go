@@ -8,26 +8,35 @@ package newest
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
 
-// Limit keeps up to max streams per key.
+// Limit keeps up to max streams per key, and up to max more on their way
+// out.
 type Limit[K comparable] struct {
 	max  int
 	mu   sync.Mutex
 	open map[K][]*stream
+	// leaving counts each key's streams that a newer one ended but that
+	// have not been removed yet. A stream whose send waits for a client
+	// that reads nothing never sees that it was ended, and holds its
+	// place in the process until its connection goes: without this bound
+	// such a client could take every place, one new stream at a time.
+	leaving map[K]int
 }
 
 // stream is one open stream; ended is closed when a newer stream of its
 // key takes its place.
 type stream struct {
-	ended chan struct{}
+	ended   chan struct{}
+	removed bool
 }
 
 // New returns a Limit of n streams per key (at least one).
 func New[K comparable](n int) *Limit[K] {
-	return &Limit[K]{max: max(n, 1), open: make(map[K][]*stream)}
+	return &Limit[K]{max: max(n, 1), open: make(map[K][]*stream), leaving: make(map[K]int)}
 }
 
 // Max is the number of streams a key may hold.
@@ -38,44 +47,70 @@ func (l *Limit[K]) Max() int { return l.max }
 // would only end the newer one in turn.
 const ReplacedReason = "STREAM_REPLACED"
 
+// ErrLeaving is Add's answer when a key holds max streams and max more
+// that newer ones ended have not left yet: their client reads none of
+// them.
+var ErrLeaving = errors.New("the streams that newer ones replaced have not ended: their client reads none of them")
+
 // Add registers a new stream of key, ending the key's oldest when it holds
-// max already (evicted says so: that stream is on its way out). ended is
-// closed when a newer stream ends this one; remove takes the stream out
-// again, and must be called once it ends.
-func (l *Limit[K]) Add(key K) (ended <-chan struct{}, evicted bool, remove func()) {
+// max already (evicted says so: that stream is on its way out), or
+// answers ErrLeaving when max of its streams are on their way out
+// already. ended is closed when a newer stream ends this one; remove takes
+// the stream out again, and must be called once it ends.
+func (l *Limit[K]) Add(key K) (ended <-chan struct{}, evicted bool, remove func(), err error) {
 	st := &stream{ended: make(chan struct{})}
 	l.mu.Lock()
-	list := append(l.open[key], st)
-	if len(list) > l.max {
+	defer l.mu.Unlock()
+	list := l.open[key]
+	if len(list) >= l.max {
+		if l.leaving[key] >= l.max {
+			return nil, false, nil, ErrLeaving
+		}
 		close(list[0].ended)
+		l.leaving[key]++
 		list = list[1:]
 		evicted = true
 	}
-	l.open[key] = list
-	l.mu.Unlock()
-	return st.ended, evicted, func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		list := l.open[key]
-		for i, o := range list {
-			if o == st {
-				list = append(list[:i:i], list[i+1:]...)
-				break
-			}
+	l.open[key] = append(list, st)
+	return st.ended, evicted, func() { l.remove(key, st) }, nil
+}
+
+// remove takes st out of key's streams, or out of those leaving.
+func (l *Limit[K]) remove(key K, st *stream) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st.removed {
+		return
+	}
+	st.removed = true
+	list := l.open[key]
+	i := slices.Index(list, st)
+	if i < 0 {
+		// A newer stream ended it: it has left now.
+		if l.leaving[key]--; l.leaving[key] <= 0 {
+			delete(l.leaving, key)
 		}
-		if len(list) == 0 {
-			delete(l.open, key)
-		} else {
-			l.open[key] = list
-		}
+		return
+	}
+	list = append(list[:i:i], list[i+1:]...)
+	if len(list) == 0 {
+		delete(l.open, key)
+	} else {
+		l.open[key] = list
 	}
 }
 
-// Keys is how many keys hold a stream.
+// Keys is how many keys hold a stream, open or leaving.
 func (l *Limit[K]) Keys() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.open)
+	n := len(l.open)
+	for k := range l.leaving {
+		if _, ok := l.open[k]; !ok {
+			n++
+		}
+	}
+	return n
 }
 
 // ErrFull is TakePlace's answer when every place is taken.

@@ -16,17 +16,63 @@ func ended(c <-chan struct{}) bool {
 	}
 }
 
+// add is l.Add of a stream it must admit.
+func add[K comparable](t *testing.T, l *Limit[K], key K) (<-chan struct{}, bool, func()) {
+	t.Helper()
+	ended, evicted, remove, err := l.Add(key)
+	if err != nil {
+		t.Fatalf("a stream of %v: %v", key, err)
+	}
+	return ended, evicted, remove
+}
+
+// TestStreamsThatDoNotLeaveAreBounded: a stream that a newer one ended
+// but that has not left (its send waits for a client that reads nothing)
+// counts as leaving; a key holds at most max streams and max leaving, so
+// the next one is refused until one of those leaves.
+func TestStreamsThatDoNotLeaveAreBounded(t *testing.T) {
+	l := New[string](2)
+	var removes []func()
+	for i := range 4 {
+		_, evicted, rm := add(t, l, "a")
+		if evicted != (i >= 2) {
+			t.Fatalf("stream %d: evicted %v", i, evicted)
+		}
+		removes = append(removes, rm)
+	}
+	// Two open, two ended that have not left.
+	if _, _, _, err := l.Add("a"); !errors.Is(err, ErrLeaving) {
+		t.Fatalf("a fifth stream beside two that have not left: %v, want ErrLeaving", err)
+	}
+	add(t, l, "b") // other keys are not concerned
+	removes[0]()
+	removes[0]() // removing twice changes nothing
+	_, evicted, rm := add(t, l, "a")
+	if !evicted {
+		t.Fatal("a stream once one of those leaving left: not evicting the oldest open")
+	}
+	if _, _, _, err := l.Add("a"); !errors.Is(err, ErrLeaving) {
+		t.Fatalf("once more at the bound: %v, want ErrLeaving", err)
+	}
+	for _, rm := range append(removes[1:], rm) {
+		rm()
+	}
+	if n := l.Keys(); n != 1 {
+		t.Fatalf("%d keys held, want b's alone", n)
+	}
+}
+
 // TestTheOldestGoes: a key holds max streams; the next ends its oldest,
 // not another key's, and removed streams make room again.
 func TestTheOldestGoes(t *testing.T) {
 	l := New[string](2)
-	a1, e1, rmA1 := l.Add("a")
-	a2, _, rmA2 := l.Add("a")
-	b1, _, rmB1 := l.Add("b")
+	a1, e1, rmA1 := add(t, l, "a")
+	a2, _, rmA2 := add(t, l, "a")
+	b1, _, rmB1 := add(t, l, "b")
 	if ended(a1) || ended(a2) || ended(b1) {
 		t.Fatal("a stream ended within the limit")
 	}
-	a3, e3, rmA3 := l.Add("a")
+	a3, e3, rmA3 := add(t, l, "a")
 	if e1 || !e3 {
 		t.Fatalf("evicted: first %v, third %v; want only the third to say so", e1, e3)
 	}
@@ -35,7 +81,7 @@ func TestTheOldestGoes(t *testing.T) {
 	}
 	rmA1() // an ended stream removes itself: nothing more happens
 	rmA2()
-	a4, e4, rmA4 := l.Add("a")
+	a4, e4, rmA4 := add(t, l, "a")
 	if e4 || ended(a3) || ended(a4) {
 		t.Fatal("a stream ended although one was removed to make room")
 	}
@@ -50,11 +96,11 @@ func TestTheOldestGoes(t *testing.T) {
 // TestAtLeastOne: a limit below one keeps one stream per key.
 func TestAtLeastOne(t *testing.T) {
 	l := New[int](0)
-	first, _, _ := l.Add(1)
+	first, _, _ := add(t, l, 1)
 	if ended(first) || l.Max() != 1 {
 		t.Fatalf("max %d; first ended %v", l.Max(), ended(first))
 	}
-	l.Add(1)
+	add(t, l, 1)
 	if !ended(first) {
 		t.Fatal("a second stream left the first open")
 	}
@@ -89,14 +135,14 @@ func TestTakePlace(t *testing.T) {
 // ends the oldest of them.
 func TestRemovingTheOldestKeepsTheNewer(t *testing.T) {
 	l := New[string](2)
-	_, _, rmA1 := l.Add("a")
-	a2, _, _ := l.Add("a")
+	_, _, rmA1 := add(t, l, "a")
+	a2, _, _ := add(t, l, "a")
 	rmA1()
-	a3, e3, _ := l.Add("a")
+	a3, e3, _ := add(t, l, "a")
 	if e3 || ended(a2) {
 		t.Fatal("a stream ended although the key held one fewer than its limit")
 	}
-	_, e4, _ := l.Add("a")
+	_, e4, _ := add(t, l, "a")
 	if !e4 || !ended(a2) || ended(a3) {
 		t.Fatalf("a third open stream: evicted %v, oldest ended %v, newer ended %v; want the oldest ended", e4, ended(a2), ended(a3))
 	}

@@ -190,7 +190,10 @@ type GameServiceClient interface {
 	// holds at most --max-seat-streams (8) streams on one server: a newer
 	// one ends its oldest, and takes its place on a full server. The ended
 	// one gets ResourceExhausted with the ErrorInfo reason STREAM_REPLACED:
-	// do not open it again, it would only end the newer one in turn.
+	// do not open it again, it would only end the newer one in turn. A
+	// stream whose client reads nothing cannot end while the server's send
+	// to it waits: while a seat has as many of those as it may hold
+	// streams, its new one is refused ResourceExhausted.
 	StreamEvents(ctx context.Context, in *StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEventsResponse], error)
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
@@ -526,7 +529,10 @@ type GameServiceServer interface {
 	// holds at most --max-seat-streams (8) streams on one server: a newer
 	// one ends its oldest, and takes its place on a full server. The ended
 	// one gets ResourceExhausted with the ErrorInfo reason STREAM_REPLACED:
-	// do not open it again, it would only end the newer one in turn.
+	// do not open it again, it would only end the newer one in turn. A
+	// stream whose client reads nothing cannot end while the server's send
+	// to it waits: while a seat has as many of those as it may hold
+	// streams, its new one is refused ResourceExhausted.
 	StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default

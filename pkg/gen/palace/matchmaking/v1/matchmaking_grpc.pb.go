@@ -111,7 +111,10 @@ type MatchmakingServiceClient interface {
 	// at most --max-player-watches (8) on one server, and a newer watch ends
 	// the player's oldest, taking its place on a full server. The ended one
 	// gets ResourceExhausted with the ErrorInfo reason STREAM_REPLACED: do
-	// not open it again. A refused request ends none.
+	// not open it again. A watch whose client reads nothing cannot end
+	// while the server's send to it waits: while a player has as many of
+	// those as it may hold watches, its new one is refused
+	// ResourceExhausted. A refused request ends none.
 	WatchTicket(ctx context.Context, in *WatchTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTicketResponse], error)
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite;
@@ -507,7 +510,10 @@ type MatchmakingServiceServer interface {
 	// at most --max-player-watches (8) on one server, and a newer watch ends
 	// the player's oldest, taking its place on a full server. The ended one
 	// gets ResourceExhausted with the ErrorInfo reason STREAM_REPLACED: do
-	// not open it again. A refused request ends none.
+	// not open it again. A watch whose client reads nothing cannot end
+	// while the server's send to it waits: while a player has as many of
+	// those as it may hold watches, its new one is refused
+	// ResourceExhausted. A refused request ends none.
 	WatchTicket(*WatchTicketRequest, grpc.ServerStreamingServer[WatchTicketResponse]) error
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite;
