@@ -178,6 +178,14 @@ type Server struct {
 // own default is 16 MiB.
 const maxHeaderBytes = 64 << 10
 
+// maxStreamsPerConn bounds the calls one connection carries at once, in
+// every protocol: a call whose answer its client never takes (a flow
+// control window of 0) stays open, and holds its memory, for as long as
+// the connection lives. A client that needs more opens more connections.
+// Event streams are long-lived: a client multiplexing many games over one
+// connection needs more than net/http's default of 250.
+const maxStreamsPerConn = 4096
+
 // New builds a server; register services on it, then call Serve.
 func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 	cfg = cfg.withDefaults()
@@ -195,6 +203,7 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 		grpc.ChainStreamInterceptor(drainStream(drain), recoverStream(log), logStream(log), refusedStream, refuseUndecodableStream),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
+		grpc.MaxConcurrentStreams(maxStreamsPerConn),
 		grpc.MaxSendMsgSize(cfg.MaxSendBytes),
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
@@ -341,10 +350,8 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	hs := &http.Server{
 		Handler:   root,
 		Protocols: &protocols,
-		// Event streams are long-lived: a client multiplexing many games
-		// over one connection needs more than net/http's default of 250.
 		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams: 4096,
+			MaxConcurrentStreams: maxStreamsPerConn,
 			SendPingTimeout:      s.cfg.KeepaliveTime,
 			PingTimeout:          s.cfg.KeepaliveTimeout,
 		},
