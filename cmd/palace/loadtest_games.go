@@ -132,6 +132,11 @@ func (l *gamesLoad) fail(format string, a ...any) {
 	l.mu.Unlock()
 }
 
+// maxGamesPerConn keeps a connection's calls and streams (each game's
+// two seats' streams, its move and a retry) within the 4,096 a Palace
+// server carries on one connection.
+const maxGamesPerConn = 1000
+
 func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("palace loadtest games", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -178,6 +183,11 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	n := *conns
 	if n <= 0 {
 		n = *games/100 + 1
+	}
+	if *games > maxGamesPerConn*n {
+		// More would wait, unseen, for a server's room on the connection.
+		fmt.Fprintf(stderr, "palace loadtest games: at most %d games per connection: each holds up to 4 calls and streams at once, and a server carries 4,096 per connection; raise --conns to at least %d\n", maxGamesPerConn, (*games+maxGamesPerConn-1)/maxGamesPerConn)
+		return exitUsage
 	}
 	l := &gamesLoad{think: *think, warmup: *warmup, retryUnavailable: *retryUnavailable}
 	var seedN atomic.Uint64

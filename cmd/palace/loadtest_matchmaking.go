@@ -26,6 +26,11 @@ import (
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 )
 
+// maxPlayersPerConn keeps the watches and calls of the players waiting
+// at once within the 4,096 a Palace server carries on one connection:
+// the tool opens one connection per matchmaking address.
+const maxPlayersPerConn = 2000
+
 // mmReport is the matchmaking load test's result, printed as its last line.
 type mmReport struct {
 	// Tickets is the number of tickets that were to be matched (N);
@@ -187,6 +192,11 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 		}
 	}
 	l := &mmLoad{pools: mmPools(ring != nil)}
+	if replicas := len(replicaAddrs(*addrs)); *concurrency > maxPlayersPerConn*max(replicas, 1) {
+		// More would wait, unseen, for a server's room on the connection.
+		fmt.Fprintf(stderr, "palace loadtest matchmaking: --concurrency is at most %d per matchmaking address: each player waiting holds a watch and a call at once, and a server carries 4,096 per connection\n", maxPlayersPerConn)
+		return exitUsage
+	}
 	ccs, err := tr.dialAll(*addrs)
 	if err != nil {
 		fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)

@@ -40,7 +40,8 @@ func TestLoadtestMatchmakingPairsEveryone(t *testing.T) {
 }
 
 func TestLoadtestMatchmakingUsage(t *testing.T) {
-	for _, args := range [][]string{{"--tickets", "3"}, {"--tickets", "0"}, {"--addr", ""}, {"--rate", "-5"}, {"--timeout", "-1s"}} {
+	for _, args := range [][]string{{"--tickets", "3"}, {"--tickets", "0"}, {"--addr", ""}, {"--rate", "-5"}, {"--timeout", "-1s"},
+		{"--concurrency", "2001"}, {"--addr", "127.0.0.1:1,127.0.0.1:2", "--concurrency", "4001"}} {
 		if _, _, code := palace(append([]string{"loadtest", "matchmaking"}, args...)...); code != exitUsage {
 			t.Errorf("%v: exit %d, want usage", args, code)
 		}

@@ -100,6 +100,10 @@ func loadtestGamesFindsNothingWrong(t *testing.T, flags ...string) {
 	if rep.WarmupS != 0.5 || rep.MovesPerS*1.5 > float64(rep.Moves)+0.5 {
 		t.Fatalf("warm-up not applied as asked: %+v", rep)
 	}
+	// More games than the connections carry would wait, unseen, on them.
+	if _, errOut, code := palace("loadtest", "games", "--addr", addr, "--games", "2001", "--conns", "2"); code != exitUsage || !strings.Contains(errOut, "--conns to at least 3") {
+		t.Fatalf("2,001 games over 2 connections: exit %d, %q; want %d asking for 3", code, errOut, exitUsage)
+	}
 	if _, _, code := palace("loadtest", "games", "--addr", addr, "--duration", "2s", "--warmup", "2s"); code != exitUsage {
 		t.Fatalf("a warm-up as long as the run: exit %d, want %d", code, exitUsage)
 	}
