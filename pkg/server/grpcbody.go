@@ -19,9 +19,9 @@ import (
 // A native gRPC call's request message must arrive within
 // Config.BodyTimeout of its headers, as a Connect or gRPC-Web call's body
 // must (withBodyDeadline). grpc-go bounds that wait by the client's own
-// deadline alone, and accepts any number of streams on a connection: a
-// client that sends headers and never its message, or part of it, holds a
-// stream, a goroutine and their buffers for as long as its connection
+// deadline alone: a client that sends headers and never its message, or
+// part of it, would hold a stream, a goroutine and their buffers, up to
+// maxStreamsPerConn of them per connection, for as long as its connection
 // lives, and its connection lives as long as it answers keepalive pings.
 //
 // On grpc-go's own transport (awaitBody) a request is read under the
@@ -40,7 +40,6 @@ import (
 // itself, as grpc-go's reader of the request sees it.
 type bodyWait struct {
 	context.Context // a cancelable child of the call's context
-	end             context.CancelCauseFunc
 	timer           *time.Timer
 }
 
@@ -52,7 +51,7 @@ type bodyWaitKey struct{}
 
 func newBodyWait(parent context.Context, limit time.Duration) *bodyWait {
 	ctx, end := context.WithCancelCause(parent)
-	w := &bodyWait{Context: ctx, end: end}
+	w := &bodyWait{Context: ctx}
 	// Once the context has ended, by its parent or in time, ending it
 	// again changes nothing: its Err never changes.
 	w.timer = time.AfterFunc(limit, func() { end(errLateBody) })
