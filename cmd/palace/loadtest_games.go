@@ -64,6 +64,10 @@ type gamesReport struct {
 	// because theirs was unavailable (with several replicas, or with
 	// --retry-unavailable).
 	Failovers int64 `json:"failovers"`
+	// Renewed counts calls and streams sent again, to the same replica,
+	// because it closed their connection at its age
+	// (--max-connection-age), which is no fault.
+	Renewed int64 `json:"renewed"`
 	// EventP50ms and EventP99ms: from sending a move to its event reaching
 	// the opponent's stream, as the opponent's screen would show it; a
 	// stream reconnecting in between counts its reconnection.
@@ -103,7 +107,7 @@ type gamesLoad struct {
 	play context.Context
 	rng  func() *rand.Rand
 
-	games, moves, measured, lost, dup, gaps, errs, retries, reconnects, failovers atomic.Int64
+	games, moves, measured, lost, dup, gaps, errs, retries, reconnects, failovers, renewed atomic.Int64
 	// kindGames and kindMoves count by kind: Janggi first, then Xiangqi.
 	kindGames, kindMoves [2]atomic.Int64
 
@@ -280,7 +284,7 @@ loop:
 	rep.Interrupted = ctx.Err() != nil
 	rep.EventP50ms, rep.EventP99ms = percentiles(l.eventLat)
 	rep.Lost, rep.Duplicated, rep.Gaps, rep.Errors = l.lost.Load(), l.dup.Load(), l.gaps.Load(), l.errs.Load()
-	rep.Retries, rep.Reconnects, rep.Failovers = l.retries.Load(), l.reconnects.Load(), l.failovers.Load()
+	rep.Retries, rep.Reconnects, rep.Failovers, rep.Renewed = l.retries.Load(), l.reconnects.Load(), l.failovers.Load(), l.renewed.Load()
 	if rep.FloorPerS > 0 {
 		rep.Ratio = rep.MovesPerS / rep.FloorPerS
 	}
@@ -477,7 +481,8 @@ type sent struct {
 // route is the route of the games of one slot: they start on replica
 // slot mod the number of replicas.
 func (l *gamesLoad) route(slot int) *route {
-	return &route{replicas: l.replicas, replica: slot % len(l.replicas), conn: slot / len(l.replicas), retry: l.retryUnavailable, moved: func() { l.failovers.Add(1) }}
+	return &route{replicas: l.replicas, replica: slot % len(l.replicas), conn: slot / len(l.replicas), retry: l.retryUnavailable, moved: func() { l.failovers.Add(1) },
+		renewed: func() { l.renewed.Add(1) }}
 }
 
 // retry is how a move is sent again with its request id, if at all.

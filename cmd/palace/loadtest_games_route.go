@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -47,6 +48,9 @@ type route struct {
 	// retry sends calls again after Unavailable even to a lone replica.
 	retry bool
 	moved func()
+	// renewed counts calls sent again because their connection was
+	// renewed.
+	renewed func()
 }
 
 func (r *route) client() gamev1.GameServiceClient {
@@ -64,6 +68,13 @@ func (r *route) client() gamev1.GameServiceClient {
 func (r *route) failover(ctx context.Context, err error, attempt int) bool {
 	if attempt >= maxFailovers || ctx.Err() != nil {
 		return false
+	}
+	if sentAway(err) {
+		// The replica renewed the connection (--max-connection-age), as
+		// it may at any time: the call goes again to the same replica, on
+		// a new connection.
+		r.renewed()
+		return true
 	}
 	switch status.Code(err) {
 	case codes.Unavailable:
@@ -85,6 +96,13 @@ func (r *route) failover(ctx context.Context, err error, attempt int) bool {
 	case <-time.After(min(failoverPauseMax, failoverPause*time.Duration(attempt+1))):
 		return true
 	}
+}
+
+// sentAway tells whether err ended a call whose connection the server had
+// sent away (GOAWAY at its --max-connection-age, grpc-go's "max_age") and
+// closed once the grace was over.
+func sentAway(err error) bool {
+	return status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), `debug data: "max_age"`)
 }
 
 // onReplicas makes a call on the route's replica, and again on the next

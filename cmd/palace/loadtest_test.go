@@ -36,6 +36,27 @@ func TestLoadtestGamesFindsNothingWrong(t *testing.T) {
 	}
 }
 
+// TestLoadtestGamesRidesOutConnectionRenewals: a server renewing its
+// connections often (--max-connection-age) cuts streams and calls at the
+// grace's end; the load tool resumes them on a new connection, as an app
+// does, and every move still arrives exactly once.
+func TestLoadtestGamesRidesOutConnectionRenewals(t *testing.T) {
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
+		"--max-connection-age", "300ms", "--max-connection-age-grace", "200ms")
+	out, errOut, code := palace("loadtest", "games", "--addr", addr, "--games", "6", "--duration", "3s", "--floor=false", "--reconnect-rate", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep gamesReport
+	lastJSON(t, out, &rep)
+	if rep.Moves == 0 || rep.Lost != 0 || rep.Duplicated != 0 || rep.Gaps != 0 || rep.Errors != 0 || rep.Failovers != 0 {
+		t.Fatalf("load test under connection renewals: %+v\n%s", rep, errOut)
+	}
+	if rep.Renewed == 0 {
+		t.Fatalf("no call or stream was renewed with its connection: %+v", rep)
+	}
+}
+
 func loadtestGamesFindsNothingWrong(t *testing.T, flags ...string) {
 	prefix := redistest.Prefix(t)
 	addr := startServe(t, append([]string{"--redis-addr", redistest.Addr(t), "--key-prefix", prefix, "--ai-workers", "0"}, flags...)...)

@@ -36,6 +36,9 @@ type Config struct {
 	KeepaliveTime, KeepaliveTimeout time.Duration
 	// BodyTimeout: see server.Config (0: its default).
 	BodyTimeout time.Duration
+	// MaxConnectionAge and MaxConnectionAgeGrace: see server.Config (an
+	// age of 0: no limit).
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	// EmbeddedRedis lets an empty RedisAddr start an in-process Redis
 	// (miniredis). Only `palace serve` allows it: a lone daemon without a
 	// real Redis could not share state with anyone.
@@ -216,6 +219,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	DurationFlag(fs, &c.KeepaliveTime, "keepalive-time", server.DefaultKeepaliveTime, "how long a client connection may stay silent before the server pings it")
 	DurationFlag(fs, &c.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "how long a request (gRPC, Connect or gRPC-Web) may take to arrive after its headers before the call is refused DeadlineExceeded")
 	DurationFlag(fs, &c.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "how long the server waits for a ping's answer before it closes the connection: its streams end and its seats are announced disconnected")
+	DurationFlag(fs, &c.MaxConnectionAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long one client connection takes new calls before the client is sent to open another, which a balancer in front may send to another replica; 0: for ever")
+	DurationFlag(fs, &c.MaxConnectionAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "how long the calls of a native gRPC connection past --max-connection-age may take to finish before it is closed: its streams still open end UNAVAILABLE, and their clients resume them")
 	StringFlag(fs, &c.TLSCert, "tls-cert", "", "PEM certificate file (with its chain) to serve TLS with on the listen port, for gRPC, Connect, gRPC-Web and /metrics alike; read again when it changes; empty: plaintext, for a proxy in front that ends TLS")
 	StringFlag(fs, &c.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
 	BoolFlag(fs, &c.SharedConnections, "shared-connections", false, "serve native gRPC through the same HTTP server as Connect and gRPC-Web on every connection, instead of handing connections that start with native gRPC to grpc-go's own faster transport, which serves nothing else: set it behind a proxy that sends both over one pooled upstream connection")
@@ -255,6 +260,9 @@ func (c Config) Validate() error {
 	}
 	if c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--keepalive-time and --keepalive-timeout must not be negative (0: %v and %v)", server.DefaultKeepaliveTime, server.DefaultKeepaliveTimeout))
+	}
+	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 {
+		errs = append(errs, fmt.Errorf("--max-connection-age and --max-connection-age-grace must not be negative (0: no limit and %v)", server.DefaultMaxConnectionAgeGrace))
 	}
 	if c.MaxRecvBytes < 1024 {
 		errs = append(errs, errors.New("--max-recv-bytes must be at least 1024"))

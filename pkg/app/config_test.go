@@ -52,12 +52,13 @@ func TestEnvValuesApply(t *testing.T) {
 	t.Setenv("PALACE_OTLP_INSECURE", "false")
 	t.Setenv("PALACE_REDIS_WAIT_REPLICAS", "2")
 	t.Setenv("PALACE_SHUTDOWN_TIMEOUT", "20s")
+	t.Setenv("PALACE_MAX_CONNECTION_AGE", "0")
 	c, replicas := registered(t)
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.OTLPInsecure || *replicas != 2 || c.ShutdownTimeout != 20*time.Second {
-		t.Fatalf("insecure=%v replicas=%d shutdown=%v", c.OTLPInsecure, *replicas, c.ShutdownTimeout)
+	if c.OTLPInsecure || *replicas != 2 || c.ShutdownTimeout != 20*time.Second || c.MaxConnectionAge != 0 {
+		t.Fatalf("insecure=%v replicas=%d shutdown=%v connection age=%v", c.OTLPInsecure, *replicas, c.ShutdownTimeout, c.MaxConnectionAge)
 	}
 }
 
@@ -298,6 +299,8 @@ func TestValidateRefusesSettingsThatCannotServe(t *testing.T) {
 		{func(c *Config) { c.TLSCert = "cert.pem" }, "--tls-cert and --tls-key go together"},
 		{func(c *Config) { c.TLSKey = "key.pem" }, "--tls-cert and --tls-key go together"},
 		{func(c *Config) { c.NoRedis = false }, "--redis-addr (PALACE_REDIS_ADDR) is required"},
+		{func(c *Config) { c.MaxConnectionAge = -time.Minute }, "--max-connection-age and --max-connection-age-grace must not be negative"},
+		{func(c *Config) { c.MaxConnectionAgeGrace = -time.Second }, "--max-connection-age and --max-connection-age-grace must not be negative"},
 	} {
 		c, _ := registered(t)
 		if err := c.Validate(); err != nil {

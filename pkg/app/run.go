@@ -259,6 +259,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	srv := server.New(server.Config{
 		Listen: o.Config.Listen, MaxRecvBytes: o.Config.MaxRecvBytes, ShutdownTimeout: o.Config.ShutdownTimeout,
 		KeepaliveTime: o.Config.KeepaliveTime, KeepaliveTimeout: o.Config.KeepaliveTimeout, BodyTimeout: o.Config.BodyTimeout,
+		MaxConnectionAge: o.Config.MaxConnectionAge, MaxConnectionAgeGrace: o.Config.MaxConnectionAgeGrace,
 		Pprof: o.Config.Pprof, CORSOrigins: o.Config.Origins(), CORSHeaders: o.Config.Headers(),
 		TLSCertFile: o.Config.TLSCert, TLSKeyFile: o.Config.TLSKey, SharedConnections: o.Config.SharedConnections,
 	}, log, tel)

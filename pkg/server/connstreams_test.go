@@ -22,60 +22,14 @@ func TestOneConnectionCarriesAtMostItsShareOfCalls(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
 			addr, _ := startServerWith(t, Config{SharedConnections: shared})
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
-				t.Fatal(err)
-			}
-			fr := http2.NewFramer(c, c)
-			var mu sync.Mutex // the framer's writes
-			if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
-				t.Fatal(err)
-			}
 			reset := make(chan uint32, 4*extra)
-			go func() {
-				for {
-					f, err := fr.ReadFrame()
-					if err != nil {
-						close(reset)
-						return
-					}
-					mu.Lock()
-					switch f := f.(type) {
-					case *http2.SettingsFrame:
-						if !f.IsAck() {
-							_ = fr.WriteSettingsAck()
-						}
-					case *http2.PingFrame:
-						if !f.IsAck() {
-							_ = fr.WritePing(true, f.Data)
-						}
-					case *http2.RSTStreamFrame:
-						reset <- f.StreamID
-					}
-					mu.Unlock()
+			c := dialUnreading(t, addr, "/grpc.health.v1.Health/Check", func(f http2.Frame) {
+				if f, ok := f.(*http2.RSTStreamFrame); ok {
+					reset <- f.StreamID
 				}
-			}()
-			var block bytes.Buffer
-			enc := hpack.NewEncoder(&block)
-			for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/grpc.health.v1.Health/Check"},
-				{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-				if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			}, func() { close(reset) })
 			for i := range maxStreamsPerConn + extra {
-				id := uint32(2*i + 1)
-				mu.Lock()
-				err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
-				if err == nil {
-					err = fr.WriteData(id, true, []byte{0, 0, 0, 0, 0}) // an empty request
-				}
-				mu.Unlock()
-				if err != nil {
+				if err := c.call(uint32(2*i + 1)); err != nil {
 					t.Fatalf("call %d: %v", i+1, err)
 				}
 			}
@@ -98,4 +52,73 @@ func TestOneConnectionCarriesAtMostItsShareOfCalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unreadingClient is a raw HTTP/2 client that answers the server's
+// settings and pings, as a live client does, but takes none of the data
+// sent to it (a flow control window of 0).
+type unreadingClient struct {
+	mu    sync.Mutex // the framer's writes
+	fr    *http2.Framer
+	block []byte // the headers of each call
+}
+
+// dialUnreading connects to addr for native gRPC calls of path. It hands
+// every frame it reads to seen, and calls ended once the connection ends.
+func dialUnreading(t *testing.T, addr, path string, seen func(http2.Frame), ended func()) *unreadingClient {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	c := &unreadingClient{fr: http2.NewFramer(conn, conn)}
+	if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", path},
+		{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.block = block.Bytes()
+	go func() {
+		defer ended()
+		for {
+			f, err := c.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					_ = c.fr.WriteSettingsAck()
+				}
+			case *http2.PingFrame:
+				if !f.IsAck() {
+					_ = c.fr.WritePing(true, f.Data)
+				}
+			}
+			seen(f)
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+// call opens stream id with an empty request.
+func (c *unreadingClient) call(id uint32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.block, EndHeaders: true}); err != nil {
+		return err
+	}
+	return c.fr.WriteData(id, true, []byte{0, 0, 0, 0, 0})
 }

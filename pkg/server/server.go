@@ -39,6 +39,14 @@ const (
 // DefaultBodyTimeout bounds a request body's arrival (Config.BodyTimeout).
 const DefaultBodyTimeout = 30 * time.Second
 
+// The connection age defaults (Config.MaxConnectionAge): most games end
+// within DefaultMaxConnectionAge, so most event streams never see their
+// connection renewed.
+const (
+	DefaultMaxConnectionAge      = 30 * time.Minute
+	DefaultMaxConnectionAgeGrace = 30 * time.Second
+)
+
 // Config is the transport configuration of one listening port.
 type Config struct {
 	// Listen is the host:port to listen on.
@@ -70,6 +78,22 @@ type Config struct {
 	// (x-request-id), a monitoring SDK's (sentry-trace). A call with a
 	// header not allowed fails its preflight, in the browser, whole.
 	CORSHeaders []string
+	// MaxConnectionAge is how long one client connection takes new calls
+	// (0: for ever). A balancer that spreads connections, not calls (a
+	// Kubernetes Service), would otherwise never hand a long-lived client
+	// to a replica added after it connected. A native gRPC connection is
+	// then sent away (GOAWAY, its age varied by up to 10% so that clients
+	// do not all return at once): the client opens a new one for its next
+	// call, and the calls under way get MaxConnectionAgeGrace (default
+	// 30 s) to finish before the connection is closed. A stream still open
+	// then ends UNAVAILABLE and its client resumes it (after_version) on
+	// the new connection. That close also frees what a stream whose client
+	// reads nothing holds: grpc-go queues up to 64 KiB of messages for it
+	// for as long as its connection lives. A connection net/http serves
+	// (Connect, gRPC-Web, SharedConnections) closes after the first answer
+	// it sends past its age, once its calls have ended; what it holds for
+	// an unread stream is bounded by flow control alone.
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	// KeepaliveTime is how long a client connection may stay silent before
 	// the server pings it, and KeepaliveTimeout how long the answer may
 	// take before the connection is closed (defaults 30 s and 10 s). A
@@ -113,6 +137,9 @@ func (c Config) Validate() error {
 	if c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0 {
 		errs = append(errs, errors.New("keepalive times must not be negative"))
 	}
+	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 {
+		errs = append(errs, errors.New("connection age and its grace must not be negative"))
+	}
 	for _, o := range c.CORSOrigins {
 		if err := ValidateOrigin(o); err != nil {
 			errs = append(errs, err)
@@ -142,6 +169,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepaliveTimeout == 0 {
 		c.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	if c.MaxConnectionAgeGrace == 0 {
+		c.MaxConnectionAgeGrace = DefaultMaxConnectionAgeGrace
 	}
 	return c
 }
@@ -206,7 +236,11 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 		grpc.MaxConcurrentStreams(maxStreamsPerConn),
 		grpc.MaxSendMsgSize(cfg.MaxSendBytes),
 		grpc.ForceServerCodecV2(newCodec()),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout,
+			// grpc-go reads 0 as for ever.
+			MaxConnectionAge: cfg.MaxConnectionAge, MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace,
+		}),
 		// Clients may ping as often as every 10 s (gRPC's own floor for
 		// clients), even without calls, instead of being sent away for it
 		// after 5 minutes' worth.
@@ -334,6 +368,11 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	// Native gRPC on connections net/http serves (SharedConnections).
 	native := withFirstMessageDeadline(s.grpc, s.cfg.BodyTimeout, s.cfg.MaxRecvBytes)
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if pastAge(r.Context(), s.cfg.MaxConnectionAge) {
+			// HTTP/1.1 closes the connection after this answer; HTTP/2
+			// sends GOAWAY and closes once its streams have ended.
+			w.Header().Set("Connection", "close")
+		}
 		ct := r.Header.Get("Content-Type")
 		switch {
 		case r.ProtoMajor == 2 && (ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+")):
@@ -363,6 +402,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		IdleTimeout: 2 * time.Minute,
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnContext: withConnBorn,
 	}
 	s.mu.Lock()
 	for _, name := range s.services {

@@ -193,7 +193,11 @@ type GameServiceClient interface {
 	// do not open it again, it would only end the newer one in turn. A
 	// stream whose client reads nothing cannot end while the server's send
 	// to it waits: while a seat has as many of those as it may hold
-	// streams, its new one is refused ResourceExhausted.
+	// streams, its new one is refused ResourceExhausted. Unavailable when
+	// the server stops, or closes the stream's connection at its age
+	// (--max-connection-age, 30 minutes by default, then a grace of 30 s
+	// for the calls under way): open it again with after_version set to the
+	// last version received, and no event is missed.
 	StreamEvents(ctx context.Context, in *StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEventsResponse], error)
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default
@@ -532,7 +536,11 @@ type GameServiceServer interface {
 	// do not open it again, it would only end the newer one in turn. A
 	// stream whose client reads nothing cannot end while the server's send
 	// to it waits: while a seat has as many of those as it may hold
-	// streams, its new one is refused ResourceExhausted.
+	// streams, its new one is refused ResourceExhausted. Unavailable when
+	// the server stops, or closes the stream's connection at its age
+	// (--max-connection-age, 30 minutes by default, then a grace of 30 s
+	// for the calls under way): open it again with after_version set to the
+	// last version received, and no event is missed.
 	StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error
 	// ExpireDeadline is internal (a service credential, as for CreateGame),
 	// called by the clock service when a game's deadline has passed: it ends the game on time, applies a default

@@ -1,0 +1,223 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+)
+
+// countingDialer dials TCP and counts the connections it made.
+type countingDialer struct{ n atomic.Int64 }
+
+func (d *countingDialer) dial(ctx context.Context, addr string) (net.Conn, error) {
+	d.n.Add(1)
+	return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+}
+
+// A client calling steadily is moved to a new connection each time its
+// connection reaches its age, in every protocol, and none of its calls
+// fails for it; without an age, one connection serves every call.
+func TestConnectionsAreRenewedAtTheirAge(t *testing.T) {
+	const age = 200 * time.Millisecond
+	clients := []struct {
+		name   string
+		shared bool
+		client func(t *testing.T, addr string, d *countingDialer) func(context.Context) error
+	}{
+		{name: "grpc", client: grpcHealthCheck},
+		{name: "grpc shared", shared: true, client: grpcHealthCheck},
+		{name: "connect http1", client: connectHealthCheck(func(p *http.Protocols) { p.SetHTTP1(true) })},
+		{name: "connect h2c", client: connectHealthCheck(func(p *http.Protocols) { p.SetUnencryptedHTTP2(true) })},
+	}
+	for _, c := range clients {
+		for _, maxAge := range []time.Duration{0, age} {
+			t.Run(fmt.Sprintf("%s/age=%v", c.name, maxAge), func(t *testing.T) {
+				addr, _ := startServerWith(t, Config{MaxConnectionAge: maxAge, MaxConnectionAgeGrace: time.Second, SharedConnections: c.shared})
+				var d countingDialer
+				call := c.client(t, addr, &d)
+				calls := 0
+				for end := time.Now().Add(6 * age); time.Now().Before(end); calls++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					err := call(ctx)
+					cancel()
+					if err != nil {
+						t.Fatalf("call %d: %v", calls+1, err)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				conns := d.n.Load()
+				switch {
+				case maxAge == 0 && conns != 1:
+					t.Fatalf("%d calls over %d connections, want one connection without an age", calls, conns)
+				case maxAge > 0 && conns < 3:
+					t.Fatalf("%d calls over %v on %d connections, want a new one each %v", calls, 6*age, conns, maxAge)
+				}
+			})
+		}
+	}
+}
+
+func grpcHealthCheck(t *testing.T, addr string, d *countingDialer) func(context.Context) error {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(d.dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	h := healthpb.NewHealthClient(cc)
+	return func(ctx context.Context) error {
+		_, err := h.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+}
+
+func connectHealthCheck(proto func(*http.Protocols)) func(t *testing.T, addr string, d *countingDialer) func(context.Context) error {
+	return func(t *testing.T, addr string, d *countingDialer) func(context.Context) error {
+		var protos http.Protocols
+		proto(&protos)
+		tr := &http.Transport{Protocols: &protos, DialContext: func(ctx context.Context, _, a string) (net.Conn, error) { return d.dial(ctx, a) }}
+		t.Cleanup(tr.CloseIdleConnections)
+		hc := &http.Client{Transport: tr}
+		return func(ctx context.Context) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", strings.NewReader("{}"))
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Connect-Protocol-Version", "1")
+			resp, err := hc.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return err
+			}
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "SERVING") {
+				return fmt.Errorf("health check: %d %s", resp.StatusCode, body)
+			}
+			return nil
+		}
+	}
+}
+
+// A native gRPC stream still open when its connection reaches its age
+// gets the grace, then ends UNAVAILABLE, and its client's next stream is
+// served on a new connection.
+func TestAStreamOutlivingItsConnectionEndsAfterTheGrace(t *testing.T) {
+	const age, grace = 200 * time.Millisecond, 500 * time.Millisecond
+	ev := endingEvents{once: new(sync.Once), ended: make(chan struct{})}
+	addr, _ := startServerWith(t, Config{MaxConnectionAge: age, MaxConnectionAgeGrace: grace},
+		func(s *Server) { s.RegisterService(&gamev1.GameService_ServiceDesc, ev) })
+	var d countingDialer
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(d.dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	games := gamev1.NewGameServiceClient(cc)
+	st, err := games.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Now()
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Recv()
+	took := time.Since(opened)
+	t.Logf("ended: %v", err)
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("the stream ended with %v, want UNAVAILABLE once its connection is closed", err)
+	}
+	// grpc-go varies the age by up to 10% either way.
+	if least := age*9/10 + grace; took < least {
+		t.Fatalf("the stream ended %v after it opened, before its connection's age and grace (%v)", took, least)
+	}
+	st, err = games.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: "g"})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if err != nil {
+		t.Fatalf("a stream opened after the connection closed: %v", err)
+	}
+	if n := d.n.Load(); n != 2 {
+		t.Fatalf("%d connections, want the second stream on a second one", n)
+	}
+}
+
+// floodEvents sends to its stream until a send fails, counting what it
+// sent, and reports when it returns.
+type floodEvents struct {
+	gamev1.UnimplementedGameServiceServer
+	sent  *atomic.Int64
+	ended chan struct{}
+}
+
+func (f floodEvents) StreamEvents(_ *gamev1.StreamEventsRequest, ss gamev1.GameService_StreamEventsServer) error {
+	defer close(f.ended)
+	msg := &gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Snapshot{Snapshot: &gamev1.Game{GameId: strings.Repeat("g", 1000)}}}
+	for {
+		if err := ss.Send(msg); err != nil {
+			return err
+		}
+		f.sent.Add(1)
+	}
+}
+
+// A stream whose client reads nothing (a flow control window of 0) holds
+// what grpc-go queued for it while its connection lives, its handler stuck
+// in a send: the connection's age ends both, once the grace is over,
+// though the client answers every ping.
+func TestAnUnreadStreamEndsWithItsConnectionsAge(t *testing.T) {
+	for _, maxAge := range []time.Duration{0, 200 * time.Millisecond} {
+		t.Run(fmt.Sprintf("age=%v", maxAge), func(t *testing.T) {
+			const grace = 300 * time.Millisecond
+			fl := floodEvents{sent: new(atomic.Int64), ended: make(chan struct{})}
+			addr, _ := startServerWith(t, Config{MaxConnectionAge: maxAge, MaxConnectionAgeGrace: grace},
+				func(s *Server) { s.RegisterService(&gamev1.GameService_ServiceDesc, fl) })
+			closed := make(chan struct{})
+			c := dialUnreading(t, addr, "/palace.game.v1.GameService/StreamEvents", func(http2.Frame) {}, func() { close(closed) })
+			if err := c.call(1); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-fl.ended:
+				if maxAge == 0 {
+					t.Fatalf("the stream ended after %d sends, though its connection has no age and its client lives", fl.sent.Load())
+				}
+			case <-time.After(3 * time.Second):
+				if maxAge > 0 {
+					t.Fatalf("the stream's handler is still sending (%d sent) 3 s into a connection of age %v", fl.sent.Load(), maxAge)
+				}
+				if n := fl.sent.Load(); n < 10 {
+					t.Fatalf("the handler sent %d messages, want it stuck after filling grpc-go's queue", n)
+				}
+				return
+			}
+			select {
+			case <-closed:
+			case <-time.After(3 * time.Second):
+				t.Fatal("the connection is still open after its stream ended")
+			}
+		})
+	}
+}
