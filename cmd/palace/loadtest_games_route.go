@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/server"
 )
 
 // A game service deployment has several replicas, any of which serves any
@@ -69,7 +69,7 @@ func (r *route) failover(ctx context.Context, err error, attempt int) bool {
 	if attempt >= maxFailovers || ctx.Err() != nil {
 		return false
 	}
-	if sentAway(err) {
+	if server.Renewed(err) {
 		// The replica renewed the connection (--max-connection-age), as
 		// it may at any time: the call goes again to the same replica, on
 		// a new connection.
@@ -96,13 +96,6 @@ func (r *route) failover(ctx context.Context, err error, attempt int) bool {
 	case <-time.After(min(failoverPauseMax, failoverPause*time.Duration(attempt+1))):
 		return true
 	}
-}
-
-// sentAway tells whether err ended a call whose connection the server had
-// sent away (GOAWAY at its --max-connection-age, grpc-go's "max_age") and
-// closed once the grace was over.
-func sentAway(err error) bool {
-	return status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), `debug data: "max_age"`)
 }
 
 // onReplicas makes a call on the route's replica, and again on the next

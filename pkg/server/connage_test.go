@@ -144,9 +144,8 @@ func TestAStreamOutlivingItsConnectionEndsAfterTheGrace(t *testing.T) {
 	}
 	_, err = st.Recv()
 	took := time.Since(opened)
-	t.Logf("ended: %v", err)
-	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("the stream ended with %v, want UNAVAILABLE once its connection is closed", err)
+	if status.Code(err) != codes.Unavailable || !Renewed(err) {
+		t.Fatalf("the stream ended with %v, want UNAVAILABLE, told a renewal, once its connection is closed", err)
 	}
 	// grpc-go varies the age by up to 10% either way.
 	if least := age*9/10 + grace; took < least {
@@ -219,5 +218,20 @@ func TestAnUnreadStreamEndsWithItsConnectionsAge(t *testing.T) {
 				t.Fatal("the connection is still open after its stream ended")
 			}
 		})
+	}
+}
+
+// Only the close of a connection sent away at its age reads as a renewal:
+// not a server that stopped, nor a refusal that names the words.
+func TestOnlyARenewalReadsAsOne(t *testing.T) {
+	for _, err := range []error{
+		nil,
+		status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused\""),
+		status.Error(codes.Unavailable, "closing transport due to: connection error: desc = \"error reading from server: EOF\", received prior goaway: code: NO_ERROR, debug data: \"graceful_stop\""),
+		status.Error(codes.Internal, `received prior goaway: code: NO_ERROR, debug data: "max_age"`),
+	} {
+		if Renewed(err) {
+			t.Errorf("Renewed(%v) = true", err)
+		}
 	}
 }

@@ -50,6 +50,13 @@ func Start(tb testing.TB, edit func(*game.Config)) *Env {
 // redistest.Proxy, to take Redis away from it).
 func StartOn(tb testing.TB, redisAddr string, edit func(*game.Config)) *Env {
 	tb.Helper()
+	return StartServing(tb, redisAddr, nil, edit)
+}
+
+// StartServing is StartOn with the process's own configuration (how its
+// port serves: connection ages, keepalives) edited by editApp.
+func StartServing(tb testing.TB, redisAddr string, editApp func(*app.Config), edit func(*game.Config)) *Env {
+	tb.Helper()
 	cfg := game.DefaultConfig()
 	cfg.KeyPrefix = redistest.Prefix(tb)
 	cfg.Heartbeat = 200 * time.Millisecond
@@ -65,17 +72,21 @@ func StartOn(tb testing.TB, redisAddr string, edit func(*game.Config)) *Env {
 		rand.Read(secret)
 		cfg.SigningKeys = "test-" + hex.EncodeToString(secret[32:]) + ":" + hex.EncodeToString(secret[:32])
 	}
+	appCfg := app.Config{
+		Listen: "127.0.0.1:0", RedisAddr: redisAddr, LogFormat: "text", LogLevel: "error",
+		ShutdownTimeout: 5 * time.Second, MaxRecvBytes: 1 << 20,
+		ServiceKeys: apptest.ServiceKeys,
+	}
+	if editApp != nil {
+		editApp(&appCfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- app.Run(ctx, app.Options{
-			Name: "game-test",
-			Config: app.Config{
-				Listen: "127.0.0.1:0", RedisAddr: redisAddr, LogFormat: "text", LogLevel: "error",
-				ShutdownTimeout: 5 * time.Second, MaxRecvBytes: 1 << 20,
-				ServiceKeys: apptest.ServiceKeys,
-			},
+			Name:      "game-test",
+			Config:    appCfg,
 			Services:  []app.Binder{game.Bind(cfg)},
 			LogOutput: io.Discard,
 			OnServing: func(a string) { addrc <- a },

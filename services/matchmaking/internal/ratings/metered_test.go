@@ -16,8 +16,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/palacehq/palace/pkg/app"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/game/gametest"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
 // TestARepeatedAbortIsMeteredAsADuplicate: an abort delivered twice (a
@@ -124,4 +128,47 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestARenewedConnectionIsNoFailure: the game service renews its
+// connections (--max-connection-age), cutting the stream of a rated game
+// after the grace each time; the consumer follows on at once, counting no
+// failure, and rates the game when it ends.
+func TestARenewedConnectionIsNoFailure(t *testing.T) {
+	const age, grace = 150 * time.Millisecond, 100 * time.Millisecond
+	f := &fixture{
+		env: gametest.StartServing(t, redistest.Addr(t), func(c *app.Config) {
+			c.MaxConnectionAge, c.MaxConnectionAgeGrace = age, grace
+		}, nil),
+		store: store.New(redistest.Client(t), redistest.Prefix(t)),
+	}
+	reader := sdkmetric.NewManualReader()
+	// A failure would hold the follow back for longer than the test waits
+	// for the rating.
+	c, err := New(Config{ClaimEvery: 20 * time.Millisecond, RetryAfter: time.Minute},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), f.store, f.env.Client, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c)
+	p, tok := f.ratedGame(t, "kim", "lee", true)
+	// Several ages and graces: the stream is cut more than once.
+	time.Sleep(5 * (age*11/10 + grace))
+	f.resign(t, p.Game, tok[commonv1.Side_SIDE_SECOND])
+	eventually(t, "the game rated", func() bool { return !f.pending(t, p.Game) })
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "palace.matchmaking.ratings_follow_failures" {
+				for _, dp := range s.DataPoints {
+					if dp.Value > 0 {
+						t.Fatalf("%d failures counted %v, want none for renewed connections", dp.Value, dp.Attributes.ToSlice())
+					}
+				}
+			}
+		}
+	}
 }

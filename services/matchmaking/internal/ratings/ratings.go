@@ -24,6 +24,7 @@ import (
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/server"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
@@ -178,6 +179,13 @@ func (c *Consumer) watch(ctx context.Context, p store.Pending) {
 		err := c.follow(ctx, p)
 		if err == nil {
 			return
+		}
+		if server.Renewed(err) {
+			// The game service renewed the connection (its
+			// --max-connection-age), which is no failure: follow on a
+			// new one at once.
+			backoff, failed = c.cfg.RetryAfter, 0
+			continue
 		}
 		if status.Code(err) == codes.NotFound {
 			// The game is gone (expired): nothing will ever end it.
