@@ -17,8 +17,8 @@ import (
 // that count what lies in Redis (queue depths, tickets waiting) go
 // unreported during an outage; this one is 0 then.
 
-// reachTimeout bounds the ping behind a scrape: a Redis that serves
-// answers in a millisecond, and a scrape must not wait out a dial.
+// reachTimeout bounds the wait for the ping behind a scrape: a Redis that
+// serves answers in a millisecond, and a scrape must not wait out a dial.
 const reachTimeout = 500 * time.Millisecond
 
 // registerRedisReachable exports palace_redis_reachable: 1 when Redis
@@ -29,11 +29,10 @@ func registerRedisReachable(meter metric.Meter, rdb redis.UniversalClient) error
 	if err != nil {
 		return err
 	}
+	pings := redisx.NewTimedReads(reachTimeout)
 	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		ctx, cancel := context.WithTimeout(ctx, reachTimeout)
-		defer cancel()
 		var up int64
-		if redisx.Reach(ctx, rdb) == nil {
+		if pings.Do(ctx, func(ctx context.Context) error { return redisx.Reach(ctx, rdb) }) == nil {
 			up = 1
 		}
 		o.ObserveInt64(g, up)

@@ -51,3 +51,37 @@ func TestTheRedisGaugeFollowsAnOutage(t *testing.T) {
 	}
 	wait("1")
 }
+
+// TestTheRedisGaugeSaysASilentRedisAtOnce: a Redis that stalls (its
+// machine frozen, its link cut without a reset) answers nothing, and
+// refuses nothing either. A scrape must still come back within a second
+// or two with palace_redis_reachable 0: one held past Prometheus' timeout
+// fails whole, and the gauge an operator alerts on is never seen.
+func TestTheRedisGaugeSaysASilentRedisAtOnce(t *testing.T) {
+	s := redistest.Own(t)
+	addr := apptest.Start(t, s.Addr).Target()
+	s.Pause(t)
+	t.Cleanup(func() { s.Resume(t) })
+	for range 2 {
+		start := time.Now()
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("a scrape took %v with Redis silent", took.Round(time.Millisecond))
+		}
+		reported := false
+		for line := range strings.Lines(string(body)) {
+			reported = reported || strings.HasPrefix(line, "palace_redis_reachable") && strings.HasSuffix(line, " 0\n")
+		}
+		if !reported {
+			t.Fatalf("a scrape with Redis silent has no palace_redis_reachable 0:\n%s", body)
+		}
+	}
+}

@@ -332,6 +332,11 @@ var (
 	thinkBounds = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30}
 )
 
+// gaugeReadTimeout bounds the wait for each read of Redis behind a
+// scrape (see redisx.TimedReads): a queue not read in time is left
+// unreported.
+const gaugeReadTimeout = 500 * time.Millisecond
+
 func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {
 	var m worker.Metrics
 	var errs []error
@@ -346,9 +351,14 @@ func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {
 	m.Think, err = meter.Float64Histogram("palace_ai_think_seconds", metric.WithDescription("time to compute one AI move"), metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(thinkBounds...))
 	errs = append(errs, err)
+	depths, dead := redisx.NewTimedReads(gaugeReadTimeout), redisx.NewTimedReads(gaugeReadTimeout)
 	_, err = meter.Int64ObservableGauge("palace_ai_queue_depth", metric.WithDescription("AI jobs waiting or in progress, by lane: interactive (games a person plays) or background (games between two AI seats)"),
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
-			d, err := q.Depths(ctx)
+			var d aijobs.Depths
+			err := depths.Do(ctx, func(ctx context.Context) (err error) {
+				d, err = q.Depths(ctx)
+				return err
+			})
 			if err == nil {
 				o.Observe(d.Interactive, worker.LaneAttr(false))
 				o.Observe(d.Background, worker.LaneAttr(true))
@@ -358,7 +368,11 @@ func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {
 	errs = append(errs, err)
 	_, err = meter.Int64ObservableGauge("palace_ai_dead_jobs", metric.WithDescription("AI jobs dead-lettered (unreadable, or never finished) and kept for a look"),
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
-			n, err := q.Dead(ctx)
+			var n int64
+			err := dead.Do(ctx, func(ctx context.Context) (err error) {
+				n, err = q.Dead(ctx)
+				return err
+			})
 			if err == nil {
 				o.Observe(n)
 			}

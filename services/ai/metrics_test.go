@@ -4,12 +4,14 @@ import (
 	"context"
 	"maps"
 	"testing"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/palacehq/palace/pkg/aijobs"
 	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 // TestAIHistogramsTellSecondsApart: a job taken after 20 ms and one after
@@ -104,5 +106,33 @@ func TestAIQueueGaugesCountTheirJobs(t *testing.T) {
 	want := map[string]int64{"palace_ai_queue_depth/interactive": 2, "palace_ai_queue_depth/background": 1, "palace_ai_dead_jobs": 0}
 	if !maps.Equal(got, want) {
 		t.Fatalf("gauges %v; want %v", got, want)
+	}
+}
+
+// TestAIQueueGaugesDoNotHoldAScrapeOnASilentRedis: a Redis that stalls
+// (its machine frozen, its link cut without a reset) must not hold a
+// scrape of /metrics past Prometheus' timeout, or the scrape fails whole:
+// palace_redis_reachable, the gauge an operator alerts on for exactly
+// this, is never seen, nor is any other metric of the process.
+func TestAIQueueGaugesDoNotHoldAScrapeOnASilentRedis(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Own(t)
+	rdb, err := redisx.New(ctx, srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	reader := sdkmetric.NewManualReader()
+	if _, err := newMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"), aijobs.New(rdb, "")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	t.Cleanup(func() { srv.Resume(t) })
+	start := time.Now()
+	var rm metricdata.ResourceMetrics
+	// The Prometheus exporter collects with a context that never ends.
+	_ = reader.Collect(ctx, &rm)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("collecting the AI gauges took %v with Redis silent; a scrape must not wait on Redis for more than a second or two", took.Round(time.Millisecond))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/palacehq/palace/pkg/redisx"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
@@ -114,14 +115,17 @@ func New(cfg Config, log *slog.Logger, st *store.Store, gc *games.Creator, meter
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	counting := redisx.NewTimedReads(2 * time.Second)
 	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		pools := m.knownPools()
 		if len(pools) == 0 {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		counts, err := m.store.Count(ctx, pools)
+		var counts []store.Counts
+		err := counting.Do(ctx, func(ctx context.Context) (err error) {
+			counts, err = m.store.Count(ctx, pools)
+			return err
+		})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,55 @@
+package redisx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// ErrReadUnderWay is TimedReads.Do's answer while an earlier read has not
+// come back from Redis.
+var ErrReadUnderWay = errors.New("an earlier read of redis has not come back")
+
+// TimedReads runs the reads of Redis behind a metrics scrape, and waits
+// for each no longer than its timeout. A context does not bound a
+// go-redis call (its ContextTimeoutEnabled is off): a Redis that stalls (a
+// frozen host, a link cut without a reset) holds each call for the
+// client's read timeout and retries, many seconds. A scrape held past
+// Prometheus' timeout fails whole, and palace_redis_reachable, the gauge
+// an operator alerts on for exactly that, is never seen.
+//
+// The read left behind goes on until go-redis gives up; meanwhile Do
+// starts no other, so that scrapes during an outage pile up nothing.
+type TimedReads struct {
+	timeout time.Duration
+	busy    atomic.Bool
+}
+
+// NewTimedReads returns reads bounded by timeout.
+func NewTimedReads(timeout time.Duration) *TimedReads {
+	return &TimedReads{timeout: timeout}
+}
+
+// Do runs read and returns its error, or an error once the timeout has
+// passed or ctx has ended, whichever comes first. read must not touch
+// what its caller uses after Do returns unless it synchronises.
+func (t *TimedReads) Do(ctx context.Context, read func(context.Context) error) error {
+	if !t.busy.CompareAndSwap(false, true) {
+		return ErrReadUnderWay
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	done := make(chan error, 1)
+	go func() {
+		defer t.busy.Store(false)
+		defer cancel()
+		done <- read(ctx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("redis read: %w", ctx.Err())
+	}
+}
