@@ -93,7 +93,7 @@ func (s *Service) reached() {
 	s.reach.mu.Unlock()
 	if was {
 		s.log.Info("the game service answers this replica again; taking shards")
-		s.notifyReach(true)
+		s.notifyReach()
 	}
 }
 
@@ -125,7 +125,7 @@ func (s *Service) handingOver(ctx, tctx context.Context, now time.Time) bool {
 		n, err := s.dropShards(tctx)
 		s.log.Error("every call to the game service failed, a probe too; handed the shards to the other replicas until it answers",
 			"failing_for", now.Sub(since).Round(time.Millisecond), "shards", n, "release_err", err)
-		s.notifyReach(false)
+		s.notifyReach()
 		s.reach.mu.Lock()
 	}
 	since := s.failingSinceLocked()
@@ -169,10 +169,21 @@ func (s *Service) askProbe(ctx context.Context) (*gamev1.ExpireDeadlineResponse,
 	return s.games.ExpireDeadline(ctx, &gamev1.ExpireDeadlineRequest{GameId: probeGameID})
 }
 
-func (s *Service) notifyReach(ok bool) {
-	if s.cfg.OnReach != nil {
-		s.cfg.OnReach(ok)
+// notifyReach tells OnReach whether the replica reaches the game service
+// as it stands when told, not as it stood when it changed: an answer that
+// comes while the shards are being handed over changes it back, and its
+// report must not be overtaken by the hand-over's, or the clock service
+// would stay NOT_SERVING while it sweeps.
+func (s *Service) notifyReach() {
+	if s.cfg.OnReach == nil {
+		return
 	}
+	s.reachReports.Lock()
+	defer s.reachReports.Unlock()
+	s.reach.mu.Lock()
+	ok := !s.reach.handedOver
+	s.reach.mu.Unlock()
+	s.cfg.OnReach(ok)
 }
 
 func later(a, b time.Time) time.Time {

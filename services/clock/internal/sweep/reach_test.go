@@ -2,9 +2,11 @@ package sweep
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -59,5 +61,56 @@ func TestACallThatTimesOutAfterAnAnswerHandsNothingOver(t *testing.T) {
 	if s.reach.handedOver || s.reach.drop {
 		t.Fatalf("handed over, failing since %v ago, though a call was answered %v ago",
 			time.Since(s.failingSinceLocked()).Round(time.Millisecond), time.Since(s.reach.answered).Round(time.Millisecond))
+	}
+}
+
+// blockPipelines holds every pipeline (the release of the leases) until
+// release is closed, having closed blocked.
+type blockPipelines struct{ blocked, release chan struct{} }
+
+func (b blockPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (b blockPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (b blockPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		close(b.blocked)
+		<-b.release
+		return next(ctx, cmds)
+	}
+}
+
+// TestAnAnswerWhileTheShardsAreHandedOverLeavesTheServiceServing: the
+// game service answers a call while the replica, which a failed probe had
+// told it was lost, releases its leases. The replica then holds shards
+// again, and the clock service must report SERVING: reporting NOT_SERVING
+// last kept it out of its balancer until the next outage ended.
+func TestAnAnswerWhileTheShardsAreHandedOverLeavesTheServiceServing(t *testing.T) {
+	s := newTestService(t)
+	hold := blockPipelines{blocked: make(chan struct{}), release: make(chan struct{})}
+	s.rdb.AddHook(hold)
+	var mu sync.Mutex
+	var reports []bool
+	s.cfg.OnReach = func(ok bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		reports = append(reports, ok)
+	}
+	s.reach.mu.Lock()
+	s.reach.failingSince, s.reach.handedOver, s.reach.drop = time.Now().Add(-time.Minute), true, true
+	s.reach.mu.Unlock()
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.handingOver(ctx, ctx, time.Now())
+	}()
+	<-hold.blocked
+	s.reached()
+	close(hold.release)
+	<-done
+	s.calls.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reports) == 0 || !reports[len(reports)-1] {
+		t.Fatalf("reported %v, the replica reaching the game service; want SERVING (true) last", reports)
 	}
 }

@@ -189,6 +189,8 @@ type Service struct {
 	replicas []string
 
 	reach reach
+	// reachReports keeps the reports of reach in the order they are made.
+	reachReports sync.Mutex
 }
 
 type shardRun struct {
