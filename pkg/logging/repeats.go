@@ -31,6 +31,8 @@ type repeats struct {
 	mu   sync.Mutex
 	last map[string]*repeat
 	now  func() time.Time
+	// swept is when keys long past were last dropped.
+	swept time.Time
 }
 
 type repeat struct {
@@ -52,9 +54,13 @@ func (r *repeats) pass(key string) (bool, int) {
 	if p := r.last[key]; p != nil {
 		skipped = p.skipped
 	}
-	if len(r.last) > 1024 {
+	if len(r.last) > 1024 && now.Sub(r.swept) >= repeatWindow {
 		// Keys of records long past: dropped, or a process logging many
-		// distinct warnings would hold all of them.
+		// distinct warnings would hold all of them. At most once a
+		// window: an outage that has a process warn once per game fills
+		// the map with keys of the window, and scanning them all at each
+		// warning, under the lock every warning takes, cost seconds.
+		r.swept = now
 		for k, p := range r.last {
 			if now.Sub(p.at) >= repeatWindow {
 				delete(r.last, k)

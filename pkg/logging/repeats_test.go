@@ -3,7 +3,9 @@ package logging
 import (
 	"bytes"
 	"errors"
+	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +48,32 @@ func TestQuietRepeats(t *testing.T) {
 	log.Warn("rpc", "method", "/g/MakeMove", "code", "Unavailable")
 	if out.Len() != 0 {
 		t.Errorf("the warning again within the new window was written: %q", out.String())
+	}
+}
+
+// TestManyDistinctWarningsStayCheap: an outage that has a process warn
+// once per game (thousands of games, each its own line) must not make each
+// warning scan every warning of the window, under the lock all of them
+// take: 20,000 took seconds.
+func TestManyDistinctWarningsStayCheap(t *testing.T) {
+	h := QuietRepeats(slog.NewTextHandler(io.Discard, nil)).(repeatHandler)
+	now := time.Unix(1_700_000_000, 0)
+	h.seen.now = func() time.Time { return now }
+	log := slog.New(h)
+	start := time.Now()
+	for i := range 20_000 {
+		log.Warn("rated game cannot be followed; its rating waits, retrying", "game", strconv.Itoa(i), "err", "unavailable")
+		now = now.Add(100 * time.Microsecond)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("20,000 distinct warnings within %v took %v to log", repeatWindow, took.Round(time.Millisecond))
+	}
+	// Keys of records long past are still dropped.
+	now = now.Add(repeatWindow)
+	log.Warn("after the window")
+	h.seen.mu.Lock()
+	defer h.seen.mu.Unlock()
+	if n := len(h.seen.last); n > 2048 {
+		t.Fatalf("%d keys kept after the window; want the past ones dropped", n)
 	}
 }
