@@ -114,7 +114,11 @@ type MatchmakingServiceClient interface {
 	// not open it again. A watch whose client reads nothing cannot end
 	// while the server's send to it waits: while a player has as many of
 	// those as it may hold watches, its new one is refused
-	// ResourceExhausted. A refused request ends none.
+	// ResourceExhausted. A refused request ends none. Unavailable when the
+	// server stops, or closes the watch's connection at its age
+	// (--max-connection-age, 30 minutes by default, then a grace of 30 s
+	// for the calls under way): open it again, and it sends the ticket as
+	// it is now, so no change is missed.
 	WatchTicket(ctx context.Context, in *WatchTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTicketResponse], error)
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite;
@@ -138,8 +142,9 @@ type MatchmakingServiceClient interface {
 	// cancelled; InvalidArgument for the creator's own invite.
 	AcceptInvite(ctx context.Context, in *AcceptInviteRequest, opts ...grpc.CallOption) (*AcceptInviteResponse, error)
 	// WatchInvite sends the invite now, after every change and after each
-	// heartbeat interval without one, bounded as WatchTicket, until it is accepted
-	// (with the creator's seat), cancelled or expired, then ends.
+	// heartbeat interval without one, bounded and resumed as WatchTicket,
+	// until it is accepted (with the creator's seat), cancelled or expired,
+	// then ends.
 	// NotFound as GetInvite; PermissionDenied for anyone but the creator
 	// and, once it accepted, the friend (who sees their own seat).
 	WatchInvite(ctx context.Context, in *WatchInviteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchInviteResponse], error)
@@ -172,8 +177,8 @@ type MatchmakingServiceClient interface {
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(ctx context.Context, in *AcceptRematchRequest, opts ...grpc.CallOption) (*AcceptRematchResponse, error)
 	// WatchRematch sends the rematch state of a game now, after every change
-	// and after each heartbeat interval without one, bounded as WatchTicket, until
-	// the rematch is accepted (with the caller's new seat) or the offer
+	// and after each heartbeat interval without one, bounded and resumed as
+	// WatchTicket, until the rematch is accepted (with the caller's new seat) or the offer
 	// expired, then ends. NotFound and PermissionDenied as
 	// OfferRematch.
 	WatchRematch(ctx context.Context, in *WatchRematchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRematchResponse], error)
@@ -513,7 +518,11 @@ type MatchmakingServiceServer interface {
 	// not open it again. A watch whose client reads nothing cannot end
 	// while the server's send to it waits: while a player has as many of
 	// those as it may hold watches, its new one is refused
-	// ResourceExhausted. A refused request ends none.
+	// ResourceExhausted. A refused request ends none. Unavailable when the
+	// server stops, or closes the watch's connection at its age
+	// (--max-connection-age, 30 minutes by default, then a grace of 30 s
+	// for the calls under way): open it again, and it sends the ticket as
+	// it is now, so no change is missed.
 	WatchTicket(*WatchTicketRequest, grpc.ServerStreamingServer[WatchTicketResponse]) error
 	// CreateInvite creates a link to play a friend, valid 24 hours and
 	// usable once. A retry with the same request_id returns the same invite;
@@ -537,8 +546,9 @@ type MatchmakingServiceServer interface {
 	// cancelled; InvalidArgument for the creator's own invite.
 	AcceptInvite(context.Context, *AcceptInviteRequest) (*AcceptInviteResponse, error)
 	// WatchInvite sends the invite now, after every change and after each
-	// heartbeat interval without one, bounded as WatchTicket, until it is accepted
-	// (with the creator's seat), cancelled or expired, then ends.
+	// heartbeat interval without one, bounded and resumed as WatchTicket,
+	// until it is accepted (with the creator's seat), cancelled or expired,
+	// then ends.
 	// NotFound as GetInvite; PermissionDenied for anyone but the creator
 	// and, once it accepted, the friend (who sees their own seat).
 	WatchInvite(*WatchInviteRequest, grpc.ServerStreamingServer[WatchInviteResponse]) error
@@ -571,8 +581,8 @@ type MatchmakingServiceServer interface {
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(context.Context, *AcceptRematchRequest) (*AcceptRematchResponse, error)
 	// WatchRematch sends the rematch state of a game now, after every change
-	// and after each heartbeat interval without one, bounded as WatchTicket, until
-	// the rematch is accepted (with the caller's new seat) or the offer
+	// and after each heartbeat interval without one, bounded and resumed as
+	// WatchTicket, until the rematch is accepted (with the caller's new seat) or the offer
 	// expired, then ends. NotFound and PermissionDenied as
 	// OfferRematch.
 	WatchRematch(*WatchRematchRequest, grpc.ServerStreamingServer[WatchRematchResponse]) error
