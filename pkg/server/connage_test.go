@@ -235,3 +235,27 @@ func TestOnlyARenewalReadsAsOne(t *testing.T) {
 		}
 	}
 }
+
+// A native gRPC client (grpc-go, grpc-java) waits for the server's
+// SETTINGS before its first call on a new connection, and a client whose
+// connection is renewed opens one each MaxConnectionAge: its next call
+// must not wait for the splitter's sniffing, nor a clock's flag with it.
+func TestANewConnectionsFirstCallIsNotHeldBack(t *testing.T) {
+	addr, _ := startServer(t)
+	fastest := time.Hour
+	for range 3 {
+		var d countingDialer
+		call := grpcHealthCheck(t, addr, &d)
+		began := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := call(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fastest = min(fastest, time.Since(began))
+	}
+	if fastest > 100*time.Millisecond {
+		t.Fatalf("the first call on a new connection took %v at best: held back until the splitter sent SETTINGS", fastest)
+	}
+}

@@ -46,9 +46,13 @@ const (
 )
 
 // settingsWait is how long a new HTTP/2 connection may stay silent before
-// the splitter sends the server's SETTINGS itself: some clients (grpc-java)
-// wait for them before their first request.
-const settingsWait = 200 * time.Millisecond
+// the splitter sends the server's SETTINGS itself: native gRPC clients
+// (grpc-go, grpc-java) wait for them before their first request, so any
+// wait here would hold back the first call of every connection, which a
+// client opens anew at each MaxConnectionAge. The client's acknowledgement
+// of them, when it comes after its first request, is dropped on the way
+// to the server (dropSettingsAck).
+const settingsWait = 0
 
 // connListener is a net.Listener fed with connections by the splitter.
 type connListener struct {
@@ -144,7 +148,7 @@ func (s *splitter) route(ctx context.Context, c net.Conn) {
 		s.http.deliver(&replayConn{Conn: c})
 		return
 	}
-	toGRPC, read, err := sniff(c, settingsWait)
+	toGRPC, read, ackOwed, err := sniff(c, settingsWait)
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
 			s.log.DebugContext(ctx, "connection dropped before its first request", "remote", c.RemoteAddr().String(), "err", err)
@@ -153,6 +157,9 @@ func (s *splitter) route(ctx context.Context, c net.Conn) {
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	if ackOwed {
+		c = &dropSettingsAck{Conn: c}
+	}
 	rc := &replayConn{Conn: c, buf: read}
 	if toGRPC {
 		s.grpc.deliver(rc)
@@ -185,14 +192,16 @@ func (s *splitter) startTLS(c net.Conn) (net.Conn, bool) {
 
 // sniff reads from c until it knows whether c is an HTTP/2 connection
 // whose first request is gRPC. It returns the bytes to replay to the
-// server that gets c. If c stays silent for settingsWait after the HTTP/2
+// server that gets c. If c stays silent for wait after the HTTP/2
 // preface, sniff sends an empty SETTINGS frame, and drops the client's
 // acknowledgement of it from the replay so that the real server never sees
-// an acknowledgement of settings it did not send.
-func sniff(c net.Conn, wait time.Duration) (toGRPC bool, read []byte, err error) {
+// an acknowledgement of settings it did not send; ackOwed tells that the
+// acknowledgement is yet to come, after what was read, which ends with a
+// whole frame.
+func sniff(c net.Conn, wait time.Duration) (toGRPC bool, read []byte, ackOwed bool, err error) {
 	got, err := readPreface(c)
-	if err != nil || len(got) < len(http2Preface) {
-		return false, got, err
+	if err != nil || string(got) != http2Preface {
+		return false, got, false, err
 	}
 	var (
 		mu         sync.Mutex
@@ -208,29 +217,31 @@ func sniff(c net.Conn, wait time.Duration) (toGRPC bool, read []byte, err error)
 			sent = true
 		}
 	})
+	acked, whole := false, true
 	// Once sniff returns, the real server owns the connection's writes.
 	defer func() {
 		timer.Stop()
 		mu.Lock()
 		done = true
+		ackOwed = sent && !acked && whole && err == nil
 		mu.Unlock()
 	}()
-	acked := false
 	var block []byte
 	for len(got) < sniffLimit {
 		var hdr [9]byte
 		if _, err := io.ReadFull(c, hdr[:]); err != nil {
-			return false, nil, err
+			return false, nil, false, err
 		}
 		length := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
 		typ, flags := hdr[3], hdr[4]
 		if length > sniffLimit {
 			// Not a sane first frame: let net/http answer it.
-			return false, append(got, hdr[:]...), nil
+			whole = false
+			return false, append(got, hdr[:]...), false, nil
 		}
 		payload := make([]byte, length)
 		if _, err := io.ReadFull(c, payload); err != nil {
-			return false, nil, err
+			return false, nil, false, err
 		}
 		mu.Lock()
 		ours := sent && !acked && typ == frameSettings && flags&flagAck != 0
@@ -244,21 +255,21 @@ func sniff(c net.Conn, wait time.Duration) (toGRPC bool, read []byte, err error)
 		case frameHeaders:
 			frag, ok := headerFragment(payload, flags)
 			if !ok {
-				return false, got, nil
+				return false, got, false, nil
 			}
 			block = append(block, frag...)
 		case frameContinuation:
 			block = append(block, payload...)
 		case frameData:
-			return false, got, nil
+			return false, got, false, nil
 		default:
 			continue
 		}
 		if flags&flagEndHeaders != 0 {
-			return isGRPC(block), got, nil
+			return isGRPC(block), got, false, nil
 		}
 	}
-	return false, got, nil
+	return false, got, false, nil
 }
 
 // readPreface reads the HTTP/2 client preface, or as much of the
@@ -329,4 +340,54 @@ func (c *replayConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.Conn.Read(p)
+}
+
+// dropSettingsAck reads an HTTP/2 connection from a frame's start and
+// drops the first SETTINGS acknowledgement its client sends: that of the
+// SETTINGS the splitter sent, which a client that sent its first request
+// without waiting for them acknowledges after it. net/http would take it
+// for an acknowledgement of its own, one too many, and end the connection.
+type dropSettingsAck struct {
+	net.Conn
+	// hdr holds the start of a frame header not yet whole, pending what
+	// was read and not yet returned.
+	hdr, pending []byte
+	// rest is what is left of the current frame's payload.
+	rest    int
+	dropped bool
+	err     error
+}
+
+func (c *dropSettingsAck) Read(p []byte) (int, error) {
+	for {
+		switch {
+		case len(c.pending) > 0:
+			n := copy(p, c.pending)
+			c.pending = c.pending[n:]
+			return n, nil
+		case c.err != nil:
+			return 0, c.err
+		case c.dropped:
+			return c.Conn.Read(p)
+		case c.rest > 0:
+			n, err := c.Conn.Read(p[:min(len(p), c.rest)])
+			c.rest -= n
+			return n, err
+		}
+		var buf [9]byte
+		n, err := c.Conn.Read(buf[:9-len(c.hdr)])
+		c.hdr = append(c.hdr, buf[:n]...)
+		c.err = err
+		if len(c.hdr) < 9 {
+			continue
+		}
+		h := c.hdr
+		c.hdr = nil
+		length := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+		if h[3] == frameSettings && h[4]&flagAck != 0 && length == 0 {
+			c.dropped = true
+			continue
+		}
+		c.pending, c.rest = h, length
+	}
 }

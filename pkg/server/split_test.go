@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -50,7 +51,8 @@ func sniffPipe(t *testing.T, client func(c net.Conn)) (bool, []byte, error) {
 	defer cli.Close()
 	go client(cli)
 	_ = srv.SetReadDeadline(time.Now().Add(5 * time.Second))
-	return sniff(srv, 50*time.Millisecond)
+	toGRPC, read, _, err := sniff(srv, 50*time.Millisecond)
+	return toGRPC, read, err
 }
 
 func TestSniffRoutesByFirstRequest(t *testing.T) {
@@ -130,7 +132,7 @@ func TestSniffGivesUpOnSilence(t *testing.T) {
 	defer cli.Close()
 	go func() { _, _ = cli.Write([]byte("PRI * HT")) }()
 	_ = srv.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	if _, _, err := sniff(srv, time.Hour); err == nil {
+	if _, _, _, err := sniff(srv, time.Hour); err == nil {
 		t.Fatal("a silent connection was routed")
 	}
 }
@@ -144,7 +146,7 @@ func FuzzSniff(f *testing.F) {
 		defer srv.Close()
 		go func() { _, _ = cli.Write(in); _ = cli.Close() }()
 		_ = srv.SetReadDeadline(time.Now().Add(time.Second))
-		toGRPC, read, err := sniff(srv, time.Hour)
+		toGRPC, read, _, err := sniff(srv, time.Hour)
 		// Either server is handed what was read, in order, to read on.
 		if err == nil && !bytes.HasPrefix(in, read) {
 			t.Fatalf("replay %q (to gRPC: %v) is not the start of %q", read, toGRPC, in)
@@ -371,5 +373,98 @@ func TestSharedConnectionsServeMixedCalls(t *testing.T) {
 		if served := resp.StatusCode == http.StatusOK && strings.Contains(string(body), "SERVING"); served != shared {
 			t.Fatalf("shared %v: Connect after native gRPC on one connection: %d %q", shared, resp.StatusCode, body)
 		}
+	}
+}
+
+// A client that sends its first request without waiting for the server's
+// SETTINGS (a browser, Go's HTTP/2 client) acknowledges the splitter's
+// after it: net/http, which never sent those, must not see that
+// acknowledgement, or it ends the connection as one acknowledgement too
+// many.
+func TestAnAcknowledgementAfterTheFirstRequestReachesNoServer(t *testing.T) {
+	addr, _ := startServer(t)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(append([]byte(http2Preface), frame(frameSettings, 0, 0, nil)...)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	// The server's first SETTINGS come; the request goes before their
+	// acknowledgement.
+	if f, err := fr.ReadFrame(); err != nil {
+		t.Fatal(err)
+	} else if s, ok := f.(*http2.SettingsFrame); !ok || s.IsAck() {
+		t.Fatalf("first frame %v, want SETTINGS", f)
+	}
+	get := frame(frameHeaders, flagEndHeaders|0x1, 1, headerBlock(t, ":method", "GET", ":scheme", "http", ":authority", addr, ":path", "/metrics"))
+	if _, err := c.Write(append(get, frame(frameSettings, flagAck, 0, nil)...)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				if err := fr.WriteSettingsAck(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case *http2.GoAwayFrame:
+			t.Fatalf("the server went away: %v %q", f.ErrCode, f.DebugData())
+		case *http2.MetaHeadersFrame:
+			if s := f.PseudoValue("status"); s != "200" {
+				t.Fatalf("status %s", s)
+			}
+			// The connection still serves after the acknowledgements.
+			if err := fr.WritePing(false, [8]byte{1}); err != nil {
+				t.Fatal(err)
+			}
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == [8]byte{1} {
+				return
+			}
+		}
+	}
+}
+
+// oneByteConn reads its input a byte at a time.
+type oneByteConn struct {
+	net.Conn
+	in []byte
+}
+
+func (c *oneByteConn) Read(p []byte) (int, error) {
+	if len(c.in) == 0 {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	p[0], c.in = c.in[0], c.in[1:]
+	return 1, nil
+}
+
+// Only the first SETTINGS acknowledgement is dropped, however the
+// connection's reads cut the frames.
+func TestDropSettingsAckDropsTheFirstOnly(t *testing.T) {
+	settings := frame(frameSettings, 0, 0, []byte{0, 3, 0, 0, 0, 100})
+	ack := frame(frameSettings, flagAck, 0, nil)
+	// A DATA frame whose payload looks like an acknowledgement.
+	data := frame(frameData, 0, 1, ack)
+	in := append(append(append(append([]byte(nil), settings...), data...), ack...), ack...)
+	got, err := io.ReadAll(&dropSettingsAck{Conn: &oneByteConn{in: in}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(append(append([]byte(nil), settings...), data...), ack...); !bytes.Equal(got, want) {
+		t.Fatalf("read %x, want %x", got, want)
 	}
 }
