@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -257,5 +258,67 @@ func TestANewConnectionsFirstCallIsNotHeldBack(t *testing.T) {
 	}
 	if fastest > 100*time.Millisecond {
 		t.Fatalf("the first call on a new connection took %v at best: held back until the splitter sent SETTINGS", fastest)
+	}
+}
+
+// unavailableAtEnd answers a stream once, then ends it UNAVAILABLE: at
+// once for the game "now", else when its context ends, as an event stream
+// whose connection goes does.
+type unavailableAtEnd struct {
+	gamev1.UnimplementedGameServiceServer
+}
+
+func (unavailableAtEnd) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameService_StreamEventsServer) error {
+	if err := ss.Send(&gamev1.StreamEventsResponse{}); err != nil {
+		return err
+	}
+	if req.GetGameId() != "now" {
+		<-ss.Context().Done()
+	}
+	return status.Error(codes.Unavailable, "the stream cannot go on")
+}
+
+// A stream cut by its connection's renewal is routine, as a client
+// hanging up is, and logs no warning: every long stream is cut so each
+// MaxConnectionAge. A stream the server ends UNAVAILABLE while its client
+// is there still warns.
+func TestARenewalIsNoWarning(t *testing.T) {
+	var logs lockedBuffer
+	addr, _ := startServerLogging(t, Config{MaxConnectionAge: 200 * time.Millisecond, MaxConnectionAgeGrace: 200 * time.Millisecond},
+		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		func(s *Server) { s.RegisterService(&gamev1.GameService_ServiceDesc, unavailableAtEnd{}) })
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, game := range []string{"now", "renewed"} {
+		st, err := gamev1.NewGameServiceClient(cc).StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: game})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); status.Code(err) != codes.Unavailable || Renewed(err) != (game == "renewed") {
+			t.Fatalf("stream %s ended with %v", game, err)
+		}
+	}
+	var lines []string
+	for until := time.Now().Add(5 * time.Second); len(lines) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(until) {
+			t.Fatalf("%d calls logged, want 2:\n%s", len(lines), logs.String())
+		}
+		lines = nil
+		for line := range strings.Lines(logs.String()) {
+			if strings.Contains(line, "msg=rpc") && strings.Contains(line, "StreamEvents") {
+				lines = append(lines, line)
+			}
+		}
+	}
+	if !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[1], "level=DEBUG") {
+		t.Fatalf("want a warning for the stream the server ended, debug for the renewed one:\n%s", strings.Join(lines, ""))
 	}
 }

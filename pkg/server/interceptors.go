@@ -78,39 +78,46 @@ func malformed(why string) error {
 // logUnary logs each call once at its end: successes at debug level (a
 // busy server makes thousands a second), refusals at info, server faults
 // at error.
-func logUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+func logUnary(log *slog.Logger, maxAge time.Duration) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := h(ctx, req)
-		logCall(ctx, log, info.FullMethod, start, err)
+		logCall(ctx, log, maxAge, info.FullMethod, start, err)
 		return resp, err
 	}
 }
 
-func logStream(log *slog.Logger) grpc.StreamServerInterceptor {
+func logStream(log *slog.Logger, maxAge time.Duration) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		start := time.Now()
 		err := h(srv, ss)
-		logCall(ss.Context(), log, info.FullMethod, start, err)
+		logCall(ss.Context(), log, maxAge, info.FullMethod, start, err)
 		return err
 	}
 }
 
-func logCall(ctx context.Context, log *slog.Logger, method string, start time.Time, err error) {
+// logCall logs a call that ended with err; maxAge is the connections'
+// MaxConnectionAge.
+func logCall(ctx context.Context, log *slog.Logger, maxAge time.Duration, method string, start time.Time, err error) {
 	code := status.Code(err)
 	level := slog.LevelInfo
-	switch code {
-	case codes.OK, codes.Canceled:
+	switch {
+	case code == codes.OK, code == codes.Canceled:
 		// A client that hangs up (a stream it leaves, a call it gives up
 		// on) is routine.
 		level = slog.LevelDebug
-	case codes.Unavailable:
+	case code == codes.Unavailable && ctx.Err() != nil && pastAge(ctx, maxAge):
+		// A stream its connection's renewal cut, which its client
+		// resumes: as routine, and with every long stream every
+		// MaxConnectionAge.
+		level = slog.LevelDebug
+	case code == codes.Unavailable:
 		// A dependency away (Redis, a peer) or a stop ending streams: each
 		// call it fails is worth a line, but the outage itself is reported
 		// once by whoever saw it, and an operator's alerts on ERROR must not
 		// fire a thousand times for one restart.
 		level = slog.LevelWarn
-	case codes.Internal, codes.Unknown, codes.DataLoss:
+	case code == codes.Internal, code == codes.Unknown, code == codes.DataLoss:
 		level = slog.LevelError
 	}
 	log.Log(ctx, level, "rpc", "method", method, "code", code.String(), "duration_ms", float64(time.Since(start).Microseconds())/1000)

@@ -35,7 +35,7 @@ func TestCallsAreLoggedAtTheLevelOfTheirCode(t *testing.T) {
 	} {
 		var buf bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		logCall(context.Background(), log, "/palace.game.v1.GameService/MakeMove", time.Now(), tc.err)
+		logCall(context.Background(), log, 0, "/palace.game.v1.GameService/MakeMove", time.Now(), tc.err)
 		if got := buf.String(); !strings.Contains(got, "level="+tc.want+" ") {
 			t.Errorf("%v was logged as %q, want level %s", status.Code(tc.err), got, tc.want)
 		}
