@@ -25,6 +25,10 @@ type Limit[K comparable] struct {
 	// place in the process until its connection goes: without this bound
 	// such a client could take every place, one new stream at a time.
 	leaving map[K]int
+	// left is closed, and replaced, each time a stream leaving leaves.
+	left chan struct{}
+	// leaveWithin is how long Add waits for one to leave.
+	leaveWithin time.Duration
 }
 
 // stream is one open stream; ended is closed when a newer stream of its
@@ -36,7 +40,7 @@ type stream struct {
 
 // New returns a Limit of n streams per key (at least one).
 func New[K comparable](n int) *Limit[K] {
-	return &Limit[K]{max: max(n, 1), open: make(map[K][]*stream), leaving: make(map[K]int)}
+	return &Limit[K]{max: max(n, 1), open: make(map[K][]*stream), leaving: make(map[K]int), left: make(chan struct{}), leaveWithin: ReplacedLeaveWithin}
 }
 
 // Max is the number of streams a key may hold.
@@ -53,26 +57,43 @@ const ReplacedReason = "STREAM_REPLACED"
 var ErrLeaving = errors.New("the streams that newer ones replaced have not ended: their client reads none of them")
 
 // Add registers a new stream of key, ending the key's oldest when it holds
-// max already (evicted says so: that stream is on its way out), or
-// answers ErrLeaving when max of its streams are on their way out
-// already. ended is closed when a newer stream ends this one; remove takes
+// max already (evicted says so: that stream is on its way out). When max
+// of its streams are on their way out already, it waits for one of them
+// to leave, as one that is not stuck does within milliseconds, and
+// answers ErrLeaving if none has within ReplacedLeaveWithin, or ctx's
+// error. ended is closed when a newer stream ends this one; remove takes
 // the stream out again, and must be called once it ends.
-func (l *Limit[K]) Add(key K) (ended <-chan struct{}, evicted bool, remove func(), err error) {
-	st := &stream{ended: make(chan struct{})}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	list := l.open[key]
-	if len(list) >= l.max {
-		if l.leaving[key] >= l.max {
-			return nil, false, nil, ErrLeaving
+func (l *Limit[K]) Add(ctx context.Context, key K) (ended <-chan struct{}, evicted bool, remove func(), err error) {
+	var wait *time.Timer
+	for {
+		l.mu.Lock()
+		list := l.open[key]
+		if len(list) < l.max || l.leaving[key] < l.max {
+			st := &stream{ended: make(chan struct{})}
+			if len(list) >= l.max {
+				close(list[0].ended)
+				l.leaving[key]++
+				list = list[1:]
+				evicted = true
+			}
+			l.open[key] = append(list, st)
+			l.mu.Unlock()
+			return st.ended, evicted, func() { l.remove(key, st) }, nil
 		}
-		close(list[0].ended)
-		l.leaving[key]++
-		list = list[1:]
-		evicted = true
+		left := l.left
+		l.mu.Unlock()
+		if wait == nil {
+			wait = time.NewTimer(l.leaveWithin)
+			defer wait.Stop()
+		}
+		select {
+		case <-left:
+		case <-wait.C:
+			return nil, false, nil, ErrLeaving
+		case <-ctx.Done():
+			return nil, false, nil, ctx.Err()
+		}
 	}
-	l.open[key] = append(list, st)
-	return st.ended, evicted, func() { l.remove(key, st) }, nil
 }
 
 // remove takes st out of key's streams, or out of those leaving.
@@ -90,6 +111,8 @@ func (l *Limit[K]) remove(key K, st *stream) {
 		if l.leaving[key]--; l.leaving[key] <= 0 {
 			delete(l.leaving, key)
 		}
+		close(l.left)
+		l.left = make(chan struct{})
 		return
 	}
 	list = append(list[:i:i], list[i+1:]...)
@@ -117,8 +140,9 @@ func (l *Limit[K]) Keys() int {
 var ErrFull = errors.New("every place is taken")
 
 // ReplacedLeaveWithin is how long TakePlace waits for the place of the
-// stream a new one replaced: that one leaves at once unless a send to its
-// (gone) client is blocked.
+// stream a new one replaced, and Add for one of those leaving to leave:
+// such a stream leaves at once unless a send to its (gone) client is
+// blocked, or the machine is very busy.
 const ReplacedLeaveWithin = 5 * time.Second
 
 // TakePlace takes one of places, a semaphore of a process's streams, or

@@ -19,7 +19,7 @@ func ended(c <-chan struct{}) bool {
 // add is l.Add of a stream it must admit.
 func add[K comparable](t *testing.T, l *Limit[K], key K) (<-chan struct{}, bool, func()) {
 	t.Helper()
-	ended, evicted, remove, err := l.Add(key)
+	ended, evicted, remove, err := l.Add(context.Background(), key)
 	if err != nil {
 		t.Fatalf("a stream of %v: %v", key, err)
 	}
@@ -32,6 +32,7 @@ func add[K comparable](t *testing.T, l *Limit[K], key K) (<-chan struct{}, bool,
 // the next one is refused until one of those leaves.
 func TestStreamsThatDoNotLeaveAreBounded(t *testing.T) {
 	l := New[string](2)
+	l.leaveWithin = 20 * time.Millisecond
 	var removes []func()
 	for i := range 4 {
 		_, evicted, rm := add(t, l, "a")
@@ -41,7 +42,7 @@ func TestStreamsThatDoNotLeaveAreBounded(t *testing.T) {
 		removes = append(removes, rm)
 	}
 	// Two open, two ended that have not left.
-	if _, _, _, err := l.Add("a"); !errors.Is(err, ErrLeaving) {
+	if _, _, _, err := l.Add(context.Background(), "a"); !errors.Is(err, ErrLeaving) {
 		t.Fatalf("a fifth stream beside two that have not left: %v, want ErrLeaving", err)
 	}
 	add(t, l, "b") // other keys are not concerned
@@ -51,7 +52,7 @@ func TestStreamsThatDoNotLeaveAreBounded(t *testing.T) {
 	if !evicted {
 		t.Fatal("a stream once one of those leaving left: not evicting the oldest open")
 	}
-	if _, _, _, err := l.Add("a"); !errors.Is(err, ErrLeaving) {
+	if _, _, _, err := l.Add(context.Background(), "a"); !errors.Is(err, ErrLeaving) {
 		t.Fatalf("once more at the bound: %v, want ErrLeaving", err)
 	}
 	for _, rm := range append(removes[1:], rm) {
@@ -158,5 +159,27 @@ func TestTakePlaceRefusesANewStreamWithoutWaiting(t *testing.T) {
 	cancel()
 	if err := TakePlace(ctx, places, false); !errors.Is(err, ErrFull) {
 		t.Fatalf("a full semaphore, not replacing: %v, want ErrFull without a wait", err)
+	}
+}
+
+// TestAStreamAboutToLeaveIsWaitedFor: a client that closes its streams
+// and opens new ones faster than the server sees the old ones go has its
+// new stream wait for one to leave, not refused; a wait its caller gives
+// up ends with the caller's error.
+func TestAStreamAboutToLeaveIsWaitedFor(t *testing.T) {
+	l := New[string](1)
+	_, _, rm1 := add(t, l, "a")
+	add(t, l, "a") // the first is on its way out
+	time.AfterFunc(50*time.Millisecond, rm1)
+	begun := time.Now()
+	_, evicted, _ := add(t, l, "a")
+	if !evicted || time.Since(begun) < 40*time.Millisecond {
+		t.Fatalf("evicted %v after %v: want the oldest open ended once the leaving one left", evicted, time.Since(begun))
+	}
+	// Now the second is leaving, and stays.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, _, _, err := l.Add(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a wait given up: %v, want the caller's error", err)
 	}
 }

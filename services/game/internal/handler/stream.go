@@ -49,9 +49,12 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "too many spectator streams on this server; retry later (the players' own streams have room of their own)"))
 		}
 	} else {
-		ended, evicted, remove, err := h.seatLimit.Add(seatKey{l.State.ID, *side})
+		ended, evicted, remove, err := h.seatLimit.Add(ctx, seatKey{l.State.ID, *side})
 		if errors.Is(err, newest.ErrLeaving) {
 			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this seat's %d streams that newer ones replaced on this server have not ended, as their client reads none of them: close the streams it does not read, then retry", h.cfg.MaxSeatStreams))
+		}
+		if err != nil {
+			return h.fail(ctx, err)
 		}
 		defer remove()
 		replaced = ended

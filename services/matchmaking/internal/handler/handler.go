@@ -289,9 +289,12 @@ func (h *Handler) watch(ctx context.Context, player, id string, check func(conte
 	// A player holds a few, its newest: a reconnecting client leaves
 	// streams behind that the server has not yet seen die, and on a full
 	// server its new watch takes the place of the one it ends.
-	replaced, evicted, remove, err := h.playerWatches.Add(player)
+	replaced, evicted, remove, err := h.playerWatches.Add(ctx, player)
 	if errors.Is(err, newest.ErrLeaving) {
 		return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "this player's %d watches that newer ones replaced on this server have not ended, as their client reads none of them: close the watches it does not read, then retry", h.cfg.MaxPlayerWatches))
+	}
+	if err != nil {
+		return h.fail(ctx, err)
 	}
 	defer remove()
 	if err := h.takeWatch(ctx, evicted); err != nil {

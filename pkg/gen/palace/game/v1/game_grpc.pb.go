@@ -193,7 +193,8 @@ type GameServiceClient interface {
 	// do not open it again, it would only end the newer one in turn. A
 	// stream whose client reads nothing cannot end while the server's send
 	// to it waits: while a seat has as many of those as it may hold
-	// streams, its new one is refused ResourceExhausted. Unavailable when
+	// streams, its new one waits up to 5 s for one to end, then is refused
+	// ResourceExhausted. Unavailable when
 	// the server stops, or closes the stream's connection at its age
 	// (--max-connection-age, 30 minutes by default, then a grace of 30 s
 	// for the calls under way): open it again with after_version set to the
@@ -536,7 +537,8 @@ type GameServiceServer interface {
 	// do not open it again, it would only end the newer one in turn. A
 	// stream whose client reads nothing cannot end while the server's send
 	// to it waits: while a seat has as many of those as it may hold
-	// streams, its new one is refused ResourceExhausted. Unavailable when
+	// streams, its new one waits up to 5 s for one to end, then is refused
+	// ResourceExhausted. Unavailable when
 	// the server stops, or closes the stream's connection at its age
 	// (--max-connection-age, 30 minutes by default, then a grace of 30 s
 	// for the calls under way): open it again with after_version set to the

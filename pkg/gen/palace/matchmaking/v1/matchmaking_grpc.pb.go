@@ -113,8 +113,8 @@ type MatchmakingServiceClient interface {
 	// gets ResourceExhausted with the ErrorInfo reason STREAM_REPLACED: do
 	// not open it again. A watch whose client reads nothing cannot end
 	// while the server's send to it waits: while a player has as many of
-	// those as it may hold watches, its new one is refused
-	// ResourceExhausted. A refused request ends none. Unavailable when the
+	// those as it may hold watches, its new one waits up to 5 s for one to
+	// end, then is refused ResourceExhausted. A refused request ends none. Unavailable when the
 	// server stops, or closes the watch's connection at its age
 	// (--max-connection-age, 30 minutes by default, then a grace of 30 s
 	// for the calls under way): open it again, and it sends the ticket as
@@ -517,8 +517,8 @@ type MatchmakingServiceServer interface {
 	// gets ResourceExhausted with the ErrorInfo reason STREAM_REPLACED: do
 	// not open it again. A watch whose client reads nothing cannot end
 	// while the server's send to it waits: while a player has as many of
-	// those as it may hold watches, its new one is refused
-	// ResourceExhausted. A refused request ends none. Unavailable when the
+	// those as it may hold watches, its new one waits up to 5 s for one to
+	// end, then is refused ResourceExhausted. A refused request ends none. Unavailable when the
 	// server stops, or closes the watch's connection at its age
 	// (--max-connection-age, 30 minutes by default, then a grace of 30 s
 	// for the calls under way): open it again, and it sends the ticket as
