@@ -24,6 +24,7 @@ import (
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/server"
 )
 
 // maxPlayersPerConn keeps the watches and calls of the players waiting
@@ -441,7 +442,7 @@ func (l *mmLoad) play(ctx context.Context, t *mmTicket) {
 
 // rewatches bounds how often one ticket's watch is opened again after it
 // failed as a client is told to retry (a replica going away, a Redis
-// failover), as an app would.
+// failover), as an app would; a renewed connection is no failure.
 const rewatches = 8
 
 // watch follows ticket id until it is settled or the run ends; a watch
@@ -449,19 +450,27 @@ const rewatches = 8
 // there are several, since the ticket lives on in Redis.
 func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingServiceClient, t *mmTicket, id string, sent time.Time) {
 	t.ticketID, t.state = id, matchmakingv1.TicketState_TICKET_STATE_WAITING
-	for attempt := 0; ; attempt++ {
+	for failed := 0; ; {
 		err := l.watchOnce(pctx, mm, t, id, sent)
 		if err == nil || runEnded(ctx, err) {
 			return
 		}
-		if status.Code(err) == codes.Unavailable && attempt < rewatches {
+		if server.Renewed(err) {
+			// The replica renewed the watch's connection
+			// (--max-connection-age), which is no failure: the watch is
+			// opened again at once, on a new connection.
+			l.rewatched.Add(1)
+			continue
+		}
+		if status.Code(err) == codes.Unavailable && failed < rewatches {
 			l.rewatched.Add(1)
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(min(100*time.Millisecond<<attempt, 2*time.Second)):
+			case <-time.After(min(100*time.Millisecond<<failed, 2*time.Second)):
 			}
-			mm = l.mm[(t.idx+2+attempt)%len(l.mm)]
+			mm = l.mm[(t.idx+2+failed)%len(l.mm)]
+			failed++
 			continue
 		}
 		l.fail("WatchTicket %s: %v", id, err)

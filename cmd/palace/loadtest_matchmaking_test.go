@@ -99,3 +99,29 @@ func TestLoadtestMatchmakingMintsItsGuests(t *testing.T) {
 		t.Fatalf("with the keys: exit %d, report %+v:\n%s", code, rep, errOut)
 	}
 }
+
+// TestLoadtestMatchmakingRidesOutConnectionRenewals: a server renewing
+// its connections often cuts each waiting ticket's watch many times; the
+// tool opens it again at once, as an app does, and counts no failure.
+func TestLoadtestMatchmakingRidesOutConnectionRenewals(t *testing.T) {
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
+		"--player-signing-keys", playerKeys, "--pairing-interval", "50ms",
+		"--max-connection-age", "20ms", "--max-connection-age-grace", "20ms")
+	// One ticket every 10.5 s: the first waits that long for its partner,
+	// through more renewals than failures are allowed (grpc-go closes a
+	// connection a second after its age and grace, once its client has
+	// not closed it first).
+	out, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--tickets", "2", "--rate", "0.095",
+		"--cancel", "0", "--player-signing-keys", playerKeys, "--timeout", "60s")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, out, errOut)
+	}
+	var rep mmReport
+	lastJSON(t, out, &rep)
+	if rep.Matched != 2 || rep.Errors != 0 || rep.Unsettled != 0 {
+		t.Fatalf("report %+v\n%s", rep, errOut)
+	}
+	if rep.Rewatched <= rewatches {
+		t.Fatalf("%d watches opened again, want more than the %d failures allowed one ticket: %+v", rep.Rewatched, rewatches, rep)
+	}
+}
