@@ -33,23 +33,36 @@ func NewTimedReads(timeout time.Duration) *TimedReads {
 }
 
 // Do runs read and returns its error, or an error once the timeout has
-// passed or ctx has ended, whichever comes first. read must not touch
-// what its caller uses after Do returns unless it synchronises.
+// passed or ctx has ended, whichever comes first.
 func (t *TimedReads) Do(ctx context.Context, read func(context.Context) error) error {
+	_, err := TimedRead(ctx, t, func(ctx context.Context) (struct{}, error) { return struct{}{}, read(ctx) })
+	return err
+}
+
+// TimedRead is t.Do of a read that returns a value: the value read, or
+// an error once the timeout has passed or ctx has ended. A read left
+// behind hands its value to nobody.
+func TimedRead[T any](ctx context.Context, t *TimedReads, read func(context.Context) (T, error)) (T, error) {
+	var zero T
 	if !t.busy.CompareAndSwap(false, true) {
-		return ErrReadUnderWay
+		return zero, ErrReadUnderWay
+	}
+	type result struct {
+		v   T
+		err error
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
-	done := make(chan error, 1)
+	done := make(chan result, 1)
 	go func() {
 		defer t.busy.Store(false)
 		defer cancel()
-		done <- read(ctx)
+		v, err := read(ctx)
+		done <- result{v, err}
 	}()
 	select {
-	case err := <-done:
-		return err
+	case r := <-done:
+		return r.v, r.err
 	case <-ctx.Done():
-		return fmt.Errorf("redis read: %w", ctx.Err())
+		return zero, fmt.Errorf("redis read: %w", ctx.Err())
 	}
 }

@@ -354,11 +354,7 @@ func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {
 	depths, dead := redisx.NewTimedReads(gaugeReadTimeout), redisx.NewTimedReads(gaugeReadTimeout)
 	_, err = meter.Int64ObservableGauge("palace_ai_queue_depth", metric.WithDescription("AI jobs waiting or in progress, by lane: interactive (games a person plays) or background (games between two AI seats)"),
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
-			var d aijobs.Depths
-			err := depths.Do(ctx, func(ctx context.Context) (err error) {
-				d, err = q.Depths(ctx)
-				return err
-			})
+			d, err := redisx.TimedRead(ctx, depths, q.Depths)
 			if err == nil {
 				o.Observe(d.Interactive, worker.LaneAttr(false))
 				o.Observe(d.Background, worker.LaneAttr(true))
@@ -368,11 +364,7 @@ func newMetrics(meter metric.Meter, q *aijobs.Queue) (*worker.Metrics, error) {
 	errs = append(errs, err)
 	_, err = meter.Int64ObservableGauge("palace_ai_dead_jobs", metric.WithDescription("AI jobs dead-lettered (unreadable, or never finished) and kept for a look"),
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
-			var n int64
-			err := dead.Do(ctx, func(ctx context.Context) (err error) {
-				n, err = q.Dead(ctx)
-				return err
-			})
+			n, err := redisx.TimedRead(ctx, dead, q.Dead)
 			if err == nil {
 				o.Observe(n)
 			}

@@ -121,11 +121,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, gc *games.Creator, meter
 		if len(pools) == 0 {
 			return nil
 		}
-		var counts []store.Counts
-		err := counting.Do(ctx, func(ctx context.Context) (err error) {
-			counts, err = m.store.Count(ctx, pools)
-			return err
-		})
+		counts, err := redisx.TimedRead(ctx, counting, func(ctx context.Context) ([]store.Counts, error) { return m.store.Count(ctx, pools) })
 		if err != nil {
 			return err
 		}
