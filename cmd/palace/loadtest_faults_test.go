@@ -99,7 +99,7 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 		// in the game and its streams is no fault.
 		{name: "move-applied-then-call-failed", fault: failAfterApplying(3),
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
-		{name: "answer-with-another-move", fault: editMoveAnswer(3, func(m *gamev1.MoveRecord) { m.Move = &commonv1.Move{Coordinate: "a1a2"} }),
+		{name: "answer-with-another-move", fault: editMoveAnswer(3, func(m *gamev1.MoveRecord) { m.Move = anotherMove(m.GetMove()) }),
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		{name: "answer-at-another-ply", fault: editMoveAnswer(3, func(m *gamev1.MoveRecord) { m.Ply++ }),
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
@@ -721,7 +721,7 @@ func snapshotWithAnotherFirstMove() *fault {
 		if len(g.GetMoves()) == 0 {
 			return false
 		}
-		g.Moves[0].Move = &commonv1.Move{Coordinate: "a1a2"}
+		g.Moves[0].Move = anotherMove(g.Moves[0].GetMove())
 		return true
 	})
 }
@@ -805,6 +805,15 @@ func editMoveAnswer(ply uint32, edit func(*gamev1.MoveRecord)) func() *fault {
 	}
 }
 
+// anotherMove is a move other than m: a random game plays a1a2 now and
+// then, and an edit to the move played changes nothing.
+func anotherMove(m *commonv1.Move) *commonv1.Move {
+	if m.GetCoordinate() == "a1a2" {
+		return &commonv1.Move{Coordinate: "a1a3"}
+	}
+	return &commonv1.Move{Coordinate: "a1a2"}
+}
+
 // streamAnotherMove streams the move at ply as another one, its version
 // and everything else in order.
 func streamAnotherMove(ply uint32) func() *fault {
@@ -814,7 +823,7 @@ func streamAnotherMove(ply uint32) func() *fault {
 			if mp.GetPly() != ply {
 				return false
 			}
-			mp.Move = &commonv1.Move{Coordinate: "a1a2"}
+			mp.Move = anotherMove(mp.GetMove())
 			return true
 		})
 	}
