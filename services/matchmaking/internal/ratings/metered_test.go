@@ -122,8 +122,9 @@ func (s *syncBuffer) String() string {
 
 // TestARenewedConnectionIsNoFailure: the game service renews its
 // connections (--max-connection-age), cutting the stream of a rated game
-// after the grace each time; the consumer follows on at once, counting no
-// failure, and rates the game when it ends.
+// after the grace each time; the consumer follows on at once, after the
+// version it had reached, counting no failure, and rates the game when it
+// ends.
 func TestARenewedConnectionIsNoFailure(t *testing.T) {
 	const age, grace = 150 * time.Millisecond, 100 * time.Millisecond
 	f := &fixture{
@@ -133,10 +134,11 @@ func TestARenewedConnectionIsNoFailure(t *testing.T) {
 		store: store.New(redistest.Client(t), redistest.Prefix(t)),
 	}
 	reader := sdkmetric.NewManualReader()
+	streams := &streamRequests{GameServiceClient: f.env.Client}
 	// A failure would hold the follow back for longer than the test waits
 	// for the rating.
 	c, err := New(Config{ClaimEvery: 20 * time.Millisecond, RetryAfter: time.Minute},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), f.store, f.env.Client, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"))
+		slog.New(slog.NewTextHandler(io.Discard, nil)), f.store, streams, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +151,38 @@ func TestARenewedConnectionIsNoFailure(t *testing.T) {
 	if got := followFailures(t, reader); len(got) > 0 {
 		t.Fatalf("failures counted by code %v, want none for renewed connections", got)
 	}
+	after := streams.afterVersions()
+	if len(after) < 2 {
+		t.Fatalf("%d streams opened; want the first and at least one after a cut", len(after))
+	}
+	if after[0] != 0 {
+		t.Errorf("the first stream resumed after version %d; want the whole log (0)", after[0])
+	}
+	for i, v := range after[1:] {
+		if v == 0 || v < after[i] {
+			t.Fatalf("streams resumed after versions %v; want each after the last one reached, none from the start again", after)
+		}
+	}
+}
+
+// streamRequests records the version each StreamEvents call resumes after.
+type streamRequests struct {
+	gamev1.GameServiceClient
+	mu    sync.Mutex
+	after []uint64
+}
+
+func (s *streamRequests) StreamEvents(ctx context.Context, in *gamev1.StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[gamev1.StreamEventsResponse], error) {
+	s.mu.Lock()
+	s.after = append(s.after, in.GetAfterVersion())
+	s.mu.Unlock()
+	return s.GameServiceClient.StreamEvents(ctx, in, opts...)
+}
+
+func (s *streamRequests) afterVersions() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]uint64(nil), s.after...)
 }
 
 // followFailures reads palace.matchmaking.ratings_follow_failures by

@@ -174,9 +174,12 @@ func (c *Consumer) renew(ctx context.Context) {
 func (c *Consumer) watch(ctx context.Context, p store.Pending) {
 	backoff := c.cfg.RetryAfter
 	failed := 0
+	// The version the game's stream has reached: a stream cut (a renewal,
+	// a rollout) resumes after it rather than replaying the whole game.
+	var reached uint64
 	for ctx.Err() == nil {
 		began := time.Now()
-		err := c.follow(ctx, p)
+		err := c.follow(ctx, p, &reached)
 		if err == nil {
 			return
 		}
@@ -220,15 +223,16 @@ func (c *Consumer) watch(ctx context.Context, p store.Pending) {
 	}
 }
 
-// follow streams a game's events and settles it at its end. It returns
-// nil once settled.
-func (c *Consumer) follow(ctx context.Context, p store.Pending) error {
+// follow streams a game's events after the version *reached, which it
+// advances up to the game's ending, and settles the game at its end. It returns nil
+// once settled.
+func (c *Consumer) follow(ctx context.Context, p store.Pending, reached *uint64) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// No snapshot: the log replayed from the start holds the GameEnded of a
 	// game that already ended, and replaying it costs the game service a
 	// read, where a snapshot would cost it a full view of the position.
-	stream, err := c.game.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: p.Game})
+	stream, err := c.game.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: p.Game, AfterVersion: *reached})
 	if err != nil {
 		return err
 	}
@@ -244,8 +248,11 @@ func (c *Consumer) follow(ctx context.Context, p store.Pending) error {
 			return err
 		}
 		if e := msg.GetEvent().GetGameEnded(); e != nil {
+			// *reached stays before the ending, so that a settle that
+			// fails (Redis, its replicas) reads it again.
 			return c.Settle(ctx, p, e.GetResult(), e.GetSide(), msg.GetEvent().GetTime().AsTime())
 		}
+		*reached = max(*reached, msg.GetEvent().GetVersion(), msg.GetHeartbeat().GetVersion())
 	}
 }
 
