@@ -37,6 +37,15 @@ func pastAge(ctx context.Context, age time.Duration) bool {
 	return age > 0 && ok && time.Since(born) > age
 }
 
+// mayBeRenewed tells whether a call that its connection's end cut may
+// have been cut by the connection's renewal at age: grpc-go varies each
+// connection's age by up to 10% either way, so that its clients do not
+// all come back at once, and with a grace shorter than that it closes
+// some connections before age has passed.
+func mayBeRenewed(ctx context.Context, age time.Duration) bool {
+	return pastAge(ctx, age-age/10)
+}
+
 // Renewed tells whether err ended a call whose connection a Palace server
 // had sent away at its MaxConnectionAge (grpc-go's GOAWAY "max_age") and
 // closed once the grace was over: no fault, and a client resumes such a

@@ -106,7 +106,7 @@ func logCall(ctx context.Context, log *slog.Logger, maxAge time.Duration, method
 		// A client that hangs up (a stream it leaves, a call it gives up
 		// on) is routine.
 		level = slog.LevelDebug
-	case code == codes.Unavailable && ctx.Err() != nil && pastAge(ctx, maxAge):
+	case code == codes.Unavailable && ctx.Err() != nil && mayBeRenewed(ctx, maxAge):
 		// A stream its connection's renewal cut, which its client
 		// resumes: as routine, and with every long stream every
 		// MaxConnectionAge.

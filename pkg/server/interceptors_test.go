@@ -42,6 +42,43 @@ func TestCallsAreLoggedAtTheLevelOfTheirCode(t *testing.T) {
 	}
 }
 
+// A call cut by its connection's renewal is routine and logs at debug;
+// grpc-go varies each connection's age by up to 10% either way, so with
+// a grace shorter than that variation it closes some connections before
+// MaxConnectionAge has passed. A call on a connection younger than any
+// renewal, a call whose client is still there, or any call without an
+// age, ending Unavailable, is no renewal and warns.
+func TestOnlyACallARenewalCutLogsAtDebug(t *testing.T) {
+	const age, grace = DefaultMaxConnectionAge, DefaultMaxConnectionAgeGrace
+	for _, tc := range []struct {
+		name   string
+		maxAge time.Duration
+		born   time.Duration // how long before the call's end its connection came
+		cut    bool          // the call's context ended with its connection
+		want   string
+	}{
+		{"renewed at its age", age, age + grace + time.Second, true, "DEBUG"},
+		{"renewed at its age less the jitter", age, age*9/10 + grace + time.Second, true, "DEBUG"},
+		{"younger than any renewal", age, age*9/10 - time.Second, true, "WARN"},
+		{"client still there", age, age + grace + time.Second, false, "WARN"},
+		{"no age", 0, age + grace + time.Second, true, "WARN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.WithValue(context.Background(), connBornKey{}, time.Now().Add(-tc.born)))
+			defer cancel()
+			if tc.cut {
+				cancel()
+			}
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			logCall(ctx, log, tc.maxAge, "/palace.game.v1.GameService/StreamEvents", time.Now(), status.Error(codes.Unavailable, "the stream cannot go on"))
+			if got := buf.String(); !strings.Contains(got, "level="+tc.want+" ") {
+				t.Errorf("logged as %q, want level %s", got, tc.want)
+			}
+		})
+	}
+}
+
 // panickingGame's handlers panic, with what a panic may hold: internal
 // detail that no client should read.
 type panickingGame struct {
