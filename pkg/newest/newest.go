@@ -25,7 +25,8 @@ type Limit[K comparable] struct {
 	// place in the process until its connection goes: without this bound
 	// such a client could take every place, one new stream at a time.
 	leaving map[K]int
-	// left is closed, and replaced, each time a stream leaving leaves.
+	// left is closed, and replaced, each time a stream is removed, open
+	// or leaving: either makes room for one that waits.
 	left chan struct{}
 	// leaveWithin is how long Add waits for one to leave.
 	leaveWithin time.Duration
@@ -59,10 +60,11 @@ var ErrLeaving = errors.New("the streams that newer ones replaced have not ended
 // Add registers a new stream of key, ending the key's oldest when it holds
 // max already (evicted says so: that stream is on its way out). When max
 // of its streams are on their way out already, it waits for one of them
-// to leave, as one that is not stuck does within milliseconds, and
-// answers ErrLeaving if none has within ReplacedLeaveWithin, or ctx's
-// error. ended is closed when a newer stream ends this one; remove takes
-// the stream out again, and must be called once it ends.
+// to leave, as one that is not stuck does within milliseconds, or for
+// one of those open to end, and answers ErrLeaving if none has within
+// ReplacedLeaveWithin, or ctx's error. ended is closed when a newer
+// stream ends this one; remove takes the stream out again, and must be
+// called once it ends.
 func (l *Limit[K]) Add(ctx context.Context, key K) (ended <-chan struct{}, evicted bool, remove func(), err error) {
 	var wait *time.Timer
 	for {
@@ -104,6 +106,8 @@ func (l *Limit[K]) remove(key K, st *stream) {
 		return
 	}
 	st.removed = true
+	close(l.left)
+	l.left = make(chan struct{})
 	list := l.open[key]
 	i := slices.Index(list, st)
 	if i < 0 {
@@ -111,8 +115,6 @@ func (l *Limit[K]) remove(key K, st *stream) {
 		if l.leaving[key]--; l.leaving[key] <= 0 {
 			delete(l.leaving, key)
 		}
-		close(l.left)
-		l.left = make(chan struct{})
 		return
 	}
 	list = append(list[:i:i], list[i+1:]...)

@@ -183,3 +183,57 @@ func TestAStreamAboutToLeaveIsWaitedFor(t *testing.T) {
 		t.Fatalf("a wait given up: %v, want the caller's error", err)
 	}
 }
+
+// TestAStreamWaitingForRoomTakesItWhenAnOpenOneEnds: a new stream waits
+// while its key holds max open streams and max leaving; an open one that
+// ends (its client closed it) makes room as surely as one leaving that
+// leaves, and the waiting stream takes it at once, not after the wait.
+func TestAStreamWaitingForRoomTakesItWhenAnOpenOneEnds(t *testing.T) {
+	l := New[string](1)
+	l.leaveWithin = 2 * time.Second
+	add(t, l, "a") // stays on its way out: its client reads nothing
+	_, _, rmOpen := add(t, l, "a")
+	time.AfterFunc(50*time.Millisecond, rmOpen)
+	begun := time.Now()
+	_, evicted, _, err := l.Add(context.Background(), "a")
+	if err != nil || evicted {
+		t.Fatalf("a stream once the open one ended: evicted %v, %v; want it admitted beside none", evicted, err)
+	}
+	if took := time.Since(begun); took > time.Second {
+		t.Fatalf("admitted %v after the open stream ended; want at once", took)
+	}
+}
+
+// TestAWaitForALeavingStreamIsBoundedWhateverElseLeaves: a key's new
+// stream beside max streams that do not leave is refused after the wait,
+// though the streams of other keys come and go meanwhile, as they do on a
+// busy server all the time.
+func TestAWaitForALeavingStreamIsBoundedWhateverElseLeaves(t *testing.T) {
+	l := New[string](1)
+	l.leaveWithin = 200 * time.Millisecond
+	add(t, l, "a")
+	add(t, l, "a") // the first stays on its way out
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			_, _, older, err1 := l.Add(context.Background(), "b")
+			_, _, newer, err2 := l.Add(context.Background(), "b") // the older leaving
+			if err1 != nil || err2 != nil {
+				return
+			}
+			older()
+			newer()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, _, _, err := l.Add(ctx, "a"); !errors.Is(err, ErrLeaving) {
+		t.Fatalf("a stream beside one that does not leave, while others leave: %v, want ErrLeaving within the wait", err)
+	}
+}
