@@ -2,6 +2,7 @@ package ratings
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/grpc/metadata"
 
@@ -341,5 +343,49 @@ func TestAnAbortCountsAgainstTheSideThatAborted(t *testing.T) {
 				t.Errorf("aborted by %v: %s has %+v, want %d aborts and no game", tt.by, who, r, want)
 			}
 		}
+	}
+}
+
+// failNextCommand fails the first Redis command sent once it is armed.
+type failNextCommand struct{ armed, failed atomic.Bool }
+
+func (f *failNextCommand) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failNextCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.armed.CompareAndSwap(true, false) {
+			f.failed.Store(true)
+			return errors.New("redis: connection reset")
+		}
+		return next(ctx, cmd)
+	}
+}
+func (f *failNextCommand) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAnEndingThatFailedToSettleIsSettledWhenFollowedAgain: the game's
+// end arrives, but applying it fails (Redis answers an error); the game is
+// followed again after the version its stream had reached, and that must
+// not pass over its end: the game is rated then, not never.
+func TestAnEndingThatFailedToSettleIsSettledWhenFollowedAgain(t *testing.T) {
+	rdb := redistest.Client(t)
+	fail := new(failNextCommand)
+	rdb.AddHook(fail)
+	f := &fixture{env: gametest.Start(t, nil), store: store.New(rdb, redistest.Prefix(t))}
+	c := f.consumer(t, Config{RetryAfter: 10 * time.Millisecond})
+	p, tok := f.ratedGame(t, "erin", "finn", true)
+	f.resign(t, p.Game, tok[commonv1.Side_SIDE_SECOND])
+	fail.armed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	c.watch(ctx, p) // returns once the game is settled, or at ctx's end
+	if !fail.failed.Load() {
+		t.Fatal("no Redis command failed")
+	}
+	if f.pending(t, p.Game) {
+		t.Fatal("the game is still pending 3 s after applying its end failed once; want it rated when followed again")
+	}
+	if a := f.rating(t, "erin"); a.Games != 1 {
+		t.Fatalf("erin after the game: %+v, want it rated", a)
 	}
 }
