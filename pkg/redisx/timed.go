@@ -51,11 +51,14 @@ func TimedRead[T any](ctx context.Context, t *TimedReads, read func(context.Cont
 		v   T
 		err error
 	}
+	// Cancelled on the way out, not once the read is done: a read done
+	// before the select below would otherwise end ctx too, and the select
+	// might take the read's end for the timeout's.
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
 	done := make(chan result, 1)
 	go func() {
 		defer t.busy.Store(false)
-		defer cancel()
 		v, err := read(ctx)
 		done <- result{v, err}
 	}()

@@ -3,6 +3,8 @@ package redisx_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,5 +41,33 @@ func TestTimedReadsNeitherWaitNorPileUp(t *testing.T) {
 	}
 	if started != 1 {
 		t.Fatalf("the stuck read was started %d times; want once", started)
+	}
+}
+
+// TestAReadThatComesBackInTimeIsNeverTakenForLate: a read that comes back
+// within the timeout hands back what it read, however soon it comes back:
+// its end must never pass for the timeout's, or a scrape would report
+// Redis out of reach while it answers.
+func TestAReadThatComesBackInTimeIsNeverTakenForLate(t *testing.T) {
+	var late atomic.Int64
+	var wg sync.WaitGroup
+	until := time.Now().Add(time.Second)
+	for range 8 {
+		wg.Go(func() {
+			reads := redisx.NewTimedReads(time.Minute)
+			for time.Now().Before(until) && late.Load() == 0 {
+				v, err := redisx.TimedRead(context.Background(), reads, func(context.Context) (int, error) { return 1, nil })
+				if errors.Is(err, redisx.ErrReadUnderWay) {
+					continue // the last read's goroutine is ending
+				}
+				if err != nil || v != 1 {
+					late.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := late.Load(); n > 0 {
+		t.Fatalf("%d reads that came back at once were taken for late", n)
 	}
 }
