@@ -68,6 +68,9 @@ func TestConnectionsAreRenewedAtTheirAge(t *testing.T) {
 					t.Fatalf("%d calls over %d connections, want one connection without an age", calls, conns)
 				case maxAge > 0 && conns < 3:
 					t.Fatalf("%d calls over %v on %d connections, want a new one each %v", calls, 6*age, conns, maxAge)
+				case maxAge > 0 && conns > 2*6:
+					// A connection serves every call of its age, not one.
+					t.Fatalf("%d calls over %v on %d connections, want one for each %v", calls, 6*age, conns, maxAge)
 				}
 			})
 		}
@@ -115,6 +118,21 @@ func connectHealthCheck(proto func(*http.Protocols)) func(t *testing.T, addr str
 			}
 			return nil
 		}
+	}
+}
+
+// A negative connection age or grace is refused, and a grace left unset
+// is the default: grpc-go takes a grace of 0 for no end, so a stream
+// whose client reads nothing would keep its connection past its age.
+func TestConnectionAgesAreChecked(t *testing.T) {
+	for _, c := range []Config{{MaxConnectionAge: -time.Minute}, {MaxConnectionAgeGrace: -time.Second}} {
+		c.Listen = "127.0.0.1:0"
+		if err := c.Validate(); err == nil {
+			t.Errorf("age %v, grace %v: valid", c.MaxConnectionAge, c.MaxConnectionAgeGrace)
+		}
+	}
+	if g := (Config{MaxConnectionAge: time.Minute}).withDefaults().MaxConnectionAgeGrace; g != DefaultMaxConnectionAgeGrace {
+		t.Fatalf("grace left unset: %v, want %v", g, DefaultMaxConnectionAgeGrace)
 	}
 }
 

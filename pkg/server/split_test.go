@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -435,36 +437,86 @@ func TestAnAcknowledgementAfterTheFirstRequestReachesNoServer(t *testing.T) {
 	}
 }
 
-// oneByteConn reads its input a byte at a time.
-type oneByteConn struct {
+// chunkConn reads its input n bytes at a time, then ends with err.
+type chunkConn struct {
 	net.Conn
-	in []byte
+	in  []byte
+	n   int
+	err error
 }
 
-func (c *oneByteConn) Read(p []byte) (int, error) {
+func (c *chunkConn) Read(p []byte) (int, error) {
 	if len(c.in) == 0 {
-		return 0, io.EOF
+		return 0, c.err
 	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	p[0], c.in = c.in[0], c.in[1:]
-	return 1, nil
+	k := copy(p[:min(len(p), c.n)], c.in)
+	c.in = c.in[k:]
+	return k, nil
 }
 
 // Only the first SETTINGS acknowledgement is dropped, however the
-// connection's reads cut the frames.
+// connection's reads cut the frames, and whatever the frames before it.
 func TestDropSettingsAckDropsTheFirstOnly(t *testing.T) {
 	settings := frame(frameSettings, 0, 0, []byte{0, 3, 0, 0, 0, 100})
+	// SETTINGS with none changed: not an acknowledgement.
+	empty := frame(frameSettings, 0, 0, nil)
 	ack := frame(frameSettings, flagAck, 0, nil)
 	// A DATA frame whose payload looks like an acknowledgement.
 	data := frame(frameData, 0, 1, ack)
-	in := append(append(append(append([]byte(nil), settings...), data...), ack...), ack...)
-	got, err := io.ReadAll(&dropSettingsAck{Conn: &oneByteConn{in: in}})
-	if err != nil {
-		t.Fatal(err)
+	in := slices.Concat(settings, empty, data, ack, ack)
+	want := slices.Concat(settings, empty, data, ack)
+	for n := 1; n <= len(in); n++ {
+		got, err := io.ReadAll(&dropSettingsAck{Conn: &chunkConn{in: in, n: n, err: io.EOF}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("read %d bytes at a time: %x, want %x", n, got, want)
+		}
 	}
-	if want := append(append(append([]byte(nil), settings...), data...), ack...); !bytes.Equal(got, want) {
-		t.Fatalf("read %x, want %x", got, want)
+}
+
+// A connection that ends within a frame's header ends the reads with its
+// error.
+func TestDropSettingsAckEndsWithItsConnection(t *testing.T) {
+	ended := errors.New("connection reset")
+	in := append(frame(frameSettings, 0, 0, nil), frame(frameData, 0, 1, nil)[:4]...)
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(&dropSettingsAck{Conn: &chunkConn{in: in, n: 2, err: ended}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ended) {
+			t.Fatalf("reads ended with %v, want the connection's error", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("reads still going a second after the connection ended")
+	}
+}
+
+// A connection whose first 24 bytes are not the HTTP/2 preface (an
+// HTTP/1.1 request with a long path, a mangled preface) is handed over at
+// once, as it came, and nothing is written to it: a SETTINGS frame ahead
+// of an HTTP/1.1 answer would garble it.
+func TestSniffTakesNothingButThePrefaceForHTTP2(t *testing.T) {
+	for _, start := range []string{"GET /0123456789abcdefghi", http2Preface[:len(http2Preface)-1] + "!"} {
+		srv, cli := net.Pipe()
+		wrote := make(chan []byte, 1)
+		go func() {
+			_, _ = cli.Write([]byte(start))
+			b, _ := io.ReadAll(cli)
+			wrote <- b
+		}()
+		_ = srv.SetReadDeadline(time.Now().Add(time.Second))
+		toGRPC, read, _, err := sniff(srv, 0)
+		_ = srv.Close()
+		if err != nil || toGRPC || string(read) != start {
+			t.Fatalf("%q: to gRPC %v, read %q, %v; want it handed to net/http as it came", start, toGRPC, read, err)
+		}
+		if b := <-wrote; len(b) > 0 {
+			t.Fatalf("%q: the splitter wrote %x to a client that opened no HTTP/2 connection", start, b)
+		}
 	}
 }
