@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -78,6 +79,16 @@ func (b blockPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	}
 }
 
+// refusePipelines fails every pipeline (the release of the leases) at
+// once, where a Redis out of reach would after its dial's retries.
+type refusePipelines struct{}
+
+func (refusePipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (refusePipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (refusePipelines) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(context.Context, []redis.Cmder) error { return errors.New("redis: connection refused") }
+}
+
 // TestAnAnswerWhileTheShardsAreHandedOverLeavesTheServiceServing: the
 // game service answers a call while the replica, which a failed probe had
 // told it was lost, releases its leases. The replica then holds shards
@@ -107,6 +118,58 @@ func TestAnAnswerWhileTheShardsAreHandedOverLeavesTheServiceServing(t *testing.T
 	s.reached()
 	close(hold.release)
 	<-done
+	s.calls.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reports) == 0 || !reports[len(reports)-1] {
+		t.Fatalf("reported %v, the replica reaching the game service; want SERVING (true) last", reports)
+	}
+}
+
+// TestReachReportsKeepTheOrderOfWhatTheyTell: the hand-over's report and
+// an answer's are made at once; the report that read the replica's reach
+// last comes last, whatever each report's own pace, or the clock service
+// would show NOT_SERVING while the replica sweeps.
+func TestReachReportsKeepTheOrderOfWhatTheyTell(t *testing.T) {
+	s := newTestService(t)
+	s.rdb.AddHook(refusePipelines{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var reports []bool
+	s.cfg.OnReach = func(ok bool) {
+		mu.Lock()
+		first := len(reports) == 0 && entered != nil
+		if first {
+			close(entered)
+			entered = nil
+		}
+		mu.Unlock()
+		if first {
+			<-release // the first report is slow to be made
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		reports = append(reports, ok)
+	}
+	wait := entered
+	s.reach.mu.Lock()
+	s.reach.failingSince, s.reach.handedOver, s.reach.drop = time.Now().Add(-time.Minute), true, true
+	s.reach.mu.Unlock()
+	ctx := context.Background()
+	handedOver, answered := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(handedOver)
+		s.handingOver(ctx, ctx, time.Now())
+	}()
+	<-wait
+	go func() {
+		defer close(answered)
+		s.reached()
+	}()
+	time.Sleep(50 * time.Millisecond) // the answer's report, under way
+	close(release)
+	<-handedOver
+	<-answered
 	s.calls.Wait()
 	mu.Lock()
 	defer mu.Unlock()
