@@ -77,3 +77,32 @@ func TestManyDistinctWarningsStayCheap(t *testing.T) {
 		t.Fatalf("%d keys kept after the window; want the past ones dropped", n)
 	}
 }
+
+// TestASweepKeepsTheWindowsWarnings: dropping the keys of records long
+// past keeps those of the window, so a warning logged just before a sweep
+// is still counted, not written again, when it repeats.
+func TestASweepKeepsTheWindowsWarnings(t *testing.T) {
+	var out bytes.Buffer
+	h := QuietRepeats(slog.NewTextHandler(&out, nil)).(repeatHandler)
+	now := time.Unix(1_700_000_000, 0)
+	h.seen.now = func() time.Time { return now }
+	log := slog.New(h)
+	for i := range 1100 {
+		log.Warn("rated game cannot be followed", "game", strconv.Itoa(i))
+	}
+	now = now.Add(repeatWindow - time.Second)
+	log.Warn("recent")
+	// The first warnings are past their window now, and swept.
+	now = now.Add(2 * time.Second)
+	log.Warn("another")
+	out.Reset()
+	log.Warn("recent")
+	if out.Len() > 0 {
+		t.Fatalf("a warning of the window was written again after a sweep: %q", out.String())
+	}
+	h.seen.mu.Lock()
+	defer h.seen.mu.Unlock()
+	if n := len(h.seen.last); n != 2 {
+		t.Fatalf("%d keys kept after the sweep, want the 2 of the window", n)
+	}
+}
