@@ -56,7 +56,7 @@ type clocksReport struct {
 	RaceLate   int64 `json:"race_late"`
 	// Inconsistent: a move's answer disagrees with the game's final state
 	// (accepted but absent, refused but present, accepted after its
-	// deadline).
+	// deadline and any storage outage its turn was excused).
 	Inconsistent int64 `json:"inconsistent"`
 	// Unexpected: ended other than on time (aborted, resigned, ...).
 	Unexpected int64 `json:"unexpected"`
@@ -529,8 +529,7 @@ func (l *clocksLoad) check(ctx context.Context, c gamev1.GameServiceClient, g *c
 		l.inconsistent.Add(1)
 		l.note("game %s: the third move was answered accepted=%v but the game has %d moves", g.id, g.accepted, len(gm.GetMoves()))
 	case g.accepted && g.playedAt.After(g.lastInTime()):
-		l.inconsistent.Add(1)
-		l.note("game %s: a move at %v was accepted after its last in-time instant %v", g.id, g.playedAt, g.lastInTime())
+		l.judgeLateAccept(ctx, c, g)
 	}
 	if g.behaviour == "racing" {
 		switch {
@@ -608,6 +607,57 @@ func (l *clocksLoad) check(ctx context.Context, c gamev1.GameServiceClient, g *c
 		l.recordLate(g, deadline, ended)
 	}
 }
+
+// judgeLateAccept judges a third move accepted past its last in-time
+// instant: in time only if a storage outage during its turn was excused
+// (OUTAGE_EXCUSED), which moves that instant later by as much, as the game
+// service does for a player who could not move while Redis was out of
+// reach.
+func (l *clocksLoad) judgeLateAccept(ctx context.Context, c gamev1.GameServiceClient, g *clockGame) {
+	excused, err := l.excusedBeforeThird(ctx, c, g)
+	if err != nil {
+		l.fail("events of %s: %v", g.id, err)
+		return
+	}
+	if last := g.lastInTime().Add(excused); g.playedAt.After(last) {
+		l.inconsistent.Add(1)
+		l.note("game %s: a move at %v was accepted after its last in-time instant %v (%v excused)", g.id, g.playedAt, last, excused)
+	}
+}
+
+// excusedBeforeThird reads the game's events up to its third move and
+// returns the most of the first side's turn excused for an outage: each
+// OUTAGE_EXCUSED event carries the turn's total so far.
+func (l *clocksLoad) excusedBeforeThird(ctx context.Context, c gamev1.GameServiceClient, g *clockGame) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, eventsReadTimeout)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST])
+	st, err := c.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: g.id})
+	if err != nil {
+		return 0, fmt.Errorf("stream events: %w", err)
+	}
+	var excused time.Duration
+	for {
+		r, err := st.Recv()
+		if err == io.EOF {
+			return excused, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("stream events: %w", err)
+		}
+		ev := r.GetEvent()
+		if ev.GetMovePlayed().GetPly() >= 3 {
+			return excused, nil
+		}
+		if ce := ev.GetClock(); ce.GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED && ce.GetSide() == commonv1.Side_SIDE_FIRST {
+			excused = max(excused, ce.GetExcused().AsDuration())
+		}
+	}
+}
+
+// eventsReadTimeout bounds reading a game's events up to its third move,
+// which are all in the log by then.
+const eventsReadTimeout = 10 * time.Second
 
 func (l *clocksLoad) recordLate(g *clockGame, deadline, ended time.Time) {
 	late := float64(ended.Sub(deadline.Add(time.Millisecond)).Microseconds()) / 1000

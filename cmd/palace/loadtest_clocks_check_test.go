@@ -2,25 +2,48 @@ package main
 
 import (
 	"context"
+	"io"
 	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 )
 
-// readBack is a game service that answers every GetGame with game.
+// readBack is a game service that answers every GetGame with game, and
+// every StreamEvents with events, then the end of the stream.
 type readBack struct {
 	gamev1.GameServiceClient
-	game *gamev1.Game
+	game   *gamev1.Game
+	events []*gamev1.Event
 }
 
 func (r readBack) GetGame(context.Context, *gamev1.GetGameRequest, ...grpc.CallOption) (*gamev1.GetGameResponse, error) {
 	return &gamev1.GetGameResponse{Game: r.game}, nil
+}
+
+func (r readBack) StreamEvents(context.Context, *gamev1.StreamEventsRequest, ...grpc.CallOption) (grpc.ServerStreamingClient[gamev1.StreamEventsResponse], error) {
+	return &eventList{events: r.events}, nil
+}
+
+// eventList is a stream of events that ends after the last.
+type eventList struct {
+	grpc.ClientStream
+	events []*gamev1.Event
+}
+
+func (e *eventList) Recv() (*gamev1.StreamEventsResponse, error) {
+	if len(e.events) == 0 {
+		return nil, io.EOF
+	}
+	ev := e.events[0]
+	e.events = e.events[1:]
+	return &gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Event{Event: ev}}, nil
 }
 
 // TestClocksCheckJudgesEachGame reads games back as a clock service could
@@ -61,11 +84,22 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 	firstFlagged := func(at time.Time) *gamev1.Game { return ended(commonv1.Winner_WINNER_SECOND, at, 2) }
 	secondFlagged := func(at time.Time) *gamev1.Game { return ended(commonv1.Winner_WINNER_FIRST, at, 3) }
 	type counts struct{ flagged, missed, wrong, inconsistent, unexpected, raceIn, raceLate int64 }
+	// excusedTurn are the events of a game whose first side was excused
+	// an outage of d before its third move.
+	excusedTurn := func(d time.Duration) []*gamev1.Event {
+		return []*gamev1.Event{
+			{Version: 3, Kind: &gamev1.Event_MovePlayed{MovePlayed: &gamev1.MoveRecord{Ply: 2, Side: commonv1.Side_SIDE_SECOND}}},
+			{Version: 4, Kind: &gamev1.Event_Clock{Clock: &gamev1.ClockEvent{Side: commonv1.Side_SIDE_FIRST,
+				Kind: gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED, Excused: durationpb.New(d)}}},
+			{Version: 5, Kind: &gamev1.Event_MovePlayed{MovePlayed: &gamev1.MoveRecord{Ply: 3, Side: commonv1.Side_SIDE_FIRST}}},
+		}
+	}
 	tests := []struct {
-		name string
-		g    *clockGame
-		game *gamev1.Game
-		want counts
+		name   string
+		g      *clockGame
+		game   *gamev1.Game
+		events []*gamev1.Event
+		want   counts
 		// lateMs are the lateness figures the game adds.
 		lateMs []float64
 	}{
@@ -91,6 +125,16 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 		{name: "accepted after its last instant", want: counts{inconsistent: 1, flagged: 1}, lateMs: []float64{7},
 			g:    func() *clockGame { g := moved(); g.playedAt = start.Add(budget + ms(1)); return g }(),
 			game: secondFlagged(start.Add(11*time.Second + ms(8)))},
+		// A storage outage during the turn was excused (OUTAGE_EXCUSED):
+		// the move is in time up to that much later.
+		{name: "accepted after its last instant, within the outage excused", want: counts{flagged: 1}, lateMs: []float64{7},
+			g:      func() *clockGame { g := moved(); g.playedAt = start.Add(budget + ms(900)); return g }(),
+			game:   secondFlagged(start.Add(11*time.Second + ms(8))),
+			events: excusedTurn(time.Second)},
+		{name: "accepted after its last instant and the outage excused", want: counts{inconsistent: 1, flagged: 1}, lateMs: []float64{7},
+			g:      func() *clockGame { g := moved(); g.playedAt = start.Add(budget + ms(1100)); return g }(),
+			game:   secondFlagged(start.Add(11*time.Second + ms(8))),
+			events: excusedTurn(time.Second)},
 		{name: "refused move present", g: late(), game: secondFlagged(start.Add(11*time.Second + ms(8))),
 			want: counts{inconsistent: 1, flagged: 1, raceIn: 1}},
 		// The refused move ended the game at its own instant, past its
@@ -104,7 +148,7 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := &clocksLoad{}
-			l.check(t.Context(), readBack{game: tt.game}, tt.g)
+			l.check(t.Context(), readBack{game: tt.game, events: tt.events}, tt.g)
 			got := counts{l.flagged.Load(), l.missed.Load(), l.wrong.Load(), l.inconsistent.Load(), l.unexp.Load(), l.raceIn.Load(), l.raceLate.Load()}
 			if got != tt.want || l.checked.Load() != 1 || l.errs.Load() != 0 {
 				t.Errorf("counted %+v, checked %d, errors %d; want %+v, checked 1, no error\n%v", got, l.checked.Load(), l.errs.Load(), tt.want, l.errText)
