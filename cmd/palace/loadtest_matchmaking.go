@@ -399,10 +399,9 @@ func (l *mmLoad) play(ctx context.Context, t *mmTicket) {
 	watcher := l.mm[(t.idx+1)%len(l.mm)] // watch through another replica when there are several
 	pctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+t.token)
 	enter := func() (*matchmakingv1.Ticket, error) {
-		r, err := mm.EnterQueue(pctx, &matchmakingv1.EnterQueueRequest{
+		return l.enter(ctx, pctx, t, &matchmakingv1.EnterQueueRequest{
 			RequestId: fmt.Sprintf("lt-%d-%d", t.idx, time.Now().UnixNano()), Kind: pool.kind, TimeControl: pool.tc, Rated: pool.rated, CasualRating: t.rating,
 		})
-		return r.GetTicket(), err
 	}
 	if t.cancel {
 		tk, err := enter()
@@ -440,9 +439,30 @@ func (l *mmLoad) play(ctx context.Context, t *mmTicket) {
 	l.watch(ctx, pctx, watcher, t, tk.GetTicketId(), sent)
 }
 
-// rewatches bounds how often one ticket's watch is opened again after it
-// failed as a client is told to retry (a replica going away, a Redis
-// failover), as an app would; a renewed connection is no failure.
+// enter sends r until it is answered other than Unavailable, up to
+// rewatches times more, with the same request id, through the next
+// replica when there are several: an entry answered Unavailable (a
+// replica gone, a connection closed at its age while Redis was slow) may
+// have been applied, and a player who gave up on it would leave its ticket
+// to pair with another player's, as an app that retries does not.
+func (l *mmLoad) enter(ctx, pctx context.Context, t *mmTicket, r *matchmakingv1.EnterQueueRequest) (*matchmakingv1.Ticket, error) {
+	for failed := 0; ; failed++ {
+		resp, err := l.mm[(t.idx+failed)%len(l.mm)].EnterQueue(pctx, r)
+		if status.Code(err) != codes.Unavailable || failed == rewatches {
+			return resp.GetTicket(), err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("enter queue: %w", ctx.Err())
+		case <-time.After(min(100*time.Millisecond<<failed, 2*time.Second)):
+		}
+	}
+}
+
+// rewatches bounds how often one ticket's watch is opened again, or its
+// entry sent again, after it failed as a client is told to retry (a
+// replica going away, a Redis failover), as an app would; a renewed
+// connection is no failure.
 const rewatches = 8
 
 // watch follows ticket id until it is settled or the run ends; a watch
