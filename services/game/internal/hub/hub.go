@@ -198,7 +198,12 @@ func (h *Hub) unsubscribeLocked(ctx context.Context, s *Sub) {
 		delete(h.shardOfChannel, h.channel(shard))
 		if !h.closed {
 			if err := h.ps.Unsubscribe(ctx, h.channel(shard)); err != nil {
-				h.log.WarnContext(ctx, "unsubscribe", "shard", shard, "err", err)
+				// No harm done: go-redis forgets the channel before it
+				// sends UNSUBSCRIBE, and a send that fails gets a new
+				// connection, subscribed to the channels it still holds.
+				// After a Redis restart every shard's last stream would
+				// warn here.
+				h.log.DebugContext(ctx, "unsubscribe", "shard", shard, "err", err)
 			}
 		}
 	}

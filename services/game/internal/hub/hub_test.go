@@ -25,9 +25,15 @@ func testHub(t *testing.T) (*hub.Hub, *redis.Client, string, func(int) string) {
 // testHubLogging is testHub started with ctx and logging to log.
 func testHubLogging(t *testing.T, ctx context.Context, log *slog.Logger) (*hub.Hub, *redis.Client, string, func(int) string) {
 	t.Helper()
+	return testHubOn(t, ctx, log, redistest.Addr(t))
+}
+
+// testHubOn is testHubLogging on the Redis at addr.
+func testHubOn(t *testing.T, ctx context.Context, log *slog.Logger, addr string) (*hub.Hub, *redis.Client, string, func(int) string) {
+	t.Helper()
 	prefix := redistest.Prefix(t)
 	name := strings.ReplaceAll(strings.TrimSuffix(prefix, ":"), ":", "-")
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), ClientName: name})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ClientName: name})
 	t.Cleanup(func() { _ = rdb.Close() })
 	channel := func(shard int) string { return prefix + "gev:" + strconv.Itoa(shard) }
 	shardOf := func(id string) int {
@@ -223,4 +229,56 @@ func TestUndecodableNotificationLoggedWithHubContext(t *testing.T) {
 	if v != "hub" {
 		t.Fatalf("logged with context value %v, want the hub's", v)
 	}
+}
+
+// TestAnUnsubscribeRedisMissesLosesNothing: a shard's last stream that
+// ends while Redis is out of reach cannot send its UNSUBSCRIBE, which is
+// no warning, since nothing is lost: the subscription, once restored, is
+// to the shards still followed only, and those are delivered again.
+func TestAnUnsubscribeRedisMissesLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	var logs strings.Builder
+	var mu sync.Mutex
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	h, _, _, channel := testHubOn(t, ctx, slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)), proxy.Addr())
+	direct := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { _ = direct.Close() })
+	a, err := h.Subscribe(ctx, "0/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.Subscribe(ctx, "1/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishUntilDelivered(t, direct, channel(0), "0/a", a)
+	publishUntilDelivered(t, direct, channel(1), "1/b", b)
+
+	proxy.Cut()
+	// Once the hub's receiver has seen its connection go, the UNSUBSCRIBE
+	// finds none to send on.
+	time.Sleep(300 * time.Millisecond)
+	h.Unsubscribe(ctx, b)
+	proxy.Restore()
+
+	publishUntilDelivered(t, direct, channel(0), "0/a", a)
+	if n := direct.PubSubNumSub(ctx, channel(1)).Val()[channel(1)]; n != 0 {
+		t.Fatalf("%d subscribers to shard 1 once Redis is back; want none, its last stream ended", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("logged a warning for an unsubscribe that loses nothing:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }
