@@ -451,11 +451,20 @@ func (l *mmLoad) enter(ctx, pctx context.Context, t *mmTicket, r *matchmakingv1.
 		if status.Code(err) != codes.Unavailable || failed == rewatches {
 			return resp.GetTicket(), err
 		}
-		select {
-		case <-ctx.Done():
+		if !retryPause(ctx, failed) {
 			return nil, fmt.Errorf("enter queue: %w", ctx.Err())
-		case <-time.After(min(100*time.Millisecond<<failed, 2*time.Second)):
 		}
+	}
+}
+
+// retryPause waits before the retry that follows failed failures in a
+// row, longer after each, and tells whether the run goes on.
+func retryPause(ctx context.Context, failed int) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(min(100*time.Millisecond<<failed, 2*time.Second)):
+		return true
 	}
 }
 
@@ -484,10 +493,8 @@ func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingSe
 		}
 		if status.Code(err) == codes.Unavailable && failed < rewatches {
 			l.rewatched.Add(1)
-			select {
-			case <-ctx.Done():
+			if !retryPause(ctx, failed) {
 				return
-			case <-time.After(min(100*time.Millisecond<<failed, 2*time.Second)):
 			}
 			mm = l.mm[(t.idx+2+failed)%len(l.mm)]
 			failed++

@@ -224,8 +224,8 @@ func (c *Consumer) watch(ctx context.Context, p store.Pending) {
 }
 
 // follow streams a game's events after the version *reached, which it
-// advances up to the game's ending, and settles the game at its end. It returns nil
-// once settled.
+// advances up to the game's ending, and settles the game at its end. It
+// returns nil once settled.
 func (c *Consumer) follow(ctx context.Context, p store.Pending, reached *uint64) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
