@@ -98,9 +98,7 @@ type gamesLoad struct {
 	// retryUnavailable sends a call again after Unavailable even to a
 	// single replica.
 	retryUnavailable bool
-	// client is every connection, of every replica.
-	client  []gamev1.GameServiceClient
-	started time.Time
+	started          time.Time
 	// play ends when the run's duration does: a move acknowledged after
 	// it is checked, and its latency measured, but it is not counted in
 	// the rate over that duration.
@@ -196,24 +194,14 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	l := &gamesLoad{think: *think, warmup: *warmup, retryUnavailable: *retryUnavailable}
 	var seedN atomic.Uint64
 	l.rng = func() *rand.Rand { return rand.New(rand.NewPCG(*seed, seedN.Add(1))) }
-	for _, a := range replicaAddrs(*addr) {
-		var clients []gamev1.GameServiceClient
-		for range n {
-			cc, err := tr.dial(a, grpc.WithConnectParams(quickReconnect), grpc.WithUnaryInterceptor(withTimeout(*callTimeout)), service)
-			if err != nil {
-				fmt.Fprintln(stderr, "palace loadtest games:", err)
-				return exitUsage
-			}
-			defer cc.Close()
-			clients = append(clients, gamev1.NewGameServiceClient(cc))
-		}
-		l.replicas = append(l.replicas, clients)
-		l.client = append(l.client, clients...)
-	}
-	if len(l.replicas) == 0 {
-		fmt.Fprintln(stderr, "palace loadtest games: --addr is empty")
+	replicas, ccs, err := replicaClients(tr, *addr, n, gamev1.NewGameServiceClient,
+		grpc.WithConnectParams(quickReconnect), grpc.WithUnaryInterceptor(withTimeout(*callTimeout)), service)
+	if err != nil {
+		fmt.Fprintln(stderr, "palace loadtest games:", err)
 		return exitUsage
 	}
+	defer closeAll(ccs)
+	l.replicas = replicas
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -480,8 +468,8 @@ type sent struct {
 
 // route is the route of the games of one slot: they start on replica
 // slot mod the number of replicas.
-func (l *gamesLoad) route(slot int) *route {
-	return &route{replicas: l.replicas, replica: slot % len(l.replicas), conn: slot / len(l.replicas), retry: l.retryUnavailable, moved: func() { l.failovers.Add(1) },
+func (l *gamesLoad) route(slot int) *gameRoute {
+	return &gameRoute{replicas: l.replicas, replica: slot % len(l.replicas), conn: slot / len(l.replicas), retry: l.retryUnavailable, moved: func() { l.failovers.Add(1) },
 		renewed: func() { l.renewed.Add(1) }}
 }
 
@@ -510,7 +498,7 @@ type sentBefore struct {
 
 // playGame plays one game to its end, or until play ends and it resigns,
 // then checks it; it reports whether the game was created.
-func (l *gamesLoad) playGame(play, all context.Context, r *route, rng *rand.Rand, kind commonv1.GameKind, start *commonv1.Position, rid string, retryRate, reconnectRate float64) bool {
+func (l *gamesLoad) playGame(play, all context.Context, r *gameRoute, rng *rand.Rand, kind commonv1.GameKind, start *commonv1.Position, rid string, retryRate, reconnectRate float64) bool {
 	createReq := &gamev1.CreateGameRequest{
 		RequestId: rid, Kind: kind, Start: start,
 		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "b"}},
@@ -707,7 +695,7 @@ func (l *gamesLoad) sameAnswer(all context.Context, first, again *gamev1.MakeMov
 
 // sendAgain sends a move of before again, as a client whose answer got
 // lost does when it finally gets through.
-func (l *gamesLoad) sendAgain(all context.Context, r *route, as func(context.Context, commonv1.Side) context.Context, before *sentBefore) {
+func (l *gamesLoad) sendAgain(all context.Context, r *gameRoute, as func(context.Context, commonv1.Side) context.Context, before *sentBefore) {
 	l.retries.Add(1)
 	resent, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.MakeMoveResponse, error) {
 		return c.MakeMove(as(all, before.side), before.req)
@@ -834,7 +822,7 @@ type streamed struct {
 // stream reads a game's events until it ends, reconnecting at random from
 // the last version seen, and on another replica when its own is
 // unavailable.
-func (l *gamesLoad) stream(ctx context.Context, r *route, seat context.Context, id string, rng *rand.Rand, reconnectRate float64) streamed {
+func (l *gamesLoad) stream(ctx context.Context, r *gameRoute, seat context.Context, id string, rng *rand.Rand, reconnectRate float64) streamed {
 	var out []seen
 	var last uint64
 	failovers := 0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc"
@@ -40,9 +41,9 @@ var quickReconnect = grpc.ConnectParams{
 }
 
 // route is where the calls of one game, or one of its streams, go: a
-// replica and a connection to it.
-type route struct {
-	replicas [][]gamev1.GameServiceClient
+// replica and a connection to it. C is the client of the service called.
+type route[C any] struct {
+	replicas [][]C
 	replica  int
 	conn     int
 	// retry sends calls again after Unavailable even to a lone replica.
@@ -53,7 +54,10 @@ type route struct {
 	renewed func()
 }
 
-func (r *route) client() gamev1.GameServiceClient {
+// gameRoute routes the calls of a game to the game service's replicas.
+type gameRoute = route[gamev1.GameServiceClient]
+
+func (r *route[C]) client() C {
 	cs := r.replicas[r.replica]
 	return cs[r.conn%len(cs)]
 }
@@ -65,7 +69,7 @@ func (r *route) client() gamev1.GameServiceClient {
 // to go to moves on; should the frozen one apply the request when it
 // wakes, its request id keeps it from applying twice. With one replica
 // both are errors to report, but Unavailable with retry set.
-func (r *route) failover(ctx context.Context, err error, attempt int) bool {
+func (r *route[C]) failover(ctx context.Context, err error, attempt int) bool {
 	if attempt >= maxFailovers || ctx.Err() != nil {
 		return false
 	}
@@ -100,11 +104,41 @@ func (r *route) failover(ctx context.Context, err error, attempt int) bool {
 
 // onReplicas makes a call on the route's replica, and again on the next
 // ones while a replica is unavailable.
-func onReplicas[T any](ctx context.Context, r *route, call func(gamev1.GameServiceClient) (T, error)) (T, error) {
+func onReplicas[C, T any](ctx context.Context, r *route[C], call func(C) (T, error)) (T, error) {
 	for attempt := 0; ; attempt++ {
 		resp, err := call(r.client())
 		if err == nil || !r.failover(ctx, err, attempt) {
 			return resp, err
 		}
+	}
+}
+
+// replicaClients dials n connections to each address of a comma-separated
+// list, with opts, and makes a client of each: replicas[i] are those of
+// the i-th address. The caller closes the returned connections.
+func replicaClients[C any](tr transport, addrs string, n int, newClient func(grpc.ClientConnInterface) C, opts ...grpc.DialOption) (replicas [][]C, ccs []*grpc.ClientConn, err error) {
+	for _, a := range replicaAddrs(addrs) {
+		var clients []C
+		for range n {
+			cc, err := tr.dial(a, opts...)
+			if err != nil {
+				closeAll(ccs)
+				return nil, nil, err
+			}
+			ccs = append(ccs, cc)
+			clients = append(clients, newClient(cc))
+		}
+		replicas = append(replicas, clients)
+	}
+	if len(replicas) == 0 {
+		return nil, nil, errors.New("--addr is empty")
+	}
+	return replicas, ccs, nil
+}
+
+// closeAll closes every connection of ccs.
+func closeAll(ccs []*grpc.ClientConn) {
+	for _, cc := range ccs {
+		_ = cc.Close()
 	}
 }

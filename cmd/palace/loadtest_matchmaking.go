@@ -198,14 +198,14 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 		fmt.Fprintf(stderr, "palace loadtest matchmaking: --concurrency is at most %d per matchmaking address: each player waiting holds a watch and a call at once, and a server carries 4,096 per connection\n", maxPlayersPerConn)
 		return exitUsage
 	}
-	ccs, err := tr.dialAll(*addrs)
+	replicas, ccs, err := replicaClients(tr, *addrs, 1, matchmakingv1.NewMatchmakingServiceClient)
 	if err != nil {
 		fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)
 		return exitUsage
 	}
-	for _, cc := range ccs {
-		defer cc.Close()
-		l.mm = append(l.mm, matchmakingv1.NewMatchmakingServiceClient(cc))
+	defer closeAll(ccs)
+	for _, clients := range replicas {
+		l.mm = append(l.mm, clients...)
 	}
 	if *gameAddr != "" {
 		cc, err := tr.dial(*gameAddr)
