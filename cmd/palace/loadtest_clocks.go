@@ -61,9 +61,14 @@ type clocksReport struct {
 	// Unexpected: ended other than on time (aborted, resigned, ...).
 	Unexpected int64 `json:"unexpected"`
 	// Errors: failed calls (create, moves, reads).
-	Errors int64   `json:"errors"`
-	SetupS float64 `json:"setup_s"`
-	RunS   float64 `json:"run_s"`
+	Errors int64 `json:"errors"`
+	// Retries counts calls and streams sent again, with the same request
+	// id, because their replica answered Unavailable (gone, restarting, out
+	// of Redis's reach, its connection renewed) or, with several, held a
+	// call past --call-timeout: ridden through, as an app would, not errors.
+	Retries int64   `json:"retries"`
+	SetupS  float64 `json:"setup_s"`
+	RunS    float64 `json:"run_s"`
 }
 
 // faulty tells whether the report shows a fault: a clock that failed,
@@ -109,9 +114,10 @@ type clockGame struct {
 }
 
 type clocksLoad struct {
-	opt     clocksOptions
-	clients []gamev1.GameServiceClient
-	runID   string
+	opt clocksOptions
+	// replicas holds the connections to each replica of the game service.
+	replicas [][]gamev1.GameServiceClient
+	runID    string
 	// offset is server time minus local time, from the fastest round
 	// trip seen: moves are aimed at server instants.
 	offMu  sync.Mutex
@@ -120,7 +126,7 @@ type clocksLoad struct {
 
 	setupDone, started, checked                 atomic.Int64
 	flagged, missed, wrong, inconsistent, unexp atomic.Int64
-	raceIn, raceLate, errs                      atomic.Int64
+	raceIn, raceLate, errs, retries             atomic.Int64
 
 	mu          sync.Mutex
 	missedGames []*clockGame
@@ -162,7 +168,7 @@ func (l *clocksLoad) note(format string, a ...any) {
 func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("palace loadtest clocks", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "localhost:8080", "game service host:port: the tool calls only the game service, whose deadlines a clock service of the same deployment must sweep")
+	addr := fs.String("addr", "localhost:8080", "game service host:port: the tool calls only the game service, whose deadlines a clock service of the same deployment must sweep; several, comma-separated, are replicas: the games are spread over them, and a call whose replica is unavailable goes to the next one, with the same request id")
 	var o clocksOptions
 	fs.IntVar(&o.games, "games", 1000, "games to create")
 	fs.DurationVar(&o.spread, "spread", 30*time.Second, "the clocks start (second moves) spread over this long, so flags spread likewise")
@@ -176,8 +182,8 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	fs.DurationVar(&o.reportedLag, "reported-lag", 10*time.Second, "lag reported with racing moves: the server credits at most its lag grace, so a large report makes the move race the very deadline the sweeper flags after")
 	fs.DurationVar(&o.checkAfter, "check-after", 2*time.Second, "a game still running this long after its flag instant counts as missed; in a trial that stops a clock replica or its game service, set it above the hand-over time (--clock-hand-over-after plus a lease, about 4 s by default)")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrent calls while creating games")
-	conns := fs.Int("conns", 8, "client connections")
-	callTimeout := fs.Duration("call-timeout", 10*time.Second, "timeout of one call: an overloaded server fails calls instead of queueing them without end")
+	conns := fs.Int("conns", 8, "client connections per replica")
+	callTimeout := fs.Duration("call-timeout", 10*time.Second, "timeout of one call: an overloaded server fails calls instead of queueing them without end; with several replicas, a call that times out is sent again to the next one")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	seed := fs.Uint64("seed", 1, "random seed")
 	serviceKeys := serviceKeysFlag(fs)
@@ -204,15 +210,14 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 		return exitUsage
 	}
 	l := &clocksLoad{opt: o, runID: randomHex(4)}
-	for range *conns {
-		cc, err := tr.dial(*addr, grpc.WithUnaryInterceptor(withTimeout(*callTimeout)), service)
-		if err != nil {
-			fmt.Fprintln(stderr, "palace loadtest clocks:", err)
-			return exitUsage
-		}
-		defer cc.Close()
-		l.clients = append(l.clients, gamev1.NewGameServiceClient(cc))
+	replicas, ccs, err := replicaClients(tr, *addr, *conns, gamev1.NewGameServiceClient,
+		grpc.WithConnectParams(quickReconnect), grpc.WithUnaryInterceptor(withTimeout(*callTimeout)), service)
+	if err != nil {
+		fmt.Fprintln(stderr, "palace loadtest clocks:", err)
+		return exitUsage
 	}
+	defer closeAll(ccs)
+	l.replicas = replicas
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	rng := mrand.New(mrand.NewPCG(*seed, 0xc10c))
@@ -227,7 +232,7 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 		l.printErrors(stderr)
 		return exitFail
 	}
-	l.calibrate(ctx, l.clients[0], games[0])
+	l.calibrate(ctx, l.route(0), games[0])
 	fmt.Fprintf(stderr, "clocks: %d games ready in %.1fs (clock offset %v); clocks start over %v\n", len(games), rep.SetupS, l.serverOffset(), o.spread)
 
 	t1 := time.Now()
@@ -236,8 +241,8 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	for i, g := range games {
 		startAt := begin.Add(time.Duration(rng.Float64() * float64(o.spread)))
 		raceOffset := time.Duration(rng.Float64()*float64(o.raceBefore+o.raceAfter)) - o.raceAfter
-		c := l.clients[i%len(l.clients)]
-		wg.Go(func() { l.play(ctx, c, g, startAt, raceOffset) })
+		r := l.route(i)
+		wg.Go(func() { l.play(ctx, r, g, startAt, raceOffset) })
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -249,8 +254,8 @@ wait:
 		case <-done:
 			break wait
 		case <-progress.C:
-			fmt.Fprintf(stderr, "progress: %.0fs clocks started %d/%d, checked %d, flagged %d, missed %d, wrongly flagged %d, errors %d\n",
-				time.Since(t1).Seconds(), l.started.Load(), len(games), l.checked.Load(), l.flagged.Load(), l.missed.Load(), l.wrong.Load(), l.errs.Load())
+			fmt.Fprintf(stderr, "progress: %.0fs clocks started %d/%d, checked %d, flagged %d, missed %d, wrongly flagged %d, errors %d, retries %d\n",
+				time.Since(t1).Seconds(), l.started.Load(), len(games), l.checked.Load(), l.flagged.Load(), l.missed.Load(), l.wrong.Load(), l.errs.Load(), l.retries.Load())
 		}
 	}
 	rep.RunS = time.Since(t1).Seconds()
@@ -261,7 +266,7 @@ wait:
 	rep.Games, rep.Checked = int64(len(games)), l.checked.Load()
 	rep.Flagged, rep.Missed, rep.WronglyFlagged = l.flagged.Load(), l.missed.Load(), l.wrong.Load()
 	rep.Inconsistent, rep.Unexpected, rep.Errors = l.inconsistent.Load(), l.unexp.Load(), l.errs.Load()
-	rep.RaceInTime, rep.RaceLate = l.raceIn.Load(), l.raceLate.Load()
+	rep.RaceInTime, rep.RaceLate, rep.Retries = l.raceIn.Load(), l.raceLate.Load(), l.retries.Load()
 	for _, g := range games {
 		switch g.behaviour {
 		case "idle":
@@ -328,10 +333,10 @@ func (l *clocksLoad) setup(ctx context.Context, rng *mrand.Rand, stderr io.Write
 	out := make([]*clockGame, l.opt.games)
 	var wg sync.WaitGroup
 	for w := range l.opt.concurrency {
-		c := l.clients[w%len(l.clients)]
+		r := l.route(w)
 		wg.Go(func() {
 			for j := range jobs {
-				out[j.i] = l.create(ctx, c, j.i, j.tc, j.budget, j.behaviour)
+				out[j.i] = l.create(ctx, r, j.i, j.tc, j.budget, j.behaviour)
 			}
 		})
 	}
@@ -371,7 +376,7 @@ func (l *clocksLoad) setup(ctx context.Context, rng *mrand.Rand, stderr io.Write
 	return slices.DeleteFunc(out, func(g *clockGame) bool { return g == nil })
 }
 
-func (l *clocksLoad) create(ctx context.Context, c gamev1.GameServiceClient, i int, tc *commonv1.TimeControl, budget time.Duration, behaviour string) *clockGame {
+func (l *clocksLoad) create(ctx context.Context, r *gameRoute, i int, tc *commonv1.TimeControl, budget time.Duration, behaviour string) *clockGame {
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -383,13 +388,16 @@ func (l *clocksLoad) create(ctx context.Context, c gamev1.GameServiceClient, i i
 	if i%2 == 1 {
 		kind, first, start = commonv1.GameKind_GAME_KIND_JANGGI, "a4b4", &commonv1.Position{Fen: janggiStart}
 	}
-	resp, err := c.CreateGame(ctx, &gamev1.CreateGameRequest{
+	req := &gamev1.CreateGameRequest{
 		RequestId: fmt.Sprintf("ltc-%s-%d", l.runID, i), Kind: kind, Start: start,
 		Seats:       []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "ltc-a"}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "ltc-b"}},
 		TimeControl: tc,
 		// Long enough for the whole setup and spread: no game may be
 		// aborted before its clock starts.
 		FirstMoveTime: durationpb.New(time.Hour),
+	}
+	resp, err := onReplicas(ctx, r, func(c gamev1.GameServiceClient) (*gamev1.CreateGameResponse, error) {
+		return c.CreateGame(ctx, req)
 	})
 	if err != nil {
 		l.fail("create: %v", err)
@@ -399,7 +407,7 @@ func (l *clocksLoad) create(ctx context.Context, c gamev1.GameServiceClient, i i
 	for _, cr := range resp.GetCredentials() {
 		g.tokens[cr.GetSide()] = cr.GetToken()
 	}
-	if _, err := l.move(ctx, c, g, commonv1.Side_SIDE_FIRST, first, 0, "1"); err != nil {
+	if _, err := l.move(ctx, r, g, commonv1.Side_SIDE_FIRST, first, 0, "1"); err != nil {
 		l.fail("first move of %s: %v", g.id, err)
 		return nil
 	}
@@ -407,21 +415,50 @@ func (l *clocksLoad) create(ctx context.Context, c gamev1.GameServiceClient, i i
 	return g
 }
 
-func (l *clocksLoad) move(ctx context.Context, c gamev1.GameServiceClient, g *clockGame, side commonv1.Side, mv string, lag time.Duration, n string) (*gamev1.MakeMoveResponse, error) {
+// move sends a move, and again with the same request id while its replica
+// is unavailable: a move applied before its answer got lost is answered
+// as it was first, with the instant it was played at and the deadline it
+// set, so the checks judge the move the game holds, whichever call
+// applied it.
+func (l *clocksLoad) move(ctx context.Context, r *gameRoute, g *clockGame, side commonv1.Side, mv string, lag time.Duration, n string) (*gamev1.MakeMoveResponse, error) {
 	req := &gamev1.MakeMoveRequest{GameId: g.id, RequestId: g.id + "-" + n, Move: &commonv1.Move{Coordinate: mv}}
 	if lag > 0 {
 		req.ReportedLag = durationpb.New(lag)
 	}
-	return c.MakeMove(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[side]), req)
+	seat := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[side])
+	return onReplicas(ctx, r, func(c gamev1.GameServiceClient) (*gamev1.MakeMoveResponse, error) {
+		return c.MakeMove(seat, req)
+	})
+}
+
+// read reads a game as its first side, through r.
+func (l *clocksLoad) read(ctx context.Context, r *gameRoute, g *clockGame) (*gamev1.GetGameResponse, error) {
+	seat := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST])
+	return onReplicas(ctx, r, func(c gamev1.GameServiceClient) (*gamev1.GetGameResponse, error) {
+		return c.GetGame(seat, &gamev1.GetGameRequest{GameId: g.id})
+	})
+}
+
+// route is the route of the calls of one game, or of one worker: they
+// start on replica i mod the number of replicas, and move to the next
+// while theirs is unavailable.
+func (l *clocksLoad) route(i int) *gameRoute {
+	retried := func() { l.retries.Add(1) }
+	return &gameRoute{replicas: l.replicas, replica: i % len(l.replicas), conn: i / len(l.replicas), retry: true, moved: retried, renewed: retried}
 }
 
 // calibrate estimates the server's clock offset from a few reads made
 // while nothing else runs, so that the round trips are short and even.
-func (l *clocksLoad) calibrate(ctx context.Context, c gamev1.GameServiceClient, g *clockGame) {
+func (l *clocksLoad) calibrate(ctx context.Context, r *gameRoute, g *clockGame) {
 	md := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST])
 	for range 20 {
-		sent := time.Now()
-		resp, err := c.GetGame(md, &gamev1.GetGameRequest{GameId: g.id})
+		// The round trip of the call answered, not of those that failed
+		// before it.
+		var sent time.Time
+		resp, err := onReplicas(ctx, r, func(c gamev1.GameServiceClient) (*gamev1.GetGameResponse, error) {
+			sent = time.Now()
+			return c.GetGame(md, &gamev1.GetGameRequest{GameId: g.id})
+		})
 		if err != nil {
 			l.fail("calibrate: %v", err)
 			return
@@ -454,12 +491,12 @@ func (l *clocksLoad) local(server time.Time) time.Time { return server.Add(-l.se
 
 // play starts the game's clock at startAt, acts out its behaviour and
 // checks the outcome after the flag instant.
-func (l *clocksLoad) play(ctx context.Context, c gamev1.GameServiceClient, g *clockGame, startAt time.Time, raceOffset time.Duration) {
+func (l *clocksLoad) play(ctx context.Context, r *gameRoute, g *clockGame, startAt time.Time, raceOffset time.Duration) {
 	if !sleepUntil(ctx, startAt) {
 		l.note("game %s: not checked: the run ended before its clock was to start", g.id)
 		return
 	}
-	resp, err := l.move(ctx, c, g, commonv1.Side_SIDE_SECOND, "h10g8", 0, "2")
+	resp, err := l.move(ctx, r, g, commonv1.Side_SIDE_SECOND, "h10g8", 0, "2")
 	if err != nil {
 		l.fail("second move of %s: %v", g.id, err)
 		return
@@ -476,9 +513,9 @@ func (l *clocksLoad) play(ctx context.Context, c gamev1.GameServiceClient, g *cl
 	g.grace = max(0, g.deadline.Sub(start)-g.budget)
 	switch g.behaviour {
 	case "early":
-		l.thirdMove(ctx, c, g, start.Add(g.budget/2), 0)
+		l.thirdMove(ctx, r, g, start.Add(g.budget/2), 0)
 	case "racing":
-		l.thirdMove(ctx, c, g, g.deadline.Add(-raceOffset), l.opt.reportedLag)
+		l.thirdMove(ctx, r, g, g.deadline.Add(-raceOffset), l.opt.reportedLag)
 	}
 	flagAt := g.deadline.Add(time.Millisecond)
 	if g.accepted {
@@ -488,17 +525,17 @@ func (l *clocksLoad) play(ctx context.Context, c gamev1.GameServiceClient, g *cl
 		l.note("game %s: not checked: the run ended before its flag instant was %v past", g.id, l.opt.checkAfter)
 		return
 	}
-	l.check(ctx, c, g)
+	l.check(ctx, r, g)
 }
 
 // thirdMove plays the first side's move at the server instant at.
-func (l *clocksLoad) thirdMove(ctx context.Context, c gamev1.GameServiceClient, g *clockGame, at time.Time, lag time.Duration) {
+func (l *clocksLoad) thirdMove(ctx context.Context, r *gameRoute, g *clockGame, at time.Time, lag time.Duration) {
 	if !sleepUntil(ctx, l.local(at)) {
 		return
 	}
 	// The server credits at most its grace for the reported lag.
 	g.moveSent, g.limit = true, g.budget+min(lag, g.grace)
-	resp, err := l.move(ctx, c, g, commonv1.Side_SIDE_FIRST, "h1g3", lag, "3")
+	resp, err := l.move(ctx, r, g, commonv1.Side_SIDE_FIRST, "h1g3", lag, "3")
 	switch {
 	case err == nil:
 		g.accepted = true
@@ -514,8 +551,8 @@ func (l *clocksLoad) thirdMove(ctx context.Context, c gamev1.GameServiceClient, 
 }
 
 // check reads the game once its flag instant is CheckAfter past.
-func (l *clocksLoad) check(ctx context.Context, c gamev1.GameServiceClient, g *clockGame) {
-	resp, err := c.GetGame(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST]), &gamev1.GetGameRequest{GameId: g.id})
+func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
+	resp, err := l.read(ctx, r, g)
 	if err != nil {
 		l.fail("read %s: %v", g.id, err)
 		return
@@ -529,7 +566,7 @@ func (l *clocksLoad) check(ctx context.Context, c gamev1.GameServiceClient, g *c
 		l.inconsistent.Add(1)
 		l.note("game %s: the third move was answered accepted=%v but the game has %d moves", g.id, g.accepted, len(gm.GetMoves()))
 	case g.accepted && g.playedAt.After(g.lastInTime()):
-		l.judgeLateAccept(ctx, c, g)
+		l.judgeLateAccept(ctx, r, g)
 	}
 	if g.behaviour == "racing" {
 		switch {
@@ -613,8 +650,8 @@ func (l *clocksLoad) check(ctx context.Context, c gamev1.GameServiceClient, g *c
 // (OUTAGE_EXCUSED), which moves that instant later by as much, as the game
 // service does for a player who could not move while Redis was out of
 // reach.
-func (l *clocksLoad) judgeLateAccept(ctx context.Context, c gamev1.GameServiceClient, g *clockGame) {
-	excused, err := l.excusedBeforeThird(ctx, c, g)
+func (l *clocksLoad) judgeLateAccept(ctx context.Context, r *gameRoute, g *clockGame) {
+	excused, err := l.excusedBeforeThird(ctx, r, g)
 	if err != nil {
 		l.fail("events of %s: %v", g.id, err)
 		return
@@ -627,30 +664,41 @@ func (l *clocksLoad) judgeLateAccept(ctx context.Context, c gamev1.GameServiceCl
 
 // excusedBeforeThird reads the game's events up to its third move and
 // returns the most of the first side's turn excused for an outage: each
-// OUTAGE_EXCUSED event carries the turn's total so far.
-func (l *clocksLoad) excusedBeforeThird(ctx context.Context, c gamev1.GameServiceClient, g *clockGame) (time.Duration, error) {
+// OUTAGE_EXCUSED event carries the turn's total so far. A stream that
+// fails Unavailable is opened again after the last version it delivered,
+// as an app resumes one.
+func (l *clocksLoad) excusedBeforeThird(ctx context.Context, r *gameRoute, g *clockGame) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, eventsReadTimeout)
 	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST])
-	st, err := c.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: g.id})
-	if err != nil {
-		return 0, fmt.Errorf("stream events: %w", err)
-	}
+	seat := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST])
 	var excused time.Duration
-	for {
-		r, err := st.Recv()
+	var last uint64
+	for failed := 0; ; failed++ {
+		st, err := r.client().StreamEvents(seat, &gamev1.StreamEventsRequest{GameId: g.id, AfterVersion: last})
+		for err == nil {
+			var m *gamev1.StreamEventsResponse
+			if m, err = st.Recv(); err != nil {
+				break
+			}
+			// Failures are counted in a row: this stream got somewhere.
+			failed = 0
+			ev := m.GetEvent()
+			if ev == nil {
+				continue
+			}
+			last = ev.GetVersion()
+			if ev.GetMovePlayed().GetPly() >= 3 {
+				return excused, nil
+			}
+			if ce := ev.GetClock(); ce.GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED && ce.GetSide() == commonv1.Side_SIDE_FIRST {
+				excused = max(excused, ce.GetExcused().AsDuration())
+			}
+		}
 		if err == io.EOF {
 			return excused, nil
 		}
-		if err != nil {
+		if !r.failover(ctx, err, failed) {
 			return 0, fmt.Errorf("stream events: %w", err)
-		}
-		ev := r.GetEvent()
-		if ev.GetMovePlayed().GetPly() >= 3 {
-			return excused, nil
-		}
-		if ce := ev.GetClock(); ce.GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED && ce.GetSide() == commonv1.Side_SIDE_FIRST {
-			excused = max(excused, ce.GetExcused().AsDuration())
 		}
 	}
 }
@@ -679,11 +727,11 @@ func (l *clocksLoad) rereadMissed(ctx context.Context) {
 	sem := make(chan struct{}, l.opt.concurrency)
 	var wg sync.WaitGroup
 	for i, g := range missed {
-		c := l.clients[i%len(l.clients)]
+		r := l.route(i)
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			resp, err := c.GetGame(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST]), &gamev1.GetGameRequest{GameId: g.id})
+			resp, err := l.read(ctx, r, g)
 			gm := resp.GetGame()
 			if err != nil || gm.GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
 				return

@@ -4,15 +4,19 @@ import (
 	"context"
 	"io"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/palacehq/palace/pkg/apptest"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redistest"
 )
 
 // readBack is a game service that answers every GetGame with game, and
@@ -148,7 +152,7 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := &clocksLoad{}
-			l.check(t.Context(), readBack{game: tt.game, events: tt.events}, tt.g)
+			l.check(t.Context(), &gameRoute{replicas: [][]gamev1.GameServiceClient{{readBack{game: tt.game, events: tt.events}}}}, tt.g)
 			got := counts{l.flagged.Load(), l.missed.Load(), l.wrong.Load(), l.inconsistent.Load(), l.unexp.Load(), l.raceIn.Load(), l.raceLate.Load()}
 			if got != tt.want || l.checked.Load() != 1 || l.errs.Load() != 0 {
 				t.Errorf("counted %+v, checked %d, errors %d; want %+v, checked 1, no error\n%v", got, l.checked.Load(), l.errs.Load(), tt.want, l.errText)
@@ -157,5 +161,48 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 				t.Errorf("lateness %v ms, want %v", l.lateness, tt.lateMs)
 			}
 		})
+	}
+}
+
+// TestClocksEventsResumeAfterUnavailable reads a real game's events up to
+// its third move through a proxy that ends every stream Unavailable after
+// its first message, as a replica going away would: each stream is
+// opened again after the last version it delivered, so the read gets
+// through, one event a stream, and counts each stream opened again as a
+// retry. Opened again from the start, it would never get past the first
+// event.
+func TestClocksEventsResumeAfterUnavailable(t *testing.T) {
+	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
+	f := &fault{failAfterFirst: gamev1.GameService_StreamEvents_FullMethodName, failLimit: 1000}
+	proxy := startFaultyProxy(t, addr, f)
+	tr := transport{creds: insecure.NewCredentials()}
+	service, err := asService(apptest.ServiceKeys, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas, ccs, err := replicaClients(tr, proxy, 1, gamev1.NewGameServiceClient, service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(ccs)
+	l := &clocksLoad{replicas: replicas, runID: randomHex(4)}
+	r := l.route(0)
+	g := l.create(t.Context(), r, 0, &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(time.Minute)}}}, time.Minute, "early")
+	if g == nil {
+		t.Fatalf("no game created: %v", l.errText)
+	}
+	for i, mv := range []string{"h10g8", "h1g3"} {
+		side := []commonv1.Side{commonv1.Side_SIDE_SECOND, commonv1.Side_SIDE_FIRST}[i]
+		if _, err := l.move(t.Context(), r, g, side, mv, 0, strconv.Itoa(i+2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	excused, err := l.excusedBeforeThird(t.Context(), r, g)
+	if err != nil || excused != 0 {
+		t.Fatalf("excused %v, error %v; want 0 and none", excused, err)
+	}
+	// The last stream may fail after the read has what it needs.
+	if n := l.retries.Load(); n < 3 || n < f.injected.Load()-1 || n > f.injected.Load() {
+		t.Fatalf("%d streams failed, %d retries counted; want at least 3, each failure the read saw counted", f.injected.Load(), n)
 	}
 }

@@ -106,29 +106,77 @@ func TestLoadtestClocksExitsOneWhenNothingChecked(t *testing.T) {
 }
 
 // TestLoadtestClocksExitsOneWhenTheServerStops: calls failing because
-// the server went away are faults, even though no clock was seen to fail.
+// the server went away for good are faults once the tool gives up sending
+// them again (after about 13 s, or at --timeout), even though no clock was
+// seen to fail.
 func TestLoadtestClocksExitsOneWhenTheServerStops(t *testing.T) {
 	addr, stop := startServeStoppable(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0")
-	type result struct {
-		out, errOut string
-		code        int
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, errOut, code := palace("loadtest", "clocks", "--addr", addr, "--games", "8", "--spread", "3s",
-			"--min-time", "2s", "--max-time", "2s", "--check-after", "200ms", "--call-timeout", "2s", "--timeout", "30s")
-		done <- result{out, errOut, code}
-	}()
 	// Stop the server while clocks are still to start.
-	time.Sleep(1500 * time.Millisecond)
-	stop()
-	r := <-done
+	out, errOut, code := palaceUnderFaults(1500*time.Millisecond, stop, "loadtest", "clocks", "--addr", addr, "--games", "8", "--spread", "3s",
+		"--min-time", "2s", "--max-time", "2s", "--check-after", "200ms", "--call-timeout", "2s", "--timeout", "15s")
 	var rep clocksReport
-	lastJSON(t, r.out, &rep)
-	if r.code != exitFail || rep.Errors == 0 {
-		t.Fatalf("exit %d with report %+v, want %d and errors:\n%s", r.code, rep, exitFail, r.errOut)
+	lastJSON(t, out, &rep)
+	if code != exitFail || rep.Errors == 0 {
+		t.Fatalf("exit %d with report %+v, want %d and errors:\n%s", code, rep, exitFail, errOut)
 	}
 	if rep.Missed != 0 || rep.WronglyFlagged != 0 || rep.Inconsistent != 0 {
 		t.Fatalf("the clock faults alone would fail the run, proving nothing: %+v", rep)
+	}
+}
+
+// TestLoadtestClocksRidesOutUnavailableReplicas: while clocks start and
+// run, the tool's connection to the game service is cut for a second (as a
+// replica killed and restarted, or a network fault, looks to it), or one
+// of two replicas is stopped. The tool sends its calls again, with the
+// same request ids, to the replica it has or to the next, as an app
+// would: no error, each call sent again counted as a retry, and every
+// game still judged as it should be, its moves by the answers the game
+// service kept for them.
+func TestLoadtestClocksRidesOutUnavailableReplicas(t *testing.T) {
+	tests := []struct {
+		name string
+		// start returns the tool's --addr and the fault it suffers.
+		start func(t *testing.T, shared []string) (addr string, fault func())
+		// checkAfter is the tool's --check-after.
+		checkAfter string
+	}{
+		{name: "connection cut", checkAfter: "2s", start: func(t *testing.T, shared []string) (string, func()) {
+			toA := redistest.NewProxy(t, startServe(t, shared...))
+			return toA.Addr(), func() {
+				toA.Cut()
+				time.Sleep(time.Second)
+				toA.Restore()
+			}
+		}},
+		// Above a clock replica's hand-over, should the stopped replica's
+		// clock service have held the shards.
+		{name: "replica stopped", checkAfter: "5s", start: func(t *testing.T, shared []string) (string, func()) {
+			a := startServe(t, shared...)
+			b, stopB := startServeStoppable(t, shared...)
+			return a + "," + b, stopB
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Either replica must accept the seat credentials the other
+			// signed.
+			shared := []string{"--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
+				"--seat-signing-keys", "k1:" + strings.Repeat("5e", 32)}
+			addr, fault := tt.start(t, shared)
+			// The clocks start from about 0.5 s in, over 3 s.
+			out, errOut, code := palaceUnderFaults(1500*time.Millisecond, fault, "loadtest", "clocks", "--addr", addr, "--games", "24", "--spread", "3s",
+				"--min-time", "2s", "--max-time", "2s", "--early", "0.3", "--racing", "0.4", "--byoyomi", "0.5",
+				"--check-after", tt.checkAfter, "--timeout", "60s")
+			var rep clocksReport
+			lastJSON(t, out, &rep)
+			t.Logf("report %+v", rep)
+			if code != exitOK || rep.Errors != 0 || rep.Retries == 0 {
+				t.Fatalf("exit %d, report %+v; want exit 0, no error and retries\n%s", code, rep, errOut)
+			}
+			if rep.Checked != 24 || rep.Flagged != 24 || rep.Missed+rep.WronglyFlagged+rep.Inconsistent+rep.Unexpected != 0 ||
+				rep.RaceInTime+rep.RaceLate != rep.Racing {
+				t.Fatalf("games judged otherwise than flagged on time: %+v\n%s", rep, errOut)
+			}
+		})
 	}
 }

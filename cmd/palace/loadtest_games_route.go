@@ -18,9 +18,10 @@ import (
 // game. A client whose replica goes away (stopped, killed, cut off) sends
 // the same request again to another: the request id makes a command that
 // was applied before its answer got lost answer the same again, and a
-// stream resumes from the last version it got. The games load test does
-// what such a client does, so that stopping or cutting off replicas under
-// load shows whether a move can be lost or doubled then.
+// stream resumes from the last version it got. The games and clocks load
+// tests do what such a client does, so that stopping or cutting off
+// replicas under load shows whether a move can be lost, doubled or judged
+// wrongly then.
 
 const (
 	// maxFailovers bounds how often one call moves on, so that a run whose

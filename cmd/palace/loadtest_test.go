@@ -241,17 +241,8 @@ func TestLoadtestGamesRidesOutARedisOutage(t *testing.T) {
 // 1.5 s in, and requires a report free of faults.
 func gamesUnderFaults(t *testing.T, addr string, faults func(), args ...string) gamesReport {
 	t.Helper()
-	done := make(chan struct{})
-	var out, errOut string
-	var code int
-	go func() {
-		defer close(done)
-		out, errOut, code = palace(append([]string{"loadtest", "games", "--addr", addr, "--games", "16", "--duration", "5s",
-			"--floor=false", "--retry-rate", "0.1", "--reconnect-rate", "0.05"}, args...)...)
-	}()
-	time.Sleep(1500 * time.Millisecond)
-	faults()
-	<-done
+	out, errOut, code := palaceUnderFaults(1500*time.Millisecond, faults, append([]string{"loadtest", "games", "--addr", addr, "--games", "16", "--duration", "5s",
+		"--floor=false", "--retry-rate", "0.1", "--reconnect-rate", "0.05"}, args...)...)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -261,6 +252,20 @@ func gamesUnderFaults(t *testing.T, addr string, faults func(), args ...string) 
 		t.Fatalf("load test found faults: %+v\n%s", rep, errOut)
 	}
 	return rep
+}
+
+// palaceUnderFaults runs palace with args, calls faults after the given
+// time, and returns what palace did once both are done.
+func palaceUnderFaults(after time.Duration, faults func(), args ...string) (out, errOut string, code int) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out, errOut, code = palace(args...)
+	}()
+	time.Sleep(after)
+	faults()
+	<-done
+	return out, errOut, code
 }
 
 func TestLoadtestAIReportsJobs(t *testing.T) {
