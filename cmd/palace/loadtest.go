@@ -136,26 +136,6 @@ func replicaAddrs(addrs string) []string {
 	return out
 }
 
-// dialAll dials every address of a comma-separated list. The caller closes
-// the conns.
-func (tr transport) dialAll(addrs string) ([]*grpc.ClientConn, error) {
-	var ccs []*grpc.ClientConn
-	for _, a := range replicaAddrs(addrs) {
-		cc, err := tr.dial(a)
-		if err != nil {
-			for _, c := range ccs {
-				_ = c.Close()
-			}
-			return nil, err
-		}
-		ccs = append(ccs, cc)
-	}
-	if len(ccs) == 0 {
-		return nil, fmt.Errorf("--addr is empty")
-	}
-	return ccs, nil
-}
-
 // runEnded reports whether err only says that the run's time is up: gRPC's
 // own deadline timer can fire just before the context reports its end, so
 // checking ctx.Err() alone would count that as a failure.

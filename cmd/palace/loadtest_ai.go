@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/palacehq/palace/pkg/engine"
 	aiv1 "github.com/palacehq/palace/pkg/gen/palace/ai/v1"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -36,6 +38,11 @@ type aiReport struct {
 	Nodes    uint64  `json:"nodes"`
 	NPS      float64 `json:"nodes_per_s"`
 	Errors   int64   `json:"errors"`
+	// Retries counts calls sent again, to the next replica, because theirs
+	// answered Unavailable (gone, restarting, its connection renewed) or,
+	// with several, held a call past --call-timeout: ridden through, as an
+	// app would, not errors.
+	Retries int64 `json:"retries"`
 }
 
 // runLoadtestAI asks the AI service for best moves on varied positions
@@ -43,12 +50,12 @@ type aiReport struct {
 func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("palace loadtest ai", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "localhost:8080", "AI service host:port; several, comma-separated, spread the clients over replicas")
+	addr := fs.String("addr", "localhost:8080", "AI service host:port; several, comma-separated, spread the clients over replicas, and a call whose replica is unavailable goes to the next")
 	level := fs.Int("level", 5, "AI level 1..10")
 	clients := fs.Int("clients", 4, "concurrent requests")
 	duration := fs.Duration("duration", 20*time.Second, "how long to run")
 	variantName := fs.String("variant", "xiangqi", "janggi or xiangqi")
-	callTimeout := fs.Duration("call-timeout", 30*time.Second, "longest a BestMove call may take before it counts as an error; calls under way when the run ends are waited for that long")
+	callTimeout := fs.Duration("call-timeout", 30*time.Second, "longest a BestMove call may take before it is sent again to the next replica, with several, or else counts as an error; calls under way when the run ends are waited for that long")
 	getTransport := transportFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -63,16 +70,13 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "palace loadtest ai: want --variant janggi|xiangqi, --level 1..10, --clients 1..1000, --duration up to 1h, a positive --call-timeout")
 		return exitUsage
 	}
-	ccs, err := tr.dialAll(*addr)
+	replicas, ccs, err := replicaClients(tr, *addr, 1, aiv1.NewAIServiceClient,
+		grpc.WithConnectParams(quickReconnect), grpc.WithUnaryInterceptor(withTimeout(*callTimeout)))
 	if err != nil {
 		fmt.Fprintln(stderr, "palace loadtest ai:", err)
 		return exitUsage
 	}
-	var replicas []aiv1.AIServiceClient
-	for _, cc := range ccs {
-		defer cc.Close()
-		replicas = append(replicas, aiv1.NewAIServiceClient(cc))
-	}
+	defer closeAll(ccs)
 	openings := engine.RandomOpenings(v, 64, 6, 1)
 	// Every answer is checked: a move legal in the position sent, found
 	// by a search that counted its nodes.
@@ -90,7 +94,7 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	rctx, cancel := context.WithTimeout(ctx, *duration)
 	defer cancel()
-	var jobs, errs atomic.Int64
+	var jobs, errs, retries atomic.Int64
 	var nodes atomic.Uint64
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -114,30 +118,37 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 				return
 			case <-t.C:
 				el := time.Since(start).Seconds()
-				fmt.Fprintf(stderr, "progress: %.0fs jobs=%d (%.1f/s) errors=%d\n", el, jobs.Load(), float64(jobs.Load())/el, errs.Load())
+				fmt.Fprintf(stderr, "progress: %.0fs jobs=%d (%.1f/s) errors=%d retries=%d\n", el, jobs.Load(), float64(jobs.Load())/el, errs.Load(), retries.Load())
 			}
 		}
 	}()
 	for i := range *clients {
-		client := replicas[i%len(replicas)]
+		// A call answered Unavailable is sent again, as an app would,
+		// while the run lasts: BestMove changes nothing, so the same
+		// request (its seed too) may be answered twice, and is counted
+		// once.
+		r := &route[aiv1.AIServiceClient]{replicas: replicas, replica: i % len(replicas), retry: true,
+			moved: func() { retries.Add(1) }, renewed: func() { retries.Add(1) }}
 		wg.Go(func() {
 			// backoff grows while calls keep failing: a dead or overloaded
 			// service must not be hammered, nor stderr flooded.
 			backoff := time.Duration(0)
 			for n := i; rctx.Err() == nil; n += *clients {
 				op := openings[n%len(openings)]
-				t := time.Now()
-				// Not the run's context: a call under way when the run ends
-				// is waited for, so that a service that stopped answering
-				// shows as errors, not as a quiet run.
-				cctx, cancelCall := context.WithTimeout(ctx, *callTimeout)
-				r, err := client.BestMove(cctx, &aiv1.BestMoveRequest{
+				req := &aiv1.BestMoveRequest{
 					Kind: rulespb.Kind(v), Start: &commonv1.Position{Fen: op.StartFEN}, Moves: rulespb.Moves(op.Moves),
 					Level: uint32(*level), Seed: uint64(n),
+				}
+				t := time.Now()
+				// Sent again only while the run lasts, but each call on the
+				// process's context: a call under way when the run ends is
+				// waited for (--call-timeout), so that a service that
+				// stopped answering shows as errors, not as a quiet run.
+				resp, err := onReplicas(rctx, r, func(c aiv1.AIServiceClient) (*aiv1.BestMoveResponse, error) {
+					return c.BestMove(ctx, req)
 				})
-				cancelCall()
 				if err == nil {
-					err = checkBestMove(r, legal[n%len(openings)])
+					err = checkBestMove(resp, legal[n%len(openings)])
 				}
 				if err != nil {
 					if ctx.Err() != nil {
@@ -153,13 +164,13 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 				lat = append(lat, time.Since(t))
 				mu.Unlock()
 				jobs.Add(1)
-				nodes.Add(r.GetNodes())
+				nodes.Add(resp.GetNodes())
 			}
 		})
 	}
 	wg.Wait()
 	el := time.Since(start).Seconds()
-	rep := aiReport{Level: *level, Jobs: jobs.Load(), JobsPerS: float64(jobs.Load()) / el, Nodes: nodes.Load(), NPS: float64(nodes.Load()) / el, Errors: errs.Load()}
+	rep := aiReport{Level: *level, Jobs: jobs.Load(), JobsPerS: float64(jobs.Load()) / el, Nodes: nodes.Load(), NPS: float64(nodes.Load()) / el, Errors: errs.Load(), Retries: retries.Load()}
 	rep.P50ms, rep.P99ms = percentiles(lat)
 	for _, e := range errText {
 		fmt.Fprintln(stderr, "error:", e)

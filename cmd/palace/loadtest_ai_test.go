@@ -5,11 +5,13 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
 	aiv1 "github.com/palacehq/palace/pkg/gen/palace/ai/v1"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/pkg/rules"
 )
 
@@ -127,5 +129,30 @@ func TestAIReportFaulty(t *testing.T) {
 				t.Fatalf("faulty() = %v for %+v, want %v", got, tt.r, tt.want)
 			}
 		})
+	}
+}
+
+// TestLoadtestAIRidesOutUnavailableReplicas: the tool's connection to one
+// of two replicas of the AI service is cut for a second, then the other
+// replica is stopped. Each call answered Unavailable is sent again, to the
+// next replica, as an app would: no error, each call sent again counted as
+// a retry, and each answer, checked, counted as one job however often its
+// request was sent.
+func TestLoadtestAIRidesOutUnavailableReplicas(t *testing.T) {
+	shared := []string{"--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0"}
+	toA := redistest.NewProxy(t, startServe(t, shared...))
+	b, stopB := startServeStoppable(t, shared...)
+	out, errOut, code := palaceUnderFaults(time.Second, func() {
+		toA.Cut()
+		time.Sleep(time.Second)
+		toA.Restore()
+		time.Sleep(500 * time.Millisecond)
+		stopB()
+	}, "loadtest", "ai", "--addr", toA.Addr()+","+b, "--level", "1", "--clients", "4", "--duration", "4s")
+	var rep aiReport
+	lastJSON(t, out, &rep)
+	t.Logf("report %+v", rep)
+	if code != exitOK || rep.Errors != 0 || rep.Retries == 0 || rep.Jobs == 0 {
+		t.Fatalf("exit %d, report %+v; want exit 0, jobs, no error and retries\n%s", code, rep, errOut)
 	}
 }

@@ -21,7 +21,8 @@ import (
 // stream resumes from the last version it got. The games and clocks load
 // tests do what such a client does, so that stopping or cutting off
 // replicas under load shows whether a move can be lost, doubled or judged
-// wrongly then.
+// wrongly then; the AI load test routes its calls alike over the AI
+// service's replicas.
 
 const (
 	// maxFailovers bounds how often one call moves on, so that a run whose
