@@ -18,19 +18,27 @@ import (
 	"github.com/palacehq/palace/pkg/server"
 )
 
+// DefaultOTLPFlushTimeout fits the stop of the deployment files: a pod
+// gets 35 s, of which the preStop pause takes 5 s and the calls'
+// --shutdown-timeout 20 s.
+const DefaultOTLPFlushTimeout = 5 * time.Second
+
 // Config is what every Palace process is configured with.
 type Config struct {
 	Listen    string
 	RedisAddr string
 	// RedisWait is how long a process that starts while Redis is out of
 	// reach waits for it before it gives up (0: not at all).
-	RedisWait       time.Duration
-	LogFormat       string
-	LogLevel        string
-	OTLPEndpoint    string
-	OTLPInsecure    bool
-	ShutdownTimeout time.Duration
-	MaxRecvBytes    int
+	RedisWait    time.Duration
+	LogFormat    string
+	LogLevel     string
+	OTLPEndpoint string
+	OTLPInsecure bool
+	// OTLPFlushTimeout bounds the wait at stop for the collector to take
+	// the spans still queued (0: DefaultOTLPFlushTimeout).
+	OTLPFlushTimeout time.Duration
+	ShutdownTimeout  time.Duration
+	MaxRecvBytes     int
 	// KeepaliveTime and KeepaliveTimeout: see server.Config (0: its
 	// defaults).
 	KeepaliveTime, KeepaliveTimeout time.Duration
@@ -211,6 +219,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	StringFlag(fs, &c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	StringFlag(fs, &c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: no export")
 	BoolFlag(fs, &c.OTLPInsecure, "otlp-insecure", true, "send traces to the collector without TLS")
+	DurationFlag(fs, &c.OTLPFlushTimeout, "otlp-flush-timeout", DefaultOTLPFlushTimeout, "at stop, after the calls, how long the collector may take to accept the spans still queued; those it has not taken by then are dropped, so a collector out of reach cannot hold up a stop past a supervisor's patience")
 	DurationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running calls may take to finish at stop")
 	BoolFlag(fs, &c.Pprof, "pprof", false, "serve /debug/pprof/ for profiling, on the listen port: to whoever reaches it")
 	StringFlag(fs, &c.CORSHeaders, "cors-headers", "", "comma-separated request headers pages of --cors-origins may send besides those of the protocols, authorization and trace context, e.g. x-request-id,sentry-trace: a call with any other header fails its preflight")
@@ -254,6 +263,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if c.OTLPFlushTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--otlp-flush-timeout must not be negative (0: %v)", DefaultOTLPFlushTimeout))
 	}
 	if c.BodyTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--body-timeout must not be negative (0: %v)", server.DefaultBodyTimeout))

@@ -295,6 +295,7 @@ func TestValidateRefusesSettingsThatCannotServe(t *testing.T) {
 		want string
 	}{
 		{func(c *Config) { c.ShutdownTimeout = 0 }, "--shutdown-timeout must be positive"},
+		{func(c *Config) { c.OTLPFlushTimeout = -time.Second }, "--otlp-flush-timeout must not be negative"},
 		{func(c *Config) { c.MaxRecvBytes = 1023 }, "--max-recv-bytes must be at least 1024"},
 		{func(c *Config) { c.TLSCert = "cert.pem" }, "--tls-cert and --tls-key go together"},
 		{func(c *Config) { c.TLSKey = "key.pem" }, "--tls-cert and --tls-key go together"},

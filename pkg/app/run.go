@@ -15,6 +15,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -232,6 +233,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		// Its default writes unstructured lines to stderr, which break a
 		// JSON log stream just when Redis is in trouble.
 		redis.SetLogger(redisLog{log})
+		// Likewise the trace exporter's complaints (a collector out of
+		// reach, spans dropped).
+		otel.SetErrorHandler(otelLog{log})
 	}
 
 	var closers []func() error
@@ -245,7 +249,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	closers = append(closers, func() error { return tel.Shutdown(context.Background()) })
+	closers = append(closers, func() error { return flushTelemetry(tel, o.Config, log) })
 
 	var rdb redis.UniversalClient
 	if !o.Config.NoRedis {
@@ -333,6 +337,36 @@ type redisLog struct{ log *slog.Logger }
 
 func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
 	r.log.Log(ctx, slog.LevelWarn, "redis client", "detail", strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// otelLog writes what OpenTelemetry's SDK reports as records of a
+// process's logger.
+type otelLog struct{ log *slog.Logger }
+
+func (o otelLog) Handle(err error) {
+	o.log.Warn("telemetry", "detail", err.Error())
+}
+
+// flushTelemetry stops the providers, giving the trace collector up to
+// --otlp-flush-timeout to take the spans still queued. The exporter waits
+// 10 s for each batch, so a collector out of reach would otherwise hold a
+// stop for as many times 10 s as batches are queued, and have the process
+// killed before it ends. Spans dropped for want of a collector are the
+// collector's trouble, not a failure of the process's stop.
+func flushTelemetry(tel *telemetry.Telemetry, cfg Config, log *slog.Logger) error {
+	timeout := cfg.OTLPFlushTimeout
+	if timeout == 0 {
+		timeout = DefaultOTLPFlushTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := tel.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("stop: the spans the trace collector had not taken within --otlp-flush-timeout are dropped",
+			"otlp_endpoint", cfg.OTLPEndpoint, "otlp_flush_timeout", timeout.String())
+		return nil
+	}
+	return err
 }
 
 // redisRetryEvery spaces the attempts to reach Redis at start, and

@@ -1,0 +1,146 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/pkg/apptest"
+)
+
+// startWithDeadCollector runs a process with no service of its own that
+// sends its traces to a collector nobody listens for, with JSON logs.
+func startWithDeadCollector(t *testing.T, extra ...string) (addr string, stop func() (time.Duration, error), out *apptest.LogBuffer) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	lis.Close() // nothing listens there now
+
+	cfg := app.Config{NoRedis: true}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg.RegisterFlags(fs, "127.0.0.1:0")
+	args := append([]string{"--log-format", "json", "--otlp-endpoint", dead}, extra...)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	out = &apptest.LogBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, app.Options{Name: "test", Config: cfg, LogOutput: out, OwnsProcess: true, OnServing: func(a string) { addrc <- a }})
+	}()
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		cancel()
+		t.Fatalf("the process did not start: %v", err)
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatal("the process did not start within 20s")
+	}
+	stopped := false
+	stop = func() (time.Duration, error) {
+		stopped = true
+		start := time.Now()
+		cancel()
+		select {
+		case err := <-done:
+			return time.Since(start), err
+		case <-time.After(time.Minute):
+			t.Fatal("the process did not stop within a minute")
+			return 0, nil
+		}
+	}
+	t.Cleanup(func() {
+		if !stopped {
+			_, _ = stop()
+		}
+	})
+	return addr, stop, out
+}
+
+// A stop gives an unreachable trace collector no more than
+// --otlp-flush-timeout to take the spans still queued. Waiting for the
+// exporter to give up on each queued batch in turn (10 s each) took a
+// gamed 46 s to stop after a few seconds of load, past the 35 s a
+// Kubernetes pod of the deployment files is given before it is killed.
+// The spans not taken are dropped, which is no failure of the process: it
+// says so at WARN and stops cleanly.
+func TestAStopGivesAnUnreachableCollectorNoMoreThanTheFlushTimeout(t *testing.T) {
+	addr, stop, out := startWithDeadCollector(t, "--otlp-flush-timeout", "300ms")
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	health := healthpb.NewHealthClient(cc)
+	// Each call is a span, sampled and queued for the collector.
+	for range 20 {
+		if _, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	took, err := stop()
+	if err != nil {
+		t.Fatalf("a stop that dropped unsent spans returned %v, want nil", err)
+	}
+	// The flush timeout plus the time a stop takes with no call running,
+	// with room for a busy machine; the exporter alone waits 10 s.
+	if took > 5*time.Second {
+		t.Fatalf("the stop took %v with --otlp-flush-timeout 300ms", took)
+	}
+	found := false
+	for line := range strings.Lines(out.String()) {
+		var rec struct{ Level, Msg string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+		if rec.Level == "WARN" && strings.Contains(rec.Msg, "spans") && strings.Contains(rec.Msg, "dropped") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no WARN record of the spans dropped at stop in:\n%s", out.String())
+	}
+}
+
+// What the trace exporter reports (a collector out of reach, spans
+// dropped) is a record of the process's logger: the library's default
+// writes plain lines to stderr, which break a JSON log stream just when
+// an operator reads it.
+func TestTheTraceExportersTroubleIsLoggedThroughTheProcessLogger(t *testing.T) {
+	_, stop, out := startWithDeadCollector(t)
+	otel.Handle(errors.New("traces export: collector out of reach"))
+	if _, err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for line := range strings.Lines(out.String()) {
+		var rec struct{ Level, Msg, Detail string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+		if rec.Level == "WARN" && rec.Msg == "telemetry" && rec.Detail == "traces export: collector out of reach" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no WARN record of the exporter's error in:\n%s", out.String())
+	}
+}
