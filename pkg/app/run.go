@@ -285,13 +285,15 @@ func Run(ctx context.Context, o Options) (err error) {
 		ServiceKeys: keys, ServiceKeysRandom: random, allowPlaceholders: o.Config.AllowPlaceholderKeys, serviceCreds: auth.NewServiceCredentials(keys, o.Name, serviceTokenTTL),
 		peerTLS: o.Config.PeerTLS, selfTLS: srv.SelfTLS()}
 	rt.warnPlaceholders("service-keys", keys)
+	var closeServices []func() error
+	closers = append(closers, func() error { return closeWithin(closeServices, servicesCloseTimeout, log) })
 	for _, bind := range o.Services {
 		closer, err := bind(ctx, rt)
 		if err != nil {
 			return err
 		}
 		if closer != nil {
-			closers = append(closers, closer)
+			closeServices = append(closeServices, closer)
 		}
 	}
 	if o.OnServing != nil {
@@ -337,6 +339,39 @@ type redisLog struct{ log *slog.Logger }
 
 func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
 	r.log.Log(ctx, slog.LevelWarn, "redis client", "detail", strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// servicesCloseTimeout bounds the services' own closing at stop, once the
+// calls have ended: leases given up, seats announced disconnected, a last
+// job acknowledged. Each of these waits on Redis, and a stalled Redis held
+// a game process's close for 40 s, past the pod's grace (the Redis client
+// heeds no context deadline, only its own read timeout, and retries).
+const servicesCloseTimeout = 5 * time.Second
+
+// closeWithin runs closers, newest first, and stops waiting for them after
+// timeout in all. What is still running then is left unfinished, as a
+// crash would leave it, which every service recovers from: other replicas
+// take over the leases, seats and jobs the process held. The Redis client
+// closes next and ends what still waits on it.
+func closeWithin(closers []func() error, timeout time.Duration, log *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for i := len(closers) - 1; i >= 0; i-- {
+			err = errors.Join(err, closers[i]())
+		}
+		done <- err
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		log.Warn("stop: the services' closing did not end in time (Redis stalled or out of reach?); left unfinished, as after a crash, for other replicas to take over",
+			"timeout", timeout.String())
+		return nil
+	}
 }
 
 // otelLog writes what OpenTelemetry's SDK reports as records of a

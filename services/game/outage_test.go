@@ -523,3 +523,39 @@ func TestAnOutageAfterTheTimeRanOutExcusesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAStopWithRedisStalledEndsInTime: a game process stops while Redis
+// answers nothing (SIGSTOP), with a seat connected, so its close has a
+// disconnection to announce and a lease to give up, each a write that
+// waits on Redis. The close gets 5 s, and is then left unfinished as a
+// crash would leave it: the stop took 45 s before, past the grace a pod
+// is given.
+func TestAStopWithRedisStalledEndsInTime(t *testing.T) {
+	srv := redistest.Own(t)
+	env := gametest.StartOn(t, srv.Addr, nil)
+	tb := outageGame(t, env)
+	ctx, cancel := context.WithCancel(tb.as(commonv1.Side_SIDE_FIRST))
+	defer cancel()
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Red's connecting is announced after the snapshot: the seat is held.
+	for connected := false; !connected; {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		connected = m.GetEvent().GetPlayerConnection().GetConnected()
+	}
+
+	srv.Pause(t)
+	defer srv.Resume(t)
+	start := time.Now()
+	env.Stop()
+	// The drain (no call runs but the stream, which the stop ends) and the
+	// 5 s of the close, with room for a busy machine.
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("the stop took %v with Redis stalled", took)
+	}
+}

@@ -144,3 +144,37 @@ func TestTheTraceExportersTroubleIsLoggedThroughTheProcessLogger(t *testing.T) {
 		t.Fatalf("no WARN record of the exporter's error in:\n%s", out.String())
 	}
 }
+
+// A service whose close never ends (its Redis stalled) holds the stop no
+// longer than the close's 5 s: the process says so at WARN and stops
+// cleanly, as after a crash, which every service recovers from.
+func TestAServiceCloseThatHangsIsLeftUnfinished(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	hangs := func(context.Context, *app.Runtime) (func() error, error) {
+		return func() error { <-release; return nil }, nil
+	}
+	cfg := app.Config{NoRedis: true}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg.RegisterFlags(fs, "127.0.0.1:0")
+	if err := fs.Parse([]string{"--log-format", "json"}); err != nil {
+		t.Fatal(err)
+	}
+	out := &apptest.LogBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, app.Options{Name: "test", Config: cfg, LogOutput: out, Services: []app.Binder{hangs}, OnServing: func(string) { cancel() }})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a stop that left a close unfinished returned %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stop still waits for a close that hangs after 30 s")
+	}
+	if !strings.Contains(out.String(), `"level":"WARN","msg":"stop: the services' closing did not end in time`) {
+		t.Fatalf("no WARN record of the close left unfinished in:\n%s", out.String())
+	}
+}
