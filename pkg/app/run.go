@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel"
@@ -233,9 +234,11 @@ func Run(ctx context.Context, o Options) (err error) {
 		// Its default writes unstructured lines to stderr, which break a
 		// JSON log stream just when Redis is in trouble.
 		redis.SetLogger(redisLog{log})
-		// Likewise the trace exporter's complaints (a collector out of
-		// reach, spans dropped).
+		// Likewise OpenTelemetry's: the trace exporter's complaints (a
+		// collector out of reach, spans dropped) and its own log (an
+		// OTEL_EXPORTER_OTLP_* variable it cannot read).
 		otel.SetErrorHandler(otelLog{log})
+		otel.SetLogger(logr.FromSlogHandler(log.With("component", "telemetry").Handler()))
 	}
 
 	var closers []func() error

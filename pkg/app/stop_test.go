@@ -178,3 +178,27 @@ func TestAServiceCloseThatHangsIsLeftUnfinished(t *testing.T) {
 		t.Fatalf("no WARN record of the close left unfinished in:\n%s", out.String())
 	}
 }
+
+// OpenTelemetry's own log is the process's too: an OTEL_EXPORTER_OTLP_*
+// variable the exporter cannot read (a timeout in milliseconds, written
+// with a unit) is an ERROR record, not a plain line.
+func TestOpenTelemetrysOwnLogIsTheProcessLogger(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5s")
+	_, stop, out := startWithDeadCollector(t)
+	if _, err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for line := range strings.Lines(out.String()) {
+		var rec struct{ Level, Msg, Component, Input string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+		if rec.Level == "ERROR" && rec.Component == "telemetry" && rec.Msg == "parse duration" && rec.Input == "5s" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no ERROR record of the variable the exporter could not read in:\n%s", out.String())
+	}
+}
