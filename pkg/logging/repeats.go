@@ -2,6 +2,7 @@ package logging
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,15 +12,40 @@ import (
 // During an outage every call, retry and heartbeat warns of the same
 // thing: hundreds of identical lines a second, which bury the few that
 // say what happened ("redis out of reach", "redis answers again"). So a
-// warning or error identical to one logged less than a window ago is
-// counted instead of written; the first one after the window carries the
-// count, as repeated=N. Records below warn level are all written.
+// warning or error identical to one logged less than a window ago (but for
+// its volatile attributes, and its error's wrapping) is counted instead of
+// written; the first one after the window carries the count, as
+// repeated=N. Records below warn level are all written.
 
 // repeatWindow is how long identical warnings are counted, not written.
 const repeatWindow = 10 * time.Second
 
-// volatile attributes differ between records that tell of one thing.
-var volatile = map[string]bool{"duration_ms": true, "trace_id": true, "span_id": true, "waited": true}
+// volatile attributes differ between records that tell of one thing: a
+// full or stalled Redis fails a command of every game, each its own
+// record, and written once per game a window they flooded the log.
+var volatile = map[string]bool{
+	"duration_ms": true, "trace_id": true, "span_id": true, "waited": true,
+	"game": true, "match": true, "player": true, "invite": true,
+}
+
+// identity is what attribute a adds to the identity of its record (ok is
+// false for none). An error counts by its cause, the innermost error it
+// wraps: the rest names the game, ticket or connection it befell ("commit
+// game X: OOM command not allowed ...").
+func identity(a slog.Attr) (string, bool) {
+	if volatile[a.Key] {
+		return "", false
+	}
+	if v := a.Value.Resolve(); v.Kind() == slog.KindAny {
+		if err, ok := v.Any().(error); ok && err != nil {
+			for next := errors.Unwrap(err); next != nil; next = errors.Unwrap(err) {
+				err = next
+			}
+			return a.Key + "=" + err.Error(), true
+		}
+	}
+	return a.String(), true
+}
 
 // QuietRepeats wraps h so that identical warnings and errors are written
 // at most once a window, each with the count of those left out since.
@@ -89,9 +115,9 @@ func (r repeatHandler) Handle(ctx context.Context, rec slog.Record) error {
 	b.WriteByte('|')
 	b.WriteString(rec.Message)
 	rec.Attrs(func(a slog.Attr) bool {
-		if !volatile[a.Key] {
+		if id, ok := identity(a); ok {
 			b.WriteByte('|')
-			b.WriteString(a.String())
+			b.WriteString(id)
 		}
 		return true
 	})
@@ -110,8 +136,10 @@ func (r repeatHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	var b strings.Builder
 	b.WriteString(r.prefix)
 	for _, a := range as {
-		b.WriteString(a.String())
-		b.WriteByte('|')
+		if id, ok := identity(a); ok {
+			b.WriteString(id)
+			b.WriteByte('|')
+		}
 	}
 	return repeatHandler{h: r.h.WithAttrs(as), seen: r.seen, prefix: b.String()}
 }
