@@ -70,14 +70,14 @@ func (x *Index) metaKey() string { return x.prefix + "dl:shards" }
 func (x *Index) CheckShards(ctx context.Context) error {
 	set, err := x.rdb.SetNX(ctx, x.metaKey(), x.shards, 0).Result()
 	if err != nil {
-		return fmt.Errorf("deadline shard count: %w", err)
+		return fmt.Errorf("record the deadline shard count in redis: %w", err)
 	}
 	if set {
 		return nil // the first process of the deployment
 	}
 	recorded, err := x.rdb.Get(ctx, x.metaKey()).Result()
 	if err != nil {
-		return fmt.Errorf("deadline shard count: %w", err)
+		return fmt.Errorf("read the deadline shard count from redis: %w", err)
 	}
 	if recorded != strconv.Itoa(x.shards) {
 		return fmt.Errorf("%w: this process has %d, the deadlines in Redis are indexed in %s (key %s); "+

@@ -158,8 +158,11 @@ func Bind(cfg Config) app.Binder {
 		if err != nil {
 			return nil, err
 		}
-		if err := idx.CheckShards(ctx); err != nil {
+		if err := idx.CheckShards(ctx); errors.Is(err, deadline.ErrShardsDiffer) {
 			return nil, fmt.Errorf("game: --deadline-shards: %w", err)
+		} else if err != nil {
+			// Redis refused (a read-only replica, a full one): not the flag.
+			return nil, fmt.Errorf("game: %w", err)
 		}
 		// A deadline and an AI job are written before the commit that
 		// needs them. On one master the commit's own wait covers them
