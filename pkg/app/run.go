@@ -347,7 +347,7 @@ func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
 // servicesCloseTimeout bounds the services' own closing at stop, once the
 // calls have ended: leases given up, seats announced disconnected, a last
 // job acknowledged. Each of these waits on Redis, and a stalled Redis held
-// a game process's close for 40 s, past the pod's grace (the Redis client
+// a game process's stop for 45 s, past the pod's grace (the Redis client
 // heeds no context deadline, only its own read timeout, and retries).
 const servicesCloseTimeout = 5 * time.Second
 
