@@ -19,8 +19,8 @@ import (
 )
 
 // DefaultOTLPFlushTimeout fits the stop of the deployment files: a pod
-// gets 35 s, of which the preStop pause takes 5 s and the calls'
-// --shutdown-timeout 20 s.
+// gets 40 s, of which the preStop pause takes 5 s, the calls'
+// --shutdown-timeout 20 s and the services' close at most 5 s.
 const DefaultOTLPFlushTimeout = 5 * time.Second
 
 // Config is what every Palace process is configured with.

@@ -141,10 +141,9 @@ func Bind(cfg Config) app.Binder {
 		if err != nil {
 			return nil, fmt.Errorf("clock service: %w", err)
 		}
-		if err := idx.CheckShards(ctx); errors.Is(err, deadline.ErrShardsDiffer) {
-			return nil, fmt.Errorf("clock service: --deadline-shards: %w", err)
-		} else if err != nil {
-			// Redis refused (a read-only replica, a full one): not the flag.
+		// A differing count names --deadline-shards itself; Redis refusing
+		// (a read-only replica) is no fault of the flag.
+		if err := idx.CheckShards(ctx); err != nil {
 			return nil, fmt.Errorf("clock service: %w", err)
 		}
 		cc, err := rt.Dial(cfg.GameAddr)
