@@ -180,6 +180,10 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 		log.WarnContext(ctx, "storage full", "err", err)
 		return status.Error(codes.Unavailable, fullMsg)
 	}
+	if redisx.WritesRefused(err) {
+		log.WarnContext(ctx, "storage refuses writes", "err", err)
+		return status.Error(codes.Unavailable, refusedMsg)
+	}
 	log.ErrorContext(ctx, "internal error", "err", err)
 	return status.Error(codes.Internal, "internal error")
 }
@@ -189,6 +193,8 @@ const notReplicatedMsg = "the change is stored but not yet confirmed by enough R
 const downstreamMsg = "a service this call needs is unavailable right now: retry shortly (a command retried with the same request_id is applied at most once)"
 
 const fullMsg = "the service's storage is full and refuses changes right now: retry shortly (a command retried with the same request_id is applied at most once)"
+
+const refusedMsg = "the service's storage refuses changes right now: retry shortly (a command retried with the same request_id is applied at most once)"
 
 const unavailableMsg = "the service cannot reach its storage right now: retry shortly (a command retried with the same request_id is applied at most once)"
 
@@ -219,8 +225,9 @@ func Transient(err error) bool {
 // outOfMemory reports Redis refusing a write at its maxmemory under the
 // noeviction policy, as deployments are told to set it. Redis refuses a
 // script at its first write, so nothing of the command is stored and its
-// retry is safe, like an outage's; but Redis still answers, so it is no
-// outage to the clocks (Transient) and turns are charged as usual.
+// retry is safe, like an outage's. Redis still answers, so it is not
+// Transient; the game service's clocks count it as an outage all the same
+// (redisx.WritesRefused): nobody can move.
 func outOfMemory(err error) bool {
 	return redis.HasErrorPrefix(err, "OOM ")
 }

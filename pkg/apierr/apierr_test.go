@@ -57,6 +57,8 @@ func TestToStatus(t *testing.T) {
 		{name: "store script error is a bug", err: fmt.Errorf("commit game g: %w", redis.ErrNoScript), wantCode: codes.Internal, wantMsg: "internal error"},
 		{name: "store busy with another's script", err: fmt.Errorf("load game g: %w", redisError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.")), wantCode: codes.Unavailable, wantMsg: unavailableMsg},
 		{name: "store full (maxmemory, noeviction)", err: fmt.Errorf("commit game g: %w", redisError("OOM command not allowed when used memory > 'maxmemory'. script: 3b33e15d, on @user_script:38.")), wantCode: codes.Unavailable, wantMsg: fullMsg},
+		{name: "store short of replicas (min-replicas-to-write)", err: fmt.Errorf("commit game g: %w", redisError("NOREPLICAS Not enough good replicas to write. script: 3b33e15d, on @user_script:38.")), wantCode: codes.Unavailable, wantMsg: refusedMsg},
+		{name: "store stopped writes after a failed snapshot", err: fmt.Errorf("commit game g: %w", redisError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.")), wantCode: codes.Unavailable, wantMsg: refusedMsg},
 		{name: "a group that exists is no outage", err: fmt.Errorf("create group: %w", redisError("BUSYGROUP Consumer Group name already exists")), wantCode: codes.Internal, wantMsg: "internal error"},
 	}
 	for _, tt := range tests {

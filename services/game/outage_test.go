@@ -228,6 +228,41 @@ func TestAStalledRedisIsAnOutage(t *testing.T) {
 	moveAfter(t, tb, "after a 2.5 s stall")
 }
 
+// TestARedisThatRefusesWritesIsAnOutage: Redis answers reads and pings
+// but refuses writes, for longer than Red has left (3 s): full, a replica
+// (a primary demoted in a failover), or short of the replicas it must
+// write to. Nobody calls meanwhile, so no command's failure tells of it.
+// Red's move once Redis takes writes again is taken, the refusal excused.
+func TestARedisThatRefusesWritesIsAnOutage(t *testing.T) {
+	srv := redistest.Own(t, "--maxmemory-policy", "noeviction")
+	env := gametest.StartOn(t, srv.Addr, nil)
+	rdb := srv.Client(t)
+	do := func(args []any) {
+		t.Helper()
+		if err := rdb.Do(context.Background(), args...).Err(); err != nil {
+			t.Fatal(args, err)
+		}
+	}
+	for _, c := range []struct {
+		name             string
+		refuse, takeBack []any
+	}{
+		{"full", []any{"config", "set", "maxmemory", "1"}, []any{"config", "set", "maxmemory", "0"}},
+		{"a replica", []any{"replicaof", "127.0.0.1", "1"}, []any{"replicaof", "no", "one"}},
+		{"short of replicas", []any{"config", "set", "min-replicas-to-write", "1"}, []any{"config", "set", "min-replicas-to-write", "0"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb := outageGame(t, env)
+			before := tb.get(t).GetVersion()
+			do(c.refuse)
+			time.Sleep(4500 * time.Millisecond)
+			do(c.takeBack)
+			moveAfter(t, tb, "once Redis takes writes again")
+			wantExcused(t, eventsAfter(t, tb, before), 4*time.Second)
+		})
+	}
+}
+
 // TestAnOutageIsNotChargedToTheWaits: Redis is out of reach for longer
 // than Han has to choose a formation, then than Cho has to make the first
 // move (2 s each). Han's choice and Cho's move, sent again once Redis is

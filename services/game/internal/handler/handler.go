@@ -762,7 +762,7 @@ func (h *Handler) learnRedisTime(redisNow time.Time) {
 		return
 	}
 	h.redisTime.Store(&timeAnchor{redis: redisNow, local: time.Now()})
-	h.reached(redisNow)
+	h.reached(redisNow, false)
 }
 
 // syncTime reads Redis TIME. A process whose commands all run on cached
@@ -860,7 +860,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	// there, the outage would be cut short, or (judged before a ping
 	// found Redis gone) forgotten, and the turn that began with the
 	// command charged the stall.
-	h.reached(h.now())
+	h.reached(h.now(), res.Outcome == store.Committed)
 	switch res.Outcome {
 	case store.Duplicate:
 		// What this process knew of the game's request ids missed one

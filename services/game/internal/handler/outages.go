@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/palacehq/palace/pkg/apierr"
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 // While Redis is out of reach no command commits, moves included, yet
@@ -19,10 +20,13 @@ import (
 // move). So the process watches Redis and remembers when it could not
 // reach it, and a command excuses what runs against the side to move the
 // part of it that lies in those spans (model.Excuse), in the same commit,
-// before it is judged.
+// before it is judged. A Redis that answers but refuses writes (full, or
+// a replica after a failover) commits nothing either: to the clocks that
+// is an outage too, which only a write taken ends.
 
 const (
-	// reachEvery spaces the pings: an outage is excused from at most this
+	// reachEvery spaces the pings (each asks whether Redis takes writes,
+	// redisx.Writable): an outage is excused from at most this
 	// long after it began (the lag grace covers that much).
 	reachEvery = 250 * time.Millisecond
 	// reachTimeout is how long a ping may take before Redis counts as out
@@ -42,6 +46,9 @@ type outages struct {
 	spans []span // ended, oldest first, none overlapping another
 	// since is when the current outage began; 0 while Redis answers.
 	since int64
+	// refused: Redis refused a write in the outage under way, so only a
+	// write taken ends it, not an answer to a read.
+	refused bool
 	// answered is the last instant Redis was known to answer: a ping sent
 	// before it that failed later begins no outage.
 	answered int64
@@ -49,8 +56,14 @@ type outages struct {
 	ended bool
 }
 
-// down records that Redis did not answer a ping sent at atMs.
-func (o *outages) down(atMs int64) (began bool) {
+// down records that Redis did not answer a ping sent at atMs, or refused
+// it the write it asked about. A refusal stands against answers since, as
+// a failed command's does: it is an answer itself, and reads are answered
+// all along.
+func (o *outages) down(atMs int64, refused bool) (began bool) {
+	if refused {
+		return o.failed(atMs, true)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.since != 0 || atMs <= o.answered {
@@ -60,13 +73,15 @@ func (o *outages) down(atMs int64) (began bool) {
 	return true
 }
 
-// failed records that a command begun at atMs failed for want of Redis:
-// nothing could commit from then on. Unlike a ping's, its evidence stands
-// against answers since (on a cluster, pings of every master may succeed
-// while the game's own master still refuses).
-func (o *outages) failed(atMs int64) (began bool) {
+// failed records that a command begun at atMs failed for want of Redis
+// (refused: Redis answered, refusing its write): nothing could commit from
+// then on. Unlike a ping's, its evidence stands against answers since (on
+// a cluster, pings of every master may succeed while the game's own master
+// still refuses).
+func (o *outages) failed(atMs int64, refused bool) (began bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.refused = o.refused || refused
 	if o.since != 0 {
 		o.since = min(o.since, atMs)
 		return false
@@ -75,21 +90,23 @@ func (o *outages) failed(atMs int64) (began bool) {
 	return true
 }
 
-// up records that Redis answered: an outage under way ends at endMs
-// (unless it began after endMs), and a ping sent before answeredMs that
-// fails later begins none. It returns the outage this ends (zero when
-// none was under way).
-func (o *outages) up(endMs, answeredMs int64) span {
+// up records that Redis answered (wrote: took a write): an outage under
+// way ends at endMs (unless it began after endMs, or Redis refused writes
+// in it and this took none), and a ping sent before answeredMs that fails
+// later begins none. It returns the outage this ends (zero when none was
+// under way).
+func (o *outages) up(endMs, answeredMs int64, wrote bool) span {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.answered = max(o.answered, answeredMs)
-	if o.since == 0 || endMs < o.since {
+	if o.since == 0 || endMs < o.since || (o.refused && !wrote) {
 		// Nothing under way, or an answer known only from before the
-		// outage began: it says nothing of the outage.
+		// outage began, or a read's answer while writes are refused: it
+		// says nothing of the outage.
 		return span{}
 	}
 	s := span{from: o.since, to: max(endMs, o.since)}
-	o.since = 0
+	o.since, o.refused = 0, false
 	if s.to == s.from {
 		return span{}
 	}
@@ -222,22 +239,22 @@ func (o *outages) before(fromMs, toMs, budgetMs int64) time.Duration {
 	return time.Duration(total) * time.Millisecond
 }
 
-// reached records that Redis answered a command by end: an outage under
-// way ends there. Not on a cluster, where the answer of one master
-// says nothing of the others: there only a ping of every master ends an
-// outage.
-func (h *Handler) reached(end time.Time) {
+// reached records that Redis answered a command by end (wrote: took its
+// write): an outage under way ends there. Not on a cluster, where the
+// answer of one master says nothing of the others: there only a ping of
+// every master ends an outage.
+func (h *Handler) reached(end time.Time, wrote bool) {
 	if h.store.Clustered() {
 		return
 	}
-	h.pinged(end)
+	h.pinged(end, wrote)
 }
 
-// pinged records that Redis answered by end.
-func (h *Handler) pinged(end time.Time) {
-	if s := h.outages.up(end.UnixMilli(), max(end.UnixMilli(), h.now().UnixMilli())); s.to != 0 {
+// pinged records that Redis answered by end (wrote: it takes writes).
+func (h *Handler) pinged(end time.Time, wrote bool) {
+	if s := h.outages.up(end.UnixMilli(), max(end.UnixMilli(), h.now().UnixMilli()), wrote); s.to != 0 {
 		h.metrics.outages.Add(context.Background(), 1)
-		h.log.Info("redis answers again; the turns under way are excused the outage", "outage", time.Duration(s.to-s.from)*time.Millisecond)
+		h.log.Info("redis serves again: the turns under way are excused the outage", "outage", time.Duration(s.to-s.from)*time.Millisecond)
 	}
 }
 
@@ -270,7 +287,7 @@ func (h *Handler) watchRedis(ctx context.Context) {
 		pinging.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, reachTimeout)
 			defer cancel()
-			res <- h.store.Reach(pctx)
+			res <- h.store.Writable(pctx)
 		})
 		var err error
 		began := false
@@ -279,7 +296,7 @@ func (h *Handler) watchRedis(ctx context.Context) {
 		case <-time.After(reachTimeout):
 			// Out of reach from the ping on; told once the ping says why
 			// (the client may go on dialling long after).
-			began = h.outages.down(sent.UnixMilli())
+			began = h.outages.down(sent.UnixMilli(), false)
 			select {
 			case err = <-res:
 			case <-ctx.Done():
@@ -293,8 +310,9 @@ func (h *Handler) watchRedis(ctx context.Context) {
 			return
 		case err != nil:
 			h.contact.lost()
-			if h.outages.down(sent.UnixMilli()) || began {
-				h.log.WarnContext(ctx, outageBegan, "err", err)
+			refused := redisx.WritesRefused(err)
+			if h.outages.down(sent.UnixMilli(), refused) || began {
+				h.log.WarnContext(ctx, outageMessage(refused), "err", err)
 			}
 		default:
 			if began {
@@ -303,7 +321,7 @@ func (h *Handler) watchRedis(ctx context.Context) {
 			}
 			now := h.now()
 			h.contact.answered(sent.UnixMilli(), now.UnixMilli())
-			h.pinged(now)
+			h.pinged(now, true)
 		}
 		select {
 		case <-ctx.Done():
@@ -355,17 +373,26 @@ func (h *Handler) beat(ctx context.Context) {
 }
 
 // failedFor records a command begun at begun that failed for want of
-// Redis (apierr.Transient); a call the client gave up on proves nothing.
+// Redis (apierr.Transient), or for Redis refusing its write; a call the
+// client gave up on proves nothing.
 func (h *Handler) failedFor(ctx context.Context, begun time.Time, err error) {
-	if err == nil || ctx.Err() != nil || !apierr.Transient(err) {
+	refused := redisx.WritesRefused(err)
+	if err == nil || ctx.Err() != nil || !(apierr.Transient(err) || refused) {
 		return
 	}
-	if h.outages.failed(begun.UnixMilli()) {
-		h.log.WarnContext(ctx, outageBegan, "err", err)
+	if h.outages.failed(begun.UnixMilli(), refused) {
+		h.log.WarnContext(ctx, outageMessage(refused), "err", err)
 	}
 }
 
-const outageBegan = "redis out of reach: the turns (and waits for a formation or a first move) under way are not charged the time until it answers"
+// outageMessage is the warning of an outage begun; refused: Redis
+// answers, refusing writes.
+func outageMessage(refused bool) string {
+	if refused {
+		return "redis refuses writes: the turns (and waits for a formation or a first move) under way are not charged the time until it takes them again"
+	}
+	return "redis out of reach: the turns (and waits for a formation or a first move) under way are not charged the time until it answers"
+}
 
 // excuseCached commits the excuse of each cached game in which something
 // runs (model.Waiting) and has something to excuse.

@@ -18,35 +18,35 @@ func TestOutages(t *testing.T) {
 	if o.within(0, 1000) != 0 {
 		t.Fatal("no outage, yet time within one")
 	}
-	if !o.down(100) || o.down(150) {
+	if !o.down(100, false) || o.down(150, false) {
 		t.Fatal("down: the first failure begins the outage, and only it")
 	}
 	if got := o.within(0, 400); got != 300*time.Millisecond {
 		t.Errorf("within the outage under way: %v, want 300ms", got)
 	}
-	if s := o.up(500, 500); s != (span{100, 500}) {
+	if s := o.up(500, 500, true); s != (span{100, 500}) {
 		t.Fatalf("up: %v, want the span 100..500", s)
 	}
-	if s := o.up(600, 600); s != (span{}) {
+	if s := o.up(600, 600, true); s != (span{}) {
 		t.Fatalf("up again: %v, want nothing ended", s)
 	}
 	if !o.takeEnded() || o.takeEnded() {
 		t.Fatal("the end of an outage is not taken exactly once")
 	}
 	// A ping sent at 450 that failed after the answer at 500 begins nothing.
-	if o.down(450) {
+	if o.down(450, false) {
 		t.Fatal("a ping sent before the last answer began an outage")
 	}
-	o.down(1000)
-	o.up(1200, 1200)
+	o.down(1000, false)
+	o.up(1200, 1200, true)
 	// Answered at 1300, a command judged at 1250: a ping sent at 1280
 	// begins nothing, and no outage of no length is recorded.
-	o.up(1250, 1300)
-	if o.down(1280) {
+	o.up(1250, 1300, true)
+	if o.down(1280, false) {
 		t.Fatal("a ping sent before the command's answer began an outage")
 	}
-	o.down(1400)
-	if s := o.up(1400, 1400); s != (span{}) || len(o.spans) != 2 {
+	o.down(1400, false)
+	if s := o.up(1400, 1400, true); s != (span{}) || len(o.spans) != 2 {
 		t.Fatalf("an outage of no length: %v, %d spans", s, len(o.spans))
 	}
 	for _, c := range []struct {
@@ -68,15 +68,15 @@ func TestOutages(t *testing.T) {
 	// against answers since: it reopens the outage from its start, and the
 	// span is counted once where it meets the one that ended.
 	var f outages
-	f.down(1000)
-	f.up(1600, 1700)
-	if !f.failed(1500) {
+	f.down(1000, false)
+	f.up(1600, 1700, true)
+	if !f.failed(1500, false) {
 		t.Fatal("a failed command began no outage")
 	}
 	if got := f.within(0, 1800); got != 800*time.Millisecond {
 		t.Errorf("within the ended outage and the one under way: %v, want 800ms", got)
 	}
-	f.up(1900, 1900)
+	f.up(1900, 1900, true)
 	if len(f.spans) != 1 || f.spans[0] != (span{1000, 1900}) {
 		t.Fatalf("spans %v, want one from 1000 to 1900", f.spans)
 	}
@@ -89,24 +89,67 @@ func TestOutages(t *testing.T) {
 	// says nothing of the outage that began at 3000, which goes on until
 	// an answer after it.
 	var stalled outages
-	stalled.down(3000)
-	if s := stalled.up(2990, 8000); s != (span{}) {
+	stalled.down(3000, false)
+	if s := stalled.up(2990, 8000, true); s != (span{}) {
 		t.Fatalf("an answer judged before the outage ended it: %v", s)
 	}
 	if got := stalled.within(2990, 8000); got != 5*time.Second {
 		t.Errorf("within the stall after an answer judged before it: %v, want 5s", got)
 	}
-	if s := stalled.up(8000, 8000); s != (span{3000, 8000}) {
+	if s := stalled.up(8000, 8000, true); s != (span{3000, 8000}) {
 		t.Fatalf("the answer after the stall ended %v, want 3000..8000", s)
 	}
 
 	var many outages
 	for i := range int64(maxOutages + 5) {
-		many.down(10 * i)
-		many.up(10*i+5, 10*i+5)
+		many.down(10*i, false)
+		many.up(10*i+5, 10*i+5, true)
 	}
 	if len(many.spans) != maxOutages || many.spans[0] != (span{50, 55}) {
 		t.Fatalf("%d spans from %v, want the newest %d", len(many.spans), many.spans[0], maxOutages)
+	}
+}
+
+// TestARefusalOfWritesEndsOnlyWithAWrite: Redis refuses writes from 100
+// (a full Redis, a read-only replica) yet answers reads, and pings. Those
+// answers do not end the outage, nor do they stand against the refusal of
+// a ping sent before them; a write taken does.
+func TestARefusalOfWritesEndsOnlyWithAWrite(t *testing.T) {
+	var o outages
+	if !o.failed(100, true) {
+		t.Fatal("a refused write began no outage")
+	}
+	if s := o.up(200, 200, false); s != (span{}) {
+		t.Fatalf("a read's answer ended the refusal: %v", s)
+	}
+	if got := o.within(0, 300); got != 200*time.Millisecond {
+		t.Errorf("within the refusal under way: %v, want 200ms", got)
+	}
+	if s := o.up(400, 400, true); s != (span{100, 400}) {
+		t.Fatalf("the write taken at 400 ended %v, want 100..400", s)
+	}
+	// A ping sent at 500 whose write was refused after a read answered
+	// at 600 begins an outage from 500; so does one that finds Redis
+	// refusing in an outage of reach begun before, which then only a
+	// write ends.
+	o.up(600, 600, false)
+	if !o.down(500, true) {
+		t.Fatal("a refusal was taken back by a read answered since")
+	}
+	o.up(700, 700, true)
+	o.down(1000, false)
+	o.down(1100, true)
+	if s := o.up(1200, 1200, false); s != (span{}) {
+		t.Fatalf("a read's answer ended an outage in which Redis refused a write: %v", s)
+	}
+	if s := o.up(1300, 1300, true); s != (span{1000, 1300}) {
+		t.Fatalf("the write taken at 1300 ended %v, want 1000..1300", s)
+	}
+	// Once writes are taken again, a read's answer ends an outage of
+	// reach, as before.
+	o.down(2000, false)
+	if s := o.up(2100, 2100, false); s != (span{2000, 2100}) {
+		t.Fatalf("a read's answer after an outage of reach ended %v, want 2000..2100", s)
 	}
 }
 
@@ -141,8 +184,8 @@ func TestALateWakeUpAfterAnExcuseAnnouncesWhatIsDue(t *testing.T) {
 	st := byoyomiGame(t)
 	entered := time.UnixMilli(st.WakeMs)
 	h := &Handler{}
-	h.outages.down(entered.Add(-time.Second).UnixMilli())
-	h.outages.up(entered.Add(time.Second).UnixMilli(), entered.Add(time.Second).UnixMilli())
+	h.outages.down(entered.Add(-time.Second).UnixMilli(), false)
+	h.outages.up(entered.Add(time.Second).UnixMilli(), entered.Add(time.Second).UnixMilli(), true)
 	now := entered.Add(5 * time.Second)
 
 	ch, applied, err := h.expireExcused(st, st.WakeMs, now)
@@ -169,8 +212,8 @@ func TestASecondViewOfAnOutageAddsOnlyWhatMatters(t *testing.T) {
 	st := byoyomiGame(t)
 	start := st.Clock.TurnStartMs
 	other := &Handler{}
-	other.outages.down(start + 1000)
-	other.outages.up(start+6000, start+6000)
+	other.outages.down(start+1000, false)
+	other.outages.up(start+6000, start+6000, true)
 	now := time.UnixMilli(start + 7000)
 	ex, ok := other.excuse(st, now)
 	if !ok || ex.State.Clock.ExcusedMs != 5000 {
@@ -185,8 +228,8 @@ func TestASecondViewOfAnOutageAddsOnlyWhatMatters(t *testing.T) {
 		{1000, 6000 + minMoreExcused.Milliseconds(), true},
 	} {
 		h := &Handler{}
-		h.outages.down(start + c.from)
-		h.outages.up(start+c.to, start+c.to)
+		h.outages.down(start+c.from, false)
+		h.outages.up(start+c.to, start+c.to, true)
 		if _, ok := h.excuse(ex.State, now); ok != c.more {
 			t.Errorf("an outage seen from %d to %d after the turn began: excused more %v, want %v", c.from, c.to, ok, c.more)
 		}
@@ -230,8 +273,8 @@ func TestContact(t *testing.T) {
 // before the wait, counted outside outages, ran out; as within otherwise.
 func TestOutagesBeforeTheTimeRanOut(t *testing.T) {
 	var o outages
-	o.down(100)
-	o.up(500, 500)
+	o.down(100, false)
+	o.up(500, 500, true)
 	for _, c := range []struct {
 		budget int64
 		want   time.Duration
@@ -242,7 +285,7 @@ func TestOutagesBeforeTheTimeRanOut(t *testing.T) {
 	}
 	// One under way from 800: with 100 ms left at 500, the time ran out at
 	// 600, before it.
-	o.down(800)
+	o.down(800, false)
 	if got, all := o.before(0, 1000, 200), o.within(0, 1000); got != 400*time.Millisecond || all != 600*time.Millisecond {
 		t.Errorf("a wait of 200 ms, outages 100..500 and from 800: %v before it ran out (want 400ms), %v in all (want 600ms)", got, all)
 	}
@@ -251,9 +294,9 @@ func TestOutagesBeforeTheTimeRanOut(t *testing.T) {
 	}
 	// The one under way reaches back into the ended one: counted once.
 	var p outages
-	p.down(100)
-	p.up(500, 500)
-	p.failed(300)
+	p.down(100, false)
+	p.up(500, 500, true)
+	p.failed(300, false)
 	if got, all := p.before(0, 1000, 200), p.within(0, 1000); got != 900*time.Millisecond || all != got {
 		t.Errorf("outages 100..500 and from 300: %v before the time ran out, %v in all; want 900ms both", got, all)
 	}
@@ -295,8 +338,8 @@ func TestAPartialOutageNeverLosesTheOpponentsWakeUp(t *testing.T) {
 	}
 
 	a, b := &Handler{}, &Handler{}
-	a.outages.down(turn + 1000)
-	a.outages.up(turn+40_000, turn+40_000)
+	a.outages.down(turn+1000, false)
+	a.outages.up(turn+40_000, turn+40_000, true)
 
 	entered := st.WakeMs
 	ex, applied, err := b.expireExcused(st, entered, time.UnixMilli(entered))

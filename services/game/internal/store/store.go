@@ -702,6 +702,10 @@ func (s *Store) Clustered() bool {
 // slot whose master is out of reach can make no move.
 func (s *Store) Reach(ctx context.Context) error { return redisx.Reach(ctx, s.rdb) }
 
+// Writable asks Redis whether it takes writes, writing nothing: on a
+// cluster every master (redisx.Writable).
+func (s *Store) Writable(ctx context.Context) error { return redisx.Writable(ctx, s.rdb) }
+
 // Probe increments a counter (the load test's floor: one write).
 func (s *Store) Probe(ctx context.Context, key string) (uint64, error) {
 	k := s.cfg.Prefix + "probe:{" + key + "}"
