@@ -229,9 +229,9 @@ func TestAStalledRedisIsAnOutage(t *testing.T) {
 }
 
 // TestARedisThatRefusesWritesIsAnOutage: Redis answers reads and pings
-// but refuses writes, for longer than Red has left (3 s): full, a replica
-// (a primary demoted in a failover), or short of the replicas it must
-// write to. Nobody calls meanwhile, so no command's failure tells of it.
+// but refuses writes, or holds them, for longer than Red has left (3 s):
+// full, a replica (a primary demoted in a failover), short of the replicas
+// it must write to, or pausing writes. Nobody calls meanwhile, so no command's failure tells of it.
 // Red's move once Redis takes writes again is taken, the refusal excused.
 func TestARedisThatRefusesWritesIsAnOutage(t *testing.T) {
 	srv := redistest.Own(t, "--maxmemory-policy", "noeviction")
@@ -246,10 +246,17 @@ func TestARedisThatRefusesWritesIsAnOutage(t *testing.T) {
 	for _, c := range []struct {
 		name             string
 		refuse, takeBack []any
+		excused          time.Duration
 	}{
-		{"full", []any{"config", "set", "maxmemory", "1"}, []any{"config", "set", "maxmemory", "0"}},
-		{"a replica", []any{"replicaof", "127.0.0.1", "1"}, []any{"replicaof", "no", "one"}},
-		{"short of replicas", []any{"config", "set", "min-replicas-to-write", "1"}, []any{"config", "set", "min-replicas-to-write", "0"}},
+		{"full", []any{"config", "set", "maxmemory", "1"}, []any{"config", "set", "maxmemory", "0"}, 4 * time.Second},
+		{"a replica", []any{"replicaof", "127.0.0.1", "1"}, []any{"replicaof", "no", "one"}, 4 * time.Second},
+		{"short of replicas", []any{"config", "set", "min-replicas-to-write", "1"}, []any{"config", "set", "min-replicas-to-write", "0"}, 4 * time.Second},
+		// As a failover does (FAILOVER, CLUSTER FAILOVER): the writes wait.
+		// Straight after the refusal above, the ping under way is one the
+		// Redis client retries after a refusal, which meets the pause
+		// after a write was taken: it says nothing, and the next ping, a
+		// second later, dates the outage.
+		{"writes paused", []any{"client", "pause", "60000", "write"}, []any{"client", "unpause"}, 3 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tb := outageGame(t, env)
@@ -258,7 +265,7 @@ func TestARedisThatRefusesWritesIsAnOutage(t *testing.T) {
 			time.Sleep(4500 * time.Millisecond)
 			do(c.takeBack)
 			moveAfter(t, tb, "once Redis takes writes again")
-			wantExcused(t, eventsAfter(t, tb, before), 4*time.Second)
+			wantExcused(t, eventsAfter(t, tb, before), c.excused)
 		})
 	}
 }

@@ -46,27 +46,31 @@ type outages struct {
 	spans []span // ended, oldest first, none overlapping another
 	// since is when the current outage began; 0 while Redis answers.
 	since int64
-	// refused: Redis refused a write in the outage under way, so only a
-	// write taken ends it, not an answer to a read.
+	// refused: Redis refused a write in the outage under way, or held one
+	// past reachTimeout, so only a write taken ends it, not an answer to a
+	// read.
 	refused bool
-	// answered is the last instant Redis was known to answer: a ping sent
-	// before it that failed later begins no outage.
-	answered int64
+	// answered is the last instant Redis was known to answer, wrote the
+	// last it was known to take a write: a ping sent before the first that
+	// failed later begins no outage, nor one sent before the second whose
+	// write was refused or held.
+	answered, wrote int64
 	// ended is set when an outage ends, until the watcher takes it.
 	ended bool
 }
 
-// down records that Redis did not answer a ping sent at atMs, or refused
-// it the write it asked about. A refusal stands against answers since, as
-// a failed command's does: it is an answer itself, and reads are answered
-// all along.
+// down records that Redis did not answer a ping sent at atMs (refused:
+// it refused the write the ping asked about, or held it past
+// reachTimeout). A refusal stands against reads answered since, which a
+// Redis refusing or holding writes answers all along.
 func (o *outages) down(atMs int64, refused bool) (began bool) {
-	if refused {
-		return o.failed(atMs, true)
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.since != 0 || atMs <= o.answered {
+	if atMs <= o.wrote || (!refused && atMs <= o.answered) {
+		return false
+	}
+	o.refused = o.refused || refused
+	if o.since != 0 {
 		return false
 	}
 	o.since = atMs
@@ -99,6 +103,9 @@ func (o *outages) up(endMs, answeredMs int64, wrote bool) span {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.answered = max(o.answered, answeredMs)
+	if wrote {
+		o.wrote = max(o.wrote, answeredMs)
+	}
 	if o.since == 0 || endMs < o.since || (o.refused && !wrote) {
 		// Nothing under way, or an answer known only from before the
 		// outage began, or a read's answer while writes are refused: it
@@ -113,6 +120,13 @@ func (o *outages) up(endMs, answeredMs int64, wrote bool) span {
 	o.insert(s)
 	o.ended = true
 	return s
+}
+
+// answeredSince reports whether Redis answered at atMs or later.
+func (o *outages) answeredSince(atMs int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.answered >= atMs
 }
 
 // silent records s, a span in which no process of the service held a
@@ -269,6 +283,7 @@ func (h *Handler) watchRedis(ctx context.Context) {
 	defer excusing.Wait()
 	defer pinging.Wait()
 	var busy atomic.Bool
+	var inFlight atomic.Int32
 	for {
 		// One pass at a time: an outage that ends during one is left for
 		// the next, which excuses the games it missed.
@@ -281,10 +296,13 @@ func (h *Handler) watchRedis(ctx context.Context) {
 		}
 		sent := h.now()
 		// The Redis client bounds a read by its own timeout, not by the
-		// context's deadline: the ping is timed here. One at a time, so a
-		// Redis that hangs gathers no pile of them.
+		// context's deadline: the ping is timed here. One at a time (but
+		// for one left behind, below), so a Redis that hangs gathers no
+		// pile of them.
 		res := make(chan error, 1)
+		inFlight.Add(1)
 		pinging.Go(func() {
+			defer inFlight.Add(-1)
 			pctx, cancel := context.WithTimeout(ctx, reachTimeout)
 			defer cancel()
 			res <- h.store.Writable(pctx)
@@ -294,9 +312,19 @@ func (h *Handler) watchRedis(ctx context.Context) {
 		select {
 		case err = <-res:
 		case <-time.After(reachTimeout):
-			// Out of reach from the ping on; told once the ping says why
-			// (the client may go on dialling long after).
-			began = h.outages.down(sent.UnixMilli(), false)
+			// Out of reach from the ping on, or holding writes (paused
+			// for a failover) while it answers reads: only a write taken
+			// ends this. Told once the ping says why (the client may go on
+			// dialling long after).
+			if inFlight.Load() == 1 && h.outages.answeredSince(sent.UnixMilli()) {
+				// Redis answered after the ping was sent: the ping met
+				// Redis only later (the Redis client retries a refused
+				// write after a pause) or is lost on a connection of its
+				// own, and says nothing of when Redis stopped serving, if
+				// it did. It is left behind, and a new one asks at once.
+				continue
+			}
+			began = h.outages.down(sent.UnixMilli(), true)
 			select {
 			case err = <-res:
 			case <-ctx.Done():
@@ -317,7 +345,7 @@ func (h *Handler) watchRedis(ctx context.Context) {
 		default:
 			if began {
 				h.contact.lost()
-				h.log.WarnContext(ctx, "redis left a ping unanswered for over "+reachTimeout.String()+": the turns (and waits) under way are not charged that time")
+				h.log.WarnContext(ctx, "redis left a ping unanswered for over "+reachTimeout.String()+" (stalled, or holding writes): the turns (and waits) under way are not charged that time")
 			}
 			now := h.now()
 			h.contact.answered(sent.UnixMilli(), now.UnixMilli())

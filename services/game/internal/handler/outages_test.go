@@ -111,9 +111,9 @@ func TestOutages(t *testing.T) {
 }
 
 // TestARefusalOfWritesEndsOnlyWithAWrite: Redis refuses writes from 100
-// (a full Redis, a read-only replica) yet answers reads, and pings. Those
-// answers do not end the outage, nor do they stand against the refusal of
-// a ping sent before them; a write taken does.
+// (a full Redis, a read-only replica), or holds them, yet answers reads.
+// Those answers do not end the outage, nor do they stand against the
+// refusal of a ping sent before them; a write taken does.
 func TestARefusalOfWritesEndsOnlyWithAWrite(t *testing.T) {
 	var o outages
 	if !o.failed(100, true) {
@@ -144,6 +144,20 @@ func TestARefusalOfWritesEndsOnlyWithAWrite(t *testing.T) {
 	}
 	if s := o.up(1300, 1300, true); s != (span{1000, 1300}) {
 		t.Fatalf("the write taken at 1300 ended %v, want 1000..1300", s)
+	}
+	// A ping held past reachTimeout (Redis stalled, or pausing writes)
+	// stands against reads answered since, and only a write ends it; one
+	// sent before a write was taken begins nothing.
+	o.up(1400, 1600, false)
+	if !o.down(1500, true) {
+		t.Fatal("a held ping was taken back by a read answered since")
+	}
+	if s := o.up(1700, 1700, false); s != (span{}) {
+		t.Fatalf("a read's answer ended an outage of a held ping: %v", s)
+	}
+	o.up(1800, 1800, true)
+	if o.down(1750, true) || o.down(1750, false) {
+		t.Fatal("a ping sent before a write was taken began an outage")
 	}
 	// Once writes are taken again, a read's answer ends an outage of
 	// reach, as before.
