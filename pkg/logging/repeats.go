@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,13 +39,33 @@ func identity(a slog.Attr) (string, bool) {
 	}
 	if v := a.Value.Resolve(); v.Kind() == slog.KindAny {
 		if err, ok := v.Any().(error); ok && err != nil {
-			for next := errors.Unwrap(err); next != nil; next = errors.Unwrap(err) {
-				err = next
-			}
-			return a.Key + "=" + err.Error(), true
+			return a.Key + "=" + strings.Join(causes(err), "; "), true
 		}
 	}
 	return a.String(), true
+}
+
+// causes are the distinct innermost errors err wraps, in order: errors
+// joined (one a shard, say, in the order they came) count by the set of
+// their causes.
+func causes(err error) []string {
+	for {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			var all []string
+			for _, e := range joined.Unwrap() {
+				if e != nil {
+					all = append(all, causes(e)...)
+				}
+			}
+			slices.Sort(all)
+			return slices.Compact(all)
+		}
+		next := errors.Unwrap(err)
+		if next == nil {
+			return []string{err.Error()}
+		}
+		err = next
+	}
 }
 
 // QuietRepeats wraps h so that identical warnings and errors are written

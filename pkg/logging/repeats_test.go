@@ -140,3 +140,23 @@ func TestOneCauseForManyGamesIsOneLine(t *testing.T) {
 		t.Errorf("the warning after the window: %q, want repeated 99", out.String())
 	}
 }
+
+// TestJoinedErrorsCountByTheirCauses: one failure of many shards, joined
+// in whatever order the shards answered, is one line; another set of
+// causes is a line of its own.
+func TestJoinedErrorsCountByTheirCauses(t *testing.T) {
+	var out bytes.Buffer
+	h := QuietRepeats(slog.NewJSONHandler(&out, nil)).(repeatHandler)
+	h.seen.now = func() time.Time { return time.Unix(1_700_000_000, 0) }
+	log := slog.New(h)
+	full, down := errors.New("OOM command not allowed when used memory > 'maxmemory'"), errors.New("i/o timeout")
+	shard := func(n int, cause error) error { return fmt.Errorf("read due deadlines of dl:{%d}: %w", n, cause) }
+	log.Warn("read due deadlines", "err", errors.Join(shard(3, full), shard(1, full), shard(2, full)))
+	log.Warn("read due deadlines", "err", errors.Join(shard(2, full), shard(3, full)))
+	log.Warn("read due deadlines", "err", fmt.Errorf("sweep: %w", errors.Join(nil, shard(1, full))))
+	log.Warn("read due deadlines", "err", errors.Join(shard(1, full), shard(2, down)))
+	log.Warn("read due deadlines", "err", errors.Join(shard(2, down), shard(1, full), shard(3, down)))
+	if n := strings.Count(out.String(), `"msg":"read due deadlines"`); n != 2 {
+		t.Errorf("%d lines, want 2 (one a set of causes):\n%s", n, out.String())
+	}
+}
