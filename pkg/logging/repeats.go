@@ -37,7 +37,13 @@ func identity(a slog.Attr) (string, bool) {
 	if volatile[a.Key] {
 		return "", false
 	}
-	if v := a.Value.Resolve(); v.Kind() == slog.KindAny {
+	v := a.Value.Resolve()
+	if v.Kind() == slog.KindDuration {
+		// A wait or a backoff ("retry_in"), which grows from one record
+		// to the next of one failure.
+		return "", false
+	}
+	if v.Kind() == slog.KindAny {
 		if err, ok := v.Any().(error); ok && err != nil {
 			return a.Key + "=" + strings.Join(causes(err), "; "), true
 		}

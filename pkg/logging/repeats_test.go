@@ -142,8 +142,8 @@ func TestOneCauseForManyGamesIsOneLine(t *testing.T) {
 }
 
 // TestJoinedErrorsCountByTheirCauses: one failure of many shards, joined
-// in whatever order the shards answered, is one line; another set of
-// causes is a line of its own.
+// in whatever order the shards answered, and retried after a longer wait
+// each time, is one line; another set of causes is a line of its own.
 func TestJoinedErrorsCountByTheirCauses(t *testing.T) {
 	var out bytes.Buffer
 	h := QuietRepeats(slog.NewJSONHandler(&out, nil)).(repeatHandler)
@@ -154,6 +154,7 @@ func TestJoinedErrorsCountByTheirCauses(t *testing.T) {
 	log.Warn("read due deadlines", "err", errors.Join(shard(3, full), shard(1, full), shard(2, full)))
 	log.Warn("read due deadlines", "err", errors.Join(shard(2, full), shard(3, full)))
 	log.Warn("read due deadlines", "err", fmt.Errorf("sweep: %w", errors.Join(nil, shard(1, full))))
+	log.Warn("read due deadlines", "err", errors.Join(shard(1, full)), "retry_in", 400*time.Millisecond)
 	log.Warn("read due deadlines", "err", errors.Join(shard(1, full), shard(2, down)))
 	log.Warn("read due deadlines", "err", errors.Join(shard(2, down), shard(1, full), shard(3, down)))
 	if n := strings.Count(out.String(), `"msg":"read due deadlines"`); n != 2 {
