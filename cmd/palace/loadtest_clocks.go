@@ -39,6 +39,10 @@ type clocksReport struct {
 	// WronglyFlagged games were flagged before their flag instant, or
 	// flagged for the side whose move had been accepted in time.
 	WronglyFlagged int64 `json:"wrongly_flagged"`
+	// Excused flags: a storage outage in the flagged turn was excused
+	// (OUTAGE_EXCUSED), which moved its flag instant later by as much; the
+	// game is checked, judged and its lateness measured from that instant.
+	Excused int64 `json:"excused"`
 	// Lateness (game-ended commit time minus flag instant) of the flags
 	// only the clock service could have made: no move was sent at or
 	// after the instant. Missed games flagged by the end of the run count
@@ -126,6 +130,7 @@ type clocksLoad struct {
 
 	setupDone, started, checked                 atomic.Int64
 	flagged, missed, wrong, inconsistent, unexp atomic.Int64
+	excused                                     atomic.Int64
 	raceIn, raceLate, errs, retries             atomic.Int64
 
 	mu          sync.Mutex
@@ -264,7 +269,7 @@ wait:
 		l.rereadMissed(ctx)
 	}
 	rep.Games, rep.Checked = int64(len(games)), l.checked.Load()
-	rep.Flagged, rep.Missed, rep.WronglyFlagged = l.flagged.Load(), l.missed.Load(), l.wrong.Load()
+	rep.Flagged, rep.Missed, rep.WronglyFlagged, rep.Excused = l.flagged.Load(), l.missed.Load(), l.wrong.Load(), l.excused.Load()
 	rep.Inconsistent, rep.Unexpected, rep.Errors = l.inconsistent.Load(), l.unexp.Load(), l.errs.Load()
 	rep.RaceInTime, rep.RaceLate, rep.Retries = l.raceIn.Load(), l.raceLate.Load(), l.retries.Load()
 	for _, g := range games {
@@ -517,11 +522,7 @@ func (l *clocksLoad) play(ctx context.Context, r *gameRoute, g *clockGame, start
 	case "racing":
 		l.thirdMove(ctx, r, g, g.deadline.Add(-raceOffset), l.opt.reportedLag)
 	}
-	flagAt := g.deadline.Add(time.Millisecond)
-	if g.accepted {
-		flagAt = g.deadline2.Add(time.Millisecond)
-	}
-	if !sleepUntil(ctx, l.local(flagAt).Add(l.opt.checkAfter)) {
+	if !sleepUntil(ctx, l.local(g.flagAt()).Add(l.opt.checkAfter)) {
 		l.note("game %s: not checked: the run ended before its flag instant was %v past", g.id, l.opt.checkAfter)
 		return
 	}
@@ -557,9 +558,32 @@ func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
 		l.fail("read %s: %v", g.id, err)
 		return
 	}
+	gm := resp.GetGame()
+	// An outage excused in the running turn moved its flag instant later
+	// by as much: the game is read again CheckAfter past that one.
+	for waited := time.Duration(0); gm.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING; {
+		side, ply := runningTurn(len(gm.GetMoves()))
+		excused, err := l.turnExcused(ctx, r, g, side, ply, gm.GetVersion())
+		if err != nil {
+			l.fail("events of %s: %v", g.id, err)
+			return
+		}
+		if excused <= waited {
+			break
+		}
+		waited = excused
+		if !sleepUntil(ctx, l.local(g.flagAt().Add(excused)).Add(l.opt.checkAfter)) {
+			l.note("game %s: not checked: the run ended before its flag instant, %v excused, was %v past", g.id, excused, l.opt.checkAfter)
+			return
+		}
+		if resp, err = l.read(ctx, r, g); err != nil {
+			l.fail("read %s: %v", g.id, err)
+			return
+		}
+		gm = resp.GetGame()
+	}
 	// Read, so judged whatever the outcome.
 	defer l.checked.Add(1)
-	gm := resp.GetGame()
 	third := len(gm.GetMoves()) >= 3
 	switch {
 	case g.accepted && !third, g.refused && third:
@@ -578,8 +602,9 @@ func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
 	}
 	switch gm.GetStatus() {
 	case commonv1.GameStatus_GAME_STATUS_ONGOING:
+		// Told at the end, once read again (rereadMissed): an outage under
+		// way may yet be excused, moving the flag instant later.
 		l.missed.Add(1)
-		l.note("game %s: still running %v after its flag instant", g.id, l.opt.checkAfter)
 		l.mu.Lock()
 		l.missedGames = append(l.missedGames, g)
 		l.mu.Unlock()
@@ -632,9 +657,21 @@ func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
 		// The late move may have ended the game itself, at its own time.
 		deadline = g.lastInTime()
 	}
+	side, ply := runningTurn(len(gm.GetMoves()))
+	excused, err := l.turnExcused(ctx, r, g, side, ply, gm.GetVersion())
+	if err != nil {
+		l.fail("events of %s: %v", g.id, err)
+		return
+	}
+	if excused > 0 {
+		// Neither the flag nor a late move can end the turn before the
+		// instant the outage moved later.
+		l.excused.Add(1)
+		deadline = deadline.Add(excused)
+	}
 	if !ended.After(deadline) {
 		l.wrong.Add(1)
-		l.note("game %s: flagged at %v, not after its deadline %v", g.id, ended, deadline)
+		l.note("game %s: flagged at %v, not after its deadline %v (%v excused)", g.id, ended, deadline, excused)
 		return
 	}
 	l.flagged.Add(1)
@@ -651,7 +688,7 @@ func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
 // service does for a player who could not move while Redis was out of
 // reach.
 func (l *clocksLoad) judgeLateAccept(ctx context.Context, r *gameRoute, g *clockGame) {
-	excused, err := l.excusedBeforeThird(ctx, r, g)
+	excused, err := l.turnExcused(ctx, r, g, commonv1.Side_SIDE_FIRST, 2, 0)
 	if err != nil {
 		l.fail("events of %s: %v", g.id, err)
 		return
@@ -662,17 +699,29 @@ func (l *clocksLoad) judgeLateAccept(ctx context.Context, r *gameRoute, g *clock
 	}
 }
 
-// excusedBeforeThird reads the game's events up to its third move and
-// returns the most of the first side's turn excused for an outage: each
-// OUTAGE_EXCUSED event carries the turn's total so far. A stream that
-// fails Unavailable is opened again after the last version it delivered,
-// as an app resumes one.
-func (l *clocksLoad) excusedBeforeThird(ctx context.Context, r *gameRoute, g *clockGame) (time.Duration, error) {
+// runningTurn is the side whose turn runs once the game has moves moves,
+// and the ply of the move that began it: the first side's after both
+// first moves, the second side's after the first side's third.
+func runningTurn(moves int) (commonv1.Side, uint32) {
+	if moves >= 3 {
+		return commonv1.Side_SIDE_SECOND, 3
+	}
+	return commonv1.Side_SIDE_FIRST, 2
+}
+
+// turnExcused reads the game's events and returns how much of side's turn,
+// begun by move ply, was excused for a storage outage: each
+// OUTAGE_EXCUSED event carries the turn's total so far. It reads up to the
+// move after it, the stream's end, or version upTo (0: no bound). A
+// stream that fails Unavailable is opened again after the last version it
+// delivered, as an app resumes one.
+func (l *clocksLoad) turnExcused(ctx context.Context, r *gameRoute, g *clockGame, side commonv1.Side, ply uint32, upTo uint64) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, eventsReadTimeout)
 	defer cancel()
 	seat := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.tokens[commonv1.Side_SIDE_FIRST])
 	var excused time.Duration
 	var last uint64
+	var at uint32 // the ply of the last move read
 	for failed := 0; ; failed++ {
 		st, err := r.client().StreamEvents(seat, &gamev1.StreamEventsRequest{GameId: g.id, AfterVersion: last})
 		for err == nil {
@@ -687,11 +736,17 @@ func (l *clocksLoad) excusedBeforeThird(ctx context.Context, r *gameRoute, g *cl
 				continue
 			}
 			last = ev.GetVersion()
-			if ev.GetMovePlayed().GetPly() >= 3 {
+			if mp := ev.GetMovePlayed(); mp != nil {
+				at = mp.GetPly()
+			}
+			if at > ply {
 				return excused, nil
 			}
-			if ce := ev.GetClock(); ce.GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED && ce.GetSide() == commonv1.Side_SIDE_FIRST {
+			if ce := ev.GetClock(); at == ply && ce.GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED && ce.GetSide() == side {
 				excused = max(excused, ce.GetExcused().AsDuration())
+			}
+			if upTo != 0 && last >= upTo {
+				return excused, nil
 			}
 		}
 		if err == io.EOF {
@@ -719,7 +774,10 @@ func (l *clocksLoad) recordLate(g *clockGame, deadline, ended time.Time) {
 
 // rereadMissed reads the missed games once more at the end: those that
 // were flagged since count in the lateness figures with their real
-// delay, so that missed games do not flatter p99 and max.
+// delay, so that missed games do not flatter p99 and max. One whose turn
+// was excused an outage, not yet told when it was checked (the outage was
+// still under way), and which was flagged past the instant that moved it
+// to, and no more than CheckAfter past, was not missed.
 func (l *clocksLoad) rereadMissed(ctx context.Context) {
 	l.mu.Lock()
 	missed := slices.Clone(l.missedGames)
@@ -731,23 +789,69 @@ func (l *clocksLoad) rereadMissed(ctx context.Context) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			resp, err := l.read(ctx, r, g)
-			gm := resp.GetGame()
-			if err != nil || gm.GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
-				return
+			if !l.rejudge(ctx, r, g) {
+				l.note("game %s: still running %v after its flag instant", g.id, l.opt.checkAfter)
 			}
-			third := len(gm.GetMoves()) >= 3
-			deadline := g.deadline
-			switch {
-			case third && g.deadline2.IsZero(), !third && g.moveSent:
-				return // not a flag whose lateness is known
-			case third:
-				deadline = g.deadline2
-			}
-			l.recordLate(g, deadline, gm.GetEndedAt().AsTime())
 		})
 	}
 	wg.Wait()
+}
+
+// rejudge reads a missed game again, records its lateness if flagged
+// since, and reports whether an excuse explains the wait: then it counts
+// as flagged (or wrongly flagged), not missed.
+func (l *clocksLoad) rejudge(ctx context.Context, r *gameRoute, g *clockGame) bool {
+	resp, err := l.read(ctx, r, g)
+	gm := resp.GetGame()
+	if err != nil || gm.GetResult().GetMethod() != commonv1.EndMethod_END_METHOD_TIMEOUT {
+		return false
+	}
+	third := len(gm.GetMoves()) >= 3
+	deadline := g.deadline
+	switch {
+	case third && g.deadline2.IsZero(), !third && g.moveSent:
+		return false // not a flag whose lateness is known
+	case third:
+		deadline = g.deadline2
+	}
+	side, ply := runningTurn(len(gm.GetMoves()))
+	excused, err := l.turnExcused(ctx, r, g, side, ply, gm.GetVersion())
+	if err != nil {
+		return false
+	}
+	deadline = deadline.Add(excused)
+	ended := gm.GetEndedAt().AsTime()
+	l.recordLate(g, deadline, ended)
+	if excused == 0 || ended.After(deadline.Add(l.opt.checkAfter)) {
+		return false
+	}
+	l.missed.Add(-1)
+	l.excused.Add(1)
+	flaggedSide, _ := runningTurn(len(gm.GetMoves()))
+	if !ended.After(deadline) || winnerOf(flaggedSide) != gm.GetResult().GetWinner() {
+		l.wrong.Add(1)
+		l.note("game %s: flagged at %v, not after its deadline %v (%v excused), or the wrong side", g.id, ended, deadline, excused)
+		return true
+	}
+	l.flagged.Add(1)
+	return true
+}
+
+// winnerOf is the winner when side runs out of time.
+func winnerOf(flagged commonv1.Side) commonv1.Winner {
+	if flagged == commonv1.Side_SIDE_FIRST {
+		return commonv1.Winner_WINNER_SECOND
+	}
+	return commonv1.Winner_WINNER_FIRST
+}
+
+// flagAt is the first instant the game must be flagged at, but for an
+// outage excused.
+func (g *clockGame) flagAt() time.Time {
+	if g.accepted {
+		return g.deadline2.Add(time.Millisecond)
+	}
+	return g.deadline.Add(time.Millisecond)
 }
 
 // lastInTime is the last instant the third move could be in time.

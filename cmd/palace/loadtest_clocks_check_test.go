@@ -87,7 +87,7 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 	}
 	firstFlagged := func(at time.Time) *gamev1.Game { return ended(commonv1.Winner_WINNER_SECOND, at, 2) }
 	secondFlagged := func(at time.Time) *gamev1.Game { return ended(commonv1.Winner_WINNER_FIRST, at, 3) }
-	type counts struct{ flagged, missed, wrong, inconsistent, unexpected, raceIn, raceLate int64 }
+	type counts struct{ flagged, missed, wrong, inconsistent, unexpected, raceIn, raceLate, excused int64 }
 	// excusedTurn are the events of a game whose first side was excused
 	// an outage of d before its third move.
 	excusedTurn := func(d time.Duration) []*gamev1.Event {
@@ -96,6 +96,16 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 			{Version: 4, Kind: &gamev1.Event_Clock{Clock: &gamev1.ClockEvent{Side: commonv1.Side_SIDE_FIRST,
 				Kind: gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED, Excused: durationpb.New(d)}}},
 			{Version: 5, Kind: &gamev1.Event_MovePlayed{MovePlayed: &gamev1.MoveRecord{Ply: 3, Side: commonv1.Side_SIDE_FIRST}}},
+		}
+	}
+	// excusedFlag are the events of a game whose side was excused an
+	// outage of d in the turn that move ply began, the one it is flagged
+	// in.
+	excusedFlag := func(side commonv1.Side, ply uint32, d time.Duration) []*gamev1.Event {
+		return []*gamev1.Event{
+			{Version: 3, Kind: &gamev1.Event_MovePlayed{MovePlayed: &gamev1.MoveRecord{Ply: ply}}},
+			{Version: 4, Kind: &gamev1.Event_Clock{Clock: &gamev1.ClockEvent{Side: side,
+				Kind: gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED, Excused: durationpb.New(d)}}},
 		}
 	}
 	tests := []struct {
@@ -139,6 +149,23 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 			g:      func() *clockGame { g := moved(); g.playedAt = start.Add(budget + ms(1100)); return g }(),
 			game:   secondFlagged(start.Add(11*time.Second + ms(8))),
 			events: excusedTurn(time.Second)},
+		// An outage excused in the flagged turn moves its flag instant
+		// later: lateness counts from there, and a flag before it is
+		// wrong, as is a late move's end before it.
+		{name: "flagged past the excused deadline", g: idle(), game: firstFlagged(deadline.Add(time.Second + ms(5))),
+			events: excusedFlag(commonv1.Side_SIDE_FIRST, 2, time.Second), want: counts{flagged: 1, excused: 1}, lateMs: []float64{4}},
+		{name: "flagged within the excuse", g: idle(), game: firstFlagged(deadline.Add(ms(500))),
+			events: excusedFlag(commonv1.Side_SIDE_FIRST, 2, time.Second), want: counts{wrong: 1, excused: 1}},
+		{name: "opponent flagged within its excuse", g: moved(), game: secondFlagged(start.Add(11*time.Second + ms(8))),
+			events: excusedFlag(commonv1.Side_SIDE_SECOND, 3, time.Second), want: counts{wrong: 1, excused: 1}},
+		{name: "opponent flagged past its excused deadline", g: moved(), game: secondFlagged(start.Add(12*time.Second + ms(8))),
+			events: excusedFlag(commonv1.Side_SIDE_SECOND, 3, time.Second), want: counts{flagged: 1, excused: 1}, lateMs: []float64{7}},
+		{name: "an excuse of the other side moves nothing", g: idle(), game: firstFlagged(deadline.Add(ms(5))),
+			events: excusedFlag(commonv1.Side_SIDE_SECOND, 2, time.Second), want: counts{flagged: 1}, lateMs: []float64{4}},
+		{name: "ended by the late move within the excuse", g: late(), game: firstFlagged(start.Add(budget + ms(250))),
+			events: excusedFlag(commonv1.Side_SIDE_FIRST, 2, time.Second), want: counts{wrong: 1, raceLate: 1, excused: 1}},
+		{name: "still running past its excused instant", g: idle(), game: &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_ONGOING, Moves: plies(2)},
+			events: excusedFlag(commonv1.Side_SIDE_FIRST, 2, time.Second), want: counts{missed: 1}},
 		{name: "refused move present", g: late(), game: secondFlagged(start.Add(11*time.Second + ms(8))),
 			want: counts{inconsistent: 1, flagged: 1, raceIn: 1}},
 		// The refused move ended the game at its own instant, past its
@@ -153,12 +180,68 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := &clocksLoad{}
 			l.check(t.Context(), &gameRoute{replicas: [][]gamev1.GameServiceClient{{readBack{game: tt.game, events: tt.events}}}}, tt.g)
-			got := counts{l.flagged.Load(), l.missed.Load(), l.wrong.Load(), l.inconsistent.Load(), l.unexp.Load(), l.raceIn.Load(), l.raceLate.Load()}
+			got := counts{l.flagged.Load(), l.missed.Load(), l.wrong.Load(), l.inconsistent.Load(), l.unexp.Load(), l.raceIn.Load(), l.raceLate.Load(), l.excused.Load()}
 			if got != tt.want || l.checked.Load() != 1 || l.errs.Load() != 0 {
 				t.Errorf("counted %+v, checked %d, errors %d; want %+v, checked 1, no error\n%v", got, l.checked.Load(), l.errs.Load(), tt.want, l.errText)
 			}
 			if !slices.Equal(l.lateness, tt.lateMs) {
 				t.Errorf("lateness %v ms, want %v", l.lateness, tt.lateMs)
+			}
+		})
+	}
+}
+
+// TestAMissedGameFlaggedWithinItsExcuseWasNotMissed: a game still running
+// CheckAfter past its flag instant, read again at the end of the run.
+// Flagged since, past an instant an outage excused in its turn moved
+// later (the outage was under way at the check), and no more than
+// CheckAfter past that, it was not missed; otherwise it stays missed.
+// Either way its lateness counts from the instant as moved.
+func TestAMissedGameFlaggedWithinItsExcuseWasNotMissed(t *testing.T) {
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	const budget, grace, checkAfter = 2 * time.Second, time.Second, 2 * time.Second
+	deadline := start.Add(budget + grace)
+	ms := func(d int) time.Duration { return time.Duration(d) * time.Millisecond }
+	excuse := func(side commonv1.Side, d time.Duration) []*gamev1.Event {
+		return []*gamev1.Event{
+			{Version: 3, Kind: &gamev1.Event_MovePlayed{MovePlayed: &gamev1.MoveRecord{Ply: 2}}},
+			{Version: 4, Kind: &gamev1.Event_Clock{Clock: &gamev1.ClockEvent{Side: side,
+				Kind: gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED, Excused: durationpb.New(d)}}},
+		}
+	}
+	flagged := func(winner commonv1.Winner, at time.Time) *gamev1.Game {
+		return &gamev1.Game{Status: commonv1.GameStatus_GAME_STATUS_ENDED, Moves: make([]*gamev1.MoveRecord, 2), EndedAt: timestamppb.New(at),
+			Result: &commonv1.Result{Winner: winner, Method: commonv1.EndMethod_END_METHOD_TIMEOUT}}
+	}
+	type counts struct{ missed, flagged, wrong, excused int64 }
+	for _, c := range []struct {
+		name   string
+		game   *gamev1.Game
+		events []*gamev1.Event
+		want   counts
+		lateMs []float64
+	}{
+		{"flagged past its excused instant", flagged(commonv1.Winner_WINNER_SECOND, deadline.Add(4*time.Second+ms(5))),
+			excuse(commonv1.Side_SIDE_FIRST, 4*time.Second), counts{flagged: 1, excused: 1}, []float64{4}},
+		{"flagged more than CheckAfter past it", flagged(commonv1.Winner_WINNER_SECOND, deadline.Add(4*time.Second+checkAfter+ms(5))),
+			excuse(commonv1.Side_SIDE_FIRST, 4*time.Second), counts{missed: 1}, []float64{2004}},
+		{"flagged within its excuse", flagged(commonv1.Winner_WINNER_SECOND, deadline.Add(3*time.Second)),
+			excuse(commonv1.Side_SIDE_FIRST, 4*time.Second), counts{wrong: 1, excused: 1}, []float64{-1001}},
+		{"the wrong side flagged", flagged(commonv1.Winner_WINNER_FIRST, deadline.Add(4*time.Second+ms(5))),
+			excuse(commonv1.Side_SIDE_FIRST, 4*time.Second), counts{wrong: 1, excused: 1}, []float64{4}},
+		{"no excuse", flagged(commonv1.Winner_WINNER_SECOND, deadline.Add(time.Second)), nil, counts{missed: 1}, []float64{999}},
+		{"an excuse of the other side", flagged(commonv1.Winner_WINNER_SECOND, deadline.Add(time.Second)),
+			excuse(commonv1.Side_SIDE_SECOND, 4*time.Second), counts{missed: 1}, []float64{999}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := &clocksLoad{opt: clocksOptions{checkAfter: checkAfter, concurrency: 1}}
+			l.replicas = [][]gamev1.GameServiceClient{{readBack{game: c.game, events: c.events}}}
+			l.missedGames = []*clockGame{{id: "g", behaviour: "idle", deadline: deadline, budget: budget, grace: grace}}
+			l.missed.Store(1)
+			l.rereadMissed(t.Context())
+			got := counts{l.missed.Load(), l.flagged.Load(), l.wrong.Load(), l.excused.Load()}
+			if got != c.want || !slices.Equal(l.lateness, c.lateMs) {
+				t.Errorf("counted %+v, lateness %v ms; want %+v, %v ms", got, l.lateness, c.want, c.lateMs)
 			}
 		})
 	}
@@ -197,7 +280,7 @@ func TestClocksEventsResumeAfterUnavailable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	excused, err := l.excusedBeforeThird(t.Context(), r, g)
+	excused, err := l.turnExcused(t.Context(), r, g, commonv1.Side_SIDE_FIRST, 2, 0)
 	if err != nil || excused != 0 {
 		t.Fatalf("excused %v, error %v; want 0 and none", excused, err)
 	}
