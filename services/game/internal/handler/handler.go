@@ -859,8 +859,18 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	// Redis first with its commit, which a stalled Redis held: ended
 	// there, the outage would be cut short, or (judged before a ping
 	// found Redis gone) forgotten, and the turn that began with the
-	// command charged the stall.
-	h.reached(h.now(), res.Outcome == store.Committed)
+	// command charged the stall. A commit taken without being held
+	// (answered within reachTimeout) shows Redis taking writes when the
+	// command was judged, as closely as the pings can tell: the outage
+	// ends there, and the turn the command began is not excused the
+	// commit's own round trip. (No read ends an outage of writes refused,
+	// so the first commit taken often ends it.)
+	answered, wrote := h.now(), res.Outcome == store.Committed
+	end := answered
+	if wrote && answered.Sub(now) < reachTimeout {
+		end = now
+	}
+	h.reached(end, wrote)
 	switch res.Outcome {
 	case store.Duplicate:
 		// What this process knew of the game's request ids missed one
