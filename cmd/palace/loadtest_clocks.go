@@ -562,8 +562,7 @@ func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
 	// An outage excused in the running turn moved its flag instant later
 	// by as much: the game is read again CheckAfter past that one.
 	for waited := time.Duration(0); gm.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING; {
-		side, ply := runningTurn(len(gm.GetMoves()))
-		excused, err := l.turnExcused(ctx, r, g, side, ply, gm.GetVersion())
+		excused, err := l.runningExcused(ctx, r, g, gm)
 		if err != nil {
 			l.fail("events of %s: %v", g.id, err)
 			return
@@ -657,8 +656,7 @@ func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
 		// The late move may have ended the game itself, at its own time.
 		deadline = g.lastInTime()
 	}
-	side, ply := runningTurn(len(gm.GetMoves()))
-	excused, err := l.turnExcused(ctx, r, g, side, ply, gm.GetVersion())
+	excused, err := l.runningExcused(ctx, r, g, gm)
 	if err != nil {
 		l.fail("events of %s: %v", g.id, err)
 		return
@@ -707,6 +705,12 @@ func runningTurn(moves int) (commonv1.Side, uint32) {
 		return commonv1.Side_SIDE_SECOND, 3
 	}
 	return commonv1.Side_SIDE_FIRST, 2
+}
+
+// runningExcused is turnExcused of the turn that runs in gm, as read.
+func (l *clocksLoad) runningExcused(ctx context.Context, r *gameRoute, g *clockGame, gm *gamev1.Game) (time.Duration, error) {
+	side, ply := runningTurn(len(gm.GetMoves()))
+	return l.turnExcused(ctx, r, g, side, ply, gm.GetVersion())
 }
 
 // turnExcused reads the game's events and returns how much of side's turn,
@@ -814,8 +818,7 @@ func (l *clocksLoad) rejudge(ctx context.Context, r *gameRoute, g *clockGame) bo
 	case third:
 		deadline = g.deadline2
 	}
-	side, ply := runningTurn(len(gm.GetMoves()))
-	excused, err := l.turnExcused(ctx, r, g, side, ply, gm.GetVersion())
+	excused, err := l.runningExcused(ctx, r, g, gm)
 	if err != nil {
 		return false
 	}
@@ -827,8 +830,8 @@ func (l *clocksLoad) rejudge(ctx context.Context, r *gameRoute, g *clockGame) bo
 	}
 	l.missed.Add(-1)
 	l.excused.Add(1)
-	flaggedSide, _ := runningTurn(len(gm.GetMoves()))
-	if !ended.After(deadline) || winnerOf(flaggedSide) != gm.GetResult().GetWinner() {
+	flagged, _ := runningTurn(len(gm.GetMoves()))
+	if !ended.After(deadline) || winnerOf(flagged) != gm.GetResult().GetWinner() {
 		l.wrong.Add(1)
 		l.note("game %s: flagged at %v, not after its deadline %v (%v excused), or the wrong side", g.id, ended, deadline, excused)
 		return true

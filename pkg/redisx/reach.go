@@ -10,16 +10,18 @@ import (
 // Reach pings Redis: on a cluster every master, since what lives in a
 // slot whose master is out of reach can be neither read nor written.
 func Reach(ctx context.Context, rdb redis.UniversalClient) error {
-	var err error
-	if c, ok := rdb.(*redis.ClusterClient); ok {
-		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
-	} else {
-		err = rdb.Ping(ctx).Err()
-	}
-	if err != nil {
+	if err := eachMaster(ctx, rdb, func(ctx context.Context, c redis.Cmdable) error { return c.Ping(ctx).Err() }); err != nil {
 		return fmt.Errorf("redis ping: %w", err)
 	}
 	return nil
+}
+
+// eachMaster runs ask on every master of a cluster, or on rdb itself.
+func eachMaster(ctx context.Context, rdb redis.UniversalClient, ask func(context.Context, redis.Cmdable) error) error {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return ask(ctx, m) })
+	}
+	return ask(ctx, rdb)
 }
 
 // writableScript writes nothing, but as a script with a shebang and
@@ -43,13 +45,7 @@ func Writable(ctx context.Context, rdb redis.UniversalClient) error {
 		}
 		return err
 	}
-	var err error
-	if c, ok := rdb.(*redis.ClusterClient); ok {
-		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return ask(ctx, m) })
-	} else {
-		err = ask(ctx, rdb)
-	}
-	if err != nil {
+	if err := eachMaster(ctx, rdb, ask); err != nil {
 		return fmt.Errorf("redis write check: %w", err)
 	}
 	return nil
