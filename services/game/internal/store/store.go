@@ -698,12 +698,9 @@ func (s *Store) Clustered() bool {
 	return ok
 }
 
-// Reach pings Redis: on a cluster every master, since the games of a
-// slot whose master is out of reach can make no move.
-func (s *Store) Reach(ctx context.Context) error { return redisx.Reach(ctx, s.rdb) }
-
 // Writable asks Redis whether it takes writes, writing nothing: on a
-// cluster every master (redisx.Writable).
+// cluster every master (redisx.Writable), since the games of a slot whose
+// master is out of reach, or refuses writes, can make no move.
 func (s *Store) Writable(ctx context.Context) error { return redisx.Writable(ctx, s.rdb) }
 
 // Probe increments a counter (the load test's floor: one write).
