@@ -1,6 +1,7 @@
 package clock_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,18 +70,26 @@ func TestAPartialOutageStillFlagsOnTime(t *testing.T) {
 	if late := end.GetEndedAt().AsTime().Sub(flag); late < 0 || late > 3*time.Second {
 		t.Fatalf("Black flagged %v after its flag instant", late)
 	}
-	var excused bool
+	// Red's turn is excused the outage. Black's may be excused too, a
+	// little: the part of Red's commit held past a second (a reconnection
+	// on a busy machine) ends the outage only at its answer, in Black's
+	// turn.
+	var redExcused time.Duration
+	var excuses []string
 	periods := 0
 	for _, e := range tb.events(t) {
 		c := e.GetClock()
 		switch {
 		case c.GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED:
-			excused = c.GetSide() == commonv1.Side_SIDE_FIRST && c.GetExcused().AsDuration() >= 2*time.Second
+			excuses = append(excuses, fmt.Sprintf("%v %v", c.GetSide(), c.GetExcused().AsDuration()))
+			if c.GetSide() == commonv1.Side_SIDE_FIRST {
+				redExcused = max(redExcused, c.GetExcused().AsDuration())
+			}
 		case c.GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED && c.GetSide() == commonv1.Side_SIDE_SECOND:
 			periods++
 		}
 	}
-	if !excused || periods != 4 {
-		t.Fatalf("excused %v, Black's periods used announced %d; want Red's turn excused and all 4", excused, periods)
+	if redExcused < 2*time.Second || periods != 4 {
+		t.Fatalf("Red's turn excused %v (excuses %v), Black's periods used announced %d; want Red's turn excused at least 2s and all 4", redExcused, excuses, periods)
 	}
 }
