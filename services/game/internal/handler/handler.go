@@ -631,6 +631,25 @@ func backoff(ctx context.Context, attempt int) error {
 	}
 }
 
+// commitEnd is when an outage under way ends, for a commit of a command
+// judged at judged and answered at answered (wrote: Redis took it).
+// Answered, not judged, as a rule: a command judged on a cached state
+// touched Redis first with its commit, which a stalled Redis held; ended
+// at the judgment, the outage would be cut short, or (judged before a
+// ping found Redis gone) forgotten, and the turn that began with the
+// command charged the stall. But a write taken without being held
+// (answered within reachTimeout) shows Redis taking writes when the
+// command was judged, as closely as the pings can tell: the outage ends
+// there, and the turn the command began is not excused the commit's own
+// round trip. (No read ends an outage of writes refused, so the first
+// commit taken often ends it.)
+func commitEnd(judged, answered time.Time, wrote bool) time.Time {
+	if wrote && answered.Sub(judged) < reachTimeout {
+		return judged
+	}
+	return answered
+}
+
 // aiTurn names the AI's pending action in st ("" when none): the same
 // name before and after a commit means the job was already queued.
 func aiTurn(st *model.State) (aijobs.Kind, string) {
@@ -853,24 +872,8 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		h.cache.mayHaveUsed(ch.State.ID, reqID)
 		return nil, err
 	}
-	// Redis answered the commit: an outage under way ends now, when the
-	// answer came, not at the instant the command was judged (and its
-	// excuse counted up to). A command judged on a cached state touched
-	// Redis first with its commit, which a stalled Redis held: ended
-	// there, the outage would be cut short, or (judged before a ping
-	// found Redis gone) forgotten, and the turn that began with the
-	// command charged the stall. A commit taken without being held
-	// (answered within reachTimeout) shows Redis taking writes when the
-	// command was judged, as closely as the pings can tell: the outage
-	// ends there, and the turn the command began is not excused the
-	// commit's own round trip. (No read ends an outage of writes refused,
-	// so the first commit taken often ends it.)
-	answered, wrote := h.now(), res.Outcome == store.Committed
-	end := answered
-	if wrote && answered.Sub(now) < reachTimeout {
-		end = now
-	}
-	h.reached(end, wrote)
+	wrote := res.Outcome == store.Committed
+	h.reached(commitEnd(now, h.now(), wrote), wrote)
 	switch res.Outcome {
 	case store.Duplicate:
 		// What this process knew of the game's request ids missed one

@@ -401,3 +401,26 @@ func TestAPartialOutageNeverLosesTheOpponentsWakeUp(t *testing.T) {
 		t.Fatalf("Black's turn announced %v and left the game %v (%+v); want two periods used, then Black flagged", kinds, st.Status, st.Result)
 	}
 }
+
+// TestACommitEndsAnOutageWhereRedisWasSeenServing: a write taken
+// promptly ends an outage at its command's judgment, so the turn the
+// command began is not excused the commit's round trip; one held, or a
+// refusal, ends it only at the answer.
+func TestACommitEndsAnOutageWhereRedisWasSeenServing(t *testing.T) {
+	judged := time.UnixMilli(10_000)
+	for _, tc := range []struct {
+		name     string
+		answered time.Duration
+		wrote    bool
+		want     time.Time
+	}{
+		{"a write taken at once", time.Millisecond, true, judged},
+		{"a write taken just within the timeout", reachTimeout - time.Millisecond, true, judged},
+		{"a write held past the timeout", reachTimeout, true, judged.Add(reachTimeout)},
+		{"a write refused at once", time.Millisecond, false, judged.Add(time.Millisecond)},
+	} {
+		if got := commitEnd(judged, judged.Add(tc.answered), tc.wrote); !got.Equal(tc.want) {
+			t.Errorf("%s: the outage ends at %v, want %v", tc.name, got.Sub(judged), tc.want.Sub(judged))
+		}
+	}
+}
