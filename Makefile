@@ -12,6 +12,10 @@ BUF     := $(BIN)/buf
 MODULES := $(shell go list -f '{{.Dir}}/...' -m)
 MODULE_DIRS := $(shell go list -f '{{.Dir}}' -m)
 DAEMONS := rulesd gamed clockd matchmakingd aid
+# The packages whose tests take longest, named ahead of the rest: go test
+# starts packages in the order given, -p (the core count) at a time, so one
+# of them started last would run alone at the end and set the wall time.
+SLOW_TEST_PKGS := ./services/game ./cmd/palace
 GOTEST_FLAGS ?=
 
 .PHONY: all tools gen gen-check lint breaking build test test-short run bench fuzz clean
@@ -56,11 +60,11 @@ build:
 
 ## test: every module's tests (Redis tests use REDIS_ADDR or start redis-server)
 test:
-	go test $(GOTEST_FLAGS) $(MODULES)
+	go test $(GOTEST_FLAGS) $(SLOW_TEST_PKGS) $(MODULES)
 
 ## test-short: skip the slow parts (deep perft, long soaks)
 test-short:
-	go test -short $(GOTEST_FLAGS) $(MODULES)
+	go test -short $(GOTEST_FLAGS) $(SLOW_TEST_PKGS) $(MODULES)
 
 ## run: every service in one process on localhost:8080, in-process Redis
 run: build
