@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/palacehq/palace/pkg/aijobs"
@@ -271,6 +272,34 @@ func TestUndoAgainstTheAI(t *testing.T) {
 	}
 	if d := env.Redis.PTTL(context.Background(), env.Config.KeyPrefix+"{g:"+tb.id+"}:m").Val(); d <= 0 {
 		t.Fatalf("the new list of moves expires in %v", d)
+	}
+}
+
+// TestAnUndoStoresTheClocksOfTheMoveItKeeps: the last move an undo leaves
+// shows the running turn's clocks as the undo left them, read back from
+// Redis as in the undo's answer, not those of when it was played.
+func TestAnUndoStoresTheClocksOfTheMoveItKeeps(t *testing.T) {
+	env := gametest.Start(t, nil)
+	fischer := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{
+		MainTime: durationpb.New(10 * time.Minute), Increment: durationpb.New(5 * time.Second)}}}
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(0, 3), TimeControl: fischer})
+	for _, mv := range []string{"a4a5", "a7a6", "c4c5", "c7c6"} {
+		tb.move(t, mv)
+		// Time on the clocks, so that the undo's clocks differ from
+		// those of any move.
+		time.Sleep(30 * time.Millisecond)
+	}
+	resp, err := env.Client.Undo(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.UndoRequest{GameId: tb.id, RequestId: rid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := tb.get(t)
+	moves := g.GetMoves()
+	if len(moves) != 2 || g.GetVersion() != resp.GetGame().GetVersion() {
+		t.Fatalf("after the undo: %d moves at version %d, want 2 at version %d", len(moves), g.GetVersion(), resp.GetGame().GetVersion())
+	}
+	if got, want := moves[1].GetClocks(), resp.GetGame().GetClocks(); !proto.Equal(got, want) {
+		t.Fatalf("the last move kept, read back, shows clocks %v; the undo left %v", got, want)
 	}
 }
 

@@ -458,13 +458,17 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 		field = reqField(requestID)
 	}
 	// Moves are only ever appended or, by an undo, cut back, so the new
-	// list is the old one's first min(old, new) moves plus the rest.
+	// list is the old one's first min(old, new) moves plus the rest. An
+	// undo also rewrites the last move it keeps, which shows the clocks
+	// the undo left (model.Undo), so that one is sent again.
 	keep := -1
 	moves := ch.State.Moves
+	from := prevMoves
 	if len(moves) < prevMoves {
-		keep = len(moves)
+		from = max(len(moves)-1, 0)
+		keep = from
 	}
-	added := moves[min(prevMoves, len(moves)):]
+	added := moves[from:]
 	args := make([]any, 0, 12+len(added)+len(ch.Events))
 	args = append(args, strconv.FormatUint(prevVersion, 10), strconv.FormatUint(ch.State.Version, 10), state,
 		field, resp, expiry.Milliseconds(), s.Channel(id), nil, keep, len(added), prevStamp, ch.State.Stamp)
