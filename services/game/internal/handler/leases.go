@@ -52,8 +52,13 @@ func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta
 func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta int, again bool) {
 	k := seatKey{id, side}
 	if delta > 0 {
+		// A seat held but not listed would stay connected for good if
+		// this process died: those who reap its lease release only what
+		// it listed. So no listing, no holding; both are tried again.
 		if err := h.store.Holding(ctx, h.proc, id, side); err != nil {
 			h.presenceFailed(ctx, id, err)
+			h.retryLater(k, delta)
+			return
 		}
 	}
 	_, err := h.exec(ctx, "presence", command{

@@ -6,7 +6,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,6 +206,77 @@ func TestAnUnlistingLostToAnOutageIsDoneLater(t *testing.T) {
 	h.retryPresence(ctx)
 	if ids, err := h.store.Held(ctx, h.proc); err != nil || !slices.Equal(ids, []string{heldAgain}) {
 		t.Fatalf("listed %v, %v; want only the seat held again", ids, err)
+	}
+}
+
+// failListing makes the SADD that lists a seat on a process's presence
+// list fail as a command to an unreachable Redis node does (on a Redis
+// Cluster, the {presence:<proc>} slot and the {g:<id>} slot may live on
+// different masters), while every other command goes through.
+type failListing struct{ on *atomic.Bool }
+
+func (f failListing) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f failListing) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.on.Load() && strings.EqualFold(cmd.Name(), "sadd") {
+			err := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f failListing) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestASeatIsHeldOnlyOnceListed: a seat stream opens while the process
+// cannot list the seat on its presence list (on a Redis Cluster, the
+// {presence:<proc>} slot and the game's may live on different masters).
+// Holding it anyway would leave it connected for good if the process then
+// died, since those who reap its lease release only what it listed; so
+// the seat is held, listed first, by the retry at a later renewal, and
+// released when the process's lease is reaped.
+func TestASeatIsHeldOnlyOnceListed(t *testing.T) {
+	ctx := t.Context()
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	var failing atomic.Bool
+	hooked := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), MaxRetries: -1})
+	hooked.AddHook(failListing{&failing})
+	t.Cleanup(func() { _ = hooked.Close() })
+	gone := newRedisHandlerOn(t, hooked, prefix, ring)
+	reaper := newRedisHandlerOn(t, redistest.Client(t), prefix, ring)
+	id, _, _ := newXiangqi(t, gone)
+
+	failing.Store(true)
+	gone.presence.opened(ctx, id, rules.First)
+	failing.Store(false)
+	if holdsFirst(t, gone, id) {
+		t.Fatal("the seat is held though it could not be listed")
+	}
+	gone.retryPresence(ctx)
+	if !holdsFirst(t, gone, id) {
+		t.Fatal("the retry at the next renewal did not hold the seat")
+	}
+	if listed, err := reaper.store.Held(ctx, gone.proc); err != nil || !slices.Equal(listed, []string{id}) {
+		t.Fatalf("listed %v, %v; want the game", listed, err)
+	}
+	// gone dies; a live process claims its lease and releases its seats.
+	if err := reaper.releaseAll(ctx, gone.proc); err != nil {
+		t.Fatal(err)
+	}
+	l, err := reaper.store.LoadHead(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, n := l.State.Holders[rules.First], l.State.Connections[rules.First]; len(h) != 0 || n != 0 {
+		t.Fatalf("after the dead process's lease was reaped, the seat has holders %v and %d connections", h, n)
 	}
 }
 
