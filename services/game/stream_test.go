@@ -911,6 +911,54 @@ func TestHeartbeatsKeepTimeWhileRedisIsSilent(t *testing.T) {
 	}
 }
 
+// TestASeatStreamHearsWithinTheHeartbeatWhileRedisStalls: a seat's stream
+// opened while Redis stalls hears within the heartbeat, as a spectator's
+// does, though the seat's presence cannot be recorded meanwhile. The game
+// is this process's own, so the stream opens from its cached state.
+func TestASeatStreamHearsWithinTheHeartbeatWhileRedisStalls(t *testing.T) {
+	const heartbeat = time.Second
+	toRedis := redistest.NewProxy(t, redistest.Addr(t))
+	env := gametest.StartOn(t, toRedis.Addr(), func(c *game.Config) { c.Heartbeat = heartbeat })
+	tb := xiangqi(t, env)
+	version := tb.move(t, "h3e3").GetGame().GetVersion() // the game is this process's own
+	// Both streams' shards subscribed, and the seat's opening and closing
+	// recorded, before Redis stalls.
+	warm, cancelWarm := context.WithCancel(tb.as(commonv1.Side_SIDE_SECOND))
+	if st, err := env.Client.StreamEvents(warm, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: version}); err == nil {
+		_, _ = st.Recv()
+	}
+	cancelWarm()
+	time.Sleep(500 * time.Millisecond)
+	version = tb.get(t).GetVersion()
+
+	firstMessage := func(ctx context.Context) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: version})
+		if err != nil {
+			return 0, err
+		}
+		_, err = st.Recv()
+		return time.Since(start), err
+	}
+
+	toRedis.Hold()
+	defer toRedis.Restore()
+	spectator, err := firstMessage(context.Background())
+	if err != nil {
+		t.Fatalf("spectator stream: %v", err)
+	}
+	t.Logf("spectator stream: first message after %v", spectator)
+	seat, err := firstMessage(tb.as(commonv1.Side_SIDE_FIRST))
+	if err != nil {
+		t.Fatalf("seat stream: %v", err)
+	}
+	if seat > 2*heartbeat {
+		t.Fatalf("seat stream: first message after %v with Redis stalled, on a %v heartbeat (a spectator's stream of the same game: %v)", seat, heartbeat, spectator)
+	}
+}
+
 // A seat of one game may watch another game that is public, as any
 // spectator may: a client that sends its player's credential with every
 // call can spectate too. The watcher holds no seat there. A private game

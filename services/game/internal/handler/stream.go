@@ -88,8 +88,16 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	}
 	ended := false
 	if side != nil && !l.State.Status.Finished() {
-		h.presence.opened(ctx, l.State.ID, *side)
+		// Recorded beside the stream, as its reads are, so that a Redis
+		// slow to answer delays no heartbeat; the closing waits for it,
+		// so that the two are counted in order.
+		recorded := make(chan struct{})
+		go func() {
+			defer close(recorded)
+			h.presence.opened(ctx, l.State.ID, *side)
+		}()
 		defer func() {
+			<-recorded
 			// After the game's end presence no longer changes: there is
 			// nothing to record, only the seat to forget.
 			if !ended {
