@@ -472,20 +472,34 @@ func (s *Store) Pair(ctx context.Context, pools []Pool, p PairParams) []PairResu
 		}
 		return pairResults(pools, replies)
 	}
-	for attempt := 0; ; attempt++ {
+	run := func(idx []int, sha bool) {
 		pipe := s.rdb.Pipeline()
-		for i, pool := range pools {
-			replies[i] = pairScript.EvalSha(ctx, pipe, keys(pool), args(pool)...).Slice
+		for _, i := range idx {
+			if sha {
+				replies[i] = pairScript.EvalSha(ctx, pipe, keys(pools[i]), args(pools[i])...).Slice
+			} else {
+				replies[i] = pairScript.Eval(ctx, pipe, keys(pools[i]), args(pools[i])...).Slice
+			}
 		}
-		_, err := pipe.Exec(ctx)
-		if attempt > 0 || !isNoScript(err) {
-			break
+		_, _ = pipe.Exec(ctx) // each pool's error is its own
+	}
+	all := make([]int, len(pools))
+	for i := range all {
+		all[i] = i
+	}
+	run(all, true)
+	// A server that has not seen the script yet (or restarted) ran none
+	// of it: send it in full once, which also caches it there. Only to the
+	// pools it failed: on a Redis Cluster the others ran on masters that
+	// had it, and paired their tickets.
+	var missing []int
+	for i, reply := range replies {
+		if _, err := reply(); isNoScript(err) {
+			missing = append(missing, i)
 		}
-		// First use on this server: load the script and run the pass again
-		// (a pass that failed with NOSCRIPT changed nothing).
-		if lerr := pairScript.Load(ctx, s.rdb).Err(); lerr != nil {
-			return []PairResult{{Err: fmt.Errorf("load pair script: %w", lerr)}}
-		}
+	}
+	if len(missing) > 0 {
+		run(missing, false)
 	}
 	return pairResults(pools, replies)
 }

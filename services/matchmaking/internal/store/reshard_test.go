@@ -132,3 +132,81 @@ func sorted(ss ...string) string {
 	slices.Sort(ss)
 	return strings.Join(ss, ",")
 }
+
+// TestAPassReportsEveryMatchWhenOneMasterLostItsScripts: on a Redis
+// Cluster, one master lacks the pairing script (restarted, or a replica
+// promoted by a failover) while another has it. A pass over two pools, one
+// on each master, runs its scripts in one pipeline: the other master's
+// pool is paired, this one's answers NOSCRIPT. Every match made must be
+// reported by the pass, or nobody starts its game until a stall recovery.
+func TestAPassReportsEveryMatchWhenOneMasterLostItsScripts(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.NewCluster(t, 2)
+	rdb := cl.Client(t)
+	prefix := redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	now := time.Now()
+	params := store.PairParams{Now: now, BaseWindow: 100, MaxPairs: 100, Keep: time.Hour}
+
+	// Two pools whose keys live on different masters.
+	masterOf := func(p store.Pool) string {
+		t.Helper()
+		m, err := rdb.MasterForKey(ctx, prefix+"mm:{p:"+p.Tag()+"}:q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Options().Addr
+	}
+	first := store.Pool{Kind: janggi, Control: clock.Default()}
+	var second store.Pool
+	for m := 1; ; m++ {
+		p := store.Pool{Kind: janggi, Control: clock.Control{Kind: clock.Fischer, MainTime: time.Duration(m) * time.Minute, Increment: time.Second}}
+		if masterOf(p) != masterOf(first) {
+			second = p
+			break
+		}
+	}
+	pools := []store.Pool{first, second}
+	// A first pass loads the script on every master.
+	for _, r := range st.Pair(ctx, pools, params) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	var tickets []string
+	for i, p := range pools {
+		for j := range 2 {
+			player := fmt.Sprintf("p%d-%d", i, j)
+			id, out, err := st.Enter(ctx, p, store.Ticket{Player: player, Name: player, Rating: 1200, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour, nil)
+			if err != nil || out != store.Entered {
+				t.Fatal(out, err)
+			}
+			tickets = append(tickets, id)
+		}
+	}
+	// The second pool's master forgets its scripts (restart, failover).
+	node := redis.NewClient(&redis.Options{Addr: masterOf(second)})
+	t.Cleanup(func() { _ = node.Close() })
+	if err := node.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	reported := map[string]bool{}
+	for _, r := range st.Pair(ctx, pools, params) {
+		if r.Err != nil {
+			t.Fatalf("pool %s: %v", r.Pool.ID(), r.Err)
+		}
+		for _, m := range r.Matches {
+			reported[m.A], reported[m.B] = true, true
+		}
+	}
+	for _, id := range tickets {
+		tk, err := st.Ticket(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.State == store.StatePaired && !reported[id] {
+			t.Errorf("ticket %s (pool %s) was paired into match %s by the pass, which did not report the match: its game is not started", id, tk.Pool, tk.Match)
+		}
+	}
+}
