@@ -198,6 +198,11 @@ func Bind(cfg Config) app.Binder {
 			if err != nil {
 				cancel()
 				wg.Wait()
+				// The engines started for the workers before: an engine
+				// process outlives the context it was started with.
+				for _, c := range closers {
+					_ = c()
+				}
 				_ = cc.Close()
 				return nil, err
 			}
