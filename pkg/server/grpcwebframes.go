@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"connectrpc.com/connect"
 	"google.golang.org/grpc/codes"
 )
 
@@ -17,31 +19,41 @@ import (
 // message's length, big-endian.
 const frameHeaderBytes = 5
 
-// refuseCutGRPCWebFrames answers InvalidArgument for a binary gRPC-Web
-// call whose body holds no whole message: empty, or cut inside a frame.
-// grpc-go, behind the transcoder, answers both Internal ("cardinality
-// violation", "unexpected EOF"), a server fault that clients retry and
-// that counts against the server, where the fault is the client's. No
-// Palace method streams from the client, so a request is one message of
-// at most maxRecv bytes and is read whole here; a longer body passes on
-// unread beyond that, for the transcoder's own limit to refuse it.
-func refuseCutGRPCWebFrames(next http.Handler, maxRecv int) http.Handler {
+// refuseCutFrames answers InvalidArgument for a binary gRPC-Web call, or
+// a Connect stream's, whose body holds no whole message: empty, or cut
+// inside a frame (both frame a message alike: a flags byte and its
+// length). grpc-go, behind the transcoder, answers both Internal
+// ("cardinality violation", "unexpected EOF"), a server fault that
+// clients retry and that counts against the server, where the fault is
+// the client's. No Palace method streams from the client, so a request is
+// one message of at most maxRecv bytes and is read whole here; a longer
+// body passes on unread beyond that, for the transcoder's own limit to
+// refuse it.
+func refuseCutFrames(next http.Handler, maxRecv int) http.Handler {
 	limit := int64(maxRecv) + frameHeaderBytes + 1
+	errs := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
-		rest, ok := strings.CutPrefix(ct, grpcWebBinary)
-		if r.Method != http.MethodPost || !ok || (rest != "" && rest[0] != '+' && rest[0] != ';') {
+		grpcWeb, connectStream := framedMedia(ct, grpcWebBinary), framedMedia(ct, connectStreaming)
+		if r.Method != http.MethodPost || !grpcWeb && !connectStream {
 			next.ServeHTTP(w, r)
 			return
 		}
+		refuse := func(code codes.Code, msg string) {
+			if grpcWeb {
+				grpcWebError(w, ct, code, msg)
+				return
+			}
+			_ = errs.Write(w, r, connect.NewError(connect.Code(code), errors.New(msg)))
+		}
 		head, err := io.ReadAll(io.LimitReader(r.Body, limit))
 		if err != nil {
-			grpcWebError(w, ct, codes.Unavailable, "reading the request: "+err.Error())
+			refuse(codes.Unavailable, "reading the request: "+err.Error())
 			return
 		}
 		if int64(len(head)) < limit {
 			if msg := cutFrame(head); msg != "" {
-				grpcWebError(w, ct, codes.InvalidArgument, "malformed request: "+msg)
+				refuse(codes.InvalidArgument, "malformed request: "+msg)
 				return
 			}
 		}
@@ -50,12 +62,23 @@ func refuseCutGRPCWebFrames(next http.Handler, maxRecv int) http.Handler {
 	})
 }
 
+// connectStreaming is the media type of a Connect stream's request, before
+// its codec (+proto, +json).
+const connectStreaming = "application/connect"
+
+// framedMedia reports whether contentType is media, with or without a
+// codec (+proto) or parameters.
+func framedMedia(contentType, media string) bool {
+	rest, ok := strings.CutPrefix(contentType, media)
+	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
+}
+
 // cutFrame says what is wrong with a request body holding no whole
 // gRPC-Web message, or returns "" for one that does.
 func cutFrame(body []byte) string {
 	switch {
 	case len(body) == 0:
-		return "the body is empty: a gRPC-Web request holds one message, framed (a flags byte and a 4-byte length), even when the message is empty"
+		return "the body is empty: a gRPC-Web or Connect stream request holds one message, framed (a flags byte and a 4-byte length), even when the message is empty"
 	case len(body) < frameHeaderBytes:
 		return fmt.Sprintf("the body ends inside the %d-byte frame header of its message (%d bytes)", frameHeaderBytes, len(body))
 	}

@@ -347,9 +347,10 @@ func (s *Server) rpcHandler() (http.Handler, error) {
 	rpc := withLowerTrailers(transcoder)
 	rpc = refuseEmptyBody(rpc)
 	rpc = withUnaryGzip(rpc)
-	rpc = refuseCutGRPCWebFrames(rpc, s.cfg.MaxRecvBytes)
+	rpc = refuseCutFrames(rpc, s.cfg.MaxRecvBytes)
 	rpc = withGRPCWebText(rpc, s.cfg.MaxRecvBytes)
 	rpc = withBodyDeadline(rpc, s.cfg.BodyTimeout, s.cfg.MaxRecvBytes)
+	rpc = refuseBadConnectTimeout(rpc)
 	rpc = refuseUnknownMedia(rpc)
 	rpc = withJSONCharset(rpc)
 	if len(s.cfg.CORSOrigins) > 0 {
