@@ -138,11 +138,17 @@ func replicaAddrs(addrs string) []string {
 
 // runEnded reports whether err only says that the run's time is up: gRPC's
 // own deadline timer can fire just before the context reports its end, so
-// checking ctx.Err() alone would count that as a failure.
+// checking ctx.Err() alone would count that as a failure. A call's own
+// timeout (--call-timeout) ending it well before the run's end is a
+// failure.
 func runEnded(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return true
 	}
-	_, hasDeadline := ctx.Deadline()
-	return hasDeadline && status.Code(err) == codes.DeadlineExceeded
+	deadline, ok := ctx.Deadline()
+	return ok && status.Code(err) == codes.DeadlineExceeded && time.Until(deadline) < runEndSlack
 }
+
+// runEndSlack is how long before the run's end a call's DeadlineExceeded
+// is still taken for the run's end.
+const runEndSlack = 100 * time.Millisecond
