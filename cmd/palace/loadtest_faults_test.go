@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -70,7 +71,7 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		{name: "one-kind-only", fault: xiangqiOnly,
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
-		{name: "every-game-ended-at-creation", fault: resignAtCreation, unplayed: true},
+		{name: "every-game-ended-at-creation", fault: func() *fault { return resignAtCreation() }, unplayed: true},
 		{name: "old-answers-forgotten", fault: forgetOldAnswers,
 			found: []string{"errors"}, clean: []string{"lost", "duplicated", "gaps"}},
 		{name: "retry-in-flight-refused", fault: refuseInFlightRetry,
@@ -542,14 +543,15 @@ func xiangqiOnly() *fault {
 	return f
 }
 
-// resignAtCreation ends every game as it is created: a run of such games
-// counts no fault, and must fail all the same for testing nothing.
-func resignAtCreation() *fault {
+// resignAtCreation ends every game of the kinds given (of every kind when
+// none is) as it is created: a run of such games counts no fault, and must
+// fail all the same for testing nothing.
+func resignAtCreation(kinds ...commonv1.GameKind) *fault {
 	f := &fault{}
 	f.create = func(ctx context.Context, up gamev1.GameServiceClient, req *gamev1.CreateGameRequest) (*gamev1.CreateGameResponse, error) {
 		created, err := up.CreateGame(ctx, req)
-		if err != nil {
-			return nil, err
+		if err != nil || len(kinds) > 0 && !slices.Contains(kinds, req.GetKind()) {
+			return created, err
 		}
 		var token string
 		for _, c := range created.GetCredentials() {

@@ -309,6 +309,12 @@ func (r gamesReport) unplayed() string {
 		return fmt.Sprintf("none of the %d games was a Janggi game", r.Games)
 	case r.Games >= 2 && r.XiangqiGames == 0:
 		return fmt.Sprintf("none of the %d games was a Xiangqi game", r.Games)
+	// A kind with games but no move, where the other kind's games had
+	// time for a few each: its games ended or stalled at their start.
+	case r.JanggiGames > 0 && r.JanggiMoves == 0 && r.XiangqiGames > 0 && r.XiangqiMoves >= 2*r.XiangqiGames:
+		return fmt.Sprintf("no move was acknowledged in the %d Janggi games, while the %d Xiangqi games had %d", r.JanggiGames, r.XiangqiGames, r.XiangqiMoves)
+	case r.XiangqiGames > 0 && r.XiangqiMoves == 0 && r.JanggiGames > 0 && r.JanggiMoves >= 2*r.JanggiGames:
+		return fmt.Sprintf("no move was acknowledged in the %d Xiangqi games, while the %d Janggi games had %d", r.XiangqiGames, r.JanggiGames, r.JanggiMoves)
 	}
 	return ""
 }
@@ -580,11 +586,15 @@ func (l *gamesLoad) playGame(play, all context.Context, r *gameRoute, rng *rand.
 		t := time.Now()
 		resp, err := onReplicas(all, r, move)
 		if err != nil {
-			if twin != nil {
-				<-twin
-			}
 			l.failUnless(all, "move %s in %s: %v", mv, id, err)
 			unsure = ply
+			if twin != nil {
+				if a := <-twin; a.err == nil {
+					// Acknowledged all the same, to the call sent
+					// alongside: it must be found like any other.
+					acked = append(acked, played{ply: ply, move: mv})
+				}
+			}
 			break
 		}
 		if got := resp.GetMove(); got.GetPly() != ply || got.GetMove().GetCoordinate() != mv {
@@ -744,7 +754,8 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 	}
 	// record adds a move found to moves, counting it if it is one too many.
 	record := func(moves map[uint32]string, p played) {
-		if _, twice := moves[p.ply]; twice || (!known[p.ply] && p.ply != unsure) {
+		// Plies count from 1: unsure 0 is no failed call.
+		if _, twice := moves[p.ply]; twice || (!known[p.ply] && (unsure == 0 || p.ply != unsure)) {
 			l.dup.Add(1)
 		}
 		moves[p.ply] = p.move
@@ -762,6 +773,11 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 		got := map[uint64]bool{}
 		moves := map[uint32]string{}
 		var next uint64 = 1
+		// lastPly is the latest move the stream sent, in its events or its
+		// snapshots: the next move it sends must be the one after it.
+		// inSnapshot holds the plies of the latest snapshot.
+		var lastPly uint32
+		inSnapshot := map[uint32]bool{}
 		for _, e := range st.events {
 			v := e.version
 			if e.ended && !proto.Equal(e.result, final.GetResult()) {
@@ -777,25 +793,37 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 				} else {
 					next = v + 1
 				}
+				clear(inSnapshot)
 				continue
 			case e.inSnapshot:
-				// A move the stream sent before is in its snapshots too.
+				// A move the stream sent before is in its snapshots too,
+				// but once in each.
 				if m, ok := moves[e.ply]; !ok {
 					record(moves, e.played)
 				} else if m != e.move {
 					l.fail("a snapshot of %s has %s at ply %d, where its stream sent %s", final.GetGameId(), e.move, e.ply, m)
+				} else if inSnapshot[e.ply] {
+					l.dup.Add(1)
 				}
+				inSnapshot[e.ply] = true
+				lastPly = max(lastPly, e.ply)
 				continue
 			case got[v]:
 				l.dup.Add(1)
 				continue // counted once, as the repeated version
 			case v != next:
 				l.gaps.Add(1)
+			case e.move != "" && e.ply != lastPly+1 && moves[e.ply] == "":
+				// The versions in order, the moves not: an app replaying
+				// the events would build another game. (A ply sent again
+				// is counted as duplicated, below.)
+				l.gaps.Add(1)
 			}
 			got[v] = true
 			next = v + 1
 			if e.move != "" {
 				record(moves, e.played)
+				lastPly = max(lastPly, e.ply)
 			}
 		}
 		if !st.complete {
