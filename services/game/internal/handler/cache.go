@@ -76,13 +76,19 @@ func (c *stateCache) knowsIDs(id string) bool {
 	return c.m[id].ids != nil
 }
 
-// mayHaveUsed records that the game may have used field: a commit under
-// it may have been made, its answer lost.
-func (c *stateCache) mayHaveUsed(id, field string) {
+// unsure records that a commit of the game may have been made, its answer
+// lost: the cached state may be behind the stored one, and the game may
+// have used any request field. Its fields are no longer known, so no
+// command run on the cached state writes ahead of its commit (an AI job, a
+// deadline for a state that would never be stored) until a read from
+// Redis knows them again; one that writes nothing ahead may still run on
+// it, its commit's compare-and-set deciding.
+func (c *stateCache) unsure(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e := c.m[id]; e.ids != nil && field != "" {
-		c.add(e.ids, field)
+	if e, ok := c.m[id]; ok {
+		e.ids = nil
+		c.m[id] = e
 	}
 }
 

@@ -866,10 +866,11 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	}
 	if err != nil {
 		h.confirmLater(ch.State.ID)
-		// The commit may have been made: its retry must not take this
-		// request id for a new one, and write ahead again. (The entry
-		// stays: it is the last state known confirmed.)
-		h.cache.mayHaveUsed(ch.State.ID, reqID)
+		// The commit may have been made: the entry stays, the last state
+		// known confirmed, but no command writes ahead on it (its retry,
+		// taking this request id for a new one; another, on a state that
+		// may be behind) before a read from Redis.
+		h.cache.unsure(ch.State.ID)
 		return nil, err
 	}
 	wrote := res.Outcome == store.Committed
