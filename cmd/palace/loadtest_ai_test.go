@@ -75,18 +75,10 @@ type halfWrongAI struct {
 func (halfWrongAI) BestMove(_ context.Context, req *aiv1.BestMoveRequest) (*aiv1.BestMoveResponse, error) {
 	mv := "a1a1"
 	if req.GetSeed()%2 == 0 {
-		p, err := rules.ParseFEN(rules.Xiangqi, req.GetStart().GetFen())
-		if err != nil {
+		var err error
+		if mv, err = firstLegalMove(req); err != nil {
 			return nil, err
 		}
-		for _, m := range req.GetMoves() {
-			pm, err := rules.ParseMove(m.GetCoordinate())
-			if err != nil {
-				return nil, err
-			}
-			p.Make(pm)
-		}
-		mv = p.LegalMoves(nil)[0].String()
 	}
 	return &aiv1.BestMoveResponse{Move: &commonv1.Move{Coordinate: mv}, Nodes: 10}, nil
 }
@@ -155,4 +147,21 @@ func TestLoadtestAIRidesOutUnavailableReplicas(t *testing.T) {
 	if code != exitOK || rep.Errors != 0 || rep.Retries == 0 || rep.Jobs == 0 {
 		t.Fatalf("exit %d, report %+v; want exit 0, jobs, no error and retries\n%s", code, rep, errOut)
 	}
+}
+
+// firstLegalMove is the first legal move of the Xiangqi position req asks
+// about.
+func firstLegalMove(req *aiv1.BestMoveRequest) (string, error) {
+	p, err := rules.ParseFEN(rules.Xiangqi, req.GetStart().GetFen())
+	if err != nil {
+		return "", err
+	}
+	for _, m := range req.GetMoves() {
+		pm, err := rules.ParseMove(m.GetCoordinate())
+		if err != nil {
+			return "", err
+		}
+		p.Make(pm)
+	}
+	return p.LegalMoves(nil)[0].String(), nil
 }

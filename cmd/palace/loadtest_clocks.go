@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -115,6 +116,10 @@ type clockGame struct {
 	accepted bool
 	refused  bool
 	playedAt time.Time
+	// refusedAt is when the refusal of the third move came back (local).
+	refusedAt time.Time
+	// streamEnd is the result the game's stream ended it with, when read.
+	streamEnd *commonv1.Result
 }
 
 type clocksLoad struct {
@@ -545,7 +550,7 @@ func (l *clocksLoad) thirdMove(ctx context.Context, r *gameRoute, g *clockGame, 
 			g.deadline2 = d.AsTime()
 		}
 	case status.Code(err) == codes.FailedPrecondition:
-		g.refused = true
+		g.refused, g.refusedAt = true, time.Now()
 	default:
 		l.fail("third move of %s: %v", g.id, err)
 	}
@@ -590,6 +595,15 @@ func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
 		l.note("game %s: the third move was answered accepted=%v but the game has %d moves", g.id, g.accepted, len(gm.GetMoves()))
 	case g.accepted && g.playedAt.After(g.lastInTime()):
 		l.judgeLateAccept(ctx, r, g)
+	case g.refused && g.behaviour == "early" && g.refusedAt.Before(l.local(g.lastInTime())):
+		// Sent halfway through its time and refused before its last
+		// in-time instant had come (far from it, whatever the error of
+		// the clock offset): the move was in time, whatever ended the
+		// game after. A racing move, sent near that instant, is judged by
+		// the game it left.
+		l.wrong.Add(1)
+		l.note("game %s: the third move was refused at %v, before its last in-time instant %v", g.id, g.refusedAt, l.local(g.lastInTime()))
+		return
 	}
 	if g.behaviour == "racing" {
 		switch {
@@ -616,6 +630,13 @@ func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
 	default:
 		l.unexp.Add(1)
 		l.note("game %s: %v by %v", g.id, gm.GetStatus(), gm.GetResult().GetMethod())
+		return
+	}
+	if want := timeoutPoints(gm.GetKind()); !proto.Equal(gm.GetResult().GetPoints(), want) {
+		// No piece is ever taken in these games: a Janggi timeout
+		// carries the starting totals, a Xiangqi one none.
+		l.unexp.Add(1)
+		l.note("game %s: a %v timeout with points %v, want %v", g.id, gm.GetKind(), gm.GetResult().GetPoints(), want)
 		return
 	}
 	var flaggedSide commonv1.Side
@@ -661,6 +682,11 @@ func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
 		l.fail("events of %s: %v", g.id, err)
 		return
 	}
+	if g.streamEnd != nil && !proto.Equal(g.streamEnd, gm.GetResult()) {
+		l.inconsistent.Add(1)
+		l.note("game %s: its stream ended it %v, its state says %v", g.id, g.streamEnd, gm.GetResult())
+		return
+	}
 	if excused > 0 {
 		// Neither the flag nor a late move can end the turn before the
 		// instant the outage moved later.
@@ -670,6 +696,15 @@ func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
 	if !ended.After(deadline) {
 		l.wrong.Add(1)
 		l.note("game %s: flagged at %v, not after its deadline %v (%v excused)", g.id, ended, deadline, excused)
+		return
+	}
+	if (third || !g.moveSent) && ended.After(deadline.Add(l.opt.checkAfter)) {
+		// Flagged by the clock service, but later than CheckAfter past
+		// its instant: it was missed, whenever the read came back. (A
+		// late move ends the game itself, at its own time.)
+		l.missed.Add(1)
+		l.recordLate(g, deadline, ended)
+		l.note("game %s: flagged at %v, more than %v after its deadline %v (%v excused)", g.id, ended, l.opt.checkAfter, deadline, excused)
 		return
 	}
 	l.flagged.Add(1)
@@ -742,6 +777,9 @@ func (l *clocksLoad) turnExcused(ctx context.Context, r *gameRoute, g *clockGame
 			last = ev.GetVersion()
 			if mp := ev.GetMovePlayed(); mp != nil {
 				at = mp.GetPly()
+			}
+			if end := ev.GetGameEnded(); end != nil {
+				g.streamEnd = end.GetResult()
 			}
 			if at > ply {
 				return excused, nil
@@ -840,6 +878,16 @@ func (l *clocksLoad) rejudge(ctx context.Context, r *gameRoute, g *clockGame) bo
 	return true
 }
 
+// timeoutPoints is the result's points of a timeout in a game of kind in
+// which no piece was taken: Janggi's starting totals, Han's with its 1.5;
+// none in Xiangqi.
+func timeoutPoints(kind commonv1.GameKind) *commonv1.Points {
+	if kind == commonv1.GameKind_GAME_KIND_JANGGI {
+		return &commonv1.Points{First: 72, Second: 73.5}
+	}
+	return nil
+}
+
 // winnerOf is the winner when side runs out of time.
 func winnerOf(flagged commonv1.Side) commonv1.Winner {
 	if flagged == commonv1.Side_SIDE_FIRST {
@@ -865,11 +913,25 @@ func (g *clockGame) lastInTime() time.Time {
 // withTimeout bounds every call.
 func withTimeout(d time.Duration) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		ctx, cancel := context.WithTimeout(ctx, d)
+		call, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		return invoker(ctx, method, req, reply, cc, opts...)
+		err := invoker(call, method, req, reply, cc, opts...)
+		if status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil && call.Err() != nil {
+			return callTimedOut{err}
+		}
+		return err
 	}
 }
+
+// callTimedOut is the error of a call that ran out its --call-timeout: its
+// replica held it that long (frozen, cut off), unlike one that answered
+// DeadlineExceeded of its own, a fault of the replica to count. It keeps
+// the call's status.
+type callTimedOut struct{ err error }
+
+func (e callTimedOut) Error() string              { return e.err.Error() }
+func (e callTimedOut) Unwrap() error              { return e.err }
+func (e callTimedOut) GRPCStatus() *status.Status { return status.Convert(e.err) }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {
 	d := time.Until(t)

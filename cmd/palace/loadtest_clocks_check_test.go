@@ -178,7 +178,7 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := &clocksLoad{}
+			l := &clocksLoad{opt: clocksOptions{checkAfter: 2 * time.Second}}
 			l.check(t.Context(), &gameRoute{replicas: [][]gamev1.GameServiceClient{{readBack{game: tt.game, events: tt.events}}}}, tt.g)
 			got := counts{l.flagged.Load(), l.missed.Load(), l.wrong.Load(), l.inconsistent.Load(), l.unexp.Load(), l.raceIn.Load(), l.raceLate.Load(), l.excused.Load()}
 			if got != tt.want || l.checked.Load() != 1 || l.errs.Load() != 0 {

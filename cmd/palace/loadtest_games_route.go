@@ -65,7 +65,7 @@ func (r *route[C]) client() C {
 }
 
 // failover moves the route to the next replica when err says its replica
-// is unavailable, or did not answer within the call's timeout, and
+// is unavailable, or held the call past its timeout (--call-timeout), and
 // reports whether the call should be sent again. A replica that holds a
 // call that long is frozen or cut off, and a client with another replica
 // to go to moves on; should the frozen one apply the request when it
@@ -88,7 +88,10 @@ func (r *route[C]) failover(ctx context.Context, err error, attempt int) bool {
 			return false
 		}
 	case codes.DeadlineExceeded:
-		if len(r.replicas) < 2 {
+		// Only a call held past --call-timeout: a replica that answers
+		// DeadlineExceeded itself is at fault, and the error counts.
+		var held callTimedOut
+		if len(r.replicas) < 2 || !errors.As(err, &held) {
 			return false
 		}
 	default:

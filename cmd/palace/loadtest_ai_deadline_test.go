@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	aiv1 "github.com/palacehq/palace/pkg/gen/palace/ai/v1"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+)
+
+// legalMovesAI answers every BestMove with a legal move of the position sent.
+type legalMovesAI struct {
+	aiv1.UnimplementedAIServiceServer
+}
+
+func (legalMovesAI) BestMove(_ context.Context, req *aiv1.BestMoveRequest) (*aiv1.BestMoveResponse, error) {
+	mv, err := firstLegalMove(req)
+	if err != nil {
+		return nil, err
+	}
+	return &aiv1.BestMoveResponse{Move: &commonv1.Move{Coordinate: mv}, Nodes: 10}, nil
+}
+
+// deadlineExceededAI fails every call at once with DEADLINE_EXCEEDED, as a
+// server whose own internal deadline (e.g. a Redis call) ran out answers:
+// no call is held anywhere near --call-timeout.
+type deadlineExceededAI struct {
+	aiv1.UnimplementedAIServiceServer
+}
+
+func (deadlineExceededAI) BestMove(context.Context, *aiv1.BestMoveRequest) (*aiv1.BestMoveResponse, error) {
+	return nil, status.Error(codes.DeadlineExceeded, "deadline exceeded")
+}
+
+func serveAI(t *testing.T, s aiv1.AIServiceServer) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	aiv1.RegisterAIServiceServer(srv, s)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+// TestLoadtestAICountsADeadlineExceededAReplicaAnswers: a replica that answers
+// DEADLINE_EXCEEDED at once was not "held past --call-timeout" (30s here);
+// its failed answers must count as errors, not be ridden through as
+// retries with exit 0.
+func TestLoadtestAICountsADeadlineExceededAReplicaAnswers(t *testing.T) {
+	bad := serveAI(t, deadlineExceededAI{})
+	good := serveAI(t, legalMovesAI{})
+	out, errOut, code := palace("loadtest", "ai", "--addr", bad+","+good, "--variant", "xiangqi", "--level", "1",
+		"--clients", "2", "--duration", "500ms", "--call-timeout", "30s")
+	var rep aiReport
+	lastJSON(t, out, &rep)
+	t.Logf("report %+v", rep)
+	if code != exitFail || rep.Errors == 0 {
+		t.Fatalf("a replica answering DEADLINE_EXCEEDED at once is hidden: exit %d, report %+v (retries %d); want exit %d and errors\n%s", code, rep, rep.Retries, exitFail, errOut)
+	}
+}
