@@ -629,16 +629,18 @@ func (l *mmLoad) seatedAsReported(ctx context.Context, id string, ts []*mmTicket
 	if g.GetKind() != pool.kind || !proto.Equal(g.GetTimeControl(), pool.tc) || g.GetRated() != pool.rated {
 		return false, true
 	}
-	for _, s := range r.GetGame().GetSeats() {
-		var want string
-		for _, t := range ts {
-			if t.seat.GetSide() == s.GetSide() {
-				want = t.player
-			}
-		}
-		if s.GetPlayerId() != want {
+	// Each ticket's player in the seat of the side its ticket names, and
+	// nobody else anywhere: two seats of two sides.
+	seats := g.GetSeats()
+	if len(seats) != 2 || seats[0].GetSide() == seats[1].GetSide() {
+		return false, true
+	}
+	for _, t := range ts {
+		if !slices.ContainsFunc(seats, func(s *gamev1.Seat) bool {
+			return s.GetSide() == t.seat.GetSide() && s.GetPlayerId() == t.player
+		}) {
 			return false, true
 		}
 	}
-	return len(r.GetGame().GetSeats()) == 2, true
+	return true, true
 }
