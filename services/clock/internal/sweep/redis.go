@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 // Keys next to the game service's deadline index "<prefix>dl:{<shard>}".
@@ -185,37 +187,11 @@ func fetchDueMany(ctx context.Context, rdb redis.UniversalClient, keys []string,
 // fetchDueEach reads several shards in one pipeline of a script per
 // shard (split by node on Redis Cluster).
 func fetchDueEach(ctx context.Context, rdb redis.UniversalClient, keys []string, limits []int) (due []dueSet, errs []error) {
-	run := func(idx []int, sha bool) []*redis.Cmd {
-		pipe := rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(idx))
-		for j, i := range idx {
-			if sha {
-				cmds[j] = pipe.EvalSha(ctx, dueScript.Hash(), []string{keys[i]}, limits[i])
-			} else {
-				cmds[j] = dueScript.Eval(ctx, pipe, []string{keys[i]}, limits[i])
-			}
-		}
-		_, _ = pipe.Exec(ctx) // each command's error is looked at
-		return cmds
+	calls := make([]redisx.ScriptCall, len(keys))
+	for i := range keys {
+		calls[i] = redisx.ScriptCall{Keys: []string{keys[i]}, Args: []any{limits[i]}}
 	}
-	all := make([]int, len(keys))
-	for i := range all {
-		all[i] = i
-	}
-	cmds := run(all, true)
-	// A server that has not seen the script yet (or restarted): send it
-	// in full once, which also caches it there.
-	var missing []int
-	for i, c := range cmds {
-		if c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		for j, c := range run(missing, false) {
-			cmds[missing[j]] = c
-		}
-	}
+	cmds := redisx.RunScripts(ctx, rdb, dueScript, calls)
 	due, errs = make([]dueSet, len(keys)), make([]error, len(keys))
 	for i, c := range cmds {
 		v, err := c.Slice()

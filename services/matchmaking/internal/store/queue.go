@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/palacehq/palace/pkg/clock"
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 // Ticket states as stored.
@@ -472,34 +473,12 @@ func (s *Store) Pair(ctx context.Context, pools []Pool, p PairParams) []PairResu
 		}
 		return pairResults(pools, replies)
 	}
-	run := func(idx []int, sha bool) {
-		pipe := s.rdb.Pipeline()
-		for _, i := range idx {
-			if sha {
-				replies[i] = pairScript.EvalSha(ctx, pipe, keys(pools[i]), args(pools[i])...).Slice
-			} else {
-				replies[i] = pairScript.Eval(ctx, pipe, keys(pools[i]), args(pools[i])...).Slice
-			}
-		}
-		_, _ = pipe.Exec(ctx) // each pool's error is its own
+	calls := make([]redisx.ScriptCall, len(pools))
+	for i, pool := range pools {
+		calls[i] = redisx.ScriptCall{Keys: keys(pool), Args: args(pool)}
 	}
-	all := make([]int, len(pools))
-	for i := range all {
-		all[i] = i
-	}
-	run(all, true)
-	// A server that has not seen the script yet (or restarted) ran none
-	// of it: send it in full once, which also caches it there. Only to the
-	// pools it failed: on a Redis Cluster the others ran on masters that
-	// had it, and paired their tickets.
-	var missing []int
-	for i, reply := range replies {
-		if _, err := reply(); isNoScript(err) {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		run(missing, false)
+	for i, c := range redisx.RunScripts(ctx, s.rdb, pairScript, calls) {
+		replies[i] = c.Slice
 	}
 	return pairResults(pools, replies)
 }
@@ -529,10 +508,6 @@ func pairResults(pools []Pool, replies []func() ([]any, error)) []PairResult {
 		out[i].Expired = strs(v[1])
 	}
 	return out
-}
-
-func isNoScript(err error) bool {
-	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 func strs(v any) []string {
