@@ -24,6 +24,7 @@ import (
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/rules"
 )
 
 // clocksReport is the clock load test's result, printed as its last line.
@@ -879,13 +880,19 @@ func (l *clocksLoad) rejudge(ctx context.Context, r *gameRoute, g *clockGame) bo
 }
 
 // timeoutPoints is the result's points of a timeout in a game of kind in
-// which no piece was taken: Janggi's starting totals, Han's with its 1.5;
-// none in Xiangqi.
+// which no piece was taken: the Janggi games' start's totals, Han's with
+// its 1.5; none in Xiangqi.
 func timeoutPoints(kind commonv1.GameKind) *commonv1.Points {
-	if kind == commonv1.GameKind_GAME_KIND_JANGGI {
-		return &commonv1.Points{First: 72, Second: 73.5}
+	if kind != commonv1.GameKind_GAME_KIND_JANGGI {
+		return nil
 	}
-	return nil
+	p, err := rules.ParseFEN(rules.Janggi, janggiStart)
+	if err != nil {
+		// A constant that parses: unreachable, and every Janggi game would
+		// show as unexpected.
+		return nil
+	}
+	return &commonv1.Points{First: p.Points(rules.First), Second: p.Points(rules.Second)}
 }
 
 // winnerOf is the winner when side runs out of time.
@@ -909,29 +916,6 @@ func (g *clockGame) flagAt() time.Time {
 func (g *clockGame) lastInTime() time.Time {
 	return g.deadline.Add(-g.grace - g.budget).Add(g.limit)
 }
-
-// withTimeout bounds every call.
-func withTimeout(d time.Duration) grpc.UnaryClientInterceptor {
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		call, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		err := invoker(call, method, req, reply, cc, opts...)
-		if status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil && call.Err() != nil {
-			return callTimedOut{err}
-		}
-		return err
-	}
-}
-
-// callTimedOut is the error of a call that ran out its --call-timeout: its
-// replica held it that long (frozen, cut off), unlike one that answered
-// DeadlineExceeded of its own, a fault of the replica to count. It keeps
-// the call's status.
-type callTimedOut struct{ err error }
-
-func (e callTimedOut) Error() string              { return e.err.Error() }
-func (e callTimedOut) Unwrap() error              { return e.err }
-func (e callTimedOut) GRPCStatus() *status.Status { return status.Convert(e.err) }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {
 	d := time.Until(t)

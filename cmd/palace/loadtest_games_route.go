@@ -147,3 +147,26 @@ func closeAll(ccs []*grpc.ClientConn) {
 		_ = cc.Close()
 	}
 }
+
+// withTimeout bounds every call.
+func withTimeout(d time.Duration) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		call, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		err := invoker(call, method, req, reply, cc, opts...)
+		if status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil && call.Err() != nil {
+			return callTimedOut{err}
+		}
+		return err
+	}
+}
+
+// callTimedOut is the error of a call that ran out its --call-timeout: its
+// replica held it that long (frozen, cut off), unlike one that answered
+// DeadlineExceeded of its own, a fault of the replica to count. It keeps
+// the call's status.
+type callTimedOut struct{ err error }
+
+func (e callTimedOut) Error() string              { return e.err.Error() }
+func (e callTimedOut) Unwrap() error              { return e.err }
+func (e callTimedOut) GRPCStatus() *status.Status { return status.Convert(e.err) }
