@@ -66,9 +66,14 @@ type Identity struct {
 type Verifier struct {
 	cfg Config
 
-	mu        sync.Mutex
+	// fetching holds one token while a fetch runs, so that concurrent
+	// misses share one fetch and a waiter can give up on its context.
+	fetching chan struct{}
+
+	mu        sync.RWMutex
 	keys      map[string]*rsa.PublicKey
-	fetchedAt time.Time
+	fetchedAt time.Time // of the last fetch, failed or not
+	fetchErr  error     // of the last fetch, nil when it succeeded
 	expires   time.Time
 }
 
@@ -86,7 +91,7 @@ func New(cfg Config) *Verifier {
 	if cfg.Leeway < 0 {
 		cfg.Leeway = 0
 	}
-	return &Verifier{cfg: cfg}
+	return &Verifier{cfg: cfg, fetching: make(chan struct{}, 1)}
 }
 
 type header struct {
@@ -202,35 +207,64 @@ func audienceOK(raw json.RawMessage, ids []string) bool {
 }
 
 // key returns the key kid, fetching the key set when the cache expired or
-// does not know kid.
+// does not know kid. A key the cache holds is answered at once, even while
+// another caller fetches. Fetches, failed ones included, happen one at a
+// time and at most once per MinRefresh; a kid still unknown after a failed
+// fetch is ErrKeys, since the token may be signed by a key Google has just
+// published.
 func (v *Verifier) key(ctx context.Context, kid string) (*rsa.PublicKey, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	now := v.cfg.Now()
-	k, ok := v.keys[kid]
-	fresh := now.Before(v.expires)
-	if ok && fresh {
+	if k, ok := v.cachedFresh(kid); ok {
 		return k, nil
 	}
-	mayFetch := !fresh || now.Sub(v.fetchedAt) >= v.cfg.MinRefresh
+	select {
+	case v.fetching <- struct{}{}:
+		defer func() { <-v.fetching }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrKeys, ctx.Err())
+	}
+	// Another caller may have fetched while this one waited.
+	if k, ok := v.cachedFresh(kid); ok {
+		return k, nil
+	}
+	v.mu.RLock()
+	now := v.cfg.Now()
+	mayFetch := v.fetchedAt.IsZero() || now.Sub(v.fetchedAt) >= v.cfg.MinRefresh
+	fetchErr := v.fetchErr
+	v.mu.RUnlock()
 	if mayFetch {
-		// Holding the lock while fetching makes concurrent callers wait for
-		// one fetch instead of each starting their own.
 		keys, maxAge, err := v.fetch(ctx)
+		v.mu.Lock()
 		switch {
 		case err == nil:
-			v.keys, v.fetchedAt, v.expires = keys, now, now.Add(maxAge)
-		case v.keys == nil:
-			return nil, err
-		default:
-			// Keep serving the keys we have; Google's keys overlap in time.
-			v.fetchedAt = now
+			v.keys, v.fetchedAt, v.expires, v.fetchErr = keys, now, now.Add(maxAge), nil
+		case ctx.Err() == nil:
+			// Keep serving the keys we have (Google's keys overlap in
+			// time), and wait MinRefresh before trying again. A fetch cut
+			// short by its caller's cancellation says nothing of the
+			// endpoint, so it does not count.
+			v.fetchedAt, v.fetchErr = now, err
 		}
+		v.mu.Unlock()
+		fetchErr = err
 	}
-	if k, ok := v.keys[kid]; ok {
+	v.mu.RLock()
+	k, ok := v.keys[kid]
+	v.mu.RUnlock()
+	switch {
+	case ok:
 		return k, nil
+	case fetchErr != nil:
+		return nil, fetchErr
 	}
 	return nil, invalid("unknown signing key %q", kid)
+}
+
+// cachedFresh returns kid's key if the cache holds it within its max-age.
+func (v *Verifier) cachedFresh(kid string) (*rsa.PublicKey, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	k, ok := v.keys[kid]
+	return k, ok && v.cfg.Now().Before(v.expires)
 }
 
 type jwks struct {
