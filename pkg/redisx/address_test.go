@@ -80,6 +80,16 @@ func TestParseOptionsRefusesMalformedHosts(t *testing.T) {
 		"redis-sentinel://@a:1":                        "master@",
 		"redis-sentinel://m@a:1?master_name=other":     "option master_name",
 		"redis-cluster://a:70000":                      "port is not a number",
+		// go-redis reads these as one odd host, or as localhost.
+		"redis://h1:6379,h2:6379":                  "use redis-cluster://",
+		"redis://:6379":                            "empty host name",
+		"redis://":                                 "no host",
+		"redis://a:99999":                          "port is not a number",
+		"rediss://user:secret@:6380/0":             "empty host name",
+		"redis://a:1?pool_size=-3":                 "option pool_size -3",
+		"redis-cluster://a:1?pool_size=-3":         "option pool_size -3",
+		"redis://a:1?max_retries=-2":               "option max_retries -2",
+		"redis-sentinel://m@a:1?min_idle_conns=-1": "option min_idle_conns -1",
 	} {
 		_, err := ParseOptions(addr)
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -44,6 +44,9 @@ func ParseOptions(addr string) (*redis.UniversalOptions, error) {
 		return nil, errors.New("redis address is empty")
 	}
 	opts, err := parseAddr(addr)
+	if err == nil {
+		err = refuseNegative(opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("redis address %q: %w", Redact(addr), err)
 	}
@@ -87,11 +90,26 @@ func parseBare(addr string) (*redis.UniversalOptions, error) {
 	return &redis.UniversalOptions{Addrs: hosts, IsClusterMode: len(hosts) > 1}, nil
 }
 
-// parseRedisURL keeps everything go-redis reads from the URL.
+// parseRedisURL keeps everything go-redis reads from the URL, once its
+// host is checked as the other forms' hosts are: go-redis takes an empty
+// host for localhost and a list of hosts for one odd name.
 func parseRedisURL(addr string) (*redis.UniversalOptions, error) {
 	o, err := redis.ParseURL(addr)
 	if err != nil {
 		return nil, withoutURL(err)
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, errors.New("malformed URL")
+	}
+	switch {
+	case u.Host == "":
+		return nil, errors.New("no host")
+	case strings.Contains(u.Host, ","):
+		return nil, errors.New("a redis:// address names one server: use redis-cluster:// for a cluster's seeds")
+	}
+	if _, err := hostPort(u.Host, defaultPort); err != nil {
+		return nil, fmt.Errorf("host: %w", err)
 	}
 	opts := &redis.UniversalOptions{}
 	if err := copyShared(opts, o, "Network", "Addr"); err != nil {
@@ -227,6 +245,26 @@ func parseDB(path string) (int, error) {
 	return n, nil
 }
 
+// refuseNegative refuses the counts a URL's options make negative, which
+// go-redis either panics on (a pool's size) or obeys to the letter (below
+// -1, no attempt at all is made).
+func refuseNegative(o *redis.UniversalOptions) error {
+	for _, c := range []struct {
+		name      string
+		n, lowest int
+	}{
+		{"pool_size", o.PoolSize, 0}, {"min_idle_conns", o.MinIdleConns, 0},
+		{"max_idle_conns", o.MaxIdleConns, 0}, {"max_active_conns", o.MaxActiveConns, 0},
+		// -1 means none, as in go-redis.
+		{"max_retries", o.MaxRetries, -1}, {"max_redirects", o.MaxRedirects, -1},
+	} {
+		if c.n < c.lowest {
+			return fmt.Errorf("option %s %d: want %d or more", c.name, c.n, c.lowest)
+		}
+	}
+	return nil
+}
+
 // location is an address after its scheme, cut where a URL cuts it.
 type location struct {
 	authority, path string
@@ -310,7 +348,7 @@ func hostPort(h, defPort string) (string, error) {
 		return "", errors.New("empty host name")
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return "", errors.New("port is not a number")
+		return "", errors.New("port is not a number from 0 to 65535")
 	}
 	return net.JoinHostPort(host, port), nil
 }
