@@ -60,6 +60,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 			ai.Bind(aic),
 		},
 		Checks:      []func() error{gm.Validate, ck.Validate, mm.Validate, aic.Validate},
+		SigningKeys: map[string]string{"seat-signing-keys": gm.SigningKeys, "player-signing-keys": mm.SigningKeys},
 		LogOutput:   stderr,
 		OnServing:   so.onServing,
 		OwnsProcess: true,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/palacehq/palace/pkg/auth"
 	"github.com/palacehq/palace/pkg/server"
+	"github.com/palacehq/palace/pkg/telemetry"
 )
 
 // DefaultOTLPFlushTimeout fits the stop of the deployment files: a pod
@@ -217,8 +218,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	}
 	StringFlag(fs, &c.LogFormat, "log-format", "text", "log format: text or json")
 	StringFlag(fs, &c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
-	StringFlag(fs, &c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: no export")
-	BoolFlag(fs, &c.OTLPInsecure, "otlp-insecure", true, "send traces to the collector without TLS")
+	StringFlag(fs, &c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector for traces: host:port (TLS as --otlp-insecure says), http://host:port (plaintext) or https://host:port (TLS); empty: no export")
+	BoolFlag(fs, &c.OTLPInsecure, "otlp-insecure", true, "send traces to a host:port --otlp-endpoint without TLS")
 	DurationFlag(fs, &c.OTLPFlushTimeout, "otlp-flush-timeout", DefaultOTLPFlushTimeout, "at stop, after the calls, how long the collector may take to accept the spans still queued; those it has not taken by then are dropped, so a collector out of reach cannot hold up a stop past a supervisor's patience")
 	DurationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running calls may take to finish at stop")
 	BoolFlag(fs, &c.Pprof, "pprof", false, "serve /debug/pprof/ for profiling, on the listen port: to whoever reaches it")
@@ -263,6 +264,14 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if c.RedisWait < 0 {
+		errs = append(errs, errors.New("--redis-wait must not be negative (0: do not wait)"))
+	}
+	if c.OTLPEndpoint != "" {
+		if err := telemetry.CheckEndpoint(c.OTLPEndpoint); err != nil {
+			errs = append(errs, fmt.Errorf("--otlp-endpoint %w", err))
+		}
 	}
 	if c.OTLPFlushTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--otlp-flush-timeout must not be negative (0: %v)", DefaultOTLPFlushTimeout))

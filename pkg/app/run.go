@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,14 +76,22 @@ func (rt *Runtime) WarnIfServiceKeysRandom(log *slog.Logger, consequence string)
 // placeholder key of the deployment files is refused unless
 // --allow-placeholder-keys; then it is warned of at every start.
 func (rt *Runtime) SigningKeys(flag, keys string) (ring *auth.Keyring, ephemeral bool, err error) {
+	ring, ephemeral, err = signingKeys(flag, keys, rt.allowPlaceholders)
+	if err != nil {
+		return nil, false, err
+	}
+	rt.warnPlaceholders(flag, ring)
+	return ring, ephemeral, nil
+}
+
+func signingKeys(flag, keys string, allowPlaceholders bool) (ring *auth.Keyring, ephemeral bool, err error) {
 	ring, ephemeral, err = auth.KeyringFromConfig(keys)
 	if err == nil {
-		err = checkPlaceholders(ring, rt.allowPlaceholders)
+		err = checkPlaceholders(ring, allowPlaceholders)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("--%s: %w", flag, err)
 	}
-	rt.warnPlaceholders(flag, ring)
 	return ring, ephemeral, nil
 }
 
@@ -203,6 +213,10 @@ type Options struct {
 	// anything starts: a bad flag is reported at once, not once Redis is
 	// reached, which may take --redis-wait.
 	Checks []func() error
+	// SigningKeys are the services' signing keys flags (name without
+	// dashes: its value), checked as SigningKeys will check them, with
+	// the other checks.
+	SigningKeys map[string]string
 	// LogOutput defaults to stderr.
 	LogOutput io.Writer
 	// OwnsProcess is set by a daemon's main: this Run is the only one in
@@ -222,6 +236,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	for _, check := range o.Checks {
 		if err := check(); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	for _, flag := range slices.Sorted(maps.Keys(o.SigningKeys)) {
+		if _, _, err := signingKeys(flag, o.SigningKeys[flag], o.Config.AllowPlaceholderKeys); err != nil {
 			return fmt.Errorf("config: %w", err)
 		}
 	}
@@ -254,15 +273,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	closers = append(closers, func() error { return flushTelemetry(tel, o.Config, log) })
 
-	var rdb redis.UniversalClient
-	if !o.Config.NoRedis {
-		if rdb, err = connectRedis(ctx, o.Config.RedisAddr, o.Config.RedisWait, log, &closers); err != nil {
-			return err
-		}
-		if err := registerRedisReachable(tel.Meter.Meter("palace/redis"), rdb); err != nil {
-			return fmt.Errorf("redis metrics: %w", err)
-		}
-	}
+	// Listening first reports a bad --listen, a port taken or unreadable
+	// TLS files at once, not after --redis-wait.
 	srv := server.New(server.Config{
 		Listen: o.Config.Listen, MaxRecvBytes: o.Config.MaxRecvBytes, ShutdownTimeout: o.Config.ShutdownTimeout,
 		KeepaliveTime: o.Config.KeepaliveTime, KeepaliveTimeout: o.Config.KeepaliveTimeout, BodyTimeout: o.Config.BodyTimeout,
@@ -280,6 +292,16 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		return nil
 	})
+
+	var rdb redis.UniversalClient
+	if !o.Config.NoRedis {
+		if rdb, err = connectRedis(ctx, o.Config.RedisAddr, o.Config.RedisWait, log, &closers); err != nil {
+			return err
+		}
+		if err := registerRedisReachable(tel.Meter.Meter("palace/redis"), rdb); err != nil {
+			return fmt.Errorf("redis metrics: %w", err)
+		}
+	}
 	keys, random, err := auth.KeyringFromConfig(o.Config.ServiceKeys)
 	if err != nil {
 		return fmt.Errorf("--service-keys: %w", err)

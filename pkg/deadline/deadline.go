@@ -43,10 +43,18 @@ type Index struct {
 
 // New returns an index with keys "<prefix>dl:{<shard>}".
 func New(rdb redis.UniversalClient, prefix string, shards int) (*Index, error) {
-	if shards < 1 || shards > 4096 {
-		return nil, fmt.Errorf("deadline shards %d: want 1..4096", shards)
+	if err := CheckShardCount(shards); err != nil {
+		return nil, fmt.Errorf("deadline shards %w", err)
 	}
 	return &Index{rdb: rdb, prefix: prefix, shards: shards}, nil
+}
+
+// CheckShardCount reports whether n shards may be asked of New.
+func CheckShardCount(n int) error {
+	if n < 1 || n > 4096 {
+		return fmt.Errorf("%d: want 1..4096", n)
+	}
+	return nil
 }
 
 // Shards is the number of shards.

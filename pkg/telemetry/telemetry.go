@@ -8,7 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -28,12 +31,38 @@ import (
 type Config struct {
 	// ServiceName is the OpenTelemetry service.name resource attribute.
 	ServiceName string
-	// OTLPEndpoint is a host:port of an OTLP/gRPC collector; empty turns
-	// trace export and recording off (spans still get trace ids, which
-	// reach the logs).
+	// OTLPEndpoint is a host:port of an OTLP/gRPC collector, or its URL
+	// (http://host:port without TLS, https://host:port with it); empty
+	// turns trace export and recording off (spans still get trace ids,
+	// which reach the logs).
 	OTLPEndpoint string
-	// OTLPInsecure sends traces without TLS.
+	// OTLPInsecure sends traces to a host:port endpoint without TLS.
 	OTLPInsecure bool
+}
+
+// CheckEndpoint reports whether e is an endpoint New takes: host:port, or
+// an http or https URL of a host and port and nothing more. The exporter
+// itself would take a URL for a host name and export nothing.
+func CheckEndpoint(e string) error {
+	if !strings.Contains(e, "://") {
+		host, port, err := net.SplitHostPort(e)
+		if err != nil || host == "" || port == "" {
+			return fmt.Errorf("%q: want host:port, http://host:port or https://host:port", e)
+		}
+		return nil
+	}
+	u, err := url.Parse(e)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q: not a URL", e)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%q: scheme %q, want http (plaintext) or https (TLS)", e, u.Scheme)
+	case u.Hostname() == "" || u.Port() == "":
+		return fmt.Errorf("%q: want a host and a port, such as http://collector:4317", e)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil:
+		return fmt.Errorf("%q: an OTLP/gRPC endpoint has no path, query or credentials", e)
+	}
+	return nil
 }
 
 // Telemetry holds the providers of one process.
@@ -68,9 +97,16 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 
 	topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	if cfg.OTLPEndpoint != "" {
-		eopts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint)}
-		if cfg.OTLPInsecure {
-			eopts = append(eopts, otlptracegrpc.WithInsecure())
+		if err := CheckEndpoint(cfg.OTLPEndpoint); err != nil {
+			return nil, errors.Join(fmt.Errorf("otlp endpoint %w", err), t.Shutdown(ctx))
+		}
+		// A URL's scheme says whether to use TLS.
+		eopts := []otlptracegrpc.Option{otlptracegrpc.WithEndpointURL(cfg.OTLPEndpoint)}
+		if !strings.Contains(cfg.OTLPEndpoint, "://") {
+			eopts = []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint)}
+			if cfg.OTLPInsecure {
+				eopts = append(eopts, otlptracegrpc.WithInsecure())
+			}
 		}
 		texp, err := otlptracegrpc.New(ctx, eopts...)
 		if err != nil {

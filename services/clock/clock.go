@@ -88,8 +88,8 @@ func DefaultConfig() Config {
 // Validate reports every problem at once.
 func (c Config) Validate() error {
 	var errs []error
-	if c.DeadlineShards < 1 || c.DeadlineShards > 4096 {
-		errs = append(errs, fmt.Errorf("--deadline-shards %d: want 1..4096", c.DeadlineShards))
+	if err := deadline.CheckShardCount(c.DeadlineShards); err != nil {
+		errs = append(errs, fmt.Errorf("--deadline-shards %w", err))
 	}
 	for name, d := range map[string]time.Duration{"clock-lease-ttl": c.LeaseTTL, "clock-tick": c.Tick, "clock-poll": c.Poll, "clock-call-timeout": c.CallTimeout, "clock-stale-after": c.StaleAfter, "clock-hand-over-after": c.HandOverAfter} {
 		if d <= 0 {

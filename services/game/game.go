@@ -102,6 +102,9 @@ func (c Config) Validate() error {
 	if c.MaxStreams >= 1 && (c.MaxSpectatorStreams < 0 || c.MaxSpectatorStreams > c.MaxStreams) {
 		errs = append(errs, fmt.Errorf("--max-spectator-streams %d: want 0 (three quarters of --max-streams) up to --max-streams (%d)", c.MaxSpectatorStreams, c.MaxStreams))
 	}
+	if err := deadline.CheckShardCount(c.DeadlineShards); err != nil {
+		errs = append(errs, fmt.Errorf("--deadline-shards %w", err))
+	}
 	if c.MaxSeatStreams < 1 {
 		errs = append(errs, errors.New("--max-seat-streams must be at least 1"))
 	}

@@ -34,5 +34,6 @@ func run(ctx context.Context, args []string) error {
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	return app.Run(ctx, app.Options{Name: "game", Config: cfg, OwnsProcess: true, Services: []app.Binder{game.Bind(svc)}, Checks: []func() error{svc.Validate}})
+	return app.Run(ctx, app.Options{Name: "game", Config: cfg, OwnsProcess: true, Services: []app.Binder{game.Bind(svc)}, Checks: []func() error{svc.Validate},
+		SigningKeys: map[string]string{"seat-signing-keys": svc.SigningKeys}})
 }
