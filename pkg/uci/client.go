@@ -64,18 +64,26 @@ type Client struct {
 
 	name    string
 	w       io.Writer
-	lines   chan string
+	lines   chan string   // the engine's output, line by line
+	done    chan struct{} // closed when no one reads lines any more
 	closeFn func() error
 
 	mu      sync.Mutex // one request at a time
 	variant rules.Variant
 	closed  bool
+	// owedBest and owedReady count the answers the engine still owes to
+	// requests whose callers stopped waiting (their ctx ended): a
+	// bestmove for each go, a readyok for each isready. The next request
+	// reads them first (begin), so that it does not take them for its
+	// own.
+	owedBest, owedReady int
 }
 
 // Start runs the engine binary at path and performs the UCI handshake,
 // which ctx bounds. The process runs until Close: ending it with ctx
 // would kill it before Close could ask it to quit, and a shutdown would
-// then report the engine as killed.
+// then report the engine as killed. If the handshake fails (or ctx ends
+// first), the process is killed at once and Start returns no Client.
 func Start(ctx context.Context, path string, args ...string) (*Client, error) {
 	cmd := exec.Command(path, args...)
 	stdin, err := cmd.StdinPipe()
@@ -103,7 +111,12 @@ func Start(ctx context.Context, path string, args ...string) (*Client, error) {
 	}
 	c, err := NewClient(ctx, stdout, stdin, closeFn)
 	if err != nil {
-		_ = closeFn()
+		// An engine that failed its handshake (or whose ctx ended) is of
+		// no use: it is killed at once rather than asked to quit, and its
+		// output ends with it, and so the goroutine reading it.
+		_ = cmd.Process.Kill()
+		_ = stdin.Close()
+		_ = cmd.Wait()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
@@ -112,18 +125,39 @@ func Start(ctx context.Context, path string, args ...string) (*Client, error) {
 // NewClient speaks UCI over r (the engine's output) and w (its input) and
 // performs the handshake. closeFn, if not nil, is called by Close after
 // quit is sent.
+//
+// A goroutine reads r until it ends (EOF or an error), also after Close
+// or a failed handshake, when it discards what it reads: an engine asked
+// to quit is never blocked writing. If NewClient fails, it returns no
+// Client and does not call closeFn: the caller ends the engine, and with
+// it r.
 func NewClient(ctx context.Context, r io.Reader, w io.Writer, closeFn func() error) (*Client, error) {
-	c := &Client{w: w, lines: make(chan string, 256), closeFn: closeFn}
-	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64*1024), 1<<20)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-	}()
-	if err := c.send("uci"); err != nil {
+	c := &Client{w: w, lines: make(chan string, 256), done: make(chan struct{}), closeFn: closeFn}
+	go c.read(r)
+	if err := c.handshake(ctx); err != nil {
+		close(c.done)
 		return nil, err
+	}
+	return c, nil
+}
+
+// read sends r's lines to c.lines until r ends, or discards them once
+// c.done is closed.
+func (c *Client) read(r io.Reader) {
+	defer close(c.lines)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		select {
+		case c.lines <- sc.Text():
+		case <-c.done:
+		}
+	}
+}
+
+func (c *Client) handshake(ctx context.Context) error {
+	if err := c.send("uci"); err != nil {
+		return err
 	}
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -134,12 +168,12 @@ func NewClient(ctx context.Context, r io.Reader, w io.Writer, closeFn func() err
 		return l == "uciok"
 	})
 	if err != nil {
-		return nil, fmt.Errorf("uci handshake: %w", err)
+		return fmt.Errorf("uci handshake: %w", err)
 	}
 	if c.name == "" {
 		c.name = "uci-engine"
 	}
-	return c, c.isReady(hctx)
+	return c.isReady(hctx)
 }
 
 func (c *Client) send(format string, args ...any) error {
@@ -150,9 +184,12 @@ func (c *Client) send(format string, args ...any) error {
 	return err
 }
 
-// readUntil reads lines until stop returns true.
+// readUntil reads lines until stop returns true, or ctx ends.
 func (c *Client) readUntil(ctx context.Context, stop func(string) bool) error {
 	for {
+		if err := ctx.Err(); err != nil { // before any line already read
+			return err
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -167,11 +204,54 @@ func (c *Client) readUntil(ctx context.Context, stop func(string) bool) error {
 	}
 }
 
+// isReady sends isready and waits for readyok. If ctx ends first, the
+// readyok is owed.
 func (c *Client) isReady(ctx context.Context) error {
 	if err := c.send("isready"); err != nil {
 		return err
 	}
-	return c.readUntil(ctx, func(l string) bool { return l == "readyok" })
+	err := c.readUntil(ctx, func(l string) bool { return l == "readyok" })
+	if err != nil && !errors.Is(err, ErrClosed) {
+		c.owedReady++
+	}
+	return err
+}
+
+// begin readies the engine for a new request: it reads the answers owed
+// to requests given up on (a stopped search's bestmove, a readyok), so
+// that the new request does not take them for its own. An engine that
+// never gives them holds the request until ctx ends, as a hung engine
+// would anyway.
+func (c *Client) begin(ctx context.Context) error {
+	if c.closed {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.owedBest == 0 && c.owedReady == 0 {
+		return nil
+	}
+	return c.readUntil(ctx, func(l string) bool {
+		if _, ok := bestMove(l); ok && c.owedBest > 0 {
+			c.owedBest--
+		} else if l == "readyok" && c.owedReady > 0 {
+			c.owedReady--
+		}
+		return c.owedBest == 0 && c.owedReady == 0
+	})
+}
+
+// bestMove reads a bestmove line: its move ("" if it has none) and true.
+func bestMove(l string) (string, bool) {
+	rest, ok := strings.CutPrefix(l, "bestmove")
+	if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '\t') {
+		return "", false
+	}
+	if f := strings.Fields(rest); len(f) > 0 {
+		return f[0], true
+	}
+	return "", true
 }
 
 // Name is Label, or the engine's id name.
@@ -186,6 +266,9 @@ func (c *Client) Name() string {
 func (c *Client) SetOption(ctx context.Context, name, value string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.begin(ctx); err != nil {
+		return err
+	}
 	if err := c.send("setoption name %s value %s", name, value); err != nil {
 		return err
 	}
@@ -196,6 +279,9 @@ func (c *Client) SetOption(ctx context.Context, name, value string) error {
 func (c *Client) NewGame(ctx context.Context, v rules.Variant) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.begin(ctx); err != nil {
+		return err
+	}
 	if v != c.variant {
 		if err := c.send("setoption name UCI_Variant value %v", v); err != nil {
 			return err
@@ -210,7 +296,9 @@ func (c *Client) NewGame(ctx context.Context, v rules.Variant) error {
 
 // Move asks the engine for its move after moves from startFEN, with the
 // limits in Go. If ctx ends first, the search is stopped and ctx's error
-// returned.
+// returned at once; the stopped search's bestmove, whenever it comes, is
+// read and dropped by the next request. Reply.Score is the last exact
+// score of the first PV (multipv 1).
 func (c *Client) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move) (engine.Reply, error) {
 	return c.MoveWithin(ctx, v, startFEN, moves, 0)
 }
@@ -236,6 +324,9 @@ func (c *Client) MoveWithin(ctx context.Context, v rules.Variant, startFEN strin
 			p.Make(m)
 		}
 	}
+	if err := c.begin(ctx); err != nil {
+		return none, err
+	}
 	if err := c.send("%s", b.String()); err != nil {
 		return none, err
 	}
@@ -248,22 +339,17 @@ func (c *Client) MoveWithin(ctx context.Context, v rules.Variant, startFEN strin
 		if score, ok := infoScore(l); ok {
 			reply.Score, reply.Scored = score, true
 		}
-		rest, ok := strings.CutPrefix(l, "bestmove")
-		if ok {
-			if f := strings.Fields(rest); len(f) > 0 {
-				best = f[0]
-			}
-		}
+		var ok bool
+		best, ok = bestMove(l)
 		return ok
 	})
 	if err != nil {
-		if ctx.Err() != nil && !errors.Is(err, ErrClosed) {
-			// Stop the search and swallow its bestmove, so the engine is
-			// in a known state for the next request.
+		if !errors.Is(err, ErrClosed) {
+			// ctx ended: stop the search, but do not wait for its
+			// bestmove (a hung engine would hold the caller past ctx);
+			// the next request reads it first.
+			c.owedBest++
 			_ = c.send("stop")
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = c.readUntil(sctx, func(l string) bool { return strings.HasPrefix(l, "bestmove") })
-			cancel()
 		}
 		return none, err
 	}
@@ -305,36 +391,61 @@ func (c *Client) checkBest(p *rules.Position, best string) (rules.Move, error) {
 // mated) is a mate N·2-1 or N·2 plies away. A mate too far away for a
 // score (MateScore plies or more) is not read: its score would be the
 // other side's win, or wrap around.
+//
+// Only the first PV's score is the position's: a line of another PV
+// ("multipv N", N > 1; no multipv is the first) is not read, and neither
+// is a bound ("lowerbound", "upperbound"), which is no exact score.
 func infoScore(line string) (int, bool) {
 	f := strings.Fields(line)
 	if len(f) == 0 || f[0] != "info" {
 		return 0, false
 	}
-	for i := 1; i+2 < len(f); i++ {
-		if f[i] == "string" { // the rest of the line is free text
+	score, scored := 0, false
+	for i := 1; i < len(f); i++ {
+		switch f[i] {
+		case "string": // the rest of the line is free text
+			return score, scored
+		case "lowerbound", "upperbound":
 			return 0, false
-		}
-		if f[i] != "score" {
-			continue
-		}
-		n, err := strconv.Atoi(f[i+2])
-		if err != nil {
-			return 0, false
-		}
-		switch f[i+1] {
-		case "cp":
-			return n, true
-		case "mate":
-			switch {
-			case n > 0 && n <= engine.MateScore/2:
-				return engine.MateScore - (2*n - 1), true
-			case n <= 0 && n > -engine.MateScore/2:
-				return -engine.MateScore + 2*-n, true
+		case "multipv":
+			if i+1 >= len(f) {
+				return 0, false
 			}
+			if n, err := strconv.Atoi(f[i+1]); err != nil || n != 1 {
+				return 0, false
+			}
+			i++
+		case "score":
+			if scored { // the first score is the line's
+				continue
+			}
+			if i+2 >= len(f) {
+				return 0, false
+			}
+			n, err := strconv.Atoi(f[i+2])
+			if err != nil {
+				return 0, false
+			}
+			switch f[i+1] {
+			case "cp":
+				score = n
+			case "mate":
+				switch {
+				case n > 0 && n <= engine.MateScore/2:
+					score = engine.MateScore - (2*n - 1)
+				case n <= 0 && n > -engine.MateScore/2:
+					score = -engine.MateScore + 2*-n
+				default:
+					return 0, false
+				}
+			default:
+				return 0, false
+			}
+			scored = true
+			i += 2
 		}
-		return 0, false
 	}
-	return 0, false
+	return score, scored
 }
 
 // Close sends quit and ends the engine process, if Start made one.
@@ -346,10 +457,7 @@ func (c *Client) Close() error {
 	}
 	_ = c.send("quit")
 	c.closed = true
-	go func() {
-		for range c.lines { // let the reader finish however much is left
-		}
-	}()
+	close(c.done) // the reader discards however much is left
 	if c.closeFn != nil {
 		return c.closeFn()
 	}

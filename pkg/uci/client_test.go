@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +48,92 @@ func scripted(t *testing.T, best string) *Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// fakeEngine is a Client talking to a fake engine over OS pipes, as to an
+// engine process (whose input, unlike an io.Pipe's, takes commands while
+// the engine is busy). The engine answers uci and isready at once and
+// ends on quit; every other command goes to answer, which prints lines
+// with say, at once or later from a goroutine of its own, as an engine
+// ends a search.
+func fakeEngine(t *testing.T, answer func(cmd string, say func(lines ...string))) *Client {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex // one line at a time
+	say := func(lines ...string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range lines {
+			if _, err := fmt.Fprintln(outW, l); err != nil {
+				return
+			}
+		}
+	}
+	go func() {
+		defer func() {
+			mu.Lock()
+			_ = outW.Close()
+			mu.Unlock()
+			_ = inR.Close()
+		}()
+		sc := bufio.NewScanner(inR)
+		for sc.Scan() {
+			switch l := sc.Text(); l {
+			case "uci":
+				say("id name fake", "uciok")
+			case "isready":
+				say("readyok")
+			case "quit":
+				return
+			default:
+				answer(l, say)
+			}
+		}
+	}()
+	c, err := NewClient(context.Background(), outR, inW, inW.Close)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Close()
+		_ = outR.Close()
+	})
+	return c
+}
+
+// TestMoveScoresTheFirstPV: with MultiPV on, an engine prints one info
+// line per PV and depth, best first. The Reply's Score is the position's
+// value, the last exact score of the first PV (multipv 1), not that of
+// whichever line came last: the other PVs' scores are worse moves', and a
+// bound (a fail-high's lowerbound here) is no exact score.
+func TestMoveScoresTheFirstPV(t *testing.T) {
+	c := fakeEngine(t, func(cmd string, say func(...string)) {
+		if strings.HasPrefix(cmd, "go") {
+			say(
+				"info depth 7 seldepth 9 multipv 1 score cp 180 nodes 500 pv h3e3 h10g8",
+				"info depth 7 seldepth 9 multipv 2 score cp -350 nodes 500 pv a1a2 h10g8",
+				"info depth 8 seldepth 10 multipv 1 score cp 250 nodes 1000 pv h3e3 h10g8",
+				"info depth 8 seldepth 10 multipv 2 score cp -400 nodes 1000 pv a1a2 h10g8",
+				"info depth 9 seldepth 11 multipv 1 score cp 900 lowerbound nodes 1500 pv h3e3",
+				"info depth 9 seldepth 11 multipv 2 score cp -500 upperbound nodes 1500 pv a1a2",
+				"bestmove h3e3",
+			)
+		}
+	})
+	r, err := c.Move(context.Background(), rules.Xiangqi, rules.StartFEN(rules.Xiangqi), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Move.String() != "h3e3" || !r.Scored || r.Score != 250 {
+		t.Fatalf("reply %+v; want h3e3 scored 250 (the first PV's last exact score)", r)
+	}
 }
 
 // TestClientRefusesABadBestMove: the client hands on only a move that is

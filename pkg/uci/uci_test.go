@@ -330,7 +330,15 @@ func TestInfoScore(t *testing.T) {
 		found bool
 	}{
 		{"info depth 5 score cp 37 nodes 100 pv h2e2", 37, true},
-		{"info depth 5 seldepth 7 score cp -120 upperbound", -120, true},
+		// Only exact scores of the first PV (no multipv: the first).
+		{"info depth 5 seldepth 7 score cp -120 upperbound", 0, false},
+		{"info depth 5 score cp 30 lowerbound nodes 100 pv h2e2", 0, false},
+		{"info depth 8 multipv 1 score cp 250 pv h3e3", 250, true},
+		{"info depth 8 multipv 2 score cp -400 pv a1a2", 0, false},
+		{"info depth 8 score cp -400 multipv 2 pv a1a2", 0, false},
+		{"info multipv 3 score mate 2", 0, false},
+		{"info multipv x score cp 1", 0, false},
+		{"info score cp 5 string multipv 2 upperbound", 5, true},
 		{"info score mate 1 pv a1a9", engine.MateScore - 1, true},
 		{"info score mate 2", engine.MateScore - 3, true},
 		{"info score mate -2", -engine.MateScore + 4, true},

@@ -154,7 +154,8 @@ done
 	}
 	// The job is left pending and taken again after the claim timeout (1 s
 	// here), by a worker that starts a new engine.
-	// The hung engine also gets 5 s to answer "stop" (pkg/uci).
+	// The hung engine is stopped without waiting for its answer (pkg/uci),
+	// and given 2 s to quit when the worker closes it.
 	moved := time.Now()
 	deadline := moved.Add(15 * time.Second)
 	for {
