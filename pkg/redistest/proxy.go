@@ -12,7 +12,9 @@ import (
 // and Blackhole lets commands through but loses every answer, as a
 // network partition right after a write would, until Restore. Hold
 // keeps every command from the server, as a stalled server would, until
-// Release says which of them it answers.
+// Release says which of them it answers. Freeze silences the connections
+// open, as a partition leaves a connection half-open, while new ones
+// pass.
 type Proxy struct {
 	target string
 	ln     net.Listener
@@ -21,6 +23,9 @@ type Proxy struct {
 	cut       bool
 	blackhole bool
 	conns     map[net.Conn]struct{}
+	// clients are the client sides of conns; frozen those that Freeze
+	// silenced.
+	clients, frozen map[net.Conn]struct{}
 	// lost holds the connections that lost an answer: their client can no
 	// longer match answers to commands, and Restore closes them, as the
 	// client's timeouts would.
@@ -46,7 +51,8 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 	if err != nil {
 		tb.Fatalf("redis proxy: %v", err)
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, lost: map[net.Conn]struct{}{}, held: map[net.Conn]*heldCommands{}}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, lost: map[net.Conn]struct{}{}, held: map[net.Conn]*heldCommands{},
+		clients: map[net.Conn]struct{}{}, frozen: map[net.Conn]struct{}{}}
 	p.wg.Go(p.accept)
 	tb.Cleanup(p.close)
 	return p
@@ -62,6 +68,27 @@ func (p *Proxy) Cut() {
 	p.cut = true
 	for c := range p.conns {
 		_ = c.Close()
+	}
+}
+
+// Drop closes every open connection, and goes on taking new ones.
+func (p *Proxy) Drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// Freeze silences every connection open now, both ways and for good, and
+// leaves it open, as a partition leaves a TCP connection half-open: its
+// client hears nothing and gets no error. New connections pass. Restore
+// closes the frozen ones, as the client's kernel would give up on them.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.clients {
+		p.frozen[c] = struct{}{}
 	}
 }
 
@@ -151,6 +178,10 @@ func (p *Proxy) Restore() {
 		_ = c.Close()
 	}
 	clear(p.lost)
+	for c := range p.frozen {
+		_ = c.Close()
+	}
+	clear(p.frozen)
 }
 
 // commands copies what client sends to server, keeping it back while the
@@ -172,6 +203,10 @@ func (p *Proxy) commands(client, server net.Conn) {
 // commands.
 func (p *Proxy) send(client, server net.Conn, b []byte) bool {
 	p.mu.Lock()
+	if _, ok := p.frozen[client]; ok {
+		p.mu.Unlock()
+		return true
+	}
 	if p.holding {
 		h := p.held[client]
 		if h == nil {
@@ -198,6 +233,9 @@ func (p *Proxy) answers(client, server net.Conn) {
 			drop := p.blackhole
 			if drop {
 				p.lost[client] = struct{}{}
+			}
+			if _, ok := p.frozen[client]; ok {
+				drop = true
 			}
 			p.mu.Unlock()
 			if !drop {
@@ -266,6 +304,7 @@ func (p *Proxy) track(client, server net.Conn) bool {
 	}
 	p.conns[client] = struct{}{}
 	p.conns[server] = struct{}{}
+	p.clients[client] = struct{}{}
 	return true
 }
 
@@ -276,6 +315,8 @@ func (p *Proxy) untrack(client, server net.Conn) {
 	delete(p.conns, server)
 	delete(p.lost, client)
 	delete(p.held, client)
+	delete(p.clients, client)
+	delete(p.frozen, client)
 }
 
 func (p *Proxy) close() {

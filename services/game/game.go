@@ -184,7 +184,7 @@ func Bind(cfg Config) app.Binder {
 				return nil, err
 			}
 		}
-		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, st.ShardChannel, store.Shard, handler.Notifications())
+		h := hub.New(context.WithoutCancel(ctx), rt.Redis, log, hub.Config{Channel: st.ShardChannel, ShardOf: store.Shard, Decode: handler.Notifications()})
 		hd, err := handler.New(ctx, log, handler.Config{
 			SeatTTL: cfg.SeatTTL, SetupTime: cfg.SetupTime, FirstMoveTime: cfg.FirstMoveTime,
 			Lag: cfg.lag(), Heartbeat: cfg.Heartbeat, MaxStreams: cfg.MaxStreams, MaxSpectatorStreams: cfg.MaxSpectatorStreams, MaxSeatStreams: cfg.MaxSeatStreams, PresenceGrace: cfg.PresenceGrace, PresenceLease: cfg.PresenceLease, AIJobs: jobs,

@@ -61,7 +61,7 @@ func newRedisHandlerWith(t *testing.T, rdb redis.UniversalClient, prefix string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	hb := hub.New(context.Background(), rdb, log, st.ShardChannel, store.Shard, Notifications())
+	hb := hub.New(context.Background(), rdb, log, hub.Config{Channel: st.ShardChannel, ShardOf: store.Shard, Decode: Notifications()})
 	cfg := Config{PresenceGrace: time.Minute, SetupTime: time.Minute, FirstMoveTime: time.Minute, SeatTTL: time.Hour, Heartbeat: time.Second, ServiceKeys: ring}
 	if edit != nil {
 		edit(&cfg)

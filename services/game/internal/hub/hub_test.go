@@ -47,7 +47,7 @@ func testHubOn(t *testing.T, ctx context.Context, log *slog.Logger, addr string)
 			return []hub.Event{{Version: v}}, err
 		},
 	}
-	h := hub.New(ctx, rdb, log, channel, shardOf, dec)
+	h := hub.New(ctx, rdb, log, hub.Config{Channel: channel, ShardOf: shardOf, Decode: dec, Probe: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = h.Close() })
 	return h, rdb, name, channel
 }
