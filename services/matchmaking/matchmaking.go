@@ -307,7 +307,7 @@ func Bind(cfg Config) app.Binder {
 		// Background work outlives the request that started nothing; it stops
 		// when the closer runs, after the server stopped taking calls.
 		bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-		hub, err := notify.New(bg, rt.Redis, st.Channel())
+		hub, err := notify.New(bg, rt.Redis, log, st.Channel())
 		if err != nil {
 			stop()
 			_ = cc.Close()

@@ -8,18 +8,21 @@ package notify
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 // Hub routes signals by id to local subscribers.
 type Hub struct {
-	ps   *redis.PubSub
+	sub  *redisx.Subscription
 	mu   sync.Mutex
 	subs map[string]map[*Sub]struct{}
-	done chan struct{}
 }
 
 // Sub fires (coalescing) when its id may have changed.
@@ -28,32 +31,64 @@ type Sub struct {
 	C  chan struct{}
 }
 
-// New subscribes to channel and starts routing once Redis confirmed the
+// confirmWithin bounds New's wait for Redis to confirm the subscription.
+const confirmWithin = 10 * time.Second
+
+// New subscribes to channel and returns once Redis confirmed the
 // subscription, so no signal published after New returns is missed.
-func New(ctx context.Context, rdb redis.UniversalClient, channel string) (*Hub, error) {
-	ps := rdb.Subscribe(ctx, channel)
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return nil, fmt.Errorf("subscribe %s: %w", channel, err)
+// Every later confirmation (the connection restored, or replaced when it
+// went silent) fires every Sub, since signals published meanwhile are
+// lost.
+func New(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, channel string) (*Hub, error) {
+	h := &Hub{subs: map[string]map[*Sub]struct{}{}}
+	confirmed := make(chan struct{})
+	var once sync.Once
+	h.sub = redisx.Subscribe(ctx, rdb, log, redisx.SubscriptionConfig{
+		Message: func(_ context.Context, m *redis.Message) { h.fire(strings.Split(m.Payload, ",")) },
+		Subscribed: func(context.Context, string) {
+			h.fire(nil)
+			once.Do(func() { close(confirmed) })
+		},
+	})
+	h.sub.Want(channel)
+	t := time.NewTimer(confirmWithin)
+	defer t.Stop()
+	select {
+	case <-confirmed:
+		return h, nil
+	case <-ctx.Done():
+		_ = h.sub.Close()
+		return nil, fmt.Errorf("subscribe %s: %w", channel, ctx.Err())
+	case <-t.C:
+		_ = h.sub.Close()
+		return nil, fmt.Errorf("subscribe %s: not confirmed within %v", channel, confirmWithin)
 	}
-	h := &Hub{ps: ps, subs: map[string]map[*Sub]struct{}{}, done: make(chan struct{})}
-	go h.run()
-	return h, nil
 }
 
-func (h *Hub) run() {
-	defer close(h.done)
-	for msg := range h.ps.Channel(redis.WithChannelSize(4096)) {
-		h.mu.Lock()
-		for id := range strings.SplitSeq(msg.Payload, ",") {
-			for s := range h.subs[id] {
-				select {
-				case s.C <- struct{}{}:
-				default: // already signalled
-				}
+// fire signals the subscribers of ids, or every subscriber when ids is
+// nil.
+func (h *Hub) fire(ids []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ids == nil {
+		for _, subs := range h.subs {
+			for s := range subs {
+				signal(s)
 			}
 		}
-		h.mu.Unlock()
+		return
+	}
+	for _, id := range ids {
+		for s := range h.subs[id] {
+			signal(s)
+		}
+	}
+}
+
+func signal(s *Sub) {
+	select {
+	case s.C <- struct{}{}:
+	default: // already signalled
 	}
 }
 
@@ -92,7 +127,5 @@ func (h *Hub) Watchers() int {
 
 // Close ends the subscription.
 func (h *Hub) Close() error {
-	err := h.ps.Close()
-	<-h.done
-	return err
+	return h.sub.Close()
 }
