@@ -136,12 +136,9 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, "request cancelled")
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
-	}
+	// A code chosen for the error stands even over a context error it
+	// wraps: that may be a call's own timeout (a request to another
+	// service, to Google), which is no deadline of this client's.
 	var e *Error
 	if errors.As(err, &e) && e.Code != Internal {
 		if e.Code == Unavailable && e.Err != nil {
@@ -156,6 +153,12 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 			}
 		}
 		return st.Err()
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "request cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	}
 	if errors.Is(err, redisx.ErrNotReplicated) {
 		log.WarnContext(ctx, "write not confirmed by replicas", "err", err)
