@@ -84,9 +84,19 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "palace engine match:", err)
 		return exitUsage
 	}
+	specA, errA := parsePlayer(*a)
+	specB, errB := parsePlayer(*b)
+	if err := errors.Join(errA, errB); err != nil {
+		fmt.Fprintln(stderr, "palace engine match:", err)
+		return exitUsage
+	}
 	var openings []engine.Opening
 	if *openingPlies > 0 {
 		openings = engine.RandomOpenings(v, (*games+1)/2, *openingPlies, *seed)
+		if len(openings) == 0 {
+			fmt.Fprintf(stderr, "palace engine match: every random opening of %d plies ended the game: give fewer --opening-plies\n", *openingPlies)
+			return exitUsage
+		}
 	}
 	// Each worker plays a contiguous share of the openings with its own
 	// players, so results do not depend on scheduling.
@@ -99,12 +109,9 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var wg sync.WaitGroup
 	for start := 0; start < *games; start += chunk {
 		n := min(chunk, *games-start)
-		ops := openings
-		if len(ops) > 0 {
-			ops = ops[start/2 : min(len(ops), (start+n+1)/2)]
-		}
+		ops := openingsOf(openings, start, n)
 		wg.Go(func() {
-			pa, closeA, err := newPlayer(ctx, *a, *seed+uint64(start))
+			pa, closeA, err := newPlayer(ctx, specA, *seed+uint64(start))
 			if err != nil {
 				mu.Lock()
 				firstErr = errors.Join(firstErr, err)
@@ -112,7 +119,7 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 				return
 			}
 			defer closeA()
-			pb, closeB, err := newPlayer(ctx, *b, *seed+uint64(start)+7)
+			pb, closeB, err := newPlayer(ctx, specB, *seed+uint64(start)+7)
 			if err != nil {
 				mu.Lock()
 				firstErr = errors.Join(firstErr, err)
@@ -147,6 +154,12 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(stdout, "%-24s %6s %6s %6s %6s %8s %s\n", "player", "games", "wins", "draws", "losses", "score", "elo (95%)")
 	fmt.Fprintf(stdout, "%-24s %6d %6d %6d %6d %7.1f%% %+.0f [%+.0f, %+.0f]\n", names[0], total.Games, total.Wins, total.Draws, total.Losses, 100*total.Score, total.Elo, total.EloLow, total.EloHigh)
 	fmt.Fprintf(stdout, "%-24s %6d %6d %6d %6d %7.1f%% %+.0f\n", names[1], total.Games, total.Losses, total.Draws, total.Wins, 100*(1-total.Score), -total.Elo)
+	if firstErr != nil {
+		// The table above is of the games played: a script must not take
+		// it for the whole match.
+		fmt.Fprintf(stderr, "palace engine match: stopped after %d of %d games\n", total.Games, *games)
+		return exitFail
+	}
 	return exitOK
 }
 
@@ -177,29 +190,67 @@ func checkMatchFlags(openingPlies int, adj engine.Adjudication) error {
 	return errors.Join(errs...)
 }
 
-func newPlayer(ctx context.Context, spec string, seed uint64) (engine.Player, func(), error) {
+// openingsOf returns the openings of the n games from game start, each
+// played from both sides. RandomOpenings leaves out those that end the
+// game, so there may be fewer than games: they are played again in turn.
+func openingsOf(openings []engine.Opening, start, n int) []engine.Opening {
+	if len(openings) == 0 {
+		return nil
+	}
+	ops := make([]engine.Opening, 0, (n+1)/2)
+	for j := range (n + 1) / 2 {
+		ops = append(ops, openings[(start/2+j)%len(openings)])
+	}
+	return ops
+}
+
+// playerSpec is a parsed --a or --b: a level of the built-in engine, or
+// a UCI engine's path and options (name=value).
+type playerSpec struct {
+	spec    string
+	level   int
+	path    string
+	options []string
+}
+
+func parsePlayer(spec string) (playerSpec, error) {
 	kind, rest, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "level":
 		n, err := strconv.Atoi(rest)
 		if err != nil || n < engine.MinLevel || n > engine.MaxLevel {
-			return nil, nil, fmt.Errorf("player %q: want level:1..10", spec)
+			return playerSpec{}, fmt.Errorf("player %q: want level:1..10", spec)
 		}
-		return engine.NewLevelPlayer(n, seed, 16), func() {}, nil
+		return playerSpec{spec: spec, level: n}, nil
 	case "uci":
 		parts := strings.Split(rest, ",")
-		c, err := uci.Start(ctx, parts[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("player %q: %w", spec, err)
+		if parts[0] == "" {
+			return playerSpec{}, fmt.Errorf("player %q: want uci:/path/to/engine", spec)
 		}
 		for _, opt := range parts[1:] {
-			name, value, _ := strings.Cut(opt, "=")
-			if err := c.SetOption(ctx, name, value); err != nil {
-				_ = c.Close()
-				return nil, nil, fmt.Errorf("player %q option %s: %w", spec, name, err)
+			if name, _, ok := strings.Cut(opt, "="); !ok || name == "" {
+				return playerSpec{}, fmt.Errorf("player %q: option %q: want name=value", spec, opt)
 			}
 		}
-		return c, func() { _ = c.Close() }, nil
+		return playerSpec{spec: spec, path: parts[0], options: parts[1:]}, nil
 	}
-	return nil, nil, fmt.Errorf("player %q: want level:N or uci:/path", spec)
+	return playerSpec{}, fmt.Errorf("player %q: want level:N or uci:/path", spec)
+}
+
+func newPlayer(ctx context.Context, ps playerSpec, seed uint64) (engine.Player, func(), error) {
+	if ps.path == "" {
+		return engine.NewLevelPlayer(ps.level, seed, 16), func() {}, nil
+	}
+	c, err := uci.Start(ctx, ps.path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("player %q: %w", ps.spec, err)
+	}
+	for _, opt := range ps.options {
+		name, value, _ := strings.Cut(opt, "=")
+		if err := c.SetOption(ctx, name, value); err != nil {
+			_ = c.Close()
+			return nil, nil, fmt.Errorf("player %q option %s: %w", ps.spec, name, err)
+		}
+	}
+	return c, func() { _ = c.Close() }, nil
 }

@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "player-token":
 		return runPlayerToken(args[1:], stdout, stderr)
 	case "rules":
-		return runRules(args[1:], stdout, stderr)
+		return runRules(ctx, args[1:], stdout, stderr)
 	}
 	if isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)

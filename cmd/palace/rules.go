@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -22,7 +23,7 @@ const rulesUsage = `usage: palace rules <moves|perft|show|adjudicate> --variant 
 
 // runRules implements `palace rules`. Bad input prints one line on stderr
 // and exits 2, so scripts can tell it from a result.
-func runRules(args []string, stdout, stderr io.Writer) int {
+func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, rulesUsage)
 		return exitUsage
@@ -84,18 +85,21 @@ func runRules(args []string, stdout, stderr io.Writer) int {
 		if *depth < 1 || *depth > 8 {
 			return fail("--depth %d: want 1..8", *depth)
 		}
-		if !*divide {
-			fmt.Fprintln(stdout, rules.Perft(pos, *depth))
-			return exitOK
-		}
+		// Counted first move by first move, so that Ctrl-C (or a
+		// timeout's SIGTERM) stops a deep count.
 		counts := map[string]uint64{}
-		for m, n := range rules.Divide(pos, *depth) {
-			counts[m.String()] = n
-		}
 		var total uint64
-		for _, m := range sortedMoves(pos.LegalMoves(nil)) {
-			fmt.Fprintf(stdout, "%s: %d\n", m, counts[m])
-			total += counts[m]
+		if err := rules.DivideEach(ctx, pos, *depth, func(m rules.Move, n uint64) {
+			counts[m.String()] = n
+			total += n
+		}); err != nil {
+			fmt.Fprintf(stderr, "palace rules perft: stopped: %v\n", err)
+			return exitFail
+		}
+		if *divide {
+			for _, m := range sortedMoves(pos.LegalMoves(nil)) {
+				fmt.Fprintf(stdout, "%s: %d\n", m, counts[m])
+			}
 		}
 		fmt.Fprintln(stdout, total)
 	case "show":

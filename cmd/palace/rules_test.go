@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func palace(args ...string) (stdout, stderr string, code int) {
@@ -221,5 +222,22 @@ func TestRulesUnknownSubcommand(t *testing.T) {
 		if code != 2 || out != "" || first != want || !strings.Contains(errOut, "usage: palace rules") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q with the usage", args, code, out, errOut, want)
 		}
+	}
+}
+
+// TestRulesPerftStopsWhenInterrupted: the first SIGINT or SIGTERM cancels
+// main's context (app.SignalContext), so a deep count stops soon after
+// Ctrl-C or `timeout`'s signal, and says it did not finish.
+func TestRulesPerftStopsWhenInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	var out, errOut bytes.Buffer
+	start := time.Now()
+	// 133,312,995 leaves: about 2 s of one core.
+	code := run(ctx, []string{"rules", "perft", "--variant", "xiangqi", "--depth", "5"}, strings.NewReader(""), &out, &errOut)
+	took := time.Since(start)
+	if code == exitOK || took > time.Second {
+		t.Fatalf("interrupted 50ms in: exit %d after %v, stdout %q; want a non-zero exit soon after the interrupt",
+			code, took.Round(time.Millisecond), strings.TrimSpace(out.String()))
 	}
 }
