@@ -45,17 +45,20 @@ func Check(field, s string) error {
 	return nil
 }
 
-// shows reports whether r draws something: a printable character other
-// than the blank ones that Unicode counts as letters, marks or symbols
-// (the Hangul fillers, the blank braille pattern, the combining grapheme
-// joiner, the Khmer inherent vowels, the null notehead), with which a name
-// looks empty in any app.
-func shows(r rune) bool {
+// shows reports whether r draws something.
+func shows(r rune) bool { return unicode.IsPrint(r) && !Blank(r) }
+
+// Blank reports whether r draws nothing though Unicode counts it as a
+// letter, mark or symbol: the Hangul fillers, the blank braille pattern,
+// the combining grapheme joiner, the Khmer inherent vowels, the null
+// notehead, and the variation selectors. A name of nothing else looks
+// empty in any app, and an id with one looks like the id without it.
+func Blank(r rune) bool {
 	switch r {
 	case '\u115f', '\u1160', '\u3164', '\uffa0', '\u2800', '\u034f', '\u17b4', '\u17b5', '\U0001D159':
-		return false
+		return true
 	}
-	return unicode.IsPrint(r)
+	return unicode.Is(unicode.Variation_Selector, r)
 }
 
 // Allowed reports whether a name may hold r: a printable character, or
