@@ -41,8 +41,8 @@ type ClockServiceClient interface {
 	// index with its pending deadlines and owner, and the lateness and
 	// health of this replica's sweepers. Unavailable when Redis cannot be
 	// read. It is internal: the caller sends a service credential in the
-	// x-palace-service header, else Unauthenticated (PermissionDenied for a
-	// player's credential).
+	// x-palace-service header, else Unauthenticated (a player's credential
+	// included; PermissionDenied for one signed with the service keys).
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
 }
 
@@ -92,8 +92,8 @@ type ClockServiceServer interface {
 	// index with its pending deadlines and owner, and the lateness and
 	// health of this replica's sweepers. Unavailable when Redis cannot be
 	// read. It is internal: the caller sends a service credential in the
-	// x-palace-service header, else Unauthenticated (PermissionDenied for a
-	// player's credential).
+	// x-palace-service header, else Unauthenticated (a player's credential
+	// included; PermissionDenied for one signed with the service keys).
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
 	mustEmbedUnimplementedClockServiceServer()
 }

@@ -83,7 +83,8 @@ type GameServiceClient interface {
 	// IssueSeatCredentials issues none for it either). It is
 	// internal (matchmaking, tournament systems, operators): the caller
 	// sends a service credential in the x-palace-service header, else
-	// Unauthenticated, or PermissionDenied for a player's credential.
+	// Unauthenticated (a player's credential included), or PermissionDenied
+	// for a player's credential signed with the service keys.
 	// InvalidArgument for a bad kind, seats, time control or FEN. The game's
 	// id derives from the whole request: the same request retried returns
 	// the same game and credentials, on any replica, while another request
@@ -427,7 +428,8 @@ type GameServiceServer interface {
 	// IssueSeatCredentials issues none for it either). It is
 	// internal (matchmaking, tournament systems, operators): the caller
 	// sends a service credential in the x-palace-service header, else
-	// Unauthenticated, or PermissionDenied for a player's credential.
+	// Unauthenticated (a player's credential included), or PermissionDenied
+	// for a player's credential signed with the service keys.
 	// InvalidArgument for a bad kind, seats, time control or FEN. The game's
 	// id derives from the whole request: the same request retried returns
 	// the same game and credentials, on any replica, while another request
