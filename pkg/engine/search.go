@@ -98,6 +98,9 @@ type searcher struct {
 	history  [2][90 * 90]int32
 	pv       [maxPly + 1][maxPly + 1]rules.Move
 	pvLen    [maxPly + 1]int
+	// quickFrom[side] is the square of the piece of side that quickMove
+	// last found a move for (a hint only: it may hold anything now).
+	quickFrom [2]int8
 }
 
 func newSearcher() *searcher { return &searcher{} }
@@ -492,6 +495,9 @@ func (s *searcher) search(depth, ply, alpha, beta int) int {
 		// Reverse futility: far above beta near the leaves, a quiet
 		// move will not bring the score back down.
 		if depth <= 3 && staticEval-110*depth >= beta {
+			if s.stalemated(ply) {
+				return -mateScore + ply // stalemate loses in Xiangqi
+			}
 			return staticEval
 		}
 		if depth >= 3 && staticEval >= beta && s.nullAllowed() {
@@ -503,6 +509,9 @@ func (s *searcher) search(depth, ply, alpha, beta int) int {
 				return 0
 			}
 			if v >= beta {
+				if s.stalemated(ply) {
+					return -mateScore + ply // stalemate loses in Xiangqi
+				}
 				if v >= mateBound {
 					v = beta // a reduced search does not prove a mate
 				}
@@ -607,13 +616,19 @@ func (s *searcher) qsearch(ply, alpha, beta int) int {
 	best, stand := -infinity, 0
 	if !inCheck {
 		stand = s.evaluate()
-		if s.janggi && cur.pass {
-			// The opponent just passed: passing back ends the game on
-			// points, an exact result that standing pat must not hide.
+		if s.janggi && (cur.pass || cur.facing && cur.caps > 0) {
+			// A pass here ends the game on points: after the opponent's
+			// pass (two passes), or when the opponent's move left the
+			// generals facing once a piece has been captured, since the
+			// pass leaves them facing (bikjang). That is an exact
+			// result that standing pat must not hide.
 			us := s.pos.Turn()
 			stand = max(stand, winScore(s.pos.Points(us) > s.pos.Points(us^1), ply+1))
 		}
 		if stand >= beta {
+			if s.stalemated(ply) {
+				return -mateScore + ply // stalemate loses in Xiangqi
+			}
 			return stand
 		}
 		alpha = max(alpha, stand)

@@ -1,0 +1,194 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/palacehq/palace/pkg/rules"
+)
+
+// TestStalemateInOneIsFound: in Xiangqi a stalemate is a loss for the
+// stalemated side, and the package scores it like a mate at the ply it
+// happens. Here Red wins in one by stalemate: d8d9 leaves Black (two
+// pinned chariots, two pinned elephants, a boxed-in general) without a
+// legal move, not in check. Like any mate in one it must be found by a
+// search of every depth from 1, even though the stalemated side's material
+// puts its static evaluation far above beta: stand-pat, reverse futility
+// and null-move pruning must not cut such a node off before its (empty)
+// move list is known.
+func TestStalemateInOneIsFound(t *testing.T) {
+	const fen = "C1brkrb1C/9/3P5/9/9/9/9/9/9/3K5 w - - 0 1"
+	g, err := rules.NewGame(rules.Xiangqi, fen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rules agree: d8d9 wins at once.
+	c := g.Clone()
+	if _, err := c.Play(mustMoves(t, "d8d9")[0]); err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Outcome(); !o.Ended || o.Method != rules.Stalemate || o.Winner != rules.FirstWins {
+		t.Fatalf("test position: after d8d9 outcome %+v, want Red wins by stalemate", o)
+	}
+	var missed []string
+	for depth := 1; depth <= 5; depth++ {
+		res, err := New(Options{HashMB: 1}).SearchGame(context.Background(), g, Limits{Depth: depth}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Move.String() != "d8d9" || res.Mate != 1 {
+			missed = append(missed, fmt.Sprintf("depth %d: %v score %d mate %d", depth, res.Move, res.Score, res.Mate))
+		}
+	}
+	if len(missed) > 0 {
+		t.Errorf("win in one by stalemate (d8d9, Mate 1) not found:\n%v", missed)
+	}
+}
+
+// TestStalemateIsNotPrunedAway: each way a node may return before it
+// generates its moves (stand-pat at depth 0, reverse futility at depths
+// 1-3, null move from depth 3) must first make sure the side to move has a
+// move. Black is stalemated and far ahead on material; searched with a
+// null window well below its static evaluation at every depth, the node
+// scores the loss, not the evaluation.
+func TestStalemateIsNotPrunedAway(t *testing.T) {
+	const fen = "C1brkrb1C/9/3P5/9/9/9/9/9/9/3K5 w - - 0 1"
+	for depth := 0; depth <= 5; depth++ {
+		s := newSearcher()
+		if err := s.setup(mustFEN(t, rules.Xiangqi, fen), nil); err != nil {
+			t.Fatal(err)
+		}
+		s.tt, s.stop, s.rootDepth = newTable(1), new(atomic.Bool), depth+1
+		s.make(mustMoves(t, "d8d9")[0], 0)
+		if e := s.evaluate(); e < 500 {
+			t.Fatalf("test position: Black's evaluation %d, want it far above 0", e)
+		}
+		if v := s.search(depth, 1, -1, 0); v != -mateScore+1 {
+			t.Errorf("depth %d: stalemated side scores %d, want %d (loss at ply 1)", depth, v, -mateScore+1)
+		}
+	}
+}
+
+// TestDepthOneDoesNotCaptureIntoBikjang: Cho's horse on e5 is the only
+// piece between the generals, one capture from the first capture of the
+// game. Taking the cannon (e5c6) leaves the generals facing with a capture
+// made, so Han's reply pass (or any move that keeps the file open) ends
+// the game by bikjang, and Han (27.5 - 7 = 20.5 points to Cho's 5) wins.
+// Quiescence must count that pass as a floor under stand-pat, as it does
+// for the pass back after a pass, so a depth-1 search (levels 1 and 2)
+// plays a move that loses nothing at once (a quiet move that keeps the
+// file closed, a pass, or a check, which Han may not answer with a pass).
+func TestDepthOneDoesNotCaptureIntoBikjang(t *testing.T) {
+	const fen = "3a1a2r/4k4/9/9/2c6/4N4/9/9/4K4/9 w - - 0 1"
+	g, err := rules.NewGame(rules.Janggi, fen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		lim  Limits
+	}{
+		{"depth 1", Limits{Depth: 1}},
+		{"level 1", Level(1).Limits(1)},
+		{"level 2", Level(2).Limits(1)},
+	} {
+		res, err := New(Options{HashMB: 1}).SearchGame(context.Background(), g, tc.lim, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := g.Clone()
+		if _, err := c.Play(res.Move); err != nil {
+			t.Fatal(err)
+		}
+		if c.Outcome().Ended || c.Position().InCheck() {
+			continue // over already, or Han in check may not pass
+		}
+		pass := rules.NewMove(c.Position().GeneralSquare(rules.Second), c.Position().GeneralSquare(rules.Second))
+		if _, err := c.Play(pass); err != nil {
+			t.Fatal(err)
+		}
+		if o := c.Outcome(); o.Ended && o.Winner == rules.SecondWins {
+			t.Errorf("%s: plays %v (score %d, mate %d); Han's reply pass ends the game at once: %v, Han wins", tc.name, res.Move, res.Score, res.Mate, o.Method)
+		}
+	}
+}
+
+// TestQuickMoveIsLegal: the moves that spare the stalemate test the move
+// generator are legal in every position they are asked about (Xiangqi,
+// side to move not in check), and stalemated agrees with the move
+// generator.
+func TestQuickMoveIsLegal(t *testing.T) {
+	s := newSearcher()
+	check := func(where string) {
+		t.Helper()
+		if s.top().check {
+			return
+		}
+		legal := s.pos.LegalMoves(nil)
+		us := s.pos.Turn()
+		g := int(s.pos.GeneralSquare(us))
+		for _, c := range []struct {
+			name string
+			m    rules.Move
+		}{
+			{"quickMove", s.quickMove()},
+			{"pieceMove(whole shield)", s.pieceMove(us, shields[g].all)},
+			{"pieceMove(sparse shield)", s.pieceMove(us, s.sparseShield(g, us^1))},
+			{"generalStep", s.generalStep(us, g)},
+		} {
+			if c.m != rules.NoMove && !slices.Contains(legal, c.m) {
+				t.Fatalf("%s %v: %s %v is not legal", where, s.pos.FEN(), c.name, c.m)
+			}
+		}
+		if got, want := s.stalemated(0), len(legal) == 0; got != want {
+			t.Fatalf("%s %v: stalemated %v, want %v", where, s.pos.FEN(), got, want)
+		}
+	}
+	for _, tc := range []struct {
+		fen        string
+		stalemated bool
+	}{
+		{"C1brkrb1C/3P5/9/9/9/9/9/9/9/3K5 b - - 0 1", true}, // after d8d9 above
+		{"C1brkrb1C/9/3P5/9/9/9/9/9/9/3K5 b - - 0 1", false},
+		{"4k4/9/9/9/9/9/9/9/4A4/3AK4 w - - 0 1", false},
+		{"3k5/9/9/9/9/9/9/9/2R1p4/4K4 w - - 0 1", false},
+	} {
+		if err := s.setup(mustFEN(t, rules.Xiangqi, tc.fen), nil); err != nil {
+			t.Fatal(err)
+		}
+		check("position")
+		if got := s.stalemated(0); got != tc.stalemated {
+			t.Errorf("%v: stalemated %v, want %v", tc.fen, got, tc.stalemated)
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 8))
+	if err := s.setup(mustFEN(t, rules.Xiangqi, rules.StartFEN(rules.Xiangqi)), nil); err != nil {
+		t.Fatal(err)
+	}
+	for game := 0; game < 400; game++ {
+		depth := 0
+		for ; depth < 90; depth++ {
+			check(fmt.Sprintf("game %d ply %d", game, depth))
+			moves := s.pos.LegalMoves(nil)
+			if len(moves) == 0 {
+				break
+			}
+			// Prefer captures, so that the games reach sparse endgames.
+			m := moves[rng.IntN(len(moves))]
+			for _, c := range moves {
+				if s.pos.PieceAt(c.To()) != rules.NoPiece && rng.IntN(2) == 0 {
+					m = c
+					break
+				}
+			}
+			s.make(m, depth)
+		}
+		for depth--; depth >= 0; depth-- {
+			s.unmake(depth)
+		}
+	}
+}
