@@ -190,9 +190,10 @@ func (s *Subscription) keep(ctx context.Context) {
 	defer close(s.kept)
 	tick := time.NewTicker(s.cfg.Probe)
 	defer tick.Stop()
-	// subscribed holds the channels sent to the current connection.
-	// go-redis keeps a channel even when its SUBSCRIBE fails, and
-	// subscribes it again on the connection it dials next.
+	// subscribed holds the channels whose SUBSCRIBE the current
+	// subscription took. One that failed is sent again at the next tick:
+	// go-redis may already have dialled a new connection in the failed
+	// call, subscribed to the channels it held before this one.
 	subscribed := map[string]bool{}
 	for {
 		select {
@@ -221,9 +222,10 @@ func (s *Subscription) keep(ctx context.Context) {
 		if len(add) > 0 {
 			if err := ps.Subscribe(ctx, add...); err != nil {
 				s.log.DebugContext(ctx, "subscribe", "channels", len(add), "err", err)
-			}
-			for _, c := range add {
-				subscribed[c] = true
+			} else {
+				for _, c := range add {
+					subscribed[c] = true
+				}
 			}
 		}
 		if len(drop) > 0 {
