@@ -66,14 +66,11 @@ type Identity struct {
 type Verifier struct {
 	cfg Config
 
-	// fetching holds one token while a fetch runs, so that concurrent
-	// misses share one fetch and a waiter can give up on its context.
-	fetching chan struct{}
-
 	mu        sync.RWMutex
 	keys      map[string]*rsa.PublicKey
-	fetchedAt time.Time // of the last fetch, failed or not
-	fetchErr  error     // of the last fetch, nil when it succeeded
+	fetchedAt time.Time  // of the last fetch begun, failed or not
+	fetchErr  error      // of the last fetch, nil when it succeeded
+	inflight  *fetchCall // the fetch under way, if any
 	expires   time.Time
 }
 
@@ -91,7 +88,7 @@ func New(cfg Config) *Verifier {
 	if cfg.Leeway < 0 {
 		cfg.Leeway = 0
 	}
-	return &Verifier{cfg: cfg, fetching: make(chan struct{}, 1)}
+	return &Verifier{cfg: cfg}
 }
 
 type header struct {
@@ -206,52 +203,48 @@ func audienceOK(raw json.RawMessage, ids []string) bool {
 	return false
 }
 
-// key returns the key kid, fetching the key set when the cache expired or
-// does not know kid. A key the cache holds is answered at once, even while
-// another caller fetches. Fetches, failed ones included, happen one at a
-// time and at most once per MinRefresh; a kid still unknown after a failed
-// fetch is ErrKeys, since the token may be signed by a key Google has just
-// published.
+// key returns the key kid. A key the cache holds is answered at once,
+// even past its max-age, while a fetch refreshes the cache beside it. A
+// kid the cache lacks waits for a fetch: at most one runs at a time, and
+// one starts at most once per MinRefresh, failed ones included. The fetch
+// is not the caller's: one that gives up does not cut it short, so that
+// callers with short deadlines cannot have the endpoint fetched again and
+// again. A kid still unknown after a failed fetch is ErrKeys, since the
+// token may be signed by a key Google has just published.
 func (v *Verifier) key(ctx context.Context, kid string) (*rsa.PublicKey, error) {
-	if k, ok := v.cachedFresh(kid); ok {
-		return k, nil
-	}
-	select {
-	case v.fetching <- struct{}{}:
-		defer func() { <-v.fetching }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrKeys, ctx.Err())
-	}
-	// Another caller may have fetched while this one waited.
-	if k, ok := v.cachedFresh(kid); ok {
-		return k, nil
-	}
-	v.mu.RLock()
+	v.mu.Lock()
 	now := v.cfg.Now()
-	mayFetch := v.fetchedAt.IsZero() || now.Sub(v.fetchedAt) >= v.cfg.MinRefresh
-	fetchErr := v.fetchErr
-	v.mu.RUnlock()
-	if mayFetch {
-		keys, maxAge, err := v.fetch(ctx)
-		v.mu.Lock()
-		switch {
-		case err == nil:
-			v.keys, v.fetchedAt, v.expires, v.fetchErr = keys, now, now.Add(maxAge), nil
-		case ctx.Err() == nil:
-			// Keep serving the keys we have (Google's keys overlap in
-			// time), and wait MinRefresh before trying again. A fetch cut
-			// short by its caller's cancellation says nothing of the
-			// endpoint, so it does not count.
-			v.fetchedAt, v.fetchErr = now, err
-		}
+	k, held := v.keys[kid]
+	if held && now.Before(v.expires) {
 		v.mu.Unlock()
-		fetchErr = err
+		return k, nil
+	}
+	f := v.inflight
+	if f == nil && (v.fetchedAt.IsZero() || now.Sub(v.fetchedAt) >= v.cfg.MinRefresh) {
+		f = &fetchCall{done: make(chan struct{})}
+		v.inflight = f
+		go v.refresh(context.WithoutCancel(ctx), f, now)
+	}
+	fetchErr := v.fetchErr
+	v.mu.Unlock()
+	if held {
+		// Google's keys overlap in time: one past its max-age still
+		// verifies while the fetch runs, or after it failed.
+		return k, nil
+	}
+	if f != nil {
+		select {
+		case <-f.done:
+			fetchErr = f.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrKeys, ctx.Err())
+		}
 	}
 	v.mu.RLock()
-	k, ok := v.keys[kid]
+	k, held = v.keys[kid]
 	v.mu.RUnlock()
 	switch {
-	case ok:
+	case held:
 		return k, nil
 	case fetchErr != nil:
 		return nil, fetchErr
@@ -259,12 +252,29 @@ func (v *Verifier) key(ctx context.Context, kid string) (*rsa.PublicKey, error) 
 	return nil, invalid("unknown signing key %q", kid)
 }
 
-// cachedFresh returns kid's key if the cache holds it within its max-age.
-func (v *Verifier) cachedFresh(kid string) (*rsa.PublicKey, bool) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	k, ok := v.keys[kid]
-	return k, ok && v.cfg.Now().Before(v.expires)
+// fetchCall is a fetch under way: done closes once err is set.
+type fetchCall struct {
+	done chan struct{}
+	err  error
+}
+
+// fetchTimeout bounds a fetch, whatever Config.HTTP's own timeout.
+const fetchTimeout = 10 * time.Second
+
+// refresh fetches the key set for f, begun at now, and keeps it; on a
+// failure it keeps the keys it has.
+func (v *Verifier) refresh(ctx context.Context, f *fetchCall, now time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	keys, maxAge, err := v.fetch(ctx)
+	v.mu.Lock()
+	if err == nil {
+		v.keys, v.expires = keys, now.Add(maxAge)
+	}
+	v.fetchedAt, v.fetchErr, v.inflight = now, err, nil
+	v.mu.Unlock()
+	f.err = err
+	close(f.done)
 }
 
 type jwks struct {
