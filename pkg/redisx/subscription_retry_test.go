@@ -1,7 +1,6 @@
 package redisx
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -10,26 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/palacehq/palace/pkg/logging"
 	"github.com/palacehq/palace/pkg/redistest"
 )
-
-// lockedBuffer collects the log of a Subscription under test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestAFailedSubscribeIsSentAgain: the subscription's connection is
 // closed by the far end (a Redis restart, a proxy dropping it) while the
@@ -48,7 +30,7 @@ func TestAFailedSubscribeIsSentAgain(t *testing.T) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	var logs lockedBuffer
+	var logs logging.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})

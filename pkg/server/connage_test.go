@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/logging"
 )
 
 // countingDialer dials TCP and counts the connections it made.
@@ -301,7 +302,7 @@ func (unavailableAtEnd) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.
 // MaxConnectionAge. A stream the server ends UNAVAILABLE while its client
 // is there still warns.
 func TestARenewalIsNoWarning(t *testing.T) {
-	var logs lockedBuffer
+	var logs logging.Buffer
 	addr, _ := startServerLogging(t, Config{MaxConnectionAge: 200 * time.Millisecond, MaxConnectionAgeGrace: 200 * time.Millisecond},
 		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		func(s *Server) { s.RegisterService(&gamev1.GameService_ServiceDesc, unavailableAtEnd{}) })

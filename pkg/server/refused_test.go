@@ -8,31 +8,13 @@ import (
 	"maps"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/logging"
 )
-
-// lockedBuffer is a log sink the server's goroutines share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestRefusedRequestsAreNotServerFaults: a Connect request that does not
 // decode, or is too large, is answered InvalidArgument or
@@ -41,7 +23,7 @@ func (l *lockedBuffer) String() string {
 // would end the call with: alerting on server faults would page on every
 // client that sends bad JSON.
 func TestRefusedRequestsAreNotServerFaults(t *testing.T) {
-	var logs lockedBuffer
+	var logs logging.Buffer
 	addr, _ := startServerLogging(t, Config{MaxRecvBytes: 1024}, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), func(s *Server) {
 		s.RegisterService(&gamev1.GameService_ServiceDesc, countingGame{calls: new(atomic.Int64)})
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/logging"
 )
 
 // slowGame answers GetGame after a second unless its context ends first,
@@ -177,7 +178,7 @@ func TestStopCutsOffConnectCallsPastTheTimeoutAsUnavailable(t *testing.T) {
 	for name, hc := range httpClients() {
 		t.Run(name, func(t *testing.T) {
 			g := slowGame{started: make(chan struct{}, 1), ctxErr: make(chan error, 1)}
-			var logs lockedBuffer
+			var logs logging.Buffer
 			log := slog.New(slog.NewTextHandler(&logs, nil))
 			addr, stop := startServerLogging(t, Config{ShutdownTimeout: 100 * time.Millisecond}, log,
 				func(s *Server) { s.RegisterService(&gamev1.GameService_ServiceDesc, g) })

@@ -1,7 +1,6 @@
 package handler
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"math/rand/v2"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/palacehq/palace/pkg/logging"
 	"github.com/palacehq/palace/pkg/rules"
 )
 
@@ -173,7 +173,7 @@ func TestPresenceSumsStayRightUnderChurn(t *testing.T) {
 // is logged below a warning, and the change is still tried again.
 func TestAPresenceCutShortByItsClientIsNoWarning(t *testing.T) {
 	h := newRedisHandler(t)
-	var logs lockedBuffer
+	var logs logging.Buffer
 	h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	id, _, _ := newXiangqi(t, h)
 	gone, cancel := context.WithCancel(t.Context())
@@ -188,23 +188,4 @@ func TestAPresenceCutShortByItsClientIsNoWarning(t *testing.T) {
 	if !again || delta != 1 {
 		t.Fatalf("the change cut short is not to be tried again (retry %v, delta %d)", again, delta)
 	}
-}
-
-// lockedBuffer is a log's output that the handler's own goroutines may
-// write while a test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

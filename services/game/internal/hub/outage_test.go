@@ -16,6 +16,24 @@ import (
 	"github.com/palacehq/palace/services/game/internal/hub"
 )
 
+// hubBehindProxy starts a hub that reaches Redis through a proxy, with a
+// subscriber to game 0/a whose subscription is in place, and a client
+// that reaches Redis directly.
+func hubBehindProxy(t *testing.T) (*hub.Hub, *redistest.Proxy, *redis.Client, func(int) string, *hub.Sub) {
+	t.Helper()
+	ctx := context.Background()
+	addr := redistest.Addr(t)
+	proxy := redistest.NewProxy(t, addr)
+	h, _, _, channel := testHubOn(t, ctx, slog.New(slog.DiscardHandler), proxy.Addr())
+	direct := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = direct.Close() })
+	a, err := h.Subscribe(ctx, "0/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, proxy, direct, channel, a
+}
+
 // TestASilentSubscriptionIsReplaced: the hub's subscription connection
 // goes silent without closing (a partition, a master replaced behind the
 // same address: no error for as long as the kernel keeps it, some 15
@@ -24,16 +42,7 @@ import (
 // connection, whose confirmation tells the streams to catch up.
 func TestASilentSubscriptionIsReplaced(t *testing.T) {
 	ctx := context.Background()
-	addr := redistest.Addr(t)
-	proxy := redistest.NewProxy(t, addr)
-	h, _, _, channel := testHubOn(t, ctx, slog.New(slog.DiscardHandler), proxy.Addr())
-	direct := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = direct.Close() })
-
-	a, err := h.Subscribe(ctx, "0/a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, proxy, direct, channel, a := hubBehindProxy(t)
 	v := publishUntilDelivered(t, direct, channel(0), "0/a", a)
 	for len(a.C) > 0 {
 		<-a.C
@@ -67,16 +76,7 @@ func TestASilentSubscriptionIsReplaced(t *testing.T) {
 // other, so an ended stream does not keep its place among --max-streams.
 func TestStreamsStartAndEndWhileRedisHangs(t *testing.T) {
 	ctx := context.Background()
-	addr := redistest.Addr(t)
-	proxy := redistest.NewProxy(t, addr)
-	h, _, _, channel := testHubOn(t, ctx, slog.New(slog.DiscardHandler), proxy.Addr())
-	direct := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = direct.Close() })
-
-	a, err := h.Subscribe(ctx, "0/a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, proxy, direct, channel, a := hubBehindProxy(t)
 	publishUntilDelivered(t, direct, channel(0), "0/a", a)
 	// A second stream of the same game, which will end during the stall.
 	a2, err := h.Subscribe(ctx, "0/a")

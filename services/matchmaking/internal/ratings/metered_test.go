@@ -1,7 +1,6 @@
 package ratings
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	"github.com/palacehq/palace/pkg/app"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/logging"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/game/gametest"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
@@ -75,7 +75,7 @@ func TestAGameThatCannotBeFollowedIsWarnedOfAndMetered(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	var logs syncBuffer
+	var logs logging.Buffer
 	reader := sdkmetric.NewManualReader()
 	c, err := New(Config{ClaimEvery: 20 * time.Millisecond, RetryAfter: time.Millisecond},
 		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
@@ -101,23 +101,6 @@ func TestAGameThatCannotBeFollowedIsWarnedOfAndMetered(t *testing.T) {
 	if !f.pending(t, p.Game) {
 		t.Fatal("the game was dropped from the pending set; its rating must wait, not be lost")
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestARenewedConnectionIsNoFailure: the game service renews its
