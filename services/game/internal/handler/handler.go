@@ -428,9 +428,21 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Mes
 	// command that writes ahead of its commit (an AI job, a deadline) takes
 	// it only when its request id is known to be new in the game: the
 	// commit that would refuse an id used before comes after those writes.
+	// A command is judged at the instant it was first run: a compare-and-set
+	// lost to another commit (a draw offer, a seat connecting, a period
+	// announced) must not charge its player the time of the reload, which
+	// may put a move that arrived in time past its deadline. A commit that
+	// ended the game (the flag) still refuses it, since the reload sees it.
+	var judgedAt time.Time
+	judge := func(now time.Time) time.Time {
+		if judgedAt.IsZero() || now.Before(judgedAt) {
+			judgedAt = now
+		}
+		return judgedAt
+	}
 	cached := h.cache.get(c.id)
 	if cached != nil && (c.expected == 0 || cached.Current(c.expected)) {
-		now := h.now()
+		now := judge(h.now())
 		// A refusal that changes the game (a deadline passed) takes the
 		// slow path too: it may be the retry of a request answered before
 		// the deadline, whose first answer only the slow path looks up.
@@ -478,11 +490,12 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Mes
 		if c.expected != 0 && !l.State.Current(c.expected) {
 			return nil, staleVersion(c.expected, l.State.Version)
 		}
-		ch, err := h.runExcused(c, l.State, l.Now)
+		now := judge(l.Now)
+		ch, err := h.runExcused(c, l.State, now)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := h.commit(ctx, l.State, ch, c, l.Now, l.RequestIDs)
+		resp, err := h.commit(ctx, l.State, ch, c, now, l.RequestIDs)
 		if errors.Is(err, errOtherSeatsID) {
 			// The other seat took the plain field meanwhile.
 			c.scoped = true
