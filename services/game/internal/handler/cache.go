@@ -108,15 +108,16 @@ func (c *stateCache) get(id string) *model.State {
 }
 
 // answer returns the stored answer to requestID when it was the last
-// command this process committed on the game: a client that lost that
-// answer and retries at once gets it without a read.
-func (c *stateCache) answer(id, requestID string) []byte {
+// command this process committed on the game, with the stamp of that
+// commit: a client that lost that answer and retries at once gets it
+// after one small read that finds the commit still stored.
+func (c *stateCache) answer(id, requestID string) (answer []byte, stamp string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.m[id]; requestID != "" && e.requestID == requestID {
-		return e.answer
+		return e.answer, e.st.Stamp
 	}
-	return nil
+	return nil, ""
 }
 
 // replayed returns the cached replay of exactly the state that the commit

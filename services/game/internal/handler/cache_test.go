@@ -9,22 +9,26 @@ import (
 
 func TestCacheAnswersOnlyTheLastRequest(t *testing.T) {
 	c := newStateCache(2, time.Hour, time.Now)
-	c.put(&model.State{ID: "g", Version: 3}, nil, "r1", []byte("first"), nil)
-	if got := string(c.answer("g", "r1")); got != "first" {
-		t.Fatalf("answer to r1: %q", got)
+	ans := func(id, rid string) []byte {
+		a, _ := c.answer(id, rid)
+		return a
+	}
+	c.put(&model.State{ID: "g", Version: 3, Stamp: "s3"}, nil, "r1", []byte("first"), nil)
+	if got, stamp := c.answer("g", "r1"); string(got) != "first" || stamp != "s3" {
+		t.Fatalf("answer to r1: %q of the commit stamped %q, want %q of s3", got, stamp, "first")
 	}
 	for _, q := range []struct{ id, rid string }{{"g", "r2"}, {"g", ""}, {"h", "r1"}} {
-		if got := c.answer(q.id, q.rid); got != nil {
+		if got := ans(q.id, q.rid); got != nil {
 			t.Fatalf("answer to %s of %s: %q, want none", q.rid, q.id, got)
 		}
 	}
 	// The next commit replaces it; one without an answer leaves none.
 	c.put(&model.State{ID: "g", Version: 4}, nil, "r2", []byte("second"), nil)
-	if c.answer("g", "r1") != nil || string(c.answer("g", "r2")) != "second" {
+	if ans("g", "r1") != nil || string(ans("g", "r2")) != "second" {
 		t.Fatal("the next commit's answer did not replace the last")
 	}
 	c.put(&model.State{ID: "g", Version: 5}, nil, "r3", nil, nil)
-	if c.answer("g", "r3") != nil || c.answer("g", "r2") != nil {
+	if ans("g", "r3") != nil || ans("g", "r2") != nil {
 		t.Fatal("a commit without an answer kept one")
 	}
 	c.drop("g")

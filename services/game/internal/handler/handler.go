@@ -414,12 +414,25 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Mes
 		return nil, err
 	}
 	defer unlock()
-	if raw := h.cache.answer(c.id, c.field()); raw != nil {
-		resp, err := c.remembered(raw)
-		if !errors.Is(err, errOtherSeatsID) {
-			return resp, err
+	if raw, stamp := h.cache.answer(c.id, c.field()); raw != nil {
+		// Redis may have lost the commit since (a restart from a file that
+		// lacks it, a failover without --redis-wait-replicas): its answer
+		// stands only while the game is at that commit. Otherwise the game
+		// moved on, and the paths below find the answer stored, or run the
+		// command again if it is not.
+		at, err := h.store.Stamp(ctx, c.id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
 		}
-		c.scoped = true
+		if at == stamp {
+			resp, err := c.remembered(raw)
+			if !errors.Is(err, errOtherSeatsID) {
+				return resp, err
+			}
+			c.scoped = true
+		} else {
+			h.cache.drop(c.id)
+		}
 	}
 	// Fast path: run on the state this process last committed. Its commit
 	// checks the version and the request id, so it is exactly as safe as

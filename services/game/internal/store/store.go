@@ -646,6 +646,19 @@ func (s *Store) Version(ctx context.Context, id string) (uint64, error) {
 	return v, err
 }
 
+// Stamp returns the stamp of the commit that stored the game's state
+// (model.State.Stamp), ErrNotFound when there is no game.
+func (s *Store) Stamp(ctx context.Context, id string) (string, error) {
+	stamp, err := s.rdb.HGet(ctx, s.stateKey(id), "n").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("stamp of game %s: %w", id, err)
+	}
+	return stamp, nil
+}
+
 // Versions is Version, and the version of the game's latest commit,
 // confirmed by replicas or not.
 func (s *Store) Versions(ctx context.Context, id string) (shown, committed uint64, err error) {
