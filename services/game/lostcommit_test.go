@@ -5,6 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
@@ -66,5 +71,208 @@ func TestARetryOfALostCommitIsAppliedAgain(t *testing.T) {
 	if len(g.GetMoves()) != 3 || g.GetVersion() != retried.GetGame().GetVersion() {
 		t.Fatalf("the retry of %s was answered as played at version %d, but the game holds %d moves at version %d, %v to move",
 			req.GetMove().GetCoordinate(), retried.GetGame().GetVersion(), len(g.GetMoves()), g.GetVersion(), g.GetTurn())
+	}
+}
+
+// streamedEvent is one event of a stream, or the error that ended it.
+type streamedEvent struct {
+	ev  *gamev1.Event
+	err error
+}
+
+// followEvents streams game id's events, without a snapshot, into a channel.
+func followEvents(ctx context.Context, env *gametest.Env, id string) (<-chan streamedEvent, error) {
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: id})
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan streamedEvent, 256)
+	go func() {
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				out <- streamedEvent{err: err}
+				return
+			}
+			if e := m.GetEvent(); e != nil {
+				out <- streamedEvent{ev: e}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// TestAStreamEndsWhenTheGameGoesOnFromBeforeALostWrite: Redis persists
+// with snapshots only and restarts without the last move, which a
+// spectator's stream had sent. The player then plays another move at that
+// version, and the opponent answers. The stream never sends the answer on
+// top of the lost move: it ends with OutOfRange, and its client reads the
+// game anew.
+func TestAStreamEndsWhenTheGameGoesOnFromBeforeALostWrite(t *testing.T) {
+	srv := redistest.Own(t, "--appendonly", "no")
+	// The production heartbeat, so that the version check it triggers does
+	// not happen to run while the game is behind.
+	env := gametest.StartOn(t, srv.Addr, func(c *game.Config) { c.Heartbeat = 15 * time.Second })
+	tb := xiangqi(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h3e3")
+	playAs(t, env, tb, commonv1.Side_SIDE_SECOND, "h10g8")
+	evs, err := followEvents(ctx, env, tb.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]string{}
+	var last uint64
+	recv := func(what string) (*gamev1.Event, error) {
+		t.Helper()
+		select {
+		case s := <-evs:
+			if s.err != nil {
+				return nil, s.err
+			}
+			if s.ev.GetVersion() != last+1 {
+				t.Fatalf("%s: version %d after %d", what, s.ev.GetVersion(), last)
+			}
+			last = s.ev.GetVersion()
+			seen[last] = s.ev.GetMovePlayed().GetMove().GetCoordinate()
+			return s.ev, nil
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: nothing streamed for 10s (last version %d)", what, last)
+		}
+		return nil, nil
+	}
+	for last < tb.get(t).GetVersion() {
+		if _, err := recv("before the snapshot"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The snapshot that Redis will restart from.
+	if err := srv.Client(t).Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lost := playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "b1c3").GetGame().GetVersion()
+	for last < lost {
+		if _, err := recv("the move to be lost"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := srv.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h1g3").GetGame().GetVersion()
+	reply := playAs(t, env, tb, commonv1.Side_SIDE_SECOND, "b10c8").GetGame().GetVersion()
+	t.Logf("lost b1c3 at version %d; h1g3 at %d, b10c8 at %d", lost, again, reply)
+	if again != lost {
+		t.Fatalf("the replacement move is at version %d, not %d: Redis did not lose the move", again, lost)
+	}
+	for last < reply {
+		if _, err := recv("after the restart"); err != nil {
+			if status.Code(err) == codes.OutOfRange {
+				return // the stream noticed
+			}
+			t.Fatalf("stream after the restart: %v", err)
+		}
+	}
+	g := tb.get(t)
+	// The stream delivered version `lost` as b1c3 and then version `reply`
+	// built on h1g3: two histories in one stream.
+	if seen[lost] != "h1g3" {
+		t.Fatalf("the stream delivered version %d as %q (lost with the restart), then version %d (%q) of a game whose version %d is %q; game moves now %v",
+			lost, seen[lost], reply, seen[reply], lost, "h1g3", g.GetMoves())
+	}
+}
+
+// TestAStreamEndsWhenAnOutageExcuseTakesTheVersionOfALostMove: as above,
+// but nobody acts after Redis comes back. The game process excuses the
+// outage itself, committing an OUTAGE_EXCUSED event at the version the
+// lost move had. The stream that sent the lost move does not take that
+// event for one it sent: it ends at once, not for good, its client showing
+// a move the game does not have while the player's clock runs.
+func TestAStreamEndsWhenAnOutageExcuseTakesTheVersionOfALostMove(t *testing.T) {
+	srv := redistest.Own(t, "--appendonly", "no")
+	env := gametest.StartOn(t, srv.Addr, func(c *game.Config) { c.SigningKeys, c.Heartbeat = keyOne, 15*time.Second })
+	// A timed game (5 min a side), so that an outage has a turn to excuse.
+	fischer := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(5 * time.Minute)}}}
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true, TimeControl: fischer})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h3e3")
+	playAs(t, env, tb, commonv1.Side_SIDE_SECOND, "h10g8")
+	evs, err := followEvents(ctx, env, tb.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed := map[uint64]*gamev1.Event{}
+	var last uint64
+	take := func(d time.Duration) (bool, error) {
+		select {
+		case s := <-evs:
+			if s.err != nil {
+				return false, s.err
+			}
+			if s.ev.GetVersion() != last+1 {
+				t.Fatalf("version %d after %d", s.ev.GetVersion(), last)
+			}
+			last = s.ev.GetVersion()
+			streamed[last] = s.ev
+			return true, nil
+		case <-time.After(d):
+			return false, nil
+		}
+	}
+	if err := srv.Client(t).Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lost := playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "b1c3").GetGame().GetVersion()
+	for last < lost {
+		if ok, err := take(10 * time.Second); !ok || err != nil {
+			t.Fatalf("waiting for version %d: %v", lost, err)
+		}
+	}
+	// Down long enough to be an outage the process excuses.
+	if err := srv.CrashFor(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Many heartbeats: the stream has every chance to notice.
+	var streamErr error
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && streamErr == nil; {
+		_, streamErr = take(100 * time.Millisecond)
+	}
+	t.Logf("after the restart the stream ended with %v", streamErr)
+	// The game as Redis holds it, read from the log by a fresh stream on
+	// a process that caches nothing.
+	fresh := gametest.StartOn(t, srv.Addr, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = env.Config.KeyPrefix, keyOne })
+	var g *gamev1.Game
+	retrying(t, "read", func() error {
+		r, err := fresh.Client.GetGame(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: tb.id})
+		g = r.GetGame()
+		return err
+	})
+	fevs, err := followEvents(ctx, fresh, tb.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := map[uint64]*gamev1.Event{}
+	for v := uint64(1); v <= g.GetVersion(); v++ {
+		s := <-fevs
+		if s.err != nil {
+			t.Fatal(s.err)
+		}
+		truth[s.ev.GetVersion()] = s.ev
+	}
+	t.Logf("game now at version %d with %d moves; old stream at %d, ended with %v", g.GetVersion(), len(g.GetMoves()), last, streamErr)
+	if streamErr != nil {
+		if status.Code(streamErr) == codes.OutOfRange {
+			return
+		}
+		t.Fatalf("stream ended with %v", streamErr)
+	}
+	for v := uint64(1); v <= last && v <= g.GetVersion(); v++ {
+		if !proto.Equal(streamed[v], truth[v]) {
+			t.Fatalf("the live stream, still open, delivered version %d as\n  %v\nbut the game's version %d is\n  %v\n(the game has %d moves; the stream's client believes %d)",
+				v, streamed[v], v, truth[v], len(g.GetMoves()), 3)
+		}
 	}
 }

@@ -849,7 +849,10 @@ func TestHeartbeatFindsACommitWhoseNotificationWasLost(t *testing.T) {
 	if err := proto.Unmarshal([]byte(last[0].Values["e"].(string)), &e); err != nil {
 		t.Fatal(err)
 	}
+	// Unmarked, as events logged before commits marked them: a copy of
+	// the marks of version 3's commit would say it follows another.
 	e.Version = 4
+	e.ProtoReflect().SetUnknown(nil)
 	raw, err := proto.Marshal(&e)
 	if err != nil {
 		t.Fatal(err)

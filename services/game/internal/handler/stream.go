@@ -81,6 +81,33 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		}
 		next = l.State.Version + 1
 	}
+	// sentStamp is the stamp of the commit that made the last event sent,
+	// or of the state the stream resumed at: "" when not known.
+	var sentStamp string
+	if next-1 == l.State.Version {
+		sentStamp = l.State.Stamp
+	}
+	// diverged tells whether e, at the stream's version or the next, shows
+	// a history other than the one the stream sent: Redis lost commits
+	// that the stream had sent (a restart from a file that lacks them, a
+	// failover), and the game went on from before them. The stream ends
+	// rather than run on into events that follow what its client never
+	// had, or pass over them as sent.
+	diverged := func(e hub.Event) bool {
+		if sentStamp == "" || e.Stamp == "" {
+			return false
+		}
+		switch e.Version {
+		case next:
+			return e.After != sentStamp
+		case next - 1:
+			return e.Stamp != sentStamp
+		}
+		return false
+	}
+	rewritten := func(v uint64) error {
+		return h.fail(ctx, apierr.New(apierr.OutOfRange, "game %s no longer holds the version %d this stream sent: Redis lost its latest writes, and the game went on from before them; read the game anew (a stream with a snapshot)", l.State.ID, v))
+	}
 	if l.State.Status.Finished() && next > l.State.Version {
 		// The game's last event is behind the client already: nothing will
 		// ever follow, and the stream is complete.
@@ -127,12 +154,16 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	// with the first message.
 	opened := req.GetSnapshot()
 	send := func(e hub.Event) (done bool, err error) {
+		if diverged(e) {
+			return true, rewritten(e.Version - 1)
+		}
 		// Sent as encoded once for every stream of the game in this
 		// process (hub.Event), not marshalled again for each one.
 		if err := ss.SendMsg(e.Msg); err != nil {
 			return true, err
 		}
 		next++
+		sentStamp = e.Stamp
 		opened = true
 		beat.Reset(h.beatInterval())
 		// The game's last event completes the stream.
@@ -163,8 +194,15 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		if read && !reading {
 			read, reading = false, true
 			after, checkedAt := next-1, ahead
+			// From the version sent last, when its commit is known: a read
+			// after a subscription lost for a while (Redis restarting) is
+			// where the stream learns that the game went on from before it.
+			from, count := after, int64(streamBatch)
+			if after > 0 && sentStamp != "" {
+				from, count = after-1, count+1
+			}
 			go func() {
-				raws, err := h.store.Events(ctx, l.State.ID, after, streamBatch)
+				raws, err := h.store.Events(ctx, l.State.ID, from, count)
 				reads <- eventsRead{raws: raws, err: err, after: after, ahead: checkedAt}
 			}()
 		}
@@ -187,17 +225,26 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 				return h.fail(ctx, r.err)
 			}
 			backoff = 0
-			if len(r.raws) == 0 && r.ahead > r.after {
-				if err := h.logLost(ctx, l.State.ID, r.after); err != nil {
-					return h.fail(ctx, err)
-				}
-			}
 			evs, err := streamEvents(r.raws)
 			if err != nil {
 				return h.fail(ctx, fmt.Errorf("game %s: %w", l.State.ID, err))
 			}
+			fresh := 0
+			for _, e := range evs {
+				if e.Version > r.after {
+					fresh++
+				}
+			}
+			if fresh == 0 && r.ahead > r.after {
+				if err := h.logLost(ctx, l.State.ID, r.after); err != nil {
+					return h.fail(ctx, err)
+				}
+			}
 			for _, e := range evs {
 				if e.Version < next {
+					if diverged(e) {
+						return rewritten(e.Version)
+					}
 					continue // sent meanwhile, from a notification
 				}
 				if e.Version != next {
@@ -212,7 +259,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 				}
 			}
 			// A full batch may have more behind it.
-			read = read || len(evs) == streamBatch
+			read = read || fresh == streamBatch
 		case <-ctx.Done():
 			// Not nil: an OK status would tell the client that the stream
 			// is complete, which only the game's end makes it.
@@ -222,6 +269,8 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		case evs := <-sub.Events:
 			for _, e := range evs {
 				switch {
+				case diverged(e) && e.Version < next:
+					return rewritten(e.Version)
 				case e.Version < next:
 					continue // already sent (read from the log)
 				case e.Version > next:
@@ -249,6 +298,8 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 				// game's. Compared with then, not now: a commit sent
 				// meanwhile is no sign of anything.
 				return h.fail(ctx, apierr.New(apierr.OutOfRange, "game %s is at version %d, behind the %d this stream sent: it expired and was created again under its id, or Redis lost its latest writes; read the game anew (a stream with a snapshot)", l.State.ID, c.committed, c.sent))
+			case c.err == nil && c.committed == c.sent && c.sentStamp != "" && c.stamp != "" && c.stamp != c.sentStamp:
+				return rewritten(c.sent)
 			case c.err == nil && c.version >= next:
 				read, ahead = true, c.version
 			}
@@ -266,10 +317,11 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			// notifications, and catches up once its subscription is back.
 			if !checking {
 				checking = true
-				sent := next - 1
+				sent, stamp := next-1, sentStamp
 				go func() {
-					v, committed, err := h.store.Versions(ctx, l.State.ID)
-					checked <- versionCheck{version: v, committed: committed, sent: sent, err: err}
+					head, err := h.store.Versions(ctx, l.State.ID)
+					checked <- versionCheck{version: head.Shown, committed: head.Committed, stamp: head.Stamp,
+						sent: sent, sentStamp: stamp, err: err}
 				}()
 			}
 		}
@@ -328,9 +380,11 @@ func (h *Handler) beatInterval() time.Duration {
 
 // versionCheck is a game's version as a stream's heartbeat read it:
 // version as the stream may show it (confirmed by replicas, where commits
-// wait for them), committed its latest commit's; sent is the version the
-// stream had reached when the read began.
+// wait for them), committed its latest commit's, stamp that commit's
+// stamp; sent is the version the stream had reached when the read began,
+// sentStamp the stamp of the commit that made it.
 type versionCheck struct {
 	version, committed, sent uint64
+	stamp, sentStamp         string
 	err                      error
 }

@@ -25,13 +25,31 @@ const (
 // send it, and the two fields a stream looks at.
 func streamEvent(raw []byte) (hub.Event, error) {
 	var e hub.Event
+	// The commit's marks come last (store.EventStampField); the public
+	// event is what precedes them.
+	public := len(raw)
 	for b := raw; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return hub.Event{}, fmt.Errorf("event: %w", protowire.ParseError(n))
 		}
+		if public == len(raw) && (num == store.EventStampField || num == store.EventAfterField) {
+			public = len(raw) - len(b)
+		}
 		b = b[n:]
 		switch {
+		case num == store.EventStampField || num == store.EventAfterField:
+			v, n := protowire.ConsumeBytes(b)
+			if typ != protowire.BytesType || n < 0 {
+				return hub.Event{}, fmt.Errorf("event's commit field %d is malformed", num)
+			}
+			if num == store.EventStampField {
+				e.Stamp = string(v)
+			} else {
+				e.After = string(v)
+			}
+		case public < len(raw):
+			return hub.Event{}, fmt.Errorf("event field %d follows its commit's marks", num)
 		case num == eventVersionField && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
@@ -48,8 +66,11 @@ func streamEvent(raw []byte) (hub.Event, error) {
 		}
 		b = b[n:]
 	}
-	msg := protowire.AppendTag(make([]byte, 0, len(raw)+8), streamEventsEventField, protowire.BytesType)
-	e.Msg = server.NewEncoded(protowire.AppendBytes(msg, raw))
+	if e.After == "" {
+		e.After = e.Stamp // not the commit's first event
+	}
+	msg := protowire.AppendTag(make([]byte, 0, public+8), streamEventsEventField, protowire.BytesType)
+	e.Msg = server.NewEncoded(protowire.AppendBytes(msg, raw[:public]))
 	return e, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/game/internal/store"
 )
 
 func TestWireFieldNumbersMatchTheAPI(t *testing.T) {
@@ -103,4 +104,44 @@ func FuzzStreamEvent(f *testing.F) {
 			t.Fatalf("scanned version %d ended %v, decoded %v", e.Version, e.Ended, got)
 		}
 	})
+}
+
+// TestStreamEventReadsAndStripsItsCommitsMarks: the stamps a commit puts
+// on its events in the log are read into the event and never sent: a
+// client gets the public event alone.
+func TestStreamEventReadsAndStripsItsCommitsMarks(t *testing.T) {
+	e := &gamev1.Event{Version: 5, Kind: &gamev1.Event_MovePlayed{MovePlayed: &gamev1.MoveRecord{Ply: 3, Move: &commonv1.Move{Coordinate: "b1c3"}}}}
+	raw, err := proto.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ stamp, after, wantAfter string }{
+		{"s5", "s4", "s4"}, // a commit's first event
+		{"s5", "", "s5"},   // a later one of the same commit
+	} {
+		got, err := streamEvent(store.MarkEvent(slices.Clone(raw), c.stamp, c.after))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Stamp != c.stamp || got.After != c.wantAfter {
+			t.Errorf("marked %q after %q: read stamp %q after %q, want %q after %q", c.stamp, c.after, got.Stamp, got.After, c.stamp, c.wantAfter)
+		}
+		var resp gamev1.StreamEventsResponse
+		if err := proto.Unmarshal(got.Msg.Bytes(), &resp); err != nil || !proto.Equal(resp.GetEvent(), e) {
+			t.Errorf("sent %v, %v; want %v", &resp, err, e)
+		}
+		if len(resp.GetEvent().ProtoReflect().GetUnknown()) != 0 {
+			t.Errorf("sent the commit's marks to the client: %x", resp.GetEvent().ProtoReflect().GetUnknown())
+		}
+	}
+	// Unmarked events, logged before commits marked them, are known by
+	// nothing but their version.
+	if got, err := streamEvent(raw); err != nil || got.Stamp != "" || got.After != "" {
+		t.Errorf("an unmarked event: stamp %q after %q, %v", got.Stamp, got.After, err)
+	}
+	// The marks come last: a public field after them is damage.
+	bad := append(store.MarkEvent(slices.Clone(raw), "s5", ""), raw...)
+	if _, err := streamEvent(bad); err == nil {
+		t.Error("an event with a field after its commit's marks was read")
+	}
 }

@@ -34,6 +34,11 @@ type Event struct {
 	// Ended: the game's last event.
 	Ended bool
 	Msg   *server.Encoded
+	// Stamp is that of the commit that made the event, After that of the
+	// commit whose state it follows (the same within a commit of several
+	// events): "" when not known, as for events logged before commits
+	// marked them.
+	Stamp, After string
 }
 
 // Decoder reads notifications: GameOf the game a notification is about

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/palacehq/palace/pkg/redisx"
@@ -480,11 +481,16 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 		args = append(args, b)
 	}
 	note := []byte(id + "\x00")
-	for _, e := range ch.Events {
+	for i, e := range ch.Events {
 		b, err := proto.Marshal(e)
 		if err != nil {
 			return Result{}, fmt.Errorf("encode event of game %s: %w", id, err)
 		}
+		after := ""
+		if i == 0 {
+			after = prevStamp
+		}
+		b = MarkEvent(b, ch.State.Stamp, after)
 		args = append(args, b)
 		note = binary.AppendUvarint(note, uint64(len(b)))
 		note = append(note, b...)
@@ -642,8 +648,32 @@ func (s *Store) Kept(st *model.State, now time.Time) bool {
 // events may be read up to (Events), so while replicas have yet to confirm
 // a commit, the version before it.
 func (s *Store) Version(ctx context.Context, id string) (uint64, error) {
-	v, _, err := s.Versions(ctx, id)
-	return v, err
+	h, err := s.Versions(ctx, id)
+	return h.Shown, err
+}
+
+// Fields a commit appends to each event's wire form, after those of the
+// public Event (whose proto reserves them): EventStampField holds the
+// stamp of the commit that made the event, and EventAfterField, on a
+// commit's first event, that of the commit it followed. A stream checks
+// that each event follows the one it sent last: should Redis lose a commit
+// that a stream had sent, and the game go on from before it, the stream
+// tells the new history from the one it sent. Streams strip them.
+const (
+	EventStampField = 1000
+	EventAfterField = 1001
+)
+
+// MarkEvent appends to an event's wire form the stamp of the commit that
+// made it and, when not "", that of the commit it follows.
+func MarkEvent(b []byte, stamp, after string) []byte {
+	b = protowire.AppendTag(b, EventStampField, protowire.BytesType)
+	b = protowire.AppendString(b, stamp)
+	if after != "" {
+		b = protowire.AppendTag(b, EventAfterField, protowire.BytesType)
+		b = protowire.AppendString(b, after)
+	}
+	return b
 }
 
 // Stamp returns the stamp of the commit that stored the game's state
@@ -659,15 +689,21 @@ func (s *Store) Stamp(ctx context.Context, id string) (string, error) {
 	return stamp, nil
 }
 
-// Versions is Version, and the version of the game's latest commit,
-// confirmed by replicas or not.
-func (s *Store) Versions(ctx context.Context, id string) (shown, committed uint64, err error) {
-	got, err := s.rdb.HMGet(ctx, s.stateKey(id), "v", "c").Result()
+// Head is where a game is: the version readers may be shown, and its
+// latest commit, confirmed by replicas or not, with that commit's stamp.
+type Head struct {
+	Shown, Committed uint64
+	Stamp            string
+}
+
+// Versions reads the game's Head.
+func (s *Store) Versions(ctx context.Context, id string) (Head, error) {
+	got, err := s.rdb.HMGet(ctx, s.stateKey(id), "v", "c", "n").Result()
 	if err != nil {
-		return 0, 0, fmt.Errorf("version of game %s: %w", id, err)
+		return Head{}, fmt.Errorf("version of game %s: %w", id, err)
 	}
 	if got[0] == nil {
-		return 0, 0, ErrNotFound
+		return Head{}, ErrNotFound
 	}
 	parse := func(field any) (uint64, error) {
 		str, _ := field.(string)
@@ -680,16 +716,18 @@ func (s *Store) Versions(ctx context.Context, id string) (shown, committed uint6
 		}
 		return v, nil
 	}
-	if committed, err = parse(got[0]); err != nil {
-		return 0, 0, err
+	var h Head
+	if h.Committed, err = parse(got[0]); err != nil {
+		return Head{}, err
 	}
-	shown = committed
+	h.Shown = h.Committed
 	if s.Waits() {
-		if shown, err = parse(got[1]); err != nil {
-			return 0, 0, err
+		if h.Shown, err = parse(got[1]); err != nil {
+			return Head{}, err
 		}
 	}
-	return shown, committed, nil
+	h.Stamp, _ = got[2].(string)
+	return h, nil
 }
 
 // Keys lists the keys of a game, for tests and operators.

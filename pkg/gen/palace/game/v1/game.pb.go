@@ -3449,7 +3449,7 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x04pass\x18\x06 \x01(\bR\x04pass\x12\x1a\n" +
 	"\bcaptured\x18\a \x01(\tR\bcaptured\x127\n" +
 	"\tplayed_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bplayedAt\x127\n" +
-	"\x06clocks\x18\t \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"\xf4\x05\n" +
+	"\x06clocks\x18\t \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"\x84\x06\n" +
 	"\x05Event\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12@\n" +
@@ -3466,7 +3466,7 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x05clock\x18\x12 \x01(\v2\x1a.palace.game.v1.ClockEventH\x00R\x05clock\x12:\n" +
 	"\n" +
 	"game_ended\x18\x13 \x01(\v2\x19.palace.game.v1.GameEndedH\x00R\tgameEndedB\x06\n" +
-	"\x04kind\"7\n" +
+	"\x04kindJ\x06\b\xe8\a\x10\xe9\aJ\x06\b\xe9\a\x10\xea\a\"7\n" +
 	"\vGameCreated\x12(\n" +
 	"\x04game\x18\x01 \x01(\v2\x14.palace.game.v1.GameR\x04game\"\xda\x01\n" +
 	"\x0fFormationChosen\x12*\n" +
