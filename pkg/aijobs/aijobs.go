@@ -153,8 +153,10 @@ type Queue struct {
 	cursor [len(lanes)]string
 	// orphansScanned is when this Queue last looked for the jobs of
 	// workers whose lease lapsed: once per Lease/4 is enough, however many
-	// workers share the Queue.
+	// workers share the Queue, unless the look found one. looking is
+	// closed when the look in progress ends (nil: none is).
 	orphansScanned time.Time
+	looking        chan struct{}
 	// lanesRead is what Enqueue last read of whether workers read both
 	// lanes, at lanesReadAt; it reads again after lanesEvery.
 	lanesRead   bool
@@ -312,28 +314,11 @@ func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) 
 }
 
 func (q *Queue) next(ctx context.Context, consumer string, block time.Duration) (*Delivery, error) {
-	// Each lane's abandoned jobs, then its new ones: a background job
-	// only when no interactive one waits.
-	orphans := q.orphansDue()
-	d, err := q.claimOrphan(ctx, consumer, interactive, orphans)
+	d, scanned, err := q.waiting(ctx, consumer)
 	if err != nil || d != nil {
 		return d, err
 	}
-	d, scanned, err := q.claim(ctx, consumer, interactive)
-	if err != nil || d != nil {
-		return d, err
-	}
-	if d, err := q.read(ctx, consumer, -1, interactive); err != nil || d != nil {
-		return d, err
-	}
-	if d, err := q.claimOrphan(ctx, consumer, background, orphans); err != nil || d != nil {
-		return d, err
-	}
-	d, bgScanned, err := q.claim(ctx, consumer, background)
-	if err != nil || d != nil {
-		return d, err
-	}
-	if !scanned || !bgScanned {
+	if !scanned {
 		// Abandoned jobs may wait further on: look, but do not wait, for
 		// a new one, and let the next call scan on.
 		block = -1
@@ -354,6 +339,29 @@ func (q *Queue) next(ctx context.Context, consumer string, block time.Duration) 
 	}
 	q.giveBack(ctx, background, consumer, d.ID)
 	return p, nil
+}
+
+// waiting takes, without waiting for one, a job of the interactive lane,
+// abandoned by another worker or new, else likewise of the background
+// lane. scanned is false when a scan for abandoned jobs stopped before
+// the end of them.
+func (q *Queue) waiting(ctx context.Context, consumer string) (d *Delivery, scanned bool, err error) {
+	look := q.lookForOrphans(ctx)
+	defer look.end()
+	if d, err = q.claimOrphan(ctx, consumer, interactive, look); err != nil || d != nil {
+		return d, true, err
+	}
+	if d, scanned, err = q.claim(ctx, consumer, interactive); err != nil || d != nil {
+		return d, true, err
+	}
+	if d, err = q.read(ctx, consumer, -1, interactive); err != nil || d != nil {
+		return d, true, err
+	}
+	if d, err = q.claimOrphan(ctx, consumer, background, look); err != nil || d != nil {
+		return d, true, err
+	}
+	d, bgScanned, err := q.claim(ctx, consumer, background)
+	return d, scanned && bgScanned, err
 }
 
 // claimCalls bounds the XAUTOCLAIM calls of one Next; each looks at up to
@@ -414,26 +422,73 @@ const (
 	orphanPages = 10
 )
 
-// orphansDue says whether it is time to look for the jobs of workers
-// whose lease lapsed: when no scan of this Queue looked in the last
-// Lease/4.
-func (q *Queue) orphansDue() bool {
-	if q.Lease <= 0 {
-		return false
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	due := time.Since(q.orphansScanned) >= q.Lease/4
-	if due {
-		q.orphansScanned = time.Now()
-	}
-	return due
+// orphanLook is one look of a Queue, in both lanes, for the jobs of
+// workers whose lease lapsed.
+type orphanLook struct {
+	q     *Queue
+	done  chan struct{}
+	found bool
 }
 
-// claimOrphan takes over, if due, one job of lane l held for at least
-// Lease by a worker whose lease lapsed.
-func (q *Queue) claimOrphan(ctx context.Context, consumer string, l lane, due bool) (*Delivery, error) {
-	if !due {
+// lookForOrphans starts a look for the jobs of workers whose lease lapsed,
+// or returns nil if none is due: when a look of this Queue that found
+// nothing began in the last Lease/4. A look in progress is waited for,
+// not skipped: should it find a job, a killed process's other workers may
+// have left more, and the workers that came meanwhile look on, one after
+// another, instead of waiting a whole read for new jobs while the AI's
+// clock runs in those games.
+func (q *Queue) lookForOrphans(ctx context.Context) *orphanLook {
+	if q.Lease <= 0 {
+		return nil
+	}
+	for {
+		look, busy := q.startLook()
+		if busy == nil {
+			return look
+		}
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// startLook starts a look if one is due and none is in progress; else it
+// returns the end of the one in progress, if any.
+func (q *Queue) startLook() (*orphanLook, <-chan struct{}) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.looking != nil {
+		return nil, q.looking
+	}
+	if time.Since(q.orphansScanned) < q.Lease/4 {
+		return nil, nil
+	}
+	q.orphansScanned = time.Now()
+	q.looking = make(chan struct{})
+	return &orphanLook{q: q, done: q.looking}, nil
+}
+
+// end ends the look. One that found a job does not use up the interval:
+// the next worker to come looks again.
+func (l *orphanLook) end() {
+	if l == nil {
+		return
+	}
+	l.q.mu.Lock()
+	defer l.q.mu.Unlock()
+	if l.found {
+		l.q.orphansScanned = time.Time{}
+	}
+	l.q.looking = nil
+	close(l.done)
+}
+
+// claimOrphan takes over, during look (none if nil), one job of lane l
+// held for at least Lease by a worker whose lease lapsed.
+func (q *Queue) claimOrphan(ctx context.Context, consumer string, l lane, look *orphanLook) (*Delivery, error) {
+	if look == nil {
 		return nil, nil
 	}
 	start := "-"
@@ -464,6 +519,7 @@ func (q *Queue) claimOrphan(ctx context.Context, consumer string, l lane, due bo
 				d, err := q.claimed(ctx, l, m)
 				if err != nil || d != nil {
 					if d != nil {
+						look.found = true
 						q.Log.InfoContext(ctx, "ai job taken over from a worker whose lease lapsed", "id", d.ID, "lane", l.String(), "game", d.Job.GameID, "worker", p.Consumer)
 					}
 					return d, err
@@ -592,7 +648,7 @@ func (q *Queue) read(ctx context.Context, consumer string, block time.Duration, 
 // Should it fail, the job is taken over after ClaimAfter, or once the
 // consumer's lease lapses.
 func (q *Queue) giveBack(ctx context.Context, l lane, consumer, id string) {
-	if err := q.handBack(ctx, l, consumer, id, true); err != nil {
+	if err := q.handBack(ctx, l, consumer, id, q.ClaimAfter, true); err != nil {
 		q.Log.WarnContext(ctx, "ai job read beside another not handed back", "id", id, "lane", l.String(), "err", err)
 	}
 }
@@ -690,15 +746,25 @@ return 1`)
 // instead of the AI's move waiting out the claim timeout. A job that
 // another worker took over meanwhile is left to it.
 func (q *Queue) HandBack(ctx context.Context, consumer string, d *Delivery) error {
-	return q.handBack(ctx, d.lane, consumer, d.ID, false)
+	return q.handBack(ctx, d.lane, consumer, d.ID, q.ClaimAfter, false)
 }
 
-func (q *Queue) handBack(ctx context.Context, l lane, consumer, id string, untried bool) error {
+// Retry hands back a job whose try failed for a reason that may pass (an
+// engine that crashed, an error of the game service), to be taken again
+// after after by the next worker to scan, consumer included: the job stays
+// pending, looking idle for ClaimAfter less after. Left as it is, it would
+// wait out the claim timeout under a live worker while the AI's clock
+// runs. The next delivery counts as another (MaxAttempts).
+func (q *Queue) Retry(ctx context.Context, consumer string, d *Delivery, after time.Duration) error {
+	return q.handBack(ctx, d.lane, consumer, d.ID, max(q.ClaimAfter-after, 0), false)
+}
+
+func (q *Queue) handBack(ctx context.Context, l lane, consumer, id string, idle time.Duration, untried bool) error {
 	flag := "0"
 	if untried {
 		flag = "1"
 	}
-	if err := handBackScript.Run(ctx, q.rdb, []string{q.stream(l)}, q.group, consumer, id, q.ClaimAfter.Milliseconds(), flag).Err(); err != nil {
+	if err := handBackScript.Run(ctx, q.rdb, []string{q.stream(l)}, q.group, consumer, id, idle.Milliseconds(), flag).Err(); err != nil {
 		return fmt.Errorf("hand back ai job %s: %w", id, err)
 	}
 	return nil

@@ -280,34 +280,58 @@ func newMover(ctx context.Context, cfg Config) (worker.Mover, func() error, erro
 // move are its own options, not the seat's level, and the game's clock
 // caps that time as it caps the built-in engine's. An engine that fails (it crashed, hung, or
 // answered nonsense such as an illegal move, which pkg/uci refuses) is not
-// asked again: the next move starts a new one.
+// asked again: a new one is started at once.
 type uciMover struct {
 	start   func(context.Context) (*uci.Client, error)
-	c       *uci.Client // nil after a failure, until the next move
+	c       *uci.Client // nil while no engine could be started, until the next move
 	timeout time.Duration
 }
 
 func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, _ int, _ uint64, budget time.Duration) (rules.Move, uint64, error) {
+	// The clock runs from now: an engine started for this move takes its
+	// start from the budget, not on top of it.
+	deadline := time.Now().Add(budget)
+	mctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
 	if u.c == nil {
-		c, err := u.start(ctx)
+		c, err := u.start(mctx)
 		if err != nil {
 			return rules.NoMove, 0, err
 		}
 		u.c = c
 	}
-	mctx, cancel := context.WithTimeout(ctx, u.timeout)
-	defer cancel()
+	if budget > 0 {
+		budget = max(time.Until(deadline), time.Millisecond)
+	}
 	r, err := u.play(mctx, v, startFEN, moves, budget)
 	switch {
 	case errors.Is(err, engine.ErrNoLegalMove):
 		// A true answer (pkg/uci checks it): the engine is sound.
 		return rules.NoMove, 0, err
 	case err != nil:
-		_ = u.c.Close()
-		u.c = nil
-		return rules.NoMove, 0, fmt.Errorf("external engine failed, replacing it: %w", err)
+		return rules.NoMove, 0, errors.Join(fmt.Errorf("external engine failed, replacing it: %w", err), u.replace(ctx))
 	}
 	return r.Move, 0, nil
+}
+
+// replace closes the engine that failed and starts the next one now, while
+// the failed move's job waits for its retry: started at the next move, the
+// engine's start (loading a network can take seconds) would eat that
+// move's budget. If the start fails, the next move tries again.
+func (u *uciMover) replace(ctx context.Context) error {
+	_ = u.c.Close()
+	u.c = nil
+	if ctx.Err() != nil {
+		return nil // stopping: a move to come starts one
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	c, err := u.start(ctx)
+	if err != nil {
+		return fmt.Errorf("replacing the external engine: %w", err)
+	}
+	u.c = c
+	return nil
 }
 
 func (u *uciMover) play(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, budget time.Duration) (engine.Reply, error) {

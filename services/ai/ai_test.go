@@ -152,8 +152,8 @@ done
 	if _, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: g.id + "-1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
 		t.Fatal(err)
 	}
-	// The job is left pending and taken again after the claim timeout (1 s
-	// here), by a worker that starts a new engine.
+	// The worker starts a new engine at once, and the job stays pending
+	// for its retry.
 	// The hung engine is stopped without waiting for its answer (pkg/uci),
 	// and given 2 s to quit when the worker closes it.
 	moved := time.Now()
@@ -203,7 +203,7 @@ done
 				t.Fatal(err)
 			}
 			// One engine is started with the service; it fails the job, and
-			// the job's next try (after the 1 s claim timeout) starts another.
+			// the worker starts another at once.
 			moved := time.Now()
 			deadline := moved.Add(10 * time.Second)
 			for {
@@ -451,10 +451,17 @@ func startAIGameWith(t *testing.T, gcfg game.Config, kind commonv1.GameKind, wor
 // seat.
 func newAIGame(t testing.TB, games gamev1.GameServiceClient, requestID string, kind commonv1.GameKind) *aiGame {
 	t.Helper()
-	resp, err := games.CreateGame(context.Background(), &gamev1.CreateGameRequest{
+	return createAIGame(t, games, &gamev1.CreateGameRequest{
 		RequestId: requestID, Kind: kind,
 		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "human"}, {Side: commonv1.Side_SIDE_SECOND, AiLevel: 2}},
 	})
+}
+
+// createAIGame creates, through games, the game req asks for, whose first
+// seat is the human's.
+func createAIGame(t testing.TB, games gamev1.GameServiceClient, req *gamev1.CreateGameRequest) *aiGame {
+	t.Helper()
+	resp, err := games.CreateGame(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,8 +89,11 @@ type Worker struct {
 func (w *Worker) Run(ctx context.Context) {
 	defer w.leave(ctx)
 	defer w.keepAlive(ctx)()
+	// retryAt is when the job this worker last handed back for a retry is
+	// due: the worker looks then, however quiet the queue.
+	var retryAt time.Time
 	for ctx.Err() == nil {
-		d, err := w.Queue.Next(ctx, w.Name, time.Second)
+		d, err := w.Queue.Next(ctx, w.Name, nextWait(retryAt))
 		if err != nil {
 			w.Log.WarnContext(ctx, "ai queue", "err", err)
 			select {
@@ -126,12 +129,16 @@ func (w *Worker) Run(ctx context.Context) {
 			}
 			// Handle settles every job that is void (the game moved on,
 			// ended or is gone); any other error leaves the AI to act, so the job
-			// stays pending and is claimed again after the timeout, here or
-			// by another worker. Acknowledging it would strand the game.
-			w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "err", err)
+			// stays pending, here or for another worker. Acknowledging it would
+			// strand the game.
 			if status.Code(err) == codes.Unavailable {
+				// Taken over after the claim timeout by a worker whose
+				// game service answers.
+				w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "err", err)
 				w.awaitGames(ctx, d.Job)
+				continue
 			}
+			retryAt = w.retry(ctx, d, err)
 			continue
 		}
 		// Acknowledged even when shutdown began meanwhile: the move is
@@ -143,6 +150,48 @@ func (w *Worker) Run(ctx context.Context) {
 			w.Log.WarnContext(ctx, "ai job ack", "game", d.Job.GameID, "err", err)
 		}
 	}
+}
+
+// retry hands back d, whose try failed with err, for another try soon
+// (retryDelay), and returns when that is due. The AI's clock runs: an
+// engine replaced or a game service's passing error should cost it a
+// moment, not the claim timeout.
+func (w *Worker) retry(ctx context.Context, d *aijobs.Delivery, err error) time.Time {
+	after := retryDelay(d.Attempt, w.Queue.ClaimAfter)
+	w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "attempt", d.Attempt, "retry_in", after, "err", err)
+	if err := w.Queue.Retry(ctx, w.Name, d, after); err != nil {
+		// Still pending: taken over after the claim timeout.
+		w.Log.WarnContext(ctx, "ai job retry", "game", d.Job.GameID, "err", err)
+		return time.Time{}
+	}
+	return time.Now().Add(after)
+}
+
+// retryFirst is the wait before a failed job's first retry; it doubles
+// with each delivery, up to the claim timeout: a job that fails every
+// time does not keep the workers busy.
+const retryFirst = 500 * time.Millisecond
+
+// retryDelay is the wait before the retry of a job whose attempt-th
+// delivery failed.
+func retryDelay(attempt int64, most time.Duration) time.Duration {
+	d := retryFirst
+	for i := int64(1); i < attempt && d < most; i++ {
+		d *= 2
+	}
+	return min(d, most)
+}
+
+// nextWait is how long the worker waits for a new job: a second, or less
+// if a job it handed back for a retry is due before, so that the job is
+// taken again on time even when no worker comes to the queue meanwhile.
+func nextWait(retryAt time.Time) time.Duration {
+	wait := time.Until(retryAt)
+	if wait <= 0 || wait >= time.Second {
+		return time.Second
+	}
+	// Redis waits whole milliseconds, for ever on 0: never wake before it.
+	return wait.Truncate(time.Millisecond) + time.Millisecond
 }
 
 // awaitGames takes no job while the game service stays out of reach (past
