@@ -190,6 +190,15 @@ func (c *Consumer) watch(ctx context.Context, p store.Pending) {
 			backoff, failed = c.cfg.RetryAfter, 0
 			continue
 		}
+		if status.Code(err) == codes.OutOfRange && reached > 0 {
+			// The game no longer holds what the stream reached: its Redis
+			// lost its latest writes, and the game went on, or will, from
+			// before them. Read its log anew from the start, which holds
+			// the ending however it comes.
+			c.log.WarnContext(ctx, "rated game is behind what its stream had reached; reading it from the start", "game", p.Game, "reached", reached, "err", err)
+			reached = 0
+			continue
+		}
 		if status.Code(err) == codes.NotFound {
 			// The game is gone (expired): nothing will ever end it.
 			c.log.WarnContext(ctx, "pending rated game no longer exists; dropping it", "game", p.Game)

@@ -38,7 +38,11 @@ redis.call('HSET', KEYS[1], ARGV[2], na, ARGV[4], nb)
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
 redis.call('ZADD', KEYS[3], na, ARGV[2], nb, ARGV[4])
-redis.call('HSET', KEYS[4], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+-- The names the game was made with, only for players without one: a
+-- player who signed in with a new name during the game has it shown
+-- already (rename.lua), and the game's would put the old one back.
+redis.call('HSETNX', KEYS[4], ARGV[2], ARGV[3])
+redis.call('HSETNX', KEYS[4], ARGV[4], ARGV[5])
 local now = tonumber(ARGV[7])
 redis.call('LPUSH', KEYS[6], cjson.encode({g = ARGV[1], s = sa, b = ra, a = na, o = ARGV[4], on = ARGV[5], ob = rb, t = now}))
 redis.call('LPUSH', KEYS[7], cjson.encode({g = ARGV[1], s = 1 - sa, b = rb, a = nb, o = ARGV[2], on = ARGV[3], ob = ra, t = now}))

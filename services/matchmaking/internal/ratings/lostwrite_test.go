@@ -1,0 +1,101 @@
+package ratings
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/game/gametest"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// retryWhileRedisReturns retries a game command while the game service's Redis comes
+// back.
+func retryWhileRedisReturns(t *testing.T, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		c := status.Code(err)
+		if time.Now().After(deadline) || (c != codes.Unavailable && c != codes.Aborted && c != codes.Internal && c != codes.DeadlineExceeded) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestARatedGameThatEndsBehindALostWriteIsRated: the game service's
+// Redis persists with snapshots only and restarts without the last moves,
+// which the rating consumer's stream had already passed. The game then
+// ends (a resignation) at a version at or below the one the consumer had
+// reached, so a stream resumed after that version is refused as ahead of
+// the game (OutOfRange). The consumer reads the game's log anew from the
+// start and rates the game, instead of retrying the refused resume for
+// good while the game stays pending.
+func TestARatedGameThatEndsBehindALostWriteIsRated(t *testing.T) {
+	srv := redistest.Own(t, "--appendonly", "no")
+	env := gametest.StartOn(t, srv.Addr, nil)
+	f := &fixture{env: env, store: store.New(redistest.Client(t), redistest.Prefix(t))}
+	c := f.consumer(t, Config{ClaimEvery: 50 * time.Millisecond, RetryAfter: 20 * time.Millisecond})
+	run(t, c)
+	p, tok := f.ratedGame(t, "quin", "rory", true)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	play := func(side commonv1.Side, mv string) uint64 {
+		t.Helper()
+		var v uint64
+		retryWhileRedisReturns(t, "move "+mv, func() error {
+			r, err := env.Client.MakeMove(gametest.As(ctx, tok[side]), &gamev1.MakeMoveRequest{GameId: p.Game, RequestId: rid(), Move: &commonv1.Move{Coordinate: mv}})
+			v = r.GetGame().GetVersion()
+			return err
+		})
+		return v
+	}
+	play(commonv1.Side_SIDE_FIRST, "h3e3")
+	play(commonv1.Side_SIDE_SECOND, "h10g8")
+	time.Sleep(500 * time.Millisecond) // the consumer's stream has them
+	// The snapshot Redis will restart from.
+	if err := srv.Client(t).Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	play(commonv1.Side_SIDE_FIRST, "b1c3")
+	lost := play(commonv1.Side_SIDE_SECOND, "b10c8")
+	time.Sleep(700 * time.Millisecond) // the consumer's stream has reached them too
+	if err := srv.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ended uint64
+	retryWhileRedisReturns(t, "resign", func() error {
+		r, err := env.Client.Resign(gametest.As(ctx, tok[commonv1.Side_SIDE_SECOND]), &gamev1.ResignRequest{GameId: p.Game, RequestId: rid()})
+		ended = r.GetGame().GetVersion()
+		return err
+	})
+	t.Logf("the consumer had reached version %d; Redis lost it; the game ended at version %d", lost, ended)
+	if ended > lost {
+		t.Fatalf("the game ended at version %d, past the lost %d: Redis lost nothing", ended, lost)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for f.pending(t, p.Game) {
+		if time.Now().After(deadline) {
+			why := "?"
+			if st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: p.Game, AfterVersion: lost}); err == nil {
+				_, err = st.Recv()
+				why = err.Error()
+			}
+			t.Fatalf("a stream after version %d answers: %s\nthe game ended 10 s ago (resigned at version %d) and is still pending: quin %+v, rory %+v; the consumer resumes after version %d, which the game no longer reaches", lost, why, ended, f.rating(t, "quin"), f.rating(t, "rory"), lost)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if q := f.rating(t, "quin"); q.Games != 1 || q.Rating != 1220 {
+		t.Fatalf("quin after winning: %+v", q)
+	}
+}
