@@ -294,6 +294,10 @@ func (q *Queue) voidBefore(j Job) string {
 // background lane, waiting up to block for a job of either. It returns
 // nil, nil when nothing came, or only a job it dead-lettered.
 func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) (*Delivery, error) {
+	if block >= 0 {
+		// Redis blocks whole milliseconds, and for ever on BLOCK 0.
+		block = max(block, time.Millisecond)
+	}
 	d, err := q.next(ctx, consumer, block)
 	if err == nil || !redis.HasErrorPrefix(err, "NOGROUP") {
 		return d, err

@@ -504,6 +504,12 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Mes
 			return nil, staleVersion(c.expected, l.State.Version)
 		}
 		now := judge(l.Now)
+		if now.UnixMilli() < l.State.TurnStartMs {
+			// The reload crossed the start of a turn (the other side's move
+			// landed first): the first instant lies before the game the
+			// command now acts on.
+			now = l.Now
+		}
 		ch, err := h.runExcused(c, l.State, now)
 		if err != nil {
 			return nil, err
@@ -741,6 +747,11 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 	})
 }
 
+// aiJobLate is how long after its AI job a commit may land before the job
+// is queued again: well within the 10 s an AI worker waits for a job's
+// commit to show.
+const aiJobLate = 5 * time.Second
+
 // load reads a game, reusing the cached replay of the same version and
 // learning Redis' time.
 func (h *Handler) load(ctx context.Context, id, requestID string) (store.Loaded, error) {
@@ -802,13 +813,40 @@ func (h *Handler) now() time.Time {
 // learnRedisTime anchors now() to redisNow, Redis TIME read just now; a
 // zero time (a read that failed) teaches nothing. Redis answered, so an
 // outage under way ends there.
+//
+// Every reading is behind by the time its reply took to be handled, so
+// one behind what now() says is a late reply, not news: taken, it would
+// turn the process' time back, judging commands on cached states early
+// (a move past its flag accepted) and dating events before earlier ones.
+// It is taken only when now() may have drifted (its anchor is older than
+// reanchorAfter) or Redis' own clock changed (a failover to another host):
+// behind by bigClockStep or more.
 func (h *Handler) learnRedisTime(redisNow time.Time) {
 	if redisNow.IsZero() {
 		return
 	}
-	h.redisTime.Store(&timeAnchor{redis: redisNow, local: time.Now()})
+	local := time.Now()
+	for {
+		old := h.redisTime.Load()
+		if old != nil {
+			age := local.Sub(old.local)
+			back := old.redis.Add(age).Sub(redisNow)
+			if back > 0 && back < bigClockStep && age < reanchorAfter {
+				break
+			}
+		}
+		if h.redisTime.CompareAndSwap(old, &timeAnchor{redis: redisNow, local: local}) {
+			break
+		}
+	}
 	h.reached(redisNow, false)
 }
+
+// How learnRedisTime tells a late reply from a clock that moved.
+const (
+	reanchorAfter = time.Minute
+	bigClockStep  = 5 * time.Second
+)
 
 // syncTime reads Redis TIME. A process whose commands all run on cached
 // states reads it nowhere else, so the lease loop calls it too.
@@ -875,6 +913,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	// Like a deadline, the AI's job is queued before the commit that makes
 	// it the AI's turn, so a crash in between cannot strand an AI game; a
 	// worker that finds the commit missing drops the job.
+	queued := time.Now()
 	if err := h.queueAI(ctx, prev, ch.State, now); err != nil {
 		return nil, err
 	}
@@ -912,6 +951,15 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		return nil, errConflict
 	}
 	h.metrics.commits.Add(ctx, 1)
+	if time.Since(queued) > aiJobLate {
+		// A worker may have given the job up as void, its commit missing
+		// (it waits 10 s for one): nothing else would queue it again, and
+		// an untimed game would wait on the AI for ever. A second job for
+		// the same version is harmless: the AI's move is one request.
+		if err := h.queueAI(ctx, prev, ch.State, now); err != nil {
+			h.log.WarnContext(ctx, "queue the ai job again after a late commit", "game", ch.State.ID, "err", err)
+		}
+	}
 	for _, e := range ch.Events {
 		if isExcuse(e) {
 			h.metrics.excused.Add(ctx, 1)

@@ -429,6 +429,12 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 		prevVersion, prevMoves, prevStamp = prev.Version, len(prev.Moves), prev.Stamp
 	}
 	ch.State.Stamp = strconv.FormatUint(rand.Uint64(), 36)
+	if prev != nil && len(ch.Events) == 0 {
+		// A commit without an event (a wake-up moved on) keeps the version,
+		// and so the stamp: the log's last event, which streams check the
+		// game against, is still the head.
+		ch.State.Stamp = prevStamp
+	}
 	var expiry time.Duration
 	switch slack := s.cfg.LiveTTL / 64; {
 	case ch.State.Status.Finished():

@@ -1,0 +1,111 @@
+package ai_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/aijobs"
+	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/pkg/apptest"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/ai/internal/worker"
+	"github.com/palacehq/palace/services/game"
+)
+
+// stallAfterJob holds, once armed, the game service's goroutine that has
+// just queued an AI job (XADD to the queue's stream) for stall before it
+// goes on to its commit: a process pause, a long wait for replicas, a
+// slow deadline-index write, as the game service sees it.
+type stallAfterJob struct {
+	stream string
+	stall  time.Duration
+	armed  atomic.Bool
+	done   atomic.Bool
+}
+
+func (s *stallAfterJob) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *stallAfterJob) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		s.after([]redis.Cmder{cmd}, err)
+		return err
+	}
+}
+
+func (s *stallAfterJob) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		s.after(cmds, err)
+		return err
+	}
+}
+
+func (s *stallAfterJob) after(cmds []redis.Cmder, err error) {
+	if err != nil || !s.armed.Load() {
+		return
+	}
+	for _, c := range cmds {
+		args := c.Args()
+		if strings.EqualFold(c.Name(), "xadd") && len(args) > 1 && args[1] == s.stream && s.armed.CompareAndSwap(true, false) {
+			time.Sleep(s.stall)
+			s.done.Store(true)
+			return
+		}
+	}
+}
+
+// TestAJobWhoseCommitLandsLateIsNotLost: the game service queues the AI's
+// job before the commit that makes it the AI's turn. If that commit lands
+// more than the worker's commit wait (10 s) after the job shows, the
+// worker takes the job for void; the game service queues it again once
+// the commit is in, so an untimed game does not wait on the AI for ever.
+func TestAJobWhoseCommitLandsLateIsNotLost(t *testing.T) {
+	prefix := redistest.Prefix(t)
+	gcfg := game.DefaultConfig()
+	gcfg.KeyPrefix = prefix
+	hook := &stallAfterJob{stream: prefix + "{ai}:jobs", stall: 11 * time.Second}
+	bind := game.Bind(gcfg)
+	stalled := func(ctx context.Context, rt *app.Runtime) (func() error, error) {
+		rt.Redis.AddHook(hook)
+		return bind(ctx, rt)
+	}
+	cc := apptest.Start(t, redistest.Addr(t), stalled)
+	g := newAIGame(t, gamev1.NewGameServiceClient(cc), prefix+"create", commonv1.GameKind_GAME_KIND_XIANGQI)
+	runWorker(t, g, prefix, &countingMover{engine: worker.NewBuiltin(4)})
+
+	hook.armed.Store(true)
+	start := time.Now()
+	resp, err := g.games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hook.done.Load() {
+		t.Fatal("the game service queued no job through the stalling hook")
+	}
+	t.Logf("the move that made it the AI's turn was committed %v after its job was queued (version %d)", time.Since(start).Round(time.Millisecond), resp.GetGame().GetVersion())
+	// A level-2 AI answers in milliseconds once its job is played.
+	deadline := time.Now().Add(15 * time.Second)
+	var last *gamev1.Game
+	for time.Now().Before(deadline) {
+		r, err := g.games.GetGame(g.human, &gamev1.GetGameRequest{GameId: g.id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.GetGame()
+		if len(last.GetMoves()) >= 2 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	depth, err := aijobs.New(redistest.Client(t), prefix).Depth(context.Background())
+	t.Fatalf("15 s after the commit the game (version %d, %d moves, turn %v) still waits on the AI; AI jobs queued or pending: %d (%v)",
+		last.GetVersion(), len(last.GetMoves()), last.GetTurn(), depth, err)
+}
