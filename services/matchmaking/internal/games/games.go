@@ -103,6 +103,21 @@ const MaxPlayerIDBytes = 128
 // does not remember it for rematches and ratings: the caller must
 // (CreateHuman does).
 func (c *Creator) Create(ctx context.Context, s Spec) (store.Game, error) {
+	g, err := c.Make(ctx, s)
+	if err != nil {
+		return store.Game{}, err
+	}
+	if err := c.List(ctx, g); err != nil {
+		return store.Game{}, err
+	}
+	return g, nil
+}
+
+// Make creates a game between two people through the game service, and
+// lists it for nobody: a caller that must note the game somewhere before
+// a player's list names it (a match, which may be given up) calls List
+// after that; Create does both.
+func (c *Creator) Make(ctx context.Context, s Spec) (store.Game, error) {
 	resp, err := c.game.CreateGame(ctx, &gamev1.CreateGameRequest{
 		RequestId: s.RequestID, Kind: s.Kind, TimeControl: store.ControlPB(s.Control),
 		Rated: s.Rated, Public: s.Public,
@@ -134,22 +149,27 @@ func (c *Creator) Create(ctx context.Context, s Spec) (store.Game, error) {
 	if g.First.Seat.Token == "" || g.Second.Seat.Token == "" {
 		return store.Game{}, fmt.Errorf("create game %s: the game service returned no credential for a seat", g.ID)
 	}
-	// Listed before anyone can learn of the game, so that no game a
-	// player was told of is missing from their list; a failure fails the
-	// creation, whose retry (the same request id, the same game) lists it.
+	return g, nil
+}
+
+// List lists a game made by Make for both of its players. It must come
+// before anyone can learn of the game, so that no game a player was told
+// of is missing from their list; a failure fails the creation, whose
+// retry (the same request id, the same game) lists it.
+func (c *Creator) List(ctx context.Context, g store.Game) error {
 	now := c.now()
 	for _, p := range []struct {
-		me, opp Human
+		me, opp store.Player
 		side    commonv1.Side
-	}{{s.First, s.Second, commonv1.Side_SIDE_FIRST}, {s.Second, s.First, commonv1.Side_SIDE_SECOND}} {
+	}{{g.First, g.Second, commonv1.Side_SIDE_FIRST}, {g.Second, g.First, commonv1.Side_SIDE_SECOND}} {
 		if err := c.list(ctx, p.me.ID, store.Entry{
-			Game: g.ID, Kind: s.Kind, Side: SideName(p.side), Opponent: p.opp.ID, OpponentName: p.opp.Name,
-			Rated: s.Rated, Control: s.Control, Created: now,
+			Game: g.ID, Kind: g.Kind, Side: SideName(p.side), Opponent: p.opp.ID, OpponentName: p.opp.Name,
+			Rated: g.Rated, Control: g.Control, Created: now,
 		}); err != nil {
-			return store.Game{}, err
+			return err
 		}
 	}
-	return g, nil
+	return nil
 }
 
 // list adds a game to a player's list of games, kept as long as the

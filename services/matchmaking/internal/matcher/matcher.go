@@ -293,7 +293,7 @@ func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match)
 	if !aFirst {
 		first, second = second, first
 	}
-	g, err := m.games.Create(ctx, games.Spec{
+	g, err := m.games.Make(ctx, games.Spec{
 		RequestID: games.RequestID("mm", pool.Tag(), mt.ID, mt.A, mt.B),
 		Kind:      pool.Kind, Control: pool.Control, Rated: pool.Rated,
 		// Queue games are open to spectators.
@@ -302,6 +302,21 @@ func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match)
 		Second: games.Human{ID: second.ID, Name: second.Name},
 	})
 	if err != nil {
+		return err
+	}
+	// Noted on the match before it is listed anywhere: should this replica
+	// die from here on, whoever gives the match up undoes the game.
+	err = m.store.MarkMade(ctx, pool, mt.ID, g.ID)
+	if errors.Is(err, store.ErrMatchVoid) {
+		// Given up first: nobody was told of the game, which is aborted
+		// when no first move comes, and nothing lists or records it.
+		m.log.WarnContext(ctx, "game made for a match already given up", "match", mt.ID, "game", g.ID, "pool", pool.ID())
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := m.games.List(ctx, g); err != nil {
 		return err
 	}
 	ga, gb := g.First.Seat, g.Second.Seat
@@ -321,21 +336,10 @@ func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match)
 	now := m.cfg.Now()
 	done, err := m.store.Finish(ctx, pool, mt, g.ID, ga, gb, now, m.cfg.Keep, record, m.games.Keep())
 	if errors.Is(err, store.ErrMatchVoid) {
-		// Given up meanwhile: nobody was told of the game, which is
-		// aborted when no first move comes. It leaves the players' lists,
-		// where it would be a game they never had.
+		// Given up meanwhile, by a replica that undoes the game too; this
+		// one may have listed it since.
 		m.log.WarnContext(ctx, "game made for a match already given up", "match", mt.ID, "game", g.ID, "pool", pool.ID())
-		for _, p := range []string{first.ID, second.ID} {
-			if err := m.store.UnlistPlayerGame(ctx, p, g.ID); err != nil {
-				m.log.WarnContext(ctx, "unlist the game of a match given up", "match", mt.ID, "game", g.ID, "player", p, "err", err)
-			}
-		}
-		// Nor is it rated, or its abort counted against a player who
-		// never knew of it, nor offered for a rematch.
-		if err := m.store.ForgetGame(ctx, g.ID); err != nil {
-			m.log.WarnContext(ctx, "forget the game of a match given up", "match", mt.ID, "game", g.ID, "err", err)
-		}
-		return nil
+		return m.undoGame(ctx, mt, g.ID)
 	}
 	if err != nil {
 		return err
@@ -378,7 +382,7 @@ func (m *Matcher) recoverStalled(ctx context.Context) {
 				continue
 			}
 			if m.cfg.GiveUpAfter > 0 && now.Sub(mt.PairedAt) > m.cfg.GiveUpAfter {
-				gaveUp, err := m.store.Void(ctx, pool, mt, now)
+				gaveUp, err := m.giveUp(ctx, pool, mt, now)
 				if err != nil {
 					m.log.WarnContext(ctx, "give up a stalled match", "match", id, "err", err)
 					continue
@@ -395,6 +399,38 @@ func (m *Matcher) recoverStalled(ctx context.Context) {
 			m.start(pool, mt)
 		}
 	}
+}
+
+// giveUp gives up a match whose game could not be made in time (Void),
+// and undoes the game if one was made for it all the same (by a replica
+// that died before completing the match). It reports false when the
+// match's game was recorded first.
+func (m *Matcher) giveUp(ctx context.Context, pool store.Pool, mt store.Match, now time.Time) (bool, error) {
+	gaveUp, made, err := m.store.Void(ctx, pool, mt, now)
+	if err != nil || !gaveUp || made == "" {
+		return gaveUp, err
+	}
+	if err := m.undoGame(ctx, mt, made); err != nil {
+		// The match stays among those being created: the next try gives
+		// it up again, and undoes the game again.
+		return true, err
+	}
+	return true, m.store.DropStalled(ctx, pool, mt.ID)
+}
+
+// undoGame takes the game made for a match given up off both players'
+// lists of games, where it would be a game they never had (and one
+// ResumeGame seats them in), and forgets its records: nobody was told of
+// it, and it aborts without a first move, so it is neither rated (its
+// abort counted against a player who never knew of it) nor offered for a
+// rematch. Every step is idempotent, so it may be run again.
+func (m *Matcher) undoGame(ctx context.Context, mt store.Match, game string) error {
+	for _, p := range []string{mt.PlayerA.ID, mt.PlayerB.ID} {
+		if err := m.store.UnlistPlayerGame(ctx, p, game); err != nil {
+			return err
+		}
+	}
+	return m.store.ForgetGame(ctx, game)
 }
 
 // dropIdle forgets pools nobody entered for IdleAfter, so the pass does

@@ -10,11 +10,13 @@
 -- when the match was given up (void.lua): its tickets are not touched.
 -- The tickets' watchers are told to look again from inside the script, so
 -- the notice can never overtake the change.
-if ARGV[11] ~= '' then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-end
+-- A match given up stays in creating as void.lua leaves it: until the game
+-- made for it is undone.
 if redis.call('HGET', KEYS[2], 'void') then
   return -1
+end
+if ARGV[11] ~= '' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
 end
 if redis.call('HGET', KEYS[3], 'state') == 'matched' and redis.call('HGET', KEYS[4], 'state') == 'matched' then
   return 0

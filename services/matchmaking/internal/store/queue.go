@@ -128,6 +128,9 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		return "", 0, err
 	}
 	if other != "" {
+		if otherTag, _ := TicketTag(other); otherTag == tag {
+			return other, Busy, nil
+		}
 		return other, BusyElsewhere, nil
 	}
 	if admit != nil {
@@ -204,7 +207,8 @@ func liveRecord(id string, claimed time.Time) string {
 
 // claimLive makes claim the player's live-ticket record, unless the record
 // names a ticket that keeps the player out of pool tag: then it returns
-// that ticket as other. prev is the record replaced.
+// that ticket as other (of pool tag itself when the player waits there).
+// prev is the record replaced.
 func (s *Store) claimLive(ctx context.Context, player, tag, claim string, now time.Time, keep time.Duration) (prev, other string, err error) {
 	key := s.liveKey(player)
 	// Each round fails only when another entry of the same player claimed
@@ -237,17 +241,22 @@ func (s *Store) claimLive(ctx context.Context, player, tag, claim string, now ti
 var ErrRacedEntries = errors.New("other entries of the same player keep racing this one")
 
 // holdingTicket returns the ticket a live-ticket record names when it
-// keeps the player out of pool tag: one of another pool that waits or is
-// paired, or one claimed within claimGrace and not written yet. A ticket of
-// pool tag itself is left to the pool's script, which keeps one per player.
+// keeps the player out of pool tag: one that waits or is paired, or one of
+// another pool claimed within claimGrace and not written yet. A live
+// ticket of pool tag itself is returned too, though the pool's script
+// would refuse the entry as well: an entry that claimed the record in its
+// place and died before setting it back would leave a claim of a ticket
+// never written, which holds nothing after claimGrace, while that ticket
+// still waits. A claim of pool tag not written yet is left to the pool's
+// script, which keeps one ticket per player.
 func (s *Store) holdingTicket(ctx context.Context, record, tag string, now time.Time) (string, error) {
 	id, claimedMs, ok := strings.Cut(record, "|")
 	idTag, err := TicketTag(id)
-	if !ok || err != nil || idTag == tag {
+	if !ok || err != nil {
 		return "", nil
 	}
 	found, live, err := s.ticketLive(ctx, id)
-	if !found && err == nil {
+	if !found && err == nil && idTag != tag {
 		if age := now.Sub(ms(claimedMs)); age < claimGrace && age > -claimGrace {
 			return id, nil
 		}
@@ -586,6 +595,11 @@ func (s *Store) Finish(ctx context.Context, pool Pool, m Match, gameID string, a
 	if err != nil {
 		return false, fmt.Errorf("finish match: %w", err)
 	}
+	if n < 0 {
+		// Left among the matches being created (finish.lua): whoever gave
+		// it up takes it out once its game is undone.
+		return false, ErrMatchVoid
+	}
 	if s.waits() {
 		// Also when a retry found the match finished: the attempt that
 		// finished it failed its wait and told nobody.
@@ -595,9 +609,6 @@ func (s *Store) Finish(ctx context.Context, pool Pool, m Match, gameID string, a
 		if err := s.DropStalled(ctx, pool, m.ID); err != nil {
 			return false, err
 		}
-	}
-	if n < 0 {
-		return false, ErrMatchVoid
 	}
 	return n == 1, nil
 }
@@ -617,30 +628,61 @@ func (s *Store) matchWrite(pool Pool, m Match) (keys []string, channel string) {
 // ErrMatchVoid: the match was given up (Void) before its game was recorded.
 var ErrMatchVoid = errors.New("match given up")
 
-// Void gives up a match whose game could not be made: both tickets end
-// expired and their players may enter again. It reports false when the
-// match's game was recorded first.
-func (s *Store) Void(ctx context.Context, pool Pool, m Match, now time.Time) (bool, error) {
-	keys, channel := s.matchWrite(pool, m)
+// MarkMade notes on a match the game made for it, before anything lists
+// the game for its players: a replica that gives the match up (Void)
+// then learns of the game and undoes it, even when the one that made it
+// died. It returns ErrMatchVoid when the match was given up (or is gone):
+// nobody undoes a game noted after that, so it must be listed nowhere.
+func (s *Store) MarkMade(ctx context.Context, pool Pool, matchID, gameID string) error {
+	key := s.poolBase(pool.Tag()) + "m:" + matchID
 	var n int
-	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
-		n, err = voidScript.Run(ctx, c, keys, m.ID, now.UnixMilli(), channel).Int()
+	err := s.write(ctx, key, func(c redis.Cmdable) (err error) {
+		n, err = markMadeScript.Run(ctx, c, []string{key}, gameID).Int()
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("give up match %s: %w", m.ID, err)
+		return fmt.Errorf("note the game of match %s: %w", matchID, err)
 	}
+	if n == 0 {
+		return ErrMatchVoid
+	}
+	return nil
+}
+
+// Void gives up a match whose game could not be made: both tickets end
+// expired and their players may enter again. It reports false when the
+// match's game was recorded first. made is the game noted for the match
+// (MarkMade), if any: the match then stays among those being created
+// until the caller has undone the game and dropped it (DropStalled), so
+// that a failure to undo it is retried, by Void again.
+func (s *Store) Void(ctx context.Context, pool Pool, m Match, now time.Time) (gaveUp bool, made string, err error) {
+	keys, channel := s.matchWrite(pool, m)
+	var res []any
+	err = s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+		res, err = voidScript.Run(ctx, c, keys, m.ID, now.UnixMilli(), channel).Slice()
+		return err
+	})
+	if err != nil {
+		return false, "", fmt.Errorf("give up match %s: %w", m.ID, err)
+	}
+	if len(res) != 2 {
+		return false, "", fmt.Errorf("give up match %s: unexpected reply %v", m.ID, res)
+	}
+	n, _ := res[0].(int64)
+	made, _ = res[1].(string)
 	if n == 1 && s.waits() {
 		// Also when a retry found the match given up already: the attempt
 		// that gave it up failed its wait and told nobody.
 		if err := s.Publish(ctx, m.A, m.B); err != nil {
-			return true, fmt.Errorf("notify the tickets of match %s: %w", m.ID, err)
+			return true, made, fmt.Errorf("notify the tickets of match %s: %w", m.ID, err)
 		}
-		if err := s.DropStalled(ctx, pool, m.ID); err != nil {
-			return true, err
+		if made == "" {
+			if err := s.DropStalled(ctx, pool, m.ID); err != nil {
+				return true, made, err
+			}
 		}
 	}
-	return n == 1, nil
+	return n == 1, made, nil
 }
 
 // ClaimStalled takes over matches whose game creation began before cutoff

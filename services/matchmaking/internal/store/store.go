@@ -8,7 +8,8 @@
 //	mm:{p:<tag>}:t:<ticket>     hash: the ticket
 //	mm:{p:<tag>}:r:<player>:<request id>  string: the ticket of a request
 //	mm:{p:<tag>}:creating       zset: match id -> time its game creation began
-//	mm:{p:<tag>}:m:<match>      hash: a, b (ticket ids), at, game
+//	mm:{p:<tag>}:m:<match>      hash: a, b (ticket ids), at, made (its game, once
+//	                            created), game (once on the tickets), void
 //	mm:{p:<tag>}:seq            match counter
 //	mm:{i:<token>}              hash: a friend invite
 //	mm:{ireq:<player>:<request id>}  string: the invite of a request
@@ -87,6 +88,8 @@ var (
 	claimLua string
 	//go:embed void.lua
 	voidLua string
+	//go:embed markmade.lua
+	markMadeLua string
 	//go:embed dropidle.lua
 	dropIdleLua string
 	//go:embed register.lua
@@ -114,6 +117,7 @@ var (
 	finishScript   = redis.NewScript(finishLua)
 	claimScript    = redis.NewScript(claimLua)
 	voidScript     = redis.NewScript(voidLua)
+	markMadeScript = redis.NewScript(markMadeLua)
 	dropIdleScript = redis.NewScript(dropIdleLua)
 	registerScript = redis.NewScript(registerLua)
 	inviteScript   = redis.NewScript(inviteLua)

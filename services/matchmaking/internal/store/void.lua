@@ -1,17 +1,22 @@
 -- Give up a match whose game could not be made in time: both tickets end
 -- expired, their players may enter again, and a late creation of the game
--- finds the match void (finish.lua) and records nothing.
+-- finds the match void (markmade.lua, finish.lua) and records nothing.
 -- KEYS[1] creating zset, KEYS[2] match, KEYS[3] ticket a, KEYS[4] ticket b,
 -- KEYS[5] players hash (as enter.lua)
 -- ARGV: 1 match id, 2 now ms, 3 notification channel ("": the caller tells
 --       the watchers and takes the match out of creating once replicas
 --       confirm the change, so that one whose confirmation failed is given
 --       up again)
--- Returns 1 when this call gave the match up, 0 when its game was made.
+-- Returns {1, made} when this call gave the match up, made being the game
+-- noted as made for it (markmade.lua) or "", and {0, ""} when its game was
+-- recorded on the tickets. A match with a made game stays in creating: its
+-- caller takes it out once the game is undone, so that a failure to undo
+-- it is retried.
 if redis.call('HGET', KEYS[2], 'game') then
-  return 0
+  return {0, ''}
 end
-if ARGV[3] ~= '' then
+local made = redis.call('HGET', KEYS[2], 'made') or ''
+if ARGV[3] ~= '' and made == '' then
   redis.call('ZREM', KEYS[1], ARGV[1])
 end
 redis.call('HSET', KEYS[2], 'void', ARGV[2])
@@ -30,4 +35,4 @@ end
 if ARGV[3] ~= '' then
   redis.call('PUBLISH', ARGV[3], ids[1] .. ',' .. ids[2])
 end
-return 1
+return {1, made}

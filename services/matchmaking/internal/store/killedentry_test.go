@@ -1,0 +1,79 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/palacehq/palace/pkg/clock"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// TestAnEntryKilledWhileThePlayerWaitsKeepsThemInOnePool: player p waits
+// in pool X, and another device of theirs sends an entry to X, bounded
+// (a rated pool's abort check) or not, whose replica is killed as soon as
+// it changes p's live-ticket record. The entry is answered busy without
+// changing it, so the record still names the waiting ticket once
+// claimGrace is past: an entry to pool Y is answered BusyElsewhere with
+// it, and p is never paired in two pools at once, handed two games.
+func TestAnEntryKilledWhileThePlayerWaitsKeepsThemInOnePool(t *testing.T) {
+	for _, bounded := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unbounded", true: "bounded"}[bounded], func(t *testing.T) {
+			rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+			st := store.New(rdb, prefix)
+			ctx := context.Background()
+			now := time.Now()
+			x := store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Default()}
+			y := store.Pool{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Control: clock.Default()}
+			ticket := func(p string, at time.Time) store.Ticket {
+				return store.Ticket{Player: p, Name: p, Rating: 1200, Entered: at, Expires: at.Add(time.Hour)}
+			}
+			tX, out, err := st.Enter(ctx, x, ticket("p", now), "r0", 2*time.Hour, nil)
+			if err != nil || out != store.Entered {
+				t.Fatal(out, err)
+			}
+
+			// The other device's entry, on a replica killed once it writes the
+			// live-ticket record.
+			dying := redistest.Client(t)
+			dying.AddHook(&redistest.KilledAfterWriting{Key: prefix + "mm:{u:p}:live"})
+			var admit func() error
+			if bounded {
+				admit = func() error { return nil }
+			}
+			if id, out, err := store.New(dying, prefix).Enter(ctx, x, ticket("p", now), "r1", 2*time.Hour, admit); err == nil && (out != store.Busy || id != tX) {
+				t.Fatalf("an entry to %s while %s waits there: %s %v, want Busy with it", x.ID(), tX, id, out)
+			}
+
+			later := now.Add(11 * time.Second) // past claimGrace
+			tY, out, err := st.Enter(ctx, y, ticket("p", later), "r2", 2*time.Hour, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out == store.BusyElsewhere && tY == tX {
+				return
+			}
+			// Both wait: each is paired.
+			if _, _, err := st.Enter(ctx, x, ticket("q", later), "r0", 2*time.Hour, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := st.Enter(ctx, y, ticket("r", later), "r0", 2*time.Hour, nil); err != nil {
+				t.Fatal(err)
+			}
+			games := 0
+			for _, r := range st.Pair(ctx, []store.Pool{x, y}, store.PairParams{Now: later, BaseWindow: 100, MaxPairs: 10, Keep: time.Hour}) {
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+				for _, m := range r.Matches {
+					if m.PlayerA.ID == "p" || m.PlayerB.ID == "p" {
+						games++
+					}
+				}
+			}
+			t.Fatalf("while %s waits in %s, p's entry to %s is %v with %s; p is then paired %d times at once", tX, x.ID(), y.ID(), out, tY, games)
+		})
+	}
+}
