@@ -65,8 +65,8 @@ func (s *stallAfterJob) after(cmds []redis.Cmder, err error) {
 // TestAJobWhoseCommitLandsLateIsNotLost: the game service queues the AI's
 // job before the commit that makes it the AI's turn. If that commit lands
 // more than the worker's commit wait (10 s) after the job shows, the
-// worker takes the job for void; the game service queues it again once
-// the commit is in, so an untimed game does not wait on the AI for ever.
+// game service queues the job again once the commit is in, so an untimed
+// game does not wait on the AI for ever.
 func TestAJobWhoseCommitLandsLateIsNotLost(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	gcfg := game.DefaultConfig()

@@ -337,16 +337,23 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	}
 	// notYet waits a moment for the commit that queued the job, which the
 	// game service queues before committing; false once commitWait has
-	// passed: the commit failed, and the job is void. A worker waiting on
-	// its queue reads a job as soon as it is queued, often before that
-	// commit lands a millisecond later: the first looks come quickly, or
-	// the AI's reply would wait a whole pause, on its clock too.
+	// passed. A worker waiting on its queue reads a job as soon as it is
+	// queued, often before that commit lands a millisecond later: the
+	// first looks come quickly, or the AI's reply would wait a whole
+	// pause, on its clock too. A job still younger than commitGiveUp is
+	// then tried again later (an error leaves it pending): the commit may
+	// land late (a game service stalled, or waiting on replicas), and its
+	// answer may be lost on the way, so that nothing queues the job again.
+	// An older one is void: the commit failed.
 	var pause time.Duration
 	notYet := func() (bool, error) {
 		if unseen.IsZero() {
 			unseen = time.Now()
 		}
 		if time.Since(unseen) > commitWait {
+			if age := time.Since(time.UnixMilli(j.EnqueuedMs)); j.EnqueuedMs != 0 && age < commitGiveUp {
+				return false, fmt.Errorf("game %s: the commit that queued the job, at version %d, has not shown %v after it", j.GameID, j.Version, age.Round(time.Second))
+			}
 			return false, nil
 		}
 		pause = min(max(2*pause, commitPollMin), commitPollMax)
@@ -437,6 +444,9 @@ const (
 	commitWait    = 10 * time.Second
 	commitPollMin = 5 * time.Millisecond
 	commitPollMax = 100 * time.Millisecond
+	// commitGiveUp is how long after it was queued a job whose commit has
+	// not shown is kept for another try; past it the job is void.
+	commitGiveUp = 2 * time.Minute
 )
 
 // DefaultOutageWait is shorter than the default claim timeout (30 s),

@@ -82,10 +82,11 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		next = l.State.Version + 1
 	}
 	// sentStamp is the stamp of the commit that made the last event sent,
-	// or of the state the stream resumed at: "" when not known.
+	// or that made the last event of the state the stream resumed at: ""
+	// when not known.
 	var sentStamp string
 	if next-1 == l.State.Version {
-		sentStamp = l.State.Stamp
+		sentStamp = l.State.LogStamp
 	}
 	// diverged tells whether e, at the stream's version or the next, shows
 	// a history other than the one the stream sent: Redis lost commits
@@ -99,7 +100,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		}
 		switch e.Version {
 		case next:
-			return e.After != sentStamp
+			return e.After != "" && e.After != sentStamp
 		case next - 1:
 			return e.Stamp != sentStamp
 		}
@@ -320,7 +321,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 				sent, stamp := next-1, sentStamp
 				go func() {
 					head, err := h.store.Versions(ctx, l.State.ID)
-					checked <- versionCheck{version: head.Shown, committed: head.Committed, stamp: head.Stamp,
+					checked <- versionCheck{version: head.Shown, committed: head.Committed, stamp: head.LogStamp,
 						sent: sent, sentStamp: stamp, err: err}
 				}()
 			}
@@ -380,9 +381,9 @@ func (h *Handler) beatInterval() time.Duration {
 
 // versionCheck is a game's version as a stream's heartbeat read it:
 // version as the stream may show it (confirmed by replicas, where commits
-// wait for them), committed its latest commit's, stamp that commit's
-// stamp; sent is the version the stream had reached when the read began,
-// sentStamp the stamp of the commit that made it.
+// wait for them), committed its latest commit's, stamp that of the last
+// commit that logged events; sent is the version the stream had reached
+// when the read began, sentStamp the stamp of the commit that made it.
 type versionCheck struct {
 	version, committed, sent uint64
 	stamp, sentStamp         string

@@ -28,6 +28,7 @@ func streamEvent(raw []byte) (hub.Event, error) {
 	// The commit's marks come last (store.EventStampField); the public
 	// event is what precedes them.
 	public := len(raw)
+	first := false // the commit's first event, which names the one before
 	for b := raw; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -46,7 +47,7 @@ func streamEvent(raw []byte) (hub.Event, error) {
 			if num == store.EventStampField {
 				e.Stamp = string(v)
 			} else {
-				e.After = string(v)
+				e.After, first = string(v), true
 			}
 		case public < len(raw):
 			return hub.Event{}, fmt.Errorf("event field %d follows its commit's marks", num)
@@ -66,8 +67,8 @@ func streamEvent(raw []byte) (hub.Event, error) {
 		}
 		b = b[n:]
 	}
-	if e.After == "" {
-		e.After = e.Stamp // not the commit's first event
+	if !first {
+		e.After = e.Stamp
 	}
 	msg := protowire.AppendTag(make([]byte, 0, public+8), streamEventsEventField, protowire.BytesType)
 	e.Msg = server.NewEncoded(protowire.AppendBytes(msg, raw[:public]))

@@ -115,11 +115,16 @@ func TestStreamEventReadsAndStripsItsCommitsMarks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ stamp, after, wantAfter string }{
-		{"s5", "s4", "s4"}, // a commit's first event
-		{"s5", "", "s5"},   // a later one of the same commit
+	for _, c := range []struct {
+		stamp, after string
+		first        bool
+		wantAfter    string
+	}{
+		{"s5", "s4", true, "s4"}, // a commit's first event
+		{"s5", "", true, ""},     // the first after a commit that was not known
+		{"s5", "", false, "s5"},  // a later one of the same commit
 	} {
-		got, err := streamEvent(store.MarkEvent(slices.Clone(raw), c.stamp, c.after))
+		got, err := streamEvent(store.MarkEvent(slices.Clone(raw), c.stamp, c.after, c.first))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +145,7 @@ func TestStreamEventReadsAndStripsItsCommitsMarks(t *testing.T) {
 		t.Errorf("an unmarked event: stamp %q after %q, %v", got.Stamp, got.After, err)
 	}
 	// The marks come last: a public field after them is damage.
-	bad := append(store.MarkEvent(slices.Clone(raw), "s5", ""), raw...)
+	bad := append(store.MarkEvent(slices.Clone(raw), "s5", "s4", true), raw...)
 	if _, err := streamEvent(bad); err == nil {
 		t.Error("an event with a field after its commit's marks was read")
 	}

@@ -35,7 +35,7 @@ type Event struct {
 	Ended bool
 	Msg   *server.Encoded
 	// Stamp is that of the commit that made the event, After that of the
-	// commit whose state it follows (the same within a commit of several
+	// commit whose event it follows (the same within a commit of several
 	// events): "" when not known, as for events logged before commits
 	// marked them.
 	Stamp, After string

@@ -92,12 +92,18 @@ type State struct {
 	// commit's compare-and-set checks it with the version: should Redis
 	// lose a commit and another bring the game back to the same version,
 	// a process that cached the lost state must not build on it.
-	Stamp   string        `json:"stamp,omitempty"`
-	Variant rules.Variant `json:"var"`
-	Status  Status        `json:"st"`
-	Seats   [2]Seat       `json:"seats"`
-	Public  bool          `json:"pub,omitempty"`
-	Rated   bool          `json:"rated,omitempty"`
+	Stamp string `json:"stamp,omitempty"`
+	// LogStamp is the Stamp of the last commit that logged events: the
+	// one the log's last event carries (store.MarkEvent), which streams
+	// check the game against. A commit without events (a wake-up moved
+	// on) leaves it. "" when not known: a state stored before events
+	// carried stamps, or by a build that knew nothing of them.
+	LogStamp string        `json:"lstamp,omitempty"`
+	Variant  rules.Variant `json:"var"`
+	Status   Status        `json:"st"`
+	Seats    [2]Seat       `json:"seats"`
+	Public   bool          `json:"pub,omitempty"`
+	Rated    bool          `json:"rated,omitempty"`
 	// PlayersMayAbort lets either seat abort the game before it begins
 	// (Abort).
 	PlayersMayAbort bool `json:"may_abort,omitempty"`

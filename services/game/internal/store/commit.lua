@@ -34,18 +34,22 @@ local cur = got[1] or '0'
 if cur ~= ARGV[1] or (got[2] or '') ~= ARGV[11] then
   return {'conflict', cur}
 end
+local n = tonumber(ARGV[10])
+local set = {'v', ARGV[2], 'n', ARGV[12], 's', ARGV[3]}
 if ARGV[4] ~= '' then
-  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'n', ARGV[12], 's', ARGV[3], ARGV[4], ARGV[5])
-else
-  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'n', ARGV[12], 's', ARGV[3])
+  set[#set + 1], set[#set + 2] = ARGV[4], ARGV[5]
 end
+if #ARGV >= 13 + n then
+  -- The commit logs events: its stamp marks the log's head.
+  set[#set + 1], set[#set + 2] = 'h', ARGV[12]
+end
+redis.call('HSET', KEYS[1], unpack(set))
 local keep = tonumber(ARGV[9])
 if keep == 0 then
   redis.call('DEL', KEYS[3])
 elseif keep > 0 then
   redis.call('LTRIM', KEYS[3], 0, keep - 1)
 end
-local n = tonumber(ARGV[10])
 local created = false
 if n > 0 then
   created = redis.call('RPUSH', KEYS[3], unpack(ARGV, 13, 12 + n)) == n

@@ -1,7 +1,8 @@
 // Package store keeps games in Redis. All keys of one game share the hash
 // tag {g:<id>} so that every script touches one slot (Redis Cluster):
 //
-//	{g:<id>}     hash: v (version), n (the commit's stamp), s (state, JSON),
+//	{g:<id>}     hash: v (version), n (the commit's stamp), h (the stamp of
+//	             the last commit that logged events), s (state, JSON),
 //	             r:<request id> (the response given, protobuf), for idempotency
 //	{g:<id>}:e   stream of events, entry id "<version>-1", field e (protobuf)
 //	{g:<id>}:m   list of the moves played, one JSON record each
@@ -424,16 +425,16 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	}
 	id := ch.State.ID
 	var prevVersion uint64
-	prevMoves, prevStamp := 0, ""
+	prevMoves, prevStamp, prevLogged := 0, "", ""
 	if prev != nil {
-		prevVersion, prevMoves, prevStamp = prev.Version, len(prev.Moves), prev.Stamp
+		prevVersion, prevMoves, prevStamp, prevLogged = prev.Version, len(prev.Moves), prev.Stamp, prev.LogStamp
 	}
+	// Every commit has a stamp of its own, events or not, so that a process
+	// holding the state before it conflicts instead of writing over it.
 	ch.State.Stamp = strconv.FormatUint(rand.Uint64(), 36)
-	if prev != nil && len(ch.Events) == 0 {
-		// A commit without an event (a wake-up moved on) keeps the version,
-		// and so the stamp: the log's last event, which streams check the
-		// game against, is still the head.
-		ch.State.Stamp = prevStamp
+	ch.State.LogStamp = prevLogged
+	if len(ch.Events) > 0 {
+		ch.State.LogStamp = ch.State.Stamp
 	}
 	var expiry time.Duration
 	switch slack := s.cfg.LiveTTL / 64; {
@@ -492,11 +493,7 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 		if err != nil {
 			return Result{}, fmt.Errorf("encode event of game %s: %w", id, err)
 		}
-		after := ""
-		if i == 0 {
-			after = prevStamp
-		}
-		b = MarkEvent(b, ch.State.Stamp, after)
+		b = MarkEvent(b, ch.State.Stamp, prevLogged, i == 0)
 		args = append(args, b)
 		note = binary.AppendUvarint(note, uint64(len(b)))
 		note = append(note, b...)
@@ -661,7 +658,8 @@ func (s *Store) Version(ctx context.Context, id string) (uint64, error) {
 // Fields a commit appends to each event's wire form, after those of the
 // public Event (whose proto reserves them): EventStampField holds the
 // stamp of the commit that made the event, and EventAfterField, on a
-// commit's first event, that of the commit it followed. A stream checks
+// commit's first event, that of the last commit before it that logged
+// events ("" when not known). A stream checks
 // that each event follows the one it sent last: should Redis lose a commit
 // that a stream had sent, and the game go on from before it, the stream
 // tells the new history from the one it sent. Streams strip them.
@@ -671,11 +669,12 @@ const (
 )
 
 // MarkEvent appends to an event's wire form the stamp of the commit that
-// made it and, when not "", that of the commit it follows.
-func MarkEvent(b []byte, stamp, after string) []byte {
+// made it and, on the commit's first event, that of the last commit
+// before it that logged events ("" when not known).
+func MarkEvent(b []byte, stamp, after string, first bool) []byte {
 	b = protowire.AppendTag(b, EventStampField, protowire.BytesType)
 	b = protowire.AppendString(b, stamp)
-	if after != "" {
+	if first {
 		b = protowire.AppendTag(b, EventAfterField, protowire.BytesType)
 		b = protowire.AppendString(b, after)
 	}
@@ -696,15 +695,16 @@ func (s *Store) Stamp(ctx context.Context, id string) (string, error) {
 }
 
 // Head is where a game is: the version readers may be shown, and its
-// latest commit, confirmed by replicas or not, with that commit's stamp.
+// latest commit, confirmed by replicas or not, with the stamp of the last
+// commit that logged events (model.State.LogStamp; "" when not known).
 type Head struct {
 	Shown, Committed uint64
-	Stamp            string
+	LogStamp         string
 }
 
 // Versions reads the game's Head.
 func (s *Store) Versions(ctx context.Context, id string) (Head, error) {
-	got, err := s.rdb.HMGet(ctx, s.stateKey(id), "v", "c", "n").Result()
+	got, err := s.rdb.HMGet(ctx, s.stateKey(id), "v", "c", "h").Result()
 	if err != nil {
 		return Head{}, fmt.Errorf("version of game %s: %w", id, err)
 	}
@@ -732,7 +732,7 @@ func (s *Store) Versions(ctx context.Context, id string) (Head, error) {
 			return Head{}, err
 		}
 	}
-	h.Stamp, _ = got[2].(string)
+	h.LogStamp, _ = got[2].(string)
 	return h, nil
 }
 
