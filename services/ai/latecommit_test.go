@@ -68,18 +68,11 @@ func (s *stallAfterJob) after(cmds []redis.Cmder, err error) {
 // game service queues the job again once the commit is in, so an untimed
 // game does not wait on the AI for ever.
 func TestAJobWhoseCommitLandsLateIsNotLost(t *testing.T) {
-	prefix := redistest.Prefix(t)
-	gcfg := game.DefaultConfig()
-	gcfg.KeyPrefix = prefix
-	hook := &stallAfterJob{stream: prefix + "{ai}:jobs", stall: 11 * time.Second}
-	bind := game.Bind(gcfg)
-	stalled := func(ctx context.Context, rt *app.Runtime) (func() error, error) {
-		rt.Redis.AddHook(hook)
-		return bind(ctx, rt)
-	}
-	cc := apptest.Start(t, redistest.Addr(t), stalled)
-	g := newAIGame(t, gamev1.NewGameServiceClient(cc), prefix+"create", commonv1.GameKind_GAME_KIND_XIANGQI)
-	runWorker(t, g, prefix, &countingMover{engine: worker.NewBuiltin(4)})
+	var hook *stallAfterJob
+	g, prefix := startHookedAIGame(t, func(prefix string) redis.Hook {
+		hook = &stallAfterJob{stream: prefix + "{ai}:jobs", stall: 11 * time.Second}
+		return hook
+	})
 
 	hook.armed.Store(true)
 	start := time.Now()
@@ -91,7 +84,33 @@ func TestAJobWhoseCommitLandsLateIsNotLost(t *testing.T) {
 		t.Fatal("the game service queued no job through the stalling hook")
 	}
 	t.Logf("the move that made it the AI's turn was committed %v after its job was queued (version %d)", time.Since(start).Round(time.Millisecond), resp.GetGame().GetVersion())
-	// A level-2 AI answers in milliseconds once its job is played.
+	waitForAIReply(t, g, prefix, "the commit")
+}
+
+// startHookedAIGame starts a game service whose Redis client carries the
+// hook made for its key prefix, an AI game on it, and a worker.
+func startHookedAIGame(t *testing.T, hook func(prefix string) redis.Hook) (*aiGame, string) {
+	t.Helper()
+	prefix := redistest.Prefix(t)
+	gcfg := game.DefaultConfig()
+	gcfg.KeyPrefix = prefix
+	h := hook(prefix)
+	bind := game.Bind(gcfg)
+	hooked := func(ctx context.Context, rt *app.Runtime) (func() error, error) {
+		rt.Redis.AddHook(h)
+		return bind(ctx, rt)
+	}
+	cc := apptest.Start(t, redistest.Addr(t), hooked)
+	g := newAIGame(t, gamev1.NewGameServiceClient(cc), prefix+"create", commonv1.GameKind_GAME_KIND_XIANGQI)
+	runWorker(t, g, prefix, &countingMover{engine: worker.NewBuiltin(4)})
+	return g, prefix
+}
+
+// waitForAIReply fails the test unless the AI has replied to the human's
+// first move within 15 s of since; a level-2 AI answers in milliseconds
+// once its job is played.
+func waitForAIReply(t *testing.T, g *aiGame, prefix, since string) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	var last *gamev1.Game
 	for time.Now().Before(deadline) {
@@ -106,6 +125,6 @@ func TestAJobWhoseCommitLandsLateIsNotLost(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	depth, err := aijobs.New(redistest.Client(t), prefix).Depth(context.Background())
-	t.Fatalf("15 s after the commit the game (version %d, %d moves, turn %v) still waits on the AI; AI jobs queued or pending: %d (%v)",
-		last.GetVersion(), len(last.GetMoves()), last.GetTurn(), depth, err)
+	t.Fatalf("15 s after %s the game (version %d, %d moves, turn %v) still waits on the AI; AI jobs queued or pending: %d (%v)",
+		since, last.GetVersion(), len(last.GetMoves()), last.GetTurn(), depth, err)
 }

@@ -11,14 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/palacehq/palace/pkg/aijobs"
-	"github.com/palacehq/palace/pkg/app"
-	"github.com/palacehq/palace/pkg/apptest"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
-	"github.com/palacehq/palace/pkg/redistest"
-	"github.com/palacehq/palace/services/ai/internal/worker"
-	"github.com/palacehq/palace/services/game"
 )
 
 // lateLostCommit stalls, once armed, the game service's goroutine that has
@@ -81,18 +75,11 @@ func (s *lateLostCommit) after(cmds []redis.Cmder, err error) error {
 // try instead of dropping it as void, and the AI moves once the commit
 // shows: an untimed game does not wait on the AI for ever.
 func TestALateCommitWhoseAnswerIsLostStillGetsTheAIsMove(t *testing.T) {
-	prefix := redistest.Prefix(t)
-	gcfg := game.DefaultConfig()
-	gcfg.KeyPrefix = prefix
-	hook := &lateLostCommit{stream: prefix + "{ai}:jobs", stall: 11 * time.Second}
-	bind := game.Bind(gcfg)
-	hooked := func(ctx context.Context, rt *app.Runtime) (func() error, error) {
-		rt.Redis.AddHook(hook)
-		return bind(ctx, rt)
-	}
-	cc := apptest.Start(t, redistest.Addr(t), hooked)
-	g := newAIGame(t, gamev1.NewGameServiceClient(cc), prefix+"create", commonv1.GameKind_GAME_KIND_XIANGQI)
-	runWorker(t, g, prefix, &countingMover{engine: worker.NewBuiltin(4)})
+	var hook *lateLostCommit
+	g, prefix := startHookedAIGame(t, func(prefix string) redis.Hook {
+		hook = &lateLostCommit{stream: prefix + "{ai}:jobs", stall: 11 * time.Second}
+		return hook
+	})
 
 	hook.armed.Store(true)
 	req := &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}
@@ -118,20 +105,5 @@ func TestALateCommitWhoseAnswerIsLostStillGetsTheAIsMove(t *testing.T) {
 	}
 	t.Logf("retry answered: version %d, move %s", resp.GetGame().GetVersion(), resp.GetMove().GetMove().GetCoordinate())
 
-	deadline := time.Now().Add(15 * time.Second)
-	var last *gamev1.Game
-	for time.Now().Before(deadline) {
-		r, err := g.games.GetGame(g.human, &gamev1.GetGameRequest{GameId: g.id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = r.GetGame()
-		if len(last.GetMoves()) >= 2 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	depth, err := aijobs.New(redistest.Client(t), prefix).Depth(context.Background())
-	t.Fatalf("15 s after the retry the game (version %d, %d moves, turn %v) still waits on the AI; AI jobs queued or pending: %d (%v)",
-		last.GetVersion(), len(last.GetMoves()), last.GetTurn(), depth, err)
+	waitForAIReply(t, g, prefix, "the retry")
 }
