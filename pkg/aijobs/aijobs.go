@@ -753,6 +753,14 @@ func (q *Queue) HandBack(ctx context.Context, consumer string, d *Delivery) erro
 	return q.handBack(ctx, d.lane, consumer, d.ID, q.ClaimAfter, false)
 }
 
+// Postpone hands back a job that could not be tried yet (the commit that
+// queued it has not shown), to be taken again after after by the next
+// worker to scan: its delivery is not counted (MaxAttempts), since nothing
+// was tried.
+func (q *Queue) Postpone(ctx context.Context, consumer string, d *Delivery, after time.Duration) error {
+	return q.handBack(ctx, d.lane, consumer, d.ID, max(q.ClaimAfter-after, 0), true)
+}
+
 // Retry hands back a job whose try failed for a reason that may pass (an
 // engine that crashed, an error of the game service), to be taken again
 // after after by the next worker to scan, consumer included: the job stays

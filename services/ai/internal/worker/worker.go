@@ -120,6 +120,11 @@ func (w *Worker) Run(ctx context.Context) {
 				cancel()
 				return
 			}
+			var early *commitNotShown
+			if errors.As(err, &early) {
+				retryAt = w.postpone(ctx, d, early)
+				continue
+			}
 			var dead *unplayable
 			if errors.As(err, &dead) {
 				if err := w.Queue.Bury(ctx, d, dead.Error()); err != nil {
@@ -162,6 +167,31 @@ func (w *Worker) retry(ctx context.Context, d *aijobs.Delivery, err error) time.
 	if err := w.Queue.Retry(ctx, w.Name, d, after); err != nil {
 		// Still pending: taken over after the claim timeout.
 		w.Log.WarnContext(ctx, "ai job retry", "game", d.Job.GameID, "err", err)
+		return time.Time{}
+	}
+	return time.Now().Add(after)
+}
+
+// commitNotShown is why a job was not tried: the commit that queued it has
+// not shown yet, age after it was queued.
+type commitNotShown struct {
+	game    string
+	version uint64
+	age     time.Duration
+}
+
+func (e *commitNotShown) Error() string {
+	return fmt.Sprintf("game %s: the commit that queued the job, at version %d, has not shown %v after it", e.game, e.version, e.age.Round(time.Second))
+}
+
+// postpone hands back d, whose commit has not shown, for a look a quarter
+// of its age later (between 1 and 15 s), uncounted (Queue.Postpone), and
+// returns when that is due.
+func (w *Worker) postpone(ctx context.Context, d *aijobs.Delivery, why *commitNotShown) time.Time {
+	after := min(max(why.age/4, time.Second), 15*time.Second)
+	w.Log.WarnContext(ctx, "ai job postponed", "game", d.Job.GameID, "retry_in", after, "err", why)
+	if err := w.Queue.Postpone(ctx, w.Name, d, after); err != nil {
+		w.Log.WarnContext(ctx, "ai job postpone", "game", d.Job.GameID, "err", err)
 		return time.Time{}
 	}
 	return time.Now().Add(after)
@@ -341,18 +371,23 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	// queued, often before that commit lands a millisecond later: the
 	// first looks come quickly, or the AI's reply would wait a whole
 	// pause, on its clock too. A job still younger than commitGiveUp is
-	// then tried again later (an error leaves it pending): the commit may
-	// land late (a game service stalled, or waiting on replicas), and its
-	// answer may be lost on the way, so that nothing queues the job again.
-	// An older one is void: the commit failed.
+	// then postponed (commitNotShown), and looks once at each later try:
+	// the commit may land late (a game service stalled, or waiting on
+	// replicas), and its answer may be lost on the way, so that nothing
+	// queues the job again. An older one is void: the commit failed.
 	var pause time.Duration
 	notYet := func() (bool, error) {
 		if unseen.IsZero() {
 			unseen = time.Now()
 		}
-		if time.Since(unseen) > commitWait {
-			if age := time.Since(time.UnixMilli(j.EnqueuedMs)); j.EnqueuedMs != 0 && age < commitGiveUp {
-				return false, fmt.Errorf("game %s: the commit that queued the job, at version %d, has not shown %v after it", j.GameID, j.Version, age.Round(time.Second))
+		var age time.Duration
+		if j.EnqueuedMs != 0 {
+			age = time.Since(time.UnixMilli(j.EnqueuedMs))
+		}
+		// A job past commitWait already (a later try) looks once.
+		if time.Since(unseen) > commitWait || age > commitWait {
+			if j.EnqueuedMs != 0 && age < commitGiveUp {
+				return false, &commitNotShown{game: j.GameID, version: j.Version, age: age}
 			}
 			return false, nil
 		}

@@ -300,7 +300,11 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 				// meanwhile is no sign of anything.
 				return h.fail(ctx, apierr.New(apierr.OutOfRange, "game %s is at version %d, behind the %d this stream sent: it expired and was created again under its id, or Redis lost its latest writes; read the game anew (a stream with a snapshot)", l.State.ID, c.committed, c.sent))
 			case c.err == nil && c.committed == c.sent && c.sentStamp != "" && c.stamp != "" && c.stamp != c.sentStamp:
-				return rewritten(c.sent)
+				// The game's head names another commit than the one sent.
+				// The log's event at the version sent decides (diverged):
+				// a writer that does not keep the head's field (a release
+				// before it) leaves it stale.
+				read = true
 			case c.err == nil && c.version >= next:
 				read, ahead = true, c.version
 			}
