@@ -59,6 +59,20 @@ func hasTimeAndMentions(cmds []redis.Cmder, s string) bool {
 	return tm && mentions
 }
 
+// newLateReplyHandler is a handler on the real Redis whose client can
+// hold back the reply of a read (lateReply).
+func newLateReplyHandler(t *testing.T) (*Handler, *lateReply) {
+	t.Helper()
+	rdb := redistest.Client(t)
+	hook := &lateReply{answered: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(hook)
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newRedisHandlerOn(t, rdb, redistest.Prefix(t), ring), hook
+}
+
 // TestALateReplyNeverTurnsTheClockBack: now() is anchored by reads, to
 // the Redis TIME of a read taken as "now" when its reply is handled. A
 // read of another game whose reply comes late does not turn it back, so a
@@ -67,14 +81,7 @@ func hasTimeAndMentions(cmds []redis.Cmder, s string) bool {
 // process.
 func TestALateReplyNeverTurnsTheClockBack(t *testing.T) {
 	const late = 300 * time.Millisecond
-	rdb := redistest.Client(t)
-	hook := &lateReply{answered: make(chan struct{}), release: make(chan struct{})}
-	rdb.AddHook(hook)
-	ring, _, err := auth.KeyringFromConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newRedisHandlerOn(t, rdb, redistest.Prefix(t), ring)
+	h, hook := newLateReplyHandler(t)
 	x, redX, blackX := newXiangqiFor(t, h, "x")
 	y, redY, _ := newXiangqiFor(t, h, "y")
 
@@ -120,14 +127,7 @@ func TestALateReplyNeverTurnsTheClockBack(t *testing.T) {
 // reply did not turn the process' time back before the flag.
 func TestALateReplyDoesNotSaveAMoveAfterTheFlag(t *testing.T) {
 	const late = 300 * time.Millisecond
-	rdb := redistest.Client(t)
-	hook := &lateReply{answered: make(chan struct{}), release: make(chan struct{})}
-	rdb.AddHook(hook)
-	ring, _, err := auth.KeyringFromConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newRedisHandlerOn(t, rdb, redistest.Prefix(t), ring)
+	h, hook := newLateReplyHandler(t)
 	tok, err := auth.ServiceToken(h.cfg.ServiceKeys, "test", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
