@@ -162,11 +162,18 @@ func (w *Worker) Run(ctx context.Context) {
 // engine replaced or a game service's passing error should cost it a
 // moment, not the claim timeout.
 func (w *Worker) retry(ctx context.Context, d *aijobs.Delivery, err error) time.Time {
-	after := retryDelay(d.Attempt, w.Queue.ClaimAfter)
-	w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "attempt", d.Attempt, "retry_in", after, "err", err)
-	if err := w.Queue.Retry(ctx, w.Name, d, after); err != nil {
+	return w.handBackFor(ctx, d, retryDelay(d.Attempt, w.Queue.ClaimAfter), err, w.Queue.Retry)
+}
+
+// handBackFor hands d back with hand (Queue.Retry or Queue.Postpone), for
+// another look after after, and returns when that is due; why is what kept
+// d from being done.
+func (w *Worker) handBackFor(ctx context.Context, d *aijobs.Delivery, after time.Duration, why error,
+	hand func(context.Context, string, *aijobs.Delivery, time.Duration) error) time.Time {
+	w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "attempt", d.Attempt, "retry_in", after, "err", why)
+	if err := hand(ctx, w.Name, d, after); err != nil {
 		// Still pending: taken over after the claim timeout.
-		w.Log.WarnContext(ctx, "ai job retry", "game", d.Job.GameID, "err", err)
+		w.Log.WarnContext(ctx, "ai job hand back", "game", d.Job.GameID, "err", err)
 		return time.Time{}
 	}
 	return time.Now().Add(after)
@@ -188,13 +195,7 @@ func (e *commitNotShown) Error() string {
 // of its age later (between 1 and 15 s), uncounted (Queue.Postpone), and
 // returns when that is due.
 func (w *Worker) postpone(ctx context.Context, d *aijobs.Delivery, why *commitNotShown) time.Time {
-	after := min(max(why.age/4, time.Second), 15*time.Second)
-	w.Log.WarnContext(ctx, "ai job postponed", "game", d.Job.GameID, "retry_in", after, "err", why)
-	if err := w.Queue.Postpone(ctx, w.Name, d, after); err != nil {
-		w.Log.WarnContext(ctx, "ai job postpone", "game", d.Job.GameID, "err", err)
-		return time.Time{}
-	}
-	return time.Now().Add(after)
+	return w.handBackFor(ctx, d, min(max(why.age/4, time.Second), 15*time.Second), why, w.Queue.Postpone)
 }
 
 // retryFirst is the wait before a failed job's first retry; it doubles

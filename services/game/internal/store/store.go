@@ -659,10 +659,10 @@ func (s *Store) Version(ctx context.Context, id string) (uint64, error) {
 // public Event (whose proto reserves them): EventStampField holds the
 // stamp of the commit that made the event, and EventAfterField, on a
 // commit's first event, that of the last commit before it that logged
-// events ("" when not known). A stream checks
-// that each event follows the one it sent last: should Redis lose a commit
-// that a stream had sent, and the game go on from before it, the stream
-// tells the new history from the one it sent. Streams strip them.
+// events ("" when not known). A stream checks that each event follows the
+// one it sent last: should Redis lose a commit that a stream had sent, and
+// the game go on from before it, the stream tells the new history from the
+// one it sent. Streams strip them.
 const (
 	EventStampField = 1000
 	EventAfterField = 1001
