@@ -351,6 +351,7 @@ func (s *Server) rpcHandler() (http.Handler, error) {
 	rpc = withGRPCWebText(rpc, s.cfg.MaxRecvBytes)
 	rpc = withBodyDeadline(rpc, s.cfg.BodyTimeout, s.cfg.MaxRecvBytes)
 	rpc = refuseBadConnectTimeout(rpc)
+	rpc = refuseBadGRPCTimeout(rpc)
 	rpc = refuseUnknownMedia(rpc)
 	rpc = withJSONCharset(rpc)
 	if len(s.cfg.CORSOrigins) > 0 {
