@@ -69,8 +69,12 @@ func FirstIsA(seed ...string) bool {
 	return h.Sum(nil)[0]&1 == 0
 }
 
-// Human is one person to seat.
-type Human struct{ ID, Name string }
+// Human is one person to seat; NamedAt is when they were given Name
+// (store.Player.NamedAt), zero when unknown.
+type Human struct {
+	ID, Name string
+	NamedAt  time.Time
+}
 
 // Spec is a game between two people.
 type Spec struct {
@@ -134,8 +138,8 @@ func (c *Creator) Make(ctx context.Context, s Spec) (store.Game, error) {
 	}
 	g := store.Game{
 		ID: resp.GetGameId(), Kind: s.Kind, Control: s.Control, Rated: s.Rated, Public: s.Public,
-		First:  store.Player{ID: s.First.ID, Name: s.First.Name},
-		Second: store.Player{ID: s.Second.ID, Name: s.Second.Name},
+		First:  store.Player{ID: s.First.ID, Name: s.First.Name, NamedAt: s.First.NamedAt},
+		Second: store.Player{ID: s.Second.ID, Name: s.Second.Name, NamedAt: s.Second.NamedAt},
 	}
 	for _, cr := range resp.GetCredentials() {
 		grant := store.Grant{Side: SideName(cr.GetSide()), Token: cr.GetToken(), Expires: cr.GetExpiresAt().AsTime()}
@@ -190,7 +194,16 @@ func (c *Creator) Pending(g store.Game) *store.Pending {
 	return &store.Pending{
 		Game: g.ID, Kind: int32(g.Kind), First: g.First.ID, FName: g.First.Name,
 		Second: g.Second.ID, SName: g.Second.Name, Token: g.First.Seat.Token,
+		FNamedAt: unixMilli(g.First.NamedAt), SNamedAt: unixMilli(g.Second.NamedAt),
 	}
+}
+
+// unixMilli is t in Unix ms, 0 for the zero time (unknown).
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // AISpec is a game against the AI.

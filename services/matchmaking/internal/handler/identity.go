@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -108,13 +109,24 @@ func (h *Handler) SignInWithGoogle(ctx context.Context, req *matchmakingv1.SignI
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	// The credential carries the name into every game and rating from now
-	// on; the leaderboards learn it here. Failing that, they learn it at the
-	// player's next rated game: not a reason to refuse the sign-in.
-	if err := h.store.Rename(ctx, c.Subject, name); err != nil {
-		h.log.WarnContext(ctx, "the leaderboards keep a renamed player's former name until their next rated game", "player", c.Subject, "err", err)
+	// The credential carries the name, and when it was given, into every
+	// game and rating from now on; the leaderboards learn it here. Failing
+	// that, they learn it when the first rated game made under this
+	// credential ends (a game that began before the sign-in names the
+	// player as they were): not a reason to refuse the sign-in.
+	if err := h.store.Rename(ctx, c.Subject, name, namedAt(c)); err != nil {
+		h.log.WarnContext(ctx, "the leaderboards keep a renamed player's former name until a rated game made under the new one ends", "player", c.Subject, "err", err)
 	}
 	return &matchmakingv1.SignInWithGoogleResponse{PlayerId: c.Subject, Token: tok, ExpiresAt: timestamppb.New(c.Expires()), DisplayName: name}, nil
+}
+
+// namedAt is when the player was given the name c carries: the sign-in
+// that issued c; zero when c does not say.
+func namedAt(c auth.Claims) time.Time {
+	if c.IssuedAt == 0 {
+		return time.Time{}
+	}
+	return time.Unix(c.IssuedAt, 0)
 }
 
 // accountID is the player id of a Google account: "google-" and its

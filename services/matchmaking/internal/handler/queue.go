@@ -37,7 +37,7 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 	}
 	now := h.now()
 	t := store.Ticket{
-		Pool: pool.ID(), Player: c.Subject, Name: c.Name, Rating: rating, Entered: now, Expires: now.Add(h.cfg.TicketTTL),
+		Pool: pool.ID(), Player: c.Subject, Name: c.Name, NamedAt: namedAt(c), Rating: rating, Entered: now, Expires: now.Add(h.cfg.TicketTTL),
 		State: store.StateWaiting,
 	}
 	var admit func() error

@@ -143,8 +143,8 @@ func (h *Handler) AcceptRematch(ctx context.Context, req *matchmakingv1.AcceptRe
 func (h *Handler) createRematch(ctx context.Context, g store.Game, player string) (*matchmakingv1.Rematch, error) {
 	ng, err := h.games.CreateHuman(ctx, games.Spec{
 		RequestID: games.RequestID("rm", g.ID), Kind: g.Kind, Control: g.Control, Rated: g.Rated, Public: g.Public,
-		First:  games.Human{ID: g.Second.ID, Name: g.Second.Name},
-		Second: games.Human{ID: g.First.ID, Name: g.First.Name},
+		First:  games.Human{ID: g.Second.ID, Name: g.Second.Name, NamedAt: g.Second.NamedAt},
+		Second: games.Human{ID: g.First.ID, Name: g.First.Name, NamedAt: g.First.NamedAt},
 	})
 	if err != nil {
 		return nil, err

@@ -40,6 +40,14 @@ type Config struct {
 	// while the game service is away and handed a game long after they
 	// left. 0: never.
 	GiveUpAfter time.Duration
+	// CreateTimeout bounds one try at completing a match (Complete): no
+	// write of a try outlives it. 0: 30 s.
+	CreateTimeout time.Duration
+	// LateWrites is how much later than its CreateTimeout a try's last
+	// write may still land: one sent just before (go-redis' write timeout,
+	// 3 s by default, then the network), and the difference between
+	// replicas' clocks. 0: 5 s.
+	LateWrites time.Duration
 	// Concurrency bounds game creations in flight.
 	Concurrency int
 	// IdleAfter is when a pool without entries is forgotten.
@@ -94,6 +102,12 @@ func New(cfg Config, log *slog.Logger, st *store.Store, gc *games.Creator, meter
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.CreateTimeout <= 0 {
+		cfg.CreateTimeout = 30 * time.Second
+	}
+	if cfg.LateWrites <= 0 {
+		cfg.LateWrites = 5 * time.Second
 	}
 	m := &Matcher{cfg: cfg, log: log, store: st, games: gc, jobs: make(chan job, 16*cfg.Concurrency)}
 	var errs []error
@@ -275,19 +289,25 @@ func (m *Matcher) start(pool store.Pool, mt store.Match) { m.jobs <- job{pool: p
 func (m *Matcher) worker() {
 	defer m.wg.Done()
 	for j := range m.jobs {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx := context.Background()
 		if err := m.Complete(ctx, j.pool, j.match); err != nil {
 			// The match stays in its pool's "creating" set: a replica retries
 			// it after StallAfter.
 			m.log.WarnContext(ctx, "create matched game; will retry", "match", j.match.ID, "pool", j.pool.ID(), "err", err)
 		}
-		cancel()
 	}
 }
 
 // Complete creates a match's game (or finds it again on a retry) and
-// gives both tickets their seats.
+// gives both tickets their seats, within CreateTimeout.
 func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match) error {
+	// Whoever calls: a match given up is dropped from those being created
+	// once no try that noted its game before can still list it (giveUp),
+	// and every call below, to Redis (go-redis looks at the context
+	// before it sends a command, and before each retry) or to the game
+	// service, ends with ctx.
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.CreateTimeout)
+	defer cancel()
 	first, second := mt.PlayerA, mt.PlayerB
 	aFirst := games.FirstIsA(mt.ID, mt.A, mt.B)
 	if !aFirst {
@@ -298,8 +318,8 @@ func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match)
 		Kind:      pool.Kind, Control: pool.Control, Rated: pool.Rated,
 		// Queue games are open to spectators.
 		Public: true,
-		First:  games.Human{ID: first.ID, Name: first.Name},
-		Second: games.Human{ID: second.ID, Name: second.Name},
+		First:  games.Human{ID: first.ID, Name: first.Name, NamedAt: first.NamedAt},
+		Second: games.Human{ID: second.ID, Name: second.Name, NamedAt: second.NamedAt},
 	})
 	if err != nil {
 		return err
@@ -382,13 +402,17 @@ func (m *Matcher) recoverStalled(ctx context.Context) {
 				continue
 			}
 			if m.cfg.GiveUpAfter > 0 && now.Sub(mt.PairedAt) > m.cfg.GiveUpAfter {
-				gaveUp, err := m.giveUp(ctx, pool, mt, now)
+				v, err := m.giveUp(ctx, pool, mt, now)
 				if err != nil {
 					m.log.WarnContext(ctx, "give up a stalled match", "match", id, "err", err)
 					continue
 				}
-				if gaveUp {
-					m.log.WarnContext(ctx, "gave up a match whose game could not be made; its tickets expired", "match", id, "pool", pool.ID(), "paired", mt.PairedAt)
+				if v.GaveUp {
+					// Said once: a match whose game was made is looked at
+					// again for a while (giveUp).
+					if v.Since.UnixMilli() == now.UnixMilli() {
+						m.log.WarnContext(ctx, "gave up a match whose game could not be made; its tickets expired", "match", id, "pool", pool.ID(), "paired", mt.PairedAt)
+					}
 					continue
 				}
 				// Its game was recorded first, but that record waits for
@@ -403,19 +427,28 @@ func (m *Matcher) recoverStalled(ctx context.Context) {
 
 // giveUp gives up a match whose game could not be made in time (Void),
 // and undoes the game if one was made for it all the same (by a replica
-// that died before completing the match). It reports false when the
-// match's game was recorded first.
-func (m *Matcher) giveUp(ctx context.Context, pool store.Pool, mt store.Match, now time.Time) (bool, error) {
-	gaveUp, made, err := m.store.Void(ctx, pool, mt, now)
-	if err != nil || !gaveUp || made == "" {
-		return gaveUp, err
+// that died before completing the match, or that stalled after noting the
+// game and lists it still); it gives up nothing when the match's game
+// was recorded first (Voided.GaveUp).
+//
+// A try that noted the game before the give-up may list it and record it
+// as pending afterwards, until its CreateTimeout ends: so the match stays
+// among those being created, and its game is undone at every look, until
+// the give-up is older than that (and LateWrites).
+func (m *Matcher) giveUp(ctx context.Context, pool store.Pool, mt store.Match, now time.Time) (store.Voided, error) {
+	v, err := m.store.Void(ctx, pool, mt, now)
+	if err != nil || !v.GaveUp || v.Made == "" {
+		return v, err
 	}
-	if err := m.undoGame(ctx, mt, made); err != nil {
-		// The match stays among those being created: the next try gives
+	if err := m.undoGame(ctx, mt, v.Made); err != nil {
+		// The match stays among those being created: the next look gives
 		// it up again, and undoes the game again.
-		return true, err
+		return v, err
 	}
-	return true, m.store.DropStalled(ctx, pool, mt.ID)
+	if now.Sub(v.Since) <= m.cfg.CreateTimeout+m.cfg.LateWrites {
+		return v, nil
+	}
+	return v, m.store.DropStalled(ctx, pool, mt.ID)
 }
 
 // undoGame takes the game made for a match given up off both players'

@@ -222,3 +222,47 @@ func TestARecordedMatchIsNotGivenUp(t *testing.T) {
 		t.Fatalf("tickets %+v %+v (%v): want both matched to g1", a, b, err)
 	}
 }
+
+// TestAQueueGameCarriesWhenItsNamesWereGiven proves that the time each
+// player was given their name (their credential's sign-in) goes from the
+// ticket to the rated game's pending record and to its record for
+// rematches, so that its rating shows the name only when no newer one is
+// shown (store.Player.NamedAt).
+func TestAQueueGameCarriesWhenItsNamesWereGiven(t *testing.T) {
+	env := gametest.Start(t, nil)
+	st := store.New(redistest.Client(t), redistest.Prefix(t))
+	ctx := context.Background()
+	pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Control: clock.Default(), Rated: true}
+	named := map[string]time.Time{"p1": time.UnixMilli(1_700_000_000_000), "p2": time.UnixMilli(1_700_000_123_000)}
+	now := time.Now()
+	for p, at := range named {
+		if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, NamedAt: at, Rating: 1200, Entered: now, Expires: now.Add(time.Hour)}, "r1", time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: time.Now(), BaseWindow: 100, MaxPairs: 10, Keep: time.Hour})
+	if len(res) != 1 || res[0].Err != nil || len(res[0].Matches) != 1 {
+		t.Fatalf("pair: %+v", res)
+	}
+	m, err := New(Config{Keep: time.Hour}, slog.New(slog.NewTextHandler(io.Discard, nil)), st, games.New(env.Client, st, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Complete(ctx, pool, res[0].Matches[0]); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := st.ClaimPending(ctx, time.Now(), time.Now().Add(time.Minute), 10)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending: %+v (%v), want the game", pending, err)
+	}
+	first, second := pending[0].Players()
+	g, err := st.LoadGame(ctx, pending[0].Game)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []store.Player{first, second, g.First, g.Second} {
+		if !p.NamedAt.Equal(named[p.ID]) {
+			t.Errorf("%s's name given at %v in the game's records, want %v", p.ID, p.NamedAt, named[p.ID])
+		}
+	}
+}

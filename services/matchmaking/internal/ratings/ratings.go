@@ -341,9 +341,9 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 		}
 	}
 	if outcome == "rated" {
+		first, second := p.Players()
 		a, err := c.store.ApplyRating(ctx, store.Outcome{
-			GameID: p.Game, Kind: commonv1.GameKind(p.Kind),
-			A: store.Player{ID: p.First, Name: p.FName}, B: store.Player{ID: p.Second, Name: p.SName},
+			GameID: p.Game, Kind: commonv1.GameKind(p.Kind), A: first, B: second,
 			ScoreA: scoreFirst, At: endedAt,
 		})
 		if err != nil {

@@ -5,7 +5,8 @@
 -- KEYS[4] ticket  hash of the new ticket
 -- KEYS[5] request string: the ticket made for this player's request id
 -- ARGV: 1 ticket id, 2 player, 3 name, 4 rating, 5 now ms, 6 expires ms,
---       7 keep seconds, 8 key base of the pool, 9 pool id
+--       7 keep seconds, 8 key base of the pool, 9 pool id, 10 when the
+--       name was given ms ("": unknown)
 -- Returns {"ok"|"dup"|"busy", ticket id}.
 local prev = redis.call('GET', KEYS[5])
 if prev then
@@ -22,7 +23,7 @@ if cur then
   end
 end
 redis.call('HSET', KEYS[4], 'player', ARGV[2], 'name', ARGV[3], 'rating', ARGV[4],
-  'enq', ARGV[5], 'exp', ARGV[6], 'state', 'waiting', 'pool', ARGV[9])
+  'enq', ARGV[5], 'exp', ARGV[6], 'state', 'waiting', 'pool', ARGV[9], 'named', ARGV[10])
 redis.call('EXPIRE', KEYS[4], ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[4], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[5] .. ':' .. ARGV[6] .. ':' .. ARGV[2])

@@ -16,7 +16,14 @@ import (
 // Player is one seat's player of a game matchmaking created.
 type Player struct {
 	ID, Name string
-	Seat     Grant
+	// NamedAt is when the player was given Name: the sign-in that issued
+	// the credential carrying it. A rating shows the name on the
+	// leaderboard only when it is newer than the one shown (rate.lua), so
+	// a game that began before a sign-in does not put the former name
+	// back. Zero when unknown (records of older releases): the rating
+	// then changes no name shown.
+	NamedAt time.Time
+	Seat    Grant
 }
 
 // Game is what matchmaking remembers of a game it created: enough to offer
@@ -51,7 +58,8 @@ func (s *Store) SaveGame(ctx context.Context, g Game, keep time.Duration, pendin
 			pipe.HSet(ctx, key,
 				"kind", int32(g.Kind), "tc", g.Control.String(), "rated", b2s(g.Rated), "public", b2s(g.Public),
 				"p1", g.First.ID, "n1", g.First.Name, "t1", g.First.Seat.Token, "e1", g.First.Seat.Expires.UnixMilli(),
-				"p2", g.Second.ID, "n2", g.Second.Name, "t2", g.Second.Seat.Token, "e2", g.Second.Seat.Expires.UnixMilli())
+				"p2", g.Second.ID, "n2", g.Second.Name, "t2", g.Second.Seat.Token, "e2", g.Second.Seat.Expires.UnixMilli(),
+				"a1", unixMilli(g.First.NamedAt), "a2", unixMilli(g.Second.NamedAt))
 			pipe.Expire(ctx, key, keep)
 			return nil
 		})
@@ -94,8 +102,8 @@ func (s *Store) LoadGame(ctx context.Context, id string) (Game, error) {
 	}
 	return Game{
 		ID: id, Kind: commonv1.GameKind(kind), Control: c, Rated: m["rated"] == "1", Public: m["public"] == "1",
-		First:  Player{ID: m["p1"], Name: m["n1"], Seat: Grant{Side: rules.First.String(), Token: m["t1"], Expires: ms(m["e1"])}},
-		Second: Player{ID: m["p2"], Name: m["n2"], Seat: Grant{Side: rules.Second.String(), Token: m["t2"], Expires: ms(m["e2"])}},
+		First:  Player{ID: m["p1"], Name: m["n1"], NamedAt: ms(m["a1"]), Seat: Grant{Side: rules.First.String(), Token: m["t1"], Expires: ms(m["e1"])}},
+		Second: Player{ID: m["p2"], Name: m["n2"], NamedAt: ms(m["a2"]), Seat: Grant{Side: rules.Second.String(), Token: m["t2"], Expires: ms(m["e2"])}},
 	}, nil
 }
 

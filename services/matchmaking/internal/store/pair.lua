@@ -10,8 +10,8 @@
 -- ARGV: 1 key base, 2 now ms, 3 base window, 4 widening per second,
 --       5 max window (0: none), 6 max pairs, 7 pool tag, 8 keep seconds
 -- Returns {{match id, ticket a, ticket b, a's player, name, entered ms,
--- b's player, name, entered ms, ...}, {expired ticket ids}}: enough to
--- create the game without reading the tickets again.
+-- named ms, b's player, name, entered ms, named ms, ...}, {expired ticket
+-- ids}}: enough to create the game without reading the tickets again.
 local base = ARGV[1]
 local now = tonumber(ARGV[2])
 local bw, widen, maxw = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -135,8 +135,10 @@ local function pairOnce()
       out[#out + 1] = b.id
       for _, t in ipairs({a, b}) do
         out[#out + 1] = t.player
-        out[#out + 1] = redis.call('HGET', base .. 't:' .. t.id, 'name') or ''
+        local f = redis.call('HMGET', base .. 't:' .. t.id, 'name', 'named')
+        out[#out + 1] = f[1] or ''
         out[#out + 1] = tostring(t.enq)
+        out[#out + 1] = f[2] or ''
       end
       made = made + 1
     end

@@ -20,10 +20,29 @@ type Pending struct {
 	FName  string `json:"n1"`
 	Second string `json:"p2"`
 	SName  string `json:"n2"`
+	// FNamedAt and SNamedAt are when each player was given the name
+	// (Player.NamedAt), in Unix ms; 0 when unknown, as in the records of
+	// older releases.
+	FNamedAt int64 `json:"a1,omitempty"`
+	SNamedAt int64 `json:"a2,omitempty"`
 	// Token is a seat credential of the game, still recorded for older
 	// releases, which read a private game with it; this one reads with its
 	// own service credential, which does not run out with the game's.
 	Token string `json:"tok"`
+}
+
+// Players are the game's players by side, as its rating takes them.
+func (p Pending) Players() (first, second Player) {
+	return Player{ID: p.First, Name: p.FName, NamedAt: fromMilli(p.FNamedAt)},
+		Player{ID: p.Second, Name: p.SName, NamedAt: fromMilli(p.SNamedAt)}
+}
+
+// fromMilli reads Unix ms, 0 being the zero time (unknown).
+func fromMilli(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 func (s *Store) pendingKeys() (z, info string) {

@@ -29,7 +29,9 @@ type Ticket struct {
 	Pool   string
 	Player string
 	Name   string
-	Rating int
+	// NamedAt is when Name was given (Player.NamedAt).
+	NamedAt time.Time
+	Rating  int
 	// Entered and Expires bound the wait.
 	Entered, Expires time.Time
 	State            string
@@ -181,7 +183,7 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	err = s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
 		res, err = enterScript.Run(ctx, c, keys,
 			id, t.Player, t.Name, t.Rating, t.Entered.UnixMilli(), t.Expires.UnixMilli(),
-			int64(keep/time.Second), b, pool.ID()).StringSlice()
+			int64(keep/time.Second), b, pool.ID(), unixMilli(t.NamedAt)).StringSlice()
 		return err
 	})
 	if err != nil {
@@ -354,7 +356,7 @@ func (s *Store) Ticket(ctx context.Context, id string) (Ticket, error) {
 
 func ticketFrom(id string, m map[string]string) Ticket {
 	return Ticket{
-		ID: id, Pool: m["pool"], Player: m["player"], Name: m["name"], Rating: atoi(m["rating"]),
+		ID: id, Pool: m["pool"], Player: m["player"], Name: m["name"], NamedAt: ms(m["named"]), Rating: atoi(m["rating"]),
 		Entered: ms(m["enq"]), Expires: ms(m["exp"]), State: m["state"], Match: m["match"],
 		Game: m["game"], Side: m["side"], Token: m["token"], TokenExpires: ms(m["tokexp"]),
 		Opponent: m["opp"], OpponentName: m["opp_name"], MatchedAt: ms(m["matched_at"]),
@@ -364,6 +366,14 @@ func ticketFrom(id string, m map[string]string) Ticket {
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// unixMilli is t in Unix ms as ms reads it back: "" for the zero time.
+func unixMilli(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
 }
 
 func ms(s string) time.Time {
@@ -446,7 +456,9 @@ type Match struct {
 // Seated is a paired ticket's player.
 type Seated struct {
 	ID, Name string
-	Entered  time.Time
+	// NamedAt is when Name was given (Player.NamedAt).
+	NamedAt time.Time
+	Entered time.Time
 }
 
 // PairResult is one pool's pass.
@@ -507,11 +519,11 @@ func pairResults(pools []Pool, replies []func() ([]any, error)) []PairResult {
 			continue
 		}
 		m := strs(v[0])
-		for j := 0; j+8 < len(m); j += 9 {
+		for j := 0; j+10 < len(m); j += 11 {
 			out[i].Matches = append(out[i].Matches, Match{
 				ID: m[j], A: m[j+1], B: m[j+2],
-				PlayerA: Seated{ID: m[j+3], Name: m[j+4], Entered: ms(m[j+5])},
-				PlayerB: Seated{ID: m[j+6], Name: m[j+7], Entered: ms(m[j+8])},
+				PlayerA: Seated{ID: m[j+3], Name: m[j+4], Entered: ms(m[j+5]), NamedAt: ms(m[j+6])},
+				PlayerB: Seated{ID: m[j+7], Name: m[j+8], Entered: ms(m[j+9]), NamedAt: ms(m[j+10])},
 			})
 		}
 		out[i].Expired = strs(v[1])
@@ -542,8 +554,8 @@ func (s *Store) MatchTickets(ctx context.Context, pool Pool, matchID string) (Ma
 	}
 	mt := Match{ID: matchID, A: m["a"], B: m["b"], PairedAt: ms(m["at"])}
 	a, b2, err := s.tickets(ctx, pool, mt)
-	mt.PlayerA = Seated{ID: a.Player, Name: a.Name, Entered: a.Entered}
-	mt.PlayerB = Seated{ID: b2.Player, Name: b2.Name, Entered: b2.Entered}
+	mt.PlayerA = Seated{ID: a.Player, Name: a.Name, NamedAt: a.NamedAt, Entered: a.Entered}
+	mt.PlayerB = Seated{ID: b2.Player, Name: b2.Name, NamedAt: b2.NamedAt, Entered: b2.Entered}
 	return mt, a, b2, err
 }
 
@@ -649,40 +661,52 @@ func (s *Store) MarkMade(ctx context.Context, pool Pool, matchID, gameID string)
 	return nil
 }
 
-// Void gives up a match whose game could not be made: both tickets end
-// expired and their players may enter again. It reports false when the
-// match's game was recorded first. made is the game noted for the match
-// (MarkMade), if any: the match then stays among those being created
-// until the caller has undone the game and dropped it (DropStalled), so
-// that a failure to undo it is retried, by Void again.
-func (s *Store) Void(ctx context.Context, pool Pool, m Match, now time.Time) (gaveUp bool, made string, err error) {
+// Voided is what Void did.
+type Voided struct {
+	// GaveUp is false when the match's game was recorded first.
+	GaveUp bool
+	// Made is the game noted for the match (MarkMade), if any.
+	Made string
+	// Since is when the match was first given up.
+	Since time.Time
+}
+
+// Void gives up a match whose game could not be made, or finds it given
+// up already: both tickets end expired and their players may enter
+// again. A match with a game noted for it (Voided.Made) stays among
+// those being created until the caller has undone the game and dropped
+// it (DropStalled), so that a failure to undo it is retried, by Void
+// again.
+func (s *Store) Void(ctx context.Context, pool Pool, m Match, now time.Time) (Voided, error) {
 	keys, channel := s.matchWrite(pool, m)
 	var res []any
-	err = s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
 		res, err = voidScript.Run(ctx, c, keys, m.ID, now.UnixMilli(), channel).Slice()
 		return err
 	})
 	if err != nil {
-		return false, "", fmt.Errorf("give up match %s: %w", m.ID, err)
+		return Voided{}, fmt.Errorf("give up match %s: %w", m.ID, err)
 	}
-	if len(res) != 2 {
-		return false, "", fmt.Errorf("give up match %s: unexpected reply %v", m.ID, res)
+	if len(res) != 3 {
+		return Voided{}, fmt.Errorf("give up match %s: unexpected reply %v", m.ID, res)
 	}
 	n, _ := res[0].(int64)
-	made, _ = res[1].(string)
-	if n == 1 && s.waits() {
+	made, _ := res[1].(string)
+	since, _ := res[2].(int64)
+	v := Voided{GaveUp: n == 1, Made: made, Since: time.UnixMilli(since)}
+	if v.GaveUp && s.waits() {
 		// Also when a retry found the match given up already: the attempt
 		// that gave it up failed its wait and told nobody.
 		if err := s.Publish(ctx, m.A, m.B); err != nil {
-			return true, made, fmt.Errorf("notify the tickets of match %s: %w", m.ID, err)
+			return v, fmt.Errorf("notify the tickets of match %s: %w", m.ID, err)
 		}
 		if made == "" {
 			if err := s.DropStalled(ctx, pool, m.ID); err != nil {
-				return true, made, err
+				return v, err
 			}
 		}
 	}
-	return n == 1, made, nil
+	return v, nil
 }
 
 // ClaimStalled takes over matches whose game creation began before cutoff

@@ -3,11 +3,13 @@
 -- "done" marker lives there too, so a second delivery of the same ending
 -- finds the marker and changes nothing.
 -- KEYS: 1 ratings hash, 2 games hash, 3 leaderboard zset, 4 names hash,
---       5 done marker of the game, 6 history of a, 7 history of b
+--       5 done marker of the game, 6 history of a, 7 history of b, 8 hash
+--       of when each shown name was given (ms; rename.lua)
 -- ARGV: 1 game id, 2 a id, 3 a name, 4 b id, 5 b name, 6 a's score (1, 0.5
 --       or 0), 7 now ms, 8 start rating, 9 K of provisional players,
 --       10 K after, 11 games a player is provisional for, 12 history
---       length, 13 seconds to keep the done marker
+--       length, 13 seconds to keep the done marker, 14 when a was given
+--       a's name (ms, "": unknown), 15 the same of b
 -- Returns {0} when already applied, else {1, a before, a after, b before, b after}.
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return {0}
@@ -38,11 +40,24 @@ redis.call('HSET', KEYS[1], ARGV[2], na, ARGV[4], nb)
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
 redis.call('ZADD', KEYS[3], na, ARGV[2], nb, ARGV[4])
--- The names the game was made with, only for players without one: a
--- player who signed in with a new name during the game has it shown
--- already (rename.lua), and the game's would put the old one back.
-redis.call('HSETNX', KEYS[4], ARGV[2], ARGV[3])
-redis.call('HSETNX', KEYS[4], ARGV[4], ARGV[5])
+-- The names the game was made with, for players without one, and for
+-- players whose shown name was given before the game's: a player who
+-- signed in with a new name during the game has it shown already
+-- (rename.lua), and the game's would put the old one back. A game whose
+-- name's time is unknown (a record of an older release) changes no name
+-- shown.
+local function name(id, n, at)
+  at = tonumber(at)
+  if redis.call('HEXISTS', KEYS[4], id) == 1 and (not at or at <= tonumber(redis.call('HGET', KEYS[8], id) or '0')) then
+    return
+  end
+  redis.call('HSET', KEYS[4], id, n)
+  if at then
+    redis.call('HSET', KEYS[8], id, at)
+  end
+end
+name(ARGV[2], ARGV[3], ARGV[14])
+name(ARGV[4], ARGV[5], ARGV[15])
 local now = tonumber(ARGV[7])
 redis.call('LPUSH', KEYS[6], cjson.encode({g = ARGV[1], s = sa, b = ra, a = na, o = ARGV[4], on = ARGV[5], ob = rb, t = now}))
 redis.call('LPUSH', KEYS[7], cjson.encode({g = ARGV[1], s = 1 - sa, b = rb, a = nb, o = ARGV[2], on = ARGV[3], ob = ra, t = now}))

@@ -37,7 +37,8 @@ func (s *Store) ratingBase(kind commonv1.GameKind) string {
 type Outcome struct {
 	GameID string
 	Kind   commonv1.GameKind
-	// A and B are the players; ScoreA is A's score: 1, 0.5 or 0.
+	// A and B are the players, with their names as the game knew them;
+	// ScoreA is A's score: 1, 0.5 or 0.
 	A, B   Player
 	ScoreA float64
 	// At is when the game ended: the players' changes are dated so.
@@ -55,14 +56,14 @@ type Applied struct {
 // ApplyRating updates both players' ratings for one game, once per game id.
 func (s *Store) ApplyRating(ctx context.Context, o Outcome) (Applied, error) {
 	b := s.ratingBase(o.Kind)
-	keys := []string{b + "rating", b + "games", b + "lb", b + "names", b + "done:" + o.GameID, b + "h:" + o.A.ID, b + "h:" + o.B.ID}
+	keys := []string{b + "rating", b + "games", b + "lb", b + "names", b + "done:" + o.GameID, b + "h:" + o.A.ID, b + "h:" + o.B.ID, b + "named"}
 	// Waited for: the caller forgets the pending game once this returns, and
 	// a rating lost in a failover after that would never be applied again.
 	var v []int64
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
 		v, err = rateScript.Run(ctx, c, keys, o.GameID, o.A.ID, o.A.Name, o.B.ID, o.B.Name,
 			strconv.FormatFloat(o.ScoreA, 'f', -1, 64), o.At.UnixMilli(), StartRating, KProvisional, KEstablished,
-			ProvisionalGames, HistoryLength, int64(doneTTL/time.Second)).Int64Slice()
+			ProvisionalGames, HistoryLength, int64(doneTTL/time.Second), unixMilli(o.A.NamedAt), unixMilli(o.B.NamedAt)).Int64Slice()
 		return err
 	})
 	if err != nil {
@@ -199,12 +200,17 @@ type Change struct {
 	AtMs           int64   `json:"t"`
 }
 
-// Rename shows a player's name on the leaderboards of the kinds in which
-// they are rated, and in their ratings, from now on. Changes already in
-// rating histories keep the name of their day.
-func (s *Store) Rename(ctx context.Context, player, name string) error {
+// Rename shows a player's name, given at at (their sign-in), on the
+// leaderboards and in their ratings from now on, unless a newer one is
+// shown already. Changes already in rating histories keep the name of
+// their day. Every signed-in player is recorded, rated or not: one whose
+// first rated game began before the sign-in would otherwise have that
+// game's older name shown (rate.lua). That is two hash fields per kind
+// and account that ever signed in, never expired, as the ratings are.
+func (s *Store) Rename(ctx context.Context, player, name string, at time.Time) error {
 	for _, k := range []commonv1.GameKind{commonv1.GameKind_GAME_KIND_JANGGI, commonv1.GameKind_GAME_KIND_XIANGQI} {
-		if err := renameScript.Run(ctx, s.rdb, []string{s.ratingBase(k) + "names"}, player, name).Err(); err != nil {
+		b := s.ratingBase(k)
+		if err := renameScript.Run(ctx, s.rdb, []string{b + "names", b + "named"}, player, name, at.UnixMilli()).Err(); err != nil {
 			return fmt.Errorf("rename on the %v leaderboard: %w", k, err)
 		}
 	}

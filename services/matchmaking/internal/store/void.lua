@@ -7,17 +7,23 @@
 --       the watchers and takes the match out of creating once replicas
 --       confirm the change, so that one whose confirmation failed is given
 --       up again)
--- Returns {1, made} when this call gave the match up, made being the game
--- noted as made for it (markmade.lua) or "", and {0, ""} when its game was
--- recorded on the tickets. A match with a made game stays in creating: its
--- caller takes it out once the game is undone, so that a failure to undo
--- it is retried.
+-- Returns {1, made, since} when the match is given up (by this call or an
+-- earlier one), made being the game noted as made for it (markmade.lua)
+-- or "", since the ms of the first give-up; {0, "", 0} when its game was
+-- recorded on the tickets. A match with a made game stays in creating:
+-- its callers undo the game at every look and take the match out only
+-- once no creation that noted the game before the first give-up can
+-- still list it, so the first give-up's time is kept.
 if redis.call('HGET', KEYS[2], 'game') then
-  return {0, ''}
+  return {0, '', 0}
 end
 local made = redis.call('HGET', KEYS[2], 'made') or ''
 if ARGV[3] ~= '' and made == '' then
   redis.call('ZREM', KEYS[1], ARGV[1])
+end
+local since = redis.call('HGET', KEYS[2], 'void')
+if since then
+  return {1, made, tonumber(since)}
 end
 redis.call('HSET', KEYS[2], 'void', ARGV[2])
 local ids = {}
@@ -35,4 +41,4 @@ end
 if ARGV[3] ~= '' then
   redis.call('PUBLISH', ARGV[3], ids[1] .. ',' .. ids[2])
 end
-return {1, made}
+return {1, made, tonumber(ARGV[2])}
