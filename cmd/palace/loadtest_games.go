@@ -853,13 +853,17 @@ type streamed struct {
 func (l *gamesLoad) stream(ctx context.Context, r *gameRoute, seat context.Context, id string, rng *rand.Rand, reconnectRate float64) streamed {
 	var out []seen
 	var last uint64
+	// The commit of version last, which the server checks a resume against:
+	// a stream that resumed onto a history other than the one it had would
+	// pass this tool's checks.
+	var commit string
 	failovers := 0
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithCancel(seat)
 		// Half the connections ask for the game's state first, as an app
 		// opening a game's screen does.
 		snapshot := rng.IntN(2) == 0
-		st, err := r.client().StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: id, AfterVersion: last, Snapshot: snapshot})
+		st, err := r.client().StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: id, AfterVersion: last, AfterCommit: commit, Snapshot: snapshot})
 		if err != nil {
 			cancel()
 			if r.failover(ctx, err, failovers) {
@@ -908,7 +912,7 @@ func (l *gamesLoad) stream(ctx context.Context, r *gameRoute, seat context.Conte
 					out = append(out, seen{version: g.GetVersion(), inSnapshot: true, at: at,
 						played: played{ply: mr.GetPly(), move: mr.GetMove().GetCoordinate()}})
 				}
-				last = g.GetVersion()
+				last, commit = g.GetVersion(), g.GetCommit()
 				continue
 			}
 			if hb := m.GetHeartbeat(); hb != nil && hb.GetVersion() != last {
@@ -928,7 +932,7 @@ func (l *gamesLoad) stream(ctx context.Context, r *gameRoute, seat context.Conte
 				s.ended, s.result = true, end.GetResult()
 			}
 			out = append(out, s)
-			last = e.GetVersion()
+			last, commit = e.GetVersion(), e.GetCommit()
 			if s.ended {
 				cancel()
 				return streamed{events: out, complete: true}

@@ -321,6 +321,15 @@ func TestMalformedRequestsNeverReachRedis(t *testing.T) {
 			_, err := env.Client.GetGame(ctx, &gamev1.GetGameRequest{GameId: "a}b"})
 			return err
 		}, wantMsg: "game_id"},
+		{name: "a resume after the commit of no event", call: func(ctx context.Context) error {
+			return streamFirst(ctx, env, &gamev1.StreamEventsRequest{GameId: x.id, AfterCommit: "abc"})
+		}, wantMsg: "after_commit names the commit of the event at after_version, and after_version is 0"},
+		{name: "a resume after an oversized commit", call: func(ctx context.Context) error {
+			return streamFirst(ctx, env, &gamev1.StreamEventsRequest{GameId: x.id, AfterVersion: 1, AfterCommit: strings.Repeat("a", 33)})
+		}, wantMsg: "after_commit: longer than 32 bytes"},
+		{name: "a resume after a commit with a control character", call: func(ctx context.Context) error {
+			return streamFirst(ctx, env, &gamev1.StreamEventsRequest{GameId: x.id, AfterVersion: 1, AfterCommit: "ab\x00"})
+		}, wantMsg: "after_commit: contains"},
 	}
 	proxy.Hold()
 	defer proxy.Restore()
@@ -350,4 +359,15 @@ func TestASeatsNameIsStoredAsChecked(t *testing.T) {
 	if name := r.GetGame().GetSeats()[0].GetDisplayName(); name != "Kim" {
 		t.Fatalf("stored %q, want %q", name, "Kim")
 	}
+}
+
+// streamFirst opens a stream and reads its first message: a refusal
+// arrives with it.
+func streamFirst(ctx context.Context, env *gametest.Env, req *gamev1.StreamEventsRequest) error {
+	st, err := env.Client.StreamEvents(ctx, req)
+	if err != nil {
+		return err
+	}
+	_, err = st.Recv()
+	return err
 }

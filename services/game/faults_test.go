@@ -622,6 +622,53 @@ func TestUnacknowledgedMoveReachesTheStreams(t *testing.T) {
 	}
 }
 
+// TestAnUnconfirmedMoveOfADeadReplicaReachesTheStreams: with
+// --redis-wait-replicas, replica a commits Black's move while the Redis
+// replica lags, so the wait fails and nothing is published; then a dies
+// (cut off from Redis for good) before it can confirm the move. The Redis
+// replica catches up. The move is stored, Red's turn and clock run, and a
+// stream of the game on replica b, whose heartbeat finds a commit past the
+// confirmed version, confirms it and delivers the move, with nobody
+// issuing a command or a read.
+func TestAnUnconfirmedMoveOfADeadReplicaReachesTheStreams(t *testing.T) {
+	pair := redistest.NewPair(t)
+	proxy := redistest.NewProxy(t, pair.Master.Addr)
+	edit := func(prefix string) func(*game.Config) {
+		return func(c *game.Config) {
+			c.SigningKeys, c.WaitReplicas, c.WaitTimeout = keyOne, 1, 300*time.Millisecond
+			if prefix != "" {
+				c.KeyPrefix = prefix
+			}
+		}
+	}
+	b := gametest.StartOn(t, pair.Master.Addr, edit(""))
+	a := gametest.StartOn(t, proxy.Addr(), edit(b.Config.KeyPrefix))
+	tb := xiangqi(t, b)
+	moves := liveMoves(t, b, tb) // h3e3 seen live on b
+
+	pair.Link.Blackhole()
+	_, err := a.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.MakeMoveRequest{
+		GameId: tb.id, RequestId: "second", Move: &commonv1.Move{Coordinate: "h10g8"}})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("move with the replica behind: %v, want Unavailable", err)
+	}
+	proxy.Cut() // a dies: neither it nor its client will confirm the move
+	pair.Link.Restore()
+
+	select {
+	case mv := <-moves:
+		if mv != "h10g8" {
+			t.Fatalf("the stream on b got %s, want h10g8", mv)
+		}
+	case <-time.After(5 * time.Second):
+		// Show that the move is stored all along: a read confirms it.
+		g, gerr := b.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: tb.id})
+		t.Fatalf("the stream on b (heartbeat %v) never got h10g8 within 5s after the Redis replica caught up; "+
+			"yet the move is stored: GetGame on b then shows %d moves, turn %v (%v)",
+			b.Config.Heartbeat, len(g.GetGame().GetMoves()), g.GetGame().GetTurn(), gerr)
+	}
+}
+
 // liveMoves opens a spectator's stream of tb and returns the moves it
 // gets, once a first move (h3e3), seen on it, shows it live: from then on
 // only notifications, not a read of the log, bring it events.

@@ -102,6 +102,116 @@ func followEvents(ctx context.Context, env *gametest.Env, id string) (<-chan str
 	return out, nil
 }
 
+// TestAResumeAfterALostCommitEnds: a client had the move at version L,
+// with its commit, and Redis restarts from a snapshot without it; the
+// player moves again at version L. The client, resuming after L with the
+// commit it had, is told to read the game anew (OutOfRange), both while
+// the game is at L and once it has gone on: it never gets the game's
+// next events on top of a move the game no longer holds. A client that
+// has the new L, or resumes before it, streams on.
+func TestAResumeAfterALostCommitEnds(t *testing.T) {
+	srv := redistest.Own(t, "--appendonly", "no")
+	env := gametest.StartOn(t, srv.Addr, nil)
+	tb := xiangqi(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resume := func(after uint64, commit string) (*gamev1.Event, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: after, AfterCommit: commit})
+		if err != nil {
+			return nil, err
+		}
+		for {
+			m, err := st.Recv()
+			if err != nil || m.GetEvent() != nil {
+				return m.GetEvent(), err
+			}
+		}
+	}
+
+	playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h3e3")
+	before := playAs(t, env, tb, commonv1.Side_SIDE_SECOND, "h10g8").GetGame()
+	if err := srv.Client(t).Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lost := playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "b1c3").GetGame()
+	// The answer names the commit that the stream sends with the event.
+	if e, err := resume(before.GetVersion(), before.GetCommit()); err != nil || e.GetVersion() != lost.GetVersion() || e.GetCommit() != lost.GetCommit() || lost.GetCommit() == "" {
+		t.Fatalf("resumed after version %d: %v, %v; want version %d of commit %q", before.GetVersion(), e, err, lost.GetVersion(), lost.GetCommit())
+	}
+	if err := srv.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h1g3").GetGame()
+	if again.GetVersion() != lost.GetVersion() || again.GetCommit() == lost.GetCommit() {
+		t.Fatalf("the replacement move is at version %d of commit %q, the lost one was at %d of %q: Redis did not lose the move",
+			again.GetVersion(), again.GetCommit(), lost.GetVersion(), lost.GetCommit())
+	}
+	wantRewritten := func(when string) {
+		t.Helper()
+		if e, err := resume(lost.GetVersion(), lost.GetCommit()); status.Code(err) != codes.OutOfRange {
+			t.Fatalf("%s, resumed after the lost b1c3 (version %d, commit %q): %v, %v; want OutOfRange", when, lost.GetVersion(), lost.GetCommit(), e, err)
+		}
+	}
+	wantRewritten("at the lost move's version")
+	reply := playAs(t, env, tb, commonv1.Side_SIDE_SECOND, "b10c8").GetGame()
+	wantRewritten("one move past it")
+	if e, err := resume(again.GetVersion(), again.GetCommit()); err != nil || e.GetVersion() != reply.GetVersion() || e.GetMovePlayed().GetMove().GetCoordinate() != "b10c8" {
+		t.Fatalf("resumed after h1g3: %v, %v; want b10c8 at version %d", e, err, reply.GetVersion())
+	}
+	if e, err := resume(before.GetVersion(), before.GetCommit()); err != nil || e.GetVersion() != again.GetVersion() || e.GetMovePlayed().GetMove().GetCoordinate() != "h1g3" {
+		t.Fatalf("resumed before the lost move: %v, %v; want h1g3 at version %d", e, err, again.GetVersion())
+	}
+}
+
+// TestAResumeOnAProcessThatHeldALostCommitGoesOn: process a made a move
+// that Redis then lost (a restart from a snapshot), and still holds the
+// game as that move left it; on b the game went on from before the move.
+// A client that has the game as Redis holds it resumes on a without
+// naming a commit: the stream takes the log's word for the version it
+// resumes after, not a's memory of the lost move, and streams on instead
+// of ending, falsely, as if the client had the lost move.
+func TestAResumeOnAProcessThatHeldALostCommitGoesOn(t *testing.T) {
+	srv := redistest.Own(t, "--appendonly", "no")
+	a := gametest.StartOn(t, srv.Addr, func(c *game.Config) { c.SigningKeys = keyOne })
+	b := gametest.StartOn(t, srv.Addr, func(c *game.Config) { c.KeyPrefix = a.Config.KeyPrefix; c.SigningKeys = keyOne })
+	tb := xiangqi(t, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	playAs(t, a, tb, commonv1.Side_SIDE_FIRST, "h3e3")
+	playAs(t, a, tb, commonv1.Side_SIDE_SECOND, "h10g8")
+	if err := srv.Client(t).Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lost := playAs(t, a, tb, commonv1.Side_SIDE_FIRST, "b1c3").GetGame()
+	if err := srv.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := playAs(t, b, tb, commonv1.Side_SIDE_FIRST, "h1g3").GetGame()
+	if again.GetVersion() != lost.GetVersion() {
+		t.Fatalf("the replacement move is at version %d, the lost one was at %d: Redis did not lose the move", again.GetVersion(), lost.GetVersion())
+	}
+	st, err := a.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: again.GetVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply := playAs(t, b, tb, commonv1.Side_SIDE_SECOND, "b10c8").GetGame()
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("the stream resumed on a after h1g3, as Redis holds it: %v; want b10c8 at version %d", err, reply.GetVersion())
+		}
+		if e := m.GetEvent(); e != nil {
+			if e.GetVersion() != reply.GetVersion() || e.GetMovePlayed().GetMove().GetCoordinate() != "b10c8" {
+				t.Fatalf("the stream resumed on a after h1g3 sent %v; want b10c8 at version %d", e, reply.GetVersion())
+			}
+			return
+		}
+	}
+}
+
 // TestAStreamEndsWhenTheGameGoesOnFromBeforeALostWrite: Redis persists
 // with snapshots only and restarts without the last move, which a
 // spectator's stream had sent. The player then plays another move at that

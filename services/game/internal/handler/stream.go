@@ -26,6 +26,9 @@ import (
 // hub), so nothing is dropped or repeated.
 func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameService_StreamEventsServer) error {
 	ctx := ss.Context()
+	if err := checkAfterCommit(req); err != nil {
+		return h.fail(ctx, err)
+	}
 	l, side, err := h.readableAfter(ctx, req.GetGameId(), req.GetSnapshot(), req.GetAfterVersion())
 	if err != nil {
 		return h.fail(ctx, err)
@@ -82,11 +85,17 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		next = l.State.Version + 1
 	}
 	// sentStamp is the stamp of the commit that made the last event sent,
-	// or that made the last event of the state the stream resumed at: ""
-	// when not known.
+	// or that made the event the stream resumed after: "" when not known.
+	// A client that resumes without naming it has the game as Redis holds
+	// it, as far as anyone can tell: the log's event at that version, which
+	// the first read brings, names it then. Not the state read here, which
+	// may be this process's memory of a commit that Redis lost.
 	var sentStamp string
-	if next-1 == l.State.Version {
+	switch {
+	case req.GetSnapshot():
 		sentStamp = l.State.LogStamp
+	case req.GetAfterCommit() != "":
+		sentStamp = req.GetAfterCommit()
 	}
 	// diverged tells whether e, at the stream's version or the next, shows
 	// a history other than the one the stream sent: Redis lost commits
@@ -107,7 +116,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		return false
 	}
 	rewritten := func(v uint64) error {
-		return h.fail(ctx, apierr.New(apierr.OutOfRange, "game %s no longer holds the version %d this stream sent: Redis lost its latest writes, and the game went on from before them; read the game anew (a stream with a snapshot)", l.State.ID, v))
+		return h.fail(ctx, apierr.New(apierr.OutOfRange, "game %s no longer holds version %d as this stream's client had it (its commit): Redis lost its latest writes, and the game went on from before them; read the game anew (a stream with a snapshot)", l.State.ID, v))
 	}
 	if l.State.Status.Finished() && next > l.State.Version {
 		// The game's last event is behind the client already: nothing will
@@ -195,11 +204,12 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		if read && !reading {
 			read, reading = false, true
 			after, checkedAt := next-1, ahead
-			// From the version sent last, when its commit is known: a read
-			// after a subscription lost for a while (Redis restarting) is
-			// where the stream learns that the game went on from before it.
+			// From the version sent last: a read after a subscription lost
+			// for a while (Redis restarting) is where the stream learns that
+			// the game went on from before it, and a stream resumed without
+			// a commit learns the one it resumed after.
 			from, count := after, int64(streamBatch)
-			if after > 0 && sentStamp != "" {
+			if after > 0 {
 				from, count = after-1, count+1
 			}
 			go func() {
@@ -242,6 +252,9 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 				}
 			}
 			for _, e := range evs {
+				if sentStamp == "" && e.Version == next-1 {
+					sentStamp = e.Stamp
+				}
 				if e.Version < next {
 					if diverged(e) {
 						return rewritten(e.Version)
@@ -308,6 +321,15 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			case c.err == nil && c.version >= next:
 				read, ahead = true, c.version
 			}
+			if c.err == nil && c.committed > c.version {
+				// A commit that its replicas have not confirmed shows to no
+				// stream. The process that made it confirms it once they
+				// have; should it have died meanwhile, nobody else would,
+				// and the move would stay unseen while the opponent's clock
+				// ran. Confirming it again is harmless: it waits for the
+				// replicas as the first did.
+				h.confirmLater(l.State.ID)
+			}
 		case <-beat.C:
 			beat.Reset(h.beatInterval())
 			if err := heartbeat(); err != nil {
@@ -331,6 +353,23 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 			}
 		}
 	}
+}
+
+// maxCommitBytes bounds StreamEventsRequest.after_commit: a commit's name
+// is a few bytes (model.Seal), and the room left is for a change of form.
+const maxCommitBytes = 32
+
+// checkAfterCommit refuses an after_commit that names no commit this
+// service could have sent, before Redis is asked anything.
+func checkAfterCommit(req *gamev1.StreamEventsRequest) error {
+	c := req.GetAfterCommit()
+	switch {
+	case c == "":
+		return nil
+	case req.GetAfterVersion() == 0 && !req.GetSnapshot():
+		return apierr.New(apierr.Invalid, "after_commit names the commit of the event at after_version, and after_version is 0: there is no event before the first; send after_commit with the after_version of the same event")
+	}
+	return checkID("after_commit", c, maxCommitBytes)
 }
 
 // takeStream takes one of the process's places, or says it is full (see

@@ -22,11 +22,12 @@ const (
 
 // streamEvent turns an event in its wire form into what a stream sends:
 // the StreamEventsResponse around it, encoded once however many streams
-// send it, and the two fields a stream looks at.
+// send it, and the fields a stream looks at.
 func streamEvent(raw []byte) (hub.Event, error) {
 	var e hub.Event
-	// The commit's marks come last (store.EventStampField); the public
-	// event is what precedes them.
+	// The commit's stamp is the public Event.commit; the stamp before it,
+	// the event's last field when there (store.MarkEvent), is the log's
+	// own, and what precedes it is sent.
 	public := len(raw)
 	first := false // the commit's first event, which names the one before
 	for b := raw; len(b) > 0; {
@@ -34,7 +35,10 @@ func streamEvent(raw []byte) (hub.Event, error) {
 		if n < 0 {
 			return hub.Event{}, fmt.Errorf("event: %w", protowire.ParseError(n))
 		}
-		if public == len(raw) && (num == store.EventStampField || num == store.EventAfterField) {
+		if first {
+			return hub.Event{}, fmt.Errorf("event field %d follows the stamp before its commit's", num)
+		}
+		if num == store.EventAfterField {
 			public = len(raw) - len(b)
 		}
 		b = b[n:]
@@ -49,8 +53,6 @@ func streamEvent(raw []byte) (hub.Event, error) {
 			} else {
 				e.After, first = string(v), true
 			}
-		case public < len(raw):
-			return hub.Event{}, fmt.Errorf("event field %d follows its commit's marks", num)
 		case num == eventVersionField && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {

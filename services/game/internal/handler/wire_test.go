@@ -107,8 +107,9 @@ func FuzzStreamEvent(f *testing.F) {
 }
 
 // TestStreamEventReadsAndStripsItsCommitsMarks: the stamps a commit puts
-// on its events in the log are read into the event and never sent: a
-// client gets the public event alone.
+// on its events in the log are read into the event; a client gets the
+// event with its commit's stamp (Event.commit, which it resumes after),
+// and never the stamp of the commit before.
 func TestStreamEventReadsAndStripsItsCommitsMarks(t *testing.T) {
 	e := &gamev1.Event{Version: 5, Kind: &gamev1.Event_MovePlayed{MovePlayed: &gamev1.MoveRecord{Ply: 3, Move: &commonv1.Move{Coordinate: "b1c3"}}}}
 	raw, err := proto.Marshal(e)
@@ -131,9 +132,11 @@ func TestStreamEventReadsAndStripsItsCommitsMarks(t *testing.T) {
 		if got.Stamp != c.stamp || got.After != c.wantAfter {
 			t.Errorf("marked %q after %q: read stamp %q after %q, want %q after %q", c.stamp, c.after, got.Stamp, got.After, c.stamp, c.wantAfter)
 		}
+		want := proto.CloneOf(e)
+		want.Commit = c.stamp
 		var resp gamev1.StreamEventsResponse
-		if err := proto.Unmarshal(got.Msg.Bytes(), &resp); err != nil || !proto.Equal(resp.GetEvent(), e) {
-			t.Errorf("sent %v, %v; want %v", &resp, err, e)
+		if err := proto.Unmarshal(got.Msg.Bytes(), &resp); err != nil || !proto.Equal(resp.GetEvent(), want) {
+			t.Errorf("sent %v, %v; want %v", &resp, err, want)
 		}
 		if len(resp.GetEvent().ProtoReflect().GetUnknown()) != 0 {
 			t.Errorf("sent the commit's marks to the client: %x", resp.GetEvent().ProtoReflect().GetUnknown())
@@ -144,9 +147,27 @@ func TestStreamEventReadsAndStripsItsCommitsMarks(t *testing.T) {
 	if got, err := streamEvent(raw); err != nil || got.Stamp != "" || got.After != "" {
 		t.Errorf("an unmarked event: stamp %q after %q, %v", got.Stamp, got.After, err)
 	}
-	// The marks come last: a public field after them is damage.
-	bad := append(store.MarkEvent(slices.Clone(raw), "s5", "s4", true), raw...)
-	if _, err := streamEvent(bad); err == nil {
-		t.Error("an event with a field after its commit's marks was read")
+	// The stamp before the commit's comes last: a field after it is
+	// damage, which would be sent cut.
+	for name, bad := range map[string][]byte{
+		"a public field": append(store.MarkEvent(slices.Clone(raw), "s5", "s4", true), raw...),
+		"a stamp":        store.MarkEvent(store.MarkEvent(slices.Clone(raw), "s5", "s4", true), "s6", "", false),
+	} {
+		if _, err := streamEvent(bad); err == nil {
+			t.Errorf("an event with %s after its commit's marks was read", name)
+		}
+	}
+	// The commit's own stamp may come anywhere, as a marshalled Event with
+	// its commit set places it (before the kind, a oneof).
+	withCommit := proto.CloneOf(e)
+	withCommit.Commit = "s5"
+	b, err := proto.Marshal(withCommit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp gamev1.StreamEventsResponse
+	if got, err := streamEvent(b); err != nil || got.Stamp != "s5" || got.After != "s5" ||
+		proto.Unmarshal(got.Msg.Bytes(), &resp) != nil || !proto.Equal(resp.GetEvent(), withCommit) {
+		t.Errorf("an event marshalled with its commit: read stamp %q after %q, sent %v, %v; want %v", got.Stamp, got.After, &resp, err, withCommit)
 	}
 }

@@ -3,7 +3,9 @@ package model
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -950,9 +952,16 @@ func connection(st *State, side rules.Side) *gamev1.Event {
 	}}}
 }
 
-// Seal numbers the events after prev and stamps them, and sets the state's
-// version to the last one.
+// Seal numbers the events after prev and dates them, sets the state's
+// version to the last one, and names the commit (State.Stamp, and
+// State.LogStamp when it logs events) before anything shows the state.
 func Seal(ch Change, prev uint64, now time.Time) {
+	// Every commit has a stamp of its own, events or not, so that a process
+	// holding the state before it conflicts instead of writing over it.
+	ch.State.Stamp = strconv.FormatUint(rand.Uint64(), 36)
+	if len(ch.Events) > 0 {
+		ch.State.LogStamp = ch.State.Stamp
+	}
 	v := prev
 	for _, e := range ch.Events {
 		v++

@@ -47,6 +47,7 @@ func summary(st *State, g *rules.Game, now time.Time, legal bool) *gamev1.Game {
 	out := &gamev1.Game{
 		GameId:          st.ID,
 		Version:         st.Version,
+		Commit:          st.LogStamp,
 		Kind:            rulespb.Kind(st.Variant),
 		Status:          statusPB[st.Status],
 		Public:          st.Public,

@@ -429,12 +429,12 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	if prev != nil {
 		prevVersion, prevMoves, prevStamp, prevLogged = prev.Version, len(prev.Moves), prev.Stamp, prev.LogStamp
 	}
-	// Every commit has a stamp of its own, events or not, so that a process
-	// holding the state before it conflicts instead of writing over it.
-	ch.State.Stamp = strconv.FormatUint(rand.Uint64(), 36)
-	ch.State.LogStamp = prevLogged
-	if len(ch.Events) > 0 {
-		ch.State.LogStamp = ch.State.Stamp
+	// The compare-and-set tells commits apart by their stamps.
+	if ch.State.Stamp == "" || ch.State.Stamp == prevStamp {
+		return Result{}, fmt.Errorf("commit game %s: the change is not sealed (model.Seal)", id)
+	}
+	if len(ch.Events) == 0 {
+		ch.State.LogStamp = prevLogged
 	}
 	var expiry time.Duration
 	switch slack := s.cfg.LiveTTL / 64; {
@@ -655,14 +655,14 @@ func (s *Store) Version(ctx context.Context, id string) (uint64, error) {
 	return h.Shown, err
 }
 
-// Fields a commit appends to each event's wire form, after those of the
-// public Event (whose proto reserves them): EventStampField holds the
-// stamp of the commit that made the event, and EventAfterField, on a
+// Fields a commit appends to each event's wire form, after those the
+// model set: EventStampField holds the stamp of the commit that made the
+// event (Event.commit), and EventAfterField, on a
 // commit's first event, that of the last commit before it that logged
 // events ("" when not known). A stream checks that each event follows the
 // one it sent last: should Redis lose a commit that a stream had sent, and
 // the game go on from before it, the stream tells the new history from the
-// one it sent. Streams strip them.
+// one it sent. Streams strip the second (the Event proto reserves it).
 const (
 	EventStampField = 1000
 	EventAfterField = 1001

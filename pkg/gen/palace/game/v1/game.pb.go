@@ -1706,7 +1706,16 @@ type StreamEventsRequest struct {
 	// still not be ahead of the game (OUT_OF_RANGE).
 	AfterVersion uint64 `protobuf:"varint,2,opt,name=after_version,json=afterVersion,proto3" json:"after_version,omitempty"`
 	// Send the game's state first.
-	Snapshot      bool `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	Snapshot bool `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// The commit of the event at after_version, as the client had it
+	// (Event.commit, or Game.commit of a read at that version). Given, the
+	// stream ends with OUT_OF_RANGE when the game no longer holds that
+	// commit at after_version: Redis lost writes the client had seen (a
+	// restart from a file that lacks them, a failover), and the game went
+	// on from before them, so that events after after_version would follow
+	// a history the client never had. Needs after_version; not checked with
+	// snapshot, which replaces what the client had.
+	AfterCommit   string `protobuf:"bytes,4,opt,name=after_commit,json=afterCommit,proto3" json:"after_commit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1760,6 +1769,13 @@ func (x *StreamEventsRequest) GetSnapshot() bool {
 		return x.Snapshot
 	}
 	return false
+}
+
+func (x *StreamEventsRequest) GetAfterCommit() string {
+	if x != nil {
+		return x.AfterCommit
+	}
+	return ""
 }
 
 type StreamEventsResponse struct {
@@ -2169,7 +2185,11 @@ type Game struct {
 	// Once the game is over: the side that caused its ending (resigned, ran
 	// out of time, did not make its first move, aborted), as GameEnded.side
 	// says; unset for endings on the board and draws by agreement.
-	EndedBy       v1.Side `protobuf:"varint,26,opt,name=ended_by,json=endedBy,proto3,enum=palace.common.v1.Side" json:"ended_by,omitempty"`
+	EndedBy v1.Side `protobuf:"varint,26,opt,name=ended_by,json=endedBy,proto3,enum=palace.common.v1.Side" json:"ended_by,omitempty"`
+	// The commit that made the event at version, for a stream to resume
+	// after it (StreamEventsRequest.after_commit). Empty for a game whose
+	// last event was logged before commits were named.
+	Commit        string `protobuf:"bytes,27,opt,name=commit,proto3" json:"commit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2386,6 +2406,13 @@ func (x *Game) GetEndedBy() v1.Side {
 	return v1.Side(0)
 }
 
+func (x *Game) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
 // MoveRecord is one played move or pass.
 type MoveRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2520,7 +2547,12 @@ type Event struct {
 	//	*Event_PlayerConnection
 	//	*Event_Clock
 	//	*Event_GameEnded
-	Kind          isEvent_Kind `protobuf_oneof:"kind"`
+	Kind isEvent_Kind `protobuf_oneof:"kind"`
+	// The commit that made this event (a commit may make several), for a
+	// stream to resume after it (StreamEventsRequest.after_commit). Empty
+	// for events logged before commits were named. Numbered as the game
+	// service's event log has kept it all along.
+	Commit        string `protobuf:"bytes,1000,opt,name=commit,proto3" json:"commit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2664,6 +2696,13 @@ func (x *Event) GetGameEnded() *GameEnded {
 		}
 	}
 	return nil
+}
+
+func (x *Event) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
 }
 
 type isEvent_Kind interface {
@@ -3382,11 +3421,12 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\bgame_ids\x18\x01 \x03(\tR\agameIds\"[\n" +
 	"\x10GetGamesResponse\x12*\n" +
 	"\x05games\x18\x01 \x03(\v2\x14.palace.game.v1.GameR\x05games\x12\x1b\n" +
-	"\tnot_found\x18\x02 \x03(\tR\bnotFound\"o\n" +
+	"\tnot_found\x18\x02 \x03(\tR\bnotFound\"\x92\x01\n" +
 	"\x13StreamEventsRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12#\n" +
 	"\rafter_version\x18\x02 \x01(\x04R\fafterVersion\x12\x1a\n" +
-	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\"\xbf\x01\n" +
+	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x12!\n" +
+	"\fafter_commit\x18\x04 \x01(\tR\vafterCommit\"\xbf\x01\n" +
 	"\x14StreamEventsResponse\x122\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x14.palace.game.v1.GameH\x00R\bsnapshot\x12-\n" +
 	"\x05event\x18\x02 \x01(\v2\x15.palace.game.v1.EventH\x00R\x05event\x129\n" +
@@ -3407,7 +3447,7 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\rDeadlineIndex\x12\x1d\n" +
 	"\n" +
 	"key_prefix\x18\x01 \x01(\tR\tkeyPrefix\x12\x16\n" +
-	"\x06shards\x18\x02 \x01(\rR\x06shards\"\x87\n" +
+	"\x06shards\x18\x02 \x01(\rR\x06shards\"\x9f\n" +
 	"\n" +
 	"\x04Game\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x18\n" +
@@ -3438,7 +3478,8 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\tconnected\x18\x17 \x03(\x0e2\x16.palace.common.v1.SideR\tconnected\x12A\n" +
 	"\x0esetup_deadline\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\rsetupDeadline\x12*\n" +
 	"\x11players_may_abort\x18\x19 \x01(\bR\x0fplayersMayAbort\x121\n" +
-	"\bended_by\x18\x1a \x01(\x0e2\x16.palace.common.v1.SideR\aendedBy\"\xca\x02\n" +
+	"\bended_by\x18\x1a \x01(\x0e2\x16.palace.common.v1.SideR\aendedBy\x12\x16\n" +
+	"\x06commit\x18\x1b \x01(\tR\x06commit\"\xca\x02\n" +
 	"\n" +
 	"MoveRecord\x12\x10\n" +
 	"\x03ply\x18\x01 \x01(\rR\x03ply\x12*\n" +
@@ -3449,7 +3490,7 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x04pass\x18\x06 \x01(\bR\x04pass\x12\x1a\n" +
 	"\bcaptured\x18\a \x01(\tR\bcaptured\x127\n" +
 	"\tplayed_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bplayedAt\x127\n" +
-	"\x06clocks\x18\t \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"\x84\x06\n" +
+	"\x06clocks\x18\t \x01(\v2\x1f.palace.common.v1.ClockSnapshotR\x06clocks\"\x95\x06\n" +
 	"\x05Event\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12@\n" +
@@ -3465,8 +3506,9 @@ const file_palace_game_v1_game_proto_rawDesc = "" +
 	"\x11player_connection\x18\x11 \x01(\v2 .palace.game.v1.PlayerConnectionH\x00R\x10playerConnection\x122\n" +
 	"\x05clock\x18\x12 \x01(\v2\x1a.palace.game.v1.ClockEventH\x00R\x05clock\x12:\n" +
 	"\n" +
-	"game_ended\x18\x13 \x01(\v2\x19.palace.game.v1.GameEndedH\x00R\tgameEndedB\x06\n" +
-	"\x04kindJ\x06\b\xe8\a\x10\xe9\aJ\x06\b\xe9\a\x10\xea\a\"7\n" +
+	"game_ended\x18\x13 \x01(\v2\x19.palace.game.v1.GameEndedH\x00R\tgameEnded\x12\x17\n" +
+	"\x06commit\x18\xe8\a \x01(\tR\x06commitB\x06\n" +
+	"\x04kindJ\x06\b\xe9\a\x10\xea\a\"7\n" +
 	"\vGameCreated\x12(\n" +
 	"\x04game\x18\x01 \x01(\v2\x14.palace.game.v1.GameR\x04game\"\xda\x01\n" +
 	"\x0fFormationChosen\x12*\n" +
