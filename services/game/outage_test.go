@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,6 +227,97 @@ func TestAStalledRedisIsAnOutage(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	srv.Resume(t)
 	moveAfter(t, tb, "after a 2.5 s stall")
+}
+
+// TestACommitHeldPastTheReachTimeoutIsNotChargedToTheTurnItBegins:
+// process a judges Red's move at T and its commit reaches Redis only 2 s
+// later (a process paused between judging and committing, or Redis holding
+// the write; here the commit alone is held on the wire while every other
+// command of a, its pings included, gets through). Black's turn began at T,
+// before anyone could see the move: the hold is an outage of writes, which
+// Black is excused at once, instead of being charged two seconds it could
+// not use (past its time left, the sweeper would flag Black for a move
+// Black never saw).
+func TestACommitHeldPastTheReachTimeoutIsNotChargedToTheTurnItBegins(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	a := gametest.StartOn(t, proxy.Addr(), func(c *game.Config) { c.SigningKeys = keyOne })
+	b := gametest.Start(t, func(c *game.Config) { c.KeyPrefix = a.Config.KeyPrefix; c.SigningKeys = keyOne })
+	const main = time.Minute
+	clocked := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(main)}}}
+	tb := create(t, a, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: clocked, Public: true})
+	tb.move(t, "h3e3")
+	before := tb.move(t, "h10g8").GetGame().GetVersion() // both first moves made: Red's clock runs
+	commit := func(held []byte) bool {
+		held = bytes.ToLower(held)
+		return bytes.Contains(held, []byte("evalsha")) && bytes.Contains(held, []byte(strings.ToLower(tb.id)))
+	}
+	proxy.Hold()
+	defer proxy.Restore()
+	stop := make(chan struct{})
+	passed := make(chan struct{})
+	go func() {
+		// Everything but the commit goes through, pings included.
+		defer close(passed)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				proxy.Pass(func(held []byte) bool { return !commit(held) })
+			}
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{
+			GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "c4c5"}})
+		done <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !proxy.Holds(commit); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the commit was never held")
+		}
+	}
+	const delay = 2 * time.Second // within go-redis' 3 s read timeout
+	time.Sleep(delay)
+	close(stop)
+	<-passed
+	proxy.Restore()
+	if err := <-done; err != nil {
+		t.Fatalf("the move: %v", err)
+	}
+	// Given back at once, as an outage is: nobody need act.
+	var left time.Duration
+	for until := time.Now().Add(5 * time.Second); time.Now().Before(until); time.Sleep(50 * time.Millisecond) {
+		g, err := b.Client.GetGame(context.Background(), &gamev1.GetGameRequest{GameId: tb.id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := g.GetGame().GetClocks()
+		if cl.GetRunning() != commonv1.Side_SIDE_SECOND {
+			t.Fatalf("running %v, want the second side's clock", cl.GetRunning())
+		}
+		if left = cl.GetSecond().GetMainLeft().AsDuration(); left >= main-500*time.Millisecond {
+			break
+		}
+	}
+	if left < main-500*time.Millisecond {
+		t.Fatalf("Black's clock shows %v left 5 s after the move became visible, want about %v: charged %v for a move that was not yet stored",
+			left, main, main-left)
+	}
+	// The move, then Black's turn excused the hold: apps see the time
+	// given back, and Red's clock stopped when the move was judged.
+	evs := eventsAfter(t, tb, before)
+	if len(evs) < 2 || evs[0].GetMovePlayed().GetMove().GetCoordinate() != "c4c5" {
+		t.Fatalf("events after version %d: %v; want the move first", before, evs)
+	}
+	c := evs[1].GetClock()
+	if c.GetKind() != gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED || c.GetSide() != commonv1.Side_SIDE_SECOND || c.GetExcused().AsDuration() < delay-250*time.Millisecond {
+		t.Fatalf("after the move: %v; want Black's turn excused about %v", evs[1], delay)
+	}
+	if red := c.GetClocks().GetFirst().GetMainLeft().AsDuration(); red < main-delay/2 {
+		t.Fatalf("Red's clock shows %v left: charged the hold of its own move", red)
+	}
 }
 
 // TestARedisThatRefusesWritesIsAnOutage: Redis answers reads and pings

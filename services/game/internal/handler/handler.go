@@ -637,6 +637,29 @@ func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
 	return model.Excuse(st, total, now)
 }
 
+// excuseHeld excuses the turn that a commit held from judged to answered
+// began, by as long, in a commit of its own: the turn started at the
+// judgment, before anyone could see the move, and would otherwise be
+// charged the whole hold (the process paused, or Redis held the write),
+// which no outage records when the pings went through, or were paused
+// with the process. Only that turn: others under way lost nothing to
+// this game's commit, and excusing them all would answer an overloaded
+// process's slow commits with a commit for every game it holds. Best
+// effort: a command committed meanwhile, elsewhere, leaves it out.
+func (h *Handler) excuseHeld(ctx context.Context, st *model.State, judged, answered time.Time) {
+	if start, _, ok := model.Waiting(st); !ok || start != judged.UnixMilli() {
+		return
+	}
+	ch, ok := model.Excuse(st, answered.Sub(judged), answered)
+	if !ok {
+		return
+	}
+	h.log.WarnContext(ctx, "a commit landed late: the turn it began is not charged the time it was held", "game", st.ID, "held", answered.Sub(judged))
+	if _, err := h.commit(ctx, st, ch, command{id: st.ID}, answered, nil); err != nil {
+		h.log.WarnContext(ctx, "excuse the turn a late commit began", "game", st.ID, "err", err)
+	}
+}
+
 // minMoreExcused is the least a turn excused already is excused more: two
 // processes' views of one outage differ by up to a ping interval at each
 // end, and by their clients' reconnections.
@@ -939,7 +962,8 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		return nil, err
 	}
 	wrote := res.Outcome == store.Committed
-	h.reached(commitEnd(now, h.now(), wrote), wrote)
+	answered := h.now()
+	h.reached(commitEnd(now, answered, wrote), wrote)
 	switch res.Outcome {
 	case store.Duplicate:
 		// What this process knew of the game's request ids missed one
@@ -976,6 +1000,9 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		if err := h.index.Remove(ctx, deadline.Entry{GameID: ch.State.ID, At: time.UnixMilli(oldWake)}); err != nil {
 			h.log.WarnContext(ctx, "remove replaced deadline", "game", ch.State.ID, "err", err)
 		}
+	}
+	if answered.Sub(now) >= reachTimeout {
+		h.excuseHeld(ctx, ch.State, now, answered)
 	}
 	if ch.Reply != nil {
 		return nil, ch.Reply
