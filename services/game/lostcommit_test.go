@@ -74,6 +74,27 @@ func TestARetryOfALostCommitIsAppliedAgain(t *testing.T) {
 	}
 }
 
+// loseAMove plays h3e3 and h10g8 on env, snapshots Redis, plays b1c3,
+// calls seen (when not nil) while Redis still holds the move, and
+// restarts Redis from the snapshot, which lacks it. It returns the game
+// as h10g8 and b1c3 left it.
+func loseAMove(ctx context.Context, t *testing.T, srv *redistest.Server, env *gametest.Env, tb *table, seen func(before, lost *gamev1.Game)) (before, lost *gamev1.Game) {
+	t.Helper()
+	playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h3e3")
+	before = playAs(t, env, tb, commonv1.Side_SIDE_SECOND, "h10g8").GetGame()
+	if err := srv.Client(t).Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lost = playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "b1c3").GetGame()
+	if seen != nil {
+		seen(before, lost)
+	}
+	if err := srv.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return before, lost
+}
+
 // streamedEvent is one event of a stream, or the error that ended it.
 type streamedEvent struct {
 	ev  *gamev1.Event
@@ -131,19 +152,12 @@ func TestAResumeAfterALostCommitEnds(t *testing.T) {
 		}
 	}
 
-	playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h3e3")
-	before := playAs(t, env, tb, commonv1.Side_SIDE_SECOND, "h10g8").GetGame()
-	if err := srv.Client(t).Save(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	lost := playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "b1c3").GetGame()
-	// The answer names the commit that the stream sends with the event.
-	if e, err := resume(before.GetVersion(), before.GetCommit()); err != nil || e.GetVersion() != lost.GetVersion() || e.GetCommit() != lost.GetCommit() || lost.GetCommit() == "" {
-		t.Fatalf("resumed after version %d: %v, %v; want version %d of commit %q", before.GetVersion(), e, err, lost.GetVersion(), lost.GetCommit())
-	}
-	if err := srv.Crash(ctx); err != nil {
-		t.Fatal(err)
-	}
+	before, lost := loseAMove(ctx, t, srv, env, tb, func(before, lost *gamev1.Game) {
+		// The answer names the commit that the stream sends with the event.
+		if e, err := resume(before.GetVersion(), before.GetCommit()); err != nil || e.GetVersion() != lost.GetVersion() || e.GetCommit() != lost.GetCommit() || lost.GetCommit() == "" {
+			t.Fatalf("resumed after version %d: %v, %v; want version %d of commit %q", before.GetVersion(), e, err, lost.GetVersion(), lost.GetCommit())
+		}
+	})
 	again := playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h1g3").GetGame()
 	if again.GetVersion() != lost.GetVersion() || again.GetCommit() == lost.GetCommit() {
 		t.Fatalf("the replacement move is at version %d of commit %q, the lost one was at %d of %q: Redis did not lose the move",
@@ -180,15 +194,7 @@ func TestAResumeOnAProcessThatHeldALostCommitGoesOn(t *testing.T) {
 	tb := xiangqi(t, a)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	playAs(t, a, tb, commonv1.Side_SIDE_FIRST, "h3e3")
-	playAs(t, a, tb, commonv1.Side_SIDE_SECOND, "h10g8")
-	if err := srv.Client(t).Save(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	lost := playAs(t, a, tb, commonv1.Side_SIDE_FIRST, "b1c3").GetGame()
-	if err := srv.Crash(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, lost := loseAMove(ctx, t, srv, a, tb, nil)
 	again := playAs(t, b, tb, commonv1.Side_SIDE_FIRST, "h1g3").GetGame()
 	if again.GetVersion() != lost.GetVersion() {
 		t.Fatalf("the replacement move is at version %d, the lost one was at %d: Redis did not lose the move", again.GetVersion(), lost.GetVersion())

@@ -63,27 +63,9 @@ func TestGivingUpAMatchUndoesTheGameACrashedReplicaMade(t *testing.T) {
 	}
 	run(t, m)
 	waitState(t, st, pool, mt, store.StateExpired, "the match was not given up")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		n, err := st.Count(ctx, []store.Pool{pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n[0].Creating == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the match given up is still being created 10 s later")
-		}
-	}
+	waitNoneCreating(ctx, t, st, pool)
 
-	for _, p := range []string{"p1", "p2"} {
-		if listed, err := st.PlayerGames(ctx, p, time.Time{}, store.MaxPlayerGames); err != nil || len(listed) != 0 {
-			t.Errorf("%s lists %+v (%v) after the match was given up; want nothing", p, listed, err)
-		}
-	}
-	if ok, err := st.IsPending(ctx, g); err != nil || ok {
-		t.Errorf("game %s of a match given up is still pending a rating (%v)", g, err)
-	}
+	wantUndone(ctx, t, st, g)
 	if _, err := st.LoadGame(ctx, g); err == nil {
 		t.Errorf("game %s of a match given up is still recorded for rematches", g)
 	}
@@ -168,25 +150,40 @@ func TestAGameListedAfterItsMatchWasGivenUpIsUndone(t *testing.T) {
 		t.Fatalf("pool counts %+v (%v) while A's try may still write: the match given up should still be among those being created", n, err)
 	}
 
+	waitNoneCreating(ctx, t, st, pool)
+	wantUndone(ctx, t, st, made)
+}
+
+// waitNoneCreating waits up to 10 s for pool to have no match being
+// created: given up, or its game recorded.
+func waitNoneCreating(ctx context.Context, t *testing.T, st *store.Store, pool store.Pool) {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		n, err := st.Count(ctx, []store.Pool{pool})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n[0].Creating == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the match given up is still being created 10 s later")
+			t.Fatalf("pool %s still has a match being created 10 s later", pool.ID())
 		}
 	}
+}
+
+// wantUndone wants game g, made for a match of p1 and p2 that was given
+// up, in neither player's list and pending no rating: its abort without a
+// first move would count against a player never told of it.
+func wantUndone(ctx context.Context, t *testing.T, st *store.Store, g string) {
+	t.Helper()
 	for _, p := range []string{"p1", "p2"} {
 		if listed, err := st.PlayerGames(ctx, p, time.Time{}, store.MaxPlayerGames); err != nil || len(listed) != 0 {
-			t.Errorf("%s lists %+v (%v) though the match was given up and its tickets expired", p, listed, err)
+			t.Errorf("%s lists %+v (%v) after the match was given up; want nothing", p, listed, err)
 		}
 	}
-	if ok, err := st.IsPending(ctx, made); err != nil || ok {
-		t.Errorf("game %s of the match given up is pending a rating (%v): its abort without a first move will count against a player never told of it", made, err)
+	if ok, err := st.IsPending(ctx, g); err != nil || ok {
+		t.Errorf("game %s of a match given up is still pending a rating (%v)", g, err)
 	}
 }
 

@@ -206,18 +206,7 @@ func TestARecordedMatchIsNotGivenUp(t *testing.T) {
 	m.Touch(pool)
 	time.Sleep(200 * time.Millisecond) // past GiveUpAfter
 	run(t, m)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		n, err := st.Count(ctx, []store.Pool{pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n[0].Creating == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the recorded match is still being created 10 s later")
-		}
-	}
+	waitNoneCreating(ctx, t, st, pool)
 	if a, b, err := st.Tickets(ctx, pool, mt); err != nil || a.State != store.StateMatched || b.State != store.StateMatched || a.Game != "g1" {
 		t.Fatalf("tickets %+v %+v (%v): want both matched to g1", a, b, err)
 	}
