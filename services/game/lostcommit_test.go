@@ -2,6 +2,8 @@ package game_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -177,6 +179,64 @@ func TestAResumeAfterALostCommitEnds(t *testing.T) {
 	}
 	if e, err := resume(before.GetVersion(), before.GetCommit()); err != nil || e.GetVersion() != again.GetVersion() || e.GetMovePlayed().GetMove().GetCoordinate() != "h1g3" {
 		t.Fatalf("resumed before the lost move: %v, %v; want h1g3 at version %d", e, err, again.GetVersion())
+	}
+}
+
+// TestAResumeAfterALostEndingEnds: a client saw Red resign (the game's
+// last event, version L, commit X). Redis restarts from a snapshot without
+// it, and Black resigns instead, at the same version L. The client resumes
+// after L naming X: the game no longer holds X at L (it ended the other
+// way), and the stream ends with OUT_OF_RANGE, not OK as complete, which
+// would leave the client with a result the game does not have.
+func TestAResumeAfterALostEndingEnds(t *testing.T) {
+	srv := redistest.Own(t, "--appendonly", "no")
+	env := gametest.StartOn(t, srv.Addr, nil)
+	tb := xiangqi(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h3e3")
+	playAs(t, env, tb, commonv1.Side_SIDE_SECOND, "h10g8")
+	if err := srv.Client(t).Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	resign := func(side commonv1.Side) *gamev1.Game {
+		t.Helper()
+		var g *gamev1.Game
+		retrying(t, "resign", func() error {
+			r, err := env.Client.Resign(tb.as(side), &gamev1.ResignRequest{GameId: tb.id, RequestId: rid()})
+			g = r.GetGame()
+			return err
+		})
+		return g
+	}
+	lost := resign(commonv1.Side_SIDE_FIRST)
+	if err := srv.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := resign(commonv1.Side_SIDE_SECOND)
+	if again.GetVersion() != lost.GetVersion() || again.GetCommit() == lost.GetCommit() || lost.GetCommit() == "" {
+		t.Fatalf("Black's resignation is at version %d of commit %q, Red's lost one at %d of %q: not the case under test",
+			again.GetVersion(), again.GetCommit(), lost.GetVersion(), lost.GetCommit())
+	}
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	st, err := env.Client.StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: lost.GetVersion(), AfterCommit: lost.GetCommit()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := st.Recv()
+		if status.Code(err) == codes.OutOfRange {
+			return
+		}
+		if errors.Is(err, io.EOF) {
+			t.Fatalf("resumed after Red's lost resignation (version %d, commit %q) while the game holds Black's (commit %q, result %v): "+
+				"the stream ended OK, as complete; want OutOfRange", lost.GetVersion(), lost.GetCommit(), again.GetCommit(), again.GetResult())
+		}
+		if err != nil {
+			t.Fatalf("resumed after Red's lost resignation: %v; want OutOfRange", err)
+		}
+		t.Logf("got %v", m)
 	}
 }
 

@@ -120,7 +120,11 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	}
 	if l.State.Status.Finished() && next > l.State.Version {
 		// The game's last event is behind the client already: nothing will
-		// ever follow, and the stream is complete.
+		// ever follow, and the stream is complete, if the client has that
+		// event (a finished game is read from Redis, never cached).
+		if sentStamp != "" && l.State.LogStamp != "" && sentStamp != l.State.LogStamp {
+			return rewritten(l.State.Version)
+		}
 		return nil
 	}
 	ended := false

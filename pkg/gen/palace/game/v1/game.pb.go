@@ -2187,8 +2187,8 @@ type Game struct {
 	// says; unset for endings on the board and draws by agreement.
 	EndedBy v1.Side `protobuf:"varint,26,opt,name=ended_by,json=endedBy,proto3,enum=palace.common.v1.Side" json:"ended_by,omitempty"`
 	// The commit that made the event at version, for a stream to resume
-	// after it (StreamEventsRequest.after_commit). Empty for a game whose
-	// last event was logged before commits were named.
+	// after it (StreamEventsRequest.after_commit). Empty for a game last
+	// written by a release before commits were named.
 	Commit        string `protobuf:"bytes,27,opt,name=commit,proto3" json:"commit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
