@@ -3,6 +3,7 @@ package game_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -229,6 +230,63 @@ func TestAStalledRedisIsAnOutage(t *testing.T) {
 	moveAfter(t, tb, "after a 2.5 s stall")
 }
 
+// commitHold holds on a proxy the commit scripts of one game, and lets
+// every other command of the process through, pings included: a commit
+// held by Redis, or by a pause of the process between its judgment and
+// its write, while Redis serves.
+type commitHold struct {
+	proxy        *redistest.Proxy
+	commit       func(held []byte) bool
+	stop, passed chan struct{}
+	ended        bool
+}
+
+func holdCommits(t *testing.T, proxy *redistest.Proxy, id string) *commitHold {
+	t.Helper()
+	h := &commitHold{proxy: proxy, stop: make(chan struct{}), passed: make(chan struct{})}
+	h.commit = func(held []byte) bool {
+		held = bytes.ToLower(held)
+		return bytes.Contains(held, []byte("evalsha")) && bytes.Contains(held, []byte(strings.ToLower(id)))
+	}
+	proxy.Hold()
+	go func() {
+		defer close(h.passed)
+		for {
+			select {
+			case <-h.stop:
+				return
+			case <-time.After(time.Millisecond):
+				proxy.Pass(func(held []byte) bool { return !h.commit(held) })
+			}
+		}
+	}()
+	return h
+}
+
+// wait waits up to 5 s for a commit to be held.
+func (h *commitHold) wait(t *testing.T, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !h.proxy.Holds(h.commit); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was never held", what)
+		}
+	}
+}
+
+// pass lets the commits held so far through.
+func (h *commitHold) pass() { h.proxy.Pass(h.commit) }
+
+// end lets everything through from now on.
+func (h *commitHold) end() {
+	if h.ended {
+		return
+	}
+	h.ended = true
+	close(h.stop)
+	<-h.passed
+	h.proxy.Restore()
+}
+
 // TestACommitHeldPastTheReachTimeoutIsNotChargedToTheTurnItBegins:
 // process a judges Red's move at T and its commit reaches Redis only 2 s
 // later (a process paused between judging and committing, or Redis holding
@@ -247,42 +305,18 @@ func TestACommitHeldPastTheReachTimeoutIsNotChargedToTheTurnItBegins(t *testing.
 	tb := create(t, a, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: clocked, Public: true})
 	tb.move(t, "h3e3")
 	before := tb.move(t, "h10g8").GetGame().GetVersion() // both first moves made: Red's clock runs
-	commit := func(held []byte) bool {
-		held = bytes.ToLower(held)
-		return bytes.Contains(held, []byte("evalsha")) && bytes.Contains(held, []byte(strings.ToLower(tb.id)))
-	}
-	proxy.Hold()
-	defer proxy.Restore()
-	stop := make(chan struct{})
-	passed := make(chan struct{})
-	go func() {
-		// Everything but the commit goes through, pings included.
-		defer close(passed)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-				proxy.Pass(func(held []byte) bool { return !commit(held) })
-			}
-		}
-	}()
+	hold := holdCommits(t, proxy, tb.id)
+	defer hold.end()
 	done := make(chan error, 1)
 	go func() {
 		_, err := a.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{
 			GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "c4c5"}})
 		done <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); !proxy.Holds(commit); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the commit was never held")
-		}
-	}
+	hold.wait(t, "the move's commit")
 	const delay = 2 * time.Second // within go-redis' 3 s read timeout
 	time.Sleep(delay)
-	close(stop)
-	<-passed
-	proxy.Restore()
+	hold.end()
 	if err := <-done; err != nil {
 		t.Fatalf("the move: %v", err)
 	}
@@ -317,6 +351,68 @@ func TestACommitHeldPastTheReachTimeoutIsNotChargedToTheTurnItBegins(t *testing.
 	}
 	if red := c.GetClocks().GetFirst().GetMainLeft().AsDuration(); red < main-delay/2 {
 		t.Fatalf("Red's clock shows %v left: charged the hold of its own move", red)
+	}
+}
+
+// TestTheSweeperDoesNotFlagTheTurnAHeldCommitBegan: Red's move is held
+// 2 s between its judgment and its commit (as in
+// TestACommitHeldPastTheReachTimeoutIsNotChargedToTheTurnItBegins), and
+// Black has 0.5 s left. The move lands with Black's deadline behind it,
+// and process a's excuse is still on its way (as Redis holding a's
+// writes would keep it) when the deadline sweeper asks process b. b
+// excuses the hold the commit recorded, instead of ending the game: Black
+// never loses on time for a move Black could not see.
+func TestTheSweeperDoesNotFlagTheTurnAHeldCommitBegan(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	noLag := func(c *game.Config) { c.SigningKeys = keyOne; c.LagMaxPerMove = 0 }
+	a := gametest.StartOn(t, proxy.Addr(), noLag)
+	b := gametest.Start(t, func(c *game.Config) { noLag(c); c.KeyPrefix = a.Config.KeyPrefix })
+	const main = 2 * time.Second
+	clocked := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(main)}}}
+	tb := create(t, a, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: clocked, Public: true})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8") // both first moves made: Red's clock runs
+	tb.move(t, "c4c5")
+	time.Sleep(main - 500*time.Millisecond)
+	tb.move(t, "b10c8") // Black has about 0.5 s left
+	hold := holdCommits(t, proxy, tb.id)
+	defer hold.end()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{
+			GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "b1c3"}})
+		done <- err
+	}()
+	hold.wait(t, "the move's commit")
+	time.Sleep(2 * time.Second)
+	hold.pass() // the move lands, 2 s after its judgment
+	hold.wait(t, "the excuse's commit")
+
+	// The sweeper finds Black's deadline due, and asks b.
+	ctx := context.Background()
+	raw, err := b.Redis.HGet(ctx, b.Config.KeyPrefix+"{g:"+tb.id+"}", "s").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Wake int64 `json:"wake"`
+	}
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		t.Fatal(err)
+	}
+	exp, err := b.Client.ExpireDeadline(ctx, &gamev1.ExpireDeadlineRequest{GameId: tb.id, DeadlineUnixMs: st.Wake})
+	hold.end()
+	moveErr := <-done
+	if err != nil {
+		t.Fatalf("ExpireDeadline: %v", err)
+	}
+	g := tb.get(t)
+	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("the sweeper, between the held move's commit and its excuse's, ended the game: %v %v (ExpireDeadline applied %v; the move: %v); "+
+			"Black lost on time for a move it could not see", g.GetStatus(), g.GetResult(), exp.GetApplied(), moveErr)
+	}
+	if moveErr != nil {
+		t.Fatalf("the held move: %v", moveErr)
 	}
 }
 

@@ -628,6 +628,11 @@ func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
 		budget = due - startMs - excusedMs
 	}
 	total := h.outages.before(startMs, now.UnixMilli(), budget)
+	if st.Held.TurnStartMs == startMs {
+		// A turn that began before anyone could see it: its whole hold,
+		// whenever its time would have run out.
+		total = max(total, time.Duration(st.Held.Ms)*time.Millisecond)
+	}
 	if already := time.Duration(excusedMs) * time.Millisecond; already > 0 && total-already < minMoreExcused {
 		// Another process excused this outage, seen through its own pings
 		// and reconnections: what it seems to have left out is the noise
@@ -637,25 +642,33 @@ func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
 	return model.Excuse(st, total, now)
 }
 
-// excuseHeld excuses the turn that a commit held from judged to answered
-// began, by as long, in a commit of its own: the turn started at the
-// judgment, before anyone could see the move, and would otherwise be
-// charged the whole hold (the process paused, or Redis held the write),
-// which no outage records when the pings went through, or were paused
-// with the process. Only that turn: others under way lost nothing to
-// this game's commit, and excusing them all would answer an overloaded
-// process's slow commits with a commit for every game it holds. Best
-// effort: a command committed meanwhile, elsewhere, leaves it out.
-func (h *Handler) excuseHeld(ctx context.Context, st *model.State, judged, answered time.Time) {
-	if start, _, ok := model.Waiting(st); !ok || start != judged.UnixMilli() {
-		return
+// heldTurn notes on st, committed at judged and answered at answered, the
+// hold of the turn it began at the judgment, if the commit was held for
+// store.HoldExcusedAfter or more, as the commit recorded it in Redis
+// (give or take the answer's way back), and reports whether it did.
+func heldTurn(st *model.State, judged, answered time.Time) bool {
+	if answered.Sub(judged) < store.HoldExcusedAfter {
+		return false
 	}
-	ch, ok := model.Excuse(st, answered.Sub(judged), answered)
+	start, _, ok := model.Waiting(st)
+	if !ok || start != judged.UnixMilli() {
+		return false
+	}
+	st.Held = model.TurnHold{TurnStartMs: start, Ms: answered.Sub(judged).Milliseconds()}
+	return true
+}
+
+// excuseHeld excuses the turn that a held commit began (heldTurn) in a
+// commit of its own, at once, so that apps show the time given back
+// before anyone acts. Whoever acts first, elsewhere, excuses it alike:
+// the commit recorded its hold (model.State.Held).
+func (h *Handler) excuseHeld(ctx context.Context, st *model.State, now time.Time) {
+	ch, ok := h.excuse(st, now)
 	if !ok {
 		return
 	}
-	h.log.WarnContext(ctx, "a commit landed late: the turn it began is not charged the time it was held", "game", st.ID, "held", answered.Sub(judged))
-	if _, err := h.commit(ctx, st, ch, command{id: st.ID}, answered, nil); err != nil {
+	h.log.WarnContext(ctx, "a commit landed late: the turn it began is not charged the time it was held", "game", st.ID, "held", time.Duration(st.Held.Ms)*time.Millisecond)
+	if _, err := h.commit(ctx, st, ch, command{id: st.ID}, now, nil); err != nil {
 		h.log.WarnContext(ctx, "excuse the turn a late commit began", "game", st.ID, "err", err)
 	}
 }
@@ -989,6 +1002,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 			h.metrics.excused.Add(ctx, 1)
 		}
 	}
+	held := heldTurn(ch.State, now, answered)
 	if ch.State.Status.Finished() {
 		h.cache.drop(ch.State.ID)
 	} else {
@@ -1001,8 +1015,8 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 			h.log.WarnContext(ctx, "remove replaced deadline", "game", ch.State.ID, "err", err)
 		}
 	}
-	if answered.Sub(now) >= reachTimeout {
-		h.excuseHeld(ctx, ch.State, now, answered)
+	if held {
+		h.excuseHeld(ctx, ch.State, answered)
 	}
 	if ch.Reply != nil {
 		return nil, ch.Reply

@@ -98,12 +98,19 @@ type State struct {
 	// check the game against. A commit without events (a wake-up moved
 	// on) leaves it. "" when not known: a state stored before events
 	// carried stamps, or by a build that knew nothing of them.
-	LogStamp string        `json:"lstamp,omitempty"`
-	Variant  rules.Variant `json:"var"`
-	Status   Status        `json:"st"`
-	Seats    [2]Seat       `json:"seats"`
-	Public   bool          `json:"pub,omitempty"`
-	Rated    bool          `json:"rated,omitempty"`
+	LogStamp string `json:"lstamp,omitempty"`
+	// Held is how long the commit that began a turn was held past the
+	// judgment the turn began at, as Redis' clock measured it when the
+	// hold was a second or more (store.HoldExcusedAfter): that turn began
+	// before anyone could see the move, and whoever judges it next excuses
+	// it the hold (handler.excuse). Kept beside the state, in a field of
+	// its own that the commit script writes.
+	Held    TurnHold      `json:"-"`
+	Variant rules.Variant `json:"var"`
+	Status  Status        `json:"st"`
+	Seats   [2]Seat       `json:"seats"`
+	Public  bool          `json:"pub,omitempty"`
+	Rated   bool          `json:"rated,omitempty"`
 	// PlayersMayAbort lets either seat abort the game before it begins
 	// (Abort).
 	PlayersMayAbort bool `json:"may_abort,omitempty"`
@@ -172,6 +179,13 @@ type State struct {
 	// shared by every state using that array (see appendMove); nil when
 	// Moves was not built by appendMove.
 	movesEnd *atomic.Int64
+}
+
+// TurnHold is a commit's hold: the turn it began at its judgment
+// (TurnStartMs, the start of what runs as Waiting tells it) and how long
+// the commit took to land after it (Ms); zero when none.
+type TurnHold struct {
+	TurnStartMs, Ms int64
 }
 
 // SetReplayed hands the state the replayed game of exactly its moves (a

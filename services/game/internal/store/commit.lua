@@ -9,8 +9,10 @@
 --   retry too (see below)
 -- ARGV[9] moves to keep ("-1": all of them), ARGV[10] n, moves appended
 -- ARGV[11] expected stamp ("": none), ARGV[12] new stamp
--- ARGV[13..12+n] the appended moves
--- ARGV[13+n..] events, numbered from expected+1
+-- ARGV[13] the judgment (unix ms) at which the commit begins a turn ("":
+--   none), ARGV[14] the hold (ms) from which that turn is excused it
+-- ARGV[15..14+n] the appended moves
+-- ARGV[15+n..] events, numbered from expected+1
 local got
 if ARGV[4] ~= '' then
   got = redis.call('HMGET', KEYS[1], 'v', 'n', ARGV[4])
@@ -39,7 +41,18 @@ local set = {'v', ARGV[2], 'n', ARGV[12], 's', ARGV[3]}
 if ARGV[4] ~= '' then
   set[#set + 1], set[#set + 2] = ARGV[4], ARGV[5]
 end
-if #ARGV >= 13 + n then
+if ARGV[13] ~= '' then
+  -- A turn that began at the judgment, before anyone could see the move,
+  -- is excused what the commit was held since, by whichever process
+  -- judges it next: measured by Redis' clock, to which the processes'
+  -- own are anchored.
+  local t = redis.call('TIME')
+  local held = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[13])
+  if held >= tonumber(ARGV[14]) then
+    set[#set + 1], set[#set + 2] = 'x', ARGV[13] .. ':' .. held
+  end
+end
+if #ARGV >= 15 + n then
   -- The commit logs events: its stamp marks the log's head.
   set[#set + 1], set[#set + 2] = 'h', ARGV[12]
 end
@@ -52,10 +65,10 @@ elseif keep > 0 then
 end
 local created = false
 if n > 0 then
-  created = redis.call('RPUSH', KEYS[3], unpack(ARGV, 13, 12 + n)) == n
+  created = redis.call('RPUSH', KEYS[3], unpack(ARGV, 15, 14 + n)) == n
 end
 local v = tonumber(ARGV[1])
-for i = 13 + n, #ARGV do
+for i = 15 + n, #ARGV do
   v = v + 1
   redis.call('XADD', KEYS[2], v .. '-1', 'e', ARGV[i])
 end

@@ -3,7 +3,9 @@
 //
 //	{g:<id>}     hash: v (version), n (the commit's stamp), h (the stamp of
 //	             the last commit that logged events), s (state, JSON),
-//	             r:<request id> (the response given, protobuf), for idempotency
+//	             x (the hold of the last commit held as it began a turn:
+//	             model.State.Held), r:<request id> (the response given,
+//	             protobuf), for idempotency
 //	{g:<id>}:e   stream of events, entry id "<version>-1", field e (protobuf)
 //	{g:<id>}:m   list of the moves played, one JSON record each
 //
@@ -295,7 +297,7 @@ type read struct {
 }
 
 func (s *Store) queueRead(ctx context.Context, pipe redis.Pipeliner, id, requestID string, withMoves bool) read {
-	fields := []string{"s"}
+	fields := []string{"s", "x"}
 	if requestID != "" {
 		fields = append(fields, reqField(requestID))
 	}
@@ -351,7 +353,7 @@ func (r read) decode(now time.Time) (Loaded, error) {
 		return Loaded{}, err
 	}
 	if r.requestID != "" {
-		if prev, ok := vals[1].(string); ok {
+		if prev, ok := vals[2].(string); ok {
 			out.Previous = []byte(prev)
 		}
 	}
@@ -373,6 +375,8 @@ func (r read) decode(now time.Time) (Loaded, error) {
 	if err := json.Unmarshal([]byte(raw), &state); err != nil {
 		return Loaded{}, fmt.Errorf("decode game %s: %w", r.id, err)
 	}
+	held, _ := vals[1].(string)
+	state.Held = hold(held)
 	if r.withMoves == nil {
 		out.State = &state
 		return out, nil
@@ -385,6 +389,24 @@ func (r read) decode(now time.Time) (Loaded, error) {
 	}
 	out.State = &state
 	return out, nil
+}
+
+// HoldExcusedAfter is the least hold of a commit, from its judgment to
+// its landing, that the turn it began is excused (model.State.Held): as
+// long as a ping takes to count as an outage.
+const HoldExcusedAfter = time.Second
+
+// hold reads a commit's hold as the commit script writes it: the turn's
+// start and the hold in ms, "start:held". None when "", or when damaged:
+// it excuses nothing rather than make the game unreadable.
+func hold(v string) model.TurnHold {
+	start, held, _ := strings.Cut(v, ":")
+	s, err1 := strconv.ParseInt(start, 10, 64)
+	h, err2 := strconv.ParseInt(held, 10, 64)
+	if err1 != nil || err2 != nil || h < 0 {
+		return model.TurnHold{}
+	}
+	return model.TurnHold{TurnStartMs: s, Ms: h}
 }
 
 // Outcome says how a commit went.
@@ -477,9 +499,14 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 		keep = from
 	}
 	added := moves[from:]
-	args := make([]any, 0, 12+len(added)+len(ch.Events))
+	began := ""
+	if start, _, ok := model.Waiting(ch.State); ok && start == now.UnixMilli() {
+		began = strconv.FormatInt(start, 10)
+	}
+	args := make([]any, 0, 14+len(added)+len(ch.Events))
 	args = append(args, strconv.FormatUint(prevVersion, 10), strconv.FormatUint(ch.State.Version, 10), state,
-		field, resp, expiry.Milliseconds(), s.Channel(id), nil, keep, len(added), prevStamp, ch.State.Stamp)
+		field, resp, expiry.Milliseconds(), s.Channel(id), nil, keep, len(added), prevStamp, ch.State.Stamp,
+		began, HoldExcusedAfter.Milliseconds())
 	for i := range added {
 		b, err := json.Marshal(&added[i])
 		if err != nil {
