@@ -46,11 +46,7 @@ func TestARetryOfALostCommitIsAppliedAgain(t *testing.T) {
 	tb := xiangqi(t, a)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	playAs(t, a, tb, commonv1.Side_SIDE_FIRST, "h3e3")
-	playAs(t, a, tb, commonv1.Side_SIDE_SECOND, "h10g8")
-	if err := srv.Client(t).Save(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	openAndSave(ctx, t, srv, a, tb)
 	req := &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "b1c3"}}
 	if _, err := a.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), req); err != nil {
 		t.Fatal(err)
@@ -76,17 +72,25 @@ func TestARetryOfALostCommitIsAppliedAgain(t *testing.T) {
 	}
 }
 
+// openAndSave plays h3e3 and h10g8 on env and has Redis save a snapshot
+// of the game as they left it, which it returns.
+func openAndSave(ctx context.Context, t *testing.T, srv *redistest.Server, env *gametest.Env, tb *table) *gamev1.Game {
+	t.Helper()
+	playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h3e3")
+	g := playAs(t, env, tb, commonv1.Side_SIDE_SECOND, "h10g8").GetGame()
+	if err := srv.Client(t).Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // loseAMove plays h3e3 and h10g8 on env, snapshots Redis, plays b1c3,
 // calls seen (when not nil) while Redis still holds the move, and
 // restarts Redis from the snapshot, which lacks it. It returns the game
 // as h10g8 and b1c3 left it.
 func loseAMove(ctx context.Context, t *testing.T, srv *redistest.Server, env *gametest.Env, tb *table, seen func(before, lost *gamev1.Game)) (before, lost *gamev1.Game) {
 	t.Helper()
-	playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h3e3")
-	before = playAs(t, env, tb, commonv1.Side_SIDE_SECOND, "h10g8").GetGame()
-	if err := srv.Client(t).Save(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	before = openAndSave(ctx, t, srv, env, tb)
 	lost = playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "b1c3").GetGame()
 	if seen != nil {
 		seen(before, lost)
@@ -194,11 +198,7 @@ func TestAResumeAfterALostEndingEnds(t *testing.T) {
 	tb := xiangqi(t, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	playAs(t, env, tb, commonv1.Side_SIDE_FIRST, "h3e3")
-	playAs(t, env, tb, commonv1.Side_SIDE_SECOND, "h10g8")
-	if err := srv.Client(t).Save(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	openAndSave(ctx, t, srv, env, tb)
 	resign := func(side commonv1.Side) *gamev1.Game {
 		t.Helper()
 		var g *gamev1.Game

@@ -3,7 +3,6 @@ package game_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -389,18 +388,7 @@ func TestTheSweeperDoesNotFlagTheTurnAHeldCommitBegan(t *testing.T) {
 	hold.wait(t, "the excuse's commit")
 
 	// The sweeper finds Black's deadline due, and asks b.
-	ctx := context.Background()
-	raw, err := b.Redis.HGet(ctx, b.Config.KeyPrefix+"{g:"+tb.id+"}", "s").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
-		Wake int64 `json:"wake"`
-	}
-	if err := json.Unmarshal([]byte(raw), &st); err != nil {
-		t.Fatal(err)
-	}
-	exp, err := b.Client.ExpireDeadline(ctx, &gamev1.ExpireDeadlineRequest{GameId: tb.id, DeadlineUnixMs: st.Wake})
+	exp, err := b.Client.ExpireDeadline(context.Background(), &gamev1.ExpireDeadlineRequest{GameId: tb.id, DeadlineUnixMs: storedWake(t, b, tb.id)})
 	hold.end()
 	moveErr := <-done
 	if err != nil {
