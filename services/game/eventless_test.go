@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -21,7 +22,13 @@ import (
 // storedWake reads the stored wake-up of game id.
 func storedWake(t *testing.T, env *gametest.Env, id string) int64 {
 	t.Helper()
-	raw, err := env.Redis.HGet(context.Background(), env.Config.KeyPrefix+"{g:"+id+"}", "s").Result()
+	return wakeIn(t, env.Redis, env.Config.KeyPrefix+"{g:"+id+"}")
+}
+
+// wakeIn reads the wake-up stored in a game's hash, key, on rdb.
+func wakeIn(t *testing.T, rdb redis.Cmdable, key string) int64 {
+	t.Helper()
+	raw, err := rdb.HGet(context.Background(), key, "s").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

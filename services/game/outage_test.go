@@ -404,6 +404,60 @@ func TestTheSweeperDoesNotFlagTheTurnAHeldCommitBegan(t *testing.T) {
 	}
 }
 
+// TestALaterOutageInAHeldTurnIsExcusedToo: Red's move is held 3 s (the
+// pings get through), so Black's turn, begun at the judgment, is excused
+// 3 s. Later in that same turn Redis is cut for 2 s, an outage the pings
+// see. The hold and the outage are two spans in which Black could not
+// move: Black is excused both, not the longer alone.
+func TestALaterOutageInAHeldTurnIsExcusedToo(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	a := gametest.StartOn(t, proxy.Addr(), func(c *game.Config) { c.LagMaxPerMove = 0 })
+	const main = time.Minute
+	clocked := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(main)}}}
+	tb := create(t, a, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: clocked, Public: true})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8") // Red's clock runs
+
+	hold := holdCommits(t, proxy, tb.id)
+	defer hold.end()
+	done := make(chan error, 1)
+	judged := time.Now()
+	go func() {
+		_, err := a.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{
+			GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "c4c5"}})
+		done <- err
+	}()
+	hold.wait(t, "the move's commit")
+	const held = 3 * time.Second
+	time.Sleep(held)
+	hold.end()
+	if err := <-done; err != nil {
+		t.Fatalf("the move: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+
+	// An outage the pings see, later in Black's turn.
+	const outage = 2 * time.Second
+	proxy.Cut()
+	time.Sleep(outage)
+	proxy.Restore()
+	time.Sleep(1500 * time.Millisecond)
+
+	var resp *gamev1.MakeMoveResponse
+	retrying(t, "Black's move", func() (err error) {
+		resp, err = a.Client.MakeMove(tb.as(commonv1.Side_SIDE_SECOND), &gamev1.MakeMoveRequest{
+			GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "b10c8"}})
+		return err
+	})
+	wall := time.Since(judged)
+	charged := main - resp.GetGame().GetClocks().GetSecond().GetMainLeft().AsDuration()
+	owed := wall - held - outage
+	if charged > owed+time.Second {
+		t.Fatalf("Black's turn lasted %v, of which %v the move was held and %v Redis was cut: charged %v, want about %v (%v too much)",
+			wall.Round(time.Millisecond), held, outage, charged.Round(time.Millisecond), owed.Round(time.Millisecond), (charged - owed).Round(time.Millisecond))
+	}
+}
+
 // TestARedisThatRefusesWritesIsAnOutage: Redis answers reads and pings
 // but refuses writes, or holds them, for longer than Red has left (3 s):
 // full, a replica (a primary demoted in a failover), short of the replicas

@@ -489,7 +489,7 @@ func (h *Handler) exec(ctx context.Context, name string, c command) (_ proto.Mes
 		if l.Previous != nil {
 			// Its commit may have failed to reach the replicas asked for:
 			// answer only once they have it.
-			if err := h.confirm(ctx, c.id); err != nil {
+			if _, err := h.confirm(ctx, c.id); err != nil {
 				return nil, err
 			}
 			resp, err := c.remembered(l.Previous)
@@ -613,9 +613,9 @@ func isExcuse(e *gamev1.Event) bool {
 }
 
 // excuse is the change excusing what runs against the side to move (its
-// turn, its choice of a formation, its wait for a first move) the outages
-// this process saw during it; ok is false when it has nothing more to
-// excuse.
+// turn, its choice of a formation, its wait for a first move) the hold of
+// the commit that began it (model.State.Held) and the outages this
+// process saw during it; ok is false when it has nothing more to excuse.
 func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
 	startMs, excusedMs, ok := model.Waiting(st)
 	if !ok {
@@ -627,12 +627,16 @@ func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
 	if due, ok := model.Due(st); ok {
 		budget = due - startMs - excusedMs
 	}
-	total := h.outages.before(startMs, now.UnixMilli(), budget)
+	var total time.Duration
 	if st.Held.TurnStartMs == startMs {
 		// A turn that began before anyone could see it: its whole hold,
-		// whenever its time would have run out.
-		total = max(total, time.Duration(st.Held.Ms)*time.Millisecond)
+		// whenever its time would have run out, and the outages after it,
+		// as if the turn began with the move seen; the hold spends none of
+		// the budget, as an outage does not.
+		total = time.Duration(st.Held.Ms) * time.Millisecond
+		startMs += st.Held.Ms
 	}
+	total += h.outages.before(startMs, now.UnixMilli(), budget)
 	if already := time.Duration(excusedMs) * time.Millisecond; already > 0 && total-already < minMoreExcused {
 		// Another process excused this outage, seen through its own pings
 		// and reconnections: what it seems to have left out is the noise
@@ -642,24 +646,8 @@ func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
 	return model.Excuse(st, total, now)
 }
 
-// heldTurn notes on st, committed at judged and answered at answered, the
-// hold of the turn it began at the judgment, if the commit was held for
-// store.HoldExcusedAfter or more, as the commit recorded it in Redis
-// (give or take the answer's way back), and reports whether it did.
-func heldTurn(st *model.State, judged, answered time.Time) bool {
-	if answered.Sub(judged) < store.HoldExcusedAfter {
-		return false
-	}
-	start, _, ok := model.Waiting(st)
-	if !ok || start != judged.UnixMilli() {
-		return false
-	}
-	st.Held = model.TurnHold{TurnStartMs: start, Ms: answered.Sub(judged).Milliseconds()}
-	return true
-}
-
-// excuseHeld excuses the turn that a held commit began (heldTurn) in a
-// commit of its own, at once, so that apps show the time given back
+// excuseHeld excuses the turn that a held commit began (store.Result.Held)
+// in a commit of its own, at once, so that apps show the time given back
 // before anyone acts. Whoever acts first, elsewhere, excuses it alike:
 // the commit recorded its hold (model.State.Held).
 func (h *Handler) excuseHeld(ctx context.Context, st *model.State, now time.Time) {
@@ -828,11 +816,17 @@ func (h *Handler) finishLoad(ctx context.Context, id string, l store.Loaded, err
 // unconfirmed: nothing is shown or decided on a commit that a failover
 // could take back (a read, a command's refusal such as "it is Red's turn",
 // a timeout), so that is confirmed first, or the call answers Unavailable.
+// A turn that the commit began is seen only now: l's state learns the hold
+// the confirmation recorded.
 func (h *Handler) confirmLoaded(ctx context.Context, id string, l store.Loaded) error {
 	if !l.Unconfirmed {
 		return nil
 	}
-	return h.confirm(ctx, id)
+	held, err := h.confirm(ctx, id)
+	if err == nil && held.Ms > 0 && l.State != nil {
+		l.State.Held = held
+	}
+	return err
 }
 
 // now is Redis' time: its TIME at the last read, plus the time since on
@@ -1002,7 +996,11 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 			h.metrics.excused.Add(ctx, 1)
 		}
 	}
-	held := heldTurn(ch.State, now, answered)
+	if res.Held.Ms > 0 {
+		// As the commit recorded it, in this process's copy too; otherwise
+		// the hold recorded before stands, in Redis as in the copy.
+		ch.State.Held = res.Held
+	}
 	if ch.State.Status.Finished() {
 		h.cache.drop(ch.State.ID)
 	} else {
@@ -1015,7 +1013,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 			h.log.WarnContext(ctx, "remove replaced deadline", "game", ch.State.ID, "err", err)
 		}
 	}
-	if held {
+	if res.Held.Ms > 0 {
 		h.excuseHeld(ctx, ch.State, answered)
 	}
 	if ch.Reply != nil {
@@ -1167,7 +1165,7 @@ func (h *Handler) CreateGame(ctx context.Context, req *gamev1.CreateGameRequest)
 	l, err := h.load(ctx, p.ID, c.requestID)
 	switch {
 	case err == nil && l.Previous != nil:
-		if err := h.confirm(ctx, p.ID); err != nil {
+		if _, err := h.confirm(ctx, p.ID); err != nil {
 			return nil, h.fail(ctx, err)
 		}
 		resp, err := c.remembered(l.Previous)

@@ -86,7 +86,7 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 		// The failed attempt may have been stored all the same, with its
 		// wait for replicas failed and its event unpublished: confirm it,
 		// and have the streams read it.
-		err = h.store.Confirm(ctx, id)
+		_, err = h.store.Confirm(ctx, id)
 	}
 	switch {
 	case errors.Is(err, errOvertaken):

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/palacehq/palace/services/game/internal/model"
 )
 
 // confirmEvery is how often a process confirms the games whose last
@@ -47,14 +49,14 @@ func (h *Handler) confirmLater(id string) {
 	}
 }
 
-// confirm confirms game id now (store.Confirm) and, should that fail,
-// later without the caller.
-func (h *Handler) confirm(ctx context.Context, id string) error {
-	err := h.store.Confirm(ctx, id)
+// confirm confirms game id now (store.Confirm, whose hold it returns)
+// and, should that fail, later without the caller.
+func (h *Handler) confirm(ctx context.Context, id string) (model.TurnHold, error) {
+	held, err := h.store.Confirm(ctx, id)
 	if err != nil {
 		h.confirmLater(id)
 	}
-	return err
+	return held, err
 }
 
 // keepConfirming confirms the games of confirmLater, until ctx ends.
@@ -71,7 +73,7 @@ func (h *Handler) keepConfirming(ctx context.Context) {
 		}
 		ids := h.unconfirmed.take()
 		for i, id := range ids {
-			err := h.store.Confirm(ctx, id)
+			_, err := h.store.Confirm(ctx, id)
 			if err == nil {
 				continue
 			}

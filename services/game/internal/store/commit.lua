@@ -13,6 +13,8 @@
 --   none), ARGV[14] the hold (ms) from which that turn is excused it
 -- ARGV[15..14+n] the appended moves
 -- ARGV[15+n..] events, numbered from expected+1
+-- Returns {'ok', hold} (hold: "start:ms" as written to field x, or ""),
+-- {'dup', answer, version} or {'conflict', version}.
 local got
 if ARGV[4] ~= '' then
   got = redis.call('HMGET', KEYS[1], 'v', 'n', ARGV[4])
@@ -41,6 +43,7 @@ local set = {'v', ARGV[2], 'n', ARGV[12], 's', ARGV[3]}
 if ARGV[4] ~= '' then
   set[#set + 1], set[#set + 2] = ARGV[4], ARGV[5]
 end
+local hold = ''
 if ARGV[13] ~= '' then
   -- A turn that began at the judgment, before anyone could see the move,
   -- is excused what the commit was held since, by whichever process
@@ -49,7 +52,13 @@ if ARGV[13] ~= '' then
   local t = redis.call('TIME')
   local held = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[13])
   if held >= tonumber(ARGV[14]) then
-    set[#set + 1], set[#set + 2] = 'x', ARGV[13] .. ':' .. held
+    hold = ARGV[13] .. ':' .. held
+    set[#set + 1], set[#set + 2] = 'x', hold
+  end
+  if ARGV[7] == '' then
+    -- Nobody sees the move before replicas confirm it: the confirmation
+    -- measures the hold again (confirmed.lua).
+    set[#set + 1], set[#set + 2] = 'b', ARGV[13] .. ':' .. ARGV[2]
   end
 end
 if #ARGV >= 15 + n then
@@ -87,4 +96,4 @@ end
 if ARGV[7] ~= '' then
   redis.call('PUBLISH', ARGV[7], ARGV[8])
 end
-return {'ok'}
+return {'ok', hold}

@@ -4,7 +4,9 @@
 //	{g:<id>}     hash: v (version), n (the commit's stamp), h (the stamp of
 //	             the last commit that logged events), s (state, JSON),
 //	             x (the hold of the last commit held as it began a turn:
-//	             model.State.Held), r:<request id> (the response given,
+//	             model.State.Held), b (with replicas to wait for: the
+//	             judgment and version of the last commit that began a
+//	             turn, whose hold the confirmation measures), r:<request id> (the response given,
 //	             protobuf), for idempotency
 //	{g:<id>}:e   stream of events, entry id "<version>-1", field e (protobuf)
 //	{g:<id>}:m   list of the moves played, one JSON record each
@@ -425,6 +427,9 @@ const (
 type Result struct {
 	Outcome  Outcome
 	Previous []byte
+	// Held is the hold the commit recorded for the turn it began
+	// (model.State.Held); zero when under HoldExcusedAfter, or none began.
+	Held model.TurnHold
 }
 
 // Commit stores ch if the game is still as prev left it (nil: the game
@@ -548,19 +553,27 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	kind, _ := res[0].(string)
 	switch kind {
 	case "ok":
+		held := ""
+		if len(res) > 1 {
+			held, _ = res[1].(string)
+		}
 		if s.Waits() {
 			// Not acknowledged if this fails: the retry confirms the commit
 			// again and has the streams read the log.
-			if err := s.confirmed(ctx, id, ch.State.Version, note); err != nil {
+			seen, err := s.confirmed(ctx, id, ch.State.Version, note)
+			if err != nil {
 				return Result{}, err
 			}
+			if seen != "" {
+				held = seen
+			}
 		}
-		return Result{Outcome: Committed}, nil
+		return Result{Outcome: Committed, Held: hold(held)}, nil
 	case "dup":
 		if s.Waits() {
 			v, _ := res[2].(string)
 			n, _ := strconv.ParseUint(v, 10, 64)
-			if err := s.confirmed(ctx, id, n, []byte(id+"\x00")); err != nil {
+			if _, err := s.confirmed(ctx, id, n, []byte(id+"\x00")); err != nil {
 				return Result{}, err
 			}
 		}
@@ -580,9 +593,12 @@ func (s *Store) Waits() bool { return s.cfg.Replication.Replicas > 0 }
 // streams read its log. A retry answered with a remembered answer
 // confirms it first: the commit that wrote it may have failed its own
 // wait, and published nothing.
-func (s *Store) Confirm(ctx context.Context, id string) error {
+//
+// It returns the hold it recorded for a commit that began a turn and is
+// seen only now (confirmed.lua): the state read before it lacks it.
+func (s *Store) Confirm(ctx context.Context, id string) (model.TurnHold, error) {
 	if !s.Waits() {
-		return nil
+		return model.TurnHold{}, nil
 	}
 	var v uint64
 	err := s.cfg.Replication.Write(ctx, s.rdb, s.stateKey(id), func(c redis.Cmdable) error {
@@ -591,25 +607,28 @@ func (s *Store) Confirm(ctx context.Context, id string) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("confirm game %s: %w", id, err)
+		return model.TurnHold{}, fmt.Errorf("confirm game %s: %w", id, err)
 	}
 	if v == 0 {
-		return nil // no such game
+		return model.TurnHold{}, nil // no such game
 	}
 	// A notification without events has the streams read the log: a
 	// commit whose wait failed published nothing, and once confirmed its
 	// events are found there, and nowhere else if it was the game's last.
-	return s.confirmed(ctx, id, v, []byte(id+"\x00"))
+	held, err := s.confirmed(ctx, id, v, []byte(id+"\x00"))
+	return hold(held), err
 }
 
 // confirmed records that replicas hold game id up to version v, which
-// lets reads show it, and then publishes note.
-func (s *Store) confirmed(ctx context.Context, id string, v uint64, note []byte) error {
-	err := confirmedScript.Run(ctx, s.rdb, []string{s.stateKey(id)}, v, s.Channel(id), note).Err()
+// lets reads show it, and then publishes note. It returns the hold it
+// recorded, as the commit script does, for a commit that began a turn
+// and is seen only now ("" when none).
+func (s *Store) confirmed(ctx context.Context, id string, v uint64, note []byte) (string, error) {
+	held, err := confirmedScript.Run(ctx, s.rdb, []string{s.stateKey(id)}, v, s.Channel(id), note, HoldExcusedAfter.Milliseconds()).Text()
 	if err != nil {
-		return fmt.Errorf("record confirmation of game %s: %w", id, err)
+		return "", fmt.Errorf("record confirmation of game %s: %w", id, err)
 	}
-	return nil
+	return held, nil
 }
 
 // Events returns up to count events with versions after `after`, in
