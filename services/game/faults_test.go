@@ -720,19 +720,7 @@ func TestTheSweeperDoesNotFlagATurnHeldByTheReplicas(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	pair.Link.Restore() // the replica confirms the move, 2 s after its judgment
 	hold.wait(t, "the excuse's commit")
-	x, _ := master.HGet(ctx, key, "x").Result()
-
-	exp, err := b.Client.ExpireDeadline(ctx, &gamev1.ExpireDeadlineRequest{GameId: tb.id, DeadlineUnixMs: wakeIn(t, master, key)})
-	hold.end()
-	moveErr := <-done
-	if err != nil {
-		t.Fatalf("ExpireDeadline: %v", err)
-	}
-	g := tb.get(t)
-	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
-		t.Fatalf("the sweeper flagged Black for a move its replicas held 2 s (x = %q): %v %v (applied %v; the move: %v)",
-			x, g.GetStatus(), g.GetResult(), exp.GetApplied(), moveErr)
-	}
+	sweepWhileHeld(t, b, tb, wakeIn(t, master, key), hold, done, "a move its replicas held 2 s")
 }
 
 // liveMoves opens a spectator's stream of tb and returns the moves it

@@ -387,17 +387,25 @@ func TestTheSweeperDoesNotFlagTheTurnAHeldCommitBegan(t *testing.T) {
 	hold.pass() // the move lands, 2 s after its judgment
 	hold.wait(t, "the excuse's commit")
 
-	// The sweeper finds Black's deadline due, and asks b.
-	exp, err := b.Client.ExpireDeadline(context.Background(), &gamev1.ExpireDeadlineRequest{GameId: tb.id, DeadlineUnixMs: storedWake(t, b, tb.id)})
+	sweepWhileHeld(t, b, tb, storedWake(t, b, tb.id), hold, done, "a move held 2 s")
+}
+
+// sweepWhileHeld has process b, as the deadline sweeper would, expire
+// tb's wake-up at wake while the other process's excuse is still held,
+// then lets everything through, waits for the held move (done), and
+// wants the game going on: Black never loses on time for a move Black
+// could not see (what says how it was held).
+func sweepWhileHeld(t *testing.T, b *gametest.Env, tb *table, wake int64, hold *commitHold, done <-chan error, what string) {
+	t.Helper()
+	exp, err := b.Client.ExpireDeadline(context.Background(), &gamev1.ExpireDeadlineRequest{GameId: tb.id, DeadlineUnixMs: wake})
 	hold.end()
 	moveErr := <-done
 	if err != nil {
 		t.Fatalf("ExpireDeadline: %v", err)
 	}
-	g := tb.get(t)
-	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
-		t.Fatalf("the sweeper, between the held move's commit and its excuse's, ended the game: %v %v (ExpireDeadline applied %v; the move: %v); "+
-			"Black lost on time for a move it could not see", g.GetStatus(), g.GetResult(), exp.GetApplied(), moveErr)
+	if g := tb.get(t); g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("the sweeper, before the excuse of %s, ended the game: %v %v (ExpireDeadline applied %v; the move: %v); "+
+			"Black lost on time for a move it could not see", what, g.GetStatus(), g.GetResult(), exp.GetApplied(), moveErr)
 	}
 	if moveErr != nil {
 		t.Fatalf("the held move: %v", moveErr)
