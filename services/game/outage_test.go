@@ -242,10 +242,17 @@ type commitHold struct {
 
 func holdCommits(t *testing.T, proxy *redistest.Proxy, id string) *commitHold {
 	t.Helper()
+	return holdScripts(t, proxy, []byte("evalsha"), id)
+}
+
+// holdScripts is holdCommits for the scripts whose call holds mark (a
+// script's hash: only that script) on game id.
+func holdScripts(t *testing.T, proxy *redistest.Proxy, mark []byte, id string) *commitHold {
+	t.Helper()
 	h := &commitHold{proxy: proxy, stop: make(chan struct{}), passed: make(chan struct{})}
 	h.commit = func(held []byte) bool {
 		held = bytes.ToLower(held)
-		return bytes.Contains(held, []byte("evalsha")) && bytes.Contains(held, []byte(strings.ToLower(id)))
+		return bytes.Contains(held, mark) && bytes.Contains(held, []byte(strings.ToLower(id)))
 	}
 	proxy.Hold()
 	go func() {

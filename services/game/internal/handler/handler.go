@@ -809,7 +809,8 @@ func (h *Handler) finishLoad(ctx context.Context, id string, l store.Loaded, err
 		// answer, which shows nothing of the game as it is.
 		return l, nil
 	}
-	return l, h.confirmLoaded(ctx, id, l)
+	err = h.confirmLoaded(ctx, id, &l)
+	return l, err
 }
 
 // confirmLoaded confirms the latest commit of a game just read when it is
@@ -817,14 +818,18 @@ func (h *Handler) finishLoad(ctx context.Context, id string, l store.Loaded, err
 // could take back (a read, a command's refusal such as "it is Red's turn",
 // a timeout), so that is confirmed first, or the call answers Unavailable.
 // A turn that the commit began is seen only now: l's state learns the hold
-// the confirmation recorded.
-func (h *Handler) confirmLoaded(ctx context.Context, id string, l store.Loaded) error {
+// recorded for it, and l is judged no earlier than the end of that hold,
+// which the read came before (an excuse covers no time to come).
+func (h *Handler) confirmLoaded(ctx context.Context, id string, l *store.Loaded) error {
 	if !l.Unconfirmed {
 		return nil
 	}
 	held, err := h.confirm(ctx, id)
 	if err == nil && held.Ms > 0 && l.State != nil {
 		l.State.Held = held
+		if seen := time.UnixMilli(held.TurnStartMs + held.Ms); seen.After(l.Now) {
+			l.Now = seen
+		}
 	}
 	return err
 }
@@ -1548,7 +1553,7 @@ func (h *Handler) readableAfter(ctx context.Context, id string, withMoves bool, 
 		l, err = h.store.LoadHead(ctx, id)
 		h.learnRedisTime(l.Now)
 		if err == nil {
-			err = h.confirmLoaded(ctx, id, l)
+			err = h.confirmLoaded(ctx, id, &l)
 		}
 	}
 	if errors.Is(err, store.ErrNotFound) {
@@ -1626,7 +1631,7 @@ func (h *Handler) GetGames(ctx context.Context, req *gamev1.GetGamesRequest) (*g
 		}
 		// As GetGame: nothing is shown of a commit a failover could
 		// take back.
-		if err := h.confirmLoaded(ctx, ids[i], l); err != nil {
+		if err := h.confirmLoaded(ctx, ids[i], &l); err != nil {
 			return nil, h.fail(ctx, err)
 		}
 		l.State.SetReplayed(h.cache.replayed(ids[i], l.State.Version, l.State.Stamp))
