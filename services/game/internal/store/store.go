@@ -6,8 +6,9 @@
 //	             x (the hold of the last commit held as it began a turn:
 //	             model.State.Held), b (with replicas to wait for: the
 //	             judgment and version of the last commit that began a
-//	             turn, whose hold the confirmation measures), r:<request id> (the response given,
-//	             protobuf), for idempotency
+//	             turn, whose hold the confirmation measures),
+//	             r:<request id> (the response given, protobuf), for
+//	             idempotency
 //	{g:<id>}:e   stream of events, entry id "<version>-1", field e (protobuf)
 //	{g:<id>}:m   list of the moves played, one JSON record each
 //
@@ -594,8 +595,9 @@ func (s *Store) Waits() bool { return s.cfg.Replication.Replicas > 0 }
 // confirms it first: the commit that wrote it may have failed its own
 // wait, and published nothing.
 //
-// It returns the hold it recorded for a commit that began a turn and is
-// seen only now (confirmed.lua): the state read before it lacks it.
+// It returns the hold recorded for the last commit that began a turn, by
+// this confirmation or an earlier one (confirmed.lua): a state read
+// before the confirmation may lack it.
 func (s *Store) Confirm(ctx context.Context, id string) (model.TurnHold, error) {
 	if !s.Waits() {
 		return model.TurnHold{}, nil
@@ -620,9 +622,10 @@ func (s *Store) Confirm(ctx context.Context, id string) (model.TurnHold, error) 
 }
 
 // confirmed records that replicas hold game id up to version v, which
-// lets reads show it, and then publishes note. It returns the hold it
-// recorded, as the commit script does, for a commit that began a turn
-// and is seen only now ("" when none).
+// lets reads show it, and then publishes note. It returns the hold
+// recorded, as the commit script writes it, for the last commit up to v
+// that began a turn, by this confirmation or an earlier one ("" when
+// none).
 func (s *Store) confirmed(ctx context.Context, id string, v uint64, note []byte) (string, error) {
 	held, err := confirmedScript.Run(ctx, s.rdb, []string{s.stateKey(id)}, v, s.Channel(id), note, HoldExcusedAfter.Milliseconds()).Text()
 	if err != nil {
