@@ -163,3 +163,37 @@ func TestCachedStateOfALostCommitIsNotBuiltOn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestALogThatHoldsTheVersionIsNotLost: a stream whose read of the log
+// found nothing past the version it sent, though a check had found the
+// game past it, asks logLost why. Redis may have lost the commit the
+// check saw (a failover) and the game gone on again before logLost looked:
+// the version is past the stream's then, but the log holds it too, and
+// the stream must read on, not end as if the log were lost. A log that
+// lacks it is lost.
+func TestALogThatHoldsTheVersionIsNotLost(t *testing.T) {
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Client(t)
+	h := newRedisHandlerOn(t, rdb, redistest.Prefix(t), ring)
+	ctx := t.Context()
+	id, red, _ := newXiangqi(t, h)
+	created, err := h.store.Version(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.MakeMove(red, &gamev1.MakeMoveRequest{GameId: id, RequestId: "m1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.logLost(ctx, id, created); err != nil {
+		t.Fatalf("the log holds version %d: %v", created+1, err)
+	}
+	if err := rdb.Del(ctx, h.store.Keys(id)[1]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.logLost(ctx, id, created); err == nil || !strings.Contains(err.Error(), "the log was lost") {
+		t.Fatalf("the log deleted: %v; want it told lost", err)
+	}
+}

@@ -409,15 +409,22 @@ const (
 // a check had found the game past it: the game expired meanwhile
 // (NotFound), or its log was lost while its state stayed (a Redis that
 // evicts keys), which no read will mend. Nil when neither can be told.
+// The log is read again after the version: Redis may have lost the
+// commit the check saw and the game gone on since the stream's read, and
+// a commit writes its version and its events at once, so a log read after
+// holds the version read before it unless the log is lost.
 func (h *Handler) logLost(ctx context.Context, id string, after uint64) error {
 	v, err := h.store.Version(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return apierr.New(apierr.NotFound, "game %s not found: it expired", id)
-	case err == nil && v > after:
-		return fmt.Errorf("game %s is at version %d, but its event log holds nothing after version %d: the log was lost (does Redis evict keys? it needs maxmemory-policy noeviction)", id, v, after)
+	case err != nil || v <= after:
+		return nil
 	}
-	return nil
+	if evs, err := h.store.Events(ctx, id, after, 1); err != nil || len(evs) > 0 {
+		return nil
+	}
+	return fmt.Errorf("game %s is at version %d, but its event log holds nothing after version %d: the log was lost (does Redis evict keys? it needs maxmemory-policy noeviction)", id, v, after)
 }
 
 // beatInterval is the silence after which a stream sends a heartbeat:
