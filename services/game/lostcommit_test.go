@@ -452,3 +452,31 @@ func TestAStreamEndsWhenAnOutageExcuseTakesTheVersionOfALostMove(t *testing.T) {
 		}
 	}
 }
+
+// TestAStreamRefusedForAnotherCommitRecordsNoPresence: a seat's stream
+// refused because the commit it names is not the game's (a client that
+// had a move Redis lost) is answered OUT_OF_RANGE and, as every refusal,
+// changes nothing: the opponent sees the seat neither connect nor
+// disconnect, and the game's version stays.
+func TestAStreamRefusedForAnotherCommitRecordsNoPresence(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := xiangqi(t, env)
+	tb.move(t, "h3e3")
+	g := tb.get(t)
+	before := redisState(t, env, tb.id)
+	ctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_SECOND), 5*time.Second)
+	defer cancel()
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: g.GetVersion(), AfterCommit: "notthecommit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A resumed stream may send a heartbeat before its refusal: read on.
+	for err == nil {
+		_, err = st.Recv()
+	}
+	wantCode(t, err, codes.OutOfRange)
+	time.Sleep(500 * time.Millisecond) // past the presence grace
+	if after := redisState(t, env, tb.id); after != before {
+		t.Fatalf("a refused stream changed Redis:\nbefore %s\nafter  %s", before, after)
+	}
+}

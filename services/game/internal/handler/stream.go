@@ -128,26 +128,36 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		return nil
 	}
 	ended := false
-	if side != nil && !l.State.Status.Finished() {
-		// Recorded beside the stream, as its reads are, so that a Redis
-		// slow to answer delays no heartbeat; the closing waits for it,
-		// so that the two are counted in order.
-		recorded := make(chan struct{})
+	// A seat's stream records its player connected once its first read
+	// of the log found the history its client had: one refused then (a
+	// commit Redis lost, OUT_OF_RANGE) changes nothing, as no refusal does.
+	// Recorded beside the stream, as its reads are, so that a Redis slow
+	// to answer delays no heartbeat; the closing waits for it, so that the
+	// two are counted in order. recorded is nil until then.
+	var recorded chan struct{}
+	connected := func() {
+		if side == nil || l.State.Status.Finished() || recorded != nil {
+			return
+		}
+		recorded = make(chan struct{})
 		go func() {
 			defer close(recorded)
 			h.presence.opened(ctx, l.State.ID, *side)
 		}()
-		defer func() {
-			<-recorded
-			// After the game's end presence no longer changes: there is
-			// nothing to record, only the seat to forget.
-			if !ended {
-				h.presence.closed(context.WithoutCancel(ctx), l.State.ID, *side)
-			} else if h.presence.ended(l.State.ID, *side) {
-				h.unlist(context.WithoutCancel(ctx), l.State.ID, *side)
-			}
-		}()
 	}
+	defer func() {
+		if recorded == nil {
+			return
+		}
+		<-recorded
+		// After the game's end presence no longer changes: there is
+		// nothing to record, only the seat to forget.
+		if !ended {
+			h.presence.closed(context.WithoutCancel(ctx), l.State.ID, *side)
+		} else if h.presence.ended(l.State.ID, *side) {
+			h.unlist(context.WithoutCancel(ctx), l.State.ID, *side)
+		}
+	}()
 
 	// A heartbeat follows an interval of silence, so a client never
 	// waits longer than --heartbeat for a message of a live stream. Each
@@ -276,6 +286,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 					return err
 				}
 			}
+			connected()
 			// A full batch may have more behind it.
 			read = read || fresh == streamBatch
 		case <-ctx.Done():
