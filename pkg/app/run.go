@@ -336,7 +336,14 @@ func connectRedis(ctx context.Context, addr string, wait time.Duration, log *slo
 		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, fmt.Errorf("in-process redis: %w", err)
 		}
-		*closers = append(*closers, func() error { mr.Close(); return nil })
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go countDownTTLs(mr, ttlTick, stop, stopped)
+		*closers = append(*closers, func() error {
+			close(stop)
+			<-stopped
+			mr.Close()
+			return nil
+		})
 		addr = mr.Addr()
 		log.Warn("no --redis-addr given: started an in-process Redis (miniredis); state is lost at exit", "redis_addr", addr)
 	}
@@ -355,6 +362,33 @@ func connectRedis(ctx context.Context, addr string, wait time.Duration, log *slo
 			"maxmemory_policy", policy)
 	}
 	return rdb, nil
+}
+
+// ttlTick is how often the in-process Redis counts its keys' TTLs down:
+// a key expires up to this much sooner or later than on a real Redis (a
+// tick counts a whole interval for a key set within it), and each count
+// walks every key.
+const ttlTick = 100 * time.Millisecond
+
+// countDownTTLs lets the keys of the in-process Redis expire as time
+// passes, as on a real Redis, until stop is closed; miniredis counts TTLs
+// down only when told to, and finished games, leases and every other key
+// with a TTL would otherwise stay for good. Told every tick, not on every
+// command (its ClockTTL), which walks and sorts every key each time.
+func countDownTTLs(mr *miniredis.Miniredis, every time.Duration, stop <-chan struct{}, stopped chan<- struct{}) {
+	defer close(stopped)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tick.C:
+			mr.FastForward(now.Sub(last))
+			last = now
+		}
+	}
 }
 
 // redisLog writes the Redis client's own lines (failed dials, sentinel
