@@ -576,9 +576,18 @@ func (h *Handler) runExcused(c command, st *model.State, now time.Time) (model.C
 // outages this process saw: a wake-up due during an outage is moved
 // later, and committed so that the new one is indexed, rather than
 // flagging a player who could not move.
+//
+// A deadline that is not the game's current one judges the current one
+// when that is due: a commit held past --clock-stale-after had its wake-up
+// dropped from the index as stale before it landed, and should its
+// process die before it indexed another, an entry left over from before
+// or after is all that still brings a sweeper to the game.
 func (h *Handler) expireExcused(st *model.State, atMs int64, now time.Time) (model.Change, bool, error) {
 	if err := writable(st); err != nil {
 		return model.Change{}, false, err
+	}
+	if st.WakeMs != 0 && st.WakeMs != atMs && st.WakeMs <= now.UnixMilli() {
+		atMs = st.WakeMs
 	}
 	ex, ok := h.excuse(st, now)
 	if !ok || st.WakeMs != atMs || atMs > now.UnixMilli() {
@@ -1010,6 +1019,15 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 		h.cache.drop(ch.State.ID)
 	} else {
 		h.cache.put(ch.State, prev, reqID, raw, fields)
+	}
+	if res.Held.Ms > 0 && newWake != 0 {
+		// Indexed again before the old entry goes: a sweeper may have
+		// dropped the entry as stale while the commit was held, and the
+		// old one is what brings a sweeper back should this process die
+		// before it indexes anything else (see expireExcused).
+		if err := h.index.Add(ctx, deadline.Entry{GameID: ch.State.ID, At: time.UnixMilli(newWake)}); err != nil {
+			h.log.WarnContext(ctx, "index again the deadline of a held commit", "game", ch.State.ID, "err", err)
+		}
 	}
 	if oldWake != 0 && oldWake != newWake {
 		// Best effort: a left-over entry is only a stale wake-up that the
