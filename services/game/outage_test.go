@@ -846,3 +846,94 @@ func TestAStopWithRedisStalledEndsInTime(t *testing.T) {
 		t.Fatalf("the stop took %v with Redis stalled", took)
 	}
 }
+
+// TestReadsShowTheHoldOfAHeldCommitExcused: Red's move is held 2 s
+// between its judgment and its commit, which records the hold, and process
+// a's excuse of it is held in turn (a stalled or killed process). Reads on
+// process b meanwhile (GetGame, the snapshot of StreamEvents, so
+// ClockService.GetClocks too) show the clocks the game is judged on: Black's
+// deadline as the sweeper's judgment then sets it, the hold excused, not 2 s
+// short of it.
+func TestReadsShowTheHoldOfAHeldCommitExcused(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	noLag := func(c *game.Config) { c.SigningKeys = keyOne; c.LagMaxPerMove = 0 }
+	a := gametest.StartOn(t, proxy.Addr(), noLag)
+	b := gametest.Start(t, func(c *game.Config) { noLag(c); c.KeyPrefix = a.Config.KeyPrefix })
+	const main = 2 * time.Second
+	clocked := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(main)}}}
+	tb := create(t, a, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: clocked, Public: true})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8")
+	tb.move(t, "c4c5")
+	time.Sleep(main - 700*time.Millisecond)
+	tb.move(t, "b10c8") // Black has about 0.7 s left
+	hold := holdCommits(t, proxy, tb.id)
+	defer hold.end()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{
+			GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "b1c3"}})
+		done <- err
+	}()
+	hold.wait(t, "the move's commit")
+	time.Sleep(2 * time.Second)
+	hold.pass() // the move lands, 2 s after its judgment, its hold recorded
+	hold.wait(t, "the excuse's commit")
+	visible := time.Now()
+
+	onB := &table{env: b, id: tb.id, seats: tb.seats}
+	read := onB.get(t)
+	if read.GetClocks().GetRunning() != commonv1.Side_SIDE_SECOND {
+		t.Fatalf("running %v, want Black's clock (the held move is on Redis)", read.GetClocks().GetRunning())
+	}
+	readLeft := read.GetClocks().GetSecond().GetMainLeft().AsDuration()
+	readDeadline := read.GetClocks().GetDeadline().AsTime()
+	snap := snapshotOn(t, onB)
+	snapDeadline := snap.GetClocks().GetDeadline().AsTime()
+
+	// The sweeper asks b about the (unexcused) wake-up, which is due.
+	wake := storedWake(t, b, tb.id)
+	time.Sleep(time.Until(time.UnixMilli(wake)) + 20*time.Millisecond)
+	exp, err := b.Client.ExpireDeadline(context.Background(), &gamev1.ExpireDeadlineRequest{GameId: tb.id, DeadlineUnixMs: wake})
+	if err != nil {
+		t.Fatalf("ExpireDeadline: %v", err)
+	}
+	after := onB.get(t)
+	hold.end()
+	<-done
+	if after.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("the sweeper flagged Black: %v %v", after.GetStatus(), after.GetResult())
+	}
+	judgedDeadline := after.GetClocks().GetDeadline().AsTime()
+	t.Logf("move visible at %v; GetGame on b showed Black %v left, deadline %v (snapshot %v); the sweeper's judgment (applied %v, excused %v) then gave deadline %v",
+		visible.Format("15:04:05.000"), readLeft, readDeadline.Format("15:04:05.000"), snapDeadline.Format("15:04:05.000"),
+		exp.GetApplied(), exp.GetExcused(), judgedDeadline.Format("15:04:05.000"))
+	if d := judgedDeadline.Sub(readDeadline); d > 500*time.Millisecond {
+		t.Errorf("GetGame on b, with the hold already recorded in Redis, showed Black's deadline at %v (%v left, deadline %v before the move was even visible); "+
+			"the sweeper's judgment of the same turn, with nothing new, puts it at %v: the clock shown was %v wrong",
+			readDeadline.Format("15:04:05.000"), readLeft, visible.Sub(readDeadline).Round(time.Millisecond), judgedDeadline.Format("15:04:05.000"), d.Round(time.Millisecond))
+	}
+	if d := judgedDeadline.Sub(snapDeadline); d > 500*time.Millisecond {
+		t.Errorf("the StreamEvents snapshot on b showed Black's deadline %v before the one the game is judged on", d.Round(time.Millisecond))
+	}
+}
+
+// snapshotOn reads the snapshot a stream opens with.
+func snapshotOn(t *testing.T, tb *table) *gamev1.Game {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), 5*time.Second)
+	defer cancel()
+	st, err := tb.env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		if s := m.GetSnapshot(); s != nil {
+			return s
+		}
+	}
+}

@@ -44,6 +44,7 @@ func Summary(st *State, g *rules.Game, now time.Time) *gamev1.Game {
 func Overview(st *State, now time.Time) *gamev1.Game { return summary(st, nil, now, false) }
 
 func summary(st *State, g *rules.Game, now time.Time, legal bool) *gamev1.Game {
+	st = heldExcused(st, now)
 	out := &gamev1.Game{
 		GameId:          st.ID,
 		Version:         st.Version,
@@ -308,4 +309,22 @@ func ControlFromPB(tc *commonv1.TimeControl) *clock.Control {
 		return &clock.Control{Kind: clock.Fischer, MainTime: c.Fischer.GetMainTime().AsDuration(), Increment: c.Fischer.GetIncrement().AsDuration()}
 	}
 	return nil
+}
+
+// heldExcused is st as whoever judges it next will: the turn (or wait)
+// that a held commit began (State.Held) excused its hold. Until someone
+// commits that excuse, every read shows it already, so that the clocks a
+// client reads are the ones the sweeper and the next command go by, not
+// short by the hold.
+func heldExcused(st *State, now time.Time) *State {
+	if st.Held.Ms == 0 {
+		return st
+	}
+	if start, _, ok := Waiting(st); !ok || start != st.Held.TurnStartMs {
+		return st
+	}
+	if ch, ok := Excuse(st, time.Duration(st.Held.Ms)*time.Millisecond, now); ok {
+		return ch.State
+	}
+	return st
 }
