@@ -419,6 +419,17 @@ func (q *Queue) KeepAlive(ctx context.Context, consumer string) error {
 	return nil
 }
 
+// Time reads Redis' clock, the one that dates jobs (Job.EnqueuedMs):
+// a worker whose host's clock is set apart from it measures a job's age
+// by it.
+func (q *Queue) Time(ctx context.Context) (time.Time, error) {
+	t, err := q.rdb.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read redis time: %w", err)
+	}
+	return t, nil
+}
+
 // orphanPage and orphanPages bound one scan for orphaned jobs: the jobs
 // in progress it reads, a page at a time.
 const (

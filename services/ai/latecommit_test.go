@@ -2,6 +2,10 @@ package ai_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +18,7 @@ import (
 	"github.com/palacehq/palace/pkg/apptest"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/logging"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/ai/internal/worker"
 	"github.com/palacehq/palace/services/game"
@@ -128,3 +133,133 @@ func waitForAIReply(t *testing.T, g *aiGame, prefix, since string) {
 	t.Fatalf("15 s after %s the game (version %d, %d moves, turn %v) still waits on the AI; AI jobs queued or pending: %d (%v)",
 		since, last.GetVersion(), len(last.GetMoves()), last.GetTurn(), depth, err)
 }
+
+// commitDies, once armed for a game, lets the game service queue that
+// game's next AI job and then makes its commit fail without reaching
+// Redis: the replica was killed between the two.
+type commitDies struct {
+	sha, body string
+	game      atomic.Value // string: the game whose next commit dies
+	jobSeen   atomic.Bool
+	stream    string
+	killed    atomic.Bool
+}
+
+func (c *commitDies) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *commitDies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if c.kill(cmd) {
+			cmd.SetErr(errReplicaKilled)
+			return cmd.Err()
+		}
+		err := next(ctx, cmd)
+		c.saw(cmd)
+		return err
+	}
+}
+
+func (c *commitDies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if c.kill(cmd) {
+				for _, x := range cmds {
+					x.SetErr(errReplicaKilled)
+				}
+				return cmds[0].Err()
+			}
+		}
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			c.saw(cmd)
+		}
+		return err
+	}
+}
+
+func (c *commitDies) saw(cmd redis.Cmder) {
+	args := cmd.Args()
+	g, _ := c.game.Load().(string)
+	if g == "" || !strings.EqualFold(cmd.Name(), "xadd") || len(args) < 2 || args[1] != c.stream {
+		return
+	}
+	for _, a := range args {
+		if s, ok := a.(string); ok && strings.Contains(s, `"g":"`+g+`"`) {
+			c.jobSeen.Store(true)
+		}
+		if b, ok := a.([]byte); ok && strings.Contains(string(b), `"g":"`+g+`"`) {
+			c.jobSeen.Store(true)
+		}
+	}
+}
+
+func (c *commitDies) kill(cmd redis.Cmder) bool {
+	if !c.jobSeen.Load() || c.killed.Load() {
+		return false
+	}
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	name := strings.ToLower(cmd.Name())
+	if (name == "evalsha" && args[1] == c.sha) || (name == "eval" && args[1] == c.body) {
+		return c.killed.CompareAndSwap(false, true)
+	}
+	return false
+}
+
+// TestAJobWhoseCommitNeverLandsHoldsNoWorker: a game service replica
+// queues the AI's job for game A and is killed before its commit; the
+// human never sends the move again. The one worker (the default of aid
+// and palace serve) takes that job at once and looks for its commit for a
+// moment, then puts it back for a later look: the human of game B, who
+// moves meanwhile, gets the AI's reply about as soon as usual, not after
+// a wait on game A's commit (10 s before), on the AI's clock in a timed
+// game.
+func TestAJobWhoseCommitNeverLandsHoldsNoWorker(t *testing.T) {
+	lua, err := os.ReadFile("../game/internal/store/commit.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha1.Sum(lua)
+	prefix := redistest.Prefix(t)
+	hook := &commitDies{sha: hex.EncodeToString(sum[:]), body: string(lua), stream: prefix + "{ai}:jobs"}
+	gcfg := game.DefaultConfig()
+	gcfg.KeyPrefix = prefix
+	bind := game.Bind(gcfg)
+	hooked := func(ctx context.Context, rt *app.Runtime) (func() error, error) {
+		rt.Redis.AddHook(hook)
+		return bind(ctx, rt)
+	}
+	cc := apptest.Start(t, redistest.Addr(t), hooked)
+	games := gamev1.NewGameServiceClient(cc)
+	a := newAIGame(t, games, prefix+"a", commonv1.GameKind_GAME_KIND_XIANGQI)
+	b := newAIGame(t, games, prefix+"b", commonv1.GameKind_GAME_KIND_XIANGQI)
+
+	q := aijobs.New(redistest.Client(t), prefix)
+	q.ClaimAfter = 30 * time.Second // --ai-claim-after's default
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	w := &worker.Worker{Name: "only", Log: logging.Discard(), Queue: q, Games: games, Mover: worker.NewBuiltin(4)}
+	go func() { defer close(done); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	hook.game.Store(a.id)
+	if _, err := games.MakeMove(a.human, &gamev1.MakeMoveRequest{GameId: a.id, RequestId: "a1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err == nil {
+		t.Fatal("game A's move went through: the hook killed nothing")
+	}
+	if !hook.killed.Load() {
+		t.Fatal("the hook killed no commit")
+	}
+	time.Sleep(100 * time.Millisecond) // the worker has taken A's job
+	start := time.Now()
+	if _, err := games.MakeMove(b.human, &gamev1.MakeMoveRequest{GameId: b.id, RequestId: "b1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 2 })
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("game B's AI replied %v after the human's move: the only worker was held by game A's job, whose commit never landed", took.Round(time.Millisecond))
+	}
+}
+
+var errReplicaKilled = errors.New("the replica was killed before its commit")

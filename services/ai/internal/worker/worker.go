@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -83,6 +84,30 @@ type Worker struct {
 	// OutageWait bounds the wait, within one job, for a game service that
 	// answers Unavailable (0: DefaultOutageWait).
 	OutageWait time.Duration
+
+	// redisAheadMs is how far Redis' clock, which dates jobs, runs ahead
+	// of this host's, as the worker last measured it (keepAlive).
+	redisAheadMs atomic.Int64
+}
+
+// redisNow is the time by Redis' clock, as far as the worker can tell
+// without asking: a job's age is measured by it, since the game service
+// dates jobs by it (Job.EnqueuedMs), and a host whose clock is set apart
+// would take a job queued a moment ago for a void one minutes old.
+func (w *Worker) redisNow() time.Time {
+	return time.Now().Add(time.Duration(w.redisAheadMs.Load()) * time.Millisecond)
+}
+
+// measureRedisClock learns how far Redis' clock runs ahead of this host's.
+func (w *Worker) measureRedisClock(ctx context.Context) error {
+	before := time.Now()
+	t, err := w.Queue.Time(ctx)
+	if err != nil {
+		return err
+	}
+	asked := before.Add(time.Since(before) / 2)
+	w.redisAheadMs.Store(t.Sub(asked).Milliseconds())
+	return nil
 }
 
 // Run works until ctx ends.
@@ -106,7 +131,7 @@ func (w *Worker) Run(ctx context.Context) {
 			continue
 		}
 		if w.Metrics != nil {
-			w.Metrics.Wait.Record(ctx, float64(time.Now().UnixMilli()-d.Job.EnqueuedMs)/1000, LaneAttr(d.Background()))
+			w.Metrics.Wait.Record(ctx, float64(w.redisNow().UnixMilli()-d.Job.EnqueuedMs)/1000, LaneAttr(d.Background()))
 		}
 		if err := w.Handle(ctx, d.Job); err != nil {
 			if ctx.Err() != nil {
@@ -256,7 +281,7 @@ func (w *Worker) keepAlive(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	failing := false
 	renew := func() {
-		err := w.Queue.KeepAlive(ctx, w.Name)
+		err := errors.Join(w.Queue.KeepAlive(ctx, w.Name), w.measureRedisClock(ctx))
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
 			w.Log.WarnContext(ctx, "ai worker lease: not renewed; others may take over its job", "err", err)
@@ -383,7 +408,7 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		}
 		var age time.Duration
 		if j.EnqueuedMs != 0 {
-			age = time.Since(time.UnixMilli(j.EnqueuedMs))
+			age = w.redisNow().Sub(time.UnixMilli(j.EnqueuedMs))
 		}
 		// A job past commitWait already (a later try) looks once.
 		if time.Since(unseen) > commitWait || age > commitWait {
@@ -474,10 +499,13 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	}
 }
 
-// commitWait bounds the wait for the commit that queued a job to show;
-// the worker looks again after commitPollMin, doubling up to commitPollMax.
+// commitWait bounds a try's wait for the commit that queued a job to
+// show; the worker looks again after commitPollMin, doubling up to
+// commitPollMax. Past it the job is postponed, not waited on: a commit
+// that never lands (its game service died after queueing the job) would
+// keep the worker from every other game's job, on their AI's clocks.
 const (
-	commitWait    = 10 * time.Second
+	commitWait    = time.Second
 	commitPollMin = 5 * time.Millisecond
 	commitPollMax = 100 * time.Millisecond
 	// commitGiveUp is how long after it was queued a job whose commit has

@@ -781,8 +781,8 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 }
 
 // aiJobLate is how long after its AI job a commit may land before the job
-// is queued again: well within the 10 s an AI worker waits for a job's
-// commit to show.
+// is queued again: well within the 2 minutes after which an AI worker
+// takes a job whose commit has not shown for void.
 const aiJobLate = 5 * time.Second
 
 // load reads a game, reusing the cached replay of the same version and
@@ -998,7 +998,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	h.metrics.commits.Add(ctx, 1)
 	if time.Since(queued) > aiJobLate {
 		// A worker may have given the job up as void, its commit missing
-		// (it waits 10 s for one): nothing else would queue it again, and
+		// 2 minutes after it was queued: nothing else would queue it again, and
 		// an untimed game would wait on the AI for ever. A second job for
 		// the same version is harmless: the AI's move is one request.
 		if err := h.queueAI(ctx, prev, ch.State, now); err != nil {
