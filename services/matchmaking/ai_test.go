@@ -1,6 +1,8 @@
 package matchmaking_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -65,5 +67,45 @@ func TestPlayAi(t *testing.T) {
 	} {
 		_, err := e.mm[0].PlayAi(g.ctx(), bad)
 		wantCode(t, err, codes.InvalidArgument)
+	}
+}
+
+// TestAnEmptyTimeControlIsRefused: a time_control that is set but names no
+// clock (a JSON client that misspelt "fischer" sends one: the unknown field
+// is dropped) is a client's mistake, refused as the game service's
+// CreateGame refuses it, before anything is written; not taken for no
+// clock (PlayAi) or the online default (EnterQueue, CreateInvite).
+func TestAnEmptyTimeControlIsRefused(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	g := e.guest("Human")
+	empty := &commonv1.TimeControl{}
+	for name, call := range map[string]func() error{
+		"PlayAi": func() error {
+			_, err := e.mm[0].PlayAi(g.ctx(), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 3, TimeControl: empty})
+			return err
+		},
+		"EnterQueue": func() error {
+			_, err := e.mm[0].EnterQueue(g.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: xiangqi, TimeControl: empty})
+			return err
+		},
+		"CreateInvite": func() error {
+			_, err := e.mm[0].CreateInvite(g.ctx(), &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: xiangqi, TimeControl: empty})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mm, games := keysUnder(t, e.cfg.KeyPrefix), keysUnder(t, e.game.Config.KeyPrefix)
+			err := call()
+			wantCode(t, err, codes.InvalidArgument)
+			if !strings.Contains(err.Error(), "set byo_yomi or fischer") {
+				t.Errorf("the refusal does not say what to send: %v", err)
+			}
+			if after := keysUnder(t, e.cfg.KeyPrefix); !slices.Equal(after, mm) {
+				t.Errorf("matchmaking keys before %v, after %v", mm, after)
+			}
+			if after := keysUnder(t, e.game.Config.KeyPrefix); !slices.Equal(after, games) {
+				t.Errorf("game keys before %v, after %v", games, after)
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -342,3 +343,18 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 }
 
 func codeOf(err error) codes.Code { return status.Code(err) }
+
+// keysUnder lists every key under prefix.
+func keysUnder(t *testing.T, prefix string) []string {
+	t.Helper()
+	var keys []string
+	iter := redistest.Client(t).Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
+	for iter.Next(context.Background()) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	return keys
+}

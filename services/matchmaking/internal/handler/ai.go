@@ -43,7 +43,7 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 	}
 	control, err := controlOrNone(req.GetTimeControl())
 	if err != nil {
-		errs = append(errs, apierr.New(apierr.Invalid, "time_control: %v", err))
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -90,9 +91,12 @@ func ratingPB(kind commonv1.GameKind, r store.Rating) *matchmakingv1.Rating {
 
 // controlOrNone validates an optional control: unset is no clock.
 func controlOrNone(tc *commonv1.TimeControl) (clock.Control, error) {
+	if tc != nil && tc.GetControl() == nil {
+		return clock.Control{}, store.ErrEmptyControl
+	}
 	c := store.ControlFromPB(tc)
 	if err := c.Validate(); err != nil {
-		return c, err
+		return c, fmt.Errorf("time_control: %w", err)
 	}
 	return c, nil
 }

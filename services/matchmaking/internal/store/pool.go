@@ -130,11 +130,19 @@ func ControlPB(c clock.Control) *commonv1.TimeControl {
 // games between two people are always clocked.
 var ErrNoClock = errors.New("time_control: games between players need a clock")
 
+// ErrEmptyControl is returned for a time control that is set but names no
+// clock: a client's mistake (a misspelt "fischer" in JSON arrives so),
+// taken for what it did not ask.
+var ErrEmptyControl = errors.New("time_control: set byo_yomi or fischer, or leave time_control unset")
+
 // ClockedControl validates a requested control for a game between two
 // people; an unset control is the online default (5m + 3 x 30 s).
 func ClockedControl(tc *commonv1.TimeControl) (clock.Control, error) {
-	if tc == nil || tc.GetControl() == nil {
+	switch {
+	case tc == nil:
 		return clock.Default(), nil
+	case tc.GetControl() == nil:
+		return clock.Control{}, ErrEmptyControl
 	}
 	c := ControlFromPB(tc)
 	if c.Kind == clock.None {
