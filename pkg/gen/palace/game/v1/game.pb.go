@@ -35,6 +35,10 @@ const (
 	// deadline, and its milestones still to come, move later by as much.
 	// So do the deadline of a formation's choice and of a first move, which
 	// an outage would otherwise turn into a default formation or an abort.
+	// Likewise a commit held a second or more on its way to storage, before
+	// anyone could see it: the turn it began is excused the hold, in an event
+	// that follows it. The command's answer shows the clocks before that
+	// event; reads made after the commit show them with the hold excused.
 	ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED ClockEventKind = 3
 )
 

@@ -651,6 +651,7 @@ type EnterQueueRequest struct {
 	RequestId string      `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Kind      v1.GameKind `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
 	// Unset: the online default, 5 minutes and 3 periods of 30 s byo-yomi.
+	// Set, it names byo_yomi or fischer (InvalidArgument otherwise).
 	TimeControl *v1.TimeControl `protobuf:"bytes,3,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
 	// Rated games need an account.
 	Rated bool `protobuf:"varint,4,opt,name=rated,proto3" json:"rated,omitempty"`
@@ -1056,6 +1057,7 @@ type CreateInviteRequest struct {
 	RequestId string      `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Kind      v1.GameKind `protobuf:"varint,2,opt,name=kind,proto3,enum=palace.common.v1.GameKind" json:"kind,omitempty"`
 	// Unset: the online default, 5 minutes and 3 periods of 30 s byo-yomi.
+	// Set, it names byo_yomi or fischer (InvalidArgument otherwise).
 	TimeControl   *v1.TimeControl `protobuf:"bytes,3,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1517,7 +1519,8 @@ type PlayAiRequest struct {
 	Level uint32 `protobuf:"varint,3,opt,name=level,proto3" json:"level,omitempty"`
 	// The human's side; unspecified: random.
 	Side v1.Side `protobuf:"varint,4,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
-	// Unset: no clock.
+	// Unset: no clock. Set, it names byo_yomi or fischer (InvalidArgument
+	// otherwise).
 	TimeControl   *v1.TimeControl `protobuf:"bytes,5,opt,name=time_control,json=timeControl,proto3" json:"time_control,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
