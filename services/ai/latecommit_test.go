@@ -69,13 +69,13 @@ func (s *stallAfterJob) after(cmds []redis.Cmder, err error) {
 
 // TestAJobWhoseCommitLandsLateIsNotLost: the game service queues the AI's
 // job before the commit that makes it the AI's turn. If that commit lands
-// more than the worker's commit wait (10 s) after the job shows, the
-// game service queues the job again once the commit is in, so an untimed
-// game does not wait on the AI for ever.
+// late (more than 5 s after the job), the game service queues the job
+// again once the commit is in, should a worker have given the job up, so
+// that an untimed game does not wait on the AI for ever.
 func TestAJobWhoseCommitLandsLateIsNotLost(t *testing.T) {
 	var hook *stallAfterJob
 	g, prefix := startHookedAIGame(t, func(prefix string) redis.Hook {
-		hook = &stallAfterJob{stream: prefix + "{ai}:jobs", stall: 11 * time.Second}
+		hook = &stallAfterJob{stream: prefix + "{ai}:jobs", stall: 6 * time.Second}
 		return hook
 	})
 
@@ -97,18 +97,35 @@ func TestAJobWhoseCommitLandsLateIsNotLost(t *testing.T) {
 func startHookedAIGame(t *testing.T, hook func(prefix string) redis.Hook) (*aiGame, string) {
 	t.Helper()
 	prefix := redistest.Prefix(t)
-	gcfg := game.DefaultConfig()
-	gcfg.KeyPrefix = prefix
-	h := hook(prefix)
-	bind := game.Bind(gcfg)
-	hooked := func(ctx context.Context, rt *app.Runtime) (func() error, error) {
-		rt.Redis.AddHook(h)
-		return bind(ctx, rt)
-	}
-	cc := apptest.Start(t, redistest.Addr(t), hooked)
-	g := newAIGame(t, gamev1.NewGameServiceClient(cc), prefix+"create", commonv1.GameKind_GAME_KIND_XIANGQI)
+	g := newAIGame(t, startHookedGames(t, prefix, hook(prefix)), prefix+"create", commonv1.GameKind_GAME_KIND_XIANGQI)
 	runWorker(t, g, prefix, &countingMover{engine: worker.NewBuiltin(4)})
 	return g, prefix
+}
+
+// startHookedGames starts a game service with its keys under prefix,
+// whose Redis client carries hooks.
+func startHookedGames(t *testing.T, prefix string, hooks ...redis.Hook) gamev1.GameServiceClient {
+	t.Helper()
+	gcfg := game.DefaultConfig()
+	gcfg.KeyPrefix = prefix
+	bind := game.Bind(gcfg)
+	hooked := func(ctx context.Context, rt *app.Runtime) (func() error, error) {
+		for _, h := range hooks {
+			rt.Redis.AddHook(h)
+		}
+		return bind(ctx, rt)
+	}
+	return gamev1.NewGameServiceClient(apptest.Start(t, redistest.Addr(t), hooked))
+}
+
+// startOneWorker runs a worker on q for the test, the only one.
+func startOneWorker(t *testing.T, q *aijobs.Queue, games gamev1.GameServiceClient) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	w := &worker.Worker{Name: "only", Log: logging.Discard(), Queue: q, Games: games, Mover: worker.NewBuiltin(4)}
+	go func() { defer close(done); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }
 
 // waitForAIReply fails the test unless the AI has replied to the human's
@@ -214,8 +231,7 @@ func (c *commitDies) kill(cmd redis.Cmder) bool {
 // and palace serve) takes that job at once and looks for its commit for a
 // moment, then puts it back for a later look: the human of game B, who
 // moves meanwhile, gets the AI's reply about as soon as usual, not after
-// a wait on game A's commit (10 s before), on the AI's clock in a timed
-// game.
+// a wait on game A's commit, on the AI's clock in a timed game.
 func TestAJobWhoseCommitNeverLandsHoldsNoWorker(t *testing.T) {
 	lua, err := os.ReadFile("../game/internal/store/commit.lua")
 	if err != nil {
@@ -224,25 +240,12 @@ func TestAJobWhoseCommitNeverLandsHoldsNoWorker(t *testing.T) {
 	sum := sha1.Sum(lua)
 	prefix := redistest.Prefix(t)
 	hook := &commitDies{sha: hex.EncodeToString(sum[:]), body: string(lua), stream: prefix + "{ai}:jobs"}
-	gcfg := game.DefaultConfig()
-	gcfg.KeyPrefix = prefix
-	bind := game.Bind(gcfg)
-	hooked := func(ctx context.Context, rt *app.Runtime) (func() error, error) {
-		rt.Redis.AddHook(hook)
-		return bind(ctx, rt)
-	}
-	cc := apptest.Start(t, redistest.Addr(t), hooked)
-	games := gamev1.NewGameServiceClient(cc)
+	games := startHookedGames(t, prefix, hook)
 	a := newAIGame(t, games, prefix+"a", commonv1.GameKind_GAME_KIND_XIANGQI)
 	b := newAIGame(t, games, prefix+"b", commonv1.GameKind_GAME_KIND_XIANGQI)
-
 	q := aijobs.New(redistest.Client(t), prefix)
 	q.ClaimAfter = 30 * time.Second // --ai-claim-after's default
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	w := &worker.Worker{Name: "only", Log: logging.Discard(), Queue: q, Games: games, Mover: worker.NewBuiltin(4)}
-	go func() { defer close(done); w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	startOneWorker(t, q, games)
 
 	hook.game.Store(a.id)
 	if _, err := games.MakeMove(a.human, &gamev1.MakeMoveRequest{GameId: a.id, RequestId: "a1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err == nil {

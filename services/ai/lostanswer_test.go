@@ -69,7 +69,7 @@ func (s *lateLostCommit) after(cmds []redis.Cmder, err error) error {
 
 // TestALateCommitWhoseAnswerIsLostStillGetsTheAIsMove: the move that
 // makes it the AI's turn is committed more than the worker's commit wait
-// (10 s) after its job was queued, and the commit's answer is lost on the
+// (1 s) after its job was queued, and the commit's answer is lost on the
 // way back, so the game service does not queue the job again (its retry is
 // answered from the stored answer). The worker keeps the job for another
 // try instead of dropping it as void, and the AI moves once the commit
@@ -77,7 +77,7 @@ func (s *lateLostCommit) after(cmds []redis.Cmder, err error) error {
 func TestALateCommitWhoseAnswerIsLostStillGetsTheAIsMove(t *testing.T) {
 	var hook *lateLostCommit
 	g, prefix := startHookedAIGame(t, func(prefix string) redis.Hook {
-		hook = &lateLostCommit{stream: prefix + "{ai}:jobs", stall: 11 * time.Second}
+		hook = &lateLostCommit{stream: prefix + "{ai}:jobs", stall: 3 * time.Second}
 		return hook
 	})
 

@@ -369,32 +369,44 @@ func TestACommitHeldPastTheReachTimeoutIsNotChargedToTheTurnItBegins(t *testing.
 // excuses the hold the commit recorded, instead of ending the game: Black
 // never loses on time for a move Black could not see.
 func TestTheSweeperDoesNotFlagTheTurnAHeldCommitBegan(t *testing.T) {
+	b, tb, hold, done := holdRedsMove(t, 500*time.Millisecond)
+	defer hold.end()
+	sweepWhileHeld(t, b, tb, storedWake(t, b, tb.id), hold, done, "a move held 2 s")
+}
+
+// holdRedsMove starts process a, whose Redis commands pass through a proxy,
+// and process b on a game with a clock of 2 s, played until Black has about
+// left. Then Red's move is judged on a and its commit held 2 s before it
+// lands, with the hold recorded; a's excuse of the hold is held in turn
+// until hold ends. tb is the game as b serves it; done brings the move's
+// answer.
+func holdRedsMove(t *testing.T, left time.Duration) (b *gametest.Env, tb *table, hold *commitHold, done <-chan error) {
+	t.Helper()
 	proxy := redistest.NewProxy(t, redistest.Addr(t))
 	noLag := func(c *game.Config) { c.SigningKeys = keyOne; c.LagMaxPerMove = 0 }
 	a := gametest.StartOn(t, proxy.Addr(), noLag)
-	b := gametest.Start(t, func(c *game.Config) { noLag(c); c.KeyPrefix = a.Config.KeyPrefix })
+	b = gametest.Start(t, func(c *game.Config) { noLag(c); c.KeyPrefix = a.Config.KeyPrefix })
 	const main = 2 * time.Second
 	clocked := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(main)}}}
-	tb := create(t, a, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: clocked, Public: true})
-	tb.move(t, "h3e3")
-	tb.move(t, "h10g8") // both first moves made: Red's clock runs
-	tb.move(t, "c4c5")
-	time.Sleep(main - 500*time.Millisecond)
-	tb.move(t, "b10c8") // Black has about 0.5 s left
-	hold := holdCommits(t, proxy, tb.id)
-	defer hold.end()
-	done := make(chan error, 1)
+	onA := create(t, a, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: clocked, Public: true})
+	onA.move(t, "h3e3")
+	onA.move(t, "h10g8") // both first moves made: Red's clock runs
+	onA.move(t, "c4c5")
+	time.Sleep(main - left)
+	onA.move(t, "b10c8") // Black has about left
+	hold = holdCommits(t, proxy, onA.id)
+	t.Cleanup(hold.end)
+	moved := make(chan error, 1)
 	go func() {
-		_, err := a.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{
-			GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "b1c3"}})
-		done <- err
+		_, err := a.Client.MakeMove(onA.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{
+			GameId: onA.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "b1c3"}})
+		moved <- err
 	}()
 	hold.wait(t, "the move's commit")
 	time.Sleep(2 * time.Second)
-	hold.pass() // the move lands, 2 s after its judgment
+	hold.pass() // the move lands, 2 s after its judgment, its hold recorded
 	hold.wait(t, "the excuse's commit")
-
-	sweepWhileHeld(t, b, tb, storedWake(t, b, tb.id), hold, done, "a move held 2 s")
+	return b, &table{env: b, id: onA.id, seats: onA.seats}, hold, moved
 }
 
 // sweepWhileHeld has process b, as the deadline sweeper would, expire
@@ -855,33 +867,9 @@ func TestAStopWithRedisStalledEndsInTime(t *testing.T) {
 // deadline as the sweeper's judgment then sets it, the hold excused, not 2 s
 // short of it.
 func TestReadsShowTheHoldOfAHeldCommitExcused(t *testing.T) {
-	proxy := redistest.NewProxy(t, redistest.Addr(t))
-	noLag := func(c *game.Config) { c.SigningKeys = keyOne; c.LagMaxPerMove = 0 }
-	a := gametest.StartOn(t, proxy.Addr(), noLag)
-	b := gametest.Start(t, func(c *game.Config) { noLag(c); c.KeyPrefix = a.Config.KeyPrefix })
-	const main = 2 * time.Second
-	clocked := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(main)}}}
-	tb := create(t, a, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: clocked, Public: true})
-	tb.move(t, "h3e3")
-	tb.move(t, "h10g8")
-	tb.move(t, "c4c5")
-	time.Sleep(main - 700*time.Millisecond)
-	tb.move(t, "b10c8") // Black has about 0.7 s left
-	hold := holdCommits(t, proxy, tb.id)
+	b, onB, hold, done := holdRedsMove(t, 700*time.Millisecond)
 	defer hold.end()
-	done := make(chan error, 1)
-	go func() {
-		_, err := a.Client.MakeMove(tb.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{
-			GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "b1c3"}})
-		done <- err
-	}()
-	hold.wait(t, "the move's commit")
-	time.Sleep(2 * time.Second)
-	hold.pass() // the move lands, 2 s after its judgment, its hold recorded
-	hold.wait(t, "the excuse's commit")
 	visible := time.Now()
-
-	onB := &table{env: b, id: tb.id, seats: tb.seats}
 	read := onB.get(t)
 	if read.GetClocks().GetRunning() != commonv1.Side_SIDE_SECOND {
 		t.Fatalf("running %v, want Black's clock (the held move is on Redis)", read.GetClocks().GetRunning())
@@ -892,9 +880,9 @@ func TestReadsShowTheHoldOfAHeldCommitExcused(t *testing.T) {
 	snapDeadline := snap.GetClocks().GetDeadline().AsTime()
 
 	// The sweeper asks b about the (unexcused) wake-up, which is due.
-	wake := storedWake(t, b, tb.id)
+	wake := storedWake(t, b, onB.id)
 	time.Sleep(time.Until(time.UnixMilli(wake)) + 20*time.Millisecond)
-	exp, err := b.Client.ExpireDeadline(context.Background(), &gamev1.ExpireDeadlineRequest{GameId: tb.id, DeadlineUnixMs: wake})
+	exp, err := b.Client.ExpireDeadline(context.Background(), &gamev1.ExpireDeadlineRequest{GameId: onB.id, DeadlineUnixMs: wake})
 	if err != nil {
 		t.Fatalf("ExpireDeadline: %v", err)
 	}
