@@ -155,6 +155,61 @@ func (p *Position) validate() error {
 	return nil
 }
 
+// Reachable returns an error, ErrBadFEN, naming a piece on a point that no
+// game from the start position can bring it to: a soldier behind the rank
+// soldiers start on (or, in Xiangqi, off the files it keeps to before the
+// river), a Xiangqi advisor off the palace's diagonals, a Xiangqi elephant
+// off its seven points. Such a piece would move as no game lets it (an
+// elephant off its points jumps to others). ParseFEN accepts these
+// positions, which studies of a single rule use; a game played from a
+// custom start refuses them.
+func (p *Position) Reachable() error {
+	for s := First; s <= Second; s++ {
+		for _, k := range [3]Kind{Guard, Elephant, Soldier} {
+			for _, sq := range p.pl[s][k][:p.pn[s][k]] {
+				if why := unreachable(p.variant, s, k, sq); why != "" {
+					return fenError("%v %s (%c) on %v is %s, where no game can bring it", s, k.displayName(p.variant), p.board[sq].Letter(), sq, why)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// xiangqiPoints are the points, counted from the owner's side of the board
+// ({file, rank}, 0-based), that a Xiangqi advisor and elephant can stand on.
+var xiangqiPoints = map[Kind][][2]int{
+	Guard:    {{3, 0}, {5, 0}, {4, 1}, {3, 2}, {5, 2}},
+	Elephant: {{2, 0}, {6, 0}, {0, 2}, {4, 2}, {8, 2}, {2, 4}, {6, 4}},
+}
+
+// unreachable tells why side s's piece of kind k cannot stand on sq in a
+// game of variant v, or "" when it can (within what validate checks
+// elsewhere: palaces, the river).
+func unreachable(v Variant, s Side, k Kind, sq Square) string {
+	file, rank := sq.File(), sq.Rank()
+	if s == Second {
+		rank = NumRanks - 1 - rank
+	}
+	switch {
+	case k == Soldier && rank < 3:
+		return "behind the rank soldiers start on"
+	case k == Soldier && v == Xiangqi && rank < 5 && file%2 == 1:
+		return "on a file soldiers keep to until they cross the river (a, c, e, g, i)"
+	case k == Soldier || v == Janggi:
+		return ""
+	}
+	for _, pt := range xiangqiPoints[k] {
+		if pt == [2]int{file, rank} {
+			return ""
+		}
+	}
+	if k == Guard {
+		return "off the palace's diagonals"
+	}
+	return "off the seven points elephants move between"
+}
+
 // FEN writes the canonical form: `board side - - halfmove fullmove`, with b
 // and n for elephant and horse.
 func (p *Position) FEN() string {

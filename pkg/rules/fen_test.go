@@ -146,3 +146,43 @@ func TestPoints(t *testing.T) {
 		})
 	}
 }
+
+// TestReachable: a piece on a point no game can bring it to is named;
+// every point that a game can is accepted, for both games.
+func TestReachable(t *testing.T) {
+	for _, tt := range []struct {
+		variant Variant
+		fen     string
+		want    string // "" for a reachable position, else a substring of the error
+	}{
+		{Xiangqi, StartFEN(Xiangqi), ""},
+		{Janggi, StartFEN(Janggi), ""},
+		// Advisors on all five palace points, elephants on all seven.
+		{Xiangqi, "4k4/4a4/b4a2b/9/9/9/9/B2AB4/4A4/4K4 w - - 0 1", ""},
+		{Xiangqi, "3k5/9/3a5/9/2b3b2/2B3B2/9/5A3/9/4K4 w - - 0 1", ""},
+		{Xiangqi, "4k4/9/4b4/9/9/9/9/8B/9/4K4 w - - 0 1", ""},
+		// Soldiers across the river go sideways: any file.
+		{Xiangqi, "3k5/9/9/1P7/9/9/7p1/9/9/4K4 w - - 0 1", ""},
+		{Janggi, "3k5/9/9/1p7/9/9/7P1/9/4K4/9 w - - 0 1", ""},
+		{Xiangqi, "3k5/9/9/9/9/9/9/4A4/9/R3K4 w - - 0 1", "first advisor (A) on e3 is off the palace's diagonals"},
+		{Xiangqi, "3k5/9/9/9/9/9/9/9/3B5/R3K4 w - - 0 1", "first elephant (B) on d2 is off the seven points"},
+		{Xiangqi, "3k5/9/9/9/9/9/9/P8/9/R3K4 w - - 0 1", "first soldier (P) on a3 is behind the rank soldiers start on"},
+		{Xiangqi, "3k5/9/9/9/9/9/1P7/9/9/R3K4 w - - 0 1", "first soldier (P) on b4 is on a file soldiers keep to"},
+		{Xiangqi, "3k5/9/2p6/9/9/9/9/9/9/R3K4 w - - 0 1", "second soldier (p) on c8 is behind"},
+		{Xiangqi, "3k5/9/9/1p7/9/9/9/9/9/R3K4 w - - 0 1", "second soldier (p) on b7 is on a file"},
+		{Janggi, "3k5/9/9/9/9/9/9/P8/4K4/9 w - - 0 1", "first soldier (P) on a3 is behind"},
+		{Janggi, "3k5/8p/9/9/9/9/9/9/4K4/9 w - - 0 1", "second soldier (p) on i9 is behind"},
+	} {
+		p, err := ParseFEN(tt.variant, tt.fen)
+		if err != nil {
+			t.Fatalf("ParseFEN(%v, %q): %v", tt.variant, tt.fen, err)
+		}
+		err = p.Reachable()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%v %s: %v, want it reachable", tt.variant, tt.fen, err)
+		case tt.want != "" && (err == nil || !errors.Is(err, ErrBadFEN) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%v %s: %v, want an error containing %q", tt.variant, tt.fen, err, tt.want)
+		}
+	}
+}

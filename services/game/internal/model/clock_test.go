@@ -465,7 +465,7 @@ func TestTheEndingMoveStartsNoTurn(t *testing.T) {
 		name, fen string
 		moves     []string
 	}{
-		{"mate once the clock runs", "4k4/R8/9/9/9/9/9/9/4P4/3K4R w - - 0 1", []string{"e2e3", "e10f10", "i1i10"}},
+		{"mate once the clock runs", "4k4/R8/9/9/P8/9/9/9/9/3K4R w - - 0 1", []string{"a6a7", "e10f10", "i1i10"}},
 		{"mate on the first move", "4k4/R8/9/9/9/9/9/9/9/3K4R w - - 0 1", []string{"i1i10"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -93,9 +93,14 @@ func Create(p CreateParams, now time.Time) (Change, error) {
 }
 
 // StartFrom is the game a custom start position begins, refused when the
-// FEN does not parse or the game would be over before its first move.
+// FEN does not parse, a piece stands where no game can bring it
+// (rules.Position.Reachable), or the game would be over before its first
+// move.
 func StartFrom(v rules.Variant, fen string) (*rules.Game, error) {
 	g, err := rules.NewGame(v, fen)
+	if err == nil {
+		err = g.Position().Reachable()
+	}
 	if err != nil {
 		return nil, apierr.New(apierr.Invalid, "start: %v", err)
 	}
