@@ -371,3 +371,67 @@ func streamFirst(ctx context.Context, env *gametest.Env, req *gamev1.StreamEvent
 	_, err = st.Recv()
 	return err
 }
+
+// TestUnreachableStartsAreRefused: a custom start whose
+// pieces stand where no game of the rules (../shared/RULES.md) can ever
+// put them is refused with InvalidArgument naming start, and writes
+// nothing, as a guard outside its palace or an elephant across the river
+// is. Each position below is otherwise ordinary: generals in their
+// palaces, not facing, nobody in check, material on the board.
+func TestUnreachableStartsAreRefused(t *testing.T) {
+	env := gametest.Start(t, nil)
+	ctx := context.Background()
+	X, J := commonv1.GameKind_GAME_KIND_XIANGQI, commonv1.GameKind_GAME_KIND_JANGGI
+	keys := func() int { return len(env.Redis.Keys(ctx, env.Config.KeyPrefix+"*").Val()) }
+	before := keys()
+	for _, c := range []struct {
+		name string
+		kind commonv1.GameKind
+		fen  string
+	}{
+		// An advisor moves only along the palace diagonals: d1 f1 e2 d3 f3.
+		{"xiangqi advisor on e3, off the palace diagonals", X, "3k5/9/9/9/9/9/9/4A4/9/R3K4 w - - 0 1"},
+		// An elephant reaches only a3 c1 c5 e3 g1 g5 i3; from d2 it then
+		// plays d2b4 and d2f4, moves no game has.
+		{"xiangqi elephant on d2, no elephant point", X, "3k5/9/9/9/9/9/9/9/3B5/R3K4 w - - 0 1"},
+		// A soldier never moves backward: Red's start on rank 4.
+		{"xiangqi red soldier on a3, behind its start", X, "3k5/9/9/9/9/9/9/P8/9/R3K4 w - - 0 1"},
+		// Before the river a soldier only moves forward: files a c e g i.
+		{"xiangqi red soldier on b4, off its files before the river", X, "3k5/9/9/9/9/9/1P7/9/9/R3K4 w - - 0 1"},
+		{"xiangqi black soldier on c8, behind its start", X, "3k5/9/2p6/9/9/9/9/9/9/R3K4 w - - 0 1"},
+		// Janggi soldiers move forward or sideways, never backward: Cho's
+		// start on rank 4, Han's on rank 7.
+		{"janggi cho soldier on a3, behind its start", J, "3k5/9/9/9/9/9/9/P8/4K4/9 w - - 0 1"},
+		{"janggi han soldier on i9, behind its start", J, "3k5/8p/9/9/9/9/9/9/4K4/9 w - - 0 1"},
+	} {
+		_, err := env.Client.CreateGame(ctx, &gamev1.CreateGameRequest{RequestId: rid(), Kind: c.kind, Seats: seats(), Start: &commonv1.Position{Fen: c.fen}})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "start") {
+			t.Errorf("%s (%s): CreateGame = %v, want InvalidArgument naming start", c.name, c.fen, err)
+		}
+	}
+	if n := keys(); n != before {
+		t.Errorf("the unreachable starts wrote %d keys to Redis", n-before)
+	}
+}
+
+// TestEverySeatFieldIsNamed: CreateGame collects its refusals
+// to report them all at once (as it does across fields: kind, seats,
+// time_control, start...), so that a tournament system fixing its
+// request learns every bad field in one round trip. A seat whose
+// display name is refused must still have its ai_level and player_id
+// judged and named.
+func TestEverySeatFieldIsNamed(t *testing.T) {
+	env := gametest.Start(t, nil)
+	s := seats()
+	s[0].DisplayName, s[0].AiLevel = "tab\there", 11
+	s[1].DisplayName, s[1].PlayerId = strings.Repeat("y", 30), strings.Repeat("x", 200)
+	_, err := env.Client.CreateGame(context.Background(), &gamev1.CreateGameRequest{RequestId: rid(), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: s})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("CreateGame = %v, want InvalidArgument", err)
+	}
+	for _, field := range []string{"seats[0].display_name", "seats[0].ai_level", "seats[1].display_name", "seats[1].player_id"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("the refusal does not name %s: %v", field, err)
+		}
+	}
+}

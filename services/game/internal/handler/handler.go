@@ -1249,11 +1249,15 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 			case seen[side]:
 				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d]: side %v appears twice", i, s.GetSide()))
 				continue
-			case nameErr != nil:
+			}
+			// Each field is named, so that a caller mends them all at once.
+			if nameErr != nil {
 				errs = append(errs, nameErr)
-			case len(s.GetPlayerId()) > MaxPlayerIDBytes:
+			}
+			if len(s.GetPlayerId()) > MaxPlayerIDBytes {
 				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d].player_id: longer than %d bytes", i, MaxPlayerIDBytes))
-			case s.GetAiLevel() > 10:
+			}
+			if s.GetAiLevel() > 10 {
 				errs = append(errs, apierr.New(apierr.Invalid, "seats[%d].ai_level: %d is out of range 0..10", i, s.GetAiLevel()))
 			}
 			seen[side] = true
