@@ -59,7 +59,7 @@ func TestAJobsAgeIsMeasuredByRedisClock(t *testing.T) {
 			// The worker, blocked on its queue, reads the job before its
 			// commit lands, as it often does.
 			stall := &stallAfterJob{stream: prefix + "{ai}:jobs", stall: 300 * time.Millisecond}
-			g := newAIGame(t, startHookedGames(t, prefix, apart, stall), prefix+"create", commonv1.GameKind_GAME_KIND_XIANGQI)
+			g := newAIGame(t, startHookedGames(t, prefix, nil, apart, stall), prefix+"create", commonv1.GameKind_GAME_KIND_XIANGQI)
 			rdb := redistest.Client(t)
 			rdb.AddHook(apart)
 			q := aijobs.New(rdb, prefix)

@@ -217,10 +217,12 @@ func (e *commitNotShown) Error() string {
 }
 
 // postpone hands back d, whose commit has not shown, for a look a quarter
-// of its age later (between 1 and 15 s), uncounted (Queue.Postpone), and
-// returns when that is due.
+// of its age later (between 250 ms and 15 s), uncounted (Queue.Postpone),
+// and returns when that is due: a commit that lands meanwhile is played at
+// most that late, on the AI's clock, unless its game service queues the
+// job again.
 func (w *Worker) postpone(ctx context.Context, d *aijobs.Delivery, why *commitNotShown) time.Time {
-	return w.handBackFor(ctx, d, min(max(why.age/4, time.Second), 15*time.Second), why, w.Queue.Postpone)
+	return w.handBackFor(ctx, d, min(max(why.age/4, 250*time.Millisecond), 15*time.Second), why, w.Queue.Postpone)
 }
 
 // retryFirst is the wait before a failed job's first retry; it doubles
@@ -279,15 +281,26 @@ const leaveTimeout = 5 * time.Second
 // worker die, its job is taken over once the lease lapses.
 func (w *Worker) keepAlive(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	failing := false
+	// Each trouble is told once, when it begins, and apart: a lease not
+	// renewed risks a takeover; a clock not read only leaves job ages to
+	// this host's clock.
+	var failing, unmeasured bool
 	renew := func() {
-		err := errors.Join(w.Queue.KeepAlive(ctx, w.Name), w.measureRedisClock(ctx))
+		err := w.Queue.KeepAlive(ctx, w.Name)
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
 			w.Log.WarnContext(ctx, "ai worker lease: not renewed; others may take over its job", "err", err)
 			failing = true
 		case err == nil:
 			failing = false
+		}
+		err = w.measureRedisClock(ctx)
+		switch {
+		case err != nil && !unmeasured && ctx.Err() == nil:
+			w.Log.WarnContext(ctx, "ai worker: cannot read redis' clock; the ages of jobs are measured by this host's clock, as last set against redis'", "err", err)
+			unmeasured = true
+		case err == nil:
+			unmeasured = false
 		}
 	}
 	renew()

@@ -781,9 +781,13 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 }
 
 // aiJobLate is how long after its AI job a commit may land before the job
-// is queued again: well within the 2 minutes after which an AI worker
-// takes a job whose commit has not shown for void.
-const aiJobLate = 5 * time.Second
+// is queued again: a worker that read the job first waits a second for its
+// commit, then puts the job back for a later look, and the AI's clock,
+// running from the commit on (its hold excused), would pay for that look;
+// the job queued again is played at once. Less than the worker's second,
+// so that no commit falls between the two; a job queued twice costs a
+// worker a read.
+const aiJobLate = 900 * time.Millisecond
 
 // load reads a game, reusing the cached replay of the same version and
 // learning Redis' time.
@@ -997,10 +1001,11 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	}
 	h.metrics.commits.Add(ctx, 1)
 	if time.Since(queued) > aiJobLate {
-		// A worker may have given the job up as void, its commit missing
-		// 2 minutes after it was queued: nothing else would queue it again, and
-		// an untimed game would wait on the AI for ever. A second job for
-		// the same version is harmless: the AI's move is one request.
+		// A worker may have put the job back for a later look (aiJobLate),
+		// or given it up as void, its commit missing 2 minutes after it was
+		// queued: nothing else would queue it again, and an untimed game
+		// would wait on the AI for ever. A second job for the same version
+		// is harmless: the AI's move is one request.
 		if err := h.queueAI(ctx, prev, ch.State, now); err != nil {
 			h.log.WarnContext(ctx, "queue the ai job again after a late commit", "game", ch.State.ID, "err", err)
 		}
