@@ -125,7 +125,7 @@ func (h *Handler) GetLeaderboard(ctx context.Context, req *matchmakingv1.GetLead
 		return nil, h.fail(ctx, apierr.Wrap(apierr.Invalid, err))
 	}
 	limit := int64(req.GetLimit())
-	var start, stop int64
+	var page store.Page
 	if around := req.GetAroundPlayerId(); around != "" {
 		if req.GetOffset() > 0 {
 			return nil, h.fail(ctx, apierr.New(apierr.Invalid, "offset: pages are of the top list; around_player_id already says where the page is"))
@@ -141,14 +141,7 @@ func (h *Handler) GetLeaderboard(ctx context.Context, req *matchmakingv1.GetLead
 		case limit > 50:
 			return nil, h.fail(ctx, apierr.New(apierr.Invalid, "limit: %d is above 50 around a player", limit))
 		}
-		rank, err := h.store.Rank(ctx, req.GetKind(), around)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, h.fail(ctx, apierr.New(apierr.NotFound, "player %s has no rated game of this kind", around))
-		}
-		if err != nil {
-			return nil, h.fail(ctx, err)
-		}
-		start, stop = max(rank-limit, 0), rank+limit
+		page = store.Page{Around: around, Reach: limit}
 	} else {
 		switch {
 		case limit == 0:
@@ -156,10 +149,13 @@ func (h *Handler) GetLeaderboard(ctx context.Context, req *matchmakingv1.GetLead
 		case limit > 100:
 			return nil, h.fail(ctx, apierr.New(apierr.Invalid, "limit: %d is above 100", limit))
 		}
-		start = int64(req.GetOffset())
-		stop = start + limit - 1
+		page.Start = int64(req.GetOffset())
+		page.Stop = page.Start + limit - 1
 	}
-	rs, total, err := h.store.Leaderboard(ctx, req.GetKind(), start, stop)
+	rs, total, err := h.store.Leaderboard(ctx, req.GetKind(), page)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, h.fail(ctx, apierr.New(apierr.NotFound, "player %s has no rated game of this kind", page.Around))
+	}
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}

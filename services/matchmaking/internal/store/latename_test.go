@@ -38,7 +38,7 @@ func TestARatingAfterASignInKeepsTheNewName(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, _ := st.PlayerRating(ctx, janggi, "acct")
-		lb, _, _ := st.Leaderboard(ctx, janggi, 0, 10)
+		lb, _, _ := st.Leaderboard(ctx, janggi, store.Page{Start: 0, Stop: 10})
 		var onBoard string
 		for _, e := range lb {
 			if e.Player == "acct" {

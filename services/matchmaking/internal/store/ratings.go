@@ -136,44 +136,31 @@ type Rating struct {
 	Rank int64
 }
 
-// PlayerRating reads a player's rating (StartRating before any game).
+// PlayerRating reads a player's rating (StartRating before any game) and
+// its rank, as one moment (rating.lua).
 func (s *Store) PlayerRating(ctx context.Context, kind commonv1.GameKind, player string) (Rating, error) {
 	b := s.ratingBase(kind)
-	pipe := s.rdb.Pipeline()
-	r := pipe.HGet(ctx, b+"rating", player)
-	g := pipe.HGet(ctx, b+"games", player)
-	n := pipe.HGet(ctx, b+"names", player)
-	sc := pipe.ZScore(ctx, b+"lb", player)
-	ab := pipe.HGet(ctx, b+"aborts", player)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	raw, err := ratingScript.Run(ctx, s.rdb, []string{b + "rating", b + "games", b + "names", b + "aborts", b + "lb"}, player).Slice()
+	if err != nil {
 		return Rating{}, fmt.Errorf("read rating: %w", err)
 	}
-	aborts, _ := ab.Int()
-	out := Rating{Player: player, Name: n.Val(), Rating: StartRating, Aborts: aborts}
-	if v, err := r.Int(); err == nil {
+	if len(raw) != 5 {
+		return Rating{}, fmt.Errorf("read rating: %d values, want 5", len(raw))
+	}
+	out := Rating{Player: player, Rating: StartRating, Name: field(raw[2])}
+	if v, err := strconv.Atoi(field(raw[0])); err == nil {
 		out.Rating = v
 	}
-	out.Games, _ = g.Int()
-	if score, err := sc.Result(); err == nil {
-		if out.Rank, err = s.rankOf(ctx, b, score); err != nil {
-			return Rating{}, err
-		}
-	}
+	out.Games, _ = strconv.Atoi(field(raw[1]))
+	out.Aborts, _ = strconv.Atoi(field(raw[3]))
+	out.Rank, _ = raw[4].(int64)
 	return out, nil
 }
 
-// aboveScore is the bound of ZCOUNT for the ratings above score.
-func aboveScore(score float64) string { return "(" + strconv.FormatFloat(score, 'f', -1, 64) }
-
-// rankOf is the rank of a rating of score on the leaderboard under b:
-// one more than the players rated higher, so that equal ratings share a
-// rank (1, 2, 2, 4), whatever their ids.
-func (s *Store) rankOf(ctx context.Context, b string, score float64) (int64, error) {
-	above, err := s.rdb.ZCount(ctx, b+"lb", aboveScore(score), "+inf").Result()
-	if err != nil {
-		return 0, fmt.Errorf("read rank: %w", err)
-	}
-	return above + 1, nil
+// field is a script's string value, "" for one not kept (nil).
+func field(v any) string {
+	s, _ := v.(string)
+	return s
 }
 
 // RatingOnly reads a player's rating, StartRating when there is none.
@@ -260,65 +247,48 @@ func (s *Store) History(ctx context.Context, kind commonv1.GameKind, player stri
 	return page, nil
 }
 
-// Leaderboard reads ranks from start (0-based) to stop inclusive, and the
-// number of rated players.
-func (s *Store) Leaderboard(ctx context.Context, kind commonv1.GameKind, start, stop int64) ([]Rating, int64, error) {
-	b := s.ratingBase(kind)
-	pipe := s.rdb.Pipeline()
-	zs := pipe.ZRevRangeWithScores(ctx, b+"lb", start, stop)
-	total := pipe.ZCard(ctx, b+"lb")
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, 0, fmt.Errorf("read leaderboard: %w", err)
-	}
-	if len(zs.Val()) == 0 {
-		return nil, total.Val(), nil
-	}
-	ids := make([]string, len(zs.Val()))
-	for i, z := range zs.Val() {
-		ids[i] = z.Member.(string)
-	}
-	pipe = s.rdb.Pipeline()
-	names := pipe.HMGet(ctx, b+"names", ids...)
-	games := pipe.HMGet(ctx, b+"games", ids...)
-	aborts := pipe.HMGet(ctx, b+"aborts", ids...)
-	// Equal ratings share a rank: the first of a page may share its rank
-	// with players on the page before.
-	above := pipe.ZCount(ctx, b+"lb", aboveScore(zs.Val()[0].Score), "+inf")
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, 0, fmt.Errorf("read leaderboard players: %w", err)
-	}
-	out := make([]Rating, len(ids))
-	for i, z := range zs.Val() {
-		out[i] = Rating{Player: ids[i], Rating: int(z.Score), Rank: start + int64(i) + 1}
-		switch {
-		case i == 0:
-			out[i].Rank = above.Val() + 1
-		case z.Score == zs.Val()[i-1].Score:
-			out[i].Rank = out[i-1].Rank
-		}
-		if n, ok := names.Val()[i].(string); ok {
-			out[i].Name = n
-		}
-		if g, ok := games.Val()[i].(string); ok {
-			out[i].Games, _ = strconv.Atoi(g)
-		}
-		if a, ok := aborts.Val()[i].(string); ok {
-			out[i].Aborts, _ = strconv.Atoi(a)
-		}
-	}
-	return out, total.Val(), nil
+// Page is where a leaderboard page is: the places Start to Stop (0-based,
+// inclusive), or, when Around names a player, Reach places each side of
+// that player's.
+type Page struct {
+	Start, Stop int64
+	Around      string
+	Reach       int64
 }
 
-// Rank returns a player's 0-based place on the leaderboard, or
-// ErrNotFound: where a page around the player starts. Equal ratings are
-// in an order of Redis' (by id), and share a rank (Rating.Rank).
-func (s *Store) Rank(ctx context.Context, kind commonv1.GameKind, player string) (int64, error) {
-	r, err := s.rdb.ZRevRank(ctx, s.ratingBase(kind)+"lb", player).Result()
-	if errors.Is(err, redis.Nil) {
-		return 0, ErrNotFound
-	}
+// Leaderboard reads a page of the leaderboard and the number of rated
+// players, as one moment (leaderboard.lua): ranks, ratings and games all
+// agree, however many games are rated meanwhile. ErrNotFound when the
+// player to centre on has no rated game.
+func (s *Store) Leaderboard(ctx context.Context, kind commonv1.GameKind, page Page) ([]Rating, int64, error) {
+	b := s.ratingBase(kind)
+	raw, err := leaderboardScript.Run(ctx, s.rdb, []string{b + "lb", b + "names", b + "games", b + "aborts"},
+		page.Start, page.Stop, page.Around, page.Reach).Slice()
 	if err != nil {
-		return 0, fmt.Errorf("read rank: %w", err)
+		return nil, 0, fmt.Errorf("read leaderboard: %w", err)
 	}
-	return r, nil
+	if len(raw) == 1 {
+		return nil, 0, fmt.Errorf("leaderboard around %s: %w", page.Around, ErrNotFound)
+	}
+	if len(raw) < 3 || (len(raw)-3)%5 != 0 {
+		return nil, 0, fmt.Errorf("read leaderboard: %d values", len(raw))
+	}
+	total, _ := raw[0].(int64)
+	start, _ := raw[1].(int64)
+	above, _ := raw[2].(int64)
+	out := make([]Rating, 0, (len(raw)-3)/5)
+	for i, e := 0, raw[3:]; len(e) >= 5; i, e = i+1, e[5:] {
+		r := Rating{Player: field(e[0]), Name: field(e[2]), Rank: start + int64(i) + 1}
+		r.Rating, _ = strconv.Atoi(field(e[1]))
+		r.Games, _ = strconv.Atoi(field(e[3]))
+		r.Aborts, _ = strconv.Atoi(field(e[4]))
+		switch {
+		case i == 0:
+			r.Rank = above + 1
+		case r.Rating == out[i-1].Rating:
+			r.Rank = out[i-1].Rank
+		}
+		out = append(out, r)
+	}
+	return out, total, nil
 }

@@ -110,24 +110,30 @@ var (
 	historyLua string
 	//go:embed rename.lua
 	renameLua string
+	//go:embed leaderboard.lua
+	leaderboardLua string
+	//go:embed rating.lua
+	ratingLua string
 
-	enterScript    = redis.NewScript(enterLua)
-	cancelScript   = redis.NewScript(cancelLua)
-	pairScript     = redis.NewScript(pairLua)
-	finishScript   = redis.NewScript(finishLua)
-	claimScript    = redis.NewScript(claimLua)
-	voidScript     = redis.NewScript(voidLua)
-	markMadeScript = redis.NewScript(markMadeLua)
-	dropIdleScript = redis.NewScript(dropIdleLua)
-	registerScript = redis.NewScript(registerLua)
-	inviteScript   = redis.NewScript(inviteLua)
-	rematchScript  = redis.NewScript(rematchLua)
-	rateScript     = redis.NewScript(rateLua)
-	swapLiveScript = redis.NewScript(swapLiveLua)
-	addGameScript  = redis.NewScript(addGameLua)
-	abortScript    = redis.NewScript(abortLua)
-	historyScript  = redis.NewScript(historyLua)
-	renameScript   = redis.NewScript(renameLua)
+	enterScript       = redis.NewScript(enterLua)
+	cancelScript      = redis.NewScript(cancelLua)
+	pairScript        = redis.NewScript(pairLua)
+	finishScript      = redis.NewScript(finishLua)
+	claimScript       = redis.NewScript(claimLua)
+	voidScript        = redis.NewScript(voidLua)
+	markMadeScript    = redis.NewScript(markMadeLua)
+	dropIdleScript    = redis.NewScript(dropIdleLua)
+	registerScript    = redis.NewScript(registerLua)
+	inviteScript      = redis.NewScript(inviteLua)
+	rematchScript     = redis.NewScript(rematchLua)
+	rateScript        = redis.NewScript(rateLua)
+	swapLiveScript    = redis.NewScript(swapLiveLua)
+	addGameScript     = redis.NewScript(addGameLua)
+	abortScript       = redis.NewScript(abortLua)
+	historyScript     = redis.NewScript(historyLua)
+	renameScript      = redis.NewScript(renameLua)
+	leaderboardScript = redis.NewScript(leaderboardLua)
+	ratingScript      = redis.NewScript(ratingLua)
 )
 
 // Store reads and writes matchmaking state.

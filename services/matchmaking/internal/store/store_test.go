@@ -213,7 +213,7 @@ func TestLeaderboard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	top, total, err := st.Leaderboard(ctx, janggi, 0, 2)
+	top, total, err := st.Leaderboard(ctx, janggi, store.Page{Start: 0, Stop: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,12 +225,12 @@ func TestLeaderboard(t *testing.T) {
 			t.Fatalf("not sorted: %+v", top)
 		}
 	}
-	rank, err := st.Rank(ctx, janggi, "p9")
-	if err != nil || rank != 9 {
-		t.Fatalf("rank of the last: %d %v", rank, err)
+	around, _, err := st.Leaderboard(ctx, janggi, store.Page{Around: "p9", Reach: 2})
+	if err != nil || len(around) != 3 || around[2].Player != "p9" || around[2].Rank != 10 {
+		t.Fatalf("the page around the last: %+v %v", around, err)
 	}
-	if _, err := st.Rank(ctx, janggi, "nobody"); err != store.ErrNotFound {
-		t.Fatalf("rank of nobody: %v", err)
+	if _, _, err := st.Leaderboard(ctx, janggi, store.Page{Around: "nobody", Reach: 2}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the page around nobody: %v", err)
 	}
 }
 
@@ -253,7 +253,7 @@ func TestEqualRatingsShareARank(t *testing.T) {
 		}
 	}
 	for start := range int64(4) {
-		page, _, err := st.Leaderboard(ctx, janggi, start, 3)
+		page, _, err := st.Leaderboard(ctx, janggi, store.Page{Start: start, Stop: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
