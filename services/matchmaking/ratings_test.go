@@ -375,3 +375,69 @@ func TestSignInWithRedisDown(t *testing.T) {
 		t.Fatalf("no warning of the name not shown on the leaderboards: %s", e.logs.String())
 	}
 }
+
+// rateAll rates the games between a and each of the opponents, one by one,
+// a scoring score in each.
+func rateAll(t *testing.T, st *store.Store, kind commonv1.GameKind, game string, a store.Player, opponents string, n int, score float64) {
+	t.Helper()
+	for i := range n {
+		if _, err := st.ApplyRating(context.Background(), store.Outcome{GameID: fmt.Sprintf("%s%d", game, i), Kind: kind, A: a,
+			B: store.Player{ID: fmt.Sprintf("%s%d", opponents, i), Name: "O"}, ScoreA: score, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAHistoryPageTokenIsOnlyOneAPageGave: GetRatingHistory takes as
+// page_token only a next_page_token that a page of this player's history
+// of this kind gave: not a place no page starts at (the first change, past
+// the latest), not a number written otherwise, not a token of the player's
+// other kind or of another player's history (which would read that
+// history from the place, as if it were this one).
+func TestAHistoryPageTokenIsOnlyOneAPageGave(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a, b := e.account("r9011", "Both"), e.account("r9012", "Other")
+	st := store.New(e.game.Redis, e.cfg.KeyPrefix)
+	rateAll(t, st, janggi, "j", store.Player{ID: a.id, Name: a.name}, "o", 12, 1)
+	rateAll(t, st, xiangqi, "x", store.Player{ID: a.id, Name: a.name}, "p", 20, 1)
+	rateAll(t, st, janggi, "bj", store.Player{ID: b.id, Name: b.name}, "q", 20, 0)
+	// Every token a page of a's Janggi history can give.
+	given := map[string]bool{}
+	for limit := uint32(1); limit <= 12; limit++ {
+		req := &matchmakingv1.GetRatingHistoryRequest{Kind: janggi, Limit: limit}
+		for {
+			h, err := e.mm[0].GetRatingHistory(a.ctx(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.GetNextPageToken() == "" {
+				break
+			}
+			given[h.GetNextPageToken()] = true
+			req.PageToken = h.GetNextPageToken()
+		}
+	}
+	var tok string
+	for tok = range given {
+		break
+	}
+	_, mark, _ := strings.Cut(tok, ".")
+	refuse := func(who context.Context, kind commonv1.GameKind, player, token string) {
+		t.Helper()
+		h, err := e.mm[0].GetRatingHistory(who, &matchmakingv1.GetRatingHistoryRequest{Kind: kind, PlayerId: player, PageToken: token})
+		if status.Code(err) != codes.InvalidArgument {
+			var ids []string
+			for _, c := range h.GetChanges() {
+				ids = append(ids, c.GetGameId())
+			}
+			t.Errorf("page_token %q (%v, player %q) read %v, %v; want InvalidArgument", token, kind, player, ids, err)
+		}
+	}
+	for _, n := range []string{"1", "13", "+5", "05", "1_0"} {
+		if forged := "h" + n + "." + mark; !given[forged] {
+			refuse(a.ctx(), janggi, "", forged)
+		}
+	}
+	refuse(a.ctx(), xiangqi, "", tok)
+	refuse(a.ctx(), janggi, b.id, tok)
+}

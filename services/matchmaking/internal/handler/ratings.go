@@ -2,6 +2,8 @@ package handler
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -66,7 +68,7 @@ func (h *Handler) GetRatingHistory(ctx context.Context, req *matchmakingv1.GetRa
 	case limit > 100:
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "limit: %d is above 100", limit))
 	}
-	below, err := historyPageStart(req.GetPageToken())
+	below, err := historyPageStart(req.GetPageToken(), player, req.GetKind())
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
@@ -79,7 +81,7 @@ func (h *Handler) GetRatingHistory(ctx context.Context, req *matchmakingv1.GetRa
 	}
 	out := &matchmakingv1.GetRatingHistoryResponse{}
 	if hist.Next > 0 {
-		out.NextPageToken = historyPageToken(hist.Next)
+		out.NextPageToken = historyPageToken(hist.Next, player, req.GetKind())
 	}
 	for _, c := range hist.Changes {
 		out.Changes = append(out.Changes, &matchmakingv1.RatingChange{
@@ -95,21 +97,34 @@ func (h *Handler) GetRatingHistory(ctx context.Context, req *matchmakingv1.GetRa
 // of another list is refused rather than read as a number.
 const historyTokenPrefix = "h"
 
-// historyPageToken is the page token of the history page starting below
-// change number next.
-func historyPageToken(next int64) string {
-	return historyTokenPrefix + strconv.FormatInt(next, 10)
+// historyPageToken is the page token of player's history of kind starting
+// below change number next. It names the history it belongs to (a short
+// digest of player and kind: not a secret, as the history is not), so that
+// a token of another player's or kind's history is refused, not read as a
+// place in this one.
+func historyPageToken(next int64, player string, kind commonv1.GameKind) string {
+	return historyTokenPrefix + strconv.FormatInt(next, 10) + "." + historyOf(player, kind)
 }
 
-// historyPageStart reads a history page token: 0 for none (the latest).
-func historyPageStart(token string) (int64, error) {
+// historyOf names player's history of kind in its page tokens.
+func historyOf(player string, kind commonv1.GameKind) string {
+	sum := sha256.Sum256([]byte(player + "|" + kind.String()))
+	return hex.EncodeToString(sum[:4])
+}
+
+// historyPageStart reads a history page token of player's history of kind:
+// 0 for none (the latest). Only what historyPageToken writes is taken:
+// a page starts below change number 2 or more.
+func historyPageStart(token, player string, kind commonv1.GameKind) (int64, error) {
 	if token == "" {
 		return 0, nil
 	}
-	number, ok := strings.CutPrefix(token, historyTokenPrefix)
+	refused := apierr.New(apierr.Invalid, "page_token: %q is not a next_page_token of this player's rating history of this kind", textcut.Quote(token, 40, "..."))
+	rest, ok := strings.CutPrefix(token, historyTokenPrefix)
+	number, of, dotted := strings.Cut(rest, ".")
 	n, err := strconv.ParseInt(number, 10, 64)
-	if !ok || err != nil || n < 1 {
-		return 0, apierr.New(apierr.Invalid, "page_token: %q is not a next_page_token of GetRatingHistory", textcut.Quote(token, 40, "..."))
+	if !ok || !dotted || err != nil || n < 2 || strconv.FormatInt(n, 10) != number || of != historyOf(player, kind) {
+		return 0, refused
 	}
 	return n, nil
 }

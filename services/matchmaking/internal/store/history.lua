@@ -14,7 +14,7 @@ local games = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 local below, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local start = 0
 if below > 0 then
-  if below > games + 1 then
+  if below > games then
     return {-1}
   end
   start = games - below + 1
