@@ -120,11 +120,7 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.fault()
-			addr := startFaultyProxy(t, upstream, f)
-			out, errOut, code := palace(append([]string{"loadtest", "games", "--addr", addr, "--games", "3", "--duration", "1500ms",
-				"--floor=false", "--retry-rate", "0.3", "--reconnect-rate", "0.2", "--service-keys", apptest.ServiceKeys}, tc.args...)...)
-			var rep gamesReport
-			lastJSON(t, out, &rep)
+			rep, errOut, code := gamesThrough(t, upstream, f, tc.args...)
 			got := faultCounters(rep)
 			t.Logf("injected %d: lost %d, duplicated %d, gaps %d, errors %d (%d moves, %d retries, %d reconnects)",
 				f.injected.Load(), rep.Lost, rep.Duplicated, rep.Gaps, rep.Errors, rep.Moves, rep.Retries, rep.Reconnects)
@@ -301,6 +297,32 @@ func TestLoadtestMatchmakingWatchesAgainAfterAReplicaGoesAway(t *testing.T) {
 	lastJSON(t, out, &rep)
 	if f.injected.Load() < f.failLimit || rep.Rewatched < f.failLimit || rep.Matched != rep.Tickets || rep.DoublePaired != 0 || rep.Errors != 0 || code != 0 {
 		t.Fatalf("%d watches failed; report %+v, exit %d; want every ticket matched, %d watches opened again, no error, exit 0\n%s", f.injected.Load(), rep, code, f.failLimit, errOut)
+	}
+}
+
+// gamesThrough runs `palace loadtest games` through a proxy to upstream
+// that does fault f: 3 games for 1.5 s, with retries and reconnections,
+// then the flags args, which override those. It returns the report, the
+// tool's stderr and its exit status.
+func gamesThrough(t *testing.T, upstream string, f *fault, args ...string) (rep gamesReport, errOut string, code int) {
+	t.Helper()
+	addr := startFaultyProxy(t, upstream, f)
+	out, errOut, code := palace(append([]string{"loadtest", "games", "--addr", addr, "--games", "3", "--duration", "1500ms",
+		"--floor=false", "--retry-rate", "0.3", "--reconnect-rate", "0.2", "--service-keys", apptest.ServiceKeys}, args...)...)
+	lastJSON(t, out, &rep)
+	return rep, errOut, code
+}
+
+// wantFaultCounted fails t unless fault f happened in a run that played
+// moves, and the run counted it in one of its fault counters and exited 1.
+func wantFaultCounted(t *testing.T, f *fault, rep gamesReport, errOut string, code int) {
+	t.Helper()
+	if f.injected.Load() == 0 || rep.Moves == 0 {
+		t.Fatalf("the fault never happened: injected %d, %+v\n%s", f.injected.Load(), rep, errOut)
+	}
+	if rep.Lost+rep.Duplicated+rep.Gaps+rep.Errors == 0 || code != exitFail {
+		t.Fatalf("%d faults injected, yet exit %d and lost %d duplicated %d gaps %d errors %d (moves %d, retries %d, reconnects %d)\n%s",
+			f.injected.Load(), code, rep.Lost, rep.Duplicated, rep.Gaps, rep.Errors, rep.Moves, rep.Retries, rep.Reconnects, errOut)
 	}
 }
 

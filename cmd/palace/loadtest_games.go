@@ -24,6 +24,7 @@ import (
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/pkg/server"
 )
 
 // gamesReport is the load test's result, printed as its last line.
@@ -46,10 +47,11 @@ type gamesReport struct {
 	// MaxMs is the slowest measured move: a stall shows here even when
 	// too few moves waited for p99 to show it.
 	MaxMs float64 `json:"max_ms"`
-	// Lost counts acknowledged moves missing from the final state, or
-	// from a stream that ended as a stream should (a game that is gone
-	// loses every move); a stream cut off by an error counts as an error,
-	// and what it never delivered is not counted again as lost.
+	// Lost counts acknowledged moves missing from the final state, from
+	// a stream that ended as a stream should, or from a snapshot at or
+	// after their version (a game that is gone loses every move); a
+	// stream cut off by an error counts as an error, and what it never
+	// delivered is not counted again as lost.
 	Lost       int64 `json:"lost"`
 	Duplicated int64 `json:"duplicated"`
 	Gaps       int64 `json:"gaps"`
@@ -62,7 +64,8 @@ type gamesReport struct {
 	Reconnects int64 `json:"reconnects"`
 	// Failovers counts calls and streams sent again, to the next replica,
 	// because theirs was unavailable (with several replicas, or with
-	// --retry-unavailable).
+	// --retry-unavailable), or, with several, held a call past
+	// --call-timeout or a stream silent past --stream-silence.
 	Failovers int64 `json:"failovers"`
 	// Renewed counts calls and streams sent again, to the same replica,
 	// because it closed their connection at its age
@@ -93,6 +96,9 @@ type gamesReport struct {
 type gamesLoad struct {
 	think  time.Duration
 	warmup time.Duration
+	// silence is the longest a stream may hear nothing, not even a
+	// heartbeat, before it counts as cut off (--stream-silence).
+	silence time.Duration
 	// replicas holds the connections to each replica of the service.
 	replicas [][]gamev1.GameServiceClient
 	// retryUnavailable sends a call again after Unavailable even to a
@@ -155,6 +161,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 	serviceKeys := serviceKeysFlag(fs)
 	cpuProfile := fs.String("cpuprofile", "", "write the load tool's own CPU profile to this file (it shares the machine with the server it measures)")
 	callTimeout := fs.Duration("call-timeout", 10*time.Second, "longest a call may take before it is sent again to the next replica, with several, or else counts as an error (a server that stops answering must not hang the run); a call sent again gets a timeout of its own")
+	silence := fs.Duration("stream-silence", defaultStreamSilence, "longest a stream may hear nothing, not even a heartbeat, before it counts as cut off (a replica partitioned away keeps its connections open, silent): with several replicas it resumes on the next one, as after Unavailable; with one it is an error. Keep it several of the servers' --heartbeat (15s by default)")
 	warmup := fs.Duration("warmup", 0, "leave the first D of each phase (floor and games) out of the rates and latencies, so 1,000 games arriving at once do not count as steady load; every move is still checked")
 	getTransport := transportFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -169,8 +176,8 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "palace loadtest games: --games must be 1..100000 and --duration positive, at most 1h")
 		return exitUsage
 	}
-	if *retryRate < 0 || *retryRate > 1 || *reconnectRate < 0 || *reconnectRate > 1 || *think < 0 || *callTimeout <= 0 {
-		fmt.Fprintln(stderr, "palace loadtest games: --retry-rate and --reconnect-rate must be 0..1, --think at least 0 and --call-timeout positive")
+	if *retryRate < 0 || *retryRate > 1 || *reconnectRate < 0 || *reconnectRate > 1 || *think < 0 || *callTimeout <= 0 || *silence <= 0 {
+		fmt.Fprintln(stderr, "palace loadtest games: --retry-rate and --reconnect-rate must be 0..1, --think at least 0, --call-timeout and --stream-silence positive")
 		return exitUsage
 	}
 	if *warmup < 0 || *warmup >= *duration || (*floor && *warmup >= *duration/2) {
@@ -191,7 +198,7 @@ func runLoadtestGames(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "palace loadtest games: at most %d games per connection: each holds up to 4 calls and streams at once, and a server carries 4,096 per connection; raise --conns to at least %d\n", maxGamesPerConn, (*games+maxGamesPerConn-1)/maxGamesPerConn)
 		return exitUsage
 	}
-	l := &gamesLoad{think: *think, warmup: *warmup, retryUnavailable: *retryUnavailable}
+	l := &gamesLoad{think: *think, warmup: *warmup, silence: *silence, retryUnavailable: *retryUnavailable}
 	var seedN atomic.Uint64
 	l.rng = func() *rand.Rand { return rand.New(rand.NewPCG(*seed, seedN.Add(1))) }
 	replicas, ccs, err := replicaClients(tr, *addr, n, gamev1.NewGameServiceClient,
@@ -463,6 +470,12 @@ type seen struct {
 	// result is the result it gives.
 	ended  bool
 	result *commonv1.Result
+	// commit is the event's, or the snapshot's; rec the move's record, of
+	// an event or a snapshot; position the snapshot's. They are the
+	// messages' own, not copies: the check holds them to the answers.
+	commit   string
+	rec      *gamev1.MoveRecord
+	position *commonv1.Position
 }
 
 // sent is a measured move: when it was sent, and by which seat (0 first).
@@ -544,12 +557,20 @@ func (l *gamesLoad) playGame(play, all context.Context, r *gameRoute, rng *rand.
 	}
 	g := created.GetGame()
 	var acked []played
+	// told is what the answers said, for the streams and the final state
+	// to be held to.
+	var tl told
+	tl.state(g, 0)
 	var measured []sent
 	// unsure is the ply of a move whose call failed: it may have been
 	// applied all the same, so finding it is no fault.
 	var unsure uint32
 	// later is a move to send again once the game has moved on.
 	var later *sentBefore
+	// trusted: g is an answer the tool can hold the final state to (not
+	// one of two answers to the same request that differ, a duplicate
+	// counted already).
+	trusted := true
 	for play.Err() == nil && g.GetStatus() == commonv1.GameStatus_GAME_STATUS_ONGOING {
 		legal := g.GetLegalMoves()
 		if len(legal) == 0 {
@@ -593,12 +614,15 @@ func (l *gamesLoad) playGame(play, all context.Context, r *gameRoute, rng *rand.
 					// Acknowledged all the same, to the call sent
 					// alongside: it must be found like any other.
 					acked = append(acked, played{ply: ply, move: mv})
+					tl.answered(a.resp, ply, mv)
 				}
 			}
 			break
 		}
+		echoed := true
 		if got := resp.GetMove(); got.GetPly() != ply || got.GetMove().GetCoordinate() != mv {
 			l.fail("move %s in %s was answered as ply %d %q, want ply %d", mv, id, got.GetPly(), got.GetMove().GetCoordinate(), ply)
+			echoed = false
 		}
 		if t.Sub(l.started) >= l.warmup {
 			l.mu.Lock()
@@ -620,6 +644,7 @@ func (l *gamesLoad) playGame(play, all context.Context, r *gameRoute, rng *rand.
 		// What was sent, not the answer's echo of it: the check must find
 		// the move asked for.
 		acked = append(acked, played{ply: ply, move: mv})
+		trusted = true
 		switch again {
 		case retryAtOnce:
 			l.retries.Add(1)
@@ -628,11 +653,24 @@ func (l *gamesLoad) playGame(play, all context.Context, r *gameRoute, rng *rand.
 		case retryAlongside:
 			l.retries.Add(1)
 			twin := <-twin
-			l.sameAnswer(all, resp, twin.resp, twin.err, "move %s of %s sent twice at once", mv, id)
+			// Which of the two the server took first is unknown: when
+			// they differ, neither is held against the streams.
+			trusted = l.sameAnswer(all, resp, twin.resp, twin.err, "move %s of %s sent twice at once", mv, id)
 		case retryLater:
 			if later == nil {
 				later = &sentBefore{req: req, side: side, ply: ply, answer: resp}
 			}
+		}
+		switch {
+		case !trusted:
+			tl.moves = append(tl.moves, toldMove{})
+		case echoed:
+			tl.answered(resp, ply, mv)
+		default:
+			// The game in the answer is the server's, its echo of the
+			// move (counted already) is not.
+			tl.moves = append(tl.moves, toldMove{})
+			tl.state(resp.GetGame(), -1)
 		}
 		if later != nil && ply > later.ply {
 			l.sendAgain(all, r, as, later)
@@ -642,18 +680,27 @@ func (l *gamesLoad) playGame(play, all context.Context, r *gameRoute, rng *rand.
 		l.pause(play, rng)
 	}
 	end := g
+	resigned := false
 	if st := g.GetStatus(); st != commonv1.GameStatus_GAME_STATUS_ENDED && st != commonv1.GameStatus_GAME_STATUS_ABORTED {
 		// End the game so both streams complete (an answer without the
 		// game, from a faulty server, leaves it to end here too).
 		resign := &gamev1.ResignRequest{GameId: id, RequestId: rid + "-resign"}
-		resigned, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.ResignResponse, error) {
+		resignedResp, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.ResignResponse, error) {
 			return c.Resign(as(all, commonv1.Side_SIDE_FIRST), resign)
 		})
-		end = resigned.GetGame()
+		end, trusted = resignedResp.GetGame(), true
 		if err != nil {
 			l.failUnless(all, "resign %s: %v", id, err)
 			// The streams wait for an end that will not come.
 			stopWatching()
+		} else {
+			// A move whose call failed may have ended the game first.
+			resigned = unsure == 0
+			plies := len(acked)
+			if unsure != 0 {
+				plies = -1
+			}
+			tl.state(end, plies)
 		}
 	}
 	if later != nil {
@@ -662,45 +709,79 @@ func (l *gamesLoad) playGame(play, all context.Context, r *gameRoute, rng *rand.
 	}
 	streamsDone := make(chan struct{})
 	go func() { swg.Wait(); close(streamsDone) }()
+	// A stream cut off silently resumes elsewhere after --stream-silence,
+	// and must still have time to deliver the end.
+	wait := streamEndWait + l.silence
 	select {
 	case <-streamsDone:
-	case <-time.After(streamEndWait):
+	case <-time.After(wait):
 		// A server that never ends a stream must not hang the run.
-		l.fail("the streams of %s did not end within %v of the game", id, streamEndWait)
+		l.fail("the streams of %s did not end within %v of the game", id, wait)
 		stopWatching()
 		<-streamsDone
 	}
-	final, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.GetGameResponse, error) {
+	read, err := onReplicas(all, r, func(c gamev1.GameServiceClient) (*gamev1.GetGameResponse, error) {
 		return c.GetGame(as(all, commonv1.Side_SIDE_FIRST), &gamev1.GetGameRequest{GameId: id})
 	})
+	// final stays nil when the read failed: the streams are checked all
+	// the same, against each other and the answers, for all that does not
+	// need the final state.
+	var final *gamev1.Game
 	switch {
 	case status.Code(err) == codes.NotFound:
 		// The game is gone, and every move acknowledged in it with it.
 		l.fail("final state of %s: %v", id, err)
 		l.lost.Add(int64(len(acked)))
-		return true
 	case err != nil:
 		l.failUnless(all, "final state of %s: %v", id, err)
-		return true
+	default:
+		final = read.GetGame()
+		if end != nil && !agrees(final, end, trusted) {
+			l.fail("game %s ended %v %v at version %d (commit %q, position %q), where the answer that ended it said %v %v at version %d (commit %q, position %q)", id,
+				final.GetStatus(), final.GetResult(), final.GetVersion(), final.GetCommit(), final.GetPosition().GetFen(),
+				end.GetStatus(), end.GetResult(), end.GetVersion(), end.GetCommit(), end.GetPosition().GetFen())
+		}
 	}
-	if end != nil && (final.GetGame().GetStatus() != end.GetStatus() || !proto.Equal(final.GetGame().GetResult(), end.GetResult())) {
-		l.fail("game %s ended %v %v, where the answer that ended it said %v %v", id,
-			final.GetGame().GetStatus(), final.GetGame().GetResult(), end.GetStatus(), end.GetResult())
+	if resigned {
+		// The first seat resigned: whatever else the server says, the
+		// second seat won, by resignation.
+		over := final
+		if over == nil {
+			over = end
+		}
+		if res := over.GetResult(); res.GetWinner() != commonv1.Winner_WINNER_SECOND || res.GetMethod() != commonv1.EndMethod_END_METHOD_RESIGNATION {
+			l.fail("the first seat of %s resigned, and the game's result is %v", id, res)
+		}
 	}
-	l.check(final.GetGame(), acked, unsure, streams)
+	l.check(final, acked, unsure, streams)
+	l.checkTold(id, &tl, final, streams)
 	l.timeEvents(measured, streams)
 	return true
 }
 
+// agrees reports whether the final state of a game is the one the answer
+// that ended it gave: its status and result, and, when the answer can be
+// trusted, its version, commit and position.
+func agrees(final, end *gamev1.Game, trusted bool) bool {
+	if final.GetStatus() != end.GetStatus() || !proto.Equal(final.GetResult(), end.GetResult()) {
+		return false
+	}
+	return !trusted || final.GetVersion() == end.GetVersion() && final.GetCommit() == end.GetCommit() &&
+		proto.Equal(final.GetPosition(), end.GetPosition())
+}
+
 // sameAnswer checks the answer to a request sent again against the first:
 // a retry must get the first answer, whole, or it was applied again.
-func (l *gamesLoad) sameAnswer(all context.Context, first, again *gamev1.MakeMoveResponse, err error, format string, a ...any) {
+// It reports whether the two answers are the same.
+func (l *gamesLoad) sameAnswer(all context.Context, first, again *gamev1.MakeMoveResponse, err error, format string, a ...any) bool {
 	switch {
 	case err != nil:
 		l.failUnless(all, format+": %v", append(a, err)...)
 	case !proto.Equal(again, first):
 		l.dup.Add(1)
+		return false
 	}
+	return true
 }
 
 // sendAgain sends a move of before again, as a client whose answer got
@@ -746,7 +827,8 @@ func (l *gamesLoad) timeEvents(measured []sent, streams []streamed) {
 // a ply found twice, or a move nobody acknowledged (but the one at ply
 // unsure, whose call failed), is duplicated. A stream that did not end as
 // a stream should (it failed: an error counted already) is checked for
-// what it delivered only.
+// what it delivered only. A nil final (its read failed) leaves out what
+// needs it, and only that.
 func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, streams []streamed) {
 	known := make(map[uint32]bool, len(acked))
 	for _, a := range acked {
@@ -760,13 +842,15 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 		}
 		moves[p.ply] = p.move
 	}
-	stored := map[uint32]string{}
-	for _, m := range final.GetMoves() {
-		record(stored, played{ply: m.GetPly(), move: m.GetMove().GetCoordinate()})
-	}
-	for _, a := range acked {
-		if stored[a.ply] != a.move {
-			l.lost.Add(1)
+	if final != nil {
+		stored := map[uint32]string{}
+		for _, m := range final.GetMoves() {
+			record(stored, played{ply: m.GetPly(), move: m.GetMove().GetCoordinate()})
+		}
+		for _, a := range acked {
+			if stored[a.ply] != a.move {
+				l.lost.Add(1)
+			}
 		}
 	}
 	for _, st := range streams {
@@ -780,7 +864,7 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 		inSnapshot := map[uint32]bool{}
 		for _, e := range st.events {
 			v := e.version
-			if e.ended && !proto.Equal(e.result, final.GetResult()) {
+			if e.ended && final != nil && !proto.Equal(e.result, final.GetResult()) {
 				l.fail("a stream of %s ended the game with %v, its final state has %v", final.GetGameId(), e.result, final.GetResult())
 			}
 			switch {
@@ -829,7 +913,7 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 		if !st.complete {
 			continue
 		}
-		if next-1 != final.GetVersion() {
+		if final != nil && next-1 != final.GetVersion() {
 			l.gaps.Add(1)
 		}
 		for _, a := range acked {
@@ -841,15 +925,25 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 }
 
 // streamed is what one seat's stream delivered; complete when it ended as
-// a stream should: at the game's end, or closed by the server with OK.
+// a stream should: closed by the server with OK, at the game's end.
 type streamed struct {
 	events   []seen
 	complete bool
 }
 
+const (
+	// defaultStreamSilence is --stream-silence's default: three of the
+	// game service's default --heartbeat intervals (15 s), so that a
+	// heartbeat late behind a busy server is no fault.
+	defaultStreamSilence = 45 * time.Second
+	// closeWait bounds the wait for a stream to close after the game's
+	// end, which a server does at once.
+	closeWait = 5 * time.Second
+)
+
 // stream reads a game's events until it ends, reconnecting at random from
 // the last version seen, and on another replica when its own is
-// unavailable.
+// unavailable or silent.
 func (l *gamesLoad) stream(ctx context.Context, r *gameRoute, seat context.Context, id string, rng *rand.Rand, reconnectRate float64) streamed {
 	var out []seen
 	var last uint64
@@ -858,20 +952,29 @@ func (l *gamesLoad) stream(ctx context.Context, r *gameRoute, seat context.Conte
 	// pass this tool's checks.
 	var commit string
 	failovers := 0
+	// over: the stream sent the game's end, after which it must close,
+	// sending nothing more.
+	over := false
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithCancel(seat)
+		// A server beats after each --heartbeat of silence, so a stream
+		// that hears nothing much longer is cut off, though its connection
+		// may stay open (a partition, a frozen host): no error would ever
+		// come. quiet ends it then, and silent tells why.
+		var silent atomic.Bool
+		quiet := time.AfterFunc(l.silence, func() {
+			silent.Store(true)
+			cancel()
+		})
 		// Half the connections ask for the game's state first, as an app
 		// opening a game's screen does.
 		snapshot := rng.IntN(2) == 0
 		st, err := r.client().StreamEvents(sctx, &gamev1.StreamEventsRequest{GameId: id, AfterVersion: last, AfterCommit: commit, Snapshot: snapshot})
 		if err != nil {
+			quiet.Stop()
 			cancel()
-			if r.failover(ctx, err, failovers) {
-				failovers++
+			if l.resumeAfter(ctx, r, id, err, silent.Load(), &failovers) {
 				continue
-			}
-			if ctx.Err() == nil {
-				l.fail("stream %s: %v", id, err)
 			}
 			return streamed{events: out}
 		}
@@ -879,20 +982,32 @@ func (l *gamesLoad) stream(ctx context.Context, r *gameRoute, seat context.Conte
 		for first := true; !reconnect; first = false {
 			m, err := st.Recv()
 			if err != nil {
+				quiet.Stop()
 				cancel()
-				if errors.Is(err, io.EOF) {
+				switch {
+				case errors.Is(err, io.EOF):
 					return streamed{events: out, complete: true}
+				case over && silent.Load():
+					l.fail("stream %s did not close within %v of the game's end", id, min(l.silence, closeWait))
+					return streamed{events: out, complete: true}
+				case over:
+					// The end came whole; a replica going away after it is
+					// no fault, any other failure is.
+					if ctx.Err() == nil && status.Code(err) != codes.Unavailable && !server.Renewed(err) {
+						l.fail("stream %s failed after the game's end: %v", id, err)
+					}
+					return streamed{events: out, complete: true}
+				case l.resumeAfter(ctx, r, id, err, silent.Load(), &failovers):
+					// The outer loop resumes after last.
+				default:
+					return streamed{events: out}
 				}
-				if r.failover(ctx, err, failovers) {
-					failovers++
-					break
-				}
-				// Cancelled is expected only when the tool itself ended
-				// the stream; from the server it is a fault like any other.
-				if ctx.Err() == nil || status.Code(err) != codes.Canceled {
-					l.fail("stream %s recv: %v", id, err)
-				}
-				return streamed{events: out}
+				break
+			}
+			if over {
+				quiet.Reset(min(l.silence, closeWait))
+			} else {
+				quiet.Reset(l.silence)
 			}
 			failovers = 0
 			if snapshot && first && m.GetSnapshot() == nil {
@@ -903,46 +1018,88 @@ func (l *gamesLoad) stream(ctx context.Context, r *gameRoute, seat context.Conte
 					l.fail("stream %s sent a snapshot unasked, or after its first message", id)
 				}
 				at := time.Now()
-				s := seen{version: g.GetVersion(), snapshot: true, at: at}
+				s := seen{version: g.GetVersion(), snapshot: true, at: at, commit: g.GetCommit(), position: g.GetPosition()}
 				if st := g.GetStatus(); st == commonv1.GameStatus_GAME_STATUS_ENDED || st == commonv1.GameStatus_GAME_STATUS_ABORTED {
 					s.ended, s.result = true, g.GetResult()
 				}
 				out = append(out, s)
 				for _, mr := range g.GetMoves() {
-					out = append(out, seen{version: g.GetVersion(), inSnapshot: true, at: at,
+					out = append(out, seen{version: g.GetVersion(), inSnapshot: true, at: at, rec: mr,
 						played: played{ply: mr.GetPly(), move: mr.GetMove().GetCoordinate()}})
 				}
 				last, commit = g.GetVersion(), g.GetCommit()
 				continue
 			}
-			if hb := m.GetHeartbeat(); hb != nil && hb.GetVersion() != last {
-				// A heartbeat says where the stream is: at the last
-				// version it sent, or at the one it resumed after.
-				l.fail("stream %s beat at version %d, after sending up to %d", id, hb.GetVersion(), last)
+			if hb := m.GetHeartbeat(); hb != nil {
+				switch {
+				case over:
+					l.fail("stream %s beat after the game's end", id)
+				case hb.GetVersion() != last:
+					// A heartbeat says where the stream is: at the last
+					// version it sent, or at the one it resumed after.
+					l.fail("stream %s beat at version %d, after sending up to %d", id, hb.GetVersion(), last)
+				}
 			}
 			e := m.GetEvent()
 			if e == nil {
 				continue
 			}
-			s := seen{version: e.GetVersion(), at: time.Now()}
-			if m := e.GetMovePlayed(); m != nil {
-				s.played = played{ply: m.GetPly(), move: m.GetMove().GetCoordinate()}
-			}
-			if end := e.GetGameEnded(); end != nil {
-				s.ended, s.result = true, end.GetResult()
+			s := seen{version: e.GetVersion(), at: time.Now(), commit: e.GetCommit()}
+			switch k := e.GetKind().(type) {
+			case *gamev1.Event_MovePlayed:
+				s.rec = k.MovePlayed
+				s.played = played{ply: k.MovePlayed.GetPly(), move: k.MovePlayed.GetMove().GetCoordinate()}
+			case *gamev1.Event_GameEnded:
+				s.ended, s.result = true, k.GameEnded.GetResult()
+			case *gamev1.Event_GameCreated, *gamev1.Event_GameStarted, *gamev1.Event_PlayerConnection, *gamev1.Event_Clock:
+			default:
+				// The tool offers no draw, undoes nothing, and starts its
+				// Janggi games from a position with both formations set:
+				// such an event is one the server made up.
+				l.fail("stream %s sent at version %d an event of a kind nothing in this run causes: %T", id, e.GetVersion(), e.GetKind())
 			}
 			out = append(out, s)
 			last, commit = e.GetVersion(), e.GetCommit()
 			if s.ended {
-				cancel()
-				return streamed{events: out, complete: true}
+				// The stream must close now: anything more it sends is
+				// counted (by check, for events).
+				over = true
+				quiet.Reset(min(l.silence, closeWait))
+				continue
 			}
-			reconnect = rng.Float64() < reconnectRate
+			reconnect = !over && rng.Float64() < reconnectRate
 		}
+		quiet.Stop()
 		cancel()
 		if reconnect {
 			l.reconnects.Add(1)
 		}
 	}
 	return streamed{events: out}
+}
+
+// resumeAfter reports whether a stream that failed with err, or that was
+// silent past --stream-silence, is to resume, on the next replica; it
+// counts the failure when not. A silent stream is treated as one whose
+// replica is unavailable: it moves on when there is another replica, and
+// is an error with one (the same one would be as silent).
+func (l *gamesLoad) resumeAfter(ctx context.Context, r *gameRoute, id string, err error, silent bool, failovers *int) bool {
+	switch {
+	case silent && ctx.Err() == nil:
+		if len(r.replicas) > 1 && r.moveOn(ctx, *failovers) {
+			*failovers++
+			return true
+		}
+		if ctx.Err() == nil {
+			l.fail("stream %s heard nothing, not even a heartbeat, for %v (--stream-silence)", id, l.silence)
+		}
+	case r.failover(ctx, err, *failovers):
+		*failovers++
+		return true
+	case ctx.Err() == nil || status.Code(err) != codes.Canceled:
+		// Cancelled is expected only when the tool itself ended the
+		// stream; from the server it is a fault like any other.
+		l.fail("stream %s: %v", id, err)
+	}
+	return false
 }

@@ -97,6 +97,16 @@ func (r *route[C]) failover(ctx context.Context, err error, attempt int) bool {
 	default:
 		return false
 	}
+	return r.moveOn(ctx, attempt)
+}
+
+// moveOn moves the route to the next replica (the same one when it is
+// alone), after a pause that grows with attempt, and reports whether the
+// call should be sent again there.
+func (r *route[C]) moveOn(ctx context.Context, attempt int) bool {
+	if attempt >= maxFailovers {
+		return false
+	}
 	r.replica = (r.replica + 1) % len(r.replicas)
 	r.moved()
 	select {
