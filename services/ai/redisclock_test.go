@@ -1,47 +1,14 @@
 package ai_test
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/palacehq/palace/pkg/aijobs"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 )
-
-// redisClockApart sets Redis' clock (its TIME replies) skew behind the
-// hosts' clocks, as a Redis host whose clock is set apart would.
-type redisClockApart struct{ skew time.Duration }
-
-func (s redisClockApart) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (s redisClockApart) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		s.skewed(cmd)
-		return err
-	}
-}
-
-func (s redisClockApart) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, c := range cmds {
-			s.skewed(c)
-		}
-		return err
-	}
-}
-
-func (s redisClockApart) skewed(c redis.Cmder) {
-	if tc, ok := c.(*redis.TimeCmd); ok && tc.Err() == nil {
-		tc.SetVal(tc.Val().Add(-s.skew))
-	}
-}
 
 // TestAJobsAgeIsMeasuredByRedisClock: the game service dates an AI job by
 // Redis' clock, the one every process goes by, and the worker measures
@@ -55,7 +22,7 @@ func TestAJobsAgeIsMeasuredByRedisClock(t *testing.T) {
 	for _, skew := range []time.Duration{3 * time.Minute, 40 * time.Second} {
 		t.Run(skew.String(), func(t *testing.T) {
 			prefix := redistest.Prefix(t)
-			apart := redisClockApart{skew: skew}
+			apart := redistest.ClockApart(-skew)
 			// The worker, blocked on its queue, reads the job before its
 			// commit lands, as it often does.
 			stall := &stallAfterJob{stream: prefix + "{ai}:jobs", stall: 300 * time.Millisecond}

@@ -1,47 +1,14 @@
 package handler
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/palacehq/palace/pkg/auth"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 )
-
-// aheadOfHost makes Redis' TIME read that far ahead of this host's clock,
-// as Redis does, for a process, on a host whose clock is behind.
-type aheadOfHost time.Duration
-
-func (d aheadOfHost) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (d aheadOfHost) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		d.shift(cmd)
-		return err
-	}
-}
-
-func (d aheadOfHost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, c := range cmds {
-			d.shift(c)
-		}
-		return err
-	}
-}
-
-func (d aheadOfHost) shift(c redis.Cmder) {
-	if t, ok := c.(*redis.TimeCmd); ok && t.Err() == nil {
-		t.SetVal(t.Val().Add(time.Duration(d)))
-	}
-}
 
 // A process that has just started plays the first moves of a game it
 // created on its cached state, without reading the game back. Those moves
@@ -51,7 +18,7 @@ func (d aheadOfHost) shift(c redis.Cmder) {
 func TestAFreshProcessGoesByRedisTime(t *testing.T) {
 	const skew = time.Hour
 	rdb := redistest.Client(t)
-	rdb.AddHook(aheadOfHost(skew))
+	rdb.AddHook(redistest.ClockApart(skew))
 	ring, _, err := auth.KeyringFromConfig("")
 	if err != nil {
 		t.Fatal(err)
