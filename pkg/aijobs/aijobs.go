@@ -419,6 +419,38 @@ func (q *Queue) KeepAlive(ctx context.Context, consumer string) error {
 	return nil
 }
 
+// unseenKey marks a job whose commit a worker looked for and missed.
+func (q *Queue) unseenKey(game string, version uint64) string {
+	return q.prefix + "{ai}:unseen:" + game + ":" + strconv.FormatUint(version, 10)
+}
+
+// unseenFor is how long a job's mark outlives its worker's last look: past
+// the 2 minutes after which a worker gives the job up.
+const unseenFor = 10 * time.Minute
+
+// MarkUnseen records that a worker looked for the commit of game's job
+// at version and did not find it, and put the job back for a later look
+// or gave it up: the game service, whose commit lands after that, queues
+// the job again (TakeUnseen), so that the AI moves at once, not at the
+// worker's next look.
+func (q *Queue) MarkUnseen(ctx context.Context, game string, version uint64) error {
+	if err := q.rdb.Set(ctx, q.unseenKey(game, version), 1, unseenFor).Err(); err != nil {
+		return fmt.Errorf("mark the ai job of %s at version %d unseen: %w", game, version, err)
+	}
+	return nil
+}
+
+// TakeUnseen reports, and forgets, whether a worker marked game's job at
+// version unseen (MarkUnseen). A job no worker marked is being looked for
+// or played: queued again, it would be searched twice at once.
+func (q *Queue) TakeUnseen(ctx context.Context, game string, version uint64) (bool, error) {
+	n, err := q.rdb.Del(ctx, q.unseenKey(game, version)).Result()
+	if err != nil {
+		return false, fmt.Errorf("read the unseen mark of the ai job of %s at version %d: %w", game, version, err)
+	}
+	return n == 1, nil
+}
+
 // Time reads Redis' clock, the one that dates jobs (Job.EnqueuedMs):
 // a worker whose host's clock is set apart from it measures a job's age
 // by it.

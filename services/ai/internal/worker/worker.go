@@ -425,6 +425,11 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		}
 		// A job past commitWait already (a later try) looks once.
 		if time.Since(unseen) > commitWait || age > commitWait {
+			// Its game service queues it again should the commit land
+			// now: the AI's clock runs from then on.
+			if err := w.Queue.MarkUnseen(ctx, j.GameID, j.Version); err != nil {
+				w.Log.WarnContext(ctx, "ai job", "game", j.GameID, "err", err)
+			}
 			if j.EnqueuedMs != 0 && age < commitGiveUp {
 				return false, &commitNotShown{game: j.GameID, version: j.Version, age: age}
 			}

@@ -774,20 +774,46 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 	}
 	return h.cfg.AIJobs.Enqueue(ctx, aijobs.Job{
 		GameID: next.ID, Version: next.Version, Kind: kind, Side: side.String(), Token: tok,
-		Level: next.Seats[side].AILevel, EnqueuedMs: now.UnixMilli(),
+		// Dated as queued, not as judged: a worker takes a job older than
+		// its look for the commit for a later try, and looks only once.
+		Level: next.Seats[side].AILevel, EnqueuedMs: h.now().UnixMilli(),
 		// Between two AI seats no person waits on this job.
 		Background: next.Seats[side.Opponent()].AILevel != 0,
 	})
 }
 
-// aiJobLate is how long after its AI job a commit may land before the job
-// is queued again: a worker that read the job first waits a second for its
-// commit, then puts the job back for a later look, and the AI's clock,
-// running from the commit on (its hold excused), would pay for that look;
-// the job queued again is played at once. Less than the worker's second,
-// so that no commit falls between the two; a job queued twice costs a
-// worker a read.
-const aiJobLate = 900 * time.Millisecond
+// aiJobLate is how long after its AI job a commit may land before a
+// worker may have looked for it and missed it (aijobs.Queue.MarkUnseen):
+// a worker looks a second for a job's commit before it puts the job back.
+// A commit later than that asks whether one did, and queues the job again
+// if so, for the AI's clock runs from the commit on (its hold excused),
+// not from the worker's next look. Only if so: a worker that saw the
+// commit plays the job, and a second one would search the same position
+// at once.
+const aiJobLate = 500 * time.Millisecond
+
+// queueAIAgain queues the AI's job of a commit that landed late again if
+// a worker looked for the commit and missed it (aiJobLate): it put the job
+// back for a later look, or gave it up as void (2 minutes on), and nothing
+// else would queue it again; an untimed game would wait on the AI for
+// ever. A second job for the same version is harmless: the AI's move is
+// one request. When the mark cannot be read, the job is queued again, a
+// search twice being better than none.
+func (h *Handler) queueAIAgain(ctx context.Context, prev, next *model.State, now time.Time) {
+	if !h.aiJobDue(prev, next) {
+		return
+	}
+	missed, err := h.cfg.AIJobs.TakeUnseen(ctx, next.ID, next.Version)
+	if err != nil {
+		h.log.WarnContext(ctx, "ai job of a late commit", "game", next.ID, "err", err)
+	}
+	if !missed && err == nil {
+		return
+	}
+	if err := h.queueAI(ctx, prev, next, now); err != nil {
+		h.log.WarnContext(ctx, "queue the ai job again after a late commit", "game", next.ID, "err", err)
+	}
+}
 
 // load reads a game, reusing the cached replay of the same version and
 // learning Redis' time.
@@ -1001,14 +1027,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	}
 	h.metrics.commits.Add(ctx, 1)
 	if time.Since(queued) > aiJobLate {
-		// A worker may have put the job back for a later look (aiJobLate),
-		// or given it up as void, its commit missing 2 minutes after it was
-		// queued: nothing else would queue it again, and an untimed game
-		// would wait on the AI for ever. A second job for the same version
-		// is harmless: the AI's move is one request.
-		if err := h.queueAI(ctx, prev, ch.State, now); err != nil {
-			h.log.WarnContext(ctx, "queue the ai job again after a late commit", "game", ch.State.ID, "err", err)
-		}
+		h.queueAIAgain(ctx, prev, ch.State, now)
 	}
 	for _, e := range ch.Events {
 		if isExcuse(e) {
