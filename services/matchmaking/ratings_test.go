@@ -441,3 +441,29 @@ func TestAHistoryPageTokenIsOnlyOneAPageGave(t *testing.T) {
 	refuse(a.ctx(), xiangqi, "", tok)
 	refuse(a.ctx(), janggi, b.id, tok)
 }
+
+// TestAHistoryTokenOfTheReleaseBeforeIsStillRead: a client that paged a
+// player's rating history on a replica of the previous release (a rolling
+// deployment, or an app open across the upgrade) holds the token that
+// release gave, "h<number>", which names no history: its next page is
+// still read.
+func TestAHistoryTokenOfTheReleaseBeforeIsStillRead(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a := e.account("r9911", "Pager")
+	st := store.New(e.game.Redis, e.cfg.KeyPrefix)
+	rateAll(t, st, janggi, "rv", store.Player{ID: a.id, Name: a.name}, "rvo", 12, 1)
+	first, err := e.mm[0].GetRatingHistory(a.ctx(), &matchmakingv1.GetRatingHistoryRequest{Kind: janggi, Limit: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("this release's token after 7 of 12 changes: %q", first.GetNextPageToken())
+	// What the previous release wrote for the same page.
+	const old = "h6"
+	next, err := e.mm[0].GetRatingHistory(a.ctx(), &matchmakingv1.GetRatingHistoryRequest{Kind: janggi, Limit: 7, PageToken: old})
+	if err != nil {
+		t.Fatalf("the next_page_token %q the release before gave for this player's history after 7 of 12 changes: %v", old, err)
+	}
+	if len(next.GetChanges()) != 5 {
+		t.Fatalf("the page after %q has %d changes, want the 5 older ones", old, len(next.GetChanges()))
+	}
+}

@@ -123,7 +123,9 @@ func historyPageStart(token, player string, kind commonv1.GameKind) (int64, erro
 	rest, ok := strings.CutPrefix(token, historyTokenPrefix)
 	number, of, dotted := strings.Cut(rest, ".")
 	n, err := strconv.ParseInt(number, 10, 64)
-	if !ok || !dotted || err != nil || n < 2 || strconv.FormatInt(n, 10) != number || of != historyOf(player, kind) {
+	// The previous release's tokens name no history ("h6"): an app that
+	// paged across an upgrade still reads on.
+	if !ok || err != nil || n < 2 || strconv.FormatInt(n, 10) != number || (dotted && of != historyOf(player, kind)) {
 		return 0, refused
 	}
 	return n, nil
