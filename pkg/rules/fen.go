@@ -158,8 +158,8 @@ func (p *Position) validate() error {
 // Reachable returns an error, ErrBadFEN, naming a piece on a point that no
 // game from the start position can bring it to: a soldier behind the rank
 // soldiers start on (or, in Xiangqi, off the files it keeps to before the
-// river), a Xiangqi advisor off the palace's diagonals, a Xiangqi elephant
-// off its seven points. Such a piece would move as no game lets it (an
+// river, or on one with another before the river), a Xiangqi advisor off
+// the palace's diagonals, a Xiangqi elephant off its seven points. Such a piece would move as no game lets it (an
 // elephant off its points jumps to others). ParseFEN accepts these
 // positions, which studies of a single rule use; a game played from a
 // custom start refuses them.
@@ -171,6 +171,24 @@ func (p *Position) Reachable() error {
 					return fenError("%v %s (%c) on %v is %s, where no game can bring it", s, k.displayName(p.variant), p.board[sq].Letter(), sq, why)
 				}
 			}
+		}
+		if p.variant != Xiangqi {
+			continue
+		}
+		// A Xiangqi soldier keeps to its file until it crosses the river,
+		// and each file starts with one at most.
+		var before [NumFiles]Square
+		for i := range before {
+			before[i] = NoSquare
+		}
+		for _, sq := range p.pl[s][Soldier][:p.pn[s][Soldier]] {
+			if !ownHalf(s, int(sq)) {
+				continue
+			}
+			if other := before[sq.File()]; other != NoSquare {
+				return fenError("%v soldiers (%c) on %v and %v share a file before the river, where no game can bring them", s, p.board[sq].Letter(), other, sq)
+			}
+			before[sq.File()] = sq
 		}
 	}
 	return nil

@@ -170,6 +170,10 @@ func TestReachable(t *testing.T) {
 		{Xiangqi, "3k5/9/9/9/9/9/1P7/9/9/R3K4 w - - 0 1", "first soldier (P) on b4 is on a file soldiers keep to"},
 		{Xiangqi, "3k5/9/2p6/9/9/9/9/9/9/R3K4 w - - 0 1", "second soldier (p) on c8 is behind"},
 		{Xiangqi, "3k5/9/9/1p7/9/9/9/9/9/R3K4 w - - 0 1", "second soldier (p) on b7 is on a file"},
+		{Xiangqi, "3k5/9/9/9/9/P8/P8/9/9/4K4 w - - 0 1", "first soldiers (P) on a5 and a4 share a file before the river"},
+		{Xiangqi, "3k5/9/9/4p4/4p4/9/9/9/9/4K4 w - - 0 1", "second soldiers (p) on e7 and e6 share a file"},
+		// Across the river they do not keep to their files.
+		{Xiangqi, "3k5/9/9/P8/P8/9/9/9/9/4K4 w - - 0 1", ""},
 		{Janggi, "3k5/9/9/9/9/9/9/P8/4K4/9 w - - 0 1", "first soldier (P) on a3 is behind"},
 		{Janggi, "3k5/8p/9/9/9/9/9/9/4K4/9 w - - 0 1", "second soldier (p) on i9 is behind"},
 	} {
