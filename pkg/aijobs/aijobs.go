@@ -60,6 +60,9 @@ type Job struct {
 	// Background queues the job in the second lane: no person plays the
 	// game, so it may wait while games that a person plays wait on the AI.
 	Background bool `json:"bg,omitempty"`
+	// Mark tells this job from another for the same version (a retried
+	// command queues one of its own) in its unseen mark (MarkUnseen).
+	Mark string `json:"m,omitempty"`
 }
 
 // lane is one of the queue's two streams.
@@ -420,33 +423,35 @@ func (q *Queue) KeepAlive(ctx context.Context, consumer string) error {
 }
 
 // unseenKey marks a job whose commit a worker looked for and missed.
-func (q *Queue) unseenKey(game string, version uint64) string {
-	return q.prefix + "{ai}:unseen:" + game + ":" + strconv.FormatUint(version, 10)
+func (q *Queue) unseenKey(j Job) string {
+	return q.prefix + "{ai}:unseen:" + j.GameID + ":" + strconv.FormatUint(j.Version, 10) + ":" + j.Mark
 }
 
 // unseenFor is how long a job's mark outlives its worker's last look: past
 // the 2 minutes after which a worker gives the job up.
 const unseenFor = 10 * time.Minute
 
-// MarkUnseen records that a worker looked for the commit of game's job
-// at version and did not find it, and put the job back for a later look
-// or gave it up: the game service, whose commit lands after that, queues
-// the job again (TakeUnseen), so that the AI moves at once, not at the
-// worker's next look.
-func (q *Queue) MarkUnseen(ctx context.Context, game string, version uint64) error {
-	if err := q.rdb.Set(ctx, q.unseenKey(game, version), 1, unseenFor).Err(); err != nil {
-		return fmt.Errorf("mark the ai job of %s at version %d unseen: %w", game, version, err)
+// MarkUnseen records that a worker looked for the commit that queued j and
+// did not find it, and puts the job back for a later look or gives it up:
+// the game service, whose commit lands after that, queues the job again
+// (TakeUnseen), so that the AI moves at once, not at the worker's next
+// look.
+func (q *Queue) MarkUnseen(ctx context.Context, j Job) error {
+	if err := q.rdb.Set(ctx, q.unseenKey(j), 1, unseenFor).Err(); err != nil {
+		return fmt.Errorf("mark the ai job of %s at version %d unseen: %w", j.GameID, j.Version, err)
 	}
 	return nil
 }
 
-// TakeUnseen reports, and forgets, whether a worker marked game's job at
-// version unseen (MarkUnseen). A job no worker marked is being looked for
-// or played: queued again, it would be searched twice at once.
-func (q *Queue) TakeUnseen(ctx context.Context, game string, version uint64) (bool, error) {
-	n, err := q.rdb.Del(ctx, q.unseenKey(game, version)).Result()
+// TakeUnseen reports, and forgets, whether a worker marked j unseen
+// (MarkUnseen). A job no worker marked is being looked for or played:
+// queued again, it would be searched twice at once. Only j's own mark
+// counts: another job for the same version (a retry's) that a worker
+// missed is not this one.
+func (q *Queue) TakeUnseen(ctx context.Context, j Job) (bool, error) {
+	n, err := q.rdb.Del(ctx, q.unseenKey(j)).Result()
 	if err != nil {
-		return false, fmt.Errorf("read the unseen mark of the ai job of %s at version %d: %w", game, version, err)
+		return false, fmt.Errorf("read the unseen mark of the ai job of %s at version %d: %w", j.GameID, j.Version, err)
 	}
 	return n == 1, nil
 }

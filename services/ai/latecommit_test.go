@@ -312,3 +312,78 @@ func TestTheAIIsNotChargedTheWaitForAHeldCommit(t *testing.T) {
 			charged.Round(time.Millisecond), landed.Round(time.Millisecond))
 	}
 }
+
+// slowMark holds the worker's first unseen mark (SET {ai}:unseen:...)
+// for delay before it reaches Redis: the worker descheduled (GC, CPU)
+// between its read that missed the commit and its mark, or a slow
+// round trip to the queue's Redis.
+type slowMark struct {
+	delay time.Duration
+	held  atomic.Bool
+	// done is when the held mark reached Redis (unix ns).
+	done atomic.Int64
+}
+
+func (s *slowMark) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *slowMark) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if strings.EqualFold(cmd.Name(), "set") && len(args) > 1 && strings.Contains(fmt.Sprint(args[1]), "{ai}:unseen:") && s.held.CompareAndSwap(false, true) {
+			time.Sleep(s.delay)
+			defer func() { s.done.Store(time.Now().UnixNano()) }()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (s *slowMark) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAMarkAfterTheCommitsLookIsNoPostponement: in a timed game, the
+// human's commit lands 1.1 s after its AI job; the worker missed it in the
+// last look of its second and marks the job unseen, but the mark reaches
+// Redis only after the game service asked for it (a window of a few
+// milliseconds, widened here to 500 ms). The worker looks once more after
+// its mark and plays: the AI is charged the wait for the mark, not a
+// postponement on top of it.
+func TestAMarkAfterTheCommitsLookIsNoPostponement(t *testing.T) {
+	prefix := redistest.Prefix(t)
+	hook := &stallAfterJob{stream: prefix + "{ai}:jobs", stall: 1100 * time.Millisecond}
+	games := startHookedGames(t, prefix, func(c *game.Config) { c.LagMaxPerMove, c.LagBank, c.LagRefill = 0, 0, 0 }, hook)
+	const main = 5 * time.Minute
+	g := createAIGame(t, games, &gamev1.CreateGameRequest{
+		RequestId: prefix + "create", Kind: commonv1.GameKind_GAME_KIND_XIANGQI,
+		TimeControl: &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(main)}}},
+		Seats:       []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "human"}, {Side: commonv1.Side_SIDE_SECOND, AiLevel: 1}},
+	})
+	slow := &slowMark{delay: 500 * time.Millisecond}
+	wc := redistest.Client(t)
+	wc.AddHook(slow)
+	q := aijobs.New(wc, prefix)
+	q.ClaimAfter = 30 * time.Second
+	startOneWorker(t, q, games)
+
+	g.play(t, 1)
+	st := g.waitFor(t, func(x *gamev1.Game) bool { return x.GetTurn() == commonv1.Side_SIDE_FIRST })
+	hook.armed.Store(true)
+	sent := time.Now()
+	_, err := games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: fmt.Sprintf("%s-3", g.id), Move: st.GetLegalMoves()[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	landed := time.Since(sent)
+	after := g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 4 })
+	replied := time.Since(sent)
+	charged := main - after.GetClocks().GetSecond().GetMainLeft().AsDuration()
+	t.Logf("commit answered %v after the move was sent, AI replied %v after; AI charged %v; mark held: %v",
+		landed.Round(time.Millisecond), replied.Round(time.Millisecond), charged.Round(time.Millisecond), slow.held.Load())
+	if !slow.held.Load() {
+		t.Fatal("no mark was held: the worker found the commit in its second")
+	}
+	// The AI's turn began as the commit landed (its hold excused); it is
+	// charged the wait for the mark, and more only if the job was put back.
+	waited := time.Unix(0, slow.done.Load()).Sub(sent.Add(landed))
+	if charged-waited > 150*time.Millisecond {
+		t.Fatalf("the AI was charged %v, %v more than its worker's mark took to land after the commit: the job was not queued again, and the worker played it only at its next look", charged.Round(time.Millisecond), (charged - waited).Round(time.Millisecond))
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -259,5 +261,96 @@ func startWorkers(t *testing.T, prefix string, games gamev1.GameServiceClient, m
 		w := &worker.Worker{Name: name, Log: logging.Discard(), Queue: q, Games: games, Mover: mover}
 		go func() { defer close(done); w.Run(ctx) }()
 		t.Cleanup(func() { cancel(); <-done })
+	}
+}
+
+// jobsOf lists the jobs of game in the queue's stream under prefix.
+func jobsOf(t *testing.T, prefix, game string) []aijobs.Job {
+	t.Helper()
+	msgs, err := redistest.Client(t).XRange(context.Background(), prefix+"{ai}:jobs", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []aijobs.Job
+	for _, m := range msgs {
+		s, _ := m.Values["j"].(string)
+		var j aijobs.Job
+		if json.Unmarshal([]byte(s), &j) == nil && j.GameID == game {
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs
+}
+
+// TestAnotherJobsMarkDoesNotRequeueAFoundJob: the human's move is queued
+// (job J1, version v) and its commit dies (replica killed); a worker looks
+// a second for it, marks J1 unseen, and looks again now and then. The
+// human retries; the retry's job J2 (same version v) has its commit land
+// 0.7 s after it, within the worker's one-second look: a worker finds it
+// and searches. The game service, its commit late, asks after J2's mark
+// alone, and does not queue the job a third time for a second worker to
+// search the same position at once (before: J1's mark, keyed by game and
+// version, did).
+func TestAnotherJobsMarkDoesNotRequeueAFoundJob(t *testing.T) {
+	lua, err := os.ReadFile("../game/internal/store/commit.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha1.Sum(lua)
+	prefix := redistest.Prefix(t)
+	dies := &commitDies{sha: hex.EncodeToString(sum[:]), body: string(lua), stream: prefix + "{ai}:jobs"}
+	stall := &stallAfterJob{stream: prefix + "{ai}:jobs", stall: 700 * time.Millisecond}
+	games := startHookedGames(t, prefix, nil, dies, stall)
+	g := newAIGame(t, games, prefix+"create", commonv1.GameKind_GAME_KIND_XIANGQI)
+	mover := &countingSlowMover{engine: worker.NewBuiltin(4), think: 500 * time.Millisecond}
+	startWorkers(t, prefix, games, mover, "w1", "w2")
+	time.Sleep(200 * time.Millisecond)
+
+	dies.game.Store(g.id)
+	if _, err := games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err == nil {
+		t.Fatal("the first try went through: the hook killed nothing")
+	}
+	// J1 is looked at again a quarter of its age later, and marked at each
+	// look: the retry comes right after a look of J1 some 6 s old, so that
+	// J1's next look (1.5 s on) falls after the AI's reply, and only the
+	// jobs of the retry can search.
+	j1 := jobsOf(t, prefix, g.id)[0]
+	mark := prefix + "{ai}:unseen:" + g.id + ":" + strconv.FormatUint(j1.Version, 10) + ":" + j1.Mark
+	rdb := redistest.Client(t)
+	first := time.Now()
+	var last time.Duration
+	for {
+		ttl, err := rdb.PTTL(context.Background(), mark).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl > last && last > 0 && time.Since(first) > 6*time.Second {
+			break // J1 just looked and marked again
+		}
+		last = ttl
+		if time.Since(first) > 20*time.Second {
+			t.Fatalf("J1's mark %s was not refreshed (pttl %v)", mark, ttl)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stall.armed.Store(true)
+	if _, err := games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "h1", Move: &commonv1.Move{Coordinate: "h3e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !stall.done.Load() {
+		t.Fatal("the retry's job was not stalled")
+	}
+	jobs := jobsOf(t, prefix, g.id)
+	g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 2 })
+	time.Sleep(time.Second) // any second search has ended
+	mover.mu.Lock()
+	atOnce := mover.maxAtOnce
+	mover.mu.Unlock()
+	t.Logf("jobs of the game right after the retry: %d; %d searches of the AI's one reply, at most %d at once", len(jobs), mover.calls.Load(), atOnce)
+	if len(jobs) > 2 {
+		t.Errorf("the retry's commit landed 0.7 s after its job, found by a worker within its 1 s look, yet the job was queued again (%d jobs): the game service took the unseen mark left by the first try's job at the same version", len(jobs))
+	}
+	if atOnce > 1 {
+		t.Errorf("the AI's one reply was searched %d times, %d at once", mover.calls.Load(), atOnce)
 	}
 }

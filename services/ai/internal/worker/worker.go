@@ -415,6 +415,7 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	// replicas), and its answer may be lost on the way, so that nothing
 	// queues the job again. An older one is void: the commit failed.
 	var pause time.Duration
+	marked := false
 	notYet := func() (bool, error) {
 		if unseen.IsZero() {
 			unseen = time.Now()
@@ -425,10 +426,16 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		}
 		// A job past commitWait already (a later try) looks once.
 		if time.Since(unseen) > commitWait || age > commitWait {
-			// Its game service queues it again should the commit land
-			// now: the AI's clock runs from then on.
-			if err := w.Queue.MarkUnseen(ctx, j.GameID, j.Version); err != nil {
-				w.Log.WarnContext(ctx, "ai job", "game", j.GameID, "err", err)
+			if !marked {
+				// Its game service queues it again should the commit
+				// land now, for the AI's clock runs from then on. One more
+				// look after the mark: a commit that landed before it,
+				// after this worker's last look, found no mark to take.
+				marked = true
+				if err := w.Queue.MarkUnseen(ctx, j); err != nil {
+					w.Log.WarnContext(ctx, "ai job", "game", j.GameID, "err", err)
+				}
+				return true, nil
 			}
 			if j.EnqueuedMs != 0 && age < commitGiveUp {
 				return false, &commitNotShown{game: j.GameID, version: j.Version, age: age}

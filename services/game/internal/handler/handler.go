@@ -757,9 +757,11 @@ func mayWriteAhead(st *model.State) bool {
 	return st.WakeMs != 0 || st.Clock != nil || st.Seats[0].AILevel != 0 || st.Seats[1].AILevel != 0
 }
 
-func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time.Time) error {
+// queueAI queues the AI's job that committing next over prev makes due,
+// and returns it (nil when none is due).
+func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time.Time) (*aijobs.Job, error) {
 	if !h.aiJobDue(prev, next) {
-		return nil
+		return nil, nil
 	}
 	kind, _ := aiTurn(next)
 	side := next.Turn()
@@ -770,16 +772,21 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 		IssuedAt: now.Unix(), ExpiresAt: now.Add(h.cfg.SeatTTL).Unix(),
 	})
 	if err != nil {
-		return fmt.Errorf("sign ai seat: %w", err)
+		return nil, fmt.Errorf("sign ai seat: %w", err)
 	}
-	return h.cfg.AIJobs.Enqueue(ctx, aijobs.Job{
+	j := aijobs.Job{
 		GameID: next.ID, Version: next.Version, Kind: kind, Side: side.String(), Token: tok,
 		// Dated as queued, not as judged: a worker takes a job older than
 		// its look for the commit for a later try, and looks only once.
 		Level: next.Seats[side].AILevel, EnqueuedMs: h.now().UnixMilli(),
 		// Between two AI seats no person waits on this job.
 		Background: next.Seats[side.Opponent()].AILevel != 0,
-	})
+		Mark:       strconv.FormatUint(rand.Uint64(), 36),
+	}
+	if err := h.cfg.AIJobs.Enqueue(ctx, j); err != nil {
+		return nil, err
+	}
+	return &j, nil
 }
 
 // aiJobLate is how long after its AI job a commit may land before a
@@ -792,25 +799,25 @@ func (h *Handler) queueAI(ctx context.Context, prev, next *model.State, now time
 // at once.
 const aiJobLate = 500 * time.Millisecond
 
-// queueAIAgain queues the AI's job of a commit that landed late again if
-// a worker looked for the commit and missed it (aiJobLate): it put the job
-// back for a later look, or gave it up as void (2 minutes on), and nothing
-// else would queue it again; an untimed game would wait on the AI for
-// ever. A second job for the same version is harmless: the AI's move is
-// one request. When the mark cannot be read, the job is queued again, a
-// search twice being better than none.
-func (h *Handler) queueAIAgain(ctx context.Context, prev, next *model.State, now time.Time) {
-	if !h.aiJobDue(prev, next) {
+// queueAIAgain queues job, the AI's job of a commit that landed late,
+// again if a worker looked for the commit and missed it (aiJobLate): it
+// put the job back for a later look, or gave it up as void (2 minutes on),
+// and nothing else would queue it again; an untimed game would wait on the
+// AI for ever. A second job for the same version is harmless: the AI's
+// move is one request. When the mark cannot be read, the job is queued
+// again, a search twice being better than none.
+func (h *Handler) queueAIAgain(ctx context.Context, job *aijobs.Job, prev, next *model.State, now time.Time) {
+	if job == nil {
 		return
 	}
-	missed, err := h.cfg.AIJobs.TakeUnseen(ctx, next.ID, next.Version)
+	missed, err := h.cfg.AIJobs.TakeUnseen(ctx, *job)
 	if err != nil {
 		h.log.WarnContext(ctx, "ai job of a late commit", "game", next.ID, "err", err)
 	}
 	if !missed && err == nil {
 		return
 	}
-	if err := h.queueAI(ctx, prev, next, now); err != nil {
+	if _, err := h.queueAI(ctx, prev, next, now); err != nil {
 		h.log.WarnContext(ctx, "queue the ai job again after a late commit", "game", next.ID, "err", err)
 	}
 }
@@ -988,7 +995,8 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	// it the AI's turn, so a crash in between cannot strand an AI game; a
 	// worker that finds the commit missing drops the job.
 	queued := time.Now()
-	if err := h.queueAI(ctx, prev, ch.State, now); err != nil {
+	job, err := h.queueAI(ctx, prev, ch.State, now)
+	if err != nil {
 		return nil, err
 	}
 	newWake := ch.State.WakeMs
@@ -1027,7 +1035,7 @@ func (h *Handler) commit(ctx context.Context, prev *model.State, ch model.Change
 	}
 	h.metrics.commits.Add(ctx, 1)
 	if time.Since(queued) > aiJobLate {
-		h.queueAIAgain(ctx, prev, ch.State, now)
+		h.queueAIAgain(ctx, job, prev, ch.State, now)
 	}
 	for _, e := range ch.Events {
 		if isExcuse(e) {
