@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,7 +56,12 @@ func TestAHeldCommitsDeadlineOutlivesItsProcess(t *testing.T) {
 			time.Sleep(main - 400*time.Millisecond)
 			tb.play(t, "b10c8") // Black has about 0.4 s left; Red's clock runs
 
-			holding := func(held []byte) bool { return isCommitOf(tb.id, held) }
+			// What the proxy holds, changed as the test goes on while the
+			// goroutine below passes everything else.
+			var holding atomic.Pointer[func([]byte) bool]
+			commits := func(held []byte) bool { return isCommitOf(tb.id, held) }
+			holding.Store(&commits)
+			held := func(b []byte) bool { return (*holding.Load())(b) }
 			proxy.Hold()
 			defer proxy.Restore()
 			stop, passed := make(chan struct{}), make(chan struct{})
@@ -66,7 +72,7 @@ func TestAHeldCommitsDeadlineOutlivesItsProcess(t *testing.T) {
 					case <-stop:
 						return
 					case <-time.After(time.Millisecond):
-						proxy.Pass(func(held []byte) bool { return !holding(held) })
+						proxy.Pass(func(b []byte) bool { return !held(b) })
 					}
 				}
 			}()
@@ -83,11 +89,12 @@ func TestAHeldCommitsDeadlineOutlivesItsProcess(t *testing.T) {
 					}
 				}
 			}
-			waitHeld("the move's commit", holding)
+			waitHeld("the move's commit", commits)
 			time.Sleep(2500 * time.Millisecond)
-			holding = func(held []byte) bool { return c.dies(tb.id, held) }
-			proxy.Pass(func(held []byte) bool { return isCommitOf(tb.id, held) }) // the move lands
-			waitHeld("what a dies before", holding)
+			dies := func(b []byte) bool { return c.dies(tb.id, b) }
+			holding.Store(&dies)
+			proxy.Pass(commits) // the move lands
+			waitHeld("what a dies before", dies)
 			close(stop)
 			<-passed
 			proxy.Cut() // a is cut off from Redis for good
