@@ -867,7 +867,7 @@ func TestAStopWithRedisStalledEndsInTime(t *testing.T) {
 // deadline as the sweeper's judgment then sets it, the hold excused, not 2 s
 // short of it.
 func TestReadsShowTheHoldOfAHeldCommitExcused(t *testing.T) {
-	b, onB, hold, done := holdRedsMove(t, 700*time.Millisecond)
+	b, onB, hold, done := holdRedsMove(t, 1500*time.Millisecond) // the reads below have 1.5 s before Black's excused deadline
 	defer hold.end()
 	visible := time.Now()
 	read := onB.get(t)
