@@ -870,6 +870,7 @@ func TestReadsShowTheHoldOfAHeldCommitExcused(t *testing.T) {
 	b, onB, hold, done := holdRedsMove(t, 1500*time.Millisecond) // the reads below have 1.5 s before Black's excused deadline
 	defer hold.end()
 	visible := time.Now()
+	wake := storedWake(t, b, onB.id) // the turn's wake-up, its hold not excused
 	read := onB.get(t)
 	if read.GetClocks().GetRunning() != commonv1.Side_SIDE_SECOND {
 		t.Fatalf("running %v, want Black's clock (the held move is on Redis)", read.GetClocks().GetRunning())
@@ -880,7 +881,6 @@ func TestReadsShowTheHoldOfAHeldCommitExcused(t *testing.T) {
 	snapDeadline := snap.GetClocks().GetDeadline().AsTime()
 
 	// The sweeper asks b about the (unexcused) wake-up, which is due.
-	wake := storedWake(t, b, onB.id)
 	time.Sleep(time.Until(time.UnixMilli(wake)) + 20*time.Millisecond)
 	exp, err := b.Client.ExpireDeadline(context.Background(), &gamev1.ExpireDeadlineRequest{GameId: onB.id, DeadlineUnixMs: wake})
 	if err != nil {
@@ -906,10 +906,11 @@ func TestReadsShowTheHoldOfAHeldCommitExcused(t *testing.T) {
 	}
 }
 
-// snapshotOn reads the snapshot a stream opens with.
+// snapshotOn reads the snapshot a spectator's stream opens with (a seat's
+// would record its player connected, a commit).
 func snapshotOn(t *testing.T, tb *table) *gamev1.Game {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tb.as(commonv1.Side_SIDE_FIRST), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, err := tb.env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
 	if err != nil {
