@@ -41,7 +41,7 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 	default:
 		errs = append(errs, apierr.New(apierr.Invalid, "side: unknown side %v", side))
 	}
-	control, err := controlOrNone(req.GetTimeControl())
+	control, err := store.OptionalControl(req.GetTimeControl())
 	if err != nil {
 		errs = append(errs, err)
 	}

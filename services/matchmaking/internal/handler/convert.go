@@ -1,12 +1,10 @@
 package handler
 
 import (
-	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/palacehq/palace/pkg/clock"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/services/matchmaking/internal/games"
@@ -87,18 +85,6 @@ func ratingPB(kind commonv1.GameKind, r store.Rating) *matchmakingv1.Rating {
 		PlayerId: r.Player, DisplayName: r.Name, Kind: kind, Rating: int32(r.Rating), Games: uint32(r.Games),
 		Rank: uint64(max(r.Rank, 0)), Provisional: r.Games < store.ProvisionalGames, Aborts: uint32(r.Aborts),
 	}
-}
-
-// controlOrNone validates an optional control: unset is no clock.
-func controlOrNone(tc *commonv1.TimeControl) (clock.Control, error) {
-	if tc != nil && tc.GetControl() == nil {
-		return clock.Control{}, store.ErrEmptyControl
-	}
-	c := store.ControlFromPB(tc)
-	if err := c.Validate(); err != nil {
-		return c, fmt.Errorf("time_control: %w", err)
-	}
-	return c, nil
 }
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms) }

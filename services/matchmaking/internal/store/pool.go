@@ -126,30 +126,30 @@ func ControlPB(c clock.Control) *commonv1.TimeControl {
 	return nil
 }
 
-// ErrNoClock is returned by ClockedControl for a control without a clock:
-// games between two people are always clocked.
-var ErrNoClock = errors.New("time_control: games between players need a clock")
-
 // ErrEmptyControl is returned for a time control that is set but names no
 // clock: a client's mistake (a misspelt "fischer" in JSON arrives so),
 // taken for what it did not ask.
 var ErrEmptyControl = errors.New("time_control: set byo_yomi or fischer, or leave time_control unset")
 
-// ClockedControl validates a requested control for a game between two
-// people; an unset control is the online default (5m + 3 x 30 s).
-func ClockedControl(tc *commonv1.TimeControl) (clock.Control, error) {
-	switch {
-	case tc == nil:
-		return clock.Default(), nil
-	case tc.GetControl() == nil:
+// OptionalControl validates a requested control that may be unset, as for a
+// game against the AI: unset is no clock.
+func OptionalControl(tc *commonv1.TimeControl) (clock.Control, error) {
+	if tc != nil && tc.GetControl() == nil {
 		return clock.Control{}, ErrEmptyControl
 	}
 	c := ControlFromPB(tc)
-	if c.Kind == clock.None {
-		return c, ErrNoClock
-	}
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("time_control: %w", err)
 	}
 	return c, nil
+}
+
+// ClockedControl validates a requested control for a game between two
+// people, which always has a clock: unset is the online default
+// (5m + 3 x 30 s), and a set control names one.
+func ClockedControl(tc *commonv1.TimeControl) (clock.Control, error) {
+	if tc == nil {
+		return clock.Default(), nil
+	}
+	return OptionalControl(tc)
 }
