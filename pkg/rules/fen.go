@@ -128,26 +128,26 @@ func (p *Position) validate() error {
 	palaceName := [2]string{"d1-f3", "d8-f10"}
 	for s := First; s <= Second; s++ {
 		if p.general[s] < 0 {
-			return fenError("missing %v general (%c)", s, mkPiece(s, General).Letter())
+			return fenError("missing %s general (%c)", SideName(p.variant, s), mkPiece(s, General).Letter())
 		}
 		for _, k := range [2]Kind{General, Guard} {
 			for _, sq := range p.pl[s][k][:p.pn[s][k]] {
 				if palaceOf(int(sq)) != int(s) {
-					return fenError("%v %s (%c) on %v is outside its palace (%s)", s, k.displayName(p.variant), p.board[sq].Letter(), sq, palaceName[s])
+					return fenError("%s %s (%c) on %v is outside its palace (%s)", SideName(p.variant, s), k.displayName(p.variant), p.board[sq].Letter(), sq, palaceName[s])
 				}
 			}
 		}
 		if p.variant == Xiangqi {
 			for _, sq := range p.pl[s][Elephant][:p.pn[s][Elephant]] {
 				if !ownHalf(s, int(sq)) {
-					return fenError("%v elephant (%c) on %v is across the river", s, p.board[sq].Letter(), sq)
+					return fenError("%s elephant (%c) on %v is across the river", SideName(p.variant, s), p.board[sq].Letter(), sq)
 				}
 			}
 		}
 	}
 	them := p.turn ^ 1
 	if g := p.general[them]; p.attacked(int(g), p.turn) {
-		return fenError("the side not to move (%v) is in check: its general on %v is attacked", them, g)
+		return fenError("the side not to move (%s) is in check: its general on %v is attacked", SideName(p.variant, them), g)
 	}
 	if p.variant == Xiangqi && p.GeneralsFacing() {
 		return fenError("the generals face each other on the %c-file, which xiangqi forbids", 'a'+byte(p.general[First].File()))
@@ -168,7 +168,7 @@ func (p *Position) Reachable() error {
 		for _, k := range [3]Kind{Guard, Elephant, Soldier} {
 			for _, sq := range p.pl[s][k][:p.pn[s][k]] {
 				if why := unreachable(p.variant, s, k, sq); why != "" {
-					return fenError("%v %s (%c) on %v is %s, where no game can bring it", s, k.displayName(p.variant), p.board[sq].Letter(), sq, why)
+					return fenError("%s %s (%c) on %v is %s, where no game can bring it", SideName(p.variant, s), k.displayName(p.variant), p.board[sq].Letter(), sq, why)
 				}
 			}
 		}
@@ -186,7 +186,7 @@ func (p *Position) Reachable() error {
 				continue
 			}
 			if other := before[sq.File()]; other != NoSquare {
-				return fenError("%v soldiers (%c) on %v and %v share a file before the river, where no game can bring them", s, p.board[sq].Letter(), other, sq)
+				return fenError("%s soldiers (%c) on %v and %v share a file before the river, where no game can bring them", SideName(p.variant, s), p.board[sq].Letter(), other, sq)
 			}
 			before[sq.File()] = sq
 		}
