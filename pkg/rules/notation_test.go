@@ -148,6 +148,25 @@ func TestParseWXF(t *testing.T) {
 	}
 }
 
+// A refused WXF text says what is wrong with it. Chinese notation, which a
+// Xiangqi player may well type, and full-width letters are four characters
+// too: told "not four characters", their writer would count and find four.
+func TestParseWXFRefusalSaysWhatIsWrong(t *testing.T) {
+	p := mustFEN(t, Xiangqi, StartFEN(Xiangqi))
+	tests := []struct{ text, want string }{
+		{"炮二平五", "ASCII"},
+		{"Ｃ2.5", "ASCII"},
+		{"C2.5+", "not four characters"},
+		{"C2.", "not four characters"},
+	}
+	for _, tt := range tests {
+		_, err := ParseWXF(p, tt.text)
+		if !errors.Is(err, ErrBadMove) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseWXF(%q) error %v, want ErrBadMove saying %q", tt.text, err, tt.want)
+		}
+	}
+}
+
 // A refused WXF move names the piece as Xiangqi players do: the advisor,
 // not the guard it shares a Kind with in Janggi.
 func TestParseWXFRefusalNamesThePiece(t *testing.T) {

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // WXF writes a legal Xiangqi move in WXF notation: four characters, piece
@@ -207,6 +208,11 @@ func parseWXFSpec(s string) (wxfSpec, error) {
 		return wxfSpec{}, fmt.Errorf("%w: WXF %q: %s (want e.g. C2.5, H2+3, R+.4 or 25.4)", ErrBadMove, s, why)
 	}
 	t := strings.TrimSpace(s)
+	if strings.IndexFunc(t, func(r rune) bool { return r >= utf8.RuneSelf }) >= 0 {
+		// Chinese notation and full-width letters are four characters
+		// too; their writer needs to hear what WXF is written in.
+		return bad("WXF is written in ASCII letters, digits and signs; Chinese notation and full-width characters are not read")
+	}
 	if len(t) != 4 {
 		return bad("not four characters")
 	}
