@@ -37,7 +37,8 @@ func Kind(v rules.Variant) commonv1.GameKind {
 	return commonv1.GameKind_GAME_KIND_UNSPECIFIED
 }
 
-// Formation maps a proto formation; unspecified is ma-sang-sang-ma.
+// Formation maps a proto formation; unspecified is ma-sang-sang-ma. Its
+// error names no field: the caller knows which one it read.
 func Formation(f commonv1.Formation) (rules.Formation, error) {
 	switch f {
 	case commonv1.Formation_FORMATION_UNSPECIFIED, commonv1.Formation_FORMATION_MA_SANG_SANG_MA:
@@ -49,7 +50,7 @@ func Formation(f commonv1.Formation) (rules.Formation, error) {
 	case commonv1.Formation_FORMATION_SANG_MA_MA_SANG:
 		return rules.SangMaMaSang, nil
 	}
-	return 0, fmt.Errorf("formation: %v is not a formation", f)
+	return 0, fmt.Errorf("%v is not a formation", f)
 }
 
 // FormationPB maps a rules formation to its proto form.

@@ -39,6 +39,7 @@ func TestStartPosition(t *testing.T) {
 		req     *rulesv1.StartPositionRequest
 		wantFEN string
 		wantErr codes.Code
+		wantMsg string // in the refusal: the field a client must mend
 	}{
 		{name: "xiangqi", req: &rulesv1.StartPositionRequest{Kind: xiangqi}, wantFEN: rules.StartFEN(rules.Xiangqi)},
 		{name: "janggi default formations", req: &rulesv1.StartPositionRequest{Kind: janggi}, wantFEN: rules.StartFEN(rules.Janggi)},
@@ -49,12 +50,14 @@ func TestStartPosition(t *testing.T) {
 			wantFEN: "rbna1abnr/4k4/1c5c1/p1p1p1p1p/9/9/P1P1P1P1P/1C5C1/4K4/RBNA1ANBR w - - 0 1"},
 		{name: "no kind", req: &rulesv1.StartPositionRequest{}, wantErr: codes.InvalidArgument},
 		{name: "xiangqi has no formations", req: &rulesv1.StartPositionRequest{Kind: xiangqi, FirstFormation: commonv1.Formation_FORMATION_SANG_MA_SANG_MA}, wantErr: codes.InvalidArgument},
+		{name: "bad first formation", req: &rulesv1.StartPositionRequest{Kind: janggi, FirstFormation: 9}, wantErr: codes.InvalidArgument, wantMsg: "first_formation: 9 is not a formation"},
+		{name: "bad second formation", req: &rulesv1.StartPositionRequest{Kind: janggi, SecondFormation: 9}, wantErr: codes.InvalidArgument, wantMsg: "second_formation: 9 is not a formation"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, err := c.StartPosition(ctx, tt.req)
-			if status.Code(err) != tt.wantErr {
-				t.Fatalf("err %v, want %v", err, tt.wantErr)
+			if status.Code(err) != tt.wantErr || !strings.Contains(status.Convert(err).Message(), tt.wantMsg) {
+				t.Fatalf("err %v, want %v saying %q", err, tt.wantErr, tt.wantMsg)
 			}
 			if err == nil && resp.GetPosition().GetFen() != tt.wantFEN {
 				t.Fatalf("fen %q, want %q", resp.GetPosition().GetFen(), tt.wantFEN)

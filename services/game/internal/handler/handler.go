@@ -1395,7 +1395,7 @@ func (h *Handler) ChooseFormation(ctx context.Context, req *gamev1.ChooseFormati
 	}
 	f, err := rulespb.Formation(req.GetFormation())
 	if err != nil {
-		return nil, h.fail(ctx, apierr.Wrap(apierr.Invalid, err))
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "formation: %v", err))
 	}
 	resp, err := h.exec(ctx, "choose_formation", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),

@@ -69,7 +69,13 @@ func (h *Handler) StartPosition(ctx context.Context, req *rulesv1.StartPositionR
 		return &rulesv1.StartPositionResponse{Position: &commonv1.Position{Fen: rules.StartFEN(v)}}, nil
 	}
 	cho, err1 := rulespb.Formation(req.GetFirstFormation())
+	if err1 != nil {
+		err1 = fmt.Errorf("first_formation: %w", err1)
+	}
 	han, err2 := rulespb.Formation(req.GetSecondFormation())
+	if err2 != nil {
+		err2 = fmt.Errorf("second_formation: %w", err2)
+	}
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, h.fail(ctx, apierr.Wrap(apierr.Invalid, err))
 	}
