@@ -290,8 +290,9 @@ func TestIllegalHistory(t *testing.T) {
 	}
 }
 
-// TestNodeLimit: a search given only a node budget ends within it, as the
-// levels' budgets (and "go nodes") promise, however deep it got.
+// TestNodeLimit: a search given only a node budget ends within it, as "go
+// nodes" promises, however deep it got (the levels' budgets, with noise,
+// are checked in TestALevelKeepsItsNodeBudgetAfterItsFirstIteration).
 func TestNodeLimit(t *testing.T) {
 	for _, v := range []rules.Variant{rules.Janggi, rules.Xiangqi} {
 		const budget = 5000

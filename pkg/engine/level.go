@@ -21,7 +21,11 @@ type LevelSpec struct {
 // plays the same on any machine and, with a fixed seed, the same moves;
 // the strong levels also have a wall-time cap for slow or busy machines.
 // "At most" is the whole node budget at about 1.1M nodes/s on one core;
-// the depth limits of levels 1-7 usually end their searches sooner.
+// the depth limits of levels 1-7 usually end their searches sooner. The
+// budget bounds a search once its first iteration is complete: that one
+// always runs to its end, so that every move has a score for the noise to
+// draw among, and with the full windows noise needs it can take levels 1-4
+// past their budget in positions rich in captures (docs/ai.md has figures).
 //
 //	level  depth  nodes      movetime  noise (cp)  at most  plays like
 //	  1      1        2,000     -        250         2 ms   a beginner: sees captures, not threats; often random

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -173,6 +174,40 @@ func TestLevelTenChoosesItsFormationBySearch(t *testing.T) {
 	for seed := uint64(1); seed < 8; seed++ {
 		if f := ChooseFormation(10, seed, &han); f != first {
 			t.Fatalf("level 10 answered %v with seed 0, %v with seed %d", first, f, seed)
+		}
+	}
+}
+
+// TestALevelKeepsItsNodeBudgetAfterItsFirstIteration: a level's node budget
+// bounds its search once the first iteration (one ply and the captures
+// after it) is complete. That iteration always runs to its end, so that
+// every move has a score for the level's noise to draw among; in positions
+// rich in captures it alone can take the weak levels past their budget,
+// as docs/ai.md says, and the search then ends with it.
+func TestALevelKeepsItsNodeBudgetAfterItsFirstIteration(t *testing.T) {
+	for _, v := range []rules.Variant{rules.Xiangqi, rules.Janggi} {
+		rng := rand.New(rand.NewPCG(3, uint64(v)))
+		e := New(Options{HashMB: 4})
+		for i := range 60 {
+			g := randomGame(t, v, rng, rng.IntN(150))
+			if g.Outcome().Ended {
+				continue
+			}
+			spec := Level(1 + i%7)
+			e.Clear()
+			var first uint64
+			res, err := e.SearchGame(context.Background(), g, spec.Limits(uint64(i)), func(in Info) {
+				if first == 0 {
+					first = in.Nodes
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Nodes > max(spec.Nodes, first) {
+				t.Errorf("%v level %d after %d plies: searched %d nodes, its first iteration %d, budget %d",
+					v, spec.Level, len(g.Moves()), res.Nodes, first, spec.Nodes)
+			}
 		}
 	}
 }
