@@ -436,7 +436,7 @@ func (m *Matcher) recoverStalled(ctx context.Context) {
 // among those being created, and its game is undone at every look, until
 // the give-up is older than that (and LateWrites).
 func (m *Matcher) giveUp(ctx context.Context, pool store.Pool, mt store.Match, now time.Time) (store.Voided, error) {
-	v, err := m.store.Void(ctx, pool, mt, now)
+	v, err := m.store.Void(ctx, pool, mt, now, m.cfg.Keep)
 	if err != nil || !v.GaveUp || v.Made == "" {
 		return v, err
 	}

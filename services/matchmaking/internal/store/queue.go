@@ -80,8 +80,8 @@ const (
 	// Busy: the player already waits in this pool with the returned ticket.
 	Busy
 	// BusyElsewhere: the player already waits in another pool, or is
-	// being paired there, with the returned ticket (or is entering it at
-	// this moment).
+	// being paired there, with the returned ticket. (An entry to another
+	// pool still being made is ErrRacedEntries: its ticket may never be.)
 	BusyElsewhere
 )
 
@@ -109,16 +109,9 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	b := s.poolBase(tag)
 	requestKey := b + "r:" + t.Player + ":" + requestID
 	// A retry is answered as it was, whatever the player entered since.
-	var prior string
-	err := s.write(ctx, requestKey, func(c redis.Cmdable) (err error) {
-		prior, err = c.Get(ctx, requestKey).Result()
-		if errors.Is(err, redis.Nil) {
-			return nil
-		}
-		return err
-	})
+	prior, err := s.requestTicket(ctx, requestKey)
 	if err != nil {
-		return "", 0, fmt.Errorf("read request: %w", err)
+		return "", 0, err
 	}
 	if prior != "" {
 		return prior, Duplicate, nil
@@ -131,16 +124,20 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	}
 	if other != "" {
 		if otherTag, _ := TicketTag(other); otherTag == tag {
-			return other, Busy, nil
+			return s.busy(ctx, requestKey, other, Busy)
 		}
-		return other, BusyElsewhere, nil
+		return s.busy(ctx, requestKey, other, BusyElsewhere)
 	}
 	if admit != nil {
 		// The pool's own record of the player's ticket, as the script reads
 		// it: the live-ticket record may name another entry's claim.
 		held, err := s.liveInPool(ctx, tag, t.Player)
 		if err == nil && held != "" {
-			return held, Busy, s.swapLive(ctx, t.Player, claim, liveRecord(held, t.Entered), keep)
+			id, outcome, err := s.busy(ctx, requestKey, held, Busy)
+			if swapErr := s.swapLive(ctx, t.Player, claim, liveRecord(held, t.Entered), keep); err == nil {
+				err = swapErr
+			}
+			return id, outcome, err
 		}
 		if err == nil {
 			err = admit()
@@ -200,6 +197,37 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	return res[1], Entered, nil
 }
 
+// requestTicket reads the ticket made for a request, "" for none yet.
+func (s *Store) requestTicket(ctx context.Context, requestKey string) (string, error) {
+	var id string
+	err := s.write(ctx, requestKey, func(c redis.Cmdable) (err error) {
+		id, err = c.Get(ctx, requestKey).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("read request: %w", err)
+	}
+	return id, nil
+}
+
+// busy answers an entry that found ticket other in its way with outcome,
+// unless the request has a ticket now: a retry read its request before
+// its first call, still being served, wrote that ticket, which is then the
+// one in the way, and the retry's answer is the first's.
+func (s *Store) busy(ctx context.Context, requestKey, other string, outcome EnterOutcome) (string, EnterOutcome, error) {
+	prior, err := s.requestTicket(ctx, requestKey)
+	switch {
+	case err != nil:
+		return "", 0, err
+	case prior != "":
+		return prior, Duplicate, nil
+	}
+	return other, outcome, nil
+}
+
 func (s *Store) liveKey(player string) string { return s.prefix + "mm:{u:" + player + "}:live" }
 
 // liveRecord is a live-ticket record: the ticket and when it was claimed.
@@ -239,12 +267,15 @@ func (s *Store) claimLive(ctx context.Context, player, tag, claim string, now ti
 }
 
 // ErrRacedEntries means that other entries of the same player kept
-// claiming the player's live-ticket record first.
+// claiming the player's live-ticket record first, or that one to another
+// pool is being made: a retry finds its ticket, or enters.
 var ErrRacedEntries = errors.New("other entries of the same player keep racing this one")
 
 // holdingTicket returns the ticket a live-ticket record names when it
-// keeps the player out of pool tag: one that waits or is paired, or one of
-// another pool claimed within claimGrace and not written yet. A live
+// keeps the player out of pool tag: one that waits or is paired. A claim
+// of another pool within claimGrace, its ticket not written yet, is
+// ErrRacedEntries: that entry may yet be refused, and its ticket never
+// be, so it is no ticket to name to the player. A live
 // ticket of pool tag itself is returned too, though the pool's script
 // would refuse the entry as well: an entry that claimed the record in its
 // place and died before setting it back would leave a claim of a ticket
@@ -260,7 +291,7 @@ func (s *Store) holdingTicket(ctx context.Context, record, tag string, now time.
 	found, live, err := s.ticketLive(ctx, id)
 	if !found && err == nil && idTag != tag {
 		if age := now.Sub(ms(claimedMs)); age < claimGrace && age > -claimGrace {
-			return id, nil
+			return "", ErrRacedEntries
 		}
 	}
 	if !live {
@@ -672,16 +703,16 @@ type Voided struct {
 }
 
 // Void gives up a match whose game could not be made, or finds it given
-// up already: both tickets end expired and their players may enter
-// again. A match with a game noted for it (Voided.Made) stays among
+// up already: both tickets end expired, kept at least keep, and their
+// players may enter again. A match with a game noted for it (Voided.Made) stays among
 // those being created until the caller has undone the game and dropped
 // it (DropStalled), so that a failure to undo it is retried, by Void
 // again.
-func (s *Store) Void(ctx context.Context, pool Pool, m Match, now time.Time) (Voided, error) {
+func (s *Store) Void(ctx context.Context, pool Pool, m Match, now time.Time, keep time.Duration) (Voided, error) {
 	keys, channel := s.matchWrite(pool, m)
 	var res []any
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
-		res, err = voidScript.Run(ctx, c, keys, m.ID, now.UnixMilli(), channel).Slice()
+		res, err = voidScript.Run(ctx, c, keys, m.ID, now.UnixMilli(), channel, int64(keep/time.Second)).Slice()
 		return err
 	})
 	if err != nil {

@@ -77,7 +77,7 @@ func TestUnconfirmedGiveUpIsDoneAgain(t *testing.T) {
 	pair, st, pool, m, notes := pairedWithAReplica(t)
 	now := time.Now()
 	pair.Link.Blackhole()
-	if _, err := st.Void(ctx, pool, m, now); !errors.Is(err, redisx.ErrNotReplicated) {
+	if _, err := st.Void(ctx, pool, m, now, time.Hour); !errors.Is(err, redisx.ErrNotReplicated) {
 		t.Fatalf("give up with the replica held back: %v, want ErrNotReplicated", err)
 	}
 	if stalled, err := st.ClaimStalled(ctx, pool, now.Add(time.Minute), now, 10); err != nil || len(stalled) != 1 || stalled[0] != m.ID {
@@ -90,7 +90,7 @@ func TestUnconfirmedGiveUpIsDoneAgain(t *testing.T) {
 	}
 	pair.Link.Restore()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		v, err := st.Void(ctx, pool, m, now)
+		v, err := st.Void(ctx, pool, m, now, time.Hour)
 		if err == nil {
 			if !v.GaveUp {
 				t.Fatal("the retry found the match's game recorded")

@@ -6,7 +6,8 @@
 -- ARGV: 1 match id, 2 now ms, 3 notification channel ("": the caller tells
 --       the watchers and takes the match out of creating once replicas
 --       confirm the change, so that one whose confirmation failed is given
---       up again)
+--       up again), 4 keep seconds: an expired ticket is kept at least so
+--       long, as finish.lua keeps a matched one
 -- Returns {1, made, since} when the match is given up (by this call or an
 -- earlier one), made being the game noted as made for it (markmade.lua)
 -- or "", since the ms of the first give-up; {0, "", 0} when its game was
@@ -32,6 +33,9 @@ for _, k in ipairs({KEYS[3], KEYS[4]}) do
   local id = string.match(k, ':t:(.*)$')
   if f[1] == 'paired' and f[2] == ARGV[1] then
     redis.call('HSET', k, 'state', 'expired', 'gave_up', ARGV[2])
+    if redis.call('TTL', k) < tonumber(ARGV[4]) then
+      redis.call('EXPIRE', k, ARGV[4])
+    end
     if redis.call('HGET', KEYS[5], f[3]) == id then
       redis.call('HDEL', KEYS[5], f[3])
     end
