@@ -926,3 +926,38 @@ func snapshotOn(t *testing.T, tb *table) *gamev1.Game {
 		}
 	}
 }
+
+// TestACrashOfTheOnlyProcessIsChargedABeatsGraceAtMost: the only game
+// process dies (cut off from Redis for good, as a SIGKILL or a node crash
+// leaves it) with Red to move and 3 s left, and another starts 5 s later,
+// with the default presence lease (15 s), as deployments run. The silence
+// was dated from the end of the dead process's lease, so a crash and
+// restart within it were charged whole to the player to move, who lost on
+// time while no server ran. It is dated from a grace after the dead
+// process's last beat: Red's move is accepted, most of the dead time
+// excused.
+func TestACrashOfTheOnlyProcessIsChargedABeatsGraceAtMost(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	first := gametest.StartOn(t, proxy.Addr(), func(c *game.Config) { c.SigningKeys = keyOne })
+	tb := outageGame(t, first)
+	before := tb.get(t).GetVersion()
+	proxy.Cut()
+	defer proxy.Restore()
+	time.Sleep(5 * time.Second)
+
+	later := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = first.Config.KeyPrefix, keyOne })
+	on := &table{env: later, id: tb.id, seats: tb.seats}
+	g := on.get(t)
+	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("the only game process crashed for 5 s with Red to move (3 s left); on the new process the game is %v (%v), "+
+			"want it ongoing and the dead time excused, as after a clean stop; events: %v", g.GetStatus(), g.GetResult(), eventsAfter(t, on, before))
+	}
+	resp, err := later.Client.MakeMove(on.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+	if err != nil || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("Red's first move after the crash: %v, game %v (%v); want it accepted, the dead time excused; events: %v",
+			err, resp.GetGame().GetStatus(), resp.GetGame().GetResult(), eventsAfter(t, on, before))
+	}
+	// Red had 3 s; of the 5 s with no process, Red is charged at most the
+	// grace after the dead process's last beat (2.5 s).
+	wantExcused(t, eventsAfter(t, on, before), 2*time.Second)
+}

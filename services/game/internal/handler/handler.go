@@ -290,6 +290,9 @@ func (h *Handler) Close(ctx context.Context) {
 	if err := h.store.Stopped(ctx, h.now()); err != nil {
 		h.log.WarnContext(ctx, "presence lease", "err", err)
 	}
+	if err := h.store.Gone(ctx, h.proc); err != nil {
+		h.log.WarnContext(ctx, "presence lease", "err", err)
+	}
 	held, err := h.store.Held(ctx, h.proc)
 	if err == nil && len(held) == 0 {
 		err = h.store.Forget(ctx, h.proc)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/palacehq/palace/pkg/apierr"
 	"github.com/palacehq/palace/pkg/redisx"
+	"github.com/palacehq/palace/services/game/internal/store"
 )
 
 // While Redis is out of reach no command commits, moves included, yet
@@ -361,9 +362,10 @@ func (h *Handler) watchRedis(ctx context.Context) {
 
 // Every process beats about once a second (store.Beat), so that one that
 // beat before and finds another epoch in Redis knows that Redis lost its
-// data.
+// data, and says it lives (store.Alive), so that the silence after its
+// death is dated from then, not from the end of its lease.
 const (
-	beatEvery = time.Second
+	beatEvery = store.BeatEvery
 	beatKeep  = 24 * time.Hour
 )
 
@@ -388,6 +390,9 @@ func (h *Handler) keepBeating(ctx context.Context) {
 // process's copies. The epoch, not the beat's absence, tells it: with
 // several processes only the first to beat after the loss finds none.
 func (h *Handler) beat(ctx context.Context) {
+	if err := h.store.Alive(ctx, h.proc); err != nil {
+		h.log.DebugContext(ctx, "beat", "err", err)
+	}
 	epoch, err := h.store.Beat(ctx, beatKeep)
 	if err != nil {
 		// The pings tell of Redis out of reach.

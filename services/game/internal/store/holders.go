@@ -45,6 +45,34 @@ func (s *Store) silencesKey() string { return s.cfg.Prefix + "{presence}:silence
 
 func (s *Store) stoppedKey() string { return s.cfg.Prefix + "{presence}:stopped" }
 
+func (s *Store) aliveKey() string { return s.cfg.Prefix + "{presence}:alive" }
+
+// A process says it lives (Alive) every BeatEvery. One that has not for
+// beatGrace is taken to have stopped serving then: it died, or lost Redis,
+// and could commit nothing. Its lease, which outlives it by far, is for the
+// seats it held, not for dating a silence.
+const (
+	BeatEvery = time.Second
+	beatGrace = 2*BeatEvery + BeatEvery/2
+)
+
+// Alive records that proc lives and reaches Redis, at Redis' time.
+func (s *Store) Alive(ctx context.Context, proc string) error {
+	if err := aliveScript.Run(ctx, s.rdb, []string{s.aliveKey()}, proc, SilencesKeptFor.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("beat of %s: %w", proc, err)
+	}
+	return nil
+}
+
+// Gone forgets proc's last beat, once it stopped cleanly: the silence that
+// may follow begins at its stop (Stopped), not a beatGrace later.
+func (s *Store) Gone(ctx context.Context, proc string) error {
+	if err := s.rdb.ZRem(ctx, s.aliveKey(), proc).Err(); err != nil {
+		return fmt.Errorf("forget the beat of %s: %w", proc, err)
+	}
+	return nil
+}
+
 // Silence is a span, in Unix milliseconds, in which no process of the
 // service held a lease: every one was stopped, or cut off from Redis.
 type Silence struct{ From, To int64 }
@@ -67,16 +95,18 @@ const (
 	SilencesKeptFor = 7 * 24 * time.Hour
 )
 
-// Renew extends proc's lease to until. When every lease had run out
-// before now, nobody served from the last lease's end (or the last clean
-// stop, Stopped) until now, or until contact if earlier, when proc's own
-// unbroken contact with Redis began: the renewal records that silence. It
+// Renew extends proc's lease to until. When no other process has beaten
+// (Alive) for beatGrace, nor holds a lease without ever having beaten (a
+// release before beats), and proc's own lease had run out, nobody served
+// from then (or the last clean stop, Stopped) until now, or until contact
+// if earlier, when proc's own unbroken contact with Redis began: the
+// renewal records that silence. It
 // returns the silences that end after seen; any it cannot read (written
 // by another release, say) are left out.
 func (s *Store) Renew(ctx context.Context, proc string, until, now, contact time.Time, seen int64) (Renewal, error) {
-	keys := []string{s.procsKey(), s.silencesKey(), s.stoppedKey()}
+	keys := []string{s.procsKey(), s.silencesKey(), s.stoppedKey(), s.aliveKey()}
 	raw, err := renewLeaseScript.Run(ctx, s.rdb, keys, proc, until.UnixMilli(), now.UnixMilli(),
-		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli()).Slice()
+		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli(), beatGrace.Milliseconds()).Slice()
 	if err != nil {
 		return Renewal{}, fmt.Errorf("renew lease of %s: %w", proc, err)
 	}

@@ -219,3 +219,51 @@ func TestARenewalIsDatedByRedis(t *testing.T) {
 		t.Fatalf("silences returned: %+v, want only the one recorded", r.Silences)
 	}
 }
+
+// TestASilenceIsDatedFromADeadProcesssLastBeat: a process that beat
+// (Alive) served until 2.5 s after its last beat, however long its lease;
+// one that never beat, of a release before beats, until its lease ran
+// out; and one that beats still serves, so a process starting beside it
+// records no silence.
+func TestASilenceIsDatedFromADeadProcesssLastBeat(t *testing.T) {
+	ctx := context.Background()
+	st, rdb, prefix := newStoreOn(t)
+	lastBeat := func(proc string, at time.Time) {
+		t.Helper()
+		if err := rdb.ZAdd(ctx, prefix+"{presence}:alive", redis.Z{Score: float64(at.UnixMilli()), Member: proc}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renew := func(proc string, now time.Time) store.Renewal {
+		t.Helper()
+		r, err := st.Renew(ctx, proc, now.Add(15*time.Second), now, now, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+
+	// "dead" renewed its lease (to base+15 s) and last beat at base+1 s.
+	renew("dead", base)
+	lastBeat("dead", base.Add(time.Second))
+	r := renew("restarted", base.Add(10*time.Second))
+	if want := (store.Silence{From: base.Add(3500 * time.Millisecond).UnixMilli(), To: base.Add(10 * time.Second).UnixMilli()}); r.Recorded != want {
+		t.Fatalf("a process starting 9 s after another's last beat recorded %+v, want %+v: from 2.5 s after that beat, not from its lease's end", r.Recorded, want)
+	}
+
+	// "old" never beat: its lease, to base+35 s, says it served.
+	renew("old", base.Add(20*time.Second))
+	if r := renew("second", base.Add(30*time.Second)); r.Recorded != (store.Silence{}) {
+		t.Fatalf("a process starting within the lease of one that never beat recorded %+v, want no silence", r.Recorded)
+	}
+
+	// "live" beats: a process starting beside it records nothing.
+	renew("live", base.Add(58*time.Second))
+	lastBeat("live", base.Add(59*time.Second))
+	lastBeat("old", base.Add(-time.Hour)) // long gone, as "dead" and "second"
+	lastBeat("second", base.Add(-time.Hour))
+	if r := renew("third", base.Add(60*time.Second)); r.Recorded != (store.Silence{}) {
+		t.Fatalf("a process starting 1 s after another's beat recorded %+v, want no silence", r.Recorded)
+	}
+}

@@ -1,30 +1,46 @@
 -- Renew a process's lease, and record a silence first if there was one:
--- a span in which no process of the service held a lease, every one
--- stopped or cut off from Redis, so that nobody could move. Every release
--- that keeps leases counts, whatever else it does, so the processes of a
--- rollout or a rollback are never taken for nobody. A lease lasts well
--- beyond its renewal, so a silence is dated from the end of the last
--- lease, or from the last clean stop: what it leaves out is charged. It
--- ends no later than the renewing process's own unbroken contact with
--- Redis began, since from then on it could serve: a renewal that is only
--- late records nothing.
+-- a span in which no process of the service could serve, every one
+-- stopped, dead or cut off from Redis, so that nobody could move. Another
+-- process served until its lease ran out or, if sooner, a grace after its
+-- last beat (alive.lua), which comes every second: a process that dies
+-- leaves a lease far longer. One that never beat (of a release before
+-- beats) served until the end of its lease: every release that keeps leases
+-- counts, so the processes of a rollout or a rollback are never taken for
+-- nobody. The renewing process itself served until the end of its own
+-- lease. A silence is dated from the latest of these, or from the last
+-- clean stop: what it leaves out (a grace after a crash, or a lease for a
+-- process cut off) is charged. It ends no later than the renewing
+-- process's own unbroken contact with Redis began, since from then on it
+-- could serve: a renewal that is only late records nothing.
 -- KEYS[1] the leases: sorted set of process ids and claims, scored by the
 --         millisecond each runs out
 -- KEYS[2] the silences: sorted set of "from:to" (ms), scored by to
 -- KEYS[3] the millisecond the last process to stop cleanly stopped
+-- KEYS[4] the processes' last beats (alive.lua)
 -- ARGV: 1 the process, 2 its lease's new end in ms, 3 now in ms (Redis'
 --       own time if earlier), 4 how long silences are kept in ms, 5 the
 --       most kept, 6 return the silences that end after this ms, 7 the
---       latest a silence recorded now may end, in ms
+--       latest a silence recorded now may end, in ms, 8 the grace after a
+--       process's last beat, in ms
 -- Returns {1 if the lease was not there, the silence recorded ("" for
 -- none), the silences that end after ARGV[6]...}.
 local t = redis.call('TIME')
 local now = math.min(tonumber(ARGV[3]), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local keep = tonumber(ARGV[4])
 local from = 0
-local last = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if last[2] then
-  from = tonumber(last[2])
+local beat = {}
+local beats = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
+for i = 1, #beats, 2 do
+  if beats[i] ~= ARGV[1] then
+    beat[beats[i]] = tonumber(beats[i + 1]) + tonumber(ARGV[8])
+  end
+end
+-- A claim on a lease is held by a process with a lease of its own.
+local leases = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 1, #leases, 2 do
+  if string.sub(leases[i], 1, 6) ~= 'claim:' then
+    from = math.max(from, math.min(tonumber(leases[i + 1]), beat[leases[i]] or math.huge))
+  end
 end
 local left = tonumber(redis.call('GET', KEYS[3]) or '0')
 if left and left > from then

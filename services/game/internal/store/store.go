@@ -97,6 +97,11 @@ var renewLeaseLua string
 
 var renewLeaseScript = redis.NewScript(renewLeaseLua)
 
+//go:embed alive.lua
+var aliveLua string
+
+var aliveScript = redis.NewScript(aliveLua)
+
 //go:embed beat.lua
 var beatLua string
 

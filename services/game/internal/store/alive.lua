@@ -1,0 +1,12 @@
+-- Record, at Redis' time, that a game process lives and reaches Redis: one
+-- that dies leaves its last beat, from which a silence is dated
+-- (renewlease.lua), rather than from the end of its lease.
+-- KEYS[1] the processes' last beats: sorted set of process ids, scored by
+--         the millisecond of each one's last beat
+-- ARGV: 1 the process, 2 how long beats are kept in ms
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return now
