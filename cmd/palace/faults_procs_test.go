@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/palacehq/palace/pkg/app"
+	"github.com/palacehq/palace/pkg/redistest"
 )
 
 // The fault tests kill real processes (SIGKILL), which an
@@ -123,77 +125,21 @@ func (p *servedProc) Logs() string {
 	return p.logs.String()
 }
 
-// ownRedis is a redis-server of the test's own with an append-only
-// file synced on every write, which the test may stop with any signal and
-// start again on the same port and files.
-type ownRedis struct {
-	t    *testing.T
-	Addr string
-	args []string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+// stopRedis stops srv as an operator does (SIGTERM) or as a crash does
+// (SIGKILL).
+func stopRedis(srv *redistest.Server, sig syscall.Signal) {
+	if sig == syscall.SIGKILL {
+		srv.Kill()
+		return
+	}
+	srv.Stop()
 }
 
-func startOwnRedis(t *testing.T) *ownRedis {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("no redis-server")
-	}
-	addr := freeLoopbackAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	r := &ownRedis{t: t, Addr: addr, args: []string{bin, "--port", port, "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir(), "--daemonize", "no"}}
-	r.Start()
-	t.Cleanup(func() { r.Signal(syscall.SIGKILL) })
-	return r
-}
-
-func (r *ownRedis) Start() {
-	r.t.Helper()
-	cmd := exec.Command(r.args[0], r.args[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	r.mu.Lock()
-	r.cmd, r.done = cmd, done
-	r.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", r.Addr, time.Second)
-		if err == nil {
-			// PING until it answers PONG (not LOADING).
-			_ = c.SetDeadline(time.Now().Add(time.Second))
-			_, _ = c.Write([]byte("PING\r\n"))
-			buf := make([]byte, 64)
-			n, _ := c.Read(buf)
-			c.Close()
-			if string(buf[:n]) == "+PONG\r\n" {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("redis-server on %s did not answer within 30s", r.Addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (r *ownRedis) Signal(sig syscall.Signal) {
-	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	r.mu.Unlock()
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
+// restartRedis starts srv again on its port and files; from the goroutine
+// that injects the faults, a failure is reported, not fatal.
+func restartRedis(t *testing.T, srv *redistest.Server) {
+	if err := srv.Start(context.Background()); err != nil {
+		t.Errorf("start redis-server again: %v", err)
 	}
 }
 
@@ -204,4 +150,33 @@ func playGamesUnderFaults(t *testing.T, after time.Duration, faults func(), args
 	var rep gamesReport
 	lastJSON(t, out, &rep)
 	return rep, errOut, code
+}
+
+// wantGamesWhole fails t unless the games load test, played through what,
+// exited 0 with nothing lost, doubled, skipped or failed, and did ride a
+// failover out; logs are the server's.
+func wantGamesWhole(t *testing.T, what string, rep gamesReport, code int, errOut, logs string) {
+	t.Helper()
+	t.Logf("report %+v", rep)
+	if code != exitOK || rep.Lost != 0 || rep.Duplicated != 0 || rep.Gaps != 0 || rep.Errors != 0 {
+		t.Fatalf("%s: exit %d, lost %d duplicated %d gaps %d errors %d; want exit 0 and all 0\n%s\nserver logs:\n%s",
+			what, code, rep.Lost, rep.Duplicated, rep.Gaps, rep.Errors, tail(errOut, 40), tail(logs, 20))
+	}
+	if rep.Moves == 0 || rep.Failovers == 0 {
+		t.Fatalf("%s: no failover was ridden out: %+v", what, rep)
+	}
+}
+
+// wantClocksFlagged fails t unless the clocks load test, run through
+// what, exited 0 with all its games flagged on time and nothing else
+// amiss; it returns the report.
+func wantClocksFlagged(t *testing.T, what, out, errOut string, code int, games int64, logs string) clocksReport {
+	t.Helper()
+	var rep clocksReport
+	lastJSON(t, out, &rep)
+	t.Logf("report %+v", rep)
+	if code != exitOK || rep.Checked != games || rep.Flagged != games || rep.Missed+rep.WronglyFlagged+rep.Inconsistent+rep.Unexpected+rep.Errors != 0 {
+		t.Fatalf("%s: exit %d, %+v; want all %d flagged on time, exit 0\n%s\nserver logs:\n%s", what, code, rep, games, tail(errOut, 40), tail(logs, 20))
+	}
+	return rep
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -216,8 +217,18 @@ func (s *Server) kill() {
 	<-done
 }
 
-// Start starts a server that Kill stopped again, on the same port and
-// files, and returns once it answers.
+// Stop stops the server as an operator does (SIGTERM: it writes what it
+// holds and exits), for Start to start it again.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	<-done
+}
+
+// Start starts a server that Kill or Stop stopped again, on the same port
+// and files, and returns once it answers.
 func (s *Server) Start(ctx context.Context) error { return s.start(ctx) }
 
 // Crash kills the server without warning (SIGKILL) and starts it again on

@@ -23,15 +23,7 @@ import (
 // AlreadyExists "you already have ticket X" of this very request's ticket.
 func TestARetryOfAnEntryStillBeingServedGetsItsTicket(t *testing.T) {
 	e := newEnv(t, 1, nil)
-	// Replica B reaches Redis through a proxy that can hold its commands.
-	proxy := redistest.NewProxy(t, e.redis)
-	addr, _ := runReplicaLogging(t, proxy.Addr(), e.cfg, e.logs)
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	b := matchmakingv1.NewMatchmakingServiceClient(cc)
+	proxy, b := replicaThroughProxy(t, e)
 	a := e.mm[0]
 
 	p := e.guest("Retrier")
@@ -92,14 +84,7 @@ func TestARetryOfAnEntryStillBeingServedGetsItsTicket(t *testing.T) {
 // proto says for racing entries of one player; its retry enters.
 func TestAnEntryRacingAnotherPoolsEntryIsToldToRetry(t *testing.T) {
 	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxPools = 1 })
-	proxy := redistest.NewProxy(t, e.redis)
-	addr, _ := runReplicaLogging(t, proxy.Addr(), e.cfg, e.logs)
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	b := matchmakingv1.NewMatchmakingServiceClient(cc)
+	proxy, b := replicaThroughProxy(t, e)
 	a := e.mm[0]
 
 	// Someone else's ticket takes the one custom pool served.
@@ -144,4 +129,18 @@ func TestAnEntryRacingAnotherPoolsEntryIsToldToRetry(t *testing.T) {
 func connectionHello(h []byte) bool {
 	l := bytes.ToLower(h)
 	return bytes.Contains(l, []byte("hello")) || bytes.Contains(l, []byte("setinfo")) || bytes.Contains(l, []byte("$4\r\nping"))
+}
+
+// replicaThroughProxy starts replica B of e, which reaches Redis through a
+// proxy that can hold its commands, and returns the proxy and B's client.
+func replicaThroughProxy(t *testing.T, e *env) (*redistest.Proxy, matchmakingv1.MatchmakingServiceClient) {
+	t.Helper()
+	proxy := redistest.NewProxy(t, e.redis)
+	addr, _ := runReplicaLogging(t, proxy.Addr(), e.cfg, e.logs)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return proxy, matchmakingv1.NewMatchmakingServiceClient(cc)
 }
