@@ -41,7 +41,7 @@ type servedProc struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	logs *bytes.Buffer
+	logs *lockedBuffer
 }
 
 func freeLoopbackAddr(t *testing.T) string {
@@ -71,7 +71,7 @@ func (p *servedProc) Start() {
 	p.t.Helper()
 	cmd := exec.Command(os.Args[0], p.args...)
 	cmd.Env = append(os.Environ(), childRunsPalaceEnv+"=1")
-	logs := &bytes.Buffer{}
+	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -179,4 +179,22 @@ func wantClocksFlagged(t *testing.T, what, out, errOut string, code int, games i
 		t.Fatalf("%s: exit %d, %+v; want all %d flagged on time, exit 0\n%s\nserver logs:\n%s", what, code, rep, games, tail(errOut, 40), tail(logs, 20))
 	}
 	return rep
+}
+
+// lockedBuffer is what a process writes, read while it still runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
