@@ -304,6 +304,7 @@ func Bind(cfg Config) app.Binder {
 		st := store.New(rt.Redis, cfg.KeyPrefix)
 		st.Replication = cfg.replication()
 		st.MaxPools = cfg.MaxPools
+		st.RequestGrace = cfg.GiveUpAfter + time.Hour + time.Minute
 		// Background work outlives the request that started nothing; it stops
 		// when the closer runs, after the server stopped taking calls.
 		bg, stop := context.WithCancel(context.WithoutCancel(ctx))

@@ -6,7 +6,8 @@
 -- KEYS[5] request string: the ticket made for this player's request id
 -- ARGV: 1 ticket id, 2 player, 3 name, 4 rating, 5 now ms, 6 expires ms,
 --       7 keep seconds, 8 key base of the pool, 9 pool id, 10 when the
---       name was given ms ("": unknown)
+--       name was given ms ("": unknown), 11 seconds the request is
+--       remembered: longer than the ticket can be kept
 -- Returns {"ok"|"dup"|"busy", ticket id}.
 local prev = redis.call('GET', KEYS[5])
 if prev then
@@ -28,5 +29,5 @@ redis.call('EXPIRE', KEYS[4], ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[4], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[5] .. ':' .. ARGV[6] .. ':' .. ARGV[2])
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[1])
-redis.call('SET', KEYS[5], ARGV[1], 'EX', ARGV[7])
+redis.call('SET', KEYS[5], ARGV[1], 'EX', ARGV[11])
 return {'ok', ARGV[1]}

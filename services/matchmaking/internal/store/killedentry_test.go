@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -76,4 +77,60 @@ func TestAnEntryKilledWhileThePlayerWaitsKeepsThemInOnePool(t *testing.T) {
 			t.Fatalf("while %s waits in %s, p's entry to %s is %v with %s; p is then paired %d times at once", tX, x.ID(), y.ID(), out, tY, games)
 		})
 	}
+}
+
+// TestARetryKilledAfterReplacingItsFirstAttemptsClaimKeepsThePlayerInOnePool:
+// a player's entry (request "r") to rated pool X is made on replica A: it
+// claims the player's live-ticket record and checks the player's aborts.
+// Meanwhile the client, timed out, resends it to replica B, which reads
+// the request as unused, finds A's claim (pool X, its ticket not written
+// yet), replaces it with its own claim, and is killed right then. A writes
+// its ticket, which waits in X. The live-ticket record named B's claim, a
+// ticket that would never be: an entry of the player to pool Y was told
+// Aborted ("retry") though the player waited in X, and once claimGrace was
+// past it was entered, the player waiting in two pools at once. A's entry
+// now makes the record name its ticket again: both are told AlreadyExists
+// (BusyElsewhere) with it.
+func TestARetryKilledAfterReplacingItsFirstAttemptsClaimKeepsThePlayerInOnePool(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	x := store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Default(), Rated: true}
+	y := store.Pool{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Control: clock.Default()}
+	ticket := func(at time.Time) store.Ticket {
+		return store.Ticket{Player: "p", Name: "p", Rating: 1200, Entered: at, Expires: at.Add(time.Hour)}
+	}
+	var retryErr error
+	tX, out, err := st.Enter(ctx, x, ticket(now), "r", 2*time.Hour, func() error {
+		// While A checks the aborts, the retry runs on replica B, killed
+		// once it writes the live-ticket record.
+		dying := redistest.Client(t)
+		dying.AddHook(&redistest.KilledAfterWriting{Key: prefix + "mm:{u:p}:live"})
+		_, _, retryErr = store.New(dying, prefix).Enter(ctx, x, ticket(now.Add(50*time.Millisecond)), "r", 2*time.Hour, nil)
+		return nil
+	})
+	if err != nil || out != store.Entered {
+		t.Fatalf("first attempt on A: %s %v %v", tX, out, err)
+	}
+	if retryErr == nil {
+		t.Fatal("the retry on B was not killed: it never wrote the live-ticket record (the scenario did not happen)")
+	}
+
+	soon := now.Add(time.Second)
+	idSoon, outSoon, errSoon := st.Enter(ctx, y, ticket(soon), "r2", 2*time.Hour, nil)
+	later := now.Add(11 * time.Second) // past claimGrace
+	idLater, outLater, errLater := st.Enter(ctx, y, ticket(later), "r2b", 2*time.Hour, nil)
+	if errSoon == nil && outSoon == store.BusyElsewhere && idSoon == tX && errLater == nil && outLater == store.BusyElsewhere && idLater == tX {
+		return
+	}
+	if outLater == store.Entered && errLater == nil {
+		if _, err := st.Ticket(ctx, tX); err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("while %s waits in %s, the player's entry to %s: within claimGrace %s %v %v (Aborted: retry, ErrRacedEntries=%v); its retry past claimGrace ENTERED %s: the player waits in two pools at once; want BusyElsewhere with %s (AlreadyExists) both times",
+			tX, x.ID(), y.ID(), idSoon, outSoon, errSoon, errors.Is(errSoon, store.ErrRacedEntries), idLater, tX)
+	}
+	t.Fatalf("while %s waits in %s, the player's entry to %s: within claimGrace %s %v %v, past it %s %v %v; want BusyElsewhere with %s",
+		tX, x.ID(), y.ID(), idSoon, outSoon, errSoon, idLater, outLater, errLater, tX)
 }

@@ -180,7 +180,7 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	err = s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
 		res, err = enterScript.Run(ctx, c, keys,
 			id, t.Player, t.Name, t.Rating, t.Entered.UnixMilli(), t.Expires.UnixMilli(),
-			int64(keep/time.Second), b, pool.ID(), unixMilli(t.NamedAt)).StringSlice()
+			int64(keep/time.Second), b, pool.ID(), unixMilli(t.NamedAt), int64((keep+s.RequestGrace)/time.Second)).StringSlice()
 		return err
 	})
 	if err != nil {
@@ -194,7 +194,29 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	case "busy":
 		return res[1], Busy, s.swapLive(ctx, t.Player, claim, liveRecord(res[1], t.Entered), keep)
 	}
+	s.reclaimLive(ctx, t.Player, tag, claim, keep)
 	return res[1], Entered, nil
+}
+
+// reclaimLive makes claim, whose ticket now waits, the player's live-ticket
+// record again if another entry to the same pool replaced it with a claim
+// not written since: that entry's script answers it busy with this
+// ticket, which it then records; should it die first (a killed retry),
+// the record would name a ticket never written, and the player, waiting
+// here, could enter another pool once claimGrace is past. Best effort, as
+// the other restorations.
+func (s *Store) reclaimLive(ctx context.Context, player, tag, claim string, keep time.Duration) {
+	cur, err := s.rdb.Get(ctx, s.liveKey(player)).Result()
+	if err != nil || cur == claim {
+		return
+	}
+	id, _, _ := strings.Cut(cur, "|")
+	if idTag, err := TicketTag(id); err != nil || idTag != tag {
+		return
+	}
+	if found, _, err := s.ticketLive(ctx, id); err == nil && !found {
+		_ = s.swapLive(ctx, player, cur, claim, keep)
+	}
 }
 
 // requestTicket reads the ticket made for a request, "" for none yet.

@@ -62,6 +62,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -154,7 +155,19 @@ type Store struct {
 	// MaxPools bounds the registered pools; Enter refuses a ticket for a
 	// new pool beyond it (ErrTooManyPools). Zero: no bound.
 	MaxPools int
+	// RequestGrace is how much longer than its ticket's first keep an
+	// entry's request is remembered. Making its match's game, or giving
+	// it up, keeps the ticket an hour from then (Finish, Void), past its
+	// first keep by as much as --give-up-after; a request remembered
+	// longer than that answers a retry with its ticket while it is kept,
+	// and with its absence after (NotFound), never with a second ticket.
+	// New sets DefaultRequestGrace.
+	RequestGrace time.Duration
 }
+
+// DefaultRequestGrace covers give-up times up to an hour, and an hour in
+// which a late retry hears its ticket is gone.
+const DefaultRequestGrace = 2 * time.Hour
 
 // write runs fn on the master of key; with Replication, it returns once
 // replicas hold what fn wrote and every earlier write of that master, so
@@ -169,7 +182,7 @@ func (s *Store) waits() bool { return s.Replication.Replicas > 0 }
 
 // New returns a store whose keys start with prefix.
 func New(rdb redis.UniversalClient, prefix string) *Store {
-	return &Store{rdb: rdb, prefix: prefix}
+	return &Store{rdb: rdb, prefix: prefix, RequestGrace: DefaultRequestGrace}
 }
 
 // Redis is the client, for the notification hub.
