@@ -961,3 +961,123 @@ func TestACrashOfTheOnlyProcessIsChargedABeatsGraceAtMost(t *testing.T) {
 	// grace after the dead process's last beat (2.5 s).
 	wantExcused(t, eventsAfter(t, on, before), 2*time.Second)
 }
+
+// TestAKilledProcessBesideOneCutOffIsNotCharged: two game processes,
+// default leases (15 s). The one that runs the game is killed (cut off for
+// good) with Red to move and 6 s left, while the other is cut off from
+// Redis for 8 s; a third starts 1.5 s after that one came back. Nobody
+// could move from the kill until the return. The returning process counted
+// itself serving until its own lease ran out, so no silence was recorded
+// and Red lost on time on the third; it counts itself serving until its
+// contact with Redis broke, and the silence is excused.
+func TestAKilledProcessBesideOneCutOffIsNotCharged(t *testing.T) {
+	killedProxy := redistest.NewProxy(t, redistest.Addr(t))
+	killed := gametest.StartOn(t, killedProxy.Addr(), func(c *game.Config) { c.SigningKeys = keyOne })
+	blipProxy := redistest.NewProxy(t, redistest.Addr(t))
+	gametest.StartOn(t, blipProxy.Addr(), func(c *game.Config) { c.KeyPrefix, c.SigningKeys = killed.Config.KeyPrefix, keyOne })
+	sixSeconds := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(6 * time.Second)}}}
+	tb := create(t, killed, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: sixSeconds})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8")
+	before := tb.get(t).GetVersion()
+
+	blipProxy.Cut()
+	killedProxy.Cut()
+	defer killedProxy.Restore()
+	time.Sleep(8 * time.Second)
+	blipProxy.Restore()
+	time.Sleep(1500 * time.Millisecond)
+
+	restarted := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = killed.Config.KeyPrefix, keyOne })
+	on := &table{env: restarted, id: tb.id, seats: tb.seats}
+	resp, err := restarted.Client.MakeMove(on.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+	if err != nil || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		g := on.get(t)
+		t.Fatalf("the game's process was killed with Red to move (6 s left) while the only other was cut off from Redis for 8 s: "+
+			"Red's move on a process started 1.5 s after that one came back: %v, game %v (%v); want it accepted, the time no process could serve "+
+			"(from 2.5 s after the killed one's last beat until the other found Redis again) excused; events: %v",
+			err, g.GetStatus(), g.GetResult(), eventsAfter(t, on, before))
+	}
+}
+
+// TestAProcessBeatingSinceRedisLostItsDataIsNoSilence: Redis
+// restarts without its data (no persistence). The game process "live"
+// reaches it again at once and beats every second; its lease went with
+// the data and comes back only at its next renewal (every third of
+// --presence-lease: 20 s here, 5 s by default). Meanwhile a game is
+// created and played on it, and another process, which renewed its lease
+// since the loss, is killed. A process that starts then found only the
+// dead one's lease and recorded a silence from it, though "live" beat (and
+// served) all along, and Red, whose 4 s ran out while "live" served, was
+// excused that. Beats without a lease count: Red loses on time, as in
+// TestAProcessStartingBesideALiveOneExcusesNothing.
+func TestAProcessBeatingSinceRedisLostItsDataIsNoSilence(t *testing.T) {
+	srv := redistest.Own(t, "--appendonly", "no") // a restart loses everything
+	live := gametest.StartOn(t, srv.Addr, func(c *game.Config) { c.SigningKeys, c.PresenceLease = keyOne, time.Minute })
+	proxy := redistest.NewProxy(t, srv.Addr)
+	gametest.StartOn(t, proxy.Addr(), func(c *game.Config) {
+		c.KeyPrefix, c.SigningKeys, c.PresenceLease = live.Config.KeyPrefix, keyOne, 600*time.Millisecond
+	})
+	if err := srv.CrashFor(context.Background(), 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // both reach Redis again; the doomed one renews (every 200 ms)
+
+	fourSeconds := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(4 * time.Second)}}}
+	tb := create(t, live, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fourSeconds})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8")
+	before := tb.get(t).GetVersion()
+	proxy.Cut() // the doomed one dies
+	defer proxy.Restore()
+	time.Sleep(6 * time.Second)
+
+	later := gametest.StartOn(t, srv.Addr, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = live.Config.KeyPrefix, keyOne })
+	on := &table{env: later, id: tb.id, seats: tb.seats}
+	_, err := later.Client.MakeMove(on.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+	for _, e := range eventsAfter(t, on, before) {
+		if c := e.GetClock(); c.GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_OUTAGE_EXCUSED {
+			t.Fatalf("Red was excused %v (move: %v) of a 6 s turn (4 s on the clock) in which a game process beat and served all along "+
+				"(its lease lost with Redis' data, not yet renewed); want no excuse, and Red's move refused, lost on time", c.GetExcused().AsDuration(), err)
+		}
+	}
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("Red's move 6 s into a 4 s turn, while a process served: %v, want FailedPrecondition (lost on time)", err)
+	}
+}
+
+// TestReadsAfterACrashShowTheTimeGivenBack: the only game process dies
+// (cut off for good) with Red to move and 5 s left; another starts 8 s
+// later and learns the silence at its start. Red's move would be accepted,
+// the silence excused; reads showed Red's deadline long past until someone
+// acted (a process commits the excuse at once only in the games it has
+// cached, and a new one has none). Reads show the game as the process
+// would judge it, the time given back.
+func TestReadsAfterACrashShowTheTimeGivenBack(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	first := gametest.StartOn(t, proxy.Addr(), func(c *game.Config) { c.SigningKeys = keyOne })
+	five := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(5 * time.Second)}}}
+	tb := create(t, first, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: five})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8")
+	proxy.Cut()
+	defer proxy.Restore()
+	time.Sleep(8 * time.Second)
+
+	later := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = first.Config.KeyPrefix, keyOne })
+	on := &table{env: later, id: tb.id, seats: tb.seats}
+	var g *gamev1.Game
+	for end := time.Now().Add(time.Second); ; time.Sleep(100 * time.Millisecond) {
+		g = on.get(t)
+		if g.GetClocks().GetDeadline().AsTime().After(g.GetClocks().GetAsOf().AsTime()) || time.Now().After(end) {
+			break
+		}
+	}
+	deadline, asOf := g.GetClocks().GetDeadline().AsTime(), g.GetClocks().GetAsOf().AsTime()
+	if !deadline.After(asOf) {
+		_, err := later.Client.MakeMove(on.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+		t.Fatalf("a second after the new process started, GetGame shows the game %v with Red's deadline %v ago (Red's clock %v), "+
+			"while Red's move then is %v (nil: accepted, the silence excused); want the read to show the time given back",
+			g.GetStatus(), asOf.Sub(deadline), g.GetClocks().GetFirst(), err)
+	}
+}

@@ -658,6 +658,19 @@ func (h *Handler) excuse(st *model.State, now time.Time) (model.Change, bool) {
 	return model.Excuse(st, total, now)
 }
 
+// judged is st as this process would judge it at now: the outages it
+// knows of (its own, and the service's silences, which every process
+// learns before it serves) excused, as its next command on the game
+// excuses them first. Reads show it, so that an app is not shown a flag
+// that no command will give, nor clocks short by time nobody could move
+// in, until someone commits the excuse.
+func (h *Handler) judged(st *model.State, now time.Time) *model.State {
+	if ch, ok := h.excuse(st, now); ok {
+		return ch.State
+	}
+	return st
+}
+
 // excuseHeld excuses the turn that a held commit began (store.Result.Held)
 // in a commit of its own, at once, so that apps show the time given back
 // before anyone acts. Whoever acts first, elsewhere, excuses it alike:
@@ -1646,7 +1659,7 @@ func (h *Handler) GetGame(ctx context.Context, req *gamev1.GetGameRequest) (*gam
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	resp := &gamev1.GetGameResponse{Game: model.View(l.State, nil, l.Now)}
+	resp := &gamev1.GetGameResponse{Game: model.View(h.judged(l.State, l.Now), nil, l.Now)}
 	server.CompressLarge(ctx, resp)
 	return resp, nil
 }
@@ -1692,7 +1705,7 @@ func (h *Handler) GetGames(ctx context.Context, req *gamev1.GetGamesRequest) (*g
 			return nil, h.fail(ctx, err)
 		}
 		l.State.SetReplayed(h.cache.replayed(ids[i], l.State.Version, l.State.Stamp))
-		resp.Games = append(resp.Games, model.Overview(l.State, l.Now))
+		resp.Games = append(resp.Games, model.Overview(h.judged(l.State, l.Now), l.Now))
 	}
 	server.CompressLarge(ctx, resp)
 	return resp, nil

@@ -85,7 +85,7 @@ func (h *Handler) IssueSeatCredentials(ctx context.Context, req *gamev1.IssueSea
 			return nil, h.fail(ctx, apierr.New(apierr.NotFound, "player %q holds no seat in game %s", player, id))
 		}
 	}
-	resp := &gamev1.IssueSeatCredentialsResponse{Game: model.View(st, nil, l.Now)}
+	resp := &gamev1.IssueSeatCredentialsResponse{Game: model.View(h.judged(st, l.Now), nil, l.Now)}
 	for _, s := range sides {
 		resp.Credentials = append(resp.Credentials, h.seatCredential(ctx, st, s, l.Now))
 	}

@@ -224,7 +224,8 @@ func (h *Handler) keepLease(ctx context.Context) {
 // move in them either. It reports whether the lease was renewed.
 func (h *Handler) renew(ctx context.Context) bool {
 	now := h.now()
-	r, err := h.store.Renew(ctx, h.proc, now.Add(h.cfg.PresenceLease), now, h.contact.began(now), h.silencesSeen)
+	served := h.contact.servedUntil()
+	r, err := h.store.Renew(ctx, h.proc, now.Add(h.cfg.PresenceLease), now, h.contact.began(now), served, h.silencesSeen)
 	if err != nil {
 		// The script may have run, its answer lost: the lease it made may
 		// have been fresh, and nothing would tell the next renewal so.
@@ -248,6 +249,7 @@ func (h *Handler) renew(ctx context.Context) bool {
 				"silence", time.Duration(s.To-s.From)*time.Millisecond, "from", time.UnixMilli(s.From).UTC())
 		}
 	}
+	h.contact.told(served)
 	if unsure := h.renewUnsure.Swap(false); r.Fresh || unsure {
 		h.rehold.Store(true)
 	}

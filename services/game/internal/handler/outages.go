@@ -170,8 +170,9 @@ func (o *outages) insert(s span) {
 type contact struct {
 	mu sync.Mutex
 	// since is when the contact began (0: none now), last when Redis last
-	// answered, in Unix milliseconds.
-	since, last int64
+	// answered, ended the last answer of the contact before this one, not
+	// yet told to a renewal (0: none), in Unix milliseconds.
+	since, last, ended int64
 }
 
 // contactGap is the longest time between two answers of an unbroken
@@ -186,15 +187,22 @@ func (c *contact) answered(sentMs, atMs int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.since == 0 || sentMs-c.last > contactGap.Milliseconds() || atMs-sentMs > reachTimeout.Milliseconds() {
+		if c.last != 0 {
+			c.ended = c.last
+		}
 		c.since = atMs
 	}
 	c.last = max(c.last, atMs)
 }
 
-// lost records that Redis did not answer.
+// lost records that Redis did not answer: the contact under way, if any,
+// ended with its last answer.
 func (c *contact) lost() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.since != 0 && c.last != 0 {
+		c.ended = c.last
+	}
 	c.since = 0
 }
 
@@ -208,6 +216,29 @@ func (c *contact) began(now time.Time) time.Time {
 		return now
 	}
 	return time.UnixMilli(min(c.since, now.UnixMilli()))
+}
+
+// servedUntil is the latest this process could have served before the
+// contact under way, if that broke one a renewal has not been told of
+// (zero otherwise): it could commit until Redis stopped answering, no
+// later than a contactGap after its last answer.
+func (c *contact) servedUntil() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(c.ended).Add(contactGap)
+}
+
+// told forgets the broken contact that ended at served, once a renewal
+// took it into account: told again, it would record its silence again.
+func (c *contact) told(served time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !served.IsZero() && time.UnixMilli(c.ended).Add(contactGap).Equal(served) {
+		c.ended = 0
+	}
 }
 
 // takeEnded reports whether an outage ended since it was last asked.

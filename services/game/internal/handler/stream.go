@@ -79,7 +79,7 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 
 	next := req.GetAfterVersion() + 1
 	if req.GetSnapshot() {
-		if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Snapshot{Snapshot: model.View(l.State, nil, l.Now)}}); err != nil {
+		if err := ss.Send(&gamev1.StreamEventsResponse{Message: &gamev1.StreamEventsResponse_Snapshot{Snapshot: model.View(h.judged(l.State, l.Now), nil, l.Now)}}); err != nil {
 			return err
 		}
 		next = l.State.Version + 1

@@ -54,11 +54,14 @@ func (s *Store) aliveKey() string { return s.cfg.Prefix + "{presence}:alive" }
 const (
 	BeatEvery = time.Second
 	beatGrace = 2*BeatEvery + BeatEvery/2
+	// beatsKept bounds the beats kept, newest first: more than the
+	// processes of any deployment.
+	beatsKept = 1024
 )
 
 // Alive records that proc lives and reaches Redis, at Redis' time.
 func (s *Store) Alive(ctx context.Context, proc string) error {
-	if err := aliveScript.Run(ctx, s.rdb, []string{s.aliveKey()}, proc, SilencesKeptFor.Milliseconds()).Err(); err != nil {
+	if err := aliveScript.Run(ctx, s.rdb, []string{s.aliveKey()}, proc, SilencesKeptFor.Milliseconds(), beatsKept).Err(); err != nil {
 		return fmt.Errorf("beat of %s: %w", proc, err)
 	}
 	return nil
@@ -100,13 +103,14 @@ const (
 // release before beats), and proc's own lease had run out, nobody served
 // from then (or the last clean stop, Stopped) until now, or until contact
 // if earlier, when proc's own unbroken contact with Redis began: the
-// renewal records that silence. It
+// renewal records that silence; proc itself served until its lease ran
+// out or, when its contact broke since its last renewal, until served. It
 // returns the silences that end after seen; any it cannot read (written
 // by another release, say) are left out.
-func (s *Store) Renew(ctx context.Context, proc string, until, now, contact time.Time, seen int64) (Renewal, error) {
+func (s *Store) Renew(ctx context.Context, proc string, until, now, contact, served time.Time, seen int64) (Renewal, error) {
 	keys := []string{s.procsKey(), s.silencesKey(), s.stoppedKey(), s.aliveKey()}
 	raw, err := renewLeaseScript.Run(ctx, s.rdb, keys, proc, until.UnixMilli(), now.UnixMilli(),
-		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli(), beatGrace.Milliseconds()).Slice()
+		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli(), beatGrace.Milliseconds(), unixMilliOrZero(served)).Slice()
 	if err != nil {
 		return Renewal{}, fmt.Errorf("renew lease of %s: %w", proc, err)
 	}
@@ -236,4 +240,12 @@ func (s *Store) Forget(ctx context.Context, proc string) error {
 		return fmt.Errorf("forget %s: %w", proc, err)
 	}
 	return nil
+}
+
+// unixMilliOrZero is t in Unix milliseconds, 0 for the zero time.
+func unixMilliOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }

@@ -42,7 +42,7 @@ func TestRenewRecordsTheSilences(t *testing.T) {
 	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
 	renewIn := func(proc string, now, contact int, seen int64) store.Renewal {
 		t.Helper()
-		r, err := st.Renew(ctx, proc, at(now+15), at(now), at(contact), seen)
+		r, err := st.Renew(ctx, proc, at(now+15), at(now), at(contact), time.Time{}, seen)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestRenewRecordsTheSilences(t *testing.T) {
 	}
 	renew := func(proc string, now int, seen int64) store.Renewal {
 		t.Helper()
-		r, err := st.Renew(ctx, proc, at(now+15), at(now), at(now), seen)
+		r, err := st.Renew(ctx, proc, at(now+15), at(now), at(now), time.Time{}, seen)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestRenewWithNothingOnRecordRecordsNoSilence(t *testing.T) {
 	if err := st.EndLease(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	r, err := st.Renew(ctx, "b", now.Add(15*time.Second), now, now, 0)
+	r, err := st.Renew(ctx, "b", now.Add(15*time.Second), now, now, time.Time{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestSilencesAreBounded(t *testing.T) {
 		// Each process renews once, and its lease has run out when the
 		// next starts.
 		var err error
-		r, err = st.Renew(ctx, fmt.Sprint("p", i), now.Add(time.Second), now, now, 0)
+		r, err = st.Renew(ctx, fmt.Sprint("p", i), now.Add(time.Second), now, now, time.Time{}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func TestSilencesAreBounded(t *testing.T) {
 		t.Fatalf("the newest silence kept is %+v, want the one just recorded, %+v", last, r.Recorded)
 	}
 	later := now.Add(store.SilencesKeptFor + time.Hour)
-	r, err := st.Renew(ctx, "late", later.Add(time.Second), later, later, 0)
+	r, err := st.Renew(ctx, "late", later.Add(time.Second), later, later, time.Time{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,14 +200,14 @@ func TestARenewalIsDatedByRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Renew(ctx, "a", redisNow.Add(-10*time.Second), redisNow.Add(-time.Minute), redisNow.Add(-time.Minute), 0); err != nil {
+	if _, err := st.Renew(ctx, "a", redisNow.Add(-10*time.Second), redisNow.Add(-time.Minute), redisNow.Add(-time.Minute), time.Time{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.ZAdd(ctx, prefix+"{presence}:silences", redis.Z{Score: float64(redisNow.UnixMilli()), Member: "not a span"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	ahead := redisNow.Add(time.Hour)
-	r, err := st.Renew(ctx, "b", ahead.Add(15*time.Second), ahead, ahead, 0)
+	r, err := st.Renew(ctx, "b", ahead.Add(15*time.Second), ahead, ahead, time.Time{}, 0)
 	if err != nil {
 		t.Fatalf("a renewal with an unreadable silence on record: %v", err)
 	}
@@ -236,7 +236,7 @@ func TestASilenceIsDatedFromADeadProcesssLastBeat(t *testing.T) {
 	}
 	renew := func(proc string, now time.Time) store.Renewal {
 		t.Helper()
-		r, err := st.Renew(ctx, proc, now.Add(15*time.Second), now, now, 0)
+		r, err := st.Renew(ctx, proc, now.Add(15*time.Second), now, now, time.Time{}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,5 +265,48 @@ func TestASilenceIsDatedFromADeadProcesssLastBeat(t *testing.T) {
 	lastBeat("second", base.Add(-time.Hour))
 	if r := renew("third", base.Add(60*time.Second)); r.Recorded != (store.Silence{}) {
 		t.Fatalf("a process starting 1 s after another's beat recorded %+v, want no silence", r.Recorded)
+	}
+}
+
+// TestABeatingProcessWithoutALeaseIsNoSilence: a process
+// that beats (store.Alive) reaches Redis and serves, lease or not. Its
+// lease may be missing while it serves: Redis lost its data (a restart
+// without persistence, a failover to an empty replica) and the process
+// has beaten since but not yet renewed (it renews every third of its
+// lease, 5 s by default; it beats every second), or another process
+// reaped its lease while it was paused or cut off and it has not renewed
+// since coming back. A process that starts then, beside a dead one whose
+// lease is on record, must not record a silence over that live process's
+// beats: the players of its games would be excused time they had.
+func TestABeatingProcessWithoutALeaseIsNoSilence(t *testing.T) {
+	ctx := context.Background()
+	st, rdb, prefix := newStoreOn(t)
+	lastBeat := func(proc string, at time.Time) {
+		t.Helper()
+		if err := rdb.ZAdd(ctx, prefix+"{presence}:alive", redis.Z{Score: float64(at.UnixMilli()), Member: proc}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	// After Redis lost its data: "dead" renewed at base, beat at base+1 s,
+	// and was killed.
+	if _, err := st.Renew(ctx, "dead", base.Add(15*time.Second), base, base, time.Time{}, 0); err != nil {
+		t.Fatal(err)
+	}
+	lastBeat("dead", base.Add(time.Second))
+	// "live" beats every second all along; its next renewal has not come.
+	for s := 0; s <= 9; s++ {
+		lastBeat("live", base.Add(time.Duration(s)*time.Second+500*time.Millisecond))
+	}
+	now := base.Add(10 * time.Second)
+	r, err := st.Renew(ctx, "started", now.Add(15*time.Second), now, now, time.Time{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Recorded != (store.Silence{}) {
+		t.Fatalf("a process starting 0.5 s after another's last beat (that one without a lease on record) recorded the silence %v..%v (%v), "+
+			"want none: the beating process served all along",
+			time.UnixMilli(r.Recorded.From).Sub(base), time.UnixMilli(r.Recorded.To).Sub(base),
+			time.Duration(r.Recorded.To-r.Recorded.From)*time.Millisecond)
 	}
 }

@@ -3,11 +3,13 @@
 -- stopped, dead or cut off from Redis, so that nobody could move. Another
 -- process served until its lease ran out or, if sooner, a grace after its
 -- last beat (alive.lua), which comes every second: a process that dies
--- leaves a lease far longer. One that never beat (of a release before
+-- leaves a lease far longer. One that beats without a lease served until
+-- a grace after its last beat. One that never beat (of a release before
 -- beats) served until the end of its lease: every release that keeps leases
 -- counts, so the processes of a rollout or a rollback are never taken for
 -- nobody. The renewing process itself served until the end of its own
--- lease. A silence is dated from the latest of these, or from the last
+-- lease or, if its contact with Redis broke since its last renewal, until
+-- it broke. A silence is dated from the latest of these, or from the last
 -- clean stop: what it leaves out (a grace after a crash, or a lease for a
 -- process cut off) is charged. It ends no later than the renewing
 -- process's own unbroken contact with Redis began, since from then on it
@@ -21,7 +23,8 @@
 --       own time if earlier), 4 how long silences are kept in ms, 5 the
 --       most kept, 6 return the silences that end after this ms, 7 the
 --       latest a silence recorded now may end, in ms, 8 the grace after a
---       process's last beat, in ms
+--       process's last beat, in ms, 9 the latest the renewing process
+--       served before its contact with Redis broke, in ms (0: unbroken)
 -- Returns {1 if the lease was not there, the silence recorded ("" for
 -- none), the silences that end after ARGV[6]...}.
 local t = redis.call('TIME')
@@ -35,12 +38,22 @@ for i = 1, #beats, 2 do
     beat[beats[i]] = tonumber(beats[i + 1]) + tonumber(ARGV[8])
   end
 end
+if tonumber(ARGV[9]) > 0 then
+  beat[ARGV[1]] = tonumber(ARGV[9])
+end
 -- A claim on a lease is held by a process with a lease of its own.
 local leases = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #leases, 2 do
   if string.sub(leases[i], 1, 6) ~= 'claim:' then
     from = math.max(from, math.min(tonumber(leases[i + 1]), beat[leases[i]] or math.huge))
+    beat[leases[i]] = nil
   end
+end
+-- A process that beats without a lease serves too: its lease is yet to
+-- come back (Redis lost it, or it was reaped while the process was held
+-- up). The beats of the dead are older than any silence to record.
+for _, served in pairs(beat) do
+  from = math.max(from, served)
 end
 local left = tonumber(redis.call('GET', KEYS[3]) or '0')
 if left and left > from then
