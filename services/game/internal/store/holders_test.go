@@ -227,13 +227,7 @@ func TestARenewalIsDatedByRedis(t *testing.T) {
 // records no silence.
 func TestASilenceIsDatedFromADeadProcesssLastBeat(t *testing.T) {
 	ctx := context.Background()
-	st, rdb, prefix := newStoreOn(t)
-	lastBeat := func(proc string, at time.Time) {
-		t.Helper()
-		if err := rdb.ZAdd(ctx, prefix+"{presence}:alive", redis.Z{Score: float64(at.UnixMilli()), Member: proc}).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st, lastBeat := beatsOnRecord(t)
 	renew := func(proc string, now time.Time) store.Renewal {
 		t.Helper()
 		r, err := st.Renew(ctx, proc, now.Add(15*time.Second), now, now, time.Time{}, 0)
@@ -280,13 +274,7 @@ func TestASilenceIsDatedFromADeadProcesssLastBeat(t *testing.T) {
 // beats: the players of its games would be excused time they had.
 func TestABeatingProcessWithoutALeaseIsNoSilence(t *testing.T) {
 	ctx := context.Background()
-	st, rdb, prefix := newStoreOn(t)
-	lastBeat := func(proc string, at time.Time) {
-		t.Helper()
-		if err := rdb.ZAdd(ctx, prefix+"{presence}:alive", redis.Z{Score: float64(at.UnixMilli()), Member: proc}).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st, lastBeat := beatsOnRecord(t)
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	// After Redis lost its data: "dead" renewed at base, beat at base+1 s,
 	// and was killed.
@@ -308,5 +296,18 @@ func TestABeatingProcessWithoutALeaseIsNoSilence(t *testing.T) {
 			"want none: the beating process served all along",
 			time.UnixMilli(r.Recorded.From).Sub(base), time.UnixMilli(r.Recorded.To).Sub(base),
 			time.Duration(r.Recorded.To-r.Recorded.From)*time.Millisecond)
+	}
+}
+
+// beatsOnRecord is a store, and a way to put a process's last beat on
+// record at any time, past ones included, as store.Alive puts it at
+// Redis' time.
+func beatsOnRecord(t *testing.T) (*store.Store, func(proc string, at time.Time)) {
+	st, rdb, prefix := newStoreOn(t)
+	return st, func(proc string, at time.Time) {
+		t.Helper()
+		if err := rdb.ZAdd(context.Background(), prefix+"{presence}:alive", redis.Z{Score: float64(at.UnixMilli()), Member: proc}).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
