@@ -30,8 +30,10 @@ const (
 	ClockEventKind_CLOCK_EVENT_KIND_UNSPECIFIED      ClockEventKind = 0
 	ClockEventKind_CLOCK_EVENT_KIND_BYO_YOMI_ENTERED ClockEventKind = 1
 	ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED      ClockEventKind = 2
-	// The game service could not reach its storage for a while, so nobody
-	// could move: that time of the running turn is not charged. Its
+	// The game service could not reach its storage for a while, or none of
+	// its processes ran (all stopped, or killed: a crash is charged at most
+	// the 2.5 s after the process's last sign of life), so nobody could
+	// move: that time of the running turn is not charged. Its
 	// deadline, and its milestones still to come, move later by as much.
 	// So do the deadline of a formation's choice and of a first move, which
 	// an outage would otherwise turn into a default formation or an abort.
