@@ -200,6 +200,8 @@ func TestBoundsAreValidated(t *testing.T) {
 		"--max-aborts-per-hour":       func(c *matchmaking.Config) { c.MaxAborts = -1 },
 		`"proxy.internal" is neither`: func(c *matchmaking.Config) { c.TrustedProxies = "10.0.0.0/8,proxy.internal" },
 		"--trusted-proxy-hops":        func(c *matchmaking.Config) { c.TrustedProxyHops = -1 },
+		// A match's record is kept an hour from its pairing.
+		"--give-up-after 1h0m0s: at most 30m0s": func(c *matchmaking.Config) { c.GiveUpAfter = time.Hour },
 		"want an https URL": func(c *matchmaking.Config) {
 			c.GoogleClientIDs, c.GoogleJWKSURL = "app", "http://keys.example/jwks"
 		},

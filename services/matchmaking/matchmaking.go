@@ -160,7 +160,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.StringFlag(fs, &c.TrustedProxies, "trusted-proxies", clientaddr.DefaultTrusted, "address ranges (CIDR) of the proxies in front of the service, comma-separated: the client of a call from one of them is read from X-Forwarded-For; none: the peer is the client")
 	app.IntFlag(fs, &c.TrustedProxyHops, "trusted-proxy-hops", clientaddr.DefaultHops, "how many X-Forwarded-For entries, from the end, a call from a trusted proxy is read back through, passing the trusted ones: 1 for one proxy that appends the address it was called from; 2 when a load balancer in --trusted-proxies appends before it; 0: none")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
-	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire")
+	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire; at most 30m")
 	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second; the default time control's queues are always served")
 	app.DurationFlag(fs, &c.RatingLease, "rating-lease", 30*time.Second, "lease of a replica on a rated game it follows")
 }
@@ -179,6 +179,13 @@ func DefaultConfig() Config {
 	return c
 }
 
+// matchKeep is how long a match and its tickets are kept from their
+// pairing, and then from its game's creation or its giving up.
+const matchKeep = time.Hour
+
+// maxGiveUpAfter leaves a match given up at its latest half of matchKeep.
+const maxGiveUpAfter = matchKeep / 2
+
 // Validate reports every problem at once.
 func (c Config) Validate() error {
 	var errs []error
@@ -190,6 +197,11 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
+	}
+	if c.GiveUpAfter > maxGiveUpAfter {
+		// A match's record lives matchKeep from its pairing: one given up
+		// later would be gone, and its tickets held paired until they expire.
+		errs = append(errs, fmt.Errorf("--give-up-after %v: at most %v", c.GiveUpAfter, maxGiveUpAfter))
 	}
 	if c.MaxWatches < 1 || c.MaxPlayerWatches < 1 {
 		errs = append(errs, errors.New("--max-watches and --max-player-watches must be at least 1"))
@@ -304,7 +316,7 @@ func Bind(cfg Config) app.Binder {
 		st := store.New(rt.Redis, cfg.KeyPrefix)
 		st.Replication = cfg.replication()
 		st.MaxPools = cfg.MaxPools
-		st.RequestGrace = cfg.GiveUpAfter + time.Hour + time.Minute
+		st.RequestGrace = cfg.GiveUpAfter + matchKeep + time.Minute
 		// Background work outlives the request that started nothing; it stops
 		// when the closer runs, after the server stopped taking calls.
 		bg, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -318,7 +330,7 @@ func Bind(cfg Config) app.Binder {
 		gc := games.New(gameClient, st, cfg.GameKeep, cfg.Now)
 		m, err := matcher.New(matcher.Config{
 			Interval: cfg.PairingInterval, BaseWindow: cfg.PairingWindow, WidenPerSecond: cfg.PairingWiden, MaxWindow: cfg.PairingMaxWindow,
-			Keep: time.Hour, StallAfter: 5 * time.Second, GiveUpAfter: cfg.GiveUpAfter, Concurrency: cfg.CreateConcurrency,
+			Keep: matchKeep, StallAfter: 5 * time.Second, GiveUpAfter: cfg.GiveUpAfter, Concurrency: cfg.CreateConcurrency,
 			IdleAfter: cfg.TicketTTL + time.Minute, Now: cfg.Now,
 		}, log.With("part", "matcher"), st, gc, meter)
 		var rc *ratings.Consumer

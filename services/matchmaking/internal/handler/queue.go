@@ -48,6 +48,9 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 	if errors.Is(err, store.ErrRacedEntries) {
 		return nil, h.fail(ctx, apierr.New(apierr.Conflict, "other queue entries of yours are being made at this moment: retry, and learn which ticket waits"))
 	}
+	if errors.Is(err, store.ErrSlowEntry) {
+		return nil, h.fail(ctx, &apierr.Error{Code: apierr.Unavailable, Err: err, Msg: "the queue's storage was too slow to make your entry safely, and nothing was entered: retry with the same request_id"})
+	}
 	if errors.Is(err, store.ErrTooManyPools) {
 		return nil, h.fail(ctx, apierr.New(apierr.ResourceExhausted, "the queue already serves the most kinds and time controls it takes at once (--max-pools): choose a time control that others are waiting with, or retry later"))
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 )
@@ -18,3 +19,7 @@ func (s *Store) RegisteredForTest() int {
 	s.registered.Range(func(any, any) bool { n++; return true })
 	return n
 }
+
+// SetClaimGraceForTest shortens the claim grace, for tests of entries
+// slower than it.
+func (s *Store) SetClaimGraceForTest(d time.Duration) { s.claimGrace = d }

@@ -7,12 +7,14 @@
 --       takes the match out of creating once replicas confirm the change,
 --       so that a match whose confirmation failed is taken over as stalled
 -- Returns 1 when this call finished the match, 0 when it already was, -1
--- when the match was given up (void.lua): its tickets are not touched.
+-- when the match was given up (void.lua) or is gone (expired): its tickets
+-- are not touched, and no record of it is written again, which would be
+-- kept for ever.
 -- The tickets' watchers are told to look again from inside the script, so
 -- the notice can never overtake the change.
 -- A match given up stays in creating as void.lua leaves it: until the game
 -- made for it is undone.
-if redis.call('HGET', KEYS[2], 'void') then
+if redis.call('EXISTS', KEYS[2]) == 0 or redis.call('HEXISTS', KEYS[2], 'void') == 1 then
   return -1
 end
 if ARGV[11] ~= '' then

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -144,5 +145,54 @@ func TestARetryOfARequestWhoseTicketIsGoneIsNotEnteredAgain(t *testing.T) {
 	id, out, err := st.Enter(ctx, pool, store.Ticket{Player: "p", Name: "p", Rating: 1200, Entered: now, Expires: now.Add(keep / 2)}, "r", keep, nil)
 	if err != nil || out != store.Duplicate {
 		t.Fatalf("retry of request \"r\" once its ticket %s is no longer kept: got %s outcome %v (0 = Entered) err %v; want Duplicate of %s (which the handler answers NotFound, as the proto says), not a second ticket", first, id, out, err, first)
+	}
+}
+
+// A match's record lives PairParams.Keep from its pairing. A completion
+// or a giving up that comes after it expired (a try begun before, a late
+// replica) writes no record again, which would have no expiry and be kept
+// for ever: the completion is told the match is void, and the giving up
+// still ends the tickets left paired with it, so their players may enter
+// again.
+func TestAMatchEndedAfterItExpiredIsNotWrittenAgain(t *testing.T) {
+	for _, giveUp := range []bool{false, true} {
+		t.Run(map[bool]string{false: "finish", true: "give up"}[giveUp], func(t *testing.T) {
+			rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+			st := store.New(rdb, prefix)
+			ctx := context.Background()
+			now := time.Now()
+			pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Default(), Rated: true}
+			for _, p := range []string{"a", "b"} {
+				if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1200, Entered: now, Expires: now.Add(10 * time.Minute)}, "r", 2*time.Hour, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now, BaseWindow: 100, MaxPairs: 10, Keep: time.Second})
+			if res[0].Err != nil || len(res[0].Matches) != 1 {
+				t.Fatalf("%+v", res)
+			}
+			mt := res[0].Matches[0]
+			key := prefix + "mm:{p:" + pool.Tag() + "}:m:" + mt.ID
+			time.Sleep(1200 * time.Millisecond)
+			if n, _ := rdb.Exists(ctx, key).Result(); n != 0 {
+				t.Fatalf("match %s not expired", mt.ID)
+			}
+			if giveUp {
+				if _, err := st.Void(ctx, pool, mt, time.Now(), time.Hour); err != nil {
+					t.Fatal(err)
+				}
+				for _, id := range []string{mt.A, mt.B} {
+					if tk, err := st.Ticket(ctx, id); err != nil || tk.State != store.StateExpired {
+						t.Errorf("ticket %s of the match given up after it expired: %+v %v, want expired", id, tk, err)
+					}
+				}
+			} else if _, err := st.Finish(ctx, pool, mt, "g1", store.Grant{Side: "cho"}, store.Grant{Side: "han"}, time.Now(), time.Hour, nil, 0); !errors.Is(err, store.ErrMatchVoid) {
+				t.Errorf("finishing match %s after it expired: %v, want ErrMatchVoid (its game is undone)", mt.ID, err)
+			}
+			if n, _ := rdb.Exists(ctx, key).Result(); n != 0 {
+				ttl, _ := rdb.TTL(ctx, key).Result()
+				t.Fatalf("match %s, expired, written again (TTL %v): kept for ever", mt.ID, ttl)
+			}
+		})
 	}
 }

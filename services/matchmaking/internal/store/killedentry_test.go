@@ -56,25 +56,7 @@ func TestAnEntryKilledWhileThePlayerWaitsKeepsThemInOnePool(t *testing.T) {
 			if out == store.BusyElsewhere && tY == tX {
 				return
 			}
-			// Both wait: each is paired.
-			if _, _, err := st.Enter(ctx, x, ticket("q", later), "r0", 2*time.Hour, nil); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := st.Enter(ctx, y, ticket("r", later), "r0", 2*time.Hour, nil); err != nil {
-				t.Fatal(err)
-			}
-			games := 0
-			for _, r := range st.Pair(ctx, []store.Pool{x, y}, store.PairParams{Now: later, BaseWindow: 100, MaxPairs: 10, Keep: time.Hour}) {
-				if r.Err != nil {
-					t.Fatal(r.Err)
-				}
-				for _, m := range r.Matches {
-					if m.PlayerA.ID == "p" || m.PlayerB.ID == "p" {
-						games++
-					}
-				}
-			}
-			t.Fatalf("while %s waits in %s, p's entry to %s is %v with %s; p is then paired %d times at once", tX, x.ID(), y.ID(), out, tY, games)
+			t.Fatalf("while %s waits in %s, p's entry to %s is %v with %s; p is then paired %d times at once", tX, x.ID(), y.ID(), out, tY, pairingsOf(t, st, x, y, later))
 		})
 	}
 }

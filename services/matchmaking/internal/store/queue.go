@@ -85,11 +85,13 @@ const (
 	BusyElsewhere
 )
 
-// claimGrace bounds the time between an entry's claim of the player's
-// live-ticket record and the write of its ticket. A record older than that
-// naming no ticket is an entry that failed, or a ticket expired, and holds
-// nothing.
-const claimGrace = 10 * time.Second
+// defaultClaimGrace bounds the time between an entry's claim of the
+// player's live-ticket record and the write of its ticket. A record older
+// than that naming no ticket is an entry that failed, or a ticket expired,
+// and holds nothing. An entry gives up before its script once half of it
+// has passed on its own clock: the other half is for the clocks of
+// replicas, which date claims, to disagree, and for the script's round trip.
+const defaultClaimGrace = 10 * time.Second
 
 // Enter puts a new ticket for t.Player into pool. keep is how long the
 // ticket stays readable.
@@ -118,6 +120,7 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	}
 	id := tag + "." + randomHex(8)
 	claim := liveRecord(id, t.Entered)
+	claimed := time.Now()
 	prev, other, err := s.claimLive(ctx, t.Player, tag, claim, t.Entered, keep)
 	if err != nil {
 		return "", 0, err
@@ -175,6 +178,13 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		s.registered.Store(pool.ID(), t.Entered)
 		s.pruneRegistered(t.Entered)
 	}
+	if time.Since(claimed) > s.claimGrace/2 {
+		// Slow (a retried read, a WAIT, a pause): an entry to another pool
+		// may soon take the claim for a dead one and enter. The retry
+		// claims afresh.
+		_ = s.swapLive(ctx, t.Player, claim, prev, keep)
+		return "", 0, fmt.Errorf("enter ticket %v after its claim: %w", time.Since(claimed).Round(time.Millisecond), ErrSlowEntry)
+	}
 	keys := append(s.queueKeys(tag), b+"t:"+id, requestKey)
 	var res []string
 	err = s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
@@ -184,8 +194,10 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		return err
 	})
 	if err != nil {
-		// Best effort: a claim left behind holds nothing after claimGrace.
-		_ = s.swapLive(ctx, t.Player, claim, prev, keep)
+		// The claim stays: the script may have run and its answer been
+		// lost, and then the claim names the waiting ticket, which a retry,
+		// answered from the request, does not record again. A claim of a
+		// ticket never written holds nothing after the claim grace.
 		return "", 0, fmt.Errorf("enter ticket: %w", err)
 	}
 	switch res[0] {
@@ -199,22 +211,28 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 }
 
 // reclaimLive makes claim, whose ticket now waits, the player's live-ticket
-// record again if another entry to the same pool replaced it with a claim
-// not written since: that entry's script answers it busy with this
-// ticket, which it then records; should it die first (a killed retry),
-// the record would name a ticket never written, and the player, waiting
-// here, could enter another pool once claimGrace is past. Best effort, as
-// the other restorations.
+// record again if another entry to the same pool replaced it with a
+// record of a ticket not live: a claim not written since (that entry's
+// script answers it busy with this ticket, which it then records, but
+// should it die first, a killed retry, the record would name a ticket
+// never written), or a ticket of that pool which has ended since (one
+// cancelled between its claim's return and this script). Either way the
+// pool's script made this ticket the player's only live one there, and a
+// record naming none would let the player, waiting here, enter another
+// pool. Best effort, as the other restorations.
 func (s *Store) reclaimLive(ctx context.Context, player, tag, claim string, keep time.Duration) {
 	cur, err := s.rdb.Get(ctx, s.liveKey(player)).Result()
 	if err != nil || cur == claim {
 		return
 	}
 	id, _, _ := strings.Cut(cur, "|")
+	if own, _, _ := strings.Cut(claim, "|"); id == own {
+		return
+	}
 	if idTag, err := TicketTag(id); err != nil || idTag != tag {
 		return
 	}
-	if found, _, err := s.ticketLive(ctx, id); err == nil && !found {
+	if _, live, err := s.ticketLive(ctx, id); err == nil && !live {
 		_ = s.swapLive(ctx, player, cur, claim, keep)
 	}
 }
@@ -288,6 +306,11 @@ func (s *Store) claimLive(ctx context.Context, player, tag, claim string, now ti
 	return "", "", fmt.Errorf("claim live ticket: %w", ErrRacedEntries)
 }
 
+// ErrSlowEntry means that an entry took so long between its claim of the
+// player's live-ticket record and the write of its ticket that it gave up:
+// nothing was entered, and a retry claims afresh.
+var ErrSlowEntry = errors.New("the entry was too slow to be made safely")
+
 // ErrRacedEntries means that other entries of the same player kept
 // claiming the player's live-ticket record first, or that one to another
 // pool is being made: a retry finds its ticket, or enters.
@@ -312,7 +335,7 @@ func (s *Store) holdingTicket(ctx context.Context, record, tag string, now time.
 	}
 	found, live, err := s.ticketLive(ctx, id)
 	if !found && err == nil && idTag != tag {
-		if age := now.Sub(ms(claimedMs)); age < claimGrace && age > -claimGrace {
+		if age := now.Sub(ms(claimedMs)); age < s.claimGrace && age > -s.claimGrace {
 			return "", ErrRacedEntries
 		}
 	}
@@ -690,7 +713,8 @@ func (s *Store) matchWrite(pool Pool, m Match) (keys []string, channel string) {
 	return keys, s.Channel()
 }
 
-// ErrMatchVoid: the match was given up (Void) before its game was recorded.
+// ErrMatchVoid: the match was given up (Void) before its game was
+// recorded, or is gone.
 var ErrMatchVoid = errors.New("match given up")
 
 // MarkMade notes on a match the game made for it, before anything lists

@@ -163,6 +163,9 @@ type Store struct {
 	// and with its absence after (NotFound), never with a second ticket.
 	// New sets DefaultRequestGrace.
 	RequestGrace time.Duration
+
+	// claimGrace: defaultClaimGrace, shorter in tests.
+	claimGrace time.Duration
 }
 
 // DefaultRequestGrace covers give-up times up to an hour, and an hour in
@@ -182,7 +185,7 @@ func (s *Store) waits() bool { return s.Replication.Replicas > 0 }
 
 // New returns a store whose keys start with prefix.
 func New(rdb redis.UniversalClient, prefix string) *Store {
-	return &Store{rdb: rdb, prefix: prefix, RequestGrace: DefaultRequestGrace}
+	return &Store{rdb: rdb, prefix: prefix, RequestGrace: DefaultRequestGrace, claimGrace: defaultClaimGrace}
 }
 
 // Redis is the client, for the notification hub.

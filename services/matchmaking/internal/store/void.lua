@@ -26,7 +26,11 @@ local since = redis.call('HGET', KEYS[2], 'void')
 if since then
   return {1, made, tonumber(since)}
 end
-redis.call('HSET', KEYS[2], 'void', ARGV[2])
+-- A match gone (expired) is not written again, which would keep it for
+-- ever; its tickets, if still paired with it, end all the same.
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HSET', KEYS[2], 'void', ARGV[2])
+end
 local ids = {}
 for _, k in ipairs({KEYS[3], KEYS[4]}) do
   local f = redis.call('HMGET', k, 'state', 'match', 'player')
