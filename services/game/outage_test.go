@@ -1000,6 +1000,49 @@ func TestAKilledProcessBesideOneCutOffIsNotCharged(t *testing.T) {
 	}
 }
 
+// TestALinkThatFlapsIsNotChargedToTheSideToMove: the game's process is
+// killed (cut off for good) with Red to move and 9 s left, while the only
+// other process, whose lease is renewed only every 20 s, is cut off from
+// Redis for 8 s, back for a second, and cut off 2 s more; a third starts
+// just after. Nobody could serve through either break. The process told
+// a renewal of its latest break only, and only at its next renewal, while
+// the third, seeing it beat, recorded nothing: Red lost on time. Each break
+// is recorded at once when the contact comes back, and Red's move is
+// accepted.
+func TestALinkThatFlapsIsNotChargedToTheSideToMove(t *testing.T) {
+	killedProxy := redistest.NewProxy(t, redistest.Addr(t))
+	killed := gametest.StartOn(t, killedProxy.Addr(), func(c *game.Config) { c.SigningKeys = keyOne })
+	flapping := redistest.NewProxy(t, redistest.Addr(t))
+	gametest.StartOn(t, flapping.Addr(), func(c *game.Config) {
+		c.KeyPrefix, c.SigningKeys, c.PresenceLease = killed.Config.KeyPrefix, keyOne, time.Minute
+	})
+	nine := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(9 * time.Second)}}}
+	tb := create(t, killed, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: nine})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8")
+	before := tb.get(t).GetVersion()
+
+	killedProxy.Cut()
+	defer killedProxy.Restore()
+	for _, cut := range []time.Duration{8 * time.Second, 2 * time.Second} {
+		flapping.Cut()
+		time.Sleep(cut)
+		flapping.Restore()
+		time.Sleep(time.Second)
+	}
+
+	later := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = killed.Config.KeyPrefix, keyOne })
+	on := &table{env: later, id: tb.id, seats: tb.seats}
+	resp, err := later.Client.MakeMove(on.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+	if err != nil || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		g := on.get(t)
+		t.Fatalf("the game's process was killed with Red to move (9 s left) while the only other was cut off from Redis for 8 s, back 1 s, cut off 2 s: "+
+			"Red's move on a process started after: %v, game %v (%v); want it accepted, the breaks excused; events: %v",
+			err, g.GetStatus(), g.GetResult(), eventsAfter(t, on, before))
+	}
+	wantExcused(t, eventsAfter(t, on, before), 4*time.Second)
+}
+
 // TestAProcessBeatingSinceRedisLostItsDataIsNoSilence: Redis
 // restarts without its data (no persistence). The game process "live"
 // reaches it again at once and beats every second; its lease went with

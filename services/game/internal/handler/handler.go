@@ -125,6 +125,10 @@ type Handler struct {
 	rehold    atomic.Bool
 	// renewUnsure: a renewal failed, and may have run all the same.
 	renewUnsure atomic.Bool
+	// renewSoon asks keepRenewing to renew now: a broken contact with
+	// Redis came back, and what nobody served meanwhile is to be recorded
+	// before another process, starting, judges a turn without it.
+	renewSoon chan struct{}
 	// unconfirmed holds games to confirm without their clients (see
 	// unconfirmed.go); confirmDone closes when that stops.
 	unconfirmed unconfirmed
@@ -229,7 +233,7 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 		return nil, errors.New("game handler: no service keys to verify internal calls with")
 	}
 	hd.services = auth.NewVerified(cfg.ServiceKeys, 1024)
-	hd.proc, hd.retry = newProcessID(), map[seatKey]int{}
+	hd.proc, hd.retry, hd.renewSoon = newProcessID(), map[seatKey]int{}, make(chan struct{}, 1)
 	// Commands after CreateGame run on the cached state, with no read of
 	// Redis to learn its time from: learn it before serving any.
 	hd.syncTime(ctx)

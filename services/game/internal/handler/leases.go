@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -168,7 +169,8 @@ func (h *Handler) presenceFailed(ctx context.Context, id string, err error) {
 // that start, that this one serves, so nothing that waits for a game
 // (keepLease's retries and releases) may hold it up. After a failure it
 // tries again within a second, so that a process whose first renewals
-// failed learns the service's silences soon.
+// failed learns the service's silences soon; after a broken contact with
+// Redis it renews at once (renewSoon).
 func (h *Handler) keepRenewing(ctx context.Context) {
 	every := h.cfg.PresenceLease / 3
 	next := func() time.Duration {
@@ -184,6 +186,8 @@ func (h *Handler) keepRenewing(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-h.renewSoon:
+			t.Stop()
 		}
 		h.renew(ctx)
 		t.Reset(next())
@@ -224,8 +228,8 @@ func (h *Handler) keepLease(ctx context.Context) {
 // move in them either. It reports whether the lease was renewed.
 func (h *Handler) renew(ctx context.Context) bool {
 	now := h.now()
-	served := h.contact.servedUntil()
-	r, err := h.store.Renew(ctx, h.proc, now.Add(h.cfg.PresenceLease), now, h.contact.began(now), served, h.silencesSeen)
+	broken := h.contact.untold()
+	r, err := h.store.Renew(ctx, h.proc, now.Add(h.cfg.PresenceLease), now, h.contact.began(now), broken, h.silencesSeen)
 	if err != nil {
 		// The script may have run, its answer lost: the lease it made may
 		// have been fresh, and nothing would tell the next renewal so.
@@ -235,21 +239,21 @@ func (h *Handler) renew(ctx context.Context) bool {
 		}
 		return false
 	}
-	if r.Recorded.To != 0 {
+	for _, s := range r.Recorded {
 		h.metrics.silences.Add(ctx, 1)
 		h.log.WarnContext(ctx, "no game process held a lease (every one stopped, or cut off from Redis): the turns (and waits) under way then are not charged that time",
-			"silence", time.Duration(r.Recorded.To-r.Recorded.From)*time.Millisecond, "from", time.UnixMilli(r.Recorded.From).UTC())
+			"silence", time.Duration(s.To-s.From)*time.Millisecond, "from", time.UnixMilli(s.From).UTC())
 	}
 	for _, s := range r.Silences {
 		h.silencesSeen = max(h.silencesSeen, s.To)
 		// Those that ended before this process started were told by the
 		// process that found them.
-		if h.outages.silent(span{from: s.From, to: s.To}) && s != r.Recorded && s.To >= h.started {
+		if h.outages.silent(span{from: s.From, to: s.To}) && !slices.Contains(r.Recorded, s) && s.To >= h.started {
 			h.log.InfoContext(ctx, "no game process ran for a while: the turns (and waits) under way then are not charged it",
 				"silence", time.Duration(s.To-s.From)*time.Millisecond, "from", time.UnixMilli(s.From).UTC())
 		}
 	}
-	h.contact.told(served)
+	h.contact.told(broken)
 	if unsure := h.renewUnsure.Swap(false); r.Fresh || unsure {
 		h.rehold.Store(true)
 	}

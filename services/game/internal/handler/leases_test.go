@@ -369,7 +369,7 @@ func TestAHeldUpProcessIsNoSilence(t *testing.T) {
 	unlock()
 	time.Sleep(lease)
 
-	r, err := h.store.Renew(t.Context(), h.proc, h.now().Add(lease), h.now(), h.now(), time.Time{}, 0)
+	r, err := h.store.Renew(t.Context(), h.proc, h.now().Add(lease), h.now(), h.now(), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestASeatIsHeldAgainAfterARenewalWhoseAnswerWasLost(t *testing.T) {
 	cancel()
 	h.renew(gone)
 	now := h.now()
-	if _, err := h.store.Renew(ctx, h.proc, now.Add(lease), now, now, time.Time{}, now.UnixMilli()); err != nil {
+	if _, err := h.store.Renew(ctx, h.proc, now.Add(lease), now, now, nil, now.UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * lease)

@@ -170,29 +170,57 @@ func (o *outages) insert(s span) {
 type contact struct {
 	mu sync.Mutex
 	// since is when the contact began (0: none now), last when Redis last
-	// answered, ended the last answer of the contact before this one, not
-	// yet told to a renewal (0: none), in Unix milliseconds.
-	since, last, ended int64
+	// answered, in Unix milliseconds.
+	since, last int64
+	// breaks are the broken contacts not yet told to a renewal, oldest
+	// first: a link that flaps may break twice between two renewals, and
+	// the process served between the breaks.
+	breaks []contactBreak
 }
+
+// contactBreak is a broken contact: its last answer, and when the next
+// contact began (0: none yet), in Unix milliseconds.
+type contactBreak struct{ ended, resumed int64 }
+
+// maxBreaks bounds the breaks kept for a renewal; beyond, the oldest are
+// forgotten, and charged as before there were any (renewals come at
+// least every few seconds, and at once after a break).
+const maxBreaks = 32
 
 // contactGap is the longest time between two answers of an unbroken
 // contact: the pings come every reachEvery and may take reachTimeout.
 const contactGap = reachEvery + reachTimeout + 750*time.Millisecond
 
-// answered records that Redis answered a ping sent at sentMs by atMs. A
-// contact begins with the answer, not the asking: a ping sent in an
-// outage may be answered only when it ends, and one that took longer
-// than reachTimeout broke the contact it was part of.
-func (c *contact) answered(sentMs, atMs int64) {
+// answered records that Redis answered a ping sent at sentMs by atMs, and
+// reports whether that began a contact after a broken one, which a
+// renewal should be told of at once. A contact begins with the answer,
+// not the asking: a ping sent in an outage may be answered only when it
+// ends, and one that took longer than reachTimeout broke the contact it
+// was part of.
+func (c *contact) answered(sentMs, atMs int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	resumed := false
 	if c.since == 0 || sentMs-c.last > contactGap.Milliseconds() || atMs-sentMs > reachTimeout.Milliseconds() {
-		if c.last != 0 {
-			c.ended = c.last
+		if n := len(c.breaks); n > 0 && c.breaks[n-1].resumed == 0 {
+			c.breaks[n-1].resumed = atMs
+			resumed = true
+		} else if c.last != 0 {
+			c.broke(contactBreak{ended: c.last, resumed: atMs})
+			resumed = true
 		}
 		c.since = atMs
 	}
 	c.last = max(c.last, atMs)
+	return resumed
+}
+
+// broke keeps b among the breaks to tell.
+func (c *contact) broke(b contactBreak) {
+	c.breaks = append(c.breaks, b)
+	if len(c.breaks) > maxBreaks {
+		c.breaks = slices.Delete(c.breaks, 0, len(c.breaks)-maxBreaks)
+	}
 }
 
 // lost records that Redis did not answer: the contact under way, if any,
@@ -201,7 +229,7 @@ func (c *contact) lost() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.since != 0 && c.last != 0 {
-		c.ended = c.last
+		c.broke(contactBreak{ended: c.last})
 	}
 	c.since = 0
 }
@@ -218,27 +246,33 @@ func (c *contact) began(now time.Time) time.Time {
 	return time.UnixMilli(min(c.since, now.UnixMilli()))
 }
 
-// servedUntil is the latest this process could have served before the
-// contact under way, if that broke one a renewal has not been told of
-// (zero otherwise): it could commit until Redis stopped answering, no
+// untold is the breaks a renewal has not been told of, as the renewal
+// takes them: the process could commit until Redis stopped answering, no
 // later than a contactGap after its last answer.
-func (c *contact) servedUntil() time.Time {
+func (c *contact) untold() []store.Break {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ended == 0 {
-		return time.Time{}
+	out := make([]store.Break, 0, len(c.breaks))
+	for _, b := range c.breaks {
+		sb := store.Break{Served: time.UnixMilli(b.ended).Add(contactGap)}
+		if b.resumed != 0 {
+			sb.Resumed = time.UnixMilli(b.resumed)
+		}
+		out = append(out, sb)
 	}
-	return time.UnixMilli(c.ended).Add(contactGap)
+	return out
 }
 
-// told forgets the broken contact that ended at served, once a renewal
-// took it into account: told again, it would record its silence again.
-func (c *contact) told(served time.Time) {
+// told forgets the breaks a renewal took into account: told again, it
+// would record their silences again. Breaks that came meanwhile stay.
+func (c *contact) told(passed []store.Break) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !served.IsZero() && time.UnixMilli(c.ended).Add(contactGap).Equal(served) {
-		c.ended = 0
+	n := 0
+	for n < len(passed) && n < len(c.breaks) && time.UnixMilli(c.breaks[n].ended).Add(contactGap).Equal(passed[n].Served) {
+		n++
 	}
+	c.breaks = slices.Delete(c.breaks, 0, n)
 }
 
 // takeEnded reports whether an outage ended since it was last asked.
@@ -380,7 +414,12 @@ func (h *Handler) watchRedis(ctx context.Context) {
 				h.log.WarnContext(ctx, "redis left a ping unanswered for over "+reachTimeout.String()+" (stalled, or holding writes): the turns (and waits) under way are not charged that time")
 			}
 			now := h.now()
-			h.contact.answered(sent.UnixMilli(), now.UnixMilli())
+			if h.contact.answered(sent.UnixMilli(), now.UnixMilli()) {
+				select {
+				case h.renewSoon <- struct{}{}:
+				default:
+				}
+			}
 			h.pinged(now, true)
 		}
 		select {

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/services/game/internal/model"
+	"github.com/palacehq/palace/services/game/internal/store"
 )
 
 // TestOutages: the time of a turn within outages, the one under way
@@ -280,6 +282,43 @@ func TestContact(t *testing.T) {
 	c.lost()
 	if got := c.began(at(8100)); !got.Equal(at(8100)) {
 		t.Fatalf("after a failed ping: began %v, want now", got)
+	}
+}
+
+// Every break in the contact that no renewal has been told of is told to
+// the next, each with when the contact came back, so that a link that
+// flaps between two renewals has both breaks recorded as silences: the
+// first, forgotten, would be charged to the players to move. A renewal
+// forgets those it was told, not one that came meanwhile; and each break
+// that ends asks for a renewal at once.
+func TestEveryUntoldBreakIsToldToTheNextRenewal(t *testing.T) {
+	var c contact
+	base := time.Now().Add(-time.Minute).UnixMilli()
+	at := func(ms int64) int64 { return base + ms }
+	if c.answered(at(0), at(0)) {
+		t.Fatal("the first answer resumed a contact")
+	}
+	c.lost() // first break
+	if !c.answered(at(10_000), at(10_000)) {
+		t.Fatal("the answer after a break did not ask for a renewal")
+	}
+	for ms := int64(10_250); ms <= 11_000; ms += 250 {
+		if c.answered(at(ms), at(ms)) {
+			t.Fatal("an answer 250 ms after the last asked for a renewal")
+		}
+	}
+	c.lost() // second break
+	c.answered(at(13_000), at(13_000))
+	served := func(ms int64) time.Time { return time.UnixMilli(at(ms)).Add(contactGap) }
+	told := c.untold()
+	want := []store.Break{{Served: served(0), Resumed: time.UnixMilli(at(10_000))}, {Served: served(11_000), Resumed: time.UnixMilli(at(13_000))}}
+	if !slices.Equal(told, want) {
+		t.Fatalf("after breaks at 0 s..10 s and 11 s..13 s: told %+v, want %+v", told, want)
+	}
+	c.lost() // a third, while the renewal runs
+	c.told(told)
+	if got := c.untold(); len(got) != 1 || !got[0].Served.Equal(served(13_000)) || !got[0].Resumed.IsZero() {
+		t.Fatalf("after a renewal told of the first two: %+v, want the third alone, under way", got)
 	}
 }
 

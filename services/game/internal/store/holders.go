@@ -85,9 +85,10 @@ type Renewal struct {
 	// Fresh: the lease was not there: a new process, or one whose lease
 	// ran out and was claimed, which must then hold its seats again.
 	Fresh bool
-	// Recorded is the silence this renewal found and recorded (zero when
-	// another process held a lease until now).
-	Recorded Silence
+	// Recorded are the silences this renewal found and recorded (none
+	// when another process held a lease until now), one for each break in
+	// the renewing process's contact at most.
+	Recorded []Silence
 	// Silences are those kept that end after the renewal's seen.
 	Silences []Silence
 }
@@ -98,19 +99,31 @@ const (
 	SilencesKeptFor = 7 * 24 * time.Hour
 )
 
+// Break is a break in a process's contact with Redis that no renewal has
+// been told of: the process served until Served, and could serve again
+// from Resumed (zero: the contact under way, which began at the renewal's
+// contact).
+type Break struct{ Served, Resumed time.Time }
+
 // Renew extends proc's lease to until. When no other process has beaten
 // (Alive) for beatGrace, nor holds a lease without ever having beaten (a
 // release before beats), and proc's own lease had run out, nobody served
 // from then (or the last clean stop, Stopped) until now, or until contact
 // if earlier, when proc's own unbroken contact with Redis began: the
 // renewal records that silence; proc itself served until its lease ran
-// out or, when its contact broke since its last renewal, until served. It
-// returns the silences that end after seen; any it cannot read (written
-// by another release, say) are left out.
-func (s *Store) Renew(ctx context.Context, proc string, until, now, contact, served time.Time, seen int64) (Renewal, error) {
+// out. When its contact broke since its last renewal, once or more
+// (broken, oldest first), each break that nobody else served through is
+// a silence of its own, from when proc stopped serving until it could
+// again: proc served between them. It returns the silences that end after
+// seen; any it cannot read (written by another release, say) are left out.
+func (s *Store) Renew(ctx context.Context, proc string, until, now, contact time.Time, broken []Break, seen int64) (Renewal, error) {
 	keys := []string{s.procsKey(), s.silencesKey(), s.stoppedKey(), s.aliveKey()}
-	raw, err := renewLeaseScript.Run(ctx, s.rdb, keys, proc, until.UnixMilli(), now.UnixMilli(),
-		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli(), beatGrace.Milliseconds(), unixMilliOrZero(served)).Slice()
+	args := []any{proc, until.UnixMilli(), now.UnixMilli(),
+		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli(), beatGrace.Milliseconds()}
+	for _, b := range broken {
+		args = append(args, b.Served.UnixMilli(), unixMilliOrZero(b.Resumed))
+	}
+	raw, err := renewLeaseScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return Renewal{}, fmt.Errorf("renew lease of %s: %w", proc, err)
 	}
@@ -119,8 +132,11 @@ func (s *Store) Renew(ctx context.Context, proc string, until, now, contact, ser
 	}
 	fresh, _ := raw[0].(int64)
 	r := Renewal{Fresh: fresh == 1}
-	if rec, _ := raw[1].(string); rec != "" {
-		r.Recorded, _ = parseSilence(rec)
+	rec, _ := raw[1].(string)
+	for _, text := range strings.Fields(rec) {
+		if sl, ok := parseSilence(text); ok {
+			r.Recorded = append(r.Recorded, sl)
+		}
 	}
 	for _, v := range raw[2:] {
 		text, _ := v.(string)

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,6 +29,19 @@ func newStoreOn(t *testing.T) (*store.Store, redis.UniversalClient, string) {
 	return st, rdb, prefix
 }
 
+// only is the one silence r recorded, zero for none.
+func only(t *testing.T, r store.Renewal) store.Silence {
+	t.Helper()
+	switch len(r.Recorded) {
+	case 0:
+		return store.Silence{}
+	case 1:
+		return r.Recorded[0]
+	}
+	t.Fatalf("the renewal recorded %d silences, %+v, want one at most", len(r.Recorded), r.Recorded)
+	return store.Silence{}
+}
+
 // TestRenewRecordsTheSilences: a renewal after every lease ran out records
 // the span from the last lease's end (or the last clean stop, whichever is
 // later) to its own time, once; a renewal while another lease runs, or
@@ -42,7 +56,7 @@ func TestRenewRecordsTheSilences(t *testing.T) {
 	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
 	renewIn := func(proc string, now, contact int, seen int64) store.Renewal {
 		t.Helper()
-		r, err := st.Renew(ctx, proc, at(now+15), at(now), at(contact), time.Time{}, seen)
+		r, err := st.Renew(ctx, proc, at(now+15), at(now), at(contact), nil, seen)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +64,7 @@ func TestRenewRecordsTheSilences(t *testing.T) {
 	}
 	renew := func(proc string, now int, seen int64) store.Renewal {
 		t.Helper()
-		r, err := st.Renew(ctx, proc, at(now+15), at(now), at(now), time.Time{}, seen)
+		r, err := st.Renew(ctx, proc, at(now+15), at(now), at(now), nil, seen)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,26 +74,26 @@ func TestRenewRecordsTheSilences(t *testing.T) {
 		return store.Silence{From: at(from).UnixMilli(), To: at(to).UnixMilli()}
 	}
 
-	if r := renew("a", 0, 0); !r.Fresh || r.Recorded != (store.Silence{}) || len(r.Silences) != 0 {
+	if r := renew("a", 0, 0); !r.Fresh || only(t, r) != (store.Silence{}) || len(r.Silences) != 0 {
 		t.Fatalf("the first renewal of all: %+v, want a fresh lease and no silence", r)
 	}
 	// b starts while a's lease runs (a rollout, a process of another
 	// release): nobody was silent.
-	if r := renew("b", 10, 0); !r.Fresh || r.Recorded != (store.Silence{}) || len(r.Silences) != 0 {
+	if r := renew("b", 10, 0); !r.Fresh || only(t, r) != (store.Silence{}) || len(r.Silences) != 0 {
 		t.Fatalf("a renewal beside a live lease: %+v, want no silence", r)
 	}
-	if r := renew("a", 12, 0); r.Fresh || r.Recorded != (store.Silence{}) {
+	if r := renew("a", 12, 0); r.Fresh || only(t, r) != (store.Silence{}) {
 		t.Fatalf("a renewal of a live lease: %+v, want no silence", r)
 	}
 	// Both die; b's lease (renewed at 10) ends at 25, a's at 27. c starts
 	// at 40: nobody held a lease from 27 to 40.
 	r := renew("c", 40, 0)
-	if r.Recorded != span(27, 40) || len(r.Silences) != 1 || r.Silences[0] != span(27, 40) {
+	if only(t, r) != span(27, 40) || len(r.Silences) != 1 || r.Silences[0] != span(27, 40) {
 		t.Fatalf("the first renewal after every lease ran out: %+v, want the silence 27..40 recorded and returned", r)
 	}
 	// d starts beside c: it learns the silence, records none.
 	r = renew("d", 41, 0)
-	if r.Recorded != (store.Silence{}) || len(r.Silences) != 1 || r.Silences[0] != span(27, 40) {
+	if only(t, r) != (store.Silence{}) || len(r.Silences) != 1 || r.Silences[0] != span(27, 40) {
 		t.Fatalf("a renewal beside c: %+v, want the silence learnt, none recorded", r)
 	}
 	if r = renew("d", 42, span(27, 40).To); len(r.Silences) != 0 {
@@ -100,7 +114,7 @@ func TestRenewRecordsTheSilences(t *testing.T) {
 		}
 	}
 	r = renew("e", 60, span(27, 40).To)
-	if r.Recorded != span(51, 60) || len(r.Silences) != 1 || r.Silences[0] != span(51, 60) {
+	if only(t, r) != span(51, 60) || len(r.Silences) != 1 || r.Silences[0] != span(51, 60) {
 		t.Fatalf("the first renewal after the last clean stop: %+v, want the silence 51..60", r)
 	}
 	// A clean stop before the end of a lease that ran on says nothing,
@@ -114,22 +128,22 @@ func TestRenewRecordsTheSilences(t *testing.T) {
 	if err := rdb.ZAdd(ctx, prefix+"{presence}:procs", redis.Z{Score: float64(at(80).UnixMilli()), Member: "older"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if r = renew("f", 70, span(51, 60).To); r.Recorded != (store.Silence{}) {
+	if r = renew("f", 70, span(51, 60).To); only(t, r) != (store.Silence{}) {
 		t.Fatalf("a renewal beside another release's live lease, after a stop: %+v, want no silence", r)
 	}
 
 	// Every lease has run out at 95 (g's, renewed at 80; f's at 85, the
 	// older release's at 80), but g kept in touch with Redis from 90 on,
 	// only too late to renew (its renewal loop held up): no silence.
-	if r = renewIn("g", 80, 80, 0); r.Recorded != (store.Silence{}) {
+	if r = renewIn("g", 80, 80, 0); only(t, r) != (store.Silence{}) {
 		t.Fatalf("g's first renewal: %+v, want no silence", r)
 	}
-	if r = renewIn("g", 100, 90, span(51, 60).To); r.Recorded != (store.Silence{}) {
+	if r = renewIn("g", 100, 90, span(51, 60).To); only(t, r) != (store.Silence{}) {
 		t.Fatalf("a renewal late, of a process in touch with Redis before every lease ran out: %+v, want no silence", r)
 	}
 	// g's lease runs out at 115; h renews at 120, in touch with Redis
 	// since 118: the silence ends there.
-	if r = renewIn("h", 120, 118, span(51, 60).To); r.Recorded != span(115, 118) {
+	if r = renewIn("h", 120, 118, span(51, 60).To); only(t, r) != span(115, 118) {
 		t.Fatalf("a renewal of a process in touch with Redis since 118: %+v, want the silence 115..118", r)
 	}
 }
@@ -144,11 +158,11 @@ func TestRenewWithNothingOnRecordRecordsNoSilence(t *testing.T) {
 	if err := st.EndLease(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	r, err := st.Renew(ctx, "b", now.Add(15*time.Second), now, now, time.Time{}, 0)
+	r, err := st.Renew(ctx, "b", now.Add(15*time.Second), now, now, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Recorded != (store.Silence{}) || len(r.Silences) != 0 {
+	if only(t, r) != (store.Silence{}) || len(r.Silences) != 0 {
 		t.Fatalf("with only a lease ended at 0 on record: %+v, want no silence", r)
 	}
 }
@@ -166,7 +180,7 @@ func TestSilencesAreBounded(t *testing.T) {
 		// Each process renews once, and its lease has run out when the
 		// next starts.
 		var err error
-		r, err = st.Renew(ctx, fmt.Sprint("p", i), now.Add(time.Second), now, now, time.Time{}, 0)
+		r, err = st.Renew(ctx, fmt.Sprint("p", i), now.Add(time.Second), now, now, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,16 +189,16 @@ func TestSilencesAreBounded(t *testing.T) {
 	if len(r.Silences) != store.SilencesKept {
 		t.Fatalf("%d silences kept, want %d", len(r.Silences), store.SilencesKept)
 	}
-	if last := r.Silences[len(r.Silences)-1]; last != r.Recorded {
-		t.Fatalf("the newest silence kept is %+v, want the one just recorded, %+v", last, r.Recorded)
+	if last := r.Silences[len(r.Silences)-1]; last != only(t, r) {
+		t.Fatalf("the newest silence kept is %+v, want the one just recorded, %+v", last, only(t, r))
 	}
 	later := now.Add(store.SilencesKeptFor + time.Hour)
-	r, err := st.Renew(ctx, "late", later.Add(time.Second), later, later, time.Time{}, 0)
+	r, err := st.Renew(ctx, "late", later.Add(time.Second), later, later, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := store.Silence{From: later.Add(-store.SilencesKeptFor).UnixMilli(), To: later.UnixMilli()}
-	if r.Recorded != want || len(r.Silences) != 1 {
+	if only(t, r) != want || len(r.Silences) != 1 {
 		t.Fatalf("after a silence longer than they are kept: %+v, want only %+v", r, want)
 	}
 }
@@ -200,22 +214,22 @@ func TestARenewalIsDatedByRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Renew(ctx, "a", redisNow.Add(-10*time.Second), redisNow.Add(-time.Minute), redisNow.Add(-time.Minute), time.Time{}, 0); err != nil {
+	if _, err := st.Renew(ctx, "a", redisNow.Add(-10*time.Second), redisNow.Add(-time.Minute), redisNow.Add(-time.Minute), nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.ZAdd(ctx, prefix+"{presence}:silences", redis.Z{Score: float64(redisNow.UnixMilli()), Member: "not a span"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	ahead := redisNow.Add(time.Hour)
-	r, err := st.Renew(ctx, "b", ahead.Add(15*time.Second), ahead, ahead, time.Time{}, 0)
+	r, err := st.Renew(ctx, "b", ahead.Add(15*time.Second), ahead, ahead, nil, 0)
 	if err != nil {
 		t.Fatalf("a renewal with an unreadable silence on record: %v", err)
 	}
 	want := redisNow.Add(-10 * time.Second).UnixMilli()
-	if r.Recorded.From != want || r.Recorded.To < want || r.Recorded.To > redisNow.Add(5*time.Second).UnixMilli() {
-		t.Fatalf("a renewal an hour ahead of Redis recorded %+v, want from %d to about Redis' time %d", r.Recorded, want, redisNow.UnixMilli())
+	if only(t, r).From != want || only(t, r).To < want || only(t, r).To > redisNow.Add(5*time.Second).UnixMilli() {
+		t.Fatalf("a renewal an hour ahead of Redis recorded %+v, want from %d to about Redis' time %d", only(t, r), want, redisNow.UnixMilli())
 	}
-	if len(r.Silences) != 1 || r.Silences[0] != r.Recorded {
+	if len(r.Silences) != 1 || r.Silences[0] != only(t, r) {
 		t.Fatalf("silences returned: %+v, want only the one recorded", r.Silences)
 	}
 }
@@ -230,7 +244,7 @@ func TestASilenceIsDatedFromADeadProcesssLastBeat(t *testing.T) {
 	st, lastBeat := beatsOnRecord(t)
 	renew := func(proc string, now time.Time) store.Renewal {
 		t.Helper()
-		r, err := st.Renew(ctx, proc, now.Add(15*time.Second), now, now, time.Time{}, 0)
+		r, err := st.Renew(ctx, proc, now.Add(15*time.Second), now, now, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,14 +256,14 @@ func TestASilenceIsDatedFromADeadProcesssLastBeat(t *testing.T) {
 	renew("dead", base)
 	lastBeat("dead", base.Add(time.Second))
 	r := renew("restarted", base.Add(10*time.Second))
-	if want := (store.Silence{From: base.Add(3500 * time.Millisecond).UnixMilli(), To: base.Add(10 * time.Second).UnixMilli()}); r.Recorded != want {
-		t.Fatalf("a process starting 9 s after another's last beat recorded %+v, want %+v: from 2.5 s after that beat, not from its lease's end", r.Recorded, want)
+	if want := (store.Silence{From: base.Add(3500 * time.Millisecond).UnixMilli(), To: base.Add(10 * time.Second).UnixMilli()}); only(t, r) != want {
+		t.Fatalf("a process starting 9 s after another's last beat recorded %+v, want %+v: from 2.5 s after that beat, not from its lease's end", only(t, r), want)
 	}
 
 	// "old" never beat: its lease, to base+35 s, says it served.
 	renew("old", base.Add(20*time.Second))
-	if r := renew("second", base.Add(30*time.Second)); r.Recorded != (store.Silence{}) {
-		t.Fatalf("a process starting within the lease of one that never beat recorded %+v, want no silence", r.Recorded)
+	if r := renew("second", base.Add(30*time.Second)); only(t, r) != (store.Silence{}) {
+		t.Fatalf("a process starting within the lease of one that never beat recorded %+v, want no silence", only(t, r))
 	}
 
 	// "live" beats: a process starting beside it records nothing.
@@ -257,8 +271,8 @@ func TestASilenceIsDatedFromADeadProcesssLastBeat(t *testing.T) {
 	lastBeat("live", base.Add(59*time.Second))
 	lastBeat("old", base.Add(-time.Hour)) // long gone, as "dead" and "second"
 	lastBeat("second", base.Add(-time.Hour))
-	if r := renew("third", base.Add(60*time.Second)); r.Recorded != (store.Silence{}) {
-		t.Fatalf("a process starting 1 s after another's beat recorded %+v, want no silence", r.Recorded)
+	if r := renew("third", base.Add(60*time.Second)); only(t, r) != (store.Silence{}) {
+		t.Fatalf("a process starting 1 s after another's beat recorded %+v, want no silence", only(t, r))
 	}
 }
 
@@ -278,7 +292,7 @@ func TestABeatingProcessWithoutALeaseIsNoSilence(t *testing.T) {
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	// After Redis lost its data: "dead" renewed at base, beat at base+1 s,
 	// and was killed.
-	if _, err := st.Renew(ctx, "dead", base.Add(15*time.Second), base, base, time.Time{}, 0); err != nil {
+	if _, err := st.Renew(ctx, "dead", base.Add(15*time.Second), base, base, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	lastBeat("dead", base.Add(time.Second))
@@ -287,15 +301,58 @@ func TestABeatingProcessWithoutALeaseIsNoSilence(t *testing.T) {
 		lastBeat("live", base.Add(time.Duration(s)*time.Second+500*time.Millisecond))
 	}
 	now := base.Add(10 * time.Second)
-	r, err := st.Renew(ctx, "started", now.Add(15*time.Second), now, now, time.Time{}, 0)
+	r, err := st.Renew(ctx, "started", now.Add(15*time.Second), now, now, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Recorded != (store.Silence{}) {
+	if only(t, r) != (store.Silence{}) {
 		t.Fatalf("a process starting 0.5 s after another's last beat (that one without a lease on record) recorded the silence %v..%v (%v), "+
 			"want none: the beating process served all along",
-			time.UnixMilli(r.Recorded.From).Sub(base), time.UnixMilli(r.Recorded.To).Sub(base),
-			time.Duration(r.Recorded.To-r.Recorded.From)*time.Millisecond)
+			time.UnixMilli(only(t, r).From).Sub(base), time.UnixMilli(only(t, r).To).Sub(base),
+			time.Duration(only(t, r).To-only(t, r).From)*time.Millisecond)
+	}
+}
+
+// A process whose contact with Redis broke twice since its last renewal
+// (a link that flaps) served before, between and after the breaks, and
+// nobody else served through them: each break is a silence of its own,
+// from when the process stopped serving until its contact came back; the
+// stretch between them, which the process served, is none.
+func TestEachBreakInAProcesssContactIsASilence(t *testing.T) {
+	ctx := context.Background()
+	st, lastBeat := beatsOnRecord(t)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	// "dead" last beat at base and was killed; "flapping" renewed at base
+	// (its lease to base+60 s), lost Redis from base+1 s (it served until
+	// base+4 s, as its pings tell) until base+12 s, and again from
+	// base+14.5 s until base+16 s, when it renews.
+	for _, p := range []string{"dead", "flapping"} {
+		if _, err := st.Renew(ctx, p, at(60_000), base, base, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lastBeat("dead", base)
+	r, err := st.Renew(ctx, "flapping", at(76_000), at(16_000), at(16_000), []store.Break{
+		{Served: at(4000), Resumed: at(12_000)},
+		{Served: at(14_500)},
+	}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Silence{{From: at(4000).UnixMilli(), To: at(12_000).UnixMilli()}, {From: at(14_500).UnixMilli(), To: at(16_000).UnixMilli()}}
+	if !slices.Equal(r.Recorded, want) {
+		var got []string
+		for _, s := range r.Recorded {
+			got = append(got, fmt.Sprintf("%v..%v", time.UnixMilli(s.From).Sub(base), time.UnixMilli(s.To).Sub(base)))
+		}
+		t.Fatalf("a renewal told of two breaks (4 s..12 s and 14.5 s..16 s after base) recorded %v, want both", got)
+	}
+	// Another process still beating served through any break.
+	lastBeat("dead", at(20_000))
+	r, err = st.Renew(ctx, "flapping", at(85_000), at(25_000), at(25_000), []store.Break{{Served: at(21_000), Resumed: at(22_000)}}, 0)
+	if err != nil || len(r.Recorded) != 0 {
+		t.Fatalf("a break while another process beat: recorded %+v (%v), want none", r.Recorded, err)
 	}
 }
 

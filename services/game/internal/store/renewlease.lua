@@ -8,12 +8,16 @@
 -- beats) served until the end of its lease: every release that keeps leases
 -- counts, so the processes of a rollout or a rollback are never taken for
 -- nobody. The renewing process itself served until the end of its own
--- lease or, if its contact with Redis broke since its last renewal, until
--- it broke. A silence is dated from the latest of these, or from the last
+-- lease. A silence is dated from the latest of these, or from the last
 -- clean stop: what it leaves out (a grace after a crash, or a lease for a
 -- process cut off) is charged. It ends no later than the renewing
 -- process's own unbroken contact with Redis began, since from then on it
--- could serve: a renewal that is only late records nothing.
+-- could serve: a renewal that is only late records nothing. If the
+-- renewing process's contact broke since its last renewal, once or more,
+-- it served until the first break (or its lease's end, if sooner) and
+-- between the breaks: each break is a silence of its own, dated from when
+-- the process stopped serving, if later than the others, until it could
+-- serve again.
 -- KEYS[1] the leases: sorted set of process ids and claims, scored by the
 --         millisecond each runs out
 -- KEYS[2] the silences: sorted set of "from:to" (ms), scored by to
@@ -23,10 +27,13 @@
 --       own time if earlier), 4 how long silences are kept in ms, 5 the
 --       most kept, 6 return the silences that end after this ms, 7 the
 --       latest a silence recorded now may end, in ms, 8 the grace after a
---       process's last beat, in ms, 9 the latest the renewing process
---       served before its contact with Redis broke, in ms (0: unbroken)
--- Returns {1 if the lease was not there, the silence recorded ("" for
--- none), the silences that end after ARGV[6]...}.
+--       process's last beat, in ms; then for each break in the renewing
+--       process's contact since its last renewal, oldest first: the latest
+--       it served before the break, and when its contact began again (0:
+--       the contact under way, ARGV[7]), in ms
+-- Returns {1 if the lease was not there, the silences recorded ("from:to"
+-- separated by spaces, "" for none), the silences that end after
+-- ARGV[6]...}.
 local t = redis.call('TIME')
 local now = math.min(tonumber(ARGV[3]), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local keep = tonumber(ARGV[4])
@@ -38,13 +45,13 @@ for i = 1, #beats, 2 do
     beat[beats[i]] = tonumber(beats[i + 1]) + tonumber(ARGV[8])
   end
 end
-if tonumber(ARGV[9]) > 0 then
-  beat[ARGV[1]] = tonumber(ARGV[9])
-end
+local own = 0
 -- A claim on a lease is held by a process with a lease of its own.
 local leases = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #leases, 2 do
-  if string.sub(leases[i], 1, 6) ~= 'claim:' then
+  if leases[i] == ARGV[1] then
+    own = tonumber(leases[i + 1])
+  elseif string.sub(leases[i], 1, 6) ~= 'claim:' then
     from = math.max(from, math.min(tonumber(leases[i + 1]), beat[leases[i]] or math.huge))
     beat[leases[i]] = nil
   end
@@ -59,15 +66,34 @@ local left = tonumber(redis.call('GET', KEYS[3]) or '0')
 if left and left > from then
   from = left
 end
-local recorded = ''
--- Nothing on record (the service's first start, or Redis lost its data)
--- tells no silence.
-local to = math.min(now, tonumber(ARGV[7]))
-if from > 0 then
-  from = math.max(from, now - keep)
-  if from < to then
-    recorded = string.format('%d:%d', from, to)
-    redis.call('ZADD', KEYS[2], to, recorded)
+local contact = math.min(now, tonumber(ARGV[7]))
+local spans = {}
+if #ARGV < 9 then
+  -- Nothing on record (the service's first start, or Redis lost its
+  -- data) tells no silence.
+  if math.max(from, own) > 0 then
+    spans[1] = {math.max(from, own), contact}
+  end
+else
+  for i = 9, #ARGV - 1, 2 do
+    local served = tonumber(ARGV[i])
+    if i == 9 and own > 0 then
+      served = math.min(served, own)
+    end
+    local resumed = tonumber(ARGV[i + 1])
+    if resumed == 0 or resumed > contact then
+      resumed = contact
+    end
+    spans[#spans + 1] = {math.max(from, served), resumed}
+  end
+end
+local recorded = {}
+for _, s in ipairs(spans) do
+  local f, to = math.max(s[1], now - keep), s[2]
+  if f < to then
+    local text = string.format('%d:%d', f, to)
+    redis.call('ZADD', KEYS[2], to, text)
+    recorded[#recorded + 1] = text
   end
 end
 local fresh = redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
@@ -76,7 +102,7 @@ redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -1 - tonumber(ARGV[5]))
 if redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('PEXPIRE', KEYS[2], keep)
 end
-local out = {fresh, recorded}
+local out = {fresh, table.concat(recorded, ' ')}
 for _, s in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[6], '+inf')) do
   out[#out + 1] = s
 end
