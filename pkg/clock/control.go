@@ -100,7 +100,7 @@ func (c Control) Validate() error {
 	}{{"main time", c.MainTime}, {"period time", c.PeriodTime}, {"increment", c.Increment}} {
 		switch {
 		case f.d < 0:
-			add("%s %v is negative", f.name, f.d)
+			add("%s %s is negative", f.name, formatDuration(f.d))
 		case f.d > MaxMainTime:
 			// Reported below, against its bound. A Duration that came
 			// saturated from a far longer one is no whole millisecond.
@@ -129,7 +129,8 @@ func (c Control) Validate() error {
 		if c.Periods < 1 || c.Periods > MaxPeriods {
 			add("byo-yomi needs 1 to %d periods, got %d", MaxPeriods, c.Periods)
 		}
-		if c.PeriodTime < MinPeriodTime || c.PeriodTime > MaxPeriodTime {
+		// A negative one is reported as such, above.
+		if (c.PeriodTime >= 0 && c.PeriodTime < MinPeriodTime) || c.PeriodTime > MaxPeriodTime {
 			add("byo-yomi period %s is outside %s..%s", formatDuration(c.PeriodTime), formatDuration(MinPeriodTime), formatDuration(MaxPeriodTime))
 		}
 		if c.Increment != 0 {
@@ -303,8 +304,11 @@ func parseDigits(s string, maxDigits int) (int64, error) {
 // syntax; anything else (only in invalid controls) falls back to
 // time.Duration's own format, which ParseControl rejects.
 func formatDuration(d time.Duration) string {
-	if d == math.MaxInt64 {
+	switch d {
+	case math.MaxInt64:
 		return "over 292 years" // where a longer one saturates
+	case math.MinInt64:
+		return "under -292 years"
 	}
 	if d < 0 || d%time.Millisecond != 0 {
 		return d.String()

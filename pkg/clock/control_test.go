@@ -134,6 +134,11 @@ func TestControlValidate(t *testing.T) {
 		// becomes: reported as too long, not as a fraction of a millisecond.
 		{"saturated", Control{Kind: Fischer, MainTime: math.MaxInt64, Increment: math.MaxInt64},
 			[]string{"main time over 292 years exceeds 24h", "increment over 292 years exceeds 1h"}},
+		// And of far less: told as the client sent it, not as the figure
+		// it was cut to, and a negative period once.
+		{"saturated negatives", Control{Kind: ByoYomi, MainTime: math.MinInt64, Periods: 3, PeriodTime: math.MinInt64},
+			[]string{"main time under -292 years is negative", "period time under -292 years is negative"}},
+		{"negative byo-yomi period", Control{Kind: ByoYomi, Periods: 3, PeriodTime: -time.Second}, []string{"period time -1s is negative"}},
 		{"long with a fraction", Control{Kind: Fischer, MainTime: 30*time.Hour + time.Nanosecond, Increment: time.Second}, []string{"main time 30h0m0.000000001s exceeds 24h"}},
 	}
 	for _, tt := range tests {
