@@ -23,11 +23,16 @@ var serviceLag = clock.LagPolicy{MaxPerMove: time.Second, BankCap: 5 * time.Seco
 // quick moves: Red's clock runs from the instant returned.
 func clocked(t *testing.T) (*State, time.Time) {
 	t.Helper()
+	return afterFourMoves(t, clock.Default(), serviceLag, [2]Seat{{PlayerID: "p"}, {PlayerID: "ai", AILevel: 1}})
+}
+
+// afterFourMoves is a Xiangqi game of seats on ctl and lag, after four
+// moves 1 s apart: Red's clock runs from the instant returned.
+func afterFourMoves(t *testing.T, ctl clock.Control, lag clock.LagPolicy, seats [2]Seat) (*State, time.Time) {
+	t.Helper()
 	now := time.UnixMilli(1_700_000_000_000)
-	ctl := clock.Default()
 	ch, err := Create(CreateParams{
-		ID: "g", Variant: rules.Xiangqi, Control: &ctl, Lag: serviceLag, FirstMoveTime: 30 * time.Second,
-		Seats: [2]Seat{{PlayerID: "p"}, {PlayerID: "ai", AILevel: 1}},
+		ID: "g", Variant: rules.Xiangqi, Control: &ctl, Lag: lag, FirstMoveTime: 30 * time.Second, Seats: seats,
 	}, now)
 	if err != nil {
 		t.Fatal(err)
