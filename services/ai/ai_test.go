@@ -474,20 +474,31 @@ func createAIGame(t testing.TB, games gamev1.GameServiceClient, req *gamev1.Crea
 	return g
 }
 
+// waitFor is waitForWithin 30 s, for the AI to act.
 func (g *aiGame) waitFor(t testing.TB, cond func(*gamev1.Game) bool) *gamev1.Game {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	return g.waitForWithin(t, 30*time.Second, "the AI to act", cond)
+}
+
+// waitForWithin reads the game until cond holds, for at most d, and fails
+// saying what was awaited and where the game stood.
+func (g *aiGame) waitForWithin(t testing.TB, d time.Duration, what string, cond func(*gamev1.Game) bool) *gamev1.Game {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last *gamev1.Game
 	for time.Now().Before(deadline) {
 		r, err := g.games.GetGame(g.human, &gamev1.GetGameRequest{GameId: g.id})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cond(r.GetGame()) {
-			return r.GetGame()
+		last = r.GetGame()
+		if cond(last) {
+			return last
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatal("the AI did not act within 30s")
+	t.Fatalf("%s: not within %v; game at version %d, status %v, %d moves, turn %v, result %v",
+		what, d, last.GetVersion(), last.GetStatus(), len(last.GetMoves()), last.GetTurn(), last.GetResult())
 	return nil
 }
 
