@@ -70,9 +70,9 @@ func TestAnEntryKilledWhileThePlayerWaitsKeepsThemInOnePool(t *testing.T) {
 // its ticket, which waits in X. The live-ticket record named B's claim, a
 // ticket that would never be: an entry of the player to pool Y was told
 // Aborted ("retry") though the player waited in X, and once claimGrace was
-// past it was entered, the player waiting in two pools at once. A's entry
-// now makes the record name its ticket again: both are told AlreadyExists
-// (BusyElsewhere) with it.
+// past it was entered, the player waiting in two pools at once. A record
+// naming a ticket never written leads to the pool it names, where A's
+// ticket waits: both are told AlreadyExists (BusyElsewhere) with it.
 func TestARetryKilledAfterReplacingItsFirstAttemptsClaimKeepsThePlayerInOnePool(t *testing.T) {
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
 	st := store.New(rdb, prefix)

@@ -157,10 +157,10 @@ func TestAnEntryWhoseAnswerWasLostKeepsThePlayerInOnePool(t *testing.T) {
 
 // Two entries of p to pool X (two devices, other request ids) race: B
 // replaces A's claim of the live-ticket record while A's ticket is not yet
-// written; A writes its ticket and takes the record back; A's ticket is
-// cancelled before B's script runs, which then enters B's ticket. The
-// record named A's ticket, ended: B's entry makes it name B's waiting
-// ticket, so p's entry to pool Y is answered BusyElsewhere with it.
+// written; A writes its ticket; A's ticket is cancelled before B's script
+// runs, which then enters B's ticket. Had A taken the record back, it
+// would name A's ticket, ended, and nothing B's: the record names B's
+// claim, so p's entry to pool Y is answered BusyElsewhere with B's ticket.
 func TestAnEntryWrittenAfterItsRivalsTicketEndedKeepsThePlayerInOnePool(t *testing.T) {
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
 	st := store.New(rdb, prefix)
@@ -243,5 +243,160 @@ func TestAnEntrySlowerThanHalfTheClaimGraceEntersNothing(t *testing.T) {
 	}
 	if id, out, err := st.Enter(ctx, x, entryOf("p", now.Add(2200*time.Millisecond)), "rX", 2*time.Hour, nil); err != nil || out != store.BusyElsewhere || id != tY {
 		t.Fatalf("the slow entry's retry: %s %v %v, want BusyElsewhere with %s", id, out, err, tY)
+	}
+}
+
+// slowRequestRead delays the first read of a request key (Enter's
+// requestTicket: a read retried after a timeout, a slow WAIT), which comes
+// after the handler dated the entry (t.Entered) and before the claim.
+type slowRequestRead struct {
+	d    time.Duration
+	done atomic.Bool
+}
+
+func (s *slowRequestRead) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *slowRequestRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "get" && len(cmd.Args()) > 1 {
+			if k, _ := cmd.Args()[1].(string); strings.Contains(k, ":r:") && s.done.CompareAndSwap(false, true) {
+				time.Sleep(s.d)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (s *slowRequestRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A claim is dated t.Entered, the handler's clock before the request is
+// read, and others judge its age by that date: an entry's budget counts
+// from it too. An entry whose request read took 1.5 s and whose abort
+// check took 0.6 s (each under half the 2 s grace) would write its ticket
+// 2.1 s after the date of its claim, while an entry to another pool, at
+// real time, took the claim for a dead one and entered: it enters nothing.
+func TestAnEntrysBudgetCountsFromTheDateOfItsClaim(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	st.SetClaimGraceForTest(2 * time.Second)
+	ctx := context.Background()
+	x, y := twoPools()
+
+	slow := redistest.Client(t)
+	slow.AddHook(&slowRequestRead{d: 1500 * time.Millisecond})
+	sx := store.New(slow, prefix)
+	sx.SetClaimGraceForTest(2 * time.Second)
+
+	now := time.Now() // the handler's h.now(), before Enter
+	var tY string
+	var outY store.EnterOutcome
+	var errY error
+	tX, outX, errX := sx.Enter(ctx, x, entryOf("p", now), "rX", 2*time.Hour, func() error {
+		time.Sleep(600 * time.Millisecond) // the abort check
+		tY, outY, errY = st.Enter(ctx, y, entryOf("p", time.Now()), "rY", 2*time.Hour, nil)
+		return nil
+	})
+	t.Logf("entry to %s: %s %v %v; entry to %s: %s %v %v", x.ID(), tX, outX, errX, y.ID(), tY, outY, errY)
+	if errX == nil && outX == store.Entered && errY == nil && outY == store.Entered {
+		t.Fatalf("p waits in %s (%s) and %s (%s) at once; paired %d times at once",
+			x.ID(), tX, y.ID(), tY, pairingsOf(t, st, x, y, time.Now()))
+	}
+}
+
+// Two devices of p enter pool X (A, B); B claims the live-ticket record
+// over A's claim and is slow to run its script. A writes its ticket and
+// took the record back from B's claim, its ticket not written; p cancels A
+// and enters pool Y (C): the record named A, cancelled, so C entered, and
+// then B's script entered B too. A leaves the record naming B's claim,
+// which C, within the claim grace, is told to retry after.
+func TestAClaimOfAnotherEntryInFlightIsNeverTakenBack(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	x, y := twoPools()
+
+	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
+	slow := redistest.Client(t)
+	slow.AddHook(pause)
+	type result struct {
+		id  string
+		out store.EnterOutcome
+		err error
+	}
+	bDone := make(chan result, 1)
+	tA, out, err := st.Enter(ctx, x, entryOf("p", now), "rA", 2*time.Hour, func() error {
+		go func() {
+			id, out, err := store.New(slow, prefix).Enter(ctx, x, entryOf("p", now.Add(10*time.Millisecond)), "rB", 2*time.Hour, nil)
+			bDone <- result{id, out, err}
+		}()
+		select {
+		case <-pause.reached:
+		case r := <-bDone:
+			t.Errorf("B ended before its script: %+v", r)
+		}
+		return nil
+	})
+	if err != nil || out != store.Entered {
+		t.Fatalf("A: %s %v %v", tA, out, err)
+	}
+	if res, err := st.Cancel(ctx, tA, "p"); err != nil || res != store.CancelDone {
+		t.Fatalf("cancel %s: %v %v", tA, res, err)
+	}
+	tC, outC, errC := st.Enter(ctx, y, entryOf("p", now.Add(time.Second)), "rC", 2*time.Hour, nil)
+	close(pause.release)
+	b := <-bDone
+	t.Logf("B to %s: %+v; C to %s: %s %v %v", x.ID(), b, y.ID(), tC, outC, errC)
+	if b.err == nil && b.out == store.Entered && errC == nil && outC == store.Entered {
+		t.Fatalf("p waits in %s (%s) and %s (%s) at once; paired %d times at once",
+			x.ID(), b.id, y.ID(), tC, pairingsOf(t, st, x, y, now.Add(time.Second)))
+	}
+}
+
+// Two devices of p enter pool X (A, B); B claims over A's claim and is
+// slow. A's script enters A and its answer is lost: the record names B's
+// claim. B's script answers busy with A, and its answer is lost too, so
+// the record names a ticket never written, and A's retry is answered from
+// its request. Past the claim grace, p's entry to Y finds A by reading the
+// pool the record names: BusyElsewhere, not a second ticket.
+func TestAClaimOfNothingLeadsToTheTicketWaitingInItsPool(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	x, y := twoPools()
+
+	lossyA := redistest.Client(t)
+	lossyA.AddHook(&lostReply{})
+	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
+	lossyB := redistest.Client(t)
+	lossyB.AddHook(pause)
+	lossyB.AddHook(&lostReply{})
+	bErr := make(chan error, 1)
+	_, _, errA := store.New(lossyA, prefix).Enter(ctx, x, entryOf("p", now), "rA", 2*time.Hour, func() error {
+		go func() {
+			_, _, err := store.New(lossyB, prefix).Enter(ctx, x, entryOf("p", now.Add(10*time.Millisecond)), "rB", 2*time.Hour, nil)
+			bErr <- err
+		}()
+		<-pause.reached
+		return nil
+	})
+	if errA == nil {
+		t.Fatal("A's lost answer was not seen")
+	}
+	close(pause.release)
+	if err := <-bErr; err == nil {
+		t.Fatal("B's lost answer was not seen")
+	}
+	// A's client retries and learns its ticket.
+	tA, out, err := st.Enter(ctx, x, entryOf("p", now.Add(time.Second)), "rA", 2*time.Hour, nil)
+	if err != nil || out != store.Duplicate {
+		t.Fatalf("A's retry: %s %v %v", tA, out, err)
+	}
+	later := now.Add(11 * time.Second) // past claimGrace
+	tY, outY, errY := st.Enter(ctx, y, entryOf("p", later), "rY", 2*time.Hour, nil)
+	if errY == nil && outY == store.Entered {
+		t.Fatalf("while %s waits in %s, p's entry to %s ENTERED %s (the live-ticket record named a claim of nothing); paired %d times at once",
+			tA, x.ID(), y.ID(), tY, pairingsOf(t, st, x, y, later))
 	}
 }

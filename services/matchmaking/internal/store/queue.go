@@ -89,8 +89,9 @@ const (
 // player's live-ticket record and the write of its ticket. A record older
 // than that naming no ticket is an entry that failed, or a ticket expired,
 // and holds nothing. An entry gives up before its script once half of it
-// has passed on its own clock: the other half is for the clocks of
-// replicas, which date claims, to disagree, and for the script's round trip.
+// has passed since the date of its claim, on its own clock: the other half
+// is for the clocks of replicas, which date claims, to disagree, and for
+// the script's round trip.
 const defaultClaimGrace = 10 * time.Second
 
 // Enter puts a new ticket for t.Player into pool. keep is how long the
@@ -119,8 +120,12 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		return prior, Duplicate, nil
 	}
 	id := tag + "." + randomHex(8)
-	claim := liveRecord(id, t.Entered)
-	claimed := time.Now()
+	// The claim is dated t.Entered, which others judge its age by: its
+	// budget counts from then, unless that is implausible (a test's clock).
+	claim, claimed := liveRecord(id, t.Entered), time.Now()
+	if d := claimed.Sub(t.Entered); d > 0 && d < s.claimGrace {
+		claimed = t.Entered
+	}
 	prev, other, err := s.claimLive(ctx, t.Player, tag, claim, t.Entered, keep)
 	if err != nil {
 		return "", 0, err
@@ -185,6 +190,19 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		_ = s.swapLive(ctx, t.Player, claim, prev, keep)
 		return "", 0, fmt.Errorf("enter ticket %v after its claim: %w", time.Since(claimed).Round(time.Millisecond), ErrSlowEntry)
 	}
+	// An entry to another pool may have taken this claim for a dead one:
+	// then this one writes no ticket. One to this pool may have claimed the
+	// record since: the pool's script keeps one ticket of the player, and
+	// the record names the pool, which holdingTicket reads.
+	cur, err := s.rdb.Get(ctx, s.liveKey(t.Player)).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", 0, fmt.Errorf("read live ticket: %w", err)
+	}
+	if curID, _, _ := strings.Cut(cur, "|"); cur != claim {
+		if curTag, err := TicketTag(curID); err != nil || curTag != tag {
+			return "", 0, fmt.Errorf("enter ticket: an entry to another pool took its claim: %w", ErrRacedEntries)
+		}
+	}
 	keys := append(s.queueKeys(tag), b+"t:"+id, requestKey)
 	var res []string
 	err = s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
@@ -206,35 +224,7 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	case "busy":
 		return res[1], Busy, s.swapLive(ctx, t.Player, claim, liveRecord(res[1], t.Entered), keep)
 	}
-	s.reclaimLive(ctx, t.Player, tag, claim, keep)
 	return res[1], Entered, nil
-}
-
-// reclaimLive makes claim, whose ticket now waits, the player's live-ticket
-// record again if another entry to the same pool replaced it with a
-// record of a ticket not live: a claim not written since (that entry's
-// script answers it busy with this ticket, which it then records, but
-// should it die first, a killed retry, the record would name a ticket
-// never written), or a ticket of that pool which has ended since (one
-// cancelled between its claim's return and this script). Either way the
-// pool's script made this ticket the player's only live one there, and a
-// record naming none would let the player, waiting here, enter another
-// pool. Best effort, as the other restorations.
-func (s *Store) reclaimLive(ctx context.Context, player, tag, claim string, keep time.Duration) {
-	cur, err := s.rdb.Get(ctx, s.liveKey(player)).Result()
-	if err != nil || cur == claim {
-		return
-	}
-	id, _, _ := strings.Cut(cur, "|")
-	if own, _, _ := strings.Cut(claim, "|"); id == own {
-		return
-	}
-	if idTag, err := TicketTag(id); err != nil || idTag != tag {
-		return
-	}
-	if _, live, err := s.ticketLive(ctx, id); err == nil && !live {
-		_ = s.swapLive(ctx, player, cur, claim, keep)
-	}
 }
 
 // requestTicket reads the ticket made for a request, "" for none yet.
@@ -288,7 +278,7 @@ func (s *Store) claimLive(ctx context.Context, player, tag, claim string, now ti
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return "", "", fmt.Errorf("read live ticket: %w", err)
 		}
-		if other, err = s.holdingTicket(ctx, cur, tag, now); err != nil || other != "" {
+		if other, err = s.holdingTicket(ctx, player, cur, tag, now); err != nil || other != "" {
 			return "", other, err
 		}
 		var ok bool
@@ -317,35 +307,45 @@ var ErrSlowEntry = errors.New("the entry was too slow to be made safely")
 var ErrRacedEntries = errors.New("other entries of the same player keep racing this one")
 
 // holdingTicket returns the ticket a live-ticket record names when it
-// keeps the player out of pool tag: one that waits or is paired. A claim
-// of another pool within claimGrace, its ticket not written yet, is
-// ErrRacedEntries: that entry may yet be refused, and its ticket never
-// be, so it is no ticket to name to the player. A live
-// ticket of pool tag itself is returned too, though the pool's script
-// would refuse the entry as well: an entry that claimed the record in its
-// place and died before setting it back would leave a claim of a ticket
-// never written, which holds nothing after claimGrace, while that ticket
-// still waits. A claim of pool tag not written yet is left to the pool's
+// keeps the player out of pool tag: one that waits or is paired. The
+// record is the player's last claim, which names a ticket that may never
+// have been written (its entry failed, was killed, or was answered busy
+// and lost the answer) or that has ended: then the pool it names is read,
+// and a live ticket of the player there is returned instead, since the
+// pool's own record of its tickets is the truth of it. A claim of another
+// pool within claimGrace, its ticket not written yet and none live there,
+// is ErrRacedEntries: that entry may yet be refused, and its ticket never
+// be, so it is no ticket to name to the player. A live ticket of pool tag
+// itself is returned too, though the pool's script would refuse the entry
+// as well. A claim of pool tag not written yet is left to the pool's
 // script, which keeps one ticket per player.
-func (s *Store) holdingTicket(ctx context.Context, record, tag string, now time.Time) (string, error) {
+func (s *Store) holdingTicket(ctx context.Context, player, record, tag string, now time.Time) (string, error) {
 	id, claimedMs, ok := strings.Cut(record, "|")
 	idTag, err := TicketTag(id)
 	if !ok || err != nil {
 		return "", nil
 	}
 	found, live, err := s.ticketLive(ctx, id)
-	if !found && err == nil && idTag != tag {
+	switch {
+	case err != nil:
+		return "", err
+	case live:
+		return id, nil
+	case idTag == tag:
+		return "", nil
+	}
+	if held, err := s.liveInPool(ctx, idTag, player); err != nil || held != "" {
+		return held, err
+	}
+	if !found {
 		if age := now.Sub(ms(claimedMs)); age < s.claimGrace && age > -s.claimGrace {
 			return "", ErrRacedEntries
 		}
 	}
-	if !live {
-		return "", err
-	}
-	return id, nil
+	return "", nil
 }
 
-// liveInPool returns player's ticket in pool tag when it waits or is
+// liveInPool returns player// liveInPool returns player's ticket in pool tag when it waits or is
 // paired: the pool's script would answer the entry busy.
 func (s *Store) liveInPool(ctx context.Context, tag, player string) (string, error) {
 	id, err := s.rdb.HGet(ctx, s.queueKeys(tag)[2], player).Result()
