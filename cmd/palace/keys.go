@@ -45,8 +45,10 @@ func runServiceToken(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	if *ttl <= 0 || *ttl > 366*24*time.Hour || *caller == "" {
-		fmt.Fprintln(stderr, "palace service-token: --ttl must be positive, at most 366 days, and --caller not empty")
+	// A credential expires on a whole second: one shorter than a second
+	// could be printed expired.
+	if *ttl < time.Second || *ttl > 366*24*time.Hour || *caller == "" {
+		fmt.Fprintln(stderr, "palace service-token: --ttl must be at least 1s (credentials expire on a whole second) and at most 366 days, and --caller not empty")
 		return exitUsage
 	}
 	if keys == "" {
@@ -82,8 +84,8 @@ func runPlayerToken(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	if *ttl <= 0 || *ttl > 30*24*time.Hour {
-		fmt.Fprintln(stderr, "palace player-token: --ttl must be positive and at most 30 days")
+	if *ttl < time.Second || *ttl > 30*24*time.Hour {
+		fmt.Fprintln(stderr, "palace player-token: --ttl must be at least 1s (credentials expire on a whole second) and at most 30 days")
 		return exitUsage
 	}
 	if err := matchmaking.CheckAccount(*id, *name); err != nil {

@@ -98,6 +98,11 @@ func TestServiceTokenCreatesGamesAndPlayersCannot(t *testing.T) {
 	if _, _, code := palace("service-token", "--service-keys", "k:00", "--ttl", "-1s"); code != exitUsage {
 		t.Errorf("service-token with a negative ttl: exit %d", code)
 	}
+	// A credential expires on a whole second: one of a millisecond would
+	// be printed expired.
+	if _, errOut, code := palace("service-token", "--service-keys", "k:00", "--ttl", "1ms"); code != exitUsage || !strings.Contains(errOut, "at least 1s") {
+		t.Errorf("service-token with a ttl under a second: exit %d, %q", code, errOut)
+	}
 }
 
 // TestServeWithoutServiceKeysTrustsOnlyItself: `make run` has no
@@ -185,6 +190,7 @@ func TestPlayerTokenPlaysRated(t *testing.T) {
 		{[]string{"--player-id", "a{b}", "--name", "Ada"}, "--player-id: contains"},
 		{[]string{"--player-id", "club-7", "--name", strings.Repeat("x", 25)}, "--name:"},
 		{[]string{"--player-id", "club-7", "--name", "Ada", "--ttl", "0s"}, "--ttl"},
+		{[]string{"--player-id", "club-7", "--name", "Ada", "--ttl", "500ms"}, "at least 1s"},
 	} {
 		out, errOut, code := palace(append([]string{"player-token", "--player-signing-keys", keys}, tt.args...)...)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, tt.want) {
