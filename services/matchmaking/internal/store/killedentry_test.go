@@ -66,13 +66,12 @@ func TestAnEntryKilledWhileThePlayerWaitsKeepsThemInOnePool(t *testing.T) {
 // claims the player's live-ticket record and checks the player's aborts.
 // Meanwhile the client, timed out, resends it to replica B, which reads
 // the request as unused, finds A's claim (pool X, its ticket not written
-// yet), replaces it with its own claim, and is killed right then. A writes
-// its ticket, which waits in X. The live-ticket record named B's claim, a
-// ticket that would never be: an entry of the player to pool Y was told
-// Aborted ("retry") though the player waited in X, and once claimGrace was
-// past it was entered, the player waiting in two pools at once. A record
-// naming a ticket never written leads to the pool it names, where A's
-// ticket waits: both are told AlreadyExists (BusyElsewhere) with it.
+// yet), replaces it with its own claim, and is killed right then. Before,
+// A wrote its ticket while the record named B's claim, a ticket that would
+// never be: once claimGrace was past, an entry of the player to pool Y was
+// entered, the player waiting in two pools at once. A no longer holds its
+// claim and writes nothing (Aborted: retry); the client's next retry
+// enters, and entries to Y are told AlreadyExists (BusyElsewhere) with it.
 func TestARetryKilledAfterReplacingItsFirstAttemptsClaimKeepsThePlayerInOnePool(t *testing.T) {
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
 	st := store.New(rdb, prefix)
@@ -84,7 +83,7 @@ func TestARetryKilledAfterReplacingItsFirstAttemptsClaimKeepsThePlayerInOnePool(
 		return store.Ticket{Player: "p", Name: "p", Rating: 1200, Entered: at, Expires: at.Add(time.Hour)}
 	}
 	var retryErr error
-	tX, out, err := st.Enter(ctx, x, ticket(now), "r", 2*time.Hour, func() error {
+	_, _, err := st.Enter(ctx, x, ticket(now), "r", 2*time.Hour, func() error {
 		// While A checks the aborts, the retry runs on replica B, killed
 		// once it writes the live-ticket record.
 		dying := redistest.Client(t)
@@ -92,11 +91,15 @@ func TestARetryKilledAfterReplacingItsFirstAttemptsClaimKeepsThePlayerInOnePool(
 		_, _, retryErr = store.New(dying, prefix).Enter(ctx, x, ticket(now.Add(50*time.Millisecond)), "r", 2*time.Hour, nil)
 		return nil
 	})
-	if err != nil || out != store.Entered {
-		t.Fatalf("first attempt on A: %s %v %v", tX, out, err)
-	}
 	if retryErr == nil {
 		t.Fatal("the retry on B was not killed: it never wrote the live-ticket record (the scenario did not happen)")
+	}
+	if !errors.Is(err, store.ErrRacedEntries) {
+		t.Fatalf("first attempt on A, its claim replaced by its retry's: %v, want ErrRacedEntries (nothing written)", err)
+	}
+	tX, out, err := st.Enter(ctx, x, ticket(now.Add(100*time.Millisecond)), "r", 2*time.Hour, nil)
+	if err != nil || out != store.Entered {
+		t.Fatalf("the client's next retry: %s %v %v, want Entered", tX, out, err)
 	}
 
 	soon := now.Add(time.Second)

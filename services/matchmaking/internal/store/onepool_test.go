@@ -155,62 +155,6 @@ func TestAnEntryWhoseAnswerWasLostKeepsThePlayerInOnePool(t *testing.T) {
 		tX, x.ID(), y.ID(), tY, out, err, tX, pairingsOf(t, st, x, y, later))
 }
 
-// Two entries of p to pool X (two devices, other request ids) race: B
-// replaces A's claim of the live-ticket record while A's ticket is not yet
-// written; A writes its ticket; A's ticket is cancelled before B's script
-// runs, which then enters B's ticket. Had A taken the record back, it
-// would name A's ticket, ended, and nothing B's: the record names B's
-// claim, so p's entry to pool Y is answered BusyElsewhere with B's ticket.
-func TestAnEntryWrittenAfterItsRivalsTicketEndedKeepsThePlayerInOnePool(t *testing.T) {
-	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
-	st := store.New(rdb, prefix)
-	ctx := context.Background()
-	now := time.Now()
-	x, y := twoPools()
-
-	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
-	slow := redistest.Client(t)
-	slow.AddHook(pause)
-	type result struct {
-		id  string
-		out store.EnterOutcome
-		err error
-	}
-	bDone := make(chan result, 1)
-	tA, out, err := st.Enter(ctx, x, entryOf("p", now), "rA", 2*time.Hour, func() error {
-		// A checks p's aborts; meanwhile B claims the record and is slow
-		// to run its script.
-		go func() {
-			id, out, err := store.New(slow, prefix).Enter(ctx, x, entryOf("p", now.Add(10*time.Millisecond)), "rB", 2*time.Hour, nil)
-			bDone <- result{id, out, err}
-		}()
-		select {
-		case <-pause.reached:
-		case r := <-bDone:
-			t.Errorf("B ended before its script: %+v", r)
-		}
-		return nil
-	})
-	if err != nil || out != store.Entered {
-		t.Fatalf("A: %s %v %v", tA, out, err)
-	}
-	if res, err := st.Cancel(ctx, tA, "p"); err != nil || res != store.CancelDone {
-		t.Fatalf("cancel %s: %v %v", tA, res, err)
-	}
-	close(pause.release)
-	b := <-bDone
-	if b.err != nil || b.out != store.Entered {
-		t.Fatalf("B: %+v (the scenario did not happen)", b)
-	}
-
-	tY, out, err := st.Enter(ctx, y, entryOf("p", now.Add(time.Second)), "rY", 2*time.Hour, nil)
-	if err == nil && out == store.BusyElsewhere && tY == b.id {
-		return
-	}
-	t.Fatalf("while %s waits in %s, p's entry to %s: %s %v %v (want BusyElsewhere with %s); p is then paired %d times at once",
-		b.id, x.ID(), y.ID(), tY, out, err, b.id, pairingsOf(t, st, x, y, now.Add(time.Second)))
-}
-
 // An entry whose steps between its claim of the player's live-ticket
 // record and its script take longer than half the claim grace (a rated
 // pool's abort check retried, a slow WAIT, a pause) enters nothing and is
@@ -303,13 +247,14 @@ func TestAnEntrysBudgetCountsFromTheDateOfItsClaim(t *testing.T) {
 	}
 }
 
-// Two devices of p enter pool X (A, B); B claims the live-ticket record
-// over A's claim and is slow to run its script. A writes its ticket and
-// took the record back from B's claim, its ticket not written; p cancels A
-// and enters pool Y (C): the record named A, cancelled, so C entered, and
-// then B's script entered B too. A leaves the record naming B's claim,
-// which C, within the claim grace, is told to retry after.
-func TestAClaimOfAnotherEntryInFlightIsNeverTakenBack(t *testing.T) {
+// Two devices of p enter pool X (A, B): B claims the live-ticket record
+// over A's claim while A checks p's aborts, and is slow to run its script.
+// Others judge the record by B's claim, not A's, so A writes nothing and
+// is told to retry; an entry to pool Y meanwhile is told to retry too, B
+// being on its way; B enters, and Y's retry is answered BusyElsewhere with
+// B's ticket. Before, A entered and took the record back: cancelled, A's
+// ticket let the entry to Y in, and then B's script entered B as well.
+func TestAnEntryWhoseClaimARivalTookWritesNothing(t *testing.T) {
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
 	st := store.New(rdb, prefix)
 	ctx := context.Background()
@@ -337,28 +282,30 @@ func TestAClaimOfAnotherEntryInFlightIsNeverTakenBack(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil || out != store.Entered {
-		t.Fatalf("A: %s %v %v", tA, out, err)
+	if !errors.Is(err, store.ErrRacedEntries) {
+		t.Fatalf("A, whose claim B took: %s %v %v, want ErrRacedEntries", tA, out, err)
 	}
-	if res, err := st.Cancel(ctx, tA, "p"); err != nil || res != store.CancelDone {
-		t.Fatalf("cancel %s: %v %v", tA, res, err)
+	if id, out, err := st.Enter(ctx, y, entryOf("p", now.Add(time.Second)), "rY", 2*time.Hour, nil); !errors.Is(err, store.ErrRacedEntries) {
+		t.Fatalf("an entry to %s while B is on its way: %s %v %v, want ErrRacedEntries", y.ID(), id, out, err)
 	}
-	tC, outC, errC := st.Enter(ctx, y, entryOf("p", now.Add(time.Second)), "rC", 2*time.Hour, nil)
 	close(pause.release)
 	b := <-bDone
-	t.Logf("B to %s: %+v; C to %s: %s %v %v", x.ID(), b, y.ID(), tC, outC, errC)
-	if b.err == nil && b.out == store.Entered && errC == nil && outC == store.Entered {
-		t.Fatalf("p waits in %s (%s) and %s (%s) at once; paired %d times at once",
-			x.ID(), b.id, y.ID(), tC, pairingsOf(t, st, x, y, now.Add(time.Second)))
+	if b.err != nil || b.out != store.Entered {
+		t.Fatalf("B: %+v", b)
+	}
+	if id, out, err := st.Enter(ctx, y, entryOf("p", now.Add(2*time.Second)), "rY", 2*time.Hour, nil); err != nil || out != store.BusyElsewhere || id != b.id {
+		t.Fatalf("while %s waits in %s, p's entry to %s: %s %v %v, want BusyElsewhere with it; p is then paired %d times at once",
+			b.id, x.ID(), y.ID(), id, out, err, pairingsOf(t, st, x, y, now.Add(2*time.Second)))
 	}
 }
 
-// Two devices of p enter pool X (A, B); B claims over A's claim and is
-// slow. A's script enters A and its answer is lost: the record names B's
-// claim. B's script answers busy with A, and its answer is lost too, so
-// the record names a ticket never written, and A's retry is answered from
-// its request. Past the claim grace, p's entry to Y finds A by reading the
-// pool the record names: BusyElsewhere, not a second ticket.
+// Two devices of p enter pool X (A, B), each past its last check and on
+// its way to its script, B's claim the later. A's script enters A and its
+// answer is lost; B's script answers busy with A, and its answer is lost
+// too: the record names B's claim, a ticket never written, and A's retry
+// is answered from its request. Past the claim grace, p's entry to Y reads
+// the pool the record names and finds A: BusyElsewhere, not a second
+// ticket.
 func TestAClaimOfNothingLeadsToTheTicketWaitingInItsPool(t *testing.T) {
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
 	st := store.New(rdb, prefix)
@@ -366,25 +313,32 @@ func TestAClaimOfNothingLeadsToTheTicketWaitingInItsPool(t *testing.T) {
 	now := time.Now()
 	x, y := twoPools()
 
-	lossyA := redistest.Client(t)
-	lossyA.AddHook(&lostReply{})
-	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
-	lossyB := redistest.Client(t)
-	lossyB.AddHook(pause)
-	lossyB.AddHook(&lostReply{})
-	bErr := make(chan error, 1)
-	_, _, errA := store.New(lossyA, prefix).Enter(ctx, x, entryOf("p", now), "rA", 2*time.Hour, func() error {
-		go func() {
-			_, _, err := store.New(lossyB, prefix).Enter(ctx, x, entryOf("p", now.Add(10*time.Millisecond)), "rB", 2*time.Hour, nil)
-			bErr <- err
-		}()
-		<-pause.reached
-		return nil
-	})
-	if errA == nil {
+	// Each entry is held before its script, and loses its answer.
+	entering := func() (*store.Store, *pauseBeforeEnter) {
+		pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
+		c := redistest.Client(t)
+		c.AddHook(pause)
+		c.AddHook(&lostReply{})
+		return store.New(c, prefix), pause
+	}
+	sa, pa := entering()
+	sb, pb := entering()
+	aErr, bErr := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, _, err := sa.Enter(ctx, x, entryOf("p", now), "rA", 2*time.Hour, nil)
+		aErr <- err
+	}()
+	<-pa.reached
+	go func() {
+		_, _, err := sb.Enter(ctx, x, entryOf("p", now.Add(10*time.Millisecond)), "rB", 2*time.Hour, nil)
+		bErr <- err
+	}()
+	<-pb.reached
+	close(pa.release)
+	if err := <-aErr; err == nil {
 		t.Fatal("A's lost answer was not seen")
 	}
-	close(pause.release)
+	close(pb.release)
 	if err := <-bErr; err == nil {
 		t.Fatal("B's lost answer was not seen")
 	}
@@ -394,9 +348,239 @@ func TestAClaimOfNothingLeadsToTheTicketWaitingInItsPool(t *testing.T) {
 		t.Fatalf("A's retry: %s %v %v", tA, out, err)
 	}
 	later := now.Add(11 * time.Second) // past claimGrace
-	tY, outY, errY := st.Enter(ctx, y, entryOf("p", later), "rY", 2*time.Hour, nil)
-	if errY == nil && outY == store.Entered {
-		t.Fatalf("while %s waits in %s, p's entry to %s ENTERED %s (the live-ticket record named a claim of nothing); paired %d times at once",
-			tA, x.ID(), y.ID(), tY, pairingsOf(t, st, x, y, later))
+	if tY, outY, errY := st.Enter(ctx, y, entryOf("p", later), "rY", 2*time.Hour, nil); errY != nil || outY != store.BusyElsewhere || tY != tA {
+		t.Fatalf("while %s waits in %s, p's entry to %s: %s %v %v, want BusyElsewhere with it; p is then paired %d times at once",
+			tA, x.ID(), y.ID(), tY, outY, errY, pairingsOf(t, st, x, y, later))
+	}
+}
+
+// enterResult is one Enter's answer.
+type enterResult struct {
+	id  string
+	out store.EnterOutcome
+	err error
+}
+
+// Three actions of one player, no process killed, no clock off: device 1's
+// entry E to pool X claims the live-ticket record; device 2's entry C to X
+// claims over it and writes its ticket T1; device 2 cancels T1. E's check
+// before its script finds the record naming a claim of its own pool (C's)
+// and goes on. Device 2 then enters pool Y (F) while E's script is in
+// flight (held a few milliseconds, nowhere near the rest of the claim
+// grace): the record names T1, found and ended, and pool X's own record of
+// p holds nothing yet, so F entered at once, and E's script entered E too.
+// E no longer goes on unless the record is its own claim.
+func TestARivalsEndedTicketLetsNoEntryIntoASecondPool(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	x, y := twoPools()
+
+	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
+	slow := redistest.Client(t)
+	slow.AddHook(pause)
+	eDone := make(chan enterResult, 1)
+	var tC string
+	go func() {
+		id, out, err := store.New(slow, prefix).Enter(ctx, x, entryOf("p", now), "rE", 2*time.Hour, func() error {
+			// Device 2, meanwhile: enters X and cancels.
+			id, out, err := st.Enter(ctx, x, entryOf("p", now.Add(5*time.Millisecond)), "rC", 2*time.Hour, nil)
+			if err != nil || out != store.Entered {
+				t.Errorf("C: %s %v %v", id, out, err)
+				return nil
+			}
+			tC = id
+			if res, err := st.Cancel(ctx, id, "p"); err != nil || res != store.CancelDone {
+				t.Errorf("cancel %s: %v %v", id, res, err)
+			}
+			return nil
+		})
+		eDone <- enterResult{id, out, err}
+	}()
+	// E may end before its script, answered that another entry claimed
+	// the record: then it wrote nothing.
+	var e enterResult
+	early := false
+	select {
+	case <-pause.reached:
+	case e = <-eDone:
+		early = true
+		if !errors.Is(e.err, store.ErrRacedEntries) {
+			t.Fatalf("E ended before its script: %+v", e)
+		}
+	}
+	held := time.Now()
+	tF, outF, errF := st.Enter(ctx, y, entryOf("p", time.Now()), "rF", 2*time.Hour, nil)
+	heldFor := time.Since(held)
+	if !early {
+		close(pause.release)
+		e = <-eDone
+	}
+	t.Logf("C %s (cancelled); E to %s: %+v; F to %s: %s %v %v; E held before its script %v", tC, x.ID(), e, y.ID(), tF, outF, errF, heldFor)
+	if e.err == nil && e.out == store.Entered && errF == nil && outF == store.Entered {
+		t.Fatalf("p waits in %s (%s) and %s (%s) at once, E held only %v between its last check and its script; paired %d times at once",
+			x.ID(), e.id, y.ID(), tF, heldFor, pairingsOf(t, st, x, y, time.Now()))
+	}
+}
+
+// Two devices enter pool X: E claims the live-ticket record, then G claims
+// over it, dated 1.9 s (of a 2 s grace) before E (its replica's clock a
+// little behind, its request read a little slow: each within what the
+// grace allows), and G's replica is killed right then. E's check before its
+// script finds a claim of its own pool and goes on, its own budget barely
+// started. But entries to other pools judge the record by G's date: 0.1 s
+// after E's claim it is past the grace, pool X holds nothing of p yet, and
+// an entry to Y entered while E's script was in flight (E held 0.15 s,
+// with more than 1.8 s of the grace left), and E entered too. E, no longer
+// holding its claim, writes nothing.
+func TestARivalsOlderClaimLetsNoEntryIntoASecondPool(t *testing.T) {
+	const grace = 2 * time.Second
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	st.SetClaimGraceForTest(grace)
+	ctx := context.Background()
+	x, y := twoPools()
+
+	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
+	slow := redistest.Client(t)
+	slow.AddHook(pause)
+	se := store.New(slow, prefix)
+	se.SetClaimGraceForTest(grace)
+
+	dying := redistest.Client(t)
+	dying.AddHook(&redistest.KilledAfterWriting{Key: prefix + "mm:{u:p}:live"})
+	sg := store.New(dying, prefix)
+	sg.SetClaimGraceForTest(grace)
+
+	now := time.Now()
+	eDone := make(chan enterResult, 1)
+	var errG error
+	go func() {
+		id, out, err := se.Enter(ctx, x, entryOf("p", now), "rE", 2*time.Hour, func() error {
+			_, _, errG = sg.Enter(ctx, x, entryOf("p", now.Add(-1900*time.Millisecond)), "rG", 2*time.Hour, nil)
+			return nil
+		})
+		eDone <- enterResult{id, out, err}
+	}()
+	// E may end before its script, answered that another entry claimed
+	// the record: then it wrote nothing.
+	var e enterResult
+	early := false
+	select {
+	case <-pause.reached:
+	case e = <-eDone:
+		early = true
+		if !errors.Is(e.err, store.ErrRacedEntries) {
+			t.Fatalf("E ended before its script: %+v", e)
+		}
+	}
+	if errG == nil {
+		t.Fatal("G was not killed after its claim (the scenario did not happen)")
+	}
+	time.Sleep(time.Until(now.Add(150 * time.Millisecond)))
+	tF, outF, errF := st.Enter(ctx, y, entryOf("p", time.Now()), "rF", 2*time.Hour, nil)
+	if !early {
+		close(pause.release)
+		e = <-eDone
+	}
+	t.Logf("E to %s: %+v; F to %s: %s %v %v; E's script ran %v after E's claim's date", x.ID(), e, y.ID(), tF, outF, errF, time.Since(now))
+	if e.err == nil && e.out == store.Entered && errF == nil && outF == store.Entered {
+		t.Fatalf("p waits in %s (%s) and %s (%s) at once, E's script %v after its claim's date (budget %v); paired %d times at once",
+			x.ID(), e.id, y.ID(), tF, time.Since(now).Round(time.Millisecond), grace/2, pairingsOf(t, st, x, y, time.Now()))
+	}
+}
+
+// An entry dated (t.Entered, the handler's clock) more than the claim
+// grace before it claims (its request read retried, a slow WAIT) dated
+// its claim so, and entries to other pools took it for a dead one at once,
+// while its own budget counted from its claim: an entry to Y that claimed
+// between E's last check and its script entered, and so did E. Its claim
+// is dated when it is made, as its budget is.
+func TestAnEntryDatedPastTheGraceIsDatedNow(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	x, y := twoPools()
+
+	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
+	slow := redistest.Client(t)
+	slow.AddHook(pause)
+	dated := time.Now().Add(-10500 * time.Millisecond) // the handler's h.now(), 10.5 s ago
+	eDone := make(chan enterResult, 1)
+	go func() {
+		id, out, err := store.New(slow, prefix).Enter(ctx, x, entryOf("p", dated), "rE", 2*time.Hour, nil)
+		eDone <- enterResult{id, out, err}
+	}()
+	// E may end before its script, answered that another entry claimed
+	// the record: then it wrote nothing.
+	var e enterResult
+	early := false
+	select {
+	case <-pause.reached:
+	case e = <-eDone:
+		early = true
+		if !errors.Is(e.err, store.ErrRacedEntries) {
+			t.Fatalf("E ended before its script: %+v", e)
+		}
+	}
+	held := time.Now()
+	tF, outF, errF := st.Enter(ctx, y, entryOf("p", time.Now()), "rF", 2*time.Hour, nil)
+	heldFor := time.Since(held)
+	if !early {
+		close(pause.release)
+		e = <-eDone
+	}
+	t.Logf("E to %s: %+v; F to %s: %s %v %v; E held %v", x.ID(), e, y.ID(), tF, outF, errF, heldFor)
+	if e.err == nil && e.out == store.Entered && errF == nil && outF == store.Entered {
+		t.Fatalf("p waits in %s (%s) and %s (%s) at once, E held %v before its script; paired %d times at once",
+			x.ID(), e.id, y.ID(), tF, heldFor, pairingsOf(t, st, x, y, time.Now()))
+	}
+}
+
+// Device 1's entry E to pool X is past its last check, on its way to its
+// script (held there), when device 2's entry C to X claims the record,
+// enters and is cancelled, and device 2 enters pool Y (F): the record named
+// C's ended ticket and X held nothing, so F entered. E's script then
+// enters E: finding the record naming F's ticket, waiting in Y, E's ticket
+// yields (cancelled, its request forgotten) and E is told to retry, which
+// is answered BusyElsewhere with F's ticket. p waits in one pool.
+func TestAnEntryOvertakenOnItsWayYields(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	x, y := twoPools()
+
+	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
+	slow := redistest.Client(t)
+	slow.AddHook(pause)
+	eDone := make(chan enterResult, 1)
+	go func() {
+		id, out, err := store.New(slow, prefix).Enter(ctx, x, entryOf("p", now), "rE", 2*time.Hour, nil)
+		eDone <- enterResult{id, out, err}
+	}()
+	<-pause.reached
+	tC, out, err := st.Enter(ctx, x, entryOf("p", now.Add(5*time.Millisecond)), "rC", 2*time.Hour, nil)
+	if err != nil || out != store.Entered {
+		t.Fatalf("C: %s %v %v", tC, out, err)
+	}
+	if res, err := st.Cancel(ctx, tC, "p"); err != nil || res != store.CancelDone {
+		t.Fatalf("cancel %s: %v %v", tC, res, err)
+	}
+	tF, out, err := st.Enter(ctx, y, entryOf("p", now.Add(10*time.Millisecond)), "rF", 2*time.Hour, nil)
+	if err != nil || out != store.Entered {
+		t.Fatalf("F: %s %v %v (the scenario did not happen)", tF, out, err)
+	}
+	close(pause.release)
+	e := <-eDone
+	if !errors.Is(e.err, store.ErrRacedEntries) {
+		t.Fatalf("E, overtaken on its way: %+v, want ErrRacedEntries; p is then paired %d times at once", e, pairingsOf(t, st, x, y, now.Add(time.Second)))
+	}
+	if id, out, err := st.Enter(ctx, x, entryOf("p", now.Add(time.Second)), "rE", 2*time.Hour, nil); err != nil || out != store.BusyElsewhere || id != tF {
+		t.Fatalf("E's retry: %s %v %v, want BusyElsewhere with %s", id, out, err, tF)
+	}
+	if n := pairingsOf(t, st, x, y, now.Add(time.Second)); n != 1 {
+		t.Fatalf("p paired %d times, want once", n)
 	}
 }

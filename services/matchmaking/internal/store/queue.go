@@ -120,12 +120,14 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		return prior, Duplicate, nil
 	}
 	id := tag + "." + randomHex(8)
-	// The claim is dated t.Entered, which others judge its age by: its
-	// budget counts from then, unless that is implausible (a test's clock).
-	claim, claimed := liveRecord(id, t.Entered), time.Now()
-	if d := claimed.Sub(t.Entered); d > 0 && d < s.claimGrace {
-		claimed = t.Entered
+	// Others judge a claim's age by its date, and its budget counts from
+	// it: the entry's time, or now, if that is ahead of this clock or
+	// already a grace behind it (a request read that took that long).
+	claimed := t.Entered
+	if d := time.Since(claimed); d < 0 || d >= s.claimGrace {
+		claimed = time.Now()
 	}
+	claim := liveRecord(id, claimed)
 	prev, other, err := s.claimLive(ctx, t.Player, tag, claim, t.Entered, keep)
 	if err != nil {
 		return "", 0, err
@@ -190,18 +192,22 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		_ = s.swapLive(ctx, t.Player, claim, prev, keep)
 		return "", 0, fmt.Errorf("enter ticket %v after its claim: %w", time.Since(claimed).Round(time.Millisecond), ErrSlowEntry)
 	}
-	// An entry to another pool may have taken this claim for a dead one:
-	// then this one writes no ticket. One to this pool may have claimed the
-	// record since: the pool's script keeps one ticket of the player, and
-	// the record names the pool, which holdingTicket reads.
+	// Only an entry that still holds its claim writes a ticket: another
+	// entry of the player may have claimed the record since, whose date
+	// and ticket, not this one's, others judge it by (an entry to another
+	// pool may even have taken this claim for a dead one). The retry finds
+	// the winner's ticket, or enters.
 	cur, err := s.rdb.Get(ctx, s.liveKey(t.Player)).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", 0, fmt.Errorf("read live ticket: %w", err)
 	}
-	if curID, _, _ := strings.Cut(cur, "|"); cur != claim {
-		if curTag, err := TicketTag(curID); err != nil || curTag != tag {
-			return "", 0, fmt.Errorf("enter ticket: an entry to another pool took its claim: %w", ErrRacedEntries)
+	if cur != claim {
+		// A retry of this request that has written its ticket since is
+		// the answer.
+		if prior, err := s.requestTicket(ctx, requestKey); err != nil || prior != "" {
+			return prior, Duplicate, err
 		}
+		return "", 0, fmt.Errorf("enter ticket: another entry claimed the player's record: %w", ErrRacedEntries)
 	}
 	keys := append(s.queueKeys(tag), b+"t:"+id, requestKey)
 	var res []string
@@ -224,7 +230,58 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	case "busy":
 		return res[1], Busy, s.swapLive(ctx, t.Player, claim, liveRecord(res[1], t.Entered), keep)
 	}
+	if err := s.settle(ctx, t.Player, tag, res[1], claim, requestKey, t.Entered, keep); err != nil {
+		return "", 0, err
+	}
 	return res[1], Entered, nil
+}
+
+// settle makes the player's live-ticket record name ticket id, just
+// entered with claim, once more, should another entry have claimed it
+// while this one was between its last check and its script: one of the
+// same pool (whose ticket, if written, has ended, the pool's script having
+// entered this one), or one of another pool that found the record naming
+// nothing live. If the record then keeps the player in another pool, this
+// ticket yields: it is cancelled, and its request forgotten, so that a
+// retry is answered with the other ticket. Best effort when Redis fails.
+func (s *Store) settle(ctx context.Context, player, tag, id, claim, requestKey string, now time.Time, keep time.Duration) error {
+	key := s.liveKey(player)
+	for range 3 {
+		cur, err := s.rdb.Get(ctx, key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil
+		}
+		curID, _, _ := strings.Cut(cur, "|")
+		if cur == claim || curID == id {
+			return nil
+		}
+		if curTag, terr := TicketTag(curID); terr == nil && curTag == tag {
+			if _, live, err := s.ticketLive(ctx, curID); err != nil || live {
+				return nil
+			}
+		} else if cur != "" {
+			other, err := s.holdingTicket(ctx, player, cur, tag, now)
+			if other != "" || errors.Is(err, ErrRacedEntries) {
+				if out, cerr := s.Cancel(ctx, id, player); cerr != nil || out != CancelDone {
+					return nil // paired already: too late to yield
+				}
+				_ = s.write(ctx, requestKey, func(c redis.Cmdable) error { return c.Del(ctx, requestKey).Err() })
+				return fmt.Errorf("enter ticket: an entry to another pool took the player meanwhile: %w", ErrRacedEntries)
+			}
+			if err != nil {
+				return nil
+			}
+		}
+		var ok bool
+		err = s.write(ctx, key, func(c redis.Cmdable) (err error) {
+			ok, err = swapLiveScript.Run(ctx, c, []string{key}, cur, claim, int64(keep/time.Second)).Bool()
+			return err
+		})
+		if err != nil || ok {
+			return nil
+		}
+	}
+	return nil
 }
 
 // requestTicket reads the ticket made for a request, "" for none yet.
@@ -345,7 +402,7 @@ func (s *Store) holdingTicket(ctx context.Context, player, record, tag string, n
 	return "", nil
 }
 
-// liveInPool returns player// liveInPool returns player's ticket in pool tag when it waits or is
+// liveInPool returns player's ticket in pool tag when it waits or is
 // paired: the pool's script would answer the entry busy.
 func (s *Store) liveInPool(ctx context.Context, tag, player string) (string, error) {
 	id, err := s.rdb.HGet(ctx, s.queueKeys(tag)[2], player).Result()
@@ -364,14 +421,18 @@ func (s *Store) liveInPool(ctx context.Context, tag, player string) (string, err
 // ticketLive reads whether ticket id waits or is paired; found is false
 // when it is not stored (not yet, or no longer).
 func (s *Store) ticketLive(ctx context.Context, id string) (found, live bool, err error) {
-	t, err := s.Ticket(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return false, false, nil
-	}
+	tag, err := TicketTag(id)
 	if err != nil {
 		return false, false, err
 	}
-	return true, t.State == StateWaiting || t.State == StatePaired, nil
+	state, err := s.rdb.HGet(ctx, s.poolBase(tag)+"t:"+id, "state").Result()
+	if errors.Is(err, redis.Nil) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("read ticket: %w", err)
+	}
+	return true, state == StateWaiting || state == StatePaired, nil
 }
 
 // swapLive sets the player's live-ticket record from want to record ("":
