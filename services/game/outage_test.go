@@ -1124,3 +1124,50 @@ func TestReadsAfterACrashShowTheTimeGivenBack(t *testing.T) {
 			g.GetStatus(), asOf.Sub(deadline), g.GetClocks().GetFirst(), err)
 	}
 }
+
+// TestAPartitionOfEveryProcessIsNotChargedToTheSideToMove: the game's
+// process is killed (cut off for good) with Red to move and 9 s left,
+// while the eight other processes, behind one link, are cut off from Redis
+// together for 8 s; another starts a second after the link is back. Nobody
+// could serve from about 2.5 s to 8 s. Each of the eight, renewing once
+// its contact was back, took any other's beat since for service through
+// its own break, and none recorded a silence unless it renewed before
+// every other beat again: Red lost on time, 2 runs in 3. A process serves
+// but for the breaks it reported, and the last to renew records what none
+// served.
+func TestAPartitionOfEveryProcessIsNotChargedToTheSideToMove(t *testing.T) {
+	killedProxy := redistest.NewProxy(t, redistest.Addr(t))
+	killed := gametest.StartOn(t, killedProxy.Addr(), func(c *game.Config) { c.SigningKeys = keyOne })
+	link := redistest.NewProxy(t, redistest.Addr(t))
+	for range behindTheLink {
+		gametest.StartOn(t, link.Addr(), func(c *game.Config) {
+			c.KeyPrefix, c.SigningKeys, c.PresenceLease = killed.Config.KeyPrefix, keyOne, time.Minute
+		})
+	}
+	nine := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(9 * time.Second)}}}
+	tb := create(t, killed, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: nine})
+	tb.move(t, "h3e3")
+	tb.move(t, "h10g8")
+	before := tb.get(t).GetVersion()
+
+	killedProxy.Cut()
+	defer killedProxy.Restore()
+	link.Cut()
+	time.Sleep(8 * time.Second)
+	link.Restore()
+	time.Sleep(time.Second)
+
+	later := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = killed.Config.KeyPrefix, keyOne })
+	on := &table{env: later, id: tb.id, seats: tb.seats}
+	resp, err := later.Client.MakeMove(on.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+	if err != nil || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		g := on.get(t)
+		t.Fatalf("the game's process was killed with Red to move (9 s left) while the %d others were cut off from Redis together for 8 s: "+
+			"Red's move on a process started after: %v, game %v (%v); want it accepted, the time nobody served excused; events: %v",
+			behindTheLink, err, g.GetStatus(), g.GetResult(), eventsAfter(t, on, before))
+	}
+	wantExcused(t, eventsAfter(t, on, before), 4*time.Second)
+}
+
+// behindTheLink is how many processes the partition cuts off.
+const behindTheLink = 8

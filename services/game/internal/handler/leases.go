@@ -228,8 +228,8 @@ func (h *Handler) keepLease(ctx context.Context) {
 // move in them either. It reports whether the lease was renewed.
 func (h *Handler) renew(ctx context.Context) bool {
 	now := h.now()
-	broken := h.contact.untold()
-	r, err := h.store.Renew(ctx, h.proc, now.Add(h.cfg.PresenceLease), now, h.contact.began(now), broken, h.silencesSeen)
+	broken, contact := h.contact.untold(), h.contact.began(now)
+	r, err := h.store.Renew(ctx, h.proc, now.Add(h.cfg.PresenceLease), now, contact, broken, h.silencesSeen)
 	if err != nil {
 		// The script may have run, its answer lost: the lease it made may
 		// have been fresh, and nothing would tell the next renewal so.
@@ -253,7 +253,7 @@ func (h *Handler) renew(ctx context.Context) bool {
 				"silence", time.Duration(s.To-s.From)*time.Millisecond, "from", time.UnixMilli(s.From).UTC())
 		}
 	}
-	h.contact.told(broken)
+	h.contact.told(broken, contact.UnixMilli())
 	if unsure := h.renewUnsure.Swap(false); r.Fresh || unsure {
 		h.rehold.Store(true)
 	}

@@ -178,9 +178,10 @@ type contact struct {
 	breaks []contactBreak
 }
 
-// contactBreak is a broken contact: its last answer, and when the next
+// contactBreak is a broken contact: the latest the process could serve
+// before it (a contactGap after its last answer), and when the next
 // contact began (0: none yet), in Unix milliseconds.
-type contactBreak struct{ ended, resumed int64 }
+type contactBreak struct{ served, resumed int64 }
 
 // maxBreaks bounds the breaks kept for a renewal; beyond, the oldest are
 // forgotten, and charged as before there were any (renewals come at
@@ -192,11 +193,11 @@ const maxBreaks = 32
 const contactGap = reachEvery + reachTimeout + 750*time.Millisecond
 
 // answered records that Redis answered a ping sent at sentMs by atMs, and
-// reports whether that began a contact after a broken one, which a
-// renewal should be told of at once. A contact begins with the answer,
-// not the asking: a ping sent in an outage may be answered only when it
-// ends, and one that took longer than reachTimeout broke the contact it
-// was part of.
+// reports whether that began a contact after a break long enough to be a
+// silence, which a renewal should be told of at once. A contact begins
+// with the answer, not the asking: a ping sent in an outage may be
+// answered only when it ends, and one that took longer than reachTimeout
+// broke the contact it was part of.
 func (c *contact) answered(sentMs, atMs int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -204,10 +205,15 @@ func (c *contact) answered(sentMs, atMs int64) bool {
 	if c.since == 0 || sentMs-c.last > contactGap.Milliseconds() || atMs-sentMs > reachTimeout.Milliseconds() {
 		if n := len(c.breaks); n > 0 && c.breaks[n-1].resumed == 0 {
 			c.breaks[n-1].resumed = atMs
-			resumed = true
 		} else if c.last != 0 {
-			c.broke(contactBreak{ended: c.last, resumed: atMs})
-			resumed = true
+			c.broke(contactBreak{served: c.last + contactGap.Milliseconds(), resumed: atMs})
+		}
+		if n := len(c.breaks); n > 0 && c.breaks[n-1].resumed == atMs {
+			// One no longer than the gap between two answers is no
+			// silence: the process could have served throughout.
+			if resumed = atMs > c.breaks[n-1].served; !resumed {
+				c.breaks = c.breaks[:n-1]
+			}
 		}
 		c.since = atMs
 	}
@@ -229,7 +235,7 @@ func (c *contact) lost() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.since != 0 && c.last != 0 {
-		c.broke(contactBreak{ended: c.last})
+		c.broke(contactBreak{served: c.last + contactGap.Milliseconds()})
 	}
 	c.since = 0
 }
@@ -247,14 +253,13 @@ func (c *contact) began(now time.Time) time.Time {
 }
 
 // untold is the breaks a renewal has not been told of, as the renewal
-// takes them: the process could commit until Redis stopped answering, no
-// later than a contactGap after its last answer.
+// takes them.
 func (c *contact) untold() []store.Break {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]store.Break, 0, len(c.breaks))
 	for _, b := range c.breaks {
-		sb := store.Break{Served: time.UnixMilli(b.ended).Add(contactGap)}
+		sb := store.Break{Served: time.UnixMilli(b.served)}
 		if b.resumed != 0 {
 			sb.Resumed = time.UnixMilli(b.resumed)
 		}
@@ -263,14 +268,24 @@ func (c *contact) untold() []store.Break {
 	return out
 }
 
-// told forgets the breaks a renewal took into account: told again, it
-// would record their silences again. Breaks that came meanwhile stay.
-func (c *contact) told(passed []store.Break) {
+// told forgets the breaks a renewal that counted the contact under way
+// from contactMs took into account: told again, it would record their
+// silences again. One told while under way was recorded up to contactMs
+// only: its rest, to when the contact came back (now, or later), is told
+// next. Breaks that came meanwhile stay.
+func (c *contact) told(passed []store.Break, contactMs int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for n < len(passed) && n < len(c.breaks) && time.UnixMilli(c.breaks[n].ended).Add(contactGap).Equal(passed[n].Served) {
+	for n < len(passed) && n < len(c.breaks) && c.breaks[n].served == passed[n].Served.UnixMilli() {
 		n++
+	}
+	if n > 0 && passed[n-1].Resumed.IsZero() {
+		n--
+		c.breaks[n].served = max(c.breaks[n].served, contactMs)
+		if r := c.breaks[n].resumed; r != 0 && r <= c.breaks[n].served {
+			n++ // nothing left of it
+		}
 	}
 	c.breaks = slices.Delete(c.breaks, 0, n)
 }

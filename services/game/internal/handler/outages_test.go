@@ -308,16 +308,16 @@ func TestEveryUntoldBreakIsToldToTheNextRenewal(t *testing.T) {
 		}
 	}
 	c.lost() // second break
-	c.answered(at(13_000), at(13_000))
+	c.answered(at(14_000), at(14_000))
 	served := func(ms int64) time.Time { return time.UnixMilli(at(ms)).Add(contactGap) }
 	told := c.untold()
-	want := []store.Break{{Served: served(0), Resumed: time.UnixMilli(at(10_000))}, {Served: served(11_000), Resumed: time.UnixMilli(at(13_000))}}
+	want := []store.Break{{Served: served(0), Resumed: time.UnixMilli(at(10_000))}, {Served: served(11_000), Resumed: time.UnixMilli(at(14_000))}}
 	if !slices.Equal(told, want) {
-		t.Fatalf("after breaks at 0 s..10 s and 11 s..13 s: told %+v, want %+v", told, want)
+		t.Fatalf("after breaks at 0 s..10 s and 11 s..14 s: told %+v, want %+v", told, want)
 	}
 	c.lost() // a third, while the renewal runs
-	c.told(told)
-	if got := c.untold(); len(got) != 1 || !got[0].Served.Equal(served(13_000)) || !got[0].Resumed.IsZero() {
+	c.told(told, at(14_000))
+	if got := c.untold(); len(got) != 1 || !got[0].Served.Equal(served(14_000)) || !got[0].Resumed.IsZero() {
 		t.Fatalf("after a renewal told of the first two: %+v, want the third alone, under way", got)
 	}
 }
@@ -461,5 +461,27 @@ func TestACommitEndsAnOutageWhereRedisWasSeenServing(t *testing.T) {
 		if got := commitEnd(judged, judged.Add(tc.answered), tc.wrote); !got.Equal(tc.want) {
 			t.Errorf("%s: the outage ends at %v, want %v", tc.name, got.Sub(judged), tc.want.Sub(judged))
 		}
+	}
+}
+
+// TestABreakTooShortToBeASilenceAsksNoRenewal: a single ping lost (a link
+// dropping one ping in two) is a break whose silence is empty (the
+// process served until a contactGap after its last answer, later than the
+// next answer): the answer after it asks for no renewal, or a link that
+// drops every other ping would renew the lease twice a second instead of
+// every 5 s, each renewal reading every lease and beat.
+func TestABreakTooShortToBeASilenceAsksNoRenewal(t *testing.T) {
+	var c contact
+	base := time.Now().Add(-time.Minute).UnixMilli()
+	c.answered(base, base)
+	asked := 0
+	for ms := int64(250); ms <= 10_000; ms += 500 {
+		c.lost() // the ping at base+ms fails
+		if c.answered(base+ms+250, base+ms+250) {
+			asked++
+		}
+	}
+	if asked > 0 {
+		t.Fatalf("a link losing one ping in two for 10 s (no break longer than 500 ms, none of them a silence: contactGap is %v) asked for %d renewals at once, want none", contactGap, asked)
 	}
 }

@@ -29,6 +29,11 @@ import (
 //	                          their end
 //	{presence}:stopped        the millisecond the last process to stop
 //	                          cleanly stopped
+//	{presence}:alive, :born   sorted sets: process id, scored by the
+//	                          millisecond of its last (first) beat
+//	{presence}:breaks         sorted set of the breaks in processes'
+//	                          contact with Redis, "<proc>|<from>|<to>" (ms),
+//	                          scored by their end
 //
 // A process renews its lease well before it runs out. Any process that
 // finds a lease run out claims it (one claimant wins) and releases the
@@ -47,6 +52,10 @@ func (s *Store) stoppedKey() string { return s.cfg.Prefix + "{presence}:stopped"
 
 func (s *Store) aliveKey() string { return s.cfg.Prefix + "{presence}:alive" }
 
+func (s *Store) bornKey() string { return s.cfg.Prefix + "{presence}:born" }
+
+func (s *Store) breaksKey() string { return s.cfg.Prefix + "{presence}:breaks" }
+
 // A process says it lives (Alive) every BeatEvery. One that has not for
 // beatGrace is taken to have stopped serving then: it died, or lost Redis,
 // and could commit nothing. Its lease, which outlives it by far, is for the
@@ -61,7 +70,7 @@ const (
 
 // Alive records that proc lives and reaches Redis, at Redis' time.
 func (s *Store) Alive(ctx context.Context, proc string) error {
-	if err := aliveScript.Run(ctx, s.rdb, []string{s.aliveKey()}, proc, SilencesKeptFor.Milliseconds(), beatsKept).Err(); err != nil {
+	if err := aliveScript.Run(ctx, s.rdb, []string{s.aliveKey(), s.bornKey()}, proc, SilencesKeptFor.Milliseconds(), beatsKept).Err(); err != nil {
 		return fmt.Errorf("beat of %s: %w", proc, err)
 	}
 	return nil
@@ -117,9 +126,9 @@ type Break struct{ Served, Resumed time.Time }
 // again: proc served between them. It returns the silences that end after
 // seen; any it cannot read (written by another release, say) are left out.
 func (s *Store) Renew(ctx context.Context, proc string, until, now, contact time.Time, broken []Break, seen int64) (Renewal, error) {
-	keys := []string{s.procsKey(), s.silencesKey(), s.stoppedKey(), s.aliveKey()}
+	keys := []string{s.procsKey(), s.silencesKey(), s.stoppedKey(), s.aliveKey(), s.bornKey(), s.breaksKey()}
 	args := []any{proc, until.UnixMilli(), now.UnixMilli(),
-		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli(), beatGrace.Milliseconds()}
+		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli(), beatGrace.Milliseconds(), beatsKept}
 	for _, b := range broken {
 		args = append(args, b.Served.UnixMilli(), unixMilliOrZero(b.Resumed))
 	}

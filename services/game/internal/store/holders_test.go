@@ -368,3 +368,66 @@ func beatsOnRecord(t *testing.T) (*store.Store, func(proc string, at time.Time))
 		}
 	}
 }
+
+// TestABreakSharedByEveryProcessIsASilence: the only two game processes,
+// "a" and "b", are cut off from Redis together (one partition) from 1 s
+// after base until 12 s; each served until 3 s, as its pings tell. Nobody
+// could serve from 3 s to 12 s. Both beat again at 12.3 s and renew at
+// 12.5 s and 12.6 s, each told its break. Each took the other's fresh
+// beat for service through its own break, and neither recorded a silence:
+// 9 s nobody served were charged. A process serves but for the breaks it
+// reported: the second to renew records the silence.
+func TestABreakSharedByEveryProcessIsASilence(t *testing.T) {
+	ctx := context.Background()
+	st, lastBeat := beatsOnRecord(t)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	for _, p := range []string{"a", "b"} {
+		if _, err := st.Renew(ctx, p, at(15_000), base, base, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		lastBeat(p, at(1000))
+	}
+	lastBeat("a", at(12_300))
+	lastBeat("b", at(12_300))
+	var recorded []store.Silence
+	for i, p := range []string{"a", "b"} {
+		now := at(12_500 + 100*i)
+		r, err := st.Renew(ctx, p, now.Add(15*time.Second), now, at(12_000), []store.Break{{Served: at(3000), Resumed: at(12_000)}}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recorded = append(recorded, r.Recorded...)
+	}
+	if want := []store.Silence{{From: at(3000).UnixMilli(), To: at(12_000).UnixMilli()}}; !slices.Equal(recorded, want) {
+		t.Fatalf("both processes cut off together from 3 s to 12 s (each told its renewal so), none serving: recorded %+v, want %+v", recorded, want)
+	}
+}
+
+// A process that first beat during another's break did not serve before:
+// the part of the break before its first beat is a silence, though it
+// beats now.
+func TestAProcessStartedDuringABreakDidNotServeBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	st, rdb, prefix := newStoreOn(t)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	if _, err := st.Renew(ctx, "cut", at(60_000), base, base, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	for proc, beats := range map[string][2]int{"cut": {0, 12_300}, "started": {8000, 12_300}} {
+		for key, ms := range map[string]int{"{presence}:born": beats[0], "{presence}:alive": beats[1]} {
+			if err := rdb.ZAdd(ctx, prefix+key, redis.Z{Score: float64(at(ms).UnixMilli()), Member: proc}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	now := at(12_500)
+	r, err := st.Renew(ctx, "cut", now.Add(time.Minute), now, at(12_000), []store.Break{{Served: at(3000), Resumed: at(12_000)}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []store.Silence{{From: at(3000).UnixMilli(), To: at(8000).UnixMilli()}}; !slices.Equal(r.Recorded, want) {
+		t.Fatalf("a break from 3 s to 12 s, another process first beating at 8 s: recorded %+v, want %+v", r.Recorded, want)
+	}
+}

@@ -15,19 +15,26 @@
 -- could serve: a renewal that is only late records nothing. If the
 -- renewing process's contact broke since its last renewal, once or more,
 -- it served until the first break (or its lease's end, if sooner) and
--- between the breaks: each break is a silence of its own, dated from when
--- the process stopped serving, if later than the others, until it could
--- serve again.
+-- between the breaks: what of each break no other process served is a
+-- silence of its own. Another process served then from its first beat
+-- (or ever, if none is on record), up to the end above, but for the
+-- breaks it reported itself: processes cut off together each count the
+-- others out, and the last to renew records what none served. The
+-- renewing process reports its breaks.
 -- KEYS[1] the leases: sorted set of process ids and claims, scored by the
 --         millisecond each runs out
 -- KEYS[2] the silences: sorted set of "from:to" (ms), scored by to
 -- KEYS[3] the millisecond the last process to stop cleanly stopped
 -- KEYS[4] the processes' last beats (alive.lua)
+-- KEYS[5] the processes' first beats (alive.lua)
+-- KEYS[6] the breaks processes reported: sorted set of
+--         "process|from|to" (ms), scored by to
 -- ARGV: 1 the process, 2 its lease's new end in ms, 3 now in ms (Redis'
 --       own time if earlier), 4 how long silences are kept in ms, 5 the
 --       most kept, 6 return the silences that end after this ms, 7 the
 --       latest a silence recorded now may end, in ms, 8 the grace after a
---       process's last beat, in ms; then for each break in the renewing
+--       process's last beat, in ms, 9 the most breaks kept; then for
+--       each break in the renewing
 --       process's contact since its last renewal, oldest first: the latest
 --       it served before the break, and when its contact began again (0:
 --       the contact under way, ARGV[7]), in ms
@@ -37,54 +44,104 @@
 local t = redis.call('TIME')
 local now = math.min(tonumber(ARGV[3]), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local keep = tonumber(ARGV[4])
-local from = 0
-local beat = {}
+local me = ARGV[1]
+-- How long each other process served: until its lease ran out, or a grace
+-- after its last beat if sooner; one without a lease, until that grace.
+local ends = {}
 local beats = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
 for i = 1, #beats, 2 do
-  if beats[i] ~= ARGV[1] then
-    beat[beats[i]] = tonumber(beats[i + 1]) + tonumber(ARGV[8])
+  if beats[i] ~= me then
+    ends[beats[i]] = tonumber(beats[i + 1]) + tonumber(ARGV[8])
   end
 end
 local own = 0
 -- A claim on a lease is held by a process with a lease of its own.
 local leases = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #leases, 2 do
-  if leases[i] == ARGV[1] then
+  if leases[i] == me then
     own = tonumber(leases[i + 1])
   elseif string.sub(leases[i], 1, 6) ~= 'claim:' then
-    from = math.max(from, math.min(tonumber(leases[i + 1]), beat[leases[i]] or math.huge))
-    beat[leases[i]] = nil
+    ends[leases[i]] = math.min(tonumber(leases[i + 1]), ends[leases[i]] or math.huge)
   end
 end
--- A process that beats without a lease serves too: its lease is yet to
--- come back (Redis lost it, or it was reaped while the process was held
--- up). The beats of the dead are older than any silence to record.
-for _, served in pairs(beat) do
-  from = math.max(from, served)
-end
 local left = tonumber(redis.call('GET', KEYS[3]) or '0')
-if left and left > from then
-  from = left
+local from = left
+for _, e in pairs(ends) do
+  from = math.max(from, e)
 end
+
+-- subtract returns the parts of the spans pieces outside the spans cuts.
+local function subtract(pieces, cuts)
+  for _, c in ipairs(cuts) do
+    local out = {}
+    for _, p in ipairs(pieces) do
+      if c[2] <= p[1] or c[1] >= p[2] then
+        out[#out + 1] = p
+      else
+        if p[1] < c[1] then
+          out[#out + 1] = {p[1], c[1]}
+        end
+        if c[2] < p[2] then
+          out[#out + 1] = {c[2], p[2]}
+        end
+      end
+    end
+    pieces = out
+  end
+  return pieces
+end
+
 local contact = math.min(now, tonumber(ARGV[7]))
 local spans = {}
-if #ARGV < 9 then
+if #ARGV < 10 then
   -- Nothing on record (the service's first start, or Redis lost its
   -- data) tells no silence.
   if math.max(from, own) > 0 then
     spans[1] = {math.max(from, own), contact}
   end
 else
-  for i = 9, #ARGV - 1, 2 do
-    local served = tonumber(ARGV[i])
-    if i == 9 and own > 0 then
-      served = math.min(served, own)
+  local born = {}
+  local births = redis.call('ZRANGE', KEYS[5], 0, -1, 'WITHSCORES')
+  for i = 1, #births, 2 do
+    born[births[i]] = tonumber(births[i + 1])
+  end
+  local gaps = {}
+  for _, b in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+    local p, f, to = string.match(b, '^(.*)|(%d+)|(%d+)$')
+    if p and p ~= me then
+      gaps[p] = gaps[p] or {}
+      table.insert(gaps[p], {tonumber(f), tonumber(to)})
     end
-    local resumed = tonumber(ARGV[i + 1])
-    if resumed == 0 or resumed > contact then
-      resumed = contact
+  end
+  local served = {}
+  if left > 0 then
+    served[1] = {0, left}
+  end
+  for p, e in pairs(ends) do
+    for _, s in ipairs(subtract({{born[p] or 0, e}}, gaps[p] or {})) do
+      served[#served + 1] = s
     end
-    spans[#spans + 1] = {math.max(from, served), resumed}
+  end
+  for i = 10, #ARGV - 1, 2 do
+    local s = tonumber(ARGV[i])
+    if i == 10 and own > 0 then
+      s = math.min(s, own)
+    end
+    local r = tonumber(ARGV[i + 1])
+    if r == 0 or r > contact then
+      r = contact
+    end
+    if s < r then
+      for _, p in ipairs(subtract({{s, r}}, served)) do
+        spans[#spans + 1] = p
+      end
+      redis.call('ZADD', KEYS[6], r, string.format('%s|%d|%d', me, s, r))
+    end
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - keep)
+  redis.call('ZREMRANGEBYRANK', KEYS[6], 0, -1 - tonumber(ARGV[9]))
+  if redis.call('EXISTS', KEYS[6]) == 1 then
+    redis.call('PEXPIRE', KEYS[6], keep)
   end
 end
 local recorded = {}

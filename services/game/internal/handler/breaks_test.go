@@ -1,0 +1,133 @@
+package handler
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/game/internal/store"
+)
+
+// heldRenewal holds the first script run (a lease's renewal) for a
+// while, as a Redis that stalls or a link that drops packets holds it,
+// and runs during it what happens meanwhile elsewhere in the process.
+type heldRenewal struct {
+	mu       sync.Mutex
+	armed    bool
+	hold     time.Duration
+	meantime func()
+}
+
+func (r *heldRenewal) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *heldRenewal) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			r.mu.Lock()
+			armed := r.armed
+			r.armed = false
+			r.mu.Unlock()
+			if armed {
+				time.Sleep(r.hold)
+				r.meantime()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (r *heldRenewal) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestABreakThatEndsDuringItsRenewalIsRecordedWhole: the only game
+// process loses Redis; a renewal begun while its contact is still broken
+// waits 3 s on Redis (a link dropping packets, a stalled Redis) and
+// meanwhile the pings get through again. The renewal, told the break as
+// under way, records its silence up to when it began; the rest, to the
+// resumption, is told to the renewal the resumption asks for: forgotten,
+// those 3 s nobody could serve were charged to the side to move.
+func TestABreakThatEndsDuringItsRenewalIsRecordedWhole(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	held := &heldRenewal{hold: 3 * time.Second}
+	rdb.AddHook(held)
+	st, err := store.New(rdb, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter, err := noop.NewMeterProvider().Meter("test").Int64Counter("silences")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{PresenceLease: 15 * time.Second}, proc: "flapping"}
+	h.metrics.silences = counter
+	now := time.Now()
+	h.started = now.Add(-30 * time.Second).UnixMilli()
+	// Its lease runs well past all this (it does not cap the break).
+	if _, err := st.Renew(ctx, h.proc, now.Add(time.Minute), now.Add(-30*time.Second), now.Add(-30*time.Second), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Pings answered every 250 ms until 10 s ago, then none.
+	for ms := now.Add(-30 * time.Second).UnixMilli(); ms <= now.Add(-10*time.Second).UnixMilli(); ms += 250 {
+		h.contact.answered(ms, ms)
+	}
+	lastAnswer := now.Add(-10 * time.Second).UnixMilli()
+	h.contact.lost()
+
+	var resumed int64
+	var askedSoon bool
+	held.armed = true
+	held.meantime = func() {
+		// The pings get through again while the renewal waits on Redis.
+		at := time.Now().UnixMilli()
+		askedSoon = h.contact.answered(at-50, at)
+		resumed = at
+	}
+	began := time.Now().UnixMilli()
+	if !h.renew(ctx) {
+		t.Fatal("the held renewal failed")
+	}
+	if !askedSoon {
+		t.Fatal("the resumption did not ask for a renewal")
+	}
+	// The renewal asked for at once (renewSoon).
+	if !h.renew(ctx) {
+		t.Fatal("the renewal after the resumption failed")
+	}
+
+	served := lastAnswer + contactGap.Milliseconds()
+	texts, err := rdb.ZRange(ctx, prefix+"{presence}:silences", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// How much of [served, resumed] the recorded silences cover.
+	covered := int64(0)
+	cursor := served
+	for _, text := range texts { // sorted by their ends
+		f, to, _ := strings.Cut(text, ":")
+		from, _ := strconv.ParseInt(f, 10, 64)
+		end, _ := strconv.ParseInt(to, 10, 64)
+		from, end = max(from, cursor), min(end, resumed)
+		if end > from {
+			covered += end - from
+			cursor = end
+		}
+	}
+	if missing := (resumed - served) - covered; missing > 100 {
+		t.Fatalf("the only process was cut off from %v ago (served until %v ago) until its pings got through again, %v into a renewal begun while it was cut off: "+
+			"silences recorded %v, covering %v of the %v nobody served; %v charged to the side to move (want all of it recorded)",
+			time.Duration(now.UnixMilli()-lastAnswer)*time.Millisecond, time.Duration(now.UnixMilli()-served)*time.Millisecond,
+			time.Duration(resumed-began)*time.Millisecond, texts, time.Duration(covered)*time.Millisecond,
+			time.Duration(resumed-served)*time.Millisecond, time.Duration(missing)*time.Millisecond)
+	}
+}
