@@ -28,7 +28,9 @@ func seatPB(game string, g store.Grant, oppID, oppName string) *matchmakingv1.Se
 }
 
 var ticketStates = map[string]matchmakingv1.TicketState{
-	store.StateWaiting:   matchmakingv1.TicketState_TICKET_STATE_WAITING,
+	store.StateWaiting: matchmakingv1.TicketState_TICKET_STATE_WAITING,
+	// Entering is waiting to the player: its entry is being made.
+	store.StateEntering:  matchmakingv1.TicketState_TICKET_STATE_WAITING,
 	store.StatePaired:    matchmakingv1.TicketState_TICKET_STATE_PAIRED,
 	store.StateMatched:   matchmakingv1.TicketState_TICKET_STATE_MATCHED,
 	store.StateCancelled: matchmakingv1.TicketState_TICKET_STATE_CANCELLED,

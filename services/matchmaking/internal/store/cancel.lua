@@ -1,4 +1,4 @@
--- Cancel a waiting ticket. KEYS as enter.lua: 1 queue, 2 meta, 3 players,
+-- Cancel a waiting (or entering) ticket. KEYS as enter.lua: 1 queue, 2 meta, 3 players,
 -- 4 ticket. ARGV[1] the caller's player id.
 -- Returns "nf" (no such ticket), "perm" (another player's), "ok" (now or
 -- already cancelled or expired) or "late" (already paired).
@@ -9,7 +9,7 @@ local f = redis.call('HMGET', KEYS[4], 'player', 'state')
 if f[1] ~= ARGV[1] then
   return 'perm'
 end
-if f[2] == 'waiting' then
+if f[2] == 'waiting' or f[2] == 'entering' then
   local id = string.match(KEYS[4], ':t:(.*)$')
   redis.call('ZREM', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)

@@ -264,22 +264,11 @@ func TestAnEntryWhoseClaimARivalTookWritesNothing(t *testing.T) {
 	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
 	slow := redistest.Client(t)
 	slow.AddHook(pause)
-	type result struct {
-		id  string
-		out store.EnterOutcome
-		err error
-	}
-	bDone := make(chan result, 1)
+	var hb *heldEntry
 	tA, out, err := st.Enter(ctx, x, entryOf("p", now), "rA", 2*time.Hour, func() error {
-		go func() {
-			id, out, err := store.New(slow, prefix).Enter(ctx, x, entryOf("p", now.Add(10*time.Millisecond)), "rB", 2*time.Hour, nil)
-			bDone <- result{id, out, err}
-		}()
-		select {
-		case <-pause.reached:
-		case r := <-bDone:
-			t.Errorf("B ended before its script: %+v", r)
-		}
+		hb = holdEntry(t, pause, func() (string, store.EnterOutcome, error) {
+			return store.New(slow, prefix).Enter(ctx, x, entryOf("p", now.Add(10*time.Millisecond)), "rB", 2*time.Hour, nil)
+		})
 		return nil
 	})
 	if !errors.Is(err, store.ErrRacedEntries) {
@@ -288,8 +277,7 @@ func TestAnEntryWhoseClaimARivalTookWritesNothing(t *testing.T) {
 	if id, out, err := st.Enter(ctx, y, entryOf("p", now.Add(time.Second)), "rY", 2*time.Hour, nil); !errors.Is(err, store.ErrRacedEntries) {
 		t.Fatalf("an entry to %s while B is on its way: %s %v %v, want ErrRacedEntries", y.ID(), id, out, err)
 	}
-	close(pause.release)
-	b := <-bDone
+	b := hb.finish()
 	if b.err != nil || b.out != store.Entered {
 		t.Fatalf("B: %+v", b)
 	}
@@ -361,6 +349,45 @@ type enterResult struct {
 	err error
 }
 
+// heldEntry is an entry whose client holds it just before its script
+// (pauseBeforeEnter) until finish.
+type heldEntry struct {
+	pause *pauseBeforeEnter
+	done  chan enterResult
+	early bool // it ended before its script
+	res   enterResult
+}
+
+// holdEntry runs enter and waits until it reaches its script, or ends
+// before it, answered that another entry claimed the record: then it
+// wrote nothing.
+func holdEntry(t *testing.T, pause *pauseBeforeEnter, enter func() (string, store.EnterOutcome, error)) *heldEntry {
+	t.Helper()
+	h := &heldEntry{pause: pause, done: make(chan enterResult, 1)}
+	go func() {
+		id, out, err := enter()
+		h.done <- enterResult{id, out, err}
+	}()
+	select {
+	case <-pause.reached:
+	case h.res = <-h.done:
+		h.early = true
+		if !errors.Is(h.res.err, store.ErrRacedEntries) {
+			t.Fatalf("the entry ended before its script: %+v", h.res)
+		}
+	}
+	return h
+}
+
+// finish lets the entry, if held, run its script, and returns its answer.
+func (h *heldEntry) finish() enterResult {
+	if !h.early {
+		close(h.pause.release)
+		h.res = <-h.done
+	}
+	return h.res
+}
+
 // Three actions of one player, no process killed, no clock off: device 1's
 // entry E to pool X claims the live-ticket record; device 2's entry C to X
 // claims over it and writes its ticket T1; device 2 cancels T1. E's check
@@ -380,10 +407,9 @@ func TestARivalsEndedTicketLetsNoEntryIntoASecondPool(t *testing.T) {
 	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
 	slow := redistest.Client(t)
 	slow.AddHook(pause)
-	eDone := make(chan enterResult, 1)
 	var tC string
-	go func() {
-		id, out, err := store.New(slow, prefix).Enter(ctx, x, entryOf("p", now), "rE", 2*time.Hour, func() error {
+	enterE := func() (string, store.EnterOutcome, error) {
+		return store.New(slow, prefix).Enter(ctx, x, entryOf("p", now), "rE", 2*time.Hour, func() error {
 			// Device 2, meanwhile: enters X and cancels.
 			id, out, err := st.Enter(ctx, x, entryOf("p", now.Add(5*time.Millisecond)), "rC", 2*time.Hour, nil)
 			if err != nil || out != store.Entered {
@@ -396,27 +422,12 @@ func TestARivalsEndedTicketLetsNoEntryIntoASecondPool(t *testing.T) {
 			}
 			return nil
 		})
-		eDone <- enterResult{id, out, err}
-	}()
-	// E may end before its script, answered that another entry claimed
-	// the record: then it wrote nothing.
-	var e enterResult
-	early := false
-	select {
-	case <-pause.reached:
-	case e = <-eDone:
-		early = true
-		if !errors.Is(e.err, store.ErrRacedEntries) {
-			t.Fatalf("E ended before its script: %+v", e)
-		}
 	}
+	h := holdEntry(t, pause, enterE)
 	held := time.Now()
 	tF, outF, errF := st.Enter(ctx, y, entryOf("p", time.Now()), "rF", 2*time.Hour, nil)
 	heldFor := time.Since(held)
-	if !early {
-		close(pause.release)
-		e = <-eDone
-	}
+	e := h.finish()
 	t.Logf("C %s (cancelled); E to %s: %+v; F to %s: %s %v %v; E held before its script %v", tC, x.ID(), e, y.ID(), tF, outF, errF, heldFor)
 	if e.err == nil && e.out == store.Entered && errF == nil && outF == store.Entered {
 		t.Fatalf("p waits in %s (%s) and %s (%s) at once, E held only %v between its last check and its script; paired %d times at once",
@@ -454,36 +465,20 @@ func TestARivalsOlderClaimLetsNoEntryIntoASecondPool(t *testing.T) {
 	sg.SetClaimGraceForTest(grace)
 
 	now := time.Now()
-	eDone := make(chan enterResult, 1)
 	var errG error
-	go func() {
-		id, out, err := se.Enter(ctx, x, entryOf("p", now), "rE", 2*time.Hour, func() error {
+	enterE := func() (string, store.EnterOutcome, error) {
+		return se.Enter(ctx, x, entryOf("p", now), "rE", 2*time.Hour, func() error {
 			_, _, errG = sg.Enter(ctx, x, entryOf("p", now.Add(-1900*time.Millisecond)), "rG", 2*time.Hour, nil)
 			return nil
 		})
-		eDone <- enterResult{id, out, err}
-	}()
-	// E may end before its script, answered that another entry claimed
-	// the record: then it wrote nothing.
-	var e enterResult
-	early := false
-	select {
-	case <-pause.reached:
-	case e = <-eDone:
-		early = true
-		if !errors.Is(e.err, store.ErrRacedEntries) {
-			t.Fatalf("E ended before its script: %+v", e)
-		}
 	}
+	h := holdEntry(t, pause, enterE)
 	if errG == nil {
 		t.Fatal("G was not killed after its claim (the scenario did not happen)")
 	}
 	time.Sleep(time.Until(now.Add(150 * time.Millisecond)))
 	tF, outF, errF := st.Enter(ctx, y, entryOf("p", time.Now()), "rF", 2*time.Hour, nil)
-	if !early {
-		close(pause.release)
-		e = <-eDone
-	}
+	e := h.finish()
 	t.Logf("E to %s: %+v; F to %s: %s %v %v; E's script ran %v after E's claim's date", x.ID(), e, y.ID(), tF, outF, errF, time.Since(now))
 	if e.err == nil && e.out == store.Entered && errF == nil && outF == store.Entered {
 		t.Fatalf("p waits in %s (%s) and %s (%s) at once, E's script %v after its claim's date (budget %v); paired %d times at once",
@@ -507,30 +502,14 @@ func TestAnEntryDatedPastTheGraceIsDatedNow(t *testing.T) {
 	slow := redistest.Client(t)
 	slow.AddHook(pause)
 	dated := time.Now().Add(-10500 * time.Millisecond) // the handler's h.now(), 10.5 s ago
-	eDone := make(chan enterResult, 1)
-	go func() {
-		id, out, err := store.New(slow, prefix).Enter(ctx, x, entryOf("p", dated), "rE", 2*time.Hour, nil)
-		eDone <- enterResult{id, out, err}
-	}()
-	// E may end before its script, answered that another entry claimed
-	// the record: then it wrote nothing.
-	var e enterResult
-	early := false
-	select {
-	case <-pause.reached:
-	case e = <-eDone:
-		early = true
-		if !errors.Is(e.err, store.ErrRacedEntries) {
-			t.Fatalf("E ended before its script: %+v", e)
-		}
+	enterE := func() (string, store.EnterOutcome, error) {
+		return store.New(slow, prefix).Enter(ctx, x, entryOf("p", dated), "rE", 2*time.Hour, nil)
 	}
+	h := holdEntry(t, pause, enterE)
 	held := time.Now()
 	tF, outF, errF := st.Enter(ctx, y, entryOf("p", time.Now()), "rF", 2*time.Hour, nil)
 	heldFor := time.Since(held)
-	if !early {
-		close(pause.release)
-		e = <-eDone
-	}
+	e := h.finish()
 	t.Logf("E to %s: %+v; F to %s: %s %v %v; E held %v", x.ID(), e, y.ID(), tF, outF, errF, heldFor)
 	if e.err == nil && e.out == store.Entered && errF == nil && outF == store.Entered {
 		t.Fatalf("p waits in %s (%s) and %s (%s) at once, E held %v before its script; paired %d times at once",
@@ -543,8 +522,9 @@ func TestAnEntryDatedPastTheGraceIsDatedNow(t *testing.T) {
 // enters and is cancelled, and device 2 enters pool Y (F): the record named
 // C's ended ticket and X held nothing, so F entered. E's script then
 // enters E: finding the record naming F's ticket, waiting in Y, E's ticket
-// yields (cancelled, its request forgotten) and E is told to retry, which
-// is answered BusyElsewhere with F's ticket. p waits in one pool.
+// yields before it ever waits (cancelled), and E is answered BusyElsewhere
+// with F's ticket; a retry of E's request gets E's ticket, cancelled. p
+// waits in one pool.
 func TestAnEntryOvertakenOnItsWayYields(t *testing.T) {
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
 	st := store.New(rdb, prefix)
@@ -555,12 +535,13 @@ func TestAnEntryOvertakenOnItsWayYields(t *testing.T) {
 	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
 	slow := redistest.Client(t)
 	slow.AddHook(pause)
-	eDone := make(chan enterResult, 1)
-	go func() {
-		id, out, err := store.New(slow, prefix).Enter(ctx, x, entryOf("p", now), "rE", 2*time.Hour, nil)
-		eDone <- enterResult{id, out, err}
-	}()
-	<-pause.reached
+	enterE := func() (string, store.EnterOutcome, error) {
+		return store.New(slow, prefix).Enter(ctx, x, entryOf("p", now), "rE", 2*time.Hour, nil)
+	}
+	h := holdEntry(t, pause, enterE)
+	if h.early {
+		t.Fatal("E ended before its script (the scenario did not happen)")
+	}
 	tC, out, err := st.Enter(ctx, x, entryOf("p", now.Add(5*time.Millisecond)), "rC", 2*time.Hour, nil)
 	if err != nil || out != store.Entered {
 		t.Fatalf("C: %s %v %v", tC, out, err)
@@ -572,13 +553,13 @@ func TestAnEntryOvertakenOnItsWayYields(t *testing.T) {
 	if err != nil || out != store.Entered {
 		t.Fatalf("F: %s %v %v (the scenario did not happen)", tF, out, err)
 	}
-	close(pause.release)
-	e := <-eDone
-	if !errors.Is(e.err, store.ErrRacedEntries) {
-		t.Fatalf("E, overtaken on its way: %+v, want ErrRacedEntries; p is then paired %d times at once", e, pairingsOf(t, st, x, y, now.Add(time.Second)))
+	e := h.finish()
+	if e.err != nil || e.out != store.BusyElsewhere || e.id != tF {
+		t.Fatalf("E, overtaken on its way: %+v, want BusyElsewhere with %s; p is then paired %d times at once", e, tF, pairingsOf(t, st, x, y, now.Add(time.Second)))
 	}
-	if id, out, err := st.Enter(ctx, x, entryOf("p", now.Add(time.Second)), "rE", 2*time.Hour, nil); err != nil || out != store.BusyElsewhere || id != tF {
-		t.Fatalf("E's retry: %s %v %v, want BusyElsewhere with %s", id, out, err, tF)
+	id, out, err := st.Enter(ctx, x, entryOf("p", now.Add(time.Second)), "rE", 2*time.Hour, nil)
+	if tk, _ := st.Ticket(ctx, id); err != nil || out != store.Duplicate || tk.State != store.StateCancelled {
+		t.Fatalf("E's retry: %s %v %v (%s), want Duplicate with E's ticket, cancelled", id, out, err, tk.State)
 	}
 	if n := pairingsOf(t, st, x, y, now.Add(time.Second)); n != 1 {
 		t.Fatalf("p paired %d times, want once", n)

@@ -16,7 +16,9 @@ import (
 
 // Ticket states as stored.
 const (
-	StateWaiting   = "waiting"
+	StateWaiting = "waiting"
+	// StateEntering: written, not yet waiting for pairing (activate.lua).
+	StateEntering  = "entering"
 	StatePaired    = "paired"
 	StateMatched   = "matched"
 	StateCancelled = "cancelled"
@@ -117,7 +119,7 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		return "", 0, err
 	}
 	if prior != "" {
-		return prior, Duplicate, nil
+		return s.duplicate(ctx, t.Player, tag, prior, t.Entered, keep)
 	}
 	id := tag + "." + randomHex(8)
 	// Others judge a claim's age by its date, and its budget counts from
@@ -134,16 +136,16 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	}
 	if other != "" {
 		if otherTag, _ := TicketTag(other); otherTag == tag {
-			return s.busy(ctx, requestKey, other, Busy)
+			return s.busy(ctx, t, tag, requestKey, other, Busy, keep)
 		}
-		return s.busy(ctx, requestKey, other, BusyElsewhere)
+		return s.busy(ctx, t, tag, requestKey, other, BusyElsewhere, keep)
 	}
 	if admit != nil {
 		// The pool's own record of the player's ticket, as the script reads
 		// it: the live-ticket record may name another entry's claim.
-		held, err := s.liveInPool(ctx, tag, t.Player)
+		held, err := s.liveInPool(ctx, tag, t.Player, t.Entered)
 		if err == nil && held != "" {
-			id, outcome, err := s.busy(ctx, requestKey, held, Busy)
+			id, outcome, err := s.busy(ctx, t, tag, requestKey, held, Busy, keep)
 			if swapErr := s.swapLive(ctx, t.Player, claim, liveRecord(held, t.Entered), keep); err == nil {
 				err = swapErr
 			}
@@ -205,7 +207,10 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		// A retry of this request that has written its ticket since is
 		// the answer.
 		if prior, err := s.requestTicket(ctx, requestKey); err != nil || prior != "" {
-			return prior, Duplicate, err
+			if err != nil {
+				return "", 0, err
+			}
+			return s.duplicate(ctx, t.Player, tag, prior, t.Entered, keep)
 		}
 		return "", 0, fmt.Errorf("enter ticket: another entry claimed the player's record: %w", ErrRacedEntries)
 	}
@@ -214,14 +219,15 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	err = s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
 		res, err = enterScript.Run(ctx, c, keys,
 			id, t.Player, t.Name, t.Rating, t.Entered.UnixMilli(), t.Expires.UnixMilli(),
-			int64(keep/time.Second), b, pool.ID(), unixMilli(t.NamedAt), int64((keep+s.RequestGrace)/time.Second)).StringSlice()
+			int64(keep/time.Second), b, pool.ID(), unixMilli(t.NamedAt), int64((keep+s.RequestGrace)/time.Second),
+			s.claimGrace.Milliseconds(), claimed.UnixMilli()).StringSlice()
 		return err
 	})
 	if err != nil {
 		// The claim stays: the script may have run and its answer been
-		// lost, and then the claim names the waiting ticket, which a retry,
-		// answered from the request, does not record again. A claim of a
-		// ticket never written holds nothing after the claim grace.
+		// lost, and then the claim names the ticket, entering, which a
+		// retry, answered from the request, lets wait. A claim of a ticket
+		// never written holds nothing after the claim grace.
 		return "", 0, fmt.Errorf("enter ticket: %w", err)
 	}
 	switch res[0] {
@@ -230,58 +236,110 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 	case "busy":
 		return res[1], Busy, s.swapLive(ctx, t.Player, claim, liveRecord(res[1], t.Entered), keep)
 	}
-	if err := s.settle(ctx, t.Player, tag, res[1], claim, requestKey, t.Entered, keep); err != nil {
+	if other, err := s.settle(ctx, t.Player, tag, res[1], claim, t.Entered, keep); err != nil || other != "" {
+		if other != "" {
+			return other, BusyElsewhere, nil
+		}
+		return "", 0, err
+	}
+	if err := s.activate(ctx, tag, res[1], claimed); err != nil {
 		return "", 0, err
 	}
 	return res[1], Entered, nil
 }
 
-// settle makes the player's live-ticket record name ticket id, just
-// entered with claim, once more, should another entry have claimed it
-// while this one was between its last check and its script: one of the
-// same pool (whose ticket, if written, has ended, the pool's script having
-// entered this one), or one of another pool that found the record naming
-// nothing live. If the record then keeps the player in another pool, this
-// ticket yields: it is cancelled, and its request forgotten, so that a
-// retry is answered with the other ticket. Best effort when Redis fails.
-func (s *Store) settle(ctx context.Context, player, tag, id, claim, requestKey string, now time.Time, keep time.Duration) error {
+// duplicate answers a retry of the request that made ticket id. A ticket
+// still entering (its entry's answer lost, or its process killed) is let
+// wait as its entry would have, or yields; either way the retry is
+// answered with the ticket as it is then.
+func (s *Store) duplicate(ctx context.Context, player, tag, id string, now time.Time, keep time.Duration) (string, EnterOutcome, error) {
+	st, claimed, err := s.ticketState(ctx, id)
+	if err != nil || st != StateEntering {
+		return id, Duplicate, err
+	}
+	if _, err := s.settle(ctx, player, tag, id, "", now, keep); err != nil {
+		return "", 0, err
+	}
+	if err := s.activate(ctx, tag, id, claimed); err != nil && !errors.Is(err, ErrSlowEntry) && !errors.Is(err, ErrRacedEntries) {
+		return "", 0, err
+	}
+	return id, Duplicate, nil
+}
+
+// activate lets entering ticket id, whose claim is dated claimed, wait for
+// pairing, unless half the claim grace has passed since (ErrSlowEntry: it
+// is expired) or it has ended meanwhile (ErrRacedEntries).
+func (s *Store) activate(ctx context.Context, tag, id string, claimed time.Time) error {
+	b := s.poolBase(tag)
+	keys := append(s.queueKeys(tag), b+"t:"+id)
+	var res string
+	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
+		res, err = activateScript.Run(ctx, c, keys, id, claimed.Add(s.claimGrace/2).UnixMilli()).Text()
+		return err
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("let ticket wait: %w", err)
+	case res == "ok":
+		return nil
+	case res == "late":
+		return fmt.Errorf("let ticket wait: %w", ErrSlowEntry)
+	}
+	return fmt.Errorf("let ticket wait: it is %q: %w", res, ErrRacedEntries)
+}
+
+// settle makes sure, before ticket id (entering, its entry's claim
+// claim, "" for a retry's) waits, that the player's live-ticket record
+// names it, should another entry have claimed the record while this one
+// was between its last check and its script: one of the same pool (whose
+// ticket, if written, has ended, the pool's script having entered this
+// one), or one of another pool that found the record naming nothing live.
+// If the record then keeps the player in another pool, this ticket yields
+// (cancelled, never having waited) and other is that pool's ticket, or
+// ErrRacedEntries if that one is still on its way.
+func (s *Store) settle(ctx context.Context, player, tag, id, claim string, now time.Time, keep time.Duration) (other string, err error) {
 	key := s.liveKey(player)
 	for range 3 {
 		cur, err := s.rdb.Get(ctx, key).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil
+			return "", fmt.Errorf("read live ticket: %w", err)
 		}
 		curID, _, _ := strings.Cut(cur, "|")
-		if cur == claim || curID == id {
-			return nil
+		if (claim != "" && cur == claim) || curID == id {
+			return "", nil
 		}
 		if curTag, terr := TicketTag(curID); terr == nil && curTag == tag {
-			if _, live, err := s.ticketLive(ctx, curID); err != nil || live {
-				return nil
+			if _, live, err := s.ticketLive(ctx, curID, now); err != nil || live {
+				return "", err
 			}
 		} else if cur != "" {
 			other, err := s.holdingTicket(ctx, player, cur, tag, now)
 			if other != "" || errors.Is(err, ErrRacedEntries) {
 				if out, cerr := s.Cancel(ctx, id, player); cerr != nil || out != CancelDone {
-					return nil // paired already: too late to yield
+					return "", fmt.Errorf("withdraw ticket %s for %s (%s): %v", id, other, out, cerr)
 				}
-				_ = s.write(ctx, requestKey, func(c redis.Cmdable) error { return c.Del(ctx, requestKey).Err() })
-				return fmt.Errorf("enter ticket: an entry to another pool took the player meanwhile: %w", ErrRacedEntries)
+				if other == "" {
+					return "", fmt.Errorf("enter ticket: an entry to another pool is on its way: %w", ErrRacedEntries)
+				}
+				return other, nil
 			}
 			if err != nil {
-				return nil
+				return "", err
 			}
 		}
 		var ok bool
 		err = s.write(ctx, key, func(c redis.Cmdable) (err error) {
-			ok, err = swapLiveScript.Run(ctx, c, []string{key}, cur, claim, int64(keep/time.Second)).Bool()
+			ok, err = swapLiveScript.Run(ctx, c, []string{key}, cur, liveRecord(id, now), int64(keep/time.Second)).Bool()
 			return err
 		})
-		if err != nil || ok {
-			return nil
+		if err != nil {
+			return "", fmt.Errorf("record live ticket: %w", err)
+		}
+		if ok {
+			return "", nil
 		}
 	}
-	return nil
+	return "", fmt.Errorf("record live ticket: %w", ErrRacedEntries)
 }
 
 // requestTicket reads the ticket made for a request, "" for none yet.
@@ -304,13 +362,13 @@ func (s *Store) requestTicket(ctx context.Context, requestKey string) (string, e
 // unless the request has a ticket now: a retry read its request before
 // its first call, still being served, wrote that ticket, which is then the
 // one in the way, and the retry's answer is the first's.
-func (s *Store) busy(ctx context.Context, requestKey, other string, outcome EnterOutcome) (string, EnterOutcome, error) {
+func (s *Store) busy(ctx context.Context, t Ticket, tag, requestKey, other string, outcome EnterOutcome, keep time.Duration) (string, EnterOutcome, error) {
 	prior, err := s.requestTicket(ctx, requestKey)
 	switch {
 	case err != nil:
 		return "", 0, err
 	case prior != "":
-		return prior, Duplicate, nil
+		return s.duplicate(ctx, t.Player, tag, prior, t.Entered, keep)
 	}
 	return other, outcome, nil
 }
@@ -382,7 +440,7 @@ func (s *Store) holdingTicket(ctx context.Context, player, record, tag string, n
 	if !ok || err != nil {
 		return "", nil
 	}
-	found, live, err := s.ticketLive(ctx, id)
+	found, live, err := s.ticketLive(ctx, id, now)
 	switch {
 	case err != nil:
 		return "", err
@@ -391,7 +449,7 @@ func (s *Store) holdingTicket(ctx context.Context, player, record, tag string, n
 	case idTag == tag:
 		return "", nil
 	}
-	if held, err := s.liveInPool(ctx, idTag, player); err != nil || held != "" {
+	if held, err := s.liveInPool(ctx, idTag, player, now); err != nil || held != "" {
 		return held, err
 	}
 	if !found {
@@ -404,7 +462,7 @@ func (s *Store) holdingTicket(ctx context.Context, player, record, tag string, n
 
 // liveInPool returns player's ticket in pool tag when it waits or is
 // paired: the pool's script would answer the entry busy.
-func (s *Store) liveInPool(ctx context.Context, tag, player string) (string, error) {
+func (s *Store) liveInPool(ctx context.Context, tag, player string, now time.Time) (string, error) {
 	id, err := s.rdb.HGet(ctx, s.queueKeys(tag)[2], player).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil
@@ -412,27 +470,41 @@ func (s *Store) liveInPool(ctx context.Context, tag, player string) (string, err
 	if err != nil {
 		return "", fmt.Errorf("read ticket of %s: %w", player, err)
 	}
-	if _, live, err := s.ticketLive(ctx, id); !live {
+	if _, live, err := s.ticketLive(ctx, id, now); !live {
 		return "", err
 	}
 	return id, nil
 }
 
-// ticketLive reads whether ticket id waits or is paired; found is false
+// ticketLive reads whether ticket id waits or is paired, or is entering
+// and its entry, judged at now, may still be on its way; found is false
 // when it is not stored (not yet, or no longer).
-func (s *Store) ticketLive(ctx context.Context, id string) (found, live bool, err error) {
-	tag, err := TicketTag(id)
-	if err != nil {
+func (s *Store) ticketLive(ctx context.Context, id string, now time.Time) (found, live bool, err error) {
+	state, claimed, err := s.ticketState(ctx, id)
+	if err != nil || state == "" {
 		return false, false, err
 	}
-	state, err := s.rdb.HGet(ctx, s.poolBase(tag)+"t:"+id, "state").Result()
-	if errors.Is(err, redis.Nil) {
-		return false, false, nil
-	}
-	if err != nil {
-		return false, false, fmt.Errorf("read ticket: %w", err)
+	if state == StateEntering {
+		age := now.Sub(claimed)
+		return true, age < s.claimGrace && age > -s.claimGrace, nil
 	}
 	return true, state == StateWaiting || state == StatePaired, nil
+}
+
+// ticketState reads ticket id's state ("" when it is not stored) and the
+// date of its entry's claim.
+func (s *Store) ticketState(ctx context.Context, id string) (string, time.Time, error) {
+	tag, err := TicketTag(id)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	f, err := s.rdb.HMGet(ctx, s.poolBase(tag)+"t:"+id, "state", "claimed").Result()
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("read ticket: %w", err)
+	}
+	state, _ := f[0].(string)
+	claimed, _ := f[1].(string)
+	return state, ms(claimed), nil
 }
 
 // swapLive sets the player's live-ticket record from want to record ("":

@@ -79,6 +79,8 @@ var ErrTooManyPools = errors.New("too many pools")
 var (
 	//go:embed enter.lua
 	enterLua string
+	//go:embed activate.lua
+	activateLua string
 	//go:embed cancel.lua
 	cancelLua string
 	//go:embed pair.lua
@@ -117,6 +119,7 @@ var (
 	ratingLua string
 
 	enterScript       = redis.NewScript(enterLua)
+	activateScript    = redis.NewScript(activateLua)
 	cancelScript      = redis.NewScript(cancelLua)
 	pairScript        = redis.NewScript(pairLua)
 	finishScript      = redis.NewScript(finishLua)

@@ -1,0 +1,268 @@
+package store_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// isCancelScript tells cancel.lua's call: four keys, the fourth a
+// ticket.
+func isCancelScript(cmd redis.Cmder) bool {
+	a := cmd.Args()
+	if len(a) < 7 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+		return false
+	}
+	var n int
+	switch v := a[2].(type) {
+	case int:
+		n = v
+	case int64:
+		n = int(v)
+	default:
+		return false
+	}
+	k4, _ := a[6].(string)
+	return n == 4 && strings.Contains(k4, ":t:")
+}
+
+// afterEnter acts once the first enter script has run: it may hold
+// the caller right after it (hold), and it fails the first command
+// matching fail afterwards, having run it when run is set (a lost reply)
+// or not (Redis out of reach for a moment).
+type afterEnter struct {
+	hold    bool
+	reached chan struct{}
+	release chan struct{}
+	fail    func(redis.Cmder) bool
+	run     bool
+
+	entered atomic.Bool
+	failed  atomic.Bool
+}
+
+func (h *afterEnter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *afterEnter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.entered.Load() && h.fail != nil && h.fail(cmd) && h.failed.CompareAndSwap(false, true) {
+			if h.run {
+				_ = next(ctx, cmd)
+			}
+			lost := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+			cmd.SetErr(lost)
+			return lost
+		}
+		err := next(ctx, cmd)
+		if isEnterScript(cmd) && h.entered.CompareAndSwap(false, true) && h.hold {
+			close(h.reached)
+			<-h.release
+		}
+		return err
+	}
+}
+func (h *afterEnter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// overtake runs the documented overtaking (TestAnEntryOvertakenOnItsWayYields):
+// E to pool X is held before its script; device 2 enters X (C), cancels
+// it, and enters Y (F). It returns E's store, the release of E's script,
+// E's result channel and F's ticket.
+func overtake(t *testing.T, prefix string, st *store.Store, x, y store.Pool, now time.Time, hooks ...redis.Hook) (chan enterResult, func(), string) {
+	t.Helper()
+	ctx := context.Background()
+	pause := &pauseBeforeEnter{reached: make(chan struct{}), release: make(chan struct{})}
+	slow := redistest.Client(t)
+	slow.AddHook(pause)
+	for _, h := range hooks {
+		slow.AddHook(h)
+	}
+	eDone := make(chan enterResult, 1)
+	go func() {
+		id, out, err := store.New(slow, prefix).Enter(ctx, x, entryOf("p", now), "rE", 2*time.Hour, nil)
+		eDone <- enterResult{id, out, err}
+	}()
+	select {
+	case <-pause.reached:
+	case r := <-eDone:
+		t.Fatalf("E ended before its script: %+v", r)
+	}
+	tC, out, err := st.Enter(ctx, x, entryOf("p", now.Add(5*time.Millisecond)), "rC", 2*time.Hour, nil)
+	if err != nil || out != store.Entered {
+		t.Fatalf("C: %s %v %v", tC, out, err)
+	}
+	if res, err := st.Cancel(ctx, tC, "p"); err != nil || res != store.CancelDone {
+		t.Fatalf("cancel %s: %v %v", tC, res, err)
+	}
+	tF, out, err := st.Enter(ctx, y, entryOf("p", now.Add(10*time.Millisecond)), "rF", 2*time.Hour, nil)
+	if err != nil || out != store.Entered {
+		t.Fatalf("F: %s %v %v (the scenario did not happen)", tF, out, err)
+	}
+	return eDone, func() { close(pause.release) }, tF
+}
+
+// An overtaken entry yielded only if its own process lived on after its
+// script and reached Redis: here the read of the live-ticket record after
+// its script fails once (a reset connection), and Enter answered Entered,
+// the player waiting in X and in Y at once. A ticket is written entering,
+// and waits for pairing only once its entry has made sure of the record:
+// this one never waits.
+func TestAnOvertakenEntryWhoseSettleFailsNeverWaits(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	x, y := twoPools()
+	liveKey := prefix + "mm:{u:p}:live"
+	after := &afterEnter{fail: func(c redis.Cmder) bool {
+		return c.Name() == "get" && len(c.Args()) > 1 && c.Args()[1] == liveKey
+	}}
+	eDone, release, tF := overtake(t, prefix, st, x, y, now, after)
+	release()
+	e := <-eDone
+	t.Logf("E: %+v", e)
+	if !after.failed.Load() {
+		t.Fatal("settle's read was not failed (the scenario did not happen)")
+	}
+	if e.err == nil {
+		tE, _ := st.Ticket(ctx, e.id)
+		tY, _ := st.Ticket(ctx, tF)
+		if tE.State == store.StateWaiting && tY.State == store.StateWaiting {
+			t.Fatalf("E answered %v %s (waiting in %s) while F %s waits in %s: p is paired %d times at once",
+				e.out, e.id, x.ID(), tF, y.ID(), pairingsOf(t, st, x, y, now.Add(time.Second)))
+		}
+	}
+}
+
+// The same with the process killed right after its script (every later
+// command fails): its ticket, entering, never waits.
+func TestAnOvertakenEntryKilledAfterItsScriptNeverWaits(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	now := time.Now()
+	x, y := twoPools()
+	killed := &redistest.KilledAfterWriting{Key: prefix + "mm:{p:" + x.Tag() + "}:q"}
+	eDone, release, tF := overtake(t, prefix, st, x, y, now, killed)
+	release()
+	e := <-eDone
+	t.Logf("E (killed after its script): %+v", e)
+	ctx := context.Background()
+	id, err := rdb.HGet(ctx, prefix+"mm:{p:"+x.Tag()+"}:pl", "p").Result()
+	if err != nil {
+		t.Fatalf("no ticket of p in %s: %v (the scenario did not happen)", x.ID(), err)
+	}
+	tE, _ := st.Ticket(ctx, id)
+	tY, _ := st.Ticket(ctx, tF)
+	if tE.State == store.StateWaiting && tY.State == store.StateWaiting {
+		t.Fatalf("E's ticket %s waits in %s and F %s waits in %s: p is paired %d times at once",
+			id, x.ID(), tF, y.ID(), pairingsOf(t, st, x, y, now.Add(time.Second)))
+	}
+}
+
+// A retry of E (same request_id, the client timed out on replica A and
+// resent to B) that reads E's request after E's script and before E
+// yields makes sure of the record itself: E's ticket yields, and the retry
+// is answered with it, cancelled. E is answered BusyElsewhere with F's
+// ticket, and a later retry of the request gets E's ticket, cancelled,
+// again: its request is remembered (it was deleted, and a retry was
+// answered otherwise than the first success).
+func TestARetryAnsweredBeforeTheYieldIsAnsweredTheSameAfter(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	x, y := twoPools()
+	after := &afterEnter{hold: true, reached: make(chan struct{}), release: make(chan struct{})}
+	eDone, release, tF := overtake(t, prefix, st, x, y, now, after)
+	release()
+	select {
+	case <-after.reached:
+	case r := <-eDone:
+		t.Fatalf("E ended before its script ran: %+v", r)
+	}
+	// The retry on replica B.
+	r2, out2, err := st.Enter(ctx, x, entryOf("p", now.Add(20*time.Millisecond)), "rE", 2*time.Hour, nil)
+	if err != nil || out2 != store.Duplicate {
+		t.Fatalf("retry during E's settle: %s %v %v, want Duplicate (the scenario did not happen)", r2, out2, err)
+	}
+	tk, err := st.Ticket(ctx, r2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("retry answered Duplicate %s, state %s (the handler tells the client this ticket)", r2, tk.State)
+	close(after.release)
+	e := <-eDone
+	t.Logf("E: %+v", e)
+	if e.err != nil || e.out != store.BusyElsewhere || e.id != tF {
+		t.Fatalf("E: %+v, want BusyElsewhere with %s", e, tF)
+	}
+	tk2, _ := st.Ticket(ctx, r2)
+	r3, out3, err := st.Enter(ctx, x, entryOf("p", now.Add(time.Second)), "rE", 2*time.Hour, nil)
+	if err != nil || out3 != store.Duplicate || r3 != r2 {
+		t.Fatalf("the client was answered %s (Duplicate, state %s, now %s) for request rE; its next retry of rE: %s %v %v (F is %s): a retry answered otherwise than the first success",
+			r2, tk.State, tk2.State, r3, out3, err, tF)
+	}
+}
+
+// A yield whose cancel's answer is lost (it ran: the ticket is cancelled)
+// made Enter answer Entered with that ticket: the handler told the client
+// it waits, while it was cancelled. It is an error now, and the ticket
+// never waited.
+func TestAYieldWhoseCancelAnswerIsLostIsNotAnsweredEntered(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	x, y := twoPools()
+	after := &afterEnter{fail: isCancelScript, run: true}
+	eDone, release, tF := overtake(t, prefix, st, x, y, now, after)
+	release()
+	e := <-eDone
+	t.Logf("E: %+v; F %s", e, tF)
+	if !after.failed.Load() {
+		t.Fatal("settle's cancel was not failed (the scenario did not happen)")
+	}
+	if e.err == nil && e.out == store.Entered {
+		tk, _ := st.Ticket(ctx, e.id)
+		if tk.State != store.StateWaiting {
+			t.Fatalf("E answered Entered %s (the client is told it waits), but the ticket is %s", e.id, tk.State)
+		}
+	}
+}
+
+// The same when the enter script's answer is lost (a reset connection, or a
+// WAIT for replicas that failed after the script ran): the client's retry
+// with the same request_id, answered from the request, makes sure of the
+// record for the ticket, entering, which yields.
+func TestAnOvertakenEntryWhoseAnswerIsLostYieldsOnItsRetry(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	now := time.Now()
+	x, y := twoPools()
+	eDone, release, tF := overtake(t, prefix, st, x, y, now, &lostReply{})
+	release()
+	e := <-eDone
+	if e.err == nil {
+		t.Fatalf("E's lost reply was not seen: %+v", e)
+	}
+	id, out, err := st.Enter(ctx, x, entryOf("p", now.Add(time.Second)), "rE", 2*time.Hour, nil)
+	if err != nil || out != store.Duplicate {
+		t.Fatalf("the client's retry: %s %v %v", id, out, err)
+	}
+	tE, _ := st.Ticket(ctx, id)
+	tY, _ := st.Ticket(ctx, tF)
+	if tE.State == store.StateWaiting && tY.State == store.StateWaiting {
+		t.Fatalf("the retry of rE is answered %s, waiting in %s, while F %s waits in %s: p is paired %d times at once",
+			id, x.ID(), tF, y.ID(), pairingsOf(t, st, x, y, now.Add(time.Second)))
+	}
+}
