@@ -25,11 +25,28 @@ import (
 // first moves: Red's clock runs.
 func outageGame(t *testing.T, env *gametest.Env) *table {
 	t.Helper()
-	fischer3s := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(3 * time.Second)}}}
-	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer3s})
+	return outageGameOf(t, env, 3*time.Second)
+}
+
+// outageGameOf is outageGame of main a side.
+func outageGameOf(t *testing.T, env *gametest.Env, main time.Duration) *table {
+	t.Helper()
+	clocked := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(main)}}}
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: clocked})
 	tb.move(t, "h3e3")
 	tb.move(t, "h10g8")
 	return tb
+}
+
+// redMovesOnANewProcess starts a game process beside env's and sends Red's
+// move h1g3 in tb's game to it, returning the game as that process serves
+// it and the move's answer.
+func redMovesOnANewProcess(t *testing.T, env *gametest.Env, tb *table) (*table, *gamev1.MakeMoveResponse, error) {
+	t.Helper()
+	later := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = env.Config.KeyPrefix, keyOne })
+	on := &table{env: later, id: tb.id, seats: tb.seats}
+	resp, err := later.Client.MakeMove(on.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+	return on, resp, err
 }
 
 // eventsAfter reads the game's events after version v, up to its head.
@@ -975,10 +992,7 @@ func TestAKilledProcessBesideOneCutOffIsNotCharged(t *testing.T) {
 	killed := gametest.StartOn(t, killedProxy.Addr(), func(c *game.Config) { c.SigningKeys = keyOne })
 	blipProxy := redistest.NewProxy(t, redistest.Addr(t))
 	gametest.StartOn(t, blipProxy.Addr(), func(c *game.Config) { c.KeyPrefix, c.SigningKeys = killed.Config.KeyPrefix, keyOne })
-	sixSeconds := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(6 * time.Second)}}}
-	tb := create(t, killed, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: sixSeconds})
-	tb.move(t, "h3e3")
-	tb.move(t, "h10g8")
+	tb := outageGameOf(t, killed, 6*time.Second)
 	before := tb.get(t).GetVersion()
 
 	blipProxy.Cut()
@@ -988,9 +1002,7 @@ func TestAKilledProcessBesideOneCutOffIsNotCharged(t *testing.T) {
 	blipProxy.Restore()
 	time.Sleep(1500 * time.Millisecond)
 
-	restarted := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = killed.Config.KeyPrefix, keyOne })
-	on := &table{env: restarted, id: tb.id, seats: tb.seats}
-	resp, err := restarted.Client.MakeMove(on.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+	on, resp, err := redMovesOnANewProcess(t, killed, tb)
 	if err != nil || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
 		g := on.get(t)
 		t.Fatalf("the game's process was killed with Red to move (6 s left) while the only other was cut off from Redis for 8 s: "+
@@ -1016,10 +1028,7 @@ func TestALinkThatFlapsIsNotChargedToTheSideToMove(t *testing.T) {
 	gametest.StartOn(t, flapping.Addr(), func(c *game.Config) {
 		c.KeyPrefix, c.SigningKeys, c.PresenceLease = killed.Config.KeyPrefix, keyOne, time.Minute
 	})
-	nine := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(9 * time.Second)}}}
-	tb := create(t, killed, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: nine})
-	tb.move(t, "h3e3")
-	tb.move(t, "h10g8")
+	tb := outageGameOf(t, killed, 9*time.Second)
 	before := tb.get(t).GetVersion()
 
 	killedProxy.Cut()
@@ -1031,9 +1040,7 @@ func TestALinkThatFlapsIsNotChargedToTheSideToMove(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 
-	later := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = killed.Config.KeyPrefix, keyOne })
-	on := &table{env: later, id: tb.id, seats: tb.seats}
-	resp, err := later.Client.MakeMove(on.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+	on, resp, err := redMovesOnANewProcess(t, killed, tb)
 	if err != nil || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
 		g := on.get(t)
 		t.Fatalf("the game's process was killed with Red to move (9 s left) while the only other was cut off from Redis for 8 s, back 1 s, cut off 2 s: "+
@@ -1066,10 +1073,7 @@ func TestAProcessBeatingSinceRedisLostItsDataIsNoSilence(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond) // both reach Redis again; the doomed one renews (every 200 ms)
 
-	fourSeconds := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(4 * time.Second)}}}
-	tb := create(t, live, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fourSeconds})
-	tb.move(t, "h3e3")
-	tb.move(t, "h10g8")
+	tb := outageGameOf(t, live, 4*time.Second)
 	before := tb.get(t).GetVersion()
 	proxy.Cut() // the doomed one dies
 	defer proxy.Restore()
@@ -1099,10 +1103,7 @@ func TestAProcessBeatingSinceRedisLostItsDataIsNoSilence(t *testing.T) {
 func TestReadsAfterACrashShowTheTimeGivenBack(t *testing.T) {
 	proxy := redistest.NewProxy(t, redistest.Addr(t))
 	first := gametest.StartOn(t, proxy.Addr(), func(c *game.Config) { c.SigningKeys = keyOne })
-	five := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(5 * time.Second)}}}
-	tb := create(t, first, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: five})
-	tb.move(t, "h3e3")
-	tb.move(t, "h10g8")
+	tb := outageGameOf(t, first, 5*time.Second)
 	proxy.Cut()
 	defer proxy.Restore()
 	time.Sleep(8 * time.Second)
@@ -1144,10 +1145,7 @@ func TestAPartitionOfEveryProcessIsNotChargedToTheSideToMove(t *testing.T) {
 			c.KeyPrefix, c.SigningKeys, c.PresenceLease = killed.Config.KeyPrefix, keyOne, time.Minute
 		})
 	}
-	nine := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(9 * time.Second)}}}
-	tb := create(t, killed, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: nine})
-	tb.move(t, "h3e3")
-	tb.move(t, "h10g8")
+	tb := outageGameOf(t, killed, 9*time.Second)
 	before := tb.get(t).GetVersion()
 
 	killedProxy.Cut()
@@ -1157,9 +1155,7 @@ func TestAPartitionOfEveryProcessIsNotChargedToTheSideToMove(t *testing.T) {
 	link.Restore()
 	time.Sleep(time.Second)
 
-	later := gametest.Start(t, func(c *game.Config) { c.KeyPrefix, c.SigningKeys = killed.Config.KeyPrefix, keyOne })
-	on := &table{env: later, id: tb.id, seats: tb.seats}
-	resp, err := later.Client.MakeMove(on.as(commonv1.Side_SIDE_FIRST), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h1g3"}})
+	on, resp, err := redMovesOnANewProcess(t, killed, tb)
 	if err != nil || resp.GetGame().GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
 		g := on.get(t)
 		t.Fatalf("the game's process was killed with Red to move (9 s left) while the %d others were cut off from Redis together for 8 s: "+

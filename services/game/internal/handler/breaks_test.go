@@ -131,3 +131,59 @@ func TestABreakThatEndsDuringItsRenewalIsRecordedWhole(t *testing.T) {
 			time.Duration(resumed-served)*time.Millisecond, time.Duration(missing)*time.Millisecond)
 	}
 }
+
+// TestReviewSilencesABeatDoesNotVouchForABreakNotYetTold: "a" and "b",
+// the only game processes, are cut off from Redis together for about 10 s
+// (one partition). When the link is back, b's pings get through (asking
+// for a renewal at once), and b's beat, due on its own ticker, comes
+// first; b is then killed (OOM, node lost) before its renewal runs, so its
+// break is never told. a renews, telling its own break: b's fresh beat
+// counts as service through a's whole break (b reported no break), and no
+// silence was recorded by anyone, ever: the 9 s nobody served were charged
+// to the side to move, far past the 2.5 s a crash may be charged. A beat
+// records the breaks no renewal has yet.
+func TestABeatDoesNotVouchForABreakNotYetTold(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st, err := store.New(rdb, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, p := range []string{"a", "b"} {
+		if _, err := st.Renew(ctx, p, now.Add(time.Minute), now.Add(-30*time.Second), now.Add(-30*time.Second), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		for key, at := range map[string]time.Time{"{presence}:born": now.Add(-30 * time.Second), "{presence}:alive": now.Add(-11 * time.Second)} {
+			if err := rdb.ZAdd(ctx, prefix+key, redis.Z{Score: float64(at.UnixMilli()), Member: p}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b := &Handler{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{PresenceLease: 15 * time.Second}, proc: "b"}
+	b.started = now.Add(-30 * time.Second).UnixMilli()
+	lastAnswer := now.Add(-11 * time.Second).UnixMilli()
+	for ms := b.started; ms <= lastAnswer; ms += 250 {
+		b.contact.answered(ms, ms)
+	}
+	b.contact.lost()
+	back := time.Now().UnixMilli()
+	if !b.contact.answered(back-50, back) {
+		t.Fatal("b's contact came back after a 10 s break and asked for no renewal")
+	}
+	b.beat(ctx) // its ticker's beat; b is killed before renewing
+
+	served := lastAnswer + contactGap.Milliseconds()
+	r, err := st.Renew(ctx, "a", time.Now().Add(time.Minute), time.Now(), time.UnixMilli(back), []store.Break{{Served: time.UnixMilli(served), Resumed: time.UnixMilli(back)}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := int64(0)
+	for _, s := range r.Recorded {
+		covered += max(0, min(s.To, back)-max(s.From, served))
+	}
+	if charged := time.Duration(back-served-covered) * time.Millisecond; charged > 2500*time.Millisecond {
+		t.Fatalf("a and b cut off together, neither serving for %v, b killed after its first beat since, before its renewal: a's renewal recorded %+v; %v charged to the side to move (want at most the 2.5 s grace)",
+			time.Duration(back-served)*time.Millisecond, r.Recorded, charged)
+	}
+}

@@ -237,11 +237,11 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *store.Store, idx
 	// Commands after CreateGame run on the cached state, with no read of
 	// Redis to learn its time from: learn it before serving any.
 	hd.syncTime(ctx)
+	// This process could serve from its start on, not before.
+	hd.started = hd.now().UnixMilli()
 	hd.beat(ctx)
 	// And the silences of the service (every process stopped) before the
-	// first command, which may judge a turn that one took. This process
-	// could serve from its start on, not before.
-	hd.started = hd.now().UnixMilli()
+	// first command, which may judge a turn that one took.
 	hd.contact.answered(hd.started, hd.started)
 	for try := 0; try < 5 && !hd.renew(ctx); try++ {
 		time.Sleep(200 * time.Millisecond)
@@ -294,7 +294,7 @@ func (h *Handler) Close(ctx context.Context) {
 	if err := h.store.Stopped(ctx, h.now()); err != nil {
 		h.log.WarnContext(ctx, "presence lease", "err", err)
 	}
-	if err := h.store.Gone(ctx, h.proc); err != nil {
+	if err := h.store.Gone(ctx, h.proc, h.now()); err != nil {
 		h.log.WarnContext(ctx, "presence lease", "err", err)
 	}
 	held, err := h.store.Held(ctx, h.proc)

@@ -475,7 +475,7 @@ func (h *Handler) keepBeating(ctx context.Context) {
 // process's copies. The epoch, not the beat's absence, tells it: with
 // several processes only the first to beat after the loss finds none.
 func (h *Handler) beat(ctx context.Context) {
-	if err := h.store.Alive(ctx, h.proc); err != nil {
+	if err := h.store.Alive(ctx, h.proc, time.UnixMilli(h.started), h.contact.untold()); err != nil {
 		h.log.DebugContext(ctx, "beat", "err", err)
 	}
 	epoch, err := h.store.Beat(ctx, beatKeep)

@@ -68,18 +68,25 @@ const (
 	beatsKept = 1024
 )
 
-// Alive records that proc lives and reaches Redis, at Redis' time.
-func (s *Store) Alive(ctx context.Context, proc string) error {
-	if err := aliveScript.Run(ctx, s.rdb, []string{s.aliveKey(), s.bornKey()}, proc, SilencesKeptFor.Milliseconds(), beatsKept).Err(); err != nil {
+// Alive records that proc, started at started, lives and reaches Redis,
+// at Redis' time, and that it served nothing in the breaks in its contact
+// with Redis broken (see Renew) that no renewal has recorded yet.
+func (s *Store) Alive(ctx context.Context, proc string, started time.Time, broken []Break) error {
+	args := []any{proc, SilencesKeptFor.Milliseconds(), beatsKept, started.UnixMilli()}
+	for _, b := range broken {
+		args = append(args, b.Served.UnixMilli(), unixMilliOrZero(b.Resumed))
+	}
+	if err := aliveScript.Run(ctx, s.rdb, []string{s.aliveKey(), s.bornKey(), s.breaksKey()}, args...).Err(); err != nil {
 		return fmt.Errorf("beat of %s: %w", proc, err)
 	}
 	return nil
 }
 
-// Gone forgets proc's last beat, once it stopped cleanly: the silence that
-// may follow begins at its stop (Stopped), not a beatGrace later.
-func (s *Store) Gone(ctx context.Context, proc string) error {
-	if err := s.rdb.ZRem(ctx, s.aliveKey(), proc).Err(); err != nil {
+// Gone dates proc's last beat so that it served until at, when it
+// stopped cleanly: the silence that may follow begins at its stop, not a
+// beatGrace later.
+func (s *Store) Gone(ctx context.Context, proc string, at time.Time) error {
+	if err := s.rdb.ZAddXX(ctx, s.aliveKey(), redis.Z{Score: float64(at.Add(-beatGrace).UnixMilli()), Member: proc}).Err(); err != nil {
 		return fmt.Errorf("forget the beat of %s: %w", proc, err)
 	}
 	return nil

@@ -431,3 +431,149 @@ func TestAProcessStartedDuringABreakDidNotServeBeforeIt(t *testing.T) {
 		t.Fatalf("a break from 3 s to 12 s, another process first beating at 8 s: recorded %+v, want %+v", r.Recorded, want)
 	}
 }
+
+// TestReviewSilencesACleanStopDoesNotServeThroughItsOwnBreak: "a" and "b",
+// the only game processes, are cut off from Redis together (one partition)
+// from 3 s to 12 s; each beats again at 12.3 s. "b" renews at 12.4 s,
+// telling its break (it records nothing: "a" beat since), and then stops
+// cleanly at 12.45 s (a rollout, or a restart the partition brought on).
+// "a" renews at 12.5 s, telling its break. Nobody served from 3 s to 12 s,
+// and "b" said so itself; but the last clean stop counted as service from
+// the beginning of time, so no silence was ever recorded: 9 s charged to
+// the side to move. A process stopped cleanly served until its stop, but
+// for its breaks.
+func TestACleanStopDoesNotServeThroughItsOwnBreak(t *testing.T) {
+	ctx := context.Background()
+	st, lastBeat := beatsOnRecord(t)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	for _, p := range []string{"a", "b"} {
+		if _, err := st.Renew(ctx, p, at(15_000), base, base, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		lastBeat(p, at(1000))
+	}
+	lastBeat("a", at(12_300))
+	lastBeat("b", at(12_300))
+	var recorded []store.Silence
+	r, err := st.Renew(ctx, "b", at(27_400), at(12_400), at(12_000), []store.Break{{Served: at(3000), Resumed: at(12_000)}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded = append(recorded, r.Recorded...)
+	// b stops cleanly, as Handler.Close does.
+	if err := st.Stopped(ctx, at(12_450)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Gone(ctx, "b", at(12_450)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Forget(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	r, err = st.Renew(ctx, "a", at(27_500), at(12_500), at(12_000), []store.Break{{Served: at(3000), Resumed: at(12_000)}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded = append(recorded, r.Recorded...)
+	if covered := coveredMs(recorded, at(3000).UnixMilli(), at(12_000).UnixMilli()); covered < 9000 {
+		t.Fatalf("a and b cut off together from 3 s to 12 s, both told their renewals so, b then stopping cleanly at 12.45 s: recorded %v, covering %v of the 9 s nobody served",
+			rel(recorded, base), time.Duration(covered)*time.Millisecond)
+	}
+}
+
+// TestALiveProcessIsNotRebornAfterAWeek: "long" has served and beaten
+// every second for over a week (its start is older than the 7 days starts
+// are kept). alive.lua drops that start, and its very next beat recorded a
+// new one, its first beat: the live process counted as started a moment
+// ago, and "cut"'s break in the seconds before was recorded as a silence
+// though "long" served throughout. A beat records the process's start.
+func TestALiveProcessIsNotRebornAfterAWeek(t *testing.T) {
+	ctx := context.Background()
+	st, rdb, prefix := newStoreOn(t)
+	now := time.Now()
+	for _, p := range []string{"long", "cut"} {
+		if _, err := st.Renew(ctx, p, now.Add(time.Minute), now.Add(-30*time.Second), now.Add(-30*time.Second), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// long's first beat, 8 days ago.
+	if err := rdb.ZAdd(ctx, prefix+"{presence}:born", redis.Z{Score: float64(now.Add(-8 * 24 * time.Hour).UnixMilli()), Member: "long"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Its beats, a second apart, as keepBeating makes them.
+	for range 2 {
+		if err := st.Alive(ctx, "long", now.Add(-8*24*time.Hour), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Now()
+	r, err := st.Renew(ctx, "cut", at.Add(time.Minute), at, at.Add(-time.Second), []store.Break{{Served: at.Add(-10 * time.Second), Resumed: at.Add(-time.Second)}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Recorded) != 0 {
+		born, _ := rdb.ZScore(ctx, prefix+"{presence}:born", "long").Result()
+		t.Fatalf("\"cut\" was cut off for 9 s while \"long\" (beating for 8 days) served: recorded %v; long's first beat now on record: %v ago (want none recorded)",
+			rel(r.Recorded, at), at.Sub(time.UnixMilli(int64(born))))
+	}
+}
+
+// TestALiveProcessIsNotRebornByACrashLoop: as above, but the start of
+// "long" (an hour old) is trimmed by rank: a replica in a crash loop starts
+// 1024 times within the week (beatsKept), each start a new one; the
+// oldest, the live process's, goes.
+func TestALiveProcessIsNotRebornByACrashLoop(t *testing.T) {
+	ctx := context.Background()
+	st, rdb, prefix := newStoreOn(t)
+	now := time.Now()
+	for _, p := range []string{"long", "cut"} {
+		if _, err := st.Renew(ctx, p, now.Add(time.Minute), now.Add(-30*time.Second), now.Add(-30*time.Second), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.ZAdd(ctx, prefix+"{presence}:born", redis.Z{Score: float64(now.Add(-time.Hour).UnixMilli()), Member: "long"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1024 {
+		if err := st.Alive(ctx, fmt.Sprintf("crashing-%d", i), time.Now(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Alive(ctx, "long", now.Add(-time.Hour), nil); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	r, err := st.Renew(ctx, "cut", at.Add(time.Minute), at, at.Add(-time.Second), []store.Break{{Served: at.Add(-10 * time.Second), Resumed: at.Add(-time.Second)}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Recorded) != 0 {
+		born, _ := rdb.ZScore(ctx, prefix+"{presence}:born", "long").Result()
+		t.Fatalf("\"cut\" was cut off for 9 s while \"long\" (beating for an hour) served: recorded %v; long's first beat now on record: %v ago (want none recorded)",
+			rel(r.Recorded, at), at.Sub(time.UnixMilli(int64(born))))
+	}
+}
+
+// coveredMs is how much of [from, to] the silences cover.
+func coveredMs(ss []store.Silence, from, to int64) int64 {
+	covered := int64(0)
+	for ms := from; ms < to; ms++ {
+		for _, s := range ss {
+			if s.From <= ms && ms < s.To {
+				covered++
+				break
+			}
+		}
+	}
+	return covered
+}
+
+// rel shows silences relative to base.
+func rel(ss []store.Silence, base time.Time) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, fmt.Sprintf("%v..%v", time.UnixMilli(s.From).Sub(base), time.UnixMilli(s.To).Sub(base)))
+	}
+	return out
+}

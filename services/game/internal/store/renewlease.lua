@@ -16,17 +16,18 @@
 -- renewing process's contact broke since its last renewal, once or more,
 -- it served until the first break (or its lease's end, if sooner) and
 -- between the breaks: what of each break no other process served is a
--- silence of its own. Another process served then from its first beat
--- (or ever, if none is on record), up to the end above, but for the
--- breaks it reported itself: processes cut off together each count the
--- others out, and the last to renew records what none served. The
--- renewing process reports its breaks.
+-- silence of its own. Another process served then from its start (or
+-- ever, if none is on record), up to the end above (one that stopped
+-- cleanly, to its stop: Gone dates its last beat so), but for the breaks
+-- it reported itself, in a beat or a renewal: processes cut off together
+-- each count the others out, and the last to renew records what none
+-- served. The renewing process reports its breaks.
 -- KEYS[1] the leases: sorted set of process ids and claims, scored by the
 --         millisecond each runs out
 -- KEYS[2] the silences: sorted set of "from:to" (ms), scored by to
 -- KEYS[3] the millisecond the last process to stop cleanly stopped
 -- KEYS[4] the processes' last beats (alive.lua)
--- KEYS[5] the processes' first beats (alive.lua)
+-- KEYS[5] the processes' starts (alive.lua)
 -- KEYS[6] the breaks processes reported: sorted set of
 --         "process|from|to" (ms), scored by to
 -- ARGV: 1 the process, 2 its lease's new end in ms, 3 now in ms (Redis'
@@ -60,7 +61,9 @@ local leases = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #leases, 2 do
   if leases[i] == me then
     own = tonumber(leases[i + 1])
-  elseif string.sub(leases[i], 1, 6) ~= 'claim:' then
+  elseif string.sub(leases[i], 1, 6) ~= 'claim:' and tonumber(leases[i + 1]) > 0 then
+    -- A lease ended at 0 (EndLease) is left for a release: its process
+    -- stopped when its last beat says (Gone).
     ends[leases[i]] = math.min(tonumber(leases[i + 1]), ends[leases[i]] or math.huge)
   end
 end
@@ -105,18 +108,23 @@ else
   for i = 1, #births, 2 do
     born[births[i]] = tonumber(births[i + 1])
   end
+  -- Only the breaks that end after the first of these begins.
+  local first = math.huge
+  for i = 10, #ARGV - 1, 2 do
+    first = math.min(first, tonumber(ARGV[i]))
+  end
   local gaps = {}
-  for _, b in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+  for _, b in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], first, '+inf')) do
     local p, f, to = string.match(b, '^(.*)|(%d+)|(%d+)$')
     if p and p ~= me then
       gaps[p] = gaps[p] or {}
       table.insert(gaps[p], {tonumber(f), tonumber(to)})
     end
   end
+  -- A process that stopped cleanly served until its stop, as its last
+  -- beat says (Gone): the last stop alone would count it serving through
+  -- its own breaks.
   local served = {}
-  if left > 0 then
-    served[1] = {0, left}
-  end
   for p, e in pairs(ends) do
     for _, s in ipairs(subtract({{born[p] or 0, e}}, gaps[p] or {})) do
       served[#served + 1] = s
