@@ -379,17 +379,7 @@ func beatsOnRecord(t *testing.T) (*store.Store, func(proc string, at time.Time))
 // reported: the second to renew records the silence.
 func TestABreakSharedByEveryProcessIsASilence(t *testing.T) {
 	ctx := context.Background()
-	st, lastBeat := beatsOnRecord(t)
-	base := time.Now().Add(-time.Hour).Truncate(time.Second)
-	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
-	for _, p := range []string{"a", "b"} {
-		if _, err := st.Renew(ctx, p, at(15_000), base, base, nil, 0); err != nil {
-			t.Fatal(err)
-		}
-		lastBeat(p, at(1000))
-	}
-	lastBeat("a", at(12_300))
-	lastBeat("b", at(12_300))
+	st, _, at := cutOffTogether(t)
 	var recorded []store.Silence
 	for i, p := range []string{"a", "b"} {
 		now := at(12_500 + 100*i)
@@ -444,17 +434,7 @@ func TestAProcessStartedDuringABreakDidNotServeBeforeIt(t *testing.T) {
 // for its breaks.
 func TestACleanStopDoesNotServeThroughItsOwnBreak(t *testing.T) {
 	ctx := context.Background()
-	st, lastBeat := beatsOnRecord(t)
-	base := time.Now().Add(-time.Hour).Truncate(time.Second)
-	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
-	for _, p := range []string{"a", "b"} {
-		if _, err := st.Renew(ctx, p, at(15_000), base, base, nil, 0); err != nil {
-			t.Fatal(err)
-		}
-		lastBeat(p, at(1000))
-	}
-	lastBeat("a", at(12_300))
-	lastBeat("b", at(12_300))
+	st, base, at := cutOffTogether(t)
 	var recorded []store.Silence
 	r, err := st.Renew(ctx, "b", at(27_400), at(12_400), at(12_000), []store.Break{{Served: at(3000), Resumed: at(12_000)}}, 0)
 	if err != nil {
@@ -576,4 +556,22 @@ func rel(ss []store.Silence, base time.Time) []string {
 		out = append(out, fmt.Sprintf("%v..%v", time.UnixMilli(s.From).Sub(base), time.UnixMilli(s.To).Sub(base)))
 	}
 	return out
+}
+
+// cutOffTogether is a store on which processes "a" and "b" renewed at base
+// and beat last at 1 s, before both were cut off, and again at 12.3 s;
+// at(ms) is base and ms.
+func cutOffTogether(t *testing.T) (*store.Store, time.Time, func(ms int) time.Time) {
+	t.Helper()
+	st, lastBeat := beatsOnRecord(t)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	for _, p := range []string{"a", "b"} {
+		if _, err := st.Renew(context.Background(), p, at(15_000), base, base, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		lastBeat(p, at(1000))
+		lastBeat(p, at(12_300))
+	}
+	return st, base, at
 }

@@ -18,27 +18,37 @@ import (
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
+// scriptKeys returns the keys of an EVAL or EVALSHA call, nil for any
+// other command.
+func scriptKeys(cmd redis.Cmder) []string {
+	a := cmd.Args()
+	if len(a) < 3 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+		return nil
+	}
+	var n int
+	switch v := a[2].(type) {
+	case int:
+		n = v
+	case int64:
+		n = int(v)
+	default:
+		return nil
+	}
+	if len(a) < 3+n {
+		return nil
+	}
+	keys := make([]string, n)
+	for i := range n {
+		keys[i], _ = a[3+i].(string)
+	}
+	return keys
+}
+
 // isEnterScript tells the enter script's call (enter.lua: five keys, the
 // fourth a ticket, the fifth a request).
 func isEnterScript(cmd redis.Cmder) bool {
-	a := cmd.Args()
-	if len(a) < 8 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
-		return false
-	}
-	n, ok := a[2].(int)
-	if !ok {
-		if n64, ok64 := a[2].(int64); ok64 {
-			n = int(n64)
-		} else {
-			return false
-		}
-	}
-	if n != 5 {
-		return false
-	}
-	k4, _ := a[6].(string)
-	k5, _ := a[7].(string)
-	return strings.Contains(k4, ":t:") && strings.Contains(k5, ":r:")
+	k := scriptKeys(cmd)
+	return len(k) == 5 && strings.Contains(k[3], ":t:") && strings.Contains(k[4], ":r:")
 }
 
 // lostReply runs the first enter script, then loses its reply (a read

@@ -18,21 +18,8 @@ import (
 // isCancelScript tells cancel.lua's call: four keys, the fourth a
 // ticket.
 func isCancelScript(cmd redis.Cmder) bool {
-	a := cmd.Args()
-	if len(a) < 7 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
-		return false
-	}
-	var n int
-	switch v := a[2].(type) {
-	case int:
-		n = v
-	case int64:
-		n = int(v)
-	default:
-		return false
-	}
-	k4, _ := a[6].(string)
-	return n == 4 && strings.Contains(k4, ":t:")
+	k := scriptKeys(cmd)
+	return len(k) == 4 && strings.Contains(k[3], ":t:")
 }
 
 // afterEnter acts once the first enter script has run: it may hold
