@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -251,5 +252,86 @@ func TestAnOvertakenEntryWhoseAnswerIsLostYieldsOnItsRetry(t *testing.T) {
 	if tE.State == store.StateWaiting && tY.State == store.StateWaiting {
 		t.Fatalf("the retry of rE is answered %s, waiting in %s, while F %s waits in %s: p is paired %d times at once",
 			id, x.ID(), tF, y.ID(), pairingsOf(t, st, x, y, now.Add(time.Second)))
+	}
+}
+
+// An entry killed right after enter.lua, with no retry (the client gave
+// up, or restarted and entered with a new request_id), left its ticket
+// entering for good, shown as waiting, so a watcher was never told it
+// ended, even past its expiry. It can never wait once half the claim
+// grace has passed (activate.lua), and once the grace has, it reads as
+// expired.
+func TestAnEnteringTicketWhoseEntryDiedEnds(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	const grace = 400 * time.Millisecond
+	st.SetClaimGraceForTest(grace)
+	ctx := context.Background()
+	now := time.Now()
+	_, y := twoPools()
+	killedRdb := redistest.Client(t)
+	killedRdb.AddHook(&redistest.KilledAfterWriting{Key: prefix + "mm:{p:" + y.Tag() + "}:q"})
+	if _, _, err := store.New(killedRdb, prefix).Enter(ctx, y, entryOf("p", now), "r1", 2*time.Hour, nil); err == nil {
+		t.Fatal("the entry was not killed (the scenario did not happen)")
+	}
+	id, err := rdb.HGet(ctx, prefix+"mm:{p:"+y.Tag()+"}:pl", "p").Result()
+	if err != nil {
+		t.Fatalf("no ticket written (the scenario did not happen): %v", err)
+	}
+	if tk, err := st.Ticket(ctx, id); err != nil || tk.State != store.StateEntering {
+		t.Fatalf("ticket %s just after its entry died: %+v %v, want entering", id, tk, err)
+	}
+	time.Sleep(grace + 50*time.Millisecond)
+	if tk, err := st.Ticket(ctx, id); err != nil || tk.State != store.StateExpired {
+		t.Fatalf("ticket %s a grace after its entry died: %q %v, want expired (a watcher is told it ended)", id, tk.State, err)
+	}
+	// And the player enters that pool again.
+	if id2, out, err := st.Enter(ctx, y, entryOf("p", time.Now()), "r2", 2*time.Hour, nil); err != nil || out != store.Entered {
+		t.Fatalf("entering again: %s %v %v", id2, out, err)
+	}
+}
+
+// An entry whose activation comes late (held after its script longer than
+// half the claim grace: a WAIT for replicas, a GC pause) gets ErrSlowEntry,
+// which the handler answers Unavailable "nothing was entered: retry with
+// the same request_id". enter.lua had written the request, so the retry was
+// answered with the expired ticket and never entered: the late activation
+// forgets the request, and the retry enters.
+func TestALateActivationsRetryEntersAfresh(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	_, y := twoPools()
+	const grace = 600 * time.Millisecond
+	after := &afterEnter{hold: true, reached: make(chan struct{}), release: make(chan struct{})}
+	slow := redistest.Client(t)
+	slow.AddHook(after)
+	sst := store.New(slow, prefix)
+	sst.SetClaimGraceForTest(grace)
+	st.SetClaimGraceForTest(grace)
+	done := make(chan enterResult, 1)
+	go func() {
+		id, out, err := sst.Enter(ctx, y, entryOf("p", time.Now()), "r1", 2*time.Hour, nil)
+		done <- enterResult{id, out, err}
+	}()
+	select {
+	case <-after.reached:
+	case r := <-done:
+		t.Fatalf("ended before its script: %+v", r)
+	}
+	time.Sleep(grace/2 + 100*time.Millisecond)
+	close(after.release)
+	e := <-done
+	if !errors.Is(e.err, store.ErrSlowEntry) {
+		t.Fatalf("first attempt: %+v, want ErrSlowEntry (the scenario did not happen)", e)
+	}
+	t.Logf("first attempt: %v (handler: Unavailable, nothing was entered: retry with the same request_id)", e.err)
+	id, out, err := st.Enter(ctx, y, entryOf("p", time.Now()), "r1", 2*time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := st.Ticket(ctx, id)
+	if out != store.Entered || tk.State != store.StateWaiting {
+		t.Fatalf("the retry with the same request_id: %s %v, ticket %q: told nothing was entered and to retry with the same request_id, the client gets an ended ticket and never enters", id, out, tk.State)
 	}
 }

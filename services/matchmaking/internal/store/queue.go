@@ -119,7 +119,7 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		return "", 0, err
 	}
 	if prior != "" {
-		return s.duplicate(ctx, t.Player, tag, prior, t.Entered, keep)
+		return s.duplicate(ctx, t.Player, tag, prior, requestKey, t.Entered, keep)
 	}
 	id := tag + "." + randomHex(8)
 	// Others judge a claim's age by its date, and its budget counts from
@@ -210,7 +210,7 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 			if err != nil {
 				return "", 0, err
 			}
-			return s.duplicate(ctx, t.Player, tag, prior, t.Entered, keep)
+			return s.duplicate(ctx, t.Player, tag, prior, requestKey, t.Entered, keep)
 		}
 		return "", 0, fmt.Errorf("enter ticket: another entry claimed the player's record: %w", ErrRacedEntries)
 	}
@@ -242,7 +242,7 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		}
 		return "", 0, err
 	}
-	if err := s.activate(ctx, tag, res[1], claimed); err != nil {
+	if err := s.activate(ctx, tag, res[1], requestKey, claimed); err != nil {
 		return "", 0, err
 	}
 	return res[1], Entered, nil
@@ -252,7 +252,7 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 // still entering (its entry's answer lost, or its process killed) is let
 // wait as its entry would have, or yields; either way the retry is
 // answered with the ticket as it is then.
-func (s *Store) duplicate(ctx context.Context, player, tag, id string, now time.Time, keep time.Duration) (string, EnterOutcome, error) {
+func (s *Store) duplicate(ctx context.Context, player, tag, id, requestKey string, now time.Time, keep time.Duration) (string, EnterOutcome, error) {
 	st, claimed, err := s.ticketState(ctx, id)
 	if err != nil || st != StateEntering {
 		return id, Duplicate, err
@@ -260,7 +260,9 @@ func (s *Store) duplicate(ctx context.Context, player, tag, id string, now time.
 	if _, err := s.settle(ctx, player, tag, id, "", now, keep); err != nil {
 		return "", 0, err
 	}
-	if err := s.activate(ctx, tag, id, claimed); err != nil && !errors.Is(err, ErrSlowEntry) && !errors.Is(err, ErrRacedEntries) {
+	if err := s.activate(ctx, tag, id, requestKey, claimed); err != nil && !errors.Is(err, ErrRacedEntries) {
+		// Too late (ErrSlowEntry): the request is forgotten, and the next
+		// retry enters afresh.
 		return "", 0, err
 	}
 	return id, Duplicate, nil
@@ -268,10 +270,11 @@ func (s *Store) duplicate(ctx context.Context, player, tag, id string, now time.
 
 // activate lets entering ticket id, whose claim is dated claimed, wait for
 // pairing, unless half the claim grace has passed since (ErrSlowEntry: it
-// is expired) or it has ended meanwhile (ErrRacedEntries).
-func (s *Store) activate(ctx context.Context, tag, id string, claimed time.Time) error {
+// is expired, and its request, at requestKey, forgotten, so that a retry
+// enters afresh) or it has ended meanwhile (ErrRacedEntries).
+func (s *Store) activate(ctx context.Context, tag, id, requestKey string, claimed time.Time) error {
 	b := s.poolBase(tag)
-	keys := append(s.queueKeys(tag), b+"t:"+id)
+	keys := append(s.queueKeys(tag), b+"t:"+id, requestKey)
 	var res string
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
 		res, err = activateScript.Run(ctx, c, keys, id, claimed.Add(s.claimGrace/2).UnixMilli()).Text()
@@ -368,7 +371,7 @@ func (s *Store) busy(ctx context.Context, t Ticket, tag, requestKey, other strin
 	case err != nil:
 		return "", 0, err
 	case prior != "":
-		return s.duplicate(ctx, t.Player, tag, prior, t.Entered, keep)
+		return s.duplicate(ctx, t.Player, tag, prior, requestKey, t.Entered, keep)
 	}
 	return other, outcome, nil
 }
@@ -560,7 +563,13 @@ func (s *Store) Ticket(ctx context.Context, id string) (Ticket, error) {
 	if len(m) == 0 {
 		return Ticket{}, ErrNotFound
 	}
-	return ticketFrom(id, m), nil
+	t := ticketFrom(id, m)
+	if t.State == StateEntering && time.Since(ms(m["claimed"])) >= s.claimGrace {
+		// Its entry died, and no retry came: it can never wait (activate
+		// refuses it after half the grace), and ends as it would have.
+		t.State = StateExpired
+	}
+	return t, nil
 }
 
 func ticketFrom(id string, m map[string]string) Ticket {
