@@ -259,8 +259,8 @@ func TestAnOvertakenEntryWhoseAnswerIsLostYieldsOnItsRetry(t *testing.T) {
 // up, or restarted and entered with a new request_id), left its ticket
 // entering for good, shown as waiting, so a watcher was never told it
 // ended, even past its expiry. It can never wait once half the claim
-// grace has passed (activate.lua), and once the grace has, it reads as
-// expired.
+// grace has passed (activate.lua), and once twice the grace has, it reads
+// as expired.
 func TestAnEnteringTicketWhoseEntryDiedEnds(t *testing.T) {
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
 	st := store.New(rdb, prefix)
@@ -281,9 +281,9 @@ func TestAnEnteringTicketWhoseEntryDiedEnds(t *testing.T) {
 	if tk, err := st.Ticket(ctx, id); err != nil || tk.State != store.StateEntering {
 		t.Fatalf("ticket %s just after its entry died: %+v %v, want entering", id, tk, err)
 	}
-	time.Sleep(grace + 50*time.Millisecond)
+	time.Sleep(2*grace + 50*time.Millisecond)
 	if tk, err := st.Ticket(ctx, id); err != nil || tk.State != store.StateExpired {
-		t.Fatalf("ticket %s a grace after its entry died: %q %v, want expired (a watcher is told it ended)", id, tk.State, err)
+		t.Fatalf("ticket %s twice the grace after its entry died: %q %v, want expired (a watcher is told it ended)", id, tk.State, err)
 	}
 	// And the player enters that pool again.
 	if id2, out, err := st.Enter(ctx, y, entryOf("p", time.Now()), "r2", 2*time.Hour, nil); err != nil || out != store.Entered {
@@ -333,5 +333,104 @@ func TestALateActivationsRetryEntersAfresh(t *testing.T) {
 	tk, _ := st.Ticket(ctx, id)
 	if out != store.Entered || tk.State != store.StateWaiting {
 		t.Fatalf("the retry with the same request_id: %s %v, ticket %q: told nothing was entered and to retry with the same request_id, the client gets an ended ticket and never enters", id, out, tk.State)
+	}
+}
+
+// deadEntering leaves player p a ticket in pool y whose entry was killed
+// right after enter.lua (entering for good), and returns its id.
+func deadEntering(t *testing.T, st *store.Store, prefix string, y store.Pool, p string) string {
+	t.Helper()
+	ctx := context.Background()
+	killedRdb := redistest.Client(t)
+	killedRdb.AddHook(&redistest.KilledAfterWriting{Key: prefix + "mm:{p:" + y.Tag() + "}:q"})
+	killed := store.New(killedRdb, prefix)
+	if _, _, err := killed.Enter(ctx, y, entryOf(p, time.Now()), "r1", 2*time.Hour, nil); err == nil {
+		t.Fatal("the entry was not killed (the scenario did not happen)")
+	}
+	id, err := st.Ticket(ctx, mustPl(t, prefix, y, p))
+	if err != nil || id.State != store.StateEntering {
+		t.Fatalf("dead entry's ticket: %+v %v, want entering", id, err)
+	}
+	return id.ID
+}
+
+// mustPl is the ticket pool y lists for player p.
+func mustPl(t *testing.T, prefix string, y store.Pool, p string) string {
+	t.Helper()
+	rdb := redistest.Client(t)
+	id, err := rdb.HGet(context.Background(), prefix+"mm:{p:"+y.Tag()+"}:pl", p).Result()
+	if err != nil {
+		t.Fatalf("no ticket written (the scenario did not happen): %v", err)
+	}
+	return id
+}
+
+// Once Ticket() shows a dead entry's ticket expired (what GetTicket and
+// WatchTicket tell the client), the player's next entry to that pool must
+// not be refused as Busy naming that very ticket ("you already have ticket
+// X in this pool, waiting or paired"). An entry dated a little earlier
+// than the reader's clock (a replica whose clock is 200 ms behind, well
+// within the tolerated half grace, or a handler whose `now` was taken
+// before a slow rating read) was: the reads judged it by another clock. It
+// reads expired after twice the grace, long after it holds nothing.
+func TestAnExpiredLookingEnteringTicketLetsThePlayerBackIn(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	const grace = 1 * time.Second
+	st.SetClaimGraceForTest(grace)
+	ctx := context.Background()
+	_, y := twoPools()
+	id := deadEntering(t, st, prefix, y, "p")
+	time.Sleep(2*grace + 50*time.Millisecond)
+	tk, err := st.Ticket(ctx, id)
+	if err != nil || tk.State != store.StateExpired {
+		t.Fatalf("ticket %s twice the grace after its entry died: %q %v, want expired", id, tk.State, err)
+	}
+	// The entry of another replica, 200 ms behind the reader's clock.
+	id2, out, err := st.Enter(ctx, y, entryOf("p", time.Now().Add(-200*time.Millisecond)), "r2", 2*time.Hour, nil)
+	tk, _ = st.Ticket(ctx, id)
+	if err != nil || out != store.Entered {
+		t.Fatalf("entering again after ticket %s reads %q: got id=%s outcome=%v err=%v; want a new ticket (Busy -> AlreadyExists naming a ticket GetTicket shows EXPIRED)", id, tk.State, id2, out, err)
+	}
+}
+
+// The same across pools: a ticket shown expired kept the player out of
+// another pool (BusyElsewhere naming it).
+func TestAnExpiredLookingEnteringTicketLetsThePlayerIntoAnotherPool(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	const grace = 1 * time.Second
+	st.SetClaimGraceForTest(grace)
+	ctx := context.Background()
+	x, y := twoPools()
+	id := deadEntering(t, st, prefix, y, "p")
+	time.Sleep(2*grace + 50*time.Millisecond)
+	tk, err := st.Ticket(ctx, id)
+	if err != nil || tk.State != store.StateExpired {
+		t.Fatalf("ticket %s twice the grace after its entry died: %q %v, want expired", id, tk.State, err)
+	}
+	id2, out, err := st.Enter(ctx, x, entryOf("p", time.Now().Add(-200*time.Millisecond)), "rx", 2*time.Hour, nil)
+	if err != nil || out != store.Entered {
+		t.Fatalf("entering another pool after ticket %s reads expired: got id=%s outcome=%v err=%v; want a new ticket", id, id2, out, err)
+	}
+}
+
+// A ticket GetTicket/WatchTicket showed EXPIRED (a watcher was told it
+// ended, and stopped) was turned CANCELLED by CancelTicket: its ended
+// state changed after it was reported final. It stays expired.
+func TestACancelLeavesAnExpiredLookingTicketExpired(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	const grace = 500 * time.Millisecond
+	st.SetClaimGraceForTest(grace)
+	ctx := context.Background()
+	_, y := twoPools()
+	id := deadEntering(t, st, prefix, y, "p")
+	time.Sleep(2*grace + 50*time.Millisecond)
+	before, _ := st.Ticket(ctx, id)
+	out, err := st.Cancel(ctx, id, "p")
+	after, _ := st.Ticket(ctx, id)
+	if before.State != after.State {
+		t.Fatalf("ticket %s read %q, Cancel -> %q %v, then reads %q: an ended state reported final changed", id, before.State, out, err, after.State)
 	}
 }

@@ -564,9 +564,12 @@ func (s *Store) Ticket(ctx context.Context, id string) (Ticket, error) {
 		return Ticket{}, ErrNotFound
 	}
 	t := ticketFrom(id, m)
-	if t.State == StateEntering && time.Since(ms(m["claimed"])) >= s.claimGrace {
+	if t.State == StateEntering && time.Since(ms(m["claimed"])) >= 2*s.claimGrace {
 		// Its entry died, and no retry came: it can never wait (activate
-		// refuses it after half the grace), and ends as it would have.
+		// refuses it after half the grace), it holds the player nowhere
+		// after the grace, and it ends, as it would have, after twice the
+		// grace, so that no replica's clock within the skew allowed still
+		// takes it for live.
 		t.State = StateExpired
 	}
 	return t, nil
@@ -622,7 +625,7 @@ func (s *Store) Cancel(ctx context.Context, id, player string) (CancelOutcome, e
 	keys := append(s.queueKeys(tag), s.poolBase(tag)+"t:"+id)
 	var res string
 	err = s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
-		res, err = cancelScript.Run(ctx, c, keys, player).Text()
+		res, err = cancelScript.Run(ctx, c, keys, player, (s.claimGrace / 2).Milliseconds()).Text()
 		return err
 	})
 	if err != nil {
