@@ -187,3 +187,111 @@ func TestABeatDoesNotVouchForABreakNotYetTold(t *testing.T) {
 			time.Duration(back-served)*time.Millisecond, r.Recorded, charged)
 	}
 }
+
+// TestACleanStopDoesNotVouchForABreakNotYetTold: "a" and
+// "b", the only game processes, are cut off together for 10 s. b is told
+// to stop meanwhile (a rollout, or its orchestrator restarting it), and
+// Redis comes back while it closes: Close stops its pings, beats and
+// renewals first, so the break under way is never told, and Gone dates
+// b's last beat to its stop, vouching for b's service from its start
+// until then, through the break. a renews, telling its break: no silence
+// was recorded by anyone, the 10 s charged to the side to move, far past
+// the 2.5 s grace. Close beats once more first, with the untold breaks.
+func TestACleanStopDoesNotVouchForABreakNotYetTold(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st, err := store.New(rdb, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, p := range []string{"a", "b"} {
+		if _, err := st.Renew(ctx, p, now.Add(time.Minute), now.Add(-30*time.Second), now.Add(-30*time.Second), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		for key, at := range map[string]time.Time{"{presence}:born": now.Add(-30 * time.Second), "{presence}:alive": now.Add(-11 * time.Second)} {
+			if err := rdb.ZAdd(ctx, prefix+key, redis.Z{Score: float64(at.UnixMilli()), Member: p}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	closed := func() chan struct{} { c := make(chan struct{}); close(c); return c }
+	b := &Handler{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{PresenceLease: 15 * time.Second}, proc: "b",
+		stopLease: func() {}, leaseDone: closed(), renewDone: closed(), watchDone: closed(), beatDone: closed(), confirmDone: closed(),
+		presence: &presence{}}
+	b.started = now.Add(-30 * time.Second).UnixMilli()
+	lastAnswer := now.Add(-11 * time.Second).UnixMilli()
+	for ms := b.started; ms <= lastAnswer; ms += 250 {
+		b.contact.answered(ms, ms)
+	}
+	b.contact.lost()
+	// Redis is back; b closes.
+	b.Close(ctx)
+
+	back := time.Now().UnixMilli()
+	served := lastAnswer + contactGap.Milliseconds()
+	r, err := st.Renew(ctx, "a", time.Now().Add(time.Minute), time.Now(), time.UnixMilli(back), []store.Break{{Served: time.UnixMilli(served), Resumed: time.UnixMilli(back)}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := int64(0)
+	for _, s := range r.Recorded {
+		covered += max(0, min(s.To, back)-max(s.From, served))
+	}
+	if charged := time.Duration(back-served-covered) * time.Millisecond; charged > 2500*time.Millisecond {
+		t.Fatalf("a and b cut off together, neither serving for %v, b stopping cleanly as Redis came back: a's renewal recorded %+v; %v charged to the side to move (want at most the 2.5 s grace)",
+			time.Duration(back-served)*time.Millisecond, r.Recorded, charged)
+	}
+}
+
+// TestABeatAfterAPauseDoesNotVouchForIt: as
+// TestABeatDoesNotVouchForABreakNotYetTold, but b's contact broke by a
+// pause (its host froze with a's, or its goroutines stalled): no ping
+// failed, so contact.lost never ran and b's breaks are empty. Its ticker's
+// beat comes first on waking, and reports no break: b's fresh beat
+// vouches for the whole pause. b is killed before its next ping (which
+// would have found the break, as contact.began does for a renewal). a
+// renewed, telling its break: nothing recorded, 9 s charged. A beat counts
+// a pause as a break under way, as began does.
+func TestABeatAfterAPauseDoesNotVouchForIt(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st, err := store.New(rdb, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, p := range []string{"a", "b"} {
+		if _, err := st.Renew(ctx, p, now.Add(time.Minute), now.Add(-30*time.Second), now.Add(-30*time.Second), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		for key, at := range map[string]time.Time{"{presence}:born": now.Add(-30 * time.Second), "{presence}:alive": now.Add(-11 * time.Second)} {
+			if err := rdb.ZAdd(ctx, prefix+key, redis.Z{Score: float64(at.UnixMilli()), Member: p}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b := &Handler{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{PresenceLease: 15 * time.Second}, proc: "b"}
+	b.started = now.Add(-30 * time.Second).UnixMilli()
+	lastAnswer := now.Add(-11 * time.Second).UnixMilli()
+	for ms := b.started; ms <= lastAnswer; ms += 250 {
+		b.contact.answered(ms, ms)
+	}
+	// b wakes: its beat comes first; it is killed right after.
+	b.beat(ctx)
+
+	back := time.Now().UnixMilli()
+	served := lastAnswer + contactGap.Milliseconds()
+	r, err := st.Renew(ctx, "a", time.Now().Add(time.Minute), time.Now(), time.UnixMilli(back), []store.Break{{Served: time.UnixMilli(served), Resumed: time.UnixMilli(back)}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := int64(0)
+	for _, s := range r.Recorded {
+		covered += max(0, min(s.To, back)-max(s.From, served))
+	}
+	if charged := time.Duration(back-served-covered) * time.Millisecond; charged > 2500*time.Millisecond {
+		t.Fatalf("a and b paused together, neither serving for %v, b killed after the beat it woke to: a's renewal recorded %+v; %v charged to the side to move (want at most the 2.5 s grace)",
+			time.Duration(back-served)*time.Millisecond, r.Recorded, charged)
+	}
+}

@@ -291,10 +291,17 @@ func (h *Handler) Close(ctx context.Context) {
 	// lease is left run out, for another process to finish.
 	// Should this be the last process to stop, the silence that follows
 	// begins now.
-	if err := h.store.Stopped(ctx, h.now()); err != nil {
+	// A last beat first, with the breaks no renewal has told: the stop
+	// dates this process's last beat (Gone), and it must not vouch for
+	// them.
+	stop := h.now()
+	if err := h.store.Alive(ctx, h.proc, time.UnixMilli(h.started), h.contact.untoldAt(stop)); err != nil {
 		h.log.WarnContext(ctx, "presence lease", "err", err)
 	}
-	if err := h.store.Gone(ctx, h.proc, h.now()); err != nil {
+	if err := h.store.Stopped(ctx, h.proc, stop); err != nil {
+		h.log.WarnContext(ctx, "presence lease", "err", err)
+	}
+	if err := h.store.Gone(ctx, h.proc, stop); err != nil {
 		h.log.WarnContext(ctx, "presence lease", "err", err)
 	}
 	held, err := h.store.Held(ctx, h.proc)

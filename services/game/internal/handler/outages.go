@@ -268,6 +268,21 @@ func (c *contact) untold() []store.Break {
 	return out
 }
 
+// untoldAt is untold at now, with the break under way if Redis has not
+// answered a ping for longer than contactGap (the process was paused, and
+// its pings have yet to say so), as began counts it: a beat then must not
+// vouch for the pause.
+func (c *contact) untoldAt(now time.Time) []store.Break {
+	out := c.untold()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	underWay := len(c.breaks) > 0 && c.breaks[len(c.breaks)-1].resumed == 0
+	if !underWay && c.since != 0 && now.UnixMilli()-c.last > contactGap.Milliseconds() {
+		out = append(out, store.Break{Served: time.UnixMilli(c.last + contactGap.Milliseconds())})
+	}
+	return out
+}
+
 // told forgets the breaks a renewal that counted the contact under way
 // from contactMs took into account: told again, it would record their
 // silences again. One told while under way was recorded up to contactMs
@@ -475,7 +490,7 @@ func (h *Handler) keepBeating(ctx context.Context) {
 // process's copies. The epoch, not the beat's absence, tells it: with
 // several processes only the first to beat after the loss finds none.
 func (h *Handler) beat(ctx context.Context) {
-	if err := h.store.Alive(ctx, h.proc, time.UnixMilli(h.started), h.contact.untold()); err != nil {
+	if err := h.store.Alive(ctx, h.proc, time.UnixMilli(h.started), h.contact.untoldAt(h.now())); err != nil {
 		h.log.DebugContext(ctx, "beat", "err", err)
 	}
 	epoch, err := h.store.Beat(ctx, beatKeep)

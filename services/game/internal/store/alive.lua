@@ -16,12 +16,17 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('ZADD', KEYS[2], 'NX', ARGV[4], ARGV[1])
+-- A break under way is one member, "<proc>|<from>|u", its end the score:
+-- every beat in it moves its end, and adds nothing.
 for i = 5, #ARGV - 1, 2 do
   local r = tonumber(ARGV[i + 1])
   if r == 0 then
-    r = now
-  end
-  if tonumber(ARGV[i]) < r then
+    if tonumber(ARGV[i]) < now then
+      redis.call('ZADD', KEYS[3], now, string.format('%s|%d|u', ARGV[1], tonumber(ARGV[i])))
+    end
+  elseif tonumber(ARGV[i]) < r then
+    -- Its end known, the member of it under way goes.
+    redis.call('ZREM', KEYS[3], string.format('%s|%d|u', ARGV[1], tonumber(ARGV[i])))
     redis.call('ZADD', KEYS[3], r, string.format('%s|%d|%d', ARGV[1], tonumber(ARGV[i]), r))
   end
 end

@@ -50,6 +50,8 @@ func (s *Store) silencesKey() string { return s.cfg.Prefix + "{presence}:silence
 
 func (s *Store) stoppedKey() string { return s.cfg.Prefix + "{presence}:stopped" }
 
+func (s *Store) stopperKey() string { return s.cfg.Prefix + "{presence}:stopper" }
+
 func (s *Store) aliveKey() string { return s.cfg.Prefix + "{presence}:alive" }
 
 func (s *Store) bornKey() string { return s.cfg.Prefix + "{presence}:born" }
@@ -133,7 +135,7 @@ type Break struct{ Served, Resumed time.Time }
 // again: proc served between them. It returns the silences that end after
 // seen; any it cannot read (written by another release, say) are left out.
 func (s *Store) Renew(ctx context.Context, proc string, until, now, contact time.Time, broken []Break, seen int64) (Renewal, error) {
-	keys := []string{s.procsKey(), s.silencesKey(), s.stoppedKey(), s.aliveKey(), s.bornKey(), s.breaksKey()}
+	keys := []string{s.procsKey(), s.silencesKey(), s.stoppedKey(), s.aliveKey(), s.bornKey(), s.breaksKey(), s.stopperKey()}
 	args := []any{proc, until.UnixMilli(), now.UnixMilli(),
 		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli(), beatGrace.Milliseconds(), beatsKept}
 	for _, b := range broken {
@@ -182,10 +184,10 @@ func (s *Store) EndLease(ctx context.Context, proc string) error {
 	return nil
 }
 
-// Stopped records that a process stopped cleanly at: should it be the
-// last, the silence that follows begins then (see Renew).
-func (s *Store) Stopped(ctx context.Context, at time.Time) error {
-	if err := stoppedScript.Run(ctx, s.rdb, []string{s.stoppedKey()}, at.UnixMilli(), SilencesKeptFor.Milliseconds()).Err(); err != nil {
+// Stopped records that proc stopped cleanly at: should it be the last,
+// the silence that follows begins then (see Renew).
+func (s *Store) Stopped(ctx context.Context, proc string, at time.Time) error {
+	if err := stoppedScript.Run(ctx, s.rdb, []string{s.stoppedKey(), s.stopperKey()}, at.UnixMilli(), SilencesKeptFor.Milliseconds(), proc).Err(); err != nil {
 		return fmt.Errorf("record a stop: %w", err)
 	}
 	return nil

@@ -106,7 +106,7 @@ func TestRenewRecordsTheSilences(t *testing.T) {
 		proc string
 		at   int
 	}{{"d", 51}, {"c", 50}} {
-		if err := st.Stopped(ctx, at(stop.at)); err != nil {
+		if err := st.Stopped(ctx, stop.proc, at(stop.at)); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.Forget(ctx, stop.proc); err != nil {
@@ -119,7 +119,7 @@ func TestRenewRecordsTheSilences(t *testing.T) {
 	}
 	// A clean stop before the end of a lease that ran on says nothing,
 	// nor does a lease kept by a release that renews it by hand.
-	if err := st.Stopped(ctx, at(65)); err != nil {
+	if err := st.Stopped(ctx, "e", at(65)); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Forget(ctx, "e"); err != nil {
@@ -442,7 +442,7 @@ func TestACleanStopDoesNotServeThroughItsOwnBreak(t *testing.T) {
 	}
 	recorded = append(recorded, r.Recorded...)
 	// b stops cleanly, as Handler.Close does.
-	if err := st.Stopped(ctx, at(12_450)); err != nil {
+	if err := st.Stopped(ctx, "b", at(12_450)); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Gone(ctx, "b", at(12_450)); err != nil {
@@ -574,4 +574,147 @@ func cutOffTogether(t *testing.T) (*store.Store, time.Time, func(ms int) time.Ti
 		lastBeat(p, at(12_300))
 	}
 	return st, base, at
+}
+
+// TestAPreviousReleasesCleanStopServedUntilIt: a rollout.
+// "old" runs the previous release (it keeps a lease, and its clean stop
+// leaves no beat: Gone removed it, or it never beat), "new" this one. "new"
+// is cut off from Redis from 3 s to 12 s; "old" serves until it stops
+// cleanly at 10 s (Stopped, Forget, as its Close does). Nobody served only
+// from 10 s to 12 s, yet the break path no longer counts the last clean
+// stop, nor a process without a beat or lease: the whole 3 s..12 s was
+// recorded, 7 s "old" served excused to the side to move. A stop that
+// leaves no beat of its process counts as service until it.
+func TestAPreviousReleasesCleanStopServedUntilIt(t *testing.T) {
+	ctx := context.Background()
+	st, rdb, prefix := newStoreOn(t)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	for _, p := range []string{"old", "new"} {
+		if _, err := st.Renew(ctx, p, at(15_000), base, base, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.ZAdd(ctx, prefix+"{presence}:alive", redis.Z{Score: float64(at(12_300).UnixMilli()), Member: "new"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// old's Close, as releases before this one do it: the last stop's
+	// millisecond alone.
+	if err := rdb.Set(ctx, prefix+"{presence}:stopped", at(10_000).UnixMilli(), time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Forget(ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Renew(ctx, "new", at(27_500), at(12_500), at(12_000), []store.Break{{Served: at(3000), Resumed: at(12_000)}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []store.Silence{{From: at(10_000).UnixMilli(), To: at(12_000).UnixMilli()}}; !slices.Equal(r.Recorded, want) {
+		t.Fatalf("new cut off 3 s..12 s, old (previous release) serving until its clean stop at 10 s: recorded %v, want [10s..12s]", rel(r.Recorded, base))
+	}
+}
+
+// TestABreakUnderWayIsKeptOnce: a process whose pings
+// fail while its beats still reach Redis (on a cluster, another master
+// down) reports the same break under way at every beat; alive.lua dates
+// its end by the beat, so every beat adds another member
+// "proc|served|now" for the same break, and the set grew by one a second
+// a process, up to its bound (1024), where it evicted every other
+// process's breaks. A break under way is one member, its end the score.
+func TestABreakUnderWayIsKeptOnce(t *testing.T) {
+	ctx := context.Background()
+	st, rdb, prefix := newStoreOn(t)
+	started := time.Now().Add(-time.Minute)
+	served := time.Now().Add(-10 * time.Second)
+	for range 5 {
+		if err := st.Alive(ctx, "x", started, []store.Break{{Served: served}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Millisecond)
+	}
+	members, err := rdb.ZRange(ctx, prefix+"{presence}:breaks", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 1 {
+		t.Fatalf("5 beats of one process reporting one break under way left %d members: %v", len(members), members)
+	}
+}
+
+// TestABeatingProcesssBreaksDoNotEvictAnothers: as
+// above, but what the growth costs: "b" reported a break (3 s..12 s) that
+// it shared with "a", which is still cut off; "x", beating through a
+// break under way of its own, pushes b's out of the set within 1024
+// beats (17 minutes). When "a" came back, b counted as having served
+// 3 s..12 s: nothing was recorded of it.
+func TestABeatingProcesssBreaksDoNotEvictAnothers(t *testing.T) {
+	ctx := context.Background()
+	st, lastBeat := beatsOnRecord(t)
+	base := time.Now().Add(-20 * time.Minute).Truncate(time.Second)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	for _, p := range []string{"a", "b"} {
+		if _, err := st.Renew(ctx, p, at(15_000), base, base, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		lastBeat(p, at(1000))
+	}
+	// b comes back at 12 s and tells its break; a is still cut off, and
+	// served until 3 s.
+	if _, err := st.Renew(ctx, "b", time.Now().Add(time.Hour), at(12_500), at(12_000), []store.Break{{Served: at(3000), Resumed: at(12_000)}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	lastBeat("b", time.Now())
+	// x beats through a break under way of its own (served until 15 s,
+	// after which b served), once a millisecond here for once a second.
+	for range 1100 {
+		if err := st.Alive(ctx, "x", at(14_000), []store.Break{{Served: at(15_000)}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	now := time.Now()
+	r, err := st.Renew(ctx, "a", now.Add(time.Minute), now, now, []store.Break{{Served: at(3000)}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if covered := coveredMs(r.Recorded, at(3000).UnixMilli(), at(12_000).UnixMilli()); covered < 9000 {
+		t.Fatalf("a and b cut off together 3 s..12 s, x beating through a break of its own: recorded %v, covering %v of the 9 s nobody served",
+			rel(r.Recorded, base), time.Duration(covered)*time.Millisecond)
+	}
+}
+
+// TestAResolvedBreakReplacesItsUnderWayMember: x beats once while its
+// break (from 20 s ago) is under way as it saw it, then beats again with
+// the break resolved 5 s ago (the ping that ended it answered while the
+// first beat was in flight, or Redis' clock runs ahead of x's). The break
+// is [-20 s, -5 s]; x served from -5 s on. The member "x|from|u", scored
+// by the first beat's Redis time, was never removed once the break
+// resolved: another process's renewal counted x as not serving until that
+// beat, and recorded 5 s nobody missed as a silence.
+func TestAResolvedBreakReplacesItsUnderWayMember(t *testing.T) {
+	ctx := context.Background()
+	st, rdb, prefix := newStoreOn(t)
+	now := time.Now().Truncate(time.Millisecond)
+	started, from, resumed := now.Add(-time.Minute), now.Add(-20*time.Second), now.Add(-5*time.Second)
+	if _, err := st.Renew(ctx, "a", now.Add(time.Hour), now.Add(-time.Minute), now.Add(-time.Minute), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Alive(ctx, "x", started, []store.Break{{Served: from}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Alive(ctx, "x", started, []store.Break{{Served: from, Resumed: resumed}}); err != nil {
+		t.Fatal(err)
+	}
+	members, _ := rdb.ZRange(ctx, prefix+"{presence}:breaks", 0, -1).Result()
+	t.Logf("breaks after the resolving beat: %v", members)
+	end := time.Now()
+	r, err := st.Renew(ctx, "a", end.Add(time.Hour), end, end, []store.Break{{Served: from, Resumed: end}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Silence{{From: from.UnixMilli(), To: resumed.UnixMilli()}}
+	if !slices.Equal(r.Recorded, want) {
+		t.Fatalf("a cut off -20 s..now, x cut off -20 s..-5 s: recorded %v, want [-20s..-5s]", rel(r.Recorded, now))
+	}
 }

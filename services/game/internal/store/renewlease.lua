@@ -29,7 +29,9 @@
 -- KEYS[4] the processes' last beats (alive.lua)
 -- KEYS[5] the processes' starts (alive.lua)
 -- KEYS[6] the breaks processes reported: sorted set of
---         "process|from|to" (ms), scored by to
+--         "process|from|to" (ms), or "process|from|u" under way, scored
+--         by to
+-- KEYS[7] "<ms>|<process>" of the last clean stop (stopped.lua)
 -- ARGV: 1 the process, 2 its lease's new end in ms, 3 now in ms (Redis'
 --       own time if earlier), 4 how long silences are kept in ms, 5 the
 --       most kept, 6 return the silences that end after this ms, 7 the
@@ -114,17 +116,26 @@ else
     first = math.min(first, tonumber(ARGV[i]))
   end
   local gaps = {}
-  for _, b in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], first, '+inf')) do
-    local p, f, to = string.match(b, '^(.*)|(%d+)|(%d+)$')
+  local bs = redis.call('ZRANGEBYSCORE', KEYS[6], first, '+inf', 'WITHSCORES')
+  for i = 1, #bs, 2 do
+    -- "<proc>|<from>|<to>", or "<proc>|<from>|u" under way: to the score.
+    local p, f = string.match(bs[i], '^(.*)|(%d+)|[%du]+$')
     if p and p ~= me then
       gaps[p] = gaps[p] or {}
-      table.insert(gaps[p], {tonumber(f), tonumber(to)})
+      table.insert(gaps[p], {tonumber(f), tonumber(bs[i + 1])})
     end
   end
   -- A process that stopped cleanly served until its stop, as its last
   -- beat says (Gone): the last stop alone would count it serving through
   -- its own breaks.
   local served = {}
+  -- A process of a release before this one that stopped last served until
+  -- its stop, and left no beat to say so.
+  local stopper = redis.call('GET', KEYS[7]) or ''
+  local sms, sproc = string.match(stopper, '^(%d+)|(.*)$')
+  if left > 0 and (tonumber(sms or '0') ~= left or not ends[sproc]) then
+    served[1] = {0, left}
+  end
   for p, e in pairs(ends) do
     for _, s in ipairs(subtract({{born[p] or 0, e}}, gaps[p] or {})) do
       served[#served + 1] = s
@@ -143,6 +154,7 @@ else
       for _, p in ipairs(subtract({{s, r}}, served)) do
         spans[#spans + 1] = p
       end
+      redis.call('ZREM', KEYS[6], string.format('%s|%d|u', me, tonumber(ARGV[i])))
       redis.call('ZADD', KEYS[6], r, string.format('%s|%d|%d', me, s, r))
     end
   end
