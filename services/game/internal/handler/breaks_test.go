@@ -144,48 +144,14 @@ func TestABreakThatEndsDuringItsRenewalIsRecordedWhole(t *testing.T) {
 // records the breaks no renewal has yet.
 func TestABeatDoesNotVouchForABreakNotYetTold(t *testing.T) {
 	ctx := context.Background()
-	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
-	st, err := store.New(rdb, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	for _, p := range []string{"a", "b"} {
-		if _, err := st.Renew(ctx, p, now.Add(time.Minute), now.Add(-30*time.Second), now.Add(-30*time.Second), nil, 0); err != nil {
-			t.Fatal(err)
-		}
-		for key, at := range map[string]time.Time{"{presence}:born": now.Add(-30 * time.Second), "{presence}:alive": now.Add(-11 * time.Second)} {
-			if err := rdb.ZAdd(ctx, prefix+key, redis.Z{Score: float64(at.UnixMilli()), Member: p}).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	b := &Handler{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{PresenceLease: 15 * time.Second}, proc: "b"}
-	b.started = now.Add(-30 * time.Second).UnixMilli()
-	lastAnswer := now.Add(-11 * time.Second).UnixMilli()
-	for ms := b.started; ms <= lastAnswer; ms += 250 {
-		b.contact.answered(ms, ms)
-	}
+	st, b, lastAnswer := cutOffBeside(t, nil)
 	b.contact.lost()
 	back := time.Now().UnixMilli()
 	if !b.contact.answered(back-50, back) {
 		t.Fatal("b's contact came back after a 10 s break and asked for no renewal")
 	}
 	b.beat(ctx) // its ticker's beat; b is killed before renewing
-
-	served := lastAnswer + contactGap.Milliseconds()
-	r, err := st.Renew(ctx, "a", time.Now().Add(time.Minute), time.Now(), time.UnixMilli(back), []store.Break{{Served: time.UnixMilli(served), Resumed: time.UnixMilli(back)}}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	covered := int64(0)
-	for _, s := range r.Recorded {
-		covered += max(0, min(s.To, back)-max(s.From, served))
-	}
-	if charged := time.Duration(back-served-covered) * time.Millisecond; charged > 2500*time.Millisecond {
-		t.Fatalf("a and b cut off together, neither serving for %v, b killed after its first beat since, before its renewal: a's renewal recorded %+v; %v charged to the side to move (want at most the 2.5 s grace)",
-			time.Duration(back-served)*time.Millisecond, r.Recorded, charged)
-	}
+	aChargedTheGraceAtMost(t, st, lastAnswer, "b killed after its first beat since, before its renewal")
 }
 
 // TestACleanStopDoesNotVouchForABreakNotYetTold: "a" and
@@ -198,50 +164,15 @@ func TestABeatDoesNotVouchForABreakNotYetTold(t *testing.T) {
 // was recorded by anyone, the 10 s charged to the side to move, far past
 // the 2.5 s grace. Close beats once more first, with the untold breaks.
 func TestACleanStopDoesNotVouchForABreakNotYetTold(t *testing.T) {
-	ctx := context.Background()
-	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
-	st, err := store.New(rdb, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	for _, p := range []string{"a", "b"} {
-		if _, err := st.Renew(ctx, p, now.Add(time.Minute), now.Add(-30*time.Second), now.Add(-30*time.Second), nil, 0); err != nil {
-			t.Fatal(err)
-		}
-		for key, at := range map[string]time.Time{"{presence}:born": now.Add(-30 * time.Second), "{presence}:alive": now.Add(-11 * time.Second)} {
-			if err := rdb.ZAdd(ctx, prefix+key, redis.Z{Score: float64(at.UnixMilli()), Member: p}).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	closed := func() chan struct{} { c := make(chan struct{}); close(c); return c }
-	b := &Handler{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{PresenceLease: 15 * time.Second}, proc: "b",
-		stopLease: func() {}, leaseDone: closed(), renewDone: closed(), watchDone: closed(), beatDone: closed(), confirmDone: closed(),
-		presence: &presence{}}
-	b.started = now.Add(-30 * time.Second).UnixMilli()
-	lastAnswer := now.Add(-11 * time.Second).UnixMilli()
-	for ms := b.started; ms <= lastAnswer; ms += 250 {
-		b.contact.answered(ms, ms)
-	}
+	st, b, lastAnswer := cutOffBeside(t, func(h *Handler) {
+		h.stopLease, h.leaseDone, h.renewDone, h.watchDone, h.beatDone, h.confirmDone = func() {}, closed(), closed(), closed(), closed(), closed()
+		h.presence = &presence{}
+	})
 	b.contact.lost()
 	// Redis is back; b closes.
-	b.Close(ctx)
-
-	back := time.Now().UnixMilli()
-	served := lastAnswer + contactGap.Milliseconds()
-	r, err := st.Renew(ctx, "a", time.Now().Add(time.Minute), time.Now(), time.UnixMilli(back), []store.Break{{Served: time.UnixMilli(served), Resumed: time.UnixMilli(back)}}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	covered := int64(0)
-	for _, s := range r.Recorded {
-		covered += max(0, min(s.To, back)-max(s.From, served))
-	}
-	if charged := time.Duration(back-served-covered) * time.Millisecond; charged > 2500*time.Millisecond {
-		t.Fatalf("a and b cut off together, neither serving for %v, b stopping cleanly as Redis came back: a's renewal recorded %+v; %v charged to the side to move (want at most the 2.5 s grace)",
-			time.Duration(back-served)*time.Millisecond, r.Recorded, charged)
-	}
+	b.Close(context.Background())
+	aChargedTheGraceAtMost(t, st, lastAnswer, "b stopping cleanly as Redis came back")
 }
 
 // TestABeatAfterAPauseDoesNotVouchForIt: as
@@ -254,6 +185,18 @@ func TestACleanStopDoesNotVouchForABreakNotYetTold(t *testing.T) {
 // renewed, telling its break: nothing recorded, 9 s charged. A beat counts
 // a pause as a break under way, as began does.
 func TestABeatAfterAPauseDoesNotVouchForIt(t *testing.T) {
+	st, b, lastAnswer := cutOffBeside(t, nil)
+	// b wakes: its beat comes first; it is killed right after.
+	b.beat(context.Background())
+	aChargedTheGraceAtMost(t, st, lastAnswer, "b paused with a, killed after the beat it woke to")
+}
+
+// cutOffBeside is a store on which game processes "a" and "b" started
+// 30 s ago and last beat 11 s ago, and b, edited by with, whose pings
+// were answered until then, when it was cut off (or paused) with a;
+// lastAnswer is when.
+func cutOffBeside(t *testing.T, with func(*Handler)) (*store.Store, *Handler, int64) {
+	t.Helper()
 	ctx := context.Background()
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
 	st, err := store.New(rdb, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
@@ -272,17 +215,25 @@ func TestABeatAfterAPauseDoesNotVouchForIt(t *testing.T) {
 		}
 	}
 	b := &Handler{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{PresenceLease: 15 * time.Second}, proc: "b"}
+	if with != nil {
+		with(b)
+	}
 	b.started = now.Add(-30 * time.Second).UnixMilli()
 	lastAnswer := now.Add(-11 * time.Second).UnixMilli()
 	for ms := b.started; ms <= lastAnswer; ms += 250 {
 		b.contact.answered(ms, ms)
 	}
-	// b wakes: its beat comes first; it is killed right after.
-	b.beat(ctx)
+	return st, b, lastAnswer
+}
 
+// aChargedTheGraceAtMost renews "a", telling its break from lastAnswer
+// to now, and fails unless the silences recorded leave at most the 2.5 s
+// grace of it charged to the side to move.
+func aChargedTheGraceAtMost(t *testing.T, st *store.Store, lastAnswer int64, what string) {
+	t.Helper()
 	back := time.Now().UnixMilli()
 	served := lastAnswer + contactGap.Milliseconds()
-	r, err := st.Renew(ctx, "a", time.Now().Add(time.Minute), time.Now(), time.UnixMilli(back), []store.Break{{Served: time.UnixMilli(served), Resumed: time.UnixMilli(back)}}, 0)
+	r, err := st.Renew(context.Background(), "a", time.Now().Add(time.Minute), time.Now(), time.UnixMilli(back), []store.Break{{Served: time.UnixMilli(served), Resumed: time.UnixMilli(back)}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +242,7 @@ func TestABeatAfterAPauseDoesNotVouchForIt(t *testing.T) {
 		covered += max(0, min(s.To, back)-max(s.From, served))
 	}
 	if charged := time.Duration(back-served-covered) * time.Millisecond; charged > 2500*time.Millisecond {
-		t.Fatalf("a and b paused together, neither serving for %v, b killed after the beat it woke to: a's renewal recorded %+v; %v charged to the side to move (want at most the 2.5 s grace)",
-			time.Duration(back-served)*time.Millisecond, r.Recorded, charged)
+		t.Fatalf("a and b cut off together, neither serving for %v, %s: a's renewal recorded %+v; %v charged to the side to move (want at most the 2.5 s grace)",
+			time.Duration(back-served)*time.Millisecond, what, r.Recorded, charged)
 	}
 }

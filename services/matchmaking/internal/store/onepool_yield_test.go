@@ -107,7 +107,6 @@ func overtake(t *testing.T, prefix string, st *store.Store, x, y store.Pool, now
 func TestAnOvertakenEntryWhoseSettleFailsNeverWaits(t *testing.T) {
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
 	st := store.New(rdb, prefix)
-	ctx := context.Background()
 	now := time.Now()
 	x, y := twoPools()
 	liveKey := prefix + "mm:{u:p}:live"
@@ -122,12 +121,7 @@ func TestAnOvertakenEntryWhoseSettleFailsNeverWaits(t *testing.T) {
 		t.Fatal("settle's read was not failed (the scenario did not happen)")
 	}
 	if e.err == nil {
-		tE, _ := st.Ticket(ctx, e.id)
-		tY, _ := st.Ticket(ctx, tF)
-		if tE.State == store.StateWaiting && tY.State == store.StateWaiting {
-			t.Fatalf("E answered %v %s (waiting in %s) while F %s waits in %s: p is paired %d times at once",
-				e.out, e.id, x.ID(), tF, y.ID(), pairingsOf(t, st, x, y, now.Add(time.Second)))
-		}
+		notWaitingInBoth(t, st, x, y, e.id, tF, now)
 	}
 }
 
@@ -148,12 +142,7 @@ func TestAnOvertakenEntryKilledAfterItsScriptNeverWaits(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no ticket of p in %s: %v (the scenario did not happen)", x.ID(), err)
 	}
-	tE, _ := st.Ticket(ctx, id)
-	tY, _ := st.Ticket(ctx, tF)
-	if tE.State == store.StateWaiting && tY.State == store.StateWaiting {
-		t.Fatalf("E's ticket %s waits in %s and F %s waits in %s: p is paired %d times at once",
-			id, x.ID(), tF, y.ID(), pairingsOf(t, st, x, y, now.Add(time.Second)))
-	}
+	notWaitingInBoth(t, st, x, y, id, tF, now)
 }
 
 // A retry of E (same request_id, the client timed out on replica A and
@@ -247,12 +236,7 @@ func TestAnOvertakenEntryWhoseAnswerIsLostYieldsOnItsRetry(t *testing.T) {
 	if err != nil || out != store.Duplicate {
 		t.Fatalf("the client's retry: %s %v %v", id, out, err)
 	}
-	tE, _ := st.Ticket(ctx, id)
-	tY, _ := st.Ticket(ctx, tF)
-	if tE.State == store.StateWaiting && tY.State == store.StateWaiting {
-		t.Fatalf("the retry of rE is answered %s, waiting in %s, while F %s waits in %s: p is paired %d times at once",
-			id, x.ID(), tF, y.ID(), pairingsOf(t, st, x, y, now.Add(time.Second)))
-	}
+	notWaitingInBoth(t, st, x, y, id, tF, now)
 }
 
 // An entry killed right after enter.lua, with no retry (the client gave
@@ -432,5 +416,18 @@ func TestACancelLeavesAnExpiredLookingTicketExpired(t *testing.T) {
 	after, _ := st.Ticket(ctx, id)
 	if before.State != after.State {
 		t.Fatalf("ticket %s read %q, Cancel -> %q %v, then reads %q: an ended state reported final changed", id, before.State, out, err, after.State)
+	}
+}
+
+// notWaitingInBoth fails if tickets idX, of pool x, and idY, of pool y,
+// both wait: the player would be paired twice.
+func notWaitingInBoth(t *testing.T, st *store.Store, x, y store.Pool, idX, idY string, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	tX, _ := st.Ticket(ctx, idX)
+	tY, _ := st.Ticket(ctx, idY)
+	if tX.State == store.StateWaiting && tY.State == store.StateWaiting {
+		t.Fatalf("%s waits in %s and %s waits in %s: p is paired %d times at once",
+			idX, x.ID(), idY, y.ID(), pairingsOf(t, st, x, y, now.Add(time.Second)))
 	}
 }
