@@ -318,8 +318,11 @@ func (s *Store) settle(ctx context.Context, player, tag, id, claim string, now t
 		} else if cur != "" {
 			other, err := s.holdingTicket(ctx, player, cur, tag, now)
 			if other != "" || errors.Is(err, ErrRacedEntries) {
-				if out, cerr := s.Cancel(ctx, id, player); cerr != nil || out != CancelDone {
-					return "", fmt.Errorf("withdraw ticket %s for %s (%s): %v", id, other, out, cerr)
+				if out, cerr := s.Cancel(ctx, id, player); cerr != nil {
+					return "", fmt.Errorf("withdraw ticket %s: %w", id, cerr)
+				} else if out != CancelDone {
+					// Let wait by a retry, and paired since: too late.
+					return "", fmt.Errorf("withdraw ticket %s for %s: %s", id, other, out)
 				}
 				if other == "" {
 					return "", fmt.Errorf("enter ticket: an entry to another pool is on its way: %w", ErrRacedEntries)
