@@ -206,7 +206,7 @@ func (c *contact) answered(sentMs, atMs int64) bool {
 		if n := len(c.breaks); n > 0 && c.breaks[n-1].resumed == 0 {
 			c.breaks[n-1].resumed = atMs
 		} else if c.last != 0 {
-			c.broke(contactBreak{served: c.last + contactGap.Milliseconds(), resumed: atMs})
+			c.broke(contactBreak{served: c.lastServed(), resumed: atMs})
 		}
 		if n := len(c.breaks); n > 0 && c.breaks[n-1].resumed == atMs {
 			// One no longer than the gap between two answers is no
@@ -235,7 +235,7 @@ func (c *contact) lost() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.since != 0 && c.last != 0 {
-		c.broke(contactBreak{served: c.last + contactGap.Milliseconds()})
+		c.broke(contactBreak{served: c.lastServed()})
 	}
 	c.since = 0
 }
@@ -257,7 +257,11 @@ func (c *contact) began(now time.Time) time.Time {
 func (c *contact) untold() []store.Break {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]store.Break, 0, len(c.breaks))
+	return c.untoldLocked()
+}
+
+func (c *contact) untoldLocked() []store.Break {
+	out := make([]store.Break, 0, len(c.breaks)+1)
 	for _, b := range c.breaks {
 		sb := store.Break{Served: time.UnixMilli(b.served)}
 		if b.resumed != 0 {
@@ -273,15 +277,19 @@ func (c *contact) untold() []store.Break {
 // its pings have yet to say so), as began counts it: a beat then must not
 // vouch for the pause.
 func (c *contact) untoldAt(now time.Time) []store.Break {
-	out := c.untold()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	out := c.untoldLocked()
 	underWay := len(c.breaks) > 0 && c.breaks[len(c.breaks)-1].resumed == 0
 	if !underWay && c.since != 0 && now.UnixMilli()-c.last > contactGap.Milliseconds() {
-		out = append(out, store.Break{Served: time.UnixMilli(c.last + contactGap.Milliseconds())})
+		out = append(out, store.Break{Served: time.UnixMilli(c.lastServed())})
 	}
 	return out
 }
+
+// lastServed is the latest the process could serve in the contact that
+// answered last: a contactGap after that answer.
+func (c *contact) lastServed() int64 { return c.last + contactGap.Milliseconds() }
 
 // told forgets the breaks a renewal that counted the contact under way
 // from contactMs took into account: told again, it would record their

@@ -74,10 +74,7 @@ const (
 // at Redis' time, and that it served nothing in the breaks in its contact
 // with Redis broken (see Renew) that no renewal has recorded yet.
 func (s *Store) Alive(ctx context.Context, proc string, started time.Time, broken []Break) error {
-	args := []any{proc, SilencesKeptFor.Milliseconds(), beatsKept, started.UnixMilli()}
-	for _, b := range broken {
-		args = append(args, b.Served.UnixMilli(), unixMilliOrZero(b.Resumed))
-	}
+	args := breakArgs([]any{proc, SilencesKeptFor.Milliseconds(), beatsKept, started.UnixMilli()}, broken)
 	if err := aliveScript.Run(ctx, s.rdb, []string{s.aliveKey(), s.bornKey(), s.breaksKey()}, args...).Err(); err != nil {
 		return fmt.Errorf("beat of %s: %w", proc, err)
 	}
@@ -117,6 +114,16 @@ const (
 	SilencesKeptFor = 7 * 24 * time.Hour
 )
 
+// breakArgs appends broken to a script's args as the scripts take them:
+// for each break, when the process stopped serving and when it could again
+// (0: not yet), in ms.
+func breakArgs(args []any, broken []Break) []any {
+	for _, b := range broken {
+		args = append(args, b.Served.UnixMilli(), unixMilliOrZero(b.Resumed))
+	}
+	return args
+}
+
 // Break is a break in a process's contact with Redis that no renewal has
 // been told of: the process served until Served, and could serve again
 // from Resumed (zero: the contact under way, which began at the renewal's
@@ -136,11 +143,8 @@ type Break struct{ Served, Resumed time.Time }
 // seen; any it cannot read (written by another release, say) are left out.
 func (s *Store) Renew(ctx context.Context, proc string, until, now, contact time.Time, broken []Break, seen int64) (Renewal, error) {
 	keys := []string{s.procsKey(), s.silencesKey(), s.stoppedKey(), s.aliveKey(), s.bornKey(), s.breaksKey(), s.stopperKey()}
-	args := []any{proc, until.UnixMilli(), now.UnixMilli(),
-		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli(), beatGrace.Milliseconds(), beatsKept}
-	for _, b := range broken {
-		args = append(args, b.Served.UnixMilli(), unixMilliOrZero(b.Resumed))
-	}
+	args := breakArgs([]any{proc, until.UnixMilli(), now.UnixMilli(),
+		SilencesKeptFor.Milliseconds(), SilencesKept, seen, contact.UnixMilli(), beatGrace.Milliseconds(), beatsKept}, broken)
 	raw, err := renewLeaseScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return Renewal{}, fmt.Errorf("renew lease of %s: %w", proc, err)

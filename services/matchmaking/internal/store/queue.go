@@ -333,11 +333,7 @@ func (s *Store) settle(ctx context.Context, player, tag, id, claim string, now t
 				return "", err
 			}
 		}
-		var ok bool
-		err = s.write(ctx, key, func(c redis.Cmdable) (err error) {
-			ok, err = swapLiveScript.Run(ctx, c, []string{key}, cur, liveRecord(id, now), int64(keep/time.Second)).Bool()
-			return err
-		})
+		ok, err := s.casLive(ctx, player, cur, liveRecord(id, now), keep)
 		if err != nil {
 			return "", fmt.Errorf("record live ticket: %w", err)
 		}
@@ -402,11 +398,7 @@ func (s *Store) claimLive(ctx context.Context, player, tag, claim string, now ti
 		if other, err = s.holdingTicket(ctx, player, cur, tag, now); err != nil || other != "" {
 			return "", other, err
 		}
-		var ok bool
-		err = s.write(ctx, key, func(c redis.Cmdable) (err error) {
-			ok, err = swapLiveScript.Run(ctx, c, []string{key}, cur, claim, int64(keep/time.Second)).Bool()
-			return err
-		})
+		ok, err := s.casLive(ctx, player, cur, claim, keep)
 		if err != nil {
 			return "", "", fmt.Errorf("claim live ticket: %w", err)
 		}
@@ -516,14 +508,22 @@ func (s *Store) ticketState(ctx context.Context, id string) (string, time.Time, 
 // swapLive sets the player's live-ticket record from want to record ("":
 // none), unless another entry changed it since.
 func (s *Store) swapLive(ctx context.Context, player, want, record string, keep time.Duration) error {
-	key := s.liveKey(player)
-	err := s.write(ctx, key, func(c redis.Cmdable) error {
-		return swapLiveScript.Run(ctx, c, []string{key}, want, record, int64(keep/time.Second)).Err()
-	})
-	if err != nil {
+	if _, err := s.casLive(ctx, player, want, record, keep); err != nil {
 		return fmt.Errorf("restore live ticket: %w", err)
 	}
 	return nil
+}
+
+// casLive sets the player's live-ticket record from want to record ("":
+// none), kept keep, and reports whether it was want.
+func (s *Store) casLive(ctx context.Context, player, want, record string, keep time.Duration) (bool, error) {
+	key := s.liveKey(player)
+	var ok bool
+	err := s.write(ctx, key, func(c redis.Cmdable) (err error) {
+		ok, err = swapLiveScript.Run(ctx, c, []string{key}, want, record, int64(keep/time.Second)).Bool()
+		return err
+	})
+	return ok, err
 }
 
 // pruneRegistered drops the entries of registered that skip nothing any
