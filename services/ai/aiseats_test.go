@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/palacehq/palace/pkg/apptest"
@@ -67,18 +69,40 @@ func TestGamesBetweenTwoAISeatsRunToTheirEnd(t *testing.T) {
 
 // The human moves and takes it back at once, over and over, racing the
 // AI's reply, with a clock and without: the sides keep alternating, the AI
-// still replies to the next move, and once only.
+// still replies to the next move, and once only. The human's moves are
+// poor, so the AI may mate them: a game it wins by the rules is checked and
+// the rounds go on in a new one.
 func TestUndoRacingTheAIsReplyLeavesTheGameSound(t *testing.T) {
 	games, prefix := gameWithWorkers(t, 2)
 	for _, tc := range []*commonv1.TimeControl{nil, {Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{MainTime: durationpb.New(time.Minute), Periods: 3, PeriodTime: durationpb.New(10 * time.Second)}}}} {
-		g := createWithAISeats(t, games, &gamev1.CreateGameRequest{
-			RequestId: prefix + fmt.Sprint(tc != nil), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: tc,
-			Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "h"}, {Side: commonv1.Side_SIDE_SECOND, AiLevel: 1}},
-		}, commonv1.Side_SIDE_FIRST)
+		created := 0
+		newGame := func() *aiGame {
+			created++
+			return createWithAISeats(t, games, &gamev1.CreateGameRequest{
+				RequestId: fmt.Sprintf("%s%v-%d", prefix, tc != nil, created), Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: tc,
+				Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "h"}, {Side: commonv1.Side_SIDE_SECOND, AiLevel: 1}},
+			}, commonv1.Side_SIDE_FIRST)
+		}
+		g := newGame()
+		// humansTurn waits for the human's turn, starting a new game after
+		// checking one that ended.
+		humansTurn := func() *gamev1.Game {
+			for {
+				st := g.waitForWithin(t, 15*time.Second, "human's turn or the end", func(x *gamev1.Game) bool {
+					return x.GetTurn() == commonv1.Side_SIDE_FIRST || x.GetStatus() == commonv1.GameStatus_GAME_STATUS_ENDED
+				})
+				if st.GetStatus() != commonv1.GameStatus_GAME_STATUS_ENDED {
+					return st
+				}
+				checkAlternating(t, st)
+				if w, m := st.GetResult().GetWinner(), st.GetResult().GetMethod(); w != commonv1.Winner_WINNER_SECOND || m != commonv1.EndMethod_END_METHOD_CHECKMATE && m != commonv1.EndMethod_END_METHOD_STALEMATE {
+					t.Fatalf("game %d ended %v by %v after %d moves; only the AI's win by the rules can end it", created, w, m, len(st.GetMoves()))
+				}
+				g = newGame()
+			}
+		}
 		for i := range 40 {
-			st := g.waitForWithin(t, 15*time.Second, "human's turn", func(x *gamev1.Game) bool {
-				return x.GetTurn() == commonv1.Side_SIDE_FIRST
-			})
+			st := humansTurn()
 			if _, err := games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: fmt.Sprintf("m%d", i), Move: st.GetLegalMoves()[i%len(st.GetLegalMoves())]}); err != nil {
 				t.Fatal(err)
 			}
@@ -89,10 +113,17 @@ func TestUndoRacingTheAIsReplyLeavesTheGameSound(t *testing.T) {
 				time.Sleep(time.Duration(i%5) * time.Millisecond)
 			}
 			if _, err := games.Undo(g.human, &gamev1.UndoRequest{GameId: g.id, RequestId: fmt.Sprintf("u%d", i)}); err != nil {
+				if status.Code(err) == codes.FailedPrecondition {
+					mated := g.id
+					humansTurn() // checks the ended game and starts another
+					if g.id != mated {
+						continue // the AI's reply mated the human before the undo
+					}
+				}
 				t.Fatalf("undo %d: %v", i, err)
 			}
 		}
-		st := g.waitForWithin(t, 15*time.Second, "human's turn", func(x *gamev1.Game) bool { return x.GetTurn() == commonv1.Side_SIDE_FIRST })
+		st := humansTurn()
 		if _, err := games.MakeMove(g.human, &gamev1.MakeMoveRequest{GameId: g.id, RequestId: "last", Move: st.GetLegalMoves()[0]}); err != nil {
 			t.Fatal(err)
 		}
@@ -100,17 +131,25 @@ func TestUndoRacingTheAIsReplyLeavesTheGameSound(t *testing.T) {
 		end := g.waitForWithin(t, 15*time.Second, "AI's reply to the last move", func(x *gamev1.Game) bool { return len(x.GetMoves()) == n+2 })
 		time.Sleep(time.Second)
 		after := g.waitForWithin(t, time.Second, "read", func(*gamev1.Game) bool { return true })
-		if len(after.GetMoves()) != n+2 || after.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		if len(after.GetMoves()) != n+2 || after.GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING && after.GetResult().GetWinner() != commonv1.Winner_WINNER_SECOND {
 			t.Fatalf("after the AI's reply: %d moves (want %d), %v %v", len(after.GetMoves()), n+2, after.GetStatus(), after.GetResult())
 		}
-		for i, m := range end.GetMoves() {
-			want := commonv1.Side_SIDE_FIRST
-			if i%2 == 1 {
-				want = commonv1.Side_SIDE_SECOND
-			}
-			if m.GetSide() != want || m.GetPly() != uint32(i+1) {
-				t.Fatalf("move %d: %v ply %d", i, m.GetSide(), m.GetPly())
-			}
+		checkAlternating(t, end)
+		t.Logf("%d games for 40 rounds (time control %v)", created, tc != nil)
+	}
+}
+
+// checkAlternating fails unless g's moves alternate sides from the first
+// seat, numbered from ply 1.
+func checkAlternating(t *testing.T, g *gamev1.Game) {
+	t.Helper()
+	for i, m := range g.GetMoves() {
+		want := commonv1.Side_SIDE_FIRST
+		if i%2 == 1 {
+			want = commonv1.Side_SIDE_SECOND
+		}
+		if m.GetSide() != want || m.GetPly() != uint32(i+1) {
+			t.Fatalf("move %d: %v ply %d", i, m.GetSide(), m.GetPly())
 		}
 	}
 }
