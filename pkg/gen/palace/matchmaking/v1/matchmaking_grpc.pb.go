@@ -79,8 +79,10 @@ type MatchmakingServiceClient interface {
 	// the same ticket as it is now, also once cancelled or expired (enter
 	// again with a new request_id to wait again). Request ids are the
 	// player's own and the pool's: the same id for another pool is another
-	// request. PermissionDenied for a
-	// guest asking for a rated game;
+	// request. PermissionDenied for a guest asking for a rated game;
+	// Unavailable, having entered nothing, when Redis fails or the entry is
+	// held so long (half the claim grace, 5 s) that it can no longer be sure
+	// the player waits in no other pool: retry with the same request_id;
 	// AlreadyExists when the player already has a ticket that waits or is
 	// paired (its game being made), in that pool or in another: a player
 	// waits in one pool at a time, so as not to be handed two games at once
@@ -483,8 +485,10 @@ type MatchmakingServiceServer interface {
 	// the same ticket as it is now, also once cancelled or expired (enter
 	// again with a new request_id to wait again). Request ids are the
 	// player's own and the pool's: the same id for another pool is another
-	// request. PermissionDenied for a
-	// guest asking for a rated game;
+	// request. PermissionDenied for a guest asking for a rated game;
+	// Unavailable, having entered nothing, when Redis fails or the entry is
+	// held so long (half the claim grace, 5 s) that it can no longer be sure
+	// the player waits in no other pool: retry with the same request_id;
 	// AlreadyExists when the player already has a ticket that waits or is
 	// paired (its game being made), in that pool or in another: a player
 	// waits in one pool at a time, so as not to be handed two games at once
