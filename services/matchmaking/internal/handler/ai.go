@@ -15,6 +15,7 @@ import (
 // undo in games with an AI seat, and runs the Janggi setup phase in which
 // the human picks a formation.
 func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) (*matchmakingv1.PlayAiResponse, error) {
+	now := h.now()
 	c, err := h.player(ctx)
 	if err != nil {
 		return nil, h.fail(ctx, err)
@@ -59,6 +60,7 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 	if err := h.admit(ctx, made, h.cfg.AIGames, "you", "game against the AI", "games against the AI"); err != nil {
 		return nil, h.fail(ctx, err)
 	}
+	h.withdrawTickets(ctx, now, c.Subject)
 	id, seat, err := h.games.CreateAI(ctx, games.AISpec{
 		RequestID: games.RequestID("ai", c.Subject, req.GetRequestId()), Kind: req.GetKind(), Level: req.GetLevel(),
 		Human: games.Human{ID: c.Subject, Name: c.Name}, HumanSide: side, Control: control,

@@ -162,10 +162,12 @@ func (h *Handler) AcceptInvite(ctx context.Context, req *matchmakingv1.AcceptInv
 }
 
 // completeInvite creates the game of an invite its friend holds
-// (accepting) and records it; the game's request id makes it the same
+// (accepting), once both players' tickets in the queue are withdrawn, and
+// records it; the game's request id makes it the same
 // game however often, and by whomever, this runs. It returns the invite
 // as it then is.
 func (h *Handler) completeInvite(ctx context.Context, inv store.Invite) (store.Invite, error) {
+	h.withdrawTickets(ctx, inv.AcceptingSince, inv.Creator, inv.Friend)
 	creator := games.Human{ID: inv.Creator, Name: inv.CreatorName}
 	friend := games.Human{ID: inv.Friend, Name: inv.FriendName}
 	first, second := creator, friend

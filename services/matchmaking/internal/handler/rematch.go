@@ -139,8 +139,14 @@ func (h *Handler) AcceptRematch(ctx context.Context, req *matchmakingv1.AcceptRe
 }
 
 // createRematch creates (or finds again) the rematch of g with sides
-// swapped and returns it as player sees it.
+// swapped, once both players' tickets in the queue are withdrawn, and
+// returns it as player sees it.
 func (h *Handler) createRematch(ctx context.Context, g store.Game, player string) (*matchmakingv1.Rematch, error) {
+	accepted, err := h.store.ReadRematch(ctx, g.ID)
+	if err != nil {
+		return nil, err
+	}
+	h.withdrawTickets(ctx, accepted.AcceptingSince, g.First.ID, g.Second.ID)
 	ng, err := h.games.CreateHuman(ctx, games.Spec{
 		RequestID: games.RequestID("rm", g.ID), Kind: g.Kind, Control: g.Control, Rated: g.Rated, Public: g.Public,
 		First:  games.Human{ID: g.Second.ID, Name: g.Second.Name, NamedAt: g.Second.NamedAt},

@@ -458,6 +458,22 @@ func (s *Store) holdingTicket(ctx context.Context, player, record, tag string, n
 	return "", nil
 }
 
+// LiveTicket returns the player's ticket that waits, is paired or is
+// entering, in whichever pool ("" when none): the one the live-ticket
+// record names, or the player's in the pool the record names. An entry
+// whose ticket is not written yet is not seen.
+func (s *Store) LiveTicket(ctx context.Context, player string, now time.Time) (string, error) {
+	record, err := s.rdb.Get(ctx, s.liveKey(player)).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("read live ticket: %w", err)
+	}
+	id, err := s.holdingTicket(ctx, player, record, "", now)
+	if errors.Is(err, ErrRacedEntries) {
+		return "", nil
+	}
+	return id, err
+}
+
 // liveInPool returns player's ticket in pool tag when it waits or is
 // paired: the pool's script would answer the entry busy.
 func (s *Store) liveInPool(ctx context.Context, tag, player string, now time.Time) (string, error) {

@@ -141,7 +141,11 @@ type MatchmakingServiceClient interface {
 	// caller's seat (a guest credential is enough). A retry by the same
 	// player returns the same game. NotFound for an unknown or expired
 	// invite; FailedPrecondition when it was used by someone else or
-	// cancelled; InvalidArgument for the creator's own invite.
+	// cancelled; InvalidArgument for the creator's own invite. Both players'
+	// queue tickets that wait, entered before the invite was accepted, are
+	// withdrawn (cancelled, as WatchTicket then tells), so that the queue
+	// does not pair a player whose game has started into a second one; a
+	// ticket already paired keeps its game.
 	AcceptInvite(ctx context.Context, in *AcceptInviteRequest, opts ...grpc.CallOption) (*AcceptInviteResponse, error)
 	// WatchInvite sends the invite now, after every change and after each
 	// heartbeat interval without one, bounded and resumed as WatchTicket,
@@ -161,7 +165,8 @@ type MatchmakingServiceClient interface {
 	// was counted, and its retry (the same request) is not. The same
 	// request_id with another request (another level, kind, side or clock,
 	// or under another name after a new sign-in) is InvalidArgument: it
-	// would be another game.
+	// would be another game. The player's queue ticket that waits, entered
+	// before this call, is withdrawn, as for AcceptInvite.
 	PlayAi(ctx context.Context, in *PlayAiRequest, opts ...grpc.CallOption) (*PlayAiResponse, error)
 	// OfferRematch offers the opponent of a finished game a rematch with
 	// sides swapped; the offer stands for the rematch window (60 s by
@@ -174,7 +179,9 @@ type MatchmakingServiceClient interface {
 	// them out of the rated queue, since both players agree to it.
 	OfferRematch(ctx context.Context, in *OfferRematchRequest, opts ...grpc.CallOption) (*OfferRematchResponse, error)
 	// AcceptRematch accepts the opponent's pending offer and creates the new
-	// game. A retry returns the same game. FailedPrecondition when there is
+	// game, withdrawing both players' waiting queue tickets entered before,
+	// as AcceptInvite (so does OfferRematch when it accepts). A retry
+	// returns the same game. FailedPrecondition when there is
 	// no pending offer from the opponent (never made or expired); NotFound
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(ctx context.Context, in *AcceptRematchRequest, opts ...grpc.CallOption) (*AcceptRematchResponse, error)
@@ -547,7 +554,11 @@ type MatchmakingServiceServer interface {
 	// caller's seat (a guest credential is enough). A retry by the same
 	// player returns the same game. NotFound for an unknown or expired
 	// invite; FailedPrecondition when it was used by someone else or
-	// cancelled; InvalidArgument for the creator's own invite.
+	// cancelled; InvalidArgument for the creator's own invite. Both players'
+	// queue tickets that wait, entered before the invite was accepted, are
+	// withdrawn (cancelled, as WatchTicket then tells), so that the queue
+	// does not pair a player whose game has started into a second one; a
+	// ticket already paired keeps its game.
 	AcceptInvite(context.Context, *AcceptInviteRequest) (*AcceptInviteResponse, error)
 	// WatchInvite sends the invite now, after every change and after each
 	// heartbeat interval without one, bounded and resumed as WatchTicket,
@@ -567,7 +578,8 @@ type MatchmakingServiceServer interface {
 	// was counted, and its retry (the same request) is not. The same
 	// request_id with another request (another level, kind, side or clock,
 	// or under another name after a new sign-in) is InvalidArgument: it
-	// would be another game.
+	// would be another game. The player's queue ticket that waits, entered
+	// before this call, is withdrawn, as for AcceptInvite.
 	PlayAi(context.Context, *PlayAiRequest) (*PlayAiResponse, error)
 	// OfferRematch offers the opponent of a finished game a rematch with
 	// sides swapped; the offer stands for the rematch window (60 s by
@@ -580,7 +592,9 @@ type MatchmakingServiceServer interface {
 	// them out of the rated queue, since both players agree to it.
 	OfferRematch(context.Context, *OfferRematchRequest) (*OfferRematchResponse, error)
 	// AcceptRematch accepts the opponent's pending offer and creates the new
-	// game. A retry returns the same game. FailedPrecondition when there is
+	// game, withdrawing both players' waiting queue tickets entered before,
+	// as AcceptInvite (so does OfferRematch when it accepts). A retry
+	// returns the same game. FailedPrecondition when there is
 	// no pending offer from the opponent (never made or expired); NotFound
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(context.Context, *AcceptRematchRequest) (*AcceptRematchResponse, error)

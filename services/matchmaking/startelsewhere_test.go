@@ -1,0 +1,80 @@
+package matchmaking_test
+
+import (
+	"testing"
+	"time"
+
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+)
+
+// wantWithdrawn fails unless each of tickets (by player) ended cancelled.
+func wantWithdrawn(t *testing.T, e *env, tickets map[*player]*matchmakingv1.Ticket) {
+	t.Helper()
+	for p, tk := range tickets {
+		if last := waitTicket(t, e.mm[0], *p, tk.GetTicketId(), 5*time.Second); last.GetState() != matchmakingv1.TicketState_TICKET_STATE_CANCELLED {
+			t.Errorf("%s's ticket, entered before their game started elsewhere: %v, want withdrawn (cancelled)", p.name, last)
+		}
+	}
+}
+
+// Accepting a friend's invite while waiting in the queue once left the
+// ticket waiting, to be paired with the next stranger: two games at once,
+// with both clocks running. The invite's game now withdraws both
+// players' waiting tickets; one entered after it began waits on, a retry of
+// the accept leaving it alone.
+func TestAcceptingAnInviteWithdrawsBothPlayersWaitingTickets(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	host, friend, stranger := e.guest("Host"), e.guest("Friend"), e.guest("Stranger")
+	inv := e.invite(host)
+	hostTicket := e.enter(e.mm[0], host, &matchmakingv1.EnterQueueRequest{Kind: xiangqi})
+	friendTicket := e.enter(e.mm[0], friend, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	r, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWithdrawn(t, e, map[*player]*matchmakingv1.Ticket{&host: hostTicket, &friend: friendTicket})
+
+	again := e.enter(e.mm[0], friend, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	retry, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	if err != nil || retry.GetInvite().GetSeat().GetGameId() != r.GetInvite().GetSeat().GetGameId() {
+		t.Fatalf("retried accept: %v, %v; want game %s", retry, err, r.GetInvite().GetSeat().GetGameId())
+	}
+	e.enter(e.mm[0], stranger, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	if last := waitTicket(t, e.mm[0], friend, again.GetTicketId(), 10*time.Second); last.GetState() != matchmakingv1.TicketState_TICKET_STATE_MATCHED {
+		t.Fatalf("the ticket entered after the invite's game began: %v, want matched with the stranger", last)
+	}
+}
+
+// Likewise after a game: one player taps "new opponent" (enters the queue),
+// the other too, and then they agree to a rematch. The rematch withdraws
+// both tickets.
+func TestAcceptingARematchWithdrawsBothPlayersWaitingTickets(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	a, b, stranger := e.guest("A"), e.guest("B"), e.guest("Stranger")
+	sa, sb := e.friendGame(a, b)
+	e.resign(t, sb)
+	aTicket := e.enter(e.mm[0], a, &matchmakingv1.EnterQueueRequest{Kind: xiangqi})
+	bTicket := e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: sa.GetGameId()}); err != nil {
+		t.Fatal(err)
+	}
+	wantWithdrawn(t, e, map[*player]*matchmakingv1.Ticket{&a: aTicket, &b: bTicket})
+	strangers := e.enter(e.mm[0], stranger, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	if _, err := e.mm[0].CancelTicket(stranger.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: strangers.GetTicketId()}); err != nil {
+		t.Fatalf("the stranger's ticket could not be cancelled, so it was paired: %v", err)
+	}
+}
+
+// A game against the AI withdraws the player's waiting ticket too.
+func TestPlayingTheAIWithdrawsTheWaitingTicket(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	p := e.guest("P")
+	tk := e.enter(e.mm[0], p, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	if _, err := e.mm[0].PlayAi(p.ctx(), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	wantWithdrawn(t, e, map[*player]*matchmakingv1.Ticket{&p: tk})
+}
