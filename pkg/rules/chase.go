@@ -13,10 +13,10 @@ package rules
 //   - "it did not attack it before" is about that attacker and that target
 //     as pieces, so a piece is followed when it moves; the pieces are named
 //     at the first occurrence of the repeated position. Before the move an
-//     attack is read by movement alone: a piece that already bore on the
-//     target attacked it, even when its side was in check (a king stepping
-//     out of check chases nothing its chariot had in sight all along) or it
-//     was pinned.
+//     attack is read the same way, so a move that unpins a piece makes its
+//     threats new; but when the mover is in check, by movement alone: a
+//     piece that already bore on the target attacked it (a king stepping out
+//     of check chases nothing its chariot had in sight all along).
 //   - "protected" is tested on the board after that very capture, since
 //     the capture itself can open or close a recapturing line.
 //   - A chaser loses when it chased one and the same piece on every one of
@@ -82,20 +82,28 @@ func PerpetualChaser(at *Position, moves []Move, checks []bool) (loser Side, ok 
 // side to move in p, chases. p is not changed.
 func chases(p *Position, m Move, ids *[NumSquares]int8) uint32 {
 	var before [32]uint32 // before[attacker id] = ids it bore on
-	// Not p.LegalMoves: in check it holds only the evasions, and every
-	// attack that does not end the check would look new after the move.
-	for from := range NumSquares {
-		a := p.board[from]
-		if a == NoPiece || a.Side() != p.Turn() {
-			continue
+	var buf [128]Move
+	if p.InCheck() {
+		// Not p.LegalMoves: in check it holds only the evasions, and every
+		// attack that does not end the check would look new after the move.
+		for from := range NumSquares {
+			a := p.board[from]
+			if a == NoPiece || a.Side() != p.Turn() {
+				continue
+			}
+			for to := range NumSquares {
+				if chaseCapture(p, NewMove(Square(from), Square(to))) && p.patternError(from, to) == "" {
+					before[ids[from]] |= 1 << uint(ids[to])
+				}
+			}
 		}
-		for to := range NumSquares {
-			if chaseCapture(p, NewMove(Square(from), Square(to))) && p.patternError(from, to) == "" {
-				before[ids[from]] |= 1 << uint(ids[to])
+	} else {
+		for _, c := range p.LegalMoves(buf[:0]) {
+			if chaseCapture(p, c) {
+				before[ids[c.From()]] |= 1 << uint(ids[c.To()])
 			}
 		}
 	}
-	var buf [128]Move
 	idAt := func(sq Square) int8 {
 		switch sq {
 		case m.To():

@@ -188,6 +188,16 @@ var endingTests = []struct {
 		moves: repeatMoves("h2h4 c4b2 h4h2 b2c4", 2), wantEnded: true, wantWinner: FirstWins, wantMethod: PerpetualChase,
 	},
 	{
+		// On c4 the chariot attacks the lone elephant on c10 and pins the
+		// horse on d8 (the generals would face each other); back on d4 it
+		// frees the horse, whose attack on c10 is then new. This was once
+		// called a drawn repetition, the pinned horse taken to attack c10
+		// all along.
+		name: "unpinning a piece to attack is a chase", variant: Xiangqi,
+		fen:   "c1bk5/9/3N5/9/9/9/3R5/9/3K5/9 w - - 0 1",
+		moves: repeatMoves("d4c4 a10a9 c4d4 a9a10", 2), wantEnded: true, wantWinner: SecondWins, wantMethod: PerpetualChase,
+	},
+	{
 		// Black checks on every other move; Red's king steps out of each
 		// check while its chariot keeps the horse in sight, which chases
 		// nothing: only every other Red move chases, so it is a draw.
