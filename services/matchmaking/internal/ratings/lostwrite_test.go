@@ -99,3 +99,74 @@ func TestARatedGameThatEndsBehindALostWriteIsRated(t *testing.T) {
 		t.Fatalf("quin after winning: %+v", q)
 	}
 }
+
+// TestARatedGameThatEndsAtTheVersionItsStreamReachedIsRated: the
+// consumer's stream reached version L (a move), then was cut (a renewal of
+// the connection, a rollout); the game service's Redis restarts without
+// that move, and the game ends (a resignation) at the same version L. The
+// consumer resumes after version L: the game is not ahead of L, so only
+// the commit it had at L tells the game service that its L is not the
+// game's. Resumed by version alone, the stream of the ended game ended at
+// once, over and over, and the game stayed pending, never rated, until it
+// expired.
+func TestARatedGameThatEndsAtTheVersionItsStreamReachedIsRated(t *testing.T) {
+	srv := redistest.Own(t, "--appendonly", "no")
+	env := gametest.StartOn(t, srv.Addr, nil)
+	f := &fixture{env: env, store: store.New(redistest.Client(t), redistest.Prefix(t))}
+	c := f.consumer(t, Config{RetryAfter: 20 * time.Millisecond})
+	p, tok := f.ratedGame(t, "sam", "tia", true)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	play := func(side commonv1.Side, mv string) uint64 {
+		t.Helper()
+		var v uint64
+		retryWhileRedisReturns(t, "move "+mv, func() error {
+			r, err := env.Client.MakeMove(gametest.As(ctx, tok[side]), &gamev1.MakeMoveRequest{GameId: p.Game, RequestId: rid(), Move: &commonv1.Move{Coordinate: mv}})
+			v = r.GetGame().GetVersion()
+			return err
+		})
+		return v
+	}
+	play(commonv1.Side_SIDE_FIRST, "h3e3")
+	play(commonv1.Side_SIDE_SECOND, "h10g8")
+	if err := srv.Client(t).Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lost := play(commonv1.Side_SIDE_FIRST, "b1c3")
+
+	// The consumer's stream reaches the move, then is cut.
+	var reached resumePoint
+	fctx, fcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.follow(fctx, p, &reached) }()
+	time.Sleep(700 * time.Millisecond)
+	fcancel()
+	<-done
+	if reached.version != lost || reached.commit == "" {
+		t.Fatalf("the stream reached %+v, want version %d and its commit", reached, lost)
+	}
+
+	if err := srv.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ended uint64
+	retryWhileRedisReturns(t, "resign", func() error {
+		r, err := env.Client.Resign(gametest.As(ctx, tok[commonv1.Side_SIDE_FIRST]), &gamev1.ResignRequest{GameId: p.Game, RequestId: rid()})
+		ended = r.GetGame().GetVersion()
+		return err
+	})
+	if ended != lost {
+		t.Fatalf("the game ended at version %d, want it at the lost version %d for this test", ended, lost)
+	}
+
+	// The consumer follows on after what it had reached.
+	wctx, wcancel := context.WithTimeout(ctx, 8*time.Second)
+	defer wcancel()
+	c.watchFrom(wctx, p, reached)
+	if f.pending(t, p.Game) {
+		t.Fatalf("the game ended at version %d, which the consumer's stream had reached before Redis lost it, and is still pending 8 s later: sam %+v, tia %+v", ended, f.rating(t, "sam"), f.rating(t, "tia"))
+	}
+	if s := f.rating(t, "tia"); s.Games != 1 || s.Rating != 1220 {
+		t.Fatalf("tia after winning: %+v", s)
+	}
+}

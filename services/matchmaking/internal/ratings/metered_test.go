@@ -2,13 +2,16 @@ package ratings
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -41,23 +44,8 @@ func TestARepeatedAbortIsMeteredAsADuplicate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if s, ok := m.Data.(metricdata.Sum[int64]); ok {
-				for _, dp := range s.DataPoints {
-					v, _ := dp.Attributes.Value(attribute.Key("result"))
-					got[v.AsString()] += dp.Value
-				}
-			}
-		}
-	}
-	if got["aborted"] != 1 || got["duplicate"] != 1 {
-		t.Fatalf("metered %v; want aborted 1, duplicate 1", got)
+	if got := applied(t, reader); got["aborted"] != 1 || got["duplicate"] != 1 {
+		t.Fatalf("metered %v; want aborted 1, duplicate 1", applied(t, reader))
 	}
 }
 
@@ -172,6 +160,19 @@ func (s *streamRequests) afterVersions() []uint64 {
 // code, leaving out codes never counted.
 func followFailures(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
 	t.Helper()
+	return counted(t, reader, "palace.matchmaking.ratings_follow_failures", "code")
+}
+
+// applied reads palace.matchmaking.ratings_applied by result.
+func applied(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	return counted(t, reader, "palace.matchmaking.ratings_applied", "result")
+}
+
+// counted reads counter name by the value of its attribute attr, leaving
+// out values never counted.
+func counted(t *testing.T, reader *sdkmetric.ManualReader, name, attr string) map[string]int64 {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
@@ -179,10 +180,10 @@ func followFailures(t *testing.T, reader *sdkmetric.ManualReader) map[string]int
 	got := map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "palace.matchmaking.ratings_follow_failures" {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == name {
 				for _, dp := range s.DataPoints {
 					if dp.Value > 0 {
-						v, _ := dp.Attributes.Value(attribute.Key("code"))
+						v, _ := dp.Attributes.Value(attribute.Key(attr))
 						got[v.AsString()] += dp.Value
 					}
 				}
@@ -190,4 +191,78 @@ func followFailures(t *testing.T, reader *sdkmetric.ManualReader) map[string]int
 		}
 	}
 	return got
+}
+
+// loseReplyOfNextScript runs the next script it sees once armed, then
+// fails the call as if the reply were lost (a connection reset after
+// Redis ran it, or a WAIT for replicas that timed out after the write).
+type loseReplyOfNextScript struct{ armed, lost atomic.Bool }
+
+func (f *loseReplyOfNextScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *loseReplyOfNextScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && err == nil && f.armed.CompareAndSwap(true, false) {
+			f.lost.Store(true)
+			return errors.New("redis: connection reset by peer")
+		}
+		return err
+	}
+}
+func (f *loseReplyOfNextScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A rating or an abort count whose script ran but whose reply was lost (a
+// reset connection, a failed wait for replicas) is retried, and the retry
+// finds the game done. It was once metered as a duplicate, so the game
+// applied once was never counted as rated (nor logged with its ratings):
+// the retry of the same consumer is now told what its first call applied.
+func TestAnEndingWhoseReplyWasLostIsMeteredAsApplied(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		result     *commonv1.Result
+	}{
+		{"rated", "rated", &commonv1.Result{Winner: commonv1.Winner_WINNER_FIRST, Method: commonv1.EndMethod_END_METHOD_RESIGNATION}},
+		{"aborted", "aborted", &commonv1.Result{Method: commonv1.EndMethod_END_METHOD_ABORTED}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := redistest.Client(t)
+			lose := new(loseReplyOfNextScript)
+			rdb.AddHook(lose)
+			f := &fixture{env: gametest.Start(t, nil), store: store.New(rdb, redistest.Prefix(t))}
+			reader := sdkmetric.NewManualReader()
+			c, err := New(Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)), f.store, f.env.Client, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := f.ratedGame(t, "uma", "vic", true)
+			lose.armed.Store(true)
+			if err := c.Settle(context.Background(), p, tc.result, commonv1.Side_SIDE_SECOND, time.Time{}); err == nil || !lose.lost.Load() {
+				t.Fatalf("the first Settle answered %v, its script's reply lost: %v", err, lose.lost.Load())
+			}
+			if err := c.Settle(context.Background(), p, tc.result, commonv1.Side_SIDE_SECOND, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := applied(t, reader); got[tc.want] != 1 || len(got) != 1 {
+				t.Fatalf("one game settled once, metered %v; want %s 1 alone", got, tc.want)
+			}
+			// Another consumer delivering the same ending is a duplicate.
+			other, err := New(Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)), f.store, f.env.Client, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "rated" {
+				first, second := p.Players()
+				if a, err := other.store.ApplyRating(context.Background(), store.Outcome{GameID: p.Game, Kind: commonv1.GameKind(p.Kind), A: first, B: second, ScoreA: 1, At: time.Now(), Applier: other.id}); err != nil || a.Done {
+					t.Fatalf("another consumer's rating of the same game: %+v, %v; want not done", a, err)
+				}
+				if u := f.rating(t, "uma"); u.Games != 1 || u.Rating != 1220 {
+					t.Fatalf("uma: %+v", u)
+				}
+			} else if counted, err := other.store.CountAbort(context.Background(), commonv1.GameKind(p.Kind), p.Game, p.Second, other.id, time.Now(), time.Now()); err != nil || counted {
+				t.Fatalf("another consumer's abort count of the same game: %v, %v; want not counted", counted, err)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ package ratings
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
 	"log/slog"
@@ -58,6 +59,9 @@ type Consumer struct {
 	log   *slog.Logger
 	store *store.Store
 	game  gamev1.GameServiceClient
+	// id names this consumer to the rating and abort scripts, so that a
+	// retry of its own after a reply was lost is told the game was applied.
+	id string
 
 	applied  metric.Int64Counter
 	failures metric.Int64Counter
@@ -95,7 +99,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, game gamev1.GameServiceC
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, log: log, store: st, game: game, applied: applied, failures: failures, watching: map[string]bool{}}, nil
+	return &Consumer{cfg: cfg, log: log, store: st, game: game, id: rand.Text(), applied: applied, failures: failures, watching: map[string]bool{}}, nil
 }
 
 // Run leases and follows pending games until ctx ends.
@@ -168,15 +172,19 @@ func (c *Consumer) renew(ctx context.Context) {
 	}
 }
 
-// watch follows one game until its ending is applied, retrying failures
-// with backoff; it gives up only when ctx ends (the lease then runs out
-// and another replica takes over).
+// watch follows one game, from its start, until its ending is applied,
+// retrying failures with backoff; it gives up only when ctx ends (the
+// lease then runs out and another replica takes over).
 func (c *Consumer) watch(ctx context.Context, p store.Pending) {
+	c.watchFrom(ctx, p, resumePoint{})
+}
+
+// watchFrom is watch resuming after reached: where the game's stream has
+// reached, so that a stream cut (a renewal, a rollout) resumes after it
+// rather than replaying the whole game.
+func (c *Consumer) watchFrom(ctx context.Context, p store.Pending, reached resumePoint) {
 	backoff := c.cfg.RetryAfter
 	failed := 0
-	// The version the game's stream has reached: a stream cut (a renewal,
-	// a rollout) resumes after it rather than replaying the whole game.
-	var reached uint64
 	for ctx.Err() == nil {
 		began := time.Now()
 		err := c.follow(ctx, p, &reached)
@@ -190,13 +198,13 @@ func (c *Consumer) watch(ctx context.Context, p store.Pending) {
 			backoff, failed = c.cfg.RetryAfter, 0
 			continue
 		}
-		if status.Code(err) == codes.OutOfRange && reached > 0 {
+		if status.Code(err) == codes.OutOfRange && reached.version > 0 {
 			// The game no longer holds what the stream reached: its Redis
 			// lost its latest writes, and the game went on, or will, from
 			// before them. Read its log anew from the start, which holds
 			// the ending however it comes.
-			c.log.WarnContext(ctx, "rated game is behind what its stream had reached; reading it from the start", "game", p.Game, "reached", reached, "err", err)
-			reached = 0
+			c.log.WarnContext(ctx, "rated game is behind what its stream had reached; reading it from the start", "game", p.Game, "reached", reached.version, "err", err)
+			reached = resumePoint{}
 			continue
 		}
 		if status.Code(err) == codes.NotFound {
@@ -232,16 +240,25 @@ func (c *Consumer) watch(ctx context.Context, p store.Pending) {
 	}
 }
 
-// follow streams a game's events after the version *reached, which it
-// advances up to the game's ending, and settles the game at its end. It
-// returns nil once settled.
-func (c *Consumer) follow(ctx context.Context, p store.Pending, reached *uint64) error {
+// resumePoint is where a game's stream has reached: the version, and the
+// commit of the event there ("" when not known), by which the game service
+// tells a game that went on from before writes its Redis lost: the same
+// version may then hold another event, such as the game's ending.
+type resumePoint struct {
+	version uint64
+	commit  string
+}
+
+// follow streams a game's events after *reached, which it advances up to
+// the game's ending, and settles the game at its end. It returns nil once
+// settled.
+func (c *Consumer) follow(ctx context.Context, p store.Pending, reached *resumePoint) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// No snapshot: the log replayed from the start holds the GameEnded of a
 	// game that already ended, and replaying it costs the game service a
 	// read, where a snapshot would cost it a full view of the position.
-	stream, err := c.game.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: p.Game, AfterVersion: *reached})
+	stream, err := c.game.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: p.Game, AfterVersion: reached.version, AfterCommit: reached.commit})
 	if err != nil {
 		return err
 	}
@@ -251,6 +268,11 @@ func (c *Consumer) follow(ctx context.Context, p store.Pending, reached *uint64)
 			return c.poll(ctx, p)
 		}
 		if errors.Is(err, io.EOF) {
+			// A stream resumed at the end of an ended game ends at once, so
+			// the game ended at the version reached with another event than
+			// the one seen there (a write lost, of a game whose events name
+			// no commit): the next follow reads the log from the start.
+			*reached = resumePoint{}
 			return errors.New("event stream ended before the game did")
 		}
 		if err != nil {
@@ -261,7 +283,12 @@ func (c *Consumer) follow(ctx context.Context, p store.Pending, reached *uint64)
 			// fails (Redis, its replicas) reads it again.
 			return c.Settle(ctx, p, e.GetResult(), e.GetSide(), msg.GetEvent().GetTime().AsTime())
 		}
-		*reached = max(*reached, msg.GetEvent().GetVersion(), msg.GetHeartbeat().GetVersion())
+		if e := msg.GetEvent(); e.GetVersion() > reached.version {
+			*reached = resumePoint{e.GetVersion(), e.GetCommit()}
+		}
+		if v := msg.GetHeartbeat().GetVersion(); v > reached.version {
+			*reached = resumePoint{version: v}
+		}
 	}
 }
 
@@ -344,7 +371,7 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 		first, second := p.Players()
 		a, err := c.store.ApplyRating(ctx, store.Outcome{
 			GameID: p.Game, Kind: commonv1.GameKind(p.Kind), A: first, B: second,
-			ScoreA: scoreFirst, At: endedAt,
+			ScoreA: scoreFirst, At: endedAt, Applier: c.id,
 		})
 		if err != nil {
 			return err
@@ -376,7 +403,7 @@ func (c *Consumer) countAbort(ctx context.Context, p store.Pending, by commonv1.
 		c.log.WarnContext(ctx, "aborted rated game not counted: the game service named no side that aborted it", "game", p.Game)
 		return false, nil
 	}
-	counted, err := c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player, at, c.cfg.Now())
+	counted, err := c.store.CountAbort(ctx, commonv1.GameKind(p.Kind), p.Game, player, c.id, at, c.cfg.Now())
 	if err != nil {
 		return false, err
 	}

@@ -161,7 +161,7 @@ func TestTwoFollowersOfOneGame(t *testing.T) {
 	errs := make(chan error, 2)
 	for _, c := range []*Consumer{c1, c2} {
 		wg.Add(1)
-		go func() { defer wg.Done(); var reached uint64; errs <- c.follow(context.Background(), p, &reached) }()
+		go func() { defer wg.Done(); var reached resumePoint; errs <- c.follow(context.Background(), p, &reached) }()
 	}
 	time.Sleep(200 * time.Millisecond) // both streams are open
 	f.resign(t, p.Game, tok[commonv1.Side_SIDE_FIRST])

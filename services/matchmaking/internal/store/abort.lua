@@ -6,13 +6,19 @@
 -- KEYS: 1 aborts hash, 2 done marker of the game, 3 the player's log of
 --       recent aborts (zset: game id -> when the game ended, ms)
 -- ARGV: 1 player id, 2 seconds to keep the done marker, 3 game id, 4 when
---       the game ended (ms), 5 the window (ms), 6 now (ms)
--- Returns 1 when counted, 0 when already counted.
-if redis.call('EXISTS', KEYS[2]) == 1 then
+--       the game ended (ms), 5 the window (ms), 6 now (ms), 7 who counts
+--       it (a rating consumer's id, "": none)
+-- Returns 1 when counted (also to the same counter again, whose first call
+-- counted it but lost its reply), 0 when already counted.
+local done = redis.call('GET', KEYS[2])
+if done then
+  if ARGV[7] ~= '' and done == ARGV[7] then
+    return 1
+  end
   return 0
 end
 redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[7], 'EX', ARGV[2])
 local at, window, now = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
 if at > now - window then

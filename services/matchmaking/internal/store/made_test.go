@@ -131,7 +131,7 @@ func TestAbortWait(t *testing.T) {
 	t0 := time.UnixMilli(1_700_000_000_000)
 	count := func(g string, at, now time.Time) {
 		t.Helper()
-		if _, err := s.CountAbort(ctx, janggi, g, "p", at, now); err != nil {
+		if _, err := s.CountAbort(ctx, janggi, g, "p", "", at, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -188,7 +188,7 @@ func TestAnAbortIsCountedOnce(t *testing.T) {
 	janggi := commonv1.GameKind_GAME_KIND_JANGGI
 	now := time.Now()
 	for i, want := range []bool{true, false} {
-		counted, err := s.CountAbort(ctx, janggi, "g", "p", now, now)
+		counted, err := s.CountAbort(ctx, janggi, "g", "p", "", now, now)
 		if err != nil || counted != want {
 			t.Fatalf("count %d: %v %v, want %v", i+1, counted, err, want)
 		}

@@ -9,9 +9,17 @@
 --       or 0), 7 now ms, 8 start rating, 9 K of provisional players,
 --       10 K after, 11 games a player is provisional for, 12 history
 --       length, 13 seconds to keep the done marker, 14 when a was given
---       a's name (ms, "": unknown), 15 the same of b
--- Returns {0} when already applied, else {1, a before, a after, b before, b after}.
-if redis.call('EXISTS', KEYS[5]) == 1 then
+--       a's name (ms, "": unknown), 15 the same of b, 16 who applies it
+--       (a rating consumer's id, "": none)
+-- Returns {0} when already applied, else {1, a before, a after, b before,
+-- b after}: also to the same applier again, whose first call applied the
+-- game but lost its reply, so that it is counted and logged as applied.
+local done = redis.call('GET', KEYS[5])
+if done then
+  local by, ab, aa, bb, ba = string.match(done, '^(.*)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)$')
+  if by and by ~= '' and by == ARGV[16] then
+    return {1, tonumber(ab), tonumber(aa), tonumber(bb), tonumber(ba)}
+  end
   return {0}
 end
 local start = tonumber(ARGV[8])
@@ -63,5 +71,5 @@ redis.call('LPUSH', KEYS[6], cjson.encode({g = ARGV[1], s = sa, b = ra, a = na, 
 redis.call('LPUSH', KEYS[7], cjson.encode({g = ARGV[1], s = 1 - sa, b = rb, a = nb, o = ARGV[2], on = ARGV[3], ob = ra, t = now}))
 redis.call('LTRIM', KEYS[6], 0, tonumber(ARGV[12]) - 1)
 redis.call('LTRIM', KEYS[7], 0, tonumber(ARGV[12]) - 1)
-redis.call('SET', KEYS[5], '1', 'EX', ARGV[13])
+redis.call('SET', KEYS[5], ARGV[16] .. '|' .. ra .. '|' .. na .. '|' .. rb .. '|' .. nb, 'EX', ARGV[13])
 return {1, ra, na, rb, nb}

@@ -43,6 +43,9 @@ type Outcome struct {
 	ScoreA float64
 	// At is when the game ended: the players' changes are dated so.
 	At time.Time
+	// Applier names who applies it (a rating consumer), so that its retry
+	// after a reply lost is answered as applied, not as a duplicate.
+	Applier string
 }
 
 // Applied is what ApplyRating did.
@@ -63,7 +66,7 @@ func (s *Store) ApplyRating(ctx context.Context, o Outcome) (Applied, error) {
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
 		v, err = rateScript.Run(ctx, c, keys, o.GameID, o.A.ID, o.A.Name, o.B.ID, o.B.Name,
 			strconv.FormatFloat(o.ScoreA, 'f', -1, 64), o.At.UnixMilli(), StartRating, KProvisional, KEstablished,
-			ProvisionalGames, HistoryLength, int64(doneTTL/time.Second), unixMilli(o.A.NamedAt), unixMilli(o.B.NamedAt)).Int64Slice()
+			ProvisionalGames, HistoryLength, int64(doneTTL/time.Second), unixMilli(o.A.NamedAt), unixMilli(o.B.NamedAt), o.Applier).Int64Slice()
 		return err
 	})
 	if err != nil {
@@ -84,15 +87,16 @@ func (s *Store) abortLogKey(kind commonv1.GameKind, player string) string {
 }
 
 // CountAbort counts one aborted rated game of kind against player, once
-// per game id; it reports whether this call counted it. The game ended at
+// per game id; it reports whether this call (or an earlier one by the
+// same counter, by, whose reply was lost) counted it. The game ended at
 // at: it keeps the player out of the rated queue (AbortWait) until an
 // AbortWindow after that, as of now.
-func (s *Store) CountAbort(ctx context.Context, kind commonv1.GameKind, gameID, player string, at, now time.Time) (bool, error) {
+func (s *Store) CountAbort(ctx context.Context, kind commonv1.GameKind, gameID, player, by string, at, now time.Time) (bool, error) {
 	b := s.ratingBase(kind)
 	keys := []string{b + "aborts", b + "done:" + gameID, s.abortLogKey(kind, player)}
 	var n int
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
-		n, err = abortScript.Run(ctx, c, keys, player, int64(doneTTL/time.Second), gameID, at.UnixMilli(), AbortWindow.Milliseconds(), now.UnixMilli()).Int()
+		n, err = abortScript.Run(ctx, c, keys, player, int64(doneTTL/time.Second), gameID, at.UnixMilli(), AbortWindow.Milliseconds(), now.UnixMilli(), by).Int()
 		return err
 	})
 	if err != nil {
