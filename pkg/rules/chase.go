@@ -1,5 +1,7 @@
 package rules
 
+import "slices"
+
 // Perpetual chase (Xiangqi), docs/rules.md: a move chases a piece when, after it,
 // a chariot, horse, cannon, elephant or advisor of the mover attacks that
 // piece (not the general, not a soldier still on its own side of the
@@ -14,9 +16,10 @@ package rules
 //     as pieces, so a piece is followed when it moves; the pieces are named
 //     at the first occurrence of the repeated position. Before the move an
 //     attack is read the same way, so a move that unpins a piece makes its
-//     threats new; but when the mover is in check, by movement alone: a
-//     piece that already bore on the target attacked it (a king stepping out
-//     of check chases nothing its chariot had in sight all along).
+//     threats new; when the mover is in check, the check is set aside: a
+//     piece that already bore on the target, unpinned, attacked it (a king
+//     stepping out of check chases nothing its chariot had in sight all
+//     along).
 //   - "protected" is tested on the board after that very capture, since
 //     the capture itself can open or close a recapturing line.
 //   - A chaser loses when it chased one and the same piece on every one of
@@ -86,13 +89,17 @@ func chases(p *Position, m Move, ids *[NumSquares]int8) uint32 {
 	if p.InCheck() {
 		// Not p.LegalMoves: in check it holds only the evasions, and every
 		// attack that does not end the check would look new after the move.
+		// So the check is set aside, and nothing else: a pinned piece
+		// attacks nothing here either.
+		checkers := bearingOn(p, int(p.GeneralSquare(p.Turn())), p.Turn()^1)
 		for from := range NumSquares {
 			a := p.board[from]
 			if a == NoPiece || a.Side() != p.Turn() {
 				continue
 			}
 			for to := range NumSquares {
-				if chaseCapture(p, NewMove(Square(from), Square(to))) && p.patternError(from, to) == "" {
+				c := NewMove(Square(from), Square(to))
+				if chaseCapture(p, c) && p.patternError(from, to) == "" && safeButForTheCheck(p, c, checkers) {
 					before[ids[from]] |= 1 << uint(ids[to])
 				}
 			}
@@ -133,6 +140,34 @@ func chases(p *Position, m Move, ids *[NumSquares]int8) uint32 {
 		}
 	}
 	return chased
+}
+
+// bearingOn returns the squares of the pieces of side by that could move
+// onto sq by their own movement rules.
+func bearingOn(p *Position, sq int, by Side) []int {
+	var out []int
+	for s := range NumSquares {
+		if pc := p.board[s]; pc != NoPiece && pc.Side() == by && p.patternError(s, sq) == "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// safeButForTheCheck reports whether c, by the side to move in p, leaves its
+// general attacked by no piece but checkers (those that check it in p) and
+// facing no general: whether c would be legal were it not for the check.
+func safeButForTheCheck(p *Position, c Move, checkers []int) bool {
+	side := p.Turn()
+	q := p.Clone()
+	q.Make(c)
+	g := int(q.GeneralSquare(side))
+	for _, a := range bearingOn(q, g, side^1) {
+		if !slices.Contains(checkers, a) {
+			return false
+		}
+	}
+	return !q.GeneralsFacing()
 }
 
 // chaseCapture reports whether c is a capture that can count as a chase: by

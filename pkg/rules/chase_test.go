@@ -34,6 +34,9 @@ func TestChases(t *testing.T) {
 		// The chariot leaving the d-file pinned the horse (the generals
 		// would face each other); its return frees it to take the elephant.
 		{"a move that unpins a piece makes its attacks new", "c1bk5/9/3N5/9/9/9/2R6/9/3K5/9 w - - 0 1", "c4d4", []string{"c10"}},
+		// In check, the same: the king steps out of the horse's check and
+		// off the file where its horse was pinned.
+		{"a move out of check that unpins a piece makes its attacks new", "c1bk5/9/3N5/9/4n4/9/9/1n7/3K5/4R4 w - - 0 1", "d2e2", []string{"e6", "c10"}},
 		// Red blocks the black chariot's check; the chariot on h7 had the
 		// horse in sight before, when Red's only legal moves were evasions.
 		{"an attack held while in check is no chase", "4k4/9/9/2n4R1/9/3r5/9/9/1C7/3K5 w - - 0 1", "b2d2", nil},

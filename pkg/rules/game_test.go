@@ -198,6 +198,16 @@ var endingTests = []struct {
 		moves: repeatMoves("d4c4 a10a9 c4d4 a9a10", 2), wantEnded: true, wantWinner: SecondWins, wantMethod: PerpetualChase,
 	},
 	{
+		// Black checks every other move (a5-b3, b3-a5); Red's king steps
+		// out to e2, which frees the horse on d8 to attack the unprotected
+		// horse on e6, and back to d2, which opens the chariot on e1 onto
+		// it: Red chases e6 on every move. The pinned horse was once taken,
+		// in check, to have attacked e6 all along: a drawn repetition.
+		name: "unpinning while stepping out of check is a chase", variant: Xiangqi,
+		fen:   "c1bk5/9/3N5/9/4n4/n8/9/9/3K5/4R4 b - - 0 1",
+		moves: repeatMoves("a5b3 d2e2 b3a5 e2d2", 2), wantEnded: true, wantWinner: SecondWins, wantMethod: PerpetualChase,
+	},
+	{
 		// Black checks on every other move; Red's king steps out of each
 		// check while its chariot keeps the horse in sight, which chases
 		// nothing: only every other Red move chases, so it is a draw.
