@@ -1,6 +1,7 @@
 package matchmaking_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -77,4 +78,62 @@ func TestPlayingTheAIWithdrawsTheWaitingTicket(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantWithdrawn(t, e, map[*player]*matchmakingv1.Ticket{&p: tk})
+}
+
+// ticketNow reads a ticket's state as its first watch message gives it.
+func ticketNow(t *testing.T, e *env, p player, id string) matchmakingv1.TicketState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx(), 5*time.Second)
+	defer cancel()
+	st, err := e.mm[0].WatchTicket(ctx, &matchmakingv1.WatchTicketRequest{TicketId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.GetTicket().GetState()
+}
+
+// A retry of PlayAi (its answer lost) finds the game the first call made:
+// a ticket the player entered in between, after that game began, keeps
+// waiting. It was once withdrawn, the retry's own time taken for the
+// game's start.
+func TestARetriedPlayAiLeavesATicketEnteredAfterItsGame(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	p := e.guest("P")
+	req := &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1}
+	first, err := e.mm[0].PlayAi(p.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	tk := e.enter(e.mm[0], p, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	time.Sleep(20 * time.Millisecond)
+	again, err := e.mm[0].PlayAi(p.ctx(), req)
+	if err != nil || again.GetSeat().GetGameId() != first.GetSeat().GetGameId() {
+		t.Fatalf("retry: %v %v, want game %s", again, err, first.GetSeat().GetGameId())
+	}
+	if s := ticketNow(t, e, p, tk.GetTicketId()); s != matchmakingv1.TicketState_TICKET_STATE_WAITING {
+		t.Fatalf("a ticket entered after the AI game began, then a retry of that PlayAi: %v, want still waiting", s)
+	}
+}
+
+// A PlayAi that fails (the game service down) makes no game and leaves
+// the player's ticket waiting; it was once withdrawn first, leaving the
+// player with neither.
+func TestAPlayAiThatFailsLeavesTheTicketWaiting(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	p := e.guest("P")
+	tk := e.enter(e.mm[0], p, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	e.game.Stop()
+	ctx, cancel := context.WithTimeout(p.ctx(), 20*time.Second)
+	defer cancel()
+	if _, err := e.mm[0].PlayAi(ctx, &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1}); err == nil {
+		t.Fatal("PlayAi succeeded with the game service stopped")
+	}
+	if s := ticketNow(t, e, p, tk.GetTicketId()); s != matchmakingv1.TicketState_TICKET_STATE_WAITING {
+		t.Fatalf("the ticket of a player whose PlayAi failed: %v, want still waiting", s)
+	}
 }

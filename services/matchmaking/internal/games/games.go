@@ -217,9 +217,18 @@ type AISpec struct {
 	Control clock.Control
 }
 
-// CreateAI creates an unrated, private game against the AI and returns
-// the human's seat.
-func (c *Creator) CreateAI(ctx context.Context, s AISpec) (string, store.Grant, error) {
+// AIGame is a game made against the AI.
+type AIGame struct {
+	ID string
+	// Seat is the human's.
+	Seat store.Grant
+	// Created is when the game service made the game: for a retry of the
+	// same request, when the first made it.
+	Created time.Time
+}
+
+// CreateAI creates an unrated, private game against the AI.
+func (c *Creator) CreateAI(ctx context.Context, s AISpec) (AIGame, error) {
 	human := &gamev1.Seat{Side: s.HumanSide, PlayerId: s.Human.ID, DisplayName: displayname.Fit(s.Human.Name)}
 	aiSide := commonv1.Side_SIDE_SECOND
 	if s.HumanSide == commonv1.Side_SIDE_SECOND {
@@ -231,7 +240,7 @@ func (c *Creator) CreateAI(ctx context.Context, s AISpec) (string, store.Grant, 
 		PlayersMayAbort: true,
 	})
 	if err != nil {
-		return "", store.Grant{}, GameError("create AI game", err)
+		return AIGame{}, GameError("create AI game", err)
 	}
 	var grant store.Grant
 	for _, cr := range resp.GetCredentials() {
@@ -240,16 +249,16 @@ func (c *Creator) CreateAI(ctx context.Context, s AISpec) (string, store.Grant, 
 		}
 	}
 	if grant.Token == "" {
-		return "", store.Grant{}, fmt.Errorf("create AI game %s: no credential for the human's seat", resp.GetGameId())
+		return AIGame{}, fmt.Errorf("create AI game %s: no credential for the human's seat", resp.GetGameId())
 	}
 	// Listed before the human learns of the game, as Create does.
 	if err := c.list(ctx, s.Human.ID, store.Entry{
 		Game: resp.GetGameId(), Kind: s.Kind, Side: grant.Side, Opponent: AIPlayerID, OpponentName: AIName(s.Level),
 		Control: s.Control, Created: c.now(),
 	}); err != nil {
-		return "", store.Grant{}, err
+		return AIGame{}, err
 	}
-	return resp.GetGameId(), grant, nil
+	return AIGame{ID: resp.GetGameId(), Seat: grant, Created: resp.GetGame().GetCreatedAt().AsTime()}, nil
 }
 
 // AIPlayerID is the player id of every seat the AI plays.

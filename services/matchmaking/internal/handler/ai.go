@@ -15,7 +15,6 @@ import (
 // undo in games with an AI seat, and runs the Janggi setup phase in which
 // the human picks a formation.
 func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) (*matchmakingv1.PlayAiResponse, error) {
-	now := h.now()
 	c, err := h.player(ctx)
 	if err != nil {
 		return nil, h.fail(ctx, err)
@@ -60,13 +59,16 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 	if err := h.admit(ctx, made, h.cfg.AIGames, "you", "game against the AI", "games against the AI"); err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	h.withdrawTickets(ctx, now, c.Subject)
-	id, seat, err := h.games.CreateAI(ctx, games.AISpec{
+	g, err := h.games.CreateAI(ctx, games.AISpec{
 		RequestID: games.RequestID("ai", c.Subject, req.GetRequestId()), Kind: req.GetKind(), Level: req.GetLevel(),
 		Human: games.Human{ID: c.Subject, Name: c.Name}, HumanSide: side, Control: control,
 	})
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	return &matchmakingv1.PlayAiResponse{Seat: seatPB(id, seat, games.AIPlayerID, games.AIName(req.GetLevel()))}, nil
+	// After the game is made, so that a call that fails leaves the player
+	// their ticket; a retry's game was made by the first call, and tickets
+	// entered since are left alone.
+	h.withdrawTickets(ctx, g.Created, c.Subject)
+	return &matchmakingv1.PlayAiResponse{Seat: seatPB(g.ID, g.Seat, games.AIPlayerID, games.AIName(req.GetLevel()))}, nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // withdrawTickets takes out of their pools the tickets of players, entered
-// before since, when a game of theirs starts outside the queue at since (an
+// by since, when a game of theirs starts outside the queue at since (an
 // invite or a rematch accepted, a game against the AI): a player waits for
 // one game at a time, so the queue must not pair them into a second game,
 // with its clock running, that they no longer wait for. A ticket paired by
@@ -24,7 +24,7 @@ func (h *Handler) withdrawTickets(ctx context.Context, since time.Time, players 
 }
 
 func (h *Handler) withdrawTicket(ctx context.Context, since time.Time, player string) error {
-	id, err := h.store.LiveTicket(ctx, player, h.now())
+	id, err := h.liveTicket(ctx, player)
 	if err != nil || id == "" {
 		return err
 	}
@@ -35,8 +35,9 @@ func (h *Handler) withdrawTicket(ctx context.Context, since time.Time, player st
 	if err != nil {
 		return err
 	}
-	// A ticket entered since was asked for after the game began.
-	if t.State != store.StateWaiting && t.State != store.StateEntering || !t.Entered.Before(since) {
+	// A ticket entered since was asked for after the game began; one of
+	// the same millisecond is taken for entered before.
+	if t.State != store.StateWaiting && t.State != store.StateEntering || t.Entered.After(since) {
 		return nil
 	}
 	out, err := h.store.Cancel(ctx, id, player)
@@ -45,4 +46,22 @@ func (h *Handler) withdrawTicket(ctx context.Context, since time.Time, player st
 	}
 	h.log.InfoContext(ctx, "ticket withdrawn: its player's game started elsewhere", "ticket", id, "player", player)
 	return h.store.Publish(ctx, id)
+}
+
+// liveTicket is the player's live ticket, waiting for an entry of theirs
+// on its way (sent before the game began, say from another device) to
+// write its ticket or give up: seldom, and for at most the entry's budget.
+func (h *Handler) liveTicket(ctx context.Context, player string) (string, error) {
+	giveUp := time.Now().Add(h.store.EntryBudget() + time.Second)
+	for {
+		id, err := h.store.LiveTicket(ctx, player, h.now())
+		if !errors.Is(err, store.ErrRacedEntries) || time.Now().After(giveUp) {
+			return id, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -460,19 +460,20 @@ func (s *Store) holdingTicket(ctx context.Context, player, record, tag string, n
 
 // LiveTicket returns the player's ticket that waits, is paired or is
 // entering, in whichever pool ("" when none): the one the live-ticket
-// record names, or the player's in the pool the record names. An entry
-// whose ticket is not written yet is not seen.
+// record names, or the player's in the pool the record names. It is
+// ErrRacedEntries while an entry of the player is on its way, its ticket
+// not written yet: within EntryBudget that entry writes it, or gives up.
 func (s *Store) LiveTicket(ctx context.Context, player string, now time.Time) (string, error) {
 	record, err := s.rdb.Get(ctx, s.liveKey(player)).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", fmt.Errorf("read live ticket: %w", err)
 	}
-	id, err := s.holdingTicket(ctx, player, record, "", now)
-	if errors.Is(err, ErrRacedEntries) {
-		return "", nil
-	}
-	return id, err
+	return s.holdingTicket(ctx, player, record, "", now)
 }
+
+// EntryBudget is how long an entry may take from its claim of the
+// player's live-ticket record to its ticket waiting.
+func (s *Store) EntryBudget() time.Duration { return s.claimGrace / 2 }
 
 // liveInPool returns player's ticket in pool tag when it waits or is
 // paired: the pool's script would answer the entry busy.
