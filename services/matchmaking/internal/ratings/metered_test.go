@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,76 +194,102 @@ func counted(t *testing.T, reader *sdkmetric.ManualReader, name, attr string) ma
 	return got
 }
 
-// loseReplyOfNextScript runs the next script it sees once armed, then
-// fails the call as if the reply were lost (a connection reset after
-// Redis ran it, or a WAIT for replicas that timed out after the write).
-type loseReplyOfNextScript struct{ armed, lost atomic.Bool }
+// failNext fails, once armed, the next command (alone or in a pipeline)
+// named one of names: after running it when lose is set (its reply lost:
+// a reset connection, a wait for replicas that timed out), else instead
+// of it (Redis refused the write: a failover).
+type failNext struct {
+	what        string
+	names       []string
+	lose        bool
+	armed, done atomic.Bool
+}
 
-func (f *loseReplyOfNextScript) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (f *loseReplyOfNextScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (f *failNext) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failNext) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if n := cmd.Name(); (n == "evalsha" || n == "eval") && err == nil && f.armed.CompareAndSwap(true, false) {
-			f.lost.Store(true)
-			return errors.New("redis: connection reset by peer")
-		}
-		return err
+		return f.fail(ctx, []redis.Cmder{cmd}, func(ctx context.Context) error { return next(ctx, cmd) })
 	}
 }
-func (f *loseReplyOfNextScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (f *failNext) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return f.fail(ctx, cmds, func(ctx context.Context) error { return next(ctx, cmds) })
+	}
 }
 
-// A rating or an abort count whose script ran but whose reply was lost (a
-// reset connection, a failed wait for replicas) is retried, and the retry
-// finds the game done. It was once metered as a duplicate, so the game
-// applied once was never counted as rated (nor logged with its ratings):
-// the retry of the same consumer is now told what its first call applied.
-func TestAnEndingWhoseReplyWasLostIsMeteredAsApplied(t *testing.T) {
-	for _, tc := range []struct {
-		name, want string
-		result     *commonv1.Result
-	}{
-		{"rated", "rated", &commonv1.Result{Winner: commonv1.Winner_WINNER_FIRST, Method: commonv1.EndMethod_END_METHOD_RESIGNATION}},
-		{"aborted", "aborted", &commonv1.Result{Method: commonv1.EndMethod_END_METHOD_ABORTED}},
+func (f *failNext) fail(ctx context.Context, cmds []redis.Cmder, run func(context.Context) error) error {
+	for _, c := range cmds {
+		if !slices.Contains(f.names, c.Name()) || !f.armed.CompareAndSwap(true, false) {
+			continue
+		}
+		if f.lose {
+			if err := run(ctx); err != nil {
+				return err
+			}
+		}
+		f.done.Store(true)
+		return errors.New("redis: connection reset by peer")
+	}
+	return run(ctx)
+}
+
+// An ending settled again by the same consumer after a failure (its watch
+// retries) is metered, and logged, once. The rating or abort count whose
+// script ran but whose reply was lost was once metered as a duplicate, so
+// the game applied once was never counted as applied: the same consumer's
+// retry is now told what its first call applied; and one whose pending
+// record could not be removed after was metered twice: it is now metered
+// once the game has left pending.
+func TestAnEndingSettledAgainIsMeteredOnce(t *testing.T) {
+	for _, fault := range []*failNext{
+		{what: "its reply lost", names: []string{"evalsha", "eval"}, lose: true},
+		{what: "its removal from pending failed", names: []string{"zrem"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rdb := redistest.Client(t)
-			lose := new(loseReplyOfNextScript)
-			rdb.AddHook(lose)
-			f := &fixture{env: gametest.Start(t, nil), store: store.New(rdb, redistest.Prefix(t))}
-			reader := sdkmetric.NewManualReader()
-			c, err := New(Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)), f.store, f.env.Client, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, _ := f.ratedGame(t, "uma", "vic", true)
-			lose.armed.Store(true)
-			if err := c.Settle(context.Background(), p, tc.result, commonv1.Side_SIDE_SECOND, time.Time{}); err == nil || !lose.lost.Load() {
-				t.Fatalf("the first Settle answered %v, its script's reply lost: %v", err, lose.lost.Load())
-			}
-			if err := c.Settle(context.Background(), p, tc.result, commonv1.Side_SIDE_SECOND, time.Time{}); err != nil {
-				t.Fatal(err)
-			}
-			if got := applied(t, reader); got[tc.want] != 1 || len(got) != 1 {
-				t.Fatalf("one game settled once, metered %v; want %s 1 alone", got, tc.want)
-			}
-			// Another consumer delivering the same ending is a duplicate.
-			other, err := New(Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)), f.store, f.env.Client, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.want == "rated" {
-				first, second := p.Players()
-				if a, err := other.store.ApplyRating(context.Background(), store.Outcome{GameID: p.Game, Kind: commonv1.GameKind(p.Kind), A: first, B: second, ScoreA: 1, At: time.Now(), Applier: other.id}); err != nil || a.Done {
-					t.Fatalf("another consumer's rating of the same game: %+v, %v; want not done", a, err)
+		for _, tc := range []struct {
+			want   string
+			result *commonv1.Result
+		}{
+			{"rated", &commonv1.Result{Winner: commonv1.Winner_WINNER_FIRST, Method: commonv1.EndMethod_END_METHOD_RESIGNATION}},
+			{"aborted", &commonv1.Result{Method: commonv1.EndMethod_END_METHOD_ABORTED}},
+		} {
+			t.Run(tc.want+", "+fault.what, func(t *testing.T) {
+				rdb := redistest.Client(t)
+				rdb.AddHook(fault)
+				f := &fixture{env: gametest.Start(t, nil), store: store.New(rdb, redistest.Prefix(t))}
+				reader := sdkmetric.NewManualReader()
+				c, err := New(Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)), f.store, f.env.Client, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"))
+				if err != nil {
+					t.Fatal(err)
 				}
-				if u := f.rating(t, "uma"); u.Games != 1 || u.Rating != 1220 {
-					t.Fatalf("uma: %+v", u)
+				p, _ := f.ratedGame(t, "uma", "vic", true)
+				fault.done.Store(false)
+				fault.armed.Store(true)
+				if err := c.Settle(context.Background(), p, tc.result, commonv1.Side_SIDE_SECOND, time.Time{}); err == nil || !fault.done.Load() {
+					t.Fatalf("the first Settle answered %v, its fault injected: %v", err, fault.done.Load())
 				}
-			} else if counted, err := other.store.CountAbort(context.Background(), commonv1.GameKind(p.Kind), p.Game, p.Second, other.id, time.Now(), time.Now()); err != nil || counted {
-				t.Fatalf("another consumer's abort count of the same game: %v, %v; want not counted", counted, err)
-			}
-		})
+				if err := c.Settle(context.Background(), p, tc.result, commonv1.Side_SIDE_SECOND, time.Time{}); err != nil {
+					t.Fatal(err)
+				}
+				if got := applied(t, reader); got[tc.want] != 1 || len(got) != 1 {
+					t.Fatalf("one game settled twice, applied once: metered %v; want %s 1 alone", got, tc.want)
+				}
+				// Another consumer delivering the same ending is a duplicate.
+				other, err := New(Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)), f.store, f.env.Client, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.want == "rated" {
+					first, second := p.Players()
+					if a, err := other.store.ApplyRating(context.Background(), store.Outcome{GameID: p.Game, Kind: commonv1.GameKind(p.Kind), A: first, B: second, ScoreA: 1, At: time.Now(), Applier: other.id}); err != nil || a.Done {
+						t.Fatalf("another consumer's rating of the same game: %+v, %v; want not done", a, err)
+					}
+					if u := f.rating(t, "uma"); u.Games != 1 || u.Rating != 1220 {
+						t.Fatalf("uma: %+v", u)
+					}
+				} else if counted, err := other.store.CountAbort(context.Background(), commonv1.GameKind(p.Kind), p.Game, p.Second, other.id, time.Now(), time.Now()); err != nil || counted {
+					t.Fatalf("another consumer's abort count of the same game: %v, %v; want not counted", counted, err)
+				}
+			})
+		}
 	}
 }

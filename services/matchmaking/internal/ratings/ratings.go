@@ -367,25 +367,33 @@ func (c *Consumer) Settle(ctx context.Context, p store.Pending, res *commonv1.Re
 			outcome = "duplicate"
 		}
 	}
+	var a store.Applied
 	if outcome == "rated" {
 		first, second := p.Players()
-		a, err := c.store.ApplyRating(ctx, store.Outcome{
+		var err error
+		a, err = c.store.ApplyRating(ctx, store.Outcome{
 			GameID: p.Game, Kind: commonv1.GameKind(p.Kind), A: first, B: second,
 			ScoreA: scoreFirst, At: endedAt, Applier: c.id,
 		})
 		if err != nil {
 			return err
 		}
-		if a.Done {
-			c.log.InfoContext(ctx, "rated game applied", "game", p.Game,
-				"first", p.First, "first_before", a.ABefore, "first_after", a.AAfter,
-				"second", p.Second, "second_before", a.BBefore, "second_after", a.BAfter)
-		} else {
+		if !a.Done {
 			outcome = "duplicate"
 		}
 	}
+	// Told once the game has left pending: a retry after a failure before
+	// then is answered by its own marker as applied, and tells it.
+	if err := c.store.RemovePending(ctx, p.Game); err != nil {
+		return err
+	}
+	if a.Done {
+		c.log.InfoContext(ctx, "rated game applied", "game", p.Game,
+			"first", p.First, "first_before", a.ABefore, "first_after", a.AAfter,
+			"second", p.Second, "second_before", a.BBefore, "second_after", a.BAfter)
+	}
 	c.applied.Add(ctx, 1, metric.WithAttributes(attribute.String("result", outcome)))
-	return c.store.RemovePending(ctx, p.Game)
+	return nil
 }
 
 // countAbort counts an aborted rated game against the player of side by;
