@@ -109,6 +109,9 @@ func TestLoadtestGamesFindsInjectedFaults(t *testing.T) {
 		// closes.
 		{name: "event-with-another-move", fault: streamAnotherMove(3), args: []string{"--reconnect-rate", "0"}, each: "lost",
 			found: []string{"lost"}, clean: []string{"duplicated", "gaps", "errors"}},
+		// Cut off after it: an error, and the move shown wrongly lost.
+		{name: "event-with-another-move-then-cut-off", fault: streamAnotherMoveThenCut(3), args: []string{"--retry-rate", "0", "--reconnect-rate", "0"}, each: "lost",
+			found: []string{"lost", "errors"}, clean: []string{"duplicated", "gaps"}},
 		// A stream without the snapshot it asked for misses what came
 		// before it, too.
 		// A floor call that fails is an error as a game's is.
@@ -850,6 +853,27 @@ func streamAnotherMove(ply uint32) func() *fault {
 			mp.Move = anotherMove(mp.GetMove())
 			return true
 		})
+	}
+}
+
+// streamAnotherMoveThenCut streams the move at ply as another one, then
+// cuts the stream off (Internal): a stream that did not end whole is
+// still held to the moves it showed.
+func streamAnotherMoveThenCut(ply uint32) func() *fault {
+	return func() *fault {
+		f := &fault{}
+		f.events = func() eventFilter {
+			return func(m *gamev1.StreamEventsResponse) ([]*gamev1.StreamEventsResponse, error) {
+				mp := m.GetEvent().GetMovePlayed()
+				if mp.GetPly() != ply {
+					return []*gamev1.StreamEventsResponse{m}, nil
+				}
+				f.injected.Add(1)
+				mp.Move = anotherMove(mp.GetMove())
+				return []*gamev1.StreamEventsResponse{m}, status.Error(codes.Internal, "cut off after another move (the faulty proxy)")
+			}
+		}
+		return f
 	}
 }
 

@@ -562,9 +562,9 @@ func (l *gamesLoad) playGame(play, all context.Context, r *gameRoute, rng *rand.
 	var tl told
 	tl.state(g, 0)
 	var measured []sent
-	// unsure is the ply of a move whose call failed: it may have been
-	// applied all the same, so finding it is no fault.
-	var unsure uint32
+	// unsure is the move whose call failed: it may have been applied all
+	// the same, so finding it (that move, at that ply) is no fault.
+	var unsure played
 	// later is a move to send again once the game has moved on.
 	var later *sentBefore
 	// trusted: g is an answer the tool can hold the final state to (not
@@ -608,7 +608,7 @@ func (l *gamesLoad) playGame(play, all context.Context, r *gameRoute, rng *rand.
 		resp, err := onReplicas(all, r, move)
 		if err != nil {
 			l.failUnless(all, "move %s in %s: %v", mv, id, err)
-			unsure = ply
+			unsure = played{ply: ply, move: mv}
 			if twin != nil {
 				if a := <-twin; a.err == nil {
 					// Acknowledged all the same, to the call sent
@@ -695,9 +695,9 @@ func (l *gamesLoad) playGame(play, all context.Context, r *gameRoute, rng *rand.
 			stopWatching()
 		} else {
 			// A move whose call failed may have ended the game first.
-			resigned = unsure == 0
+			resigned = unsure.ply == 0
 			plies := len(acked)
-			if unsure != 0 {
+			if unsure.ply != 0 {
 				plies = -1
 			}
 			tl.state(end, plies)
@@ -823,36 +823,52 @@ func (l *gamesLoad) timeEvents(measured []sent, streams []streamed) {
 }
 
 // check compares what was acknowledged with the final state and with what
-// each stream delivered: an acknowledged move missing from either is lost;
-// a ply found twice, or a move nobody acknowledged (but the one at ply
-// unsure, whose call failed), is duplicated. A stream that did not end as
-// a stream should (it failed: an error counted already) is checked for
-// what it delivered only. A nil final (its read failed) leaves out what
-// needs it, and only that.
-func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, streams []streamed) {
-	known := make(map[uint32]bool, len(acked))
+// each stream delivered: an acknowledged move missing from either, or
+// found there as another move, is lost; a ply found twice, or a move
+// nobody acknowledged (but unsure, the move whose call failed), is
+// duplicated; a list of moves out of order, or anything a stream sent
+// after the game's end, is a gap. The move whose call failed may stand or
+// not, but the final state and the streams must agree on it. A stream
+// that did not end as a stream should (it failed: an error counted
+// already) is checked for what it delivered only. A nil final (its read
+// failed) leaves out what needs it, and only that.
+func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure played, streams []streamed) {
+	ackedAt := make(map[uint32]string, len(acked))
 	for _, a := range acked {
-		known[a.ply] = true
+		ackedAt[a.ply] = a.move
 	}
-	// record adds a move found to moves, counting it if it is one too many.
+	// record adds a move found to moves, counting it if it is one too many
+	// or not the one acknowledged at its ply.
 	record := func(moves map[uint32]string, p played) {
-		// Plies count from 1: unsure 0 is no failed call.
-		if _, twice := moves[p.ply]; twice || (!known[p.ply] && (unsure == 0 || p.ply != unsure)) {
+		want, known := ackedAt[p.ply]
+		switch _, twice := moves[p.ply]; {
+		case twice:
+			l.dup.Add(1)
+		case known && p.move != want:
+			l.lost.Add(1)
+		case !known && p != unsure:
+			// Plies count from 1: a zero unsure is no failed call.
 			l.dup.Add(1)
 		}
 		moves[p.ply] = p.move
 	}
+	stored := map[uint32]string{}
 	if final != nil {
-		stored := map[uint32]string{}
-		for _, m := range final.GetMoves() {
+		disordered := false
+		for i, m := range final.GetMoves() {
+			if m.GetPly() != uint32(i+1) && !disordered {
+				l.gaps.Add(1) // once per list
+				disordered = true
+			}
 			record(stored, played{ply: m.GetPly(), move: m.GetMove().GetCoordinate()})
 		}
 		for _, a := range acked {
-			if stored[a.ply] != a.move {
+			if _, ok := stored[a.ply]; !ok {
 				l.lost.Add(1)
 			}
 		}
 	}
+	storedUnsure := unsure.ply != 0 && stored[unsure.ply] == unsure.move
 	for _, st := range streams {
 		got := map[uint64]bool{}
 		moves := map[uint32]string{}
@@ -862,13 +878,24 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 		// inSnapshot holds the plies of the latest snapshot.
 		var lastPly uint32
 		inSnapshot := map[uint32]bool{}
+		// listed counts the moves of the latest snapshot, which must list
+		// them in order; over is set by the game's end, after which the
+		// stream must send nothing (counted once, as a gap).
+		var listed uint32
+		disordered, over, afterEnd := false, false, false
 		for _, e := range st.events {
 			v := e.version
 			if e.ended && final != nil && !proto.Equal(e.result, final.GetResult()) {
 				l.fail("a stream of %s ended the game with %v, its final state has %v", final.GetGameId(), e.result, final.GetResult())
 			}
+			if over && !e.inSnapshot && !afterEnd {
+				l.gaps.Add(1)
+				afterEnd = true
+			}
+			over = over || e.ended
 			switch {
 			case e.snapshot:
+				listed, disordered = 0, false
 				if v+1 < next {
 					// Behind what the stream had sent already: counted
 					// once, and the events that follow are judged by
@@ -880,6 +907,10 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 				clear(inSnapshot)
 				continue
 			case e.inSnapshot:
+				if listed++; e.ply != listed && !disordered {
+					l.gaps.Add(1) // once per snapshot
+					disordered = true
+				}
 				// A move the stream sent before is in its snapshots too,
 				// but once in each.
 				if m, ok := moves[e.ply]; !ok {
@@ -910,6 +941,10 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 				lastPly = max(lastPly, e.ply)
 			}
 		}
+		shownUnsure := unsure.ply != 0 && moves[unsure.ply] == unsure.move
+		if final != nil && shownUnsure && !storedUnsure {
+			l.dup.Add(1) // shown a move the game does not have
+		}
 		if !st.complete {
 			continue
 		}
@@ -917,9 +952,12 @@ func (l *gamesLoad) check(final *gamev1.Game, acked []played, unsure uint32, str
 			l.gaps.Add(1)
 		}
 		for _, a := range acked {
-			if moves[a.ply] != a.move {
+			if _, ok := moves[a.ply]; !ok {
 				l.lost.Add(1)
 			}
+		}
+		if storedUnsure && !shownUnsure {
+			l.lost.Add(1)
 		}
 	}
 }

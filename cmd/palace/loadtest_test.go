@@ -354,19 +354,19 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 	acked := []played{{1, "h3e3"}, {2, "h8e8"}}
 	good := []seen{ev(1, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
 	var l gamesLoad
-	l.check(final, acked, 0, ended(good, good))
+	l.check(final, acked, played{}, ended(good, good))
 	if l.lost.Load()+l.dup.Load()+l.gaps.Load() != 0 {
 		t.Fatalf("faults in a clean game: lost %d dup %d gaps %d", l.lost.Load(), l.dup.Load(), l.gaps.Load())
 	}
 	repeated := []seen{ev(1, played{}), ev(2, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
 	skipped := []seen{ev(1, played{}), ev(3, played{1, "h3e3"}), ev(4, played{2, "h8e8"})}
 	missing := []seen{ev(1, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{})}
-	l.check(final, acked, 0, ended(repeated, skipped, missing))
+	l.check(final, acked, played{}, ended(repeated, skipped, missing))
 	if l.dup.Load() != 1 || l.gaps.Load() != 1 || l.lost.Load() != 1 {
 		t.Fatalf("lost %d dup %d gaps %d, want 1 each", l.lost.Load(), l.dup.Load(), l.gaps.Load())
 	}
 	var l2 gamesLoad
-	l2.check(&gamev1.Game{Version: 4, Moves: final.Moves[:1]}, acked, 0, nil)
+	l2.check(&gamev1.Game{Version: 4, Moves: final.Moves[:1]}, acked, played{}, nil)
 	if l2.lost.Load() != 1 {
 		t.Fatalf("a move missing from the final state: lost %d, want 1", l2.lost.Load())
 	}
@@ -374,19 +374,19 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 	// grown to match: no version repeats, but a ply does.
 	doubled := []seen{ev(1, played{}), ev(2, played{}), ev(3, played{1, "h3e3"}), ev(4, played{1, "h3e3"}), ev(5, played{2, "h8e8"})}
 	var l3 gamesLoad
-	l3.check(&gamev1.Game{Version: 5, Moves: final.Moves}, acked, 0, ended(doubled))
+	l3.check(&gamev1.Game{Version: 5, Moves: final.Moves}, acked, played{}, ended(doubled))
 	if l3.dup.Load() != 1 || l3.lost.Load()+l3.gaps.Load() != 0 {
 		t.Fatalf("a ply streamed twice: lost %d dup %d gaps %d, want dup 1 only", l3.lost.Load(), l3.dup.Load(), l3.gaps.Load())
 	}
 	// A lost move and a move nobody played in the final state do not
 	// cancel out; the move of a failed call (ply 3) may be there.
 	var l4 gamesLoad
-	l4.check(&gamev1.Game{Version: 5, Moves: []*gamev1.MoveRecord{final.Moves[0], {Ply: 3, Move: &commonv1.Move{Coordinate: "a1a2"}}}}, acked, 0, nil)
+	l4.check(&gamev1.Game{Version: 5, Moves: []*gamev1.MoveRecord{final.Moves[0], {Ply: 3, Move: &commonv1.Move{Coordinate: "a1a2"}}}}, acked, played{}, nil)
 	if l4.lost.Load() != 1 || l4.dup.Load() != 1 {
 		t.Fatalf("a lost move and an extra one: lost %d dup %d, want 1 each", l4.lost.Load(), l4.dup.Load())
 	}
 	var l5 gamesLoad
-	l5.check(&gamev1.Game{Version: 5, Moves: append(slices.Clone(final.Moves), &gamev1.MoveRecord{Ply: 3, Move: &commonv1.Move{Coordinate: "a1a2"}})}, acked, 3, nil)
+	l5.check(&gamev1.Game{Version: 5, Moves: append(slices.Clone(final.Moves), &gamev1.MoveRecord{Ply: 3, Move: &commonv1.Move{Coordinate: "a1a2"}})}, acked, played{3, "a1a2"}, nil)
 	if l5.lost.Load()+l5.dup.Load() != 0 {
 		t.Fatalf("the move of a failed call applied all the same: lost %d dup %d, want none", l5.lost.Load(), l5.dup.Load())
 	}
@@ -404,14 +404,14 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 	fromSnapshot := slices.Concat(snap(4, played{1, "h3e3"}, played{2, "h8e8"}))
 	again := slices.Concat(good[:3], snap(3, played{1, "h3e3"}), good[3:])
 	var l7 gamesLoad
-	l7.check(final, acked, 0, ended(resumed, fromSnapshot, again))
+	l7.check(final, acked, played{}, ended(resumed, fromSnapshot, again))
 	if l7.lost.Load()+l7.dup.Load()+l7.gaps.Load()+l7.errs.Load() != 0 {
 		t.Fatalf("streams resumed with snapshots: lost %d dup %d gaps %d errors %d, want none", l7.lost.Load(), l7.dup.Load(), l7.gaps.Load(), l7.errs.Load())
 	}
 	behind := slices.Concat(good[:3], snap(1), good[3:])
 	other := slices.Concat(good[:3], snap(3, played{1, "a1a2"}), good[3:])
 	var l8 gamesLoad
-	l8.check(final, acked, 0, ended(behind, other))
+	l8.check(final, acked, played{}, ended(behind, other))
 	if l8.gaps.Load() != 1 || l8.errs.Load() != 1 || l8.lost.Load()+l8.dup.Load() != 0 {
 		t.Fatalf("a snapshot behind its stream, and one with another move: lost %d dup %d gaps %d errors %d, want gaps 1 and errors 1",
 			l8.lost.Load(), l8.dup.Load(), l8.gaps.Load(), l8.errs.Load())
@@ -419,19 +419,19 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 	// A move stored, or streamed, other than the one acknowledged at its
 	// ply is lost, though the ply is there.
 	var l9 gamesLoad
-	l9.check(&gamev1.Game{Version: 4, Moves: []*gamev1.MoveRecord{final.Moves[0], {Ply: 2, Move: &commonv1.Move{Coordinate: "a1a2"}}}}, acked, 0, nil)
+	l9.check(&gamev1.Game{Version: 4, Moves: []*gamev1.MoveRecord{final.Moves[0], {Ply: 2, Move: &commonv1.Move{Coordinate: "a1a2"}}}}, acked, played{}, nil)
 	if l9.lost.Load() != 1 || l9.dup.Load()+l9.gaps.Load() != 0 {
 		t.Fatalf("another move stored at ply 2: lost %d dup %d gaps %d, want lost 1 only", l9.lost.Load(), l9.dup.Load(), l9.gaps.Load())
 	}
 	var l10 gamesLoad
-	l10.check(final, acked, 0, ended(slices.Concat(good[:3], []seen{ev(4, played{2, "a1a2"})})))
+	l10.check(final, acked, played{}, ended(slices.Concat(good[:3], []seen{ev(4, played{2, "a1a2"})})))
 	if l10.lost.Load() != 1 || l10.dup.Load()+l10.gaps.Load() != 0 {
 		t.Fatalf("another move streamed at ply 2: lost %d dup %d gaps %d, want lost 1 only", l10.lost.Load(), l10.dup.Load(), l10.gaps.Load())
 	}
 	// A stream that ended as a stream should, short of the game's last
 	// version, skipped its end even with every move in it: a gap.
 	var l11 gamesLoad
-	l11.check(&gamev1.Game{Version: 5, Moves: final.Moves}, acked, 0, ended(good))
+	l11.check(&gamev1.Game{Version: 5, Moves: final.Moves}, acked, played{}, ended(good))
 	if l11.gaps.Load() != 1 || l11.lost.Load()+l11.dup.Load() != 0 {
 		t.Fatalf("a stream ending at version 4 of 5: lost %d dup %d gaps %d, want gaps 1 only", l11.lost.Load(), l11.dup.Load(), l11.gaps.Load())
 	}
@@ -440,7 +440,7 @@ func TestGamesCheckCountsFaults(t *testing.T) {
 	// not count as lost.
 	var l6 gamesLoad
 	cut := []seen{ev(1, played{}), ev(2, played{}), ev(2, played{})}
-	l6.check(final, acked, 0, []streamed{{events: cut}})
+	l6.check(final, acked, played{}, []streamed{{events: cut}})
 	if l6.dup.Load() != 1 || l6.lost.Load()+l6.gaps.Load() != 0 {
 		t.Fatalf("a stream cut off after version 2, which it got twice: lost %d dup %d gaps %d, want dup 1 only", l6.lost.Load(), l6.dup.Load(), l6.gaps.Load())
 	}
