@@ -33,6 +33,52 @@ func retryWhileRedisReturns(t *testing.T, what string, fn func() error) {
 	}
 }
 
+// lossyGame is a rated game whose game service keeps it in a Redis of its
+// own that persists with snapshots only: a crash loses the writes since
+// the last save.
+type lossyGame struct {
+	srv *redistest.Server
+	env *gametest.Env
+	f   *fixture
+	p   store.Pending
+	tok map[commonv1.Side]string
+}
+
+func newLossyGame(t *testing.T, first, second string) *lossyGame {
+	t.Helper()
+	srv := redistest.Own(t, "--appendonly", "no")
+	env := gametest.StartOn(t, srv.Addr, nil)
+	f := &fixture{env: env, store: store.New(redistest.Client(t), redistest.Prefix(t))}
+	p, tok := f.ratedGame(t, first, second, true)
+	return &lossyGame{srv: srv, env: env, f: f, p: p, tok: tok}
+}
+
+// play plays mv for side, through Redis' return, and returns the game's
+// version after it.
+func (g *lossyGame) play(ctx context.Context, t *testing.T, side commonv1.Side, mv string) uint64 {
+	t.Helper()
+	var v uint64
+	retryWhileRedisReturns(t, "move "+mv, func() error {
+		r, err := g.env.Client.MakeMove(gametest.As(ctx, g.tok[side]), &gamev1.MakeMoveRequest{GameId: g.p.Game, RequestId: rid(), Move: &commonv1.Move{Coordinate: mv}})
+		v = r.GetGame().GetVersion()
+		return err
+	})
+	return v
+}
+
+// resign resigns for side, through Redis' return, and returns the version
+// the game ended at.
+func (g *lossyGame) resign(ctx context.Context, t *testing.T, side commonv1.Side) uint64 {
+	t.Helper()
+	var v uint64
+	retryWhileRedisReturns(t, "resign", func() error {
+		r, err := g.env.Client.Resign(gametest.As(ctx, g.tok[side]), &gamev1.ResignRequest{GameId: g.p.Game, RequestId: rid()})
+		v = r.GetGame().GetVersion()
+		return err
+	})
+	return v
+}
+
 // TestARatedGameThatEndsBehindALostWriteIsRated: the game service's
 // Redis persists with snapshots only and restarts without the last moves,
 // which the rating consumer's stream had already passed. The game then
@@ -42,43 +88,25 @@ func retryWhileRedisReturns(t *testing.T, what string, fn func() error) {
 // start and rates the game, instead of retrying the refused resume for
 // good while the game stays pending.
 func TestARatedGameThatEndsBehindALostWriteIsRated(t *testing.T) {
-	srv := redistest.Own(t, "--appendonly", "no")
-	env := gametest.StartOn(t, srv.Addr, nil)
-	f := &fixture{env: env, store: store.New(redistest.Client(t), redistest.Prefix(t))}
-	c := f.consumer(t, Config{ClaimEvery: 50 * time.Millisecond, RetryAfter: 20 * time.Millisecond})
-	run(t, c)
-	p, tok := f.ratedGame(t, "quin", "rory", true)
+	g := newLossyGame(t, "quin", "rory")
+	srv, env, f, p := g.srv, g.env, g.f, g.p
+	run(t, f.consumer(t, Config{ClaimEvery: 50 * time.Millisecond, RetryAfter: 20 * time.Millisecond}))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	play := func(side commonv1.Side, mv string) uint64 {
-		t.Helper()
-		var v uint64
-		retryWhileRedisReturns(t, "move "+mv, func() error {
-			r, err := env.Client.MakeMove(gametest.As(ctx, tok[side]), &gamev1.MakeMoveRequest{GameId: p.Game, RequestId: rid(), Move: &commonv1.Move{Coordinate: mv}})
-			v = r.GetGame().GetVersion()
-			return err
-		})
-		return v
-	}
-	play(commonv1.Side_SIDE_FIRST, "h3e3")
-	play(commonv1.Side_SIDE_SECOND, "h10g8")
+	g.play(ctx, t, commonv1.Side_SIDE_FIRST, "h3e3")
+	g.play(ctx, t, commonv1.Side_SIDE_SECOND, "h10g8")
 	time.Sleep(500 * time.Millisecond) // the consumer's stream has them
 	// The snapshot Redis will restart from.
 	if err := srv.Client(t).Save(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	play(commonv1.Side_SIDE_FIRST, "b1c3")
-	lost := play(commonv1.Side_SIDE_SECOND, "b10c8")
+	g.play(ctx, t, commonv1.Side_SIDE_FIRST, "b1c3")
+	lost := g.play(ctx, t, commonv1.Side_SIDE_SECOND, "b10c8")
 	time.Sleep(700 * time.Millisecond) // the consumer's stream has reached them too
 	if err := srv.Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var ended uint64
-	retryWhileRedisReturns(t, "resign", func() error {
-		r, err := env.Client.Resign(gametest.As(ctx, tok[commonv1.Side_SIDE_SECOND]), &gamev1.ResignRequest{GameId: p.Game, RequestId: rid()})
-		ended = r.GetGame().GetVersion()
-		return err
-	})
+	ended := g.resign(ctx, t, commonv1.Side_SIDE_SECOND)
 	t.Logf("the consumer had reached version %d; Redis lost it; the game ended at version %d", lost, ended)
 	if ended > lost {
 		t.Fatalf("the game ended at version %d, past the lost %d: Redis lost nothing", ended, lost)
@@ -110,29 +138,17 @@ func TestARatedGameThatEndsBehindALostWriteIsRated(t *testing.T) {
 // once, over and over, and the game stayed pending, never rated, until it
 // expired.
 func TestARatedGameThatEndsAtTheVersionItsStreamReachedIsRated(t *testing.T) {
-	srv := redistest.Own(t, "--appendonly", "no")
-	env := gametest.StartOn(t, srv.Addr, nil)
-	f := &fixture{env: env, store: store.New(redistest.Client(t), redistest.Prefix(t))}
+	g := newLossyGame(t, "sam", "tia")
+	f, p := g.f, g.p
 	c := f.consumer(t, Config{RetryAfter: 20 * time.Millisecond})
-	p, tok := f.ratedGame(t, "sam", "tia", true)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	play := func(side commonv1.Side, mv string) uint64 {
-		t.Helper()
-		var v uint64
-		retryWhileRedisReturns(t, "move "+mv, func() error {
-			r, err := env.Client.MakeMove(gametest.As(ctx, tok[side]), &gamev1.MakeMoveRequest{GameId: p.Game, RequestId: rid(), Move: &commonv1.Move{Coordinate: mv}})
-			v = r.GetGame().GetVersion()
-			return err
-		})
-		return v
-	}
-	play(commonv1.Side_SIDE_FIRST, "h3e3")
-	play(commonv1.Side_SIDE_SECOND, "h10g8")
-	if err := srv.Client(t).Save(ctx).Err(); err != nil {
+	g.play(ctx, t, commonv1.Side_SIDE_FIRST, "h3e3")
+	g.play(ctx, t, commonv1.Side_SIDE_SECOND, "h10g8")
+	if err := g.srv.Client(t).Save(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	lost := play(commonv1.Side_SIDE_FIRST, "b1c3")
+	lost := g.play(ctx, t, commonv1.Side_SIDE_FIRST, "b1c3")
 
 	// The consumer's stream reaches the move, then is cut.
 	var reached resumePoint
@@ -146,15 +162,10 @@ func TestARatedGameThatEndsAtTheVersionItsStreamReachedIsRated(t *testing.T) {
 		t.Fatalf("the stream reached %+v, want version %d and its commit", reached, lost)
 	}
 
-	if err := srv.Crash(ctx); err != nil {
+	if err := g.srv.Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var ended uint64
-	retryWhileRedisReturns(t, "resign", func() error {
-		r, err := env.Client.Resign(gametest.As(ctx, tok[commonv1.Side_SIDE_FIRST]), &gamev1.ResignRequest{GameId: p.Game, RequestId: rid()})
-		ended = r.GetGame().GetVersion()
-		return err
-	})
+	ended := g.resign(ctx, t, commonv1.Side_SIDE_FIRST)
 	if ended != lost {
 		t.Fatalf("the game ended at version %d, want it at the lost version %d for this test", ended, lost)
 	}
