@@ -150,14 +150,14 @@ func TestARatedGameThatEndsAtTheVersionItsStreamReachedIsRated(t *testing.T) {
 	}
 	lost := g.play(ctx, t, commonv1.Side_SIDE_FIRST, "b1c3")
 
-	// The consumer's stream reaches the move, then is cut.
+	// The consumer's stream reaches the move, then is cut (streams cut
+	// every 300 ms, each resuming after the last, until one has it).
 	var reached resumePoint
-	fctx, fcancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.follow(fctx, p, &reached) }()
-	time.Sleep(700 * time.Millisecond)
-	fcancel()
-	<-done
+	for give := time.Now().Add(10 * time.Second); reached.version != lost && time.Now().Before(give); {
+		fctx, fcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_ = c.follow(fctx, p, &reached)
+		fcancel()
+	}
 	if reached.version != lost || reached.commit == "" {
 		t.Fatalf("the stream reached %+v, want version %d and its commit", reached, lost)
 	}
