@@ -165,8 +165,9 @@ type MatchmakingServiceClient interface {
 	// was counted, and its retry (the same request) is not. The same
 	// request_id with another request (another level, kind, side or clock,
 	// or under another name after a new sign-in) is InvalidArgument: it
-	// would be another game. The player's queue ticket that waits, entered
-	// before this call, is withdrawn, as for AcceptInvite.
+	// would be another game. Once the game is made, the player's queue
+	// ticket that waits, entered before it, is withdrawn, as for AcceptInvite
+	// (a retry leaves a ticket entered since alone).
 	PlayAi(ctx context.Context, in *PlayAiRequest, opts ...grpc.CallOption) (*PlayAiResponse, error)
 	// OfferRematch offers the opponent of a finished game a rematch with
 	// sides swapped; the offer stands for the rematch window (60 s by
@@ -578,8 +579,9 @@ type MatchmakingServiceServer interface {
 	// was counted, and its retry (the same request) is not. The same
 	// request_id with another request (another level, kind, side or clock,
 	// or under another name after a new sign-in) is InvalidArgument: it
-	// would be another game. The player's queue ticket that waits, entered
-	// before this call, is withdrawn, as for AcceptInvite.
+	// would be another game. Once the game is made, the player's queue
+	// ticket that waits, entered before it, is withdrawn, as for AcceptInvite
+	// (a retry leaves a ticket entered since alone).
 	PlayAi(context.Context, *PlayAiRequest) (*PlayAiResponse, error)
 	// OfferRematch offers the opponent of a finished game a rematch with
 	// sides swapped; the offer stands for the rematch window (60 s by
