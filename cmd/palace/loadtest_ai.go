@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/engine"
 	aiv1 "github.com/palacehq/palace/pkg/gen/palace/ai/v1"
@@ -43,6 +45,12 @@ type aiReport struct {
 	// with several, held a call past --call-timeout: ridden through, as an
 	// app would, not errors.
 	Retries int64 `json:"retries"`
+	// Shed counts calls the service refused for load (ResourceExhausted:
+	// --ai-max-waiting calls were waiting already), which its API asks to
+	// retry later: the service protecting itself, as it should when the
+	// tool sends more than its engines and queue hold, so not errors. The
+	// client backs off as after an error.
+	Shed int64 `json:"shed"`
 }
 
 // runLoadtestAI asks the AI service for best moves on varied positions
@@ -94,7 +102,7 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	rctx, cancel := context.WithTimeout(ctx, *duration)
 	defer cancel()
-	var jobs, errs, retries atomic.Int64
+	var jobs, errs, retries, shed atomic.Int64
 	var nodes atomic.Uint64
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -118,7 +126,7 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 				return
 			case <-t.C:
 				el := time.Since(start).Seconds()
-				fmt.Fprintf(stderr, "progress: %.0fs jobs=%d (%.1f/s) errors=%d retries=%d\n", el, jobs.Load(), float64(jobs.Load())/el, errs.Load(), retries.Load())
+				fmt.Fprintf(stderr, "progress: %.0fs jobs=%d (%.1f/s) errors=%d retries=%d shed=%d\n", el, jobs.Load(), float64(jobs.Load())/el, errs.Load(), retries.Load(), shed.Load())
 			}
 		}
 	}()
@@ -154,7 +162,11 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 					if ctx.Err() != nil {
 						return // interrupted: the tool's own cancellation
 					}
-					fail("%v", err)
+					if status.Code(err) == codes.ResourceExhausted {
+						shed.Add(1)
+					} else {
+						fail("%v", err)
+					}
 					backoff = min(max(aiBackoffMin, backoff*3/2), aiBackoffMax)
 					sleepUntil(rctx, time.Now().Add(backoff))
 					continue
@@ -170,7 +182,7 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	wg.Wait()
 	el := time.Since(start).Seconds()
-	rep := aiReport{Level: *level, Jobs: jobs.Load(), JobsPerS: float64(jobs.Load()) / el, Nodes: nodes.Load(), NPS: float64(nodes.Load()) / el, Errors: errs.Load(), Retries: retries.Load()}
+	rep := aiReport{Level: *level, Jobs: jobs.Load(), JobsPerS: float64(jobs.Load()) / el, Nodes: nodes.Load(), NPS: float64(nodes.Load()) / el, Errors: errs.Load(), Retries: retries.Load(), Shed: shed.Load()}
 	rep.P50ms, rep.P99ms = percentiles(lat)
 	for _, e := range errText {
 		fmt.Fprintln(stderr, "error:", e)

@@ -65,3 +65,33 @@ func TestLoadtestAICountsADeadlineExceededAReplicaAnswers(t *testing.T) {
 		t.Fatalf("a replica answering DEADLINE_EXCEEDED at once is hidden: exit %d, report %+v (retries %d); want exit %d and errors\n%s", code, rep, rep.Retries, exitFail, errOut)
 	}
 }
+
+// busyAI refuses every other BestMove (odd seeds) for load, as a service
+// whose --ai-max-waiting calls are waiting already answers, and answers
+// the others with a legal move.
+type busyAI struct {
+	legalMovesAI
+}
+
+func (b busyAI) BestMove(ctx context.Context, req *aiv1.BestMoveRequest) (*aiv1.BestMoveResponse, error) {
+	if req.GetSeed()%2 == 1 {
+		return nil, status.Error(codes.ResourceExhausted, "64 calls are waiting for an engine already: retry later")
+	}
+	return b.legalMovesAI.BestMove(ctx, req)
+}
+
+// TestLoadtestAICountsCallsRefusedForLoadAsShed: a call the service
+// refuses for load, as its API says it will when more calls wait than it
+// queues, is counted as shed, not as an error: a run sending more than the
+// service holds passes and says how much was shed.
+func TestLoadtestAICountsCallsRefusedForLoadAsShed(t *testing.T) {
+	addr := serveAI(t, busyAI{})
+	out, errOut, code := palace("loadtest", "ai", "--addr", addr, "--variant", "xiangqi", "--level", "1",
+		"--clients", "2", "--duration", "500ms")
+	var rep aiReport
+	lastJSON(t, out, &rep)
+	t.Logf("report %+v", rep)
+	if code != exitOK || rep.Errors != 0 || rep.Shed == 0 || rep.Jobs == 0 {
+		t.Fatalf("exit %d, report %+v; want exit %d, jobs, calls shed and no error\n%s", code, rep, exitOK, errOut)
+	}
+}
