@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/palacehq/palace/pkg/clock"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/rules"
@@ -314,8 +315,13 @@ func (o clocksOptions) validate() error {
 		return fmt.Errorf("--early %v + --racing %v must be within 0..1, --byoyomi within 0..1", o.early, o.racing)
 	case o.raceBefore < 0 || o.raceAfter < 0 || o.raceBefore+o.raceAfter == 0 || o.raceBefore > o.minMain/2:
 		return fmt.Errorf("--race-before %v / --race-after %v: want a window, before at most half of --min-time", o.raceBefore, o.raceAfter)
-	case o.reportedLag < 0 || o.checkAfter <= 0 || o.concurrency < 1:
-		return fmt.Errorf("--reported-lag must not be negative, --check-after and --concurrency positive")
+	case o.reportedLag < 0 || o.reportedLag > clock.MaxReportedLag:
+		// The server credits a report over the maximum nothing, as a
+		// broken client's: the racing games would race another deadline
+		// than the one this tool judges them by.
+		return fmt.Errorf("--reported-lag %v: want 0..%v, the most the server credits", o.reportedLag, clock.MaxReportedLag)
+	case o.checkAfter <= 0 || o.concurrency < 1:
+		return fmt.Errorf("--check-after and --concurrency must be positive")
 	}
 	return nil
 }
@@ -497,6 +503,14 @@ func (l *clocksLoad) serverOffset() time.Duration {
 	return l.offset
 }
 
+// offsetError bounds the error of serverOffset: half the round trip it
+// was measured by, and the millisecond the server's instants are given in.
+func (l *clocksLoad) offsetError() time.Duration {
+	l.offMu.Lock()
+	defer l.offMu.Unlock()
+	return l.offRTT/2 + time.Millisecond
+}
+
 // local converts a server instant to this machine's clock.
 func (l *clocksLoad) local(server time.Time) time.Time { return server.Add(-l.serverOffset()) }
 
@@ -596,12 +610,12 @@ func (l *clocksLoad) check(ctx context.Context, r *gameRoute, g *clockGame) {
 		l.note("game %s: the third move was answered accepted=%v but the game has %d moves", g.id, g.accepted, len(gm.GetMoves()))
 	case g.accepted && g.playedAt.After(g.lastInTime()):
 		l.judgeLateAccept(ctx, r, g)
-	case g.refused && g.behaviour == "early" && g.refusedAt.Before(l.local(g.lastInTime())):
-		// Sent halfway through its time and refused before its last
-		// in-time instant had come (far from it, whatever the error of
-		// the clock offset): the move was in time, whatever ended the
-		// game after. A racing move, sent near that instant, is judged by
-		// the game it left.
+	case g.refused && g.refusedAt.Before(l.local(g.lastInTime()).Add(-l.offsetError())):
+		// Refused before its last in-time instant had come, whatever the
+		// error of the clock offset: the move reached the server in time,
+		// whatever ended the game after. An early move is refused so only
+		// by a fault; a racing one, sent near that instant, may be refused
+		// rightly only once it has passed, its game ending there.
 		l.wrong.Add(1)
 		l.note("game %s: the third move was refused at %v, before its last in-time instant %v", g.id, g.refusedAt, l.local(g.lastInTime()))
 		return

@@ -46,6 +46,10 @@ func TestLoadtestClocksRefusesBadFlags(t *testing.T) {
 		{name: "max below min", args: []string{"--min-time", "5s", "--max-time", "3s"}},
 		{name: "shares above one", args: []string{"--early", "0.7", "--racing", "0.5"}},
 		{name: "race window wider than half the budget", args: []string{"--race-before", "2s"}},
+		// The server credits a report over a minute nothing: racing moves
+		// would race another deadline than the tool judges them by.
+		{name: "a reported lag the server credits nothing", args: []string{"--reported-lag", "61s"}},
+		{name: "a negative reported lag", args: []string{"--reported-lag", "-1s"}},
 		{name: "unknown flag", args: []string{"--nope"}},
 	}
 	for _, tt := range tests {
