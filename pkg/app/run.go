@@ -296,6 +296,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	var rdb redis.UniversalClient
 	if !o.Config.NoRedis {
 		if rdb, err = connectRedis(ctx, o.Config.RedisAddr, o.Config.RedisWait, log, &closers); err != nil {
+			if ctx.Err() != nil {
+				// Stopped while waiting for Redis: a stop asked for, which a
+				// supervisor must not record as a failure.
+				log.Info("stopped while waiting for redis", "redis_addr", redisx.Redact(o.Config.RedisAddr))
+				return nil
+			}
 			return err
 		}
 		if err := registerRedisReachable(tel.Meter.Meter("palace/redis"), rdb); err != nil {

@@ -202,3 +202,46 @@ func TestOpenTelemetrysOwnLogIsTheProcessLogger(t *testing.T) {
 		t.Fatalf("no ERROR record of the variable the exporter could not read in:\n%s", out.String())
 	}
 }
+
+// TestAStopWhileWaitingForRedisIsAStop: a process stopped (SIGTERM) while
+// it waits at start for a Redis out of reach returned the cancellation as
+// its error, so `palace serve` and the daemons exited 1, and a supervisor
+// recorded a failure for a stop it asked for. It returns nil now, and
+// says so.
+func TestAStopWhileWaitingForRedisIsAStop(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := lis.Addr().String()
+	lis.Close()
+	cfg := app.Config{}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg.RegisterFlags(fs, "127.0.0.1:0")
+	if err := fs.Parse([]string{"--redis-addr", nobody, "--redis-wait", "1m"}); err != nil {
+		t.Fatal(err)
+	}
+	out := &apptest.LogBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, app.Options{Name: "test", Config: cfg, LogOutput: out}) }()
+	// Stopped once the wait is under way (it logs at its first failure).
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "redis out of reach"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no wait for Redis told within 10s:\n%s", out.String())
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stopped while waiting for Redis: %v, want nil\n%s", err, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not stop within 10s of the stop")
+	}
+	if !strings.Contains(out.String(), "stopped while waiting for redis") {
+		t.Errorf("the stop is not told:\n%s", out.String())
+	}
+}
