@@ -105,6 +105,14 @@ func (tr transport) dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn
 
 // serviceKeysFlag defines --service-keys on a load tool that creates
 // games, which only Palace services and operators may do.
+// finiteFlag defines a load tool's float flag, finite only: a NaN rate
+// passes every range check and then means nothing.
+func finiteFlag(fs *flag.FlagSet, name string, def float64, usage string) *float64 {
+	p := new(float64)
+	app.FiniteFloatVar(fs, p, name, def, usage)
+	return p
+}
+
 func serviceKeysFlag(fs *flag.FlagSet) *string {
 	var keys string
 	app.StringFlag(fs, &keys, "service-keys", "", "the game service's --service-keys: this tool creates games, an internal call, so it signs a service credential with them")

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/palacehq/palace/pkg/app"
 	"github.com/palacehq/palace/pkg/clock"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
@@ -186,9 +187,9 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	fs.DurationVar(&o.spread, "spread", 30*time.Second, "the clocks start (second moves) spread over this long, so flags spread likewise")
 	fs.DurationVar(&o.minMain, "min-time", 2*time.Second, "shortest time budget of a game (main time plus periods)")
 	fs.DurationVar(&o.maxMain, "max-time", 6*time.Second, "longest time budget of a game")
-	fs.Float64Var(&o.early, "early", 0.2, "share of games whose first side moves well in time (then the other side never moves)")
-	fs.Float64Var(&o.racing, "racing", 0.3, "share of games whose first side moves just around its deadline")
-	fs.Float64Var(&o.byoyomi, "byoyomi", 0.3, "share of byo-yomi games (the rest are Fischer)")
+	app.FiniteFloatVar(fs, &o.early, "early", 0.2, "share of games whose first side moves well in time (then the other side never moves)")
+	app.FiniteFloatVar(fs, &o.racing, "racing", 0.3, "share of games whose first side moves just around its deadline")
+	app.FiniteFloatVar(fs, &o.byoyomi, "byoyomi", 0.3, "share of byo-yomi games (the rest are Fischer)")
 	fs.DurationVar(&o.raceBefore, "race-before", 150*time.Millisecond, "racing moves are aimed up to this long before the deadline")
 	fs.DurationVar(&o.raceAfter, "race-after", 30*time.Millisecond, "... and up to this long after it (those must be refused)")
 	fs.DurationVar(&o.reportedLag, "reported-lag", 10*time.Second, "lag reported with racing moves: the server credits at most its lag grace, so a large report makes the move race the very deadline the sweeper flags after")

@@ -50,6 +50,8 @@ func TestLoadtestClocksRefusesBadFlags(t *testing.T) {
 		// would race another deadline than the tool judges them by.
 		{name: "a reported lag the server credits nothing", args: []string{"--reported-lag", "61s"}},
 		{name: "a negative reported lag", args: []string{"--reported-lag", "-1s"}},
+		// NaN passes every range check.
+		{name: "a share that is not a number", args: []string{"--racing", "NaN"}},
 		{name: "unknown flag", args: []string{"--nope"}},
 	}
 	for _, tt := range tests {

@@ -59,7 +59,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 			matchmaking.Bind(mm),
 			ai.Bind(aic),
 		},
-		Checks:      []func() error{gm.Validate, ck.Validate, mm.Validate, aic.Validate},
+		Checks:      []func() error{gm.Validate, ck.Validate, mm.Validate, aic.Validate, embeddedRedisHasNoReplicas(cfg, gm)},
 		SigningKeys: map[string]string{"seat-signing-keys": gm.SigningKeys, "player-signing-keys": mm.SigningKeys},
 		LogOutput:   stderr,
 		OnServing:   so.onServing,
@@ -70,4 +70,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 		return exitFail
 	}
 	return exitOK
+}
+
+// embeddedRedisHasNoReplicas refuses a wait for Redis replicas with the
+// in-process Redis, which never has any: every write would wait for them
+// and fail Unavailable, while the process reported itself healthy.
+func embeddedRedisHasNoReplicas(cfg app.Config, gm game.Config) func() error {
+	return func() error {
+		if cfg.RedisAddr == "" && gm.WaitReplicas > 0 {
+			return fmt.Errorf("--redis-wait-replicas %d needs a Redis with replicas (--redis-addr): the in-process Redis has none, so every write would fail", gm.WaitReplicas)
+		}
+		return nil
+	}
 }

@@ -188,12 +188,18 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{name: "replicas without a wait", args: []string{"--redis-wait-replicas", "1", "--redis-wait-timeout", "0s", "--listen", "127.0.0.1:0"}, want: exitFail, says: "the wait for replicas needs a positive timeout"},
 		{name: "negative replicas", args: []string{"--redis-wait-replicas", "-1", "--listen", "127.0.0.1:0"}, want: exitFail, says: "replicas to wait for must not be negative"},
 		{name: "replicas with the autopipeline", args: []string{"--redis-wait-replicas", "1", "--redis-autopipeline", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--redis-wait-replicas cannot be combined with --redis-autopipeline"},
+		// The in-process Redis has no replicas: every write would fail.
+		{name: "replicas with the in-process Redis", args: []string{"--redis-wait-replicas", "1", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--redis-wait-replicas 1 needs a Redis with replicas (--redis-addr)"},
+		// NaN passes a "< 0" check, and a NaN window paired no two tickets.
+		{name: "pairing window not a number", args: []string{"--pairing-window", "NaN", "--listen", "127.0.0.1:0"}, want: exitUsage, says: "not a finite number"},
+		{name: "rating lease too short", args: []string{"--rating-lease", "2ns", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--rating-lease 2ns: at least 100ms"},
 		{name: "short service key", args: []string{"--service-keys", "k1:00ff", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--service-keys: "},
 		{name: "service key without an id", args: []string{"--service-keys", "00ff", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--service-keys: "},
 		{name: "negative engine move timeout", args: []string{"--ai-uci-move-timeout", "-1s", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--ai-uci-move-timeout must not be negative"},
 		{name: "negative keepalive", args: []string{"--keepalive-timeout", "-1s", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--keepalive-time and --keepalive-timeout must not be negative"},
 		{name: "bad CORS origin", args: []string{"--cors-origins", "https://play.example.com, play.example.com", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-origins: CORS origin "play.example.com"`},
 		{name: "CORS origin with its default port", args: []string{"--cors-origins", "https://play.example.com:443", "--listen", "127.0.0.1:0"}, want: exitFail, says: "leave out the default port 443, as browsers do: https://play.example.com"},
+		{name: "stream heartbeat too short", args: []string{"--heartbeat", "1ns", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--heartbeat 1ns: at least 100ms"},
 		{name: "watch heartbeat too short", args: []string{"--watch-heartbeat", "1ns", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--watch-heartbeat 1ns: at least 100ms"},
 		{name: "CORS headers without origins", args: []string{"--cors-headers", "x-request-id", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--cors-headers needs --cors-origins"},
 		{name: "bad CORS header", args: []string{"--cors-origins", "https://play.example.com", "--cors-headers", "x-request-id, sentry trace", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-headers: "sentry trace" is not a header name`},
@@ -262,6 +268,12 @@ func TestServeRejectsStrayArgumentsAndBadEnvironment(t *testing.T) {
 	if got := serve(ctx, []string{"--listen", "127.0.0.1:0", "redis-addr"}, &out, serveOptions{}); got != exitUsage || !strings.Contains(out.String(), `unexpected argument "redis-addr"`) {
 		t.Fatalf("stray argument: exit %d, want %d; output:\n%s", got, exitUsage, out.String())
 	}
+	t.Setenv("PALACE_PAIRING_WINDOW", "NaN")
+	out.Reset()
+	if got := serve(ctx, []string{"--listen", "127.0.0.1:0"}, &out, serveOptions{}); got != exitFail || !strings.Contains(out.String(), "PALACE_PAIRING_WINDOW") {
+		t.Fatalf("a pairing window that is not a number: exit %d, want %d; output:\n%s", got, exitFail, out.String())
+	}
+	t.Setenv("PALACE_PAIRING_WINDOW", "")
 	t.Setenv("PALACE_REDIS_WAIT_REPLICAS", " 1")
 	out.Reset()
 	if got := serve(ctx, []string{"--listen", "127.0.0.1:0"}, &out, serveOptions{}); got != exitFail || !strings.Contains(out.String(), "PALACE_REDIS_WAIT_REPLICAS") {

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -130,11 +132,37 @@ func BoolFlag(fs *flag.FlagSet, p *bool, name string, def bool, usage string) {
 	fromEnv(fs, name)
 }
 
-// FloatFlag is StringFlag for floating-point numbers.
+// FloatFlag is StringFlag for floating-point numbers, finite ones only
+// (FiniteFloatVar).
 func FloatFlag(fs *flag.FlagSet, p *float64, name string, def float64, usage string) {
-	fs.Float64Var(p, name, def, usage+" (env "+envName(name)+")")
+	FiniteFloatVar(fs, p, name, def, usage+" (env "+envName(name)+")")
 	fromEnv(fs, name)
 }
+
+// FiniteFloatVar is flag.Float64Var refusing NaN and the infinities, which
+// strconv reads as numbers: NaN passes every range check ("< 0" is false
+// for it) and then poisons every comparison made with it, such as a
+// pairing window no rating difference is ever within.
+func FiniteFloatVar(fs *flag.FlagSet, p *float64, name string, def float64, usage string) {
+	*p = def
+	fs.Var((*finiteValue)(p), name, usage)
+}
+
+type finiteValue float64
+
+func (f *finiteValue) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	switch {
+	case err != nil:
+		return errors.New("not a number")
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return errors.New("not a finite number")
+	}
+	*f = finiteValue(v)
+	return nil
+}
+
+func (f *finiteValue) String() string { return strconv.FormatFloat(float64(*f), 'g', -1, 64) }
 
 // fromEnv applies a flag's environment variable through the flag's own
 // parser; the command line still overrides it. A value the parser refuses
@@ -344,7 +372,7 @@ func commaList(s string) []string {
 
 // ParseFlags parses a daemon's arguments, which are flags only: a stray
 // argument (a flag written without its dashes, say) is refused rather
-// than ignored.
+// than ignored, and so is an environment value a flag refused.
 func ParseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -352,7 +380,9 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q: %s takes flags only (-h lists them)", fs.Arg(0), fs.Name())
 	}
-	return nil
+	// Before any check a daemon makes of its flags: one made on a refused
+	// variable's default would send the operator after the wrong flag.
+	return EnvErrors(fs)
 }
 
 // ResetToDefaults sets every flag of fs back to its default, undoing the

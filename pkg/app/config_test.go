@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -77,6 +78,34 @@ func TestRefusedEnvValueKeepsTheDefault(t *testing.T) {
 	err := EnvErrors(fs)
 	if err == nil || !strings.Contains(err.Error(), "PALACE_OTLP_INSECURE") || !strings.Contains(err.Error(), "PALACE_PAIRING_WINDOW") {
 		t.Fatalf("EnvErrors = %v, want both variables", err)
+	}
+}
+
+// NaN and the infinities read as numbers to strconv, and NaN passes every
+// range check ("< 0" is false for it): a pairing window of NaN let no two
+// tickets pair again. A float flag refuses them, from the environment and
+// from the command line, and still takes a finite number.
+func TestAFloatFlagRefusesWhatIsNotAFiniteNumber(t *testing.T) {
+	for _, v := range []string{"NaN", "nan", "+Inf", "-inf", "Infinity", "1e400"} {
+		t.Run(v, func(t *testing.T) {
+			t.Setenv("PALACE_PAIRING_WINDOW", v)
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			var window float64
+			FloatFlag(fs, &window, "pairing-window", 200, "")
+			if err := EnvErrors(fs); err == nil || !strings.Contains(err.Error(), "PALACE_PAIRING_WINDOW") || window != 200 {
+				t.Fatalf("from the environment: EnvErrors = %v, window %v; want PALACE_PAIRING_WINDOW refused and the default kept", err, window)
+			}
+			if err := fs.Parse([]string{"--pairing-window", v}); err == nil {
+				t.Fatalf("--pairing-window %s taken, as %v", v, window)
+			}
+		})
+	}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	var window float64
+	FloatFlag(fs, &window, "pairing-window", 200, "")
+	if err := fs.Parse([]string{"--pairing-window", "-1.5e2"}); err != nil || window != -150 {
+		t.Fatalf("--pairing-window -1.5e2: %v, window %v", err, window)
 	}
 }
 

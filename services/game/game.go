@@ -90,6 +90,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
 	}
+	if c.Heartbeat > 0 && c.Heartbeat < 100*time.Millisecond {
+		// Each heartbeat of each stream is a message, and of an idle
+		// stream a read: a nanosecond's would spin every stream.
+		errs = append(errs, fmt.Errorf("--heartbeat %v: at least 100ms", c.Heartbeat))
+	}
 	if c.SetupTime > 0 && (c.SetupTime < handler.MinSetupTime || c.SetupTime > handler.MaxSetupTime) {
 		errs = append(errs, fmt.Errorf("--setup-time %v: want %v..%v", c.SetupTime, handler.MinSetupTime, handler.MaxSetupTime))
 	}

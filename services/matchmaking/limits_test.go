@@ -3,6 +3,7 @@ package matchmaking_test
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -202,6 +203,12 @@ func TestBoundsAreValidated(t *testing.T) {
 		"--trusted-proxy-hops":        func(c *matchmaking.Config) { c.TrustedProxyHops = -1 },
 		// A match's record is kept an hour from its pairing.
 		"--give-up-after 1h0m0s: at most 30m0s": func(c *matchmaking.Config) { c.GiveUpAfter = time.Hour },
+		// NaN passes a "< 0" check, and a NaN window paired no two
+		// tickets ever.
+		"--pairing-window, --pairing-widen and --pairing-max-window must be finite": func(c *matchmaking.Config) { c.PairingWindow = math.NaN() },
+		"--pairing-max-window must be finite":                                       func(c *matchmaking.Config) { c.PairingMaxWindow = math.Inf(1) },
+		// Renewed every third of it, by a ticker that refuses no interval.
+		"--rating-lease 2ns: at least 100ms": func(c *matchmaking.Config) { c.RatingLease = 2 },
 		"want an https URL": func(c *matchmaking.Config) {
 			c.GoogleClientIDs, c.GoogleJWKSURL = "app", "http://keys.example/jwks"
 		},

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -206,6 +207,11 @@ func (c Config) Validate() error {
 	if c.MaxWatches < 1 || c.MaxPlayerWatches < 1 {
 		errs = append(errs, errors.New("--max-watches and --max-player-watches must be at least 1"))
 	}
+	if c.RatingLease > 0 && c.RatingLease < 100*time.Millisecond {
+		// Renewed every third of it: a lease of a few nanoseconds is no
+		// lease, and would tick at no interval.
+		errs = append(errs, fmt.Errorf("--rating-lease %v: at least 100ms", c.RatingLease))
+	}
 	if c.WatchHeartbeat > 0 && c.WatchHeartbeat < 100*time.Millisecond {
 		// Each heartbeat of each watch is a read and a message.
 		errs = append(errs, fmt.Errorf("--watch-heartbeat %v: at least 100ms", c.WatchHeartbeat))
@@ -225,8 +231,10 @@ func (c Config) Validate() error {
 	if c.MaxPools < 1 {
 		errs = append(errs, errors.New("--max-pools must be at least 1"))
 	}
-	if c.PairingWindow < 0 || c.PairingWiden < 0 || c.PairingMaxWindow < 0 {
-		errs = append(errs, errors.New("--pairing-window, --pairing-widen and --pairing-max-window must not be negative"))
+	// Written so that NaN, for which every comparison is false, fails too:
+	// a NaN window pairs no two tickets ever.
+	if !(c.PairingWindow >= 0 && c.PairingWiden >= 0 && c.PairingMaxWindow >= 0) || math.IsInf(c.PairingWindow+c.PairingWiden+c.PairingMaxWindow, 0) {
+		errs = append(errs, errors.New("--pairing-window, --pairing-widen and --pairing-max-window must be finite and not negative"))
 	}
 	if err := c.replication().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--redis-wait-replicas, --redis-wait-timeout: %w", err))

@@ -16,3 +16,18 @@ func TestRunNeedsTheGameService(t *testing.T) {
 		t.Fatalf("run without --game-addr: %v, want an error naming --game-addr", err)
 	}
 }
+
+// TestRunNamesARefusedEnvironmentValue: PALACE_AI_WORKERS=" 0", refused
+// by its parser, left the default of one worker, and the daemon stopped on
+// its --game-addr check, telling an operator who meant no workers to add a
+// game address "with --ai-workers above 0". The refused variable is named
+// first.
+func TestRunNamesARefusedEnvironmentValue(t *testing.T) {
+	t.Setenv("PALACE_AI_WORKERS", " 0")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := run(ctx, []string{"--listen", "127.0.0.1:0", "--redis-addr", "127.0.0.1:1", "--redis-wait", "0s"})
+	if err == nil || !strings.Contains(err.Error(), "PALACE_AI_WORKERS") {
+		t.Fatalf("aid with PALACE_AI_WORKERS=\" 0\": %v; want an error naming PALACE_AI_WORKERS", err)
+	}
+}
