@@ -14,10 +14,11 @@ import (
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 )
 
-// A Connect server-stream request with no whole message in it (an empty
-// body, or one cut inside its envelope) is the client's fault, as the
-// same body is over gRPC-Web (TestCutGRPCWebFramesAreInvalidArgument):
-// it must end invalid_argument, not internal, a server fault.
+// A Connect server-stream request that is not one whole message (an
+// empty body, one cut inside its envelope, or bytes after it) is the
+// client's fault, as the same body is over gRPC-Web
+// (TestCutGRPCWebFramesAreInvalidArgument): it must end invalid_argument,
+// not internal, a server fault.
 func TestCutConnectStreamRequestsAreInvalidArgument(t *testing.T) {
 	addr, _ := startServerWith(t, Config{}, func(s *Server) {
 		s.RegisterService(&gamev1.GameService_ServiceDesc, waitingEvents{})
@@ -34,6 +35,10 @@ func TestCutConnectStreamRequestsAreInvalidArgument(t *testing.T) {
 		{"empty", nil},
 		{"inside the envelope", framed[:3]},
 		{"inside the message", framed[:len(framed)-2]},
+		// grpc-go answered these internal ("cardinality violation",
+		// "unexpected EOF").
+		{"a second message", append(append([]byte(nil), framed...), framed...)},
+		{"a cut second envelope", append(append([]byte(nil), framed...), 0, 0)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/StreamEvents", bytes.NewReader(c.body))

@@ -20,10 +20,10 @@ import (
 const frameHeaderBytes = 5
 
 // refuseCutFrames answers InvalidArgument for a binary gRPC-Web call, or
-// a Connect stream's, whose body holds no whole message: empty, or cut
-// inside a frame (both frame a message alike: a flags byte and its
-// length). grpc-go, behind the transcoder, answers both Internal
-// ("cardinality violation", "unexpected EOF"), a server fault that
+// a Connect stream's, whose body is not one whole message: empty, cut
+// inside a frame, or with bytes after it (both frame a message alike: a
+// flags byte and its length). grpc-go, behind the transcoder, answers
+// these Internal ("cardinality violation", "unexpected EOF"), a server fault that
 // clients retry and that counts against the server, where the fault is
 // the client's. No Palace method streams from the client, so a request is
 // one message of at most maxRecv bytes and is read whole here; a longer
@@ -73,8 +73,8 @@ func framedMedia(contentType, media string) bool {
 	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
 }
 
-// cutFrame says what is wrong with a request body holding no whole
-// gRPC-Web message, or returns "" for one that does.
+// cutFrame says what is wrong with a request body that is not one whole
+// gRPC-Web message, or returns "" for one that is.
 func cutFrame(body []byte) string {
 	switch {
 	case len(body) == 0:
@@ -83,8 +83,13 @@ func cutFrame(body []byte) string {
 		return fmt.Sprintf("the body ends inside the %d-byte frame header of its message (%d bytes)", frameHeaderBytes, len(body))
 	}
 	want := binary.BigEndian.Uint32(body[1:frameHeaderBytes])
-	if got := uint64(len(body) - frameHeaderBytes); got < uint64(want) {
+	switch got := uint64(len(body) - frameHeaderBytes); {
+	case got < uint64(want):
 		return fmt.Sprintf("the message's frame says %d bytes and the body holds %d of them", want, got)
+	case got > uint64(want):
+		// grpc-go answers a second message "cardinality violation", and a
+		// cut one "unexpected EOF", both Internal.
+		return fmt.Sprintf("the body holds %d bytes after its message: a request holds one message", got-uint64(want))
 	}
 	return ""
 }

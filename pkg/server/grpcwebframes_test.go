@@ -11,9 +11,10 @@ import (
 	"time"
 )
 
-// A gRPC-Web body with no whole message in it is the client's fault:
-// grpc-go would answer Internal. Binary and text mode alike get
-// InvalidArgument before the handler runs, and whole messages are served.
+// A gRPC-Web body that is not one whole message (none, a cut one, or
+// bytes after it) is the client's fault: grpc-go would answer Internal.
+// Binary and text mode alike get InvalidArgument before the handler runs,
+// and whole messages are served.
 func TestCutGRPCWebFramesAreInvalidArgument(t *testing.T) {
 	addr, _, calls := startCountingGame(t)
 	msg := getGameWithID("g")
@@ -22,6 +23,10 @@ func TestCutGRPCWebFramesAreInvalidArgument(t *testing.T) {
 		"empty":              {},
 		"inside the header":  {0},
 		"inside the message": framed[:len(framed)-2],
+		// grpc-go answered these Internal ("cardinality violation",
+		// "unexpected EOF").
+		"a second message":   append(append([]byte(nil), framed...), framed...),
+		"a cut second frame": append(append([]byte(nil), framed...), 0, 0),
 	} {
 		for _, ct := range []string{grpcWebBinary + "+proto", grpcWebText} {
 			t.Run(name+" "+ct, func(t *testing.T) {
@@ -53,10 +58,16 @@ func TestCutGRPCWebFramesAreInvalidArgument(t *testing.T) {
 // trailer frame.
 func grpcWebCall(t *testing.T, addr, contentType string, body []byte) (st, msg string) {
 	t.Helper()
+	return grpcWebCallOf(t, addr, "/palace.game.v1.GameService/GetGame", contentType, body)
+}
+
+// grpcWebCallOf is grpcWebCall of the method at path.
+func grpcWebCallOf(t *testing.T, addr, path, contentType string, body []byte) (st, msg string) {
+	t.Helper()
 	if contentType == grpcWebText {
 		body = []byte(base64.StdEncoding.EncodeToString(body))
 	}
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/palace.game.v1.GameService/GetGame", bytes.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", contentType)
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {

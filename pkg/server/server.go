@@ -348,6 +348,7 @@ func (s *Server) rpcHandler() (http.Handler, error) {
 	rpc = refuseEmptyBody(rpc)
 	rpc = withUnaryGzip(rpc)
 	rpc = refuseCutFrames(rpc, s.cfg.MaxRecvBytes)
+	rpc = refuseUnknownGRPCWebMethods(rpc, s.grpc)
 	rpc = withGRPCWebText(rpc, s.cfg.MaxRecvBytes)
 	rpc = withBodyDeadline(rpc, s.cfg.BodyTimeout, s.cfg.MaxRecvBytes)
 	rpc = refuseBadConnectTimeout(rpc)
