@@ -59,6 +59,19 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 	if err := h.admit(ctx, made, h.cfg.AIGames, "you", "game against the AI", "games against the AI"); err != nil {
 		return nil, h.fail(ctx, err)
 	}
+	answer := func(g store.MadeGame) *matchmakingv1.PlayAiResponse {
+		return &matchmakingv1.PlayAiResponse{Seat: seatPB(g.ID, g.Seat, games.AIPlayerID, games.AIName(req.GetLevel()))}
+	}
+	// A retry of a request whose game is recorded is answered from the
+	// record: once the game service keeps the game no longer, the same
+	// creation would make a new game under its id.
+	kept, ok, err := h.store.MadeGame(ctx, made)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if ok {
+		return answer(kept), nil
+	}
 	g, err := h.games.CreateAI(ctx, games.AISpec{
 		RequestID: games.RequestID("ai", c.Subject, req.GetRequestId()), Kind: req.GetKind(), Level: req.GetLevel(),
 		Human: games.Human{ID: c.Subject, Name: c.Name}, HumanSide: side, Control: control,
@@ -70,5 +83,11 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 	// their ticket; a retry's game was made by the first call, and tickets
 	// entered since are left alone.
 	h.withdrawTickets(ctx, g.Created, c.Subject)
-	return &matchmakingv1.PlayAiResponse{Seat: seatPB(g.ID, g.Seat, games.AIPlayerID, games.AIName(req.GetLevel()))}, nil
+	mg := store.MadeGame{ID: g.ID, Seat: g.Seat, Created: g.Created}
+	if err := h.store.RecordMadeGame(ctx, made, mg); err != nil {
+		// Unrecorded, the game would be made again by a retry sent once
+		// it is no longer kept; the retry told to come records it.
+		return nil, h.fail(ctx, err)
+	}
+	return answer(mg), nil
 }

@@ -140,11 +140,16 @@ func (h *Handler) AcceptRematch(ctx context.Context, req *matchmakingv1.AcceptRe
 
 // createRematch creates (or finds again) the rematch of g with sides
 // swapped, once both players' tickets in the queue are withdrawn, and
-// returns it as player sees it.
+// returns it as player sees it. A rematch whose game is recorded is
+// answered as it is: once the game service keeps the game no longer, the
+// same request would make a new game under its id.
 func (h *Handler) createRematch(ctx context.Context, g store.Game, player string) (*matchmakingv1.Rematch, error) {
 	accepted, err := h.store.ReadRematch(ctx, g.ID)
 	if err != nil {
 		return nil, err
+	}
+	if accepted.State == "accepted" && accepted.Game != "" {
+		return rematchPB(g, accepted, player, h.now()), nil
 	}
 	h.withdrawTickets(ctx, accepted.AcceptingSince, g.First.ID, g.Second.ID)
 	ng, err := h.games.CreateHuman(ctx, games.Spec{

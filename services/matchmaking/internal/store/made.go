@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -75,4 +76,47 @@ func (s *Store) Admit(ctx context.Context, m Made, b Bound, now time.Time) (time
 		return 0, ErrOtherRequest
 	}
 	return time.Duration(wait) * time.Millisecond, nil
+}
+
+// MadeGame is the game an admitted request made, kept for the request's
+// retries: once the game service keeps the game no longer, sending the
+// same creation again would make a new game under its id.
+type MadeGame struct {
+	ID      string
+	Seat    Grant
+	Created time.Time
+}
+
+func (s *Store) madeGameKey(m Made) string {
+	return s.playerKey(m.Player, "game:"+m.What+":"+m.Request)
+}
+
+// RecordMadeGame keeps g as the game m made, as long as m's request is
+// kept.
+func (s *Store) RecordMadeGame(ctx context.Context, m Made, g MadeGame) error {
+	b, err := json.Marshal(g)
+	if err != nil {
+		return fmt.Errorf("record made game: %w", err)
+	}
+	key := s.madeGameKey(m)
+	if err := s.write(ctx, key, func(c redis.Cmdable) error { return c.Set(ctx, key, b, m.Keep).Err() }); err != nil {
+		return fmt.Errorf("record made game: %w", err)
+	}
+	return nil
+}
+
+// MadeGame returns the game m made, if it is recorded.
+func (s *Store) MadeGame(ctx context.Context, m Made) (MadeGame, bool, error) {
+	b, err := s.rdb.Get(ctx, s.madeGameKey(m)).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return MadeGame{}, false, nil
+	case err != nil:
+		return MadeGame{}, false, fmt.Errorf("read made game: %w", err)
+	}
+	var g MadeGame
+	if err := json.Unmarshal(b, &g); err != nil {
+		return MadeGame{}, false, fmt.Errorf("read made game: %w", err)
+	}
+	return g, true, nil
 }

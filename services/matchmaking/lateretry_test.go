@@ -1,0 +1,115 @@
+package matchmaking_test
+
+import (
+	"testing"
+	"time"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/game"
+)
+
+// The game service builds a game's id from its creation request, and
+// keeps the request only as long as the game: the same creation sent once
+// the game is gone makes a new game under the old id (CreateGame's proto
+// says so). Matchmaking answered a late retry of AcceptRematch, PlayAi or
+// AcceptInvite by sending the creation again, so a game that had ended
+// came back to life, clocks running, listed as the old game. Here the game
+// service keeps a finished game a second, as a --retention shorter than
+// matchmaking's --game-keep would; a retry then is answered from what
+// matchmaking recorded, and makes no game.
+
+// shortRetention is an environment whose game service keeps a finished
+// game one second.
+func shortRetention(t *testing.T) *env {
+	return newEnvOn(t, redistest.Addr(t), func(c *game.Config) { c.Retention = time.Second }, 1, nil)
+}
+
+// awaitGone waits until the game service no longer keeps the games.
+func (e *env) awaitGone(t *testing.T, ids ...string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "the games to expire", func() bool {
+		r, err := e.game.Client.GetGames(t.Context(), &gamev1.GetGamesRequest{GameIds: ids})
+		return err == nil && len(r.GetNotFound()) == len(ids)
+	})
+}
+
+// wantNotMadeAgain fails the test if the game service keeps a game id
+// again after a retry, and unless the retry answered the same game.
+func (e *env) wantNotMadeAgain(t *testing.T, id, answered string, err error) {
+	t.Helper()
+	if err != nil || answered != id {
+		t.Errorf("the retry answered game %q, %v; want the first answer's game %s", answered, err, id)
+	}
+	r, gerr := e.game.Client.GetGames(t.Context(), &gamev1.GetGamesRequest{GameIds: []string{id}})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	if len(r.GetGames()) > 0 {
+		g := r.GetGames()[0]
+		t.Errorf("game %s, which ended by resignation, is a game again after the retry: status %v, version %d", id, g.GetStatus(), g.GetVersion())
+	}
+}
+
+func TestARematchRetriedOnceItsGameIsGoneMakesNoGame(t *testing.T) {
+	e := shortRetention(t)
+	a, b := e.guest("Ann"), e.guest("Ben")
+	sa, sb := e.friendGame(a, b)
+	e.resign(t, sb)
+	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
+		t.Fatal(err)
+	}
+	acc, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: sa.GetGameId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rematch := acc.GetRematch().GetSeat()
+	e.resign(t, rematch)
+	e.awaitGone(t, sa.GetGameId(), rematch.GetGameId())
+
+	again, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: sa.GetGameId()})
+	e.wantNotMadeAgain(t, rematch.GetGameId(), again.GetRematch().GetSeat().GetGameId(), err)
+	if l := e.listGames(b, 1); len(l) == 1 && l[0].GetStatus() != commonv1.GameStatus_GAME_STATUS_UNSPECIFIED {
+		t.Errorf("Ben's list shows the finished rematch as %v", l[0].GetStatus())
+	}
+}
+
+func TestAPlayAiRetriedOnceItsGameIsGoneMakesNoGame(t *testing.T) {
+	e := shortRetention(t)
+	a := e.guest("Ann")
+	req := &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1, Side: commonv1.Side_SIDE_FIRST}
+	r, err := e.mm[0].PlayAi(a.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat := r.GetSeat()
+	e.resign(t, seat)
+	e.awaitGone(t, seat.GetGameId())
+
+	again, err := e.mm[0].PlayAi(a.ctx(), req)
+	e.wantNotMadeAgain(t, seat.GetGameId(), again.GetSeat().GetGameId(), err)
+	if again.GetSeat().GetToken() != seat.GetToken() {
+		t.Errorf("the retry's credential differs from the first answer's")
+	}
+	if l := e.listGames(a, 0); len(l) != 1 || l[0].GetStatus() != commonv1.GameStatus_GAME_STATUS_UNSPECIFIED {
+		t.Errorf("Ann's list after the retry: %v, want the one game, no longer kept", l)
+	}
+}
+
+func TestAnInviteAcceptRetriedOnceItsGameIsGoneMakesNoGame(t *testing.T) {
+	e := shortRetention(t)
+	host, friend := e.guest("Host"), e.guest("Friend")
+	inv := e.invite(host)
+	acc, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat := acc.GetInvite().GetSeat()
+	e.resign(t, seat)
+	e.awaitGone(t, seat.GetGameId())
+
+	again, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	e.wantNotMadeAgain(t, seat.GetGameId(), again.GetInvite().GetSeat().GetGameId(), err)
+}
