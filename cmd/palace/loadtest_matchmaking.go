@@ -24,6 +24,8 @@ import (
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/newest"
+	"github.com/palacehq/palace/pkg/rulespb"
 	"github.com/palacehq/palace/pkg/server"
 )
 
@@ -45,13 +47,17 @@ type mmReport struct {
 	// Waiting counts every ticket still waiting at the end.
 	Waiting int `json:"waiting"`
 	// Unsettled counts the tickets neither matched nor waiting at the end:
-	// never entered (the run ended first, or EnterQueue failed) or whose
-	// watch ended without a match. Matched + waiting + unsettled = tickets.
+	// never entered (the run ended first, or EnterQueue failed), whose
+	// watch ended without a match, or paired with the word of their game
+	// not come by the end (their cancel then refused). A pairing whose
+	// partner is unsettled so is not judged. Matched + waiting + unsettled
+	// = tickets.
 	Unsettled int `json:"unsettled"`
 	// DoublePaired counts tickets whose pairing is wrong: in a game with
 	// other than exactly one partner, with themselves, across pools,
-	// reported with two games, or seated otherwise by the game service, or
-	// in a game of another kind, time control or rating than their pool's.
+	// reported with two games, not one on each side, handed a credential
+	// of another seat, or seated otherwise by the game service, or in a
+	// game of another kind, time control or rating than their pool's.
 	DoublePaired int `json:"double_paired"`
 	Games        int `json:"games"`
 	Cancelled    int `json:"cancelled"`
@@ -129,6 +135,10 @@ type mmTicket struct {
 	games     []string // distinct game ids the ticket was reported with
 	seat      *matchmakingv1.Seat
 	latency   time.Duration
+	// pairedLate: still waiting when the run ended, its cancel then was
+	// refused because it had been paired, the word of its game not yet
+	// come. Unsettled, and its partner's pairing is not judged.
+	pairedLate bool
 }
 
 type mmLoad struct {
@@ -395,7 +405,6 @@ func (l *mmLoad) progress(w io.Writer, start time.Time, n int) func() {
 // some), then watches it until it is matched or the run ends.
 func (l *mmLoad) play(ctx context.Context, t *mmTicket) {
 	pool := l.pools[t.pool]
-	mm := l.mm[t.idx%len(l.mm)]
 	watcher := l.mm[(t.idx+1)%len(l.mm)] // watch through another replica when there are several
 	pctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+t.token)
 	enter := func() (*matchmakingv1.Ticket, error) {
@@ -413,7 +422,7 @@ func (l *mmLoad) play(ctx context.Context, t *mmTicket) {
 		}
 		t.enteredAt = time.Now()
 		time.Sleep(t.cancelAfter)
-		_, err = mm.CancelTicket(pctx, &matchmakingv1.CancelTicketRequest{TicketId: tk.GetTicketId()})
+		err = l.cancelTicket(ctx, pctx, t, tk.GetTicketId())
 		switch status.Code(err) {
 		case codes.OK:
 			l.cancelled.Add(1)
@@ -457,6 +466,22 @@ func (l *mmLoad) enter(ctx, pctx context.Context, t *mmTicket, r *matchmakingv1.
 	}
 }
 
+// cancelTicket cancels ticket id, sending the cancel again as enter
+// sends an entry: a cancel answered Unavailable may not have been applied,
+// and a player who walked away from it would leave its ticket to pair.
+// Cancelling is idempotent, so a cancel applied before answers alike.
+func (l *mmLoad) cancelTicket(ctx, pctx context.Context, t *mmTicket, id string) error {
+	for failed := 0; ; failed++ {
+		_, err := l.mm[(t.idx+failed)%len(l.mm)].CancelTicket(pctx, &matchmakingv1.CancelTicketRequest{TicketId: id})
+		if status.Code(err) != codes.Unavailable || failed == rewatches {
+			return err
+		}
+		if !retryPause(ctx, failed) {
+			return fmt.Errorf("cancel ticket: %w", ctx.Err())
+		}
+	}
+}
+
 // retryPause waits before the retry that follows failed failures in a
 // row, longer after each, and tells whether the run goes on.
 func retryPause(ctx context.Context, failed int) bool {
@@ -475,11 +500,13 @@ func retryPause(ctx context.Context, failed int) bool {
 const rewatches = 8
 
 // watch follows ticket id until it is settled or the run ends; a watch
-// that fails Unavailable is opened again, through the next replica when
-// there are several, since the ticket lives on in Redis.
+// that fails Unavailable, or is refused for load (ResourceExhausted:
+// "retry later"), is opened again, through the next replica when there
+// are several, since the ticket lives on in Redis.
 func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingServiceClient, t *mmTicket, id string, sent time.Time) {
 	t.ticketID, t.state = id, matchmakingv1.TicketState_TICKET_STATE_WAITING
 	for failed := 0; ; {
+		began := time.Now()
 		err := l.watchOnce(pctx, mm, t, id, sent)
 		if err == nil || runEnded(ctx, err) {
 			return
@@ -487,11 +514,15 @@ func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingSe
 		if server.Renewed(err) {
 			// The replica renewed the watch's connection
 			// (--max-connection-age), which is no failure: the watch is
-			// opened again at once, on a new connection.
+			// opened again at once, on a new connection; after a pause
+			// if it was cut short, lest renewals one after another spin.
 			l.rewatched.Add(1)
+			if time.Since(began) < time.Second && !retryPause(ctx, 0) {
+				return
+			}
 			continue
 		}
-		if status.Code(err) == codes.Unavailable && failed < rewatches {
+		if retryable(err) && failed < rewatches {
 			l.rewatched.Add(1)
 			if !retryPause(ctx, failed) {
 				return
@@ -505,6 +536,20 @@ func (l *mmLoad) watch(ctx, pctx context.Context, mm matchmakingv1.MatchmakingSe
 		t.state = matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED
 		return
 	}
+}
+
+// retryable tells whether a failed watch is to be opened again: the
+// server went away, or shed it for load, but not when a newer watch of
+// the same ticket replaced it (STREAM_REPLACED), which opening it again
+// would end in turn.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable:
+		return true
+	case codes.ResourceExhausted:
+		return apierr.ReasonOf(err) != newest.ReplacedReason
+	}
+	return false
 }
 
 // watchOnce is one WatchTicket call of watch; it returns the call's
@@ -551,11 +596,14 @@ func (l *mmLoad) report(ctx context.Context, elapsed time.Duration, concurrency 
 	for _, p := range l.pools {
 		rep.Pools = append(rep.Pools, p.name)
 	}
+	l.settleWaiting(ctx)
 	byGame := map[string][]*mmTicket{}
+	byPlayer := map[string]*mmTicket{}
 	waitingByPool := map[int][]*mmTicket{}
 	var lat []time.Duration
 	bad := map[*mmTicket]bool{}
 	for _, t := range l.tickets {
+		byPlayer[t.player] = t
 		switch {
 		case t.seat != nil:
 			rep.Matched++
@@ -564,7 +612,7 @@ func (l *mmLoad) report(ctx context.Context, elapsed time.Duration, concurrency 
 			if len(t.games) > 1 {
 				bad[t] = true
 			}
-		case t.ticketID != "" && (t.state == matchmakingv1.TicketState_TICKET_STATE_WAITING || t.state == matchmakingv1.TicketState_TICKET_STATE_PAIRED):
+		case t.ticketID != "" && !t.pairedLate && waitingState(t.state):
 			waitingByPool[t.pool] = append(waitingByPool[t.pool], t)
 		default:
 			rep.Unsettled++
@@ -572,8 +620,12 @@ func (l *mmLoad) report(ctx context.Context, elapsed time.Duration, concurrency 
 	}
 	rep.Games = len(byGame)
 	for id, ts := range byGame {
-		if len(ts) != 2 || ts[0].player == ts[1].player || ts[0].pool != ts[1].pool || ts[0].seat.GetSide() == ts[1].seat.GetSide() ||
-			ts[0].seat.GetOpponentId() != ts[1].player || ts[1].seat.GetOpponentId() != ts[0].player {
+		if len(ts) == 1 && partnerUnknown(byPlayer[ts[0].seat.GetOpponentId()]) {
+			// Its partner's word never came (its watch failed, or came
+			// after the run): nothing seen of the pairing to judge.
+			continue
+		}
+		if !pairedRightly(id, ts) {
 			for _, t := range ts {
 				bad[t] = true
 			}
@@ -601,17 +653,67 @@ func (l *mmLoad) report(ctx context.Context, elapsed time.Duration, concurrency 
 		if len(ws) >= 2 {
 			rep.Unmatched += len(ws)
 		}
-		// Leave nothing behind in the queue.
-		for _, t := range ws {
-			pctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+t.token)
-			_, _ = l.mm[t.idx%len(l.mm)].CancelTicket(pctx, &matchmakingv1.CancelTicketRequest{TicketId: t.ticketID})
-		}
 	}
 	slices.Sort(lat)
 	q := func(p float64) float64 { return float64(quantile(lat, p).Microseconds()) / 1000 }
 	rep.P50ms, rep.P90ms, rep.P99ms, rep.MaxMs = q(0.50), q(0.90), q(0.99), q(1)
 	rep.Errors, rep.Rewatched = l.errs.Load(), l.rewatched.Load()
 	return rep
+}
+
+// settleWaiting cancels every ticket still waiting at the end, leaving
+// nothing behind in the queue. One whose cancel is refused
+// (FailedPrecondition) was paired, the word of its game still on its way:
+// pairedLate, not waiting.
+func (l *mmLoad) settleWaiting(ctx context.Context) {
+	for _, t := range l.tickets {
+		if t.seat != nil || t.ticketID == "" || !waitingState(t.state) {
+			continue
+		}
+		pctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+t.token)
+		if status.Code(l.cancelTicket(ctx, pctx, t, t.ticketID)) == codes.FailedPrecondition {
+			t.pairedLate = true
+		}
+	}
+}
+
+func waitingState(s matchmakingv1.TicketState) bool {
+	return s == matchmakingv1.TicketState_TICKET_STATE_WAITING || s == matchmakingv1.TicketState_TICKET_STATE_PAIRED
+}
+
+// partnerUnknown tells whether t, a ticket's partner, was never seen
+// settled for want of word: its watch failed, or its game was told after
+// the run.
+func partnerUnknown(t *mmTicket) bool {
+	return t != nil && t.seat == nil && t.ticketID != "" && (t.pairedLate || t.state == matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED)
+}
+
+// pairedRightly tells whether the tickets told of game id make one right
+// pairing: two players of one pool, one on each side, each told the other
+// as opponent and handed a credential for its own seat.
+func pairedRightly(id string, ts []*mmTicket) bool {
+	if len(ts) != 2 || ts[0].player == ts[1].player || ts[0].pool != ts[1].pool ||
+		ts[0].seat.GetOpponentId() != ts[1].player || ts[1].seat.GetOpponentId() != ts[0].player {
+		return false
+	}
+	sides := []commonv1.Side{ts[0].seat.GetSide(), ts[1].seat.GetSide()}
+	slices.Sort(sides)
+	if !slices.Equal(sides, []commonv1.Side{commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND}) {
+		return false
+	}
+	return seatClaimed(ts[0], id) && seatClaimed(ts[1], id)
+}
+
+// seatClaimed tells whether t's seat credential claims t's seat: of game
+// id, for t's player, on the side t was told. Its signature is the game
+// service's to check; what it claims is what matchmaking handed over.
+func seatClaimed(t *mmTicket, id string) bool {
+	c, ok := auth.Unverified(t.seat.GetToken())
+	if !ok || c.Kind != auth.KindSeat || c.Game != id || c.Subject != t.player {
+		return false
+	}
+	side, err := rulespb.SideFrom(t.seat.GetSide())
+	return err == nil && c.Side == side.String()
 }
 
 // seatedAsReported reads a game back: its seats must hold exactly the two

@@ -3,13 +3,33 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/palacehq/palace/pkg/auth"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/rulespb"
 )
+
+// matchedTicket is a ticket of player p in pool, told it plays game on
+// side against opponent, with a credential of that seat.
+func matchedTicket(t *testing.T, p string, pool int, game string, side commonv1.Side, opponent string) *mmTicket {
+	t.Helper()
+	ring, err := auth.NewKeyring(auth.Key{ID: "k", Secret: make([]byte, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := rulespb.SideFrom(side)
+	token, err := ring.Sign(auth.Claims{Kind: auth.KindSeat, Subject: p, Game: game, Side: s.String(), IssuedAt: time.Now().Unix(), ExpiresAt: time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mmTicket{player: p, pool: pool, ticketID: "t-" + p, state: matchmakingv1.TicketState_TICKET_STATE_MATCHED,
+		games: []string{game}, seat: &matchmakingv1.Seat{GameId: game, Side: side, OpponentId: opponent, Token: token}}
+}
 
 // queueLeftover is a matchmaking service that takes back the tickets a
 // report leaves waiting.
@@ -30,8 +50,7 @@ func TestMatchmakingReportJudgesEachPairing(t *testing.T) {
 	// matched is a ticket of player p in pool, seated in game on side
 	// against opponent.
 	matched := func(p string, pool int, game string, side commonv1.Side, opponent string) *mmTicket {
-		return &mmTicket{player: p, pool: pool, ticketID: "t-" + p, state: matchmakingv1.TicketState_TICKET_STATE_MATCHED,
-			games: []string{game}, seat: &matchmakingv1.Seat{GameId: game, Side: side, OpponentId: opponent}}
+		return matchedTicket(t, p, pool, game, side, opponent)
 	}
 	waiting := func(p string, pool int) *mmTicket {
 		return &mmTicket{player: p, pool: pool, ticketID: "t-" + p, state: matchmakingv1.TicketState_TICKET_STATE_WAITING}
@@ -54,6 +73,14 @@ func TestMatchmakingReportJudgesEachPairing(t *testing.T) {
 			tickets: []*mmTicket{matched("a", 0, "g1", first, "a"), matched("a", 0, "g1", second, "a")}},
 		{name: "across pools", tickets: edit(func(ts []*mmTicket) { ts[1].pool = 1 }), want: want{matched: 2, games: 1, doublePaired: 2}},
 		{name: "on one side", tickets: edit(func(ts []*mmTicket) { ts[1].seat.Side = first }), want: want{matched: 2, games: 1, doublePaired: 2}},
+		{name: "told no side", tickets: edit(func(ts []*mmTicket) { ts[1].seat.Side = commonv1.Side_SIDE_UNSPECIFIED }), want: want{matched: 2, games: 1, doublePaired: 2}},
+		// The tool passed a player handed its opponent's credential.
+		{name: "handed the opponent's credential", tickets: edit(func(ts []*mmTicket) { ts[1].seat.Token = ts[0].seat.Token }), want: want{matched: 2, games: 1, doublePaired: 2}},
+		{name: "handed no credential", tickets: edit(func(ts []*mmTicket) { ts[1].seat.Token = "" }), want: want{matched: 2, games: 1, doublePaired: 2}},
+		{name: "handed a credential of another game", tickets: edit(func(ts []*mmTicket) { ts[1].seat.Token = matched("b", 0, "g2", second, "a").seat.Token }), want: want{matched: 2, games: 1, doublePaired: 2}},
+		// Its partner's watch failed: the pairing is unseen, not wrong.
+		{name: "beside a partner unheard of", want: want{matched: 1, games: 1, unsettled: 1}, tickets: []*mmTicket{
+			matched("a", 0, "g1", first, "b"), {player: "b", ticketID: "t-b", state: matchmakingv1.TicketState_TICKET_STATE_UNSPECIFIED}}},
 		{name: "told of another opponent", tickets: edit(func(ts []*mmTicket) { ts[1].seat.OpponentId = "c" }), want: want{matched: 2, games: 1, doublePaired: 2}},
 		{name: "reported with two games", tickets: edit(func(ts []*mmTicket) { ts[0].games = append(ts[0].games, "g2") }), want: want{matched: 2, games: 1, doublePaired: 1}},
 		{name: "two waiting in a pool", tickets: []*mmTicket{waiting("a", 0), waiting("b", 0), waiting("c", 1)},

@@ -5,7 +5,6 @@ import (
 
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
-	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 )
 
 // TestMatchmakingReportCountsAPlayerSeatedNowhere: a and b are told they
@@ -16,8 +15,7 @@ func TestMatchmakingReportCountsAPlayerSeatedNowhere(t *testing.T) {
 	first, second := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
 	pool := mmPools(false)[0]
 	matched := func(p string, side commonv1.Side, opponent string) *mmTicket {
-		return &mmTicket{player: p, pool: 0, ticketID: "t-" + p, state: matchmakingv1.TicketState_TICKET_STATE_MATCHED,
-			games: []string{"g1"}, seat: &matchmakingv1.Seat{GameId: "g1", Side: side, OpponentId: opponent}}
+		return matchedTicket(t, p, 0, "g1", side, opponent)
 	}
 	for name, seats := range map[string][]*gamev1.Seat{
 		"a on both seats":       {{Side: first, PlayerId: "a"}, {Side: first, PlayerId: "a"}},
