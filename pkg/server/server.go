@@ -231,7 +231,9 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 		grpc.StatsHandler(connBirth{}),
 		grpc.InTapHandle(awaitBody(cfg.BodyTimeout)),
 		grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log, cfg.MaxConnectionAge), refuseUndecodable),
-		grpc.ChainStreamInterceptor(drainStream(drain), recoverStream(log), logStream(log, cfg.MaxConnectionAge), refusedStream, refuseUndecodableStream),
+		// The log line outside the drain: it records the Unavailable that a
+		// stop ends a stream with, not what its handler returned.
+		grpc.ChainStreamInterceptor(recoverStream(log), logStream(log, cfg.MaxConnectionAge), drainStream(drain), refusedStream, refuseUndecodableStream),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxConcurrentStreams(maxStreamsPerConn),
