@@ -21,6 +21,10 @@ import (
 // repeatWindow is how long identical warnings are counted, not written.
 const repeatWindow = 10 * time.Second
 
+// repeatOwed is how long the count of a warning's left-out repeats waits
+// for the next one to carry it.
+const repeatOwed = time.Hour
+
 // volatile attributes differ between records that tell of one thing: a
 // full or stalled Redis fails a command of every game, each its own
 // record, and written once per game a window they flooded the log.
@@ -115,7 +119,9 @@ func (r *repeats) pass(key string) (bool, int) {
 		// warning, under the lock every warning takes, cost seconds.
 		r.swept = now
 		for k, p := range r.last {
-			if now.Sub(p.at) >= repeatWindow {
+			// One whose repeats were left out keeps its count for its next
+			// record to carry, an hour at most.
+			if age := now.Sub(p.at); age >= repeatWindow && (p.skipped == 0 || age >= repeatOwed) {
 				delete(r.last, k)
 			}
 		}
