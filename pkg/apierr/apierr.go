@@ -123,10 +123,31 @@ func CodeOf(err error) Code {
 }
 
 // ToStatus converts err for the wire. Internal errors are logged with
-// their detail and reach the client as "internal error".
+// their detail and reach the client as "internal error". A status whose
+// cause is logged here, at warn or error, says so (CauseLogged), so that
+// the server's line for the call does not say it again at that level: one
+// fault, one line an operator's alerts count.
 func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
+	logged, st := toStatus(ctx, log, err)
+	if logged {
+		return loggedStatus{st}
+	}
+	return st
+}
+
+// loggedStatus is a status error whose cause ToStatus logged.
+type loggedStatus struct{ error }
+
+func (l loggedStatus) GRPCStatus() *status.Status { return status.Convert(l.error) }
+
+// CauseLogged tells the server's call log that the cause was logged.
+func (loggedStatus) CauseLogged() bool { return true }
+
+func (l loggedStatus) Unwrap() error { return l.error }
+
+func toStatus(ctx context.Context, log *slog.Logger, err error) (logged bool, st error) {
 	if err == nil {
-		return nil
+		return false, nil
 	}
 	// A status made here or by grpc itself passes as it is. One wrapped on
 	// its way up came from a call to another service: its code and text
@@ -134,61 +155,62 @@ func ToStatus(ctx context.Context, log *slog.Logger, err error) error {
 	// client's credential) and may name internal addresses; it is mapped
 	// below.
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
-		return err
+		return false, err
 	}
 	// A code chosen for the error stands even over a context error it
 	// wraps: that may be a call's own timeout (a request to another
 	// service, to Google), which is no deadline of this client's.
 	var e *Error
 	if errors.As(err, &e) && e.Code != Internal {
-		if e.Code == Unavailable && e.Err != nil {
+		logged = e.Code == Unavailable && e.Err != nil
+		if logged {
 			// The client reads a short message; the outage behind it is
 			// logged here, once.
 			log.WarnContext(ctx, "unavailable", "err", e.Err)
 		}
-		st := status.New(grpcCodes[e.Code], e.Msg)
+		s := status.New(grpcCodes[e.Code], e.Msg)
 		if e.Reason != "" {
-			if withInfo, err := st.WithDetails(&errdetails.ErrorInfo{Reason: e.Reason, Domain: ErrorDomain, Metadata: e.Meta}); err == nil {
-				st = withInfo
+			if withInfo, err := s.WithDetails(&errdetails.ErrorInfo{Reason: e.Reason, Domain: ErrorDomain, Metadata: e.Meta}); err == nil {
+				s = withInfo
 			}
 		}
-		return st.Err()
+		return logged, s.Err()
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, "request cancelled")
+		return false, status.Error(codes.Canceled, "request cancelled")
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+		return false, status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	}
 	if errors.Is(err, redisx.ErrNotReplicated) {
 		log.WarnContext(ctx, "write not confirmed by replicas", "err", err)
-		return status.Error(codes.Unavailable, notReplicatedMsg)
+		return true, status.Error(codes.Unavailable, notReplicatedMsg)
 	}
 	if s, ok := status.FromError(err); ok {
 		switch s.Code() {
 		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
 			log.WarnContext(ctx, "downstream service unavailable", "err", err)
-			return status.Error(codes.Unavailable, downstreamMsg)
+			return true, status.Error(codes.Unavailable, downstreamMsg)
 		case codes.Canceled:
-			return status.Error(codes.Canceled, "request cancelled")
+			return false, status.Error(codes.Canceled, "request cancelled")
 		}
 		log.ErrorContext(ctx, "internal error", "err", err)
-		return status.Error(codes.Internal, "internal error")
+		return true, status.Error(codes.Internal, "internal error")
 	}
 	if Transient(err) {
 		log.WarnContext(ctx, "storage unavailable", "err", err)
-		return status.Error(codes.Unavailable, unavailableMsg)
+		return true, status.Error(codes.Unavailable, unavailableMsg)
 	}
 	if outOfMemory(err) {
 		log.WarnContext(ctx, "storage full", "err", err)
-		return status.Error(codes.Unavailable, fullMsg)
+		return true, status.Error(codes.Unavailable, fullMsg)
 	}
 	if redisx.WritesRefused(err) {
 		log.WarnContext(ctx, "storage refuses writes", "err", err)
-		return status.Error(codes.Unavailable, refusedMsg)
+		return true, status.Error(codes.Unavailable, refusedMsg)
 	}
 	log.ErrorContext(ctx, "internal error", "err", err)
-	return status.Error(codes.Internal, "internal error")
+	return true, status.Error(codes.Internal, "internal error")
 }
 
 const notReplicatedMsg = "the change is stored but not yet confirmed by enough Redis replicas, so it is not acknowledged: retry with the same request_id (it is applied at most once)"

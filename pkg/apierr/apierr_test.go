@@ -63,9 +63,17 @@ func TestToStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := status.Convert(ToStatus(context.Background(), logging.Discard(), tt.err))
+			var buf bytes.Buffer
+			err := ToStatus(context.Background(), slog.New(slog.NewTextHandler(&buf, nil)), tt.err)
+			st := status.Convert(err)
 			if st.Code() != tt.wantCode || st.Message() != tt.wantMsg {
 				t.Fatalf("got %v %q, want %v %q", st.Code(), st.Message(), tt.wantCode, tt.wantMsg)
+			}
+			// The server's line for the call stays at info when the cause
+			// is logged here, and only then: one fault, one line.
+			var cause interface{ CauseLogged() bool }
+			if said := errors.As(err, &cause) && cause.CauseLogged(); said != (buf.Len() > 0) {
+				t.Fatalf("the status says its cause was logged: %v; logged: %q", said, buf.String())
 			}
 		})
 	}

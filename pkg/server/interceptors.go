@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"runtime/debug"
 	"time"
@@ -119,6 +120,12 @@ func logCall(ctx context.Context, log *slog.Logger, maxAge time.Duration, method
 		level = slog.LevelWarn
 	case code == codes.Internal, code == codes.Unknown, code == codes.DataLoss:
 		level = slog.LevelError
+	}
+	var cause interface{ CauseLogged() bool }
+	if level > slog.LevelInfo && errors.As(err, &cause) && cause.CauseLogged() {
+		// Its cause is logged already, at this level, with what it was
+		// (apierr.ToStatus): one fault, one line that alerts count.
+		level = slog.LevelInfo
 	}
 	log.Log(ctx, level, "rpc", "method", method, "code", code.String(), "duration_ms", float64(time.Since(start).Microseconds())/1000)
 }
