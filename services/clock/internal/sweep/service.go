@@ -598,7 +598,7 @@ func newMetrics(meter metric.Meter, s *Service) (metrics, error) {
 		metric.WithExplicitBucketBoundaries(bounds...))
 	errs = append(errs, err)
 	m.outcomes, err = meter.Int64Counter("palace_clock_deadlines",
-		metric.WithDescription("due deadline entries handled, by outcome: flag, milestone, setup, abort, excuse (applied: excuse is a deadline moved later, for a storage outage), recheck (not its game's current deadline, or of a game not found, and younger than --clock-stale-after: checked again, as a commit making it current may be on its way), stale, retry, error"))
+		metric.WithDescription("due deadline entries handled, by outcome: flag, milestone, setup, abort, excuse (applied: excuse is a deadline moved later, for a storage outage), recheck (not its game's current deadline, or of a game not found, and younger than --clock-stale-after: checked again, as a commit making it current may be on its way), stale, retry, error (an entry that failed, or a shard whose due entries could not be read, once per failed read)"))
 	errs = append(errs, err)
 	owned, err := meter.Int64ObservableGauge("palace_clock_owned_shards", metric.WithDescription("deadline index shards this replica sweeps"))
 	errs = append(errs, err)
