@@ -1002,44 +1002,56 @@ func TestAnotherGamesSeatWatchesAPublicGame(t *testing.T) {
 }
 
 // TestAPlayersCredentialWatchesAPublicGame: apps send their player's
-// credential (from matchmaking, signed with keys the game service need not
-// hold) with every call. On a public game it holds no seat and watches, as
-// no credential does; a private game refuses it, saying what it is.
+// credential (from matchmaking) with every call. On a public game it holds
+// no seat and watches, as no credential does; a private game refuses it,
+// saying what it is. Alike whether matchmaking signs it with keys the game
+// service does not hold or with the seat keys themselves (the deployment
+// files ship one key for both): then it was refused PermissionDenied, "not
+// for a seat of game X", as another game's seat is.
 func TestAPlayersCredentialWatchesAPublicGame(t *testing.T) {
-	env := gametest.Start(t, nil)
-	public := xiangqi(t, env)
-	private := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
-	matchmaking, _, err := auth.KeyringFromConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tok, err := matchmaking.Sign(auth.Claims{Kind: auth.KindGuest, Subject: "guest-0123456789abcdef01234567", Name: "Guest", IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	player := gametest.As(context.Background(), tok)
-	if _, err := env.Client.GetGame(player, &gamev1.GetGameRequest{GameId: public.id}); err != nil {
-		t.Fatalf("read of a public game with a player's credential: %v", err)
-	}
-	st, err := env.Client.StreamEvents(player, &gamev1.StreamEventsRequest{GameId: public.id, Snapshot: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, err := st.Recv(); err != nil || m.GetSnapshot() == nil {
-		t.Fatalf("stream of a public game with a player's credential: %v, %v", m, err)
-	}
-	if got := heldSeats(t, env); len(got) != 0 {
-		t.Fatalf("a watcher with a player's credential holds %v", got)
-	}
-	_, err = env.Client.GetGame(player, &gamev1.GetGameRequest{GameId: private.id})
-	if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "guest player's credential") {
-		t.Fatalf("read of a private game with a player's credential: %v, want Unauthenticated saying what it is", err)
-	}
-	// Nor does it act for a seat.
-	_, err = env.Client.MakeMove(player, &gamev1.MakeMoveRequest{GameId: public.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h3e3"}})
-	if status.Code(err) != codes.Unauthenticated {
-		t.Fatalf("a move with a player's credential: %v, want Unauthenticated", err)
+	const sharedKeys = "k1:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	for name, keys := range map[string]string{"signed with other keys": "", "signed with the seat keys": sharedKeys} {
+		t.Run(name, func(t *testing.T) {
+			env := gametest.Start(t, func(c *game.Config) {
+				if keys != "" {
+					c.SigningKeys = keys
+				}
+			})
+			public := xiangqi(t, env)
+			private := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
+			matchmaking, _, err := auth.KeyringFromConfig(keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			tok, err := matchmaking.Sign(auth.Claims{Kind: auth.KindGuest, Subject: "guest-0123456789abcdef01234567", Name: "Guest", IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			player := gametest.As(context.Background(), tok)
+			if _, err := env.Client.GetGame(player, &gamev1.GetGameRequest{GameId: public.id}); err != nil {
+				t.Fatalf("read of a public game with a player's credential: %v", err)
+			}
+			st, err := env.Client.StreamEvents(player, &gamev1.StreamEventsRequest{GameId: public.id, Snapshot: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, err := st.Recv(); err != nil || m.GetSnapshot() == nil {
+				t.Fatalf("stream of a public game with a player's credential: %v, %v", m, err)
+			}
+			if got := heldSeats(t, env); len(got) != 0 {
+				t.Fatalf("a watcher with a player's credential holds %v", got)
+			}
+			_, err = env.Client.GetGame(player, &gamev1.GetGameRequest{GameId: private.id})
+			if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "guest player's credential") {
+				t.Fatalf("read of a private game with a player's credential: %v, want Unauthenticated saying what it is", err)
+			}
+			// Nor does it act for a seat.
+			_, err = env.Client.MakeMove(player, &gamev1.MakeMoveRequest{GameId: public.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: "h3e3"}})
+			if status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("a move with a player's credential: %v, want Unauthenticated", err)
+			}
+		})
 	}
 }
 

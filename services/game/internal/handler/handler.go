@@ -334,15 +334,16 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 		return 0, false, err
 	}
 	c, err := h.verified.Verify(tok, now)
+	// A credential of another kind (a player's, which apps send with every
+	// call) holds no seat: it may still watch a public game, as no
+	// credential may. Answered alike whether or not it verifies here: a
+	// deployment may sign players' and seats' credentials with one key.
+	if hint := auth.KindHint(tok, auth.KindSeat); hint != "" {
+		e := apierr.New(apierr.Unauthenticated, "seat credential: %s", hint)
+		e.Err = errNotASeat
+		return 0, false, e
+	}
 	if err != nil {
-		if hint := auth.KindHint(tok, auth.KindSeat); hint != "" {
-			// A credential of another kind (a player's, which apps send
-			// with every call) holds no seat: it may still watch a public
-			// game, as no credential may.
-			e := apierr.New(apierr.Unauthenticated, "seat credential: %s", hint)
-			e.Err = errNotASeat
-			return 0, false, e
-		}
 		dead := errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrUnknownKey)
 		if uc, ok := auth.Unverified(tok); dead && ok && uc.Kind == auth.KindSeat && uc.Game != id {
 			// Another game's seat, run out or signed with a key removed:
