@@ -199,7 +199,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{name: "negative keepalive", args: []string{"--keepalive-timeout", "-1s", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--keepalive-time and --keepalive-timeout must not be negative"},
 		{name: "bad CORS origin", args: []string{"--cors-origins", "https://play.example.com, play.example.com", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-origins: CORS origin "play.example.com"`},
 		{name: "CORS origin with its default port", args: []string{"--cors-origins", "https://play.example.com:443", "--listen", "127.0.0.1:0"}, want: exitFail, says: "leave out the default port 443, as browsers do: https://play.example.com"},
-		{name: "stream heartbeat too short", args: []string{"--heartbeat", "1ns", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--heartbeat 1ns: at least 100ms"},
+		{name: "stream heartbeat too short", args: []string{"--heartbeat", "1ns", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--heartbeat 1ns: at least 1ms"},
 		{name: "watch heartbeat too short", args: []string{"--watch-heartbeat", "1ns", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--watch-heartbeat 1ns: at least 100ms"},
 		{name: "CORS headers without origins", args: []string{"--cors-headers", "x-request-id", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--cors-headers needs --cors-origins"},
 		{name: "bad CORS header", args: []string{"--cors-origins", "https://play.example.com", "--cors-headers", "x-request-id, sentry trace", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--cors-headers: "sentry trace" is not a header name`},
