@@ -51,11 +51,17 @@ func refuseCutFrames(next http.Handler, maxRecv int) http.Handler {
 			refuse(codes.Unavailable, "reading the request: "+err.Error())
 			return
 		}
+		msg := ""
 		if int64(len(head)) < limit {
-			if msg := cutFrame(head); msg != "" {
-				refuse(codes.InvalidArgument, "malformed request: "+msg)
-				return
-			}
+			msg = cutFrame(head)
+		} else if n := afterMessage(head); n > 0 {
+			// Longer than any message may be, but its first message ends
+			// inside what was read: the rest is more than one message.
+			msg = fmt.Sprintf("the body holds more than %d bytes after its message: a request holds one message", n)
+		}
+		if msg != "" {
+			refuse(codes.InvalidArgument, "malformed request: "+msg)
+			return
 		}
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
 		next.ServeHTTP(w, r)
@@ -92,6 +98,16 @@ func cutFrame(body []byte) string {
 		return fmt.Sprintf("the body holds %d bytes after its message: a request holds one message", got-uint64(want))
 	}
 	return ""
+}
+
+// afterMessage is how many of body's bytes follow its first message, 0
+// when the message does not end within body.
+func afterMessage(body []byte) int {
+	if len(body) < frameHeaderBytes {
+		return 0
+	}
+	want := uint64(binary.BigEndian.Uint32(body[1:frameHeaderBytes]))
+	return int(max(0, int64(len(body)-frameHeaderBytes)-int64(want)))
 }
 
 // grpcWebError answers a gRPC-Web call trailers-only, the status in the

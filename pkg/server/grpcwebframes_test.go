@@ -89,3 +89,19 @@ func grpcWebCallOf(t *testing.T, addr, path, contentType string, body []byte) (s
 	}
 	return st, ""
 }
+
+// A body of one small message followed by more bytes than a request may
+// hold was read only up to that bound and then passed on unchecked, so
+// grpc-go answered Internal ("cardinality violation") where the same
+// trailing bytes, fewer, were InvalidArgument.
+func TestTrailingBytesPastTheReadLimitAreInvalidArgument(t *testing.T) {
+	addr, _, calls := startCountingGame(t)
+	msg := getGameWithID("g")
+	framed := append([]byte{0, 0, 0, 0, byte(len(msg))}, msg...)
+	// Past the default MaxRecvBytes, 1 MiB, in whole frames.
+	body := bytes.Repeat(framed, (1<<20)/len(framed)+2)
+	before := calls.Load()
+	if st, m := grpcWebCall(t, addr, grpcWebBinary+"+proto", body); st != "3" || calls.Load() > before {
+		t.Fatalf("grpc-status %q %q, handler ran %v; want 3 (INVALID_ARGUMENT) before the handler", st, m, calls.Load() > before)
+	}
+}
