@@ -103,6 +103,9 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	rctx, cancel := context.WithTimeout(ctx, *duration)
 	defer cancel()
 	var jobs, errs, retries, shed atomic.Int64
+	// lastAnswer and lastShed are when the last call was answered, and shed
+	// (unix nanos).
+	var lastAnswer, lastShed atomic.Int64
 	var nodes atomic.Uint64
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -164,6 +167,7 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 					}
 					if status.Code(err) == codes.ResourceExhausted {
 						shed.Add(1)
+						lastShed.Store(time.Now().UnixNano())
 					} else {
 						fail("%v", err)
 					}
@@ -176,6 +180,7 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 				lat = append(lat, time.Since(t))
 				mu.Unlock()
 				jobs.Add(1)
+				lastAnswer.Store(time.Now().UnixNano())
 				nodes.Add(resp.GetNodes())
 			}
 		})
@@ -184,6 +189,10 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	el := time.Since(start).Seconds()
 	rep := aiReport{Level: *level, Jobs: jobs.Load(), JobsPerS: float64(jobs.Load()) / el, Nodes: nodes.Load(), NPS: float64(nodes.Load()) / el, Errors: errs.Load(), Retries: retries.Load(), Shed: shed.Load()}
 	rep.P50ms, rep.P99ms = percentiles(lat)
+	if quiet := shedOnly(start, lastAnswer.Load(), lastShed.Load(), time.Duration(rep.P50ms*float64(time.Millisecond))); quiet > 0 {
+		fail("the service shed every call for the last %v of the run, answering none: shedding is for load it cannot take, not for stopping", quiet.Round(time.Millisecond))
+		rep.Errors = errs.Load()
+	}
 	for _, e := range errText {
 		fmt.Fprintln(stderr, "error:", e)
 	}
@@ -200,6 +209,23 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitFail
 	}
 	return exitOK
+}
+
+// shedOnly is how long the end of a run that began at start went with
+// calls shed and none answered (unix nanos of the last of each; 0: none),
+// when that is longer than half the run and five answers' median time: a
+// service that takes more than it can bears still answers at its pace,
+// one that stopped answering sheds everything. 0 otherwise.
+func shedOnly(start time.Time, lastAnswer, lastShed int64, p50 time.Duration) time.Duration {
+	if lastShed == 0 || lastShed < lastAnswer {
+		return 0
+	}
+	from := max(lastAnswer, start.UnixNano())
+	quiet := time.Duration(lastShed - from)
+	if quiet <= max(time.Duration(lastShed-start.UnixNano())/2, 5*p50) {
+		return 0
+	}
+	return quiet
 }
 
 // faulty tells whether the report shows a fault: a failed or wrong

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -93,5 +94,35 @@ func TestLoadtestAICountsCallsRefusedForLoadAsShed(t *testing.T) {
 	t.Logf("report %+v", rep)
 	if code != exitOK || rep.Errors != 0 || rep.Shed == 0 || rep.Jobs == 0 {
 		t.Fatalf("exit %d, report %+v; want exit %d, jobs, calls shed and no error\n%s", code, rep, exitOK, errOut)
+	}
+}
+
+// leakingAI answers its first BestMove, then refuses every later one for
+// load, as a service whose engine slots leaked (never handed back) would:
+// it answers nothing more, whatever the load.
+type leakingAI struct {
+	legalMovesAI
+	calls *atomic.Int64
+}
+
+func (l leakingAI) BestMove(ctx context.Context, req *aiv1.BestMoveRequest) (*aiv1.BestMoveResponse, error) {
+	if l.calls.Add(1) > 1 {
+		return nil, status.Error(codes.ResourceExhausted, "all 4 engines are searching and 64 calls wait for one already; retry later")
+	}
+	return l.legalMovesAI.BestMove(ctx, req)
+}
+
+// TestLoadtestAIFailsAServiceThatShedsEverything: one client, one call at
+// a time; the service answers one call and sheds every later one. Counted
+// as shed, not errors, the run passed as long as one call was answered: a
+// service that stopped answering looked like one under load.
+func TestLoadtestAIFailsAServiceThatShedsEverything(t *testing.T) {
+	addr := serveAI(t, leakingAI{calls: new(atomic.Int64)})
+	out, errOut, code := palace("loadtest", "ai", "--addr", addr, "--variant", "xiangqi", "--level", "1",
+		"--clients", "1", "--duration", "1s")
+	var rep aiReport
+	lastJSON(t, out, &rep)
+	if code == exitOK {
+		t.Fatalf("a service answering 1 call and shedding the %d after it, with one client: exit %d, report %+v; want a failed run\n%s", rep.Shed, code, rep, errOut)
 	}
 }

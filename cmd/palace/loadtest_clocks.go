@@ -505,12 +505,18 @@ func (l *clocksLoad) serverOffset() time.Duration {
 }
 
 // offsetError bounds the error of serverOffset: half the round trip it
-// was measured by, and the millisecond the server's instants are given in.
+// was measured by, the millisecond the server's instants are given in,
+// and replicaSkew.
 func (l *clocksLoad) offsetError() time.Duration {
 	l.offMu.Lock()
 	defer l.offMu.Unlock()
-	return l.offRTT/2 + time.Millisecond
+	return l.offRTT/2 + time.Millisecond + replicaSkew
 }
+
+// replicaSkew bounds how far replicas' clocks differ: each reads Redis'
+// time at an anchor, behind by that reply's latency, and runs on its own
+// clock since, while the offset is measured against one replica.
+const replicaSkew = 25 * time.Millisecond
 
 // local converts a server instant to this machine's clock.
 func (l *clocksLoad) local(server time.Time) time.Time { return server.Add(-l.serverOffset()) }

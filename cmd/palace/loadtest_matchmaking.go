@@ -25,6 +25,7 @@ import (
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/pkg/newest"
+	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/pkg/rulespb"
 	"github.com/palacehq/palace/pkg/server"
 )
@@ -712,8 +713,13 @@ func seatClaimed(t *mmTicket, id string) bool {
 	if !ok || c.Kind != auth.KindSeat || c.Game != id || c.Subject != t.player {
 		return false
 	}
+	// Read as the game service reads it: cho and red are first too.
+	claimed, err := rules.ParseSide(c.Side)
+	if err != nil {
+		return false
+	}
 	side, err := rulespb.SideFrom(t.seat.GetSide())
-	return err == nil && c.Side == side.String()
+	return err == nil && claimed == side
 }
 
 // seatedAsReported reads a game back: its seats must hold exactly the two

@@ -149,3 +149,33 @@ func TestMatchmakingReportFaulty(t *testing.T) {
 		})
 	}
 }
+
+// TestASeatClaimOfAnotherSpellingIsRight: a seat credential's side is
+// read by rules.ParseSide everywhere (first/cho/red in any case), and the
+// game service admits such a credential for its seat; the load tool read
+// only "first"/"second", and would have counted a right pairing wrong.
+func TestASeatClaimOfAnotherSpellingIsRight(t *testing.T) {
+	parsed, err := auth.ParseKeys(playerKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := auth.NewKeyring(parsed...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ticket := func(player, opponent, side string, pbSide commonv1.Side) *mmTicket {
+		tok, err := ring.Sign(auth.Claims{Kind: auth.KindSeat, Subject: player, Game: "g1", Side: side, IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &mmTicket{player: player, seat: &matchmakingv1.Seat{GameId: "g1", Side: pbSide, OpponentId: opponent, Token: tok}}
+	}
+	for _, names := range [][2]string{{"cho", "han"}, {"red", "black"}, {"First", "Second"}} {
+		a := ticket("pa", "pb", names[0], commonv1.Side_SIDE_FIRST)
+		b := ticket("pb", "pa", names[1], commonv1.Side_SIDE_SECOND)
+		if !pairedRightly("g1", []*mmTicket{a, b}) {
+			t.Errorf("seats claiming sides %q/%q (which the game service admits for SIDE_FIRST/SIDE_SECOND) judged a wrong pairing", names[0], names[1])
+		}
+	}
+}
