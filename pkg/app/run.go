@@ -296,13 +296,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	var rdb redis.UniversalClient
 	if !o.Config.NoRedis {
 		if rdb, err = connectRedis(ctx, o.Config.RedisAddr, o.Config.RedisWait, log, &closers); err != nil {
-			if ctx.Err() != nil {
-				// Stopped while waiting for Redis: a stop asked for, which a
-				// supervisor must not record as a failure.
-				log.Info("stopped while waiting for redis", "redis_addr", redisx.Redact(o.Config.RedisAddr))
-				return nil
-			}
-			return err
+			return stoppedStarting(ctx, log, "waiting for redis", err)
 		}
 		if err := registerRedisReachable(tel.Meter.Meter("palace/redis"), rdb); err != nil {
 			return fmt.Errorf("redis metrics: %w", err)
@@ -321,7 +315,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	for _, bind := range o.Services {
 		closer, err := bind(ctx, rt)
 		if err != nil {
-			return err
+			return stoppedStarting(ctx, log, "starting its services", err)
 		}
 		if closer != nil {
 			closeServices = append(closeServices, closer)
@@ -331,6 +325,18 @@ func Run(ctx context.Context, o Options) (err error) {
 		o.OnServing(rt.Addr)
 	}
 	return srv.Serve(ctx, lis)
+}
+
+// stoppedStarting is Run's answer to err, met while the process started
+// (waiting for Redis, its services' first calls): nil when the process
+// was stopped meanwhile, a stop asked for, which a supervisor must not
+// record as a failure; err otherwise.
+func stoppedStarting(ctx context.Context, log *slog.Logger, while string, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	log.Info("stopped while "+while, "err", err)
+	return nil
 }
 
 // connectRedis connects to addr, waiting up to wait for a Redis out of

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/palacehq/palace/pkg/app"
 	"github.com/palacehq/palace/pkg/apptest"
+	"github.com/palacehq/palace/pkg/redistest"
 )
 
 // startWithDeadCollector runs a process with no service of its own that
@@ -243,5 +245,56 @@ func TestAStopWhileWaitingForRedisIsAStop(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "stopped while waiting for redis") {
 		t.Errorf("the stop is not told:\n%s", out.String())
+	}
+}
+
+// TestAStopWhileAServiceStartsIsAStop: as a stop while waiting for Redis,
+// a stop while a service binds (the game and clock services check their
+// deadline shards, the AI service ensures its queue, each a Redis call
+// under the start's context) returned the cancellation as the process's
+// error: exit 1. It is a clean stop too.
+func TestAStopWhileAServiceStartsIsAStop(t *testing.T) {
+	addr := redistest.Addr(t)
+	cfg := app.Config{}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg.RegisterFlags(fs, "127.0.0.1:0")
+	if err := fs.Parse([]string{"--redis-addr", addr}); err != nil {
+		t.Fatal(err)
+	}
+	binding := make(chan struct{})
+	slowStart := func(ctx context.Context, rt *app.Runtime) (func() error, error) {
+		close(binding)
+		// A service's start makes its Redis calls one after another (the
+		// game service: replicas, shards, the AI queue, scripts); the stop
+		// comes between two of them, and the next fails with it.
+		<-ctx.Done()
+		if err := rt.Redis.Ping(ctx).Err(); err != nil {
+			return nil, fmt.Errorf("check shards: %w", err)
+		}
+		return nil, nil
+	}
+	out := &apptest.LogBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, app.Options{Name: "test", Config: cfg, LogOutput: out, Services: []app.Binder{slowStart}})
+	}()
+	select {
+	case <-binding:
+	case err := <-done:
+		t.Fatalf("Run ended before binding: %v\n%s", err, out.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("no bind within 10s")
+	}
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stopped while a service was starting: Run returned %v, want nil (a stop asked for, as while waiting for Redis)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not stop within 10s of the stop")
 	}
 }
