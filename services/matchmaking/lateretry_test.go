@@ -113,3 +113,58 @@ func TestAnInviteAcceptRetriedOnceItsGameIsGoneMakesNoGame(t *testing.T) {
 	again, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
 	e.wantNotMadeAgain(t, seat.GetGameId(), again.GetInvite().GetSeat().GetGameId(), err)
 }
+
+// A rematch made by the second of two offers is made by OfferRematch, whose
+// retry first asked the game service whether the finished game was over:
+// once that game was no longer kept, the retry was refused NotFound
+// instead of answered with the rematch it made, as AcceptRematch's is.
+func TestAnOfferRematchRetriedOnceItsGameIsGoneIsAnsweredFromTheRecord(t *testing.T) {
+	e := shortRetention(t)
+	a, b := e.guest("Ann"), e.guest("Ben")
+	sa, sb := e.friendGame(a, b)
+	e.resign(t, sb)
+	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rematch := first.GetRematch().GetSeat()
+	if rematch.GetGameId() == "" {
+		t.Fatalf("the second offer made no rematch: %v", first)
+	}
+	e.resign(t, rematch)
+	e.awaitGone(t, sa.GetGameId(), rematch.GetGameId())
+
+	again, err := e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()})
+	e.wantNotMadeAgain(t, rematch.GetGameId(), again.GetRematch().GetSeat().GetGameId(), err)
+}
+
+// A retry answered from the record gets a credential that works: the
+// game service freshens the credentials of a creation sent again once they
+// are past half their life, and a retry of PlayAi answered from the record
+// handed back the first answer's, run out, for a game still running.
+func TestAPlayAiRetriedOnceItsCredentialRanOutGetsAFreshOne(t *testing.T) {
+	const ttl = 3 * time.Second
+	e := newEnvOn(t, redistest.Addr(t), func(c *game.Config) { c.SeatTTL = ttl }, 1, nil)
+	a := e.guest("Ann")
+	req := &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1, Side: commonv1.Side_SIDE_FIRST}
+	r, err := e.mm[0].PlayAi(a.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := r.GetSeat()
+	time.Sleep(time.Until(first.GetTokenExpiresAt().AsTime()) + 200*time.Millisecond)
+
+	again, err := e.mm[0].PlayAi(a.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.GetSeat().GetGameId() != first.GetGameId() {
+		t.Fatalf("the retry answered game %s, want %s", again.GetSeat().GetGameId(), first.GetGameId())
+	}
+	if exp := again.GetSeat().GetTokenExpiresAt().AsTime(); !exp.After(time.Now()) {
+		t.Errorf("the retry of PlayAi for a game still running answered a credential that expired at %v (%v ago); the game service's retry answer freshens it", exp, time.Since(exp).Round(time.Millisecond))
+	}
+}

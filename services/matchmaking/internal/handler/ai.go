@@ -70,6 +70,7 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 		return nil, h.fail(ctx, err)
 	}
 	if ok {
+		kept.Seat = h.fresh(ctx, kept.ID, kept.Seat)
 		return answer(kept), nil
 	}
 	g, err := h.games.CreateAI(ctx, games.AISpec{

@@ -170,6 +170,7 @@ func (h *Handler) AcceptInvite(ctx context.Context, req *matchmakingv1.AcceptInv
 // make a new game under its id.
 func (h *Handler) completeInvite(ctx context.Context, inv store.Invite) (store.Invite, error) {
 	if inv.State == store.InviteAccepted && inv.Game != "" {
+		inv.CreatorSeat, inv.FriendSeat = h.fresh(ctx, inv.Game, inv.CreatorSeat), h.fresh(ctx, inv.Game, inv.FriendSeat)
 		return inv, nil
 	}
 	h.withdrawTickets(ctx, inv.AcceptingSince, inv.Creator, inv.Friend)

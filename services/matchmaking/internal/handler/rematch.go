@@ -92,6 +92,14 @@ func (h *Handler) OfferRematch(ctx context.Context, req *matchmakingv1.OfferRema
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
+	// A retry of the offer that made the rematch is answered with it, even
+	// once g is no longer kept, as AcceptRematch's retry is.
+	if done, err := h.recordedRematch(ctx, g, c.Subject); err != nil || done != nil {
+		if err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		return &matchmakingv1.OfferRematchResponse{Rematch: done}, nil
+	}
 	if err := h.ended(ctx, g); err != nil {
 		return nil, h.fail(ctx, err)
 	}
@@ -144,12 +152,12 @@ func (h *Handler) AcceptRematch(ctx context.Context, req *matchmakingv1.AcceptRe
 // answered as it is: once the game service keeps the game no longer, the
 // same request would make a new game under its id.
 func (h *Handler) createRematch(ctx context.Context, g store.Game, player string) (*matchmakingv1.Rematch, error) {
+	if done, err := h.recordedRematch(ctx, g, player); err != nil || done != nil {
+		return done, err
+	}
 	accepted, err := h.store.ReadRematch(ctx, g.ID)
 	if err != nil {
 		return nil, err
-	}
-	if accepted.State == "accepted" && accepted.Game != "" {
-		return rematchPB(g, accepted, player, h.now()), nil
 	}
 	h.withdrawTickets(ctx, accepted.AcceptingSince, g.First.ID, g.Second.ID)
 	ng, err := h.games.CreateHuman(ctx, games.Spec{
@@ -169,6 +177,19 @@ func (h *Handler) createRematch(ctx context.Context, g store.Game, player string
 	r, err := h.store.ReadRematch(ctx, g.ID)
 	if err != nil {
 		return nil, err
+	}
+	return rematchPB(g, r, player, h.now()), nil
+}
+
+// recordedRematch is the rematch of g as player sees it, with its seat's
+// credential fresh, when its game is recorded; nil when it is not.
+func (h *Handler) recordedRematch(ctx context.Context, g store.Game, player string) (*matchmakingv1.Rematch, error) {
+	r, err := h.store.ReadRematch(ctx, g.ID)
+	if err != nil || r.State != "accepted" || r.Game == "" {
+		return nil, err
+	}
+	if s, ok := r.Seats[player]; ok {
+		r.Seats[player] = h.fresh(ctx, r.Game, s)
 	}
 	return rematchPB(g, r, player, h.now()), nil
 }

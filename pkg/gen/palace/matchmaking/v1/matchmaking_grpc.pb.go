@@ -157,8 +157,8 @@ type MatchmakingServiceClient interface {
 	// PlayAi creates a game against the AI at once: unrated, no clock unless
 	// asked, undo allowed; in Janggi the human chooses a formation in the
 	// game's setup phase. A retry with the same request_id returns the same
-	// answer, the same game even once the game is no longer kept (a new
-	// credential for it comes from ResumeGame). ResourceExhausted once the player started
+	// game, even once the game is no longer kept, its credential signed
+	// afresh once past half its life while the game is kept. ResourceExhausted once the player started
 	// --max-ai-games-per-hour (60) games against the AI in the last hour,
 	// with the time until there is room in the message and in an ErrorInfo
 	// detail: reason RATE_LIMITED, metadata retry_after_ms. A retry of an
@@ -572,8 +572,8 @@ type MatchmakingServiceServer interface {
 	// PlayAi creates a game against the AI at once: unrated, no clock unless
 	// asked, undo allowed; in Janggi the human chooses a formation in the
 	// game's setup phase. A retry with the same request_id returns the same
-	// answer, the same game even once the game is no longer kept (a new
-	// credential for it comes from ResumeGame). ResourceExhausted once the player started
+	// game, even once the game is no longer kept, its credential signed
+	// afresh once past half its life while the game is kept. ResourceExhausted once the player started
 	// --max-ai-games-per-hour (60) games against the AI in the last hour,
 	// with the time until there is room in the message and in an ErrorInfo
 	// detail: reason RATE_LIMITED, metadata retry_after_ms. A retry of an

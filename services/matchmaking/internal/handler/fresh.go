@@ -1,0 +1,44 @@
+package handler
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/palacehq/palace/pkg/auth"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
+	"github.com/palacehq/palace/services/matchmaking/internal/games"
+	"github.com/palacehq/palace/services/matchmaking/internal/store"
+)
+
+// fresh returns g, the recorded credential of a seat of game id, or a new
+// one for that seat when g's has run out or is past half its life: a
+// retry answered from a record gets a credential that works, as the
+// game's creation sent again would have got (the game service freshens
+// those alike). A game no longer kept, or a game service that fails,
+// leaves g as it is: the answer stands, and ResumeGame is the way to a
+// new credential.
+func (h *Handler) fresh(ctx context.Context, id string, g store.Grant) store.Grant {
+	if c, ok := auth.Unverified(g.Token); ok {
+		issued, expires := time.Unix(c.IssuedAt, 0), time.Unix(c.ExpiresAt, 0)
+		if h.now().Before(issued.Add(expires.Sub(issued) / 2)) {
+			return g
+		}
+	}
+	side := games.SidePB(g.Side)
+	resp, err := h.games.Game().IssueSeatCredentials(ctx, &gamev1.IssueSeatCredentialsRequest{GameId: id, Side: side})
+	if err != nil {
+		if status.Code(err) != codes.NotFound {
+			h.log.WarnContext(ctx, "freshen a recorded seat credential", "game", id, "err", err)
+		}
+		return g
+	}
+	for _, cr := range resp.GetCredentials() {
+		if cr.GetSide() == side {
+			return store.Grant{Side: g.Side, Token: cr.GetToken(), Expires: cr.GetExpiresAt().AsTime()}
+		}
+	}
+	return g
+}
