@@ -102,6 +102,35 @@ func serveMM(t *testing.T, upstream string, p *mmProxy, srv matchmakingv1.Matchm
 	return lis.Addr().String()
 }
 
+// matchedSeat is the seat a watch message tells of once its ticket is
+// matched to a game; nil before.
+func matchedSeat(m *matchmakingv1.WatchTicketResponse) *matchmakingv1.Seat {
+	if s := m.GetTicket().GetSeat(); m.GetTicket().GetState() == matchmakingv1.TicketState_TICKET_STATE_MATCHED && s.GetGameId() != "" {
+		return s
+	}
+	return nil
+}
+
+// firstTold remembers, for each game, the first seat a watch told of.
+type firstTold struct {
+	mu    sync.Mutex
+	seats map[string]*matchmakingv1.Seat
+}
+
+// of returns the first seat told of s's game: s itself the first time.
+func (f *firstTold) of(s *matchmakingv1.Seat) *matchmakingv1.Seat {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if first, ok := f.seats[s.GetGameId()]; ok {
+		return first
+	}
+	if f.seats == nil {
+		f.seats = map[string]*matchmakingv1.Seat{}
+	}
+	f.seats[s.GetGameId()] = s
+	return s
+}
+
 // serveMatchmaking starts a server whose players the load tool mints
 // (playerKeys), pairing every 50 ms.
 func serveMatchmaking(t *testing.T, extra ...string) string {
@@ -119,21 +148,14 @@ func serveMatchmaking(t *testing.T, extra ...string) string {
 func TestLoadtestMatchmakingFindsASeatCredentialOfTheOpponent(t *testing.T) {
 	keys := playerKeys
 	addr := serveMatchmaking(t)
-	var mu sync.Mutex
-	firstToken := map[string]string{}
+	var told firstTold
 	p := &mmProxy{}
 	p.watch = func(m *matchmakingv1.WatchTicketResponse) {
-		seat := m.GetTicket().GetSeat()
-		if m.GetTicket().GetState() != matchmakingv1.TicketState_TICKET_STATE_MATCHED || seat.GetGameId() == "" {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if tok, ok := firstToken[seat.GetGameId()]; ok && tok != seat.GetToken() {
-			seat.Token = tok
-			p.injected.Add(1)
-		} else if !ok {
-			firstToken[seat.GetGameId()] = seat.GetToken()
+		if s := matchedSeat(m); s != nil {
+			if first := told.of(s); first.GetToken() != s.GetToken() {
+				s.Token = first.GetToken()
+				p.injected.Add(1)
+			}
 		}
 	}
 	proxy := startMMProxy(t, addr, p)
@@ -205,19 +227,11 @@ func TestLoadtestMatchmakingWatchesAgainWhenAWatchIsShed(t *testing.T) {
 func TestLoadtestMatchmakingFindsASeatWithNoSide(t *testing.T) {
 	keys := playerKeys
 	addr := serveMatchmaking(t)
-	var mu sync.Mutex
-	seen := map[string]bool{}
+	var told firstTold
 	p := &mmProxy{}
 	p.watch = func(m *matchmakingv1.WatchTicketResponse) {
-		seat := m.GetTicket().GetSeat()
-		if m.GetTicket().GetState() != matchmakingv1.TicketState_TICKET_STATE_MATCHED || seat.GetGameId() == "" {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !seen[seat.GetGameId()] {
-			seen[seat.GetGameId()] = true
-			seat.Side = 0
+		if s := matchedSeat(m); s != nil && told.of(s) == s {
+			s.Side = 0
 			p.injected.Add(1)
 		}
 	}
@@ -277,18 +291,10 @@ func TestLoadtestMatchmakingPausesBetweenRenewedWatches(t *testing.T) {
 func TestLoadtestMatchmakingTellsALateWordFromAWrongPairing(t *testing.T) {
 	keys := playerKeys
 	addr := serveMatchmaking(t)
-	var mu sync.Mutex
-	seen := map[string]bool{}
+	var told firstTold
 	p := &mmProxy{}
 	p.delay = func(m *matchmakingv1.WatchTicketResponse) time.Duration {
-		seat := m.GetTicket().GetSeat()
-		if m.GetTicket().GetState() != matchmakingv1.TicketState_TICKET_STATE_MATCHED || seat.GetGameId() == "" {
-			return 0
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !seen[seat.GetGameId()] {
-			seen[seat.GetGameId()] = true
+		if s := matchedSeat(m); s == nil || told.of(s) == s {
 			return 0
 		}
 		p.injected.Add(1)

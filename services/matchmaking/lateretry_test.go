@@ -53,26 +53,44 @@ func (e *env) wantNotMadeAgain(t *testing.T, id, answered string, err error) {
 	}
 }
 
+// A rematch is made by AcceptRematch, or by the second of two offers
+// (OfferRematch); a retry of either, once the games are gone, answers the
+// rematch made and makes no game. OfferRematch's retry asked the game
+// service first whether the finished game was over, and was refused
+// NotFound once it was no longer kept.
 func TestARematchRetriedOnceItsGameIsGoneMakesNoGame(t *testing.T) {
-	e := shortRetention(t)
-	a, b := e.guest("Ann"), e.guest("Ben")
-	sa, sb := e.friendGame(a, b)
-	e.resign(t, sb)
-	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
-		t.Fatal(err)
-	}
-	acc, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: sa.GetGameId()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rematch := acc.GetRematch().GetSeat()
-	e.resign(t, rematch)
-	e.awaitGone(t, sa.GetGameId(), rematch.GetGameId())
+	for _, by := range []string{"AcceptRematch", "OfferRematch"} {
+		t.Run(by, func(t *testing.T) {
+			e := shortRetention(t)
+			a, b := e.guest("Ann"), e.guest("Ben")
+			sa, sb := e.friendGame(a, b)
+			e.resign(t, sb)
+			if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
+				t.Fatal(err)
+			}
+			// Ben's call that makes the rematch, sent again later.
+			send := func() (*matchmakingv1.Rematch, error) {
+				if by == "AcceptRematch" {
+					r, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: sa.GetGameId()})
+					return r.GetRematch(), err
+				}
+				r, err := e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()})
+				return r.GetRematch(), err
+			}
+			made, err := send()
+			if err != nil || made.GetSeat().GetGameId() == "" {
+				t.Fatalf("%s made no rematch: %v, %v", by, made, err)
+			}
+			rematch := made.GetSeat()
+			e.resign(t, rematch)
+			e.awaitGone(t, sa.GetGameId(), rematch.GetGameId())
 
-	again, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: sa.GetGameId()})
-	e.wantNotMadeAgain(t, rematch.GetGameId(), again.GetRematch().GetSeat().GetGameId(), err)
-	if l := e.listGames(b, 1); len(l) == 1 && l[0].GetStatus() != commonv1.GameStatus_GAME_STATUS_UNSPECIFIED {
-		t.Errorf("Ben's list shows the finished rematch as %v", l[0].GetStatus())
+			again, err := send()
+			e.wantNotMadeAgain(t, rematch.GetGameId(), again.GetSeat().GetGameId(), err)
+			if l := e.listGames(b, 1); len(l) == 1 && l[0].GetStatus() != commonv1.GameStatus_GAME_STATUS_UNSPECIFIED {
+				t.Errorf("Ben's list shows the finished rematch as %v", l[0].GetStatus())
+			}
+		})
 	}
 }
 
@@ -112,33 +130,6 @@ func TestAnInviteAcceptRetriedOnceItsGameIsGoneMakesNoGame(t *testing.T) {
 
 	again, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
 	e.wantNotMadeAgain(t, seat.GetGameId(), again.GetInvite().GetSeat().GetGameId(), err)
-}
-
-// A rematch made by the second of two offers is made by OfferRematch, whose
-// retry first asked the game service whether the finished game was over:
-// once that game was no longer kept, the retry was refused NotFound
-// instead of answered with the rematch it made, as AcceptRematch's is.
-func TestAnOfferRematchRetriedOnceItsGameIsGoneIsAnsweredFromTheRecord(t *testing.T) {
-	e := shortRetention(t)
-	a, b := e.guest("Ann"), e.guest("Ben")
-	sa, sb := e.friendGame(a, b)
-	e.resign(t, sb)
-	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
-		t.Fatal(err)
-	}
-	first, err := e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rematch := first.GetRematch().GetSeat()
-	if rematch.GetGameId() == "" {
-		t.Fatalf("the second offer made no rematch: %v", first)
-	}
-	e.resign(t, rematch)
-	e.awaitGone(t, sa.GetGameId(), rematch.GetGameId())
-
-	again, err := e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()})
-	e.wantNotMadeAgain(t, rematch.GetGameId(), again.GetRematch().GetSeat().GetGameId(), err)
 }
 
 // A retry answered from the record gets a credential that works: the
