@@ -73,11 +73,13 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 		g.playedAt, g.deadline2 = start.Add(time.Second), start.Add(11*time.Second)
 		return g
 	}
-	// late is a racing game whose third move was refused; it may have
-	// ended the game itself, at its own instant.
+	// late is a racing game whose third move was refused, the refusal
+	// back 50 ms past its last in-time instant; it may have ended the game
+	// itself, at its own instant.
 	late := func() *clockGame {
 		g := idle()
 		g.behaviour, g.moveSent, g.refused, g.limit = "racing", true, true, budget+ms(200)
+		g.refusedAt = start.Add(budget + ms(250))
 		return g
 	}
 	plies := func(n int) []*gamev1.MoveRecord { return make([]*gamev1.MoveRecord, n) }
@@ -175,6 +177,11 @@ func TestClocksCheckJudgesEachGame(t *testing.T) {
 			want: counts{flagged: 1, raceLate: 1}},
 		{name: "ended before the late move's instant", g: late(), game: firstFlagged(start.Add(budget + ms(150))),
 			want: counts{wrong: 1, raceLate: 1}},
+		// A racing move refused before its last in-time instant had come,
+		// beyond the clock offset's error, was in time, whatever ended the
+		// game after.
+		{name: "a racing move refused in time", g: func() *clockGame { g := late(); g.refusedAt = start.Add(budget + ms(100)); return g }(),
+			game: firstFlagged(deadline.Add(ms(5))), want: counts{wrong: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
