@@ -89,13 +89,13 @@ func cutFrame(body []byte) string {
 		return fmt.Sprintf("the body ends inside the %d-byte frame header of its message (%d bytes)", frameHeaderBytes, len(body))
 	}
 	want := binary.BigEndian.Uint32(body[1:frameHeaderBytes])
-	switch got := uint64(len(body) - frameHeaderBytes); {
-	case got < uint64(want):
+	if got := uint64(len(body) - frameHeaderBytes); got < uint64(want) {
 		return fmt.Sprintf("the message's frame says %d bytes and the body holds %d of them", want, got)
-	case got > uint64(want):
+	}
+	if n := afterMessage(body); n > 0 {
 		// grpc-go answers a second message "cardinality violation", and a
 		// cut one "unexpected EOF", both Internal.
-		return fmt.Sprintf("the body holds %d bytes after its message: a request holds one message", got-uint64(want))
+		return fmt.Sprintf("the body holds %d bytes after its message: a request holds one message", n)
 	}
 	return ""
 }

@@ -165,12 +165,13 @@ func (h *Handler) AcceptInvite(ctx context.Context, req *matchmakingv1.AcceptInv
 // (accepting), once both players' tickets in the queue are withdrawn, and
 // records it; the game's request id makes it the same
 // game however often, and by whomever, this runs. It returns the invite
-// as it then is. An invite whose game is recorded is answered as it is:
-// once the game service keeps the game no longer, the same request would
-// make a new game under its id.
+// as it then is. An invite whose game is recorded is answered as it is,
+// the friend's credential fresh (only the friend accepts): once the game
+// service keeps the game no longer, the same request would make a new
+// game under its id.
 func (h *Handler) completeInvite(ctx context.Context, inv store.Invite) (store.Invite, error) {
 	if inv.State == store.InviteAccepted && inv.Game != "" {
-		inv.CreatorSeat, inv.FriendSeat = h.fresh(ctx, inv.Game, inv.CreatorSeat), h.fresh(ctx, inv.Game, inv.FriendSeat)
+		inv.FriendSeat = h.fresh(ctx, inv.Game, inv.FriendSeat)
 		return inv, nil
 	}
 	h.withdrawTickets(ctx, inv.AcceptingSince, inv.Creator, inv.Friend)

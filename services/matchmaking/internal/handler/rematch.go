@@ -152,12 +152,12 @@ func (h *Handler) AcceptRematch(ctx context.Context, req *matchmakingv1.AcceptRe
 // answered as it is: once the game service keeps the game no longer, the
 // same request would make a new game under its id.
 func (h *Handler) createRematch(ctx context.Context, g store.Game, player string) (*matchmakingv1.Rematch, error) {
-	if done, err := h.recordedRematch(ctx, g, player); err != nil || done != nil {
-		return done, err
-	}
 	accepted, err := h.store.ReadRematch(ctx, g.ID)
 	if err != nil {
 		return nil, err
+	}
+	if done := h.answerRecorded(ctx, g, accepted, player); done != nil {
+		return done, nil
 	}
 	h.withdrawTickets(ctx, accepted.AcceptingSince, g.First.ID, g.Second.ID)
 	ng, err := h.games.CreateHuman(ctx, games.Spec{
@@ -185,13 +185,22 @@ func (h *Handler) createRematch(ctx context.Context, g store.Game, player string
 // credential fresh, when its game is recorded; nil when it is not.
 func (h *Handler) recordedRematch(ctx context.Context, g store.Game, player string) (*matchmakingv1.Rematch, error) {
 	r, err := h.store.ReadRematch(ctx, g.ID)
-	if err != nil || r.State != "accepted" || r.Game == "" {
+	if err != nil {
 		return nil, err
+	}
+	return h.answerRecorded(ctx, g, r, player), nil
+}
+
+// answerRecorded is r, the rematch of g, as player sees it, with its
+// seat's credential fresh, when its game is recorded; nil when it is not.
+func (h *Handler) answerRecorded(ctx context.Context, g store.Game, r store.Rematch, player string) *matchmakingv1.Rematch {
+	if r.State != "accepted" || r.Game == "" {
+		return nil
 	}
 	if s, ok := r.Seats[player]; ok {
 		r.Seats[player] = h.fresh(ctx, r.Game, s)
 	}
-	return rematchPB(g, r, player, h.now()), nil
+	return rematchPB(g, r, player, h.now())
 }
 
 // rematchStall is how long an accepted offer may go without its game
