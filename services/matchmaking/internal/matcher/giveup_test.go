@@ -31,45 +31,66 @@ import (
 // late for a match given up is not; and only then does the match leave
 // those being created, once no try at completing it can still write.
 func TestGivingUpAMatchUndoesTheGameACrashedReplicaMade(t *testing.T) {
-	env := gametest.Start(t, nil)
-	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
-	st := store.New(rdb, prefix)
+	c := crashAfterPending(t)
 	ctx := context.Background()
-	pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Default(), Rated: true}
-	mt := pairTwo(t, st, pool)
-	const giveUp = 300 * time.Millisecond
-	cfg := Config{Interval: 20 * time.Millisecond, StallAfter: 50 * time.Millisecond, GiveUpAfter: giveUp, Keep: time.Hour, IdleAfter: time.Hour,
-		CreateTimeout: 2 * time.Second, LateWrites: 200 * time.Millisecond}
-	logs := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c.giveUp(t)
+	wantUndone(ctx, t, c.st, c.game)
+	if _, err := c.st.LoadGame(ctx, c.game); err == nil {
+		t.Errorf("game %s of a match given up is still recorded for rematches", c.game)
+	}
+}
 
-	// The pairing replica, killed once the game is pending.
+// crashed is a rated match whose game a replica made, listed and recorded
+// as pending, and which was killed before it recorded the game on the
+// tickets.
+type crashed struct {
+	env  *gametest.Env
+	st   *store.Store
+	pool store.Pool
+	mt   store.Match
+	cfg  Config
+	game string
+}
+
+func crashAfterPending(t *testing.T) *crashed {
+	t.Helper()
+	c := &crashed{env: gametest.Start(t, nil)}
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	c.st = store.New(rdb, prefix)
+	c.pool = store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Default(), Rated: true}
+	c.mt = pairTwo(t, c.st, c.pool)
+	c.cfg = Config{Interval: 20 * time.Millisecond, StallAfter: 50 * time.Millisecond, GiveUpAfter: 300 * time.Millisecond, Keep: time.Hour, IdleAfter: time.Hour,
+		CreateTimeout: 2 * time.Second, LateWrites: 200 * time.Millisecond}
+
 	dying := redistest.Client(t)
 	dying.AddHook(&redistest.KilledAfterWriting{Key: prefix + "mm:{pending}:z"})
 	dst := store.New(dying, prefix)
-	crashed, err := New(cfg, logs, dst, games.New(env.Client, dst, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
+	m, err := New(c.cfg, discardLogs(), dst, games.New(c.env.Client, dst, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := crashed.Complete(ctx, pool, mt); err == nil {
+	if err := m.Complete(context.Background(), c.pool, c.mt); err == nil {
 		t.Fatal("the match was completed by the replica killed before recording its game")
 	}
-	g := listedGame(t, st, "p1")
+	c.game = listedGame(t, c.st, "p1")
+	return c
+}
 
-	time.Sleep(giveUp + 100*time.Millisecond)
-	gc := games.New(env.Client, st, time.Hour, nil)
-	m, err := New(cfg, logs, st, gc, noop.NewMeterProvider().Meter("t"))
+// giveUp starts a replica after GiveUpAfter (a restart's back-off, a
+// rollout) and waits for it to give the match up and leave it.
+func (c *crashed) giveUp(t *testing.T) {
+	t.Helper()
+	time.Sleep(c.cfg.GiveUpAfter + 100*time.Millisecond)
+	m, err := New(c.cfg, discardLogs(), c.st, games.New(c.env.Client, c.st, time.Hour, nil), noop.NewMeterProvider().Meter("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, m)
-	waitState(t, st, pool, mt, store.StateExpired, "the match was not given up")
-	waitNoneCreating(ctx, t, st, pool)
-
-	wantUndone(ctx, t, st, g)
-	if _, err := st.LoadGame(ctx, g); err == nil {
-		t.Errorf("game %s of a match given up is still recorded for rematches", g)
-	}
+	waitState(t, c.st, c.pool, c.mt, store.StateExpired, "the match was not given up")
+	waitNoneCreating(context.Background(), t, c.st, c.pool)
 }
+
+func discardLogs() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // listedGame returns the one game in player's list of games.
 func listedGame(t *testing.T, st *store.Store, player string) string {

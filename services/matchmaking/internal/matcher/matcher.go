@@ -359,7 +359,7 @@ func (m *Matcher) Complete(ctx context.Context, pool store.Pool, mt store.Match)
 		// Given up meanwhile, by a replica that undoes the game too; this
 		// one may have listed it since.
 		m.log.WarnContext(ctx, "game made for a match already given up", "match", mt.ID, "game", g.ID, "pool", pool.ID())
-		return m.undoGame(ctx, mt, g.ID)
+		return m.undoGame(ctx, pool, mt, g.ID)
 	}
 	if err != nil {
 		return err
@@ -440,7 +440,7 @@ func (m *Matcher) giveUp(ctx context.Context, pool store.Pool, mt store.Match, n
 	if err != nil || !v.GaveUp || v.Made == "" {
 		return v, err
 	}
-	if err := m.undoGame(ctx, mt, v.Made); err != nil {
+	if err := m.undoGame(ctx, pool, mt, v.Made); err != nil {
 		// The match stays among those being created: the next look gives
 		// it up again, and undoes the game again.
 		return v, err
@@ -456,10 +456,19 @@ func (m *Matcher) giveUp(ctx context.Context, pool store.Pool, mt store.Match, n
 // ResumeGame seats them in), and forgets its records: nobody was told of
 // it, and it aborts without a first move, so it is neither rated (its
 // abort counted against a player who never knew of it) nor offered for a
-// rematch. Every step is idempotent, so it may be run again.
-func (m *Matcher) undoGame(ctx context.Context, mt store.Match, game string) error {
+// rematch. The rating consumer may be settling its end meanwhile, or have
+// settled it already (matchmaking was away for longer than the game's
+// first-move time): the game is unrated before it leaves pending, so that
+// a settle reading it pending counts nothing, and an abort counted before
+// is taken back. Every step is idempotent, so it may be run again.
+func (m *Matcher) undoGame(ctx context.Context, pool store.Pool, mt store.Match, game string) error {
 	for _, p := range []string{mt.PlayerA.ID, mt.PlayerB.ID} {
 		if err := m.store.UnlistPlayerGame(ctx, p, game); err != nil {
+			return err
+		}
+	}
+	if pool.Rated {
+		if err := m.store.Unrate(ctx, pool.Kind, game, mt.PlayerA.ID, mt.PlayerB.ID); err != nil {
 			return err
 		}
 	}

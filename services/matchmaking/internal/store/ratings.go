@@ -86,6 +86,30 @@ func (s *Store) abortLogKey(kind commonv1.GameKind, player string) string {
 	return s.ratingBase(kind) + "recentaborts:" + player
 }
 
+// abortedByKey names the player a game's abort was counted against.
+func (s *Store) abortedByKey(kind commonv1.GameKind, gameID string) string {
+	return s.ratingBase(kind) + "abortedby:" + gameID
+}
+
+// Unrate makes rated game gameID of kind, made for a match given up whose
+// players were never told of it, count for nobody: its ending, settled
+// later, is neither rated nor counted as an abort, and an abort counted
+// already is taken back. players are the game's two players.
+func (s *Store) Unrate(ctx context.Context, kind commonv1.GameKind, gameID string, players ...string) error {
+	b := s.ratingBase(kind)
+	keys := []string{b + "aborts", b + "done:" + gameID, s.abortedByKey(kind, gameID)}
+	for _, p := range players {
+		keys = append(keys, s.abortLogKey(kind, p))
+	}
+	err := s.write(ctx, keys[0], func(c redis.Cmdable) error {
+		return unrateScript.Run(ctx, c, keys, int64(doneTTL/time.Second), gameID).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("unrate game: %w", err)
+	}
+	return nil
+}
+
 // CountAbort counts one aborted rated game of kind against player, once
 // per game id; it reports whether this call (or an earlier one by the
 // same counter, by, whose reply was lost) counted it. The game ended at
@@ -93,7 +117,7 @@ func (s *Store) abortLogKey(kind commonv1.GameKind, player string) string {
 // AbortWindow after that, as of now.
 func (s *Store) CountAbort(ctx context.Context, kind commonv1.GameKind, gameID, player, by string, at, now time.Time) (bool, error) {
 	b := s.ratingBase(kind)
-	keys := []string{b + "aborts", b + "done:" + gameID, s.abortLogKey(kind, player)}
+	keys := []string{b + "aborts", b + "done:" + gameID, s.abortLogKey(kind, player), s.abortedByKey(kind, gameID)}
 	var n int
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
 		n, err = abortScript.Run(ctx, c, keys, player, int64(doneTTL/time.Second), gameID, at.UnixMilli(), AbortWindow.Milliseconds(), now.UnixMilli(), by).Int()

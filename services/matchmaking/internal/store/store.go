@@ -109,6 +109,8 @@ var (
 	addGameLua string
 	//go:embed abort.lua
 	abortLua string
+	//go:embed unrate.lua
+	unrateLua string
 	//go:embed history.lua
 	historyLua string
 	//go:embed rename.lua
@@ -134,6 +136,7 @@ var (
 	swapLiveScript    = redis.NewScript(swapLiveLua)
 	addGameScript     = redis.NewScript(addGameLua)
 	abortScript       = redis.NewScript(abortLua)
+	unrateScript      = redis.NewScript(unrateLua)
 	historyScript     = redis.NewScript(historyLua)
 	renameScript      = redis.NewScript(renameLua)
 	leaderboardScript = redis.NewScript(leaderboardLua)
