@@ -117,21 +117,28 @@ func (w *Worker) Run(ctx context.Context) {
 	// retryAt is when the job this worker last handed back for a retry is
 	// due: the worker looks then, however quiet the queue.
 	var retryAt time.Time
+	// held is a job still pending with this worker, to try again at once.
+	var held *aijobs.Delivery
 	for ctx.Err() == nil {
-		d, err := w.Queue.Next(ctx, w.Name, nextWait(retryAt))
-		if err != nil {
-			w.Log.WarnContext(ctx, "ai queue", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
+		d := held
+		held = nil
 		if d == nil {
-			continue
-		}
-		if w.Metrics != nil {
-			w.Metrics.Wait.Record(ctx, float64(w.redisNow().UnixMilli()-d.Job.EnqueuedMs)/1000, LaneAttr(d.Background()))
+			var err error
+			d, err = w.Queue.Next(ctx, w.Name, nextWait(retryAt))
+			if err != nil {
+				w.Log.WarnContext(ctx, "ai queue", "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			if d == nil {
+				continue
+			}
+			if w.Metrics != nil {
+				w.Metrics.Wait.Record(ctx, float64(w.redisNow().UnixMilli()-d.Job.EnqueuedMs)/1000, LaneAttr(d.Background()))
+			}
 		}
 		if err := w.Handle(ctx, d.Job); err != nil {
 			if ctx.Err() != nil {
@@ -163,9 +170,15 @@ func (w *Worker) Run(ctx context.Context) {
 			// strand the game.
 			if status.Code(err) == codes.Unavailable {
 				// Taken over after the claim timeout by a worker whose
-				// game service answers.
+				// game service answers, or tried again by this one as
+				// soon as its own answers: waiting out the rest of the
+				// claim timeout then would cost the AI's clock that much.
+				// Handing it back instead can fail, the worker's Redis
+				// not yet reached again. Should both try, the move's
+				// request id lets one commit.
 				w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "err", err)
 				w.awaitGames(ctx, d.Job)
+				held = d
 				continue
 			}
 			retryAt = w.retry(ctx, d, err)
@@ -174,7 +187,7 @@ func (w *Worker) Run(ctx context.Context) {
 		// Acknowledged even when shutdown began meanwhile: the move is
 		// made, and a job left pending would only be played again, void.
 		ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
-		err = w.Queue.Done(ackCtx, d)
+		err := w.Queue.Done(ackCtx, d)
 		cancel()
 		if err != nil {
 			w.Log.WarnContext(ctx, "ai job ack", "game", d.Job.GameID, "err", err)
@@ -254,7 +267,8 @@ func nextWait(retryAt time.Time) time.Duration {
 
 // awaitGames takes no job while the game service stays out of reach (past
 // outageWait within a job): the jobs go to workers whose game service
-// answers, and this one's is taken over after the claim timeout. It asks
+// answers, and this one's is taken over after the claim timeout, unless
+// this worker's game service answers first. It asks
 // for j's game every second until the answer is anything but Unavailable.
 func (w *Worker) awaitGames(ctx context.Context, j aijobs.Job) {
 	w.Log.WarnContext(ctx, "ai worker: the game service is out of reach; taking no job until it answers")
