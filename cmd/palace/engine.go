@@ -65,7 +65,7 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	variantName := fs.String("variant", "xiangqi", "janggi or xiangqi")
 	openingPlies := fs.Int("opening-plies", 4, "random opening plies before the engines take over (0: start position)")
 	seed := fs.Uint64("seed", 1, "seed of the openings and the levels' randomness")
-	parallel := fs.Int("parallel", 1, "games played at once (each with its own engines)")
+	parallel := fs.Int("parallel", 1, "games played at once (each with its own engines); a match replays exactly with the same --seed and --parallel")
 	adj := engine.DefaultAdjudication()
 	fs.IntVar(&adj.ResignScore, "resign-score", adj.ResignScore, "adjudicate a loss when both players score the game beyond this many centipawns ...")
 	fs.IntVar(&adj.ResignMoves, "resign-moves", adj.ResignMoves, "... on this many moves each in a row (0: never)")
@@ -99,7 +99,9 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	// Each worker plays a contiguous share of the openings with its own
-	// players, so results do not depend on scheduling.
+	// players, so results do not depend on scheduling; they do depend on
+	// the shares, the players keeping what they learnt from one game to
+	// the next.
 	chunk := (*games + *parallel - 1) / *parallel
 	chunk += chunk % 2
 	var mu sync.Mutex

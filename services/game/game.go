@@ -158,7 +158,7 @@ func Bind(cfg Config) app.Binder {
 		if ephemeral {
 			log.Warn("no --seat-signing-keys: seat credentials are signed with a random key and die with this process")
 		}
-		rt.WarnIfServiceKeysRandom(log, "CreateGame, IssueSeatCredentials, ExpireDeadline and Probe answer only services in this process")
+		rt.WarnIfServiceKeysRandom(log, "CreateGame, IssueSeatCredentials, GetGames, ExpireDeadline and Probe answer only services in this process")
 		cfg.replication().WarnIfShort(ctx, rt.Redis, log)
 		st, err := store.New(rt.Redis, store.Config{Prefix: cfg.KeyPrefix, LiveTTL: cfg.LiveTTL, Retention: cfg.Retention, AutoPipeline: cfg.AutoPipeline, Replication: cfg.replication()})
 		if err != nil {

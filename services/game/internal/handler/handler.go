@@ -377,7 +377,7 @@ func (h *Handler) credential(ctx context.Context, id string, now time.Time) (rul
 
 // internal admits a call that only Palace services and operators may
 // make: creating games and issuing credentials (each hands out seats),
-// expiring deadlines and the load test's probe. Players reach the game
+// reading games in bulk, expiring deadlines and the load test's probe. Players reach the game
 // service directly, so these calls carry a service credential.
 func (h *Handler) internal(ctx context.Context, rpc string) error {
 	return auth.RequireService(ctx, h.services, rpc)
