@@ -295,6 +295,109 @@ func TestQuickReconnectionAnnouncesNothing(t *testing.T) {
 	}
 }
 
+// TestARolloutAnnouncesNoDisconnection: a process that stops (a rolling
+// deploy) ends its seat streams UNAVAILABLE, and a client that resumes on
+// another process within the presence grace, as after any dropped
+// connection, is announced nothing. The stopping process used to record
+// its held-back closings at once, so every deploy showed the opponents of
+// every player it served a "disconnected", then a "connected". A seat
+// whose client does not come back is still announced disconnected.
+func TestARolloutAnnouncesNoDisconnection(t *testing.T) {
+	const grace = 2 * time.Second
+	edit := func(c *game.Config) { c.PresenceGrace, c.SigningKeys = grace, keyOne }
+	stays := gametest.Start(t, edit)
+	stops := gametest.Start(t, func(c *game.Config) { edit(c); c.KeyPrefix = stays.Config.KeyPrefix })
+	tb := create(t, stays, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pcs := presenceEvents(ctx, t, stays, tb.id)
+
+	own, err := grpc.NewClient(stops.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	// Both seats stream from the process that stops; the first one's
+	// client comes back on the other, the second one's does not.
+	streams := map[commonv1.Side]gamev1.GameService_StreamEventsClient{}
+	for _, side := range []commonv1.Side{commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND} {
+		st, err := gamev1.NewGameServiceClient(own).StreamEvents(gametest.As(ctx, tb.seats[side]), &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams[side] = st
+		if pc := <-pcs; !pc.GetConnected() || pc.GetSide() != side {
+			t.Fatalf("presence event %v, want %v connected", pc, side)
+		}
+	}
+	last := tb.get(t).GetVersion()
+
+	go stops.Stop()
+	for side, st := range streams {
+		for {
+			if _, err := st.Recv(); err != nil {
+				if status.Code(err) != codes.Unavailable {
+					t.Fatalf("%v's stream of the stopping process ended with %v, want UNAVAILABLE", side, err)
+				}
+				break
+			}
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	back, err := stays.Client.StreamEvents(gametest.As(ctx, tb.seats[commonv1.Side_SIDE_FIRST]), &gamev1.StreamEventsRequest{GameId: tb.id, AfterVersion: last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			if _, err := back.Recv(); err != nil {
+				return
+			}
+		}
+	}()
+
+	var got []string
+	timeout := time.After(grace + 2*time.Second)
+	for gone := false; !gone; {
+		select {
+		case pc := <-pcs:
+			got = append(got, fmt.Sprintf("%v:%v", pc.GetSide(), pc.GetConnected()))
+			gone = pc.GetSide() == commonv1.Side_SIDE_SECOND && !pc.GetConnected()
+		case <-timeout:
+			t.Fatalf("the seat whose client did not come back was not announced disconnected: %v", got)
+		}
+	}
+	for _, g := range got {
+		if g == "SIDE_FIRST:false" {
+			t.Fatalf("the opponent saw %v after the first seat's stream moved, within the grace of %v, from a stopping process to another", got, grace)
+		}
+	}
+}
+
+// presenceEvents collects the PlayerConnection events of a spectator's
+// stream.
+func presenceEvents(ctx context.Context, t *testing.T, env *gametest.Env, id string) <-chan *gamev1.PlayerConnection {
+	t.Helper()
+	st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: id, Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan *gamev1.PlayerConnection, 256)
+	go func() {
+		defer close(out)
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				return
+			}
+			if pc := m.GetEvent().GetPlayerConnection(); pc != nil {
+				out <- pc
+			}
+		}
+	}()
+	return out
+}
+
 // A stream that connects to a process whose last commit of the game is
 // behind (another process moved since) starts from the stored game, not
 // from the process's own: asking for the newer version is not out of

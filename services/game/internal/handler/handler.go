@@ -63,6 +63,11 @@ const (
 	cacheIdle = 10 * time.Minute
 )
 
+// presenceStopWait bounds how long a stopping process leaves the closings
+// it holds back to come due (presence.flush): within the services' close
+// at stop (5 s), with room for the last writes after it.
+const presenceStopWait = 3 * time.Second
+
 // DefaultMaxSeatStreams is how many streams one seat may hold in one
 // process: a player on a phone, a tablet and a browser at once, and the
 // streams a reconnecting client left behind.
@@ -286,7 +291,7 @@ func (h *Handler) Close(ctx context.Context) {
 	<-h.watchDone
 	<-h.beatDone
 	<-h.confirmDone
-	h.presence.flush(ctx)
+	h.presence.flush(ctx, min(h.cfg.PresenceGrace, presenceStopWait))
 	// Every closing recorded, nothing is left to release; otherwise the
 	// lease is left run out, for another process to finish.
 	// Should this be the last process to stop, the silence that follows

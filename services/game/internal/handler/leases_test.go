@@ -139,7 +139,7 @@ func TestLateClosingOfAReopenedSeatChangesNothing(t *testing.T) {
 		t.Fatal("a closing recorded after the seat's stream reopened let the seat go")
 	}
 	// Once the stream does close, the seat is let go.
-	h.presence.flush(ctx)
+	h.presence.flush(ctx, 0)
 	h.presence.closed(ctx, id, rules.First)
 	if held() {
 		t.Fatal("the seat is still held after its last stream closed")
@@ -170,7 +170,7 @@ func TestClosingASeatOfAnExpiredGameForgetsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.presence.closed(ctx, id, rules.First)
-	h.presence.flush(ctx)
+	h.presence.flush(ctx, 0)
 	if listed() {
 		t.Fatal("the seat of an expired game is still listed after its stream closed")
 	}

@@ -159,11 +159,31 @@ func (p *presence) held() []seatKey {
 	return out
 }
 
-// flush records every held-back closing now and makes later ones
-// immediate: a process that stops must not leave seats connected.
-func (p *presence) flush(ctx context.Context) {
+// flush records every held-back closing, and makes later ones immediate:
+// a process that stops must not leave seats connected. Closings held back
+// are first left to come due, for up to wait, as they would in a running
+// process: a stop ends every stream it serves, and their clients
+// reconnect to another process within the grace, which then announces
+// nothing, where recording them at once showed every player the process
+// served disconnected, then connected again.
+func (p *presence) flush(ctx context.Context, wait time.Duration) {
 	p.mu.Lock()
 	p.stopped = true
+	p.mu.Unlock()
+	if wait > 0 {
+		due := make(chan struct{})
+		go func() {
+			p.running.Wait()
+			close(due)
+		}()
+		t := time.NewTimer(wait)
+		select {
+		case <-due:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	p.mu.Lock()
 	var due []seatKey
 	for k, s := range p.seats {
 		if s.pending != nil && s.pending.Stop() {

@@ -53,7 +53,7 @@ func TestPresenceFoldsAQuickReconnection(t *testing.T) {
 	if r.get("g", rules.Second) != 1 || r.get("h", rules.First) != 1 || r.get("g", rules.First) != 1 {
 		t.Fatalf("sums %v", r.sum)
 	}
-	p.flush(ctx)
+	p.flush(ctx, 0)
 	if got := r.get("g", rules.First); got != 0 {
 		t.Fatalf("after flush the held-back disconnection is recorded: sum %d, want 0", got)
 	}
@@ -76,7 +76,7 @@ func TestPresenceFoldsOverlappingStreams(t *testing.T) {
 		t.Fatalf("the last closing was not held back: sum %d", got)
 	}
 	p.closed(ctx, "g", rules.First) // a closing never opened here changes nothing
-	p.flush(ctx)
+	p.flush(ctx, 0)
 	if got, calls := r.get("g", rules.First), r.calls.Load(); got != 0 || calls != 2 {
 		t.Fatalf("after flush: sum %d in %d records, want 0 in 2", got, calls)
 	}
@@ -118,7 +118,7 @@ func TestPresenceWithoutGraceAndAfterFlushRecordsAtOnce(t *testing.T) {
 		}
 		p := newPresence(grace, r.record)
 		if stopped {
-			p.flush(ctx)
+			p.flush(ctx, 0)
 		}
 		p.opened(ctx, "g", rules.First)
 		p.closed(ctx, "g", rules.First)
@@ -151,7 +151,7 @@ func TestPresenceSumsStayRightUnderChurn(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	p.flush(ctx)
+	p.flush(ctx, 0)
 	if len(p.seats) != 0 {
 		t.Errorf("%d seats left after every stream closed", len(p.seats))
 	}
@@ -187,5 +187,32 @@ func TestAPresenceCutShortByItsClientIsNoWarning(t *testing.T) {
 	h.retryMu.Unlock()
 	if !again || delta != 1 {
 		t.Fatalf("the change cut short is not to be tried again (retry %v, delta %d)", again, delta)
+	}
+}
+
+// A stop leaves the closings it holds back to come due, for up to the
+// wait it is given, and records what is left then: each closing once.
+func TestPresenceFlushWaitsForTheGraceWithinItsWait(t *testing.T) {
+	ctx := context.Background()
+	r := newRecorder()
+	p := newPresence(200*time.Millisecond, r.record)
+	p.opened(ctx, "g", rules.First)
+	p.closed(ctx, "g", rules.First)
+	start := time.Now()
+	p.flush(ctx, time.Hour)
+	if waited := time.Since(start); waited < 150*time.Millisecond {
+		t.Errorf("flush returned after %v, before the closing's grace came", waited)
+	}
+	if got, calls := r.get("g", rules.First), r.calls.Load(); got != 0 || calls != 2 {
+		t.Fatalf("after the grace: sum %d in %d records, want 0 in 2", got, calls)
+	}
+
+	r = newRecorder()
+	p = newPresence(time.Hour, r.record)
+	p.opened(ctx, "g", rules.First)
+	p.closed(ctx, "g", rules.First)
+	p.flush(ctx, 50*time.Millisecond)
+	if got, calls := r.get("g", rules.First), r.calls.Load(); got != 0 || calls != 2 {
+		t.Fatalf("past the wait: sum %d in %d records, want 0 in 2", got, calls)
 	}
 }
