@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -82,5 +84,29 @@ func TestAGameIsTheSameWhetherItsPlayersMayAbort(t *testing.T) {
 	if a.GetGameId() != b.GetGameId() || b.GetGame().GetPlayersMayAbort() {
 		t.Fatalf("the creation sent again with players_may_abort made game %s (aborts %v), want the first, %s, as created",
 			b.GetGameId(), b.GetGame().GetPlayersMayAbort(), a.GetGameId())
+	}
+}
+
+// TestAnAbortMeetsAPassedDeadlineFirst: of Abort, the proto says
+// "Deadlines that passed come first, as for Resign": a first-move deadline
+// that passed unannounced is committed (the game aborted for want of that
+// first move) and the call refused. In a game created without
+// players_may_abort (a tournament's), Abort used to be refused with
+// "resign to leave it" and the deadline left uncommitted, sending the
+// player to resign a game already over.
+func TestAnAbortMeetsAPassedDeadlineFirst(t *testing.T) {
+	env := gametest.Start(t, nil)
+	red, black := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
+	tc := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(10 * time.Minute)}}}
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: tc, FirstMoveTime: durationpb.New(time.Second)})
+	time.Sleep(1300 * time.Millisecond)
+	_, err := env.Client.Abort(tb.as(black), &gamev1.AbortRequest{GameId: tb.id, RequestId: rid()})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("abort after Red's first-move deadline: %v, want FailedPrecondition", err)
+	}
+	g := tb.get(t)
+	if g.GetStatus() != commonv1.GameStatus_GAME_STATUS_ABORTED || g.GetEndedBy() != red {
+		t.Fatalf("after an Abort that came after Red's first-move deadline: status %v, ended by %v (refusal %q); want the deadline committed first (ABORTED for want of Red's first move), as Resign does",
+			g.GetStatus(), g.GetEndedBy(), status.Convert(err).Message())
 	}
 }

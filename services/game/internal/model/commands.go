@@ -661,14 +661,16 @@ func Abort(st *State, side rules.Side, now time.Time) (Change, error) {
 	if err := checkOpen(st, "abort"); err != nil {
 		return Change{}, err
 	}
+	// A deadline passed ends the game first, whoever may abort it: the
+	// refusals below would send a player to resign a game already over.
+	if ch, ok := flagFirst(st, side, "abort", now); ok {
+		return ch, nil
+	}
 	if st.Seats[side].AILevel > 0 {
 		return Change{}, apierr.New(apierr.Precondition, "cannot abort: the AI's seat cannot abort a game; only its human opponent can")
 	}
 	if !st.PlayersMayAbort {
 		return Change{}, apierr.New(apierr.Precondition, "cannot abort: this game was created without aborts by its players; resign to leave it")
-	}
-	if ch, ok := flagFirst(st, side, "abort", now); ok {
-		return ch, nil
 	}
 	if begun(st) {
 		return Change{}, apierr.New(apierr.Precondition, "cannot abort: the game has begun (both sides made their first move); resign to leave it")
