@@ -159,3 +159,89 @@ func TestAPlayAiRetriedOnceItsCredentialRanOutGetsAFreshOne(t *testing.T) {
 		t.Errorf("the retry of PlayAi for a game still running answered a credential that expired at %v (%v ago); the game service's retry answer freshens it", exp, time.Since(exp).Round(time.Millisecond))
 	}
 }
+
+// seatWorks reads the game with the seat's credential.
+func seatWorks(e *env, s *matchmakingv1.Seat) error {
+	_, err := e.game.Client.GetGame(as(s.GetToken()), &gamev1.GetGameRequest{GameId: s.GetGameId()})
+	return err
+}
+
+// TestEverySeatAnsweredFromARecordIsFresh: with seat credentials shorter
+// lived than the records that answer them (--seat-ttl is the operator's),
+// every answer naming the caller's seat of a recorded game carries a
+// credential that works. The friend's retried AcceptInvite and a retried
+// OfferRematch did; the creator's WatchInvite and retried CreateInvite,
+// and WatchRematch, handed out the credential recorded at creation,
+// expired: the way an app learns of the game after its player came back.
+func TestEverySeatAnsweredFromARecordIsFresh(t *testing.T) {
+	e := newEnvOn(t, redistest.Addr(t), func(c *game.Config) { c.SeatTTL = 3 * time.Second }, 1, nil)
+	host, friend := e.guest("Host"), e.guest("Friend")
+	req := &matchmakingv1.CreateInviteRequest{RequestId: rid(), Kind: janggi}
+	cr, err := e.mm[0].CreateInvite(host.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := cr.GetInvite().GetToken()
+	if _, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	// The friend's retry: fresh.
+	fr, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seatWorks(e, fr.GetInvite().GetSeat()); err != nil {
+		t.Fatalf("friend's retried accept: %v", err)
+	}
+	// The creator learns of the game from the watch (or a retried create).
+	w, err := e.mm[0].WatchInvite(host.ctx(), &matchmakingv1.WatchInviteRequest{Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr, err := w.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seatWorks(e, wr.GetInvite().GetSeat()); err != nil {
+		t.Errorf("the creator's seat from WatchInvite: %v", err)
+	}
+	again, err := e.mm[0].CreateInvite(host.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seatWorks(e, again.GetInvite().GetSeat()); err != nil {
+		t.Errorf("the creator's seat from a retried CreateInvite: %v", err)
+	}
+
+	// A rematch of that game: a retried offer is fresh, the watch is not.
+	hs := wr.GetInvite().GetSeat()
+	if _, err := e.game.Client.Resign(as(fr.GetInvite().GetSeat().GetToken()), &gamev1.ResignRequest{GameId: hs.GetGameId(), RequestId: rid()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.mm[0].OfferRematch(host.ctx(), &matchmakingv1.OfferRematchRequest{GameId: hs.GetGameId()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.mm[0].AcceptRematch(friend.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: hs.GetGameId()}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	or, err := e.mm[0].OfferRematch(host.ctx(), &matchmakingv1.OfferRematchRequest{GameId: hs.GetGameId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seatWorks(e, or.GetRematch().GetSeat()); err != nil {
+		t.Fatalf("retried OfferRematch: %v", err)
+	}
+	ws, err := e.mm[0].WatchRematch(friend.ctx(), &matchmakingv1.WatchRematchRequest{GameId: hs.GetGameId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrr, err := ws.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seatWorks(e, wrr.GetRematch().GetSeat()); err != nil {
+		t.Errorf("the seat from WatchRematch: %v", err)
+	}
+}

@@ -67,7 +67,7 @@ func (h *Handler) CreateInvite(ctx context.Context, req *matchmakingv1.CreateInv
 			"request_id %q was used for another request, an invite to %s %s from %q: a retry repeats its request (its kind, time control and, after a new sign-in, name); use a new request_id for new invites",
 			req.GetRequestId(), kind, inv.Control, inv.CreatorName))
 	}
-	return &matchmakingv1.CreateInviteResponse{Invite: invitePB(inv, c.Subject, h.now())}, nil
+	return &matchmakingv1.CreateInviteResponse{Invite: h.inviteAnswer(ctx, inv, c.Subject)}, nil
 }
 
 // readInvite reads an invite for anyone holding its token; an expired
@@ -158,20 +158,18 @@ func (h *Handler) AcceptInvite(ctx context.Context, req *matchmakingv1.AcceptInv
 	if inv, err = h.completeInvite(ctx, inv); err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	return &matchmakingv1.AcceptInviteResponse{Invite: invitePB(inv, c.Subject, h.now())}, nil
+	return &matchmakingv1.AcceptInviteResponse{Invite: h.inviteAnswer(ctx, inv, c.Subject)}, nil
 }
 
 // completeInvite creates the game of an invite its friend holds
 // (accepting), once both players' tickets in the queue are withdrawn, and
 // records it; the game's request id makes it the same
 // game however often, and by whomever, this runs. It returns the invite
-// as it then is. An invite whose game is recorded is answered as it is,
-// the friend's credential fresh (only the friend accepts): once the game
-// service keeps the game no longer, the same request would make a new
-// game under its id.
+// as it then is. An invite whose game is recorded is answered as it is:
+// once the game service keeps the game no longer, the same request would
+// make a new game under its id.
 func (h *Handler) completeInvite(ctx context.Context, inv store.Invite) (store.Invite, error) {
 	if inv.State == store.InviteAccepted && inv.Game != "" {
-		inv.FriendSeat = h.fresh(ctx, inv.Game, inv.FriendSeat)
 		return inv, nil
 	}
 	h.withdrawTickets(ctx, inv.AcceptingSince, inv.Creator, inv.Friend)
@@ -200,6 +198,21 @@ func (h *Handler) completeInvite(ctx context.Context, inv store.Invite) (store.I
 		h.log.WarnContext(ctx, "notify accepted invite", "err", err)
 	}
 	return h.readInvite(ctx, inv.Token)
+}
+
+// inviteAnswer is inv as player sees it, with their seat's credential
+// fresh once its game is recorded: the creator, who may learn of the game
+// long after (a watch, a retried create), as the friend.
+func (h *Handler) inviteAnswer(ctx context.Context, inv store.Invite, player string) *matchmakingv1.Invite {
+	if inv.State == store.InviteAccepted && inv.Game != "" {
+		switch player {
+		case inv.Creator:
+			inv.CreatorSeat = h.fresh(ctx, inv.Game, inv.CreatorSeat)
+		case inv.Friend:
+			inv.FriendSeat = h.fresh(ctx, inv.Game, inv.FriendSeat)
+		}
+	}
+	return invitePB(inv, player, h.now())
 }
 
 // settleStalled completes an invite whose friend claimed it at least
@@ -247,7 +260,7 @@ func (h *Handler) WatchInvite(req *matchmakingv1.WatchInviteRequest, ss matchmak
 		}
 		now := h.now()
 		inv = h.settleStalled(ctx, inv, now)
-		pb := invitePB(inv, c.Subject, now)
+		pb := h.inviteAnswer(ctx, inv, c.Subject)
 		sent := pb.GetState() != last || beat
 		if sent {
 			last = pb.GetState()

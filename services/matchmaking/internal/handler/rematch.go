@@ -273,7 +273,10 @@ func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchm
 		}
 		now := h.now()
 		r = h.settleStalledRematch(ctx, g, r, c.Subject, now)
-		pb := rematchPB(g, r, c.Subject, now)
+		pb := h.answerRecorded(ctx, g, r, c.Subject)
+		if pb == nil {
+			pb = rematchPB(g, r, c.Subject, now)
+		}
 		sent := last == nil || !proto.Equal(pb, last) || beat
 		if sent {
 			last = pb
