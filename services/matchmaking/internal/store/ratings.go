@@ -98,11 +98,13 @@ func (s *Store) abortedByKey(kind commonv1.GameKind, gameID string) string {
 func (s *Store) Unrate(ctx context.Context, kind commonv1.GameKind, gameID string, players ...string) error {
 	b := s.ratingBase(kind)
 	keys := []string{b + "aborts", b + "done:" + gameID, s.abortedByKey(kind, gameID)}
+	args := []any{int64(doneTTL / time.Second), gameID}
 	for _, p := range players {
 		keys = append(keys, s.abortLogKey(kind, p))
+		args = append(args, p)
 	}
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) error {
-		return unrateScript.Run(ctx, c, keys, int64(doneTTL/time.Second), gameID).Err()
+		return unrateScript.Run(ctx, c, keys, args...).Err()
 	})
 	if err != nil {
 		return fmt.Errorf("unrate game: %w", err)

@@ -7,7 +7,8 @@
 -- KEYS: 1 aborts hash, 2 done marker of the game, 3 who the game was
 --       counted against (abort.lua), 4.. the players' logs of recent
 --       aborts
--- ARGV: 1 seconds to keep the done marker, 2 game id
+-- ARGV: 1 seconds to keep the done marker, 2 game id, 3.. the players,
+--       in the order of their logs
 -- Returns 1 when the game was voided before any settle, 2 when an abort
 -- was taken back, 0 when there was nothing to void.
 local done = redis.call('GET', KEYS[2])
@@ -16,6 +17,15 @@ if not done then
   return 1
 end
 local player = redis.call('GET', KEYS[3])
+if not player and done ~= 'void' and not string.find(done, '|', 1, true) then
+  -- Counted by a release that named nobody (no KEYS[3]): the player is
+  -- the one whose log holds the game, while it is in the window.
+  for i = 4, #KEYS do
+    if redis.call('ZSCORE', KEYS[i], ARGV[2]) then
+      player = ARGV[i - 1]
+    end
+  end
+end
 if not player then
   return 0
 end
