@@ -177,8 +177,18 @@ func (w *Worker) Run(ctx context.Context) {
 				// not yet reached again. Should both try, the move's
 				// request id lets one commit.
 				w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "err", err)
-				w.awaitGames(ctx, d.Job)
-				held = d
+				if w.awaitGames(ctx, d.Job) {
+					held = d
+					continue
+				}
+				// The game service reads the game but takes no move for
+				// it (its shard failing over, say), or came back at once:
+				// handed back, as any failure, so that other games' jobs
+				// are not held up; kept, should the queue's Redis not
+				// take it back yet.
+				if retryAt = w.retry(ctx, d, err); retryAt.IsZero() {
+					held = d
+				}
 				continue
 			}
 			retryAt = w.retry(ctx, d, err)
@@ -269,16 +279,25 @@ func nextWait(retryAt time.Time) time.Duration {
 // outageWait within a job): the jobs go to workers whose game service
 // answers, and this one's is taken over after the claim timeout, unless
 // this worker's game service answers first. It asks
-// for j's game every second until the answer is anything but Unavailable.
-func (w *Worker) awaitGames(ctx context.Context, j aijobs.Job) {
-	w.Log.WarnContext(ctx, "ai worker: the game service is out of reach; taking no job until it answers")
+// for j's game every second until the answer is anything but
+// Unavailable, and reports whether it waited: a game service that answers
+// at once was not out of reach, and only that game is.
+func (w *Worker) awaitGames(ctx context.Context, j aijobs.Job) (waited bool) {
 	seat := asSeat(ctx, j)
 	for sleep(ctx, time.Second) == nil {
-		if _, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID}); status.Code(err) != codes.Unavailable {
-			w.Log.InfoContext(ctx, "ai worker: the game service answers again")
-			return
+		_, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID})
+		if status.Code(err) != codes.Unavailable {
+			if waited {
+				w.Log.InfoContext(ctx, "ai worker: the game service answers again")
+			}
+			return waited
+		}
+		if !waited {
+			w.Log.WarnContext(ctx, "ai worker: the game service is out of reach; taking no job until it answers")
+			waited = true
 		}
 	}
+	return waited
 }
 
 // asSeat is ctx carrying the credential of j's seat.
