@@ -91,6 +91,10 @@ const (
 // is room again.
 const LimitedReason = "RATE_LIMITED"
 
+// TicketExistsReason is the ErrorInfo reason of an entry refused for the
+// player's ticket already in a queue; metadata ticket_id names it.
+const TicketExistsReason = "TICKET_EXISTS"
+
 // admit counts request m against one of its player's bounds, and refuses
 // it with ResourceExhausted, saying when there is room, once the bound is
 // reached. A request admitted before (a retry) is admitted again; one

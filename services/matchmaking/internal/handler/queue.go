@@ -60,9 +60,11 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 	h.entered(pool)
 	switch outcome {
 	case store.Busy:
-		return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "you already have ticket %s in this pool, waiting or paired: watch it, or cancel it while it waits", id))
+		return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "you already have ticket %s in this pool, waiting or paired: watch it, or cancel it while it waits", id).
+			WithInfo(TicketExistsReason, map[string]string{"ticket_id": id}))
 	case store.BusyElsewhere:
-		return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "you already have ticket %s in another pool, waiting or paired (a player waits in one pool at a time): watch it, or cancel it while it waits and enter again", id))
+		return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "you already have ticket %s in another pool, waiting or paired (a player waits in one pool at a time): watch it, or cancel it while it waits and enter again", id).
+			WithInfo(TicketExistsReason, map[string]string{"ticket_id": id}))
 	case store.Duplicate:
 		t, err = h.store.Ticket(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {

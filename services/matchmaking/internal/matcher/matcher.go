@@ -213,7 +213,10 @@ func (m *Matcher) Pass(ctx context.Context) {
 		MaxPairs: m.cfg.MaxPairsPerPass, Keep: m.cfg.Keep,
 	})
 	m.passTime.Record(ctx, time.Since(start).Seconds())
-	var expired []string
+	// Tickets paired or expired by the pass: their watchers are told now,
+	// not at their next poll (a paired ticket may wait for its game for
+	// as long as --give-up-after).
+	var changed []string
 	var failed poolFailures
 	for _, r := range results {
 		if r.Err != nil {
@@ -221,18 +224,23 @@ func (m *Matcher) Pass(ctx context.Context) {
 			continue
 		}
 		for _, mt := range r.Matches {
-			m.start(r.Pool, mt)
+			changed = append(changed, mt.A, mt.B)
 		}
 		if len(r.Expired) > 0 {
 			m.expired.Add(ctx, int64(len(r.Expired)), metric.WithAttributes(attribute.String("pool", r.Pool.MetricLabel())))
-			expired = append(expired, r.Expired...)
+			changed = append(changed, r.Expired...)
 		}
 	}
 	if ctx.Err() == nil {
 		failed.log(ctx, m.log, "pairing pass")
 	}
-	if err := m.store.Publish(ctx, expired...); err != nil {
-		m.log.WarnContext(ctx, "pairing: notify expired tickets", "err", err)
+	if err := m.store.Publish(ctx, changed...); err != nil {
+		m.log.WarnContext(ctx, "pairing: notify paired and expired tickets", "err", err)
+	}
+	for _, r := range results {
+		for _, mt := range r.Matches {
+			m.start(r.Pool, mt)
+		}
 	}
 }
 

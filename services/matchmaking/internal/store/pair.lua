@@ -1,7 +1,10 @@
 -- One pairing pass over one pool, atomic: expire old tickets, then pair
 -- neighbours in rating order whose difference is within the window of
--- either ticket (the window widens with the wait), closest pairs first,
--- in rounds until no compatible neighbours are left.
+-- either ticket (the window widens with the wait), in rounds until no
+-- compatible neighbours are left: a ticket past half its life first,
+-- oldest first, then closest pairs first. Closest first alone would leave
+-- a player at an end of the rating range waiting until their ticket
+-- expires, whenever the others come in pairs.
 -- A paired ticket leaves the queue in the same step, so no ticket is ever
 -- paired twice, however many matchmakers run this concurrently.
 -- KEYS[1] queue, KEYS[2] meta, KEYS[3] players (as enter.lua),
@@ -74,7 +77,7 @@ for i = 1, n do
     end
     expired[#expired + 1] = ids[i]
   else
-    live[#live + 1] = {id = ids[i], r = ratings[i], enq = tonumber(enq), player = player}
+    live[#live + 1] = {id = ids[i], r = ratings[i], enq = tonumber(enq), exp = tonumber(exp), player = player}
   end
 end
 
@@ -84,6 +87,15 @@ local function window(t)
     w = maxw
   end
   return w
+end
+
+-- late is when a ticket past half its life entered, for the oldest to
+-- be served first; math.huge for the others.
+local function late(t)
+  if 2 * (now - t.enq) >= t.exp - t.enq then
+    return t.enq
+  end
+  return math.huge
 end
 
 -- Rounds: pair compatible neighbours, closest first; then look again at
@@ -96,10 +108,13 @@ local function pairOnce()
     local a, b = live[i], live[i + 1]
     local d = b.r - a.r
     if a.player ~= b.player and d <= math.max(window(a), window(b)) then
-      cands[#cands + 1] = {i = i, d = d}
+      cands[#cands + 1] = {i = i, d = d, late = math.min(late(a), late(b))}
     end
   end
   table.sort(cands, function(x, y)
+    if x.late ~= y.late then
+      return x.late < y.late
+    end
     if x.d ~= y.d then
       return x.d < y.d
     end

@@ -222,3 +222,48 @@ func TestAPassMakesAtMostMaxPairs(t *testing.T) {
 		t.Fatalf("%d tickets wait after the pass, want 2 (%v)", n, err)
 	}
 }
+
+// TestTheLongestWaiterIsNotPassedOver: with the default window (200,
+// widening 100 a second, no bound), a player at the top of the rating
+// range who has waited 9m50s (a window of 59,200: anyone) was passed over
+// by a pass that paired two players who arrived that instant, and expired
+// without a game at the ticket TTL (10 min), although every pass could
+// have given them one: closest-first pairing never looked at how long a
+// ticket waited. A ticket past half its life is served first.
+func TestTheLongestWaiterIsNotPassedOver(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now().Truncate(time.Millisecond)
+	ttl := 10 * time.Minute
+	enter := func(player string, rating int, entered time.Time) string {
+		t.Helper()
+		id, _, err := st.Enter(ctx, pool, store.Ticket{Player: player, Name: player, Rating: rating, Entered: entered, Expires: entered.Add(ttl)}, "r", ttl+time.Hour, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	params := func(at time.Time) store.PairParams {
+		return store.PairParams{Now: at, BaseWindow: 200, WidenPerSecond: 100, MaxPairs: 1000, Keep: time.Hour}
+	}
+	old := enter("veteran", 2400, now.Add(-ttl+10*time.Second))
+	enter("new1", 1200, now)
+	enter("new2", 1210, now)
+	res := st.Pair(ctx, []store.Pool{pool}, params(now))
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	served := false
+	for _, m := range res[0].Matches {
+		if m.A == old || m.B == old {
+			served = true
+		}
+	}
+	if !served {
+		// Nobody else comes in the last 10 s: the veteran expires.
+		first := res[0].Matches
+		res = st.Pair(ctx, []store.Pool{pool}, params(now.Add(10*time.Second)))
+		t.Fatalf("the ticket waiting 9m50s, within everyone's reach, was left while the two newcomers were paired together (%+v); at its expiry the next pass expired it: %v (veteran %s)", first, res[0].Expired, old)
+	}
+}

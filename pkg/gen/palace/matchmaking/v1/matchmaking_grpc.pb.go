@@ -85,8 +85,10 @@ type MatchmakingServiceClient interface {
 	// the player waits in no other pool: retry with the same request_id;
 	// AlreadyExists when the player already has a ticket that waits or is
 	// paired (its game being made), in that pool or in another: a player
-	// waits in one pool at a time, so as not to be handed two games at once
-	// (Aborted, to retry, when entries of the same player race this one);
+	// waits in one pool at a time, so as not to be handed two games at once;
+	// an ErrorInfo detail (reason TICKET_EXISTS, metadata ticket_id) names
+	// that ticket, to watch or cancel (from a second device, say) (Aborted,
+	// to retry, when entries of the same player race this one);
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets (a pool of the default time
 	// control is always served); ResourceExhausted with an ErrorInfo detail
@@ -500,8 +502,10 @@ type MatchmakingServiceServer interface {
 	// the player waits in no other pool: retry with the same request_id;
 	// AlreadyExists when the player already has a ticket that waits or is
 	// paired (its game being made), in that pool or in another: a player
-	// waits in one pool at a time, so as not to be handed two games at once
-	// (Aborted, to retry, when entries of the same player race this one);
+	// waits in one pool at a time, so as not to be handed two games at once;
+	// an ErrorInfo detail (reason TICKET_EXISTS, metadata ticket_id) names
+	// that ticket, to watch or cancel (from a second device, say) (Aborted,
+	// to retry, when entries of the same player race this one);
 	// ResourceExhausted when the pool is new and the most pools served at
 	// once (--max-pools) already have tickets (a pool of the default time
 	// control is always served); ResourceExhausted with an ErrorInfo detail
