@@ -52,7 +52,7 @@ func TestAWatchIsToldOfThePairing(t *testing.T) {
 	e.enter(e.mm[0], b, &matchmakingv1.EnterQueueRequest{})
 	// The pass (every 20 ms here) pairs them: a fresh read says PAIRED.
 	eventually(t, 3*time.Second, "the tickets to be paired", func() bool {
-		return stateNow(t, e, a, ta.GetTicketId()) == matchmakingv1.TicketState_TICKET_STATE_PAIRED
+		return ticketNow(t, e, a, ta.GetTicketId()) == matchmakingv1.TicketState_TICKET_STATE_PAIRED
 	})
 	if _, err := e.mm[0].CancelTicket(a.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: ta.GetTicketId()}); codeOf(err) != codes.FailedPrecondition {
 		t.Fatalf("cancel of the paired ticket: %v, want FailedPrecondition", err)
@@ -66,22 +66,6 @@ func TestAWatchIsToldOfThePairing(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatalf("the ticket has been paired for %v (CancelTicket: FailedPrecondition, already has an opponent), and its watch still said nothing since WAITING", time.Since(pairedAt).Round(time.Millisecond))
 	}
-}
-
-// stateNow is the ticket's state as a new watch's first message says.
-func stateNow(t *testing.T, e *env, p player, id string) matchmakingv1.TicketState {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx(), 5*time.Second)
-	defer cancel()
-	st, err := e.mm[0].WatchTicket(ctx, &matchmakingv1.WatchTicketRequest{TicketId: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := st.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.GetTicket().GetState()
 }
 
 // TestASecondDeviceLearnsWhichTicketWaits: the same account enters the
