@@ -129,6 +129,16 @@ func (e *Engine) Clear() {
 	}
 }
 
+// Touch empties the transposition table by writing all of it, so that
+// no later clear or search pays for the first touch of its memory: the
+// system hands a new table over page by page on first write, seconds for
+// gigabytes. It waits for a running search to end.
+func (e *Engine) Touch() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tt.zero()
+}
+
 // Stop ends the running search, if any, as soon as possible; Search then
 // returns the best move found so far.
 func (e *Engine) Stop() {

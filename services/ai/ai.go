@@ -300,10 +300,7 @@ func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, m
 		}
 		u.c = c
 	}
-	if budget > 0 {
-		budget = max(time.Until(deadline), time.Millisecond)
-	}
-	r, err := u.play(mctx, v, startFEN, moves, budget)
+	r, err := u.play(mctx, v, startFEN, moves, deadline, budget > 0)
 	switch {
 	case errors.Is(err, engine.ErrNoLegalMove):
 		// A true answer (pkg/uci checks it): the engine is sound.
@@ -334,9 +331,16 @@ func (u *uciMover) replace(ctx context.Context) error {
 	return nil
 }
 
-func (u *uciMover) play(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, budget time.Duration) (engine.Reply, error) {
+// play asks the engine for its move by deadline (timed; else within its
+// own limits). Its ucinewgame comes out of the time too: an engine with a
+// large hash takes hundreds of milliseconds to clear it.
+func (u *uciMover) play(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, deadline time.Time, timed bool) (engine.Reply, error) {
 	if err := u.c.NewGame(ctx, v); err != nil {
 		return engine.Reply{}, err
+	}
+	var budget time.Duration
+	if timed {
+		budget = max(time.Until(deadline), time.Millisecond)
 	}
 	return u.c.MoveWithin(ctx, v, startFEN, moves, budget)
 }

@@ -12,10 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/palacehq/palace/pkg/app"
 	"github.com/palacehq/palace/pkg/apptest"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/ai"
+	"github.com/palacehq/palace/services/game"
 )
 
 // running says whether pid is a live process (not gone, not a zombie).
@@ -73,5 +78,56 @@ func TestAFailedStartClosesTheEnginesItStarted(t *testing.T) {
 	}
 	if running(pid) {
 		t.Fatalf("Bind failed (%v), but the engine it started for worker 0 (pid %d) still runs: never closed", err, pid)
+	}
+}
+
+// TestAnEnginesNewGameComesOutOfItsMovetime: before each move the worker
+// sends an external engine ucinewgame and waits for its readyok, which an
+// engine clearing a large hash table takes hundreds of milliseconds to
+// give. The movetime was fixed before that wait, which came on top of it,
+// on the AI's clock (a loss on time in a short byo-yomi period); the
+// movetime is what is left after it.
+func TestAnEnginesNewGameComesOutOfItsMovetime(t *testing.T) {
+	const delay = 700 * time.Millisecond
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gos, script := filepath.Join(dir, "go"), filepath.Join(dir, "engine")
+	body := fmt.Sprintf("#!/bin/bash\nwhile IFS= read -r line; do case \"$line\" in ucinewgame) sleep %.3f;; go*) printf '%%s\\n' \"$line\" >> %q;; esac; printf '%%s\\n' \"$line\"; done | PALACE_TEST_UCI_ENGINE=1 exec %q\n",
+		delay.Seconds(), gos, self)
+	writeScript(t, script, body)
+
+	prefix := redistest.Prefix(t)
+	gcfg := game.DefaultConfig()
+	gcfg.KeyPrefix = prefix
+	acfg := aiConfig(prefix, 1)
+	acfg.UCIEngine = script
+	cc := apptest.Start(t, redistest.Addr(t), game.Bind(gcfg), ai.Bind(acfg))
+	// The AI's first move is given half the time to its first-move
+	// deadline, 0.8 s, less than an engine's own default (1 s).
+	const firstMove = 1600 * time.Millisecond
+	g := createAIGame(t, gamev1.NewGameServiceClient(cc), &gamev1.CreateGameRequest{
+		RequestId: prefix + "create", Kind: commonv1.GameKind_GAME_KIND_XIANGQI, FirstMoveTime: durationpb.New(firstMove),
+		TimeControl: &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{MainTime: durationpb.New(time.Minute)}}},
+		Seats:       []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, PlayerId: "human"}, {Side: commonv1.Side_SIDE_SECOND, AiLevel: 10}},
+	})
+	g.play(t, 1)
+
+	b, err := os.ReadFile(gos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 3 || f[1] != "movetime" {
+		t.Fatalf("the engine was sent %q, want one go movetime", b)
+	}
+	ms, err := strconv.Atoi(f[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if most := firstMove/2 - delay + 150*time.Millisecond; time.Duration(ms)*time.Millisecond > most {
+		t.Fatalf("movetime %d ms after a ucinewgame of %v, out of a budget of %v: want at most %v", ms, delay, firstMove/2, most)
 	}
 }

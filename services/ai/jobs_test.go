@@ -17,6 +17,7 @@ import (
 	"github.com/palacehq/palace/pkg/logging"
 	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/ai"
 	"github.com/palacehq/palace/services/ai/internal/worker"
 	"github.com/palacehq/palace/services/game"
 )
@@ -376,5 +377,41 @@ func TestAJobWhoseCredentialExpiredIsVoid(t *testing.T) {
 			t.Fatalf("queue depth %d, want the job acknowledged as void", n)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAForcedMoveIsPlayedWithoutASearch: with one legal move there is
+// nothing to think about, and the worker plays it without asking its
+// engine: an external engine given a movetime spends it all the same
+// (Stockfish-family engines cut a forced move short only under their own
+// time management), on the AI's clock.
+func TestAForcedMoveIsPlayedWithoutASearch(t *testing.T) {
+	prefix := redistest.Prefix(t)
+	gcfg := game.DefaultConfig()
+	gcfg.KeyPrefix = prefix
+	cc := apptest.Start(t, redistest.Addr(t), game.Bind(gcfg), ai.Bind(aiConfig(prefix, 0)))
+	games := gamev1.NewGameServiceClient(cc)
+	// Red's general cannot move (the chariot holds both squares it could
+	// reach): the pawn's a10b10 is Red's one legal move.
+	resp, err := games.CreateGame(context.Background(), &gamev1.CreateGameRequest{
+		RequestId: prefix + "forced", Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Public: true,
+		Start: &commonv1.Position{Fen: "P4k3/9/9/9/9/9/9/9/4r4/3K5 w - - 0 1"},
+		Seats: []*gamev1.Seat{{Side: commonv1.Side_SIDE_FIRST, AiLevel: 10}, {Side: commonv1.Side_SIDE_SECOND, PlayerId: "human"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &aiGame{games: games, id: resp.GetGameId(), human: context.Background()}
+	if n := len(g.waitFor(t, func(*gamev1.Game) bool { return true }).GetLegalMoves()); n != 1 {
+		t.Fatalf("the start has %d legal moves, want 1: the test proves nothing", n)
+	}
+	mover := &countingMover{engine: worker.NewBuiltin(4)}
+	runWorker(t, g, prefix, mover)
+	played := g.waitFor(t, func(x *gamev1.Game) bool { return len(x.GetMoves()) == 1 })
+	if mv := played.GetMoves()[0].GetMove().GetCoordinate(); mv != "a10b10" {
+		t.Fatalf("the AI played %s, want a10b10", mv)
+	}
+	if n := mover.calls.Load(); n != 0 {
+		t.Fatalf("the engine was asked %d times for the one legal move", n)
 	}
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/palacehq/palace/pkg/engine"
 	"github.com/palacehq/palace/pkg/rules"
@@ -44,5 +45,30 @@ func TestBuiltinMovesDependOnlyOnTheGameAndSeed(t *testing.T) {
 	again, againNodes, err := used.Move(context.Background(), rules.Janggi, start, []rules.Move{opening}, 5, 42, 0)
 	if err != nil || again != fresh || againNodes != nodes {
 		t.Fatalf("after another search: %v in %d nodes (%v); a fresh engine plays %v in %d", again, againNodes, err, fresh, nodes)
+	}
+}
+
+// TestABuiltinMoveKeepsToItsBudgetFromTheCall: the table is cleared
+// after each search, off the AI's clock (a clear that zeroes a large
+// table takes seconds the first time); a move that must wait for it still
+// answers within its budget, counted from the call, as the AI's clock
+// counts it: the search gets what is left.
+func TestABuiltinMoveKeepsToItsBudgetFromTheCall(t *testing.T) {
+	const clearing, budget = 600 * time.Millisecond, 800 * time.Millisecond
+	b := NewBuiltin(1)
+	<-b.cleared
+	slow := make(chan struct{})
+	time.AfterFunc(clearing, func() { close(slow) })
+	b.cleared = slow // a clear still under way
+	called := time.Now()
+	if _, _, err := b.Move(context.Background(), rules.Xiangqi, rules.StartFEN(rules.Xiangqi), nil, 10, 7, budget); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(called); took > budget+300*time.Millisecond {
+		t.Fatalf("a move with a budget of %v, waiting %v for the table, took %v", budget, clearing, took)
+	}
+	// The next move waits for the clear that followed this search.
+	if _, _, err := b.Move(context.Background(), rules.Xiangqi, rules.StartFEN(rules.Xiangqi), nil, 1, 7, 0); err != nil {
+		t.Fatal(err)
 	}
 }

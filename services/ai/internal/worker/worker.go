@@ -36,25 +36,57 @@ type Mover interface {
 }
 
 // Builtin plays with pkg/engine at the seat's level.
-type Builtin struct{ e *engine.Engine }
+type Builtin struct {
+	e *engine.Engine
+	// cleared is closed once the table is ready for the next search:
+	// touched, then cleared after each search.
+	cleared chan struct{}
+}
 
-// NewBuiltin returns a built-in mover with its own transposition table.
-func NewBuiltin(hashMB int) *Builtin { return &Builtin{e: engine.New(engine.Options{HashMB: hashMB})} }
+// NewBuiltin returns a built-in mover with its own transposition table,
+// touched in the background (engine.Touch) before its first search.
+func NewBuiltin(hashMB int) *Builtin {
+	touched := make(chan struct{})
+	b := &Builtin{e: engine.New(engine.Options{HashMB: hashMB}), cleared: touched}
+	go func() {
+		defer close(touched)
+		b.e.Touch()
+	}()
+	return b
+}
 
+// Move searches within budget, which counts from the call: a clear of the
+// table still under way comes out of it.
 func (b *Builtin) Move(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, level int, seed uint64, budget time.Duration) (rules.Move, uint64, error) {
+	called := time.Now()
 	start, err := rules.ParseFEN(v, startFEN)
 	if err != nil {
 		return rules.NoMove, 0, err
 	}
 	// Each move depends only on the game and the seed, so a job taken over
 	// by another worker plays the same move, unless the clock cuts the
-	// search short.
-	b.e.Clear()
+	// search short: the table is cleared between searches. After one, off
+	// the AI's clock: now and then a clear zeroes the whole table, a pass
+	// over all of it (seconds for gigabytes, the first time).
+	select {
+	case <-b.cleared:
+	case <-ctx.Done():
+		return rules.NoMove, 0, ctx.Err()
+	}
 	lim := engine.Level(level).Limits(seed)
-	if budget > 0 && (lim.MoveTime == 0 || budget < lim.MoveTime) {
-		lim.MoveTime = budget
+	if budget > 0 {
+		left := max(budget-time.Since(called), time.Millisecond)
+		if lim.MoveTime == 0 || left < lim.MoveTime {
+			lim.MoveTime = left
+		}
 	}
 	r, err := b.e.Search(ctx, start, moves, lim, nil)
+	done := make(chan struct{})
+	b.cleared = done
+	go func() {
+		defer close(done)
+		b.e.Clear()
+	}()
 	return r.Move, r.Nodes, err
 }
 
@@ -662,7 +694,12 @@ func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *c
 	}
 	position := g.GetStart().GetFen() + "|" + fmt.Sprint(moves)
 	mv := last.move
-	if last.position != position {
+	if forced, ok := onlyMove(g); ok {
+		// Nothing to think about: an engine given a movetime would spend
+		// it all the same (UCI engines cut a forced move short only under
+		// their own time management).
+		mv = forced
+	} else if last.position != position {
 		start := time.Now()
 		var nodes uint64
 		var err error
@@ -688,6 +725,15 @@ func (w *Worker) move(ctx context.Context, g *gamev1.Game, j aijobs.Job, last *c
 		ExpectedVersion: g.GetVersion(), Move: &commonv1.Move{Coordinate: mv.String()},
 	})
 	return settled(err)
+}
+
+// onlyMove is g's one legal move, when it has exactly one.
+func onlyMove(g *gamev1.Game) (rules.Move, bool) {
+	if len(g.GetLegalMoves()) != 1 {
+		return rules.NoMove, false
+	}
+	mv, err := rules.ParseMove(g.GetLegalMoves()[0].GetCoordinate())
+	return mv, err == nil
 }
 
 func (w *Worker) formation(ctx context.Context, g *gamev1.Game, j aijobs.Job, side rules.Side) (outcome, error) {
