@@ -71,7 +71,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	app.IntFlag(fs, &c.MaxStreams, "max-streams", 50000, "most event streams one process serves at once; one more is refused with ResourceExhausted until one ends")
 	app.IntFlag(fs, &c.MaxSpectatorStreams, "max-spectator-streams", 0, "most of --max-streams that streams without a seat credential may hold, so that spectators leave room for the players' own (0: three quarters)")
 	app.IntFlag(fs, &c.MaxSeatStreams, "max-seat-streams", handler.DefaultMaxSeatStreams, "most event streams one seat holds in one process; a newer one ends the oldest, with ResourceExhausted, and is refused while as many ended ones have not left (their client reads none of them)")
-	app.DurationFlag(fs, &c.PresenceGrace, "presence-grace", 3*time.Second, "how long a seat's stream may be gone before the seat is announced disconnected: a reconnection to the same process within it announces nothing (0: at once)")
+	app.DurationFlag(fs, &c.PresenceGrace, "presence-grace", 3*time.Second, "how long a seat's stream may be gone before the seat is announced disconnected: a reconnection to the same process within it announces nothing; doubled for each disconnection of the seat announced lately, up to 64 times (0: at once)")
 	app.DurationFlag(fs, &c.PresenceLease, "presence-lease", 15*time.Second, "how long the seats a process holds outlive it, should it die without recording its streams closing; then another process announces them disconnected")
 	app.DeadlineShardsFlag(fs, &c.DeadlineShards)
 	app.DurationFlag(fs, &c.LagMaxPerMove, "lag-max-per-move", time.Second, "most network lag credited to one move (0: no lag compensation)")

@@ -374,6 +374,46 @@ func TestARolloutAnnouncesNoDisconnection(t *testing.T) {
 	}
 }
 
+// TestAClientReconnectingInALoopCommitsFewEvents: a seat's client that
+// opens a stream, waits to be shown connected, drops it and waits to be
+// shown disconnected, again and again, committed two events per cycle to
+// the game's log, with no move played and nothing but the game's
+// --live-ttl to bound it (some 57,600 a day at the default grace). The
+// hold of a seat's closing doubles with each one recorded lately, so the
+// log grows by a few events an hour.
+func TestAClientReconnectingInALoopCommitsFewEvents(t *testing.T) {
+	const grace = 20 * time.Millisecond
+	env := gametest.Start(t, func(c *game.Config) { c.PresenceGrace = grace })
+	tb := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
+	before := tb.get(t).GetVersion()
+	cycles := 0
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); cycles++ {
+		ctx, cancel := context.WithCancel(tb.as(commonv1.Side_SIDE_SECOND))
+		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				t.Fatalf("cycle %d: %v", cycles, err)
+			}
+			if m.GetEvent().GetPlayerConnection().GetConnected() || slices.Contains(m.GetSnapshot().GetConnected(), commonv1.Side_SIDE_SECOND) {
+				break
+			}
+		}
+		cancel()
+		// Back as soon as the disconnection is announced, or at the end.
+		for v := tb.get(t).GetVersion(); tb.get(t).GetVersion() == v && time.Now().Before(end); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// Holds of 20, 40, 80 ... 640 ms: at most seven disconnections in 2 s.
+	if grew := tb.get(t).GetVersion() - before; grew > 2*7+2 {
+		t.Fatalf("%d cycles of reconnection in 2 s took the game from version %d to %d: the log grows by two per reconnection", cycles, before, before+grew)
+	}
+}
+
 // presenceEvents collects the PlayerConnection events of a spectator's
 // stream.
 func presenceEvents(ctx context.Context, t *testing.T, env *gametest.Env, id string) <-chan *gamev1.PlayerConnection {

@@ -27,10 +27,35 @@ type presence struct {
 	mu      sync.Mutex
 	seats   map[seatKey]*seatStreams
 	stopped bool
+	// lately counts, per seat, the closings recorded here in the last
+	// flapMemory graces: each one doubles the hold of the seat's next
+	// closing, up to maxHoldGraces graces, so that a client reconnecting
+	// in a loop commits a few presence events an hour to its game's log,
+	// not two per reconnection, and a flaky connection is shown
+	// connected while it keeps coming back.
+	lately   map[seatKey]closings
+	prunedAt time.Time
 	// running counts held-back closings not yet recorded or cancelled,
 	// so flush can wait for the ones already under way.
 	running sync.WaitGroup
 }
+
+// closings is a seat's recent closings recorded here: how many, the
+// last when.
+type closings struct {
+	n    int
+	last time.Time
+}
+
+const (
+	// maxHoldGraces bounds the hold of a flapping seat's closing: 64
+	// graces, 3 min 12 s by default.
+	maxHoldGraces = 64
+	// flapMemory is how long, in graces, a seat's recorded closings
+	// lengthen its hold: longer than the longest hold, so that a client
+	// that comes back just after it is still held that long.
+	flapMemory = 4 * maxHoldGraces
+)
 
 type seatKey struct {
 	id   string
@@ -45,7 +70,7 @@ type seatStreams struct {
 }
 
 func newPresence(grace time.Duration, record func(ctx context.Context, id string, side rules.Side, delta int)) *presence {
-	return &presence{grace: grace, record: record, seats: map[seatKey]*seatStreams{}}
+	return &presence{grace: grace, record: record, seats: map[seatKey]*seatStreams{}, lately: map[seatKey]closings{}}
 }
 
 // opened records a seat stream's opening when it is the seat's first
@@ -100,7 +125,7 @@ func (p *presence) closed(ctx context.Context, id string, side rules.Side) {
 	var t *time.Timer
 	// The callback takes the lock before it reads t, and t is set before
 	// the lock is released.
-	t = time.AfterFunc(p.grace, func() {
+	t = time.AfterFunc(p.hold(k, time.Now()), func() {
 		defer p.running.Done()
 		p.mu.Lock()
 		if s.pending == t {
@@ -109,11 +134,42 @@ func (p *presence) closed(ctx context.Context, id string, side rules.Side) {
 		if s.open == 0 && s.pending == nil && p.seats[k] == s {
 			delete(p.seats, k)
 		}
+		p.closedLately(k, time.Now())
 		p.mu.Unlock()
 		p.record(ctx, id, side, -1)
 	})
 	s.pending = t
 	p.mu.Unlock()
+}
+
+// hold is how long the seat's closing is held back at now: the grace,
+// doubled for each of its closings recorded lately. Called with p.mu held.
+func (p *presence) hold(k seatKey, now time.Time) time.Duration {
+	c := p.lately[k]
+	if now.Sub(c.last) > flapMemory*p.grace {
+		c.n = 0
+	}
+	return p.grace * time.Duration(min(1<<min(c.n, 30), maxHoldGraces))
+}
+
+// closedLately notes a closing of the seat recorded at now, and forgets
+// the seats whose closings are no longer recent, now and then. Called
+// with p.mu held.
+func (p *presence) closedLately(k seatKey, now time.Time) {
+	memory := flapMemory * p.grace
+	c := p.lately[k]
+	if now.Sub(c.last) > memory {
+		c.n = 0
+	}
+	p.lately[k] = closings{n: c.n + 1, last: now}
+	if now.Sub(p.prunedAt) > memory {
+		for k, c := range p.lately {
+			if now.Sub(c.last) > memory {
+				delete(p.lately, k)
+			}
+		}
+		p.prunedAt = now
+	}
 }
 
 // ended drops a stream that delivered its game's end without recording

@@ -216,3 +216,39 @@ func TestPresenceFlushWaitsForTheGraceWithinItsWait(t *testing.T) {
 		t.Fatalf("past the wait: sum %d in %d records, want 0 in 2", got, calls)
 	}
 }
+
+// A seat whose client keeps coming back is held longer each time: the
+// hold of its closing doubles with each closing recorded lately, up to 64
+// graces. A client reconnecting in a loop, each time just after it was
+// announced disconnected, committed two events to its game's log per
+// reconnection, without bound; the hold bounds it to a few an hour.
+func TestPresenceHoldsAFlappingSeatLongerEachTime(t *testing.T) {
+	ctx := context.Background()
+	const grace = 10 * time.Millisecond
+	recorded := make(chan int, 64)
+	p := newPresence(grace, func(_ context.Context, _ string, _ rules.Side, delta int) { recorded <- delta })
+	for i := range 8 {
+		p.opened(ctx, "g", rules.First)
+		if d := <-recorded; d != 1 {
+			t.Fatalf("cycle %d: recorded %d on opening", i, d)
+		}
+		closed := time.Now()
+		p.closed(ctx, "g", rules.First)
+		if d := <-recorded; d != -1 {
+			t.Fatalf("cycle %d: recorded %d on closing", i, d)
+		}
+		want := grace * time.Duration(min(1<<i, maxHoldGraces))
+		if held := time.Since(closed); held < want {
+			t.Fatalf("closing %d of a seat that keeps coming back was held %v, want at least %v", i+1, held, want)
+		}
+	}
+	// Another seat is held the grace alone.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if held := p.hold(seatKey{"g", rules.Second}, time.Now()); held != grace {
+		t.Errorf("the other seat's closing would be held %v, want the grace, %v", held, grace)
+	}
+	if want := grace * maxHoldGraces; p.hold(seatKey{"g", rules.First}, time.Now().Add(flapMemory*grace+time.Millisecond)) != grace {
+		t.Errorf("the seat's hold did not come back to the grace once its closings were past %v (the longest hold is %v)", flapMemory*grace, want)
+	}
+}
