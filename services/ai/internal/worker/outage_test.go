@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,4 +95,115 @@ func TestAJobWhoseGameStaysUnavailablePinsNoWorker(t *testing.T) {
 	defer games.mu.Unlock()
 	t.Fatalf("game \"up\", whose game service commits at once, got no AI move in 8 s: the worker kept trying game \"down\" (%d MakeMove calls there, %d for \"up\")",
 		games.tries["down"], games.tries["up"])
+}
+
+// shardDown is oneGameDown whose shard is lost for reads too: a Redis
+// Cluster master of game "down" failing over (or lost) answers neither
+// GetGame nor MakeMove for that game, while every other game's shard
+// answers both.
+type shardDown struct{ oneGameDown }
+
+func (g *shardDown) GetGame(ctx context.Context, in *gamev1.GetGameRequest, opts ...grpc.CallOption) (*gamev1.GetGameResponse, error) {
+	if in.GetGameId() == "down" {
+		g.mu.Lock()
+		g.tries["down"]++
+		g.mu.Unlock()
+		return nil, status.Error(codes.Unavailable, "redis shard out of reach")
+	}
+	return g.oneGameDown.GetGame(ctx, in, opts...)
+}
+
+// TestAJobWhoseGameCannotBeReadPinsNoWorker: a job whose game cannot be
+// read either (its shard down) sent the worker into awaitGames, which
+// probed that very game once a second with no bound: the worker held it
+// for as long as the shard was down, and no other game's AI moved; taken
+// over after the claim timeout, the job pinned the next worker too. The
+// wait is bounded by the outage wait, and the job handed back.
+func TestAJobWhoseGameCannotBeReadPinsNoWorker(t *testing.T) {
+	ctx := context.Background()
+	q := aijobs.New(redistest.Client(t), redistest.Prefix(t))
+	q.ClaimAfter = time.Hour // only this worker plays
+	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	for _, id := range []string{"down", "up"} {
+		if err := q.Enqueue(ctx, aijobs.Job{GameID: id, Version: 2, Kind: aijobs.KindMove, Side: "first", Level: 1, Token: "t", EnqueuedMs: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	games := &shardDown{oneGameDown{moved: map[string]bool{}, tries: map[string]int{}}}
+	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: games, Mover: NewBuiltin(1),
+		OutageWait: 200 * time.Millisecond}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(wctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		games.mu.Lock()
+		moved := games.moved["up"]
+		games.mu.Unlock()
+		if moved {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	games.mu.Lock()
+	defer games.mu.Unlock()
+	t.Fatalf("game \"up\", whose shard answers, got no AI move in 8 s: the worker kept probing game \"down\" (%d calls there), its game service answering every other game",
+		games.tries["down"])
+}
+
+// notReady is the built-in engine, not ready until ready is closed.
+type notReady struct {
+	*Builtin
+	ready chan struct{}
+	calls atomic.Int64
+}
+
+func (m *notReady) Ready() <-chan struct{} { return m.ready }
+
+func (m *notReady) Move(ctx context.Context, v rules.Variant, start string, moves []rules.Move, level int, seed uint64, budget time.Duration) (rules.Move, uint64, error) {
+	m.calls.Add(1)
+	return m.Builtin.Move(ctx, v, start, moves, level, seed, budget)
+}
+
+// TestAWorkerTakesNoJobBeforeItsEngineIsReady: a built-in engine touches
+// its table when it is made, seconds for gigabytes; a worker that took a
+// job meanwhile budgeted its move from the clock as it stood, then waited
+// for the table on top of that budget (a lost byo-yomi period). It takes
+// its first job once its engine is ready, reading the clock then.
+func TestAWorkerTakesNoJobBeforeItsEngineIsReady(t *testing.T) {
+	ctx := context.Background()
+	q := aijobs.New(redistest.Client(t), redistest.Prefix(t))
+	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, aijobs.Job{GameID: "up", Version: 2, Kind: aijobs.KindMove, Side: "first", Level: 1, Token: "t", EnqueuedMs: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	games := &oneGameDown{moved: map[string]bool{}, tries: map[string]int{}}
+	mover := &notReady{Builtin: NewBuiltin(1), ready: make(chan struct{})}
+	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: games, Mover: mover}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(wctx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(300 * time.Millisecond)
+	if n := mover.calls.Load(); n != 0 {
+		t.Fatalf("the worker asked its engine %d times before it was ready", n)
+	}
+	close(mover.ready)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		games.mu.Lock()
+		moved := games.moved["up"]
+		games.mu.Unlock()
+		if moved {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no move within 5 s of the engine being ready")
+		}
+	}
 }

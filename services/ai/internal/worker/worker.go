@@ -5,6 +5,7 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -54,6 +55,9 @@ func NewBuiltin(hashMB int) *Builtin {
 	}()
 	return b
 }
+
+// Ready is closed once the table is ready for a search.
+func (b *Builtin) Ready() <-chan struct{} { return b.cleared }
 
 // Move searches within budget, which counts from the call: a clear of the
 // table still under way comes out of it.
@@ -142,8 +146,20 @@ func (w *Worker) measureRedisClock(ctx context.Context) error {
 	return nil
 }
 
+// readier is a Mover that needs a moment before its first move (a
+// built-in engine touching a large table): the worker takes no job until
+// it is ready, so that the wait is not spent on a game's clock.
+type readier interface{ Ready() <-chan struct{} }
+
 // Run works until ctx ends.
 func (w *Worker) Run(ctx context.Context) {
+	if r, ok := w.Mover.(readier); ok {
+		select {
+		case <-r.Ready():
+		case <-ctx.Done():
+			return
+		}
+	}
 	defer w.leave(ctx)
 	defer w.keepAlive(ctx)()
 	// retryAt is when the job this worker last handed back for a retry is
@@ -214,10 +230,10 @@ func (w *Worker) Run(ctx context.Context) {
 					continue
 				}
 				// The game service reads the game but takes no move for
-				// it (its shard failing over, say), or came back at once:
-				// handed back, as any failure, so that other games' jobs
-				// are not held up; kept, should the queue's Redis not
-				// take it back yet.
+				// it, or came back at once, or cannot read it still (its
+				// shard failing over, say): handed back, as any failure,
+				// so that other games' jobs are not held up; kept, should
+				// the queue's Redis not take it back yet.
 				if retryAt = w.retry(ctx, d, err); retryAt.IsZero() {
 					held = d
 				}
@@ -309,13 +325,16 @@ func nextWait(retryAt time.Time) time.Duration {
 
 // awaitGames takes no job while the game service stays out of reach (past
 // outageWait within a job): the jobs go to workers whose game service
-// answers, and this one's is taken over after the claim timeout, unless
-// this worker's game service answers first. It asks
-// for j's game every second until the answer is anything but
-// Unavailable, and reports whether it waited: a game service that answers
-// at once was not out of reach, and only that game is.
-func (w *Worker) awaitGames(ctx context.Context, j aijobs.Job) (waited bool) {
+// answers, and this one tries its job again at once when its own answers
+// first. It asks for j's game every second, and reports whether it waited
+// for an answer other than Unavailable and got one. A game service that
+// answers at once was not out of reach; one that answers for a game that
+// does not exist (NotFound) reads its Redis, and fails j's game alone (its
+// Redis Cluster shard failing over, say), which must not keep the worker
+// from the other games: then it reports false at once.
+func (w *Worker) awaitGames(ctx context.Context, j aijobs.Job) (back bool) {
 	seat := asSeat(ctx, j)
+	waited := false
 	for sleep(ctx, time.Second) == nil {
 		_, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID})
 		if status.Code(err) != codes.Unavailable {
@@ -324,12 +343,16 @@ func (w *Worker) awaitGames(ctx context.Context, j aijobs.Job) (waited bool) {
 			}
 			return waited
 		}
+		// A made-up game, in a hash slot of its own each time.
+		if _, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: "ai-probe-" + rand.Text()}); status.Code(err) != codes.Unavailable {
+			return false
+		}
 		if !waited {
 			w.Log.WarnContext(ctx, "ai worker: the game service is out of reach; taking no job until it answers")
 			waited = true
 		}
 	}
-	return waited
+	return false
 }
 
 // asSeat is ctx carrying the credential of j's seat.
