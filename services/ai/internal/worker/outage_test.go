@@ -62,6 +62,17 @@ func (g *oneGameDown) MakeMove(_ context.Context, in *gamev1.MakeMoveRequest, _ 
 // the whole game service, pinned the worker to it for ever, and no other
 // game's AI moved.
 func TestAJobWhoseGameStaysUnavailablePinsNoWorker(t *testing.T) {
+	games := &oneGameDown{moved: map[string]bool{}, tries: map[string]int{}}
+	if tries := upMoves(t, games, games); tries >= 0 {
+		t.Fatalf("game \"up\", whose game service commits at once, got no AI move in 8 s: the worker kept trying game \"down\" (%d calls there)", tries)
+	}
+}
+
+// upMoves queues the AI's jobs of games "down" and "up" (of od), runs one
+// worker on games, and returns -1 once "up" got its move, or after 8 s the
+// calls made for "down".
+func upMoves(t *testing.T, games gamev1.GameServiceClient, od *oneGameDown) int {
+	t.Helper()
 	ctx := context.Background()
 	q := aijobs.New(redistest.Client(t), redistest.Prefix(t))
 	q.ClaimAfter = time.Hour // only this worker plays
@@ -74,27 +85,23 @@ func TestAJobWhoseGameStaysUnavailablePinsNoWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	games := &oneGameDown{moved: map[string]bool{}, tries: map[string]int{}}
 	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: games, Mover: NewBuiltin(1),
 		OutageWait: 200 * time.Millisecond}
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(wctx) }()
 	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
-		games.mu.Lock()
-		moved := games.moved["up"]
-		games.mu.Unlock()
+	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		od.mu.Lock()
+		moved := od.moved["up"]
+		od.mu.Unlock()
 		if moved {
-			return
+			return -1
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	games.mu.Lock()
-	defer games.mu.Unlock()
-	t.Fatalf("game \"up\", whose game service commits at once, got no AI move in 8 s: the worker kept trying game \"down\" (%d MakeMove calls there, %d for \"up\")",
-		games.tries["down"], games.tries["up"])
+	od.mu.Lock()
+	defer od.mu.Unlock()
+	return od.tries["down"]
 }
 
 // shardDown is oneGameDown whose shard is lost for reads too: a Redis
@@ -120,39 +127,10 @@ func (g *shardDown) GetGame(ctx context.Context, in *gamev1.GetGameRequest, opts
 // over after the claim timeout, the job pinned the next worker too. The
 // wait is bounded by the outage wait, and the job handed back.
 func TestAJobWhoseGameCannotBeReadPinsNoWorker(t *testing.T) {
-	ctx := context.Background()
-	q := aijobs.New(redistest.Client(t), redistest.Prefix(t))
-	q.ClaimAfter = time.Hour // only this worker plays
-	if err := q.Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UnixMilli()
-	for _, id := range []string{"down", "up"} {
-		if err := q.Enqueue(ctx, aijobs.Job{GameID: id, Version: 2, Kind: aijobs.KindMove, Side: "first", Level: 1, Token: "t", EnqueuedMs: now}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	games := &shardDown{oneGameDown{moved: map[string]bool{}, tries: map[string]int{}}}
-	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: games, Mover: NewBuiltin(1),
-		OutageWait: 200 * time.Millisecond}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(wctx) }()
-	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
-		games.mu.Lock()
-		moved := games.moved["up"]
-		games.mu.Unlock()
-		if moved {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if tries := upMoves(t, games, &games.oneGameDown); tries >= 0 {
+		t.Fatalf("game \"up\", whose shard answers, got no AI move in 8 s: the worker kept probing game \"down\" (%d calls there), its game service answering every other game", tries)
 	}
-	games.mu.Lock()
-	defer games.mu.Unlock()
-	t.Fatalf("game \"up\", whose shard answers, got no AI move in 8 s: the worker kept probing game \"down\" (%d calls there), its game service answering every other game",
-		games.tries["down"])
 }
 
 // notReady is the built-in engine, not ready until ready is closed.
