@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/palacehq/palace/pkg/engine"
@@ -66,6 +67,9 @@ type Client struct {
 	w       io.Writer
 	lines   chan string   // the engine's output, line by line
 	done    chan struct{} // closed when no one reads lines any more
+	// readErr is why the engine's output could not be read on, set
+	// before lines is closed: nil at its end.
+	readErr error
 	closeFn func() error
 
 	mu      sync.Mutex // one request at a time
@@ -86,6 +90,15 @@ type Client struct {
 // first), the process is killed at once and Start returns no Client.
 func Start(ctx context.Context, path string, args ...string) (*Client, error) {
 	cmd := exec.Command(path, args...)
+	// A group of its own, killed whole: an engine started by a wrapper
+	// script (to set its directory or environment) outlived a kill of the
+	// wrapper, searching on.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// What it says before it fails to start (a network file missing) is
+	// the operator's clue.
+	stderr := &tail{max: 4 << 10}
+	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -105,7 +118,7 @@ func Start(ctx context.Context, path string, args ...string) (*Client, error) {
 		case err := <-done:
 			return err
 		case <-time.After(2 * time.Second):
-			_ = cmd.Process.Kill()
+			kill()
 			return <-done
 		}
 	}
@@ -114,9 +127,14 @@ func Start(ctx context.Context, path string, args ...string) (*Client, error) {
 		// An engine that failed its handshake (or whose ctx ended) is of
 		// no use: it is killed at once rather than asked to quit, and its
 		// output ends with it, and so the goroutine reading it.
-		_ = cmd.Process.Kill()
+		kill()
 		_ = stdin.Close()
-		_ = cmd.Wait()
+		if werr := cmd.Wait(); werr != nil {
+			err = fmt.Errorf("%w (%v)", err, werr)
+		}
+		if said := stderr.String(); said != "" {
+			err = fmt.Errorf("%w; it said: %s", err, said)
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
@@ -152,6 +170,11 @@ func (c *Client) read(r io.Reader) {
 		case c.lines <- sc.Text():
 		case <-c.done:
 		}
+	}
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		c.readErr = errors.New("the engine wrote a line too long to read (over 1 MiB)")
+	} else if err != nil {
+		c.readErr = err
 	}
 }
 
@@ -195,6 +218,9 @@ func (c *Client) readUntil(ctx context.Context, stop func(string) bool) error {
 			return ctx.Err()
 		case l, ok := <-c.lines:
 			if !ok {
+				if c.readErr != nil {
+					return fmt.Errorf("%w: %w", ErrClosed, c.readErr)
+				}
 				return ErrClosed
 			}
 			if stop(strings.TrimSpace(l)) {
@@ -335,14 +361,30 @@ func (c *Client) MoveWithin(ctx context.Context, v rules.Variant, startFEN strin
 	}
 	var best string
 	var reply engine.Reply
-	err = c.readUntil(ctx, func(l string) bool {
-		if score, ok := infoScore(l); ok {
-			reply.Score, reply.Scored = score, true
+	read := func(ctx context.Context) error {
+		return c.readUntil(ctx, func(l string) bool {
+			if score, ok := infoScore(l); ok {
+				reply.Score, reply.Scored = score, true
+			}
+			var ok bool
+			best, ok = bestMove(l)
+			return ok
+		})
+	}
+	if most > 0 {
+		// An engine may take its movetime as advice: past it, it is asked
+		// to stop, and answers with the best move it has.
+		octx, cancel := context.WithTimeout(ctx, most+overrunGrace)
+		err = read(octx)
+		cancel()
+		if err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
+			if err = c.send("stop"); err == nil {
+				err = read(ctx)
+			}
 		}
-		var ok bool
-		best, ok = bestMove(l)
-		return ok
-	})
+	} else {
+		err = read(ctx)
+	}
 	if err != nil {
 		if !errors.Is(err, ErrClosed) {
 			// ctx ended: stop the search, but do not wait for its
@@ -358,6 +400,33 @@ func (c *Client) MoveWithin(ctx context.Context, v rules.Variant, startFEN strin
 		return none, err
 	}
 	return reply, nil
+}
+
+// overrunGrace is how long past its movetime an engine may take to answer
+// before it is asked to stop.
+const overrunGrace = 50 * time.Millisecond
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
 }
 
 // ErrBadMove is returned when the engine's bestmove is not a legal move

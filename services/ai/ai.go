@@ -300,7 +300,16 @@ func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, m
 		}
 		u.c = c
 	}
-	r, err := u.play(mctx, v, startFEN, moves, deadline, budget > 0)
+	pctx := mctx
+	if budget > 0 {
+		// Asked to stop once its time is spent (pkg/uci), an engine that
+		// does not answer within hungAfter more has hung: it is replaced
+		// then, not after the move timeout, long past the AI's clock.
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithDeadline(mctx, deadline.Add(hungAfter))
+		defer cancel()
+	}
+	r, err := u.play(pctx, v, startFEN, moves, deadline, budget > 0)
 	switch {
 	case errors.Is(err, engine.ErrNoLegalMove):
 		// A true answer (pkg/uci checks it): the engine is sound.
@@ -310,6 +319,10 @@ func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, m
 	}
 	return r.Move, 0, nil
 }
+
+// hungAfter is how long past its time an engine that was asked to stop
+// may take to answer before it is taken for hung.
+const hungAfter = time.Second
 
 // replace closes the engine that failed and starts the next one now, while
 // the failed move's job waits for its retry: started at the next move, the
