@@ -63,10 +63,10 @@ type Client struct {
 	// Go is sent with every move request.
 	Go GoParams
 
-	name    string
-	w       io.Writer
-	lines   chan string   // the engine's output, line by line
-	done    chan struct{} // closed when no one reads lines any more
+	name  string
+	w     io.Writer
+	lines chan string   // the engine's output, line by line
+	done  chan struct{} // closed when no one reads lines any more
 	// readErr is why the engine's output could not be read on, set
 	// before lines is closed: nil at its end.
 	readErr error
