@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,33 +105,64 @@ func upMoves(t *testing.T, games gamev1.GameServiceClient, od *oneGameDown) int 
 	return od.tries["down"]
 }
 
-// shardDown is oneGameDown whose shard is lost for reads too: a Redis
-// Cluster master of game "down" failing over (or lost) answers neither
-// GetGame nor MakeMove for that game, while every other game's shard
-// answers both.
-type shardDown struct{ oneGameDown }
+// shardsDown is a game service whose games "down…" sit on a Redis Cluster
+// shard that is failing over: neither read nor moved, Unavailable; every
+// other game (a made-up one included) answers.
+type shardsDown struct{ oneGameDown }
 
-func (g *shardDown) GetGame(ctx context.Context, in *gamev1.GetGameRequest, opts ...grpc.CallOption) (*gamev1.GetGameResponse, error) {
-	if in.GetGameId() == "down" {
-		g.mu.Lock()
-		g.tries["down"]++
-		g.mu.Unlock()
+func (g *shardsDown) GetGame(ctx context.Context, in *gamev1.GetGameRequest, opts ...grpc.CallOption) (*gamev1.GetGameResponse, error) {
+	if strings.HasPrefix(in.GetGameId(), "down") {
 		return nil, status.Error(codes.Unavailable, "redis shard out of reach")
 	}
 	return g.oneGameDown.GetGame(ctx, in, opts...)
 }
 
 // TestAJobWhoseGameCannotBeReadPinsNoWorker: a job whose game cannot be
-// read either (its shard down) sent the worker into awaitGames, which
-// probed that very game once a second with no bound: the worker held it
-// for as long as the shard was down, and no other game's AI moved; taken
-// over after the claim timeout, the job pinned the next worker too. The
-// wait is bounded by the outage wait, and the job handed back.
+// read either (its Redis Cluster shard failing over) held the worker, once
+// for as long as the shard was down, then for the outage wait (20 s by
+// default) at each of its deliveries: with two such jobs handed back in
+// turn, games on healthy shards queued behind waited minutes on their
+// AI's clock. A game that does not exist, answered NotFound, tells the
+// worker at the first Unavailable that the service reads other games: the
+// job is handed back at once. Scaled down: an outage wait of 2 s, two
+// jobs of the failing shard ahead of "up".
 func TestAJobWhoseGameCannotBeReadPinsNoWorker(t *testing.T) {
-	games := &shardDown{oneGameDown{moved: map[string]bool{}, tries: map[string]int{}}}
-	if tries := upMoves(t, games, &games.oneGameDown); tries >= 0 {
-		t.Fatalf("game \"up\", whose shard answers, got no AI move in 8 s: the worker kept probing game \"down\" (%d calls there), its game service answering every other game", tries)
+	ctx := context.Background()
+	q := aijobs.New(redistest.Client(t), redistest.Prefix(t))
+	q.ClaimAfter = time.Hour // only this worker plays
+	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
 	}
+	now := time.Now().UnixMilli()
+	for _, id := range []string{"down1", "down2", "up"} {
+		if err := q.Enqueue(ctx, aijobs.Job{GameID: id, Version: 2, Kind: aijobs.KindMove, Side: "first", Level: 1, Token: "t", EnqueuedMs: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	games := &shardsDown{oneGameDown{moved: map[string]bool{}, tries: map[string]int{}}}
+	const outageWait = 2 * time.Second
+	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: games, Mover: NewBuiltin(1),
+		OutageWait: outageWait}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { defer close(done); w.Run(wctx) }()
+	defer func() { cancel(); <-done }()
+	for time.Now().Before(start.Add(10 * time.Second)) {
+		games.mu.Lock()
+		moved := games.moved["up"]
+		games.mu.Unlock()
+		if moved {
+			if took := time.Since(start); took > outageWait {
+				t.Fatalf("game \"up\", on a healthy shard, got its AI move %v after it was queued: the worker spent the outage wait (%v) on the jobs of the failing shard", took.Round(100*time.Millisecond), outageWait)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	games.mu.Lock()
+	defer games.mu.Unlock()
+	t.Fatalf("game \"up\", on a healthy shard, got no AI move in 10 s: the worker took the two jobs of the failing shard in turn, each costing the outage wait (%v)", outageWait)
 }
 
 // notReady is the built-in engine, not ready until ready is closed.

@@ -328,14 +328,13 @@ func nextWait(retryAt time.Time) time.Duration {
 // answers, and this one tries its job again at once when its own answers
 // first. It asks for j's game every second, and reports whether it waited
 // for an answer other than Unavailable and got one. A game service that
-// answers at once was not out of reach; one that answers for a game that
-// does not exist (NotFound) reads its Redis, and fails j's game alone (its
-// Redis Cluster shard failing over, say), which must not keep the worker
-// from the other games: then it reports false at once.
+// answers at once was not out of reach; one that reads other games fails
+// j's alone (its Redis Cluster shard failing over, say), which must not
+// keep the worker from the other games: then it reports false at once.
 func (w *Worker) awaitGames(ctx context.Context, j aijobs.Job) (back bool) {
 	seat := asSeat(ctx, j)
 	waited := false
-	for sleep(ctx, time.Second) == nil {
+	for {
 		_, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: j.GameID})
 		if status.Code(err) != codes.Unavailable {
 			if waited {
@@ -343,16 +342,25 @@ func (w *Worker) awaitGames(ctx context.Context, j aijobs.Job) (back bool) {
 			}
 			return waited
 		}
-		// A made-up game, in a hash slot of its own each time.
-		if _, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: "ai-probe-" + rand.Text()}); status.Code(err) != codes.Unavailable {
+		if w.readsOthers(seat) {
 			return false
 		}
 		if !waited {
 			w.Log.WarnContext(ctx, "ai worker: the game service is out of reach; taking no job until it answers")
 			waited = true
 		}
+		if sleep(ctx, time.Second) != nil {
+			return false
+		}
 	}
-	return false
+}
+
+// readsOthers reports whether the game service reads games: asked for one
+// that does not exist, in a hash slot of its own each time, it answers
+// anything but Unavailable (NotFound).
+func (w *Worker) readsOthers(seat context.Context) bool {
+	_, err := w.Games.GetGame(seat, &gamev1.GetGameRequest{GameId: "ai-probe-" + rand.Text()})
+	return status.Code(err) != codes.Unavailable
 }
 
 // asSeat is ctx carrying the credential of j's seat.
@@ -479,6 +487,7 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 	// move's request id makes sending it again safe.
 	var outage time.Time
 	var backoff time.Duration
+	alone := false
 	waitOut := func(err error) bool {
 		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
 			return false
@@ -488,6 +497,17 @@ func (w *Worker) Handle(ctx context.Context, j aijobs.Job) error {
 		}
 		if time.Since(outage) >= w.outageWait() {
 			return false
+		}
+		// Out for this game alone (its Redis Cluster shard failing over),
+		// twice in a row, while the service reads others: not waited for,
+		// but handed back, so that it keeps the worker from no other game.
+		if w.readsOthers(seat) {
+			if alone {
+				return false
+			}
+			alone = true
+		} else {
+			alone = false
 		}
 		backoff = min(max(2*backoff, 100*time.Millisecond), time.Second)
 		return sleep(ctx, backoff) == nil
