@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/palacehq/palace/pkg/engine"
@@ -90,15 +89,15 @@ type Client struct {
 // first), the process is killed at once and Start returns no Client.
 func Start(ctx context.Context, path string, args ...string) (*Client, error) {
 	cmd := exec.Command(path, args...)
-	// A group of its own, killed whole: an engine started by a wrapper
-	// script (to set its directory or environment) outlived a kill of the
-	// wrapper, searching on.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	ownGroup(cmd)
+	kill := func() { killGroup(cmd) }
 	// What it says before it fails to start (a network file missing) is
-	// the operator's clue.
+	// the operator's clue. Copied by a goroutine that Wait waits for: a
+	// process outside the group that holds the engine's stderr open (a
+	// daemon its wrapper started) must not hold Wait for ever.
 	stderr := &tail{max: 4 << 10}
 	cmd.Stderr = stderr
+	cmd.WaitDelay = 2 * time.Second
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

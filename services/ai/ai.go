@@ -300,16 +300,7 @@ func (u *uciMover) Move(ctx context.Context, v rules.Variant, startFEN string, m
 		}
 		u.c = c
 	}
-	pctx := mctx
-	if budget > 0 {
-		// Asked to stop once its time is spent (pkg/uci), an engine that
-		// does not answer within hungAfter more has hung: it is replaced
-		// then, not after the move timeout, long past the AI's clock.
-		var cancel context.CancelFunc
-		pctx, cancel = context.WithDeadline(mctx, deadline.Add(hungAfter))
-		defer cancel()
-	}
-	r, err := u.play(pctx, v, startFEN, moves, deadline, budget > 0)
+	r, err := u.play(mctx, v, startFEN, moves, deadline, budget > 0)
 	switch {
 	case errors.Is(err, engine.ErrNoLegalMove):
 		// A true answer (pkg/uci checks it): the engine is sound.
@@ -354,6 +345,13 @@ func (u *uciMover) play(ctx context.Context, v rules.Variant, startFEN string, m
 	var budget time.Duration
 	if timed {
 		budget = max(time.Until(deadline), time.Millisecond)
+		// Asked to stop once its time is spent (pkg/uci), an engine that
+		// does not answer within hungAfter more has hung: it is replaced
+		// then, not after the move timeout, long past the AI's clock. Its
+		// start and its ucinewgame, slow but sound, are not held to it.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, budget+hungAfter)
+		defer cancel()
 	}
 	return u.c.MoveWithin(ctx, v, startFEN, moves, budget)
 }

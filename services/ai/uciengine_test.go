@@ -134,3 +134,36 @@ done
 		t.Fatalf("the hung engine (pid %d, child of the --ai-uci-engine wrapper) still runs after it was replaced and every engine was closed: only the wrapper was killed", pids[0])
 	}
 }
+
+// TestASlowNewGameIsNotTakenForAHang: the bound on an engine asked to
+// stop (its time and hungAfter more) is the search's alone: holding its
+// ucinewgame to it, an engine slow to clear a large hash was replaced at
+// every move, and the AI never moved, where it can move late but within
+// the game's clock, whose budget is only a share of it.
+func TestASlowNewGameIsNotTakenForAHang(t *testing.T) {
+	_, script := engineScript(t, `#!/bin/sh
+while read -r l; do
+  case "$l" in
+    uci) echo uciok ;;
+    ucinewgame) sleep 1.5 ;;
+    isready) echo readyok ;;
+    go*) echo 'bestmove h3e3' ;;
+    quit) exit 0 ;;
+  esac
+done
+`)
+	ctx := context.Background()
+	m, closeMover, err := newMover(ctx, Config{UCIEngine: script, UCIMoveTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = closeMover() })
+	const budget = 300 * time.Millisecond
+	for i := range 2 {
+		start := time.Now()
+		_, _, err := m.Move(ctx, rules.Xiangqi, rules.StartFEN(rules.Xiangqi), nil, 1, 0, budget)
+		if err != nil {
+			t.Fatalf("try %d: an engine whose ucinewgame takes 1.5 s, answering go at once, budget %v: Move failed after %v: %v; want its move (the engine is sound, only slow to clear its hash)", i, budget, time.Since(start).Round(time.Millisecond), err)
+		}
+	}
+}
