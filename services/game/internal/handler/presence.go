@@ -145,11 +145,16 @@ func (p *presence) closed(ctx context.Context, id string, side rules.Side) {
 // hold is how long the seat's closing is held back at now: the grace,
 // doubled for each of its closings recorded lately. Called with p.mu held.
 func (p *presence) hold(k seatKey, now time.Time) time.Duration {
-	c := p.lately[k]
-	if now.Sub(c.last) > flapMemory*p.grace {
-		c.n = 0
+	return p.grace * time.Duration(min(1<<min(p.recent(k, now), 30), maxHoldGraces))
+}
+
+// recent is how many of the seat's closings at now are recent. Called
+// with p.mu held.
+func (p *presence) recent(k seatKey, now time.Time) int {
+	if c := p.lately[k]; now.Sub(c.last) <= flapMemory*p.grace {
+		return c.n
 	}
-	return p.grace * time.Duration(min(1<<min(c.n, 30), maxHoldGraces))
+	return 0
 }
 
 // closedLately notes a closing of the seat recorded at now, and forgets
@@ -157,11 +162,7 @@ func (p *presence) hold(k seatKey, now time.Time) time.Duration {
 // with p.mu held.
 func (p *presence) closedLately(k seatKey, now time.Time) {
 	memory := flapMemory * p.grace
-	c := p.lately[k]
-	if now.Sub(c.last) > memory {
-		c.n = 0
-	}
-	p.lately[k] = closings{n: c.n + 1, last: now}
+	p.lately[k] = closings{n: p.recent(k, now) + 1, last: now}
 	if now.Sub(p.prunedAt) > memory {
 		for k, c := range p.lately {
 			if now.Sub(c.last) > memory {

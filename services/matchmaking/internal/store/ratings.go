@@ -59,7 +59,7 @@ type Applied struct {
 // ApplyRating updates both players' ratings for one game, once per game id.
 func (s *Store) ApplyRating(ctx context.Context, o Outcome) (Applied, error) {
 	b := s.ratingBase(o.Kind)
-	keys := []string{b + "rating", b + "games", b + "lb", b + "names", b + "done:" + o.GameID, b + "h:" + o.A.ID, b + "h:" + o.B.ID, b + "named"}
+	keys := []string{b + "rating", b + "games", b + "lb", b + "names", s.doneKey(o.Kind, o.GameID), b + "h:" + o.A.ID, b + "h:" + o.B.ID, b + "named"}
 	// Waited for: the caller forgets the pending game once this returns, and
 	// a rating lost in a failover after that would never be applied again.
 	var v []int64
@@ -86,6 +86,12 @@ func (s *Store) abortLogKey(kind commonv1.GameKind, player string) string {
 	return s.ratingBase(kind) + "recentaborts:" + player
 }
 
+// doneKey is game gameID's marker of its rating or abort, once applied
+// (or void: Unrate).
+func (s *Store) doneKey(kind commonv1.GameKind, gameID string) string {
+	return s.ratingBase(kind) + "done:" + gameID
+}
+
 // abortedByKey names the player a game's abort was counted against.
 func (s *Store) abortedByKey(kind commonv1.GameKind, gameID string) string {
 	return s.ratingBase(kind) + "abortedby:" + gameID
@@ -97,7 +103,7 @@ func (s *Store) abortedByKey(kind commonv1.GameKind, gameID string) string {
 // already is taken back. players are the game's two players.
 func (s *Store) Unrate(ctx context.Context, kind commonv1.GameKind, gameID string, players ...string) error {
 	b := s.ratingBase(kind)
-	keys := []string{b + "aborts", b + "done:" + gameID, s.abortedByKey(kind, gameID)}
+	keys := []string{b + "aborts", s.doneKey(kind, gameID), s.abortedByKey(kind, gameID)}
 	args := []any{int64(doneTTL / time.Second), gameID}
 	for _, p := range players {
 		keys = append(keys, s.abortLogKey(kind, p))
@@ -119,7 +125,7 @@ func (s *Store) Unrate(ctx context.Context, kind commonv1.GameKind, gameID strin
 // AbortWindow after that, as of now.
 func (s *Store) CountAbort(ctx context.Context, kind commonv1.GameKind, gameID, player, by string, at, now time.Time) (bool, error) {
 	b := s.ratingBase(kind)
-	keys := []string{b + "aborts", b + "done:" + gameID, s.abortLogKey(kind, player), s.abortedByKey(kind, gameID)}
+	keys := []string{b + "aborts", s.doneKey(kind, gameID), s.abortLogKey(kind, player), s.abortedByKey(kind, gameID)}
 	var n int
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
 		n, err = abortScript.Run(ctx, c, keys, player, int64(doneTTL/time.Second), gameID, at.UnixMilli(), AbortWindow.Milliseconds(), now.UnixMilli(), by).Int()
