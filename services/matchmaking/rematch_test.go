@@ -175,9 +175,11 @@ func TestRematchOfferExpires(t *testing.T) {
 	e.clock.Advance(61 * time.Second)
 	_, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: sa.GetGameId()})
 	wantCode(t, err, codes.FailedPrecondition)
+	_, err = e.mm[0].DeclineRematch(b.ctx(), &matchmakingv1.DeclineRematchRequest{GameId: sa.GetGameId()})
+	wantCode(t, err, codes.FailedPrecondition)
 	// A new offer after the window opens a new one.
 	r, err := e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()})
-	if err != nil || r.GetRematch().GetOfferedBy() != b.id {
+	if err != nil || r.GetRematch().GetOfferedBy() != b.id || r.GetRematch().GetDeclinedBy() != "" {
 		t.Fatalf("new offer: %v %v", r, err)
 	}
 }

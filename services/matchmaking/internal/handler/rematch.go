@@ -146,6 +146,38 @@ func (h *Handler) AcceptRematch(ctx context.Context, req *matchmakingv1.AcceptRe
 	return &matchmakingv1.AcceptRematchResponse{Rematch: r}, nil
 }
 
+// DeclineRematch declines the opponent's pending offer, or withdraws the
+// caller's own.
+func (h *Handler) DeclineRematch(ctx context.Context, req *matchmakingv1.DeclineRematchRequest) (*matchmakingv1.DeclineRematchResponse, error) {
+	c, err := h.player(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	g, err := h.gameOf(ctx, c.Subject, req.GetGameId())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out, err := h.store.DeclineRematch(ctx, g.ID, c.Subject, h.now())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	switch out {
+	case store.AlreadyAccepted:
+		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "the rematch of game %s was already accepted: WatchRematch gives your seat in its game", g.ID))
+	case store.NothingPending:
+		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "no pending rematch offer on game %s (none was made, or it expired)", g.ID))
+	}
+	// Published on a retry too: the first call may have died before it.
+	if err := h.store.Publish(ctx, rematchTopic(g.ID)); err != nil {
+		h.log.WarnContext(ctx, "notify rematch declined", "err", err)
+	}
+	r, err := h.store.ReadRematch(ctx, g.ID)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return &matchmakingv1.DeclineRematchResponse{Rematch: rematchPB(g, r, c.Subject, h.now())}, nil
+}
+
 // createRematch creates (or finds again) the rematch of g with sides
 // swapped, once both players' tickets in the queue are withdrawn, and
 // returns it as player sees it. A rematch whose game is recorded is
@@ -236,6 +268,8 @@ func rematchPB(g store.Game, r store.Rematch, player string, now time.Time) *mat
 		if r.State == "accepting" || now.Before(r.Expires) {
 			out.State, out.OfferedBy, out.ExpiresAt = matchmakingv1.RematchState_REMATCH_STATE_OFFERED, r.By, ts(r.Expires)
 		}
+	case "declined":
+		out.State, out.OfferedBy, out.DeclinedBy = matchmakingv1.RematchState_REMATCH_STATE_DECLINED, r.By, r.DeclinedBy
 	case "accepted":
 		out.State, out.OfferedBy = matchmakingv1.RematchState_REMATCH_STATE_ACCEPTED, r.By
 		if s, ok := r.Seats[player]; ok {
@@ -295,7 +329,8 @@ func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchm
 			}
 			return sent, false, r.Expires.Sub(now) + time.Millisecond, nil
 		}
-		// NONE after an offer: it expired.
+		// NONE or DECLINED after an offer: it expired or was declined.
+		// Before one, the watch waits for an offer (again).
 		return sent, sawOffer, 0, nil
 	})
 }

@@ -109,10 +109,12 @@ func (s *Store) LoadGame(ctx context.Context, id string) (Game, error) {
 
 // Rematch is the rematch state of a game as stored.
 type Rematch struct {
-	State   string // "", offered, accepting, accepted
-	By      string
-	Expires time.Time
-	Game    string
+	State string // "", offered, accepting, accepted, declined
+	By    string
+	// DeclinedBy is who declined or withdrew the offer (state declined).
+	DeclinedBy string
+	Expires    time.Time
+	Game       string
 	// AcceptingSince is when the offer was accepted (state accepting).
 	AcceptingSince time.Time
 	// Seats in the new game by player id, once accepted.
@@ -125,7 +127,7 @@ func (s *Store) ReadRematch(ctx context.Context, id string) (Rematch, error) {
 	if err != nil {
 		return Rematch{}, fmt.Errorf("read rematch: %w", err)
 	}
-	r := Rematch{State: m["state"], By: m["by"], Expires: ms(m["exp"]), Game: m["game"], AcceptingSince: ms(m["accat"]), Seats: map[string]Grant{}}
+	r := Rematch{State: m["state"], By: m["by"], Expires: ms(m["exp"]), Game: m["game"], AcceptingSince: ms(m["accat"]), DeclinedBy: m["decl"], Seats: map[string]Grant{}}
 	for k, v := range m {
 		if len(k) > 2 && k[:2] == "s:" {
 			p := k[2:]
@@ -144,14 +146,23 @@ type RematchOutcome struct {
 	Expires time.Time
 }
 
-func (s *Store) rematchOp(ctx context.Context, id string, args ...any) (RematchOutcome, error) {
+// rematch runs one op of rematch.lua on the rematch of game id.
+func (s *Store) rematch(ctx context.Context, id string, args ...any) ([]string, error) {
 	var res []string
 	err := s.write(ctx, s.rematchKey(id), func(c redis.Cmdable) (err error) {
 		res, err = rematchScript.Run(ctx, c, []string{s.rematchKey(id)}, args...).StringSlice()
 		return err
 	})
 	if err != nil {
-		return RematchOutcome{}, fmt.Errorf("rematch %s: %w", args[0], err)
+		return nil, fmt.Errorf("rematch %s: %w", args[0], err)
+	}
+	return res, nil
+}
+
+func (s *Store) rematchOp(ctx context.Context, id string, args ...any) (RematchOutcome, error) {
+	res, err := s.rematch(ctx, id, args...)
+	if err != nil {
+		return RematchOutcome{}, err
 	}
 	switch res[0] {
 	case "go":
@@ -171,6 +182,34 @@ func (s *Store) OfferRematch(ctx context.Context, id, player string, now time.Ti
 // rematch is kept for keep.
 func (s *Store) AcceptRematch(ctx context.Context, id, player string, now time.Time, keep time.Duration) (RematchOutcome, error) {
 	return s.rematchOp(ctx, id, "accept", player, now.UnixMilli(), keep.Milliseconds())
+}
+
+// DeclineOutcome is the answer of DeclineRematch.
+type DeclineOutcome int
+
+const (
+	// Declined: the offer is declined (now, or by an earlier call).
+	Declined DeclineOutcome = iota
+	// NothingPending: no offer was made, or it expired.
+	NothingPending
+	// AlreadyAccepted: the rematch was accepted.
+	AlreadyAccepted
+)
+
+// DeclineRematch ends the pending offer of the rematch of game id, declined
+// by the opponent or withdrawn by its maker.
+func (s *Store) DeclineRematch(ctx context.Context, id, player string, now time.Time) (DeclineOutcome, error) {
+	res, err := s.rematch(ctx, id, "decline", player, now.UnixMilli())
+	if err != nil {
+		return 0, err
+	}
+	switch res[0] {
+	case "declined":
+		return Declined, nil
+	case "accepted":
+		return AlreadyAccepted, nil
+	}
+	return NothingPending, nil
 }
 
 // CompleteRematch records the new game.

@@ -4,6 +4,9 @@
 --            -> {"offered", by, expires ms} | {"go"} (the opponent had
 --               offered: this accepts) | {"go"} when already accepted
 --   accept   2 player, 3 now ms, 4 keep ms -> {"go"} | {"none"}
+--   decline  2 player, 3 now ms -> {"declined", by, decliner} (the
+--            pending offer ends, or had ended so) | {"accepted"} |
+--            {"none"} (nothing pending)
 -- An offer lives a while past its window (a late answer learns it
 -- expired); a rematch accepted lives keep ms, as the game records do.
 --   complete 2 new game, then per player: id, side, token, expiry (x2)
@@ -32,9 +35,23 @@ if op == 'offer' or op == 'accept' then
     return {'offered', by, tostring(exp)}
   end
   local until_ = now + tonumber(ARGV[4])
+  redis.call('HDEL', KEYS[1], 'decl')
   redis.call('HSET', KEYS[1], 'state', 'offered', 'by', player, 'exp', until_)
   redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]) + offerGraceMs)
   return {'offered', player, tostring(until_)}
+elseif op == 'decline' then
+  if state == 'accepting' or state == 'accepted' then
+    return {'accepted'}
+  end
+  if state == 'declined' then
+    return {'declined', by, redis.call('HGET', KEYS[1], 'decl')}
+  end
+  if state ~= 'offered' or exp <= tonumber(ARGV[3]) then
+    return {'none'}
+  end
+  -- The key keeps its lifetime: the offer's window and its grace.
+  redis.call('HSET', KEYS[1], 'state', 'declined', 'decl', ARGV[2])
+  return {'declined', by, ARGV[2]}
 elseif op == 'complete' then
   redis.call('HSET', KEYS[1], 'state', 'accepted', 'game', ARGV[2],
     's:' .. ARGV[3], ARGV[4], 'k:' .. ARGV[3], ARGV[5], 'x:' .. ARGV[3], ARGV[6],

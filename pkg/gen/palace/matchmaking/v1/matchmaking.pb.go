@@ -155,6 +155,9 @@ const (
 	RematchState_REMATCH_STATE_OFFERED RematchState = 2
 	// The new game exists.
 	RematchState_REMATCH_STATE_ACCEPTED RematchState = 3
+	// The last offer was declined by the opponent, or withdrawn by the
+	// player who made it (declined_by says which); either may offer again.
+	RematchState_REMATCH_STATE_DECLINED RematchState = 4
 )
 
 // Enum value maps for RematchState.
@@ -164,12 +167,14 @@ var (
 		1: "REMATCH_STATE_NONE",
 		2: "REMATCH_STATE_OFFERED",
 		3: "REMATCH_STATE_ACCEPTED",
+		4: "REMATCH_STATE_DECLINED",
 	}
 	RematchState_value = map[string]int32{
 		"REMATCH_STATE_UNSPECIFIED": 0,
 		"REMATCH_STATE_NONE":        1,
 		"REMATCH_STATE_OFFERED":     2,
 		"REMATCH_STATE_ACCEPTED":    3,
+		"REMATCH_STATE_DECLINED":    4,
 	}
 )
 
@@ -1646,7 +1651,9 @@ type Rematch struct {
 	// End of the window to accept, while OFFERED.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// The caller's seat in the new game, once ACCEPTED; sides are swapped.
-	Seat          *Seat `protobuf:"bytes,5,opt,name=seat,proto3" json:"seat,omitempty"`
+	Seat *Seat `protobuf:"bytes,5,opt,name=seat,proto3" json:"seat,omitempty"`
+	// The player who declined the offer, or withdrew it, while DECLINED.
+	DeclinedBy    string `protobuf:"bytes,6,opt,name=declined_by,json=declinedBy,proto3" json:"declined_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1714,6 +1721,13 @@ func (x *Rematch) GetSeat() *Seat {
 		return x.Seat
 	}
 	return nil
+}
+
+func (x *Rematch) GetDeclinedBy() string {
+	if x != nil {
+		return x.DeclinedBy
+	}
+	return ""
 }
 
 type OfferRematchRequest struct {
@@ -1892,6 +1906,94 @@ func (x *AcceptRematchResponse) GetRematch() *Rematch {
 	return nil
 }
 
+type DeclineRematchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GameId        string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclineRematchRequest) Reset() {
+	*x = DeclineRematchRequest{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclineRematchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclineRematchRequest) ProtoMessage() {}
+
+func (x *DeclineRematchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclineRematchRequest.ProtoReflect.Descriptor instead.
+func (*DeclineRematchRequest) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DeclineRematchRequest) GetGameId() string {
+	if x != nil {
+		return x.GameId
+	}
+	return ""
+}
+
+type DeclineRematchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rematch       *Rematch               `protobuf:"bytes,1,opt,name=rematch,proto3" json:"rematch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclineRematchResponse) Reset() {
+	*x = DeclineRematchResponse{}
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclineRematchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclineRematchResponse) ProtoMessage() {}
+
+func (x *DeclineRematchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclineRematchResponse.ProtoReflect.Descriptor instead.
+func (*DeclineRematchResponse) Descriptor() ([]byte, []int) {
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DeclineRematchResponse) GetRematch() *Rematch {
+	if x != nil {
+		return x.Rematch
+	}
+	return nil
+}
+
 type WatchRematchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	GameId        string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
@@ -1901,7 +2003,7 @@ type WatchRematchRequest struct {
 
 func (x *WatchRematchRequest) Reset() {
 	*x = WatchRematchRequest{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[30]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2015,7 @@ func (x *WatchRematchRequest) String() string {
 func (*WatchRematchRequest) ProtoMessage() {}
 
 func (x *WatchRematchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[30]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2028,7 @@ func (x *WatchRematchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRematchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRematchRequest) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{30}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchRematchRequest) GetGameId() string {
@@ -1945,7 +2047,7 @@ type WatchRematchResponse struct {
 
 func (x *WatchRematchResponse) Reset() {
 	*x = WatchRematchResponse{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[31]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2059,7 @@ func (x *WatchRematchResponse) String() string {
 func (*WatchRematchResponse) ProtoMessage() {}
 
 func (x *WatchRematchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[31]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2072,7 @@ func (x *WatchRematchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRematchResponse.ProtoReflect.Descriptor instead.
 func (*WatchRematchResponse) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{31}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchRematchResponse) GetRematch() *Rematch {
@@ -2004,7 +2106,7 @@ type Rating struct {
 
 func (x *Rating) Reset() {
 	*x = Rating{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[32]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2118,7 @@ func (x *Rating) String() string {
 func (*Rating) ProtoMessage() {}
 
 func (x *Rating) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[32]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2131,7 @@ func (x *Rating) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rating.ProtoReflect.Descriptor instead.
 func (*Rating) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{32}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Rating) GetPlayerId() string {
@@ -2099,7 +2201,7 @@ type GetRatingRequest struct {
 
 func (x *GetRatingRequest) Reset() {
 	*x = GetRatingRequest{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[33]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2111,7 +2213,7 @@ func (x *GetRatingRequest) String() string {
 func (*GetRatingRequest) ProtoMessage() {}
 
 func (x *GetRatingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[33]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2124,7 +2226,7 @@ func (x *GetRatingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRatingRequest.ProtoReflect.Descriptor instead.
 func (*GetRatingRequest) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{33}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetRatingRequest) GetKind() v1.GameKind {
@@ -2150,7 +2252,7 @@ type GetRatingResponse struct {
 
 func (x *GetRatingResponse) Reset() {
 	*x = GetRatingResponse{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[34]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2264,7 @@ func (x *GetRatingResponse) String() string {
 func (*GetRatingResponse) ProtoMessage() {}
 
 func (x *GetRatingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[34]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2277,7 @@ func (x *GetRatingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRatingResponse.ProtoReflect.Descriptor instead.
 func (*GetRatingResponse) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{34}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetRatingResponse) GetRating() *Rating {
@@ -2204,7 +2306,7 @@ type RatingChange struct {
 
 func (x *RatingChange) Reset() {
 	*x = RatingChange{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[35]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2318,7 @@ func (x *RatingChange) String() string {
 func (*RatingChange) ProtoMessage() {}
 
 func (x *RatingChange) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[35]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2331,7 @@ func (x *RatingChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RatingChange.ProtoReflect.Descriptor instead.
 func (*RatingChange) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{35}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RatingChange) GetGameId() string {
@@ -2306,7 +2408,7 @@ type GetRatingHistoryRequest struct {
 
 func (x *GetRatingHistoryRequest) Reset() {
 	*x = GetRatingHistoryRequest{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[36]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2420,7 @@ func (x *GetRatingHistoryRequest) String() string {
 func (*GetRatingHistoryRequest) ProtoMessage() {}
 
 func (x *GetRatingHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[36]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2433,7 @@ func (x *GetRatingHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRatingHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetRatingHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{36}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetRatingHistoryRequest) GetKind() v1.GameKind {
@@ -2374,7 +2476,7 @@ type GetRatingHistoryResponse struct {
 
 func (x *GetRatingHistoryResponse) Reset() {
 	*x = GetRatingHistoryResponse{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[37]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2488,7 @@ func (x *GetRatingHistoryResponse) String() string {
 func (*GetRatingHistoryResponse) ProtoMessage() {}
 
 func (x *GetRatingHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[37]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2501,7 @@ func (x *GetRatingHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRatingHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetRatingHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{37}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetRatingHistoryResponse) GetChanges() []*RatingChange {
@@ -2427,7 +2529,7 @@ type LeaderboardEntry struct {
 
 func (x *LeaderboardEntry) Reset() {
 	*x = LeaderboardEntry{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[38]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2541,7 @@ func (x *LeaderboardEntry) String() string {
 func (*LeaderboardEntry) ProtoMessage() {}
 
 func (x *LeaderboardEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[38]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2554,7 @@ func (x *LeaderboardEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderboardEntry.ProtoReflect.Descriptor instead.
 func (*LeaderboardEntry) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{38}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LeaderboardEntry) GetRank() uint64 {
@@ -2489,7 +2591,7 @@ type GetLeaderboardRequest struct {
 
 func (x *GetLeaderboardRequest) Reset() {
 	*x = GetLeaderboardRequest{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[39]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2603,7 @@ func (x *GetLeaderboardRequest) String() string {
 func (*GetLeaderboardRequest) ProtoMessage() {}
 
 func (x *GetLeaderboardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[39]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2616,7 @@ func (x *GetLeaderboardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderboardRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderboardRequest) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{39}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetLeaderboardRequest) GetKind() v1.GameKind {
@@ -2556,7 +2658,7 @@ type GetLeaderboardResponse struct {
 
 func (x *GetLeaderboardResponse) Reset() {
 	*x = GetLeaderboardResponse{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[40]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2670,7 @@ func (x *GetLeaderboardResponse) String() string {
 func (*GetLeaderboardResponse) ProtoMessage() {}
 
 func (x *GetLeaderboardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[40]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2683,7 @@ func (x *GetLeaderboardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderboardResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderboardResponse) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{40}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetLeaderboardResponse) GetEntries() []*LeaderboardEntry {
@@ -2608,7 +2710,7 @@ type ListGamesRequest struct {
 
 func (x *ListGamesRequest) Reset() {
 	*x = ListGamesRequest{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[41]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2722,7 @@ func (x *ListGamesRequest) String() string {
 func (*ListGamesRequest) ProtoMessage() {}
 
 func (x *ListGamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[41]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2735,7 @@ func (x *ListGamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGamesRequest.ProtoReflect.Descriptor instead.
 func (*ListGamesRequest) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{41}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListGamesRequest) GetMaxGames() uint32 {
@@ -2652,7 +2754,7 @@ type ListGamesResponse struct {
 
 func (x *ListGamesResponse) Reset() {
 	*x = ListGamesResponse{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[42]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2766,7 @@ func (x *ListGamesResponse) String() string {
 func (*ListGamesResponse) ProtoMessage() {}
 
 func (x *ListGamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[42]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2779,7 @@ func (x *ListGamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGamesResponse.ProtoReflect.Descriptor instead.
 func (*ListGamesResponse) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{42}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListGamesResponse) GetGames() []*GameEntry {
@@ -2719,7 +2821,7 @@ type GameEntry struct {
 
 func (x *GameEntry) Reset() {
 	*x = GameEntry{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[43]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2833,7 @@ func (x *GameEntry) String() string {
 func (*GameEntry) ProtoMessage() {}
 
 func (x *GameEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[43]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2846,7 @@ func (x *GameEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GameEntry.ProtoReflect.Descriptor instead.
 func (*GameEntry) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{43}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GameEntry) GetGameId() string {
@@ -2840,7 +2942,7 @@ type ResumeGameRequest struct {
 
 func (x *ResumeGameRequest) Reset() {
 	*x = ResumeGameRequest{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[44]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +2954,7 @@ func (x *ResumeGameRequest) String() string {
 func (*ResumeGameRequest) ProtoMessage() {}
 
 func (x *ResumeGameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[44]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +2967,7 @@ func (x *ResumeGameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeGameRequest.ProtoReflect.Descriptor instead.
 func (*ResumeGameRequest) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{44}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ResumeGameRequest) GetGameId() string {
@@ -2886,7 +2988,7 @@ type ResumeGameResponse struct {
 
 func (x *ResumeGameResponse) Reset() {
 	*x = ResumeGameResponse{}
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[45]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +3000,7 @@ func (x *ResumeGameResponse) String() string {
 func (*ResumeGameResponse) ProtoMessage() {}
 
 func (x *ResumeGameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[45]
+	mi := &file_palace_matchmaking_v1_matchmaking_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2911,7 +3013,7 @@ func (x *ResumeGameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeGameResponse.ProtoReflect.Descriptor instead.
 func (*ResumeGameResponse) Descriptor() ([]byte, []int) {
-	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{45}
+	return file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ResumeGameResponse) GetSeat() *Seat {
@@ -3029,7 +3131,7 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\x04side\x18\x04 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x12@\n" +
 	"\ftime_control\x18\x05 \x01(\v2\x1d.palace.common.v1.TimeControlR\vtimeControl\"A\n" +
 	"\x0ePlayAiResponse\x12/\n" +
-	"\x04seat\x18\x01 \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\"\xe8\x01\n" +
+	"\x04seat\x18\x01 \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\"\x89\x02\n" +
 	"\aRematch\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x129\n" +
 	"\x05state\x18\x02 \x01(\x0e2#.palace.matchmaking.v1.RematchStateR\x05state\x12\x1d\n" +
@@ -3037,7 +3139,9 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"offered_by\x18\x03 \x01(\tR\tofferedBy\x129\n" +
 	"\n" +
 	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12/\n" +
-	"\x04seat\x18\x05 \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\".\n" +
+	"\x04seat\x18\x05 \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\x12\x1f\n" +
+	"\vdeclined_by\x18\x06 \x01(\tR\n" +
+	"declinedBy\".\n" +
 	"\x13OfferRematchRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\"P\n" +
 	"\x14OfferRematchResponse\x128\n" +
@@ -3045,6 +3149,10 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\x14AcceptRematchRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\"Q\n" +
 	"\x15AcceptRematchResponse\x128\n" +
+	"\arematch\x18\x01 \x01(\v2\x1e.palace.matchmaking.v1.RematchR\arematch\"0\n" +
+	"\x15DeclineRematchRequest\x12\x17\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\"R\n" +
+	"\x16DeclineRematchResponse\x128\n" +
 	"\arematch\x18\x01 \x01(\v2\x1e.palace.matchmaking.v1.RematchR\arematch\".\n" +
 	"\x13WatchRematchRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\"P\n" +
@@ -3131,12 +3239,13 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\x11INVITE_STATE_OPEN\x10\x01\x12\x19\n" +
 	"\x15INVITE_STATE_ACCEPTED\x10\x02\x12\x1a\n" +
 	"\x16INVITE_STATE_CANCELLED\x10\x03\x12\x18\n" +
-	"\x14INVITE_STATE_EXPIRED\x10\x04*|\n" +
+	"\x14INVITE_STATE_EXPIRED\x10\x04*\x98\x01\n" +
 	"\fRematchState\x12\x1d\n" +
 	"\x19REMATCH_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REMATCH_STATE_NONE\x10\x01\x12\x19\n" +
 	"\x15REMATCH_STATE_OFFERED\x10\x02\x12\x1a\n" +
-	"\x16REMATCH_STATE_ACCEPTED\x10\x032\xc4\x0f\n" +
+	"\x16REMATCH_STATE_ACCEPTED\x10\x03\x12\x1a\n" +
+	"\x16REMATCH_STATE_DECLINED\x10\x042\xb3\x10\n" +
 	"\x12MatchmakingService\x12d\n" +
 	"\vCreateGuest\x12).palace.matchmaking.v1.CreateGuestRequest\x1a*.palace.matchmaking.v1.CreateGuestResponse\x12s\n" +
 	"\x10SignInWithGoogle\x12..palace.matchmaking.v1.SignInWithGoogleRequest\x1a/.palace.matchmaking.v1.SignInWithGoogleResponse\x12a\n" +
@@ -3151,7 +3260,8 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\vWatchInvite\x12).palace.matchmaking.v1.WatchInviteRequest\x1a*.palace.matchmaking.v1.WatchInviteResponse0\x01\x12U\n" +
 	"\x06PlayAi\x12$.palace.matchmaking.v1.PlayAiRequest\x1a%.palace.matchmaking.v1.PlayAiResponse\x12g\n" +
 	"\fOfferRematch\x12*.palace.matchmaking.v1.OfferRematchRequest\x1a+.palace.matchmaking.v1.OfferRematchResponse\x12j\n" +
-	"\rAcceptRematch\x12+.palace.matchmaking.v1.AcceptRematchRequest\x1a,.palace.matchmaking.v1.AcceptRematchResponse\x12i\n" +
+	"\rAcceptRematch\x12+.palace.matchmaking.v1.AcceptRematchRequest\x1a,.palace.matchmaking.v1.AcceptRematchResponse\x12m\n" +
+	"\x0eDeclineRematch\x12,.palace.matchmaking.v1.DeclineRematchRequest\x1a-.palace.matchmaking.v1.DeclineRematchResponse\x12i\n" +
 	"\fWatchRematch\x12*.palace.matchmaking.v1.WatchRematchRequest\x1a+.palace.matchmaking.v1.WatchRematchResponse0\x01\x12^\n" +
 	"\tListGames\x12'.palace.matchmaking.v1.ListGamesRequest\x1a(.palace.matchmaking.v1.ListGamesResponse\x12a\n" +
 	"\n" +
@@ -3173,7 +3283,7 @@ func file_palace_matchmaking_v1_matchmaking_proto_rawDescGZIP() []byte {
 }
 
 var file_palace_matchmaking_v1_matchmaking_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_palace_matchmaking_v1_matchmaking_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_palace_matchmaking_v1_matchmaking_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_palace_matchmaking_v1_matchmaking_proto_goTypes = []any{
 	(TicketState)(0),                 // 0: palace.matchmaking.v1.TicketState
 	(InviteState)(0),                 // 1: palace.matchmaking.v1.InviteState
@@ -3208,130 +3318,135 @@ var file_palace_matchmaking_v1_matchmaking_proto_goTypes = []any{
 	(*OfferRematchResponse)(nil),     // 30: palace.matchmaking.v1.OfferRematchResponse
 	(*AcceptRematchRequest)(nil),     // 31: palace.matchmaking.v1.AcceptRematchRequest
 	(*AcceptRematchResponse)(nil),    // 32: palace.matchmaking.v1.AcceptRematchResponse
-	(*WatchRematchRequest)(nil),      // 33: palace.matchmaking.v1.WatchRematchRequest
-	(*WatchRematchResponse)(nil),     // 34: palace.matchmaking.v1.WatchRematchResponse
-	(*Rating)(nil),                   // 35: palace.matchmaking.v1.Rating
-	(*GetRatingRequest)(nil),         // 36: palace.matchmaking.v1.GetRatingRequest
-	(*GetRatingResponse)(nil),        // 37: palace.matchmaking.v1.GetRatingResponse
-	(*RatingChange)(nil),             // 38: palace.matchmaking.v1.RatingChange
-	(*GetRatingHistoryRequest)(nil),  // 39: palace.matchmaking.v1.GetRatingHistoryRequest
-	(*GetRatingHistoryResponse)(nil), // 40: palace.matchmaking.v1.GetRatingHistoryResponse
-	(*LeaderboardEntry)(nil),         // 41: palace.matchmaking.v1.LeaderboardEntry
-	(*GetLeaderboardRequest)(nil),    // 42: palace.matchmaking.v1.GetLeaderboardRequest
-	(*GetLeaderboardResponse)(nil),   // 43: palace.matchmaking.v1.GetLeaderboardResponse
-	(*ListGamesRequest)(nil),         // 44: palace.matchmaking.v1.ListGamesRequest
-	(*ListGamesResponse)(nil),        // 45: palace.matchmaking.v1.ListGamesResponse
-	(*GameEntry)(nil),                // 46: palace.matchmaking.v1.GameEntry
-	(*ResumeGameRequest)(nil),        // 47: palace.matchmaking.v1.ResumeGameRequest
-	(*ResumeGameResponse)(nil),       // 48: palace.matchmaking.v1.ResumeGameResponse
-	(*timestamppb.Timestamp)(nil),    // 49: google.protobuf.Timestamp
-	(v1.Side)(0),                     // 50: palace.common.v1.Side
-	(v1.GameKind)(0),                 // 51: palace.common.v1.GameKind
-	(*v1.TimeControl)(nil),           // 52: palace.common.v1.TimeControl
-	(v1.GameStatus)(0),               // 53: palace.common.v1.GameStatus
-	(*v1.Result)(nil),                // 54: palace.common.v1.Result
+	(*DeclineRematchRequest)(nil),    // 33: palace.matchmaking.v1.DeclineRematchRequest
+	(*DeclineRematchResponse)(nil),   // 34: palace.matchmaking.v1.DeclineRematchResponse
+	(*WatchRematchRequest)(nil),      // 35: palace.matchmaking.v1.WatchRematchRequest
+	(*WatchRematchResponse)(nil),     // 36: palace.matchmaking.v1.WatchRematchResponse
+	(*Rating)(nil),                   // 37: palace.matchmaking.v1.Rating
+	(*GetRatingRequest)(nil),         // 38: palace.matchmaking.v1.GetRatingRequest
+	(*GetRatingResponse)(nil),        // 39: palace.matchmaking.v1.GetRatingResponse
+	(*RatingChange)(nil),             // 40: palace.matchmaking.v1.RatingChange
+	(*GetRatingHistoryRequest)(nil),  // 41: palace.matchmaking.v1.GetRatingHistoryRequest
+	(*GetRatingHistoryResponse)(nil), // 42: palace.matchmaking.v1.GetRatingHistoryResponse
+	(*LeaderboardEntry)(nil),         // 43: palace.matchmaking.v1.LeaderboardEntry
+	(*GetLeaderboardRequest)(nil),    // 44: palace.matchmaking.v1.GetLeaderboardRequest
+	(*GetLeaderboardResponse)(nil),   // 45: palace.matchmaking.v1.GetLeaderboardResponse
+	(*ListGamesRequest)(nil),         // 46: palace.matchmaking.v1.ListGamesRequest
+	(*ListGamesResponse)(nil),        // 47: palace.matchmaking.v1.ListGamesResponse
+	(*GameEntry)(nil),                // 48: palace.matchmaking.v1.GameEntry
+	(*ResumeGameRequest)(nil),        // 49: palace.matchmaking.v1.ResumeGameRequest
+	(*ResumeGameResponse)(nil),       // 50: palace.matchmaking.v1.ResumeGameResponse
+	(*timestamppb.Timestamp)(nil),    // 51: google.protobuf.Timestamp
+	(v1.Side)(0),                     // 52: palace.common.v1.Side
+	(v1.GameKind)(0),                 // 53: palace.common.v1.GameKind
+	(*v1.TimeControl)(nil),           // 54: palace.common.v1.TimeControl
+	(v1.GameStatus)(0),               // 55: palace.common.v1.GameStatus
+	(*v1.Result)(nil),                // 56: palace.common.v1.Result
 }
 var file_palace_matchmaking_v1_matchmaking_proto_depIdxs = []int32{
-	49, // 0: palace.matchmaking.v1.CreateGuestResponse.expires_at:type_name -> google.protobuf.Timestamp
-	49, // 1: palace.matchmaking.v1.SignInWithGoogleResponse.expires_at:type_name -> google.protobuf.Timestamp
-	50, // 2: palace.matchmaking.v1.Seat.side:type_name -> palace.common.v1.Side
-	49, // 3: palace.matchmaking.v1.Seat.token_expires_at:type_name -> google.protobuf.Timestamp
+	51, // 0: palace.matchmaking.v1.CreateGuestResponse.expires_at:type_name -> google.protobuf.Timestamp
+	51, // 1: palace.matchmaking.v1.SignInWithGoogleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	52, // 2: palace.matchmaking.v1.Seat.side:type_name -> palace.common.v1.Side
+	51, // 3: palace.matchmaking.v1.Seat.token_expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 4: palace.matchmaking.v1.Ticket.state:type_name -> palace.matchmaking.v1.TicketState
-	51, // 5: palace.matchmaking.v1.Ticket.kind:type_name -> palace.common.v1.GameKind
-	52, // 6: palace.matchmaking.v1.Ticket.time_control:type_name -> palace.common.v1.TimeControl
-	49, // 7: palace.matchmaking.v1.Ticket.entered_at:type_name -> google.protobuf.Timestamp
-	49, // 8: palace.matchmaking.v1.Ticket.expires_at:type_name -> google.protobuf.Timestamp
+	53, // 5: palace.matchmaking.v1.Ticket.kind:type_name -> palace.common.v1.GameKind
+	54, // 6: palace.matchmaking.v1.Ticket.time_control:type_name -> palace.common.v1.TimeControl
+	51, // 7: palace.matchmaking.v1.Ticket.entered_at:type_name -> google.protobuf.Timestamp
+	51, // 8: palace.matchmaking.v1.Ticket.expires_at:type_name -> google.protobuf.Timestamp
 	7,  // 9: palace.matchmaking.v1.Ticket.seat:type_name -> palace.matchmaking.v1.Seat
-	51, // 10: palace.matchmaking.v1.EnterQueueRequest.kind:type_name -> palace.common.v1.GameKind
-	52, // 11: palace.matchmaking.v1.EnterQueueRequest.time_control:type_name -> palace.common.v1.TimeControl
+	53, // 10: palace.matchmaking.v1.EnterQueueRequest.kind:type_name -> palace.common.v1.GameKind
+	54, // 11: palace.matchmaking.v1.EnterQueueRequest.time_control:type_name -> palace.common.v1.TimeControl
 	8,  // 12: palace.matchmaking.v1.EnterQueueResponse.ticket:type_name -> palace.matchmaking.v1.Ticket
 	8,  // 13: palace.matchmaking.v1.CancelTicketResponse.ticket:type_name -> palace.matchmaking.v1.Ticket
 	8,  // 14: palace.matchmaking.v1.WatchTicketResponse.ticket:type_name -> palace.matchmaking.v1.Ticket
 	1,  // 15: palace.matchmaking.v1.Invite.state:type_name -> palace.matchmaking.v1.InviteState
-	51, // 16: palace.matchmaking.v1.Invite.kind:type_name -> palace.common.v1.GameKind
-	52, // 17: palace.matchmaking.v1.Invite.time_control:type_name -> palace.common.v1.TimeControl
-	49, // 18: palace.matchmaking.v1.Invite.expires_at:type_name -> google.protobuf.Timestamp
+	53, // 16: palace.matchmaking.v1.Invite.kind:type_name -> palace.common.v1.GameKind
+	54, // 17: palace.matchmaking.v1.Invite.time_control:type_name -> palace.common.v1.TimeControl
+	51, // 18: palace.matchmaking.v1.Invite.expires_at:type_name -> google.protobuf.Timestamp
 	7,  // 19: palace.matchmaking.v1.Invite.seat:type_name -> palace.matchmaking.v1.Seat
-	51, // 20: palace.matchmaking.v1.CreateInviteRequest.kind:type_name -> palace.common.v1.GameKind
-	52, // 21: palace.matchmaking.v1.CreateInviteRequest.time_control:type_name -> palace.common.v1.TimeControl
+	53, // 20: palace.matchmaking.v1.CreateInviteRequest.kind:type_name -> palace.common.v1.GameKind
+	54, // 21: palace.matchmaking.v1.CreateInviteRequest.time_control:type_name -> palace.common.v1.TimeControl
 	15, // 22: palace.matchmaking.v1.CreateInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
 	15, // 23: palace.matchmaking.v1.GetInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
 	15, // 24: palace.matchmaking.v1.CancelInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
 	15, // 25: palace.matchmaking.v1.AcceptInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
 	15, // 26: palace.matchmaking.v1.WatchInviteResponse.invite:type_name -> palace.matchmaking.v1.Invite
-	51, // 27: palace.matchmaking.v1.PlayAiRequest.kind:type_name -> palace.common.v1.GameKind
-	50, // 28: palace.matchmaking.v1.PlayAiRequest.side:type_name -> palace.common.v1.Side
-	52, // 29: palace.matchmaking.v1.PlayAiRequest.time_control:type_name -> palace.common.v1.TimeControl
+	53, // 27: palace.matchmaking.v1.PlayAiRequest.kind:type_name -> palace.common.v1.GameKind
+	52, // 28: palace.matchmaking.v1.PlayAiRequest.side:type_name -> palace.common.v1.Side
+	54, // 29: palace.matchmaking.v1.PlayAiRequest.time_control:type_name -> palace.common.v1.TimeControl
 	7,  // 30: palace.matchmaking.v1.PlayAiResponse.seat:type_name -> palace.matchmaking.v1.Seat
 	2,  // 31: palace.matchmaking.v1.Rematch.state:type_name -> palace.matchmaking.v1.RematchState
-	49, // 32: palace.matchmaking.v1.Rematch.expires_at:type_name -> google.protobuf.Timestamp
+	51, // 32: palace.matchmaking.v1.Rematch.expires_at:type_name -> google.protobuf.Timestamp
 	7,  // 33: palace.matchmaking.v1.Rematch.seat:type_name -> palace.matchmaking.v1.Seat
 	28, // 34: palace.matchmaking.v1.OfferRematchResponse.rematch:type_name -> palace.matchmaking.v1.Rematch
 	28, // 35: palace.matchmaking.v1.AcceptRematchResponse.rematch:type_name -> palace.matchmaking.v1.Rematch
-	28, // 36: palace.matchmaking.v1.WatchRematchResponse.rematch:type_name -> palace.matchmaking.v1.Rematch
-	51, // 37: palace.matchmaking.v1.Rating.kind:type_name -> palace.common.v1.GameKind
-	51, // 38: palace.matchmaking.v1.GetRatingRequest.kind:type_name -> palace.common.v1.GameKind
-	35, // 39: palace.matchmaking.v1.GetRatingResponse.rating:type_name -> palace.matchmaking.v1.Rating
-	49, // 40: palace.matchmaking.v1.RatingChange.time:type_name -> google.protobuf.Timestamp
-	51, // 41: palace.matchmaking.v1.GetRatingHistoryRequest.kind:type_name -> palace.common.v1.GameKind
-	38, // 42: palace.matchmaking.v1.GetRatingHistoryResponse.changes:type_name -> palace.matchmaking.v1.RatingChange
-	35, // 43: palace.matchmaking.v1.LeaderboardEntry.rating:type_name -> palace.matchmaking.v1.Rating
-	51, // 44: palace.matchmaking.v1.GetLeaderboardRequest.kind:type_name -> palace.common.v1.GameKind
-	41, // 45: palace.matchmaking.v1.GetLeaderboardResponse.entries:type_name -> palace.matchmaking.v1.LeaderboardEntry
-	46, // 46: palace.matchmaking.v1.ListGamesResponse.games:type_name -> palace.matchmaking.v1.GameEntry
-	51, // 47: palace.matchmaking.v1.GameEntry.kind:type_name -> palace.common.v1.GameKind
-	50, // 48: palace.matchmaking.v1.GameEntry.side:type_name -> palace.common.v1.Side
-	52, // 49: palace.matchmaking.v1.GameEntry.time_control:type_name -> palace.common.v1.TimeControl
-	49, // 50: palace.matchmaking.v1.GameEntry.created_at:type_name -> google.protobuf.Timestamp
-	53, // 51: palace.matchmaking.v1.GameEntry.status:type_name -> palace.common.v1.GameStatus
-	50, // 52: palace.matchmaking.v1.GameEntry.turn:type_name -> palace.common.v1.Side
-	54, // 53: palace.matchmaking.v1.GameEntry.result:type_name -> palace.common.v1.Result
-	49, // 54: palace.matchmaking.v1.GameEntry.ended_at:type_name -> google.protobuf.Timestamp
-	7,  // 55: palace.matchmaking.v1.ResumeGameResponse.seat:type_name -> palace.matchmaking.v1.Seat
-	53, // 56: palace.matchmaking.v1.ResumeGameResponse.status:type_name -> palace.common.v1.GameStatus
-	3,  // 57: palace.matchmaking.v1.MatchmakingService.CreateGuest:input_type -> palace.matchmaking.v1.CreateGuestRequest
-	5,  // 58: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:input_type -> palace.matchmaking.v1.SignInWithGoogleRequest
-	9,  // 59: palace.matchmaking.v1.MatchmakingService.EnterQueue:input_type -> palace.matchmaking.v1.EnterQueueRequest
-	11, // 60: palace.matchmaking.v1.MatchmakingService.CancelTicket:input_type -> palace.matchmaking.v1.CancelTicketRequest
-	13, // 61: palace.matchmaking.v1.MatchmakingService.WatchTicket:input_type -> palace.matchmaking.v1.WatchTicketRequest
-	16, // 62: palace.matchmaking.v1.MatchmakingService.CreateInvite:input_type -> palace.matchmaking.v1.CreateInviteRequest
-	18, // 63: palace.matchmaking.v1.MatchmakingService.GetInvite:input_type -> palace.matchmaking.v1.GetInviteRequest
-	20, // 64: palace.matchmaking.v1.MatchmakingService.CancelInvite:input_type -> palace.matchmaking.v1.CancelInviteRequest
-	22, // 65: palace.matchmaking.v1.MatchmakingService.AcceptInvite:input_type -> palace.matchmaking.v1.AcceptInviteRequest
-	24, // 66: palace.matchmaking.v1.MatchmakingService.WatchInvite:input_type -> palace.matchmaking.v1.WatchInviteRequest
-	26, // 67: palace.matchmaking.v1.MatchmakingService.PlayAi:input_type -> palace.matchmaking.v1.PlayAiRequest
-	29, // 68: palace.matchmaking.v1.MatchmakingService.OfferRematch:input_type -> palace.matchmaking.v1.OfferRematchRequest
-	31, // 69: palace.matchmaking.v1.MatchmakingService.AcceptRematch:input_type -> palace.matchmaking.v1.AcceptRematchRequest
-	33, // 70: palace.matchmaking.v1.MatchmakingService.WatchRematch:input_type -> palace.matchmaking.v1.WatchRematchRequest
-	44, // 71: palace.matchmaking.v1.MatchmakingService.ListGames:input_type -> palace.matchmaking.v1.ListGamesRequest
-	47, // 72: palace.matchmaking.v1.MatchmakingService.ResumeGame:input_type -> palace.matchmaking.v1.ResumeGameRequest
-	36, // 73: palace.matchmaking.v1.MatchmakingService.GetRating:input_type -> palace.matchmaking.v1.GetRatingRequest
-	39, // 74: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:input_type -> palace.matchmaking.v1.GetRatingHistoryRequest
-	42, // 75: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:input_type -> palace.matchmaking.v1.GetLeaderboardRequest
-	4,  // 76: palace.matchmaking.v1.MatchmakingService.CreateGuest:output_type -> palace.matchmaking.v1.CreateGuestResponse
-	6,  // 77: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:output_type -> palace.matchmaking.v1.SignInWithGoogleResponse
-	10, // 78: palace.matchmaking.v1.MatchmakingService.EnterQueue:output_type -> palace.matchmaking.v1.EnterQueueResponse
-	12, // 79: palace.matchmaking.v1.MatchmakingService.CancelTicket:output_type -> palace.matchmaking.v1.CancelTicketResponse
-	14, // 80: palace.matchmaking.v1.MatchmakingService.WatchTicket:output_type -> palace.matchmaking.v1.WatchTicketResponse
-	17, // 81: palace.matchmaking.v1.MatchmakingService.CreateInvite:output_type -> palace.matchmaking.v1.CreateInviteResponse
-	19, // 82: palace.matchmaking.v1.MatchmakingService.GetInvite:output_type -> palace.matchmaking.v1.GetInviteResponse
-	21, // 83: palace.matchmaking.v1.MatchmakingService.CancelInvite:output_type -> palace.matchmaking.v1.CancelInviteResponse
-	23, // 84: palace.matchmaking.v1.MatchmakingService.AcceptInvite:output_type -> palace.matchmaking.v1.AcceptInviteResponse
-	25, // 85: palace.matchmaking.v1.MatchmakingService.WatchInvite:output_type -> palace.matchmaking.v1.WatchInviteResponse
-	27, // 86: palace.matchmaking.v1.MatchmakingService.PlayAi:output_type -> palace.matchmaking.v1.PlayAiResponse
-	30, // 87: palace.matchmaking.v1.MatchmakingService.OfferRematch:output_type -> palace.matchmaking.v1.OfferRematchResponse
-	32, // 88: palace.matchmaking.v1.MatchmakingService.AcceptRematch:output_type -> palace.matchmaking.v1.AcceptRematchResponse
-	34, // 89: palace.matchmaking.v1.MatchmakingService.WatchRematch:output_type -> palace.matchmaking.v1.WatchRematchResponse
-	45, // 90: palace.matchmaking.v1.MatchmakingService.ListGames:output_type -> palace.matchmaking.v1.ListGamesResponse
-	48, // 91: palace.matchmaking.v1.MatchmakingService.ResumeGame:output_type -> palace.matchmaking.v1.ResumeGameResponse
-	37, // 92: palace.matchmaking.v1.MatchmakingService.GetRating:output_type -> palace.matchmaking.v1.GetRatingResponse
-	40, // 93: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:output_type -> palace.matchmaking.v1.GetRatingHistoryResponse
-	43, // 94: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:output_type -> palace.matchmaking.v1.GetLeaderboardResponse
-	76, // [76:95] is the sub-list for method output_type
-	57, // [57:76] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	28, // 36: palace.matchmaking.v1.DeclineRematchResponse.rematch:type_name -> palace.matchmaking.v1.Rematch
+	28, // 37: palace.matchmaking.v1.WatchRematchResponse.rematch:type_name -> palace.matchmaking.v1.Rematch
+	53, // 38: palace.matchmaking.v1.Rating.kind:type_name -> palace.common.v1.GameKind
+	53, // 39: palace.matchmaking.v1.GetRatingRequest.kind:type_name -> palace.common.v1.GameKind
+	37, // 40: palace.matchmaking.v1.GetRatingResponse.rating:type_name -> palace.matchmaking.v1.Rating
+	51, // 41: palace.matchmaking.v1.RatingChange.time:type_name -> google.protobuf.Timestamp
+	53, // 42: palace.matchmaking.v1.GetRatingHistoryRequest.kind:type_name -> palace.common.v1.GameKind
+	40, // 43: palace.matchmaking.v1.GetRatingHistoryResponse.changes:type_name -> palace.matchmaking.v1.RatingChange
+	37, // 44: palace.matchmaking.v1.LeaderboardEntry.rating:type_name -> palace.matchmaking.v1.Rating
+	53, // 45: palace.matchmaking.v1.GetLeaderboardRequest.kind:type_name -> palace.common.v1.GameKind
+	43, // 46: palace.matchmaking.v1.GetLeaderboardResponse.entries:type_name -> palace.matchmaking.v1.LeaderboardEntry
+	48, // 47: palace.matchmaking.v1.ListGamesResponse.games:type_name -> palace.matchmaking.v1.GameEntry
+	53, // 48: palace.matchmaking.v1.GameEntry.kind:type_name -> palace.common.v1.GameKind
+	52, // 49: palace.matchmaking.v1.GameEntry.side:type_name -> palace.common.v1.Side
+	54, // 50: palace.matchmaking.v1.GameEntry.time_control:type_name -> palace.common.v1.TimeControl
+	51, // 51: palace.matchmaking.v1.GameEntry.created_at:type_name -> google.protobuf.Timestamp
+	55, // 52: palace.matchmaking.v1.GameEntry.status:type_name -> palace.common.v1.GameStatus
+	52, // 53: palace.matchmaking.v1.GameEntry.turn:type_name -> palace.common.v1.Side
+	56, // 54: palace.matchmaking.v1.GameEntry.result:type_name -> palace.common.v1.Result
+	51, // 55: palace.matchmaking.v1.GameEntry.ended_at:type_name -> google.protobuf.Timestamp
+	7,  // 56: palace.matchmaking.v1.ResumeGameResponse.seat:type_name -> palace.matchmaking.v1.Seat
+	55, // 57: palace.matchmaking.v1.ResumeGameResponse.status:type_name -> palace.common.v1.GameStatus
+	3,  // 58: palace.matchmaking.v1.MatchmakingService.CreateGuest:input_type -> palace.matchmaking.v1.CreateGuestRequest
+	5,  // 59: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:input_type -> palace.matchmaking.v1.SignInWithGoogleRequest
+	9,  // 60: palace.matchmaking.v1.MatchmakingService.EnterQueue:input_type -> palace.matchmaking.v1.EnterQueueRequest
+	11, // 61: palace.matchmaking.v1.MatchmakingService.CancelTicket:input_type -> palace.matchmaking.v1.CancelTicketRequest
+	13, // 62: palace.matchmaking.v1.MatchmakingService.WatchTicket:input_type -> palace.matchmaking.v1.WatchTicketRequest
+	16, // 63: palace.matchmaking.v1.MatchmakingService.CreateInvite:input_type -> palace.matchmaking.v1.CreateInviteRequest
+	18, // 64: palace.matchmaking.v1.MatchmakingService.GetInvite:input_type -> palace.matchmaking.v1.GetInviteRequest
+	20, // 65: palace.matchmaking.v1.MatchmakingService.CancelInvite:input_type -> palace.matchmaking.v1.CancelInviteRequest
+	22, // 66: palace.matchmaking.v1.MatchmakingService.AcceptInvite:input_type -> palace.matchmaking.v1.AcceptInviteRequest
+	24, // 67: palace.matchmaking.v1.MatchmakingService.WatchInvite:input_type -> palace.matchmaking.v1.WatchInviteRequest
+	26, // 68: palace.matchmaking.v1.MatchmakingService.PlayAi:input_type -> palace.matchmaking.v1.PlayAiRequest
+	29, // 69: palace.matchmaking.v1.MatchmakingService.OfferRematch:input_type -> palace.matchmaking.v1.OfferRematchRequest
+	31, // 70: palace.matchmaking.v1.MatchmakingService.AcceptRematch:input_type -> palace.matchmaking.v1.AcceptRematchRequest
+	33, // 71: palace.matchmaking.v1.MatchmakingService.DeclineRematch:input_type -> palace.matchmaking.v1.DeclineRematchRequest
+	35, // 72: palace.matchmaking.v1.MatchmakingService.WatchRematch:input_type -> palace.matchmaking.v1.WatchRematchRequest
+	46, // 73: palace.matchmaking.v1.MatchmakingService.ListGames:input_type -> palace.matchmaking.v1.ListGamesRequest
+	49, // 74: palace.matchmaking.v1.MatchmakingService.ResumeGame:input_type -> palace.matchmaking.v1.ResumeGameRequest
+	38, // 75: palace.matchmaking.v1.MatchmakingService.GetRating:input_type -> palace.matchmaking.v1.GetRatingRequest
+	41, // 76: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:input_type -> palace.matchmaking.v1.GetRatingHistoryRequest
+	44, // 77: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:input_type -> palace.matchmaking.v1.GetLeaderboardRequest
+	4,  // 78: palace.matchmaking.v1.MatchmakingService.CreateGuest:output_type -> palace.matchmaking.v1.CreateGuestResponse
+	6,  // 79: palace.matchmaking.v1.MatchmakingService.SignInWithGoogle:output_type -> palace.matchmaking.v1.SignInWithGoogleResponse
+	10, // 80: palace.matchmaking.v1.MatchmakingService.EnterQueue:output_type -> palace.matchmaking.v1.EnterQueueResponse
+	12, // 81: palace.matchmaking.v1.MatchmakingService.CancelTicket:output_type -> palace.matchmaking.v1.CancelTicketResponse
+	14, // 82: palace.matchmaking.v1.MatchmakingService.WatchTicket:output_type -> palace.matchmaking.v1.WatchTicketResponse
+	17, // 83: palace.matchmaking.v1.MatchmakingService.CreateInvite:output_type -> palace.matchmaking.v1.CreateInviteResponse
+	19, // 84: palace.matchmaking.v1.MatchmakingService.GetInvite:output_type -> palace.matchmaking.v1.GetInviteResponse
+	21, // 85: palace.matchmaking.v1.MatchmakingService.CancelInvite:output_type -> palace.matchmaking.v1.CancelInviteResponse
+	23, // 86: palace.matchmaking.v1.MatchmakingService.AcceptInvite:output_type -> palace.matchmaking.v1.AcceptInviteResponse
+	25, // 87: palace.matchmaking.v1.MatchmakingService.WatchInvite:output_type -> palace.matchmaking.v1.WatchInviteResponse
+	27, // 88: palace.matchmaking.v1.MatchmakingService.PlayAi:output_type -> palace.matchmaking.v1.PlayAiResponse
+	30, // 89: palace.matchmaking.v1.MatchmakingService.OfferRematch:output_type -> palace.matchmaking.v1.OfferRematchResponse
+	32, // 90: palace.matchmaking.v1.MatchmakingService.AcceptRematch:output_type -> palace.matchmaking.v1.AcceptRematchResponse
+	34, // 91: palace.matchmaking.v1.MatchmakingService.DeclineRematch:output_type -> palace.matchmaking.v1.DeclineRematchResponse
+	36, // 92: palace.matchmaking.v1.MatchmakingService.WatchRematch:output_type -> palace.matchmaking.v1.WatchRematchResponse
+	47, // 93: palace.matchmaking.v1.MatchmakingService.ListGames:output_type -> palace.matchmaking.v1.ListGamesResponse
+	50, // 94: palace.matchmaking.v1.MatchmakingService.ResumeGame:output_type -> palace.matchmaking.v1.ResumeGameResponse
+	39, // 95: palace.matchmaking.v1.MatchmakingService.GetRating:output_type -> palace.matchmaking.v1.GetRatingResponse
+	42, // 96: palace.matchmaking.v1.MatchmakingService.GetRatingHistory:output_type -> palace.matchmaking.v1.GetRatingHistoryResponse
+	45, // 97: palace.matchmaking.v1.MatchmakingService.GetLeaderboard:output_type -> palace.matchmaking.v1.GetLeaderboardResponse
+	78, // [78:98] is the sub-list for method output_type
+	58, // [58:78] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_palace_matchmaking_v1_matchmaking_proto_init() }
@@ -3345,7 +3460,7 @@ func file_palace_matchmaking_v1_matchmaking_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_palace_matchmaking_v1_matchmaking_proto_rawDesc), len(file_palace_matchmaking_v1_matchmaking_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

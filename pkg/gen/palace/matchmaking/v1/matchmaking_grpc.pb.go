@@ -32,6 +32,7 @@ const (
 	MatchmakingService_PlayAi_FullMethodName           = "/palace.matchmaking.v1.MatchmakingService/PlayAi"
 	MatchmakingService_OfferRematch_FullMethodName     = "/palace.matchmaking.v1.MatchmakingService/OfferRematch"
 	MatchmakingService_AcceptRematch_FullMethodName    = "/palace.matchmaking.v1.MatchmakingService/AcceptRematch"
+	MatchmakingService_DeclineRematch_FullMethodName   = "/palace.matchmaking.v1.MatchmakingService/DeclineRematch"
 	MatchmakingService_WatchRematch_FullMethodName     = "/palace.matchmaking.v1.MatchmakingService/WatchRematch"
 	MatchmakingService_ListGames_FullMethodName        = "/palace.matchmaking.v1.MatchmakingService/ListGames"
 	MatchmakingService_ResumeGame_FullMethodName       = "/palace.matchmaking.v1.MatchmakingService/ResumeGame"
@@ -189,11 +190,19 @@ type MatchmakingServiceClient interface {
 	// no pending offer from the opponent (never made or expired); NotFound
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(ctx context.Context, in *AcceptRematchRequest, opts ...grpc.CallOption) (*AcceptRematchResponse, error)
+	// DeclineRematch declines the opponent's pending offer, or withdraws the
+	// caller's own: the offer ends at once (DECLINED, declined_by naming the
+	// caller), its watchers are told, and either player may offer again. A
+	// retry, or a call once the offer was declined, answers the DECLINED
+	// state and changes nothing. FailedPrecondition when no offer is pending
+	// (none was made, or it expired) and once the rematch was accepted;
+	// NotFound and PermissionDenied as OfferRematch.
+	DeclineRematch(ctx context.Context, in *DeclineRematchRequest, opts ...grpc.CallOption) (*DeclineRematchResponse, error)
 	// WatchRematch sends the rematch state of a game now, after every change
 	// and after each heartbeat interval without one, bounded and resumed as
-	// WatchTicket, until the rematch is accepted (with the caller's new seat) or the offer
-	// expired, then ends. NotFound and PermissionDenied as
-	// OfferRematch.
+	// WatchTicket, until the rematch is accepted (with the caller's new
+	// seat), or the offer expired or was declined, then ends. NotFound and
+	// PermissionDenied as OfferRematch.
 	WatchRematch(ctx context.Context, in *WatchRematchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRematchResponse], error)
 	// ListGames lists the games matchmaking made for the caller (from the
 	// queue, invites, rematches and against the AI), newest first: the 100
@@ -382,6 +391,16 @@ func (c *matchmakingServiceClient) AcceptRematch(ctx context.Context, in *Accept
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AcceptRematchResponse)
 	err := c.cc.Invoke(ctx, MatchmakingService_AcceptRematch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *matchmakingServiceClient) DeclineRematch(ctx context.Context, in *DeclineRematchRequest, opts ...grpc.CallOption) (*DeclineRematchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeclineRematchResponse)
+	err := c.cc.Invoke(ctx, MatchmakingService_DeclineRematch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -606,11 +625,19 @@ type MatchmakingServiceServer interface {
 	// no pending offer from the opponent (never made or expired); NotFound
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(context.Context, *AcceptRematchRequest) (*AcceptRematchResponse, error)
+	// DeclineRematch declines the opponent's pending offer, or withdraws the
+	// caller's own: the offer ends at once (DECLINED, declined_by naming the
+	// caller), its watchers are told, and either player may offer again. A
+	// retry, or a call once the offer was declined, answers the DECLINED
+	// state and changes nothing. FailedPrecondition when no offer is pending
+	// (none was made, or it expired) and once the rematch was accepted;
+	// NotFound and PermissionDenied as OfferRematch.
+	DeclineRematch(context.Context, *DeclineRematchRequest) (*DeclineRematchResponse, error)
 	// WatchRematch sends the rematch state of a game now, after every change
 	// and after each heartbeat interval without one, bounded and resumed as
-	// WatchTicket, until the rematch is accepted (with the caller's new seat) or the offer
-	// expired, then ends. NotFound and PermissionDenied as
-	// OfferRematch.
+	// WatchTicket, until the rematch is accepted (with the caller's new
+	// seat), or the offer expired or was declined, then ends. NotFound and
+	// PermissionDenied as OfferRematch.
 	WatchRematch(*WatchRematchRequest, grpc.ServerStreamingServer[WatchRematchResponse]) error
 	// ListGames lists the games matchmaking made for the caller (from the
 	// queue, invites, rematches and against the AI), newest first: the 100
@@ -695,6 +722,9 @@ func (UnimplementedMatchmakingServiceServer) OfferRematch(context.Context, *Offe
 }
 func (UnimplementedMatchmakingServiceServer) AcceptRematch(context.Context, *AcceptRematchRequest) (*AcceptRematchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcceptRematch not implemented")
+}
+func (UnimplementedMatchmakingServiceServer) DeclineRematch(context.Context, *DeclineRematchRequest) (*DeclineRematchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeclineRematch not implemented")
 }
 func (UnimplementedMatchmakingServiceServer) WatchRematch(*WatchRematchRequest, grpc.ServerStreamingServer[WatchRematchResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchRematch not implemented")
@@ -955,6 +985,24 @@ func _MatchmakingService_AcceptRematch_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MatchmakingService_DeclineRematch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeclineRematchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchmakingServiceServer).DeclineRematch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchmakingService_DeclineRematch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchmakingServiceServer).DeclineRematch(ctx, req.(*DeclineRematchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MatchmakingService_WatchRematch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchRematchRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -1106,6 +1154,10 @@ var MatchmakingService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcceptRematch",
 			Handler:    _MatchmakingService_AcceptRematch_Handler,
+		},
+		{
+			MethodName: "DeclineRematch",
+			Handler:    _MatchmakingService_DeclineRematch_Handler,
 		},
 		{
 			MethodName: "ListGames",
