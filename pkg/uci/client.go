@@ -36,6 +36,15 @@ func (g GoParams) command(most time.Duration) string {
 	if g.Nodes > 0 {
 		fmt.Fprintf(&b, " nodes %d", g.Nodes)
 	}
+	if mt := g.moveTime(most); mt > 0 {
+		// UCI counts whole milliseconds; a cap below one still searches.
+		fmt.Fprintf(&b, " movetime %d", max(mt.Milliseconds(), 1))
+	}
+	return b.String()
+}
+
+// moveTime is the movetime command(most) sends; 0 for none.
+func (g GoParams) moveTime(most time.Duration) time.Duration {
 	mt := g.MoveTime
 	if mt <= 0 && g.Depth == 0 && g.Nodes == 0 {
 		mt = time.Second
@@ -43,11 +52,7 @@ func (g GoParams) command(most time.Duration) string {
 	if most > 0 && (mt <= 0 || most < mt) {
 		mt = most
 	}
-	if mt > 0 {
-		// UCI counts whole milliseconds; a cap below one still searches.
-		fmt.Fprintf(&b, " movetime %d", max(mt.Milliseconds(), 1))
-	}
-	return b.String()
+	return mt
 }
 
 // ErrClosed is returned by a Client whose engine has gone away.
@@ -329,7 +334,8 @@ func (c *Client) Move(ctx context.Context, v rules.Variant, startFEN string, mov
 }
 
 // MoveWithin is Move with the engine's time capped at most (when
-// positive), as a game's clock caps it.
+// positive), as a game's clock caps it. An engine still searching past
+// the movetime it was sent is asked to stop.
 func (c *Client) MoveWithin(ctx context.Context, v rules.Variant, startFEN string, moves []rules.Move, most time.Duration) (engine.Reply, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -370,10 +376,10 @@ func (c *Client) MoveWithin(ctx context.Context, v rules.Variant, startFEN strin
 			return ok
 		})
 	}
-	if most > 0 {
+	if mt := c.Go.moveTime(most); mt > 0 {
 		// An engine may take its movetime as advice: past it, it is asked
 		// to stop, and answers with the best move it has.
-		octx, cancel := context.WithTimeout(ctx, most+overrunGrace)
+		octx, cancel := context.WithTimeout(ctx, max(mt, time.Millisecond)+overrunGrace)
 		err = read(octx)
 		cancel()
 		if err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {

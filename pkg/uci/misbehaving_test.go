@@ -57,6 +57,31 @@ func TestMoveWithinStopsAnOverrunningSearch(t *testing.T) {
 	}
 }
 
+// TestAnOverrunningSearchIsStoppedAtTheMovetimeSent: the stop was timed
+// on MoveWithin's most (the clock's cap, a thirtieth of the main time:
+// 20 s in a 10-minute game), not on the movetime the go command carried
+// (1 s by default), so an engine that overran its movetime searched on
+// until the cap; untimed (Move, most 0), it was never asked to stop.
+func TestAnOverrunningSearchIsStoppedAtTheMovetimeSent(t *testing.T) {
+	c := fakeEngine(t, func(cmd string, say func(...string)) {
+		if cmd == "stop" {
+			say("info depth 3 score cp 20 pv h3e3", "bestmove h3e3")
+		}
+	})
+	const movetime = 200 * time.Millisecond
+	c.Go = GoParams{MoveTime: movetime}
+	for _, most := range []time.Duration{4 * time.Second, 0} {
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+		start := time.Now()
+		r, err := c.MoveWithin(ctx, rules.Xiangqi, rules.StartFEN(rules.Xiangqi), nil, most)
+		took := time.Since(start)
+		cancel()
+		if err != nil || r.Move.String() != "h3e3" || took > movetime+300*time.Millisecond {
+			t.Fatalf("an engine sent movetime %v (most %v) that overruns it but answers stop: %v %v after %v; want its bestmove, asked for with stop once the movetime is spent", movetime, most, r.Move, err, took.Round(time.Millisecond))
+		}
+	}
+}
+
 // TestALineTooLongIsSaidSo: an engine line longer than the reader's 1 MiB
 // limit ends the reader (bufio.ErrTooLong), which was dropped: the request
 // failed with ErrClosed, "engine closed", though the engine ran on, and
