@@ -170,7 +170,7 @@ func TestListGamesKeepsTheNewest(t *testing.T) {
 	ctx := context.Background()
 	now := e.clock.Now()
 	for i := range store.MaxPlayerGames {
-		if _, err := st.AddPlayerGame(ctx, p.id, store.Entry{
+		if _, _, err := st.AddPlayerGame(ctx, p.id, store.Entry{
 			Game: fmt.Sprintf("old%03d", i), Kind: janggi, Side: "first", Opponent: "ai", OpponentName: "AI level 1",
 			Created: now.Add(time.Duration(i-store.MaxPlayerGames) * time.Minute),
 		}, 30*24*time.Hour); err != nil {

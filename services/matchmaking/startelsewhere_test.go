@@ -137,3 +137,56 @@ func TestAPlayAiThatFailsLeavesTheTicketWaiting(t *testing.T) {
 		t.Fatalf("the ticket of a player whose PlayAi failed: %v, want still waiting", s)
 	}
 }
+
+// TestPlayAiWithdrawsATicketEnteredJustBeforeByMatchmakingsClock: PlayAi
+// withdrew the tickets entered before its game by comparing their entry
+// (matchmaking's clock) with the game's created_at (the game service's,
+// Redis' time): with matchmaking's host 3 s ahead, a ticket entered just
+// before PlayAi was left waiting, and the queue could pair a player
+// already playing the AI into a second game with its clock running.
+func TestPlayAiWithdrawsATicketEnteredJustBeforeByMatchmakingsClock(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	e.clock.Advance(3 * time.Second) // matchmaking's host 3 s ahead
+	p := e.guest("P")
+	tk := e.enter(e.mm[0], p, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	time.Sleep(50 * time.Millisecond)
+	if _, err := e.mm[0].PlayAi(p.ctx(), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if s := ticketNow(t, e, p, tk.GetTicketId()); s != matchmakingv1.TicketState_TICKET_STATE_CANCELLED {
+		t.Fatalf("ticket entered 50 ms before PlayAi (matchmaking 3 s ahead of the game service): %v, want CANCELLED (withdrawn)", s)
+	}
+}
+
+// TestARetriedPlayAiLeavesATicketEnteredAfterItsGameByMatchmakingsClock:
+// the converse, matchmaking's host 3 s behind: a retry of PlayAi (its
+// answer and its record lost) withdrew a ticket entered after the game
+// began, the game's created_at reading later than the ticket's entry.
+func TestARetriedPlayAiLeavesATicketEnteredAfterItsGameByMatchmakingsClock(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	e.clock.Advance(-3 * time.Second) // matchmaking's host 3 s behind
+	p := e.guest("P")
+	req := &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1}
+	first, err := e.mm[0].PlayAi(p.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The answer was lost, say; the record too (a Redis failover lost the
+	// last write), so the retry goes to the game service again.
+	time.Sleep(50 * time.Millisecond)
+	tk := e.enter(e.mm[0], p, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	keys := keysUnder(t, e.cfg.KeyPrefix+"mm:{pl:"+p.id+"}:game:ai:")
+	if len(keys) != 1 {
+		t.Fatalf("made-game records %v, want 1", keys)
+	}
+	if err := e.game.Redis.Del(context.Background(), keys[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.mm[0].PlayAi(p.ctx(), req)
+	if err != nil || again.GetSeat().GetGameId() != first.GetSeat().GetGameId() {
+		t.Fatalf("retry: %v %v", again, err)
+	}
+	if s := ticketNow(t, e, p, tk.GetTicketId()); s != matchmakingv1.TicketState_TICKET_STATE_WAITING {
+		t.Fatalf("ticket entered after the AI game began, then a retry of that PlayAi (matchmaking 3 s behind the game service): %v, want still WAITING", s)
+	}
+}

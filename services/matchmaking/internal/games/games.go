@@ -166,7 +166,7 @@ func (c *Creator) List(ctx context.Context, g store.Game) error {
 		me, opp store.Player
 		side    commonv1.Side
 	}{{g.First, g.Second, commonv1.Side_SIDE_FIRST}, {g.Second, g.First, commonv1.Side_SIDE_SECOND}} {
-		if err := c.list(ctx, p.me.ID, store.Entry{
+		if _, err := c.list(ctx, p.me.ID, store.Entry{
 			Game: g.ID, Kind: g.Kind, Side: SideName(p.side), Opponent: p.opp.ID, OpponentName: p.opp.Name,
 			Rated: g.Rated, Control: g.Control, Created: now,
 		}); err != nil {
@@ -177,10 +177,10 @@ func (c *Creator) List(ctx context.Context, g store.Game) error {
 }
 
 // list adds a game to a player's list of games, kept as long as the
-// game's record.
-func (c *Creator) list(ctx context.Context, player string, e store.Entry) error {
-	_, err := c.store.AddPlayerGame(ctx, player, e, c.keep)
-	return err
+// game's record, and returns when it was first listed.
+func (c *Creator) list(ctx context.Context, player string, e store.Entry) (time.Time, error) {
+	_, at, err := c.store.AddPlayerGame(ctx, player, e, c.keep)
+	return at, err
 }
 
 // Keep is how long game records are kept.
@@ -222,8 +222,9 @@ type AIGame struct {
 	ID string
 	// Seat is the human's.
 	Seat store.Grant
-	// Created is when the game service made the game: for a retry of the
-	// same request, when the first made it.
+	// Created is when matchmaking first listed the game, by its own clock
+	// (that of its tickets, not the game service's): for a retry of the
+	// same request, when the first call listed it.
 	Created time.Time
 }
 
@@ -252,13 +253,14 @@ func (c *Creator) CreateAI(ctx context.Context, s AISpec) (AIGame, error) {
 		return AIGame{}, fmt.Errorf("create AI game %s: no credential for the human's seat", resp.GetGameId())
 	}
 	// Listed before the human learns of the game, as Create does.
-	if err := c.list(ctx, s.Human.ID, store.Entry{
+	listed, err := c.list(ctx, s.Human.ID, store.Entry{
 		Game: resp.GetGameId(), Kind: s.Kind, Side: grant.Side, Opponent: AIPlayerID, OpponentName: AIName(s.Level),
 		Control: s.Control, Created: c.now(),
-	}); err != nil {
+	})
+	if err != nil {
 		return AIGame{}, err
 	}
-	return AIGame{ID: resp.GetGameId(), Seat: grant, Created: resp.GetGame().GetCreatedAt().AsTime()}, nil
+	return AIGame{ID: resp.GetGameId(), Seat: grant, Created: listed}, nil
 }
 
 // AIPlayerID is the player id of every seat the AI plays.

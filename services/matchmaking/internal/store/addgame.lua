@@ -3,7 +3,8 @@
 -- entry. Both keys share the player's hash tag.
 -- KEYS[1] zset game id -> created ms, KEYS[2] hash game id -> entry
 -- ARGV: 1 game id, 2 created ms, 3 entry, 4 most games kept, 5 keep ms
--- Returns 1 when the game was added, 0 when it was listed already.
+-- Returns {1 when the game was added or 0 when it was listed already,
+-- the time it was listed first (ms)}.
 local function drop(ids)
   if #ids > 0 then
     redis.call('ZREM', KEYS[1], unpack(ids))
@@ -26,4 +27,4 @@ if over > 0 then
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return added
+return {added, redis.call('ZSCORE', KEYS[1], ARGV[1]) or ARGV[2]}

@@ -73,18 +73,19 @@ func decodeEntry(game, s string) (Entry, error) {
 // MaxPlayerGames, the list kept for keep from now. It is one script on
 // the player's slot, so a retry of a creation (same game id) changes
 // nothing but the list's lifetime: the game keeps its first entry and
-// time. It reports whether the game was new to the list.
-func (s *Store) AddPlayerGame(ctx context.Context, player string, e Entry, keep time.Duration) (bool, error) {
+// time. It reports whether the game was new to the list, and when it was
+// first listed (e.Created, or that of the first call).
+func (s *Store) AddPlayerGame(ctx context.Context, player string, e Entry, keep time.Duration) (bool, time.Time, error) {
 	keys := []string{s.playerGamesKey(player), s.playerInfoKey(player)}
-	var n int
+	var res []int64
 	err := s.write(ctx, keys[0], func(c redis.Cmdable) (err error) {
-		n, err = addGameScript.Run(ctx, c, keys, e.Game, e.Created.UnixMilli(), e.encode(), MaxPlayerGames, keep.Milliseconds()).Int()
+		res, err = addGameScript.Run(ctx, c, keys, e.Game, e.Created.UnixMilli(), e.encode(), MaxPlayerGames, keep.Milliseconds()).Int64Slice()
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("list game %s for %s: %w", e.Game, player, err)
+		return false, time.Time{}, fmt.Errorf("list game %s for %s: %w", e.Game, player, err)
 	}
-	return n == 1, nil
+	return res[0] == 1, time.UnixMilli(res[1]), nil
 }
 
 // UnlistPlayerGame takes a game off player's list: one made for a match

@@ -42,7 +42,7 @@ func TestPlayerGames(t *testing.T) {
 			Control: clock.Control{Kind: clock.Fischer, MainTime: 3 * time.Minute, Increment: 2 * time.Second}, Created: t0.Add(2 * time.Second)},
 	}
 	for _, e := range entries {
-		added, err := st.AddPlayerGame(ctx, "p1", e, time.Hour)
+		added, _, err := st.AddPlayerGame(ctx, "p1", e, time.Hour)
 		if err != nil || !added {
 			t.Fatalf("add %s: %v %v", e.Game, added, err)
 		}
@@ -70,7 +70,7 @@ func TestPlayerGames(t *testing.T) {
 	// first entry and time; it only lengthens the list's life.
 	retry := entries[0]
 	retry.Created, retry.OpponentName, retry.Side = t0.Add(time.Hour), "Robert", "second"
-	if added, err := st.AddPlayerGame(ctx, "p1", retry, 2*time.Hour); err != nil || added {
+	if added, _, err := st.AddPlayerGame(ctx, "p1", retry, 2*time.Hour); err != nil || added {
 		t.Fatalf("retry: %v %v, want listed already", added, err)
 	}
 	check("after a retry", 100, want)
@@ -95,7 +95,7 @@ func TestPlayerGamesKeepsTheNewest(t *testing.T) {
 		t.Helper()
 		e := store.Entry{Game: fmt.Sprintf("g%03d", i), Kind: janggi, Side: "first", Opponent: "p2", OpponentName: "Bob",
 			Control: clock.Default(), Created: t0.Add(time.Duration(i) * time.Second)}
-		if _, err := st.AddPlayerGame(ctx, "p1", e, time.Hour); err != nil {
+		if _, _, err := st.AddPlayerGame(ctx, "p1", e, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +135,7 @@ func TestPlayerGamesKeepEachForKeep(t *testing.T) {
 	add := func(id string, at time.Time) {
 		t.Helper()
 		e := store.Entry{Game: id, Kind: janggi, Side: "first", Opponent: "ai", OpponentName: "AI level 1", Created: at}
-		if _, err := st.AddPlayerGame(ctx, "p", e, keep); err != nil {
+		if _, _, err := st.AddPlayerGame(ctx, "p", e, keep); err != nil {
 			t.Fatal(err)
 		}
 	}
