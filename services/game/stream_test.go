@@ -1690,3 +1690,49 @@ func TestAStreamOverAGapInItsLogEnds(t *testing.T) {
 		t.Fatalf("the stream over a gap in its log ended with %v, want Internal", err)
 	}
 }
+
+// TestAClientReconnectingToAnotherProcessEachTimeCommitsFewEvents: the
+// hold that doubles with a seat's recent closings lives in each process,
+// so a client whose reconnections landed on another process each time (a
+// balancer spreading streams) was never held longer: the new process
+// recorded its holding and the old one, once its hold ran, its letting
+// go, two events per reconnection (40 in 20 reconnections here). A change
+// of which processes hold a connected seat now commits no event.
+func TestAClientReconnectingToAnotherProcessEachTimeCommitsFewEvents(t *testing.T) {
+	const grace = 10 * time.Millisecond // longest hold: 64 graces, 640 ms
+	const session = 250 * time.Millisecond
+	first := gametest.Start(t, func(c *game.Config) { c.PresenceGrace = grace })
+	envs := []*gametest.Env{first}
+	for range 2 {
+		envs = append(envs, gametest.Start(t, func(c *game.Config) {
+			c.PresenceGrace, c.KeyPrefix, c.SigningKeys = grace, first.Config.KeyPrefix, first.Config.SigningKeys
+		}))
+	}
+	tb := create(t, first, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI})
+	before := tb.get(t).GetVersion()
+	start := time.Now()
+	reconnections := 0
+	for i := 0; time.Since(start) < 5*time.Second; i++ {
+		env := envs[i%len(envs)]
+		ctx, cancel := context.WithCancel(tb.as(commonv1.Side_SIDE_SECOND))
+		st, err := env.Client.StreamEvents(ctx, &gamev1.StreamEventsRequest{GameId: tb.id, Snapshot: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil { // the snapshot: the stream is open
+			t.Fatal(err)
+		}
+		time.Sleep(session)
+		cancel()
+		reconnections++
+	}
+	elapsed := time.Since(start)
+	time.Sleep(64*grace + 200*time.Millisecond) // the last hold runs
+	grew := tb.get(t).GetVersion() - before
+	// Two events per longest hold, and the first few doublings
+	// (1+2+...+32 graces), plus slack: the bound of one process.
+	bound := uint64(2*elapsed/(64*grace)) + 2*6 + 2
+	if grew > bound {
+		t.Fatalf("%d reconnections across replicas in %v committed %d events to the game's log, more than the bound of %d (2 per 64 graces) of a client reconnecting to one process", reconnections, elapsed.Round(time.Millisecond), grew, bound)
+	}
+}

@@ -905,10 +905,14 @@ func Expire(st *State, atMs int64, now time.Time) (ch Change, applied bool, err 
 }
 
 // Hold records that process proc holds a stream of side open. A seat's
-// count is of the processes holding it, and every change of the count is
-// an event, so that presence is versioned like everything else. Holding
-// again records nothing, so a process may assert what it holds at any
-// time. A finished game records nothing.
+// count is of the processes holding it; its connecting and disconnecting
+// (the count leaving or reaching 0) are events, so that presence is
+// versioned like everything else, while a change of which processes hold
+// a connected seat is committed without one: a client whose reconnections
+// land on another process each time adds nothing to its game's log, nor
+// a connected seat announced again. Holding again records nothing, so a
+// process may assert what it holds at any time. A finished game records
+// nothing.
 func Hold(st *State, side rules.Side, proc string) (Change, bool) {
 	if st.Status.Finished() || slices.Contains(st.Holders[side], proc) {
 		return Change{}, false
@@ -916,7 +920,7 @@ func Hold(st *State, side rules.Side, proc string) (Change, bool) {
 	n := clone(st)
 	n.Holders[side] = append(slices.Clip(st.Holders[side]), proc)
 	n.Connections[side]++
-	return Change{State: n, Events: []*gamev1.Event{connection(n, side)}, Presence: true}, true
+	return Change{State: n, Events: connectionChanged(st, n, side), Presence: true}, true
 }
 
 // LetGo records that process proc holds no stream of side any more. A
@@ -931,7 +935,7 @@ func LetGo(st *State, side rules.Side, proc string) (Change, bool) {
 		n.Holders[side] = slices.Delete(slices.Clone(st.Holders[side]), i, i+1)
 	}
 	n.Connections[side]--
-	return Change{State: n, Events: []*gamev1.Event{connection(n, side)}, Presence: true}, true
+	return Change{State: n, Events: connectionChanged(st, n, side), Presence: true}, true
 }
 
 // Release lets go of every seat process proc holds: the process is gone,
@@ -951,6 +955,15 @@ func Release(st *State, proc string) (Change, bool) {
 		ch.Presence = true
 	}
 	return ch, ch.State != nil
+}
+
+// connectionChanged is the event of side's connecting or disconnecting
+// from st to n, if it did.
+func connectionChanged(st, n *State, side rules.Side) []*gamev1.Event {
+	if (st.Connections[side] > 0) == (n.Connections[side] > 0) {
+		return nil
+	}
+	return []*gamev1.Event{connection(n, side)}
 }
 
 func connection(st *State, side rules.Side) *gamev1.Event {

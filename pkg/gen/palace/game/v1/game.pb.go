@@ -2180,7 +2180,11 @@ type Game struct {
 	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	// The seats with an event stream open (the same presence the
 	// player-connected events announce), so that a client that opens a game
-	// sees at once who is there. Empty once the game is over.
+	// sees at once who is there. A seat's closing is announced after a grace
+	// (--presence-grace, 3 s), so that a client that reconnects in time is
+	// shown connected throughout; the grace doubles for a seat whose
+	// connection keeps dropping, up to 64 graces. Empty once the game is
+	// over.
 	Connected []v1.Side `protobuf:"varint,23,rep,packed,name=connected,proto3,enum=palace.common.v1.Side" json:"connected,omitempty"`
 	// During the Janggi setup phase: the last instant for the side choosing
 	// now (turn) to choose, after which it gets the default formation. A
@@ -3104,6 +3108,9 @@ func (x *DrawDeclined) GetSide() v1.Side {
 	return v1.Side(0)
 }
 
+// PlayerConnection announces a seat's connecting (its first event stream
+// opening) and disconnecting (its last closing, after the grace of
+// Game.connected), not each stream.
 type PlayerConnection struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Side          v1.Side                `protobuf:"varint,1,opt,name=side,proto3,enum=palace.common.v1.Side" json:"side,omitempty"`
