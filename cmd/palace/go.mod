@@ -3,6 +3,7 @@ module github.com/palacehq/palace/cmd/palace
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/palacehq/palace/pkg v0.0.0
 	github.com/palacehq/palace/services/ai v0.0.0
 	github.com/palacehq/palace/services/clock v0.0.0
@@ -15,7 +16,6 @@ require (
 )
 
 require (
-	connectrpc.com/connect v1.21.1 // indirect
 	connectrpc.com/vanguard v0.4.0 // indirect
 	dario.cat/mergo v1.0.2 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20261006220739-8c912ac31dd4 // indirect

@@ -51,13 +51,20 @@ func startServe(t *testing.T, extra ...string) string {
 // stopped, cleanly.
 func startServeStoppable(t *testing.T, extra ...string) (addr string, stop func()) {
 	t.Helper()
+	addr, stop, _ = startServeLogged(t, extra...)
+	return addr, stop
+}
+
+// startServeLogged is startServeStoppable that also returns the logs.
+func startServeLogged(t *testing.T, extra ...string) (addr string, stop func(), logs *apptest.LogBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
-	var logs apptest.LogBuffer
+	logs = &apptest.LogBuffer{}
 	done := make(chan int, 1)
 	args := append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...)
 	go func() {
-		done <- serve(ctx, args, &logs, serveOptions{onServing: func(a string) { addrc <- a }})
+		done <- serve(ctx, args, logs, serveOptions{onServing: func(a string) { addrc <- a }})
 	}()
 	select {
 	case addr := <-addrc:
@@ -76,7 +83,7 @@ func startServeStoppable(t *testing.T, extra ...string) (addr string, stop func(
 			})
 		}
 		t.Cleanup(stop)
-		return addr, stop
+		return addr, stop, logs
 	case code := <-done:
 		cancel()
 		t.Fatalf("palace serve exited %d before serving; logs:\n%s", code, logs.String())
@@ -84,7 +91,7 @@ func startServeStoppable(t *testing.T, extra ...string) (addr string, stop func(
 		cancel()
 		t.Fatal("palace serve did not start within 20s")
 	}
-	return "", nil
+	return "", nil, nil
 }
 
 func TestServeListsEveryServiceOverReflection(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
 
@@ -24,7 +25,10 @@ import (
 // the call runs: an event stream's answer lasts as long as it needs. A
 // body longer than any accepted request passes on with the deadline
 // still set, for the limits behind to refuse it in their own words.
-func withBodyDeadline(next http.Handler, d time.Duration, maxRecv int) http.Handler {
+// A Connect call of a method that streams from the client (reflection,
+// which buf curl uses over Connect) keeps its body open while its answers
+// come: only its first message is waited for, as for native gRPC.
+func withBodyDeadline(next http.Handler, d time.Duration, maxRecv int, clientStreams map[string]bool) http.Handler {
 	if d <= 0 {
 		return next
 	}
@@ -40,6 +44,17 @@ func withBodyDeadline(next http.Handler, d time.Duration, maxRecv int) http.Hand
 		rc := http.NewResponseController(w)
 		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
 			// A writer without deadlines (a test's recorder): nothing to bound.
+			next.ServeHTTP(w, r)
+			return
+		}
+		if clientStreams[r.URL.Path] && strings.HasPrefix(r.Header.Get("Content-Type"), "application/connect+") {
+			head, err := firstMessage(r.Body, maxRecv)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				_ = errs.Write(w, r, connect.NewError(connect.CodeDeadlineExceeded, errors.New(lateMessage(d, head))))
+				return
+			}
+			_ = rc.SetReadDeadline(time.Time{})
+			r.Body = afterFirstMessage(r.Body, head, err)
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -65,6 +80,20 @@ func withBodyDeadline(next http.Handler, d time.Duration, maxRecv int) http.Hand
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// clientStreams lists the paths of srv's methods that stream from the
+// client.
+func clientStreams(srv *grpc.Server) map[string]bool {
+	out := map[string]bool{}
+	for name, info := range srv.GetServiceInfo() {
+		for _, m := range info.Methods {
+			if m.IsClientStream {
+				out["/"+name+"/"+m.Name] = true
+			}
+		}
+	}
+	return out
 }
 
 // errReader fails every read with its error.

@@ -117,30 +117,48 @@ func withFirstMessageDeadline(next http.Handler, d time.Duration, maxRecv int) h
 			next.ServeHTTP(w, r)
 			return
 		}
-		head := make([]byte, frameHeaderBytes)
-		n, err := io.ReadFull(r.Body, head)
-		head = head[:n]
-		if err == nil {
-			if size := binary.BigEndian.Uint32(head[1:]); size <= uint32(maxRecv) {
-				// Read as it comes: a declared size reserves nothing.
-				var msg []byte
-				msg, err = io.ReadAll(io.LimitReader(r.Body, int64(size)))
-				head = append(head, msg...)
-			}
-		}
+		head, err := firstMessage(r.Body, maxRecv)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			grpcWebError(w, r.Header.Get("Content-Type"), codes.DeadlineExceeded,
-				fmt.Sprintf("the request's message did not arrive within %v of its headers (%d bytes came)", d, len(head)))
+			grpcWebError(w, r.Header.Get("Content-Type"), codes.DeadlineExceeded, lateMessage(d, head))
 			return
 		}
 		_ = rc.SetReadDeadline(time.Time{})
-		rest := io.Reader(r.Body)
-		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			// The client went away, or broke the body: grpc-go reads the
-			// same error as it would have.
-			rest = errReader{err}
-		}
-		r.Body = readCloser{io.MultiReader(bytes.NewReader(head), rest), r.Body}
+		r.Body = afterFirstMessage(r.Body, head, err)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// firstMessage reads a framed body's first message, as far as it comes:
+// its header and, unless it is declared longer than any accepted, the
+// message.
+func firstMessage(body io.Reader, maxRecv int) ([]byte, error) {
+	head := make([]byte, frameHeaderBytes)
+	n, err := io.ReadFull(body, head)
+	head = head[:n]
+	if err == nil {
+		if size := binary.BigEndian.Uint32(head[1:]); size <= uint32(maxRecv) {
+			// Read as it comes: a declared size reserves nothing.
+			var msg []byte
+			msg, err = io.ReadAll(io.LimitReader(body, int64(size)))
+			head = append(head, msg...)
+		}
+	}
+	return head, err
+}
+
+// lateMessage says that a call's first message did not arrive within d.
+func lateMessage(d time.Duration, head []byte) string {
+	return fmt.Sprintf("the request's message did not arrive within %v of its headers (%d bytes came)", d, len(head))
+}
+
+// afterFirstMessage is body again, head (what firstMessage read, with err)
+// first.
+func afterFirstMessage(body io.ReadCloser, head []byte, err error) io.ReadCloser {
+	rest := io.Reader(body)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		// The client went away, or broke the body: the call reads the
+		// same error as it would have.
+		rest = errReader{err}
+	}
+	return readCloser{io.MultiReader(bytes.NewReader(head), rest), body}
 }

@@ -150,6 +150,13 @@ func (h *Handler) search(ctx context.Context, in searchInput, onInfo func(engine
 	// equal seeds would not give equal answers.
 	e.Clear()
 	r, err := e.Search(ctx, in.start, in.moves, in.lim, onInfo)
+	if cerr := ctx.Err(); cerr != nil && err == nil {
+		// The search stops with a move when ctx ends: a client that left
+		// (Canceled) or whose deadline came first is told so, not answered
+		// with a search cut short as if it ran to its limits, nor logged
+		// as an outage for a send that found nobody.
+		return r, fmt.Errorf("search: %w", cerr)
+	}
 	if errors.Is(err, engine.ErrNoLegalMove) {
 		return r, apierr.New(apierr.Precondition, "the side to move has no legal move")
 	}

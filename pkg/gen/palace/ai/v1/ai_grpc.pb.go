@@ -35,7 +35,9 @@ type AIServiceClient interface {
 	// side to move has no legal move, two passes, repetition, ...).
 	// A server searches --ai-engines (2) positions at once; a call waits for
 	// a free engine, and is ResourceExhausted when --ai-max-waiting (64)
-	// calls wait already: retry later.
+	// calls wait already: retry later. A call whose deadline comes before
+	// the search reaches its limits is DeadlineExceeded: set the limits
+	// (movetime_ms) inside the deadline to get a move.
 	BestMove(ctx context.Context, in *BestMoveRequest, opts ...grpc.CallOption) (*BestMoveResponse, error)
 	// Analyze streams the search's progress (one message per completed
 	// depth) and ends with the best move. Same errors as BestMove; the
@@ -92,7 +94,9 @@ type AIServiceServer interface {
 	// side to move has no legal move, two passes, repetition, ...).
 	// A server searches --ai-engines (2) positions at once; a call waits for
 	// a free engine, and is ResourceExhausted when --ai-max-waiting (64)
-	// calls wait already: retry later.
+	// calls wait already: retry later. A call whose deadline comes before
+	// the search reaches its limits is DeadlineExceeded: set the limits
+	// (movetime_ms) inside the deadline to get a move.
 	BestMove(context.Context, *BestMoveRequest) (*BestMoveResponse, error)
 	// Analyze streams the search's progress (one message per completed
 	// depth) and ends with the best move. Same errors as BestMove; the
