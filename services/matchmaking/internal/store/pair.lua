@@ -82,7 +82,9 @@ for i = 1, n do
 end
 
 local function window(t)
-  local w = bw + widen * (now - t.enq) / 1000
+  -- A ticket entered by a replica whose clock is ahead has waited no
+  -- less than nothing.
+  local w = bw + widen * math.max(0, now - t.enq) / 1000
   if maxw > 0 and w > maxw then
     w = maxw
   end

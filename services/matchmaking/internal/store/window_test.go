@@ -54,6 +54,27 @@ func TestPairingWindows(t *testing.T) {
 	}
 }
 
+// TestATicketEnteredByAHostAheadHasTheBaseWindow: a ticket entered by a
+// replica whose clock is ahead of the pass's has waited, by the pass's
+// clock, less than nothing; its window shrank below the base (5 s ahead
+// at 50 a second: -150), and two tickets the base window pairs waited
+// for a pass of that replica.
+func TestATicketEnteredByAHostAheadHasTheBaseWindow(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	st := newStore(t)
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	for i, p := range []string{"p0", "p1"} {
+		if _, _, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000 + i*80, Entered: now.Add(5 * time.Second), Expires: now.Add(time.Hour)}, "r", time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: now, BaseWindow: 100, WidenPerSecond: 50, MaxPairs: 10, Keep: time.Hour})
+	if res[0].Err != nil || len(res[0].Matches) != 1 {
+		t.Fatalf("two tickets 80 apart, entered 5 s ahead of the pass's clock, with a base window of 100: %+v %v, want one pair", res[0].Matches, res[0].Err)
+	}
+}
+
 // TestPairedTicketsLeaveTheQueue: a pass takes the tickets it pairs out of
 // the queue at once, so that the queue holds only the waiting.
 func TestPairedTicketsLeaveTheQueue(t *testing.T) {
