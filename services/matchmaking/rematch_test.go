@@ -169,13 +169,14 @@ func TestRematchOfferExpires(t *testing.T) {
 	a, b := e.guest("A"), e.guest("B")
 	sa, _ := e.friendGame(a, b)
 	e.resign(t, sa)
-	if _, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()}); err != nil {
+	off, err := e.mm[0].OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()})
+	if err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(61 * time.Second)
-	_, err := e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: sa.GetGameId()})
+	_, err = e.mm[0].AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: sa.GetGameId()})
 	wantCode(t, err, codes.FailedPrecondition)
-	_, err = e.mm[0].DeclineRematch(b.ctx(), &matchmakingv1.DeclineRematchRequest{GameId: sa.GetGameId()})
+	_, err = e.mm[0].DeclineRematch(b.ctx(), &matchmakingv1.DeclineRematchRequest{GameId: sa.GetGameId(), OfferId: off.GetRematch().GetOfferId()})
 	wantCode(t, err, codes.FailedPrecondition)
 	// A new offer after the window opens a new one.
 	r, err := e.mm[0].OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: sa.GetGameId()})

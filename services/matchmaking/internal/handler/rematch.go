@@ -3,6 +3,8 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -118,7 +120,7 @@ func (h *Handler) OfferRematch(ctx context.Context, req *matchmakingv1.OfferRema
 		h.log.WarnContext(ctx, "notify rematch offer", "err", err)
 	}
 	return &matchmakingv1.OfferRematchResponse{Rematch: &matchmakingv1.Rematch{
-		GameId: g.ID, State: matchmakingv1.RematchState_REMATCH_STATE_OFFERED, OfferedBy: out.By, ExpiresAt: ts(out.Expires),
+		GameId: g.ID, State: matchmakingv1.RematchState_REMATCH_STATE_OFFERED, OfferedBy: out.By, ExpiresAt: ts(out.Expires), OfferId: offerID(out.Expires),
 	}}, nil
 }
 
@@ -137,7 +139,7 @@ func (h *Handler) AcceptRematch(ctx context.Context, req *matchmakingv1.AcceptRe
 		return nil, h.fail(ctx, err)
 	}
 	if !out.Go {
-		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "no pending rematch offer from your opponent (none was made, or it expired)"))
+		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "no pending rematch offer from your opponent (none was made, or it expired, was declined or withdrawn)"))
 	}
 	r, err := h.createRematch(ctx, g, c.Subject)
 	if err != nil {
@@ -157,7 +159,15 @@ func (h *Handler) DeclineRematch(ctx context.Context, req *matchmakingv1.Decline
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	out, err := h.store.DeclineRematch(ctx, g.ID, c.Subject, h.now())
+	offer, err := strconv.ParseInt(req.GetOfferId(), 10, 64)
+	if err != nil {
+		msg := "offer_id: required: the offer_id of the offer to decline, as OfferRematch or WatchRematch gives it"
+		if req.GetOfferId() != "" {
+			msg = fmt.Sprintf("offer_id: %.64q names no offer: pass the offer_id OfferRematch or WatchRematch gives", req.GetOfferId())
+		}
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", msg))
+	}
+	r, out, err := h.store.DeclineRematch(ctx, g.ID, c.Subject, offer, h.now())
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
@@ -165,16 +175,13 @@ func (h *Handler) DeclineRematch(ctx context.Context, req *matchmakingv1.Decline
 	case store.AlreadyAccepted:
 		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "the rematch of game %s was already accepted: WatchRematch gives your seat in its game", g.ID))
 	case store.NothingPending:
-		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "no pending rematch offer on game %s (none was made, or it expired)", g.ID))
+		return nil, h.fail(ctx, apierr.New(apierr.Precondition, "rematch offer %s of game %s is not pending: it expired, or another replaced it (WatchRematch shows the rematch now)", req.GetOfferId(), g.ID))
 	}
 	// Published on a retry too: the first call may have died before it.
 	if err := h.store.Publish(ctx, rematchTopic(g.ID)); err != nil {
 		h.log.WarnContext(ctx, "notify rematch declined", "err", err)
 	}
-	r, err := h.store.ReadRematch(ctx, g.ID)
-	if err != nil {
-		return nil, h.fail(ctx, err)
-	}
+	// The offer this call declined, whatever came since.
 	return &matchmakingv1.DeclineRematchResponse{Rematch: rematchPB(g, r, c.Subject, h.now())}, nil
 }
 
@@ -261,15 +268,19 @@ func (h *Handler) settleStalledRematch(ctx context.Context, g store.Game, r stor
 	return done
 }
 
+// offerID names a rematch offer by its expiry, which no other offer of
+// the game shares.
+func offerID(expires time.Time) string { return strconv.FormatInt(expires.UnixMilli(), 10) }
+
 func rematchPB(g store.Game, r store.Rematch, player string, now time.Time) *matchmakingv1.Rematch {
 	out := &matchmakingv1.Rematch{GameId: g.ID, State: matchmakingv1.RematchState_REMATCH_STATE_NONE}
 	switch r.State {
 	case "offered", "accepting":
 		if r.State == "accepting" || now.Before(r.Expires) {
-			out.State, out.OfferedBy, out.ExpiresAt = matchmakingv1.RematchState_REMATCH_STATE_OFFERED, r.By, ts(r.Expires)
+			out.State, out.OfferedBy, out.ExpiresAt, out.OfferId = matchmakingv1.RematchState_REMATCH_STATE_OFFERED, r.By, ts(r.Expires), offerID(r.Expires)
 		}
 	case "declined":
-		out.State, out.OfferedBy, out.DeclinedBy = matchmakingv1.RematchState_REMATCH_STATE_DECLINED, r.By, r.DeclinedBy
+		out.State, out.OfferedBy, out.DeclinedBy, out.OfferId = matchmakingv1.RematchState_REMATCH_STATE_DECLINED, r.By, r.DeclinedBy, offerID(r.Expires)
 	case "accepted":
 		out.State, out.OfferedBy = matchmakingv1.RematchState_REMATCH_STATE_ACCEPTED, r.By
 		if s, ok := r.Seats[player]; ok {
@@ -297,7 +308,7 @@ func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchm
 	}
 	// Compared whole, not by state: an offer can expire and another (by
 	// the other player, or again) take its place between two reads.
-	var last *matchmakingv1.Rematch
+	var first, last *matchmakingv1.Rematch
 	sawOffer := false
 	// The game was checked above: the caller played it.
 	return h.watch(ctx, c.Subject, rematchTopic(g.ID), nil, func(ctx context.Context, beat bool) (bool, bool, time.Duration, error) {
@@ -310,6 +321,9 @@ func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchm
 		pb := h.answerRecorded(ctx, g, r, c.Subject)
 		if pb == nil {
 			pb = rematchPB(g, r, c.Subject, now)
+		}
+		if first == nil {
+			first = pb
 		}
 		sent := last == nil || !proto.Equal(pb, last) || beat
 		if sent {
@@ -329,8 +343,11 @@ func (h *Handler) WatchRematch(req *matchmakingv1.WatchRematchRequest, ss matchm
 			}
 			return sent, false, r.Expires.Sub(now) + time.Millisecond, nil
 		}
-		// NONE or DECLINED after an offer: it expired or was declined.
-		// Before one, the watch waits for an offer (again).
-		return sent, sawOffer, 0, nil
+		// NONE or DECLINED after an offer: it expired or was declined;
+		// so is a decline the watch did not open on (an offer made and
+		// withdrawn between two reads). Before one, the watch waits for
+		// an offer (again).
+		declinedSince := pb.GetState() == matchmakingv1.RematchState_REMATCH_STATE_DECLINED && !proto.Equal(pb, first)
+		return sent, sawOffer || declinedSince, 0, nil
 	})
 }

@@ -196,20 +196,21 @@ const (
 	AlreadyAccepted
 )
 
-// DeclineRematch ends the pending offer of the rematch of game id, declined
-// by the opponent or withdrawn by its maker.
-func (s *Store) DeclineRematch(ctx context.Context, id, player string, now time.Time) (DeclineOutcome, error) {
-	res, err := s.rematch(ctx, id, "decline", player, now.UnixMilli())
+// DeclineRematch ends the offer of the rematch of game id that expires
+// at offer (its id), declined by the opponent or withdrawn by its maker,
+// and returns the offer declined.
+func (s *Store) DeclineRematch(ctx context.Context, id, player string, offer int64, now time.Time) (Rematch, DeclineOutcome, error) {
+	res, err := s.rematch(ctx, id, "decline", player, now.UnixMilli(), offer)
 	if err != nil {
-		return 0, err
+		return Rematch{}, 0, err
 	}
 	switch res[0] {
 	case "declined":
-		return Declined, nil
+		return Rematch{State: "declined", By: res[1], DeclinedBy: res[2], Expires: ms(res[3])}, Declined, nil
 	case "accepted":
-		return AlreadyAccepted, nil
+		return Rematch{}, AlreadyAccepted, nil
 	}
-	return NothingPending, nil
+	return Rematch{}, NothingPending, nil
 }
 
 // CompleteRematch records the new game.

@@ -4,9 +4,10 @@
 --            -> {"offered", by, expires ms} | {"go"} (the opponent had
 --               offered: this accepts) | {"go"} when already accepted
 --   accept   2 player, 3 now ms, 4 keep ms -> {"go"} | {"none"}
---   decline  2 player, 3 now ms -> {"declined", by, decliner} (the
---            pending offer ends, or had ended so) | {"accepted"} |
---            {"none"} (nothing pending)
+--   decline  2 player, 3 now ms, 4 the offer (its expiry ms) ->
+--            {"declined", by, decliner, expiry ms} (that offer ends, or
+--            had ended so) | {"accepted"} | {"none"} (that offer is not
+--            pending: it expired, or another replaced it)
 -- An offer lives a while past its window (a late answer learns it
 -- expired); a rematch accepted lives keep ms, as the game records do.
 --   complete 2 new game, then per player: id, side, token, expiry (x2)
@@ -43,15 +44,19 @@ elseif op == 'decline' then
   if state == 'accepting' or state == 'accepted' then
     return {'accepted'}
   end
+  -- An offer is known by its expiry: a retry ends no later offer.
+  if exp ~= tonumber(ARGV[4]) then
+    return {'none'}
+  end
   if state == 'declined' then
-    return {'declined', by, redis.call('HGET', KEYS[1], 'decl')}
+    return {'declined', by, redis.call('HGET', KEYS[1], 'decl') or '', f[3]}
   end
   if state ~= 'offered' or exp <= tonumber(ARGV[3]) then
     return {'none'}
   end
   -- The key keeps its lifetime: the offer's window and its grace.
   redis.call('HSET', KEYS[1], 'state', 'declined', 'decl', ARGV[2])
-  return {'declined', by, ARGV[2]}
+  return {'declined', by, ARGV[2], f[3]}
 elseif op == 'complete' then
   redis.call('HSET', KEYS[1], 'state', 'accepted', 'game', ARGV[2],
     's:' .. ARGV[3], ARGV[4], 'k:' .. ARGV[3], ARGV[5], 'x:' .. ARGV[3], ARGV[6],

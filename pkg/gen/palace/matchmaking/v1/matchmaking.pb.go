@@ -1653,7 +1653,10 @@ type Rematch struct {
 	// The caller's seat in the new game, once ACCEPTED; sides are swapped.
 	Seat *Seat `protobuf:"bytes,5,opt,name=seat,proto3" json:"seat,omitempty"`
 	// The player who declined the offer, or withdrew it, while DECLINED.
-	DeclinedBy    string `protobuf:"bytes,6,opt,name=declined_by,json=declinedBy,proto3" json:"declined_by,omitempty"`
+	DeclinedBy string `protobuf:"bytes,6,opt,name=declined_by,json=declinedBy,proto3" json:"declined_by,omitempty"`
+	// The offer, while OFFERED and once DECLINED: DeclineRematch names it,
+	// so that a retry ends no later offer. Opaque.
+	OfferId       string `protobuf:"bytes,7,opt,name=offer_id,json=offerId,proto3" json:"offer_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1726,6 +1729,13 @@ func (x *Rematch) GetSeat() *Seat {
 func (x *Rematch) GetDeclinedBy() string {
 	if x != nil {
 		return x.DeclinedBy
+	}
+	return ""
+}
+
+func (x *Rematch) GetOfferId() string {
+	if x != nil {
+		return x.OfferId
 	}
 	return ""
 }
@@ -1907,8 +1917,10 @@ func (x *AcceptRematchResponse) GetRematch() *Rematch {
 }
 
 type DeclineRematchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GameId        string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	GameId string                 `protobuf:"bytes,1,opt,name=game_id,json=gameId,proto3" json:"game_id,omitempty"`
+	// The offer_id of the offer to decline or withdraw.
+	OfferId       string `protobuf:"bytes,2,opt,name=offer_id,json=offerId,proto3" json:"offer_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1946,6 +1958,13 @@ func (*DeclineRematchRequest) Descriptor() ([]byte, []int) {
 func (x *DeclineRematchRequest) GetGameId() string {
 	if x != nil {
 		return x.GameId
+	}
+	return ""
+}
+
+func (x *DeclineRematchRequest) GetOfferId() string {
+	if x != nil {
+		return x.OfferId
 	}
 	return ""
 }
@@ -3131,7 +3150,7 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\x04side\x18\x04 \x01(\x0e2\x16.palace.common.v1.SideR\x04side\x12@\n" +
 	"\ftime_control\x18\x05 \x01(\v2\x1d.palace.common.v1.TimeControlR\vtimeControl\"A\n" +
 	"\x0ePlayAiResponse\x12/\n" +
-	"\x04seat\x18\x01 \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\"\x89\x02\n" +
+	"\x04seat\x18\x01 \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\"\xa4\x02\n" +
 	"\aRematch\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\x129\n" +
 	"\x05state\x18\x02 \x01(\x0e2#.palace.matchmaking.v1.RematchStateR\x05state\x12\x1d\n" +
@@ -3141,7 +3160,8 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12/\n" +
 	"\x04seat\x18\x05 \x01(\v2\x1b.palace.matchmaking.v1.SeatR\x04seat\x12\x1f\n" +
 	"\vdeclined_by\x18\x06 \x01(\tR\n" +
-	"declinedBy\".\n" +
+	"declinedBy\x12\x19\n" +
+	"\boffer_id\x18\a \x01(\tR\aofferId\".\n" +
 	"\x13OfferRematchRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\"P\n" +
 	"\x14OfferRematchResponse\x128\n" +
@@ -3149,9 +3169,10 @@ const file_palace_matchmaking_v1_matchmaking_proto_rawDesc = "" +
 	"\x14AcceptRematchRequest\x12\x17\n" +
 	"\agame_id\x18\x01 \x01(\tR\x06gameId\"Q\n" +
 	"\x15AcceptRematchResponse\x128\n" +
-	"\arematch\x18\x01 \x01(\v2\x1e.palace.matchmaking.v1.RematchR\arematch\"0\n" +
+	"\arematch\x18\x01 \x01(\v2\x1e.palace.matchmaking.v1.RematchR\arematch\"K\n" +
 	"\x15DeclineRematchRequest\x12\x17\n" +
-	"\agame_id\x18\x01 \x01(\tR\x06gameId\"R\n" +
+	"\agame_id\x18\x01 \x01(\tR\x06gameId\x12\x19\n" +
+	"\boffer_id\x18\x02 \x01(\tR\aofferId\"R\n" +
 	"\x16DeclineRematchResponse\x128\n" +
 	"\arematch\x18\x01 \x01(\v2\x1e.palace.matchmaking.v1.RematchR\arematch\".\n" +
 	"\x13WatchRematchRequest\x12\x17\n" +

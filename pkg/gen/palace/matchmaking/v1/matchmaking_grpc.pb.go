@@ -187,16 +187,19 @@ type MatchmakingServiceClient interface {
 	// game, withdrawing both players' waiting queue tickets entered before,
 	// as AcceptInvite (so does OfferRematch when it accepts). A retry
 	// returns the same game. FailedPrecondition when there is
-	// no pending offer from the opponent (never made or expired); NotFound
+	// no pending offer from the opponent (never made, expired, declined or
+	// withdrawn); NotFound
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(ctx context.Context, in *AcceptRematchRequest, opts ...grpc.CallOption) (*AcceptRematchResponse, error)
 	// DeclineRematch declines the opponent's pending offer, or withdraws the
-	// caller's own: the offer ends at once (DECLINED, declined_by naming the
-	// caller), its watchers are told, and either player may offer again. A
-	// retry, or a call once the offer was declined, answers the DECLINED
-	// state and changes nothing. FailedPrecondition when no offer is pending
-	// (none was made, or it expired) and once the rematch was accepted;
-	// NotFound and PermissionDenied as OfferRematch.
+	// caller's own, named by its offer_id: the offer ends at once (DECLINED,
+	// declined_by naming the caller), its watchers are told, and either
+	// player may offer again. A retry, or any call naming an offer already
+	// declined, answers its DECLINED state and changes nothing while that
+	// offer is the last. FailedPrecondition, changing nothing, when the offer
+	// named is not pending (it expired, or another replaced it) and once the
+	// rematch was accepted; InvalidArgument without an offer_id; NotFound
+	// and PermissionDenied as OfferRematch.
 	DeclineRematch(ctx context.Context, in *DeclineRematchRequest, opts ...grpc.CallOption) (*DeclineRematchResponse, error)
 	// WatchRematch sends the rematch state of a game now, after every change
 	// and after each heartbeat interval without one, bounded and resumed as
@@ -622,16 +625,19 @@ type MatchmakingServiceServer interface {
 	// game, withdrawing both players' waiting queue tickets entered before,
 	// as AcceptInvite (so does OfferRematch when it accepts). A retry
 	// returns the same game. FailedPrecondition when there is
-	// no pending offer from the opponent (never made or expired); NotFound
+	// no pending offer from the opponent (never made, expired, declined or
+	// withdrawn); NotFound
 	// and PermissionDenied as OfferRematch.
 	AcceptRematch(context.Context, *AcceptRematchRequest) (*AcceptRematchResponse, error)
 	// DeclineRematch declines the opponent's pending offer, or withdraws the
-	// caller's own: the offer ends at once (DECLINED, declined_by naming the
-	// caller), its watchers are told, and either player may offer again. A
-	// retry, or a call once the offer was declined, answers the DECLINED
-	// state and changes nothing. FailedPrecondition when no offer is pending
-	// (none was made, or it expired) and once the rematch was accepted;
-	// NotFound and PermissionDenied as OfferRematch.
+	// caller's own, named by its offer_id: the offer ends at once (DECLINED,
+	// declined_by naming the caller), its watchers are told, and either
+	// player may offer again. A retry, or any call naming an offer already
+	// declined, answers its DECLINED state and changes nothing while that
+	// offer is the last. FailedPrecondition, changing nothing, when the offer
+	// named is not pending (it expired, or another replaced it) and once the
+	// rematch was accepted; InvalidArgument without an offer_id; NotFound
+	// and PermissionDenied as OfferRematch.
 	DeclineRematch(context.Context, *DeclineRematchRequest) (*DeclineRematchResponse, error)
 	// WatchRematch sends the rematch state of a game now, after every change
 	// and after each heartbeat interval without one, bounded and resumed as
