@@ -190,3 +190,48 @@ func TestARetriedPlayAiLeavesATicketEnteredAfterItsGameByMatchmakingsClock(t *te
 		t.Fatalf("ticket entered after the AI game began, then a retry of that PlayAi (matchmaking 3 s behind the game service): %v, want still WAITING", s)
 	}
 }
+
+// TestARetriedPlayAiWhoseListingWasLostLeavesATicketEnteredAfterItsGame:
+// a Redis failover that loses the first call's last writes on the
+// player's slot loses its listing of the game with its record; a retry
+// then listed the game afresh and took its own time for the game's
+// start, withdrawing a ticket the player entered after the game began.
+// A game made longer ago than the clocks may differ is dated by the game
+// service.
+func TestARetriedPlayAiWhoseListingWasLostLeavesATicketEnteredAfterItsGame(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	p := e.guest("P")
+	req := &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1}
+	first, err := e.mm[0].PlayAi(p.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	tk := e.enter(e.mm[0], p, &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	// The failover lost the first call's last writes: its record and its
+	// listing of the game.
+	prefix := e.cfg.KeyPrefix + "mm:{pl:" + p.id + "}:"
+	records := keysUnder(t, prefix+"game:ai:")
+	if len(records) != 1 {
+		t.Fatalf("made-game records %v, want 1", records)
+	}
+	ctx := context.Background()
+	if err := e.game.Redis.Del(ctx, records[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.game.Redis.ZRem(ctx, prefix+"g", first.GetSeat().GetGameId()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.game.Redis.HDel(ctx, prefix+"gi", first.GetSeat().GetGameId()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The retry comes later than the clocks may differ.
+	e.clock.Advance(10 * time.Second)
+	again, err := e.mm[0].PlayAi(p.ctx(), req)
+	if err != nil || again.GetSeat().GetGameId() != first.GetSeat().GetGameId() {
+		t.Fatalf("retry: %v %v", again, err)
+	}
+	if s := ticketNow(t, e, p, tk.GetTicketId()); s != matchmakingv1.TicketState_TICKET_STATE_WAITING {
+		t.Fatalf("ticket entered after the AI game began, then a retry of that PlayAi whose first listing was lost: %v, want still WAITING", s)
+	}
+}

@@ -166,7 +166,7 @@ func (c *Creator) List(ctx context.Context, g store.Game) error {
 		me, opp store.Player
 		side    commonv1.Side
 	}{{g.First, g.Second, commonv1.Side_SIDE_FIRST}, {g.Second, g.First, commonv1.Side_SIDE_SECOND}} {
-		if _, err := c.list(ctx, p.me.ID, store.Entry{
+		if _, _, err := c.list(ctx, p.me.ID, store.Entry{
 			Game: g.ID, Kind: g.Kind, Side: SideName(p.side), Opponent: p.opp.ID, OpponentName: p.opp.Name,
 			Rated: g.Rated, Control: g.Control, Created: now,
 		}); err != nil {
@@ -177,11 +177,15 @@ func (c *Creator) List(ctx context.Context, g store.Game) error {
 }
 
 // list adds a game to a player's list of games, kept as long as the
-// game's record, and returns when it was first listed.
-func (c *Creator) list(ctx context.Context, player string, e store.Entry) (time.Time, error) {
-	_, at, err := c.store.AddPlayerGame(ctx, player, e, c.keep)
-	return at, err
+// game's record, and reports whether this call listed it and when it was
+// first listed.
+func (c *Creator) list(ctx context.Context, player string, e store.Entry) (bool, time.Time, error) {
+	return c.store.AddPlayerGame(ctx, player, e, c.keep)
 }
+
+// clockSkew is the most by which the clocks of matchmaking's replicas and
+// Redis' may differ.
+const clockSkew = 5 * time.Second
 
 // Keep is how long game records are kept.
 func (c *Creator) Keep() time.Duration { return c.keep }
@@ -230,6 +234,7 @@ type AIGame struct {
 
 // CreateAI creates an unrated, private game against the AI.
 func (c *Creator) CreateAI(ctx context.Context, s AISpec) (AIGame, error) {
+	began := c.now()
 	human := &gamev1.Seat{Side: s.HumanSide, PlayerId: s.Human.ID, DisplayName: displayname.Fit(s.Human.Name)}
 	aiSide := commonv1.Side_SIDE_SECOND
 	if s.HumanSide == commonv1.Side_SIDE_SECOND {
@@ -253,12 +258,18 @@ func (c *Creator) CreateAI(ctx context.Context, s AISpec) (AIGame, error) {
 		return AIGame{}, fmt.Errorf("create AI game %s: no credential for the human's seat", resp.GetGameId())
 	}
 	// Listed before the human learns of the game, as Create does.
-	listed, err := c.list(ctx, s.Human.ID, store.Entry{
+	added, listed, err := c.list(ctx, s.Human.ID, store.Entry{
 		Game: resp.GetGameId(), Kind: s.Kind, Side: grant.Side, Opponent: AIPlayerID, OpponentName: AIName(s.Level),
 		Control: s.Control, Created: c.now(),
 	})
 	if err != nil {
 		return AIGame{}, err
+	}
+	if made := resp.GetGame().GetCreatedAt().AsTime(); added && made.Before(began.Add(-clockSkew)) {
+		// Listed by this call, but made by an earlier one whose listing
+		// was lost (a Redis failover): the game service's time is the
+		// nearest to when it began.
+		listed = made
 	}
 	return AIGame{ID: resp.GetGameId(), Seat: grant, Created: listed}, nil
 }
