@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -25,9 +26,12 @@ import (
 // the call runs: an event stream's answer lasts as long as it needs. A
 // body longer than any accepted request passes on with the deadline
 // still set, for the limits behind to refuse it in their own words.
-// A Connect call of a method that streams from the client (reflection,
-// which buf curl uses over Connect) keeps its body open while its answers
-// come: only its first message is waited for, as for native gRPC.
+// A Connect call over HTTP/2 of a method that streams from the client
+// (reflection, which buf curl uses over Connect) keeps its body open
+// while its answers come: only its first message is waited for, as for
+// native gRPC, and refused here if it is cut short or longer than any
+// accepted. Over HTTP/1.1, whose server reads the rest of a body before
+// it answers, such a call is read whole like any other.
 func withBodyDeadline(next http.Handler, d time.Duration, maxRecv int, clientStreams map[string]bool) http.Handler {
 	if d <= 0 {
 		return next
@@ -47,10 +51,10 @@ func withBodyDeadline(next http.Handler, d time.Duration, maxRecv int, clientStr
 			next.ServeHTTP(w, r)
 			return
 		}
-		if clientStreams[r.URL.Path] && strings.HasPrefix(r.Header.Get("Content-Type"), "application/connect+") {
+		if clientStreams[r.URL.Path] && r.ProtoMajor >= 2 && framedMedia(r.Header.Get("Content-Type"), connectStreaming) {
 			head, err := firstMessage(r.Body, maxRecv)
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				_ = errs.Write(w, r, connect.NewError(connect.CodeDeadlineExceeded, errors.New(lateMessage(d, head))))
+			if refusal := firstMessageRefusal(head, err, d, maxRecv); refusal != nil {
+				_ = errs.Write(w, r, refusal)
 				return
 			}
 			_ = rc.SetReadDeadline(time.Time{})
@@ -80,6 +84,24 @@ func withBodyDeadline(next http.Handler, d time.Duration, maxRecv int, clientStr
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// firstMessageRefusal is the answer to a call whose first message is
+// head, read with err: late, cut short or longer than any accepted; nil
+// for one to pass on.
+func firstMessageRefusal(head []byte, err error, d time.Duration, maxRecv int) *connect.Error {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New(lateMessage(d, head)))
+	case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+		return nil // the client went away: the call reads the same error
+	case len(head) >= frameHeaderBytes && binary.BigEndian.Uint32(head[1:]) > uint32(maxRecv):
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the request's message of %d bytes is larger than the most accepted, %d", binary.BigEndian.Uint32(head[1:]), maxRecv))
+	}
+	if msg := cutFrame(head); msg != "" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("malformed request: "+msg))
+	}
+	return nil
 }
 
 // clientStreams lists the paths of srv's methods that stream from the

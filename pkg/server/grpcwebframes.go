@@ -28,14 +28,16 @@ const frameHeaderBytes = 5
 // the client's. No Palace method streams from the client, so a request is
 // one message of at most maxRecv bytes and is read whole here; a longer
 // body passes on unread beyond that, for the transcoder's own limit to
-// refuse it. The paths in clientStreams (reflection) pass on unread.
+// refuse it. A Connect stream over HTTP/2 of a path in clientStreams
+// (reflection) passes on unread: withBodyDeadline checks its first
+// message.
 func refuseCutFrames(next http.Handler, maxRecv int, clientStreams map[string]bool) http.Handler {
 	limit := int64(maxRecv) + frameHeaderBytes + 1
 	errs := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
 		grpcWeb, connectStream := framedMedia(ct, grpcWebBinary), framedMedia(ct, connectStreaming)
-		if r.Method != http.MethodPost || !grpcWeb && !connectStream || clientStreams[r.URL.Path] {
+		if r.Method != http.MethodPost || !grpcWeb && !connectStream || connectStream && clientStreams[r.URL.Path] && r.ProtoMajor >= 2 {
 			next.ServeHTTP(w, r)
 			return
 		}
