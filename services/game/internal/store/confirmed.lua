@@ -6,7 +6,8 @@
 -- records it (field x, as commit.lua writes it) when that is at least the
 -- least hold excused.
 -- KEYS[1] state hash
--- ARGV[1] confirmed version, ARGV[2] channel, ARGV[3] notification,
+-- ARGV[1] confirmed version, ARGV[2] channel ("": publish nothing),
+-- ARGV[3] notification,
 -- ARGV[4] the least hold excused (ms)
 -- Returns the hold recorded for the last commit up to the version that
 -- began a turn, by this confirmation or an earlier one ("" when none), so
@@ -35,5 +36,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
     end
   end
 end
-redis.call('PUBLISH', ARGV[2], ARGV[3])
+if ARGV[2] ~= '' then
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+end
 return hold

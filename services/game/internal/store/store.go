@@ -514,9 +514,16 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	if start, _, ok := model.Waiting(ch.State); ok && start == now.UnixMilli() {
 		began = strconv.FormatInt(start, 10)
 	}
+	// A commit without events (who holds a connected seat, a wake-up) has
+	// nothing for the streams: a notification would have every stream of
+	// the game read the log for nothing.
+	channel := s.Channel(id)
+	if len(ch.Events) == 0 {
+		channel = ""
+	}
 	args := make([]any, 0, 14+len(added)+len(ch.Events))
 	args = append(args, strconv.FormatUint(prevVersion, 10), strconv.FormatUint(ch.State.Version, 10), state,
-		field, resp, expiry.Milliseconds(), s.Channel(id), nil, keep, len(added), prevStamp, ch.State.Stamp,
+		field, resp, expiry.Milliseconds(), channel, nil, keep, len(added), prevStamp, ch.State.Stamp,
 		began, HoldExcusedAfter.Milliseconds())
 	for i := range added {
 		b, err := json.Marshal(&added[i])
@@ -566,7 +573,7 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 		if s.Waits() {
 			// Not acknowledged if this fails: the retry confirms the commit
 			// again and has the streams read the log.
-			seen, err := s.confirmed(ctx, id, ch.State.Version, note)
+			seen, err := s.confirmed(ctx, id, ch.State.Version, channel, note)
 			if err != nil {
 				return Result{}, err
 			}
@@ -579,7 +586,7 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 		if s.Waits() {
 			v, _ := res[2].(string)
 			n, _ := strconv.ParseUint(v, 10, 64)
-			if _, err := s.confirmed(ctx, id, n, []byte(id+"\x00")); err != nil {
+			if _, err := s.confirmed(ctx, id, n, s.Channel(id), []byte(id+"\x00")); err != nil {
 				return Result{}, err
 			}
 		}
@@ -622,17 +629,17 @@ func (s *Store) Confirm(ctx context.Context, id string) (model.TurnHold, error) 
 	// A notification without events has the streams read the log: a
 	// commit whose wait failed published nothing, and once confirmed its
 	// events are found there, and nowhere else if it was the game's last.
-	held, err := s.confirmed(ctx, id, v, []byte(id+"\x00"))
+	held, err := s.confirmed(ctx, id, v, s.Channel(id), []byte(id+"\x00"))
 	return hold(held), err
 }
 
 // confirmed records that replicas hold game id up to version v, which
-// lets reads show it, and then publishes note. It returns the hold
-// recorded, as the commit script writes it, for the last commit up to v
-// that began a turn, by this confirmation or an earlier one ("" when
-// none).
-func (s *Store) confirmed(ctx context.Context, id string, v uint64, note []byte) (string, error) {
-	held, err := confirmedScript.Run(ctx, s.rdb, []string{s.stateKey(id)}, v, s.Channel(id), note, HoldExcusedAfter.Milliseconds()).Text()
+// lets reads show it, and then publishes note on channel (unless "").
+// It returns the hold recorded, as the commit script writes it, for the
+// last commit up to v that began a turn, by this confirmation or an
+// earlier one ("" when none).
+func (s *Store) confirmed(ctx context.Context, id string, v uint64, channel string, note []byte) (string, error) {
+	held, err := confirmedScript.Run(ctx, s.rdb, []string{s.stateKey(id)}, v, channel, note, HoldExcusedAfter.Milliseconds()).Text()
 	if err != nil {
 		return "", fmt.Errorf("record confirmation of game %s: %w", id, err)
 	}
