@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -145,6 +146,24 @@ func (loggedStatus) CauseLogged() bool { return true }
 
 func (l loggedStatus) Unwrap() error { return l.error }
 
+// deadlineSlack is how long before the client's deadline a call to
+// another service that inherited it may see it pass.
+const deadlineSlack = 20 * time.Millisecond
+
+// clientGone is the status of a call whose client left or whose deadline
+// passed, which is then what err comes of (a call to another service or
+// to Redis cut short): no outage, and nothing to log. Nil while the
+// client waits.
+func clientGone(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return status.FromContextError(cerr).Err()
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < deadlineSlack && status.Code(err) == codes.DeadlineExceeded {
+		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+	}
+	return nil
+}
+
 func toStatus(ctx context.Context, log *slog.Logger, err error) (logged bool, st error) {
 	if err == nil {
 		return false, nil
@@ -156,6 +175,9 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) (logged bool, st
 	// below.
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return false, err
+	}
+	if gone := clientGone(ctx, err); gone != nil {
+		return false, gone
 	}
 	// A code chosen for the error stands even over a context error it
 	// wraps: that may be a call's own timeout (a request to another

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +47,39 @@ func TestACodedErrorKeepsItsCodeOverAWrappedTimeout(t *testing.T) {
 	if st.Code() != codes.Unavailable || st.Message() != msg || ReasonOf(got) != "SOME_REASON" {
 		t.Fatalf("coded Unavailable wrapping an HTTP client timeout (%v) reached the client as %v %q (reason %q); want Unavailable %q with its reason",
 			httpErr, st.Code(), st.Message(), ReasonOf(got), msg)
+	}
+}
+
+// TestAClientGoneIsNoOutage: an error that comes of the client's leaving
+// or of its deadline passing (a call to another service that inherited
+// it, cut short) was mapped as that call's failure: Unavailable, logged
+// as an outage. It is the client's own Canceled or DeadlineExceeded, and
+// logs nothing; a call to another service that times out by itself is
+// still an outage.
+func TestAClientGoneIsNoOutage(t *testing.T) {
+	downstream := &Error{Code: Unavailable, Msg: "the game service is unavailable", Err: status.Error(codes.DeadlineExceeded, "context deadline exceeded")}
+	left, cancel := context.WithCancel(context.Background())
+	cancel()
+	passed, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	passing, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	waiting, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want codes.Code
+	}{
+		{"the client left", left, codes.Canceled},
+		{"its deadline passed", passed, codes.DeadlineExceeded},
+		{"its deadline passing as the call to another service saw it pass", passing, codes.DeadlineExceeded},
+		{"the client waiting", waiting, codes.Unavailable},
+	} {
+		var buf strings.Builder
+		got := ToStatus(tc.ctx, slog.New(slog.NewTextHandler(&buf, nil)), downstream)
+		if status.Code(got) != tc.want || (tc.want != codes.Unavailable) != (buf.Len() == 0) {
+			t.Errorf("%s: %v, logged %q; want %v, logged only for an outage", tc.name, got, buf.String(), tc.want)
+		}
 	}
 }

@@ -148,6 +148,13 @@ func drainStream(drain context.Context) grpc.StreamServerInterceptor {
 		if drain.Err() != nil && ss.Context().Err() == nil && (err != nil || ctx.Err() != nil) {
 			return status.Error(codes.Unavailable, "server is shutting down: reconnect and resume")
 		}
+		if status.Code(err) == codes.Unavailable && errors.Is(ss.Context().Err(), context.Canceled) {
+			// The client left while the handler sent to it: grpc-go fails
+			// the send of a call that came through net/http (Connect,
+			// gRPC-Web) "transport is closing", which is no outage; no
+			// answer reaches a client gone.
+			return status.Error(codes.Canceled, "request cancelled")
+		}
 		return err
 	}
 }

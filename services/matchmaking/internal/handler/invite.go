@@ -226,7 +226,9 @@ func (h *Handler) settleStalled(ctx context.Context, inv store.Invite, now time.
 	}
 	done, err := h.completeInvite(ctx, inv)
 	if err != nil {
-		h.log.WarnContext(ctx, "complete stalled invite", "invite", inv.Token, "err", err)
+		// Named by its players: its token lets anyone who reads the log
+		// look the invite up.
+		h.log.WarnContext(ctx, "complete stalled invite", "creator", inv.Creator, "friend", inv.Friend, "err", err)
 		return inv
 	}
 	return done
