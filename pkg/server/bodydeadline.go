@@ -53,7 +53,7 @@ func withBodyDeadline(next http.Handler, d time.Duration, maxRecv int, clientStr
 		}
 		if clientStreams[r.URL.Path] && r.ProtoMajor >= 2 && framedMedia(r.Header.Get("Content-Type"), connectStreaming) {
 			head, err := firstMessage(r.Body, maxRecv)
-			if refusal := firstMessageRefusal(head, err, d, maxRecv); refusal != nil {
+			if refusal := firstMessageRefusal(head, err, d, maxRecv, encodingOf(r, false)); refusal != nil {
 				_ = errs.Write(w, r, refusal)
 				return
 			}
@@ -87,9 +87,10 @@ func withBodyDeadline(next http.Handler, d time.Duration, maxRecv int, clientStr
 }
 
 // firstMessageRefusal is the answer to a call whose first message is
-// head, read with err: late, cut short or longer than any accepted; nil
-// for one to pass on.
-func firstMessageRefusal(head []byte, err error, d time.Duration, maxRecv int) *connect.Error {
+// head, read with err, its messages compressed with encoding: late, cut
+// short, longer than any accepted or wrongly flagged; nil for one to pass
+// on.
+func firstMessageRefusal(head []byte, err error, d time.Duration, maxRecv int, encoding string) *connect.Error {
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, errors.New(lateMessage(d, head)))
@@ -98,7 +99,11 @@ func firstMessageRefusal(head []byte, err error, d time.Duration, maxRecv int) *
 	case len(head) >= frameHeaderBytes && binary.BigEndian.Uint32(head[1:]) > uint32(maxRecv):
 		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the request's message of %d bytes is larger than the most accepted, %d", binary.BigEndian.Uint32(head[1:]), maxRecv))
 	}
-	if msg := cutFrame(head); msg != "" {
+	msg := cutFrame(head)
+	if msg == "" {
+		msg = flagsFault(head, encoding)
+	}
+	if msg != "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("malformed request: "+msg))
 	}
 	return nil

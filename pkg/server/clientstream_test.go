@@ -132,3 +132,79 @@ func TestAnOversizedFirstMessageIsRefusedAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// frameOf frames msg with flags, as a Connect stream or gRPC-Web body.
+func frameOf(flags byte, msg []byte) []byte {
+	return append(binary.BigEndian.AppendUint32([]byte{flags}, uint32(len(msg))), msg...)
+}
+
+// TestACompressedFrameWithoutEncodingIsInvalidArgument: a Connect stream
+// or gRPC-Web request whose frame is flagged compressed while the call
+// names no encoding is the client's fault; the frame's flags were not
+// checked, and grpc-go answered Internal ("compressed flag set with
+// identity or empty encoding"), a server fault, on every stream path.
+func TestACompressedFrameWithoutEncodingIsInvalidArgument(t *testing.T) {
+	addr, _ := startServerWith(t, Config{BodyTimeout: 2 * time.Second})
+	msg, err := proto.Marshal(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := frameOf(1, gzipped(t, msg))
+	for _, c := range []struct{ path, ct string }{
+		{reflectPath, "application/connect+proto"},
+		{"/grpc.health.v1.Health/Watch", "application/connect+proto"},
+		{"/grpc.health.v1.Health/Check", "application/grpc-web+proto"},
+		{"/grpc.health.v1.Health/Watch", "application/grpc-web+proto"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+c.path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", c.ct)
+		resp, err := h2cClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status := resp.Header.Get("Grpc-Status") + resp.Trailer.Get("Grpc-Status")
+		if !strings.Contains(string(all), `"invalid_argument"`) && status != "3" {
+			t.Errorf("%s %s: a frame flagged compressed with no encoding named: HTTP %d grpc-status %q %q; want InvalidArgument (the client's fault)",
+				c.ct, c.path, resp.StatusCode, status, all)
+		}
+	}
+}
+
+// TestAConnectReflectionCallOverHTTP1IsNotCalledMalformed: over HTTP/1.1
+// a Connect reflection call of one message is answered 505 "bidi streams
+// require HTTP/2" by the transcoder; one of two messages (a body a bidi
+// method may have) was refused as malformed, "a request holds one
+// message".
+func TestAConnectReflectionCallOverHTTP1IsNotCalledMalformed(t *testing.T) {
+	addr, _ := startServerWith(t, Config{BodyTimeout: 2 * time.Second})
+	msg, err := proto.Marshal(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(body []byte) (int, string) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(6 * time.Second))
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/connect+proto\r\nContent-Length: %d\r\n\r\n%s", reflectPath, addr, len(body), body)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(all)
+	}
+	one := frameOf(0, msg)
+	c1, b1 := answer(one)
+	c2, b2 := answer(append(append([]byte{}, one...), one...))
+	if c1 != c2 || strings.Contains(b2, "invalid_argument") {
+		t.Fatalf("HTTP/1.1 Connect reflection: one message: HTTP %d %q; two messages: HTTP %d %q; want the same refusal (HTTP/2 needed), not a malformed request", c1, b1, c2, b2)
+	}
+}

@@ -28,16 +28,16 @@ const frameHeaderBytes = 5
 // the client's. No Palace method streams from the client, so a request is
 // one message of at most maxRecv bytes and is read whole here; a longer
 // body passes on unread beyond that, for the transcoder's own limit to
-// refuse it. A Connect stream over HTTP/2 of a path in clientStreams
-// (reflection) passes on unread: withBodyDeadline checks its first
-// message.
+// refuse it. A Connect stream of a path in clientStreams (reflection)
+// passes on unread: withBodyDeadline checks its first message over
+// HTTP/2, and over HTTP/1.1 the transcoder refuses the call whole.
 func refuseCutFrames(next http.Handler, maxRecv int, clientStreams map[string]bool) http.Handler {
 	limit := int64(maxRecv) + frameHeaderBytes + 1
 	errs := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
 		grpcWeb, connectStream := framedMedia(ct, grpcWebBinary), framedMedia(ct, connectStreaming)
-		if r.Method != http.MethodPost || !grpcWeb && !connectStream || connectStream && clientStreams[r.URL.Path] && r.ProtoMajor >= 2 {
+		if r.Method != http.MethodPost || !grpcWeb && !connectStream || connectStream && clientStreams[r.URL.Path] {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -60,6 +60,9 @@ func refuseCutFrames(next http.Handler, maxRecv int, clientStreams map[string]bo
 			// Longer than any message may be, but its first message ends
 			// inside what was read: the rest is more than one message.
 			msg = fmt.Sprintf("the body holds more than %d bytes after its message: a request holds one message", n)
+		}
+		if msg == "" {
+			msg = flagsFault(head, encodingOf(r, grpcWeb))
 		}
 		if msg != "" {
 			refuse(codes.InvalidArgument, "malformed request: "+msg)
@@ -100,6 +103,33 @@ func cutFrame(body []byte) string {
 		return fmt.Sprintf("the body holds %d bytes after its message: a request holds one message", n)
 	}
 	return ""
+}
+
+// flagsFault says what is wrong with the flags of the frame body begins
+// with, in a call whose messages are compressed with encoding: a flag no
+// request may carry, or a message flagged compressed where the call names
+// no encoding, which grpc-go answers Internal, a server fault; "" when
+// nothing is.
+func flagsFault(body []byte, encoding string) string {
+	if len(body) == 0 {
+		return ""
+	}
+	switch f := body[0]; {
+	case f&^1 != 0:
+		return fmt.Sprintf("the message's frame has flags %#x: a request's message may only be flagged compressed (1)", f)
+	case f == 1 && (encoding == "" || encoding == "identity"):
+		return "the message is flagged compressed, but the call names no encoding (Connect-Content-Encoding, grpc-encoding)"
+	}
+	return ""
+}
+
+// encodingOf is the encoding a Connect stream or gRPC-Web call names for
+// its messages.
+func encodingOf(r *http.Request, grpcWeb bool) string {
+	if grpcWeb {
+		return r.Header.Get("Grpc-Encoding")
+	}
+	return r.Header.Get("Connect-Content-Encoding")
 }
 
 // afterMessage is how many of body's bytes follow its first message, 0
