@@ -76,13 +76,15 @@ func TestARematchOfferIsDeclinedOrWithdrawn(t *testing.T) {
 
 	_, err := r.decline(b, "")
 	wantCode(t, err, codes.InvalidArgument) // no offer named
-	_, err = r.decline(b, "someday")
-	wantCode(t, err, codes.InvalidArgument)
-	_, err = r.decline(b, "1")
+	for _, id := range []string{"someday", "1", "1-", "-1"} {
+		_, err = r.decline(b, id)
+		wantCode(t, err, codes.InvalidArgument)
+	}
+	_, err = r.decline(b, "1-1")
 	wantCode(t, err, codes.FailedPrecondition) // nothing offered
-	_, err = r.decline(e.guest("C"), "1")
+	_, err = r.decline(e.guest("C"), "1-1")
 	wantCode(t, err, codes.PermissionDenied)
-	_, err = e.mm[0].DeclineRematch(b.ctx(), &matchmakingv1.DeclineRematchRequest{GameId: "nosuchgame", OfferId: "1"})
+	_, err = e.mm[0].DeclineRematch(b.ctx(), &matchmakingv1.DeclineRematchRequest{GameId: "nosuchgame", OfferId: "1-1"})
 	wantCode(t, err, codes.NotFound)
 
 	first := r.offer(t, a)
@@ -229,7 +231,7 @@ func TestAWatchOpenBeforeAnOfferEndsOnItsDecline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, out, err := st.DeclineRematch(bg, r.game, r.a.id, o.Expires.UnixMilli(), r.e.clock.Now()); err != nil || out != store.Declined {
+	if _, out, err := st.DeclineRematch(bg, r.game, r.a.id, o.Expires.UnixMilli(), o.Offer, r.e.clock.Now()); err != nil || out != store.Declined {
 		t.Fatalf("withdraw: %v %v", out, err)
 	}
 	if err := st.Publish(bg, "r:"+r.game); err != nil {
@@ -238,4 +240,40 @@ func TestAWatchOpenBeforeAnOfferEndsOnItsDecline(t *testing.T) {
 	if last := watchToEnd(t, ws); last.GetState() != matchmakingv1.RematchState_REMATCH_STATE_DECLINED {
 		t.Fatalf("ended on %v", last)
 	}
+}
+
+// TestOffersInOneMillisecondHaveTheirOwnIds: an offer was named by its
+// expiry alone, the same for two offers made in one millisecond by the
+// clocks of the replicas that took them, so a withdraw of the first,
+// retried after the opponent's offer, ended the opponent's offer. Each
+// offer is numbered too.
+func TestOffersInOneMillisecondHaveTheirOwnIds(t *testing.T) {
+	r := newRematchOf(t)
+	mine := r.offer(t, r.a)
+	if _, err := r.decline(r.a, mine.GetOfferId()); err != nil {
+		t.Fatal(err)
+	}
+	// B's offer, taken by a replica whose clock reads what A's replica's
+	// read at A's offer (a few ms behind it).
+	at := mine.GetExpiresAt().AsTime().Add(-r.e.cfg.RematchWindow)
+	st := store.New(r.e.game.Redis, r.e.cfg.KeyPrefix)
+	bg := context.Background()
+	theirs, err := st.OfferRematch(bg, r.game, r.b.id, at, r.e.cfg.RematchWindow, r.e.cfg.GameKeep)
+	if err != nil || theirs.Go {
+		t.Fatalf("B's offer: %+v %v", theirs, err)
+	}
+	if err := st.Publish(bg, "r:"+r.game); err != nil {
+		t.Fatal(err)
+	}
+	now := r.now(t, r.a)
+	if now.GetState() != matchmakingv1.RematchState_REMATCH_STATE_OFFERED || now.GetOfferedBy() != r.b.id {
+		t.Fatalf("after B's offer: %v", now)
+	}
+	// A's withdraw, retried (its first answer lost).
+	d, err := r.decline(r.a, mine.GetOfferId())
+	if err == nil {
+		t.Fatalf("A's retried withdraw of its own offer %s declined B's offer %s (the same id: both expire at the same ms): answered %v; want FailedPrecondition and B's offer still pending",
+			mine.GetOfferId(), now.GetOfferId(), d)
+	}
+	wantCode(t, err, codes.FailedPrecondition)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -120,7 +121,7 @@ func (h *Handler) OfferRematch(ctx context.Context, req *matchmakingv1.OfferRema
 		h.log.WarnContext(ctx, "notify rematch offer", "err", err)
 	}
 	return &matchmakingv1.OfferRematchResponse{Rematch: &matchmakingv1.Rematch{
-		GameId: g.ID, State: matchmakingv1.RematchState_REMATCH_STATE_OFFERED, OfferedBy: out.By, ExpiresAt: ts(out.Expires), OfferId: offerID(out.Expires),
+		GameId: g.ID, State: matchmakingv1.RematchState_REMATCH_STATE_OFFERED, OfferedBy: out.By, ExpiresAt: ts(out.Expires), OfferId: offerID(out.Expires, out.Offer),
 	}}, nil
 }
 
@@ -159,7 +160,7 @@ func (h *Handler) DeclineRematch(ctx context.Context, req *matchmakingv1.Decline
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	offer, err := strconv.ParseInt(req.GetOfferId(), 10, 64)
+	expires, offer, err := parseOfferID(req.GetOfferId())
 	if err != nil {
 		msg := "offer_id: required: the offer_id of the offer to decline, as OfferRematch or WatchRematch gives it"
 		if req.GetOfferId() != "" {
@@ -167,7 +168,7 @@ func (h *Handler) DeclineRematch(ctx context.Context, req *matchmakingv1.Decline
 		}
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", msg))
 	}
-	r, out, err := h.store.DeclineRematch(ctx, g.ID, c.Subject, offer, h.now())
+	r, out, err := h.store.DeclineRematch(ctx, g.ID, c.Subject, expires, offer, h.now())
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
@@ -268,19 +269,33 @@ func (h *Handler) settleStalledRematch(ctx context.Context, g store.Game, r stor
 	return done
 }
 
-// offerID names a rematch offer by its expiry, which no other offer of
-// the game shares.
-func offerID(expires time.Time) string { return strconv.FormatInt(expires.UnixMilli(), 10) }
+// offerID names a rematch offer by its expiry and number: an offer of
+// the previous release, unnumbered, is told apart by its expiry.
+func offerID(expires time.Time, n int64) string {
+	return strconv.FormatInt(expires.UnixMilli(), 10) + "-" + strconv.FormatInt(n, 10)
+}
+
+// parseOfferID reads what offerID wrote.
+func parseOfferID(id string) (expires, n int64, err error) {
+	e, num, ok := strings.Cut(id, "-")
+	if !ok {
+		return 0, 0, fmt.Errorf("offer id %q has no number", id)
+	}
+	if expires, err = strconv.ParseInt(e, 10, 64); err == nil {
+		n, err = strconv.ParseInt(num, 10, 64)
+	}
+	return expires, n, err
+}
 
 func rematchPB(g store.Game, r store.Rematch, player string, now time.Time) *matchmakingv1.Rematch {
 	out := &matchmakingv1.Rematch{GameId: g.ID, State: matchmakingv1.RematchState_REMATCH_STATE_NONE}
 	switch r.State {
 	case "offered", "accepting":
 		if r.State == "accepting" || now.Before(r.Expires) {
-			out.State, out.OfferedBy, out.ExpiresAt, out.OfferId = matchmakingv1.RematchState_REMATCH_STATE_OFFERED, r.By, ts(r.Expires), offerID(r.Expires)
+			out.State, out.OfferedBy, out.ExpiresAt, out.OfferId = matchmakingv1.RematchState_REMATCH_STATE_OFFERED, r.By, ts(r.Expires), offerID(r.Expires, r.Offer)
 		}
 	case "declined":
-		out.State, out.OfferedBy, out.DeclinedBy, out.OfferId = matchmakingv1.RematchState_REMATCH_STATE_DECLINED, r.By, r.DeclinedBy, offerID(r.Expires)
+		out.State, out.OfferedBy, out.DeclinedBy, out.OfferId = matchmakingv1.RematchState_REMATCH_STATE_DECLINED, r.By, r.DeclinedBy, offerID(r.Expires, r.Offer)
 	case "accepted":
 		out.State, out.OfferedBy = matchmakingv1.RematchState_REMATCH_STATE_ACCEPTED, r.By
 		if s, ok := r.Seats[player]; ok {

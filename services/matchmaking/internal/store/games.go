@@ -113,8 +113,10 @@ type Rematch struct {
 	By    string
 	// DeclinedBy is who declined or withdrew the offer (state declined).
 	DeclinedBy string
-	Expires    time.Time
-	Game       string
+	// Offer numbers the offer, with Expires its id.
+	Offer   int64
+	Expires time.Time
+	Game    string
 	// AcceptingSince is when the offer was accepted (state accepting).
 	AcceptingSince time.Time
 	// Seats in the new game by player id, once accepted.
@@ -127,7 +129,7 @@ func (s *Store) ReadRematch(ctx context.Context, id string) (Rematch, error) {
 	if err != nil {
 		return Rematch{}, fmt.Errorf("read rematch: %w", err)
 	}
-	r := Rematch{State: m["state"], By: m["by"], Expires: ms(m["exp"]), Game: m["game"], AcceptingSince: ms(m["accat"]), DeclinedBy: m["decl"], Seats: map[string]Grant{}}
+	r := Rematch{State: m["state"], By: m["by"], Expires: ms(m["exp"]), Game: m["game"], AcceptingSince: ms(m["accat"]), DeclinedBy: m["decl"], Offer: int64(atoi(m["n"])), Seats: map[string]Grant{}}
 	for k, v := range m {
 		if len(k) > 2 && k[:2] == "s:" {
 			p := k[2:]
@@ -141,9 +143,10 @@ func (s *Store) ReadRematch(ctx context.Context, id string) (Rematch, error) {
 type RematchOutcome struct {
 	// Go: the caller must create (or re-create) the rematch game.
 	Go bool
-	// Offered: an offer is pending, by By until Expires.
+	// Offered: an offer is pending, by By until Expires, numbered Offer.
 	By      string
 	Expires time.Time
+	Offer   int64
 }
 
 // rematch runs one op of rematch.lua on the rematch of game id.
@@ -168,7 +171,7 @@ func (s *Store) rematchOp(ctx context.Context, id string, args ...any) (RematchO
 	case "go":
 		return RematchOutcome{Go: true}, nil
 	case "offered":
-		return RematchOutcome{By: res[1], Expires: ms(res[2])}, nil
+		return RematchOutcome{By: res[1], Expires: ms(res[2]), Offer: int64(atoi(res[3]))}, nil
 	}
 	return RematchOutcome{}, nil
 }
@@ -197,16 +200,16 @@ const (
 )
 
 // DeclineRematch ends the offer of the rematch of game id that expires
-// at offer (its id), declined by the opponent or withdrawn by its maker,
-// and returns the offer declined.
-func (s *Store) DeclineRematch(ctx context.Context, id, player string, offer int64, now time.Time) (Rematch, DeclineOutcome, error) {
-	res, err := s.rematch(ctx, id, "decline", player, now.UnixMilli(), offer)
+// at expires and is numbered offer, declined by the opponent or withdrawn
+// by its maker, and returns the offer declined.
+func (s *Store) DeclineRematch(ctx context.Context, id, player string, expires, offer int64, now time.Time) (Rematch, DeclineOutcome, error) {
+	res, err := s.rematch(ctx, id, "decline", player, now.UnixMilli(), expires, offer)
 	if err != nil {
 		return Rematch{}, 0, err
 	}
 	switch res[0] {
 	case "declined":
-		return Rematch{State: "declined", By: res[1], DeclinedBy: res[2], Expires: ms(res[3])}, Declined, nil
+		return Rematch{State: "declined", By: res[1], DeclinedBy: res[2], Expires: ms(res[3]), Offer: int64(atoi(res[4]))}, Declined, nil
 	case "accepted":
 		return Rematch{}, AlreadyAccepted, nil
 	}
