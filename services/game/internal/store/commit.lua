@@ -93,7 +93,10 @@ elseif created then
     redis.call('PEXPIRE', KEYS[3], left)
   end
 end
-if ARGV[7] ~= '' then
+-- A commit without events (who holds a connected seat, a wake-up) has
+-- nothing for the streams: a notification would have every stream of the
+-- game read the log for nothing.
+if ARGV[7] ~= '' and #ARGV >= 15 + n then
   redis.call('PUBLISH', ARGV[7], ARGV[8])
 end
 return {'ok', hold}

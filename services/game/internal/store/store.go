@@ -18,8 +18,8 @@
 // A commit is one Lua script: compare the version (and the stamp of the
 // commit that stored it, model.State.Stamp), store the state and the
 // response under the request id, append or cut back the moves, append the
-// events, extend the expiry when it is due and publish a notification, all
-// or nothing. The script makes as few calls as it can: each one costs
+// events, extend the expiry when it is due and publish a notification
+// (when it logs events), all or nothing. The script makes as few calls as it can: each one costs
 // Redis a few microseconds on every move.
 //
 // With Config.Replication, a commit is acknowledged only once replicas
@@ -514,16 +514,9 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 	if start, _, ok := model.Waiting(ch.State); ok && start == now.UnixMilli() {
 		began = strconv.FormatInt(start, 10)
 	}
-	// A commit without events (who holds a connected seat, a wake-up) has
-	// nothing for the streams: a notification would have every stream of
-	// the game read the log for nothing.
-	channel := s.Channel(id)
-	if len(ch.Events) == 0 {
-		channel = ""
-	}
 	args := make([]any, 0, 14+len(added)+len(ch.Events))
 	args = append(args, strconv.FormatUint(prevVersion, 10), strconv.FormatUint(ch.State.Version, 10), state,
-		field, resp, expiry.Milliseconds(), channel, nil, keep, len(added), prevStamp, ch.State.Stamp,
+		field, resp, expiry.Milliseconds(), s.Channel(id), nil, keep, len(added), prevStamp, ch.State.Stamp,
 		began, HoldExcusedAfter.Milliseconds())
 	for i := range added {
 		b, err := json.Marshal(&added[i])
@@ -573,6 +566,13 @@ func (s *Store) Commit(ctx context.Context, prev *model.State, ch model.Change, 
 		if s.Waits() {
 			// Not acknowledged if this fails: the retry confirms the commit
 			// again and has the streams read the log.
+			// A commit without events (who holds a connected seat, a
+			// wake-up) has nothing for the streams: a notification would
+			// have every stream of the game read the log for nothing.
+			channel := s.Channel(id)
+			if len(ch.Events) == 0 {
+				channel = ""
+			}
 			seen, err := s.confirmed(ctx, id, ch.State.Version, channel, note)
 			if err != nil {
 				return Result{}, err
