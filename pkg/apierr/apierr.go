@@ -151,17 +151,30 @@ func (l loggedStatus) Unwrap() error { return l.error }
 const deadlineSlack = 20 * time.Millisecond
 
 // clientGone is the status of a call whose client left or whose deadline
-// passed, which is then what err comes of (a call to another service or
-// to Redis cut short): no outage, and nothing to log. Nil while the
-// client waits.
+// passed: what it is answered, whatever failed. Nil while the client
+// waits.
 func clientGone(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return status.FromContextError(cerr).Err()
+	switch cerr := ctx.Err(); {
+	case errors.Is(cerr, context.Canceled):
+		return status.Error(codes.Canceled, "request cancelled")
+	case cerr != nil:
+		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < deadlineSlack && status.Code(err) == codes.DeadlineExceeded {
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	}
 	return nil
+}
+
+// ofLeaving reports whether err comes of the client's leaving or its
+// deadline: a context error, or a call to another service that inherited
+// them, cut short. Such an error is no fault to log.
+func ofLeaving(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	code := status.Code(err)
+	return code == codes.Canceled || code == codes.DeadlineExceeded
 }
 
 func toStatus(ctx context.Context, log *slog.Logger, err error) (logged bool, st error) {
@@ -171,14 +184,26 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) (logged bool, st
 	// A status made here or by grpc itself passes as it is. One wrapped on
 	// its way up came from a call to another service: its code and text
 	// speak of that call (an Unauthenticated there is no fault of this
-	// client's credential) and may name internal addresses; it is mapped
-	// below.
+	// client's credential) and may name internal addresses; it is mapped.
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return false, err
 	}
-	if gone := clientGone(ctx, err); gone != nil {
+	gone := clientGone(ctx, err)
+	if gone != nil && ofLeaving(err) {
 		return false, gone
 	}
+	logged, st = mapError(ctx, log, err)
+	if gone != nil {
+		// A fault of its own (a write replicas did not confirm, a bug),
+		// logged all the same, under the code of the client gone.
+		return logged, gone
+	}
+	return logged, st
+}
+
+// mapError maps err, which is no status, logging what an operator must
+// see.
+func mapError(ctx context.Context, log *slog.Logger, err error) (logged bool, st error) {
 	// A code chosen for the error stands even over a context error it
 	// wraps: that may be a call's own timeout (a request to another
 	// service, to Google), which is no deadline of this client's.

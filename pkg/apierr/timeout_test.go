@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/logging"
+	"github.com/palacehq/palace/pkg/redisx"
 )
 
 // blockingTransport answers no request: each ends when its context does,
@@ -80,6 +81,30 @@ func TestAClientGoneIsNoOutage(t *testing.T) {
 		got := ToStatus(tc.ctx, slog.New(slog.NewTextHandler(&buf, nil)), downstream)
 		if status.Code(got) != tc.want || (tc.want != codes.Unavailable) != (buf.Len() == 0) {
 			t.Errorf("%s: %v, logged %q; want %v, logged only for an outage", tc.name, got, buf.String(), tc.want)
+		}
+	}
+}
+
+// TestAFaultIsLoggedWhenItsClientLeft: a call whose client left is
+// answered Canceled, but a fault of its own must still reach the log: a
+// write the replicas did not confirm (WAIT is not cut short by a client
+// that cancels) or a bug. Answering the client's code, the fault went
+// unlogged.
+func TestAFaultIsLoggedWhenItsClientLeft(t *testing.T) {
+	left, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a write not confirmed by replicas", fmt.Errorf("commit game g1: %w", redisx.ErrNotReplicated), "write not confirmed by replicas"},
+		{"a bug", fmt.Errorf("game g1: its event log lacks version 7 but holds 9"), "internal error"},
+	} {
+		var buf strings.Builder
+		got := ToStatus(left, slog.New(slog.NewTextHandler(&buf, nil)), tc.err)
+		if !strings.Contains(buf.String(), tc.want) {
+			t.Errorf("%s, its client gone: answered %v and logged %q; want the fault logged (%q)", tc.name, got, buf.String(), tc.want)
 		}
 	}
 }
