@@ -102,21 +102,43 @@ func ticketNow(t *testing.T, e *env, p player, id string) matchmakingv1.TicketSt
 // game's start.
 func TestARetriedPlayAiLeavesATicketEnteredAfterItsGame(t *testing.T) {
 	e := newEnv(t, 1, nil)
+	wantTicketLeftByARetriedPlayAi(t, e, func(player, string) {})
+}
+
+// wantTicketLeftByARetriedPlayAi has a guest play the AI and then enter
+// the queue, has lose undo what the first call wrote (its answer lost
+// too), and fails unless a retry of the call finds the same game and
+// leaves the ticket waiting.
+func wantTicketLeftByARetriedPlayAi(t *testing.T, e *env, lose func(p player, game string)) {
+	t.Helper()
 	p := e.guest("P")
 	req := &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1}
 	first, err := e.mm[0].PlayAi(p.ctx(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
 	tk := e.enter(e.mm[0], p, &matchmakingv1.EnterQueueRequest{Kind: janggi})
-	time.Sleep(20 * time.Millisecond)
+	lose(p, first.GetSeat().GetGameId())
 	again, err := e.mm[0].PlayAi(p.ctx(), req)
 	if err != nil || again.GetSeat().GetGameId() != first.GetSeat().GetGameId() {
 		t.Fatalf("retry: %v %v, want game %s", again, err, first.GetSeat().GetGameId())
 	}
 	if s := ticketNow(t, e, p, tk.GetTicketId()); s != matchmakingv1.TicketState_TICKET_STATE_WAITING {
 		t.Fatalf("a ticket entered after the AI game began, then a retry of that PlayAi: %v, want still waiting", s)
+	}
+}
+
+// loseMadeGame deletes the record of the one game p made against the AI,
+// as a Redis failover losing the last write would.
+func loseMadeGame(t *testing.T, e *env, p player) {
+	t.Helper()
+	keys := keysUnder(t, e.cfg.KeyPrefix+"mm:{pl:"+p.id+"}:game:ai:")
+	if len(keys) != 1 {
+		t.Fatalf("made-game records %v, want 1", keys)
+	}
+	if err := e.game.Redis.Del(context.Background(), keys[0]).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -165,30 +187,7 @@ func TestPlayAiWithdrawsATicketEnteredJustBeforeByMatchmakingsClock(t *testing.T
 func TestARetriedPlayAiLeavesATicketEnteredAfterItsGameByMatchmakingsClock(t *testing.T) {
 	e := newEnv(t, 1, nil)
 	e.clock.Advance(-3 * time.Second) // matchmaking's host 3 s behind
-	p := e.guest("P")
-	req := &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1}
-	first, err := e.mm[0].PlayAi(p.ctx(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The answer was lost, say; the record too (a Redis failover lost the
-	// last write), so the retry goes to the game service again.
-	time.Sleep(50 * time.Millisecond)
-	tk := e.enter(e.mm[0], p, &matchmakingv1.EnterQueueRequest{Kind: janggi})
-	keys := keysUnder(t, e.cfg.KeyPrefix+"mm:{pl:"+p.id+"}:game:ai:")
-	if len(keys) != 1 {
-		t.Fatalf("made-game records %v, want 1", keys)
-	}
-	if err := e.game.Redis.Del(context.Background(), keys[0]).Err(); err != nil {
-		t.Fatal(err)
-	}
-	again, err := e.mm[0].PlayAi(p.ctx(), req)
-	if err != nil || again.GetSeat().GetGameId() != first.GetSeat().GetGameId() {
-		t.Fatalf("retry: %v %v", again, err)
-	}
-	if s := ticketNow(t, e, p, tk.GetTicketId()); s != matchmakingv1.TicketState_TICKET_STATE_WAITING {
-		t.Fatalf("ticket entered after the AI game began, then a retry of that PlayAi (matchmaking 3 s behind the game service): %v, want still WAITING", s)
-	}
+	wantTicketLeftByARetriedPlayAi(t, e, func(p player, _ string) { loseMadeGame(t, e, p) })
 }
 
 // TestARetriedPlayAiWhoseListingWasLostLeavesATicketEnteredAfterItsGame:
@@ -200,38 +199,19 @@ func TestARetriedPlayAiLeavesATicketEnteredAfterItsGameByMatchmakingsClock(t *te
 // service.
 func TestARetriedPlayAiWhoseListingWasLostLeavesATicketEnteredAfterItsGame(t *testing.T) {
 	e := newEnv(t, 1, nil)
-	p := e.guest("P")
-	req := &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1}
-	first, err := e.mm[0].PlayAi(p.ctx(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(50 * time.Millisecond)
-	tk := e.enter(e.mm[0], p, &matchmakingv1.EnterQueueRequest{Kind: janggi})
-	// The failover lost the first call's last writes: its record and its
-	// listing of the game.
-	prefix := e.cfg.KeyPrefix + "mm:{pl:" + p.id + "}:"
-	records := keysUnder(t, prefix+"game:ai:")
-	if len(records) != 1 {
-		t.Fatalf("made-game records %v, want 1", records)
-	}
-	ctx := context.Background()
-	if err := e.game.Redis.Del(ctx, records[0]).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.game.Redis.ZRem(ctx, prefix+"g", first.GetSeat().GetGameId()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.game.Redis.HDel(ctx, prefix+"gi", first.GetSeat().GetGameId()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	// The retry comes later than the clocks may differ.
-	e.clock.Advance(10 * time.Second)
-	again, err := e.mm[0].PlayAi(p.ctx(), req)
-	if err != nil || again.GetSeat().GetGameId() != first.GetSeat().GetGameId() {
-		t.Fatalf("retry: %v %v", again, err)
-	}
-	if s := ticketNow(t, e, p, tk.GetTicketId()); s != matchmakingv1.TicketState_TICKET_STATE_WAITING {
-		t.Fatalf("ticket entered after the AI game began, then a retry of that PlayAi whose first listing was lost: %v, want still WAITING", s)
-	}
+	wantTicketLeftByARetriedPlayAi(t, e, func(p player, game string) {
+		// The failover lost the first call's last writes: its record and
+		// its listing of the game.
+		loseMadeGame(t, e, p)
+		prefix := e.cfg.KeyPrefix + "mm:{pl:" + p.id + "}:"
+		ctx := context.Background()
+		if err := e.game.Redis.ZRem(ctx, prefix+"g", game).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.game.Redis.HDel(ctx, prefix+"gi", game).Err(); err != nil {
+			t.Fatal(err)
+		}
+		// The retry comes later than the clocks may differ.
+		e.clock.Advance(10 * time.Second)
+	})
 }
