@@ -193,7 +193,8 @@ type DeclineOutcome int
 const (
 	// Declined: the offer is declined (now, or by an earlier call).
 	Declined DeclineOutcome = iota
-	// NothingPending: no offer was made, or it expired.
+	// NothingPending: the offer named is not pending: none was made, it
+	// expired, or another replaced it.
 	NothingPending
 	// AlreadyAccepted: the rematch was accepted.
 	AlreadyAccepted
