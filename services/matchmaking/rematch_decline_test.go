@@ -84,6 +84,8 @@ func TestARematchOfferIsDeclinedOrWithdrawn(t *testing.T) {
 	wantCode(t, err, codes.FailedPrecondition) // nothing offered
 	_, err = r.decline(e.guest("C"), "1-1")
 	wantCode(t, err, codes.PermissionDenied)
+	_, err = e.mm[0].DeclineRematch(context.Background(), &matchmakingv1.DeclineRematchRequest{GameId: r.game, OfferId: "1-1"})
+	wantCode(t, err, codes.Unauthenticated)
 	_, err = e.mm[0].DeclineRematch(b.ctx(), &matchmakingv1.DeclineRematchRequest{GameId: "nosuchgame", OfferId: "1-1"})
 	wantCode(t, err, codes.NotFound)
 
