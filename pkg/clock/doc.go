@@ -40,9 +40,11 @@
 // Time is counted in whole milliseconds (sub-millisecond parts of the
 // instants passed in are dropped, rounding towards the past) and every
 // boundary belongs to the player: having exactly zero left is still in
-// time. A move exactly at [State.Deadline] is accepted; the player is
-// flagged from the next millisecond on, so [State.Flag] is false at the
-// deadline and true one millisecond later. Periods follow the same rule: a
+// time. A move exactly at [State.Deadline] is accepted (under a
+// [LagPolicy], only if its reported lag covers the grace the deadline
+// includes: see Lag compensation); the player is flagged from the next
+// millisecond on, so [State.Flag] is false at the deadline and true one
+// millisecond later. Periods follow the same rule: a
 // move exactly at the end of a period keeps that period, and the period is
 // lost one millisecond after its end. This is why the instants reported by
 // [State.Events] for "period used" and "flagged" lie one millisecond after

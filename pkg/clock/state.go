@@ -236,6 +236,19 @@ func (s State) Move(now time.Time, reportedLag time.Duration) (State, error) {
 	return s.endTurn(now, reportedLag, true)
 }
 
+// Credit is the lag credit a move at now reporting reportedLag is given:
+// Move charges the mover that much less than the time elapsed, so the
+// move counts as made that much earlier. Zero when no clock runs, for an
+// untimed control, or for a report that earns nothing.
+func (s State) Credit(now time.Time, reportedLag time.Duration) time.Duration {
+	r := rulesOf(s.Control)
+	if !s.running() || !r.timed() {
+		return 0
+	}
+	p := r.norm(s.Players[s.Turn])
+	return time.Duration(s.Lag.credit(p.LagBankMs, reportedLag, s.elapsed(unixMs(now)))) * time.Millisecond
+}
+
 // Yield ends the running side's turn without a move and starts the other
 // side's clock, as an undo that hands the turn back does. The side is
 // charged its turn as for a move (byo-yomi periods that ran out are lost

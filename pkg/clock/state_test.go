@@ -565,3 +565,40 @@ func TestStateValidate(t *testing.T) {
 		t.Errorf("None Validate() = %v; want 1 problem", none.Validate())
 	}
 }
+
+// TestCreditIsWhatAMoveIsNotCharged: the credit Credit tells is the time
+// Move leaves uncharged, within the bank and the time elapsed.
+func TestCreditIsWhatAMoveIsNotCharged(t *testing.T) {
+	ctl := Control{Kind: ByoYomi, MainTime: 10 * time.Second, Periods: 1, PeriodTime: 5 * time.Second}
+	lag := LagPolicy{MaxPerMove: time.Second, BankCap: 5 * time.Second, RefillPerMove: 500 * time.Millisecond}
+	t0 := time.UnixMilli(1_700_000_000_000)
+	s, err := New(ctl).WithLag(lag).Start(t0, First)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		after, lag, want time.Duration
+	}{
+		{3 * time.Second, 400 * time.Millisecond, 400 * time.Millisecond},
+		{3 * time.Second, 2 * time.Second, time.Second},               // MaxPerMove
+		{300 * time.Millisecond, time.Second, 300 * time.Millisecond}, // the time elapsed
+		{3 * time.Second, -time.Second, 0},
+		{3 * time.Second, 2 * MaxReportedLag, 0},
+	} {
+		now := t0.Add(c.after)
+		if got := s.Credit(now, c.lag); got != c.want {
+			t.Errorf("credit after %v reporting %v: %v, want %v", c.after, c.lag, got, c.want)
+		}
+		next, err := s.Move(now, c.lag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		charged := time.Duration(s.Players[First].MainMs-next.Players[First].MainMs) * time.Millisecond
+		if charged != c.after-c.want {
+			t.Errorf("after %v reporting %v: charged %v, want %v", c.after, c.lag, charged, c.after-c.want)
+		}
+	}
+	if got := New(ctl).WithLag(lag).Credit(t0, time.Second); got != 0 {
+		t.Errorf("credit with no clock running: %v, want 0", got)
+	}
+}

@@ -190,6 +190,43 @@ func TestALaggedMoveWithinTheGraceIsInTime(t *testing.T) {
 	}
 }
 
+// TestALaggedMoveAnnouncesNoPeriodItsCreditKeeps: a move made just past
+// the end of the first byo-yomi period, whose reported lag lands it within
+// that period, keeps all three periods. Its commit once announced the
+// period used and, in the same breath, the move's clocks with it back.
+func TestALaggedMoveAnnouncesNoPeriodItsCreditKeeps(t *testing.T) {
+	st, now := clocked(t)
+	var periodUsed time.Time
+	for _, e := range st.Clock.Events(now, now.Add(time.Hour)) {
+		if e.Kind == clock.PeriodUsed {
+			periodUsed = e.At
+			break
+		}
+	}
+	if periodUsed.IsZero() {
+		t.Fatal("the clock has no period to use")
+	}
+	at := periodUsed.Add(500 * time.Millisecond)
+	if got := st.Clock.Credit(at, time.Second); got != time.Second {
+		t.Fatalf("credit %v for a 1 s lag, want 1s", got)
+	}
+	ch, err := Move(st, rules.First, "a4a5", time.Second, at)
+	n := must(t, "a lagged move in the first period")(ch, err)
+	if got := n.Clock.Players[rules.First].Periods; got != 3 {
+		t.Fatalf("periods left after the move: %d, want 3", got)
+	}
+	want := []gamev1.ClockEventKind{gamev1.ClockEventKind_CLOCK_EVENT_KIND_BYO_YOMI_ENTERED}
+	if got := clockKinds(ch.Events); !slices.Equal(got, want) {
+		t.Fatalf("the move's commit announced %v, want only %v", got, want)
+	}
+	// Without the lag the same move used the period, and says so.
+	ch, err = Move(st, rules.First, "a4a5", 0, at)
+	want = append(want, gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED)
+	if got := must(t, "a move in the second period")(ch, err).Clock.Players[rules.First].Periods; got != 2 || !slices.Equal(clockKinds(ch.Events), want) {
+		t.Fatalf("an unlagged move: %d periods left, events %v; want 2 and %v", got, clockKinds(ch.Events), want)
+	}
+}
+
 // TestWakeOfAFlaggedClock: a running clock past its flag is due at once.
 func TestWakeOfAFlaggedClock(t *testing.T) {
 	st, _ := clocked(t)

@@ -419,7 +419,14 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 		return ch, nil
 	}
 	n := clone(st)
-	evs := clockMilestones(n, now)
+	// A move counts as made as early as its lag credit says: a milestone
+	// the credit lands before is not passed, and announcing it would have
+	// the move's own clocks take it back.
+	movedAt := now
+	if n.Clock != nil {
+		movedAt = now.Add(-n.Clock.Credit(now, lag))
+	}
+	evs := clockMilestones(n, movedAt)
 	var incMs int64
 	if n.Clock != nil && n.Clock.Phase == clock.Running {
 		if n.Clock.Control.Kind == clock.Fischer {
