@@ -90,6 +90,13 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
 	}
+	for name, d := range map[string]time.Duration{"retention": c.Retention, "live-ttl": c.LiveTTL} {
+		if d > 0 && d < time.Millisecond {
+			// Redis is given whole milliseconds, and a commit given 0
+			// keeps the expiry the game had: none, for a new game.
+			errs = append(errs, fmt.Errorf("--%s %v: at least 1ms", name, d))
+		}
+	}
 	if c.Heartbeat > 0 && c.Heartbeat < time.Millisecond {
 		// Each heartbeat of each stream is a message, and of an idle
 		// stream a read: a nanosecond's would spin every stream. (Tests

@@ -173,6 +173,32 @@ func TestKeyPrefixWithABraceIsRefused(t *testing.T) {
 	}
 }
 
+// TestExpiriesUnderAMillisecondAreRefused: Redis is given expiries in
+// whole milliseconds, and a commit given none keeps the game's: a
+// --live-ttl of 500us (meant as 500s) kept every game for ever, and such
+// a --retention kept finished games for the live expiry.
+func TestExpiriesUnderAMillisecondAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		flag string
+		edit func(*game.Config)
+	}{
+		{"--live-ttl", func(c *game.Config) { c.LiveTTL = 500 * time.Microsecond }},
+		{"--retention", func(c *game.Config) { c.Retention = time.Nanosecond }},
+	} {
+		cfg := game.DefaultConfig()
+		c.edit(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.flag) {
+			t.Errorf("Validate() with %s under a millisecond = %v, want an error naming it", c.flag, err)
+		}
+	}
+	cfg := game.DefaultConfig()
+	cfg.LiveTTL, cfg.Retention = time.Millisecond, time.Millisecond
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate() with expiries of 1ms = %v, want them accepted", err)
+	}
+}
+
 // TestDefaultTimesOutOfRangeAreRefused: a default setup or first-move time
 // that CreateGame would refuse stops the service at start, instead of
 // failing every game with a complaint about fields the client never sent.
