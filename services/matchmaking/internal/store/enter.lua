@@ -39,5 +39,11 @@ redis.call('HSET', KEYS[4], 'player', ARGV[2], 'name', ARGV[3], 'rating', ARGV[4
   'enq', ARGV[5], 'exp', ARGV[6], 'state', 'entering', 'pool', ARGV[9], 'named', ARGV[10], 'claimed', ARGV[13])
 redis.call('EXPIRE', KEYS[4], ARGV[7])
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[1])
+-- The players hash outlives every ticket it names (never shortened, for a
+-- replica may keep tickets longer), so a pool nobody enters for that long
+-- leaves none of it behind.
+if redis.call('TTL', KEYS[3]) < tonumber(ARGV[7]) then
+  redis.call('EXPIRE', KEYS[3], ARGV[7])
+end
 redis.call('SET', KEYS[5], ARGV[1], 'EX', ARGV[11])
 return {'ok', ARGV[1]}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -275,6 +276,52 @@ func TestAnEnteringTicketWhoseEntryDiedEnds(t *testing.T) {
 	}
 }
 
+// Entries killed between enter.lua and activate.lua, whose players never
+// came back, left their fields in the pool's players hash for ever: only
+// the same player's next entry overwrote one. A pass sweeps the fields
+// whose tickets are gone, and a pool nobody enters lets the hash expire.
+func TestKilledEntriesLeaveNothingInTheirPoolForEver(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	_, y := twoPools()
+	plKey := prefix + "mm:{p:" + y.Tag() + "}:pl"
+	const keep = time.Second
+	// Loads enter.lua into Redis' script cache: a killed client's EVALSHA
+	// must run it, not fall back to EVAL.
+	warm, _, err := st.Enter(ctx, y, entryOf("warm", time.Now()), "w", keep, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(ctx, warm, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		deadEnteringKept(t, st, prefix, y, fmt.Sprintf("gone%d", i), keep)
+		if ttl := rdb.PTTL(ctx, plKey).Val(); ttl <= 0 || ttl > keep {
+			t.Fatalf("the players hash lives %v after an entry kept %v, want as long", ttl, keep)
+		}
+	}
+	// A player entering for an hour keeps the pool busy long past the
+	// killed tickets' records.
+	id, _, err := st.Enter(ctx, y, entryOf("here", time.Now()), "h", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(keep + 500*time.Millisecond)
+	for _, r := range st.Pair(ctx, []store.Pool{y}, store.PairParams{Now: time.Now(), BaseWindow: 200, MaxPairs: 100, Keep: time.Hour}) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	if left := rdb.HGetAll(ctx, plKey).Val(); len(left) != 1 || left["here"] != id {
+		t.Fatalf("after a pass, the players hash holds %v, want only here: %s", left, id)
+	}
+	if ttl := rdb.TTL(ctx, plKey).Val(); ttl <= time.Hour-time.Minute {
+		t.Fatalf("the players hash lives %v once an entry is kept an hour", ttl)
+	}
+}
+
 // An entry whose activation comes late (held after its script longer than
 // half the claim grace: a WAIT for replicas, a GC pause) gets ErrSlowEntry,
 // which the handler answers Unavailable "nothing was entered: retry with
@@ -324,11 +371,17 @@ func TestALateActivationsRetryEntersAfresh(t *testing.T) {
 // right after enter.lua (entering for good), and returns its id.
 func deadEntering(t *testing.T, st *store.Store, prefix string, y store.Pool, p string) string {
 	t.Helper()
+	return deadEnteringKept(t, st, prefix, y, p, 2*time.Hour)
+}
+
+// deadEnteringKept is deadEntering of a ticket kept keep.
+func deadEnteringKept(t *testing.T, st *store.Store, prefix string, y store.Pool, p string, keep time.Duration) string {
+	t.Helper()
 	ctx := context.Background()
 	killedRdb := redistest.Client(t)
 	killedRdb.AddHook(&redistest.KilledAfterWriting{Key: prefix + "mm:{p:" + y.Tag() + "}:q"})
 	killed := store.New(killedRdb, prefix)
-	if _, _, err := killed.Enter(ctx, y, entryOf(p, time.Now()), "r1", 2*time.Hour, nil); err == nil {
+	if _, _, err := killed.Enter(ctx, y, entryOf(p, time.Now()), "r1", keep, nil); err == nil {
 		t.Fatal("the entry was not killed (the scenario did not happen)")
 	}
 	id, err := st.Ticket(ctx, mustPl(t, prefix, y, p))

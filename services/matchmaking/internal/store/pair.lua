@@ -32,6 +32,17 @@ if type(moving) == 'table' and moving.err then
   return redis.error_reply('TRYAGAIN the pool is moving to another Redis master')
 end
 
+-- A player's field naming a ticket whose record is gone holds nothing,
+-- but only that player's next entry would overwrite it: an entry that
+-- died before activate.lua, or a match dropped after a long outage, left
+-- it in a busy pool for ever. A few fields are looked at each pass.
+local sample = redis.call('HRANDFIELD', KEYS[3], 8, 'WITHVALUES')
+for i = 1, #sample, 2 do
+  if redis.call('EXISTS', base .. 't:' .. sample[i + 1]) == 0 then
+    redis.call('HDEL', KEYS[3], sample[i])
+  end
+end
+
 local items = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 local n = #items / 2
 if n == 0 then
