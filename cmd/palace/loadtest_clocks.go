@@ -243,6 +243,10 @@ func runLoadtestClocks(ctx context.Context, args []string, stdout, stderr io.Wri
 	if len(games) == 0 {
 		fmt.Fprintln(stderr, "palace loadtest clocks: no game could be created")
 		l.printErrors(stderr)
+		// The last line is the report on every run, this one too.
+		rep.Errors = l.errs.Load()
+		b, _ := json.Marshal(rep)
+		fmt.Fprintln(stdout, string(b))
 		return exitFail
 	}
 	l.calibrate(ctx, l.route(0), games[0])
@@ -292,11 +296,11 @@ wait:
 	}
 	rep.P50ms, rep.P99ms, rep.MaxMs = quantilesMs(l.lateness)
 	l.printErrors(stderr)
-	b, _ := json.Marshal(rep)
-	fmt.Fprintln(stdout, string(b))
 	if unchecked := rep.Games - rep.Checked; unchecked > 0 {
 		fmt.Fprintf(stderr, "palace loadtest clocks: %d of %d games were never checked\n", unchecked, rep.Games)
 	}
+	b, _ := json.Marshal(rep)
+	fmt.Fprintln(stdout, string(b))
 	if rep.faulty() {
 		// The report stands; the exit status lets a script see the faults.
 		return exitFail

@@ -232,6 +232,15 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 	fmt.Fprintf(stderr, "creating %d players over %d pools...\n", *n, len(l.pools))
 	if err := l.players(ctx, *n, ring, rng, *cancelShare, *ratingSD, *ratings == "pairs"); err != nil {
 		fmt.Fprintln(stderr, "palace loadtest matchmaking:", err)
+		// The last line is the report on every run, this one too.
+		rep := mmReport{Tickets: len(l.tickets), Concurrency: *concurrency}
+		for _, t := range l.tickets {
+			if t.token == "" {
+				rep.Errors++
+			}
+		}
+		out, _ := json.Marshal(rep)
+		fmt.Fprintln(stdout, string(out))
 		return exitFail
 	}
 
@@ -278,11 +287,11 @@ func runLoadtestMatchmaking(ctx context.Context, args []string, stdout, stderr i
 	for _, e := range l.errSample {
 		fmt.Fprintln(stderr, "error:", e)
 	}
-	out, _ := json.Marshal(rep)
-	fmt.Fprintln(stdout, string(out))
 	if rep.Unsettled > 0 {
 		fmt.Fprintf(stderr, "palace loadtest matchmaking: %d of %d tickets neither matched nor waiting at the end (never entered, or their watch failed)\n", rep.Unsettled, rep.Tickets)
 	}
+	out, _ := json.Marshal(rep)
+	fmt.Fprintln(stdout, string(out))
 	if rep.faulty() {
 		return exitFail
 	}

@@ -86,12 +86,19 @@ func TestLoadtestMatchmakingMintsItsGuests(t *testing.T) {
 	keys := playerKeys
 	addr := startServe(t, "--redis-addr", redistest.Addr(t), "--key-prefix", redistest.Prefix(t), "--ai-workers", "0",
 		"--player-signing-keys", keys, "--pairing-interval", "50ms", "--max-guests-per-hour", "4")
-	_, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--tickets", "20", "--cancel", "0", "--timeout", "30s")
+	out, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--tickets", "20", "--cancel", "0", "--timeout", "30s")
 	if code != exitFail || !strings.Contains(errOut, "your network address (127.0.0.1) made the most allowed, 4 guests") ||
 		!strings.Contains(errOut, "give the tool the server's --player-signing-keys") {
 		t.Fatalf("without the keys: exit %d, want %d and the way out:\n%s", code, exitFail, errOut)
 	}
-	out, errOut, code := palace("loadtest", "matchmaking", "--addr", addr, "--game-addr", addr, "--tickets", "20", "--cancel", "0",
+	// Even so, the last line is the report: the players not made are its
+	// errors.
+	var refused mmReport
+	lastJSON(t, out, &refused)
+	if refused.Tickets != 20 || refused.Errors != 16 {
+		t.Fatalf("without the keys: report %+v, want 20 tickets and 16 errors", refused)
+	}
+	out, errOut, code = palace("loadtest", "matchmaking", "--addr", addr, "--game-addr", addr, "--tickets", "20", "--cancel", "0",
 		"--player-signing-keys", keys, "--timeout", "60s")
 	var rep mmReport
 	lastJSON(t, out, &rep)
