@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -111,6 +112,22 @@ func New(code Code, format string, args ...any) *Error {
 // wrap errors whose text is meant for clients (rules errors, validation).
 func Wrap(code Code, err error) *Error {
 	return &Error{Code: code, Msg: err.Error(), Err: err}
+}
+
+// Problems is the InvalidArgument of every problem of errs at once, on
+// one line (a status message is shown and logged as one), so that a
+// caller mends them all in one go; nil when errs holds none.
+func Problems(errs ...error) error {
+	var msgs []string
+	for _, e := range errs {
+		if e != nil {
+			msgs = append(msgs, e.Error())
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return New(Invalid, "%s", strings.Join(msgs, "; "))
 }
 
 // CodeOf returns the code of the first *Error in err's chain; anything

@@ -146,3 +146,15 @@ func TestReasonOf(t *testing.T) {
 		}
 	}
 }
+
+// TestProblemsAreOneInvalidArgumentOnOneLine: every problem named, in
+// order, on one line; none is no error.
+func TestProblemsAreOneInvalidArgumentOnOneLine(t *testing.T) {
+	if err := Problems(nil, nil); err != nil {
+		t.Fatalf("Problems of none = %v, want nil", err)
+	}
+	err := Problems(New(Invalid, "a: bad"), nil, errors.New("b: worse"))
+	if CodeOf(err) != Invalid || err.Error() != "a: bad; b: worse" {
+		t.Fatalf("Problems = %v (%v), want InvalidArgument naming a then b", err, CodeOf(err))
+	}
+}

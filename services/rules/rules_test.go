@@ -52,6 +52,10 @@ func TestStartPosition(t *testing.T) {
 		{name: "xiangqi has no formations", req: &rulesv1.StartPositionRequest{Kind: xiangqi, FirstFormation: commonv1.Formation_FORMATION_SANG_MA_SANG_MA}, wantErr: codes.InvalidArgument},
 		{name: "bad first formation", req: &rulesv1.StartPositionRequest{Kind: janggi, FirstFormation: 9}, wantErr: codes.InvalidArgument, wantMsg: "first_formation: 9 is not a formation"},
 		{name: "bad second formation", req: &rulesv1.StartPositionRequest{Kind: janggi, SecondFormation: 9}, wantErr: codes.InvalidArgument, wantMsg: "second_formation: 9 is not a formation"},
+		// Both named, on one line: a message shown or logged as one once
+		// broke across two.
+		{name: "both formations bad", req: &rulesv1.StartPositionRequest{Kind: janggi, FirstFormation: -1, SecondFormation: 77}, wantErr: codes.InvalidArgument,
+			wantMsg: "first_formation: -1 is not a formation; second_formation: 77 is not a formation"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

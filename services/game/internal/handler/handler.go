@@ -1367,18 +1367,7 @@ func (h *Handler) createParams(req *gamev1.CreateGameRequest) (model.CreateParam
 	if p.FirstMoveTime < MinFirstMoveTime || p.FirstMoveTime > MaxFirstMoveTime {
 		errs = append(errs, apierr.New(apierr.Invalid, "first_move_time: %s is out of range %v..%v", shown(p.FirstMoveTime), MinFirstMoveTime, MaxFirstMoveTime))
 	}
-	if len(errs) > 0 {
-		return p, apierr.New(apierr.Invalid, "%s", joinMessages(errs))
-	}
-	return p, nil
-}
-
-func joinMessages(errs []error) string {
-	msgs := make([]string, 0, len(errs))
-	for _, e := range errs {
-		msgs = append(msgs, e.Error())
-	}
-	return strings.Join(msgs, "; ")
+	return p, apierr.Problems(errs...)
 }
 
 // shown writes a duration for a refusal. A protobuf Duration beyond

@@ -50,8 +50,8 @@ func (h *Handler) IssueSeatCredentials(ctx context.Context, req *gamev1.IssueSea
 	case len(player) > MaxPlayerIDBytes:
 		errs = append(errs, apierr.New(apierr.Invalid, "player_id: longer than %d bytes", MaxPlayerIDBytes))
 	}
-	if len(errs) > 0 {
-		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
+	if err := apierr.Problems(errs...); err != nil {
+		return nil, h.fail(ctx, err)
 	}
 	l, err := h.load(ctx, id, "")
 	if errors.Is(err, store.ErrNotFound) {

@@ -45,8 +45,8 @@ func (h *Handler) PlayAi(ctx context.Context, req *matchmakingv1.PlayAiRequest) 
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
+	if err := apierr.Problems(errs...); err != nil {
+		return nil, h.fail(ctx, err)
 	}
 	// The game service makes another game of another request, even with
 	// the same request id: the id is held to all that the game request is

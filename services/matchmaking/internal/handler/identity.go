@@ -131,8 +131,9 @@ func namedAt(c auth.Claims) time.Time {
 
 // accountID is the player id of a Google account: "google-" and its
 // subject, unless that would be no valid player id (OpenID allows 255
-// ASCII characters of any kind, the game service takes 128 bytes without
-// spaces, braces, commas or '|'): then "google#" and a digest of the
+// ASCII characters of any kind, matchmaking's ids are at most the game
+// service's 128 bytes, without spaces, braces, commas or '|'; see
+// checkID): then "google#" and a digest of the
 // subject, the same at every sign-in, and apart from every id of the
 // first form.
 func accountID(sub string) string {

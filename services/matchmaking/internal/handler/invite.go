@@ -38,8 +38,8 @@ func (h *Handler) CreateInvite(ctx context.Context, req *matchmakingv1.CreateInv
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", joinMessages(errs)))
+	if err := apierr.Problems(errs...); err != nil {
+		return nil, h.fail(ctx, err)
 	}
 	// One fingerprint for all: a retry is never counted again while the
 	// invite is kept. The invite itself tells a retry from another request

@@ -119,8 +119,8 @@ func (h *Handler) poolOf(c auth.Claims, req *matchmakingv1.EnterQueueRequest) (s
 	if r := req.GetCasualRating(); r != 0 && (r < MinCasualRating || r > MaxCasualRating) {
 		errs = append(errs, apierr.New(apierr.Invalid, "casual_rating: %d is outside %d..%d", r, MinCasualRating, MaxCasualRating))
 	}
-	if len(errs) > 0 {
-		return store.Pool{}, apierr.New(apierr.Invalid, "%s", joinMessages(errs))
+	if err := apierr.Problems(errs...); err != nil {
+		return store.Pool{}, err
 	}
 	if req.GetRated() && c.Kind != auth.KindAccount {
 		return store.Pool{}, apierr.New(apierr.PermissionDenied, "rated games need a Google account: sign in with Google or play casual")
@@ -145,17 +145,6 @@ func (h *Handler) queueRating(ctx context.Context, c auth.Claims, pool store.Poo
 		return int(estimate), nil
 	}
 	return store.StartRating, nil
-}
-
-func joinMessages(errs []error) string {
-	var msg string
-	for i, e := range errs {
-		if i > 0 {
-			msg += "; "
-		}
-		msg += e.Error()
-	}
-	return msg
 }
 
 // ticketFor reads a ticket the caller owns.

@@ -3,7 +3,6 @@ package handler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -76,8 +75,8 @@ func (h *Handler) StartPosition(ctx context.Context, req *rulesv1.StartPositionR
 	if err2 != nil {
 		err2 = fmt.Errorf("second_formation: %w", err2)
 	}
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, h.fail(ctx, apierr.Wrap(apierr.Invalid, err))
+	if err := apierr.Problems(err1, err2); err != nil {
+		return nil, h.fail(ctx, err)
 	}
 	return &rulesv1.StartPositionResponse{Position: &commonv1.Position{Fen: rules.JanggiStartFEN(cho, han)}}, nil
 }
