@@ -71,7 +71,8 @@ install_tool compose-spec "github.com/compose-spec/compose-go/v2/cmd@$COMPOSE_GO
 # Unset variables the file interpolates, so the check does not depend on the
 # caller's environment (.env files are not read: none is committed).
 compose_env=(env -u PALACE_IMAGE -u PALACE_LOG_FORMAT -u PALACE_LOG_LEVEL -u PALACE_OTLP_ENDPOINT -u PALACE_CORS_ORIGINS
-	-u PALACE_SEAT_SIGNING_KEYS -u PALACE_PLAYER_SIGNING_KEYS -u COMPOSE_PROFILES -u COMPOSE_FILE)
+	-u PALACE_SEAT_SIGNING_KEYS -u PALACE_PLAYER_SIGNING_KEYS -u PALACE_SERVICE_KEYS -u PALACE_ALLOW_PLACEHOLDER_KEYS
+	-u PALACE_PUBLISH_ADDR -u PALACE_GAME_GOGC -u COMPOSE_PROFILES -u COMPOSE_FILE)
 for profiles in "" single; do
 	label=${profiles:-default}
 	if (cd "$out" && "${compose_env[@]}" COMPOSE_PROFILES="$profiles" "$BIN/compose-spec" "$ROOT/deploy/compose.yaml" >"$out/compose-$label.yaml"); then
