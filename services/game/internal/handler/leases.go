@@ -91,6 +91,11 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 	}
 	switch {
 	case errors.Is(err, errOvertaken):
+		if delta > 0 && !h.presence.holds(k) {
+			// Listed above for a seat whose closing came first, and was
+			// taken off the list then: nothing else would take it off.
+			h.unlist(ctx, id, side)
+		}
 		return
 	case apierr.CodeOf(err) == apierr.NotFound:
 		// The game expired: there is nothing to record, now or ever, and
@@ -131,6 +136,12 @@ func (h *Handler) retryPresence(ctx context.Context) {
 			if !h.presence.holds(k) {
 				h.unlist(ctx, k.id, k.side)
 			}
+			continue
+		}
+		if delta > 0 && !h.presence.holds(k) {
+			// An opening cut short (its client left at once) whose
+			// closing has been recorded since: there is nothing to hold,
+			// nor to list.
 			continue
 		}
 		h.record(ctx, k.id, k.side, delta, true)

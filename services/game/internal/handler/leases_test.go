@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -417,5 +418,65 @@ func TestASeatIsHeldAgainAfterARenewalWhoseAnswerWasLost(t *testing.T) {
 	time.Sleep(3 * lease)
 	if !held() {
 		t.Errorf("the seat, whose stream is open here, is not held %v after the lease was renewed", 3*lease)
+	}
+}
+
+// TestARetriedOpeningListsNoSeatNobodyHolds: a seat stream's client left
+// while the stream's opening was recorded (routine: apps reconnect by the
+// thousand after a rollout), and the opening was queued for the next
+// lease round. The seat's closing came first and took it off the
+// process's list; the retried opening then listed it again and, finding
+// it overtaken, left it there: one entry in Redis for every such stream,
+// for the life of the process, and a stop that leaves its lease to be
+// reaped.
+func TestARetriedOpeningListsNoSeatNobodyHolds(t *testing.T) {
+	ctx := t.Context()
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newRedisHandlerWith(t, redistest.Client(t), redistest.Prefix(t), ring, func(c *Config) {
+		c.PresenceGrace = 20 * time.Millisecond
+		c.PresenceLease = time.Hour // the test runs the lease rounds itself
+	})
+	const n = 20
+	var ids []string
+	for i := range n {
+		id, _, _ := newXiangqiFor(t, h, fmt.Sprintf("create-%d", i))
+		ids = append(ids, id)
+		left, cancel := context.WithCancel(ctx)
+		cancel()
+		h.presence.opened(left, id, rules.First)
+		h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.presence.held()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("closings not recorded: %v still held", h.presence.held())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.retryMu.Lock()
+	retries := len(h.retry)
+	h.retryMu.Unlock()
+	if retries == 0 {
+		t.Fatal("no opening was cut short: the case is not built")
+	}
+	h.retryPresence(ctx)
+	// A retry that got past its check as the closing came: it lists the
+	// seat, and is overtaken.
+	h.record(ctx, ids[0], rules.First, 1, true)
+	listed, err := h.store.Held(ctx, h.proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if holdsFirst(t, h, id) {
+			t.Fatalf("game %s: seat held after its only stream closed", id)
+		}
+	}
+	if len(listed) > 0 {
+		t.Fatalf("after %d seat streams opened and closed (%d openings retried), none held, %d games stay on this process's list: %v",
+			n, retries, len(listed), listed[:min(len(listed), 3)])
 	}
 }
