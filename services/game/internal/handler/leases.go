@@ -94,7 +94,7 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 		if delta > 0 && !h.presence.holds(k) {
 			// Listed above for a seat whose closing came first, and was
 			// taken off the list then: nothing else would take it off.
-			h.unlist(ctx, id, side)
+			h.unlistUnlessHeld(ctx, id, side)
 		}
 		return
 	case apierr.CodeOf(err) == apierr.NotFound:
@@ -108,7 +108,7 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 		return
 	}
 	if delta < 0 {
-		h.unlist(ctx, id, side)
+		h.unlistUnlessHeld(ctx, id, side)
 	}
 }
 
@@ -134,7 +134,7 @@ func (h *Handler) retryPresence(ctx context.Context) {
 	for k, delta := range due {
 		if delta == unlistAgain {
 			if !h.presence.holds(k) {
-				h.unlist(ctx, k.id, k.side)
+				h.unlistUnlessHeld(ctx, k.id, k.side)
 			}
 			continue
 		}
@@ -159,6 +159,25 @@ func (h *Handler) unlist(ctx context.Context, id string, side rules.Side) {
 	if err := h.store.NotHolding(ctx, h.proc, id, side); err != nil {
 		h.presenceFailed(ctx, id, err)
 		h.retryLater(seatKey{id, side}, unlistAgain)
+	}
+}
+
+// unlistUnlessHeld unlists a seat found not held, and lists it again
+// should a stream of it have opened meanwhile: that opening listed the
+// seat before it committed, and an unlisting reaching Redis after would
+// leave a held seat that no reaper of this process's lease releases,
+// connected for good. An opening counts its stream before it lists the
+// seat, so either the check after the unlisting sees it, or its listing
+// comes after.
+func (h *Handler) unlistUnlessHeld(ctx context.Context, id string, side rules.Side) {
+	h.unlist(ctx, id, side)
+	k := seatKey{id, side}
+	if !h.presence.holds(k) {
+		return
+	}
+	if err := h.store.Holding(ctx, h.proc, id, side); err != nil {
+		h.presenceFailed(ctx, id, err)
+		h.retryLater(k, 1)
 	}
 }
 

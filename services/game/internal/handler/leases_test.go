@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -478,5 +480,138 @@ func TestARetriedOpeningListsNoSeatNobodyHolds(t *testing.T) {
 	if len(listed) > 0 {
 		t.Fatalf("after %d seat streams opened and closed (%d openings retried), none held, %d games stay on this process's list: %v",
 			n, retries, len(listed), listed[:min(len(listed), 3)])
+	}
+}
+
+// holdUnlisting holds back the first SREM of member (a seat taken off a
+// process's presence list) until released: the Redis round trip of an
+// unlisting, slowed down so that the test can act inside it.
+type holdUnlisting struct {
+	member  string
+	once    *sync.Once
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (f holdUnlisting) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f holdUnlisting) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "srem") && slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return s == f.member }) {
+			hit := false
+			f.once.Do(func() { hit = true })
+			if hit {
+				close(f.reached)
+				<-f.release
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f holdUnlisting) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// handlerHoldingUnlisting is a handler whose first unlisting of the
+// first seat of a new game is held back; it returns the game too.
+func handlerHoldingUnlisting(t *testing.T, grace time.Duration) (*Handler, string, holdUnlisting) {
+	t.Helper()
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooked := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), MaxRetries: -1})
+	t.Cleanup(func() { _ = hooked.Close() })
+	h := newRedisHandlerWith(t, hooked, redistest.Prefix(t), ring, func(c *Config) {
+		c.PresenceGrace = grace
+		c.PresenceLease = time.Hour // the test runs the lease rounds itself
+	})
+	id, _, _ := newXiangqi(t, h)
+	f := holdUnlisting{member: seatMember(id, rules.First), once: &sync.Once{}, reached: make(chan struct{}), release: make(chan struct{})}
+	hooked.AddHook(f)
+	return h, id, f
+}
+
+func seatMember(id string, side rules.Side) string { return id + "|" + strconv.Itoa(int(side)) }
+
+// isListed reports whether game id is on h's presence list.
+func isListed(t *testing.T, h *Handler, id string) bool {
+	t.Helper()
+	ids, err := h.store.Held(t.Context(), h.proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Contains(ids, id)
+}
+
+// TestAnOvertakenOpeningKeepsASeatReopenedMeanwhileListed: an overtaken
+// opening (a retry, or a rehold, of a seat whose closing came first) takes
+// its listing back. A new stream of the seat that opened while that
+// unlisting was on its way to Redis listed the seat and held it, and the
+// late unlisting took the listing away: the seat held by this process but
+// not on its list, so that were the process to die, the reaper would never
+// release it, and it would show connected for good.
+func TestAnOvertakenOpeningKeepsASeatReopenedMeanwhileListed(t *testing.T) {
+	ctx := t.Context()
+	h, id, f := handlerHoldingUnlisting(t, time.Minute)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// A retried opening of a seat nobody holds here any more (it got
+		// past retryPresence's check just as the closing came).
+		h.record(ctx, id, rules.First, 1, true)
+	}()
+	select {
+	case <-f.reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the overtaken opening never unlisted the seat")
+	}
+	// A new stream of the seat opens now.
+	h.presence.opened(ctx, id, rules.First)
+	close(f.release)
+	<-done
+	if !holdsFirst(t, h, id) {
+		t.Fatal("the seat whose stream is open is not held")
+	}
+	if !isListed(t, h, id) {
+		t.Error("the seat is held by this process (its stream is open) but not on the process's presence list")
+	}
+	// The process dies now; another reaps its lease and releases what it
+	// listed.
+	if err := h.releaseAll(ctx, h.proc); err != nil {
+		t.Fatal(err)
+	}
+	if holdsFirst(t, h, id) {
+		t.Fatal("after the dead process's lease was reaped, its seat is still held: connected for good")
+	}
+}
+
+// TestAClosingKeepsASeatReopenedMeanwhileListed: the same race on the
+// closing path: the last stream's held-back closing is committed, and a
+// reconnection to this process arrives just after the grace, while the
+// closing's unlisting is on its way to Redis.
+func TestAClosingKeepsASeatReopenedMeanwhileListed(t *testing.T) {
+	ctx := t.Context()
+	h, id, f := handlerHoldingUnlisting(t, 10*time.Millisecond)
+	h.presence.opened(ctx, id, rules.First)
+	if !holdsFirst(t, h, id) || !isListed(t, h, id) {
+		t.Fatal("an opened seat stream is not held and listed")
+	}
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	select {
+	case <-f.reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the closing never unlisted the seat")
+	}
+	// The client reconnects, just after the grace.
+	h.presence.opened(ctx, id, rules.First)
+	close(f.release)
+	h.presence.running.Wait()
+	if !holdsFirst(t, h, id) {
+		t.Fatal("the seat whose stream is open is not held")
+	}
+	if !isListed(t, h, id) {
+		t.Fatal("the seat is held by this process (its stream is open) but not on the process's presence list: if the process dies, no reaper releases it and it stays connected for good")
 	}
 }
