@@ -777,19 +777,22 @@ func (q *Queue) Done(ctx context.Context, d *Delivery) error {
 }
 
 // handBackScript makes job ARGV[3], if consumer ARGV[2] of group ARGV[1]
-// still holds it, look idle for ARGV[4] ms, and returns 1 if it did.
-// JUSTID leaves its delivery count alone: the job was not tried again.
-// With ARGV[5] = 1 the job was never started, and its count goes back to
-// none, so that the next worker's delivery counts as its first.
+// still holds it, look idle for ARGV[4] ms, and returns 1 if it did. Its
+// delivery count is kept, the job not tried again: given explicitly, since
+// JUSTID leaves it alone in Redis but the in-process Redis of make run
+// raises it, and counted every try twice. With ARGV[5] = 1 the job was
+// never started, and its count goes back to none, so that the next
+// worker's delivery counts as its first.
 var handBackScript = redis.NewScript(`
-if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1, ARGV[2]) == 0 then
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1, ARGV[2])
+if #p == 0 then
   return 0
 end
+local count = p[1][4]
 if ARGV[5] == '1' then
-  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'IDLE', ARGV[4], 'RETRYCOUNT', 0, 'JUSTID')
-else
-  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'IDLE', ARGV[4], 'JUSTID')
+  count = 0
 end
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'IDLE', ARGV[4], 'RETRYCOUNT', count, 'JUSTID')
 return 1`)
 
 // HandBack gives a job that consumer holds but cannot finish (its worker
