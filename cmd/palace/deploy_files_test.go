@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -94,12 +95,13 @@ type k8sDeployment struct {
 
 var (
 	reCommand   = regexp.MustCompile(`(?m)^\s+command: \["/usr/local/bin/([a-z]+)"`)
-	reEnvName   = regexp.MustCompile(`(?m)^\s+- name: (PALACE_[A-Z0-9_]+)\s*$`)
+	reEnvName   = regexp.MustCompile(`(?m)^\s+- name: ["']?(PALACE_[A-Z0-9_]+)["']?\s*(#.*)?$`)
+	reAnyEnv    = regexp.MustCompile(`name:\s*["']?PALACE_`)
 	reProbeSvc  = regexp.MustCompile(`(?m)^\s+service: (\S+)\s*$`)
 	reProbePort = regexp.MustCompile(`(?m)^\s+grpc:\n\s+port: (\d+)`)
 	reCPort     = regexp.MustCompile(`(?m)^\s+containerPort: (\d+)`)
 	rePromPort  = regexp.MustCompile(`prometheus\.io/port: "(\d+)"`)
-	reLiteral   = regexp.MustCompile(`(?m)^\s+- (PALACE_[A-Z0-9_]+)=(.*)$`)
+	reLiteral   = regexp.MustCompile(`(?m)^\s+- ["']?(PALACE_[A-Z0-9_]+)=(.*?)["']?\s*$`)
 )
 
 func k8sDeployments(t *testing.T, root string) []k8sDeployment {
@@ -126,6 +128,9 @@ func k8sDeployments(t *testing.T, root string) []k8sDeployment {
 				configMap: strings.Contains(doc, "name: palace-config"), keys: strings.Contains(doc, "name: palace-signing-keys")}
 			for _, m := range reEnvName.FindAllStringSubmatch(doc, -1) {
 				d.env = append(d.env, m[1])
+			}
+			if n := len(reAnyEnv.FindAllString(doc, -1)); n != len(d.env) {
+				t.Fatalf("%s: %d PALACE_ variables named, %d read: the parser no longer fits the file", filepath.Base(f), n, len(d.env))
 			}
 			for _, m := range reProbeSvc.FindAllStringSubmatch(doc, -1) {
 				d.probeServices = append(d.probeServices, m[1])
@@ -253,7 +258,7 @@ var (
 	reComposeSvc   = regexp.MustCompile(`^  ([a-z]+):\s*$`)
 	reComposeEntry = regexp.MustCompile(`^    entrypoint: \["/usr/local/bin/([a-z]+)"\]`)
 	reComposeList  = regexp.MustCompile(`^\s+(command|test): \[(.*)\]\s*$`)
-	reComposeEnv   = regexp.MustCompile(`^\s+(PALACE_[A-Z0-9_]+):`)
+	reComposeEnv   = regexp.MustCompile(`^\s+["']?(PALACE_[A-Z0-9_]+)["']?:`)
 	reQuoted       = regexp.MustCompile(`"([^"]*)"`)
 )
 
@@ -451,4 +456,71 @@ func TestDeployFilesMatchTheBinaries(t *testing.T) {
 	t.Run("kubernetes", func(t *testing.T) { checkKubernetes(t, bin) })
 	t.Run("compose", func(t *testing.T) { checkCompose(t, bin) })
 	t.Run("readme", func(t *testing.T) { checkDeployReadme(t, bin) })
+}
+
+// deployCopy copies deploy/compose.yaml and deploy/k8s/base of the
+// repository into a new root, with edit applied to the named file.
+func deployCopy(t *testing.T, file, old, new string) string {
+	t.Helper()
+	src := deployRoot(t)
+	dst := t.TempDir()
+	for _, rel := range []string{"deploy/compose.yaml", "deploy/k8s/base"} {
+		err := filepath.Walk(filepath.Join(src, rel), func(p string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() {
+				return err
+			}
+			r, _ := filepath.Rel(src, p)
+			raw, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			s := string(raw)
+			if r == file {
+				if !strings.Contains(s, old) {
+					t.Fatalf("%s has no %q", file, old)
+				}
+				s = strings.Replace(s, old, new, 1)
+			}
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, r)), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dst, r), []byte(s), 0o644)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// TestAMisspeltDeploymentVariableIsSeenHoweverWritten: an env entry with
+// a trailing comment, or quoted (the same YAML), is read: a parser that
+// wanted the name alone on its line let a misspelt variable there, which
+// every process ignores, pass unseen.
+func TestAMisspeltDeploymentVariableIsSeenHoweverWritten(t *testing.T) {
+	for _, tc := range []struct{ name, entry string }{
+		{"comment", "- name: PALACE_MAX_STRAEMS # bound it below the memory limit"},
+		{"quoted", `- name: "PALACE_MAX_STRAEMS"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := deployCopy(t, filepath.Join("deploy", "k8s", "base", "game.yaml"), "- name: PALACE_MAX_STREAMS", tc.entry)
+			for _, d := range k8sDeployments(t, root) {
+				if d.binary == "gamed" && !slices.Contains(d.env, "PALACE_MAX_STRAEMS") {
+					t.Errorf("game.yaml env entry %q: the guard read env %v, so the misspelt variable passes it unseen", tc.entry, d.env)
+				}
+			}
+		})
+	}
+}
+
+// TestAMisspeltComposeVariableQuotedIsSeen: likewise for a compose
+// service's environment key written quoted.
+func TestAMisspeltComposeVariableQuotedIsSeen(t *testing.T) {
+	root := deployCopy(t, filepath.Join("deploy", "compose.yaml"), "      PALACE_GAME_ADDR: game:8080", `      "PALACE_GAME_ADRR": game:8080`)
+	_, services := parseCompose(t, root)
+	for _, s := range services {
+		if s.name == "clock" && !slices.Contains(s.env, "PALACE_GAME_ADRR") {
+			t.Errorf("compose clock service: the guard read env %v, so the misspelt quoted variable passes it unseen", s.env)
+		}
+	}
 }
