@@ -132,19 +132,16 @@ func (h *Handler) retryPresence(ctx context.Context) {
 	h.retry = map[seatKey]int{}
 	h.retryMu.Unlock()
 	for k, delta := range due {
-		if delta == unlistAgain {
-			if !h.presence.holds(k) {
-				h.unlistUnlessHeld(ctx, k.id, k.side)
-			}
+		if (delta == unlistAgain || delta > 0) && !h.presence.holds(k) {
+			// An unlisting that failed, or an opening cut short (its
+			// client left at once) whose closing has been recorded since:
+			// nothing to hold, and a listing left is taken back.
+			h.unlistUnlessHeld(ctx, k.id, k.side)
 			continue
 		}
-		if delta > 0 && !h.presence.holds(k) {
-			// An opening cut short (its client left at once) whose
-			// closing has been recorded since: there is nothing to hold,
-			// nor to list.
-			continue
+		if delta != unlistAgain {
+			h.record(ctx, k.id, k.side, delta, true)
 		}
-		h.record(ctx, k.id, k.side, delta, true)
 	}
 }
 
@@ -168,16 +165,36 @@ func (h *Handler) unlist(ctx context.Context, id string, side rules.Side) {
 // leave a held seat that no reaper of this process's lease releases,
 // connected for good. An opening counts its stream before it lists the
 // seat, so either the check after the unlisting sees it, or its listing
-// comes after.
+// comes after. A listing again is checked alike, for that stream may have
+// left meanwhile, its own unlisting landing first; a seat that keeps
+// opening and closing is left to the next lease round.
 func (h *Handler) unlistUnlessHeld(ctx context.Context, id string, side rules.Side) {
-	h.unlist(ctx, id, side)
 	k := seatKey{id, side}
-	if !h.presence.holds(k) {
-		return
+	for range 3 {
+		h.unlist(ctx, id, side)
+		if !h.presence.holds(k) {
+			return
+		}
+		if err := h.store.Holding(ctx, h.proc, id, side); err != nil {
+			h.presenceFailed(ctx, id, err)
+			h.retryListing(k)
+			return
+		}
+		if h.presence.holds(k) {
+			return
+		}
 	}
-	if err := h.store.Holding(ctx, h.proc, id, side); err != nil {
-		h.presenceFailed(ctx, id, err)
-		h.retryLater(k, 1)
+	h.retryLater(k, unlistAgain)
+}
+
+// retryListing queues the listing of a seat held here for the next lease
+// round, in place of an unlisting, but not of a closing that failed since:
+// overwritten, it would leave the seat held in the game for good.
+func (h *Handler) retryListing(k seatKey) {
+	h.retryMu.Lock()
+	defer h.retryMu.Unlock()
+	if d, queued := h.retry[k]; (!queued || d == unlistAgain) && h.presence.holds(k) {
+		h.retry[k] = 1
 	}
 }
 

@@ -615,3 +615,206 @@ func TestAClosingKeepsASeatReopenedMeanwhileListed(t *testing.T) {
 		t.Fatal("the seat is held by this process (its stream is open) but not on the process's presence list: if the process dies, no reaper releases it and it stays connected for good")
 	}
 }
+
+// listingFaults is a hook that can hold back the first SREM and (once
+// armed) the first SADD of member, and fail every command while down.
+type listingFaults struct {
+	member             string
+	sremOnce, saddOnce sync.Once
+	saddArmed          atomic.Bool
+	saddPasses         bool
+	down               atomic.Bool
+	sremReached        chan struct{}
+	sremRelease        chan struct{}
+	saddReached        chan struct{}
+	saddRelease        chan struct{}
+}
+
+func (f *listingFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *listingFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		names := func(a any) bool { s, _ := a.(string); return s == f.member }
+		switch {
+		case strings.EqualFold(cmd.Name(), "srem") && slices.ContainsFunc(cmd.Args(), names):
+			hit := false
+			f.sremOnce.Do(func() { hit = true })
+			if hit {
+				close(f.sremReached)
+				<-f.sremRelease
+			}
+		case strings.EqualFold(cmd.Name(), "sadd") && f.saddArmed.Load() && slices.ContainsFunc(cmd.Args(), names):
+			hit := false
+			f.saddOnce.Do(func() { hit = true })
+			if hit {
+				close(f.saddReached)
+				<-f.saddRelease
+				if f.saddPasses {
+					return next(ctx, cmd)
+				}
+				// Redis went away while this SADD was on its way.
+				err := errors.New("connection reset")
+				cmd.SetErr(err)
+				return err
+			}
+		}
+		if f.down.Load() {
+			err := errors.New("redis is down")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *listingFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if f.down.Load() {
+			err := errors.New("redis is down")
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestAFailedRelistingKeepsALaterClosing: a seat reopened while its
+// unlisting was under way is listed again, and a listing that fails is
+// queued for the next lease round. Queued, it overwrote a closing of the
+// reopened stream that failed meanwhile (Redis went away), and was then
+// dropped since the seat was no longer held: the seat stayed held by this
+// process in the game, connected for good, and, not listed, released by
+// no reaper of its lease.
+func TestAFailedRelistingKeepsALaterClosing(t *testing.T) {
+	ctx := t.Context()
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooked := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), MaxRetries: -1})
+	t.Cleanup(func() { _ = hooked.Close() })
+	h := newRedisHandlerWith(t, hooked, redistest.Prefix(t), ring, func(c *Config) {
+		c.PresenceGrace = 10 * time.Millisecond
+		c.PresenceLease = time.Hour // the test runs the lease rounds itself
+	})
+	id, _, _ := newXiangqi(t, h)
+	k := seatKey{id, rules.First}
+	f := &listingFaults{member: seatMember(id, rules.First),
+		sremReached: make(chan struct{}), sremRelease: make(chan struct{}),
+		saddReached: make(chan struct{}), saddRelease: make(chan struct{})}
+	hooked.AddHook(f)
+
+	// Stream X opens and closes; its closing, recorded after the grace,
+	// is slow to unlist the seat.
+	h.presence.opened(ctx, id, rules.First)
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	select {
+	case <-f.sremReached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the closing never unlisted the seat")
+	}
+	// Stream Y opens meanwhile: listed and held.
+	h.presence.opened(ctx, id, rules.First)
+	if !holdsFirst(t, h, id) {
+		t.Fatal("the reopened seat is not held")
+	}
+	// The closing's unlisting lands; its re-listing is on its way when
+	// Redis goes away.
+	f.saddArmed.Store(true)
+	close(f.sremRelease)
+	select {
+	case <-f.saddReached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("unlistUnlessHeld never listed the reopened seat again")
+	}
+	f.down.Store(true)
+	// Stream Y's client leaves (Redis down: its closing fails, and is
+	// queued for retry).
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h.retryMu.Lock()
+		d, ok := h.retry[k]
+		h.retryMu.Unlock()
+		if ok && d < 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the failed closing of stream Y was never queued for retry")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The re-listing fails now.
+	close(f.saddRelease)
+	h.presence.running.Wait()
+	h.retryMu.Lock()
+	queued := h.retry[k]
+	h.retryMu.Unlock()
+	// Redis is back; the next lease round retries what failed.
+	f.down.Store(false)
+	h.retryPresence(ctx)
+	if holdsFirst(t, h, id) {
+		t.Errorf("no stream of the seat is open here, Redis is back and the retries ran, yet the game still has the seat held by this process (connected for good); retry queued for it before the round: %d (the closing's -1 was overwritten by unlistUnlessHeld's +1)", queued)
+	}
+	if isListed(t, h, id) {
+		t.Log("the seat is listed")
+	} else if holdsFirst(t, h, id) {
+		t.Error("the seat held is not listed either: no reaper of this process's lease will ever release it")
+	}
+}
+
+// TestARelistingAfterTheSeatsLastStreamIsTakenBack: a listing again of a
+// reopened seat is checked after it lands, as an opening's listing is. The
+// reopened stream delivered the game's end (presence.ended, stream.go) and
+// unlisted the seat while the listing again was on its way; landing after,
+// it left the seat, which no stream held and presence no longer knew, on
+// this process's list for as long as the process lived.
+func TestARelistingAfterTheSeatsLastStreamIsTakenBack(t *testing.T) {
+	ctx := t.Context()
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooked := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), MaxRetries: -1})
+	t.Cleanup(func() { _ = hooked.Close() })
+	h := newRedisHandlerWith(t, hooked, redistest.Prefix(t), ring, func(c *Config) {
+		c.PresenceGrace = 10 * time.Millisecond
+		c.PresenceLease = time.Hour
+	})
+	id, _, _ := newXiangqi(t, h)
+	f := &listingFaults{member: seatMember(id, rules.First), saddPasses: true,
+		sremReached: make(chan struct{}), sremRelease: make(chan struct{}),
+		saddReached: make(chan struct{}), saddRelease: make(chan struct{})}
+	hooked.AddHook(f)
+	h.presence.opened(ctx, id, rules.First)
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	select {
+	case <-f.sremReached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the closing never unlisted the seat")
+	}
+	h.presence.opened(ctx, id, rules.First)
+	f.saddArmed.Store(true)
+	close(f.sremRelease)
+	select {
+	case <-f.saddReached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("unlistUnlessHeld never listed the reopened seat again")
+	}
+	// The reopened stream delivers the game's end: its seat is forgotten
+	// and unlisted (stream.go).
+	if !h.presence.ended(id, rules.First) {
+		t.Fatal("the stream was not the seat's last")
+	}
+	h.unlist(ctx, id, rules.First)
+	close(f.saddRelease)
+	h.presence.running.Wait()
+	if h.presence.holds(seatKey{id, rules.First}) {
+		t.Fatal("presence still holds the seat")
+	}
+	if isListed(t, h, id) {
+		t.Error("the seat is on this process's presence list though no stream of it is open here and presence forgot it: nothing will take it off while the process lives")
+	}
+}
