@@ -96,7 +96,7 @@ type k8sDeployment struct {
 var (
 	reCommand   = regexp.MustCompile(`(?m)^\s+command: \["/usr/local/bin/([a-z]+)"`)
 	reEnvName   = regexp.MustCompile(`(?m)^\s+- name: ["']?(PALACE_[A-Z0-9_]+)["']?\s*(#.*)?$`)
-	reAnyEnv    = regexp.MustCompile(`name:\s*["']?PALACE_`)
+	reAnyEnv    = regexp.MustCompile(`(?m)^[^#\n]*name:\s*["']?PALACE_`)
 	reProbeSvc  = regexp.MustCompile(`(?m)^\s+service: (\S+)\s*$`)
 	reProbePort = regexp.MustCompile(`(?m)^\s+grpc:\n\s+port: (\d+)`)
 	reCPort     = regexp.MustCompile(`(?m)^\s+containerPort: (\d+)`)
@@ -521,6 +521,21 @@ func TestAMisspeltComposeVariableQuotedIsSeen(t *testing.T) {
 	for _, s := range services {
 		if s.name == "clock" && !slices.Contains(s.env, "PALACE_GAME_ADRR") {
 			t.Errorf("compose clock service: the guard read env %v, so the misspelt quoted variable passes it unseen", s.env)
+		}
+	}
+}
+
+// TestACommentedOutVariableFitsTheParser: every "name: PALACE_" of a
+// Deployment is counted against the env entries read, and a commented-out
+// entry (a knob kept for reference), rightly not read, once counted too:
+// the check failed on a correct manifest.
+func TestACommentedOutVariableFitsTheParser(t *testing.T) {
+	root := deployCopy(t, filepath.Join("deploy", "k8s", "base", "game.yaml"),
+		"            - name: PALACE_MAX_STREAMS\n",
+		"            # - name: PALACE_REDIS_WAIT_REPLICAS\n            #   value: \"1\"\n            - name: PALACE_MAX_STREAMS\n")
+	for _, d := range k8sDeployments(t, root) {
+		if d.binary == "gamed" && len(d.env) != 1 {
+			t.Errorf("gamed env read: %v; want PALACE_MAX_STREAMS alone", d.env)
 		}
 	}
 }
