@@ -400,8 +400,18 @@ func (s *session) goCmd(args []string) {
 			lim.MovesToGo = int(num(i))
 		case "perft":
 			perft = int(num(i))
+		case "mate":
+			// A mate in n moves lies within 2n-1 plies: a search that deep
+			// finds one if there is one, and ends, as a GUI waits for it to.
+			if n := num(i); n > 0 {
+				lim.Depth = minNonZero(lim.Depth, int(2*min(n, 1000)-1))
+			}
 		case "infinite", "ponder":
 			infinite = true
+			continue
+		case "searchmoves":
+			// The moves listed are skipped as unknown words.
+			s.out.printf("info string searchmoves is not supported: every move is searched")
 			continue
 		default:
 			continue

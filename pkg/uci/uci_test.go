@@ -432,3 +432,35 @@ func TestJanggiVariantNamesAndPassSpellings(t *testing.T) {
 	line, _ = c.expect("bestmove")
 	bestMoveLegal(t, line, rules.Janggi, rules.StartFEN(rules.Janggi), "e2e2", "b10c8", "e2e2")
 }
+
+// TestGoMateEnds: "go mate 1" once searched until stop, the mate found
+// at once but never answered, a GUI waiting for ever.
+func TestGoMateEnds(t *testing.T) {
+	c := start(t)
+	c.send("uci")
+	c.expect("uciok")
+	c.send("position fen 4k4/R8/9/9/9/9/9/9/9/1R1K5 w - - 0 1")
+	c.send("go mate 1")
+	line, _ := c.expect("bestmove")
+	mv := bestMoveLegal(t, line, rules.Xiangqi, "4k4/R8/9/9/9/9/9/9/9/1R1K5 w - - 0 1")
+	g, err := rules.NewGame(rules.Xiangqi, "4k4/R8/9/9/9/9/9/9/9/1R1K5 w - - 0 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Play(mv); err != nil || !g.Outcome().Ended {
+		t.Errorf("go mate 1: %s does not mate (%v, %+v)", line, err, g.Outcome())
+	}
+}
+
+// TestSearchMovesIsSaidToBeIgnored: a restriction of the root moves is
+// not supported, and a GUI asking for one is told so, then answered.
+func TestSearchMovesIsSaidToBeIgnored(t *testing.T) {
+	c := start(t)
+	c.send("position startpos")
+	c.send("go depth 2 searchmoves h3e3 h3g3")
+	line, before := c.expect("bestmove")
+	bestMoveLegal(t, line, rules.Xiangqi, rules.StartFEN(rules.Xiangqi))
+	if !slices.ContainsFunc(before, func(l string) bool { return strings.HasPrefix(l, "info string searchmoves is not supported") }) {
+		t.Errorf("go ... searchmoves: %q before the answer; want it said that searchmoves is not supported", before)
+	}
+}
