@@ -31,6 +31,12 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
+	if *timeout <= 0 {
+		// It could only time out: a check that always fails, read as the
+		// server's.
+		fmt.Fprintf(stderr, "palace health: --timeout %v: must be positive\n", *timeout)
+		return exitUsage
+	}
 	creds, err := healthCredentials(*tlsMode, *serverName, ownCert)
 	if err != nil {
 		fmt.Fprintln(stderr, "palace health:", err)

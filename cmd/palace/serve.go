@@ -27,7 +27,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions) int {
 	fs := flag.NewFlagSet("palace serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := app.Config{EmbeddedRedis: true}
+	cfg := app.Config{EmbeddedRedis: true, NoPeers: true}
 	cfg.RegisterFlags(fs, "localhost:8080")
 	// The game service defines the flags the other services share with it
 	// (--key-prefix, --deadline-shards, the wait for Redis replicas); they

@@ -214,11 +214,18 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{name: "placeholder service key", args: []string{"--service-keys", "k1:" + strings.Repeat("ab", 32) + ", " + placeholderKey, "--listen", "127.0.0.1:0"}, want: exitFail, says: "--service-keys: key placeholder is a placeholder published with the deployment files"},
 		{name: "placeholder seat key", args: []string{"--seat-signing-keys", placeholderKey, "--listen", "127.0.0.1:0"}, want: exitFail, says: "--seat-signing-keys: key placeholder is a placeholder published with the deployment files"},
 		{name: "placeholder player key", args: []string{"--player-signing-keys", placeholderKey, "--listen", "127.0.0.1:0"}, want: exitFail, says: "--player-signing-keys: key placeholder is a placeholder published with the deployment files"},
+		// Its services call each other through its own port: a CA for
+		// other processes was taken and never read.
+		{name: "peer TLS", args: []string{"--peer-tls", "ca.pem", "--listen", "127.0.0.1:0"}, want: exitUsage, says: "flag provided but not defined: -peer-tls"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			if got := serve(context.Background(), tt.args, &out, serveOptions{}); got != tt.want {
+			// Bounded, so that flags wrongly taken fail the test rather
+			// than serve for ever.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if got := serve(ctx, tt.args, &out, serveOptions{}); got != tt.want {
 				t.Fatalf("exit %d, want %d; output:\n%s", got, tt.want, out.String())
 			}
 			if !strings.Contains(out.String(), tt.says) {
@@ -390,6 +397,19 @@ func TestServeOverTLS(t *testing.T) {
 		var out bytes.Buffer
 		if got := serve(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), &out, serveOptions{}); got != exitFail {
 			t.Errorf("%v: exit %d, want %d; output:\n%s", args, got, exitFail, out.String())
+		}
+	}
+}
+
+// TestHealthRefusesATimeoutThatCannotBeMet: a --timeout of 0 or less
+// could only time out, and was reported as the server failing (exit 1,
+// "context deadline exceeded"): a health check written so was unhealthy
+// for ever, nothing pointing at the flag.
+func TestHealthRefusesATimeoutThatCannotBeMet(t *testing.T) {
+	for _, d := range []string{"0s", "-1s"} {
+		_, errOut, code := palace("health", "--addr", "127.0.0.1:1", "--timeout", d)
+		if code != exitUsage || !strings.Contains(errOut, "--timeout") {
+			t.Errorf("palace health --timeout %s: exit %d, stderr %q; want %d naming --timeout", d, code, strings.TrimSpace(errOut), exitUsage)
 		}
 	}
 }

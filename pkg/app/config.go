@@ -64,6 +64,10 @@ type Config struct {
 	CORSHeaders string
 	// NoRedis is for processes that keep no state (the rules service).
 	NoRedis bool
+	// NoPeers is for processes that call no other process (the rules
+	// service; palace serve, whose services call each other through its
+	// own port): they take no --peer-tls.
+	NoPeers bool
 	// ServiceKeys sign and verify the credentials services present to
 	// each other's internal RPCs: "id:hexsecret,...", the first signs,
 	// all verify (rotation). Empty: a random key for this process.
@@ -262,7 +266,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaultListen string) {
 	StringFlag(fs, &c.TLSCert, "tls-cert", "", "PEM certificate file (with its chain) to serve TLS with on the listen port, for gRPC, Connect, gRPC-Web and /metrics alike; read again when it changes; empty: plaintext, for a proxy in front that ends TLS")
 	StringFlag(fs, &c.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
 	BoolFlag(fs, &c.SharedConnections, "shared-connections", false, "serve native gRPC through the same HTTP server as Connect and gRPC-Web on every connection, instead of handing connections that start with native gRPC to grpc-go's own faster transport, which serves nothing else: set it behind a proxy that sends both over one pooled upstream connection")
-	StringFlag(fs, &c.PeerTLS, "peer-tls", "", "how to reach the other Palace services this one calls (--game-addr): empty for plaintext, system for TLS checked against the system's root certificates, or a PEM file of the CA certificates that sign theirs")
+	if !c.NoPeers {
+		StringFlag(fs, &c.PeerTLS, "peer-tls", "", "how to reach the other Palace services this one calls (--game-addr): empty for plaintext, system for TLS checked against the system's root certificates, or a PEM file of the CA certificates that sign theirs")
+	}
 	StringFlag(fs, &c.ServiceKeys, "service-keys", "", "keys of the credentials Palace services present to each other's internal calls (creating games, expiring deadlines), id:hexsecret[,id:hexsecret]; first signs, all verify; the same in every process and tool; empty: random, so only services in this process are trusted")
 	BoolFlag(fs, &c.AllowPlaceholderKeys, "allow-placeholder-keys", false, "start even with the placeholder keys of the deployment files (secrets that begin INSECURE-), which anyone with the repository can sign credentials with: for a throwaway deployment that nobody else reaches")
 }

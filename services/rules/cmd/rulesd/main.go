@@ -26,7 +26,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("rulesd", flag.ContinueOnError)
-	cfg := app.Config{NoRedis: true}
+	cfg := app.Config{NoRedis: true, NoPeers: true}
 	cfg.RegisterFlags(fs, "localhost:8081")
 
 	if err := app.ParseFlags(fs, args); err != nil {
