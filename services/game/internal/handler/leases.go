@@ -155,7 +155,7 @@ const unlistAgain = 0
 func (h *Handler) unlist(ctx context.Context, id string, side rules.Side) {
 	if err := h.store.NotHolding(ctx, h.proc, id, side); err != nil {
 		h.presenceFailed(ctx, id, err)
-		h.retryLater(seatKey{id, side}, unlistAgain)
+		h.retryUnlisting(seatKey{id, side})
 	}
 }
 
@@ -184,7 +184,19 @@ func (h *Handler) unlistUnlessHeld(ctx context.Context, id string, side rules.Si
 			return
 		}
 	}
-	h.retryLater(k, unlistAgain)
+	h.retryUnlisting(k)
+}
+
+// retryUnlisting queues the unlisting of a seat for the next lease round,
+// unless a change of the seat is queued already: a closing or an opening
+// retried unlists a seat no longer held too, and a closing that failed
+// overwritten would leave the seat held in the game for good.
+func (h *Handler) retryUnlisting(k seatKey) {
+	h.retryMu.Lock()
+	defer h.retryMu.Unlock()
+	if _, queued := h.retry[k]; !queued {
+		h.retry[k] = unlistAgain
+	}
 }
 
 // retryListing queues the listing of a seat held here for the next lease

@@ -483,6 +483,24 @@ func TestARetriedOpeningListsNoSeatNobodyHolds(t *testing.T) {
 	}
 }
 
+// hookedHandler is a handler on a Redis client of its own, for hooks
+// that stage faults, with the given presence grace; the test runs its
+// lease rounds itself.
+func hookedHandler(t *testing.T, grace time.Duration) (*Handler, *redis.Client) {
+	t.Helper()
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooked := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), MaxRetries: -1})
+	t.Cleanup(func() { _ = hooked.Close() })
+	h := newRedisHandlerWith(t, hooked, redistest.Prefix(t), ring, func(c *Config) {
+		c.PresenceGrace = grace
+		c.PresenceLease = time.Hour
+	})
+	return h, hooked
+}
+
 // holdUnlisting holds back the first SREM of member (a seat taken off a
 // process's presence list) until released: the Redis round trip of an
 // unlisting, slowed down so that the test can act inside it.
@@ -517,16 +535,7 @@ func (f holdUnlisting) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // first seat of a new game is held back; it returns the game too.
 func handlerHoldingUnlisting(t *testing.T, grace time.Duration) (*Handler, string, holdUnlisting) {
 	t.Helper()
-	ring, _, err := auth.KeyringFromConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hooked := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), MaxRetries: -1})
-	t.Cleanup(func() { _ = hooked.Close() })
-	h := newRedisHandlerWith(t, hooked, redistest.Prefix(t), ring, func(c *Config) {
-		c.PresenceGrace = grace
-		c.PresenceLease = time.Hour // the test runs the lease rounds itself
-	})
+	h, hooked := hookedHandler(t, grace)
 	id, _, _ := newXiangqi(t, h)
 	f := holdUnlisting{member: seatMember(id, rules.First), once: &sync.Once{}, reached: make(chan struct{}), release: make(chan struct{})}
 	hooked.AddHook(f)
@@ -667,9 +676,10 @@ func (f *listingFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (f *listingFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+// downPipelines fails every pipeline while down.
+func downPipelines(down *atomic.Bool, next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if f.down.Load() {
+		if down.Load() {
 			err := errors.New("redis is down")
 			for _, c := range cmds {
 				c.SetErr(err)
@@ -678,6 +688,10 @@ func (f *listingFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 		}
 		return next(ctx, cmds)
 	}
+}
+
+func (f *listingFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return downPipelines(&f.down, next)
 }
 
 // TestAFailedRelistingKeepsALaterClosing: a seat reopened while its
@@ -689,16 +703,7 @@ func (f *listingFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // no reaper of its lease.
 func TestAFailedRelistingKeepsALaterClosing(t *testing.T) {
 	ctx := t.Context()
-	ring, _, err := auth.KeyringFromConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hooked := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), MaxRetries: -1})
-	t.Cleanup(func() { _ = hooked.Close() })
-	h := newRedisHandlerWith(t, hooked, redistest.Prefix(t), ring, func(c *Config) {
-		c.PresenceGrace = 10 * time.Millisecond
-		c.PresenceLease = time.Hour // the test runs the lease rounds itself
-	})
+	h, hooked := hookedHandler(t, 10*time.Millisecond)
 	id, _, _ := newXiangqi(t, h)
 	k := seatKey{id, rules.First}
 	f := &listingFaults{member: seatMember(id, rules.First),
@@ -773,16 +778,7 @@ func TestAFailedRelistingKeepsALaterClosing(t *testing.T) {
 // this process's list for as long as the process lived.
 func TestARelistingAfterTheSeatsLastStreamIsTakenBack(t *testing.T) {
 	ctx := t.Context()
-	ring, _, err := auth.KeyringFromConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hooked := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), MaxRetries: -1})
-	t.Cleanup(func() { _ = hooked.Close() })
-	h := newRedisHandlerWith(t, hooked, redistest.Prefix(t), ring, func(c *Config) {
-		c.PresenceGrace = 10 * time.Millisecond
-		c.PresenceLease = time.Hour
-	})
+	h, hooked := hookedHandler(t, 10*time.Millisecond)
 	id, _, _ := newXiangqi(t, h)
 	f := &listingFaults{member: seatMember(id, rules.First), saddPasses: true,
 		sremReached: make(chan struct{}), sremRelease: make(chan struct{}),
@@ -816,5 +812,109 @@ func TestARelistingAfterTheSeatsLastStreamIsTakenBack(t *testing.T) {
 	}
 	if isListed(t, h, id) {
 		t.Error("the seat is on this process's presence list though no stream of it is open here and presence forgot it: nothing will take it off while the process lives")
+	}
+}
+
+// flapHook makes a seat's stream reopen right after each unlisting of
+// unlistUnlessHeld lands, and close right after each listing again lands;
+// the last closing fails (Redis briefly down while it commits).
+type flapHook struct {
+	h      *Handler
+	ctx    context.Context
+	member string
+	armed  atomic.Bool
+	inner  atomic.Bool
+	down   atomic.Bool
+	srems  atomic.Int32
+	sadds  atomic.Int32
+}
+
+func (f *flapHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *flapHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.down.Load() {
+			err := errors.New("redis is down")
+			cmd.SetErr(err)
+			return err
+		}
+		err := next(ctx, cmd)
+		names := func(a any) bool { s, _ := a.(string); return s == f.member }
+		if !f.armed.Load() || f.inner.Load() || !slices.ContainsFunc(cmd.Args(), names) {
+			return err
+		}
+		switch {
+		case strings.EqualFold(cmd.Name(), "srem"):
+			if f.srems.Add(1) <= 3 {
+				f.inner.Store(true)
+				f.h.presence.opened(f.ctx, gameOfMember(f.member), rules.First)
+				f.inner.Store(false)
+			}
+		case strings.EqualFold(cmd.Name(), "sadd"):
+			n := f.sadds.Add(1)
+			if n <= 3 {
+				f.inner.Store(true)
+				if n == 3 {
+					f.down.Store(true)
+				}
+				f.h.presence.closed(context.WithoutCancel(f.ctx), gameOfMember(f.member), rules.First)
+				f.down.Store(false)
+				f.inner.Store(false)
+			}
+		}
+		return err
+	}
+}
+
+func (f *flapHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return downPipelines(&f.down, next)
+}
+
+// gameOfMember is the game of a seat's member of a presence list.
+func gameOfMember(member string) string { return member[:strings.LastIndexByte(member, '|')] }
+
+// TestAGivenUpUnlistingKeepsAFailedClosing: an unlisting of a seat that
+// keeps reopening and closing gives up after three rounds, and queues
+// itself for the next lease round. Queued, it overwrote a closing of the
+// seat's last stream that had failed meanwhile: the seat stayed held by
+// this process in the game, and unlisted, for good.
+func TestAGivenUpUnlistingKeepsAFailedClosing(t *testing.T) {
+	ctx := t.Context()
+	h, hooked := hookedHandler(t, 0)
+	id, _, _ := newXiangqi(t, h)
+	k := seatKey{id, rules.First}
+	f := &flapHook{h: h, ctx: ctx, member: seatMember(id, rules.First)}
+	hooked.AddHook(f)
+
+	h.presence.opened(ctx, id, rules.First)
+	if !holdsFirst(t, h, id) || !isListed(t, h, id) {
+		t.Fatal("an opened seat stream is not held and listed")
+	}
+	f.armed.Store(true)
+	// The stream closes; while its closing unlists the seat, the client
+	// reconnects and leaves again, three times; the last leaving's closing
+	// fails (Redis down for a moment).
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	f.armed.Store(false)
+	if f.srems.Load() < 3 || f.sadds.Load() < 3 {
+		t.Fatalf("the flapping did not happen as staged: %d unlistings, %d listings", f.srems.Load(), f.sadds.Load())
+	}
+	if h.presence.holds(k) {
+		t.Fatal("presence still holds the seat")
+	}
+	h.retryMu.Lock()
+	queued := h.retry[k]
+	h.retryMu.Unlock()
+	if !holdsFirst(t, h, id) {
+		t.Fatal("staging: the failed closing should have left the seat held in the game")
+	}
+	// Redis is fine; the next lease rounds retry what failed.
+	h.retryPresence(ctx)
+	h.retryPresence(ctx)
+	if holdsFirst(t, h, id) {
+		t.Errorf("no stream of the seat is open here and the retries ran, yet the game has the seat held by this process (connected for good); queued before the round: %d", queued)
+	}
+	if holdsFirst(t, h, id) && !isListed(t, h, id) {
+		t.Error("and the seat is not on this process's list: no reaper will ever release it")
 	}
 }
