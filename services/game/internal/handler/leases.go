@@ -124,23 +124,28 @@ func (h *Handler) retryLater(k seatKey, delta int) {
 	h.retry[k] = delta
 }
 
-// retryPresence records again the changes that failed; one overtaken by
-// a later change of its seat records nothing.
+// retryPresence records again the changes that failed, as what this
+// process holds of each seat now.
 func (h *Handler) retryPresence(ctx context.Context) {
 	h.retryMu.Lock()
 	due := h.retry
 	h.retry = map[seatKey]int{}
 	h.retryMu.Unlock()
 	for k, delta := range due {
-		if (delta == unlistAgain || delta > 0) && !h.presence.holds(k) {
-			// An unlisting that failed, or an opening cut short (its
-			// client left at once) whose closing has been recorded since:
-			// nothing to hold, and a listing left is taken back.
+		// What failed says only that something of the seat is to be done
+		// again: what is done is decided by what this process holds now,
+		// since later changes may have failed too, and a queued one may
+		// stand for any of them.
+		switch {
+		case h.presence.holds(k):
+			// Held: in the game, and listed.
+			h.record(ctx, k.id, k.side, 1, true)
+		case delta == unlistAgain:
 			h.unlistUnlessHeld(ctx, k.id, k.side)
-			continue
-		}
-		if delta != unlistAgain {
-			h.record(ctx, k.id, k.side, delta, true)
+		default:
+			// Not held (an opening cut short among them): let go in the
+			// game, if held there, and unlisted.
+			h.record(ctx, k.id, k.side, -1, true)
 		}
 	}
 }

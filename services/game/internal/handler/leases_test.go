@@ -639,6 +639,13 @@ type listingFaults struct {
 	saddRelease        chan struct{}
 }
 
+// newListingFaults stages faults of the first seat of game id.
+func newListingFaults(id string) *listingFaults {
+	return &listingFaults{member: seatMember(id, rules.First),
+		sremReached: make(chan struct{}), sremRelease: make(chan struct{}),
+		saddReached: make(chan struct{}), saddRelease: make(chan struct{})}
+}
+
 func (f *listingFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (f *listingFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -706,9 +713,7 @@ func TestAFailedRelistingKeepsALaterClosing(t *testing.T) {
 	h, hooked := hookedHandler(t, 10*time.Millisecond)
 	id, _, _ := newXiangqi(t, h)
 	k := seatKey{id, rules.First}
-	f := &listingFaults{member: seatMember(id, rules.First),
-		sremReached: make(chan struct{}), sremRelease: make(chan struct{}),
-		saddReached: make(chan struct{}), saddRelease: make(chan struct{})}
+	f := newListingFaults(id)
 	hooked.AddHook(f)
 
 	// Stream X opens and closes; its closing, recorded after the grace,
@@ -780,9 +785,8 @@ func TestARelistingAfterTheSeatsLastStreamIsTakenBack(t *testing.T) {
 	ctx := t.Context()
 	h, hooked := hookedHandler(t, 10*time.Millisecond)
 	id, _, _ := newXiangqi(t, h)
-	f := &listingFaults{member: seatMember(id, rules.First), saddPasses: true,
-		sremReached: make(chan struct{}), sremRelease: make(chan struct{}),
-		saddReached: make(chan struct{}), saddRelease: make(chan struct{})}
+	f := newListingFaults(id)
+	f.saddPasses = true
 	hooked.AddHook(f)
 	h.presence.opened(ctx, id, rules.First)
 	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
@@ -916,5 +920,153 @@ func TestAGivenUpUnlistingKeepsAFailedClosing(t *testing.T) {
 	}
 	if holdsFirst(t, h, id) && !isListed(t, h, id) {
 		t.Error("and the seat is not on this process's list: no reaper will ever release it")
+	}
+}
+
+// TestARetriedOpeningThatFailsKeepsALaterClosing: a seat's opening that
+// failed is retried at a lease round while its stream is still open, and
+// is slow to list the seat (Redis flaky); meanwhile the stream closes and
+// its closing fails too, and is queued. The retry's listing then failed,
+// and queued in place of the closing, the next round found the seat no
+// longer held and only unlisted it: the game kept the seat held by this
+// process with no stream open here, and unlisted, connected for good.
+func TestARetriedOpeningThatFailsKeepsALaterClosing(t *testing.T) {
+	ctx := t.Context()
+	h, hooked := hookedHandler(t, 0)
+	id, _, _ := newXiangqi(t, h)
+	k := seatKey{id, rules.First}
+	f := newListingFaults(id)
+	close(f.sremRelease) // unlistings are not held back here
+	hooked.AddHook(f)
+
+	queued := func() (int, bool) {
+		h.retryMu.Lock()
+		defer h.retryMu.Unlock()
+		d, ok := h.retry[k]
+		return d, ok
+	}
+
+	// Stream S1 opens: held and listed.
+	h.presence.opened(ctx, id, rules.First)
+	if !holdsFirst(t, h, id) || !isListed(t, h, id) {
+		t.Fatal("an opened seat stream is not held and listed")
+	}
+	// Redis goes away: S1 closes (its closing fails, queued), S2 opens (its
+	// opening fails, queued in place of the closing: right, S2 is open).
+	f.down.Store(true)
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	if d, ok := queued(); !ok || d != -1 {
+		t.Fatalf("staging: the failed closing is not queued (%d, %v)", d, ok)
+	}
+	h.presence.opened(ctx, id, rules.First)
+	if d, ok := queued(); !ok || d != 1 {
+		t.Fatalf("staging: the failed opening is not queued (%d, %v)", d, ok)
+	}
+	f.down.Store(false)
+
+	// The lease round retries the opening; its listing is slow.
+	f.saddArmed.Store(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.retryPresence(ctx)
+	}()
+	select {
+	case <-f.saddReached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the retried opening never listed the seat")
+	}
+	// Redis flaps again: S2 closes, its closing fails and is queued.
+	f.down.Store(true)
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	if d, ok := queued(); !ok || d != -1 {
+		t.Fatalf("staging: the failed closing of S2 is not queued (%d, %v)", d, ok)
+	}
+	// The retried opening's listing fails now.
+	close(f.saddRelease)
+	<-done
+	d, _ := queued()
+	f.down.Store(false)
+
+	// Redis is back for good; two lease rounds.
+	h.retryPresence(ctx)
+	h.retryPresence(ctx)
+	if h.presence.holds(k) {
+		t.Fatal("presence still holds the seat")
+	}
+	if holdsFirst(t, h, id) {
+		t.Errorf("no stream of the seat is open here and Redis is back for two lease rounds, yet the game has the seat held by this process (connected for good); queued before the rounds: %+d", d)
+		if !isListed(t, h, id) {
+			t.Error("and the seat is not on this process's list: no reaper of its lease will ever release it")
+		}
+	}
+}
+
+// TestAFailedRelistingOfAHeldSeatIsNotLostToAStaleClosing: a closing's
+// unlisting is slow; the seat reopens (S2), S2 closes while Redis is away
+// (its closing queued), and S3 opens (held: the game still has the seat
+// held). The slow unlisting lands, finds the seat held and lists it again,
+// and that listing fails. The queued closing, retried while S3 was open,
+// was overtaken and did nothing: the seat held in the game with a stream
+// open here, and not on this process's list, so that no reaper of its
+// lease would release it.
+func TestAFailedRelistingOfAHeldSeatIsNotLostToAStaleClosing(t *testing.T) {
+	ctx := t.Context()
+	h, hooked := hookedHandler(t, 0)
+	id, _, _ := newXiangqi(t, h)
+	k := seatKey{id, rules.First}
+	f := newListingFaults(id)
+	hooked.AddHook(f)
+
+	h.presence.opened(ctx, id, rules.First) // S1
+	if !holdsFirst(t, h, id) || !isListed(t, h, id) {
+		t.Fatal("an opened seat stream is not held and listed")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.presence.closed(context.WithoutCancel(ctx), id, rules.First) // S1 closes
+	}()
+	select {
+	case <-f.sremReached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the closing never unlisted the seat")
+	}
+	h.presence.opened(ctx, id, rules.First) // S2: listed, held
+	f.down.Store(true)
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First) // S2's closing fails
+	f.down.Store(false)
+	h.retryMu.Lock()
+	d, ok := h.retry[k]
+	h.retryMu.Unlock()
+	if !ok || d != -1 {
+		t.Fatalf("staging: S2's failed closing is not queued (%d, %v)", d, ok)
+	}
+	h.presence.opened(ctx, id, rules.First) // S3
+	if !holdsFirst(t, h, id) {
+		t.Fatal("staging: the seat is not held with S3 open")
+	}
+	// S1's unlisting lands; its listing again fails.
+	f.saddArmed.Store(true)
+	close(f.sremRelease)
+	select {
+	case <-f.saddReached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("unlistUnlessHeld never listed the reopened seat again")
+	}
+	close(f.saddRelease)
+	<-done
+	h.retryMu.Lock()
+	d = h.retry[k]
+	h.retryMu.Unlock()
+
+	// Redis is fine; two lease rounds, S3 still open.
+	h.retryPresence(ctx)
+	h.retryPresence(ctx)
+	if !holdsFirst(t, h, id) {
+		t.Error("the seat whose stream is open is not held")
+	}
+	if !isListed(t, h, id) {
+		t.Errorf("a stream of the seat is open here and Redis was fine for two lease rounds, yet the seat is not on this process's list: if the process dies, no reaper releases it (queued before the rounds: %+d)", d)
 	}
 }
