@@ -117,7 +117,8 @@ var (
 	errOvertaken       = errors.New("overtaken by a later change of the seat")
 )
 
-// retryLater remembers a change of a seat's holding that failed.
+// retryLater remembers a change of a seat's holding that failed; any
+// change queued of the seat stands for all (see retryPresence).
 func (h *Handler) retryLater(k seatKey, delta int) {
 	h.retryMu.Lock()
 	defer h.retryMu.Unlock()
@@ -182,7 +183,7 @@ func (h *Handler) unlistUnlessHeld(ctx context.Context, id string, side rules.Si
 		}
 		if err := h.store.Holding(ctx, h.proc, id, side); err != nil {
 			h.presenceFailed(ctx, id, err)
-			h.retryListing(k)
+			h.retryLater(k, 1)
 			return
 		}
 		if h.presence.holds(k) {
@@ -193,25 +194,14 @@ func (h *Handler) unlistUnlessHeld(ctx context.Context, id string, side rules.Si
 }
 
 // retryUnlisting queues the unlisting of a seat for the next lease round,
-// unless a change of the seat is queued already: a closing or an opening
-// retried unlists a seat no longer held too, and a closing that failed
-// overwritten would leave the seat held in the game for good.
+// unless a change of the seat is queued already: retried, any change
+// unlists a seat no longer held too, and only a change lets it go in the
+// game, where a closing that failed left it held.
 func (h *Handler) retryUnlisting(k seatKey) {
 	h.retryMu.Lock()
 	defer h.retryMu.Unlock()
 	if _, queued := h.retry[k]; !queued {
 		h.retry[k] = unlistAgain
-	}
-}
-
-// retryListing queues the listing of a seat held here for the next lease
-// round, in place of an unlisting, but not of a closing that failed since:
-// overwritten, it would leave the seat held in the game for good.
-func (h *Handler) retryListing(k seatKey) {
-	h.retryMu.Lock()
-	defer h.retryMu.Unlock()
-	if d, queued := h.retry[k]; (!queued || d == unlistAgain) && h.presence.holds(k) {
-		h.retry[k] = 1
 	}
 }
 
