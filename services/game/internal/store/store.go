@@ -19,8 +19,8 @@
 // commit that stored it, model.State.Stamp), store the state and the
 // response under the request id, append or cut back the moves, append the
 // events, extend the expiry when it is due and publish a notification
-// (when it logs events), all or nothing. The script makes as few calls as it can: each one costs
-// Redis a few microseconds on every move.
+// (when it logs events), all or nothing. The script makes as few calls as
+// it can: each one costs Redis a few microseconds on every move.
 //
 // With Config.Replication, a commit is acknowledged only once replicas
 // hold it (WAIT). Only then is its version recorded as confirmed (field c
