@@ -23,8 +23,8 @@ import (
 // it holds; the first process to find a lease run out releases the seats
 // of its games, and the opponents see those seats disconnected. A process
 // whose lease ran out while it still lives (paused, or cut off from Redis
-// for longer than the lease) finds it gone at its next renewal and holds
-// its seats again.
+// for longer than the lease) finds it gone, or claimed, at its renewals
+// and holds its seats again at each until the release is over.
 
 // defaultPresenceLease is how long a process's holdings outlive its last
 // renewal.
@@ -62,6 +62,9 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 			return
 		}
 	}
+	// gameHolds is whether the game had the seat held by this process
+	// when the change was overtaken.
+	gameHolds := false
 	_, err := h.exec(ctx, "presence", command{
 		id: id,
 		run: func(st *model.State, _ time.Time) (model.Change, error) {
@@ -70,6 +73,7 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 			// when the change is committed (under the game's lock), not
 			// by the order they reach Redis.
 			if h.presence.holds(k) != (delta > 0) {
+				gameHolds = !st.Status.Finished() && slices.Contains(st.Holders[side], h.proc)
 				return model.Change{}, errOvertaken
 			}
 			change := model.Hold
@@ -91,9 +95,13 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 	}
 	switch {
 	case errors.Is(err, errOvertaken):
-		if delta > 0 && !h.presence.holds(k) {
+		if delta > 0 && !h.presence.holds(k) && !gameHolds {
 			// Listed above for a seat whose closing came first, and was
 			// taken off the list then: nothing else would take it off.
+			// A seat the game still has held is left listed: its closing
+			// is under way or failed and queued, and unlists it once it
+			// lets go, whereas a crash meanwhile would leave it held and
+			// unlisted, released by no reaper.
 			h.unlistUnlessHeld(ctx, id, side)
 		}
 		return
@@ -325,7 +333,7 @@ func (h *Handler) reap(ctx context.Context, releases *sync.WaitGroup) {
 	}
 	for _, entry := range procs {
 		if entry == h.proc || entry == store.ClaimOf(h.proc) {
-			continue // renewed in a moment, which voids a claim on it
+			continue // renewed in a moment, which ends a claim run out
 		}
 		now := h.now()
 		proc, err := h.store.Claim(ctx, entry, now, now.Add(h.cfg.PresenceLease))

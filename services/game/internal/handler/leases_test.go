@@ -311,21 +311,7 @@ func TestReleaseGoesPastAGameItCannotWrite(t *testing.T) {
 	if !held(newer) || !held(plain) {
 		t.Fatal("the seats are not held")
 	}
-	// A newer build's commit on the first game.
-	key := prefix + "{g:" + newer + "}"
-	raw, err := rdb.HGet(ctx, key, "s").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	if err := json.Unmarshal([]byte(raw), &st); err != nil {
-		t.Fatal(err)
-	}
-	st["needs"], st["stamp"] = model.Format+1, "newer"
-	b, _ := json.Marshal(st)
-	if err := rdb.HSet(ctx, key, "s", b, "n", "newer").Err(); err != nil {
-		t.Fatal(err)
-	}
+	storedByANewerBuild(t, rdb, prefix, newer)
 	// The newer game is listed first (Redis keeps a small set in the order
 	// it was added), so a release that stopped there would release none.
 	if err := reaper.releaseAll(ctx, gone.proc); !errors.Is(err, store.ErrNewerFormat) {
@@ -336,6 +322,192 @@ func TestReleaseGoesPastAGameItCannotWrite(t *testing.T) {
 	}
 	if games, err := reaper.store.Held(ctx, gone.proc); err != nil || !slices.Contains(games, newer) {
 		t.Fatalf("the process's games %v (%v): want it remembered with the newer game", games, err)
+	}
+}
+
+// storedByANewerBuild makes the game's last commit one of a newer build,
+// which this one cannot write (a rolling upgrade).
+func storedByANewerBuild(t *testing.T, rdb redis.UniversalClient, prefix, id string) {
+	t.Helper()
+	key := prefix + "{g:" + id + "}"
+	raw, err := rdb.HGet(t.Context(), key, "s").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		t.Fatal(err)
+	}
+	st["needs"], st["stamp"] = model.Format+1, "newer"
+	b, _ := json.Marshal(st)
+	if err := rdb.HSet(t.Context(), key, "s", b, "n", "newer").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// afterFirstRehold waits for h's first lease round to have held its
+// seats again (none), so that a test's own rounds are the only ones.
+func afterFirstRehold(h *Handler) {
+	for deadline := time.Now().Add(5 * time.Second); h.rehold.Load() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+}
+
+// TestAProcessBackDuringItsReleaseHoldsItsSeatsAgain: a process P cut off
+// from Redis for longer than its lease comes back while another, R, is
+// releasing its seats: P's renewal finds its lease gone and P holds its
+// seats again, then R lets one of them go and stops part way (a game it
+// cannot write, a Redis error, or R dying). The release was taken up by
+// nobody, since the next claimant found P's lease there and dropped the
+// claim, and P's renewals were no longer fresh: its player showed
+// disconnected for good, the stream open on P. P now holds its seats again
+// at every renewal that finds a claim on its lease, and ends a claim run
+// out.
+func TestAProcessBackDuringItsReleaseHoldsItsSeatsAgain(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		claim time.Duration // how long R's claim runs
+		stop  func(ctx context.Context, r *Handler, proc string) error
+	}{
+		{"its release failed", time.Hour, func(ctx context.Context, r *Handler, proc string) error {
+			return r.store.Unclaim(ctx, proc) // as reap does
+		}},
+		{"its claimant died", 300 * time.Millisecond, func(context.Context, *Handler, string) error {
+			time.Sleep(400 * time.Millisecond) // the claim runs out
+			return nil
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := t.Context()
+			rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+			ring, _, err := auth.KeyringFromConfig("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			long := func(c *Config) { c.PresenceLease = time.Hour } // the test runs the rounds
+			p := newRedisHandlerWith(t, rdb, prefix, ring, long)
+			r := newRedisHandlerWith(t, rdb, prefix, ring, long)
+			afterFirstRehold(p)
+			afterFirstRehold(r)
+			newer, _, _ := newXiangqiFor(t, p, "newer")
+			plain, _, _ := newXiangqiFor(t, p, "plain")
+			for _, id := range []string{newer, plain} {
+				p.presence.opened(ctx, id, rules.First)
+			}
+			if !holdsFirst(t, p, plain) || !holdsFirst(t, p, newer) {
+				t.Fatal("the seats are not held")
+			}
+
+			// P's lease runs out; R claims it.
+			if err := p.store.EndLease(ctx, p.proc); err != nil {
+				t.Fatal(err)
+			}
+			now := r.now()
+			if got, err := r.store.Claim(ctx, p.proc, now, now.Add(c.claim)); err != nil || got != p.proc {
+				t.Fatalf("claim %q, %v", got, err)
+			}
+			// P is back: it holds its seats again before R's release
+			// reaches them.
+			round := func() {
+				if !p.renew(ctx) {
+					t.Fatal("P's renewal failed")
+				}
+				if p.rehold.Swap(false) {
+					for _, k := range p.presence.held() {
+						p.connect(ctx, k.id, k.side, 1)
+					}
+				}
+			}
+			round()
+			// R lets the plain game's seat go, fails on the newer game,
+			// and stops part way.
+			storedByANewerBuild(t, rdb, prefix, newer)
+			if err := r.releaseAll(ctx, p.proc); !errors.Is(err, store.ErrNewerFormat) {
+				t.Fatalf("releaseAll: %v", err)
+			}
+			if err := c.stop(ctx, r, p.proc); err != nil {
+				t.Fatal(err)
+			}
+
+			for range 3 {
+				round()
+				var wg sync.WaitGroup
+				r.reap(ctx, &wg)
+				wg.Wait()
+			}
+			if !holdsFirst(t, p, plain) {
+				t.Error("the seat's stream is open on P, which renews its lease, yet the game has it let go: its player shows disconnected for good")
+			}
+			entries, err := rdb.ZRange(ctx, prefix+"{presence}:procs", 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(entries, store.ClaimOf(p.proc)) {
+				t.Errorf("the claim on P's lease is left among the leases %v", entries)
+			}
+		})
+	}
+}
+
+// TestAnOvertakenOpeningKeepsListedASeatWhoseClosingFailed: a renewal
+// whose answer was lost has the process hold its seats again; a seat's
+// rehold lists it, and its stream closes meanwhile, the closing failing
+// (Redis away) and queued. The rehold, overtaken, took the seat off the
+// process's list as if the closing had let it go, which it had not: the
+// game had the seat held by a process that did not list it, and a stop
+// (or a crash) before the next lease round left it connected for good,
+// released by no reaper. The closing, retried, unlists it once it lets
+// it go.
+func TestAnOvertakenOpeningKeepsListedASeatWhoseClosingFailed(t *testing.T) {
+	ctx := t.Context()
+	h, hooked := hookedHandler(t, 0)
+	afterFirstRehold(h)
+	id, _, _ := newXiangqi(t, h)
+	k := seatKey{id, rules.First}
+	f := newListingFaults(id)
+	close(f.sremRelease) // unlistings are not held back
+	f.saddPasses = true
+	hooked.AddHook(f)
+
+	h.presence.opened(ctx, id, rules.First)
+	if !holdsFirst(t, h, id) || !isListed(t, h, id) {
+		t.Fatal("an opened seat stream is not held and listed")
+	}
+	// The rehold of the seat; its listing is slow.
+	f.saddArmed.Store(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.connect(ctx, id, rules.First, 1)
+	}()
+	select {
+	case <-f.saddReached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rehold never listed the seat")
+	}
+	// The stream closes while Redis is away.
+	f.down.Store(true)
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	f.down.Store(false)
+	h.retryMu.Lock()
+	d, ok := h.retry[k]
+	h.retryMu.Unlock()
+	if !ok || d != -1 {
+		t.Fatalf("the failed closing is not queued (%d, %v)", d, ok)
+	}
+	close(f.saddRelease)
+	<-done
+	if !holdsFirst(t, h, id) {
+		t.Fatal("the failed closing let the seat go")
+	}
+	if !isListed(t, h, id) {
+		t.Error("the game has the seat held by this process (its closing failed, queued), yet the overtaken rehold took it off the process's list")
+	}
+	// The closing, retried, lets the seat go and unlists it.
+	h.retryPresence(ctx)
+	if holdsFirst(t, h, id) || isListed(t, h, id) {
+		t.Errorf("after the closing's retry: held %v, listed %v; want neither", holdsFirst(t, h, id), isListed(t, h, id))
 	}
 }
 

@@ -16,8 +16,9 @@ local proc = entry
 if string.sub(entry, 1, 6) == 'claim:' then
   proc = string.sub(entry, 7)
   if redis.call('ZSCORE', KEYS[1], proc) then
-    -- The process came back and holds its seats again: nothing to finish.
-    redis.call('ZREM', KEYS[1], entry)
+    -- The process came back: nothing to finish. The claim is left for
+    -- the process's own renewal to end (renewlease.lua), which has it
+    -- hold its seats again, those the release let go included.
     return false
   end
 else

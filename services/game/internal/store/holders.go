@@ -97,8 +97,9 @@ type Silence struct{ From, To int64 }
 
 // Renewal is what a lease's renewal found.
 type Renewal struct {
-	// Fresh: the lease was not there: a new process, or one whose lease
-	// ran out and was claimed, which must then hold its seats again.
+	// Fresh: the lease was not there (a new process, or one whose lease
+	// ran out and was claimed), or a claim on it was: the process must
+	// hold its seats again, since a release may have let some go.
 	Fresh bool
 	// Recorded are the silences this renewal found and recorded (none
 	// when another process held a lease until now), one for each break in

@@ -174,6 +174,17 @@ for _, s in ipairs(spans) do
   end
 end
 local fresh = redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+-- A claim on this process's lease is a release of its seats under way,
+-- or one that stopped part way (failed, or its claimant died): the
+-- process holds its seats again at every renewal that finds one, and
+-- ends it once it has run out, for no later release will take it up.
+local claim = redis.call('ZSCORE', KEYS[1], 'claim:' .. me)
+if claim then
+  fresh = 1
+  if tonumber(claim) < now then
+    redis.call('ZREM', KEYS[1], 'claim:' .. me)
+  end
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)
 redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -1 - tonumber(ARGV[5]))
 if redis.call('EXISTS', KEYS[2]) == 1 then
