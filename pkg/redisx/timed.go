@@ -58,8 +58,10 @@ func TimedRead[T any](ctx context.Context, t *TimedReads, read func(context.Cont
 	defer cancel()
 	done := make(chan result, 1)
 	go func() {
-		defer t.busy.Store(false)
 		v, err := read(ctx)
+		// Free before the answer is handed over: a read asked for as soon
+		// as this one's answer is taken must not be refused as under way.
+		t.busy.Store(false)
 		done <- result{v, err}
 	}()
 	select {
