@@ -158,3 +158,61 @@ func TestAReplicaWhoseHeartbeatFailsStillTakesFreeShards(t *testing.T) {
 	a := runReplica(t, env, "a", sweep.Config{LeaseTTL: 2 * time.Second, Tick: 100 * time.Millisecond})
 	waitShares(t, map[*replica]int{a: env.Config.DeadlineShards})
 }
+
+// TestADeadReplicasShardsAreTakenWhileTheHeartbeatFails: while the
+// replica set cannot be written, a replica uses the last set it read,
+// which named a replica that died since: the survivor counted the dead
+// one live and short of its share (it holds none of its shards any more),
+// so it took none of the dead replica's free shards, and the games in
+// them were never flagged. A remembered replica counts only while it
+// holds a lease.
+func TestADeadReplicasShardsAreTakenWhileTheHeartbeatFails(t *testing.T) {
+	t.Parallel()
+	env := startGame(t, true)
+	shards := env.Config.DeadlineShards
+	cfg := sweep.Config{LeaseTTL: 600 * time.Millisecond, Tick: 100 * time.Millisecond}
+	a := runReplica(t, env, "a", cfg)
+	x := runReplica(t, env, "x", cfg)
+	waitShares(t, map[*replica]int{a: shards / 2, x: shards / 2})
+
+	// A game in one of x's shards, its clock running.
+	idx, _ := deadline.New(env.Redis, env.Config.KeyPrefix, shards)
+	ofX := x.Owned()
+	var tb *table
+	for range 200 {
+		c := create(t, env, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer(2 * time.Second)})
+		if slices.Contains(ofX, idx.ShardOf(c.id)) {
+			tb = c
+			break
+		}
+	}
+	if tb == nil {
+		t.Fatal("no game landed in x's shards")
+	}
+	tb.play(t, firstMoves...)
+
+	// The node of the replica set becomes unwritable, then x dies
+	// without releasing its leases.
+	ctx := context.Background()
+	key := env.Config.KeyPrefix + "clock:replicas"
+	if err := env.Redis.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Redis.Set(ctx, key, "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // a few ticks with the heartbeat failing
+	x.kill()
+	<-x.done
+
+	stop := time.Now().Add(10 * time.Second)
+	for len(a.Owned()) != shards && time.Now().Before(stop) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := len(a.Owned()); got != shards {
+		g := tb.get(t)
+		t.Fatalf("10 s after x died (lease TTL %v), the survivor holds %d of %d shards; game %s in x's shard %d: status %v, deadline %v ago",
+			cfg.LeaseTTL, got, shards, tb.id, idx.ShardOf(tb.id), g.GetStatus(), time.Since(g.GetClocks().GetDeadline().AsTime()).Round(time.Second))
+	}
+	tb.waitEnded(t)
+}

@@ -384,7 +384,8 @@ func (s *Service) tick(ctx context.Context) {
 	}
 
 	live, err := hb.StringSlice()
-	if err != nil {
+	remembered := err != nil
+	if remembered {
 		// The replica set is one key, on one Redis Cluster node: that node
 		// being down must not keep this replica from taking the free
 		// shards on the others (a dead replica's, or its own lost ones).
@@ -421,6 +422,13 @@ func (s *Service) tick(ctx context.Context) {
 	s.mu.Unlock()
 	if len(adopt) > 0 {
 		s.adopt(adopt, now)
+	}
+	if remembered {
+		// A replica the last set named is taken for live only while it
+		// holds a lease: one that died since holds none once its leases
+		// run out, and counted live and short of its share, it would keep
+		// this replica from taking its shards, their games never flagged.
+		live = slices.DeleteFunc(live, func(id string) bool { return id != s.cfg.ReplicaID && held[id] == 0 })
 	}
 	fair := int(math.Ceil(float64(shards) / float64(len(live))))
 	hungry := false
