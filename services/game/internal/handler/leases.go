@@ -257,7 +257,7 @@ func (h *Handler) keepRenewing(ctx context.Context) {
 }
 
 // keepLease holds this process's seats again when its lease was found
-// gone, records again the changes of presence that failed, and releases
+// gone or claimed, records again the changes of presence that failed, and releases
 // the seats of the processes whose leases ran out, until ctx ends.
 // Releases run on their own, so that one of many games cannot hold up
 // the others.
@@ -284,8 +284,9 @@ func (h *Handler) keepLease(ctx context.Context) {
 	}
 }
 
-// renew extends the lease; when it was gone, this process is to hold its
-// seats again (keepLease), since another may have released them. It takes
+// renew extends the lease; when it was gone or claimed, this process is
+// to hold its seats again (keepLease), since another may have released
+// them. It takes
 // the silences of the service (see store.Renew) as outages: nobody could
 // move in them either. It reports whether the lease was renewed.
 func (h *Handler) renew(ctx context.Context) bool {

@@ -40,7 +40,9 @@ import (
 // seats of the games listed. The claim replaces the lease by a lease of
 // the claimant's work, "claim:<proc>" in the same set, which Forget drops
 // once everything is released: a claimant that dies midway leaves a claim
-// that runs out, and another process claims it and finishes.
+// that runs out, and another process claims it and finishes; one whose
+// process came back is ended by that process's renewal, which holds its
+// seats again.
 
 func (s *Store) procsKey() string { return s.cfg.Prefix + "{presence}:procs" }
 

@@ -41,9 +41,9 @@
 --       process's contact since its last renewal, oldest first: the latest
 --       it served before the break, and when its contact began again (0:
 --       the contact under way, ARGV[7]), in ms
--- Returns {1 if the lease was not there, the silences recorded ("from:to"
--- separated by spaces, "" for none), the silences that end after
--- ARGV[6]...}.
+-- Returns {1 if the lease was not there or a claim on it was, the
+-- silences recorded ("from:to" separated by spaces, "" for none), the
+-- silences that end after ARGV[6]...}.
 local t = redis.call('TIME')
 local now = math.min(tonumber(ARGV[3]), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local keep = tonumber(ARGV[4])
