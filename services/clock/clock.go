@@ -69,7 +69,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.Tick, "clock-tick", sweep.DefaultTick, "how often shard leases are renewed and rebalanced")
 	app.DurationFlag(fs, &c.Poll, "clock-poll", sweep.DefaultPoll, "longest sleep of a sweeper between two reads of its shard")
 	app.IntFlag(fs, &c.Batch, "clock-batch", sweep.DefaultBatch, "due deadlines of one shard handed to the game service at once")
-	app.IntFlag(fs, &c.Workers, "clock-workers", sweep.DefaultWorkers, "concurrent ExpireDeadline calls per replica (a call slower than 250ms hands its place on, up to 4 times as many waiting out their timeout)")
+	app.IntFlag(fs, &c.Workers, "clock-workers", sweep.DefaultWorkers, "concurrent ExpireDeadline calls per replica")
 	app.DurationFlag(fs, &c.CallTimeout, "clock-call-timeout", sweep.DefaultCallTimeout, "timeout of one call to the game service: an ExpireDeadline, or the read behind GetClocks")
 	app.DurationFlag(fs, &c.HandOverAfter, "clock-hand-over-after", sweep.DefaultHandOverAfter, "how long every call of this replica to the game service may fail (unreachable, or refusing its credential) or go unanswered (a frozen game service) before a probe is sent; if the probe fails too, the replica hands its shards to the other replicas and reports the clock service NOT_SERVING until a probe gets an answer")
 	app.DurationFlag(fs, &c.StaleAfter, "clock-stale-after", sweep.DefaultStaleAfter, "how long past its instant a deadline entry that is not its game's current one is re-checked before removal (a commit making it current may be on its way)")

@@ -65,9 +65,7 @@ type Config struct {
 	// Batch is how many due entries of one shard are handed to the game
 	// service at once (the calls themselves are bounded by Workers).
 	Batch int
-	// Workers bounds the concurrent ExpireDeadline calls of the replica
-	// that answer in time; a call slower than slowCall gives its worker
-	// to the next (see worker), up to stragglersPerWorker times as many.
+	// Workers bounds the concurrent ExpireDeadline calls of the replica.
 	Workers int
 	// CallTimeout bounds one ExpireDeadline call.
 	CallTimeout time.Duration
@@ -173,11 +171,9 @@ type Service struct {
 	keys  keys
 	m     metrics
 	late  *histogram
-	// sem bounds the ExpireDeadline calls in flight across all shards,
-	// and stragglers those among them past slowCall (see worker).
-	sem        chan struct{}
-	stragglers chan struct{}
-	health     []health
+	// sem bounds the ExpireDeadline calls in flight across all shards.
+	sem    chan struct{}
+	health []health
 
 	// calls counts the ExpireDeadline calls in flight, so that Run
 	// returns only when none is left.
@@ -213,12 +209,11 @@ func New(log *slog.Logger, rdb redis.UniversalClient, idx *deadline.Index, games
 	cfg = cfg.withDefaults()
 	s := &Service{
 		log: log.With("replica", cfg.ReplicaID), rdb: rdb, idx: idx, games: games, cfg: cfg,
-		keys:       keys{prefix: idx.Prefix()},
-		late:       newHistogram(),
-		sem:        make(chan struct{}, cfg.Workers),
-		stragglers: make(chan struct{}, stragglersPerWorker*cfg.Workers),
-		health:     make([]health, idx.Shards()),
-		owned:      map[int]*shardRun{}, leaving: map[int]*shardRun{}, sweeping: map[int]*shard{},
+		keys:   keys{prefix: idx.Prefix()},
+		late:   newHistogram(),
+		sem:    make(chan struct{}, cfg.Workers),
+		health: make([]health, idx.Shards()),
+		owned:  map[int]*shardRun{}, leaving: map[int]*shardRun{}, sweeping: map[int]*shard{},
 		wake: make(chan struct{}, 1),
 	}
 	m, err := newMetrics(meter, s)

@@ -238,9 +238,8 @@ func (s *Service) handle(ctx context.Context, sh *shard, m string) {
 	default:
 		select {
 		case s.sem <- struct{}{}:
-			w := s.startWorker()
 			o = s.expire(ctx, sh.id, e)
-			w.release()
+			<-s.sem
 		case <-ctx.Done():
 			o = outcome{kind: "retry"}
 		}
@@ -307,62 +306,6 @@ func (s *Service) handle(ctx context.Context, sh *shard, m string) {
 	sh.mu.Unlock()
 	if wake {
 		s.wakeScanner()
-	}
-}
-
-// slowCall is how long an ExpireDeadline call keeps its worker. A call
-// slower than that is a straggler (its game's Redis node frozen, say, or
-// the game service overloaded) and hands its worker to the next entry:
-// as many stuck games as there are workers would otherwise hold every
-// other game's flag back for CallTimeout. Up to stragglersPerWorker
-// times Workers such calls wait out their timeout at once; past that, a
-// straggler keeps its worker, so that calls to a game service that has
-// stopped answering stay bounded.
-const (
-	slowCall            = 250 * time.Millisecond
-	stragglersPerWorker = 4
-)
-
-// worker is the place in sem of one call, traded for a place in
-// stragglers once the call is slow.
-type worker struct {
-	s     *Service
-	timer *time.Timer
-
-	mu         sync.Mutex
-	straggling bool
-	released   bool
-}
-
-func (s *Service) startWorker() *worker {
-	w := &worker{s: s}
-	w.timer = time.AfterFunc(slowCall, w.straggle)
-	return w
-}
-
-func (w *worker) straggle() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.released {
-		return
-	}
-	select {
-	case w.s.stragglers <- struct{}{}:
-		w.straggling = true
-		<-w.s.sem
-	default:
-	}
-}
-
-func (w *worker) release() {
-	w.timer.Stop()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.released = true
-	if w.straggling {
-		<-w.s.stragglers
-	} else {
-		<-w.s.sem
 	}
 }
 
