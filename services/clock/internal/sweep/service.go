@@ -186,7 +186,9 @@ type Service struct {
 	owned    map[int]*shardRun // leases held and renewed
 	leaving  map[int]*shardRun // released, swept until the hand-off ends
 	sweeping map[int]*shard    // owned and leaving shards
+	// replicas is the last replica set read, at readAt (local).
 	replicas []string
+	readAt   time.Time
 
 	reach reach
 	// reachReports keeps the reports of reach in the order they are made.
@@ -383,16 +385,16 @@ func (s *Service) tick(ctx context.Context) {
 		s.log.Warn("could not renew the leases of shards in time", "shards", late, "err", lateErr)
 	}
 
-	live, err := hb.StringSlice()
-	remembered := err != nil
-	if remembered {
+	live, readErr := hb.StringSlice()
+	stale := false
+	if readErr != nil {
 		// The replica set is one key, on one Redis Cluster node: that node
 		// being down must not keep this replica from taking the free
 		// shards on the others (a dead replica's, or its own lost ones).
 		// The last set read stands in for it.
-		s.log.Warn("clock heartbeat", "err", err)
+		s.log.Warn("clock heartbeat", "err", readErr)
 		s.mu.Lock()
-		live = slices.Clone(s.replicas)
+		live, stale = slices.Clone(s.replicas), now.Sub(s.readAt) > s.cfg.aliveWindow()
 		s.mu.Unlock()
 	}
 	if !slices.Contains(live, s.cfg.ReplicaID) {
@@ -423,11 +425,13 @@ func (s *Service) tick(ctx context.Context) {
 	if len(adopt) > 0 {
 		s.adopt(adopt, now)
 	}
-	if remembered {
-		// A replica the last set named is taken for live only while it
-		// holds a lease: one that died since holds none once its leases
-		// run out, and counted live and short of its share, it would keep
-		// this replica from taking its shards, their games never flagged.
+	if stale {
+		// A replica the last set read named, longer ago than a heartbeat
+		// counts, is taken for live only while it holds a lease (one just
+		// started holds none yet, and counts while the read is recent):
+		// one that died since holds none once its leases run out, and
+		// counted live and short of its share, it would keep this replica
+		// from taking its shards, their games never flagged.
 		live = slices.DeleteFunc(live, func(id string) bool { return id != s.cfg.ReplicaID && held[id] == 0 })
 	}
 	fair := int(math.Ceil(float64(shards) / float64(len(live))))
@@ -440,7 +444,9 @@ func (s *Service) tick(ctx context.Context) {
 		}
 	}
 	s.mu.Lock()
-	s.replicas = live
+	if readErr == nil {
+		s.replicas, s.readAt = live, now
+	}
 	have := len(s.owned)
 	s.mu.Unlock()
 
