@@ -189,7 +189,7 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	el := time.Since(start).Seconds()
 	rep := aiReport{Level: *level, Jobs: jobs.Load(), JobsPerS: float64(jobs.Load()) / el, Nodes: nodes.Load(), NPS: float64(nodes.Load()) / el, Errors: errs.Load(), Retries: retries.Load(), Shed: shed.Load()}
 	rep.P50ms, rep.P99ms = percentiles(lat)
-	if quiet := shedOnly(start, lastAnswer.Load(), lastShed.Load(), time.Duration(rep.P50ms*float64(time.Millisecond))); quiet > 0 {
+	if quiet := shedOnly(start, lastAnswer.Load(), lastShed.Load()); quiet > 0 {
 		fail("the service shed every call for the last %v of the run, answering none: shedding is for load it cannot take, not for stopping", quiet.Round(time.Millisecond))
 		rep.Errors = errs.Load()
 	}
@@ -213,16 +213,17 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 // shedOnly is how long the end of a run that began at start went with
 // calls shed and none answered (unix nanos of the last of each; 0: none),
-// when that is longer than half the run and five answers' median time: a
-// service that takes more than it can bears still answers at its pace,
-// one that stopped answering sheds everything. 0 otherwise.
-func shedOnly(start time.Time, lastAnswer, lastShed int64, p50 time.Duration) time.Duration {
+// when that is longer than half the run: a service that takes more than
+// it can bears still answers at its pace, one that stopped answering
+// sheds everything. 0 otherwise. Slow answers (level 10) are no excuse:
+// one that takes half a run is an answer a client gave up on.
+func shedOnly(start time.Time, lastAnswer, lastShed int64) time.Duration {
 	if lastShed == 0 || lastShed < lastAnswer {
 		return 0
 	}
 	from := max(lastAnswer, start.UnixNano())
 	quiet := time.Duration(lastShed - from)
-	if quiet <= max(time.Duration(lastShed-start.UnixNano())/2, 5*p50) {
+	if quiet <= time.Duration(lastShed-start.UnixNano())/2 {
 		return 0
 	}
 	return quiet

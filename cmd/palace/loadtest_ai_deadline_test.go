@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -124,5 +125,79 @@ func TestLoadtestAIFailsAServiceThatShedsEverything(t *testing.T) {
 	lastJSON(t, out, &rep)
 	if code == exitOK {
 		t.Fatalf("a service answering 1 call and shedding the %d after it, with one client: exit %d, report %+v; want a failed run\n%s", rep.Shed, code, rep, errOut)
+	}
+}
+
+// unavailableAI answers every BestMove Unavailable, as a replica
+// that is restarting does, and counts the calls it was sent.
+type unavailableAI struct {
+	aiv1.UnimplementedAIServiceServer
+	calls *atomic.Int64
+}
+
+func (s unavailableAI) BestMove(context.Context, *aiv1.BestMoveRequest) (*aiv1.BestMoveResponse, error) {
+	s.calls.Add(1)
+	return nil, status.Error(codes.Unavailable, "restarting")
+}
+
+// TestLoadtestAIRetriesCountOnlyCallsSentAgain: "retries" are the calls
+// sent again. Against a lone replica that answers every call Unavailable,
+// every call the server got is a first send (one per loop round, each
+// ending as one of "errors") or a retry. A retry was counted before its
+// pause, which the run's end cuts short without sending it: one retry too
+// many per client (the games and clocks tools' failovers alike).
+func TestLoadtestAIRetriesCountOnlyCallsSentAgain(t *testing.T) {
+	var calls atomic.Int64
+	addr := serveAI(t, unavailableAI{calls: &calls})
+	out, errOut, _ := palace("loadtest", "ai", "--addr", addr, "--variant", "xiangqi", "--level", "1", "--clients", "2", "--duration", "1s")
+	var rep aiReport
+	lastJSON(t, out, &rep)
+	sent := calls.Load()
+	t.Logf("report %+v, calls received %d", rep, sent)
+	if rep.Jobs != 0 || rep.Shed != 0 || rep.Errors == 0 {
+		t.Fatalf("report %+v: want only errors\n%s", rep, errOut)
+	}
+	if want := sent - rep.Errors; rep.Retries != want {
+		t.Errorf("retries = %d, but the server got %d calls for %d failed rounds: %d sent again", rep.Retries, sent, rep.Errors, want)
+	}
+}
+
+// stopsAnsweringAI answers its first two calls, slowly (a level-10
+// search on a busy service), with a legal move, and sheds every later call
+// (ResourceExhausted) at once: a service that stopped answering.
+type stopsAnsweringAI struct {
+	aiv1.UnimplementedAIServiceServer
+	calls *atomic.Int64
+}
+
+func (s stopsAnsweringAI) BestMove(ctx context.Context, req *aiv1.BestMoveRequest) (*aiv1.BestMoveResponse, error) {
+	if s.calls.Add(1) > 2 {
+		return nil, status.Error(codes.ResourceExhausted, "all engines busy; retry later")
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(1500 * time.Millisecond):
+	}
+	return legalMovesAI{}.BestMove(ctx, req)
+}
+
+// TestLoadtestAIFailsAServiceThatShedsTheLastHalf: a service that sheds
+// every call for the last half of the run, answering none, is one of the
+// errors (README). One that answered two slow calls (1.5 s each) and shed
+// every call for the rest of a 5 s run passed: the quiet spell had also
+// to exceed five times the answers' median.
+func TestLoadtestAIFailsAServiceThatShedsTheLastHalf(t *testing.T) {
+	var calls atomic.Int64
+	addr := serveAI(t, stopsAnsweringAI{calls: &calls})
+	out, errOut, code := palace("loadtest", "ai", "--addr", addr, "--variant", "xiangqi", "--level", "10", "--clients", "2", "--duration", "5s")
+	var rep aiReport
+	lastJSON(t, out, &rep)
+	t.Logf("report %+v", rep)
+	if rep.Jobs != 2 || rep.Shed == 0 {
+		t.Fatalf("report %+v: want 2 jobs, then only shed calls\n%s", rep, errOut)
+	}
+	if code != exitFail || rep.Errors == 0 {
+		t.Errorf("exit %d, errors %d: a service that shed every call for the last 70%% of the run passed\n%s", code, rep.Errors, errOut)
 	}
 }

@@ -108,11 +108,13 @@ func (r *route[C]) moveOn(ctx context.Context, attempt int) bool {
 		return false
 	}
 	r.replica = (r.replica + 1) % len(r.replicas)
-	r.moved()
 	select {
 	case <-ctx.Done():
 		return false
 	case <-time.After(min(failoverPauseMax, failoverPause*time.Duration(attempt+1))):
+		// Counted only now: a call whose pause the run's end cuts short
+		// is not sent again.
+		r.moved()
 		return true
 	}
 }
