@@ -113,3 +113,74 @@ func TestALeaselessReplicaIsForgottenOnceTheSetIsStale(t *testing.T) {
 		t.Fatalf("a holds %d shards once the last read is older than a heartbeat counts, x holding none; want 4", got)
 	}
 }
+
+// TestStatsNameThisReplicaWhenTheHeartbeatNeverSucceeded: GetStats'
+// replicas are those "that sent a heartbeat recently, this one included"
+// (clock.proto): a replica whose heartbeat has failed since it started
+// counts itself, and sweeps as the only replica, and its stats say so.
+func TestStatsNameThisReplicaWhenTheHeartbeatNeverSucceeded(t *testing.T) {
+	rdb, idx := fourShards(t)
+	ctx := context.Background()
+	key := idx.Prefix() + "clock:replicas"
+	if err := rdb.Set(ctx, key, "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(slog.New(slog.DiscardHandler), rdb, idx, slowGames{}, noop.NewMeterProvider().Meter("test"), Config{ReplicaID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Release(context.Background()); _ = a.Close() })
+	for range 3 {
+		a.tick(ctx)
+	}
+	st, err := a.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Owned()) != 4 {
+		t.Fatalf("a holds %d of 4 shards, want 4", len(a.Owned()))
+	}
+	if !slices.Contains(st.Replicas, "a") {
+		t.Errorf("replica a sweeps all 4 shards, counting itself, but its stats list replicas %q, not itself (\"this one included\")", st.Replicas)
+	}
+}
+
+// TestStatsDropADeadReplicaTheSweeperNoLongerCounts: during a long
+// heartbeat outage, a replica the last set read named that died (holds no
+// lease) is no longer counted for the fair share, and GetStats no longer
+// lists it among the replicas seen recently.
+func TestStatsDropADeadReplicaTheSweeperNoLongerCounts(t *testing.T) {
+	rdb, idx := fourShards(t)
+	ctx := context.Background()
+	cfg := Config{ReplicaID: "a", LeaseTTL: 600 * time.Millisecond, Tick: 100 * time.Millisecond}
+	a, err := New(slog.New(slog.DiscardHandler), rdb, idx, slowGames{}, noop.NewMeterProvider().Meter("test"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Release(context.Background()); _ = a.Close() })
+	key := idx.Prefix() + "clock:replicas"
+	if err := rdb.ZAdd(ctx, key, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "x"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a.tick(ctx)
+	rdb.Del(ctx, key)
+	if err := rdb.Set(ctx, key, "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// x is dead; the outage lasts ten heartbeat windows.
+	deadline := time.Now().Add(10 * cfg.withDefaults().aliveWindow())
+	for time.Now().Before(deadline) {
+		a.tick(ctx)
+		time.Sleep(cfg.Tick)
+	}
+	if got := len(a.Owned()); got != 4 {
+		t.Fatalf("a holds %d of 4 shards, x dead: want 4", got)
+	}
+	st, err := a.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(st.Replicas, "x") {
+		t.Errorf("x, dead and counted by no one for %v, is still listed in a's stats as a replica seen recently: %q", 10*cfg.withDefaults().aliveWindow(), st.Replicas)
+	}
+}

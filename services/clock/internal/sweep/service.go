@@ -186,9 +186,11 @@ type Service struct {
 	owned    map[int]*shardRun // leases held and renewed
 	leaving  map[int]*shardRun // released, swept until the hand-off ends
 	sweeping map[int]*shard    // owned and leaving shards
-	// replicas is the last replica set read, at readAt (local).
+	// replicas is the last replica set read, at readAt (local); counted
+	// the replicas the last tick counted live, this one included.
 	replicas []string
 	readAt   time.Time
+	counted  []string
 
 	reach reach
 	// reachReports keeps the reports of reach in the order they are made.
@@ -447,6 +449,7 @@ func (s *Service) tick(ctx context.Context) {
 	if readErr == nil {
 		s.replicas, s.readAt = live, now
 	}
+	s.counted = live
 	have := len(s.owned)
 	s.mu.Unlock()
 
@@ -570,7 +573,7 @@ func (s *Service) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, fmt.Errorf("read deadline index stats: %w", err)
 	}
 	s.mu.Lock()
-	out := Stats{ReplicaID: s.cfg.ReplicaID, Replicas: slices.Clone(s.replicas), Lateness: s.late.buckets()}
+	out := Stats{ReplicaID: s.cfg.ReplicaID, Replicas: slices.Clone(s.counted), Lateness: s.late.buckets()}
 	owned := make(map[int]bool, len(s.owned))
 	for sh := range s.owned {
 		owned[sh] = true
