@@ -34,6 +34,39 @@ func fourShards(t *testing.T) (redis.UniversalClient, *deadline.Index) {
 	return rdb, idx
 }
 
+// newSweeper is a sweeper on rdb and idx, released and closed at the end
+// of the test; the test runs its ticks.
+func newSweeper(t *testing.T, rdb redis.UniversalClient, idx *deadline.Index, cfg Config) *Service {
+	s, err := New(slog.New(slog.DiscardHandler), rdb, idx, slowGames{}, noop.NewMeterProvider().Meter("test"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Release(context.Background()); _ = s.Close() })
+	return s
+}
+
+// breakReplicaSet makes the replica set unwritable (its node down, say).
+func breakReplicaSet(t *testing.T, rdb redis.UniversalClient, idx *deadline.Index) {
+	key := idx.Prefix() + "clock:replicas"
+	rdb.Del(context.Background(), key)
+	if err := rdb.Set(context.Background(), key, "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// besideALeaselessReplica is a sweeper "a" (a short lease) that has seen
+// a replica "x" heartbeat, which never takes a lease: x died at once.
+func besideALeaselessReplica(t *testing.T) (*Service, Config, redis.UniversalClient, *deadline.Index) {
+	rdb, idx := fourShards(t)
+	cfg := Config{ReplicaID: "a", LeaseTTL: 600 * time.Millisecond, Tick: 100 * time.Millisecond}
+	a := newSweeper(t, rdb, idx, cfg)
+	if err := rdb.ZAdd(context.Background(), idx.Prefix()+"clock:replicas", redis.Z{Score: float64(time.Now().UnixMilli()), Member: "x"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a.tick(context.Background())
+	return a, cfg, rdb, idx
+}
+
 // TestAReplicaJustStartedIsCountedWhileTheHeartbeatFails: a replica that
 // has just started holds no lease yet. While the replica set cannot be
 // written, the others count a replica it named only while it holds a
@@ -43,28 +76,16 @@ func fourShards(t *testing.T) (redis.UniversalClient, *deadline.Index) {
 func TestAReplicaJustStartedIsCountedWhileTheHeartbeatFails(t *testing.T) {
 	rdb, idx := fourShards(t)
 	ctx := context.Background()
-	newReplica := func(id string) *Service {
-		s, err := New(slog.New(slog.DiscardHandler), rdb, idx, slowGames{}, noop.NewMeterProvider().Meter("test"), Config{ReplicaID: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Release(context.Background()); _ = s.Close() })
-		return s
-	}
-	a := newReplica("a")
+	a := newSweeper(t, rdb, idx, Config{ReplicaID: "a"})
 	a.tick(ctx) // a alone: takes the 4 shards
-	b := newReplica("b")
+	b := newSweeper(t, rdb, idx, Config{ReplicaID: "b"})
 	b.tick(ctx) // b heartbeats; nothing is free
 	a.tick(ctx) // a sees b, short of its share: releases 2 for it
 	if got := len(a.Owned()); got != 2 {
 		t.Fatalf("a holds %d shards after seeing b, want 2", got)
 	}
 	// The replica set's node becomes unwritable before b's next tick.
-	key := idx.Prefix() + "clock:replicas"
-	rdb.Del(ctx, key)
-	if err := rdb.Set(ctx, key, "not a sorted set", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	breakReplicaSet(t, rdb, idx)
 	for range 5 {
 		a.tick(ctx)
 		b.tick(ctx)
@@ -82,27 +103,12 @@ func TestAReplicaJustStartedIsCountedWhileTheHeartbeatFails(t *testing.T) {
 // window, a replica the last set read named that holds no lease is taken
 // for dead, and its free shards are taken.
 func TestALeaselessReplicaIsForgottenOnceTheSetIsStale(t *testing.T) {
-	rdb, idx := fourShards(t)
+	a, cfg, rdb, idx := besideALeaselessReplica(t)
 	ctx := context.Background()
-	cfg := Config{ReplicaID: "a", LeaseTTL: 600 * time.Millisecond, Tick: 100 * time.Millisecond}
-	a, err := New(slog.New(slog.DiscardHandler), rdb, idx, slowGames{}, noop.NewMeterProvider().Meter("test"), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Release(context.Background()); _ = a.Close() })
-	// x heartbeats, never takes a lease, and dies.
-	key := idx.Prefix() + "clock:replicas"
-	if err := rdb.ZAdd(ctx, key, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "x"}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	a.tick(ctx) // a sees x: takes its fair share, 2
 	if got := len(a.Owned()); got != 2 {
 		t.Fatalf("a holds %d shards beside x, want 2", got)
 	}
-	rdb.Del(ctx, key)
-	if err := rdb.Set(ctx, key, "not a sorted set", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	breakReplicaSet(t, rdb, idx)
 	a.tick(ctx) // the read is recent: x still counts
 	if got := len(a.Owned()); got != 2 {
 		t.Fatalf("a holds %d shards right after the set became unwritable, want 2", got)
@@ -121,15 +127,8 @@ func TestALeaselessReplicaIsForgottenOnceTheSetIsStale(t *testing.T) {
 func TestStatsNameThisReplicaWhenTheHeartbeatNeverSucceeded(t *testing.T) {
 	rdb, idx := fourShards(t)
 	ctx := context.Background()
-	key := idx.Prefix() + "clock:replicas"
-	if err := rdb.Set(ctx, key, "not a sorted set", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(slog.New(slog.DiscardHandler), rdb, idx, slowGames{}, noop.NewMeterProvider().Meter("test"), Config{ReplicaID: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Release(context.Background()); _ = a.Close() })
+	breakReplicaSet(t, rdb, idx)
+	a := newSweeper(t, rdb, idx, Config{ReplicaID: "a"})
 	for range 3 {
 		a.tick(ctx)
 	}
@@ -141,7 +140,7 @@ func TestStatsNameThisReplicaWhenTheHeartbeatNeverSucceeded(t *testing.T) {
 		t.Fatalf("a holds %d of 4 shards, want 4", len(a.Owned()))
 	}
 	if !slices.Contains(st.Replicas, "a") {
-		t.Errorf("replica a sweeps all 4 shards, counting itself, but its stats list replicas %q, not itself (\"this one included\")", st.Replicas)
+		t.Errorf("replica a sweeps all 4 shards, counting itself, but its stats list replicas %q, not itself", st.Replicas)
 	}
 }
 
@@ -150,28 +149,12 @@ func TestStatsNameThisReplicaWhenTheHeartbeatNeverSucceeded(t *testing.T) {
 // lease) is no longer counted for the fair share, and GetStats no longer
 // lists it among the replicas seen recently.
 func TestStatsDropADeadReplicaTheSweeperNoLongerCounts(t *testing.T) {
-	rdb, idx := fourShards(t)
+	a, cfg, rdb, idx := besideALeaselessReplica(t)
 	ctx := context.Background()
-	cfg := Config{ReplicaID: "a", LeaseTTL: 600 * time.Millisecond, Tick: 100 * time.Millisecond}
-	a, err := New(slog.New(slog.DiscardHandler), rdb, idx, slowGames{}, noop.NewMeterProvider().Meter("test"), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Release(context.Background()); _ = a.Close() })
-	key := idx.Prefix() + "clock:replicas"
-	if err := rdb.ZAdd(ctx, key, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "x"}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	a.tick(ctx)
-	rdb.Del(ctx, key)
-	if err := rdb.Set(ctx, key, "not a sorted set", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	// x is dead; the outage lasts ten heartbeat windows.
-	deadline := time.Now().Add(10 * cfg.withDefaults().aliveWindow())
-	for time.Now().Before(deadline) {
+	breakReplicaSet(t, rdb, idx)
+	outage := 10 * cfg.withDefaults().aliveWindow()
+	for end := time.Now().Add(outage); time.Now().Before(end); time.Sleep(cfg.Tick) {
 		a.tick(ctx)
-		time.Sleep(cfg.Tick)
 	}
 	if got := len(a.Owned()); got != 4 {
 		t.Fatalf("a holds %d of 4 shards, x dead: want 4", got)
@@ -181,6 +164,6 @@ func TestStatsDropADeadReplicaTheSweeperNoLongerCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if slices.Contains(st.Replicas, "x") {
-		t.Errorf("x, dead and counted by no one for %v, is still listed in a's stats as a replica seen recently: %q", 10*cfg.withDefaults().aliveWindow(), st.Replicas)
+		t.Errorf("x, dead and counted by no one for %v, is still listed in a's stats as a replica seen recently: %q", outage, st.Replicas)
 	}
 }
