@@ -257,10 +257,10 @@ func (h *Handler) keepRenewing(ctx context.Context) {
 }
 
 // keepLease holds this process's seats again when its lease was found
-// gone or claimed, records again the changes of presence that failed, and releases
-// the seats of the processes whose leases ran out, until ctx ends.
-// Releases run on their own, so that one of many games cannot hold up
-// the others.
+// gone or claimed, records again the changes of presence that failed,
+// and releases the seats of the processes whose leases ran out, until ctx
+// ends. Releases run on their own, so that one of many games cannot hold
+// up the others.
 func (h *Handler) keepLease(ctx context.Context) {
 	t := time.NewTicker(h.cfg.PresenceLease / 3)
 	defer t.Stop()
@@ -286,9 +286,9 @@ func (h *Handler) keepLease(ctx context.Context) {
 
 // renew extends the lease; when it was gone or claimed, this process is
 // to hold its seats again (keepLease), since another may have released
-// them. It takes
-// the silences of the service (see store.Renew) as outages: nobody could
-// move in them either. It reports whether the lease was renewed.
+// them. It takes the silences of the service (see store.Renew) as
+// outages: nobody could move in them either. It reports whether the lease
+// was renewed.
 func (h *Handler) renew(ctx context.Context) bool {
 	now := h.now()
 	broken, contact := h.contact.untold(), h.contact.began(now)
