@@ -67,10 +67,26 @@ type decodedStream struct{ grpc.ServerStream }
 
 func (s decodedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
+		if status.Code(err) == codes.Internal {
+			return brokenRequest{err}
+		}
 		return err
 	}
 	return checkDecoded(m)
 }
+
+// brokenRequest is a request message grpc-go could not read: a cut or
+// corrupt frame, bad gzip, unknown flags, no message. grpc-go reads it
+// before any code of this server runs and has already answered Internal
+// (its RecvMsg writes the status itself); the fault is the client's all
+// the same, as over Connect and gRPC-Web, where it is InvalidArgument,
+// and is logged as a refusal, not as an ERROR any client could write at
+// will.
+type brokenRequest struct{ err error }
+
+func (b brokenRequest) Error() string              { return b.err.Error() }
+func (b brokenRequest) Unwrap() error              { return b.err }
+func (b brokenRequest) GRPCStatus() *status.Status { return status.Convert(b.err) }
 
 func malformed(why string) error {
 	return status.Errorf(codes.InvalidArgument, "malformed request: %s", why)
@@ -120,6 +136,9 @@ func logCall(ctx context.Context, log *slog.Logger, maxAge time.Duration, method
 		level = slog.LevelWarn
 	case code == codes.Internal, code == codes.Unknown, code == codes.DataLoss:
 		level = slog.LevelError
+	}
+	if errors.As(err, new(brokenRequest)) {
+		level = slog.LevelInfo
 	}
 	var cause interface{ CauseLogged() bool }
 	if level > slog.LevelInfo && errors.As(err, &cause) && cause.CauseLogged() {
