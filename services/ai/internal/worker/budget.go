@@ -60,10 +60,12 @@ func thinkBudget(g *gamev1.Game, side commonv1.Side, held time.Duration) time.Du
 		case pc.GetInByoYomi():
 			budget = (pc.GetPeriodLeft().AsDuration() - spent) * 3 / 4
 		default:
-			budget = (pc.GetMainLeft().AsDuration() - spent) / movesLeft
+			main := pc.GetMainLeft().AsDuration() - spent
+			budget = main / movesLeft
 			if pc.GetPeriodsLeft() > 0 {
-				// Main time may run out during this move: a period follows.
-				budget = max(budget, pc.GetPeriodLeft().AsDuration()*3/4)
+				// Main time may run out during this move: a period follows,
+				// less what of it the snapshot's wait has taken already.
+				budget = max(budget, (pc.GetPeriodLeft().AsDuration()+min(main, 0))*3/4)
 			}
 		}
 	}

@@ -50,3 +50,32 @@ func TestThinkBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestByoYomiBudgetCountsTheTimeHeldAgainstTheFirstPeriod: the snapshot
+// shows the AI with 100 ms of main time and one 1 s period left, and the
+// worker held it 800 ms (a game service that stalled after its read):
+// 300 ms are left on the clock when the search starts. The time held was
+// taken from main time, and from the period once the snapshot showed
+// byo-yomi, but not from the period that follows main time: the budget
+// was 450 ms, and the AI lost on time.
+func TestByoYomiBudgetCountsTheTimeHeldAgainstTheFirstPeriod(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	tc := &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{
+		MainTime: durationpb.New(time.Minute), Periods: 1, PeriodTime: durationpb.New(time.Second)}}}
+	second := commonv1.Side_SIDE_SECOND
+	game := func(pc *commonv1.PlayerClock) *gamev1.Game {
+		return &gamev1.Game{TimeControl: tc, Clocks: &commonv1.ClockSnapshot{
+			First: pc, Second: pc, Running: second, AsOf: timestamppb.New(now)}}
+	}
+	const held = 800 * time.Millisecond
+	inMain := game(&commonv1.PlayerClock{MainLeft: durationpb.New(100 * time.Millisecond), PeriodsLeft: 1, PeriodLeft: durationpb.New(time.Second)})
+	clockLeft := 100*time.Millisecond + time.Second - held // to the flag, from the search's start
+	got := thinkBudget(inMain, second, held)
+	// The same clock read 100 ms later: in byo-yomi, 900 ms of its period left.
+	inByoYomi := game(&commonv1.PlayerClock{PeriodsLeft: 1, PeriodLeft: durationpb.New(900 * time.Millisecond), InByoYomi: true})
+	later := thinkBudget(inByoYomi, second, held-100*time.Millisecond)
+	t.Logf("main 100 ms + 1 x 1 s, held %v: budget %v (clock left %v); the same clock in byo-yomi: %v", held, got, clockLeft, later)
+	if got > max(clockLeft-moveMargin, minBudget) {
+		t.Fatalf("budget %v (+%v for the move to arrive) for a clock with %v left to its flag: the AI loses on time (the same clock, read once in byo-yomi, gets %v)", got, moveMargin, clockLeft, later)
+	}
+}
