@@ -57,17 +57,34 @@ func thinkBudget(g *gamev1.Game, side commonv1.Side, held time.Duration) time.Du
 			left := pc.GetMainLeft().AsDuration() - spent
 			budget = left/movesLeft + tc.GetFischer().GetIncrement().AsDuration()*3/4
 			budget = min(budget, left/2)
-		case pc.GetInByoYomi():
-			budget = (pc.GetPeriodLeft().AsDuration() - spent) * 3 / 4
 		default:
-			main := pc.GetMainLeft().AsDuration() - spent
-			budget = main / movesLeft
-			if pc.GetPeriodsLeft() > 0 {
-				// Main time may run out during this move: a period follows,
-				// less what of it the snapshot's wait has taken already.
-				budget = max(budget, (pc.GetPeriodLeft().AsDuration()+min(main, 0))*3/4)
-			}
+			budget = byoYomiBudget(pc, tc.GetByoYomi().GetPeriodTime().AsDuration(), spent)
 		}
 	}
 	return max(budget-moveMargin, minBudget)
+}
+
+// byoYomiBudget is the think time of a byo-yomi (or sudden death) seat
+// whose clock pc has run spent since its snapshot: spent as the clock
+// spends it, main time first, then the current period, then whole fresh
+// periods while others remain; a thirtieth of main time left, and at
+// least three quarters of what is left of the period it then stands in,
+// which the move may not lose.
+func byoYomiBudget(pc *commonv1.PlayerClock, period, spent time.Duration) time.Duration {
+	main := pc.GetMainLeft().AsDuration()
+	if pc.GetInByoYomi() {
+		main = 0
+	}
+	main -= spent
+	budget := max(main, 0) / movesLeft
+	left, periods := pc.GetPeriodLeft().AsDuration(), pc.GetPeriodsLeft()
+	over := max(-main, 0)
+	for ; over >= left && periods > 1 && period > 0; periods-- {
+		over -= left
+		left = period
+	}
+	if periods > 0 {
+		budget = max(budget, (left-over)*3/4)
+	}
+	return budget
 }

@@ -79,3 +79,41 @@ func TestByoYomiBudgetCountsTheTimeHeldAgainstTheFirstPeriod(t *testing.T) {
 		t.Fatalf("budget %v (+%v for the move to arrive) for a clock with %v left to its flag: the AI loses on time (the same clock, read once in byo-yomi, gets %v)", got, moveMargin, clockLeft, later)
 	}
 }
+
+// TestByoYomiBudgetAfterAPeriodLostWhileHeld: byo-yomi with three 1 s
+// periods. The worker held the snapshot longer than what was left of main
+// time plus the current period: the clock (pkg/clock) has then lost that
+// period and started the next, a fresh one, of which 800 ms are left when
+// the search starts. The time held was counted only against the current
+// period, found negative, and the AI given 20 ms, where the same clock
+// read a moment later, in the next period, gets 300 ms.
+func TestByoYomiBudgetAfterAPeriodLostWhileHeld(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	tc := &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{
+		MainTime: durationpb.New(time.Minute), Periods: 3, PeriodTime: durationpb.New(time.Second)}}}
+	second := commonv1.Side_SIDE_SECOND
+	game := func(pc *commonv1.PlayerClock) *gamev1.Game {
+		return &gamev1.Game{TimeControl: tc, Clocks: &commonv1.ClockSnapshot{
+			First: pc, Second: pc, Running: second, AsOf: timestamppb.New(now)}}
+	}
+	// The same clock, read 100 ms before the search starts: the second
+	// period, 900 ms of it left, two periods left.
+	later := thinkBudget(game(&commonv1.PlayerClock{PeriodsLeft: 2, PeriodLeft: durationpb.New(900 * time.Millisecond), InByoYomi: true}), second, 100*time.Millisecond)
+	for _, c := range []struct {
+		name string
+		pc   *commonv1.PlayerClock
+		held time.Duration
+	}{
+		// 100 ms main + 1 s period spent, 200 ms into the second period.
+		{"in main time", &commonv1.PlayerClock{MainLeft: durationpb.New(100 * time.Millisecond), PeriodsLeft: 3, PeriodLeft: durationpb.New(time.Second)}, 1300 * time.Millisecond},
+		// 500 ms of the first period spent, 200 ms into the second.
+		{"in byo-yomi", &commonv1.PlayerClock{PeriodsLeft: 3, PeriodLeft: durationpb.New(500 * time.Millisecond), InByoYomi: true}, 700 * time.Millisecond},
+	} {
+		const clockLeft = 800 * time.Millisecond // of the second period, at the search's start
+		got := thinkBudget(game(c.pc), second, c.held)
+		t.Logf("%s, held %v: budget %v; the same clock read later: %v; %v left in a fresh period", c.name, c.held, got, later, clockLeft)
+		if got < later/2 {
+			t.Errorf("%s, held %v: budget %v where the clock has %v left of its next period (two periods left) and the same clock read later gets %v: the period lost while the snapshot was held is not counted, the AI searches %v for nothing", c.name, c.held, got, clockLeft, later, minBudget)
+		}
+	}
+}
