@@ -51,6 +51,17 @@ func TestThinkBudget(t *testing.T) {
 	}
 }
 
+// secondToMove makes games under byo-yomi of a minute and periods of a
+// second, the second seat to move, its clock (both seats') pc.
+func secondToMove(periods uint32) func(pc *commonv1.PlayerClock) *gamev1.Game {
+	tc := &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{
+		MainTime: durationpb.New(time.Minute), Periods: periods, PeriodTime: durationpb.New(time.Second)}}}
+	return func(pc *commonv1.PlayerClock) *gamev1.Game {
+		return &gamev1.Game{TimeControl: tc, Clocks: &commonv1.ClockSnapshot{
+			First: pc, Second: pc, Running: commonv1.Side_SIDE_SECOND, AsOf: timestamppb.New(time.UnixMilli(1_700_000_000_000))}}
+	}
+}
+
 // TestByoYomiBudgetCountsTheTimeHeldAgainstTheFirstPeriod: the snapshot
 // shows the AI with 100 ms of main time and one 1 s period left, and the
 // worker held it 800 ms (a game service that stalled after its read):
@@ -59,14 +70,8 @@ func TestThinkBudget(t *testing.T) {
 // byo-yomi, but not from the period that follows main time: the budget
 // was 450 ms, and the AI lost on time.
 func TestByoYomiBudgetCountsTheTimeHeldAgainstTheFirstPeriod(t *testing.T) {
-	now := time.UnixMilli(1_700_000_000_000)
-	tc := &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{
-		MainTime: durationpb.New(time.Minute), Periods: 1, PeriodTime: durationpb.New(time.Second)}}}
 	second := commonv1.Side_SIDE_SECOND
-	game := func(pc *commonv1.PlayerClock) *gamev1.Game {
-		return &gamev1.Game{TimeControl: tc, Clocks: &commonv1.ClockSnapshot{
-			First: pc, Second: pc, Running: second, AsOf: timestamppb.New(now)}}
-	}
+	game := secondToMove(1)
 	const held = 800 * time.Millisecond
 	inMain := game(&commonv1.PlayerClock{MainLeft: durationpb.New(100 * time.Millisecond), PeriodsLeft: 1, PeriodLeft: durationpb.New(time.Second)})
 	clockLeft := 100*time.Millisecond + time.Second - held // to the flag, from the search's start
@@ -88,14 +93,8 @@ func TestByoYomiBudgetCountsTheTimeHeldAgainstTheFirstPeriod(t *testing.T) {
 // period, found negative, and the AI given 20 ms, where the same clock
 // read a moment later, in the next period, gets 300 ms.
 func TestByoYomiBudgetAfterAPeriodLostWhileHeld(t *testing.T) {
-	now := time.UnixMilli(1_700_000_000_000)
-	tc := &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{
-		MainTime: durationpb.New(time.Minute), Periods: 3, PeriodTime: durationpb.New(time.Second)}}}
 	second := commonv1.Side_SIDE_SECOND
-	game := func(pc *commonv1.PlayerClock) *gamev1.Game {
-		return &gamev1.Game{TimeControl: tc, Clocks: &commonv1.ClockSnapshot{
-			First: pc, Second: pc, Running: second, AsOf: timestamppb.New(now)}}
-	}
+	game := secondToMove(3)
 	// The same clock, read 100 ms before the search starts: the second
 	// period, 900 ms of it left, two periods left.
 	later := thinkBudget(game(&commonv1.PlayerClock{PeriodsLeft: 2, PeriodLeft: durationpb.New(900 * time.Millisecond), InByoYomi: true}), second, 100*time.Millisecond)
