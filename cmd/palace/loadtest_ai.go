@@ -120,7 +120,11 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	var wg sync.WaitGroup
 	start := time.Now()
+	// The progress lines end before the report: joined, so that none is
+	// written after it, nor at once with it.
+	progressDone := make(chan struct{})
 	go func() {
+		defer close(progressDone)
 		t := time.NewTicker(5 * time.Second)
 		defer t.Stop()
 		for {
@@ -186,6 +190,8 @@ func runLoadtestAI(ctx context.Context, args []string, stdout, stderr io.Writer)
 		})
 	}
 	wg.Wait()
+	cancel()
+	<-progressDone
 	el := time.Since(start).Seconds()
 	rep := aiReport{Level: *level, Jobs: jobs.Load(), JobsPerS: float64(jobs.Load()) / el, Nodes: nodes.Load(), NPS: float64(nodes.Load()) / el, Errors: errs.Load(), Retries: retries.Load(), Shed: shed.Load()}
 	rep.P50ms, rep.P99ms = percentiles(lat)
