@@ -355,7 +355,8 @@ func (h *Handler) reap(ctx context.Context, releases *sync.WaitGroup) {
 	}
 }
 
-// releaseAll lets go of every seat proc holds, then forgets proc.
+// releaseAll lets go of every seat proc holds, then forgets proc unless
+// it came back meanwhile.
 func (h *Handler) releaseAll(ctx context.Context, proc string) error {
 	ids, err := h.store.Held(ctx, proc)
 	if err != nil {
@@ -388,5 +389,5 @@ func (h *Handler) releaseAll(ctx context.Context, proc string) error {
 		return first
 	}
 	h.log.InfoContext(ctx, "released the seats of a process whose lease ran out", "process", proc, "games", len(ids))
-	return h.store.Forget(ctx, proc)
+	return h.store.Released(ctx, proc)
 }

@@ -354,6 +354,49 @@ func afterFirstRehold(h *Handler) {
 	time.Sleep(100 * time.Millisecond)
 }
 
+// twoProcesses are two processes P and R of the service on one Redis,
+// whose lease rounds the test runs.
+func twoProcesses(t *testing.T) (p, r *Handler, rdb redis.UniversalClient, prefix string) {
+	t.Helper()
+	rdb, prefix = redistest.Client(t), redistest.Prefix(t)
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := func(c *Config) { c.PresenceLease = time.Hour }
+	p = newRedisHandlerWith(t, rdb, prefix, ring, long)
+	r = newRedisHandlerWith(t, rdb, prefix, ring, long)
+	afterFirstRehold(p)
+	afterFirstRehold(r)
+	return p, r, rdb, prefix
+}
+
+// claimedBy has p's lease run out and r claim it for d.
+func claimedBy(t *testing.T, r, p *Handler, d time.Duration) {
+	t.Helper()
+	if err := p.store.EndLease(t.Context(), p.proc); err != nil {
+		t.Fatal(err)
+	}
+	now := r.now()
+	if got, err := r.store.Claim(t.Context(), p.proc, now, now.Add(d)); err != nil || got != p.proc {
+		t.Fatalf("claim %q, %v", got, err)
+	}
+}
+
+// backAgain is p's lease round: it renews its lease and, if it finds it
+// was gone or claimed, holds its seats again.
+func backAgain(t *testing.T, p *Handler) {
+	t.Helper()
+	if !p.renew(t.Context()) {
+		t.Fatal("P's renewal failed")
+	}
+	if p.rehold.Swap(false) {
+		for _, k := range p.presence.held() {
+			p.connect(t.Context(), k.id, k.side, 1)
+		}
+	}
+}
+
 // TestAProcessBackDuringItsReleaseHoldsItsSeatsAgain: a process P cut off
 // from Redis for longer than its lease comes back while another, R, is
 // releasing its seats: P's renewal finds its lease gone and P holds its
@@ -380,16 +423,7 @@ func TestAProcessBackDuringItsReleaseHoldsItsSeatsAgain(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := t.Context()
-			rdb, prefix := redistest.Client(t), redistest.Prefix(t)
-			ring, _, err := auth.KeyringFromConfig("")
-			if err != nil {
-				t.Fatal(err)
-			}
-			long := func(c *Config) { c.PresenceLease = time.Hour } // the test runs the rounds
-			p := newRedisHandlerWith(t, rdb, prefix, ring, long)
-			r := newRedisHandlerWith(t, rdb, prefix, ring, long)
-			afterFirstRehold(p)
-			afterFirstRehold(r)
+			p, r, rdb, prefix := twoProcesses(t)
 			newer, _, _ := newXiangqiFor(t, p, "newer")
 			plain, _, _ := newXiangqiFor(t, p, "plain")
 			for _, id := range []string{newer, plain} {
@@ -399,26 +433,10 @@ func TestAProcessBackDuringItsReleaseHoldsItsSeatsAgain(t *testing.T) {
 				t.Fatal("the seats are not held")
 			}
 
-			// P's lease runs out; R claims it.
-			if err := p.store.EndLease(ctx, p.proc); err != nil {
-				t.Fatal(err)
-			}
-			now := r.now()
-			if got, err := r.store.Claim(ctx, p.proc, now, now.Add(c.claim)); err != nil || got != p.proc {
-				t.Fatalf("claim %q, %v", got, err)
-			}
+			claimedBy(t, r, p, c.claim)
 			// P is back: it holds its seats again before R's release
 			// reaches them.
-			round := func() {
-				if !p.renew(ctx) {
-					t.Fatal("P's renewal failed")
-				}
-				if p.rehold.Swap(false) {
-					for _, k := range p.presence.held() {
-						p.connect(ctx, k.id, k.side, 1)
-					}
-				}
-			}
+			round := func() { backAgain(t, p) }
 			round()
 			// R lets the plain game's seat go, fails on the newer game,
 			// and stops part way.
@@ -1240,5 +1258,52 @@ func TestAFailedRelistingOfAHeldSeatIsNotLostToAStaleClosing(t *testing.T) {
 	}
 	if !isListed(t, h, id) {
 		t.Errorf("a stream of the seat is open here and Redis was fine for two lease rounds, yet the seat is not on this process's list: if the process dies, no reaper releases it (queued before the rounds: %+d)", d)
+	}
+}
+
+// TestAReleaseFinishedAfterItsProcessCameBackDroppedItsLease: P is cut
+// off for longer than its lease, R claims the lease and releases P's seats.
+// P comes back meanwhile and renews its lease, and holds its seats again.
+// R's release then finished by dropping P's list and P's renewed lease,
+// although P lived and served. A seat P opens before its next renewal is
+// held in the game and listed under no lease: should P crash then (a
+// process that was just cut off is the likeliest to), no reaper ever finds
+// it, and the seat shows connected for good.
+func TestAReleaseFinishedAfterItsProcessCameBackDroppedItsLease(t *testing.T) {
+	ctx := t.Context()
+	p, r, rdb, prefix := twoProcesses(t)
+	g1, _, _ := newXiangqiFor(t, p, "g1")
+	g2, _, _ := newXiangqiFor(t, p, "g2")
+	p.presence.opened(ctx, g1, rules.First)
+	if !holdsFirst(t, p, g1) {
+		t.Fatal("the seat is not held")
+	}
+
+	claimedBy(t, r, p, time.Minute)
+	// P is back: it renews its lease, and holds its seats again.
+	backAgain(t, p)
+	// R's release finishes.
+	if err := r.releaseAll(ctx, p.proc); err != nil {
+		t.Fatal(err)
+	}
+	procs := prefix + "{presence}:procs"
+	_, leaseErr := rdb.ZScore(ctx, procs, p.proc).Result()
+
+	// P opens a stream of another seat, then crashes before its next
+	// renewal.
+	p.presence.opened(ctx, g2, rules.First)
+	if !holdsFirst(t, p, g2) {
+		t.Fatal("the new seat is not held")
+	}
+	// Long after, every reaper looks for leases run out.
+	entries, err := r.store.Expired(ctx, r.now().Add(24*time.Hour), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reaped := slices.Contains(entries, p.proc) || slices.Contains(entries, store.ClaimOf(p.proc))
+	if leaseErr != nil || !reaped {
+		t.Errorf("P renewed its lease after R's claim, yet R's release dropped it (ZSCORE: %v); "+
+			"a seat P then held (game %s) is listed under no lease a reaper will ever find (leases a day later: %v): "+
+			"should P crash before its next renewal, the seat shows connected for good", leaseErr, g2, entries)
 	}
 }

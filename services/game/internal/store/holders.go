@@ -272,7 +272,39 @@ func (s *Store) NotHolding(ctx context.Context, proc, id string, side rules.Side
 	return nil
 }
 
-// Forget drops proc's lease and list: it has released everything.
+// Released forgets proc once another process has let go of every seat
+// it listed, unless proc came back meanwhile: its lease and list are
+// kept, and its next renewal holds its seats again. The claim outlives
+// the list, so that a proc back just before the list is dropped lists
+// its seats again at its next renewal.
+func (s *Store) Released(ctx context.Context, proc string) error {
+	back, err := s.cameBack(ctx, proc, false)
+	if err != nil || back {
+		return err
+	}
+	if err := s.rdb.Del(ctx, s.heldKey(proc)).Err(); err != nil {
+		return fmt.Errorf("forget %s: %w", proc, err)
+	}
+	_, err = s.cameBack(ctx, proc, true)
+	return err
+}
+
+// cameBack reports whether proc renewed its lease after it was claimed,
+// leaving the claim run out if so; else it ends the claim if asked.
+func (s *Store) cameBack(ctx context.Context, proc string, endClaim bool) (bool, error) {
+	end := "0"
+	if endClaim {
+		end = "1"
+	}
+	back, err := releasedScript.Run(ctx, s.rdb, []string{s.procsKey()}, proc, end).Int()
+	if err != nil {
+		return false, fmt.Errorf("forget %s: %w", proc, err)
+	}
+	return back == 1, nil
+}
+
+// Forget drops proc's lease and list: proc stops, with nothing left to
+// release.
 func (s *Store) Forget(ctx context.Context, proc string) error {
 	if err := s.rdb.Del(ctx, s.heldKey(proc)).Err(); err != nil {
 		return fmt.Errorf("forget %s: %w", proc, err)

@@ -92,6 +92,11 @@ var claimLeaseLua string
 
 var claimLeaseScript = redis.NewScript(claimLeaseLua)
 
+//go:embed released.lua
+var releasedLua string
+
+var releasedScript = redis.NewScript(releasedLua)
+
 //go:embed renewlease.lua
 var renewLeaseLua string
 
