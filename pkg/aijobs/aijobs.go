@@ -326,9 +326,9 @@ func (q *Queue) next(ctx context.Context, consumer string, block time.Duration) 
 		return d, err
 	}
 	if !scanned {
-		// Abandoned jobs may wait further on: look, but do not wait, for
-		// a new one, and let the next call scan on.
-		block = -1
+		// Abandoned players' jobs may wait further on, ahead of every
+		// background job: let the next call scan on at once.
+		return nil, nil
 	}
 	d, err = q.read(ctx, consumer, block, lanes[:]...)
 	if err != nil || d == nil || !d.Background() {
@@ -351,7 +351,8 @@ func (q *Queue) next(ctx context.Context, consumer string, block time.Duration) 
 // waiting takes, without waiting for one, a job of the interactive lane,
 // abandoned by another worker or new, else likewise of the background
 // lane. scanned is false when a scan for abandoned jobs stopped before
-// the end of them.
+// the end of them; one of the interactive lane's stops it before the
+// background lane.
 func (q *Queue) waiting(ctx context.Context, consumer string) (d *Delivery, scanned bool, err error) {
 	look := q.lookForOrphans(ctx)
 	defer look.end()
@@ -364,11 +365,13 @@ func (q *Queue) waiting(ctx context.Context, consumer string) (d *Delivery, scan
 	if d, err = q.read(ctx, consumer, -1, interactive); err != nil || d != nil {
 		return d, true, err
 	}
+	if !scanned {
+		return nil, false, nil
+	}
 	if d, err = q.claimOrphan(ctx, consumer, background, look); err != nil || d != nil {
 		return d, true, err
 	}
-	d, bgScanned, err := q.claim(ctx, consumer, background)
-	return d, scanned && bgScanned, err
+	return q.claim(ctx, consumer, background)
 }
 
 // claimCalls bounds the XAUTOCLAIM calls of one Next; each looks at up to

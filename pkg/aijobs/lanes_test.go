@@ -2,6 +2,7 @@ package aijobs
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -288,5 +289,49 @@ func TestBackgroundJobsUseTheirLaneOnlyWhileWorkersReadIt(t *testing.T) {
 	d, err := q.Next(ctx, "w", 10*time.Millisecond)
 	if err != nil || d == nil || d.Job.GameID != "before" || !d.Job.Background || d.Background() {
 		t.Fatalf("first job %+v, %v; want the one queued before, from the first lane", d, err)
+	}
+}
+
+// TestAPlayersJobAbandonedPastOneScanWasTakenAfterABackgroundJob: a
+// worker takes a background job only when no player's job waits,
+// abandoned or new (docs/ai.md). With more players' jobs in progress than
+// one look scans (a busy pool of some 200 workers), one abandoned past
+// the look's reach lost to a new background job.
+func TestAPlayersJobAbandonedPastOneScanWasTakenAfterABackgroundJob(t *testing.T) {
+	ctx := context.Background()
+	q, rdb := testQueue(t, time.Minute)
+	q.Lease = 0 // no leases: only the claim timeout hands jobs over
+	const busy = 200
+	for i := range busy + 1 {
+		enqueue(t, q, playerJob(fmt.Sprintf("p%d", i)))
+	}
+	// Workers of a busy pool hold every player's job.
+	got, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: q.group, Consumer: "busy", Streams: []string{q.key, ">"}, Count: busy + 1}).Result()
+	if err != nil || len(got[0].Messages) != busy+1 {
+		t.Fatalf("read %v %v", got, err)
+	}
+	// The last one's worker hung long ago: its job is idle past the claim timeout.
+	last := got[0].Messages[busy].ID
+	if err := rdb.XClaim(ctx, &redis.XClaimArgs{Stream: q.key, Group: q.group, Consumer: "hung", Messages: []string{last}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Do(ctx, "XCLAIM", q.key, q.group, "hung", 0, last, "IDLE", (2 * time.Minute).Milliseconds(), "JUSTID").Err(); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, q, bgJob("bg"))
+	// The worker looks as Worker.Run does, again and again: the first job
+	// it gets must be the player's.
+	var d *Delivery
+	for i := 0; i < 5 && d == nil; i++ {
+		var err error
+		if d, err = q.Next(ctx, "w", 10*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d == nil {
+		t.Fatal("no job in 5 looks")
+	}
+	if d.Background() {
+		t.Fatalf("took background job %s while the player's job %s (game p%d), abandoned for 2 min, waits", d.Job.GameID, last, busy)
 	}
 }
