@@ -38,6 +38,9 @@ type Runtime struct {
 	Tel    *telemetry.Telemetry
 	Server *server.Server
 	Redis  redis.UniversalClient
+	// redisAddr is Redis' address: the in-process one's when
+	// --redis-addr is empty.
+	redisAddr string
 	// Addr is the address the process listens on; services in one
 	// process reach each other through it, over the same gRPC API a
 	// separate deployment uses.
@@ -69,6 +72,18 @@ func (rt *Runtime) WarnIfServiceKeysRandom(log *slog.Logger, consequence string)
 	if rt.ServiceKeysRandom {
 		log.Warn("no --service-keys: internal calls between processes are refused; give every process and tool the same keys", "consequence", consequence)
 	}
+}
+
+// RedisForWaiting connects a Redis client of its own for n callers that
+// each hold a connection while they wait (blocking reads): on the
+// process's client, as many of them as its pool holds would leave every
+// other call of the process waiting for a connection. Its connections
+// are named for CLIENT LIST (redisx.NewForWaiting). The caller closes it.
+func (rt *Runtime) RedisForWaiting(ctx context.Context, n int, name string) (redis.UniversalClient, error) {
+	if rt.redisAddr == "" {
+		return nil, errors.New("no redis: the process runs without one")
+	}
+	return redisx.NewForWaiting(ctx, rt.redisAddr, n, name)
 }
 
 // SigningKeys is the keyring of a service's signing keys flag (random
@@ -294,8 +309,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	})
 
 	var rdb redis.UniversalClient
+	redisAddr := o.Config.RedisAddr
 	if !o.Config.NoRedis {
-		if rdb, err = connectRedis(ctx, o.Config.RedisAddr, o.Config.RedisWait, log, &closers); err != nil {
+		if redisAddr == "" {
+			// Validate allows that only with EmbeddedRedis.
+			if redisAddr, err = embeddedRedis(log, &closers); err != nil {
+				return err
+			}
+		}
+		if rdb, err = connectRedis(ctx, redisAddr, o.Config.RedisWait, log, &closers); err != nil {
 			return stoppedStarting(ctx, log, "waiting for redis", err)
 		}
 		if err := registerRedisReachable(tel.Meter.Meter("palace/redis"), rdb); err != nil {
@@ -306,7 +328,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("--service-keys: %w", err)
 	}
-	rt := &Runtime{Log: log, Tel: tel, Server: srv, Redis: rdb, Addr: lis.Addr().String(),
+	rt := &Runtime{Log: log, Tel: tel, Server: srv, Redis: rdb, redisAddr: redisAddr, Addr: lis.Addr().String(),
 		ServiceKeys: keys, ServiceKeysRandom: random, allowPlaceholders: o.Config.AllowPlaceholderKeys, serviceCreds: auth.NewServiceCredentials(keys, o.Name, serviceTokenTTL),
 		peerTLS: o.Config.PeerTLS, selfTLS: srv.SelfTLS()}
 	rt.warnPlaceholders("service-keys", keys)
@@ -339,26 +361,28 @@ func stoppedStarting(ctx context.Context, log *slog.Logger, while string, err er
 	return nil
 }
 
-// connectRedis connects to addr, waiting up to wait for a Redis out of
-// reach, or starts an in-process Redis when addr is empty (Validate
-// allows that only with EmbeddedRedis).
-func connectRedis(ctx context.Context, addr string, wait time.Duration, log *slog.Logger, closers *[]func() error) (redis.UniversalClient, error) {
-	if addr == "" {
-		mr := miniredis.NewMiniRedis()
-		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-			return nil, fmt.Errorf("in-process redis: %w", err)
-		}
-		stop, stopped := make(chan struct{}), make(chan struct{})
-		go countDownTTLs(mr, ttlTick, stop, stopped)
-		*closers = append(*closers, func() error {
-			close(stop)
-			<-stopped
-			mr.Close()
-			return nil
-		})
-		addr = mr.Addr()
-		log.Warn("no --redis-addr given: started an in-process Redis (miniredis); state is lost at exit", "redis_addr", addr)
+// embeddedRedis starts an in-process Redis, for a process started
+// without --redis-addr, and returns its address.
+func embeddedRedis(log *slog.Logger, closers *[]func() error) (string, error) {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		return "", fmt.Errorf("in-process redis: %w", err)
 	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go countDownTTLs(mr, ttlTick, stop, stopped)
+	*closers = append(*closers, func() error {
+		close(stop)
+		<-stopped
+		mr.Close()
+		return nil
+	})
+	log.Warn("no --redis-addr given: started an in-process Redis (miniredis); state is lost at exit", "redis_addr", mr.Addr())
+	return mr.Addr(), nil
+}
+
+// connectRedis connects to addr, waiting up to wait for a Redis out of
+// reach.
+func connectRedis(ctx context.Context, addr string, wait time.Duration, log *slog.Logger, closers *[]func() error) (redis.UniversalClient, error) {
 	rdb, err := awaitRedis(ctx, addr, wait, log)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -466,6 +467,31 @@ func New(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	return connect(ctx, addr, opts)
+}
+
+// NewForWaiting is New for conns callers that each hold a connection
+// while they wait (blocking reads): its pool holds conns connections
+// beyond the usual, and they are named for CLIENT LIST after the
+// address's client_name, with "-" and name after it, so that an operator
+// tells them from the others.
+func NewForWaiting(ctx context.Context, addr string, conns int, name string) (redis.UniversalClient, error) {
+	opts, err := ParseOptions(addr)
+	if err != nil {
+		return nil, err
+	}
+	if opts.PoolSize == 0 {
+		opts.PoolSize = 10 * runtime.GOMAXPROCS(0) // go-redis' own default
+	}
+	opts.PoolSize += conns
+	if opts.ClientName != "" {
+		name = opts.ClientName + "-" + name
+	}
+	opts.ClientName = name
+	return connect(ctx, addr, opts)
+}
+
+func connect(ctx context.Context, addr string, opts *redis.UniversalOptions) (redis.UniversalClient, error) {
 	var c redis.UniversalClient
 	if opts.MasterName == "" && (opts.IsClusterMode || len(opts.Addrs) > 1) {
 		copts := opts.Cluster()

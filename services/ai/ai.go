@@ -165,23 +165,30 @@ func Bind(cfg Config) app.Binder {
 		if err != nil {
 			return nil, err
 		}
-		q := aijobs.New(rt.Redis, cfg.KeyPrefix)
+		// Each idle worker holds a connection through its wait for a job.
+		rdb, err := rt.RedisForWaiting(ctx, cfg.Workers, "palace-ai-workers")
+		if err != nil {
+			_ = cc.Close()
+			return nil, err
+		}
+		closeConns := func() error { return errors.Join(rdb.Close(), cc.Close()) }
+		q := aijobs.New(rdb, cfg.KeyPrefix)
 		q.ClaimAfter = cfg.ClaimAfter
 		q.MaxAttempts = int64(cfg.JobAttempts)
 		q.Log = log
 		if err := q.Ensure(ctx); err != nil {
-			_ = cc.Close()
+			_ = closeConns()
 			return nil, err
 		}
 		// Before any worker runs, so that games created from now on queue
 		// their background jobs in the lane these workers read.
 		if err := q.ReadBothLanes(ctx); err != nil {
-			_ = cc.Close()
+			_ = closeConns()
 			return nil, err
 		}
 		m, err := newMetrics(rt.Tel.Meter.Meter("palace/ai"), q)
 		if err != nil {
-			_ = cc.Close()
+			_ = closeConns()
 			return nil, err
 		}
 		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -203,7 +210,7 @@ func Bind(cfg Config) app.Binder {
 				for _, c := range closers {
 					_ = c()
 				}
-				_ = cc.Close()
+				_ = closeConns()
 				return nil, err
 			}
 			if closeMover != nil {
@@ -225,7 +232,7 @@ func Bind(cfg Config) app.Binder {
 			for _, c := range closers {
 				errs = append(errs, c())
 			}
-			return errors.Join(append(errs, cc.Close())...)
+			return errors.Join(append(errs, closeConns())...)
 		}, nil
 	}
 }
