@@ -31,29 +31,7 @@ func TestARetryOfAnEntryStillBeingServedGetsItsTicket(t *testing.T) {
 	requestKey := []byte(":r:" + p.id + ":" + req.GetRequestId())
 	liveKey := []byte("mm:{u:" + p.id + "}:live")
 
-	proxy.Hold()
-	type answer struct {
-		tk  *matchmakingv1.Ticket
-		err error
-	}
-	retried := make(chan answer, 1)
-	go func() {
-		r, err := b.EnterQueue(p.ctx(), req)
-		retried <- answer{r.GetTicket(), err}
-	}()
-	wait := func(what []byte) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !proxy.Holds(func(h []byte) bool { return bytes.Contains(h, what) }) {
-			if time.Now().After(deadline) {
-				proxy.Restore()
-				t.Fatalf("replica B never sent a command naming %s", what)
-			}
-			// A connection dialled meanwhile says hello first.
-			proxy.Pass(connectionHello)
-			time.Sleep(time.Millisecond)
-		}
-	}
+	retried, wait := enterHeld(t, proxy, b, p, req)
 	// B reads the request id (unused yet), and is slow before its next read.
 	wait(requestKey)
 	proxy.Pass(func(h []byte) bool { return bytes.Contains(h, requestKey) })
@@ -122,6 +100,38 @@ func TestAnEntryRacingAnotherPoolsEntryIsToldToRetry(t *testing.T) {
 	if _, err := a.EnterQueue(p.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi}); err != nil {
 		t.Fatalf("the retry of the entry told to retry: %v, want it entered", err)
 	}
+}
+
+// entryAnswer is an EnterQueue's answer.
+type entryAnswer struct {
+	tk  *matchmakingv1.Ticket
+	err error
+}
+
+// enterHeld sends p's req to replica b, whose Redis commands proxy holds
+// from now on, and returns its answer to come and a wait for b's first
+// held command naming what.
+func enterHeld(t *testing.T, proxy *redistest.Proxy, b matchmakingv1.MatchmakingServiceClient, p player, req *matchmakingv1.EnterQueueRequest) (<-chan entryAnswer, func(what []byte)) {
+	proxy.Hold()
+	answer := make(chan entryAnswer, 1)
+	go func() {
+		r, err := b.EnterQueue(p.ctx(), req)
+		answer <- entryAnswer{r.GetTicket(), err}
+	}()
+	wait := func(what []byte) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !proxy.Holds(func(h []byte) bool { return bytes.Contains(h, what) }) {
+			if time.Now().After(deadline) {
+				proxy.Restore()
+				t.Fatalf("replica B never sent a command naming %s", what)
+			}
+			// A connection dialled meanwhile says hello first.
+			proxy.Pass(connectionHello)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return answer, wait
 }
 
 // connectionHello matches the commands go-redis opens a connection with,

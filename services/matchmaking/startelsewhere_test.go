@@ -215,3 +215,37 @@ func TestARetriedPlayAiWhoseListingWasLostLeavesATicketEnteredAfterItsGame(t *te
 		e.clock.Advance(10 * time.Second)
 	})
 }
+
+// TestAnEntryOnItsWayBeforeItsClaimWasPairedBesideAnAIGame: a player's
+// entry (device 1, replica B) has dated its ticket and is held before its
+// claim of the player's live-ticket record (a slow read of its request);
+// meanwhile PlayAi (device 2, replica A) makes a game and withdraws the
+// player's tickets entered before it. It found none, and the entry's
+// ticket, dated before the game, waited and was paired: the player was
+// handed a queue game on top of the AI game.
+func TestAnEntryOnItsWayBeforeItsClaimWasPairedBesideAnAIGame(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	proxy, b := replicaThroughProxy(t, e)
+	a := e.mm[0]
+	p := e.guest("TwoDevices")
+	req := &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi}
+	requestKey := []byte(":r:" + p.id + ":" + req.GetRequestId())
+
+	entered, wait := enterHeld(t, proxy, b, p, req)
+	wait(requestKey)
+	// Device 2 starts a game against the AI through replica A.
+	_, err := a.PlayAi(p.ctx(), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: janggi, Level: 1})
+	proxy.Restore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-entered
+	if r.err != nil {
+		t.Fatalf("EnterQueue: %v", r.err)
+	}
+	// Someone else enters, to be paired with the ticket if it waits.
+	e.enter(a, e.guest("Other"), &matchmakingv1.EnterQueueRequest{Kind: janggi})
+	if got := ticketNow(t, e, p, r.tk.GetTicketId()); r.tk.GetState() != cancelled || got != cancelled {
+		t.Fatalf("ticket %s, entered before the AI game began, was answered %v and is now %v: want it withdrawn", r.tk.GetTicketId(), r.tk.GetState(), got)
+	}
+}

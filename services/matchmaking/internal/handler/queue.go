@@ -65,7 +65,10 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 	case store.BusyElsewhere:
 		return nil, h.fail(ctx, apierr.New(apierr.AlreadyExists, "you already have ticket %s in another pool, waiting or paired (a player waits in one pool at a time): watch it, or cancel it while it waits and enter again", id).
 			WithInfo(TicketExistsReason, map[string]string{"ticket_id": id}))
-	case store.Duplicate:
+	case store.Withdrawn, store.Duplicate:
+		if outcome == store.Withdrawn {
+			h.log.InfoContext(ctx, "ticket withdrawn: its player's game started elsewhere", "ticket", id, "player", c.Subject)
+		}
 		t, err = h.store.Ticket(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			// The request is remembered longer than its ticket.

@@ -24,6 +24,11 @@ func (h *Handler) withdrawTickets(ctx context.Context, since time.Time, players 
 }
 
 func (h *Handler) withdrawTicket(ctx context.Context, since time.Time, player string) error {
+	// First, for an entry of the player's dated by since whose claim of
+	// the live-ticket record comes after the read below.
+	if err := h.store.GameBegan(ctx, player, since); err != nil {
+		return err
+	}
 	id, err := h.liveTicket(ctx, player)
 	if err != nil || id == "" {
 		return err

@@ -85,6 +85,10 @@ const (
 	// being paired there, with the returned ticket. (An entry to another
 	// pool still being made is ErrRacedEntries: its ticket may never be.)
 	BusyElsewhere
+	// Withdrawn: the new ticket, entered by the start of a game of the
+	// player's outside the queue, was withdrawn before it waited (see
+	// GameBegan).
+	Withdrawn
 )
 
 // defaultClaimGrace bounds the time between an entry's claim of the
@@ -242,6 +246,9 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		}
 		return "", 0, err
 	}
+	if withdrawn, err := s.withdrawIfBegan(ctx, t.Player, res[1], t.Entered); err != nil || withdrawn {
+		return res[1], Withdrawn, err
+	}
 	if err := s.activate(ctx, tag, res[1], requestKey, claimed); err != nil {
 		return "", 0, err
 	}
@@ -260,12 +267,64 @@ func (s *Store) duplicate(ctx context.Context, player, tag, id, requestKey strin
 	if _, err := s.settle(ctx, player, tag, id, "", now, keep); err != nil {
 		return "", 0, err
 	}
+	t, err := s.Ticket(ctx, id)
+	if err != nil {
+		return "", 0, err
+	}
+	if withdrawn, err := s.withdrawIfBegan(ctx, player, id, t.Entered); err != nil || withdrawn {
+		return id, Duplicate, err
+	}
 	if err := s.activate(ctx, tag, id, requestKey, claimed); err != nil && !errors.Is(err, ErrRacedEntries) {
 		// Too late (ErrSlowEntry): the request is forgotten, and the next
 		// retry enters afresh.
 		return "", 0, err
 	}
 	return id, Duplicate, nil
+}
+
+// GameBegan records that a game of player's began outside the queue at
+// since (an invite or a rematch accepted, a game against the AI), before
+// the caller withdraws the player's live ticket entered by then. An entry
+// of the player's dated by since that the caller does not see, its claim
+// of the player's live-ticket record coming after the caller's read of it,
+// finds this record once its ticket is written, and withdraws the ticket
+// itself (withdrawIfBegan): the record and the live-ticket record share a
+// hash slot, so one of the two always sees the other.
+func (s *Store) GameBegan(ctx context.Context, player string, since time.Time) error {
+	key := s.beganKey(player)
+	err := s.write(ctx, key, func(c redis.Cmdable) error {
+		// Past an entry's budget from its claim, which came after the
+		// caller's read, and room for the clocks of replicas to disagree.
+		return beganScript.Run(ctx, c, []string{key}, since.UnixMilli(), (2 * s.claimGrace).Milliseconds()).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("record a game begun outside the queue: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) beganKey(player string) string { return s.prefix + "mm:{u:" + player + "}:began" }
+
+// withdrawIfBegan cancels entering ticket id of player's, entered at
+// entered, if a game of the player's began outside the queue since
+// (GameBegan): a ticket of the same millisecond is taken for entered
+// before.
+func (s *Store) withdrawIfBegan(ctx context.Context, player, id string, entered time.Time) (bool, error) {
+	ms, err := s.rdb.Get(ctx, s.beganKey(player)).Int64()
+	if errors.Is(err, redis.Nil) || err == nil && ms < entered.UnixMilli() {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read games begun outside the queue: %w", err)
+	}
+	out, err := s.Cancel(ctx, id, player)
+	if err != nil {
+		return false, fmt.Errorf("withdraw ticket %s: %w", id, err)
+	}
+	if out != CancelDone {
+		return false, nil
+	}
+	return true, s.Publish(ctx, id)
 }
 
 // activate lets entering ticket id, whose claim is dated claimed, wait for

@@ -105,6 +105,8 @@ var (
 	rateLua string
 	//go:embed swaplive.lua
 	swapLiveLua string
+	//go:embed began.lua
+	beganLua string
 	//go:embed addgame.lua
 	addGameLua string
 	//go:embed abort.lua
@@ -134,6 +136,7 @@ var (
 	rematchScript     = redis.NewScript(rematchLua)
 	rateScript        = redis.NewScript(rateLua)
 	swapLiveScript    = redis.NewScript(swapLiveLua)
+	beganScript       = redis.NewScript(beganLua)
 	addGameScript     = redis.NewScript(addGameLua)
 	abortScript       = redis.NewScript(abortLua)
 	unrateScript      = redis.NewScript(unrateLua)

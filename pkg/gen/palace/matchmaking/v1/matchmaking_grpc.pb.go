@@ -78,7 +78,10 @@ type MatchmakingServiceClient interface {
 	// EnterQueue asks for a random opponent in the pool of a game kind, time
 	// control and rated or casual. A retry with the same request_id returns
 	// the same ticket as it is now, also once cancelled or expired (enter
-	// again with a new request_id to wait again). Request ids are the
+	// again with a new request_id to wait again). An entry asked for before
+	// a game of the player's began outside the queue (an invite or a rematch
+	// accepted, PlayAi) is withdrawn as its waiting ticket would be, and may
+	// then be answered with its ticket cancelled. Request ids are the
 	// player's own and the pool's: the same id for another pool is another
 	// request. PermissionDenied for a guest asking for a rated game;
 	// Unavailable, having entered nothing, when Redis fails or the entry is
@@ -516,7 +519,10 @@ type MatchmakingServiceServer interface {
 	// EnterQueue asks for a random opponent in the pool of a game kind, time
 	// control and rated or casual. A retry with the same request_id returns
 	// the same ticket as it is now, also once cancelled or expired (enter
-	// again with a new request_id to wait again). Request ids are the
+	// again with a new request_id to wait again). An entry asked for before
+	// a game of the player's began outside the queue (an invite or a rematch
+	// accepted, PlayAi) is withdrawn as its waiting ticket would be, and may
+	// then be answered with its ticket cancelled. Request ids are the
 	// player's own and the pool's: the same id for another pool is another
 	// request. PermissionDenied for a guest asking for a rated game;
 	// Unavailable, having entered nothing, when Redis fails or the entry is
