@@ -181,7 +181,8 @@ func DefaultConfig() Config {
 }
 
 // matchKeep is how long a match and its tickets are kept from their
-// pairing, and then from its game's creation or its giving up.
+// pairing (a match at least as long as its tickets), and then from its
+// game's creation or its giving up.
 const matchKeep = time.Hour
 
 // maxGiveUpAfter leaves a match given up at its latest half of matchKeep.

@@ -148,12 +148,13 @@ func TestARetryOfARequestWhoseTicketIsGoneIsNotEnteredAgain(t *testing.T) {
 	}
 }
 
-// A match's record lives PairParams.Keep from its pairing. A completion
-// or a giving up that comes after it expired (a try begun before, a late
-// replica) writes no record again, which would have no expiry and be kept
-// for ever: the completion is told the match is void, and the giving up
-// still ends the tickets left paired with it, so their players may enter
-// again.
+// A match's record lives PairParams.Keep from its pairing, and no less
+// than its tickets. A completion or a giving up that comes after it
+// expired (a try begun before, a late replica) writes no record again,
+// which would have no expiry and be kept for ever: the completion is told
+// the match is void, and the giving up still ends the tickets left paired
+// with it (a match of an earlier release, which expired before its
+// tickets), so their players may enter again.
 func TestAMatchEndedAfterItExpiredIsNotWrittenAgain(t *testing.T) {
 	for _, giveUp := range []bool{false, true} {
 		t.Run(map[bool]string{false: "finish", true: "give up"}[giveUp], func(t *testing.T) {
@@ -173,6 +174,9 @@ func TestAMatchEndedAfterItExpiredIsNotWrittenAgain(t *testing.T) {
 			}
 			mt := res[0].Matches[0]
 			key := prefix + "mm:{p:" + pool.Tag() + "}:m:" + mt.ID
+			if err := rdb.Expire(ctx, key, time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
 			time.Sleep(1200 * time.Millisecond)
 			if n, _ := rdb.Exists(ctx, key).Result(); n != 0 {
 				t.Fatalf("match %s not expired", mt.ID)
@@ -194,5 +198,41 @@ func TestAMatchEndedAfterItExpiredIsNotWrittenAgain(t *testing.T) {
 				t.Fatalf("match %s, expired, written again (TTL %v): kept for ever", mt.ID, ttl)
 			}
 		})
+	}
+}
+
+// TestAMatchOutlivedByItsTicketsLeftThemPaired: a match was kept an hour
+// from its pairing (Keep), its tickets their entry's lifetime and an hour.
+// After a matchmaking outage longer than the match, the replica that found
+// it stalled could neither make its game nor give it up: its tickets
+// stayed paired, and their players could neither cancel them nor enter
+// any pool, until the tickets expired too. A match now outlives its
+// tickets.
+func TestAMatchOutlivedByItsTicketsLeftThemPaired(t *testing.T) {
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	st := store.New(rdb, prefix)
+	ctx := context.Background()
+	pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Default()}
+	const ttl = 10 * time.Minute
+	now := time.Now()
+	for _, p := range []string{"p1", "p2"} {
+		if _, out, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1200, Entered: now, Expires: now.Add(ttl)}, "r", ttl+time.Hour, nil); err != nil || out != store.Entered {
+			t.Fatal(out, err)
+		}
+	}
+	res := st.Pair(ctx, []store.Pool{pool}, store.PairParams{Now: time.Now(), BaseWindow: 100, MaxPairs: 10, Keep: time.Hour})
+	if res[0].Err != nil || len(res[0].Matches) != 1 {
+		t.Fatalf("pair: %+v", res[0])
+	}
+	m := res[0].Matches[0]
+	base := prefix + "mm:{p:" + pool.Tag() + "}:"
+	kept := rdb.TTL(ctx, base+"m:"+m.ID).Val()
+	for _, id := range []string{m.A, m.B} {
+		if left := rdb.TTL(ctx, base+"t:"+id).Val(); left > kept {
+			t.Errorf("ticket %s is kept %v, its match %s only %v: found stalled after it is gone, the ticket stays paired", id, left, m.ID, kept)
+		}
+	}
+	if seq := rdb.TTL(ctx, base+"seq").Val(); seq < 2*kept-time.Second {
+		t.Errorf("the match sequence is kept %v, less than twice its match (%v)", seq, kept)
 	}
 }

@@ -153,10 +153,16 @@ local function pairOnce()
       end
       local mk = base .. 'm:' .. mid
       redis.call('HSET', mk, 'a', a.id, 'b', b.id, 'at', ARGV[2])
-      redis.call('EXPIRE', mk, ARGV[8])
+      -- The match outlives its tickets, so that one found stalled after a
+      -- long outage is given up, its tickets ended: a paired ticket
+      -- outliving its match would keep its player out of every pool.
+      local keep = math.max(tonumber(ARGV[8]), redis.call('TTL', base .. 't:' .. a.id), redis.call('TTL', base .. 't:' .. b.id))
+      redis.call('EXPIRE', mk, keep)
       -- The sequence outlives every match it numbered, so a pool used
       -- again after it expired cannot reuse a live match's id.
-      redis.call('EXPIRE', KEYS[5], 2 * tonumber(ARGV[8]))
+      if redis.call('TTL', KEYS[5]) < 2 * keep then
+        redis.call('EXPIRE', KEYS[5], 2 * keep)
+      end
       redis.call('ZADD', KEYS[4], now, mid)
       out[#out + 1] = mid
       out[#out + 1] = a.id

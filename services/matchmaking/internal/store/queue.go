@@ -739,7 +739,8 @@ type PairParams struct {
 	// (0: without bound, so any two tickets of a pool pair eventually).
 	BaseWindow, WidenPerSecond, MaxWindow float64
 	MaxPairs                              int
-	// Keep is how long match records and tickets stay readable.
+	// Keep is how long match records and tickets stay readable; a match
+	// no less than its tickets.
 	Keep time.Duration
 }
 
