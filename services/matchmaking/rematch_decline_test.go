@@ -88,6 +88,12 @@ func TestARematchOfferIsDeclinedOrWithdrawn(t *testing.T) {
 	wantCode(t, err, codes.Unauthenticated)
 	_, err = e.mm[0].DeclineRematch(b.ctx(), &matchmakingv1.DeclineRematchRequest{GameId: "nosuchgame", OfferId: "1-1"})
 	wantCode(t, err, codes.NotFound)
+	// A malformed offer is refused as such, whatever the game: once
+	// answered NotFound, or PermissionDenied for another's game.
+	_, err = e.mm[0].DeclineRematch(b.ctx(), &matchmakingv1.DeclineRematchRequest{GameId: "nosuchgame"})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = r.decline(e.guest("D"), "")
+	wantCode(t, err, codes.InvalidArgument)
 
 	first := r.offer(t, a)
 	ctx, cancel := context.WithTimeout(a.ctx(), 10*time.Second)

@@ -156,10 +156,7 @@ func (h *Handler) DeclineRematch(ctx context.Context, req *matchmakingv1.Decline
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	g, err := h.gameOf(ctx, c.Subject, req.GetGameId())
-	if err != nil {
-		return nil, h.fail(ctx, err)
-	}
+	// Malformed input is refused before the game is looked up.
 	expires, offer, err := parseOfferID(req.GetOfferId())
 	if err != nil {
 		msg := "offer_id: required: the offer_id of the offer to decline, as OfferRematch or WatchRematch gives it"
@@ -167,6 +164,10 @@ func (h *Handler) DeclineRematch(ctx context.Context, req *matchmakingv1.Decline
 			msg = fmt.Sprintf("offer_id: %.64q names no offer: pass the offer_id OfferRematch or WatchRematch gives", req.GetOfferId())
 		}
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "%s", msg))
+	}
+	g, err := h.gameOf(ctx, c.Subject, req.GetGameId())
+	if err != nil {
+		return nil, h.fail(ctx, err)
 	}
 	r, out, err := h.store.DeclineRematch(ctx, g.ID, c.Subject, expires, offer, h.now())
 	if err != nil {
