@@ -3,6 +3,7 @@ package redisx
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -14,9 +15,27 @@ import (
 // game could lose its state or its event log. With noeviction a full
 // Redis refuses writes instead, which clients see and retry. A Redis that
 // does not let CONFIG be called (managed services often do not) answers
-// an error.
+// an error. On a cluster every master is asked, since CONFIG GET reaches
+// one of them: the policy is that of one that evicts, if any does.
 func EvictionPolicy(ctx context.Context, rdb redis.UniversalClient) (policy string, evicts bool, err error) {
-	m, err := rdb.ConfigGet(ctx, "maxmemory*").Result()
+	var mu sync.Mutex
+	err = eachMaster(ctx, rdb, func(ctx context.Context, c redis.Cmdable) error {
+		p, e, err := evictionPolicy(ctx, c)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && (policy == "" || e && !evicts) {
+			policy, evicts = p, e
+		}
+		return err
+	})
+	if err != nil {
+		return "", false, err
+	}
+	return policy, evicts, nil
+}
+
+func evictionPolicy(ctx context.Context, c redis.Cmdable) (policy string, evicts bool, err error) {
+	m, err := c.ConfigGet(ctx, "maxmemory*").Result()
 	if err != nil {
 		return "", false, fmt.Errorf("read maxmemory-policy: %w", err)
 	}

@@ -506,7 +506,23 @@ func connect(ctx context.Context, addr string, opts *redis.UniversalOptions) (re
 		_ = c.Close()
 		return nil, fmt.Errorf("redis at %s: %w", Redact(addr), err)
 	}
+	if _, plain := c.(*redis.Client); plain && opts.MasterName == "" && clusterNode(pctx, c) {
+		// One node of a cluster, given as host:port (a managed cluster's
+		// endpoint, say): a plain client would be answered MOVED for every
+		// key of another master's slots.
+		_ = c.Close()
+		opts.IsClusterMode = true
+		return connect(ctx, addr, opts)
+	}
 	return c, nil
+}
+
+// clusterNode reports whether c reaches a node of a Redis Cluster. A
+// server that does not answer INFO (some managed services) is taken for
+// none.
+func clusterNode(ctx context.Context, c redis.UniversalClient) bool {
+	info, err := c.Info(ctx, "cluster").Result()
+	return err == nil && strings.Contains(info, "cluster_enabled:1")
 }
 
 // OutOfReach reports whether err, from New, may mend by itself: Redis

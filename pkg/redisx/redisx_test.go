@@ -379,3 +379,70 @@ func TestClusterOfOneSeed(t *testing.T) {
 		t.Fatal("Reach succeeded with a master killed")
 	}
 }
+
+// TestTheEvictionPolicyOfOneClusterMasterWasMissed: on a Redis Cluster
+// one master of which evicts keys when full (a live game's state on it
+// could be evicted), EvictionPolicy, behind the start-up warning, read one
+// master, the next in turn (CONFIG GET has no routing of its own), and two
+// calls in three missed it. Every master is read.
+func TestTheEvictionPolicyOfOneClusterMasterWasMissed(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.NewCluster(t, 3)
+	// Only the last master evicts.
+	ev := cl.Nodes[2].Client(t)
+	if err := ev.ConfigSet(ctx, "maxmemory", "100mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := New(ctx, cl.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	missed := 0
+	for range 6 {
+		policy, evicts, err := EvictionPolicy(ctx, rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !evicts {
+			missed++
+			t.Logf("EvictionPolicy answered %q, evicts=false", policy)
+		}
+	}
+	if missed > 0 {
+		t.Fatalf("%d of 6 calls of EvictionPolicy missed the master that evicts (allkeys-lru): the start-up warning depends on which master answers", missed)
+	}
+}
+
+// TestOneClusterNodeGivenAsHostPortWasReachedAlone: an operator gives
+// --redis-addr one node of a Redis Cluster as host:port (as a managed
+// cluster's endpoint is often written). New connected a plain client, the
+// process started and said it served, and every command on a key of
+// another master's slots was answered MOVED (Unavailable to clients): two
+// games in three never worked. New reaches the whole cluster from it.
+func TestOneClusterNodeGivenAsHostPortWasReachedAlone(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.NewCluster(t, 3)
+	rdb, err := New(ctx, cl.Nodes[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	failed := 0
+	var first error
+	for i := range 30 {
+		key := fmt.Sprintf("%s{g:%d}", redistest.Prefix(t), i)
+		if err := rdb.Set(ctx, key, 1, 0).Err(); err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("New(%q) of a cluster node gave a %T without error, and %d of 30 game keys cannot be written (%v)", cl.Nodes[0].Addr, rdb, failed, first)
+	}
+}
