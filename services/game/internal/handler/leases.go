@@ -358,10 +358,11 @@ func (h *Handler) reap(ctx context.Context, releases *sync.WaitGroup) {
 // releaseAll lets go of every seat proc holds, then forgets proc unless
 // it came back meanwhile.
 func (h *Handler) releaseAll(ctx context.Context, proc string) error {
-	ids, err := h.store.Held(ctx, proc)
+	listed, err := h.store.Listing(ctx, proc)
 	if err != nil {
 		return err
 	}
+	ids := store.GamesOf(listed)
 	// A game that cannot be released now (one a newer version stored
 	// during a rolling upgrade) holds back none of the others; the process
 	// is forgotten only once all are released, so the next attempt, here
@@ -389,5 +390,5 @@ func (h *Handler) releaseAll(ctx context.Context, proc string) error {
 		return first
 	}
 	h.log.InfoContext(ctx, "released the seats of a process whose lease ran out", "process", proc, "games", len(ids))
-	return h.store.Released(ctx, proc)
+	return h.store.Released(ctx, proc, listed)
 }

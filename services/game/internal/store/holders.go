@@ -238,17 +238,28 @@ func ClaimOf(proc string) string { return "claim:" + proc }
 
 // Held lists the games whose seats proc may hold.
 func (s *Store) Held(ctx context.Context, proc string) ([]string, error) {
+	seats, err := s.Listing(ctx, proc)
+	return GamesOf(seats), err
+}
+
+// Listing is proc's list as stored: the seats it may hold.
+func (s *Store) Listing(ctx context.Context, proc string) ([]string, error) {
 	seats, err := s.rdb.SMembers(ctx, s.heldKey(proc)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("games held by %s: %w", proc, err)
 	}
+	return seats, nil
+}
+
+// GamesOf lists the games of seats, as Listing gives them.
+func GamesOf(seats []string) []string {
 	ids := make([]string, 0, len(seats))
 	for _, seat := range seats {
 		if i := strings.LastIndexByte(seat, '|'); i > 0 && !slices.Contains(ids, seat[:i]) {
 			ids = append(ids, seat[:i])
 		}
 	}
-	return ids, nil
+	return ids
 }
 
 func heldSeat(id string, side rules.Side) string { return id + "|" + strconv.Itoa(int(side)) }
@@ -273,20 +284,40 @@ func (s *Store) NotHolding(ctx context.Context, proc, id string, side rules.Side
 }
 
 // Released forgets proc once another process has let go of every seat
-// it listed, unless proc came back meanwhile: its lease and list are
-// kept, and its next renewal holds its seats again. The claim outlives
-// the list, so that a proc back just before the list is dropped lists
-// its seats again at its next renewal.
-func (s *Store) Released(ctx context.Context, proc string) error {
+// on listed, its list as read before, unless proc came back meanwhile:
+// its lease and list are kept, and its next renewal holds its seats
+// again. Only what was read is taken off the list, and put back should
+// proc come back before the claim ends: a seat proc listed meanwhile
+// stays listed.
+func (s *Store) Released(ctx context.Context, proc string, listed []string) error {
 	back, err := s.cameBack(ctx, proc, false)
 	if err != nil || back {
 		return err
 	}
-	if err := s.rdb.Del(ctx, s.heldKey(proc)).Err(); err != nil {
+	if err := s.listing(ctx, proc, listed, s.rdb.SRem); err != nil {
+		return err
+	}
+	if back, err = s.cameBack(ctx, proc, true); err != nil || !back {
+		return err
+	}
+	// It may have listed again a seat just taken off; one listed that it
+	// does not hold releases nothing.
+	return s.listing(ctx, proc, listed, s.rdb.SAdd)
+}
+
+// listing applies change (SADD, SREM) to proc's list with seats.
+func (s *Store) listing(ctx context.Context, proc string, seats []string, change func(context.Context, string, ...any) *redis.IntCmd) error {
+	if len(seats) == 0 {
+		return nil
+	}
+	members := make([]any, len(seats))
+	for i, seat := range seats {
+		members[i] = seat
+	}
+	if err := change(ctx, s.heldKey(proc), members...).Err(); err != nil {
 		return fmt.Errorf("forget %s: %w", proc, err)
 	}
-	_, err = s.cameBack(ctx, proc, true)
-	return err
+	return nil
 }
 
 // cameBack reports whether proc renewed its lease after it was claimed,

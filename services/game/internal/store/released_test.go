@@ -3,11 +3,14 @@ package store_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/pkg/rules"
 	"github.com/palacehq/palace/services/game/internal/store"
 )
@@ -31,10 +34,20 @@ func claimedFrom(t *testing.T, proc string) (*store.Store, redis.UniversalClient
 	return st, rdb, prefix + "{presence}:procs"
 }
 
+// listedBy is proc's list, as a release reads it first.
+func listedBy(t *testing.T, st *store.Store, proc string) []string {
+	t.Helper()
+	listed, err := st.Listing(context.Background(), proc)
+	if err != nil || len(listed) == 0 {
+		t.Fatalf("listing of %s: %v, %v", proc, listed, err)
+	}
+	return listed
+}
+
 func TestAReleasedProcessIsForgotten(t *testing.T) {
 	ctx := context.Background()
 	st, rdb, procs := claimedFrom(t, "p")
-	if err := st.Released(ctx, "p"); err != nil {
+	if err := st.Released(ctx, "p", listedBy(t, st, "p")); err != nil {
 		t.Fatal(err)
 	}
 	if left, err := rdb.ZRange(ctx, procs, 0, -1).Result(); err != nil || len(left) != 0 {
@@ -55,7 +68,7 @@ func TestAProcessBackBeforeItsReleaseEndedKeepsItsLease(t *testing.T) {
 	if _, err := st.Renew(ctx, "p", now.Add(time.Minute), now, now, nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Released(ctx, "p"); err != nil {
+	if err := st.Released(ctx, "p", listedBy(t, st, "p")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rdb.ZScore(ctx, procs, "p").Result(); err != nil {
@@ -75,5 +88,117 @@ func TestAProcessBackBeforeItsReleaseEndedKeepsItsLease(t *testing.T) {
 	}
 	if _, err := rdb.ZScore(ctx, procs, store.ClaimOf("p")).Result(); !errors.Is(err, redis.Nil) {
 		t.Errorf("the claim outlived the renewal after the release: %v", err)
+	}
+}
+
+// afterFirstLook runs fn once, right after the first released.lua call
+// (the one that does not end the claim) has been answered.
+type afterFirstLook struct {
+	procs string
+	fired atomic.Bool
+	fn    func()
+}
+
+func (h *afterFirstLook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *afterFirstLook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		a := cmd.Args()
+		// EVALSHA sha 1 <procs> <proc> "0": released.lua's first look.
+		// Only once it ran: an EVALSHA answered NOSCRIPT is sent again as
+		// EVAL.
+		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(a) == 6 &&
+			a[3] == h.procs && a[5] == "0" && h.fired.CompareAndSwap(false, true) {
+			h.fn()
+		}
+		return err
+	}
+}
+
+func (h *afterFirstLook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAProcessBackBetweenTheLooksOfItsReleaseLostItsListing:
+// P was cut off for longer than its lease; R claimed the lease and let go
+// of P's seats. P came back just as R's release ended, between its first
+// look (P not back yet) and the deletion of P's list: P renewed its lease
+// and listed the seat whose stream it still served (its rehold) before
+// holding it in the game. The deletion dropped that listing, and the
+// second look only left the claim run out for P's next renewal to list
+// it again. Had P crashed before that renewal (a third of a lease), its
+// lease would have run out with a list that named nothing: no reaper
+// would let go of the seat P held in the game, shown connected for good.
+func TestAProcessBackBetweenTheLooksOfItsReleaseLostItsListing(t *testing.T) {
+	ctx := context.Background()
+	p, _, prefix := newStoreOn(t) // P's store
+	procs := prefix + "{presence}:procs"
+	now := time.Now()
+	if _, err := p.Renew(ctx, "p", now.Add(-time.Second), now.Add(-time.Minute), now.Add(-time.Minute), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Holding(ctx, "p", "g1", rules.First); err != nil {
+		t.Fatal(err)
+	}
+
+	// R's store, on a client of its own that lets P come back at the
+	// chosen moment.
+	rc := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { _ = rc.Close() })
+	hook := &afterFirstLook{procs: procs, fn: func() {
+		// P is back: its renewal finds the claim (Fresh) and it lists
+		// its seat again before it holds it in the game.
+		back := time.Now()
+		r, err := p.Renew(ctx, "p", back.Add(15*time.Second), back, back, nil, 0)
+		if err != nil || !r.Fresh {
+			t.Errorf("P's renewal: %+v, %v; want Fresh", r, err)
+		}
+		if err := p.Holding(ctx, "p", "g1", rules.First); err != nil {
+			t.Error(err)
+		}
+	}}
+	rc.AddHook(hook)
+	r, err := store.New(rc, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Claim(ctx, "p", now, now.Add(time.Minute)); err != nil || got != "p" {
+		t.Fatalf("claim: %q, %v", got, err)
+	}
+	// R has let go of g1's seat in the game; its release ends.
+	if err := r.Released(ctx, "p", listedBy(t, r, "p")); err != nil {
+		t.Fatal(err)
+	}
+	if !hook.fired.Load() {
+		t.Fatal("the hook never ran: released.lua was not called as expected")
+	}
+
+	// P then crashes before its next renewal. Long after, a reaper takes
+	// its lease and looks for the seats to let go.
+	later := time.Now().Add(time.Hour)
+	entries, err := r.Expired(ctx, later, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var released []string
+	for _, e := range entries {
+		proc, err := r.Claim(ctx, e, later, later.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if proc != "p" {
+			continue
+		}
+		ids, err := r.Held(ctx, proc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		released = append(released, ids...)
+	}
+	if !slices.Contains(released, "g1") {
+		t.Errorf("P came back and listed the seat of g1 it holds again, between the two looks of R's release; "+
+			"R's deletion of P's list dropped it, and once P crashed before its next renewal the reaper of its lease "+
+			"had nothing to let go (leases run out: %v; games listed: %v): the seat stays held for good", entries, released)
 	}
 }
