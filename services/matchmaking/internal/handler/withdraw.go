@@ -25,10 +25,16 @@ func (h *Handler) withdrawTickets(ctx context.Context, since time.Time, players 
 
 func (h *Handler) withdrawTicket(ctx context.Context, since time.Time, player string) error {
 	// First, for an entry of the player's dated by since whose claim of
-	// the live-ticket record comes after the read below.
-	if err := h.store.GameBegan(ctx, player, since); err != nil {
-		return err
-	}
+	// the live-ticket record comes after the read below. Failing, it
+	// keeps none of the withdrawal from the tickets already there.
+	beganErr := h.store.GameBegan(ctx, player, since)
+	err := h.withdrawLive(ctx, since, player)
+	return errors.Join(beganErr, err)
+}
+
+// withdrawLive withdraws the player's live ticket if it was entered by
+// since.
+func (h *Handler) withdrawLive(ctx context.Context, since time.Time, player string) error {
 	id, err := h.liveTicket(ctx, player)
 	if err != nil || id == "" {
 		return err

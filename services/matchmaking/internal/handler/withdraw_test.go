@@ -5,8 +5,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/palacehq/palace/pkg/clock"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -113,5 +116,64 @@ func TestAnEntryDatedBeforeTheGameClaimingAfterItsWithdrawalWaited(t *testing.T)
 	}
 	if tk, err := st.Ticket(ctx, id); err != nil || tk.State != store.StateWaiting {
 		t.Fatalf("its ticket: %+v %v; want it waiting", tk, err)
+	}
+}
+
+// beganUnconfirmed runs began.lua and then answers it failed, as a write
+// whose wait for replicas (--redis-wait-replicas) timed out is answered:
+// it ran on the master, and the caller is told it failed.
+type beganUnconfirmed struct{}
+
+func (beganUnconfirmed) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (beganUnconfirmed) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		a := cmd.Args()
+		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(a) >= 4 {
+			if k, ok := a[3].(string); ok && strings.HasSuffix(k, "}:began") {
+				err = errors.New("simulated: the write was not confirmed by replicas in time")
+				cmd.SetErr(err)
+			}
+		}
+		return err
+	}
+}
+
+func (beganUnconfirmed) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAFailedGameBeganRecordStoppedTheWithdrawal: a withdrawal first
+// records the game's start, for an entry still on its way, and gave up
+// when that write failed (a Redis hiccup, a wait for replicas timed out):
+// the ticket that plainly waited stayed in its pool, and its player was
+// paired into a second game.
+func TestAFailedGameBeganRecordStoppedTheWithdrawal(t *testing.T) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rdb.AddHook(beganUnconfirmed{})
+	st := store.New(rdb, redistest.Prefix(t))
+	h := New(Config{}, Deps{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st})
+	pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Control: clock.Default()}
+
+	entered := time.Now().Add(-time.Minute)
+	id, out, err := st.Enter(ctx, pool, store.Ticket{Player: "p", Name: "p", Rating: 1200, Entered: entered,
+		Expires: entered.Add(time.Hour), State: store.StateWaiting}, "r1", time.Hour, nil)
+	if err != nil || out != store.Entered {
+		t.Fatalf("enter: %v %v", out, err)
+	}
+	// A game of p's starts elsewhere, a minute after the ticket was
+	// entered.
+	h.withdrawTickets(ctx, time.Now(), "p")
+	tk, err := st.Ticket(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.State != store.StateCancelled {
+		t.Errorf("ticket %s, entered a minute before the game began, is %s after the withdrawal: want cancelled "+
+			"(the failed write of the game-began record, only an aid for entries on their way, stopped the withdrawal "+
+			"of the ticket that waits; it is paired into a second game)", id, tk.State)
 	}
 }
