@@ -29,6 +29,7 @@ var corsRequestHeaders = []string{
 	"Connect-Timeout-Ms",
 	"Connect-Accept-Encoding",
 	"Connect-Content-Encoding",
+	"Content-Encoding",
 	"Grpc-Timeout",
 	"Grpc-Accept-Encoding",
 	"Grpc-Encoding",
@@ -92,8 +93,10 @@ func ValidateOrigin(o string) error {
 	if err != nil {
 		return fmt.Errorf("CORS origin %q: %w", o, err)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return fmt.Errorf("CORS origin %q: want * or scheme://host[:port], such as https://play.example.com", o)
+	// Apps that wrap a web client (Capacitor, Ionic) send origins of their
+	// own schemes, such as capacitor://localhost.
+	if u.Scheme == "" || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Opaque != "" {
+		return fmt.Errorf("CORS origin %q: want * or scheme://host[:port], such as https://play.example.com or capacitor://localhost", o)
 	}
 	if strings.Contains(o, "*") && !strings.Contains(u.Host, "wildcard") {
 		return fmt.Errorf("CORS origin %q: * may only stand in the host", o)

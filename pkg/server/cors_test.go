@@ -54,11 +54,12 @@ var connectJSON = map[string]string{"Content-Type": "application/json", "Connect
 // answers of its Connect and gRPC-Web calls; any other page gets no CORS
 // header, so its browser keeps the answer from it.
 func TestBrowserCallsFromAllowedOrigins(t *testing.T) {
-	addr, _ := startServerWith(t, Config{CORSOrigins: []string{"https://play.example.com", "http://*.studio.test"}})
+	addr, _ := startServerWith(t, Config{CORSOrigins: []string{"https://play.example.com", "http://*.studio.test", "capacitor://localhost"}})
 	// Browsers name the headers of the call lower-cased and sorted.
-	const asked = "authorization,baggage,connect-protocol-version,connect-timeout-ms,content-type,traceparent"
+	const asked = "authorization,baggage,connect-protocol-version,connect-timeout-ms,content-encoding,content-type,traceparent"
 
-	for _, origin := range []string{"https://play.example.com", "http://web.studio.test"} {
+	// An app wrapping a web client (Capacitor) sends its own scheme's.
+	for _, origin := range []string{"https://play.example.com", "http://web.studio.test", "capacitor://localhost"} {
 		code, h := preflight(t, addr, origin, asked)
 		if code/100 != 2 || h.Get("Access-Control-Allow-Origin") != origin {
 			t.Fatalf("preflight from %s: %d, allow-origin %q", origin, code, h.Get("Access-Control-Allow-Origin"))
@@ -136,12 +137,12 @@ func TestAnyOriginWhenAsked(t *testing.T) {
 }
 
 func TestValidateOrigin(t *testing.T) {
-	for _, ok := range []string{"*", "https://play.example.com", "http://localhost:5173", "https://*.example.com", "http://127.0.0.1:8080"} {
+	for _, ok := range []string{"*", "https://play.example.com", "http://localhost:5173", "https://*.example.com", "http://127.0.0.1:8080", "capacitor://localhost", "ionic://localhost"} {
 		if err := ValidateOrigin(ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "play.example.com", "https://play.example.com/", "https://play.example.com/app", "ftp://example.com", "https://*.*.example.com", "*://example.com", "https://example.com?x=1", "https://user@example.com", "https://",
+	for _, bad := range []string{"", "play.example.com", "https://play.example.com/", "https://play.example.com/app", "capacitor:localhost", "https://*.*.example.com", "*://example.com", "https://example.com?x=1", "https://user@example.com", "https://",
 		// Never matched: browsers send no default port.
 		"https://play.example.com:443", "http://localhost:80",
 		// Would match https://evilexample.org.
