@@ -29,7 +29,8 @@ import (
 //	redis-sentinel://[user:pass@]master@h1:p1,h2:p2[/db][?opts]  Sentinel with a master name
 //
 // Several comma-separated host:port pairs without a scheme also mean a
-// cluster. A missing port is 6379, or 26379 for a sentinel. opts are
+// cluster, and New takes one standalone address of a node of a cluster of
+// several masters for that cluster. A missing port is 6379, or 26379 for a sentinel. opts are
 // go-redis' URL query options (pool_size, dial_timeout, read_timeout,
 // protocol, client_name, ...; for a cluster also max_redirects, read_only,
 // route_by_latency, route_randomly). A sentinel address's user:pass serve
@@ -506,23 +507,38 @@ func connect(ctx context.Context, addr string, opts *redis.UniversalOptions) (re
 		_ = c.Close()
 		return nil, fmt.Errorf("redis at %s: %w", Redact(addr), err)
 	}
-	if _, plain := c.(*redis.Client); plain && opts.MasterName == "" && clusterNode(pctx, c) {
-		// One node of a cluster, given as host:port (a managed cluster's
-		// endpoint, say): a plain client would be answered MOVED for every
-		// key of another master's slots.
+	if _, plain := c.(*redis.Client); plain && opts.MasterName == "" && clusterOfSeveral(pctx, c) {
+		// One node of a cluster of several masters, given as host:port (a
+		// managed cluster's endpoint, say): a plain client would be
+		// answered MOVED for every key of another master's slots. A
+		// cluster of one master serves them all here, whatever address
+		// it announces (a port published or forwarded).
 		_ = c.Close()
 		opts.IsClusterMode = true
-		return connect(ctx, addr, opts)
+		c, err := connect(ctx, addr, opts)
+		if err != nil {
+			return nil, fmt.Errorf("%w (a node of a Redis Cluster of several masters: this process must reach each at the address it announces)", err)
+		}
+		return c, nil
 	}
 	return c, nil
 }
 
-// clusterNode reports whether c reaches a node of a Redis Cluster. A
-// server that does not answer INFO (some managed services) is taken for
-// none.
-func clusterNode(ctx context.Context, c redis.UniversalClient) bool {
-	info, err := c.Info(ctx, "cluster").Result()
-	return err == nil && strings.Contains(info, "cluster_enabled:1")
+// clusterOfSeveral reports whether c reaches a node of a Redis Cluster
+// whose slots lie on more than one master. A server that does not answer
+// CLUSTER INFO (no cluster, some managed services) is taken for none.
+func clusterOfSeveral(ctx context.Context, c redis.UniversalClient) bool {
+	info, err := c.ClusterInfo(ctx).Result()
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(info) {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_size:"); ok {
+			size, err := strconv.Atoi(n)
+			return err == nil && size > 1
+		}
+	}
+	return false
 }
 
 // OutOfReach reports whether err, from New, may mend by itself: Redis

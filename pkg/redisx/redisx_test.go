@@ -446,3 +446,32 @@ func TestOneClusterNodeGivenAsHostPortWasReachedAlone(t *testing.T) {
 		t.Fatalf("New(%q) of a cluster node gave a %T without error, and %d of 30 game keys cannot be written (%v)", cl.Nodes[0].Addr, rdb, failed, first)
 	}
 }
+
+// TestASingleMasterClusterBehindAnAddressItDoesNotAnnounceStarts: a
+// cluster of one master (every slot on it), reached at an address other
+// than the one it announces (a container's port published on the host, a
+// port-forward, NAT), given as host:port: a plain client reaches every key
+// there, since no MOVED comes from a node that serves all slots, where a
+// cluster client would follow CLUSTER SLOTS to the announced address, out
+// of reach.
+func TestASingleMasterClusterBehindAnAddressItDoesNotAnnounceStarts(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.NewCluster(t, 1)
+	node := cl.Nodes[0].Client(t)
+	// TEST-NET-1: never routed.
+	if err := node.ConfigSet(ctx, "cluster-announce-ip", "192.0.2.1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rdb, err := New(ctx, cl.Nodes[0].Addr)
+	if err != nil {
+		t.Fatalf("New(%q) of a single-master cluster that serves every slot at this address: %v (after %v); "+
+			"a plain client reaches every key there", cl.Nodes[0].Addr, err, time.Since(start).Round(time.Millisecond))
+	}
+	defer rdb.Close()
+	for i := range 10 {
+		if err := rdb.Set(ctx, fmt.Sprintf("%s{g:%d}", redistest.Prefix(t), i), 1, time.Minute).Err(); err != nil {
+			t.Fatalf("%T: set: %v", rdb, err)
+		}
+	}
+}
