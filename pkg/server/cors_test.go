@@ -137,7 +137,9 @@ func TestAnyOriginWhenAsked(t *testing.T) {
 }
 
 func TestValidateOrigin(t *testing.T) {
-	for _, ok := range []string{"*", "https://play.example.com", "http://localhost:5173", "https://*.example.com", "http://127.0.0.1:8080", "capacitor://localhost", "ionic://localhost"} {
+	for _, ok := range []string{"*", "https://play.example.com", "http://localhost:5173", "https://*.example.com", "http://127.0.0.1:8080", "capacitor://localhost", "ionic://localhost",
+		// No *: once refused, the word standing in for it when parsed.
+		"https://play.wildcardgames.com", "https://my-wildcard.example"} {
 		if err := ValidateOrigin(ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
 		}
@@ -146,7 +148,7 @@ func TestValidateOrigin(t *testing.T) {
 		// Never matched: browsers send no default port.
 		"https://play.example.com:443", "http://localhost:80",
 		// Would match https://evilexample.org.
-		"https://*example.org", "https://play*.example.org"} {
+		"https://*example.org", "https://play*.example.org", "*://wildcard.example", "capacitor://*"} {
 		if err := ValidateOrigin(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
