@@ -287,17 +287,26 @@ func (s *Store) NotHolding(ctx context.Context, proc, id string, side rules.Side
 // on listed, its list as read before, unless proc came back meanwhile:
 // its lease and list are kept, and its next renewal holds its seats
 // again. Only what was read is taken off the list, and put back should
-// proc come back before the claim ends: a seat proc listed meanwhile
-// stays listed.
+// proc come back before the claim ends. A seat proc listed meanwhile
+// stays listed, and the claim is left run out for a later round to
+// release it, should proc not come back.
 func (s *Store) Released(ctx context.Context, proc string, listed []string) error {
-	back, err := s.cameBack(ctx, proc, false)
+	back, err := s.cameBack(ctx, proc, keepClaim)
 	if err != nil || back {
 		return err
 	}
 	if err := s.listing(ctx, proc, listed, s.rdb.SRem); err != nil {
 		return err
 	}
-	if back, err = s.cameBack(ctx, proc, true); err != nil || !back {
+	left, err := s.rdb.SCard(ctx, s.heldKey(proc)).Result()
+	if err != nil {
+		return fmt.Errorf("forget %s: %w", proc, err)
+	}
+	then := endClaim
+	if left > 0 {
+		then = runOutClaim
+	}
+	if back, err = s.cameBack(ctx, proc, then); err != nil || !back {
 		return err
 	}
 	// It may have listed again a seat just taken off; one listed that it
@@ -320,14 +329,18 @@ func (s *Store) listing(ctx context.Context, proc string, seats []string, change
 	return nil
 }
 
+// What cameBack does with the claim on a process's lease when the
+// process did not come back (released.lua).
+const (
+	keepClaim   = ""
+	endClaim    = "end"
+	runOutClaim = "runout"
+)
+
 // cameBack reports whether proc renewed its lease after it was claimed,
-// leaving the claim run out if so; else it ends the claim if asked.
-func (s *Store) cameBack(ctx context.Context, proc string, endClaim bool) (bool, error) {
-	end := "0"
-	if endClaim {
-		end = "1"
-	}
-	back, err := releasedScript.Run(ctx, s.rdb, []string{s.procsKey()}, proc, end).Int()
+// leaving the claim run out if so; else it does then with the claim.
+func (s *Store) cameBack(ctx context.Context, proc, then string) (bool, error) {
+	back, err := releasedScript.Run(ctx, s.rdb, []string{s.procsKey()}, proc, then).Int()
 	if err != nil {
 		return false, fmt.Errorf("forget %s: %w", proc, err)
 	}

@@ -105,11 +105,11 @@ func (h *afterFirstLook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		a := cmd.Args()
-		// EVALSHA sha 1 <procs> <proc> "0": released.lua's first look.
+		// EVALSHA sha 1 <procs> <proc> "": released.lua's first look.
 		// Only once it ran: an EVALSHA answered NOSCRIPT is sent again as
 		// EVAL.
 		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(a) == 6 &&
-			a[3] == h.procs && a[5] == "0" && h.fired.CompareAndSwap(false, true) {
+			a[3] == h.procs && a[5] == "" && h.fired.CompareAndSwap(false, true) {
 			h.fn()
 		}
 		return err
@@ -200,5 +200,54 @@ func TestAProcessBackBetweenTheLooksOfItsReleaseLostItsListing(t *testing.T) {
 		t.Errorf("P came back and listed the seat of g1 it holds again, between the two looks of R's release; "+
 			"R's deletion of P's list dropped it, and once P crashed before its next renewal the reaper of its lease "+
 			"had nothing to let go (leases run out: %v; games listed: %v): the seat stays held for good", entries, released)
+	}
+}
+
+// TestASeatListedDuringAReleaseWasReapedByNobody: P's lease ran out
+// while P was paused (not dead). R claims it and reads P's list (g1).
+// P wakes and, before its overdue renewal, a stream of g2 opens: P lists
+// g2's seat (Holding, then the commit naming it holder). R's release
+// ends: P is not back, and the claim was dropped with P's lease. P then
+// crashes before renewing: g2 stayed on the list, but nothing named P
+// among the leases any more, no round found P, and g2's seat stayed held
+// by a dead process for good. The claim is now left run out.
+func TestASeatListedDuringAReleaseWasReapedByNobody(t *testing.T) {
+	ctx := context.Background()
+	st, _, _ := newStoreOn(t)
+	now := time.Now()
+	if _, err := st.Renew(ctx, "p", now.Add(-time.Second), now.Add(-time.Minute), now.Add(-time.Minute), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Holding(ctx, "p", "g1", rules.First); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Claim(ctx, "p", now, now.Add(time.Minute)); err != nil || got != "p" {
+		t.Fatalf("claim: %q, %v", got, err)
+	}
+	listed, err := st.Listing(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// P, awake, lists a seat it opens before its renewal runs.
+	if err := st.Holding(ctx, "p", "g2", rules.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Released(ctx, "p", listed); err != nil {
+		t.Fatal(err)
+	}
+	held, err := st.Held(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// P crashes now. Much later, reapers look for leases run out.
+	later := time.Now().Add(24 * time.Hour)
+	entries, err := st.Expired(ctx, later, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reaped := slices.Contains(entries, "p") || slices.Contains(entries, "claim:p")
+	if slices.Contains(held, "g2") && !reaped {
+		t.Errorf("after the release P's list still names %v, yet no lease or claim of P is left (leases run out: %v): "+
+			"the seat of g2, listed while the release ran, is released by no reaper once P dies", held, entries)
 	}
 }
