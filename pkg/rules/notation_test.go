@@ -73,8 +73,15 @@ func TestWXF(t *testing.T) {
 		{"one pair: single soldier", xiangqiTandemFENs[4], "g6g7", "P3+1"},
 		{"black pair: front", xiangqiTandemFENs[5], "e4e3", "P++1"},
 		{"black pair: rear", xiangqiTandemFENs[5], "e5d5", "P-.4"},
-		{"advisors: rear", xiangqiTandemFENs[6], "f1e2", "A-+5"},
-		{"advisors: front", xiangqiTandemFENs[6], "f3e2", "A+-5"},
+		// Of two advisors or elephants on a file, only the rear one can
+		// advance and only the front one retreat: records give the file,
+		// where these were once written A-+5 and A+-5.
+		{"advisors: rear", xiangqiTandemFENs[6], "f1e2", "A4+5"},
+		{"advisors: front", xiangqiTandemFENs[6], "f3e2", "A4-5"},
+		{"elephants: rear", "4k4/9/9/9/9/2B6/9/9/9/2BK5 w - - 0 1", "c1e3", "E7+5"},
+		{"elephants: front", "4k4/9/9/9/9/2B6/9/9/9/2BK5 w - - 0 1", "c5a3", "E7-9"},
+		{"black advisors: rear", "3ak4/9/3a5/9/9/9/9/9/9/3K5 b - - 0 1", "d10e9", "A4+5"},
+		{"black elephants: front", "4k1b2/9/9/9/6b2/9/9/9/9/3K5 b - - 0 1", "g6e8", "E7-5"},
 		{"five soldiers: fifth", xiangqiTandemFENs[7], "f6e6", "54.5"},
 		{"five soldiers: first", xiangqiTandemFENs[7], "f10e10", "14.5"},
 	}
@@ -112,8 +119,8 @@ func TestParseWXF(t *testing.T) {
 		{"B for the elephant", Xiangqi, start, "B3+5", "g1e3", nil},
 		{"spaces around", Xiangqi, start, " C2.5 ", "h3e3", nil},
 		{"tandem sign first", Xiangqi, xiangqiTandemFENs[0], "+R.8", "a5b5", nil},
-		{"file for a tandem piece when unambiguous", Xiangqi, xiangqiTandemFENs[6], "A4+5", "f1e2", nil},
-		{"file for the other tandem piece", Xiangqi, xiangqiTandemFENs[6], "A4-5", "f3e2", nil},
+		{"rear tandem advisor by sign, as once written", Xiangqi, xiangqiTandemFENs[6], "A-+5", "f1e2", nil},
+		{"front tandem advisor by sign, as once written", Xiangqi, xiangqiTandemFENs[6], "A+-5", "f3e2", nil},
 		{"front of three soldiers by sign", Xiangqi, xiangqiTandemFENs[2], "P+.6", "e8d8", nil},
 		{"rear of three soldiers by sign", Xiangqi, xiangqiTandemFENs[2], "P-.6", "e6d6", nil},
 		{"empty", Xiangqi, start, "", "", ErrBadMove},

@@ -184,7 +184,9 @@ func wxf(p *Position, m Move) string {
 	f := wxfFactsOf(p, m)
 	b := [4]byte{wxfLetters[f.kind], byte('0' + f.file), f.dir, byte('0' + f.dest)}
 	switch {
-	case f.count < 2:
+	case f.count < 2, f.kind == Guard || f.kind == Elephant:
+		// Of two advisors or elephants on a file, only the rear one can
+		// advance and only the front one retreat: records give the file.
 	case f.kind != Soldier || f.count == 2 && !f.tandemElsewhere:
 		b[1] = "+-"[f.index-1]
 	default:
