@@ -174,6 +174,13 @@ func (r Replication) writeOn(ctx context.Context, node *redis.Client, write func
 		return err
 	}
 	n, err := conn.Wait(ctx, r.Replicas, r.Timeout).Result()
+	var refused redis.Error
+	if errors.As(err, &refused) {
+		// Redis ends a WAIT when its master is made a replica in a
+		// failover (UNBLOCKED), and refuses one on a replica: the write
+		// may or may not survive, as when the wait times out.
+		return fmt.Errorf("%w: Redis answered the wait for %d replicas: %v", ErrNotReplicated, r.Replicas, err)
+	}
 	if err != nil {
 		return fmt.Errorf("wait for %d Redis replicas: %w", r.Replicas, err)
 	}
