@@ -507,38 +507,50 @@ func connect(ctx context.Context, addr string, opts *redis.UniversalOptions) (re
 		_ = c.Close()
 		return nil, fmt.Errorf("redis at %s: %w", Redact(addr), err)
 	}
-	if _, plain := c.(*redis.Client); plain && opts.MasterName == "" && clusterOfSeveral(pctx, c) {
-		// One node of a cluster of several masters, given as host:port (a
-		// managed cluster's endpoint, say): a plain client would be
-		// answered MOVED for every key of another master's slots. A
-		// cluster of one master serves them all here, whatever address
-		// it announces (a port published or forwarded).
-		_ = c.Close()
-		opts.IsClusterMode = true
-		c, err := connect(ctx, addr, opts)
-		if err != nil {
-			return nil, fmt.Errorf("%w (a node of a Redis Cluster of several masters: this process must reach each at the address it announces)", err)
+	if _, plain := c.(*redis.Client); plain && opts.MasterName == "" && c.ClusterInfo(pctx).Err() == nil {
+		// One node of a cluster, given as host:port (a managed cluster's
+		// endpoint, say): a plain client would be answered MOVED for every
+		// key of another master's slots.
+		copts := *opts
+		copts.IsClusterMode = true
+		cc, err := connect(ctx, addr, &copts)
+		if err == nil {
+			_ = c.Close()
+			return cc, nil
 		}
-		return c, nil
+		// Out of reach at the addresses the nodes announce (a port
+		// published or forwarded): a node that serves every slot itself
+		// serves every key as given.
+		if servesEverySlot(ctx, c) {
+			return c, nil
+		}
+		_ = c.Close()
+		return nil, fmt.Errorf("%w (a node of a Redis Cluster: this process must reach each of its masters at the address it announces)", err)
 	}
 	return c, nil
 }
 
-// clusterOfSeveral reports whether c reaches a node of a Redis Cluster
-// whose slots lie on more than one master. A server that does not answer
-// CLUSTER INFO (no cluster, some managed services) is taken for none.
-func clusterOfSeveral(ctx context.Context, c redis.UniversalClient) bool {
-	info, err := c.ClusterInfo(ctx).Result()
+// servesEverySlot reports whether the cluster node c reaches is the
+// master of every slot.
+func servesEverySlot(ctx context.Context, c redis.UniversalClient) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	me, err := c.ClusterMyID(ctx).Result()
 	if err != nil {
 		return false
 	}
-	for line := range strings.Lines(info) {
-		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_size:"); ok {
-			size, err := strconv.Atoi(n)
-			return err == nil && size > 1
-		}
+	ranges, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		return false
 	}
-	return false
+	served := 0
+	for _, r := range ranges {
+		if len(r.Nodes) == 0 || r.Nodes[0].ID != me {
+			return false
+		}
+		served += r.End - r.Start + 1
+	}
+	return served == 16384
 }
 
 // OutOfReach reports whether err, from New, may mend by itself: Redis

@@ -475,3 +475,42 @@ func TestASingleMasterClusterBehindAnAddressItDoesNotAnnounceStarts(t *testing.T
 		}
 	}
 }
+
+// TestAClusterNodeJustRestartedWasReachedAlone: the node given as
+// host:port is one master of three, restarted (an operator's rolling
+// restart, or the deployment brought up together with Redis). For its
+// first seconds CLUSTER INFO says cluster_size:1 (cluster_state:fail): New
+// took the node for a cluster of one master, connected a plain client, and
+// every key of the other masters' slots was answered MOVED for the life of
+// the process. A node of any cluster gets a cluster client, unless none
+// reaches the nodes and this one serves every slot.
+func TestAClusterNodeJustRestartedWasReachedAlone(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.NewCluster(t, 3)
+	n := cl.Nodes[0]
+	n.Stop()
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := n.Client(t).ClusterInfo(ctx).Result()
+	t.Logf("CLUSTER INFO right after the restart: %q", info)
+	rdb, err := New(ctx, n.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	time.Sleep(3 * time.Second) // the cluster is fine again
+	failed := 0
+	var first error
+	for i := range 30 {
+		if err := rdb.Set(ctx, fmt.Sprintf("%s{g:%d}", redistest.Prefix(t), i), 1, time.Minute).Err(); err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("New(%q) of a master of a three-master cluster just restarted gave a %T, and %d of 30 game keys cannot be written (%v)", n.Addr, rdb, failed, first)
+	}
+}
