@@ -271,6 +271,16 @@ func (s *Store) Holding(ctx context.Context, proc, id string, side rules.Side) e
 	if err := s.rdb.SAdd(ctx, s.heldKey(proc), heldSeat(id, side)).Err(); err != nil {
 		return fmt.Errorf("list a seat of game %s held by %s: %w", id, proc, err)
 	}
+	// proc's lease may have run out and its release ended (Released)
+	// after counting the list, before this seat was on it: a claim run
+	// out has a later round release it, should proc not renew first.
+	err := s.rdb.ZScore(ctx, s.procsKey(), proc).Err()
+	if errors.Is(err, redis.Nil) {
+		err = s.rdb.ZAddNX(ctx, s.procsKey(), redis.Z{Score: 0, Member: ClaimOf(proc)}).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("list a seat of game %s held by %s: %w", id, proc, err)
+	}
 	return nil
 }
 
@@ -298,20 +308,22 @@ func (s *Store) Released(ctx context.Context, proc string, listed []string) erro
 	if err := s.listing(ctx, proc, listed, s.rdb.SRem); err != nil {
 		return err
 	}
-	left, err := s.rdb.SCard(ctx, s.heldKey(proc)).Result()
-	if err != nil {
-		return fmt.Errorf("forget %s: %w", proc, err)
-	}
-	then := endClaim
-	if left > 0 {
-		then = runOutClaim
-	}
-	if back, err = s.cameBack(ctx, proc, then); err != nil || !back {
+	if back, err = s.cameBack(ctx, proc, endClaim); err != nil {
 		return err
 	}
-	// It may have listed again a seat just taken off; one listed that it
-	// does not hold releases nothing.
-	return s.listing(ctx, proc, listed, s.rdb.SAdd)
+	if back {
+		// It may have listed again a seat just taken off; one listed
+		// that it does not hold releases nothing.
+		return s.listing(ctx, proc, listed, s.rdb.SAdd)
+	}
+	// Counted once the claim is gone: a seat listed after this count
+	// finds no lease, and Holding leaves the claim run out itself.
+	left, err := s.rdb.SCard(ctx, s.heldKey(proc)).Result()
+	if err != nil || left == 0 {
+		return err
+	}
+	_, err = s.cameBack(ctx, proc, runOutClaim)
+	return err
 }
 
 // listing applies change (SADD, SREM) to proc's list with seats.

@@ -251,3 +251,85 @@ func TestASeatListedDuringAReleaseWasReapedByNobody(t *testing.T) {
 			"the seat of g2, listed while the release ran, is released by no reaper once P dies", held, entries)
 	}
 }
+
+// afterSCard runs fn once, right after the first SCARD has been answered.
+type afterSCard struct {
+	fired atomic.Bool
+	fn    func()
+}
+
+func (h *afterSCard) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *afterSCard) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil && cmd.Name() == "scard" && h.fired.CompareAndSwap(false, true) {
+			h.fn()
+		}
+		return err
+	}
+}
+
+func (h *afterSCard) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestASeatListedAfterTheReleaseCountedWasReapedByNobody: the case of
+// TestASeatListedDuringAReleaseWasReapedByNobody, with P's Holding landing
+// a moment later: after the release's count of the list (found empty).
+// The claim was ended, P's list named g2, and once P crashed before
+// renewing no lease or claim of P was left for any reaper to find. The
+// count now comes after the claim's end, and a Holding that finds no
+// lease leaves a claim run out.
+func TestASeatListedAfterTheReleaseCountedWasReapedByNobody(t *testing.T) {
+	ctx := context.Background()
+	p, _, prefix := newStoreOn(t) // P's store
+	now := time.Now()
+	if _, err := p.Renew(ctx, "p", now.Add(-time.Second), now.Add(-time.Minute), now.Add(-time.Minute), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Holding(ctx, "p", "g1", rules.First); err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { _ = rc.Close() })
+	hook := &afterSCard{fn: func() {
+		// P, paused past its lease and awake again, opens a stream of g2
+		// before its overdue renewal runs.
+		if err := p.Holding(ctx, "p", "g2", rules.Second); err != nil {
+			t.Error(err)
+		}
+	}}
+	rc.AddHook(hook)
+	r, err := store.New(rc, store.Config{Prefix: prefix, LiveTTL: time.Hour, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Claim(ctx, "p", now, now.Add(time.Minute)); err != nil || got != "p" {
+		t.Fatalf("claim: %q, %v", got, err)
+	}
+	listed, err := r.Listing(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Released(ctx, "p", listed); err != nil {
+		t.Fatal(err)
+	}
+	if !hook.fired.Load() {
+		t.Fatal("the hook never ran: Released sent no SCARD")
+	}
+	held, err := r.Held(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// P crashes now. Much later, reapers look for leases run out.
+	entries, err := r.Expired(ctx, time.Now().Add(24*time.Hour), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reaped := slices.Contains(entries, "p") || slices.Contains(entries, store.ClaimOf("p"))
+	if slices.Contains(held, "g2") && !reaped {
+		t.Errorf("after the release P's list still names %v, yet no lease or claim of P is left (leases run out: %v): "+
+			"the seat of g2, listed between the release's count and its end, is released by no reaper once P dies", held, entries)
+	}
+}
