@@ -369,3 +369,33 @@ func TestNotationRefusesIllegalMoves(t *testing.T) {
 		}
 	}
 }
+
+// TestTandemElephantsOffTheirPointsWereWrittenAlike: a position ParseFEN
+// accepts (and the Rules service's ApplyMove serves) may hold two
+// elephants of a side on one file that can both advance: Red's on c1 and
+// c3 (off the seven points). Written by file, c1a3 and c3a5 were both
+// E7+9; such moves keep the sign (E-+9, E++9).
+func TestTandemElephantsOffTheirPointsWereWrittenAlike(t *testing.T) {
+	cases := []struct{ name, fen string }{
+		// Red elephants on c1 and c3: c1a3 and c3a5 are both E7+9.
+		{"elephants c1 c3", "3k5/9/9/9/9/9/9/2B6/9/2B1K4 w - - 0 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := ParseFEN(Xiangqi, c.fen)
+			if err != nil {
+				t.Fatalf("ParseFEN: %v", err)
+			}
+			for _, m := range p.LegalMoves(nil) {
+				s, err := WXF(p, m)
+				if err != nil {
+					t.Fatalf("WXF(%v): %v", m, err)
+				}
+				back, err := ParseWXF(p, s)
+				if err != nil || back != m {
+					t.Errorf("WXF(%v) = %q, read back as %v, %v", m, s, back, err)
+				}
+			}
+		})
+	}
+}

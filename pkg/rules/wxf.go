@@ -15,7 +15,8 @@ import (
 // start position is C2.5 and h1g3 is H2+3.
 //
 // Two pieces of a kind on one file are told apart by + (front) and - (rear)
-// in place of the file: R+.4, P-+1. Soldiers can need more: when three or
+// in place of the file: R+.4, P-+1; but advisors and elephants keep their
+// file (A4+5), the direction saying which moves. Soldiers can need more: when three or
 // more soldiers of a side share a file, or two files each hold two or more,
 // + and - cannot say which is meant, so the soldier's place on its file
 // counted from the front (1 = front) replaces the letter and the file number
@@ -184,15 +185,33 @@ func wxf(p *Position, m Move) string {
 	f := wxfFactsOf(p, m)
 	b := [4]byte{wxfLetters[f.kind], byte('0' + f.file), f.dir, byte('0' + f.dest)}
 	switch {
-	case f.count < 2, f.kind == Guard || f.kind == Elephant:
+	case f.count < 2:
+	case (f.kind == Guard || f.kind == Elephant) && byFileAlone(p, m, f):
 		// Of two advisors or elephants on a file, only the rear one can
 		// advance and only the front one retreat: records give the file.
+		// Not so off their points, which a position set up by hand may
+		// hold: the sign then says which.
 	case f.kind != Soldier || f.count == 2 && !f.tandemElsewhere:
 		b[1] = "+-"[f.index-1]
 	default:
 		b[0] = byte('0' + f.index)
 	}
 	return string(b[:])
+}
+
+// byFileAlone reports whether m, of facts f, is the only legal move in p
+// of a piece of its kind on its file with its direction and destination.
+func byFileAlone(p *Position, m Move, f wxfFacts) bool {
+	var buf [128]Move
+	for _, o := range p.LegalMoves(buf[:0]) {
+		if o == m || p.PieceAt(o.From()) != p.PieceAt(m.From()) || o.From().File() != m.From().File() {
+			continue
+		}
+		if g := wxfFactsOf(p, o); g.dir == f.dir && g.dest == f.dest {
+			return false
+		}
+	}
+	return true
 }
 
 // wxfSpec is a parsed WXF move, before it is matched against the position.
