@@ -59,8 +59,7 @@ func TestConcurrentPairingPassesNeverPairTwice(t *testing.T) {
 	ctx := context.Background()
 	pool := store.Pool{Kind: janggi, Control: clock.Default()}
 	const n = 400
-	now := time.Now()
-	params := store.PairParams{Now: now, BaseWindow: 100, WidenPerSecond: 50, MaxPairs: 1000, Keep: time.Hour}
+	params := store.PairParams{BaseWindow: 100, WidenPerSecond: 50, MaxPairs: 1000, Keep: time.Hour}
 
 	var mu sync.Mutex
 	seen := map[string]string{} // ticket -> match
@@ -95,15 +94,23 @@ func TestConcurrentPairingPassesNeverPairTwice(t *testing.T) {
 					return
 				default:
 				}
-				record(st.Pair(ctx, []store.Pool{pool}, params))
+				p := params
+				p.Now = time.Now()
+				record(st.Pair(ctx, []store.Pool{pool}, p))
 			}
 		}()
 	}
 	players := map[string]string{}
 	for i := range n {
 		p := fmt.Sprintf("p%d", i)
-		id, out, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000 + (i*7)%300, Entered: now, Expires: now.Add(time.Hour)}, "r", time.Hour, nil)
+		// Each dated as it is asked for: an entry has half the claim grace
+		// from its date to be made, and entering them all takes longer
+		// on a loaded machine.
+		entered := time.Now()
+		id, out, err := st.Enter(ctx, pool, store.Ticket{Player: p, Name: p, Rating: 1000 + (i*7)%300, Entered: entered, Expires: entered.Add(time.Hour)}, "r", time.Hour, nil)
 		if err != nil || out != store.Entered {
+			close(stop)
+			wg.Wait()
 			t.Fatalf("Enter: %v %v", out, err)
 		}
 		players[id] = p
