@@ -33,6 +33,12 @@ type Limits struct {
 	Nodes    uint64        // nodes, counted in the main and quiescence search
 	MoveTime time.Duration // wall time for this move
 	Infinite bool          // run until Stop or the context ends
+	// Analysis is for a caller that shows the search's lines (AIService
+	// Analyze, or limits a client set): a forced move is searched as the
+	// limits allow, not one ply, and the result is the last completed
+	// iteration's, as the lines say, not a better move found in one cut
+	// short.
+	Analysis bool
 
 	// Clock, indexed by rules.Side: remaining time and increment. The
 	// engine budgets a share of the side to move's clock. MovesToGo is the

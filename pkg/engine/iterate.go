@@ -145,10 +145,11 @@ func (s *searcher) run(lim Limits, onInfo func(Info)) (Result, error) {
 	if lim.Depth > 0 {
 		maxDepth = min(lim.Depth, maxDepth)
 	}
-	if len(legal) == 1 && !lim.Infinite {
+	if len(legal) == 1 && !lim.Infinite && !lim.Analysis {
 		maxDepth = 1 // the move is forced; one ply gives it a score
 	}
 	prev := 0
+	var done Result // the last completed iteration's, for Analysis
 	for depth := 1; depth <= maxDepth; depth++ {
 		s.rootDepth = depth
 		v := s.aspiration(depth, prev)
@@ -164,6 +165,7 @@ func (s *searcher) run(lim Limits, onInfo func(Info)) (Result, error) {
 			v = rm.score
 		}
 		prev = v
+		done = Result{Move: s.best, Score: s.bestScore, PV: slices.Clone(s.bestPV), Depth: s.bestDepth}
 		if onInfo != nil {
 			onInfo(s.info())
 		}
@@ -181,16 +183,11 @@ func (s *searcher) run(lim Limits, onInfo func(Info)) (Result, error) {
 			break
 		}
 	}
-	r := Result{
-		Move:     s.best,
-		Score:    s.bestScore,
-		Mate:     mateIn(s.bestScore),
-		PV:       slices.Clone(s.bestPV),
-		Nodes:    s.nodes,
-		Depth:    s.bestDepth,
-		SelDepth: s.seldepth,
-		Time:     time.Since(s.start),
+	r := Result{Move: s.best, Score: s.bestScore, PV: slices.Clone(s.bestPV), Depth: s.bestDepth}
+	if lim.Analysis && done.Depth > 0 {
+		r = done
 	}
+	r.Mate, r.Nodes, r.SelDepth, r.Time = mateIn(r.Score), s.nodes, s.seldepth, time.Since(s.start)
 	return r, nil
 }
 

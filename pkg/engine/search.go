@@ -329,12 +329,15 @@ func (s *searcher) repetition(n, ply int) (int, bool) {
 			earliest = i
 		}
 	}
-	var first int
+	// end is the ply of the game's end: a second occurrence scored as
+	// final ends it one cycle later, at the third, so that a decided
+	// score's distance (AIService's mate_in) is never short of the rules'.
+	var first, end int
 	switch {
 	case count >= 2:
-		first = earliest
+		first, end = earliest, ply
 	case count == 1 && recent > s.root:
-		first = recent
+		first, end = recent, ply+n-recent
 	default:
 		return 0, false
 	}
@@ -346,14 +349,14 @@ func (s *searcher) repetition(n, ply int) (int, bool) {
 	}
 	for side := rules.First; side <= rules.Second; side++ {
 		if allCheck[side] && !allCheck[side^1] {
-			return winScore(side != us, ply), true
+			return winScore(side != us, end), true
 		}
 	}
 	if s.janggi {
-		return s.pointsScore(ply), true
+		return s.pointsScore(end), true
 	}
 	if loser, ok := s.chaser(first, n); ok {
-		return winScore(loser != us, ply), true
+		return winScore(loser != us, end), true
 	}
 	return 0, true
 }

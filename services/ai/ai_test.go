@@ -2,9 +2,7 @@ package ai_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -372,28 +370,12 @@ func TestBestMove(t *testing.T) {
 
 func TestAnalyzeStreamsDepths(t *testing.T) {
 	c := aiv1.NewAIServiceClient(apptest.Start(t, redistest.Addr(t), ai.Bind(aiConfig(redistest.Prefix(t), 0))))
-	st, err := c.Analyze(context.Background(), &aiv1.AnalyzeRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Limits: &aiv1.SearchLimits{Depth: 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	infos, best := analyze(t, c, &aiv1.AnalyzeRequest{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Limits: &aiv1.SearchLimits{Depth: 4}})
 	var depths []uint32
-	var best *aiv1.BestMoveResponse
-	for {
-		m, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.GetInfo() != nil {
-			depths = append(depths, m.GetInfo().GetDepth())
-		}
-		if m.GetBest() != nil {
-			best = m.GetBest()
-		}
+	for _, i := range infos {
+		depths = append(depths, i.GetDepth())
 	}
-	if !slices.Equal(depths, []uint32{1, 2, 3, 4}) || best == nil || best.GetMove().GetCoordinate() == "" {
+	if !slices.Equal(depths, []uint32{1, 2, 3, 4}) || best.GetMove().GetCoordinate() == "" {
 		t.Fatalf("depths %v, best %v; want one message per depth, 1 to 4, then the best move", depths, best)
 	}
 }

@@ -104,7 +104,7 @@ func parseInput(kind commonv1.GameKind, start *commonv1.Position, moves []*commo
 		if limits.GetDepth() > MaxDepth || limits.GetNodes() > MaxNodes || time.Duration(limits.GetMovetimeMs())*time.Millisecond > MaxMoveTime {
 			return in, apierr.New(apierr.Invalid, "limits: at most depth %d, %d nodes, %v", MaxDepth, MaxNodes, MaxMoveTime)
 		}
-		in.lim = engine.Limits{Depth: int(limits.GetDepth()), Nodes: limits.GetNodes(), MoveTime: time.Duration(limits.GetMovetimeMs()) * time.Millisecond, Seed: seed}
+		in.lim = engine.Limits{Depth: int(limits.GetDepth()), Nodes: limits.GetNodes(), MoveTime: time.Duration(limits.GetMovetimeMs()) * time.Millisecond, Seed: seed, Analysis: true}
 	}
 	if in.lim.MoveTime == 0 || in.lim.MoveTime > MaxMoveTime {
 		// Every search ends: depth and node limits alone could run long.

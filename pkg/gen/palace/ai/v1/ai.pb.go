@@ -404,7 +404,9 @@ type BestMoveResponse struct {
 	ScoreCp int32 `protobuf:"varint,2,opt,name=score_cp,json=scoreCp,proto3" json:"score_cp,omitempty"`
 	// Plies to a decided end (positive: the mover wins), 0 when none found:
 	// mate, or any ending the rules decide as a win, such as a Janggi game
-	// ended by two passes and won on points.
+	// ended by two passes and won on points. A repetition ends the game at
+	// its third occurrence: a pv that brings a position back a second time
+	// counts one more cycle.
 	MateIn        int32      `protobuf:"varint,3,opt,name=mate_in,json=mateIn,proto3" json:"mate_in,omitempty"`
 	Pv            []*v1.Move `protobuf:"bytes,4,rep,name=pv,proto3" json:"pv,omitempty"`
 	Nodes         uint64     `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`

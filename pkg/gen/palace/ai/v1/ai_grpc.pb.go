@@ -40,8 +40,10 @@ type AIServiceClient interface {
 	// (movetime_ms) inside the deadline to get a move.
 	BestMove(ctx context.Context, in *BestMoveRequest, opts ...grpc.CallOption) (*BestMoveResponse, error)
 	// Analyze streams the search's progress (one message per completed
-	// depth) and ends with the best move. Same errors as BestMove; the
-	// search is bounded by the limits and at most 60 s.
+	// depth) and ends with the best move, that of the last depth sent. Same
+	// errors as BestMove; the search is bounded by the limits and at most
+	// 60 s. A position with one legal move is searched as the limits allow,
+	// as it is for BestMove given limits (given a level, one ply).
 	Analyze(ctx context.Context, in *AnalyzeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AnalyzeResponse], error)
 }
 
@@ -99,8 +101,10 @@ type AIServiceServer interface {
 	// (movetime_ms) inside the deadline to get a move.
 	BestMove(context.Context, *BestMoveRequest) (*BestMoveResponse, error)
 	// Analyze streams the search's progress (one message per completed
-	// depth) and ends with the best move. Same errors as BestMove; the
-	// search is bounded by the limits and at most 60 s.
+	// depth) and ends with the best move, that of the last depth sent. Same
+	// errors as BestMove; the search is bounded by the limits and at most
+	// 60 s. A position with one legal move is searched as the limits allow,
+	// as it is for BestMove given limits (given a level, one ply).
 	Analyze(*AnalyzeRequest, grpc.ServerStreamingServer[AnalyzeResponse]) error
 	mustEmbedUnimplementedAIServiceServer()
 }
