@@ -56,7 +56,7 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 		// A seat held but not listed would stay connected for good if
 		// this process died: those who reap its lease release only what
 		// it listed. So no listing, no holding; both are tried again.
-		if err := h.store.Holding(ctx, h.proc, id, side); err != nil {
+		if err := h.store.Holding(ctx, h.proc, id, side, h.now().Add(h.cfg.PresenceLease)); err != nil {
 			h.presenceFailed(ctx, id, err)
 			h.retryLater(k, delta)
 			return
@@ -189,7 +189,7 @@ func (h *Handler) unlistUnlessHeld(ctx context.Context, id string, side rules.Si
 		if !h.presence.holds(k) {
 			return
 		}
-		if err := h.store.Holding(ctx, h.proc, id, side); err != nil {
+		if err := h.store.Holding(ctx, h.proc, id, side, h.now().Add(h.cfg.PresenceLease)); err != nil {
 			h.presenceFailed(ctx, id, err)
 			h.retryLater(k, 1)
 			return

@@ -197,7 +197,7 @@ func TestAnUnlistingLostToAnOutageIsDoneLater(t *testing.T) {
 	ctx := context.Background()
 	heldAgain, _, _ := newXiangqi(t, h)
 	for _, id := range []string{"let-go", heldAgain} {
-		if err := h.store.Holding(ctx, h.proc, id, rules.First); err != nil {
+		if err := h.store.Holding(ctx, h.proc, id, rules.First, time.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1305,5 +1305,65 @@ func TestAReleaseFinishedAfterItsProcessCameBackDroppedItsLease(t *testing.T) {
 		t.Errorf("P renewed its lease after R's claim, yet R's release dropped it (ZSCORE: %v); "+
 			"a seat P then held (game %s) is listed under no lease a reaper will ever find (leases a day later: %v): "+
 			"should P crash before its next renewal, the seat shows connected for good", leaseErr, g2, entries)
+	}
+}
+
+// failRenewals fails the lease renewal script (the only one of seven keys)
+// while on is set.
+type failRenewals struct{ on atomic.Bool }
+
+func (f *failRenewals) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *failRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); f.on.Load() && (n == "evalsha" || n == "eval") && len(cmd.Args()) > 2 {
+			if k, ok := cmd.Args()[2].(int); ok && k == 7 {
+				err := errors.New("i/o timeout (test)")
+				cmd.SetErr(err)
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *failRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAProcessNotYetRenewedHadItsSeatReleasedByAnother: a process whose
+// first renewals at start-up failed (Redis unreachable for a moment as it
+// started) serves all the same. A seat stream opened on it before its next
+// renewal landed found no lease, and Holding claimed the lease, run out:
+// the next reap of any other process let go of the seat, and the opponent
+// saw the player disconnected though its stream was open. The claim
+// Holding makes stands in for a lease, and runs out as one.
+func TestAProcessNotYetRenewedHadItsSeatReleasedByAnother(t *testing.T) {
+	ctx := context.Background()
+	ring, _, err := auth.KeyringFromConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	a := newRedisHandlerOn(t, redistest.Client(t), prefix, ring)
+	hook := &failRenewals{}
+	hook.on.Store(true)
+	rb := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	rb.AddHook(hook)
+	t.Cleanup(func() { _ = rb.Close() })
+	b := newRedisHandlerOn(t, rb, prefix, ring) // its start-up renewals fail
+	t.Cleanup(func() { hook.on.Store(false) })
+	id, _, _ := newXiangqi(t, b)
+	// A player's stream opens on b, before b's next renewal lands.
+	b.presence.opened(ctx, id, rules.First)
+	if !holdsFirst(t, b, id) {
+		t.Fatal("the seat stream opened on b does not hold the seat")
+	}
+	var wg sync.WaitGroup
+	a.reap(ctx, &wg)
+	wg.Wait()
+	if !holdsFirst(t, b, id) {
+		t.Fatalf("a reaped a claim on b's lease that b's own Holding made, while b is alive with the seat's stream open: " +
+			"the seat is let go in the game (its opponent told it disconnected)")
 	}
 }

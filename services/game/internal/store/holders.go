@@ -266,17 +266,18 @@ func heldSeat(id string, side rules.Side) string { return id + "|" + strconv.Ito
 
 // Holding lists a seat among those proc may hold; call it before the
 // commit that names proc its holder, so that a crash between the two
-// leaves at worst a seat to release that proc does not hold.
-func (s *Store) Holding(ctx context.Context, proc, id string, side rules.Side) error {
+// leaves at worst a seat to release that proc does not hold. A proc found
+// without a lease (its lease run out and its release ended after counting
+// the list, or a proc not yet renewed) gets a claim on it that runs out at
+// until, standing in for the lease: proc's renewal before then holds its
+// seats again, and should proc die, a later round releases this seat.
+func (s *Store) Holding(ctx context.Context, proc, id string, side rules.Side, until time.Time) error {
 	if err := s.rdb.SAdd(ctx, s.heldKey(proc), heldSeat(id, side)).Err(); err != nil {
 		return fmt.Errorf("list a seat of game %s held by %s: %w", id, proc, err)
 	}
-	// proc's lease may have run out and its release ended (Released)
-	// after counting the list, before this seat was on it: a claim run
-	// out has a later round release it, should proc not renew first.
 	err := s.rdb.ZScore(ctx, s.procsKey(), proc).Err()
 	if errors.Is(err, redis.Nil) {
-		err = s.rdb.ZAddNX(ctx, s.procsKey(), redis.Z{Score: 0, Member: ClaimOf(proc)}).Err()
+		err = s.rdb.ZAddNX(ctx, s.procsKey(), redis.Z{Score: float64(until.UnixMilli()), Member: ClaimOf(proc)}).Err()
 	}
 	if err != nil {
 		return fmt.Errorf("list a seat of game %s held by %s: %w", id, proc, err)
@@ -317,7 +318,7 @@ func (s *Store) Released(ctx context.Context, proc string, listed []string) erro
 		return s.listing(ctx, proc, listed, s.rdb.SAdd)
 	}
 	// Counted once the claim is gone: a seat listed after this count
-	// finds no lease, and Holding leaves the claim run out itself.
+	// finds no lease, and Holding claims the lease itself.
 	left, err := s.rdb.SCard(ctx, s.heldKey(proc)).Result()
 	if err != nil || left == 0 {
 		return err

@@ -25,7 +25,7 @@ func claimedFrom(t *testing.T, proc string) (*store.Store, redis.UniversalClient
 	if _, err := st.Renew(ctx, proc, now.Add(-time.Second), now.Add(-time.Minute), now.Add(-time.Minute), nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Holding(ctx, proc, "g1", rules.First); err != nil {
+	if err := st.Holding(ctx, proc, "g1", rules.First, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := st.Claim(ctx, proc, now, now.Add(time.Minute)); err != nil || got != proc {
@@ -138,7 +138,7 @@ func TestAProcessBackBetweenTheLooksOfItsReleaseLostItsListing(t *testing.T) {
 	if _, err := p.Renew(ctx, "p", now.Add(-time.Second), now.Add(-time.Minute), now.Add(-time.Minute), nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Holding(ctx, "p", "g1", rules.First); err != nil {
+	if err := p.Holding(ctx, "p", "g1", rules.First, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -154,7 +154,7 @@ func TestAProcessBackBetweenTheLooksOfItsReleaseLostItsListing(t *testing.T) {
 		if err != nil || !r.Fresh {
 			t.Errorf("P's renewal: %+v, %v; want Fresh", r, err)
 		}
-		if err := p.Holding(ctx, "p", "g1", rules.First); err != nil {
+		if err := p.Holding(ctx, "p", "g1", rules.First, time.Now().Add(time.Minute)); err != nil {
 			t.Error(err)
 		}
 	}}
@@ -218,7 +218,7 @@ func TestASeatListedDuringAReleaseWasReapedByNobody(t *testing.T) {
 	if _, err := st.Renew(ctx, "p", now.Add(-time.Second), now.Add(-time.Minute), now.Add(-time.Minute), nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Holding(ctx, "p", "g1", rules.First); err != nil {
+	if err := st.Holding(ctx, "p", "g1", rules.First, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := st.Claim(ctx, "p", now, now.Add(time.Minute)); err != nil || got != "p" {
@@ -229,7 +229,7 @@ func TestASeatListedDuringAReleaseWasReapedByNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 	// P, awake, lists a seat it opens before its renewal runs.
-	if err := st.Holding(ctx, "p", "g2", rules.Second); err != nil {
+	if err := st.Holding(ctx, "p", "g2", rules.Second, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Released(ctx, "p", listed); err != nil {
@@ -288,7 +288,7 @@ func TestASeatListedAfterTheReleaseCountedWasReapedByNobody(t *testing.T) {
 	if _, err := p.Renew(ctx, "p", now.Add(-time.Second), now.Add(-time.Minute), now.Add(-time.Minute), nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Holding(ctx, "p", "g1", rules.First); err != nil {
+	if err := p.Holding(ctx, "p", "g1", rules.First, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	rc := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
@@ -296,7 +296,7 @@ func TestASeatListedAfterTheReleaseCountedWasReapedByNobody(t *testing.T) {
 	hook := &afterSCard{fn: func() {
 		// P, paused past its lease and awake again, opens a stream of g2
 		// before its overdue renewal runs.
-		if err := p.Holding(ctx, "p", "g2", rules.Second); err != nil {
+		if err := p.Holding(ctx, "p", "g2", rules.Second, time.Now().Add(time.Minute)); err != nil {
 			t.Error(err)
 		}
 	}}
