@@ -192,3 +192,100 @@ func TestQuickMoveIsLegal(t *testing.T) {
 		}
 	}
 }
+
+// TestARepetitionAtThePlyLimitWasDatedAtItsThirdOccurrence: a Janggi search line whose
+// position comes back a second time at game ply 200 ends the game there
+// (200 plies, on points), but the engine dated that end one cycle later,
+// at a third occurrence never played: mate_in too long.
+func TestARepetitionAtThePlyLimitWasDatedAtItsThirdOccurrence(t *testing.T) {
+	const fen = "3k4n/9/9/9/9/9/9/9/9/R3K4 w - - 0 1"
+	var g *rules.Game
+	for seed := uint64(1); seed < 200 && (g == nil || g.Plies() < 195); seed++ {
+		var err error
+		g, err = rules.NewGame(rules.Janggi, fen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(seed, 9))
+		for tries := 0; g.Plies() < 195 && tries < 5000; tries++ {
+			l := g.LegalMoves()
+			m := l[rng.IntN(len(l))]
+			if !m.IsPass() && g.Position().PieceAt(m.To()) != rules.NoPiece {
+				continue
+			}
+			c := g.Clone()
+			if _, err := c.Play(m); err != nil || c.Outcome().Ended {
+				continue
+			}
+			g = c
+		}
+	}
+	if g.Plies() != 195 {
+		t.Skipf("history of %d plies only", g.Plies())
+	}
+	start, _ := rules.ParseFEN(rules.Janggi, fen)
+	// Find a line m1, then a 4-ply cycle, that the game plays to ply 200.
+	var line []rules.Move
+	for _, m1 := range g.LegalMoves() {
+		if m1.IsPass() || g.Position().PieceAt(m1.To()) != rules.NoPiece {
+			continue
+		}
+		g1 := g.Clone()
+		if _, err := g1.Play(m1); err != nil || g1.Outcome().Ended {
+			continue
+		}
+		for _, m2 := range g1.LegalMoves() {
+			if m2.IsPass() || g1.Position().PieceAt(m2.To()) != rules.NoPiece {
+				continue
+			}
+			g2 := g1.Clone()
+			if _, err := g2.Play(m2); err != nil || g2.Outcome().Ended {
+				continue
+			}
+			for _, m3 := range g2.LegalMoves() {
+				if m3.IsPass() || g2.Position().PieceAt(m3.To()) != rules.NoPiece {
+					continue
+				}
+				g3 := g2.Clone()
+				if _, err := g3.Play(m3); err != nil || g3.Outcome().Ended {
+					continue
+				}
+				m4, m5 := rules.NewMove(m2.To(), m2.From()), rules.NewMove(m3.To(), m3.From())
+				g4 := g3.Clone()
+				if _, err := g4.Play(m4); err != nil || g4.Outcome().Ended {
+					continue
+				}
+				g5 := g4.Clone()
+				if _, err := g5.Play(m5); err != nil || !g5.Outcome().Ended {
+					continue
+				}
+				line = []rules.Move{m1, m2, m3, m4, m5}
+				t.Logf("game after the line: %v", g5.Outcome())
+				break
+			}
+			if line != nil {
+				break
+			}
+		}
+		if line != nil {
+			break
+		}
+	}
+	if line == nil {
+		t.Skip("no line found")
+	}
+	s := newSearcher()
+	if err := s.setup(start, g.Moves()); err != nil {
+		t.Fatal(err)
+	}
+	for ply, m := range line {
+		s.make(m, ply)
+	}
+	v, ended := s.adjudicate(len(line))
+	if !ended || mateIn(v) == 0 {
+		t.Fatalf("line %v: not scored as decided (%d, %v)", line, v, ended)
+	}
+	if d := abs(mateIn(v)); d != len(line) {
+		t.Errorf("line %v: the game ends after %d plies (ply 200), the search scores the end %d plies away (mate_in %d)", line, len(line), d, mateIn(v))
+	}
+}

@@ -249,6 +249,13 @@ func (s *searcher) noLegalMoves(ply int) bool {
 	return len(s.pos.LegalMoves(s.moves[ply][:0])) == 0
 }
 
+// The plies that end a game (docs/rules.md): a Janggi game's, decided on
+// points, and Xiangqi's without a capture, drawn.
+const (
+	janggiPlies       = 200
+	xiangqiQuietPlies = 120
+)
+
 // adjudicate applies the ending rules that need the game's history, in the
 // order of docs/rules.md "Order and counting", to the position at ply > 0. It
 // reports the score if the game has ended here. A side to move without a
@@ -268,7 +275,7 @@ func (s *searcher) adjudicate(ply int) (int, bool) {
 			score, ended = s.pointsScore(ply), true
 		default:
 			score, ended = s.repetition(n, ply)
-			if !ended && n >= 200 {
+			if !ended && n >= janggiPlies {
 				score, ended = s.pointsScore(ply), true
 			}
 		}
@@ -282,7 +289,7 @@ func (s *searcher) adjudicate(ply int) (int, bool) {
 		return score, true
 	}
 	score, ended = s.repetition(n, ply)
-	if !ended && n-int(cur.lastCap) >= 120 {
+	if !ended && n-int(cur.lastCap) >= xiangqiQuietPlies {
 		score, ended = 0, true
 	}
 	if !ended && cur.captured != rules.NoPiece && s.noAttackers() {
@@ -338,6 +345,12 @@ func (s *searcher) repetition(n, ply int) (int, bool) {
 		first, end = earliest, ply
 	case count == 1 && recent > s.root:
 		first, end = recent, ply+n-recent
+		// A limit that ends the game before the third occurrence decides
+		// it instead (adjudicate).
+		third := n + n - recent
+		if s.janggi && third >= janggiPlies || !s.janggi && third-int(cur.lastCap) >= xiangqiQuietPlies {
+			return 0, false
+		}
 	default:
 		return 0, false
 	}
