@@ -29,8 +29,8 @@ import (
 //	redis-sentinel://[user:pass@]master@h1:p1,h2:p2[/db][?opts]  Sentinel with a master name
 //
 // Several comma-separated host:port pairs without a scheme also mean a
-// cluster, and New takes one standalone address of a node of a cluster of
-// several masters for that cluster. A missing port is 6379, or 26379 for a sentinel. opts are
+// cluster, and New takes one host:port of a cluster's node for that
+// cluster. A missing port is 6379, or 26379 for a sentinel. opts are
 // go-redis' URL query options (pool_size, dial_timeout, read_timeout,
 // protocol, client_name, ...; for a cluster also max_redirects, read_only,
 // route_by_latency, route_randomly). A sentinel address's user:pass serve

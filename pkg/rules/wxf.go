@@ -16,12 +16,12 @@ import (
 //
 // Two pieces of a kind on one file are told apart by + (front) and - (rear)
 // in place of the file: R+.4, P-+1; but advisors and elephants keep their
-// file (A4+5), the direction saying which moves. Soldiers can need more: when three or
-// more soldiers of a side share a file, or two files each hold two or more,
-// + and - cannot say which is meant, so the soldier's place on its file
-// counted from the front (1 = front) replaces the letter and the file number
-// follows: 25.4 is the second soldier from the front on file 5 moving to
-// file 4. That is the form Fairy-Stockfish writes for three or more soldiers
+// file (A4+5), the direction saying which moves. Soldiers can need more:
+// when three or more soldiers of a side share a file, or two files each
+// hold two or more, + and - cannot say which is meant, so the soldier's
+// place on its file counted from the front (1 = front) replaces the letter
+// and the file number follows: 25.4 is the second soldier from the front
+// on file 5 moving to file 4. That is the form Fairy-Stockfish writes for three or more soldiers
 // on a file; Palace uses it for two pairs too, where Fairy-Stockfish's P+
 // would be ambiguous. ParseWXF reads all of these back.
 func WXF(p *Position, m Move) (string, error) {
