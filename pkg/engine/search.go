@@ -344,10 +344,11 @@ func (s *searcher) repetition(n, ply int) (int, bool) {
 	case count >= 2:
 		first, end = earliest, ply
 	case count == 1 && recent > s.root:
-		first, end = recent, ply+n-recent
+		k := s.toThird(n, recent)
+		first, end = recent, ply+k
 		// A limit that ends the game before the third occurrence decides
 		// it instead (adjudicate).
-		third := n + n - recent
+		third := n + k
 		if s.janggi && third >= janggiPlies || !s.janggi && third-int(cur.lastCap) >= xiangqiQuietPlies {
 			return 0, false
 		}
@@ -372,6 +373,24 @@ func (s *searcher) repetition(n, ply int) (int, bool) {
 		return winScore(loser != us, end), true
 	}
 	return 0, true
+}
+
+// toThird is how many plies after position n, the second occurrence of
+// position recent, the cycle between them played again brings a position
+// back a third time: that of n, a cycle later, unless one of the cycle's
+// own positions had come before it (at the root or in the game's
+// history), which comes back a third time sooner.
+func (s *searcher) toThird(n, recent int) int {
+	floor := int(s.st[n].floor)
+	for j := 1; j < n-recent; j++ {
+		h := s.st[recent+j].hash
+		for i := recent + j - 2; i >= floor; i -= 2 {
+			if s.st[i].hash == h {
+				return j
+			}
+		}
+	}
+	return n - recent
 }
 
 // chaser finds the loser by perpetual chase of the cycle from position
