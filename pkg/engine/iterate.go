@@ -165,7 +165,9 @@ func (s *searcher) run(lim Limits, onInfo func(Info)) (Result, error) {
 			v = rm.score
 		}
 		prev = v
-		done = Result{Move: s.best, Score: s.bestScore, PV: slices.Clone(s.bestPV), Depth: s.bestDepth}
+		if lim.Analysis {
+			done = Result{Move: s.best, Score: s.bestScore, PV: slices.Clone(s.bestPV), Depth: s.bestDepth}
+		}
 		if onInfo != nil {
 			onInfo(s.info())
 		}
