@@ -117,6 +117,14 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 	}
 	if delta < 0 {
 		h.unlistUnlessHeld(ctx, id, side)
+	} else if err == nil {
+		// Listed again (and counted) after the commit: a release that read
+		// the list before the seat was held in the game, and let go of the
+		// game before the commit, finds the list moved and leaves the seat.
+		if err := h.store.Holding(ctx, h.proc, id, side, h.now().Add(h.cfg.PresenceLease)); err != nil {
+			h.presenceFailed(ctx, id, err)
+			h.retryLater(k, delta)
+		}
 	}
 }
 
@@ -362,14 +370,27 @@ func (h *Handler) releaseAll(ctx context.Context, proc string) error {
 	if err != nil {
 		return err
 	}
-	ids := store.GamesOf(listed)
+	ids := store.GamesOf(listed.Seats)
 	// A game that cannot be released now (one a newer version stored
 	// during a rolling upgrade) holds back none of the others; the process
 	// is forgotten only once all are released, so the next attempt, here
 	// or on another replica, tries that one again.
 	var first error
 	for _, id := range ids {
-		_, err := h.exec(ctx, "presence", command{
+		// The claim is kept while the release goes on, however long it
+		// takes: a process back meanwhile holds its seats again at every
+		// renewal until the claim runs out, after the release's last
+		// commit.
+		on, err := h.store.KeepClaim(ctx, proc, h.now().Add(h.cfg.PresenceLease))
+		if err != nil {
+			return err
+		}
+		if !on {
+			// Another release, which took up a claim this one let run
+			// out, ended it: what is left to do is its.
+			return nil
+		}
+		_, err = h.exec(ctx, "presence", command{
 			id: id,
 			run: func(st *model.State, _ time.Time) (model.Change, error) {
 				ch, ok := model.Release(st, proc)

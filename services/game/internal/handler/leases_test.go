@@ -271,6 +271,7 @@ func TestASeatIsHeldOnlyOnceListed(t *testing.T) {
 		t.Fatalf("listed %v, %v; want the game", listed, err)
 	}
 	// gone dies; a live process claims its lease and releases its seats.
+	claimedBy(t, reaper, gone, time.Hour)
 	if err := reaper.releaseAll(ctx, gone.proc); err != nil {
 		t.Fatal(err)
 	}
@@ -289,12 +290,7 @@ func TestASeatIsHeldOnlyOnceListed(t *testing.T) {
 // process is not forgotten, so that game is released by a later attempt.
 func TestReleaseGoesPastAGameItCannotWrite(t *testing.T) {
 	ctx := t.Context()
-	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
-	ring, _, err := auth.KeyringFromConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone, reaper := newRedisHandlerOn(t, rdb, prefix, ring), newRedisHandlerOn(t, rdb, prefix, ring)
+	gone, reaper, rdb, prefix := twoProcesses(t)
 	newer, _, _ := newXiangqiFor(t, gone, "newer")
 	plain, _, _ := newXiangqiFor(t, gone, "plain")
 	for _, id := range []string{newer, plain} {
@@ -312,6 +308,7 @@ func TestReleaseGoesPastAGameItCannotWrite(t *testing.T) {
 		t.Fatal("the seats are not held")
 	}
 	storedByANewerBuild(t, rdb, prefix, newer)
+	claimedBy(t, reaper, gone, time.Hour)
 	// The newer game is listed first (Redis keeps a small set in the order
 	// it was added), so a release that stopped there would release none.
 	if err := reaper.releaseAll(ctx, gone.proc); !errors.Is(err, store.ErrNewerFormat) {
@@ -358,6 +355,14 @@ func afterFirstRehold(h *Handler) {
 // whose lease rounds the test runs.
 func twoProcesses(t *testing.T) (p, r *Handler, rdb redis.UniversalClient, prefix string) {
 	t.Helper()
+	p, r, rdb, prefix, _ = withHookedReleaser(t, nil)
+	return p, r, rdb, prefix
+}
+
+// withHookedReleaser is twoProcesses, R's Redis client passing through
+// the hook that hook makes for the key of the leases (none if nil).
+func withHookedReleaser(t *testing.T, hook func(procs string) redis.Hook) (p, r *Handler, rdb redis.UniversalClient, prefix string, ring *auth.Keyring) {
+	t.Helper()
 	rdb, prefix = redistest.Client(t), redistest.Prefix(t)
 	ring, _, err := auth.KeyringFromConfig("")
 	if err != nil {
@@ -365,10 +370,17 @@ func twoProcesses(t *testing.T) (p, r *Handler, rdb redis.UniversalClient, prefi
 	}
 	long := func(c *Config) { c.PresenceLease = time.Hour }
 	p = newRedisHandlerWith(t, rdb, prefix, ring, long)
-	r = newRedisHandlerWith(t, rdb, prefix, ring, long)
+	rb := rdb
+	if hook != nil {
+		hooked := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+		hooked.AddHook(hook(prefix + "{presence}:procs"))
+		t.Cleanup(func() { _ = hooked.Close() })
+		rb = hooked
+	}
+	r = newRedisHandlerWith(t, rb, prefix, ring, long)
 	afterFirstRehold(p)
 	afterFirstRehold(r)
-	return p, r, rdb, prefix
+	return p, r, rdb, prefix, ring
 }
 
 // claimedBy has p's lease run out and r claim it for d.
@@ -409,16 +421,15 @@ func backAgain(t *testing.T, p *Handler) {
 // out.
 func TestAProcessBackDuringItsReleaseHoldsItsSeatsAgain(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		claim time.Duration // how long R's claim runs
-		stop  func(ctx context.Context, r *Handler, proc string) error
+		name string
+		stop func(ctx context.Context, r *Handler, proc string, rdb redis.UniversalClient, procs string) error
 	}{
-		{"its release failed", time.Hour, func(ctx context.Context, r *Handler, proc string) error {
+		{"its release failed", func(ctx context.Context, r *Handler, proc string, _ redis.UniversalClient, _ string) error {
 			return r.store.Unclaim(ctx, proc) // as reap does
 		}},
-		{"its claimant died", 300 * time.Millisecond, func(context.Context, *Handler, string) error {
-			time.Sleep(400 * time.Millisecond) // the claim runs out
-			return nil
+		{"its claimant died", func(ctx context.Context, _ *Handler, proc string, rdb redis.UniversalClient, procs string) error {
+			// The claim runs out a lease after the release last kept it.
+			return rdb.ZAddXX(ctx, procs, redis.Z{Score: 1, Member: store.ClaimOf(proc)}).Err()
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -433,7 +444,7 @@ func TestAProcessBackDuringItsReleaseHoldsItsSeatsAgain(t *testing.T) {
 				t.Fatal("the seats are not held")
 			}
 
-			claimedBy(t, r, p, c.claim)
+			claimedBy(t, r, p, time.Hour)
 			// P is back: it holds its seats again before R's release
 			// reaches them.
 			round := func() { backAgain(t, p) }
@@ -444,7 +455,7 @@ func TestAProcessBackDuringItsReleaseHoldsItsSeatsAgain(t *testing.T) {
 			if err := r.releaseAll(ctx, p.proc); !errors.Is(err, store.ErrNewerFormat) {
 				t.Fatalf("releaseAll: %v", err)
 			}
-			if err := c.stop(ctx, r, p.proc); err != nil {
+			if err := c.stop(ctx, r, p.proc, rdb, prefix+"{presence}:procs"); err != nil {
 				t.Fatal(err)
 			}
 
@@ -595,6 +606,7 @@ func TestASeatIsHeldAgainAfterARenewalWhoseAnswerWasLost(t *testing.T) {
 	if !held() {
 		t.Fatal("the seat whose stream opened here is not held")
 	}
+	claimedBy(t, h, h, time.Hour)
 	if err := h.releaseAll(ctx, h.proc); err != nil {
 		t.Fatal(err)
 	}
@@ -778,6 +790,7 @@ func TestAnOvertakenOpeningKeepsASeatReopenedMeanwhileListed(t *testing.T) {
 	}
 	// The process dies now; another reaps its lease and releases what it
 	// listed.
+	claimedBy(t, h, h, time.Hour)
 	if err := h.releaseAll(ctx, h.proc); err != nil {
 		t.Fatal(err)
 	}

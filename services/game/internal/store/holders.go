@@ -48,6 +48,11 @@ func (s *Store) procsKey() string { return s.cfg.Prefix + "{presence}:procs" }
 
 func (s *Store) heldKey(proc string) string { return s.cfg.Prefix + "{presence:" + proc + "}:games" }
 
+// listingsKey counts proc's listings (Holding), beside its list.
+func (s *Store) listingsKey(proc string) string {
+	return s.cfg.Prefix + "{presence:" + proc + "}:listings"
+}
+
 func (s *Store) silencesKey() string { return s.cfg.Prefix + "{presence}:silences" }
 
 func (s *Store) stoppedKey() string { return s.cfg.Prefix + "{presence}:stopped" }
@@ -233,22 +238,47 @@ func (s *Store) Unclaim(ctx context.Context, proc string) error {
 	return nil
 }
 
+// KeepClaim extends the claim on proc's lease to until while its release
+// goes on; false: the claim is gone and proc not back (another release
+// ended it).
+func (s *Store) KeepClaim(ctx context.Context, proc string, until time.Time) (bool, error) {
+	on, err := keepClaimScript.Run(ctx, s.rdb, []string{s.procsKey()}, proc, until.UnixMilli()).Int()
+	if err != nil {
+		return false, fmt.Errorf("keep the claim on %s: %w", proc, err)
+	}
+	return on == 1, nil
+}
+
 // ClaimOf names the claim on proc's lease among the leases.
 func ClaimOf(proc string) string { return "claim:" + proc }
 
 // Held lists the games whose seats proc may hold.
 func (s *Store) Held(ctx context.Context, proc string) ([]string, error) {
-	seats, err := s.Listing(ctx, proc)
-	return GamesOf(seats), err
+	listed, err := s.Listing(ctx, proc)
+	return GamesOf(listed.Seats), err
 }
 
-// Listing is proc's list as stored: the seats it may hold.
-func (s *Store) Listing(ctx context.Context, proc string) ([]string, error) {
-	seats, err := s.rdb.SMembers(ctx, s.heldKey(proc)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("games held by %s: %w", proc, err)
+// Listed is a process's list as a release read it: the seats it may
+// hold, with its count of listings then, by which the release's end
+// (Released) tells whether the process listed a seat since.
+type Listed struct {
+	Seats []string
+	count string
+}
+
+// Listing reads proc's list as stored, with its count of listings.
+func (s *Store) Listing(ctx context.Context, proc string) (Listed, error) {
+	var seats *redis.StringSliceCmd
+	var count *redis.StringCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		seats = p.SMembers(ctx, s.heldKey(proc))
+		count = p.Get(ctx, s.listingsKey(proc))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Listed{}, fmt.Errorf("games held by %s: %w", proc, err)
 	}
-	return seats, nil
+	return Listed{Seats: seats.Val(), count: count.Val()}, nil
 }
 
 // GamesOf lists the games of seats, as Listing gives them.
@@ -272,6 +302,11 @@ func heldSeat(id string, side rules.Side) string { return id + "|" + strconv.Ito
 // until, standing in for the lease: proc's renewal before then holds its
 // seats again, and should proc die, a later round releases this seat.
 func (s *Store) Holding(ctx context.Context, proc, id string, side rules.Side, until time.Time) error {
+	// Counted first: a release that reads the list and its count before
+	// the count moves takes its seats off before this seat is added.
+	if err := holdingScript.Run(ctx, s.rdb, []string{s.listingsKey(proc)}).Err(); err != nil {
+		return fmt.Errorf("list a seat of game %s held by %s: %w", id, proc, err)
+	}
 	if err := s.rdb.SAdd(ctx, s.heldKey(proc), heldSeat(id, side)).Err(); err != nil {
 		return fmt.Errorf("list a seat of game %s held by %s: %w", id, proc, err)
 	}
@@ -298,15 +333,26 @@ func (s *Store) NotHolding(ctx context.Context, proc, id string, side rules.Side
 // on listed, its list as read before, unless proc came back meanwhile:
 // its lease and list are kept, and its next renewal holds its seats
 // again. Only what was read is taken off the list, and put back should
-// proc come back before the claim ends. A seat proc listed meanwhile
-// stays listed, and the claim is left run out for a later round to
-// release it, should proc not come back.
-func (s *Store) Released(ctx context.Context, proc string, listed []string) error {
+// proc come back before the claim ends. Should proc have listed a seat
+// since the read, even one the release read (closed and opened again),
+// nothing is taken off its list and the claim is left run out, for a
+// later round to read it again.
+func (s *Store) Released(ctx context.Context, proc string, listed Listed) error {
 	back, err := s.cameBack(ctx, proc, keepClaim)
 	if err != nil || back {
 		return err
 	}
-	if err := s.listing(ctx, proc, listed, s.rdb.SRem); err != nil {
+	args := make([]any, 0, 1+len(listed.Seats))
+	args = append(args, listed.count)
+	for _, seat := range listed.Seats {
+		args = append(args, seat)
+	}
+	left, err := unlistScript.Run(ctx, s.rdb, []string{s.heldKey(proc), s.listingsKey(proc)}, args...).Int64()
+	if err != nil {
+		return fmt.Errorf("forget %s: %w", proc, err)
+	}
+	if left < 0 {
+		_, err = s.cameBack(ctx, proc, runOutClaim)
 		return err
 	}
 	if back, err = s.cameBack(ctx, proc, endClaim); err != nil {
@@ -315,11 +361,11 @@ func (s *Store) Released(ctx context.Context, proc string, listed []string) erro
 	if back {
 		// It may have listed again a seat just taken off; one listed
 		// that it does not hold releases nothing.
-		return s.listing(ctx, proc, listed, s.rdb.SAdd)
+		return s.listing(ctx, proc, listed.Seats, s.rdb.SAdd)
 	}
 	// Counted once the claim is gone: a seat listed after this count
 	// finds no lease, and Holding claims the lease itself.
-	left, err := s.rdb.SCard(ctx, s.heldKey(proc)).Result()
+	left, err = s.rdb.SCard(ctx, s.heldKey(proc)).Result()
 	if err != nil || left == 0 {
 		return err
 	}
@@ -363,7 +409,7 @@ func (s *Store) cameBack(ctx context.Context, proc, then string) (bool, error) {
 // Forget drops proc's lease and list: proc stops, with nothing left to
 // release.
 func (s *Store) Forget(ctx context.Context, proc string) error {
-	if err := s.rdb.Del(ctx, s.heldKey(proc)).Err(); err != nil {
+	if err := s.rdb.Del(ctx, s.heldKey(proc), s.listingsKey(proc)).Err(); err != nil {
 		return fmt.Errorf("forget %s: %w", proc, err)
 	}
 	if err := s.rdb.ZRem(ctx, s.procsKey(), proc, ClaimOf(proc)).Err(); err != nil {

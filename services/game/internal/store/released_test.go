@@ -35,10 +35,10 @@ func claimedFrom(t *testing.T, proc string) (*store.Store, redis.UniversalClient
 }
 
 // listedBy is proc's list, as a release reads it first.
-func listedBy(t *testing.T, st *store.Store, proc string) []string {
+func listedBy(t *testing.T, st *store.Store, proc string) store.Listed {
 	t.Helper()
 	listed, err := st.Listing(context.Background(), proc)
-	if err != nil || len(listed) == 0 {
+	if err != nil || len(listed.Seats) == 0 {
 		t.Fatalf("listing of %s: %v, %v", proc, listed, err)
 	}
 	return listed
@@ -331,5 +331,45 @@ func TestASeatListedAfterTheReleaseCountedWasReapedByNobody(t *testing.T) {
 	if slices.Contains(held, "g2") && !reaped {
 		t.Errorf("after the release P's list still names %v, yet no lease or claim of P is left (leases run out: %v): "+
 			"the seat of g2, listed between the release's count and its end, is released by no reaper once P dies", held, entries)
+	}
+}
+
+// TestASeatListedAgainDuringAReleaseWasTakenOff: R reads P's list; P
+// (paused past its lease, awake before its renewal) closes the seat's
+// stream and opens it again, listing the identical seat; R's release
+// ends. The release took the seat off, unable to tell it from the one it
+// read, and ended the claim: had P died before its next renewal, the seat
+// was held for good. The list's count of listings tells them apart: the
+// seat stays listed, the claim left run out for a later round.
+func TestASeatListedAgainDuringAReleaseWasTakenOff(t *testing.T) {
+	ctx := context.Background()
+	st, rdb, procs := claimedFrom(t, "p")
+	listed, err := st.Listing(ctx, "p")
+	if err != nil || len(listed.Seats) != 1 {
+		t.Fatalf("listing %v, %v", listed, err)
+	}
+	if err := st.NotHolding(ctx, "p", "g1", rules.First); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Holding(ctx, "p", "g1", rules.First, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Released(ctx, "p", listed); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := st.Listing(ctx, "p")
+	entries, _ := rdb.ZRange(ctx, procs, 0, -1).Result()
+	if len(left.Seats) == 0 || !slices.Contains(entries, store.ClaimOf("p")) {
+		t.Errorf("the seat listed again: list %v, leases %v", left, entries)
+	}
+	// A later round, P dead, reads again and finishes: nothing left.
+	listed, _ = st.Listing(ctx, "p")
+	if err := st.Released(ctx, "p", listed); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := rdb.Keys(ctx, procs[:len(procs)-len("{presence}:procs")]+"{presence:p}*").Result()
+	entries, _ = rdb.ZRange(ctx, procs, 0, -1).Result()
+	if len(keys) != 0 || len(entries) != 0 {
+		t.Errorf("left after the last round: keys %v, leases %v", keys, entries)
 	}
 }

@@ -97,6 +97,21 @@ var releasedLua string
 
 var releasedScript = redis.NewScript(releasedLua)
 
+//go:embed holding.lua
+var holdingLua string
+
+var holdingScript = redis.NewScript(holdingLua)
+
+//go:embed unlist.lua
+var unlistLua string
+
+var unlistScript = redis.NewScript(unlistLua)
+
+//go:embed keepclaim.lua
+var keepClaimLua string
+
+var keepClaimScript = redis.NewScript(keepClaimLua)
+
 //go:embed renewlease.lua
 var renewLeaseLua string
 

@@ -1,0 +1,207 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/game/internal/store"
+)
+
+// releasedLook reports whether args are those of a released.lua call:
+// EVALSHA sha 1 <procs> <proc> <"", "end" or "runout">.
+func releasedLook(a []any, procs string) bool {
+	if len(a) != 6 || a[3] != procs {
+		return false
+	}
+	then, ok := a[5].(string)
+	return ok && (then == "" || then == "end" || then == "runout")
+}
+
+// cutAtReleased cuts its client off Redis (every command fails) from the
+// first released.lua call on: the process dies, or loses Redis, as its
+// release ends.
+type cutAtReleased struct {
+	procs string
+	cut   atomic.Bool
+}
+
+func (h *cutAtReleased) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *cutAtReleased) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		a := cmd.Args()
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && releasedLook(a, h.procs) {
+			h.cut.Store(true)
+		}
+		if h.cut.Load() {
+			err := errors.New("connection reset (test)")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *cutAtReleased) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.cut.Load() {
+			err := errors.New("connection reset (test)")
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestASlowReleaseLetGoOfASeatItsProcessHeldAgain: R claims the run out
+// lease of P (paused) and releases P's seats, slowly (many games, a slow
+// Redis): its claim, a lease long, ran out before R reached P's game. P
+// came back meanwhile: its renewal found the claim run out, held its
+// seats again and ended the claim. R then let go of P's seat, which P
+// held again with the stream open, and died (or lost Redis) as its
+// release ended: neither released.lua nor Unclaim landed. Nothing was
+// left to tell P to hold its seats again: the player showed disconnected
+// for good while its stream was open on a live process renewing its
+// lease. A release keeps its claim as it goes.
+func TestASlowReleaseLetGoOfASeatItsProcessHeldAgain(t *testing.T) {
+	ctx := t.Context()
+	var hook *cutAtReleased
+	p, r, rdb, prefix, ring := withHookedReleaser(t, func(procs string) redis.Hook {
+		hook = &cutAtReleased{procs: procs}
+		return hook
+	})
+	t.Cleanup(func() { hook.cut.Store(false) }) // before r's Close
+	// Another live process, whose lease rounds reap too.
+	q := newRedisHandlerWith(t, rdb, prefix, ring, func(c *Config) { c.PresenceLease = time.Hour })
+	afterFirstRehold(q)
+
+	id, _, _ := newXiangqi(t, p)
+	p.presence.opened(ctx, id, rules.First)
+	if !holdsFirst(t, p, id) {
+		t.Fatal("the seat is not held")
+	}
+
+	// R claims P's lease; its release is slow, and its claim runs out
+	// before it reaches P's game.
+	claimedBy(t, r, p, time.Hour)
+	procs := prefix + "{presence}:procs"
+	if err := rdb.ZAddXX(ctx, procs, redis.Z{Score: 1, Member: store.ClaimOf(p.proc)}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// P is back: its renewal finds the claim run out, holds its seats
+	// again, and ends the claim.
+	backAgain(t, p)
+	// R reaches P's game now, lets go of the seat, and dies as it ends
+	// (as reap would, it tries to unclaim: cut off, that fails too).
+	if err := r.releaseAll(ctx, p.proc); err == nil {
+		t.Fatal("R's release went through")
+	}
+	if err := r.store.Unclaim(context.WithoutCancel(ctx), p.proc); err == nil {
+		t.Fatal("R's unclaim went through")
+	}
+
+	// P and Q go on with their lease rounds.
+	for range 3 {
+		backAgain(t, p)
+		var wg sync.WaitGroup
+		q.reap(ctx, &wg)
+		wg.Wait()
+	}
+	if !holdsFirst(t, p, id) {
+		t.Error("P lives, renews its lease and has the seat's stream open, yet the game has the seat let go for good: " +
+			"R, whose claim had run out, released it after P held it again, and nothing tells P to hold it again")
+	}
+}
+
+// beforeReleasedLooks runs fn once, right before the first released.lua
+// call: the release has let go of the games it read, and has not yet
+// taken their seats off the list.
+type beforeReleasedLooks struct {
+	procs string
+	fired atomic.Bool
+	fn    func()
+}
+
+func (h *beforeReleasedLooks) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *beforeReleasedLooks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		a := cmd.Args()
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && releasedLook(a, h.procs) && h.fired.CompareAndSwap(false, true) {
+			h.fn()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *beforeReleasedLooks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAnOpeningCommittedDuringAReleaseWasListedNowhere: P lists a seat
+// whose stream opens (Holding) and is paused, or cut off from Redis,
+// before its commit lands, for longer than its lease. R claims the lease,
+// reads P's list (the seat on it), and lets go of the seat's game:
+// nothing to let go, the seat not yet held. P's commit then lands: the
+// game has the seat held by P. R's release ended by taking the seat it
+// read off P's list and, the list empty, dropping the claim: had P died
+// before its next renewal, the seat was held in the game and listed
+// nowhere, no lease left to reap, the player shown connected for good.
+// The opening lists the seat again after its commit, which a release
+// reading the list before finds.
+func TestAnOpeningCommittedDuringAReleaseWasListedNowhere(t *testing.T) {
+	ctx := t.Context()
+	var hook *beforeReleasedLooks
+	p, r, _, _, _ := withHookedReleaser(t, func(procs string) redis.Hook {
+		hook = &beforeReleasedLooks{procs: procs}
+		return hook
+	})
+
+	id, _, _ := newXiangqi(t, p)
+	k := seatKey{id, rules.First}
+	// A stream of the seat opens on P: presence counts it, and record
+	// lists the seat (its first step)...
+	p.presence.mu.Lock()
+	p.presence.seats[k] = &seatStreams{open: 1}
+	p.presence.mu.Unlock()
+	if err := p.store.Holding(ctx, p.proc, id, rules.First, p.now().Add(p.cfg.PresenceLease)); err != nil {
+		t.Fatal(err)
+	}
+	// ...and P is paused past its lease before the commit lands.
+	claimedBy(t, r, p, time.Minute)
+	// P's commit lands once R has let go of the game, before R takes the
+	// seat off P's list: record, whose Holding again changes nothing.
+	hook.fn = func() { p.record(ctx, id, rules.First, 1, false) }
+	if err := r.releaseAll(ctx, p.proc); err != nil {
+		t.Fatal(err)
+	}
+	if !hook.fired.Load() {
+		t.Fatal("the hook did not fire")
+	}
+	if !holdsFirst(t, p, id) {
+		t.Fatal("the seat is not held in the game")
+	}
+	// P dies before its next renewal. Long after, every reaper looks.
+	listed, err := p.store.Listing(ctx, p.proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := r.store.Expired(ctx, r.now().Add(24*time.Hour), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.Seats) == 0 && !slices.Contains(entries, p.proc) && !slices.Contains(entries, store.ClaimOf(p.proc)) {
+		t.Errorf("the game has the seat held by P, yet P lists nothing (%v) and no lease of P is left to reap (leases a day later: %v): "+
+			"P dying now leaves the seat connected for good", listed, entries)
+	}
+}
