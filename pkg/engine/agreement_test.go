@@ -506,3 +506,69 @@ func playUntilEnded(t *testing.T, g *rules.Game, moves []rules.Move) int {
 	}
 	return len(moves)
 }
+
+// treeVerdict plays line from the game (start fen, history) as a
+// search line rooted after history, and returns the engine's adjudication
+// of the line's last position. Every earlier position of the line must go
+// on.
+func treeVerdict(t *testing.T, v rules.Variant, fen string, history, line []rules.Move) (int, bool) {
+	t.Helper()
+	s := newSearcher()
+	if err := s.setup(mustFEN(t, v, fen), history); err != nil {
+		t.Fatal(err)
+	}
+	for ply, m := range line {
+		s.make(m, ply)
+		if ply+1 < len(line) {
+			if sc, ended := s.adjudicate(ply + 1); ended {
+				t.Fatalf("line %v: ended early at ply %d with %d", line, ply+1, sc)
+			}
+		}
+	}
+	return s.adjudicate(len(line))
+}
+
+// TestARepetitionWasJudgedOverItsCycleAlone: a search line ends in a
+// second occurrence (scored as final) and one of the cycle's positions (Q)
+// came before it, so the game ends at Q's third occurrence. The rules judge
+// perpetual check over the plies from Q's first occurrence to its third;
+// the engine judged it over the cycle alone. Red gave a quiet move between
+// Q's first occurrence and the cycle: the rules draw (plain repetition),
+// where the engine scored a loss for Red by perpetual check.
+func TestARepetitionWasJudgedOverItsCycleAlone(t *testing.T) {
+	const fen = "R8/4k4/9/9/9/9/9/9/9/3K5 w - - 0 1" // Q: Ra10, ke9, Kd1, Red to move
+	line := mustMoves(t,
+		"a10b10", "e9f9", "b10b9", "f9f10", "b9a9", "f10e10", // quiet Red move a10b10, then to P0
+		"a9a10", "e10e9", "a10a9", "e9e10") // the checking cycle back to P0
+	g, err := rules.NewGame(rules.Xiangqi, fen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range line {
+		if _, err := g.Play(m); err != nil {
+			t.Fatal(err)
+		}
+		if g.Outcome().Ended {
+			t.Fatalf("rules end the game early: %v", g.Outcome())
+		}
+	}
+	sc, ended := treeVerdict(t, rules.Xiangqi, fen, nil, line)
+	if !ended {
+		t.Fatal("the engine does not end the line at its second occurrence")
+	}
+	// The rules, playing the cycle again.
+	c := g.Clone()
+	played := playUntilEnded(t, c, mustMoves(t, "a9a10", "e10e9", "a10a9", "e9e10"))
+	o := c.Outcome()
+	if !o.Ended {
+		t.Fatalf("rules: the game does not end repeating the cycle")
+	}
+	// sc is from the view of the side to move after the line (Red).
+	want := outcomeSign(o, c.Position().Turn())
+	if played%2 == 1 {
+		want = -want
+	}
+	if scoreSign(sc) != want {
+		t.Errorf("engine scores the line's end %d (mate_in %d, sign %d for Red to move); repeating the cycle the rules end the game %d plies later: %v (sign %d)", sc, mateIn(sc), scoreSign(sc), played, o, want)
+	}
+}

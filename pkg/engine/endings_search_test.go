@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -287,5 +288,102 @@ func TestARepetitionAtThePlyLimitWasDatedAtItsThirdOccurrence(t *testing.T) {
 	}
 	if d := abs(mateIn(v)); d != len(line) {
 		t.Errorf("line %v: the game ends after %d plies (ply 200), the search scores the end %d plies away (mate_in %d)", line, len(line), d, mateIn(v))
+	}
+}
+
+// TestASearchClaimedALossWhereTheRulesGaveADraw: Xiangqi, Red (rook
+// and general) against Black's two chariots, which mate at once whenever
+// Red stops checking. The game went Ra10-a8 (a quiet move) Ke9-e10 from
+// the start position Q (Ra10, Ke9, Red to move). From here Red checks
+// a8a10, a10a9, a9a10: each of Black's replies is its only legal move, and
+// the last brings Q back a third time. The window of that repetition
+// starts at Q's first occurrence and holds Red's quiet a10a8, so the rules
+// call it a plain repetition: a draw. The engine reported a forced loss
+// (mate_in -9), judging the second occurrence of Ra10/Ke10 in its line
+// over that cycle alone (all checks: perpetual check, Red loses).
+func TestASearchClaimedALossWhereTheRulesGaveADraw(t *testing.T) {
+	const fen = "R8/4k4/4p4/9/9/9/9/6r2/7r1/3K5 w - - 0 1"
+	g, err := rules.NewGame(rules.Xiangqi, fen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mustMoves(t, "a10a8", "e9e10") {
+		if _, err := g.Play(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The rules: Red forces a draw, every Black reply being forced.
+	c := g.Clone()
+	for i, m := range mustMoves(t, "a8a10", "e10e9", "a10a9", "e9e10", "a9a10", "e10e9") {
+		if i%2 == 1 {
+			if l := c.LegalMoves(); len(l) != 1 || l[0] != m {
+				t.Fatalf("Black's reply %v is not forced: %v", m, l)
+			}
+		}
+		if _, err := c.Play(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := c.Outcome(); !o.Ended || o.Winner != rules.Draw {
+		t.Fatalf("rules: %v, want a draw", o)
+	}
+	res, err := New(Options{HashMB: 4}).SearchGame(context.Background(), g, Limits{Depth: 8, Analysis: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Mate < 0 {
+		t.Errorf("SearchGame depth 8: %v, mate_in %d (score %d, pv %v): a forced loss for Red, but Red forces a draw by the rules: a8a10 e10e9 a10a9 e9e10 a9a10 e10e9 (%v)", res.Move, res.Mate, res.Score, res.PV, c.Outcome())
+	}
+}
+
+// TestADecidedLineStoppedShortOfItsEnd: a decided score (Mate != 0) came
+// with a pv that, played through rules.Game, neither ended the game nor
+// brought a position back a second time (the one case where mate_in counts
+// plies past the pv): the pv stopped one ply short of the end it counted.
+// Case 1: the quiescence search scored a Janggi pass that ends the game
+// (two passes) as its stand pat, and left the pass out of the pv. Case 2:
+// a pv node's window, narrowed to null width by mate-distance bounds, took
+// a transposition-table cut, and the pv lost its last ply (e2d2, the
+// repetition that ends the game).
+func TestADecidedLineStoppedShortOfItsEnd(t *testing.T) {
+	cases := []struct {
+		fen   string
+		moves string
+		depth int
+	}{
+		{"4k4/9/9/9/9/9/9/9/9/3K1R3 b - - 0 1", "e10d10 d1e1 d10e10", 2},
+		{"4k4/9/9/9/9/9/9/9/9/3K1R3 b - - 0 1", "e10d10 f1f10 d10d9 f10h10 d9e9 h10g10 e9f9 g10g3 f9e9 d1d2 e9f9 g3g2 f9f10 g2f2 f10e9 f2f9 e9e8 f9i9 e8f8 i9a9 f8e8", 5},
+	}
+	for _, tc := range cases {
+		g, err := rules.NewGame(rules.Janggi, tc.fen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mustMoves(t, strings.Fields(tc.moves)...) {
+			if _, err := g.Play(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := New(Options{HashMB: 2}).SearchGame(context.Background(), g, Limits{Depth: tc.depth, Analysis: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Mate == 0 {
+			t.Fatalf("depth %d: no decided score (%d, pv %v)", tc.depth, res.Score, res.PV)
+		}
+		c := g.Clone()
+		for _, m := range res.PV {
+			if _, err := c.Play(m); err != nil {
+				t.Fatalf("pv %v: %v", res.PV, err)
+			}
+		}
+		hs := hashesOf(t, rules.Janggi, tc.fen, c.Moves())
+		n, second := len(hs)-1, false
+		for i := n - 2; i > g.Plies(); i -= 2 {
+			second = second || hs[i] == hs[n]
+		}
+		if !c.Outcome().Ended && !second {
+			t.Errorf("depth %d: mate_in %d with pv %v (%d plies): after the pv the game goes on (%v) and no position has come back", tc.depth, res.Mate, res.PV, len(res.PV), c.Outcome())
+		}
 	}
 }

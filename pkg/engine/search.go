@@ -339,13 +339,17 @@ func (s *searcher) repetition(n, ply int) (int, bool) {
 	// end is the ply of the game's end: a second occurrence scored as
 	// final ends it one cycle later, at the third, so that a decided
 	// score's distance (AIService's mate_in) is never short of the rules'.
-	var first, end int
+	// The rules judge the plies from the first occurrence of the position
+	// that comes back a third time to that occurrence: first on to n, and
+	// for a second occurrence scored as final, the replay plies of the
+	// cycle played again.
+	var first, end, replay int
 	switch {
 	case count >= 2:
 		first, end = earliest, ply
 	case count == 1 && recent > s.root:
-		k := s.toThird(n, recent)
-		first, end = recent, ply+k
+		k, from := s.toThird(n, recent)
+		first, end, replay = from, ply+k, k
 		// A limit that ends the game before the third occurrence decides
 		// it instead (adjudicate).
 		third := n + k
@@ -369,7 +373,7 @@ func (s *searcher) repetition(n, ply int) (int, bool) {
 	if s.janggi {
 		return s.pointsScore(end), true
 	}
-	if loser, ok := s.chaser(first, n); ok {
+	if loser, ok := s.chaser(first, n, recent, replay); ok {
 		return winScore(loser != us, end), true
 	}
 	return 0, true
@@ -380,29 +384,37 @@ func (s *searcher) repetition(n, ply int) (int, bool) {
 // back a third time: that of n, a cycle later, unless one of the cycle's
 // own positions had come before it (at the root or in the game's
 // history), which comes back a third time sooner.
-func (s *searcher) toThird(n, recent int) int {
+func (s *searcher) toThird(n, recent int) (int, int) {
 	floor := int(s.st[n].floor)
 	for j := 1; j < n-recent; j++ {
 		h := s.st[recent+j].hash
 		for i := recent + j - 2; i >= floor; i -= 2 {
 			if s.st[i].hash == h {
-				return j
+				// The rules judge that third occurrence over the plies
+				// from the first one: every ply from i on (the cycle's
+				// replay repeats plies already among them).
+				return j, i
 			}
 		}
 	}
-	return n - recent
+	return n - recent, recent
 }
 
-// chaser finds the loser by perpetual chase of the cycle from position
-// first to position n, the current one.
-func (s *searcher) chaser(first, n int) (rules.Side, bool) {
+// chaser finds the loser by perpetual chase of the plies from position
+// first to position n, the current one, then the first replay plies after
+// position recent, n's earlier occurrence, played again.
+func (s *searcher) chaser(first, n, recent, replay int) (rules.Side, bool) {
 	at := s.pos.Clone()
 	for k := n; k > first; k-- {
 		at.Unmake(s.st[k].move, s.undoOf(k))
 	}
-	moves := make([]rules.Move, 0, n-first)
-	checks := make([]bool, 0, n-first)
+	moves := make([]rules.Move, 0, n-first+replay)
+	checks := make([]bool, 0, n-first+replay)
 	for k := first + 1; k <= n; k++ {
+		moves = append(moves, s.st[k].move)
+		checks = append(checks, s.st[k].check)
+	}
+	for k := recent + 1; k <= recent+replay; k++ {
 		moves = append(moves, s.st[k].move)
 		checks = append(checks, s.st[k].check)
 	}
@@ -494,6 +506,9 @@ func (s *searcher) search(depth, ply, alpha, beta int) int {
 	if v, ok := s.adjudicate(ply); ok {
 		return v
 	}
+	// A node of the principal variation stays one when the bounds
+	// below narrow its window: a table cut there would cut the pv short.
+	wasPV := beta-alpha > 1
 	// Mate distance pruning: nothing here can beat a shorter mate found.
 	alpha = max(alpha, -mateScore+ply)
 	beta = min(beta, mateScore-ply-1)
@@ -514,7 +529,7 @@ func (s *searcher) search(depth, ply, alpha, beta int) int {
 	ttMove := rules.NoMove
 	if e, ok := s.tt.probe(key); ok {
 		ttMove = e.move
-		if !pvNode && int(e.depth) >= depth {
+		if !wasPV && int(e.depth) >= depth {
 			v := scoreFromTT(int(e.score), ply)
 			switch b := e.genBound & 3; {
 			case b == boundExact, b == boundLower && v >= beta, b == boundUpper && v <= alpha:
@@ -658,7 +673,13 @@ func (s *searcher) qsearch(ply, alpha, beta int) int {
 			// pass leaves them facing (bikjang). That is an exact
 			// result that standing pat must not hide.
 			us := s.pos.Turn()
-			stand = max(stand, winScore(s.pos.Points(us) > s.pos.Points(us^1), ply+1))
+			if w := winScore(s.pos.Points(us) > s.pos.Points(us^1), ply+1); w > stand {
+				stand = w
+				// The line ends with that pass: show it.
+				g := s.pos.GeneralSquare(us)
+				s.pv[ply][ply] = rules.NewMove(g, g)
+				s.pvLen[ply] = ply + 1
+			}
 		}
 		if stand >= beta {
 			if s.stalemated(ply) {

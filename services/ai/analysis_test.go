@@ -174,3 +174,53 @@ func analyze(t *testing.T, c aiv1.AIServiceClient, req *aiv1.AnalyzeRequest) ([]
 	}
 	return infos, best
 }
+
+// TestBestMoveClaimedALossWhereRedForcedADraw: Xiangqi, Red's rook
+// and general against Black's two chariots, which mate whenever Red stops
+// checking. From the start position Q (Ra10, Ke9, Red to move) the game
+// went a10a8 (quiet) e9e10. Red now forces a draw: a8a10 e10e9 a10a9 e9e10
+// a9a10 e10e9, every Black reply forced, brings Q back a third time with
+// Red's quiet a10a8 inside the repetition's window, so rules.Game calls it
+// a plain repetition. BestMove (depth 8) answered mate_in -9, a forced
+// loss, and played another move.
+func TestBestMoveClaimedALossWhereRedForcedADraw(t *testing.T) {
+	c := searchClient(t)
+	const fen = "R8/4k4/4p4/9/9/9/9/6r2/7r1/3K5 w - - 0 1"
+	g, err := rules.NewGame(rules.Xiangqi, fen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hist []rules.Move
+	for _, s := range []string{"a10a8", "e9e10"} {
+		m, _ := rules.ParseMove(s)
+		if _, err := g.Play(m); err != nil {
+			t.Fatal(err)
+		}
+		hist = append(hist, m)
+	}
+	d := g.Clone()
+	for i, s := range []string{"a8a10", "e10e9", "a10a9", "e9e10", "a9a10", "e10e9"} {
+		m, _ := rules.ParseMove(s)
+		if l := d.LegalMoves(); i%2 == 1 && (len(l) != 1 || l[0] != m) {
+			t.Fatalf("Black's reply %v is not forced: %v", m, l)
+		}
+		if _, err := d.Play(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := d.Outcome(); !o.Ended || o.Winner != rules.Draw {
+		t.Fatalf("rules: %v, want a draw", o)
+	}
+	r, err := c.BestMove(context.Background(), &aiv1.BestMoveRequest{
+		Kind:   commonv1.GameKind_GAME_KIND_XIANGQI,
+		Start:  &commonv1.Position{Fen: fen},
+		Moves:  movesPB(hist),
+		Limits: &aiv1.SearchLimits{Depth: 8},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetMateIn() < 0 {
+		t.Errorf("BestMove: %v mate_in %d score %d pv %v; Red forces a draw with a8a10 (rules: %v)", r.GetMove().GetCoordinate(), r.GetMateIn(), r.GetScoreCp(), r.GetPv(), d.Outcome())
+	}
+}
