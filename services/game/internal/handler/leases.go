@@ -124,6 +124,12 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 		if err := h.store.Holding(ctx, h.proc, id, side, h.now().Add(h.cfg.PresenceLease)); err != nil {
 			h.presenceFailed(ctx, id, err)
 			h.retryLater(k, delta)
+		} else if !h.presence.holds(k) {
+			// The seat's last stream closed, or delivered the game's end,
+			// while this listing was on its way: its unlisting may have
+			// landed first. Let go in the game (if not yet) and unlisted,
+			// as a closing is.
+			h.record(ctx, id, side, -1, true)
 		}
 	}
 }

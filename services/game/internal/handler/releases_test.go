@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/rules"
+	"github.com/palacehq/palace/services/game/internal/model"
 	"github.com/palacehq/palace/services/game/internal/store"
 )
 
@@ -203,5 +206,122 @@ func TestAnOpeningCommittedDuringAReleaseWasListedNowhere(t *testing.T) {
 	if len(listed.Seats) == 0 && !slices.Contains(entries, p.proc) && !slices.Contains(entries, store.ClaimOf(p.proc)) {
 		t.Errorf("the game has the seat held by P, yet P lists nothing (%v) and no lease of P is left to reap (leases a day later: %v): "+
 			"P dying now leaves the seat connected for good", listed, entries)
+	}
+}
+
+// holdNthListing holds back the nth SADD of member until released.
+type holdNthListing struct {
+	member  string
+	nth     int32
+	n       atomic.Int32
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (f *holdNthListing) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *holdNthListing) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "sadd") && slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return s == f.member }) {
+			if f.n.Add(1) == f.nth {
+				close(f.reached)
+				<-f.release
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *holdNthListing) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAListingAfterItsCommitLandedAfterTheSeatsClosing: an opening lists
+// its seat a second time after its commit, and that listing was not
+// checked once it landed, as every other listing is (unlistUnlessHeld,
+// the overtaken branch of record). A rehold (the lease
+// round after a fresh renewal, while a release of this process's seats
+// goes on: the release let go of the seat) commits the seat held again
+// and sends its second listing; meanwhile the seat's stream closes (its
+// closing recorded: LetGo committed, the seat unlisted) or delivers the
+// game's end (presence.ended, then unlist, stream.go). The late SADD
+// landed after the unlisting: the seat stayed on this process's list,
+// held by nobody, for as long as the process lived (and its stop left its
+// lease to be reaped instead of forgetting it).
+func TestAListingAfterItsCommitLandedAfterTheSeatsClosing(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after func(ctx context.Context, h *Handler, id string, black context.Context)
+	}{
+		{"closed", func(ctx context.Context, h *Handler, id string, _ context.Context) {
+			// --presence-grace 0: the closing is recorded at once.
+			h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+		}},
+		{"ended", func(ctx context.Context, h *Handler, id string, black context.Context) {
+			if _, err := h.Resign(black, &gamev1.ResignRequest{GameId: id, RequestId: "resign"}); err != nil {
+				t.Fatal(err)
+			}
+			// The stream delivers the end (stream.go).
+			if !h.presence.ended(id, rules.First) {
+				t.Fatal("the stream was not the seat's last")
+			}
+			h.unlist(context.WithoutCancel(ctx), id, rules.First)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := t.Context()
+			h, hooked := hookedHandler(t, 0)
+			afterFirstRehold(h)
+			id, _, black := newXiangqi(t, h)
+			f := &holdNthListing{member: seatMember(id, rules.First), reached: make(chan struct{}), release: make(chan struct{})}
+			hooked.AddHook(f)
+			// The seat's stream is open here, the seat held and listed.
+			h.presence.opened(ctx, id, rules.First)
+			if !holdsFirst(t, h, id) {
+				t.Fatal("the seat is not held")
+			}
+			// A release of this process's seats (its lease ran out while
+			// it was paused) lets go of the seat.
+			if _, err := h.exec(ctx, "presence", command{id: id, run: func(st *model.State, _ time.Time) (model.Change, error) {
+				ch, ok := model.Release(st, h.proc)
+				if !ok {
+					return model.Change{}, errNothingToRecord
+				}
+				return ch, nil
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			// The lease round after the fresh renewal holds the seat again:
+			// its first listing passes, its commit lands, its second
+			// listing (after the commit) is slow.
+			f.nth = f.n.Load() + 2
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				h.connect(ctx, id, rules.First, 1)
+			}()
+			// (A build without the listing after the commit finishes the
+			// rehold first.)
+			select {
+			case <-f.reached:
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the rehold is stuck")
+			}
+			if !holdsFirst(t, h, id) {
+				t.Fatal("the rehold did not commit")
+			}
+			c.after(ctx, h, id, black)
+			close(f.release)
+			<-done
+			h.retryPresence(ctx)
+			if h.presence.holds(seatKey{id, rules.First}) {
+				t.Fatal("presence still holds the seat")
+			}
+			if isListed(t, h, id) {
+				t.Error("the seat is on this process's presence list though no stream of it is open here: " +
+					"the rehold's listing after its commit landed after the seat's unlisting, and nothing takes it off while the process lives")
+			}
+		})
 	}
 }

@@ -53,6 +53,12 @@ func (s *Store) listingsKey(proc string) string {
 	return s.cfg.Prefix + "{presence:" + proc + "}:listings"
 }
 
+// listingsKeep is how long a count of listings outlives its process's last
+// listing, so that a release by a build that knows nothing of it (a
+// rolling upgrade) leaves nothing for good; a release reads and compares
+// it within far less.
+const listingsKeep = 7 * 24 * time.Hour
+
 func (s *Store) silencesKey() string { return s.cfg.Prefix + "{presence}:silences" }
 
 func (s *Store) stoppedKey() string { return s.cfg.Prefix + "{presence}:stopped" }
@@ -304,7 +310,7 @@ func heldSeat(id string, side rules.Side) string { return id + "|" + strconv.Ito
 func (s *Store) Holding(ctx context.Context, proc, id string, side rules.Side, until time.Time) error {
 	// Counted first: a release that reads the list and its count before
 	// the count moves takes its seats off before this seat is added.
-	if err := holdingScript.Run(ctx, s.rdb, []string{s.listingsKey(proc)}).Err(); err != nil {
+	if err := holdingScript.Run(ctx, s.rdb, []string{s.listingsKey(proc)}, listingsKeep.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("list a seat of game %s held by %s: %w", id, proc, err)
 	}
 	if err := s.rdb.SAdd(ctx, s.heldKey(proc), heldSeat(id, side)).Err(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -371,5 +372,23 @@ func TestASeatListedAgainDuringAReleaseWasTakenOff(t *testing.T) {
 	entries, _ = rdb.ZRange(ctx, procs, 0, -1).Result()
 	if len(keys) != 0 || len(entries) != 0 {
 		t.Errorf("left after the last round: keys %v, leases %v", keys, entries)
+	}
+}
+
+// TestTheCountOfListingsExpires: a process's count of listings is kept
+// beside its list, deleted by a release that empties the list and by the
+// process's clean stop; a release by a build that knows nothing of it (a
+// rolling upgrade, a rollback) deletes neither, and the count would stay
+// in Redis for good, process ids never coming back.
+func TestTheCountOfListingsExpires(t *testing.T) {
+	ctx := context.Background()
+	_, rdb, procs := claimedFrom(t, "p")
+	key := strings.TrimSuffix(procs, "{presence}:procs") + "{presence:p}:listings"
+	ttl, err := rdb.PTTL(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl <= 0 || ttl > 30*24*time.Hour {
+		t.Errorf("%s: TTL %v, want one of at most 30 days", key, ttl)
 	}
 }
