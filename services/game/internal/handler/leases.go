@@ -127,10 +127,35 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 		} else if !h.presence.holds(k) {
 			// The seat's last stream closed, or delivered the game's end,
 			// while this listing was on its way: its unlisting may have
-			// landed first. Let go in the game (if not yet) and unlisted,
-			// as a closing is.
-			h.record(ctx, id, side, -1, true)
+			// landed first.
+			h.unlistUnlessGameHolds(ctx, id, side)
 		}
+	}
+}
+
+// unlistUnlessGameHolds unlists a seat listed again after its last stream
+// here closed, as an overtaken opening does, unless the game still has it
+// held by this process: its closing is under way, or failed and queued,
+// and unlists it once it lets go. It lets nothing go itself: a let-go of a
+// process the game does not name takes down a count stored before holders
+// were named, another stream's.
+func (h *Handler) unlistUnlessGameHolds(ctx context.Context, id string, side rules.Side) {
+	gameHolds := false
+	_, err := h.exec(ctx, "presence", command{
+		id: id,
+		run: func(st *model.State, _ time.Time) (model.Change, error) {
+			gameHolds = !st.Status.Finished() && slices.Contains(st.Holders[side], h.proc)
+			return model.Change{}, errNothingToRecord
+		},
+	})
+	switch {
+	case errors.Is(err, errNothingToRecord) && gameHolds:
+		// Left to its closing.
+	case errors.Is(err, errNothingToRecord), apierr.CodeOf(err) == apierr.NotFound:
+		h.unlistUnlessHeld(ctx, id, side)
+	default:
+		h.presenceFailed(ctx, id, err)
+		h.retryUnlisting(seatKey{id, side})
 	}
 }
 

@@ -236,6 +236,21 @@ func (f *holdNthListing) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 	return next
 }
 
+// releasedHere has a release of h's seats let go of game id's: h's lease
+// ran out while it was paused.
+func releasedHere(t *testing.T, h *Handler, id string) {
+	t.Helper()
+	if _, err := h.exec(t.Context(), "presence", command{id: id, run: func(st *model.State, _ time.Time) (model.Change, error) {
+		ch, ok := model.Release(st, h.proc)
+		if !ok {
+			return model.Change{}, errNothingToRecord
+		}
+		return ch, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestAListingAfterItsCommitLandedAfterTheSeatsClosing: an opening lists
 // its seat a second time after its commit, and that listing was not
 // checked once it landed, as every other listing is (unlistUnlessHeld,
@@ -282,15 +297,7 @@ func TestAListingAfterItsCommitLandedAfterTheSeatsClosing(t *testing.T) {
 			}
 			// A release of this process's seats (its lease ran out while
 			// it was paused) lets go of the seat.
-			if _, err := h.exec(ctx, "presence", command{id: id, run: func(st *model.State, _ time.Time) (model.Change, error) {
-				ch, ok := model.Release(st, h.proc)
-				if !ok {
-					return model.Change{}, errNothingToRecord
-				}
-				return ch, nil
-			}}); err != nil {
-				t.Fatal(err)
-			}
+			releasedHere(t, h, id)
 			// The lease round after the fresh renewal holds the seat again:
 			// its first listing passes, its commit lands, its second
 			// listing (after the commit) is slow.
@@ -323,5 +330,77 @@ func TestAListingAfterItsCommitLandedAfterTheSeatsClosing(t *testing.T) {
 					"the rehold's listing after its commit landed after the seat's unlisting, and nothing takes it off while the process lives")
 			}
 		})
+	}
+}
+
+// TestALateListingsLetGoTookDownAnotherStreamsCount: a listing after its
+// commit that landed after the seat's closing was followed by a let-go,
+// after the closing had let go in the game already. On a game whose seat
+// also carries a count stored before holders were named (a stream of it
+// open in a process that counts without naming itself), model.LetGo takes
+// that count down for a process not among the holders: the let-go took
+// down the other stream's connection, and the opponent was told the seat
+// disconnected while a stream of it was open. The late listing only
+// unlists.
+func TestALateListingsLetGoTookDownAnotherStreamsCount(t *testing.T) {
+	ctx := t.Context()
+	h, hooked := hookedHandler(t, 0)
+	afterFirstRehold(h)
+	id, _, _ := newXiangqi(t, h)
+	// A stream of the first seat, counted without a holder's name.
+	if _, err := h.exec(ctx, "presence", command{id: id, run: func(st *model.State, _ time.Time) (model.Change, error) {
+		ch, ok := model.Hold(st, rules.First, "legacy")
+		if !ok {
+			return model.Change{}, errNothingToRecord
+		}
+		ch.State.Holders[rules.First] = nil
+		return ch, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	conns := func() (int, []string) {
+		l, err := h.store.LoadHead(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.State.Connections[rules.First], l.State.Holders[rules.First]
+	}
+	if n, hs := conns(); n != 1 || len(hs) != 0 {
+		t.Fatalf("setup: %d connections, holders %v", n, hs)
+	}
+	f := &holdNthListing{member: seatMember(id, rules.First), reached: make(chan struct{}), release: make(chan struct{})}
+	hooked.AddHook(f)
+	h.presence.opened(ctx, id, rules.First)
+	if !holdsFirst(t, h, id) {
+		t.Fatal("the seat is not held")
+	}
+	// A release of this process's seats lets go of the seat.
+	releasedHere(t, h, id)
+	if n, _ := conns(); n != 1 {
+		t.Fatalf("after the release: %d connections, want the legacy stream's 1", n)
+	}
+	// The rehold commits, its listing after the commit is slow.
+	f.nth = f.n.Load() + 2
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.connect(ctx, id, rules.First, 1)
+	}()
+	select {
+	case <-f.reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rehold is stuck")
+	}
+	// The seat's stream here closes (grace 0): LetGo committed, 2 -> 1.
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	if n, _ := conns(); n != 1 {
+		t.Fatalf("after the closing: %d connections, want the legacy stream's 1", n)
+	}
+	close(f.release)
+	<-done
+	h.retryPresence(ctx)
+	if n, hs := conns(); n != 1 {
+		t.Errorf("%d connections of the first seat (holders %v), want 1: the let-go after the late listing took down "+
+			"the count of a stream still open elsewhere, the seat shown disconnected", n, hs)
 	}
 }
