@@ -117,8 +117,9 @@ func (rt *Runtime) warnPlaceholders(flag string, ring *auth.Keyring) {
 }
 
 // Dial returns a client connection to target with tracing, so calls
-// between services join one trace. An empty target means this process.
-func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
+// between services join one trace, and opts. An empty target means this
+// process.
+func (rt *Runtime) Dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if target == "" {
 		target = rt.Addr
 	}
@@ -137,7 +138,7 @@ func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
 		}
 		creds = c
 	}
-	cc, err := grpc.NewClient(target,
+	cc, err := grpc.NewClient(target, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(reconnect),
 		grpc.WithKeepaliveParams(peerKeepalive),
@@ -147,11 +148,24 @@ func (rt *Runtime) Dial(target string) (*grpc.ClientConn, error) {
 			otelgrpc.WithMeterProvider(rt.Tel.Meter),
 			otelgrpc.WithPropagators(rt.Tel.Propagator),
 		)),
-	)
+	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", target, err)
 	}
 	return cc, nil
+}
+
+// CallTimeout bounds each unary call on a connection by d, or sooner if
+// its context ends sooner: a peer that holds calls without answering (a
+// frozen host, a network split) is otherwise given up only by keepalive,
+// some 20 s later, and a caller without a deadline of its own waits as
+// long. Streams are left alone: they are meant to last.
+func CallTimeout(d time.Duration) grpc.DialOption {
+	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
 }
 
 // PeerCredentials reads --peer-tls: empty for plaintext, "system" for TLS

@@ -118,6 +118,10 @@ type Config struct {
 	// WaitTimeout bounds that wait; a write not confirmed within it
 	// fails with Unavailable, and its retry confirms it.
 	WaitTimeout time.Duration
+	// CallTimeout bounds one call to the game service: a game service
+	// that holds calls unanswered costs a caller that long, then
+	// Unavailable, or a ListGames without where the games are.
+	CallTimeout time.Duration
 
 	// Now is the clock; nil is time.Now. Tests move it to expire invites.
 	Now func() time.Time
@@ -164,6 +168,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire; at most 30m")
 	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second; the default time control's queues are always served")
 	app.DurationFlag(fs, &c.RatingLease, "rating-lease", 30*time.Second, "lease of a replica on a rated game it follows")
+	app.DurationFlag(fs, &c.CallTimeout, "matchmaking-call-timeout", 5*time.Second, "timeout of one call to the game service (a game's creation, a ListGames or rematch read, a seat credential): a game service that answers none is given up after it, the call answered Unavailable or ListGames without where the games are")
 }
 
 // CheckAccount validates the player id and nickname of an account whose
@@ -194,7 +199,7 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"guest-ttl": c.GuestTTL, "account-ttl": c.AccountTTL, "pairing-interval": c.PairingInterval,
 		"ticket-ttl": c.TicketTTL, "invite-ttl": c.InviteTTL, "rematch-window": c.RematchWindow, "game-keep": c.GameKeep, "rating-lease": c.RatingLease,
-		"give-up-after": c.GiveUpAfter, "watch-heartbeat": c.WatchHeartbeat,
+		"give-up-after": c.GiveUpAfter, "watch-heartbeat": c.WatchHeartbeat, "matchmaking-call-timeout": c.CallTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
@@ -313,7 +318,7 @@ func Bind(cfg Config) app.Binder {
 		if ephemeral {
 			log.Warn("no --player-signing-keys: player credentials are signed with a random key and die with this process")
 		}
-		cc, err := rt.Dial(cfg.GameAddr)
+		cc, err := rt.Dial(cfg.GameAddr, app.CallTimeout(cfg.CallTimeout))
 		if err != nil {
 			return nil, fmt.Errorf("matchmaking: game service: %w", err)
 		}

@@ -15,6 +15,8 @@ import (
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/matchmaking"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
@@ -356,4 +358,42 @@ func TestListGamesWithoutTheGameService(t *testing.T) {
 	if len(got) != 1 || got[0].GetGameId() != r.GetSeat().GetGameId() || got[0].GetStatus() != commonv1.GameStatus_GAME_STATUS_UNSPECIFIED {
 		t.Fatalf("listed %v with the game service stopped, want the game without its status", got)
 	}
+}
+
+// TestCallsWithTheGameServiceSilent: ListGames promises the player's list
+// "rather than not at all" while the game service cannot say where the
+// games are. A game service that stopped answering without closing its
+// connection (a frozen host, a partition) held the call until gRPC's
+// keepalive gave up on the connection (15 s + 5 s): an app with a 10 s
+// deadline got DeadlineExceeded and no list, and a game against the AI
+// asked for meanwhile waited as long. Each call to the game service is
+// bounded by --matchmaking-call-timeout.
+func TestCallsWithTheGameServiceSilent(t *testing.T) {
+	var proxy *redistest.Proxy
+	e := newEnv(t, 1, func(c *matchmaking.Config) {
+		proxy = redistest.NewProxy(t, c.GameAddr)
+		c.GameAddr = proxy.Addr()
+		c.CallTimeout = 2 * time.Second
+	})
+	p := e.guest("Solo")
+	r, err := e.mm[0].PlayAi(p.ctx(), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1, Side: commonv1.Side_SIDE_FIRST})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.listGames(p, 0); len(got) != 1 || got[0].GetStatus() != commonv1.GameStatus_GAME_STATUS_ONGOING {
+		t.Fatalf("listed %v, want the AI game, ongoing", got)
+	}
+	proxy.Blackhole()
+	ctx, cancel := context.WithTimeout(p.ctx(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := e.mm[0].ListGames(ctx, &matchmakingv1.ListGamesRequest{})
+	if err != nil {
+		t.Fatalf("ListGames with the game service silent: %v after %v; want the list (without statuses), as when the game service is stopped", err, time.Since(start).Round(time.Millisecond))
+	}
+	if got := resp.GetGames(); len(got) != 1 || got[0].GetGameId() != r.GetSeat().GetGameId() || got[0].GetStatus() != commonv1.GameStatus_GAME_STATUS_UNSPECIFIED {
+		t.Fatalf("listed %v, want the game without its status", got)
+	}
+	_, err = e.mm[0].PlayAi(ctx, &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1, Side: commonv1.Side_SIDE_FIRST})
+	wantCode(t, err, codes.Unavailable)
 }
