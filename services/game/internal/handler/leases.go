@@ -122,8 +122,12 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 		// the list before the seat was held in the game, and let go of the
 		// game before the commit, finds the list moved and leaves the seat.
 		if err := h.store.Holding(ctx, h.proc, id, side, h.now().Add(h.cfg.PresenceLease)); err != nil {
+			// Retried as a listing: held then, the seat is recorded and
+			// listed again; let go meanwhile, only unlisted, its closing
+			// having let go in the game (a let-go of a process the game
+			// no longer names would take down another stream's count).
 			h.presenceFailed(ctx, id, err)
-			h.retryLater(k, delta)
+			h.retryUnlisting(k)
 		} else if !h.presence.holds(k) {
 			// The seat's last stream closed, or delivered the game's end,
 			// while this listing was on its way: its unlisting may have

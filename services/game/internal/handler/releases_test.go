@@ -3,10 +3,12 @@ package handler
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -348,26 +350,7 @@ func TestALateListingsLetGoTookDownAnotherStreamsCount(t *testing.T) {
 	afterFirstRehold(h)
 	id, _, _ := newXiangqi(t, h)
 	// A stream of the first seat, counted without a holder's name.
-	if _, err := h.exec(ctx, "presence", command{id: id, run: func(st *model.State, _ time.Time) (model.Change, error) {
-		ch, ok := model.Hold(st, rules.First, "legacy")
-		if !ok {
-			return model.Change{}, errNothingToRecord
-		}
-		ch.State.Holders[rules.First] = nil
-		return ch, nil
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	conns := func() (int, []string) {
-		l, err := h.store.LoadHead(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l.State.Connections[rules.First], l.State.Holders[rules.First]
-	}
-	if n, hs := conns(); n != 1 || len(hs) != 0 {
-		t.Fatalf("setup: %d connections, holders %v", n, hs)
-	}
+	conns := legacyCount(t, h, id)
 	f := &holdNthListing{member: seatMember(id, rules.First), reached: make(chan struct{}), release: make(chan struct{})}
 	hooked.AddHook(f)
 	h.presence.opened(ctx, id, rules.First)
@@ -402,5 +385,101 @@ func TestALateListingsLetGoTookDownAnotherStreamsCount(t *testing.T) {
 	if n, hs := conns(); n != 1 {
 		t.Errorf("%d connections of the first seat (holders %v), want 1: the let-go after the late listing took down "+
 			"the count of a stream still open elsewhere, the seat shown disconnected", n, hs)
+	}
+}
+
+// failNthListing fails the nth SADD of member as an unreachable node
+// would.
+type failNthListing struct {
+	member string
+	nth    int32
+	n      atomic.Int32
+}
+
+func (f *failNthListing) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *failNthListing) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "sadd") && slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return s == f.member }) {
+			if f.n.Add(1) == f.nth {
+				err := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+				cmd.SetErr(err)
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *failNthListing) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// legacyCount stores on the first seat of game id a count of one
+// stream, kept before holders were named (a process of an older build).
+func legacyCount(t *testing.T, h *Handler, id string) func() (int, []string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := h.exec(ctx, "presence", command{id: id, run: func(st *model.State, _ time.Time) (model.Change, error) {
+		ch, ok := model.Hold(st, rules.First, "legacy")
+		if !ok {
+			return model.Change{}, errNothingToRecord
+		}
+		ch.State.Holders[rules.First] = nil
+		return ch, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	conns := func() (int, []string) {
+		l, err := h.store.LoadHead(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.State.Connections[rules.First], l.State.Holders[rules.First]
+	}
+	if n, hs := conns(); n != 1 || len(hs) != 0 {
+		t.Fatalf("setup: %d connections, holders %v", n, hs)
+	}
+	return conns
+}
+
+// TestAFailedListingAfterTheCommitLetGoTwice: an opening committed the
+// seat held, and its listing after the commit failed: it queued the
+// opening (+1). The seat's stream then closes
+// (--presence-grace 0, or the held-back closing comes due before the next
+// lease round): its closing let go in the game, the process named. The
+// queued change, retried as what the process held then (nothing), was a
+// second let-go, of a process the game no longer named: model.LetGo took
+// down the count of another stream (one counted before holders were
+// named), and the opponent was told the seat disconnected while that
+// stream was open. The failed listing is retried as a listing.
+func TestAFailedListingAfterTheCommitLetGoTwice(t *testing.T) {
+	ctx := t.Context()
+	h, hooked := hookedHandler(t, 0)
+	afterFirstRehold(h)
+	id, _, _ := newXiangqi(t, h)
+	conns := legacyCount(t, h, id)
+	// The first listing (before the commit) passes, the second fails.
+	hooked.AddHook(&failNthListing{member: seatMember(id, rules.First), nth: 2})
+	h.presence.opened(ctx, id, rules.First)
+	if !holdsFirst(t, h, id) {
+		t.Fatal("the opening did not commit")
+	}
+	if n, _ := conns(); n != 2 {
+		t.Fatalf("after the opening: %d connections, want 2", n)
+	}
+	// The stream closes: LetGo of this process, 2 -> 1.
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	if n, _ := conns(); n != 1 {
+		t.Fatalf("after the closing: %d connections, want the legacy stream's 1", n)
+	}
+	// The next lease round retries what failed.
+	h.retryPresence(ctx)
+	if n, hs := conns(); n != 1 {
+		t.Errorf("%d connections of the first seat (holders %v), want 1: the retry of the failed listing after the commit "+
+			"let go a second time, taking down the count of a stream still open elsewhere", n, hs)
+	}
+	if isListed(t, h, id) {
+		t.Error("the seat is still listed")
 	}
 }
