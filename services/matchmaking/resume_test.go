@@ -360,6 +360,19 @@ func TestListGamesWithoutTheGameService(t *testing.T) {
 	}
 }
 
+// behindAProxy is one replica whose calls to the game service, each
+// bounded by callTimeout, go through a proxy.
+func behindAProxy(t *testing.T, callTimeout time.Duration) (*env, *redistest.Proxy) {
+	t.Helper()
+	var proxy *redistest.Proxy
+	e := newEnv(t, 1, func(c *matchmaking.Config) {
+		proxy = redistest.NewProxy(t, c.GameAddr)
+		c.GameAddr = proxy.Addr()
+		c.CallTimeout = callTimeout
+	})
+	return e, proxy
+}
+
 // TestCallsWithTheGameServiceSilent: ListGames promises the player's list
 // "rather than not at all" while the game service cannot say where the
 // games are. A game service that stopped answering without closing its
@@ -369,12 +382,7 @@ func TestListGamesWithoutTheGameService(t *testing.T) {
 // asked for meanwhile waited as long. Each call to the game service is
 // bounded by --matchmaking-call-timeout.
 func TestCallsWithTheGameServiceSilent(t *testing.T) {
-	var proxy *redistest.Proxy
-	e := newEnv(t, 1, func(c *matchmaking.Config) {
-		proxy = redistest.NewProxy(t, c.GameAddr)
-		c.GameAddr = proxy.Addr()
-		c.CallTimeout = 2 * time.Second
-	})
+	e, proxy := behindAProxy(t, 2*time.Second)
 	p := e.guest("Solo")
 	r, err := e.mm[0].PlayAi(p.ctx(), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1, Side: commonv1.Side_SIDE_FIRST})
 	if err != nil {
@@ -396,4 +404,61 @@ func TestCallsWithTheGameServiceSilent(t *testing.T) {
 	}
 	_, err = e.mm[0].PlayAi(ctx, &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1, Side: commonv1.Side_SIDE_FIRST})
 	wantCode(t, err, codes.Unavailable)
+}
+
+// TestListGamesWithinAShortDeadlineAndTheGameServiceSilent: with the
+// default --matchmaking-call-timeout (5 s), an app whose own deadline was
+// shorter (4 s here) got DeadlineExceeded and no list when the game
+// service was silent: the GetGames call took the caller's whole deadline,
+// leaving nothing to answer with. It takes at most half of what is left.
+func TestListGamesWithinAShortDeadlineAndTheGameServiceSilent(t *testing.T) {
+	e, proxy := behindAProxy(t, matchmaking.DefaultConfig().CallTimeout)
+	p := e.guest("Solo")
+	r, err := e.mm[0].PlayAi(p.ctx(), &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1, Side: commonv1.Side_SIDE_FIRST})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole()
+	ctx, cancel := context.WithTimeout(p.ctx(), 4*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := e.mm[0].ListGames(ctx, &matchmakingv1.ListGamesRequest{})
+	if err != nil {
+		t.Fatalf("ListGames with a 4 s deadline, the game service silent: %v after %v; want the list (without statuses)", err, time.Since(start).Round(time.Millisecond))
+	}
+	if got := resp.GetGames(); len(got) != 1 || got[0].GetGameId() != r.GetSeat().GetGameId() {
+		t.Fatalf("listed %v, want the AI game", got)
+	}
+}
+
+// TestAPlayAiRetryWithinAShortDeadlineAndTheGameServiceSilent: a PlayAi
+// retried after its game was made is answered from matchmaking's record,
+// its seat credential freshened when past half its life; when the game
+// service cannot freshen it "the answer stands" (handler.fresh). With the
+// game service silent, freshening took the whole
+// --matchmaking-call-timeout (5 s by default), so an app whose deadline
+// was shorter never got the answer matchmaking holds: DeadlineExceeded,
+// at every retry, for as long as the game service was silent.
+func TestAPlayAiRetryWithinAShortDeadlineAndTheGameServiceSilent(t *testing.T) {
+	e, proxy := behindAProxy(t, matchmaking.DefaultConfig().CallTimeout)
+	p := e.guest("Solo")
+	req := &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1, Side: commonv1.Side_SIDE_FIRST}
+	r, err := e.mm[0].PlayAi(p.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The seat credential is past half its life.
+	life := r.GetSeat().GetTokenExpiresAt().AsTime().Sub(time.Now())
+	e.clock.Advance(life/2 + time.Hour)
+	proxy.Blackhole()
+	ctx, cancel := context.WithTimeout(p.ctx(), 4*time.Second)
+	defer cancel()
+	start := time.Now()
+	again, err := e.mm[0].PlayAi(ctx, req)
+	if err != nil {
+		t.Fatalf("PlayAi retried with a 4 s deadline, the game service silent: %v after %v; want the recorded game %s", err, time.Since(start).Round(time.Millisecond), r.GetSeat().GetGameId())
+	}
+	if again.GetSeat().GetGameId() != r.GetSeat().GetGameId() {
+		t.Fatalf("retry answered %v, want %v", again.GetSeat(), r.GetSeat())
+	}
 }

@@ -28,7 +28,9 @@ func (h *Handler) fresh(ctx context.Context, id string, g store.Grant) store.Gra
 		}
 	}
 	side := games.SidePB(g.Side)
-	resp, err := h.games.Game().IssueSeatCredentials(ctx, &gamev1.IssueSeatCredentialsRequest{GameId: id, Side: side})
+	cctx, cancel := bestEffort(ctx)
+	defer cancel()
+	resp, err := h.games.Game().IssueSeatCredentials(cctx, &gamev1.IssueSeatCredentialsRequest{GameId: id, Side: side})
 	if err != nil {
 		if status.Code(err) != codes.NotFound {
 			h.log.WarnContext(ctx, "freshen a recorded seat credential", "game", id, "err", err)
@@ -41,4 +43,15 @@ func (h *Handler) fresh(ctx context.Context, id string, g store.Grant) store.Gra
 		}
 	}
 	return g
+}
+
+// bestEffort bounds a call to the game service whose failure leaves the
+// answer as it is to half of what remains of the caller's deadline (the
+// connection's --matchmaking-call-timeout bounds it too), so that a
+// caller whose deadline is shorter than that still gets the answer.
+func bestEffort(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithTimeout(ctx, time.Until(dl)/2)
+	}
+	return ctx, func() {}
 }

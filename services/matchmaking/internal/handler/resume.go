@@ -44,7 +44,9 @@ func (h *Handler) ListGames(ctx context.Context, req *matchmakingv1.ListGamesReq
 	}
 	// Where each game is now: the game service's to say, in one call
 	// (a list keeps no more games than that call takes).
-	now, err := h.games.Game().GetGames(ctx, &gamev1.GetGamesRequest{GameIds: ids})
+	gctx, cancel := bestEffort(ctx)
+	now, err := h.games.Game().GetGames(gctx, &gamev1.GetGamesRequest{GameIds: ids})
+	cancel()
 	if err != nil {
 		// The list is matchmaking's own: it is answered without where
 		// the games are (as for games no longer kept) rather than not at
