@@ -76,6 +76,12 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 				gameHolds = !st.Status.Finished() && slices.Contains(st.Holders[side], h.proc)
 				return model.Change{}, errOvertaken
 			}
+			if delta < 0 && again && !slices.Contains(st.Holders[side], h.proc) {
+				// Let go already (by a later closing, or by the failed
+				// attempt stored all the same): a let-go of a process the
+				// game does not name takes down another stream's count.
+				return model.Change{}, errNothingToRecord
+			}
 			change := model.Hold
 			if delta < 0 {
 				change = model.LetGo

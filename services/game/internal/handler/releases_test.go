@@ -483,3 +483,86 @@ func TestAFailedListingAfterTheCommitLetGoTwice(t *testing.T) {
 		t.Error("the seat is still listed")
 	}
 }
+
+// failNextCommitOf fails, once armed, the next script call (the commit)
+// naming game id, as an unreachable node would, before it is sent.
+type failNextCommitOf struct {
+	id    string
+	armed atomic.Bool
+	hit   atomic.Int32
+}
+
+func (f *failNextCommitOf) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *failNextCommitOf) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		name := strings.ToLower(cmd.Name())
+		if (name == "evalsha" || name == "eval" || name == "fcall") && f.armed.Load() {
+			for _, a := range cmd.Args() {
+				if s, ok := a.(string); ok && strings.Contains(s, f.id) {
+					if f.armed.CompareAndSwap(true, false) {
+						f.hit.Add(1)
+						err := &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
+						cmd.SetErr(err)
+						return err
+					}
+				}
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *failNextCommitOf) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestARetriedClosingLetGoAgainAfterTheSeatsNextClosing: a retried change
+// let go a second time, of a process the game no longer named, taking
+// down the count of a stream counted before holders were named, through a
+// failed closing. A closing whose commit failed is queued (-1). The seat
+// opens again here (the game still names this process: nothing to record)
+// and closes again, this closing letting go in the game. The next lease
+// round found the seat not held and retried the queued closing as a
+// let-go: model.LetGo of a process the game does not name took down the
+// other stream's count, and the opponent was told the seat disconnected
+// while that stream was open. A retried let-go lets go only a process the
+// game names.
+func TestARetriedClosingLetGoAgainAfterTheSeatsNextClosing(t *testing.T) {
+	ctx := t.Context()
+	h, hooked := hookedHandler(t, 0)
+	afterFirstRehold(h)
+	id, _, _ := newXiangqi(t, h)
+	conns := legacyCount(t, h, id)
+	f := &failNextCommitOf{id: id}
+	hooked.AddHook(f)
+
+	h.presence.opened(ctx, id, rules.First)
+	if n, _ := conns(); n != 2 {
+		t.Fatalf("after the opening: %d connections, want 2", n)
+	}
+	// The stream closes; its commit fails: queued for the next round.
+	f.armed.Store(true)
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	if f.hit.Load() != 1 {
+		t.Fatal("setup: the closing's commit was not failed")
+	}
+	if n, _ := conns(); n != 2 || !holdsFirst(t, h, id) {
+		t.Fatalf("setup: after the failed closing %d connections, want 2, held", n)
+	}
+	// The client reconnects here and leaves again before the next round.
+	h.presence.opened(ctx, id, rules.First)
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	if n, _ := conns(); n != 1 {
+		t.Fatalf("after the second closing: %d connections, want the legacy stream's 1", n)
+	}
+	// The next lease round retries the queued closing.
+	h.retryPresence(ctx)
+	if n, hs := conns(); n != 1 {
+		t.Errorf("%d connections of the first seat (holders %v), want 1: the retried closing let go a second time, "+
+			"taking down the count of a stream still open elsewhere", n, hs)
+	}
+	if isListed(t, h, id) {
+		t.Error("the seat is still listed")
+	}
+}
