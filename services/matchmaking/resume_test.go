@@ -16,6 +16,7 @@ import (
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/pkg/redistest"
+	"github.com/palacehq/palace/services/game"
 	"github.com/palacehq/palace/services/matchmaking"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
@@ -460,5 +461,81 @@ func TestAPlayAiRetryWithinAShortDeadlineAndTheGameServiceSilent(t *testing.T) {
 	}
 	if again.GetSeat().GetGameId() != r.GetSeat().GetGameId() {
 		t.Fatalf("retry answered %v, want %v", again.GetSeat(), r.GetSeat())
+	}
+}
+
+// TestGetInviteOfAStalledInviteWithinAShortDeadlineAndTheGameServiceSilent:
+// a GetInvite of an invite whose friend's claim stalled completes it
+// (CreateGame), and on failure answers the invite as it is. With the game
+// service silent and the default --matchmaking-call-timeout (5 s), an app
+// whose deadline was 4 s got DeadlineExceeded and no invite, however often
+// it asked: the completion takes at most half the caller's time left.
+func TestGetInviteOfAStalledInviteWithinAShortDeadlineAndTheGameServiceSilent(t *testing.T) {
+	e, proxy := behindAProxy(t, matchmaking.DefaultConfig().CallTimeout)
+	host, friend := e.guest("Host"), e.guest("Friend")
+	inv := e.invite(host)
+	st := store.New(e.game.Redis, e.cfg.KeyPrefix)
+	if out, err := st.AcceptInvite(context.Background(), inv.GetToken(), friend.id, friend.name, e.clock.Now()); err != nil || out != store.InviteGo {
+		t.Fatalf("claim: %v %v", out, err)
+	}
+	e.clock.Advance(11 * time.Second) // the claim stalled
+	proxy.Blackhole()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	start := time.Now()
+	got, err := e.mm[0].GetInvite(ctx, &matchmakingv1.GetInviteRequest{Token: inv.GetToken()})
+	if err != nil {
+		t.Fatalf("GetInvite with a 4 s deadline, the game service silent: %v after %v; want the invite as it is",
+			err, time.Since(start).Round(time.Millisecond))
+	}
+	if got.GetInvite().GetToken() != inv.GetToken() {
+		t.Fatalf("got %v", got)
+	}
+}
+
+// TestAnExpiredCredentialWasHandedOutThoughTheGameServiceAnsweredInTime:
+// a PlayAi retry answered from the record freshens a credential that ran
+// out ("every answer naming the caller's seat of a recorded game carries
+// a credential that works"). Bounded to half the caller's time left, as a
+// credential still good is, the freshening of one run out gave up at 1.5 s
+// on a game service answering in 2 s, within the caller's 3 s, and handed
+// the client the expired credential, which the game service refuses.
+func TestAnExpiredCredentialWasHandedOutThoughTheGameServiceAnsweredInTime(t *testing.T) {
+	const ttl = 3 * time.Second
+	var proxy *redistest.Proxy
+	e := newEnvOn(t, redistest.Addr(t), func(c *game.Config) { c.SeatTTL = ttl }, 1, func(c *matchmaking.Config) {
+		proxy = redistest.NewProxy(t, c.GameAddr)
+		c.GameAddr = proxy.Addr()
+	})
+	a := e.guest("Ann")
+	req := &matchmakingv1.PlayAiRequest{RequestId: rid(), Kind: xiangqi, Level: 1, Side: commonv1.Side_SIDE_FIRST}
+	r, err := e.mm[0].PlayAi(a.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := r.GetSeat()
+	time.Sleep(time.Until(first.GetTokenExpiresAt().AsTime()) + 200*time.Millisecond)
+
+	// The game service is slow: it answers 2 s after being asked.
+	proxy.Hold()
+	go func() {
+		time.Sleep(2 * time.Second)
+		proxy.Restore()
+	}()
+	ctx, cancel := context.WithTimeout(a.ctx(), 3*time.Second)
+	defer cancel()
+	again, err := e.mm[0].PlayAi(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.GetSeat().GetGameId() != first.GetGameId() {
+		t.Fatalf("the retry answered game %s, want %s", again.GetSeat().GetGameId(), first.GetGameId())
+	}
+	if exp := again.GetSeat().GetTokenExpiresAt().AsTime(); !exp.After(time.Now()) {
+		t.Errorf("the retry of PlayAi answered a credential that expired %v ago, though the game service answered within the caller's deadline",
+			time.Since(exp).Round(time.Millisecond))
+	}
+	if err := seatWorks(e, again.GetSeat()); err != nil {
+		t.Errorf("the seat answered does not work: %v", err)
 	}
 }

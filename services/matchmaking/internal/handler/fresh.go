@@ -21,15 +21,21 @@ import (
 // leaves g as it is: the answer stands, and ResumeGame is the way to a
 // new credential.
 func (h *Handler) fresh(ctx context.Context, id string, g store.Grant) store.Grant {
+	cctx := ctx
 	if c, ok := auth.Unverified(g.Token); ok {
 		issued, expires := time.Unix(c.IssuedAt, 0), time.Unix(c.ExpiresAt, 0)
 		if h.now().Before(issued.Add(expires.Sub(issued) / 2)) {
 			return g
 		}
+		if h.now().Before(expires) {
+			// Still good: the answer stands without a new one, so the
+			// caller's time is kept for it. One run out is no answer.
+			var cancel context.CancelFunc
+			cctx, cancel = bestEffort(ctx)
+			defer cancel()
+		}
 	}
 	side := games.SidePB(g.Side)
-	cctx, cancel := bestEffort(ctx)
-	defer cancel()
 	resp, err := h.games.Game().IssueSeatCredentials(cctx, &gamev1.IssueSeatCredentialsRequest{GameId: id, Side: side})
 	if err != nil {
 		if status.Code(err) != codes.NotFound {

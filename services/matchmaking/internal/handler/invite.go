@@ -224,7 +224,9 @@ func (h *Handler) settleStalled(ctx context.Context, inv store.Invite, now time.
 	if inv.State != store.InviteAccepting || now.Sub(inv.AcceptingSince) < inviteStall {
 		return inv
 	}
-	done, err := h.completeInvite(ctx, inv)
+	cctx, cancel := bestEffort(ctx)
+	defer cancel()
+	done, err := h.completeInvite(cctx, inv)
 	if err != nil {
 		// Named by its players: its token lets anyone who reads the log
 		// look the invite up.

@@ -258,7 +258,9 @@ func (h *Handler) settleStalledRematch(ctx context.Context, g store.Game, r stor
 	if r.State != "accepting" || now.Sub(r.AcceptingSince) < rematchStall {
 		return r
 	}
-	if _, err := h.createRematch(ctx, g, player); err != nil {
+	cctx, cancel := bestEffort(ctx)
+	defer cancel()
+	if _, err := h.createRematch(cctx, g, player); err != nil {
 		h.log.WarnContext(ctx, "complete stalled rematch", "game", g.ID, "err", err)
 		return r
 	}
