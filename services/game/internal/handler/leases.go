@@ -76,12 +76,6 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 				gameHolds = !st.Status.Finished() && slices.Contains(st.Holders[side], h.proc)
 				return model.Change{}, errOvertaken
 			}
-			if delta < 0 && again && !slices.Contains(st.Holders[side], h.proc) {
-				// Let go already (by a later closing, or by the failed
-				// attempt stored all the same): a let-go of a process the
-				// game does not name takes down another stream's count.
-				return model.Change{}, errNothingToRecord
-			}
 			change := model.Hold
 			if delta < 0 {
 				change = model.LetGo
@@ -122,6 +116,16 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 		return
 	}
 	if delta < 0 {
+		if !again {
+			// This closing let go in the game (or found it let go): a
+			// closing queued before it is settled, and retried it would
+			// let go a second time.
+			h.retryMu.Lock()
+			if d, queued := h.retry[k]; queued && d < 0 {
+				delete(h.retry, k)
+			}
+			h.retryMu.Unlock()
+		}
 		h.unlistUnlessHeld(ctx, id, side)
 	} else if err == nil {
 		// Listed again (and counted) after the commit: a release that read

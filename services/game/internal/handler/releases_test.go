@@ -526,8 +526,8 @@ func (f *failNextCommitOf) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 // round found the seat not held and retried the queued closing as a
 // let-go: model.LetGo of a process the game does not name took down the
 // other stream's count, and the opponent was told the seat disconnected
-// while that stream was open. A retried let-go lets go only a process the
-// game names.
+// while that stream was open. A closing that let go settles a closing
+// queued before it.
 func TestARetriedClosingLetGoAgainAfterTheSeatsNextClosing(t *testing.T) {
 	ctx := t.Context()
 	h, hooked := hookedHandler(t, 0)
@@ -564,5 +564,52 @@ func TestARetriedClosingLetGoAgainAfterTheSeatsNextClosing(t *testing.T) {
 	}
 	if isListed(t, h, id) {
 		t.Error("the seat is still listed")
+	}
+}
+
+// TestARetriedClosingAfterAnOlderBuildDroppedTheNameLetsGo: during a
+// rolling upgrade from a build before holders were named, an older process
+// writing the game drops Holders (model.Format: "an older build ... would
+// drop the fields it does not know"), leaving this process's count
+// unnamed. This process's closing failed to commit (queued -1); retried,
+// it must let go of that count, as a first closing does, or the seat
+// stays connected for good (no reaper releases an unnamed count).
+func TestARetriedClosingAfterAnOlderBuildDroppedTheNameLetsGo(t *testing.T) {
+	ctx := t.Context()
+	h, hooked := hookedHandler(t, 0)
+	afterFirstRehold(h)
+	id, _, _ := newXiangqi(t, h)
+	f := &failNextCommitOf{id: id}
+	hooked.AddHook(f)
+	h.presence.opened(ctx, id, rules.First)
+	if !holdsFirst(t, h, id) {
+		t.Fatal("setup: not held")
+	}
+	f.armed.Store(true)
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	if f.hit.Load() != 1 {
+		t.Fatal("setup: the closing's commit was not failed")
+	}
+	// An older build writes the game (a move of the opponent it serves):
+	// the holders' names are lost, the count kept.
+	if _, err := h.exec(ctx, "presence", command{id: id, run: func(st *model.State, _ time.Time) (model.Change, error) {
+		n := *st
+		n.Holders = [2][]string{}
+		return model.Change{State: &n}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := h.store.LoadHead(ctx, id)
+	if err != nil || l.State.Connections[rules.First] != 1 || len(l.State.Holders[rules.First]) != 0 {
+		t.Fatalf("setup: %+v %v", l.State.Connections, err)
+	}
+	h.retryPresence(ctx)
+	l, err = h.store.LoadHead(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := l.State.Connections[rules.First]; n != 0 {
+		t.Errorf("%d connections of the first seat after the retried closing, want 0: no stream of it is open anywhere, "+
+			"and the seat stays shown connected for good", n)
 	}
 }
