@@ -118,10 +118,11 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 	if delta < 0 {
 		if !again {
 			// This closing let go in the game (or found it let go): a
-			// closing queued before it is settled, and retried it would
-			// let go a second time.
+			// change queued before it is settled, a closing or an opening
+			// alike, which retried now, the seat not held, would let go a
+			// second time. An unlisting left queued only unlists.
 			h.retryMu.Lock()
-			if d, queued := h.retry[k]; queued && d < 0 {
+			if d, queued := h.retry[k]; queued && d != unlistAgain {
 				delete(h.retry, k)
 			}
 			h.retryMu.Unlock()

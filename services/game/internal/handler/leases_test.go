@@ -660,12 +660,11 @@ func TestARetriedOpeningListsNoSeatNobodyHolds(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// An opening cut short is queued, and settled by its closing if that
+	// found the seat let go; the others are retried now.
 	h.retryMu.Lock()
 	retries := len(h.retry)
 	h.retryMu.Unlock()
-	if retries == 0 {
-		t.Fatal("no opening was cut short: the case is not built")
-	}
 	h.retryPresence(ctx)
 	// A retry that got past its check as the closing came: it lists the
 	// seat, and is overtaken.

@@ -613,3 +613,85 @@ func TestARetriedClosingAfterAnOlderBuildDroppedTheNameLetsGo(t *testing.T) {
 			"and the seat stays shown connected for good", n)
 	}
 }
+
+// loseNextReplyOf, once armed, lets the next script call (the commit)
+// naming game id run on Redis, then loses its answer: the commit is
+// stored, the caller told it failed (a reset connection after the write,
+// or a commit stored on the master whose wait for replicas failed).
+type loseNextReplyOf struct {
+	id    string
+	armed atomic.Bool
+	hit   atomic.Int32
+}
+
+func (f *loseNextReplyOf) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *loseNextReplyOf) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		name := strings.ToLower(cmd.Name())
+		if (name == "evalsha" || name == "eval" || name == "fcall") && f.armed.Load() {
+			for _, a := range cmd.Args() {
+				if s, ok := a.(string); ok && strings.Contains(s, f.id) {
+					if f.armed.CompareAndSwap(true, false) {
+						if err := next(ctx, cmd); err != nil {
+							return err
+						}
+						f.hit.Add(1)
+						err := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+						cmd.SetErr(err)
+						return err
+					}
+				}
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *loseNextReplyOf) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAQueuedOpeningStoredAllTheSameLetGoASecondTime: an opening whose
+// commit was stored but answered as failed (its reply lost, or its wait
+// for replicas failed) is queued (+1), the game naming this process. The
+// stream closes: the closing lets go in the game (the process named). The
+// queued opening, retried at the next round as what the process held
+// (nothing), was a let-go of a process the game no longer named, which
+// took down the count of another stream (one counted before holders were
+// named). A closing that let go settles any change queued before it.
+func TestAQueuedOpeningStoredAllTheSameLetGoASecondTime(t *testing.T) {
+	ctx := t.Context()
+	h, hooked := hookedHandler(t, 0)
+	afterFirstRehold(h)
+	id, _, _ := newXiangqi(t, h)
+	conns := legacyCount(t, h, id)
+	f := &loseNextReplyOf{id: id}
+	hooked.AddHook(f)
+
+	f.armed.Store(true)
+	h.presence.opened(ctx, id, rules.First)
+	if f.hit.Load() != 1 {
+		t.Fatal("setup: the opening's commit answer was not lost")
+	}
+	if n, _ := conns(); n != 2 || !holdsFirst(t, h, id) {
+		t.Fatalf("setup: after the opening stored all the same: %d connections, want 2, named", n)
+	}
+	h.retryMu.Lock()
+	d, queued := h.retry[seatKey{id, rules.First}]
+	h.retryMu.Unlock()
+	if !queued || d != 1 {
+		t.Fatalf("setup: queued %v %d, want the opening (+1)", queued, d)
+	}
+	// The stream closes before the next lease round: let go in the game.
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	if n, _ := conns(); n != 1 {
+		t.Fatalf("after the closing: %d connections, want the legacy stream's 1", n)
+	}
+	// The next lease round retries the queued opening.
+	h.retryPresence(ctx)
+	if n, hs := conns(); n != 1 {
+		t.Errorf("%d connections of the first seat (holders %v), want 1: the retried opening let go a second time, "+
+			"taking down the count of a stream still open elsewhere", n, hs)
+	}
+}
