@@ -485,11 +485,15 @@ func TestAFailedListingAfterTheCommitLetGoTwice(t *testing.T) {
 }
 
 // failNextCommitOf fails, once armed, the next script call (the commit)
-// naming game id, as an unreachable node would, before it is sent.
+// naming game id, as an unreachable node would: before it is sent, or,
+// with stored, after it ran on Redis, its answer lost (a reset connection
+// after the write, or a commit stored on the master whose wait for
+// replicas failed).
 type failNextCommitOf struct {
-	id    string
-	armed atomic.Bool
-	hit   atomic.Int32
+	id     string
+	stored bool
+	armed  atomic.Bool
+	hit    atomic.Int32
 }
 
 func (f *failNextCommitOf) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -501,8 +505,13 @@ func (f *failNextCommitOf) ProcessHook(next redis.ProcessHook) redis.ProcessHook
 			for _, a := range cmd.Args() {
 				if s, ok := a.(string); ok && strings.Contains(s, f.id) {
 					if f.armed.CompareAndSwap(true, false) {
+						if f.stored {
+							if err := next(ctx, cmd); err != nil {
+								return err
+							}
+						}
 						f.hit.Add(1)
-						err := &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
+						err := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 						cmd.SetErr(err)
 						return err
 					}
@@ -614,44 +623,6 @@ func TestARetriedClosingAfterAnOlderBuildDroppedTheNameLetsGo(t *testing.T) {
 	}
 }
 
-// loseNextReplyOf, once armed, lets the next script call (the commit)
-// naming game id run on Redis, then loses its answer: the commit is
-// stored, the caller told it failed (a reset connection after the write,
-// or a commit stored on the master whose wait for replicas failed).
-type loseNextReplyOf struct {
-	id    string
-	armed atomic.Bool
-	hit   atomic.Int32
-}
-
-func (f *loseNextReplyOf) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (f *loseNextReplyOf) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		name := strings.ToLower(cmd.Name())
-		if (name == "evalsha" || name == "eval" || name == "fcall") && f.armed.Load() {
-			for _, a := range cmd.Args() {
-				if s, ok := a.(string); ok && strings.Contains(s, f.id) {
-					if f.armed.CompareAndSwap(true, false) {
-						if err := next(ctx, cmd); err != nil {
-							return err
-						}
-						f.hit.Add(1)
-						err := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
-						cmd.SetErr(err)
-						return err
-					}
-				}
-			}
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (f *loseNextReplyOf) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // TestAQueuedOpeningStoredAllTheSameLetGoASecondTime: an opening whose
 // commit was stored but answered as failed (its reply lost, or its wait
 // for replicas failed) is queued (+1), the game naming this process. The
@@ -666,7 +637,7 @@ func TestAQueuedOpeningStoredAllTheSameLetGoASecondTime(t *testing.T) {
 	afterFirstRehold(h)
 	id, _, _ := newXiangqi(t, h)
 	conns := legacyCount(t, h, id)
-	f := &loseNextReplyOf{id: id}
+	f := &failNextCommitOf{id: id, stored: true}
 	hooked.AddHook(f)
 
 	f.armed.Store(true)
