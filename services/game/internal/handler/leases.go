@@ -120,9 +120,11 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 			// This closing let go in the game (or found it let go): a
 			// change queued before it is settled, a closing or an opening
 			// alike, which retried now, the seat not held, would let go a
-			// second time. An unlisting left queued only unlists.
+			// second time. An unlisting left queued only unlists. A seat
+			// held again meanwhile is a newer stream's, whose change is
+			// kept.
 			h.retryMu.Lock()
-			if d, queued := h.retry[k]; queued && d != unlistAgain {
+			if d, queued := h.retry[k]; queued && d != unlistAgain && !h.presence.holds(k) {
 				delete(h.retry, k)
 			}
 			h.retryMu.Unlock()

@@ -500,26 +500,38 @@ func (f *failNextCommitOf) DialHook(next redis.DialHook) redis.DialHook { return
 
 func (f *failNextCommitOf) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		name := strings.ToLower(cmd.Name())
-		if (name == "evalsha" || name == "eval" || name == "fcall") && f.armed.Load() {
-			for _, a := range cmd.Args() {
-				if s, ok := a.(string); ok && strings.Contains(s, f.id) {
-					if f.armed.CompareAndSwap(true, false) {
-						if f.stored {
-							if err := next(ctx, cmd); err != nil {
-								return err
-							}
-						}
-						f.hit.Add(1)
-						err := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
-						cmd.SetErr(err)
-						return err
-					}
+		if f.armed.Load() && isScript(cmd) && names(cmd, f.id) && f.armed.CompareAndSwap(true, false) {
+			if f.stored {
+				if err := next(ctx, cmd); err != nil {
+					return err
 				}
 			}
+			f.hit.Add(1)
+			return connectionReset(cmd)
 		}
 		return next(ctx, cmd)
 	}
+}
+
+// isScript reports whether cmd runs a script (a game's commit among them).
+func isScript(cmd redis.Cmder) bool {
+	switch strings.ToLower(cmd.Name()) {
+	case "evalsha", "eval", "fcall":
+		return true
+	}
+	return false
+}
+
+// names reports whether an argument of cmd names game id.
+func names(cmd redis.Cmder, id string) bool {
+	return slices.ContainsFunc(cmd.Args(), func(a any) bool { s, ok := a.(string); return ok && strings.Contains(s, id) })
+}
+
+// connectionReset fails cmd as a connection reset would.
+func connectionReset(cmd redis.Cmder) error {
+	err := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	cmd.SetErr(err)
+	return err
 }
 
 func (f *failNextCommitOf) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -664,5 +676,92 @@ func TestAQueuedOpeningStoredAllTheSameLetGoASecondTime(t *testing.T) {
 	if n, hs := conns(); n != 1 {
 		t.Errorf("%d connections of the first seat (holders %v), want 1: the retried opening let go a second time, "+
 			"taking down the count of a stream still open elsewhere", n, hs)
+	}
+}
+
+// reopenInCommit, once armed, runs then after the next script call
+// (the commit) naming game id has run on Redis, before its answer reaches
+// the caller: the window between a closing's commit and what record does
+// after it. failSAdd, once armed, fails the next SADD naming the game (a
+// seat's listing), as a Redis blip would.
+type reopenInCommit struct {
+	id       string
+	armed    atomic.Bool
+	then     func()
+	failSAdd atomic.Bool
+	hit      atomic.Int32
+	failed   atomic.Int32
+}
+
+func (f *reopenInCommit) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *reopenInCommit) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "sadd") && f.failSAdd.Load() && names(cmd, f.id) && f.failSAdd.CompareAndSwap(true, false) {
+			f.failed.Add(1)
+			return connectionReset(cmd)
+		}
+		if f.armed.Load() && isScript(cmd) && names(cmd, f.id) && f.armed.CompareAndSwap(true, false) {
+			err := next(ctx, cmd)
+			f.hit.Add(1)
+			f.then()
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *reopenInCommit) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAClosingKeepsTheQueuedOpeningOfTheSeatsNextStream: the seat's last
+// stream here closes; its closing commits the let-go. While that commit is
+// on its way back, a new stream of the seat opens here (a phone
+// reconnecting), and its opening's listing fails (a Redis blip): the
+// opening is queued (+1) for the next lease round. The older closing, back
+// from its commit, settles the changes queued before it; had it taken the
+// new stream's opening for one, nothing would record that opening: the
+// stream open here, the seat listed, and the game with it not held, the
+// opponent told it disconnected for good.
+func TestAClosingKeepsTheQueuedOpeningOfTheSeatsNextStream(t *testing.T) {
+	ctx := t.Context()
+	h, hooked := hookedHandler(t, 0)
+	afterFirstRehold(h)
+	id, _, _ := newXiangqi(t, h)
+	f := &reopenInCommit{id: id}
+	f.then = func() {
+		// The seat's next stream opens here, its listing failing.
+		f.failSAdd.Store(true)
+		h.presence.opened(ctx, id, rules.First)
+	}
+	hooked.AddHook(f)
+
+	h.presence.opened(ctx, id, rules.First)
+	if !holdsFirst(t, h, id) {
+		t.Fatal("setup: not held")
+	}
+	f.armed.Store(true)
+	h.presence.closed(context.WithoutCancel(ctx), id, rules.First)
+	if f.hit.Load() != 1 || f.failed.Load() != 1 {
+		t.Fatalf("setup: commit hooked %d, listing failed %d, want 1 and 1", f.hit.Load(), f.failed.Load())
+	}
+	k := seatKey{id, rules.First}
+	if !h.presence.holds(k) {
+		t.Fatal("setup: the new stream is not open here")
+	}
+	h.retryMu.Lock()
+	d, queued := h.retry[k]
+	h.retryMu.Unlock()
+	// The next lease rounds retry what is queued.
+	for range 3 {
+		h.retryPresence(ctx)
+	}
+	if !holdsFirst(t, h, id) {
+		l, _ := h.store.LoadHead(ctx, id)
+		t.Errorf("a stream of the seat is open here (listed: %v), yet after the lease rounds the game has it not held "+
+			"(connections %d, holders %v): the new stream's queued opening (queued after the closing: %v %d) was "+
+			"deleted by the older closing, and the opponent sees the seat disconnected for good",
+			isListed(t, h, id), l.State.Connections[rules.First], l.State.Holders[rules.First], queued, d)
 	}
 }
