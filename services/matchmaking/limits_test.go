@@ -209,6 +209,8 @@ func TestBoundsAreValidated(t *testing.T) {
 		"--pairing-max-window must be finite":                                       func(c *matchmaking.Config) { c.PairingMaxWindow = math.Inf(1) },
 		// Renewed every third of it, by a ticker that refuses no interval.
 		"--rating-lease 2ns: at least 100ms": func(c *matchmaking.Config) { c.RatingLease = 2 },
+		// Every call to the game service would fail at once.
+		"--matchmaking-call-timeout must be positive": func(c *matchmaking.Config) { c.CallTimeout = -time.Second },
 		"want an https URL": func(c *matchmaking.Config) {
 			c.GoogleClientIDs, c.GoogleJWKSURL = "app", "http://keys.example/jwks"
 		},
