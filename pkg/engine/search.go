@@ -383,8 +383,10 @@ func (s *searcher) repetition(n, ply int) (int, bool) {
 // position recent, the cycle between them played again brings a position
 // back a third time: that of n, a cycle later, unless one of the cycle's
 // own positions had come before it (at the root or in the game's
-// history), which comes back a third time sooner.
-func (s *searcher) toThird(n, recent int) (int, int) {
+// history), which comes back a third time sooner. It returns too the
+// first occurrence of the position that comes back: recent, or that
+// earlier one.
+func (s *searcher) toThird(n, recent int) (plies, first int) {
 	floor := int(s.st[n].floor)
 	for j := 1; j < n-recent; j++ {
 		h := s.st[recent+j].hash
