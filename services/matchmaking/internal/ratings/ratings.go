@@ -130,12 +130,11 @@ func (c *Consumer) claim(ctx context.Context) {
 		return
 	}
 	now := c.cfg.Now()
+	// An error may come with games: those claimed beside records that
+	// could not be read, which are watched all the same.
 	ps, err := c.store.ClaimPending(ctx, now, now.Add(c.cfg.Lease), min(room, 500))
-	if err != nil {
-		if ctx.Err() == nil {
-			c.log.WarnContext(ctx, "claim pending rated games", "err", err)
-		}
-		return
+	if err != nil && ctx.Err() == nil {
+		c.log.WarnContext(ctx, "claim pending rated games", "err", err)
 	}
 	for _, p := range ps {
 		c.mu.Lock()

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -73,7 +74,10 @@ func (s *Store) AddPending(ctx context.Context, p Pending) error {
 }
 
 // ClaimPending leases up to limit pending games whose lease ran out (or
-// that nobody watched yet) until leaseUntil.
+// that nobody watched yet) until leaseUntil. Records it cannot decode
+// (damaged, or of a release that writes them otherwise) are named in an
+// error returned beside the games it read: they stay leased, claimed
+// again after the lease, and keep none of their batch from its rating.
 func (s *Store) ClaimPending(ctx context.Context, now, leaseUntil time.Time, limit int) ([]Pending, error) {
 	z, info := s.pendingKeys()
 	ids, err := claimScript.Run(ctx, s.rdb, []string{z}, now.UnixMilli(), leaseUntil.UnixMilli(), limit).StringSlice()
@@ -88,6 +92,7 @@ func (s *Store) ClaimPending(ctx context.Context, now, leaseUntil time.Time, lim
 		return nil, fmt.Errorf("read pending games: %w", err)
 	}
 	out := make([]Pending, 0, len(ids))
+	var unread []error
 	for i, r := range raws {
 		str, ok := r.(string)
 		if !ok {
@@ -97,12 +102,13 @@ func (s *Store) ClaimPending(ctx context.Context, now, leaseUntil time.Time, lim
 		}
 		var p Pending
 		if err := json.Unmarshal([]byte(str), &p); err != nil {
-			return nil, fmt.Errorf("decode pending game %s: %w", ids[i], err)
+			unread = append(unread, fmt.Errorf("decode pending game %s: %w", ids[i], err))
+			continue
 		}
 		p.Game = ids[i]
 		out = append(out, p)
 	}
-	return out, nil
+	return out, errors.Join(unread...)
 }
 
 // RenewPending extends the lease of games this process watches.
