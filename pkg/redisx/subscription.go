@@ -190,11 +190,14 @@ func (s *Subscription) keep(ctx context.Context) {
 	defer close(s.kept)
 	tick := time.NewTicker(s.cfg.Probe)
 	defer tick.Stop()
-	// subscribed holds the channels whose SUBSCRIBE the current
-	// subscription took. One that failed is sent again at the next tick:
-	// go-redis may already have dialled a new connection in the failed
-	// call, subscribed to the channels it held before this one.
-	subscribed := map[string]bool{}
+	// held holds the channels handed to the current subscription, true
+	// once it took their SUBSCRIBE. One that failed is sent again at the
+	// next tick: go-redis may already have dialled a new connection in the
+	// failed call, subscribed to the channels it held before this one.
+	// go-redis keeps a channel whose SUBSCRIBE failed, and subscribes it on
+	// the connection it dials next: one no longer wanted is unsubscribed
+	// all the same, or the process would hear its shard for nothing.
+	held := map[string]bool{}
 	for {
 		select {
 		case <-s.stop:
@@ -202,17 +205,17 @@ func (s *Subscription) keep(ctx context.Context) {
 		case <-s.changed:
 		case <-tick.C:
 			if s.probeQuiet(ctx) {
-				clear(subscribed)
+				clear(held)
 			}
 		}
 		var add, drop []string
 		s.mu.Lock()
 		for c := range s.want {
-			if !subscribed[c] {
+			if !held[c] {
 				add = append(add, c)
 			}
 		}
-		for c := range subscribed {
+		for c := range held {
 			if !s.want[c] {
 				drop = append(drop, c)
 			}
@@ -220,12 +223,12 @@ func (s *Subscription) keep(ctx context.Context) {
 		s.mu.Unlock()
 		ps := s.current()
 		if len(add) > 0 {
-			if err := ps.Subscribe(ctx, add...); err != nil {
+			err := ps.Subscribe(ctx, add...)
+			if err != nil {
 				s.log.DebugContext(ctx, "subscribe", "channels", len(add), "err", err)
-			} else {
-				for _, c := range add {
-					subscribed[c] = true
-				}
+			}
+			for _, c := range add {
+				held[c] = err == nil
 			}
 		}
 		if len(drop) > 0 {
@@ -237,7 +240,7 @@ func (s *Subscription) keep(ctx context.Context) {
 				s.log.DebugContext(ctx, "unsubscribe", "channels", len(drop), "err", err)
 			}
 			for _, c := range drop {
-				delete(subscribed, c)
+				delete(held, c)
 			}
 		}
 	}

@@ -32,9 +32,16 @@ func testHubLogging(t *testing.T, ctx context.Context, log *slog.Logger) (*hub.H
 // testHubOn is testHubLogging on the Redis at addr.
 func testHubOn(t *testing.T, ctx context.Context, log *slog.Logger, addr string) (*hub.Hub, *redis.Client, string, func(int) string) {
 	t.Helper()
+	return testHubWith(t, ctx, log, &redis.Options{Addr: addr})
+}
+
+// testHubWith is testHubOn with a client of opts, named for the test.
+func testHubWith(t *testing.T, ctx context.Context, log *slog.Logger, opts *redis.Options) (*hub.Hub, *redis.Client, string, func(int) string) {
+	t.Helper()
 	prefix := redistest.Prefix(t)
 	name := strings.ReplaceAll(strings.TrimSuffix(prefix, ":"), ":", "-")
-	rdb := redis.NewClient(&redis.Options{Addr: addr, ClientName: name})
+	opts.ClientName = name
+	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	channel := func(shard int) string { return prefix + "gev:" + strconv.Itoa(shard) }
 	shardOf := func(id string) int {
