@@ -235,6 +235,32 @@ func TestServeRejectsBadFlags(t *testing.T) {
 	}
 }
 
+// TestServeNamesEveryBadFlagAtOnce: palace serve named only the first
+// group of flags that failed (the shared ones, then each service's), so
+// bad flags of three services took three restarts to find. A flag that
+// two services check is named once.
+func TestServeNamesEveryBadFlagAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	code := serve(ctx, []string{
+		"--listen", "127.0.0.1:0",
+		"--log-level", "bogus", // shared
+		"--deadline-shards", "0", // the game and clock services
+		"--ticket-ttl", "-1s", // matchmaking
+		"--ai-engines", "0", // the AI service
+		"--seat-signing-keys", placeholderKey,
+	}, &out, serveOptions{})
+	if code != exitFail {
+		t.Fatalf("exit %d, want %d; output:\n%s", code, exitFail, out.String())
+	}
+	for _, flag := range []string{"--log-level", "--deadline-shards", "--ticket-ttl", "--ai-engines", "--seat-signing-keys"} {
+		if n := strings.Count(out.String(), flag); n != 1 {
+			t.Errorf("%s named %d times, want once:\n%s", flag, n, out.String())
+		}
+	}
+}
+
 // placeholderKey is the service key deploy/ ships: hex of
 // "INSECURE-SERVICE-PLACEHOLDER-ME!".
 const placeholderKey = "placeholder:494e5345435552452d534552564943452d504c414345484f4c4445522d4d4521"

@@ -257,21 +257,45 @@ type Options struct {
 	OnServing func(addr string)
 }
 
+// distinct is errs, those that join several taken apart, without nils
+// and without repeats of a message: a flag that two services share is
+// checked by both.
+func distinct(errs []error) []error {
+	var out []error
+	seen := map[string]bool{}
+	var add func(err error)
+	add = func(err error) {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				add(e)
+			}
+			return
+		}
+		if err != nil && !seen[err.Error()] {
+			seen[err.Error()] = true
+			out = append(out, err)
+		}
+	}
+	for _, err := range errs {
+		add(err)
+	}
+	return out
+}
+
 // Run starts everything, serves until ctx is cancelled, and then closes
 // in reverse order of creation.
 func Run(ctx context.Context, o Options) (err error) {
-	if err := o.Config.Validate(); err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
+	// Every bad flag at once, of every service: one restart fixes them all.
+	bad := []error{o.Config.Validate()}
 	for _, check := range o.Checks {
-		if err := check(); err != nil {
-			return fmt.Errorf("config: %w", err)
-		}
+		bad = append(bad, check())
 	}
 	for _, flag := range slices.Sorted(maps.Keys(o.SigningKeys)) {
-		if _, _, err := signingKeys(flag, o.SigningKeys[flag], o.Config.AllowPlaceholderKeys); err != nil {
-			return fmt.Errorf("config: %w", err)
-		}
+		_, _, err := signingKeys(flag, o.SigningKeys[flag], o.Config.AllowPlaceholderKeys)
+		bad = append(bad, err)
+	}
+	if err := errors.Join(distinct(bad)...); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	out := o.LogOutput
 	if out == nil {
