@@ -2,6 +2,7 @@ package ratings
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,5 +54,44 @@ func TestAnUnreadablePendingRecordHeldUpTheGamesClaimedWithIt(t *testing.T) {
 	// The record is kept, for a release that reads it or an operator.
 	if !f.pending(t, "poison") {
 		t.Fatal("the unreadable record was dropped")
+	}
+}
+
+// A pending record of another form (or damaged to {}) decodes without
+// error, its fields empty: it was rated for the player "" on both sides,
+// and forgotten, its real players never rated. It is kept, as one that
+// does not decode.
+func TestAPendingRecordOfAnotherFormWasRatedForNobody(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	f := &fixture{env: gametest.Start(t, nil), store: store.New(rdb, prefix)}
+	ctx := context.Background()
+
+	// A rated game, its pending record written in another form: its
+	// players under other names than p1 and p2.
+	p, tok := f.unrecordedRatedGame(t, "alice", "bob", true)
+	z, info := prefix+"mm:{pending}:z", prefix+"mm:{pending}:info"
+	rec := fmt.Sprintf(`{"kind":%d,"first":"alice","second":"bob","tok":%q}`, p.Kind, p.Token)
+	if err := rdb.HSet(ctx, info, p.Game, rec).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, z, redis.Z{Score: 0, Member: p.Game}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.resign(t, p.Game, tok[commonv1.Side_SIDE_SECOND])
+
+	c := f.consumer(t, Config{ClaimEvery: 50 * time.Millisecond, Lease: time.Second})
+	run(t, c)
+	time.Sleep(3 * time.Second) // several claims and leases
+
+	nobody, err := f.store.PlayerRating(ctx, commonv1.GameKind_GAME_KIND_XIANGQI, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nobody.Games > 0 {
+		t.Errorf("the player \"\" was rated: %+v", nobody)
+	}
+	if !f.pending(t, p.Game) {
+		t.Errorf("game %s (alice beat bob) left pending, its record (%s) naming no player it reads: alice %+v, bob %+v", p.Game, rec, f.rating(t, "alice"), f.rating(t, "bob"))
 	}
 }

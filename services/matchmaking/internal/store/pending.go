@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 )
 
 // Pending is a rated game whose rating is not applied yet. Matchmaking
@@ -30,6 +32,18 @@ type Pending struct {
 	// releases, which read a private game with it; this one reads with its
 	// own service credential, which does not run out with the game's.
 	Token string `json:"tok"`
+}
+
+// readable reports whether p names what a rating needs: a record of
+// another form decodes without error, its fields left empty.
+func (p Pending) readable() error {
+	if p.First == "" || p.Second == "" {
+		return errors.New("no players (p1, p2)")
+	}
+	if k := commonv1.GameKind(p.Kind); k != commonv1.GameKind_GAME_KIND_JANGGI && k != commonv1.GameKind_GAME_KIND_XIANGQI {
+		return fmt.Errorf("game kind %d", p.Kind)
+	}
+	return nil
 }
 
 // Players are the game's players by side, as its rating takes them.
@@ -74,7 +88,7 @@ func (s *Store) AddPending(ctx context.Context, p Pending) error {
 }
 
 // ClaimPending leases up to limit pending games whose lease ran out (or
-// that nobody watched yet) until leaseUntil. Records it cannot decode
+// that nobody watched yet) until leaseUntil. Records it cannot read
 // (damaged, or of a release that writes them otherwise) are named in an
 // error returned beside the games it read: they stay leased, claimed
 // again after the lease, and keep none of their batch from its rating.
@@ -101,7 +115,11 @@ func (s *Store) ClaimPending(ctx context.Context, now, leaseUntil time.Time, lim
 			continue
 		}
 		var p Pending
-		if err := json.Unmarshal([]byte(str), &p); err != nil {
+		err := json.Unmarshal([]byte(str), &p)
+		if err == nil {
+			err = p.readable()
+		}
+		if err != nil {
 			unread = append(unread, fmt.Errorf("decode pending game %s: %w", ids[i], err))
 			continue
 		}

@@ -58,6 +58,9 @@ type Applied struct {
 
 // ApplyRating updates both players' ratings for one game, once per game id.
 func (s *Store) ApplyRating(ctx context.Context, o Outcome) (Applied, error) {
+	if o.A.ID == "" || o.B.ID == "" {
+		return Applied{}, fmt.Errorf("apply rating of game %s: a player without an id", o.GameID)
+	}
 	b := s.ratingBase(o.Kind)
 	keys := []string{b + "rating", b + "games", b + "lb", b + "names", s.doneKey(o.Kind, o.GameID), b + "h:" + o.A.ID, b + "h:" + o.B.ID, b + "named"}
 	// Waited for: the caller forgets the pending game once this returns, and

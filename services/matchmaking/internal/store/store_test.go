@@ -183,6 +183,25 @@ func TestApplyRating(t *testing.T) {
 	}
 }
 
+// TestApplyRatingRefusesAPlayerWithoutAnID: a rating for the player ""
+// would rank nobody on the leaderboard.
+func TestApplyRatingRefusesAPlayerWithoutAnID(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	a := store.Player{ID: "a", Name: "A"}
+	for _, o := range []store.Outcome{
+		{GameID: "g1", Kind: janggi, A: a, ScoreA: 1, At: time.Now()},
+		{GameID: "g2", Kind: janggi, B: a, ScoreA: 1, At: time.Now()},
+	} {
+		if got, err := st.ApplyRating(ctx, o); err == nil {
+			t.Fatalf("%s applied: %+v", o.GameID, got)
+		}
+	}
+	if r, err := st.PlayerRating(ctx, janggi, ""); err != nil || r.Games != 0 {
+		t.Fatalf("the player \"\": %+v %v", r, err)
+	}
+}
+
 // seed gives a and b ratings and game counts by writing the hashes the
 // way the rating script does.
 func seed(t *testing.T, st *store.Store, a, b store.Player, aGames, bGames, aR, bR int) {
