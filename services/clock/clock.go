@@ -102,14 +102,15 @@ func (c Config) Validate() error {
 	if err := app.CheckTarget(c.GameAddr); err != nil {
 		errs = append(errs, fmt.Errorf("--game-addr: %w", err))
 	}
-	if c.Batch < 1 {
-		errs = append(errs, fmt.Errorf("--clock-batch %d must be positive", c.Batch))
+	// The sweepers' own limits, checked here with the flags' names.
+	if c.Batch < 1 || c.Batch > sweep.MaxBatch {
+		errs = append(errs, fmt.Errorf("--clock-batch %d: want 1..%d", c.Batch, sweep.MaxBatch))
 	}
-	if c.Workers < 1 {
-		errs = append(errs, fmt.Errorf("--clock-workers %d must be positive", c.Workers))
+	if c.Workers < 1 || c.Workers > sweep.MaxWorkers {
+		errs = append(errs, fmt.Errorf("--clock-workers %d: want 1..%d", c.Workers, sweep.MaxWorkers))
 	}
-	if len(errs) == 0 {
-		errs = append(errs, c.sweep().Validate())
+	if c.LeaseTTL > 0 && c.Tick > 0 && c.LeaseTTL < 3*c.Tick {
+		errs = append(errs, fmt.Errorf("--clock-lease-ttl %v must be at least 3 times --clock-tick (%v): a lease must survive a late renewal", c.LeaseTTL, 3*c.Tick))
 	}
 	return errors.Join(errs...)
 }

@@ -31,3 +31,17 @@ func TestRunNamesARefusedEnvironmentValue(t *testing.T) {
 		t.Fatalf("aid with PALACE_AI_WORKERS=\" 0\": %v; want an error naming PALACE_AI_WORKERS", err)
 	}
 }
+
+// A missing --game-addr was reported alone, checked before the other
+// flags: those were named only once it was given.
+func TestRunNamesAMissingGameServiceBesideOtherBadFlags(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := run(ctx, []string{"--listen", "127.0.0.1:0", "--redis-addr", "127.0.0.1:1", "--redis-wait", "0s",
+		"--ai-engines", "0", "--log-level", "bogus"})
+	for _, flag := range []string{"--game-addr", "--ai-engines", "--log-level"} {
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("aid with several bad flags: %v\nwant %s named too", err, flag)
+		}
+	}
+}

@@ -124,6 +124,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// MaxBatch and MaxWorkers bound Config's Batch and Workers.
+const (
+	MaxBatch   = 10000
+	MaxWorkers = 1024
+)
+
 // Validate reports every problem at once.
 func (c Config) Validate() error {
 	c = c.withDefaults()
@@ -131,11 +137,11 @@ func (c Config) Validate() error {
 	if c.LeaseTTL < 3*c.Tick {
 		errs = append(errs, fmt.Errorf("lease TTL %v must be at least 3 ticks (%v): a lease must survive a late renewal", c.LeaseTTL, 3*c.Tick))
 	}
-	if c.Batch > 10000 {
-		errs = append(errs, fmt.Errorf("batch %d: want 1..10000", c.Batch))
+	if c.Batch > MaxBatch {
+		errs = append(errs, fmt.Errorf("batch %d: want 1..%d", c.Batch, MaxBatch))
 	}
-	if c.Workers > 1024 {
-		errs = append(errs, fmt.Errorf("workers %d: want 1..1024", c.Workers))
+	if c.Workers > MaxWorkers {
+		errs = append(errs, fmt.Errorf("workers %d: want 1..%d", c.Workers, MaxWorkers))
 	}
 	return errors.Join(errs...)
 }

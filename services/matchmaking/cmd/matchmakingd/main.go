@@ -35,9 +35,12 @@ func run(ctx context.Context, args []string) error {
 	}
 	// Empty, it would mean this process, which does not serve games:
 	// every call would fail while the process looked healthy.
-	if svc.GameAddr == "" {
-		return errors.New("--game-addr (PALACE_GAME_ADDR) is required: the game service's host:port, which this process does not run (palace serve runs every service in one process)")
+	needsGameAddr := func() error {
+		if svc.GameAddr == "" {
+			return errors.New("--game-addr (PALACE_GAME_ADDR) is required: the game service's host:port, which this process does not run (palace serve runs every service in one process)")
+		}
+		return nil
 	}
-	return app.Run(ctx, app.Options{Name: "matchmaking", Config: cfg, OwnsProcess: true, Services: []app.Binder{matchmaking.Bind(svc)}, Checks: []func() error{svc.Validate},
+	return app.Run(ctx, app.Options{Name: "matchmaking", Config: cfg, OwnsProcess: true, Services: []app.Binder{matchmaking.Bind(svc)}, Checks: []func() error{needsGameAddr, svc.Validate},
 		SigningKeys: map[string]string{"player-signing-keys": svc.SigningKeys}})
 }

@@ -38,3 +38,17 @@ func TestBadPlayerKeysAreReportedBeforeWaitingForRedis(t *testing.T) {
 		t.Fatalf("matchmakingd with a short player key, Redis out of reach: after %v: %v; want --player-signing-keys named at once", time.Since(begun).Round(100*time.Millisecond), err)
 	}
 }
+
+// A missing --game-addr was reported alone, checked before the other
+// flags: those were named only once it was given.
+func TestRunNamesAMissingGameServiceBesideOtherBadFlags(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := run(ctx, []string{"--listen", "127.0.0.1:0", "--redis-addr", "127.0.0.1:1", "--redis-wait", "0s",
+		"--ticket-ttl", "-1s", "--log-level", "bogus"})
+	for _, flag := range []string{"--game-addr", "--ticket-ttl", "--log-level"} {
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("matchmakingd with several bad flags: %v\nwant %s named too", err, flag)
+		}
+	}
+}
