@@ -1,8 +1,11 @@
 package matchmaking_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +81,39 @@ func TestMetrics(t *testing.T) {
 			t.Fatalf("/metrics lacks %s", strings.Join(m, ", "))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The gauge of tickets waiting labelled each pool with its own time
+// control: a script entering the queue on 1 s, 2 s, 3 s... made as many
+// series as it liked, kept by Prometheus for its retention. Such pools
+// are summed under their kind's custom label, as in the other metrics.
+func TestTicketsWaitingOnPlayersOwnControlsShareALabel(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	const n = 6
+	for i := range n {
+		p := e.guest(fmt.Sprintf("P%d", i))
+		e.enter(e.mm[0], p, &matchmakingv1.EnterQueueRequest{TimeControl: fischer(time.Duration(61+i)*time.Second, time.Duration(1500+i)*time.Millisecond)})
+	}
+	series := regexp.MustCompile(`(?m)^palace_matchmaking_tickets_waiting\{[^}]*pool="([^"]*)"[^}]*\} (\d+)$`)
+	var text string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + e.addrs[0] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text = string(b)
+		got := map[string]string{}
+		for _, m := range series.FindAllStringSubmatch(text, -1) {
+			got[m[1]] = m[2]
+		}
+		if len(got) == 1 && got["janggi/custom/casual"] == strconv.Itoa(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tickets waiting by pool: %v, want only janggi/custom/casual: %d", got, n)
+		}
 	}
 }

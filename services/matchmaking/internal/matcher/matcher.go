@@ -139,8 +139,15 @@ func New(cfg Config, log *slog.Logger, st *store.Store, gc *games.Creator, meter
 		if err != nil {
 			return err
 		}
+		// By MetricLabel, as the other pool metrics: a series per control
+		// that players invent would stay in the metrics' store for its
+		// retention. Pools of one label are summed, a label observed once.
+		byLabel := map[string]int64{}
 		for i, p := range pools {
-			o.ObserveInt64(waiting, counts[i].Waiting, metric.WithAttributes(attribute.String("pool", p.ID())))
+			byLabel[p.MetricLabel()] += counts[i].Waiting
+		}
+		for label, n := range byLabel {
+			o.ObserveInt64(waiting, n, metric.WithAttributes(attribute.String("pool", label)))
 		}
 		return nil
 	}, waiting)

@@ -47,13 +47,11 @@ func kindFromName(s string) (commonv1.GameKind, error) {
 	return 0, fmt.Errorf("unknown game kind %q", s)
 }
 
-// ID names the pool readably, e.g. "janggi/5m+3x30s/rated"; it is also
-// the pool's attribute in the gauge of tickets waiting, which shows the
-// pools that have tickets now (--max-pools bounds them).
+// ID names the pool readably, e.g. "janggi/5m+3x30s/rated".
 func (p Pool) ID() string { return p.named(p.Control.String()) }
 
-// MetricLabel names the pool in the metrics a process keeps for its whole
-// life (matches, time to match, expiries): its id for the default time
+// MetricLabel names the pool in the metrics (tickets waiting, matches,
+// time to match, expiries): its id for the default time
 // control, "<kind>/custom/<mode>" for any other. Players choose controls
 // freely, and a label for each would be a series kept for good.
 func (p Pool) MetricLabel() string {
