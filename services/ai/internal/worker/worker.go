@@ -190,14 +190,7 @@ func (w *Worker) Run(ctx context.Context) {
 		}
 		if err := w.Handle(ctx, d.Job); err != nil {
 			if ctx.Err() != nil {
-				// Shutting down mid-job: the job stays pending, handed back so
-				// that another worker takes it over now, not after the claim
-				// timeout.
-				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
-				if err := w.Queue.HandBack(hctx, w.Name, d); err != nil {
-					w.Log.WarnContext(hctx, "ai job hand back", "game", d.Job.GameID, "err", err)
-				}
-				cancel()
+				w.handBackOnStop(ctx, d)
 				return
 			}
 			var early *commitNotShown
@@ -229,6 +222,11 @@ func (w *Worker) Run(ctx context.Context) {
 					held = d
 					continue
 				}
+				if ctx.Err() != nil {
+					// Stopped while waiting for the game service.
+					w.handBackOnStop(ctx, d)
+					return
+				}
 				// The game service reads the game but takes no move for
 				// it, or came back at once, or cannot read it still (its
 				// shard failing over, say): handed back, as any failure,
@@ -250,6 +248,21 @@ func (w *Worker) Run(ctx context.Context) {
 		if err != nil {
 			w.Log.WarnContext(ctx, "ai job ack", "game", d.Job.GameID, "err", err)
 		}
+	}
+	if held != nil {
+		// Stopped with a job kept to try again (one not handed back).
+		w.handBackOnStop(ctx, held)
+	}
+}
+
+// handBackOnStop hands back d, which the worker holds as it stops: the
+// job stays pending, handed back so that another worker takes it over
+// now, not after the claim timeout.
+func (w *Worker) handBackOnStop(ctx context.Context, d *aijobs.Delivery) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+	defer cancel()
+	if err := w.Queue.HandBack(ctx, w.Name, d); err != nil {
+		w.Log.WarnContext(ctx, "ai job hand back", "game", d.Job.GameID, "err", err)
 	}
 }
 
