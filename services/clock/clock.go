@@ -110,7 +110,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--clock-workers %d: want 1..%d", c.Workers, sweep.MaxWorkers))
 	}
 	if c.LeaseTTL > 0 && c.Tick > 0 && c.LeaseTTL < 3*c.Tick {
-		errs = append(errs, fmt.Errorf("--clock-lease-ttl %v must be at least 3 times --clock-tick (%v): a lease must survive a late renewal", c.LeaseTTL, 3*c.Tick))
+		errs = append(errs, fmt.Errorf("--clock-lease-ttl %v must be at least 3 times --clock-tick %v (%v): a lease must survive a late renewal", c.LeaseTTL, c.Tick, 3*c.Tick))
 	}
 	return errors.Join(errs...)
 }

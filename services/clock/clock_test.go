@@ -609,7 +609,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "several game addresses", edit: func(c *clock.Config) { c.GameAddr = "g1:8080,g2:8080" }, wantErr: []string{"--game-addr", "not a list"}},
 		{name: "one game address", edit: func(c *clock.Config) { c.GameAddr = "dns:///game:8080" }},
 		{name: "no shards", edit: func(c *clock.Config) { c.DeadlineShards = 0 }, wantErr: []string{"--deadline-shards"}},
-		{name: "lease shorter than three ticks", edit: func(c *clock.Config) { c.LeaseTTL = 200 * time.Millisecond }, wantErr: []string{"--clock-lease-ttl 200ms must be at least 3 times --clock-tick"}},
+		{name: "lease shorter than three ticks", edit: func(c *clock.Config) { c.LeaseTTL = 200 * time.Millisecond }, wantErr: []string{"--clock-lease-ttl 200ms must be at least 3 times --clock-tick 100ms (300ms)"}},
 		{name: "every problem at once", edit: func(c *clock.Config) { c.Poll, c.Batch, c.Workers = 0, 0, -1 },
 			wantErr: []string{"--clock-poll", "--clock-batch", "--clock-workers"}},
 		// The sweepers' limits were checked only once every other flag
