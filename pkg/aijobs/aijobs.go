@@ -344,7 +344,9 @@ func (q *Queue) next(ctx context.Context, consumer string, block time.Duration) 
 		}
 		return d, nil
 	}
-	q.giveBack(ctx, background, consumer, d.ID)
+	gctx, cancel := taken(ctx)
+	defer cancel()
+	q.giveBack(gctx, background, consumer, d.ID)
 	return p, nil
 }
 
@@ -636,12 +638,25 @@ func (q *Queue) scanOn(l lane, start, next string) {
 // claimed vets a job just taken over: it is handed out only if it can be
 // read and has deliveries left.
 func (q *Queue) claimed(ctx context.Context, l lane, m redis.XMessage) (*Delivery, error) {
+	ctx, cancel := taken(ctx)
+	defer cancel()
 	n, err := q.deliveries(ctx, l, m.ID)
 	if err != nil || n == 0 {
 		// n == 0: its first worker finished it after all.
 		return nil, err
 	}
 	return q.vet(ctx, l, m, n)
+}
+
+// takenTimeout bounds the steps that follow a job's taking (taken).
+const takenTimeout = 5 * time.Second
+
+// taken is ctx for the steps that follow a job's taking (vetting it,
+// giving back one read beside it), which a caller stopping meanwhile
+// does not cut short: the job is the consumer's already, and is to reach
+// the caller, who hands it back as it stops, or be given back.
+func taken(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), takenTimeout)
 }
 
 // deliveries is how many times the pending job id of lane l has been
@@ -676,6 +691,8 @@ func (q *Queue) read(ctx context.Context, consumer string, block time.Duration, 
 	if err != nil {
 		return nil, fmt.Errorf("read ai job: %w", err)
 	}
+	ctx, cancel := taken(ctx)
+	defer cancel()
 	var first *Delivery
 	for _, l := range ls {
 		for _, s := range got {

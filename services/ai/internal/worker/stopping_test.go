@@ -2,11 +2,15 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -16,32 +20,18 @@ import (
 	"github.com/palacehq/palace/pkg/redistest"
 )
 
-// allDown is a game service out of reach: every call Unavailable.
-type allDown struct{ gamev1.GameServiceClient }
-
-func (allDown) GetGame(context.Context, *gamev1.GetGameRequest, ...grpc.CallOption) (*gamev1.GetGameResponse, error) {
-	return nil, status.Error(codes.Unavailable, "connection refused")
-}
-
-func (allDown) MakeMove(context.Context, *gamev1.MakeMoveRequest, ...grpc.CallOption) (*gamev1.MakeMoveResponse, error) {
-	return nil, status.Error(codes.Unavailable, "connection refused")
-}
-
 // A worker stopped while it waited for its game service to come back
 // kept the job it held: its hand back, made with the stopped context,
 // failed, and the job waited for the claim timeout (or the worker's lease
 // to lapse) before another worker took it, on the AI's clock.
 func TestAWorkerStoppedDuringAnOutageHandsItsJobBack(t *testing.T) {
 	ctx := context.Background()
-	q := aijobs.New(redistest.Client(t), redistest.Prefix(t))
-	q.ClaimAfter, q.Lease = time.Hour, 0 // nothing is taken over
-	if err := q.Ensure(ctx); err != nil {
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	if err := q.Enqueue(ctx, jobOfG()); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Enqueue(ctx, aijobs.Job{GameID: "g", Version: 2, Kind: aijobs.KindMove, Side: "first", Level: 1, Token: "t", EnqueuedMs: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
-	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: allDown{}, Mover: NewBuiltin(1),
+	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: gameFails{code: codes.Unavailable}, Mover: NewBuiltin(1),
 		OutageWait: 100 * time.Millisecond}
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -50,11 +40,237 @@ func TestAWorkerStoppedDuringAnOutageHandsItsJobBack(t *testing.T) {
 	cancel()
 	<-done
 
-	d, err := q.Next(ctx, "w2", 500*time.Millisecond)
+	takenByAnother(t, q, rdb, prefix, "the worker stopped while waiting for its game service kept it")
+}
+
+// stopAt is a Redis hook that stops the worker (cancels its context) at a
+// given command: after it when after is set (a stop that arrives while
+// the command is on the wire: go-redis finishes a command in flight, the
+// next one fails at once), else just before it (a stop that arrives just
+// before the command is sent).
+type stopAt struct {
+	name  string
+	after bool
+	when  func(redis.Cmder) bool
+	stop  context.CancelFunc
+	once  sync.Once
+	fired chan struct{}
+}
+
+func newStopAt(name string, after bool, when func(redis.Cmder) bool, stop context.CancelFunc) *stopAt {
+	return &stopAt{name: name, after: after, when: when, stop: stop, fired: make(chan struct{})}
+}
+
+func (s *stopAt) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *stopAt) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		match := cmd.Name() == s.name
+		if match && !s.after && (s.when == nil || s.when(cmd)) {
+			s.fire()
+		}
+		err := next(ctx, cmd)
+		if match && s.after && err == nil && (s.when == nil || s.when(cmd)) {
+			s.fire()
+		}
+		return err
+	}
+}
+
+func (s *stopAt) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (s *stopAt) fire() {
+	s.once.Do(func() {
+		s.stop()
+		close(s.fired)
+	})
+}
+
+// gameFails is a game service that answers every call with code.
+type gameFails struct {
+	gamev1.GameServiceClient
+	code codes.Code
+}
+
+func (g gameFails) GetGame(context.Context, *gamev1.GetGameRequest, ...grpc.CallOption) (*gamev1.GetGameResponse, error) {
+	return nil, status.Error(g.code, "failing")
+}
+
+func (g gameFails) MakeMove(context.Context, *gamev1.MakeMoveRequest, ...grpc.CallOption) (*gamev1.MakeMoveResponse, error) {
+	return nil, status.Error(g.code, "failing")
+}
+
+// queueNotTakingOver is a queue where nothing is taken over on its own (no
+// lease, an hour's claim timeout): a job reaches another worker at once
+// only if its worker handed it back.
+func queueNotTakingOver(t *testing.T, rdb redis.UniversalClient) (*aijobs.Queue, string) {
+	t.Helper()
+	prefix := redistest.Prefix(t)
+	q := aijobs.New(rdb, prefix)
+	q.ClaimAfter, q.Lease = time.Hour, 0
+	if err := q.Ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return q, prefix
+}
+
+func jobOfG() aijobs.Job {
+	return aijobs.Job{GameID: "g", Version: 2, Kind: aijobs.KindMove, Side: "first", Level: 1, Token: "t", EnqueuedMs: time.Now().UnixMilli()}
+}
+
+// runUntilStopped runs w until the hook stops it, and fails the test if
+// Run does not return soon after.
+func runUntilStopped(t *testing.T, w *Worker, ctx context.Context, hook *stopAt) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	select {
+	case <-hook.fired:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker never reached the command the stop was set at")
+	}
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+}
+
+// takenByAnother asserts that another worker takes the job of game g at
+// once: the stopped worker handed it back.
+func takenByAnother(t *testing.T, q *aijobs.Queue, rdb redis.UniversalClient, prefix, why string) {
+	t.Helper()
+	d, err := q.Next(context.Background(), "w2", 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d == nil || d.Job.GameID != "g" {
-		t.Fatalf("another worker got %+v, want the job of game g, handed back by the stopped worker", d)
+		var holders []string
+		if p, err := rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{Stream: prefix + "{ai}:jobs", Group: "workers", Start: "-", End: "+", Count: 10}).Result(); err == nil {
+			for _, e := range p {
+				holders = append(holders, fmt.Sprintf("%s held by %s, idle %v", e.ID, e.Consumer, e.Idle.Round(time.Millisecond)))
+			}
+		}
+		t.Fatalf("another worker got %+v, want the job of game g: %s; it stays pending with the stopped worker until the claim timeout (or its lease lapses); pending: %v", d, why, holders)
+	}
+}
+
+// A worker stopped while its Next took over an abandoned job (XAUTOCLAIM
+// on the wire) held the job, then failed its next call, with the stopped
+// context: Next returned an error, and Run never saw the job it held,
+// which waited out the claim timeout (or the lease) again.
+func TestAWorkerStoppedAsItTookOverAJobHandsItBack(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	if err := q.Enqueue(ctx, jobOfG()); err != nil {
+		t.Fatal(err)
+	}
+	// A worker that took the job and handed it back as it stopped: the
+	// job is there for the next worker to take over at once.
+	d, err := q.Next(ctx, "gone", 100*time.Millisecond)
+	if err != nil || d == nil {
+		t.Fatalf("first read: %v %v", d, err)
+	}
+	if err := q.HandBack(ctx, "gone", d); err != nil {
+		t.Fatal(err)
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hook := newStopAt("xautoclaim", true, func(c redis.Cmder) bool {
+		msgs, _ := c.(*redis.XAutoClaimCmd).Val()
+		return len(msgs) > 0
+	}, cancel)
+	rdb.AddHook(hook)
+	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: gameFails{code: codes.Unavailable}, Mover: NewBuiltin(1)}
+	runUntilStopped(t, w, wctx, hook)
+
+	takenByAnother(t, q, rdb, prefix, "the stopped worker claimed it inside Next and kept it")
+}
+
+// A failed try is handed back for a retry, and a job whose commit has
+// not shown (NotFound past commitWait) postponed, with the worker's
+// context: a stop just then failed the hand back, and the worker stopped
+// holding the job.
+func TestAWorkerStoppedAsItHandsAJobBackForLaterHandsItBackNow(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		code codes.Code
+	}{{"retried", codes.Internal}, {"postponed", codes.NotFound}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := redistest.Client(t)
+			q, prefix := queueNotTakingOver(t, rdb)
+			if err := q.Enqueue(ctx, jobOfG()); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			// The first script run is the hand back's (the leave's comes
+			// after Run's loop, with a context of its own).
+			hook := newStopAt("evalsha", false, nil, cancel)
+			rdb.AddHook(hook)
+			w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: gameFails{code: tt.code}, Mover: NewBuiltin(1)}
+			runUntilStopped(t, w, wctx, hook)
+
+			takenByAnother(t, q, rdb, prefix, "the stopped worker's hand back failed with its stopped context")
+		})
+	}
+}
+
+// A read that wakes to a job in each lane keeps the player's and gives
+// the background one back. Stopped while the read was on the wire (where
+// a worker spends most of its time), the give back failed at once: the
+// worker handed back the player's job as it stopped, and the background
+// one stayed pending with it.
+func TestAWorkerStoppedAsItReadsBothLanesHandsBothBack(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	other := redistest.Client(t)
+	queued := false
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Both jobs come in just as the worker reads both lanes.
+	before := newStopAt("xreadgroup", false, func(c redis.Cmder) bool {
+		if len(c.Args()) < 10 || queued { // GROUP g c COUNT 1 [BLOCK n] STREAMS k1 k2 > >
+			return false
+		}
+		queued = true
+		j := jobOfG()
+		if err := q.Enqueue(ctx, j); err != nil {
+			t.Error(err)
+		}
+		j.GameID, j.Background = "bg", true
+		raw, _ := json.Marshal(j)
+		if err := other.XAdd(ctx, &redis.XAddArgs{Stream: prefix + "{ai}:jobs:background", Values: []any{"j", raw}}).Err(); err != nil {
+			t.Error(err)
+		}
+		return false
+	}, func() {})
+	hook := newStopAt("xreadgroup", true, func(c redis.Cmder) bool {
+		return len(c.(*redis.XStreamSliceCmd).Val()) == 2
+	}, cancel)
+	rdb.AddHook(before)
+	rdb.AddHook(hook)
+	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: gameFails{code: codes.Unavailable}, Mover: NewBuiltin(1)}
+	runUntilStopped(t, w, wctx, hook)
+
+	var got []string
+	for range 2 {
+		d, err := q.Next(ctx, "w2", 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != nil {
+			got = append(got, d.Job.GameID)
+		}
+	}
+	if len(got) != 2 {
+		p, _ := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: prefix + "{ai}:jobs:background", Group: "workers", Start: "-", End: "+", Count: 10}).Result()
+		t.Fatalf("another worker got the jobs of games %v, want both g and bg handed back by the stopped worker; background lane pending: %+v", got, p)
 	}
 }

@@ -201,6 +201,11 @@ func (w *Worker) Run(ctx context.Context) {
 			var dead *unplayable
 			if errors.As(err, &dead) {
 				if err := w.Queue.Bury(ctx, d, dead.Error()); err != nil {
+					if ctx.Err() != nil {
+						// Stopping meanwhile: the next worker buries it.
+						w.handBackOnStop(ctx, d)
+						return
+					}
 					w.Log.WarnContext(ctx, "ai job dead-letter", "game", d.Job.GameID, "err", err)
 				}
 				continue
@@ -232,7 +237,7 @@ func (w *Worker) Run(ctx context.Context) {
 				// shard failing over, say): handed back, as any failure,
 				// so that other games' jobs are not held up; kept, should
 				// the queue's Redis not take it back yet.
-				if retryAt = w.retry(ctx, d, err); retryAt.IsZero() {
+				if retryAt = w.retry(ctx, d, err); retryAt.IsZero() && ctx.Err() == nil {
 					held = d
 				}
 				continue
@@ -281,6 +286,11 @@ func (w *Worker) handBackFor(ctx context.Context, d *aijobs.Delivery, after time
 	hand func(context.Context, string, *aijobs.Delivery, time.Duration) error) time.Time {
 	w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "attempt", d.Attempt, "retry_in", after, "err", why)
 	if err := hand(ctx, w.Name, d, after); err != nil {
+		if ctx.Err() != nil {
+			// Stopping meanwhile: handed back for another worker at once.
+			w.handBackOnStop(ctx, d)
+			return time.Time{}
+		}
 		// Still pending: taken over after the claim timeout.
 		w.Log.WarnContext(ctx, "ai job hand back", "game", d.Job.GameID, "err", err)
 		return time.Time{}
