@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -273,4 +274,82 @@ func TestAWorkerStoppedAsItReadsBothLanesHandsBothBack(t *testing.T) {
 		p, _ := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: prefix + "{ai}:jobs:background", Group: "workers", Start: "-", End: "+", Count: 10}).Result()
 		t.Fatalf("another worker got the jobs of games %v, want both g and bg handed back by the stopped worker; background lane pending: %+v", got, p)
 	}
+}
+
+// gOnAShardDown is a game service that reads other games but answers
+// Unavailable for game g (its Redis Cluster shard failing over): the
+// worker hands g's job back for a retry at once (awaitGames reports false).
+type gOnAShardDown struct{ gamev1.GameServiceClient }
+
+func (gOnAShardDown) GetGame(_ context.Context, r *gamev1.GetGameRequest, _ ...grpc.CallOption) (*gamev1.GetGameResponse, error) {
+	if r.GetGameId() == "g" {
+		return nil, status.Error(codes.Unavailable, "shard failing over")
+	}
+	return nil, status.Error(codes.NotFound, "no such game")
+}
+
+// failFirstScript fails the first script call (the Retry hand back)
+// with a Redis error, as a Redis failing over would, without running it.
+type failFirstScript struct{ once sync.Once }
+
+func (h *failFirstScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failFirstScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *failFirstScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" || cmd.Name() == "eval" {
+			failed := false
+			h.once.Do(func() { failed = true })
+			if failed {
+				err := errors.New("connection reset by peer")
+				cmd.SetErr(err)
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// stopOnLog is a log handler that stops the worker when it logs msg:
+// a stop arriving just after the failed hand back was seen (handBackFor
+// checked ctx) and before Run checks ctx again.
+type stopOnLog struct {
+	msg  string
+	stop context.CancelFunc
+}
+
+func (h stopOnLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h stopOnLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.stop()
+	}
+	return nil
+}
+func (h stopOnLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h stopOnLog) WithGroup(string) slog.Handler      { return h }
+
+// A job whose hand back for a retry failed (Redis failing over) is kept
+// to try again, and handed back as the worker stops; a stop just after
+// the failure was seen left it neither kept nor handed back.
+func TestAWorkerStoppedAsItsRetryFailedHandsTheJobBack(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	if err := q.Enqueue(ctx, jobOfG()); err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(&failFirstScript{})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &Worker{Name: "w", Log: slog.New(stopOnLog{msg: "ai job hand back", stop: cancel}), Queue: q, Games: gOnAShardDown{}, Mover: NewBuiltin(1),
+		OutageWait: 50 * time.Millisecond}
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(wctx) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	takenByAnother(t, q, rdb, prefix, "the worker stopped just after its retry hand back failed kept it, neither held nor handed back")
 }

@@ -237,7 +237,7 @@ func (w *Worker) Run(ctx context.Context) {
 				// shard failing over, say): handed back, as any failure,
 				// so that other games' jobs are not held up; kept, should
 				// the queue's Redis not take it back yet.
-				if retryAt = w.retry(ctx, d, err); retryAt.IsZero() && ctx.Err() == nil {
+				if retryAt = w.retry(ctx, d, err); retryAt.IsZero() {
 					held = d
 				}
 				continue
