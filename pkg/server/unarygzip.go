@@ -39,15 +39,28 @@ func acceptsGzip(values []string) bool {
 			if !strings.EqualFold(strings.TrimSpace(name), "gzip") {
 				continue
 			}
-			q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q=")
-			if !ok {
-				return true
-			}
-			w, err := strconv.ParseFloat(q, 64)
-			return err == nil && w > 0
+			return weight(params) > 0
 		}
 	}
 	return false
+}
+
+// weight is the q parameter of an Accept-Encoding entry's parameters, 1
+// when it has none; 0 when it cannot be read. Spaces or tabs may stand
+// around ";" and "=", and "q" may be written "Q" (RFC 9110 12.4.2).
+func weight(params string) float64 {
+	for _, p := range strings.Split(params, ";") {
+		name, value, _ := strings.Cut(p, "=")
+		if !strings.EqualFold(strings.TrimSpace(name), "q") {
+			continue
+		}
+		w, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0
+		}
+		return w
+	}
+	return 1
 }
 
 // bufferedAnswer holds a unary answer until it is complete, to compress it

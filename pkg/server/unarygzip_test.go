@@ -137,3 +137,18 @@ func TestRefusedConnectUnaryKeepsItsAnswerWithGzip(t *testing.T) {
 		}
 	}
 }
+
+// A refusal written "gzip;Q=0", or with a tab around ";", was read as
+// taking gzip, and "gzip;q=0.5;x=1" as refusing it: spaces and tabs may
+// stand around ";" and "=", and "q" is read in either case.
+func TestAcceptsGzipReadsEveryWeightSpelling(t *testing.T) {
+	for v, want := range map[string]bool{
+		"gzip": true, "gzip;": true, "GZIP;q=1": true, "deflate, gzip;q=0.5": true, "gzip;q=0.5;x=1": true, "gzip ; Q = 0.2": true,
+		"gzip;q=0": false, "gzip;Q=0": false, "gzip;\tq=0": false, "gzip;Q=0.000": false, "deflate, gzip ;\tq=0": false,
+		"gzip;q=nope": false, "deflate": false, "": false,
+	} {
+		if got := acceptsGzip([]string{v}); got != want {
+			t.Errorf("Accept-Encoding %q: takes gzip %v, want %v", v, got, want)
+		}
+	}
+}
