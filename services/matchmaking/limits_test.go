@@ -203,6 +203,9 @@ func TestBoundsAreValidated(t *testing.T) {
 		"--trusted-proxy-hops":        func(c *matchmaking.Config) { c.TrustedProxyHops = -1 },
 		// A match's record is kept an hour from its pairing.
 		"--give-up-after 1h0m0s: at most 30m0s": func(c *matchmaking.Config) { c.GiveUpAfter = time.Hour },
+		// A match is given up once its creation is taken over, after 5 s:
+		// one of a second was given up after 5 to 7.5 s.
+		"--give-up-after 1s: at least 10s": func(c *matchmaking.Config) { c.GiveUpAfter = time.Second },
 		// NaN passes a "< 0" check, and a NaN window paired no two
 		// tickets ever.
 		"--pairing-window, --pairing-widen and --pairing-max-window must be finite": func(c *matchmaking.Config) { c.PairingWindow = math.NaN() },

@@ -165,7 +165,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.StringFlag(fs, &c.TrustedProxies, "trusted-proxies", clientaddr.DefaultTrusted, "address ranges (CIDR) of the proxies in front of the service, comma-separated: the client of a call from one of them is read from X-Forwarded-For; none: the peer is the client")
 	app.IntFlag(fs, &c.TrustedProxyHops, "trusted-proxy-hops", clientaddr.DefaultHops, "how many X-Forwarded-For entries, from the end, a call from a trusted proxy is read back through, passing the trusted ones: 1 for one proxy that appends the address it was called from; 2 when a load balancer in --trusted-proxies appends before it; 0: none")
 	app.IntFlag(fs, &c.CreateConcurrency, "create-concurrency", 64, "game creations in flight per replica")
-	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire; at most 30m")
+	app.DurationFlag(fs, &c.GiveUpAfter, "give-up-after", 30*time.Second, "how long a paired ticket waits for its game (the game service may be away) before the match is given up and both tickets expire, within 7.5s after it; 10s to 30m")
 	app.IntFlag(fs, &c.MaxPools, "max-pools", 200, "most distinct queues (game kind and time control) served at once; a ticket for another is refused until one is idle, since every replica pairs every queue ten times a second; the default time control's queues are always served")
 	app.DurationFlag(fs, &c.RatingLease, "rating-lease", 30*time.Second, "lease of a replica on a rated game it follows")
 	app.DurationFlag(fs, &c.CallTimeout, "matchmaking-call-timeout", 5*time.Second, "timeout of one call to the game service (a game's creation, a ListGames or rematch read, a seat credential): a game service that answers none is given up after it, the call answered Unavailable or ListGames without where the games are")
@@ -193,6 +193,15 @@ const matchKeep = time.Hour
 // maxGiveUpAfter leaves a match given up at its latest half of matchKeep.
 const maxGiveUpAfter = matchKeep / 2
 
+// stallAfter is when another replica takes over a game's creation; a
+// match is given up only once its creation is taken over, up to half as
+// long again after --give-up-after (the matcher looks every stallAfter/2).
+const stallAfter = 5 * time.Second
+
+// minGiveUpAfter keeps that lateness below the time asked for: a match
+// given up after a second would be given up after 5 to 7.5 s.
+const minGiveUpAfter = 2 * stallAfter
+
 // Validate reports every problem at once.
 func (c Config) Validate() error {
 	var errs []error
@@ -204,6 +213,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive", name))
 		}
+	}
+	if c.GiveUpAfter > 0 && c.GiveUpAfter < minGiveUpAfter {
+		errs = append(errs, fmt.Errorf("--give-up-after %v: at least %v (a stalled game creation is noticed after %v)", c.GiveUpAfter, minGiveUpAfter, stallAfter))
 	}
 	if c.GiveUpAfter > maxGiveUpAfter {
 		// A match's record lives matchKeep from its pairing: one given up
@@ -344,7 +356,7 @@ func Bind(cfg Config) app.Binder {
 		gc := games.New(gameClient, st, cfg.GameKeep, cfg.Now)
 		m, err := matcher.New(matcher.Config{
 			Interval: cfg.PairingInterval, BaseWindow: cfg.PairingWindow, WidenPerSecond: cfg.PairingWiden, MaxWindow: cfg.PairingMaxWindow,
-			Keep: matchKeep, StallAfter: 5 * time.Second, GiveUpAfter: cfg.GiveUpAfter, Concurrency: cfg.CreateConcurrency,
+			Keep: matchKeep, StallAfter: stallAfter, GiveUpAfter: cfg.GiveUpAfter, Concurrency: cfg.CreateConcurrency,
 			IdleAfter: cfg.TicketTTL + time.Minute, Now: cfg.Now,
 		}, log.With("part", "matcher"), st, gc, meter)
 		var rc *ratings.Consumer
