@@ -353,3 +353,75 @@ func TestAWorkerStoppedAsItsRetryFailedHandsTheJobBack(t *testing.T) {
 	}
 	takenByAnother(t, q, rdb, prefix, "the worker stopped just after its retry hand back failed kept it, neither held nor handed back")
 }
+
+// failFirstDeadLetter fails the first transaction that dead-letters a job
+// (Bury's MULTI ... XADD dead ... EXEC), as a Redis failing over would,
+// without running it.
+type failFirstDeadLetter struct{ once sync.Once }
+
+func (h *failFirstDeadLetter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failFirstDeadLetter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+func (h *failFirstDeadLetter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		bury := false
+		for _, c := range cmds {
+			if c.Name() == "xadd" {
+				bury = true
+			}
+		}
+		if bury {
+			failed := false
+			h.once.Do(func() { failed = true })
+			if failed {
+				err := errors.New("connection reset by peer")
+				for _, c := range cmds {
+					c.SetErr(err)
+				}
+				return err
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A try that failed otherwise than Unavailable (retried), a job whose
+// commit had not shown (postponed) and one no worker can play
+// (dead-lettered) whose hand back failed (a Redis failing over) were
+// forgotten: a stop then, or any time before the claim timeout, left the
+// job pending with the stopped worker.
+func TestAWorkerStoppedAfterAFailedHandBackHandsTheJobBack(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		code codes.Code
+		msg  string
+		hook redis.Hook
+	}{
+		{"retried", codes.Internal, "ai job hand back", &failFirstScript{}},
+		{"postponed", codes.NotFound, "ai job hand back", &failFirstScript{}},
+		{"dead-lettered", codes.PermissionDenied, "ai job dead-letter", &failFirstDeadLetter{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := redistest.Client(t)
+			q, prefix := queueNotTakingOver(t, rdb)
+			if err := q.Enqueue(ctx, jobOfG()); err != nil {
+				t.Fatal(err)
+			}
+			rdb.AddHook(tt.hook)
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			w := &Worker{Name: "w", Log: slog.New(stopOnLog{msg: tt.msg, stop: cancel}), Queue: q, Games: gameFails{code: tt.code}, Mover: NewBuiltin(1),
+				OutageWait: 50 * time.Millisecond}
+			done := make(chan struct{})
+			go func() { defer close(done); w.Run(wctx) }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				t.Fatal("the worker did not stop")
+			}
+			takenByAnother(t, q, rdb, prefix, "the worker stopped after its "+tt.name+" job's hand back failed forgot it, neither held nor handed back")
+		})
+	}
+}

@@ -167,12 +167,28 @@ func (w *Worker) Run(ctx context.Context) {
 	var retryAt time.Time
 	// held is a job still pending with this worker, to try again at once.
 	var held *aijobs.Delivery
+	// unsettled are the jobs still pending with this worker that it could
+	// not hand back (its Redis failing over, say): taken over after the
+	// claim timeout, or handed back as the worker stops, for another
+	// worker to take at once.
+	unsettled := map[string]*aijobs.Delivery{}
+	defer func() {
+		if held != nil {
+			unsettled[held.ID] = held
+		}
+		for _, d := range unsettled {
+			w.handBackOnStop(ctx, d)
+		}
+	}()
 	for ctx.Err() == nil {
 		d := held
 		held = nil
 		if d == nil {
 			var err error
 			d, err = w.Queue.Next(ctx, w.Name, nextWait(retryAt))
+			if d != nil {
+				delete(unsettled, d.ID) // taken again: in hand
+			}
 			if err != nil {
 				w.Log.WarnContext(ctx, "ai queue", "err", err)
 				select {
@@ -190,23 +206,23 @@ func (w *Worker) Run(ctx context.Context) {
 		}
 		if err := w.Handle(ctx, d.Job); err != nil {
 			if ctx.Err() != nil {
-				w.handBackOnStop(ctx, d)
-				return
+				// Stopping mid-job: handed back at the stop.
+				held = d
+				continue
 			}
 			var early *commitNotShown
 			if errors.As(err, &early) {
-				retryAt = w.postpone(ctx, d, early)
+				if retryAt = w.postpone(ctx, d, early); retryAt.IsZero() {
+					unsettled[d.ID] = d
+				}
 				continue
 			}
 			var dead *unplayable
 			if errors.As(err, &dead) {
 				if err := w.Queue.Bury(ctx, d, dead.Error()); err != nil {
-					if ctx.Err() != nil {
-						// Stopping meanwhile: the next worker buries it.
-						w.handBackOnStop(ctx, d)
-						return
-					}
+					// Another worker buries it, once it takes it over.
 					w.Log.WarnContext(ctx, "ai job dead-letter", "game", d.Job.GameID, "err", err)
+					unsettled[d.ID] = d
 				}
 				continue
 			}
@@ -228,9 +244,10 @@ func (w *Worker) Run(ctx context.Context) {
 					continue
 				}
 				if ctx.Err() != nil {
-					// Stopped while waiting for the game service.
-					w.handBackOnStop(ctx, d)
-					return
+					// Stopped while waiting for the game service: handed
+					// back at the stop.
+					held = d
+					continue
 				}
 				// The game service reads the game but takes no move for
 				// it, or came back at once, or cannot read it still (its
@@ -242,7 +259,9 @@ func (w *Worker) Run(ctx context.Context) {
 				}
 				continue
 			}
-			retryAt = w.retry(ctx, d, err)
+			if retryAt = w.retry(ctx, d, err); retryAt.IsZero() {
+				unsettled[d.ID] = d
+			}
 			continue
 		}
 		// Acknowledged even when shutdown began meanwhile: the move is
@@ -253,10 +272,6 @@ func (w *Worker) Run(ctx context.Context) {
 		if err != nil {
 			w.Log.WarnContext(ctx, "ai job ack", "game", d.Job.GameID, "err", err)
 		}
-	}
-	if held != nil {
-		// Stopped with a job kept to try again (one not handed back).
-		w.handBackOnStop(ctx, held)
 	}
 }
 
@@ -286,13 +301,11 @@ func (w *Worker) handBackFor(ctx context.Context, d *aijobs.Delivery, after time
 	hand func(context.Context, string, *aijobs.Delivery, time.Duration) error) time.Time {
 	w.Log.WarnContext(ctx, "ai job", "game", d.Job.GameID, "attempt", d.Attempt, "retry_in", after, "err", why)
 	if err := hand(ctx, w.Name, d, after); err != nil {
-		if ctx.Err() != nil {
-			// Stopping meanwhile: handed back for another worker at once.
-			w.handBackOnStop(ctx, d)
-			return time.Time{}
+		// Still pending: taken over after the claim timeout, or handed
+		// back as the worker stops.
+		if ctx.Err() == nil {
+			w.Log.WarnContext(ctx, "ai job hand back", "game", d.Job.GameID, "err", err)
 		}
-		// Still pending: taken over after the claim timeout.
-		w.Log.WarnContext(ctx, "ai job hand back", "game", d.Job.GameID, "err", err)
 		return time.Time{}
 	}
 	return time.Now().Add(after)
