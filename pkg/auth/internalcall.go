@@ -41,8 +41,13 @@ func RequireService(ctx context.Context, v *Verified, rpc string) error {
 		// rather than suggest that the keys differ between processes.
 		return apierr.New(apierr.Unauthenticated, "%s is an internal call: %s", rpc, hint)
 	}
-	if errors.Is(err, ErrExpired) {
+	switch {
+	case errors.Is(err, ErrExpired):
 		return apierr.New(apierr.Unauthenticated, "service credential: %v: sign a new one (`palace service-token`)", err).WithInfo(ExpiredReason, nil)
+	case errors.Is(err, ErrUnknownKey):
+		// Marked as a seat's or player's of a key removed: a caller signs
+		// a new one after a rotation without reading the message.
+		return apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err).WithInfo(KeyUnknownReason, nil)
 	}
 	return apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err)
 }

@@ -65,14 +65,18 @@ func TestVerifyServiceRefusesOtherCredentials(t *testing.T) {
 	}
 }
 
-// TestExpiredServiceCredentialCarriesItsReason: a caller tells an expired
-// credential from keys that differ by the refusal's reason, not its text.
-func TestExpiredServiceCredentialCarriesItsReason(t *testing.T) {
+// TestRefusedServiceCredentialCarriesItsReason: a caller tells an expired
+// credential, and one of a key since removed, from a forged one by the
+// refusal's reason, not its text, as for seats' and players'. One of a
+// removed key carried no reason.
+func TestRefusedServiceCredentialCarriesItsReason(t *testing.T) {
 	ring, _ := NewKeyring(key("s1", 7))
 	expired, _ := ServiceToken(ring, "x", time.Now().Add(-2*time.Hour), time.Hour)
 	other, _ := NewKeyring(key("s2", 8))
-	foreign, _ := ServiceToken(other, "x", time.Now(), time.Hour)
-	for tok, want := range map[string]string{expired: ExpiredReason, foreign: ""} {
+	removed, _ := ServiceToken(other, "x", time.Now(), time.Hour)
+	impostor, _ := NewKeyring(key("s1", 9))
+	forged, _ := ServiceToken(impostor, "x", time.Now(), time.Hour)
+	for tok, want := range map[string]string{expired: ExpiredReason, removed: KeyUnknownReason, forged: ""} {
 		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(ServiceHeader, tok))
 		var e *apierr.Error
 		if err := RequireService(ctx, NewVerified(ring, 4), "CreateGame"); !errors.As(err, &e) || e.Code != apierr.Unauthenticated || e.Reason != want {

@@ -73,10 +73,17 @@ const (
 // retried: a player of matchmaking's games gets a new one with its
 // ResumeGame, a service with IssueSeatCredentials.
 //
+// Internal RPCs (CreateGame, IssueSeatCredentials, GetGames,
+// ExpireDeadline, Probe) need a service credential in the
+// x-palace-service header; one refused carries the same reasons
+// (CREDENTIAL_EXPIRED, CREDENTIAL_KEY_UNKNOWN).
+//
 // Common errors: NotFound for an unknown game, InvalidArgument for
 // malformed input (before any state is touched), FailedPrecondition when
 // the game's state forbids the command (out of turn, during setup, after
-// the end).
+// the end). During a rolling upgrade, a call reaching a replica older
+// than the build that last wrote the game is Unavailable with the reason
+// NEWER_FORMAT, having written nothing: its retry lands on a newer one.
 type GameServiceClient interface {
 	// CreateGame creates a game and returns one credential per human seat
 	// (an AI seat takes none: its worker acts for it, and
@@ -418,10 +425,17 @@ func (c *gameServiceClient) Probe(ctx context.Context, in *ProbeRequest, opts ..
 // retried: a player of matchmaking's games gets a new one with its
 // ResumeGame, a service with IssueSeatCredentials.
 //
+// Internal RPCs (CreateGame, IssueSeatCredentials, GetGames,
+// ExpireDeadline, Probe) need a service credential in the
+// x-palace-service header; one refused carries the same reasons
+// (CREDENTIAL_EXPIRED, CREDENTIAL_KEY_UNKNOWN).
+//
 // Common errors: NotFound for an unknown game, InvalidArgument for
 // malformed input (before any state is touched), FailedPrecondition when
 // the game's state forbids the command (out of turn, during setup, after
-// the end).
+// the end). During a rolling upgrade, a call reaching a replica older
+// than the build that last wrote the game is Unavailable with the reason
+// NEWER_FORMAT, having written nothing: its retry lands on a newer one.
 type GameServiceServer interface {
 	// CreateGame creates a game and returns one credential per human seat
 	// (an AI seat takes none: its worker acts for it, and
