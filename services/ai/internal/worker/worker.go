@@ -167,19 +167,8 @@ func (w *Worker) Run(ctx context.Context) {
 	var retryAt time.Time
 	// held is a job still pending with this worker, to try again at once.
 	var held *aijobs.Delivery
-	// unsettled are the jobs still pending with this worker that it could
-	// not hand back (its Redis failing over, say): taken over after the
-	// claim timeout, or handed back as the worker stops, for another
-	// worker to take at once.
-	unsettled := map[string]*aijobs.Delivery{}
-	defer func() {
-		if held != nil {
-			unsettled[held.ID] = held
-		}
-		for _, d := range unsettled {
-			w.handBackOnStop(ctx, d)
-		}
-	}()
+	unsettled := unsettledJobs{}
+	defer func() { w.handBackOnStop(ctx, held, unsettled) }()
 	for ctx.Err() == nil {
 		d := held
 		held = nil
@@ -197,6 +186,7 @@ func (w *Worker) Run(ctx context.Context) {
 				}
 				continue
 			}
+			w.settle(ctx, unsettled)
 			if d == nil {
 				continue
 			}
@@ -213,7 +203,7 @@ func (w *Worker) Run(ctx context.Context) {
 			var early *commitNotShown
 			if errors.As(err, &early) {
 				if retryAt = w.postpone(ctx, d, early); retryAt.IsZero() {
-					unsettled[d.ID] = d
+					unsettled.note(d)
 				}
 				continue
 			}
@@ -221,8 +211,10 @@ func (w *Worker) Run(ctx context.Context) {
 			if errors.As(err, &dead) {
 				if err := w.Queue.Bury(ctx, d, dead.Error()); err != nil {
 					// Another worker buries it, once it takes it over.
-					w.Log.WarnContext(ctx, "ai job dead-letter", "game", d.Job.GameID, "err", err)
-					unsettled[d.ID] = d
+					if ctx.Err() == nil {
+						w.Log.WarnContext(ctx, "ai job dead-letter", "game", d.Job.GameID, "err", err)
+					}
+					unsettled.note(d)
 				}
 				continue
 			}
@@ -260,7 +252,7 @@ func (w *Worker) Run(ctx context.Context) {
 				continue
 			}
 			if retryAt = w.retry(ctx, d, err); retryAt.IsZero() {
-				unsettled[d.ID] = d
+				unsettled.note(d)
 			}
 			continue
 		}
@@ -275,14 +267,55 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 }
 
-// handBackOnStop hands back d, which the worker holds as it stops: the
-// job stays pending, handed back so that another worker takes it over
-// now, not after the claim timeout.
-func (w *Worker) handBackOnStop(ctx context.Context, d *aijobs.Delivery) {
+// unsettledJobs are the jobs still pending with a worker that it could
+// not hand back (its Redis failing over, say), by id, with when: handed
+// back once its Redis takes them again, else as the worker stops, for
+// another worker to take at once, and forgotten a claim timeout later,
+// when any worker may take them over.
+type unsettledJobs map[string]unsettledJob
+
+type unsettledJob struct {
+	d     *aijobs.Delivery
+	since time.Time
+}
+
+func (u unsettledJobs) note(d *aijobs.Delivery) { u[d.ID] = unsettledJob{d: d, since: time.Now()} }
+
+// settle hands back again the jobs of u, its Redis answering again, and
+// forgets those it handed back and those another worker may have taken
+// over by now (a hand back leaves those alone).
+func (w *Worker) settle(ctx context.Context, u unsettledJobs) {
+	for id, j := range u {
+		if time.Since(j.since) >= w.Queue.ClaimAfter {
+			delete(u, id)
+			continue
+		}
+		if err := w.Queue.HandBack(ctx, w.Name, j.d); err == nil {
+			delete(u, id)
+		}
+	}
+}
+
+// handBackOnStop hands back held, which the worker holds as it stops, then
+// the jobs of u: they stay pending, handed back so that another worker
+// takes them over now, not after the claim timeout. All within one
+// leaveTimeout, held first, should Redis be out of reach.
+func (w *Worker) handBackOnStop(ctx context.Context, held *aijobs.Delivery, u unsettledJobs) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
 	defer cancel()
-	if err := w.Queue.HandBack(ctx, w.Name, d); err != nil {
-		w.Log.WarnContext(ctx, "ai job hand back", "game", d.Job.GameID, "err", err)
+	ds := make([]*aijobs.Delivery, 0, len(u)+1)
+	if held != nil {
+		ds = append(ds, held)
+	}
+	for id, j := range u {
+		if held == nil || id != held.ID {
+			ds = append(ds, j.d)
+		}
+	}
+	for _, d := range ds {
+		if err := w.Queue.HandBack(ctx, w.Name, d); err != nil {
+			w.Log.WarnContext(ctx, "ai job hand back", "game", d.Job.GameID, "err", err)
+		}
 	}
 }
 

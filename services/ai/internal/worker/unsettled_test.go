@@ -1,0 +1,206 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+
+	"github.com/palacehq/palace/pkg/aijobs"
+	"github.com/palacehq/palace/pkg/redistest"
+)
+
+// scriptsFailing makes the worker's script calls (its hand backs, its
+// leave) fail at once (mode 1), or hang until their context ends, a Redis
+// out of reach whose packets are dropped (mode 2); mode 0 lets them through.
+type scriptsFailing struct{ mode atomic.Int32 }
+
+func (h *scriptsFailing) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptsFailing) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *scriptsFailing) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" || cmd.Name() == "eval" {
+			switch h.mode.Load() {
+			case 1:
+				err := errors.New("connection reset by peer")
+				cmd.SetErr(err)
+				return err
+			case 2:
+				<-ctx.Done()
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// recordedLog records the worker's log records.
+type recordedLog struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *recordedLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordedLog) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, r.Clone())
+	return nil
+}
+func (h *recordedLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordedLog) WithGroup(string) slog.Handler      { return h }
+
+// handBacks lists the games of the "ai job hand back" records from the
+// from-th on.
+func (h *recordedLog) handBacks(from int) (games []string, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, r := range h.recs {
+		if r.Message != "ai job hand back" {
+			continue
+		}
+		if i >= from {
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "game" {
+					games = append(games, a.Value.String())
+				}
+				return true
+			})
+		}
+		n++
+	}
+	return games, n
+}
+
+func (h *recordedLog) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.recs)
+}
+
+// jobsTakenOverAfterFailedHandBacks runs a worker whose retry hand backs
+// of the jobs of games g1 and g2 fail (its Redis failing over), then lets
+// another worker take both jobs over and finish them: the first worker
+// holds neither any more. It returns the running worker's script hook,
+// log, cancel and done.
+func jobsTakenOverAfterFailedHandBacks(t *testing.T) (hook *scriptsFailing, log *recordedLog, cancel context.CancelFunc, done chan struct{}) {
+	t.Helper()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	hook = &scriptsFailing{}
+	hook.mode.Store(1)
+	rdb.AddHook(hook)
+	for _, g := range []string{"g1", "g2"} {
+		j := jobOfG()
+		j.GameID = g
+		if err := q.Enqueue(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log = &recordedLog{}
+	w := &Worker{Name: "w", Log: slog.New(log), Queue: q, Games: gameFails{code: codes.Internal}, Mover: NewBuiltin(1)}
+	wctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	done = make(chan struct{})
+	go func() { defer close(done); w.Run(wctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, n := log.handBacks(0); n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never failed to hand back both jobs")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Another worker, whose queue takes over a job idle for a moment, takes
+	// both over and plays them.
+	other := aijobs.New(redistest.Client(t), prefix)
+	other.ClaimAfter, other.Lease = time.Millisecond, 0
+	for range 2 {
+		d, err := other.Next(ctx, "w2", 100*time.Millisecond)
+		if err != nil || d == nil {
+			t.Fatalf("the other worker's take over: %v %v", d, err)
+		}
+		if err := other.Done(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hook, log, cancel, done
+}
+
+// Jobs whose hand back failed, then taken over and finished by another
+// worker, stayed noted for ever (only the worker's own Next taking one
+// again forgot it): each stop, its Redis out of reach again, warned of
+// jobs it had not held for long, and waited a hand back's timeout for
+// each. Once its Redis answers again, it hands them back (left alone by
+// then) and forgets them.
+func TestJobsNotHandedBackAreForgottenOnceRedisAnswers(t *testing.T) {
+	hook, log, cancel, done := jobsTakenOverAfterFailedHandBacks(t)
+	hook.mode.Store(0)
+	time.Sleep(2500 * time.Millisecond) // the worker's next look at the queue
+	hook.mode.Store(1)
+	from := log.len()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	if games, _ := log.handBacks(from); len(games) > 0 {
+		t.Fatalf("as it stopped the worker warned it could not hand back the jobs of games %v, which another worker took over and finished long before: it holds no job", games)
+	}
+}
+
+// A job whose hand back failed waited for the claim timeout, or for the
+// worker's stop, though its Redis answered again a moment later.
+func TestAJobNotHandedBackIsHandedBackOnceRedisAnswers(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	hook := &scriptsFailing{}
+	hook.mode.Store(1)
+	rdb.AddHook(hook)
+	if err := q.Enqueue(ctx, jobOfG()); err != nil {
+		t.Fatal(err)
+	}
+	log := &recordedLog{}
+	w := &Worker{Name: "w", Log: slog.New(log), Queue: q, Games: gameFails{code: codes.Internal}, Mover: NewBuiltin(1)}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(wctx) }()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, n := log.handBacks(0); n >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never failed to hand back its job")
+		}
+	}
+	hook.mode.Store(0)
+	// Handed back, the job is taken again (by this worker, the only one)
+	// and tried again: delivered a second time.
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: prefix + "{ai}:jobs", Group: "workers", Start: "-", End: "+", Count: 1}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p) == 1 && p[0].RetryCount >= 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job of game g, not handed back while Redis failed, was not handed back within 3 s of Redis answering again: pending %+v", p)
+		}
+	}
+}
