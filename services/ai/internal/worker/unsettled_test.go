@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -10,9 +12,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/aijobs"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
+	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	"github.com/palacehq/palace/pkg/redistest"
 )
 
@@ -202,5 +208,184 @@ func TestAJobNotHandedBackIsHandedBackOnceRedisAnswers(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the job of game g, not handed back while Redis failed, was not handed back within 3 s of Redis answering again: pending %+v", p)
 		}
+	}
+}
+
+// addWithID adds j to the lane's stream under the given id.
+func addWithID(t *testing.T, rdb redis.UniversalClient, prefix string, background bool, id string, j aijobs.Job) {
+	t.Helper()
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := prefix + "{ai}:jobs"
+	if background {
+		key += ":background"
+	}
+	if err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: key, ID: id, Values: []any{"j", b}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The lanes' streams number their jobs alike, by the millisecond: a job of
+// each queued in the same millisecond have one id. A worker stopping with
+// a background job in hand skipped the noted interactive job of the same
+// id, which waited out the claim timeout on the AI's clock.
+func TestAStopHandsBackANotedJobOfTheOtherLaneWithTheSameID(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	const id = "1700000000000-0"
+	ji := jobOfG()
+	ji.GameID = "gi"
+	jb := jobOfG()
+	jb.GameID, jb.Background = "gb", true
+	addWithID(t, rdb, prefix, false, id, ji)
+	addWithID(t, rdb, prefix, true, id, jb)
+
+	x, err := q.Next(ctx, "w", 10*time.Millisecond)
+	if err != nil || x == nil || x.Job.GameID != "gi" {
+		t.Fatalf("first Next: %+v %v, want the interactive job", x, err)
+	}
+	y, err := q.Next(ctx, "w", 10*time.Millisecond)
+	if err != nil || y == nil || y.Job.GameID != "gb" {
+		t.Fatalf("second Next: %+v %v, want the background job", y, err)
+	}
+	if x.ID != y.ID {
+		t.Fatalf("ids %s and %s differ", x.ID, y.ID)
+	}
+
+	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q}
+	u := unsettledJobs{}
+	u.note(x, false) // its retry's hand back failed earlier
+	w.handBackOnStop(ctx, y, u)
+
+	// Both handed back, another worker takes the interactive job first.
+	d, err := q.Next(ctx, "w2", 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d == nil || d.Job.GameID != "gi" {
+		p, _ := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: prefix + "{ai}:jobs", Group: "workers", Start: "-", End: "+", Count: 10}).Result()
+		t.Fatalf("another worker got %+v, want the interactive job of game gi: the stopping worker skipped it "+
+			"(handBackOnStop compares ids only, and the held background job has the same id); it stays with the stopped worker until the claim timeout; interactive pending: %+v", d, p)
+	}
+}
+
+// gbVoidOthersFailing answers GetGame for game "gb" with a game whose turn is not
+// the AI's (its job is void, done at once) and fails every other game's
+// with Internal (a retry).
+type gbVoidOthersFailing struct{ gamev1.GameServiceClient }
+
+func (gbVoidOthersFailing) GetGame(_ context.Context, in *gamev1.GetGameRequest, _ ...grpc.CallOption) (*gamev1.GetGameResponse, error) {
+	if in.GetGameId() == "gb" {
+		return &gamev1.GetGameResponse{Game: &gamev1.Game{GameId: "gb", Version: 2, Status: commonv1.GameStatus_GAME_STATUS_ONGOING, Turn: commonv1.Side_SIDE_SECOND}}, nil
+	}
+	return nil, status.Error(codes.Internal, "failing")
+}
+
+// Taking a background job of the same id as a noted interactive one made
+// the worker forget it: not handed back once Redis answered again, the
+// player's game waited out the claim timeout on the AI's clock.
+func TestTakingABackgroundJobOfTheSameIDKeepsANotedJob(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	hook := &scriptsFailing{}
+	hook.mode.Store(1)
+	rdb.AddHook(hook)
+	const id = "1700000000000-0"
+	ji := jobOfG()
+	ji.GameID = "gi"
+	addWithID(t, rdb, prefix, false, id, ji)
+
+	log := &recordedLog{}
+	w := &Worker{Name: "w", Log: slog.New(log), Queue: q, Games: gbVoidOthersFailing{}, Mover: NewBuiltin(1)}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(wctx) }()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, n := log.handBacks(0); n >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never failed to hand back the job of game gi")
+		}
+	}
+	// A background job queued in the same millisecond: the worker takes it
+	// (nothing of the interactive lane waits) and finishes it at once.
+	jb := jobOfG()
+	jb.GameID, jb.Background = "gb", true
+	addWithID(t, rdb, prefix, true, id, jb)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n, err := rdb.XLen(ctx, prefix+"{ai}:jobs:background").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never finished the background job")
+		}
+	}
+	hook.mode.Store(0) // Redis answers again
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: prefix + "{ai}:jobs", Group: "workers", Start: "-", End: "+", Count: 1}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p) == 1 && p[0].RetryCount >= 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job of game gi, not handed back while Redis failed, was not handed back within 3 s of Redis answering again: "+
+				"taking the background job %s (same id, other lane) dropped it from the unsettled jobs; pending %+v", id, p)
+		}
+	}
+}
+
+// A job whose commit had not shown, postponed uncounted (Queue.Postpone),
+// was handed back once Redis answered again as a counted one: with
+// --ai-job-attempts 1 the job, never tried, was dead-lettered, the game
+// left on the AI's turn.
+func TestAPostponeNotHandedBackStaysUncountedOnceRedisAnswers(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	q.MaxAttempts = 1
+	hook := &scriptsFailing{}
+	hook.mode.Store(1)
+	rdb.AddHook(hook)
+	if err := q.Enqueue(ctx, jobOfG()); err != nil {
+		t.Fatal(err)
+	}
+	log := &recordedLog{}
+	// The game is not there yet: the commit that queued the job has not
+	// landed (or not shown on this replica).
+	w := &Worker{Name: "w", Log: slog.New(log), Queue: q, Games: gameFails{code: codes.NotFound}, Mover: NewBuiltin(1)}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(wctx) }()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, n := log.handBacks(0); n >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never failed to postpone the job")
+		}
+	}
+	hook.mode.Store(0) // Redis answers again
+	time.Sleep(3 * time.Second)
+	dead, err := rdb.XRange(ctx, prefix+"{ai}:dead", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) > 0 {
+		p, _ := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: prefix + "{ai}:jobs", Group: "workers", Start: "-", End: "+", Count: 1}).Result()
+		t.Fatalf("the job whose commit had not shown, postponed (uncounted) but not handed back while Redis failed, was dead-lettered once Redis answered: %v (reason %q); settle handed it back as a counted HandBack, not as the Postpone it was; pending %+v",
+			dead[0].Values["id"], dead[0].Values["reason"], p)
 	}
 }

@@ -176,7 +176,7 @@ func (w *Worker) Run(ctx context.Context) {
 			var err error
 			d, err = w.Queue.Next(ctx, w.Name, nextWait(retryAt))
 			if d != nil {
-				delete(unsettled, d.ID) // taken again: in hand
+				delete(unsettled, keyOf(d)) // taken again: in hand
 			}
 			if err != nil {
 				w.Log.WarnContext(ctx, "ai queue", "err", err)
@@ -203,7 +203,7 @@ func (w *Worker) Run(ctx context.Context) {
 			var early *commitNotShown
 			if errors.As(err, &early) {
 				if retryAt = w.postpone(ctx, d, early); retryAt.IsZero() {
-					unsettled.note(d)
+					unsettled.note(d, true)
 				}
 				continue
 			}
@@ -214,7 +214,7 @@ func (w *Worker) Run(ctx context.Context) {
 					if ctx.Err() == nil {
 						w.Log.WarnContext(ctx, "ai job dead-letter", "game", d.Job.GameID, "err", err)
 					}
-					unsettled.note(d)
+					unsettled.note(d, false)
 				}
 				continue
 			}
@@ -252,7 +252,7 @@ func (w *Worker) Run(ctx context.Context) {
 				continue
 			}
 			if retryAt = w.retry(ctx, d, err); retryAt.IsZero() {
-				unsettled.note(d)
+				unsettled.note(d, false)
 			}
 			continue
 		}
@@ -268,30 +268,52 @@ func (w *Worker) Run(ctx context.Context) {
 }
 
 // unsettledJobs are the jobs still pending with a worker that it could
-// not hand back (its Redis failing over, say), by id, with when: handed
-// back once its Redis takes them again, else as the worker stops, for
-// another worker to take at once, and forgotten a claim timeout later,
-// when any worker may take them over.
-type unsettledJobs map[string]unsettledJob
+// not hand back (its Redis failing over, say), with when: handed back
+// once its Redis takes them again, else as the worker stops, for another
+// worker to take at once, and forgotten a claim timeout later, when any
+// worker may take them over.
+type unsettledJobs map[unsettledKey]unsettledJob
+
+// unsettledKey names a job by lane and id: the lanes' streams number
+// their jobs alike, by the millisecond.
+type unsettledKey struct {
+	id         string
+	background bool
+}
+
+func keyOf(d *aijobs.Delivery) unsettledKey { return unsettledKey{d.ID, d.Background()} }
 
 type unsettledJob struct {
 	d     *aijobs.Delivery
 	since time.Time
+	// untried is set for a job postponed, whose delivery is not to count
+	// towards its attempts (Queue.Postpone).
+	untried bool
 }
 
-func (u unsettledJobs) note(d *aijobs.Delivery) { u[d.ID] = unsettledJob{d: d, since: time.Now()} }
+func (u unsettledJobs) note(d *aijobs.Delivery, untried bool) {
+	u[keyOf(d)] = unsettledJob{d: d, since: time.Now(), untried: untried}
+}
+
+// handBack hands back j for another worker to take now.
+func (w *Worker) handBack(ctx context.Context, j unsettledJob) error {
+	if j.untried {
+		return w.Queue.Postpone(ctx, w.Name, j.d, 0)
+	}
+	return w.Queue.HandBack(ctx, w.Name, j.d)
+}
 
 // settle hands back again the jobs of u, its Redis answering again, and
 // forgets those it handed back and those another worker may have taken
 // over by now (a hand back leaves those alone).
 func (w *Worker) settle(ctx context.Context, u unsettledJobs) {
-	for id, j := range u {
+	for k, j := range u {
 		if time.Since(j.since) >= w.Queue.ClaimAfter {
-			delete(u, id)
+			delete(u, k)
 			continue
 		}
-		if err := w.Queue.HandBack(ctx, w.Name, j.d); err == nil {
-			delete(u, id)
+		if err := w.handBack(ctx, j); err == nil {
+			delete(u, k)
 		}
 	}
 }
@@ -303,18 +325,17 @@ func (w *Worker) settle(ctx context.Context, u unsettledJobs) {
 func (w *Worker) handBackOnStop(ctx context.Context, held *aijobs.Delivery, u unsettledJobs) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
 	defer cancel()
-	ds := make([]*aijobs.Delivery, 0, len(u)+1)
+	js := make([]unsettledJob, 0, len(u)+1)
 	if held != nil {
-		ds = append(ds, held)
+		js = append(js, unsettledJob{d: held})
+		delete(u, keyOf(held))
 	}
-	for id, j := range u {
-		if held == nil || id != held.ID {
-			ds = append(ds, j.d)
-		}
+	for _, j := range u {
+		js = append(js, j)
 	}
-	for _, d := range ds {
-		if err := w.Queue.HandBack(ctx, w.Name, d); err != nil {
-			w.Log.WarnContext(ctx, "ai job hand back", "game", d.Job.GameID, "err", err)
+	for _, j := range js {
+		if err := w.handBack(ctx, j); err != nil {
+			w.Log.WarnContext(ctx, "ai job hand back", "game", j.d.Job.GameID, "err", err)
 		}
 	}
 }
