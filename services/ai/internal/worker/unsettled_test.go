@@ -87,6 +87,28 @@ func (h *recordedLog) handBacks(from int) (games []string, n int) {
 	return games, n
 }
 
+// awaitHandBacks waits for the n-th "ai job hand back" record: the
+// worker's n-th hand back failed.
+func (h *recordedLog) awaitHandBacks(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, got := h.handBacks(0); got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker never failed %d hand backs", n)
+		}
+	}
+}
+
+// running runs w until the returned stop is called.
+func running(w *Worker) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
 func (h *recordedLog) len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -97,8 +119,8 @@ func (h *recordedLog) len() int {
 // of the jobs of games g1 and g2 fail (its Redis failing over), then lets
 // another worker take both jobs over and finish them: the first worker
 // holds neither any more. It returns the running worker's script hook,
-// log, cancel and done.
-func jobsTakenOverAfterFailedHandBacks(t *testing.T) (hook *scriptsFailing, log *recordedLog, cancel context.CancelFunc, done chan struct{}) {
+// log and stop.
+func jobsTakenOverAfterFailedHandBacks(t *testing.T) (hook *scriptsFailing, log *recordedLog, stop func()) {
 	t.Helper()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
@@ -115,20 +137,9 @@ func jobsTakenOverAfterFailedHandBacks(t *testing.T) (hook *scriptsFailing, log 
 	}
 	log = &recordedLog{}
 	w := &Worker{Name: "w", Log: slog.New(log), Queue: q, Games: gameFails{code: codes.Internal}, Mover: NewBuiltin(1)}
-	wctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	done = make(chan struct{})
-	go func() { defer close(done); w.Run(wctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, n := log.handBacks(0); n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker never failed to hand back both jobs")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	stop = running(w)
+	t.Cleanup(stop)
+	log.awaitHandBacks(t, 2)
 	// Another worker, whose queue takes over a job idle for a moment, takes
 	// both over and plays them.
 	other := aijobs.New(redistest.Client(t), prefix)
@@ -142,7 +153,7 @@ func jobsTakenOverAfterFailedHandBacks(t *testing.T) (hook *scriptsFailing, log 
 			t.Fatal(err)
 		}
 	}
-	return hook, log, cancel, done
+	return hook, log, stop
 }
 
 // Jobs whose hand back failed, then taken over and finished by another
@@ -152,17 +163,12 @@ func jobsTakenOverAfterFailedHandBacks(t *testing.T) (hook *scriptsFailing, log 
 // each. Once its Redis answers again, it hands them back (left alone by
 // then) and forgets them.
 func TestJobsNotHandedBackAreForgottenOnceRedisAnswers(t *testing.T) {
-	hook, log, cancel, done := jobsTakenOverAfterFailedHandBacks(t)
+	hook, log, stop := jobsTakenOverAfterFailedHandBacks(t)
 	hook.mode.Store(0)
 	time.Sleep(2500 * time.Millisecond) // the worker's next look at the queue
 	hook.mode.Store(1)
 	from := log.len()
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the worker did not stop")
-	}
+	stop()
 	if games, _ := log.handBacks(from); len(games) > 0 {
 		t.Fatalf("as it stopped the worker warned it could not hand back the jobs of games %v, which another worker took over and finished long before: it holds no job", games)
 	}
@@ -182,18 +188,8 @@ func TestAJobNotHandedBackIsHandedBackOnceRedisAnswers(t *testing.T) {
 	}
 	log := &recordedLog{}
 	w := &Worker{Name: "w", Log: slog.New(log), Queue: q, Games: gameFails{code: codes.Internal}, Mover: NewBuiltin(1)}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(wctx) }()
-	defer func() { cancel(); <-done }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, n := log.handBacks(0); n >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker never failed to hand back its job")
-		}
-	}
+	defer running(w)()
+	log.awaitHandBacks(t, 1)
 	hook.mode.Store(0)
 	// Handed back, the job is taken again (by this worker, the only one)
 	// and tried again: delivered a second time.
@@ -301,18 +297,8 @@ func TestTakingABackgroundJobOfTheSameIDKeepsANotedJob(t *testing.T) {
 
 	log := &recordedLog{}
 	w := &Worker{Name: "w", Log: slog.New(log), Queue: q, Games: gbVoidOthersFailing{}, Mover: NewBuiltin(1)}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(wctx) }()
-	defer func() { cancel(); <-done }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, n := log.handBacks(0); n >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker never failed to hand back the job of game gi")
-		}
-	}
+	defer running(w)()
+	log.awaitHandBacks(t, 1)
 	// A background job queued in the same millisecond: the worker takes it
 	// (nothing of the interactive lane waits) and finishes it at once.
 	jb := jobOfG()
@@ -365,18 +351,8 @@ func TestAPostponeNotHandedBackStaysUncountedOnceRedisAnswers(t *testing.T) {
 	// The game is not there yet: the commit that queued the job has not
 	// landed (or not shown on this replica).
 	w := &Worker{Name: "w", Log: slog.New(log), Queue: q, Games: gameFails{code: codes.NotFound}, Mover: NewBuiltin(1)}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(wctx) }()
-	defer func() { cancel(); <-done }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, n := log.handBacks(0); n >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker never failed to postpone the job")
-		}
-	}
+	defer running(w)()
+	log.awaitHandBacks(t, 1)
 	hook.mode.Store(0) // Redis answers again
 	time.Sleep(3 * time.Second)
 	dead, err := rdb.XRange(ctx, prefix+"{ai}:dead", "-", "+").Result()
