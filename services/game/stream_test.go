@@ -379,7 +379,7 @@ func TestARolloutAnnouncesNoDisconnection(t *testing.T) {
 // shown disconnected, again and again, committed two events per cycle to
 // the game's log, with no move played and nothing but the game's
 // --live-ttl to bound it (some 57,600 a day at the default grace). The
-// hold of a seat's closing doubles with each one recorded lately, so the
+// hold of a seat's closing doubles with each one announced lately, so the
 // log grows by a few events an hour.
 func TestAClientReconnectingInALoopCommitsFewEvents(t *testing.T) {
 	const grace = 20 * time.Millisecond

@@ -39,18 +39,19 @@ func newProcessID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// connect records a change of the seat's holding by this process. Failure
-// is logged, not returned: presence is informative and must not break the
-// stream. A change that could not be recorded is tried again at the next
-// lease renewal (see retryPresence), so that a closing lost to a Redis
-// outage does not leave the seat connected.
-func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta int) {
-	h.record(ctx, id, side, delta, false)
+// connect records a change of the seat's holding by this process, and
+// reports whether it was announced (an event). Failure is logged, not
+// returned: presence is informative and must not break the stream. A
+// change that could not be recorded is tried again at the next lease
+// renewal (see retryPresence), so that a closing lost to a Redis outage
+// does not leave the seat connected.
+func (h *Handler) connect(ctx context.Context, id string, side rules.Side, delta int) (announced bool) {
+	return h.record(ctx, id, side, delta, false)
 }
 
-// record commits a change of a seat's holding; again marks the retry of
-// one that failed.
-func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta int, again bool) {
+// record commits a change of a seat's holding, and reports whether it was
+// announced; again marks the retry of one that failed.
+func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta int, again bool) (announced bool) {
 	k := seatKey{id, side}
 	if delta > 0 {
 		// A seat held but not listed would stay connected for good if
@@ -59,7 +60,7 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 		if err := h.store.Holding(ctx, h.proc, id, side, h.now().Add(h.cfg.PresenceLease)); err != nil {
 			h.presenceFailed(ctx, id, err)
 			h.retryLater(k, delta)
-			return
+			return false
 		}
 	}
 	// gameHolds is whether the game had the seat held by this process
@@ -68,6 +69,7 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 	_, err := h.exec(ctx, "presence", command{
 		id: id,
 		run: func(st *model.State, _ time.Time) (model.Change, error) {
+			announced = false // of the last run, the one committed
 			// Holding is idempotent, so an opening and a closing of the
 			// seat that race must be decided by what this process holds
 			// when the change is committed (under the game's lock), not
@@ -84,6 +86,7 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 			if !ok {
 				return model.Change{}, errNothingToRecord
 			}
+			announced = len(ch.Events) > 0
 			return ch, nil
 		},
 	})
@@ -104,16 +107,16 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 			// unlisted, released by no reaper.
 			h.unlistUnlessHeld(ctx, id, side)
 		}
-		return
+		return false
 	case apierr.CodeOf(err) == apierr.NotFound:
 		// The game expired: there is nothing to record, now or ever, and
 		// nothing to hold.
 		h.unlist(ctx, id, side)
-		return
+		return false
 	case err != nil && !errors.Is(err, errNothingToRecord):
 		h.presenceFailed(ctx, id, err)
 		h.retryLater(k, delta)
-		return
+		return false
 	}
 	if delta < 0 {
 		if !again {
@@ -148,6 +151,7 @@ func (h *Handler) record(ctx context.Context, id string, side rules.Side, delta 
 			h.unlistUnlessGameHolds(ctx, id, side)
 		}
 	}
+	return announced && err == nil
 }
 
 // unlistUnlessGameHolds unlists a seat listed again after its last stream

@@ -22,7 +22,7 @@ import (
 type presence struct {
 	grace time.Duration
 	// record commits a change of a seat's count by delta.
-	record func(ctx context.Context, id string, side rules.Side, delta int)
+	record func(ctx context.Context, id string, side rules.Side, delta int) (announced bool)
 
 	mu      sync.Mutex
 	seats   map[seatKey]*seatStreams
@@ -69,7 +69,7 @@ type seatStreams struct {
 	pending *time.Timer
 }
 
-func newPresence(grace time.Duration, record func(ctx context.Context, id string, side rules.Side, delta int)) *presence {
+func newPresence(grace time.Duration, record func(ctx context.Context, id string, side rules.Side, delta int) (announced bool)) *presence {
 	return &presence{grace: grace, record: record, seats: map[seatKey]*seatStreams{}, lately: map[seatKey]closings{}}
 }
 
@@ -134,16 +134,28 @@ func (p *presence) closed(ctx context.Context, id string, side rules.Side) {
 		if s.open == 0 && s.pending == nil && p.seats[k] == s {
 			delete(p.seats, k)
 		}
+		before, noted := p.lately[k]
 		p.closedLately(k, time.Now())
 		p.mu.Unlock()
-		p.record(ctx, id, side, -1)
+		// Only a closing announced counts towards the next one's hold: one
+		// that announced nothing (the seat held through another process,
+		// a player's second device) adds nothing to the game's log.
+		if !p.record(ctx, id, side, -1) {
+			p.mu.Lock()
+			if noted {
+				p.lately[k] = before
+			} else {
+				delete(p.lately, k)
+			}
+			p.mu.Unlock()
+		}
 	})
 	s.pending = t
 	p.mu.Unlock()
 }
 
 // hold is how long the seat's closing is held back at now: the grace,
-// doubled for each of its closings recorded lately. Called with p.mu held.
+// doubled for each of its closings announced lately. Called with p.mu held.
 func (p *presence) hold(k seatKey, now time.Time) time.Duration {
 	return p.grace * time.Duration(min(1<<min(p.recent(k, now), 30), maxHoldGraces))
 }
@@ -157,7 +169,7 @@ func (p *presence) recent(k seatKey, now time.Time) int {
 	return 0
 }
 
-// closedLately notes a closing of the seat recorded at now, and forgets
+// closedLately notes a closing of the seat announced at now, and forgets
 // the seats whose closings are no longer recent, now and then. Called
 // with p.mu held.
 func (p *presence) closedLately(k seatKey, now time.Time) {

@@ -14,20 +14,24 @@ import (
 	"github.com/palacehq/palace/pkg/rules"
 )
 
-// recorder is the presence's record function, keeping the sum per seat.
+// recorder is the presence's record function, keeping the sum per seat;
+// every change announced unless silent is set (the seat held through
+// another process).
 type recorder struct {
-	mu    sync.Mutex
-	sum   map[seatKey]int
-	calls atomic.Int64
+	mu     sync.Mutex
+	sum    map[seatKey]int
+	calls  atomic.Int64
+	silent atomic.Bool
 }
 
 func newRecorder() *recorder { return &recorder{sum: map[seatKey]int{}} }
 
-func (r *recorder) record(_ context.Context, id string, side rules.Side, delta int) {
+func (r *recorder) record(_ context.Context, id string, side rules.Side, delta int) (announced bool) {
 	r.calls.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sum[seatKey{id, side}] += delta
+	return !r.silent.Load()
 }
 
 func (r *recorder) get(id string, side rules.Side) int {
@@ -226,7 +230,7 @@ func TestPresenceHoldsAFlappingSeatLongerEachTime(t *testing.T) {
 	ctx := context.Background()
 	const grace = 10 * time.Millisecond
 	recorded := make(chan int, 64)
-	p := newPresence(grace, func(_ context.Context, _ string, _ rules.Side, delta int) { recorded <- delta })
+	p := newPresence(grace, func(_ context.Context, _ string, _ rules.Side, delta int) bool { recorded <- delta; return true })
 	for i := range 8 {
 		p.opened(ctx, "g", rules.First)
 		if d := <-recorded; d != 1 {
@@ -250,5 +254,46 @@ func TestPresenceHoldsAFlappingSeatLongerEachTime(t *testing.T) {
 	}
 	if want := grace * maxHoldGraces; p.hold(seatKey{"g", rules.First}, time.Now().Add(flapMemory*grace+time.Millisecond)) != grace {
 		t.Errorf("the seat's hold did not come back to the grace once its closings were past %v (the longest hold is %v)", flapMemory*grace, want)
+	}
+}
+
+// A closing that announced nothing (the seat held through another
+// process: a player's second device) doubled the next closing's hold all
+// the same: a player who had switched devices a few times was shown
+// disconnected minutes late. Only the closings announced count.
+func TestPresenceHoldsASeatLongerOnlyForClosingsAnnounced(t *testing.T) {
+	ctx := context.Background()
+	const grace = 10 * time.Millisecond
+	silent := atomic.Bool{}
+	silent.Store(true)
+	recorded := make(chan int, 64)
+	p := newPresence(grace, func(_ context.Context, _ string, _ rules.Side, delta int) bool {
+		recorded <- delta
+		return !silent.Load()
+	})
+	cycle := func() {
+		p.opened(ctx, "g", rules.First)
+		<-recorded
+		p.closed(ctx, "g", rules.First)
+		<-recorded
+	}
+	for range 4 {
+		cycle()
+	}
+	holds := func() time.Duration {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.hold(seatKey{"g", rules.First}, time.Now())
+	}
+	// The last closing is taken back once its record returns.
+	for deadline := time.Now().Add(2 * time.Second); holds() != grace; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 4 closings that announced nothing, the next would be held %v, want the grace, %v", holds(), grace)
+		}
+	}
+	silent.Store(false)
+	cycle()
+	if held := holds(); held != 2*grace {
+		t.Fatalf("after one closing announced, the next would be held %v, want twice the grace, %v", held, 2*grace)
 	}
 }
