@@ -134,16 +134,18 @@ func (p *presence) closed(ctx context.Context, id string, side rules.Side) {
 		if s.open == 0 && s.pending == nil && p.seats[k] == s {
 			delete(p.seats, k)
 		}
-		before, noted := p.lately[k]
 		p.closedLately(k, time.Now())
 		p.mu.Unlock()
 		// Only a closing announced counts towards the next one's hold: one
 		// that announced nothing (the seat held through another process,
-		// a player's second device) adds nothing to the game's log.
+		// a player's second device) adds nothing to the game's log. Noted
+		// first, for a closing held while this one is recorded, then taken
+		// back (itself alone: another closing may have been noted since).
 		if !p.record(ctx, id, side, -1) {
 			p.mu.Lock()
-			if noted {
-				p.lately[k] = before
+			if c, ok := p.lately[k]; ok && c.n > 1 {
+				c.n--
+				p.lately[k] = c
 			} else {
 				delete(p.lately, k)
 			}

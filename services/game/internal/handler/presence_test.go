@@ -297,3 +297,51 @@ func TestPresenceHoldsASeatLongerOnlyForClosingsAnnounced(t *testing.T) {
 		t.Fatalf("after one closing announced, the next would be held %v, want twice the grace, %v", held, 2*grace)
 	}
 }
+
+// A closing whose record announced nothing put back the seat's closings
+// as they were before it was noted: a closing of the seat noted and
+// announced meanwhile (the client back and gone again while the first
+// record was slow) was erased with it, the next hold the bare grace.
+func TestPresenceAClosingNotAnnouncedKeepsAnotherClosingsNote(t *testing.T) {
+	ctx := context.Background()
+	const grace = 10 * time.Millisecond
+	release := make(chan struct{})
+	started := make(chan int32, 16)
+	var closings atomic.Int32
+	p := newPresence(grace, func(_ context.Context, _ string, _ rules.Side, delta int) bool {
+		if delta > 0 {
+			return true
+		}
+		n := closings.Add(1)
+		started <- n
+		if n == 1 {
+			// The first closing's record is slow, and finds the seat held
+			// again by the time it runs: nothing announced.
+			<-release
+			return false
+		}
+		return true // the second closing is announced
+	})
+	k := seatKey{"g", rules.First}
+	p.opened(ctx, "g", rules.First)
+	p.closed(ctx, "g", rules.First)
+	if n := <-started; n != 1 {
+		t.Fatalf("closing %d first", n)
+	}
+	// The client is back while the first closing's record runs, and gone
+	// again: a second timer of the same seat.
+	p.opened(ctx, "g", rules.First)
+	p.closed(ctx, "g", rules.First)
+	if n := <-started; n != 2 {
+		t.Fatalf("closing %d second", n)
+	}
+	// The second closing was noted before its record, which announced it.
+	close(release)
+	p.running.Wait()
+	p.mu.Lock()
+	held := p.hold(k, time.Now())
+	p.mu.Unlock()
+	if held != 2*grace {
+		t.Fatalf("after one closing announced (and one that announced nothing), the next is held %v, want twice the grace, %v: the closing that announced nothing put back the seat's closings from before the announced one", held, 2*grace)
+	}
+}
