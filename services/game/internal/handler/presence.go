@@ -27,20 +27,25 @@ type presence struct {
 	mu      sync.Mutex
 	seats   map[seatKey]*seatStreams
 	stopped bool
-	// lately counts, per seat, the closings recorded here in the last
+	// lately counts, per seat, the closings announced here in the last
 	// flapMemory graces: each one doubles the hold of the seat's next
 	// closing, up to maxHoldGraces graces, so that a client reconnecting
 	// in a loop commits a few presence events an hour to its game's log,
 	// not two per reconnection, and a flaky connection is shown
-	// connected while it keeps coming back.
+	// connected while it keeps coming back. A closing that announced
+	// nothing (the seat held through another process: a player's second
+	// device) adds nothing to the log, and does not count.
 	lately   map[seatKey]closings
 	prunedAt time.Time
+	// recording counts, per seat, the closings being recorded, which
+	// count as announced for a closing held meanwhile.
+	recording map[seatKey]int
 	// running counts held-back closings not yet recorded or cancelled,
 	// so flush can wait for the ones already under way.
 	running sync.WaitGroup
 }
 
-// closings is a seat's recent closings recorded here: how many, the
+// closings is a seat's recent closings announced here: how many, the
 // last when.
 type closings struct {
 	n    int
@@ -51,7 +56,7 @@ const (
 	// maxHoldGraces bounds the hold of a flapping seat's closing: 64
 	// graces, 3 min 12 s by default.
 	maxHoldGraces = 64
-	// flapMemory is how long, in graces, a seat's recorded closings
+	// flapMemory is how long, in graces, a seat's announced closings
 	// lengthen its hold: longer than the longest hold, so that a client
 	// that comes back just after it is still held that long.
 	flapMemory = 4 * maxHoldGraces
@@ -70,7 +75,7 @@ type seatStreams struct {
 }
 
 func newPresence(grace time.Duration, record func(ctx context.Context, id string, side rules.Side, delta int) (announced bool)) *presence {
-	return &presence{grace: grace, record: record, seats: map[seatKey]*seatStreams{}, lately: map[seatKey]closings{}}
+	return &presence{grace: grace, record: record, seats: map[seatKey]*seatStreams{}, lately: map[seatKey]closings{}, recording: map[seatKey]int{}}
 }
 
 // opened records a seat stream's opening when it is the seat's first
@@ -134,23 +139,18 @@ func (p *presence) closed(ctx context.Context, id string, side rules.Side) {
 		if s.open == 0 && s.pending == nil && p.seats[k] == s {
 			delete(p.seats, k)
 		}
-		p.closedLately(k, time.Now())
+		p.recording[k]++
 		p.mu.Unlock()
-		// Only a closing announced counts towards the next one's hold: one
-		// that announced nothing (the seat held through another process,
-		// a player's second device) adds nothing to the game's log. Noted
-		// first, for a closing held while this one is recorded, then taken
-		// back (itself alone: another closing may have been noted since).
-		if !p.record(ctx, id, side, -1) {
-			p.mu.Lock()
-			if c, ok := p.lately[k]; ok && c.n > 1 {
-				c.n--
-				p.lately[k] = c
-			} else {
-				delete(p.lately, k)
-			}
-			p.mu.Unlock()
+		at := time.Now()
+		announced := p.record(ctx, id, side, -1)
+		p.mu.Lock()
+		if p.recording[k]--; p.recording[k] <= 0 {
+			delete(p.recording, k)
 		}
+		if announced {
+			p.closedLately(k, at)
+		}
+		p.mu.Unlock()
 	})
 	s.pending = t
 	p.mu.Unlock()
@@ -159,7 +159,7 @@ func (p *presence) closed(ctx context.Context, id string, side rules.Side) {
 // hold is how long the seat's closing is held back at now: the grace,
 // doubled for each of its closings announced lately. Called with p.mu held.
 func (p *presence) hold(k seatKey, now time.Time) time.Duration {
-	return p.grace * time.Duration(min(1<<min(p.recent(k, now), 30), maxHoldGraces))
+	return p.grace * time.Duration(min(1<<min(p.recent(k, now)+p.recording[k], 30), maxHoldGraces))
 }
 
 // recent is how many of the seat's closings at now are recent. Called
@@ -173,10 +173,15 @@ func (p *presence) recent(k seatKey, now time.Time) int {
 
 // closedLately notes a closing of the seat announced at now, and forgets
 // the seats whose closings are no longer recent, now and then. Called
-// with p.mu held.
+// with p.mu held; now may be before the last closing noted (records end
+// in any order), which stays the last.
 func (p *presence) closedLately(k seatKey, now time.Time) {
 	memory := flapMemory * p.grace
-	p.lately[k] = closings{n: p.recent(k, now) + 1, last: now}
+	last := now
+	if c, ok := p.lately[k]; ok && c.last.After(now) {
+		last = c.last
+	}
+	p.lately[k] = closings{n: p.recent(k, now) + 1, last: last}
 	if now.Sub(p.prunedAt) > memory {
 		for k, c := range p.lately {
 			if now.Sub(c.last) > memory {

@@ -345,3 +345,94 @@ func TestPresenceAClosingNotAnnouncedKeepsAnotherClosingsNote(t *testing.T) {
 		t.Fatalf("after one closing announced (and one that announced nothing), the next is held %v, want twice the grace, %v: the closing that announced nothing put back the seat's closings from before the announced one", held, 2*grace)
 	}
 }
+
+// A closing that announced nothing, noted then taken back, left its time
+// as the seat's last closing's: its older announced closings were
+// remembered a whole memory (flapMemory graces) from it, their long hold
+// kept while a player's phone kept reconnecting beside a second device.
+func TestPresenceAClosingNotAnnouncedProlongsNoMemory(t *testing.T) {
+	ctx := context.Background()
+	const grace = 10 * time.Millisecond
+	memory := flapMemory * grace // 2.56 s
+	done := make(chan struct{}, 4)
+	p := newPresence(grace, func(_ context.Context, _ string, _ rules.Side, delta int) bool {
+		if delta > 0 {
+			return true
+		}
+		defer func() { done <- struct{}{} }()
+		return false // the seat is held through another process: nothing announced
+	})
+	k := seatKey{"g", rules.First}
+	// Three closings announced, the last one just inside the memory.
+	oldLast := time.Now().Add(-memory / 2)
+	p.mu.Lock()
+	p.lately[k] = closings{n: 3, last: oldLast}
+	p.mu.Unlock()
+
+	p.opened(ctx, "g", rules.First)
+	p.closed(ctx, "g", rules.First)
+	<-done
+	p.running.Wait()
+
+	// Just after the announced closings leave the memory, no closing has
+	// been announced lately: the hold is the bare grace.
+	at := oldLast.Add(memory + time.Millisecond)
+	p.mu.Lock()
+	held := p.hold(k, at)
+	c := p.lately[k]
+	p.mu.Unlock()
+	if held != grace {
+		t.Fatalf("%v after the last announced closing (memory %v), the hold is %v, want the grace %v: "+
+			"the unannounced closing's take-back left lately[k] = {n:%d, last moved %v forward}",
+			at.Sub(oldLast), memory, held, grace, c.n, c.last.Sub(oldLast).Round(time.Millisecond))
+	}
+}
+
+// A closing that announced nothing, its record slower than the memory,
+// took back the note of a closing announced meanwhile, noted afresh: the
+// next closing was held the bare grace, not twice.
+func TestPresenceASlowClosingNotAnnouncedKeepsAFreshNote(t *testing.T) {
+	ctx := context.Background()
+	const grace = time.Millisecond
+	memory := flapMemory * grace // 256 ms
+	release := make(chan struct{})
+	started := make(chan int32, 16)
+	var n atomic.Int32
+	p := newPresence(grace, func(_ context.Context, _ string, _ rules.Side, delta int) bool {
+		if delta > 0 {
+			return true
+		}
+		i := n.Add(1)
+		started <- i
+		if i == 1 {
+			<-release // slow, and finds nothing to announce
+			return false
+		}
+		return true
+	})
+	k := seatKey{"g", rules.First}
+	p.opened(ctx, "g", rules.First)
+	p.closed(ctx, "g", rules.First)
+	if i := <-started; i != 1 {
+		t.Fatalf("closing %d first", i)
+	}
+	// The first record is still running when its note leaves the memory.
+	time.Sleep(memory + 50*time.Millisecond)
+	p.opened(ctx, "g", rules.First)
+	p.closed(ctx, "g", rules.First)
+	if i := <-started; i != 2 {
+		t.Fatalf("closing %d second", i)
+	}
+	// The second closing was noted afresh (n = 1) before its record,
+	// which announces it.
+	close(release)
+	p.running.Wait()
+	p.mu.Lock()
+	held := p.hold(k, time.Now())
+	_, noted := p.lately[k]
+	p.mu.Unlock()
+	if held != 2*grace {
+		t.Fatalf("after one closing announced lately, the next is held %v, want %v (note kept: %v): "+
+			"the first closing's take-back removed the announced closing's note", held, 2*grace, noted)
+	}
+}
