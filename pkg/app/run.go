@@ -198,6 +198,19 @@ func PeerTLSConfig(peerTLS string) (*tls.Config, error) {
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }
 
+// NeedsGameAddr is the check of a daemon that calls the game service
+// without running it: an empty addr would mean this process, which does
+// not serve games, and every call would fail while the process looked
+// healthy. why says what needs the address.
+func NeedsGameAddr(addr, why string) func() error {
+	return func() error {
+		if addr == "" {
+			return fmt.Errorf("--game-addr (PALACE_GAME_ADDR) is required%s, which this process does not run (palace serve runs every service in one process)", why)
+		}
+		return nil
+	}
+}
+
 // CheckTarget checks the address of another service (--game-addr): one
 // gRPC target, which gRPC itself reads only at the first call. Several
 // replicas are reached through one name: a load balancer's, or a DNS name

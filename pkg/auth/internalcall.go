@@ -41,15 +41,16 @@ func RequireService(ctx context.Context, v *Verified, rpc string) error {
 		// rather than suggest that the keys differ between processes.
 		return apierr.New(apierr.Unauthenticated, "%s is an internal call: %s", rpc, hint)
 	}
-	switch {
-	case errors.Is(err, ErrExpired):
+	if errors.Is(err, ErrExpired) {
 		return apierr.New(apierr.Unauthenticated, "service credential: %v: sign a new one (`palace service-token`)", err).WithInfo(ExpiredReason, nil)
-	case errors.Is(err, ErrUnknownKey):
+	}
+	refused := apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err)
+	if errors.Is(err, ErrUnknownKey) {
 		// Marked as a seat's or player's of a key removed: a caller signs
 		// a new one after a rotation without reading the message.
-		return apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err).WithInfo(KeyUnknownReason, nil)
+		refused.WithInfo(KeyUnknownReason, nil)
 	}
-	return apierr.New(apierr.Unauthenticated, "service credential: %v (is --service-keys the same in every process?)", err)
+	return refused
 }
 
 // Refused is the Unauthenticated answer to a credential (what names its

@@ -34,13 +34,10 @@ func run(ctx context.Context, args []string) error {
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	// Empty, it would mean this process, which does not serve games:
-	// every call would fail while the process looked healthy.
-	needsGameAddr := func() error {
-		if svc.Workers > 0 && svc.GameAddr == "" {
-			return errors.New("--game-addr (PALACE_GAME_ADDR) is required with --ai-workers above 0: the workers play through the game service, which this process does not run (palace serve runs every service in one process)")
-		}
-		return nil
+	checks := []func() error{svc.Validate}
+	if svc.Workers > 0 {
+		// Without workers, only the analysis API: no game service called.
+		checks = append([]func() error{app.NeedsGameAddr(svc.GameAddr, " with --ai-workers above 0: the workers play through the game service")}, checks...)
 	}
-	return app.Run(ctx, app.Options{Name: "ai", Config: cfg, OwnsProcess: true, Services: []app.Binder{ai.Bind(svc)}, Checks: []func() error{needsGameAddr, svc.Validate}})
+	return app.Run(ctx, app.Options{Name: "ai", Config: cfg, OwnsProcess: true, Services: []app.Binder{ai.Bind(svc)}, Checks: checks})
 }

@@ -33,13 +33,5 @@ func run(ctx context.Context, args []string) error {
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	// Empty, it would mean this process, which does not serve games:
-	// every call would fail while the process looked healthy.
-	needsGameAddr := func() error {
-		if svc.GameAddr == "" {
-			return errors.New("--game-addr (PALACE_GAME_ADDR) is required: the game service's host:port, which this process does not run (palace serve runs every service in one process)")
-		}
-		return nil
-	}
-	return app.Run(ctx, app.Options{Name: "clock", Config: cfg, OwnsProcess: true, Services: []app.Binder{clock.Bind(svc)}, Checks: []func() error{needsGameAddr, svc.Validate}})
+	return app.Run(ctx, app.Options{Name: "clock", Config: cfg, OwnsProcess: true, Services: []app.Binder{clock.Bind(svc)}, Checks: []func() error{app.NeedsGameAddr(svc.GameAddr, ": the game service's host:port"), svc.Validate}})
 }
