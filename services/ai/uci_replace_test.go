@@ -60,7 +60,9 @@ done
 		t.Fatal(err)
 	}
 	t.Logf("move %v in %v with a budget of %v", mv, took, budget)
-	if took > budget+200*time.Millisecond {
+	// The engine start the fault adds is 1.5 s; the slack is for a loaded
+	// machine running the suite under -race.
+	if took > budget+700*time.Millisecond {
 		t.Fatalf("the move after an engine was replaced took %v with a budget of %v: the new engine's start was not taken from it", took.Round(10*time.Millisecond), budget)
 	}
 }

@@ -64,7 +64,8 @@ func TestABuiltinMoveKeepsToItsBudgetFromTheCall(t *testing.T) {
 	if _, _, err := b.Move(context.Background(), rules.Xiangqi, rules.StartFEN(rules.Xiangqi), nil, 10, 7, budget); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(called); took > budget+300*time.Millisecond {
+	// Waiting for the table on top of the budget would add 600 ms.
+	if took := time.Since(called); took > budget+450*time.Millisecond {
 		t.Fatalf("a move with a budget of %v, waiting %v for the table, took %v", budget, clearing, took)
 	}
 	// The next move waits for the clear that followed this search.
