@@ -85,5 +85,7 @@
 // flagged. Milestones before the flag (entering byo-yomi, periods used)
 // describe the clock as the server sees it; a later move with a lag credit
 // may land before a milestone that was already announced, and the State it
-// returns is authoritative.
+// returns is authoritative. So may a move the service judges at an instant
+// before a milestone announced meanwhile (its commit raced the
+// announcement's).
 package clock

@@ -2544,7 +2544,11 @@ func (x *MoveRecord) GetClocks() *v1.ClockSnapshot {
 type Event struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Version uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	Time    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// When the event took effect: a command's events are dated at the
+	// instant the command reached the service, so one whose commit raced
+	// another command's may be dated before events logged ahead of it. The
+	// version, not the time, orders the log.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*Event_GameCreated
@@ -3164,10 +3168,12 @@ func (x *PlayerConnection) GetConnected() bool {
 }
 
 // ClockEvent marks byo-yomi milestones as the server's clock crosses them,
-// so clients need not compute them. A move that then arrives with a lag
-// credit (reported_lag) may be charged as made before a milestone already
-// announced: the clocks of its MovePlayed are authoritative, and may show
-// the period, or main time, back. It also announces time given back to the
+// so clients need not compute them. A move may be charged as made before a
+// milestone already announced: one that arrives with a lag credit
+// (reported_lag), or one that reached the service before the milestone
+// and whose commit the announcement's beat (a move is judged at the
+// instant it reached the service). The clocks of its MovePlayed are
+// authoritative, and may show the period, or main time, back. It also announces time given back to the
 // side to move, or to choose a formation (OUTAGE_EXCUSED): then its clocks
 // are the new ones (unset in a game without a clock).
 type ClockEvent struct {
