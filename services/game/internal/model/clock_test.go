@@ -346,6 +346,7 @@ func TestCommandsAfterTheFirstMoveDeadlineAbortTheGame(t *testing.T) {
 		{"Black's draw offer", func() (Change, error) { return OfferDraw(st, black, late) }},
 		{"Red accepting a draw", func() (Change, error) { return AnswerDraw(offered, red, true, late) }},
 		{"Red's move", func() (Change, error) { return Move(st, red, "h3e3", 0, late) }},
+		{"Black's move out of turn", func() (Change, error) { return Move(st, black, "h10g8", 0, late) }},
 	} {
 		ch, err := c.run()
 		if err != nil {
@@ -575,6 +576,10 @@ func TestAFlagComesBeforeTheMoveIsLookedAt(t *testing.T) {
 	st, _ := clocked(t)
 	ch, err := Move(st, red, "a4a9", 0, afterFlag(t, st))
 	wantEndedOnTime(t, "an illegal move after the flag", ch, err, red)
+	// The opponent's move, out of turn, finds the flag too: the game had
+	// ended, whose turn it was no longer matters.
+	ch, err = Move(st, red.Opponent(), "h10g8", 0, afterFlag(t, st))
+	wantEndedOnTime(t, "Black's move out of turn", ch, err, red)
 
 	now := time.UnixMilli(1_700_000_000_000)
 	ctl := clock.Default()
@@ -596,6 +601,8 @@ func TestAFlagComesBeforeTheMoveIsLookedAt(t *testing.T) {
 	wantEndedOnTime(t, "a pass in check after the flag", ch, err, han)
 	ch, err = Move(st, han, "e10e10", 0, late)
 	wantEndedOnTime(t, "a pass in check, as a move, after the flag", ch, err, han)
+	ch, err = Pass(st, han.Opponent(), 0, late)
+	wantEndedOnTime(t, "Cho's pass out of turn", ch, err, han)
 	// Before the flag, the pass in check is refused for what it is.
 	if _, err := Pass(st, han, 0, late.Add(-time.Minute)); apierr.CodeOf(err) != apierr.Precondition || !strings.Contains(err.Error(), "in check") {
 		t.Fatalf("a pass in check in time: %v", err)

@@ -367,7 +367,7 @@ func setFormation(st *State, side rules.Side, f rules.Formation, byDefault bool,
 
 // Move plays a move (or a pass written as the general's square twice).
 func Move(st *State, side rules.Side, text string, lag time.Duration, now time.Time) (Change, error) {
-	if ch, ok := lateSetup(st, "move", now); ok {
+	if ch, ok := deadlinesBeforePlay(st, side, "move", now); ok {
 		return ch, nil
 	}
 	if err := checkPlaying(st, side, "move"); err != nil {
@@ -385,7 +385,7 @@ func Pass(st *State, side rules.Side, lag time.Duration, now time.Time) (Change,
 	if st.Variant != rules.Janggi {
 		return Change{}, apierr.New(apierr.Precondition, "passing is a Janggi rule; Xiangqi has no pass")
 	}
-	if ch, ok := lateSetup(st, "pass", now); ok {
+	if ch, ok := deadlinesBeforePlay(st, side, "pass", now); ok {
 		return ch, nil
 	}
 	if err := checkPlaying(st, side, "pass"); err != nil {
@@ -397,6 +397,18 @@ func Pass(st *State, side rules.Side, lag time.Duration, now time.Time) (Change,
 	}
 	sq := g.Position().GeneralSquare(side)
 	return playOn(st, g, side, rules.NewMove(sq, sq), lag, now)
+}
+
+// deadlinesBeforePlay meets the deadlines passed before a move or pass of
+// side. The side to move meets its first-move deadline and its flag in
+// playOn, where its lag credit counts; a move of the other side, out of
+// turn, meets them here as every other command does (flagFirst), so that
+// its refusal gives the true reason, the game ended, not whose turn it is.
+func deadlinesBeforePlay(st *State, side rules.Side, action string, now time.Time) (Change, bool) {
+	if st.Status == StatusOngoing && st.Turn() != side {
+		return flagFirst(st, side, action, now)
+	}
+	return lateSetup(st, action, now)
 }
 
 func play(st *State, side rules.Side, mv rules.Move, lag time.Duration, now time.Time) (Change, error) {
