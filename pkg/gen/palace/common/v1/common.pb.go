@@ -857,7 +857,8 @@ type Result struct {
 	Winner Winner                 `protobuf:"varint,1,opt,name=winner,proto3,enum=palace.common.v1.Winner" json:"winner,omitempty"`
 	Method EndMethod              `protobuf:"varint,2,opt,name=method,proto3,enum=palace.common.v1.EndMethod" json:"method,omitempty"`
 	// Janggi: both sides' points at the end (Han's include the 1.5). Empty
-	// for Xiangqi.
+	// for Xiangqi, and for an aborted game, which no count decides (its
+	// Game.points still shows the board's).
 	Points        *Points `protobuf:"bytes,3,opt,name=points,proto3" json:"points,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
