@@ -165,6 +165,9 @@ type Queue struct {
 	lanesRead   bool
 	lanesReadAt time.Time
 	lanesEvery  time.Duration
+	// stranded are the jobs each consumer took but that Next could
+	// neither hand out nor give back, until Stranded hands them to it.
+	stranded map[string][]*Delivery
 }
 
 // lanesTTL is how long the workers' word that they read both lanes
@@ -346,7 +349,7 @@ func (q *Queue) next(ctx context.Context, consumer string, block time.Duration) 
 	}
 	gctx, cancel := taken(ctx)
 	defer cancel()
-	q.giveBack(gctx, background, consumer, d.ID)
+	q.giveBack(gctx, consumer, d)
 	return p, nil
 }
 
@@ -396,7 +399,7 @@ func (q *Queue) claim(ctx context.Context, consumer string, l lane) (d *Delivery
 		}
 		q.scanOn(l, start, next)
 		for _, m := range msgs {
-			if d, err := q.claimed(ctx, l, m); err != nil || d != nil {
+			if d, err := q.claimed(ctx, consumer, l, m); err != nil || d != nil {
 				return d, true, err
 			}
 		}
@@ -573,7 +576,7 @@ func (q *Queue) claimOrphan(ctx context.Context, consumer string, l lane, look *
 				return nil, fmt.Errorf("claim ai job %s of the %v lane: %w", p.ID, l, err)
 			}
 			for _, m := range msgs {
-				d, err := q.claimed(ctx, l, m)
+				d, err := q.claimed(ctx, consumer, l, m)
 				if err != nil || d != nil {
 					if d != nil {
 						look.found = true
@@ -635,17 +638,58 @@ func (q *Queue) scanOn(l lane, start, next string) {
 	}
 }
 
-// claimed vets a job just taken over: it is handed out only if it can be
-// read and has deliveries left.
-func (q *Queue) claimed(ctx context.Context, l lane, m redis.XMessage) (*Delivery, error) {
+// claimed vets a job just taken over by consumer: it is handed out only
+// if it can be read and has deliveries left. One whose count could not be
+// read is consumer's all the same: stranded.
+func (q *Queue) claimed(ctx context.Context, consumer string, l lane, m redis.XMessage) (*Delivery, error) {
 	ctx, cancel := taken(ctx)
 	defer cancel()
 	n, err := q.deliveries(ctx, l, m.ID)
-	if err != nil || n == 0 {
-		// n == 0: its first worker finished it after all.
+	if err != nil {
+		q.strand(consumer, pendingOf(l, m))
 		return nil, err
 	}
+	if n == 0 {
+		// Its first worker finished it after all.
+		return nil, nil
+	}
 	return q.vet(ctx, l, m, n)
+}
+
+// pendingOf is m, of lane l, as a job to hand back: one that cannot be
+// read is dead-lettered by the next worker to take it.
+func pendingOf(l lane, m redis.XMessage) *Delivery {
+	d, err := decode(m)
+	if err != nil {
+		d = &Delivery{ID: m.ID}
+	}
+	d.lane = l
+	return d
+}
+
+// strand notes d as a job consumer took but was not handed (see
+// Stranded).
+func (q *Queue) strand(consumer string, d *Delivery) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stranded == nil {
+		q.stranded = map[string][]*Delivery{}
+	}
+	q.stranded[consumer] = append(q.stranded[consumer], d)
+}
+
+// Stranded returns, once, the jobs that Next took for consumer but could
+// neither hand out nor give back, its Redis failing: a job taken over
+// whose delivery count could not be read, one read beside another. They
+// are pending with consumer, never tried, and wait out the claim timeout
+// (the AI's clock running) unless consumer hands them back with Postpone
+// once its Redis answers, or as it stops.
+func (q *Queue) Stranded(consumer string) []*Delivery {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ds := q.stranded[consumer]
+	delete(q.stranded, consumer)
+	return ds
 }
 
 // takenTimeout bounds the steps that follow a job's taking (taken).
@@ -700,28 +744,29 @@ func (q *Queue) read(ctx context.Context, consumer string, block time.Duration, 
 				continue
 			}
 			for _, m := range s.Messages {
-				if first != nil {
+				if first != nil || err != nil {
 					// A read that waited wakes to every lane that has a job
 					// by then: the later lane's job goes to the next worker
 					// to look, as if it had never been handed out.
-					q.giveBack(ctx, l, consumer, m.ID)
+					q.giveBack(ctx, consumer, pendingOf(l, m))
 					continue
 				}
-				if first, err = q.vet(ctx, l, m, 1); err != nil {
-					return nil, err
-				}
+				first, err = q.vet(ctx, l, m, 1)
 			}
 		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	return first, nil
 }
 
-// giveBack hands back job id of lane l, read by consumer but not started.
-// Should it fail, the job is taken over after ClaimAfter, or once the
-// consumer's lease lapses.
-func (q *Queue) giveBack(ctx context.Context, l lane, consumer, id string) {
-	if err := q.handBack(ctx, l, consumer, id, q.ClaimAfter, true); err != nil {
-		q.Log.WarnContext(ctx, "ai job read beside another not handed back", "id", id, "lane", l.String(), "err", err)
+// giveBack hands back d, read by consumer beside the job handed out, and
+// never started; should that fail, d is stranded.
+func (q *Queue) giveBack(ctx context.Context, consumer string, d *Delivery) {
+	if err := q.handBack(ctx, consumer, d, q.ClaimAfter, true); err != nil {
+		q.Log.WarnContext(ctx, "ai job read beside another not handed back", "id", d.ID, "lane", d.lane.String(), "err", err)
+		q.strand(consumer, d)
 	}
 }
 
@@ -801,8 +846,10 @@ func (q *Queue) Done(ctx context.Context, d *Delivery) error {
 // delivery count is kept, the job not tried again: given explicitly, since
 // JUSTID leaves it alone in Redis but the in-process Redis of make run
 // raises it, and counted every try twice. With ARGV[5] = 1 the job was
-// never started, and its count goes back to none, so that the next
-// worker's delivery counts as its first.
+// never started, and the delivery that gave it to the consumer does not
+// count, the tries before it (a job taken over) still do: its count goes
+// back to ARGV[6], the delivery's attempt less one, or, not known (-1),
+// to one less than now.
 var handBackScript = redis.NewScript(`
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1, ARGV[2])
 if #p == 0 then
@@ -810,7 +857,10 @@ if #p == 0 then
 end
 local count = p[1][4]
 if ARGV[5] == '1' then
-  count = 0
+  count = tonumber(ARGV[6])
+  if count < 0 then
+    count = math.max(p[1][4] - 1, 0)
+  end
 end
 redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'IDLE', ARGV[4], 'RETRYCOUNT', count, 'JUSTID')
 return 1`)
@@ -821,7 +871,7 @@ return 1`)
 // instead of the AI's move waiting out the claim timeout. A job that
 // another worker took over meanwhile is left to it.
 func (q *Queue) HandBack(ctx context.Context, consumer string, d *Delivery) error {
-	return q.handBack(ctx, d.lane, consumer, d.ID, q.ClaimAfter, false)
+	return q.handBack(ctx, consumer, d, q.ClaimAfter, false)
 }
 
 // Postpone hands back a job that could not be tried yet (the commit that
@@ -829,7 +879,7 @@ func (q *Queue) HandBack(ctx context.Context, consumer string, d *Delivery) erro
 // worker to scan: its delivery is not counted (MaxAttempts), since nothing
 // was tried.
 func (q *Queue) Postpone(ctx context.Context, consumer string, d *Delivery, after time.Duration) error {
-	return q.handBack(ctx, d.lane, consumer, d.ID, max(q.ClaimAfter-after, 0), true)
+	return q.handBack(ctx, consumer, d, max(q.ClaimAfter-after, 0), true)
 }
 
 // Retry hands back a job whose try failed for a reason that may pass (an
@@ -839,16 +889,19 @@ func (q *Queue) Postpone(ctx context.Context, consumer string, d *Delivery, afte
 // wait out the claim timeout under a live worker while the AI's clock
 // runs. The next delivery counts as another (MaxAttempts).
 func (q *Queue) Retry(ctx context.Context, consumer string, d *Delivery, after time.Duration) error {
-	return q.handBack(ctx, d.lane, consumer, d.ID, max(q.ClaimAfter-after, 0), false)
+	return q.handBack(ctx, consumer, d, max(q.ClaimAfter-after, 0), false)
 }
 
-func (q *Queue) handBack(ctx context.Context, l lane, consumer, id string, idle time.Duration, untried bool) error {
+func (q *Queue) handBack(ctx context.Context, consumer string, d *Delivery, idle time.Duration, untried bool) error {
 	flag := "0"
 	if untried {
 		flag = "1"
 	}
-	if err := handBackScript.Run(ctx, q.rdb, []string{q.stream(l)}, q.group, consumer, id, idle.Milliseconds(), flag).Err(); err != nil {
-		return fmt.Errorf("hand back ai job %s: %w", id, err)
+	// Set from the delivery, not taken off the count in Redis, so that a
+	// hand back made again (its answer lost) takes off no earlier try.
+	before := d.Attempt - 1 // -1: a stranded job's attempt is not known
+	if err := handBackScript.Run(ctx, q.rdb, []string{q.stream(d.lane)}, q.group, consumer, d.ID, idle.Milliseconds(), flag, before).Err(); err != nil {
+		return fmt.Errorf("hand back ai job %s: %w", d.ID, err)
 	}
 	return nil
 }

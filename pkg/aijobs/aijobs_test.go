@@ -647,6 +647,48 @@ func TestAHandedBackJobIsTakenOverAtOnce(t *testing.T) {
 	}
 }
 
+// TestAPostponedJobKeepsTheCountOfItsEarlierTries: a postponed delivery
+// does not count, but the tries before it do; a postponement reset them
+// all, so that a job tried and handed back, then postponed by the worker
+// that took it over, came back at its first attempt, and one that crashes
+// every engine got more deliveries than MaxAttempts.
+func TestAPostponedJobKeepsTheCountOfItsEarlierTries(t *testing.T) {
+	ctx := context.Background()
+	q, _ := testQueue(t, time.Minute)
+	if err := q.Enqueue(ctx, Job{GameID: "g", Version: 1, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := q.Next(ctx, "w1", 10*time.Millisecond)
+	if err != nil || first == nil {
+		t.Fatalf("first delivery %+v %v", first, err)
+	}
+	if err := q.HandBack(ctx, "w1", first); err != nil {
+		t.Fatal(err)
+	}
+	second, err := q.Next(ctx, "w2", 10*time.Millisecond)
+	if err != nil || second == nil || second.Attempt != 2 {
+		t.Fatalf("after the hand back: %+v %v; want the job at its second attempt", second, err)
+	}
+	if err := q.Postpone(ctx, "w2", second, 0); err != nil {
+		t.Fatal(err)
+	}
+	third, err := q.Next(ctx, "w3", 10*time.Millisecond)
+	if err != nil || third == nil || third.Attempt != 2 {
+		t.Fatalf("after the postponement: %+v %v; want the job at its second attempt again, the first still counted", third, err)
+	}
+	if err := q.Postpone(ctx, "w3", third, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The same postponement made again (its answer lost, say) takes off
+	// no earlier try.
+	if err := q.Postpone(ctx, "w3", third, 0); err != nil {
+		t.Fatal(err)
+	}
+	if fourth, err := q.Next(ctx, "w4", 10*time.Millisecond); err != nil || fourth == nil || fourth.Attempt != 2 {
+		t.Fatalf("after a postponement made twice: %+v %v; want the job at its second attempt", fourth, err)
+	}
+}
+
 // TestAJobOfAWorkerWhoseLeaseLapsedIsTakenOver: a worker killed in the
 // middle of a job (no acknowledgement, no hand back, its lease not
 // renewed) loses the job to another worker once its lease lapses, long

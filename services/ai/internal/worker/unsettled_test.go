@@ -365,3 +365,176 @@ func TestAPostponeNotHandedBackStaysUncountedOnceRedisAnswers(t *testing.T) {
 			dead[0].Values["id"], dead[0].Values["reason"], p)
 	}
 }
+
+// voidGames answers GetGame for every game with one whose turn is
+// not the AI's (the job is void: done at once), and Canceled once the
+// caller's context has ended, as a real gRPC client does.
+type voidGames struct{ gamev1.GameServiceClient }
+
+func (voidGames) GetGame(ctx context.Context, in *gamev1.GetGameRequest, _ ...grpc.CallOption) (*gamev1.GetGameResponse, error) {
+	if ctx.Err() != nil {
+		return nil, status.Error(codes.Canceled, ctx.Err().Error())
+	}
+	return &gamev1.GetGameResponse{Game: &gamev1.Game{GameId: in.GetGameId(), Version: 2, Status: commonv1.GameStatus_GAME_STATUS_ONGOING, Turn: commonv1.Side_SIDE_SECOND}}, nil
+}
+
+// failOnce fails, once, the first command named name for which match
+// holds, with a connection error (a Redis failing over, a connection
+// reset), without sending it.
+type failOnce struct {
+	name  string
+	match func(redis.Cmder) bool
+	once  sync.Once
+}
+
+func (h *failOnce) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *failOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == h.name && (h.match == nil || h.match(cmd)) {
+			failed := false
+			h.once.Do(func() { failed = true })
+			if failed {
+				err := errors.New("connection reset by peer")
+				cmd.SetErr(err)
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// deliveriesLookup matches Queue.deliveries' XPENDING key group id id 1:
+// the look at a job's delivery count right after taking it over.
+func deliveriesLookup(c redis.Cmder) bool {
+	a := c.Args()
+	return len(a) == 6 && a[3] == a[4] && a[3] != "-"
+}
+
+// A job taken over by XAUTOCLAIM is the worker's at once (pending with it,
+// idle 0, its delivery counted); Next then reads its delivery count in a
+// separate call. Should that call fail (one connection error, or the 5 s
+// bound of taken() on a Redis failing over), Next returns the error and
+// drops the job: it is neither returned to Run, nor noted as unsettled,
+// nor handed back. It stays pending with a live worker that renews its
+// lease, until the claim timeout (30 s on the AI's clock), and that
+// second take-over counts one more delivery the job never had: with
+// --ai-job-attempts the job is dead-lettered untried.
+func TestAJobTakenOverWhoseCountWasNotReadIsHandedBack(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		claimAfter  time.Duration
+		maxAttempts int64
+	}{
+		{"held for the claim timeout", time.Hour, 0},
+		{"dead-lettered untried", time.Second, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := redistest.Client(t)
+			q, prefix := queueNotTakingOver(t, rdb)
+			q.ClaimAfter, q.MaxAttempts = tt.claimAfter, tt.maxAttempts
+			if err := q.Enqueue(ctx, jobOfG()); err != nil {
+				t.Fatal(err)
+			}
+			// A worker read the job, found its commit not shown yet, and
+			// postponed it (uncounted) for the next worker to take now.
+			d, err := q.Next(ctx, "gone", 100*time.Millisecond)
+			if err != nil || d == nil {
+				t.Fatalf("first read: %v %v", d, err)
+			}
+			if err := q.Postpone(ctx, "gone", d, 0); err != nil {
+				t.Fatal(err)
+			}
+			rdb.AddHook(&failOnce{name: "xpending", match: deliveriesLookup})
+			w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: voidGames{}, Mover: NewBuiltin(1)}
+			defer running(w)()
+
+			key := prefix + "{ai}:jobs"
+			for deadline := time.Now().Add(4 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				dead, err := rdb.XRange(ctx, prefix+"{ai}:dead", "-", "+").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(dead) > 0 {
+					t.Fatalf("the job, never tried (postponed uncounted, then taken over by w, whose look at its count failed once), was dead-lettered: %q. "+
+						"Next dropped the job it had just taken over (aijobs.claimed: deliveries failed), so it was taken over again after the claim timeout, counted twice",
+						dead[0].Values["reason"])
+				}
+				n, err := rdb.XLen(ctx, key).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					return // played (void) and acknowledged
+				}
+				if time.Now().After(deadline) {
+					p, _ := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: key, Group: "workers", Start: "-", End: "+", Count: 10}).Result()
+					t.Fatalf("4 s after one failed look at its delivery count, the job is still not played: Next took it over (XAUTOCLAIM), "+
+						"then returned the error and dropped it; it stays pending with the live worker until the claim timeout (%v); pending %+v", q.ClaimAfter, p)
+				}
+			}
+		})
+	}
+}
+
+// A background job read as a player's job came in is given back
+// (giveBack); should that hand back fail once (a connection reset), the job
+// stays pending with the worker, which knows nothing of it: not noted
+// with the unsettled jobs, it is not handed back once Redis answers again,
+// and waits out the claim timeout on its AI's clock.
+func TestABackgroundJobWhoseGiveBackFailedIsHandedBackOnceRedisAnswers(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	if err := q.ReadBothLanes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	jb := jobOfG()
+	jb.GameID, jb.Background = "bg", true
+	if err := q.Enqueue(ctx, jb); err != nil {
+		t.Fatal(err)
+	}
+	other := redistest.Client(t)
+	oq := aijobs.New(other, prefix)
+	// A player's job comes in just after the read of both lanes took the
+	// background one: Next reads it next, and gives the background one back.
+	var once sync.Once
+	rdb.AddHook(newStopAt("xreadgroup", true, func(c redis.Cmder) bool {
+		if len(c.Args()) < 10 || len(c.(*redis.XStreamSliceCmd).Val()) == 0 {
+			return false
+		}
+		once.Do(func() {
+			if err := oq.Enqueue(ctx, jobOfG()); err != nil {
+				t.Error(err)
+			}
+		})
+		return false
+	}, func() {}))
+	rdb.AddHook(&failFirstScript{}) // the give back
+	log := &recordedLog{}
+	w := &Worker{Name: "w", Log: slog.New(log), Queue: q, Games: voidGames{}, Mover: NewBuiltin(1)}
+	defer running(w)()
+
+	bgKey := prefix + "{ai}:jobs:background"
+	for deadline := time.Now().Add(4 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ni, err := rdb.XLen(ctx, prefix+"{ai}:jobs").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nb, err := rdb.XLen(ctx, bgKey).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ni == 0 && nb == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			p, _ := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: bgKey, Group: "workers", Start: "-", End: "+", Count: 10}).Result()
+			t.Fatalf("4 s on, interactive jobs left %d, background %d: the background job whose give back failed once stays pending with the running worker, "+
+				"never handed back though Redis answers (it is not among the unsettled jobs), until the claim timeout (%v); pending %+v", ni, nb, q.ClaimAfter, p)
+		}
+	}
+}

@@ -173,10 +173,16 @@ func (w *Worker) Run(ctx context.Context) {
 		d := held
 		held = nil
 		if d == nil {
+			// Before the next look, which could take a job noted over
+			// again, and count a delivery it never had.
+			w.settle(ctx, unsettled)
 			var err error
 			d, err = w.Queue.Next(ctx, w.Name, nextWait(retryAt))
 			if d != nil {
 				delete(unsettled, keyOf(d)) // taken again: in hand
+			}
+			for _, s := range w.Queue.Stranded(w.Name) {
+				unsettled.note(s, true)
 			}
 			if err != nil {
 				w.Log.WarnContext(ctx, "ai queue", "err", err)
@@ -186,7 +192,6 @@ func (w *Worker) Run(ctx context.Context) {
 				}
 				continue
 			}
-			w.settle(ctx, unsettled)
 			if d == nil {
 				continue
 			}
@@ -268,10 +273,11 @@ func (w *Worker) Run(ctx context.Context) {
 }
 
 // unsettledJobs are the jobs still pending with a worker that it could
-// not hand back (its Redis failing over, say), with when: handed back
-// once its Redis takes them again, else as the worker stops, for another
-// worker to take at once, and forgotten a claim timeout later, when any
-// worker may take them over.
+// not hand back (its Redis failing over, say): handed back once its Redis
+// takes them again, else as the worker stops, for another worker to take
+// at once. A hand back leaves alone a job another worker took over
+// meanwhile (its claim timeout passed), so each is forgotten once handed
+// back. Only an outage adds to them, and no job is taken during one.
 type unsettledJobs map[unsettledKey]unsettledJob
 
 // unsettledKey names a job by lane and id: the lanes' streams number
@@ -284,15 +290,14 @@ type unsettledKey struct {
 func keyOf(d *aijobs.Delivery) unsettledKey { return unsettledKey{d.ID, d.Background()} }
 
 type unsettledJob struct {
-	d     *aijobs.Delivery
-	since time.Time
+	d *aijobs.Delivery
 	// untried is set for a job postponed, whose delivery is not to count
 	// towards its attempts (Queue.Postpone).
 	untried bool
 }
 
 func (u unsettledJobs) note(d *aijobs.Delivery, untried bool) {
-	u[keyOf(d)] = unsettledJob{d: d, since: time.Now(), untried: untried}
+	u[keyOf(d)] = unsettledJob{d: d, untried: untried}
 }
 
 // handBack hands back j for another worker to take now.
@@ -303,18 +308,15 @@ func (w *Worker) handBack(ctx context.Context, j unsettledJob) error {
 	return w.Queue.HandBack(ctx, w.Name, j.d)
 }
 
-// settle hands back again the jobs of u, its Redis answering again, and
-// forgets those it handed back and those another worker may have taken
-// over by now (a hand back leaves those alone).
+// settle hands back again the jobs of u, and forgets those it handed
+// back. The first hand back that fails leaves the rest for the next try:
+// Redis is still away.
 func (w *Worker) settle(ctx context.Context, u unsettledJobs) {
 	for k, j := range u {
-		if time.Since(j.since) >= w.Queue.ClaimAfter {
-			delete(u, k)
-			continue
+		if err := w.handBack(ctx, j); err != nil {
+			return
 		}
-		if err := w.handBack(ctx, j); err == nil {
-			delete(u, k)
-		}
+		delete(u, k)
 	}
 }
 
