@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -282,6 +283,8 @@ func (c Config) Validate() error {
 	}
 	if c.Listen == "" {
 		errs = append(errs, errors.New("--listen is empty"))
+	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("--listen %q: want host:port, or :port for every interface: %w", c.Listen, err))
 	}
 	if c.RedisAddr == "" && !c.EmbeddedRedis && !c.NoRedis {
 		errs = append(errs, errors.New("--redis-addr (PALACE_REDIS_ADDR) is required"))
@@ -334,6 +337,10 @@ func (c Config) Validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together: give both, or neither for plaintext"))
+	} else if c.TLSCert != "" {
+		if err := server.CheckCertFiles(c.TLSCert, c.TLSKey); err != nil {
+			errs = append(errs, fmt.Errorf("--tls-cert and --tls-key: %w", err))
+		}
 	}
 	if len(c.Headers()) > 0 && len(c.Origins()) == 0 {
 		errs = append(errs, errors.New("--cors-headers needs --cors-origins: without origins no browser page of another origin calls"))
@@ -378,7 +385,8 @@ func commaList(s string) []string {
 
 // ParseFlags parses a daemon's arguments, which are flags only: a stray
 // argument (a flag written without its dashes, say) is refused rather
-// than ignored, and so is an environment value a flag refused.
+// than ignored. An environment value a flag refused is left to
+// Config.Validate, whose RegisterFlags every daemon's flag set holds.
 func ParseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -386,9 +394,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q: %s takes flags only (-h lists them)", fs.Arg(0), fs.Name())
 	}
-	// Before any check a daemon makes of its flags: one made on a refused
-	// variable's default would send the operator after the wrong flag.
-	return EnvErrors(fs)
+	return nil
 }
 
 // ResetToDefaults sets every flag of fs back to its default, undoing the

@@ -198,16 +198,21 @@ func PeerTLSConfig(peerTLS string) (*tls.Config, error) {
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }
 
-// NeedsGameAddr is the check of a daemon that calls the game service
-// without running it: an empty addr would mean this process, which does
-// not serve games, and every call would fail while the process looked
-// healthy. why says what needs the address.
-func NeedsGameAddr(addr, why string) func() error {
+// CallsGameService is the check of a daemon that calls the game service
+// at addr without running it: an empty addr would mean this process,
+// which does not serve games, and every call would fail while the process
+// looked healthy; why says what needs the address. Its --peer-tls, read
+// only by the first call otherwise, is checked with it.
+func (c Config) CallsGameService(addr, why string) func() error {
 	return func() error {
+		var errs []error
 		if addr == "" {
-			return fmt.Errorf("--game-addr (PALACE_GAME_ADDR) is required%s, which this process does not run (palace serve runs every service in one process)", why)
+			errs = append(errs, fmt.Errorf("--game-addr (PALACE_GAME_ADDR) is required%s, which this process does not run (palace serve runs every service in one process)", why))
 		}
-		return nil
+		if _, err := PeerTLSConfig(c.PeerTLS); err != nil {
+			errs = append(errs, fmt.Errorf("--peer-tls: %w", err))
+		}
+		return errors.Join(errs...)
 	}
 }
 

@@ -47,6 +47,13 @@ func loadCertFiles(certPath, keyPath string, log *slog.Logger) (*certFiles, erro
 	return c, nil
 }
 
+// CheckCertFiles reports whether the PEM certificate and key files load,
+// for a process to name them with its other bad flags before it starts.
+func CheckCertFiles(certPath, keyPath string) error {
+	_, err := loadCertFiles(certPath, keyPath, slog.New(slog.DiscardHandler))
+	return err
+}
+
 // fileStamp changes whenever either file is replaced or written.
 func (c *certFiles) fileStamp() (string, error) {
 	var b bytes.Buffer

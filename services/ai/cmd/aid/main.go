@@ -37,7 +37,7 @@ func run(ctx context.Context, args []string) error {
 	checks := []func() error{svc.Validate}
 	if svc.Workers > 0 {
 		// Without workers, only the analysis API: no game service called.
-		checks = append([]func() error{app.NeedsGameAddr(svc.GameAddr, " with --ai-workers above 0: the workers play through the game service")}, checks...)
+		checks = append([]func() error{cfg.CallsGameService(svc.GameAddr, " with --ai-workers above 0: the workers play through the game service")}, checks...)
 	}
 	return app.Run(ctx, app.Options{Name: "ai", Config: cfg, OwnsProcess: true, Services: []app.Binder{ai.Bind(svc)}, Checks: checks})
 }

@@ -33,6 +33,6 @@ func run(ctx context.Context, args []string) error {
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	return app.Run(ctx, app.Options{Name: "matchmaking", Config: cfg, OwnsProcess: true, Services: []app.Binder{matchmaking.Bind(svc)}, Checks: []func() error{app.NeedsGameAddr(svc.GameAddr, ": the game service's host:port"), svc.Validate},
+	return app.Run(ctx, app.Options{Name: "matchmaking", Config: cfg, OwnsProcess: true, Services: []app.Binder{matchmaking.Bind(svc)}, Checks: []func() error{cfg.CallsGameService(svc.GameAddr, ": the game service's host:port"), svc.Validate},
 		SigningKeys: map[string]string{"player-signing-keys": svc.SigningKeys}})
 }
