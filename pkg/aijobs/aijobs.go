@@ -165,9 +165,9 @@ type Queue struct {
 	lanesRead   bool
 	lanesReadAt time.Time
 	lanesEvery  time.Duration
-	// stranded are the jobs each consumer took but that Next could
-	// neither hand out nor give back, until Stranded hands them to it.
-	stranded map[string][]*Delivery
+	// doubtful are the consumers that may hold jobs they do not know of
+	// (see Strays).
+	doubtful map[string]bool
 }
 
 // lanesTTL is how long the workers' word that they read both lanes
@@ -305,6 +305,9 @@ func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) 
 		block = max(block, time.Millisecond)
 	}
 	d, err := q.next(ctx, consumer, block)
+	if err != nil {
+		q.doubt(consumer)
+	}
 	if err == nil || !redis.HasErrorPrefix(err, "NOGROUP") {
 		return d, err
 	}
@@ -320,7 +323,55 @@ func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) 
 	q.mu.Lock()
 	q.cursor = startCursors()
 	q.mu.Unlock()
-	return q.next(ctx, consumer, block)
+	if d, err = q.next(ctx, consumer, block); err != nil {
+		q.doubt(consumer)
+	}
+	return d, err
+}
+
+// strayScan bounds the jobs Strays lists in each lane: a worker holds one
+// at a time, and a few it could not hand back.
+const strayScan = 100
+
+// doubt notes that consumer may hold jobs it does not know of.
+func (q *Queue) doubt(consumer string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.doubtful == nil {
+		q.doubtful = map[string]bool{}
+	}
+	q.doubtful[consumer] = true
+}
+
+// Strays lists the jobs pending with consumer, in both lanes, once a Next
+// of its failed: such a failure may come after a job was taken (the reply
+// of the read that took it lost, a job taken over whose count could not
+// be read, one read beside another not given back), which stays pending
+// with consumer, unknown to it, and waits out the claim timeout (the AI's
+// clock running) unless handed back. A worker that holds no job in hand
+// hands back those it does not know of, never tried (Postpone). Nil when
+// no Next failed since the last list.
+func (q *Queue) Strays(ctx context.Context, consumer string) ([]*Delivery, error) {
+	q.mu.Lock()
+	doubtful := q.doubtful[consumer]
+	q.mu.Unlock()
+	if !doubtful {
+		return nil, nil
+	}
+	var out []*Delivery
+	for _, l := range lanes {
+		p, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: q.stream(l), Group: q.group, Start: "-", End: "+", Count: strayScan, Consumer: consumer}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("ai jobs held by %s: %w", consumer, err)
+		}
+		for _, e := range p {
+			out = append(out, &Delivery{ID: e.ID, Attempt: e.RetryCount, lane: l})
+		}
+	}
+	q.mu.Lock()
+	delete(q.doubtful, consumer)
+	q.mu.Unlock()
+	return out, nil
 }
 
 func (q *Queue) next(ctx context.Context, consumer string, block time.Duration) (*Delivery, error) {
@@ -399,7 +450,7 @@ func (q *Queue) claim(ctx context.Context, consumer string, l lane) (d *Delivery
 		}
 		q.scanOn(l, start, next)
 		for _, m := range msgs {
-			if d, err := q.claimed(ctx, consumer, l, m); err != nil || d != nil {
+			if d, err := q.claimed(ctx, l, m); err != nil || d != nil {
 				return d, true, err
 			}
 		}
@@ -576,7 +627,7 @@ func (q *Queue) claimOrphan(ctx context.Context, consumer string, l lane, look *
 				return nil, fmt.Errorf("claim ai job %s of the %v lane: %w", p.ID, l, err)
 			}
 			for _, m := range msgs {
-				d, err := q.claimed(ctx, consumer, l, m)
+				d, err := q.claimed(ctx, l, m)
 				if err != nil || d != nil {
 					if d != nil {
 						look.found = true
@@ -638,58 +689,18 @@ func (q *Queue) scanOn(l lane, start, next string) {
 	}
 }
 
-// claimed vets a job just taken over by consumer: it is handed out only
-// if it can be read and has deliveries left. One whose count could not be
-// read is consumer's all the same: stranded.
-func (q *Queue) claimed(ctx context.Context, consumer string, l lane, m redis.XMessage) (*Delivery, error) {
+// claimed vets a job just taken over: it is handed out only if it can be
+// read and has deliveries left. One whose count could not be read stays
+// the consumer's, a stray (Strays).
+func (q *Queue) claimed(ctx context.Context, l lane, m redis.XMessage) (*Delivery, error) {
 	ctx, cancel := taken(ctx)
 	defer cancel()
 	n, err := q.deliveries(ctx, l, m.ID)
-	if err != nil {
-		q.strand(consumer, pendingOf(l, m))
+	if err != nil || n == 0 {
+		// n == 0: its first worker finished it after all.
 		return nil, err
 	}
-	if n == 0 {
-		// Its first worker finished it after all.
-		return nil, nil
-	}
 	return q.vet(ctx, l, m, n)
-}
-
-// pendingOf is m, of lane l, as a job to hand back: one that cannot be
-// read is dead-lettered by the next worker to take it.
-func pendingOf(l lane, m redis.XMessage) *Delivery {
-	d, err := decode(m)
-	if err != nil {
-		d = &Delivery{ID: m.ID}
-	}
-	d.lane = l
-	return d
-}
-
-// strand notes d as a job consumer took but was not handed (see
-// Stranded).
-func (q *Queue) strand(consumer string, d *Delivery) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.stranded == nil {
-		q.stranded = map[string][]*Delivery{}
-	}
-	q.stranded[consumer] = append(q.stranded[consumer], d)
-}
-
-// Stranded returns, once, the jobs that Next took for consumer but could
-// neither hand out nor give back, its Redis failing: a job taken over
-// whose delivery count could not be read, one read beside another. They
-// are pending with consumer, never tried, and wait out the claim timeout
-// (the AI's clock running) unless consumer hands them back with Postpone
-// once its Redis answers, or as it stops.
-func (q *Queue) Stranded(consumer string) []*Delivery {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	ds := q.stranded[consumer]
-	delete(q.stranded, consumer)
-	return ds
 }
 
 // takenTimeout bounds the steps that follow a job's taking (taken).
@@ -748,7 +759,7 @@ func (q *Queue) read(ctx context.Context, consumer string, block time.Duration, 
 					// A read that waited wakes to every lane that has a job
 					// by then: the later lane's job goes to the next worker
 					// to look, as if it had never been handed out.
-					q.giveBack(ctx, consumer, pendingOf(l, m))
+					q.giveBack(ctx, consumer, &Delivery{ID: m.ID, Attempt: 1, lane: l})
 					continue
 				}
 				first, err = q.vet(ctx, l, m, 1)
@@ -762,11 +773,11 @@ func (q *Queue) read(ctx context.Context, consumer string, block time.Duration, 
 }
 
 // giveBack hands back d, read by consumer beside the job handed out, and
-// never started; should that fail, d is stranded.
+// never started; should that fail, d is a stray (Strays).
 func (q *Queue) giveBack(ctx context.Context, consumer string, d *Delivery) {
 	if err := q.handBack(ctx, consumer, d, q.ClaimAfter, true); err != nil {
 		q.Log.WarnContext(ctx, "ai job read beside another not handed back", "id", d.ID, "lane", d.lane.String(), "err", err)
-		q.strand(consumer, d)
+		q.doubt(consumer)
 	}
 }
 
@@ -848,8 +859,7 @@ func (q *Queue) Done(ctx context.Context, d *Delivery) error {
 // raises it, and counted every try twice. With ARGV[5] = 1 the job was
 // never started, and the delivery that gave it to the consumer does not
 // count, the tries before it (a job taken over) still do: its count goes
-// back to ARGV[6], the delivery's attempt less one, or, not known (-1),
-// to one less than now.
+// back to ARGV[6], the delivery's attempt less one.
 var handBackScript = redis.NewScript(`
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1, ARGV[2])
 if #p == 0 then
@@ -857,10 +867,7 @@ if #p == 0 then
 end
 local count = p[1][4]
 if ARGV[5] == '1' then
-  count = tonumber(ARGV[6])
-  if count < 0 then
-    count = math.max(p[1][4] - 1, 0)
-  end
+  count = ARGV[6]
 end
 redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'IDLE', ARGV[4], 'RETRYCOUNT', count, 'JUSTID')
 return 1`)
@@ -899,7 +906,7 @@ func (q *Queue) handBack(ctx context.Context, consumer string, d *Delivery, idle
 	}
 	// Set from the delivery, not taken off the count in Redis, so that a
 	// hand back made again (its answer lost) takes off no earlier try.
-	before := d.Attempt - 1 // -1: a stranded job's attempt is not known
+	before := max(d.Attempt-1, 0)
 	if err := handBackScript.Run(ctx, q.rdb, []string{q.stream(d.lane)}, q.group, consumer, d.ID, idle.Milliseconds(), flag, before).Err(); err != nil {
 		return fmt.Errorf("hand back ai job %s: %w", d.ID, err)
 	}

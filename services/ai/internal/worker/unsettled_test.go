@@ -538,3 +538,96 @@ func TestABackgroundJobWhoseGiveBackFailedIsHandedBackOnceRedisAnswers(t *testin
 		}
 	}
 }
+
+// loseReplyOnce runs, once, the first command named name that hands
+// out a job, and then loses its reply (a connection reset after Redis ran
+// it): the job is pending with the consumer, which never saw it.
+type loseReplyOnce struct {
+	name string
+	once sync.Once
+}
+
+func (h *loseReplyOnce) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *loseReplyOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *loseReplyOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil || cmd.Name() != h.name {
+			return err
+		}
+		got := false
+		switch c := cmd.(type) {
+		case *redis.XStreamSliceCmd:
+			for _, s := range c.Val() {
+				got = got || len(s.Messages) > 0
+			}
+		case *redis.XAutoClaimCmd:
+			msgs, _ := c.Val()
+			got = len(msgs) > 0
+		}
+		if !got {
+			return nil
+		}
+		lost := false
+		h.once.Do(func() { lost = true })
+		if !lost {
+			return nil
+		}
+		err = errors.New("connection reset by peer")
+		cmd.SetErr(err)
+		return err
+	}
+}
+
+// A job whose XREADGROUP (or XAUTOCLAIM) ran in Redis but whose reply was
+// lost (a connection reset, a read timeout; go-redis then sends the read
+// again, which takes the next job, not this one) was pending with the live
+// worker, which did not know of it: it waited out the claim timeout (30 s
+// by default) on the AI's clock, and its take-over counted a delivery it
+// never had (MaxAttempts). The worker lists its strays after a failed
+// look at the queue, and hands them back.
+func TestAJobWhoseReadReplyWasLostIsHandedBack(t *testing.T) {
+	for _, cmd := range []string{"xreadgroup", "xautoclaim"} {
+		t.Run(cmd, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := redistest.Client(t)
+			q, prefix := queueNotTakingOver(t, rdb)
+			if err := q.Enqueue(ctx, jobOfG()); err != nil {
+				t.Fatal(err)
+			}
+			if cmd == "xautoclaim" {
+				// A job left by a worker that handed it back (Postpone):
+				// taken over at once by the next to look.
+				d, err := q.Next(ctx, "gone", 100*time.Millisecond)
+				if err != nil || d == nil {
+					t.Fatalf("first read: %v %v", d, err)
+				}
+				if err := q.Postpone(ctx, "gone", d, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rdb.AddHook(&loseReplyOnce{name: cmd})
+			w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: voidGames{}, Mover: NewBuiltin(1)}
+			defer running(w)()
+
+			key := prefix + "{ai}:jobs"
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				n, err := rdb.XLen(ctx, key).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					return // played (void) and acknowledged
+				}
+				if time.Now().After(deadline) {
+					p, _ := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: key, Group: "workers", Start: "-", End: "+", Count: 10}).Result()
+					t.Fatalf("5 s after the reply of the %s that took it was lost, the job is still not played nor handed back: "+
+						"it is pending with the running worker w, which never learnt of it, until the claim timeout (%v); pending %+v",
+						cmd, q.ClaimAfter, p)
+				}
+			}
+		})
+	}
+}

@@ -175,14 +175,12 @@ func (w *Worker) Run(ctx context.Context) {
 		if d == nil {
 			// Before the next look, which could take a job noted over
 			// again, and count a delivery it never had.
+			w.noteStrays(ctx, unsettled)
 			w.settle(ctx, unsettled)
 			var err error
 			d, err = w.Queue.Next(ctx, w.Name, nextWait(retryAt))
 			if d != nil {
 				delete(unsettled, keyOf(d)) // taken again: in hand
-			}
-			for _, s := range w.Queue.Stranded(w.Name) {
-				unsettled.note(s, true)
 			}
 			if err != nil {
 				w.Log.WarnContext(ctx, "ai queue", "err", err)
@@ -306,6 +304,21 @@ func (w *Worker) handBack(ctx context.Context, j unsettledJob) error {
 		return w.Queue.Postpone(ctx, w.Name, j.d, 0)
 	}
 	return w.Queue.HandBack(ctx, w.Name, j.d)
+}
+
+// noteStrays notes in u, as never tried, the jobs pending with the worker
+// that it does not know of (Queue.Strays): it holds none in hand here. Not
+// listed yet (Redis still away), they are listed at the next call.
+func (w *Worker) noteStrays(ctx context.Context, u unsettledJobs) {
+	ds, err := w.Queue.Strays(ctx, w.Name)
+	if err != nil {
+		return
+	}
+	for _, d := range ds {
+		if _, known := u[keyOf(d)]; !known {
+			u.note(d, true)
+		}
+	}
 }
 
 // settle hands back again the jobs of u, and forgets those it handed
