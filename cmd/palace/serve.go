@@ -41,7 +41,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, so serveOptions
 	mm.RegisterOwnFlags(fs)
 	var aic ai.Config
 	aic.RegisterOwnFlags(fs, 1)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	// Values refused are named with every other bad flag, by Validate.
+	parsed := app.DeferValueErrors(fs)
+	code, ok := parseFlags(fs, args, stderr)
+	parsed()
+	if !ok {
 		return code
 	}
 	ck.KeyPrefix, ck.DeadlineShards = gm.KeyPrefix, gm.DeadlineShards

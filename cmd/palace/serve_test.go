@@ -198,7 +198,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		// The in-process Redis has no replicas: every write would fail.
 		{name: "replicas with the in-process Redis", args: []string{"--redis-wait-replicas", "1", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--redis-wait-replicas 1 needs a Redis with replicas (--redis-addr)"},
 		// NaN passes a "< 0" check, and a NaN window paired no two tickets.
-		{name: "pairing window not a number", args: []string{"--pairing-window", "NaN", "--listen", "127.0.0.1:0"}, want: exitUsage, says: "not a finite number"},
+		{name: "pairing window not a number", args: []string{"--pairing-window", "NaN", "--listen", "127.0.0.1:0"}, want: exitFail, says: `--pairing-window "NaN": not a finite number`},
 		{name: "rating lease too short", args: []string{"--rating-lease", "2ns", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--rating-lease 2ns: at least 100ms"},
 		{name: "short service key", args: []string{"--service-keys", "k1:00ff", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--service-keys: "},
 		{name: "service key without an id", args: []string{"--service-keys", "00ff", "--listen", "127.0.0.1:0"}, want: exitFail, says: "--service-keys: "},
@@ -239,11 +239,17 @@ func TestServeRejectsBadFlags(t *testing.T) {
 // group of flags that failed (the shared ones, then each service's), so
 // bad flags of three services took three restarts to find. A flag that
 // two services check is named once.
+//
+// A value its flag's parser refused on the command line (here
+// --shutdown-timeout 20, its unit forgotten) stopped the parse and was
+// named alone.
 func TestServeNamesEveryBadFlagAtOnce(t *testing.T) {
+	t.Setenv("PALACE_MAX_RECV_BYTES", "1MiB")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var out bytes.Buffer
 	code := serve(ctx, []string{
+		"--shutdown-timeout", "20",
 		"--listen", "127.0.0.1:0",
 		"--log-level", "bogus", // shared
 		"--deadline-shards", "0", // the game and clock services
@@ -254,7 +260,7 @@ func TestServeNamesEveryBadFlagAtOnce(t *testing.T) {
 	if code != exitFail {
 		t.Fatalf("exit %d, want %d; output:\n%s", code, exitFail, out.String())
 	}
-	for _, flag := range []string{"--log-level", "--deadline-shards", "--ticket-ttl", "--ai-engines", "--seat-signing-keys"} {
+	for _, flag := range []string{"--shutdown-timeout", "PALACE_MAX_RECV_BYTES", "--log-level", "--deadline-shards", "--ticket-ttl", "--ai-engines", "--seat-signing-keys"} {
 		if n := strings.Count(out.String(), flag); n != 1 {
 			t.Errorf("%s named %d times, want once:\n%s", flag, n, out.String())
 		}

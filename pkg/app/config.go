@@ -210,9 +210,10 @@ func (r *refusedEnv) String() string {
 }
 
 // EnvErrors reports the environment variables of fs's flags whose values
-// their flags refused (nil: none). Config.Validate includes them for the
-// flag set given to RegisterFlags; a command that registers flags with
-// the helpers but no Config checks them itself.
+// their flags refused, and the command-line values refused while
+// DeferValueErrors held them (nil: none). Config.Validate includes them
+// for the flag set given to RegisterFlags; a command that registers flags
+// with the helpers but no Config checks them itself.
 func EnvErrors(fs *flag.FlagSet) error {
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -221,6 +222,72 @@ func EnvErrors(fs *flag.FlagSet) error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// DeferValueErrors makes fs's flags take a command-line value they refuse
+// as no error, keeping their default, so that parsing goes on to the
+// flags after it; call the function it returns once fs is parsed, which
+// leaves each refusal on its flag for EnvErrors to report. Parsing stops
+// at the first bad value otherwise, and every other bad flag would take
+// a restart of its own to find. Unknown flags and -h still stop it.
+func DeferValueErrors(fs *flag.FlagSet) (parsed func()) {
+	fs.VisitAll(func(f *flag.Flag) {
+		f.Value = &deferredValue{Value: f.Value, flag: f}
+	})
+	usage := fs.Usage
+	done := func() {
+		fs.Usage = usage
+		fs.VisitAll(func(f *flag.Flag) {
+			d, ok := f.Value.(*deferredValue)
+			if !ok {
+				return
+			}
+			f.Value = d.Value
+			if d.err != nil {
+				f.Value = &refusedEnv{Value: d.Value, err: d.err}
+			}
+		})
+	}
+	// The help (-h, an unknown flag) names each flag's type and default
+	// from its own value.
+	fs.Usage = func() {
+		done()
+		if usage != nil {
+			usage()
+		}
+	}
+	return done
+}
+
+// deferredValue is a flag's value while DeferValueErrors holds it.
+type deferredValue struct {
+	flag.Value
+	flag *flag.Flag
+	err  error
+}
+
+func (d *deferredValue) Set(s string) error {
+	if err := d.Value.Set(s); err != nil {
+		// flag's own parsers store their zero value on a parse error.
+		_ = d.Value.Set(d.flag.DefValue)
+		d.err = fmt.Errorf("--%s %q: %w", d.flag.Name, s, err)
+	}
+	return nil
+}
+
+// String serves flag's help (-h, while parsing), which calls it on a
+// zero deferredValue too.
+func (d *deferredValue) String() string {
+	if d == nil || d.Value == nil {
+		return ""
+	}
+	return d.Value.String()
+}
+
+// IsBoolFlag keeps a boolean flag usable as -name, without a value.
+func (d *deferredValue) IsBoolFlag() bool {
+	b, ok := d.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 func envName(flagName string) string {
@@ -385,10 +452,14 @@ func commaList(s string) []string {
 
 // ParseFlags parses a daemon's arguments, which are flags only: a stray
 // argument (a flag written without its dashes, say) is refused rather
-// than ignored. An environment value a flag refused is left to
-// Config.Validate, whose RegisterFlags every daemon's flag set holds.
+// than ignored. A value a flag refused, from the command line or the
+// environment, is left to Config.Validate, whose RegisterFlags every
+// daemon's flag set holds, to be named with every other bad flag.
 func ParseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	parsed := DeferValueErrors(fs)
+	err := fs.Parse(args)
+	parsed()
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

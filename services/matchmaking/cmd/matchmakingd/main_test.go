@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +120,46 @@ func TestARefusedEnvironmentValueIsNamedBesideOtherBadFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("matchmakingd with PALACE_TICKET_TTL=10, --log-level bogus and no --game-addr: %v\nwant %q named", err, want)
 		}
+	}
+}
+
+// TestABadCommandLineValueIsNamedBesideOtherBadFlags: a command-line value
+// its flag's parser refused (--ticket-ttl 10, the unit forgotten) stopped
+// the parse and was reported alone: the refused PALACE_MAX_RECV_BYTES,
+// the bad --log-level, the missing --game-addr and the bad --peer-tls each
+// took a restart of their own to find.
+func TestABadCommandLineValueIsNamedBesideOtherBadFlags(t *testing.T) {
+	t.Setenv("PALACE_MAX_RECV_BYTES", "1MiB")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"--listen", "127.0.0.1:0", "--redis-addr", "127.0.0.1:1", "--redis-wait", "0s",
+		"--log-level", "bogus", "--peer-tls", "/nonexistent/ca.pem", "--ticket-ttl", "10"})
+	for _, want := range []string{"ticket-ttl", `PALACE_MAX_RECV_BYTES="1MiB"`, "--log-level", "--game-addr", "--peer-tls"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("matchmakingd with --ticket-ttl 10 and other bad flags: %v\nwant %q named", err, want)
+		}
+	}
+}
+
+// TestABadCommandLineValueIsWrittenOnce: run wrote a refused command-line
+// value to stderr (flag's own output, followed by every flag's usage), and
+// main wrote the error it returns again: the operator read the same
+// message twice, a screen of usage apart.
+func TestABadCommandLineValueIsWrittenOnce(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = w
+	err = run(context.Background(), []string{"--listen", "127.0.0.1:0", "--redis-addr", "127.0.0.1:1", "--game-addr", "127.0.0.1:1", "--ticket-ttl", "10"})
+	os.Stderr = saved
+	w.Close()
+	written, _ := io.ReadAll(r)
+	// What main does with the error run returns.
+	all := string(written) + "matchmakingd: " + fmt.Sprint(err) + "\n"
+	const msg = `"10"`
+	if n := strings.Count(all, msg); n != 1 || strings.Contains(all, "Usage of") {
+		t.Errorf("matchmakingd --ticket-ttl 10 writes %q %d times to stderr (%d lines in all); want once, without the usage", msg, n, strings.Count(all, "\n"))
 	}
 }
