@@ -165,9 +165,37 @@ type Queue struct {
 	lanesRead   bool
 	lanesReadAt time.Time
 	lanesEvery  time.Duration
-	// doubtful are the consumers that may hold jobs they do not know of
-	// (see Strays).
-	doubtful map[string]bool
+	// books keep, per consumer, what Strays needs.
+	books map[string]*consumerBook
+}
+
+// consumerBook is what a Queue keeps of one consumer for Strays.
+type consumerBook struct {
+	// doubtful is set when the consumer may hold jobs it does not know of.
+	doubtful bool
+	// handedBack are the jobs it handed back, with when: they stay pending
+	// with it, looking idle, until a worker takes them, and are no strays.
+	handedBack map[jobKey]time.Time
+}
+
+// jobKey names a job by lane and id: the lanes' streams number their jobs
+// alike, by the millisecond.
+type jobKey struct {
+	l  lane
+	id string
+}
+
+// book is consumer's book; q.mu is held.
+func (q *Queue) book(consumer string) *consumerBook {
+	if q.books == nil {
+		q.books = map[string]*consumerBook{}
+	}
+	b := q.books[consumer]
+	if b == nil {
+		b = &consumerBook{handedBack: map[jobKey]time.Time{}}
+		q.books[consumer] = b
+	}
+	return b
 }
 
 // lanesTTL is how long the workers' word that they read both lanes
@@ -305,9 +333,7 @@ func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) 
 		block = max(block, time.Millisecond)
 	}
 	d, err := q.next(ctx, consumer, block)
-	if err != nil {
-		q.doubt(consumer)
-	}
+	q.taken(consumer, d, err)
 	if err == nil || !redis.HasErrorPrefix(err, "NOGROUP") {
 		return d, err
 	}
@@ -323,9 +349,8 @@ func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) 
 	q.mu.Lock()
 	q.cursor = startCursors()
 	q.mu.Unlock()
-	if d, err = q.next(ctx, consumer, block); err != nil {
-		q.doubt(consumer)
-	}
+	d, err = q.next(ctx, consumer, block)
+	q.taken(consumer, d, err)
 	return d, err
 }
 
@@ -333,44 +358,88 @@ func (q *Queue) Next(ctx context.Context, consumer string, block time.Duration) 
 // at a time, and a few it could not hand back.
 const strayScan = 100
 
+// taken books what a Next of consumer gave: d is its own again, not one
+// it handed back; after an error it may hold jobs it does not know of.
+func (q *Queue) taken(consumer string, d *Delivery, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := q.book(consumer)
+	if d != nil {
+		delete(b.handedBack, jobKey{d.lane, d.ID})
+	}
+	if err != nil {
+		b.doubtful = true
+	}
+}
+
 // doubt notes that consumer may hold jobs it does not know of.
 func (q *Queue) doubt(consumer string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.doubtful == nil {
-		q.doubtful = map[string]bool{}
-	}
-	q.doubtful[consumer] = true
+	q.book(consumer).doubtful = true
 }
 
-// Strays lists the jobs pending with consumer, in both lanes, once a Next
-// of its failed: such a failure may come after a job was taken (the reply
-// of the read that took it lost, a job taken over whose count could not
-// be read, one read beside another not given back), which stays pending
-// with consumer, unknown to it, and waits out the claim timeout (the AI's
-// clock running) unless handed back. A worker that holds no job in hand
-// hands back those it does not know of, never tried (Postpone). Nil when
-// no Next failed since the last list.
+// handedBack books d as handed back by consumer, and forgets the jobs it
+// handed back long enough ago that a worker has taken them, whoever it
+// may be: a book that only grows would keep the ids of every job the
+// consumer ever retried.
+func (q *Queue) handedBack(consumer string, d *Delivery) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := q.book(consumer)
+	now := time.Now()
+	for k, at := range b.handedBack {
+		if now.Sub(at) > 2*q.ClaimAfter {
+			delete(b.handedBack, k)
+		}
+	}
+	b.handedBack[jobKey{d.lane, d.ID}] = now
+}
+
+// Strays lists the jobs pending with consumer, in both lanes, but those
+// it handed back, once a Next of its failed: such a failure may come
+// after a job was taken (the reply of the read that took it lost, a job
+// taken over whose count could not be read, one read beside another not
+// given back), which stays pending with consumer, unknown to it, and
+// waits out the claim timeout (the AI's clock running) unless handed
+// back. A worker that holds no job in hand hands back those it does not
+// know of, never tried (Postpone). Nil when no Next failed since the last
+// list.
 func (q *Queue) Strays(ctx context.Context, consumer string) ([]*Delivery, error) {
 	q.mu.Lock()
-	doubtful := q.doubtful[consumer]
+	doubtful := q.book(consumer).doubtful
 	q.mu.Unlock()
 	if !doubtful {
 		return nil, nil
 	}
-	var out []*Delivery
+	var listed []*Delivery
 	for _, l := range lanes {
 		p, err := q.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: q.stream(l), Group: q.group, Start: "-", End: "+", Count: strayScan, Consumer: consumer}).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("ai jobs held by %s: %w", consumer, err)
 		}
 		for _, e := range p {
-			out = append(out, &Delivery{ID: e.ID, Attempt: e.RetryCount, lane: l})
+			listed = append(listed, &Delivery{ID: e.ID, Attempt: e.RetryCount, lane: l})
 		}
 	}
 	q.mu.Lock()
-	delete(q.doubtful, consumer)
-	q.mu.Unlock()
+	defer q.mu.Unlock()
+	b := q.book(consumer)
+	b.doubtful = false
+	pending := map[jobKey]bool{}
+	var out []*Delivery
+	for _, d := range listed {
+		k := jobKey{d.lane, d.ID}
+		pending[k] = true
+		if _, handed := b.handedBack[k]; !handed {
+			out = append(out, d)
+		}
+	}
+	for k := range b.handedBack {
+		if !pending[k] {
+			delete(b.handedBack, k) // taken by another worker
+		}
+	}
 	return out, nil
 }
 
@@ -910,6 +979,7 @@ func (q *Queue) handBack(ctx context.Context, consumer string, d *Delivery, idle
 	if err := handBackScript.Run(ctx, q.rdb, []string{q.stream(d.lane)}, q.group, consumer, d.ID, idle.Milliseconds(), flag, before).Err(); err != nil {
 		return fmt.Errorf("hand back ai job %s: %w", d.ID, err)
 	}
+	q.handedBack(consumer, d)
 	return nil
 }
 

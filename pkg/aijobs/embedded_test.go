@@ -76,3 +76,58 @@ func TestARetryCountsOnceOnEitherRedis(t *testing.T) {
 		}
 	})
 }
+
+// TestStraysOnTheEmbeddedRedis: the in-process Redis of make run lists a
+// consumer's strays (XPENDING ... consumer) and takes their count from the
+// hand back's ARGV (RETRYCOUNT): a stray tried once before, handed back,
+// comes to the next worker at its second attempt.
+func TestStraysOnTheEmbeddedRedis(t *testing.T) {
+	ctx := context.Background()
+	rdb := embeddedRedis(t)
+	q := New(rdb, "")
+	q.ClaimAfter, q.Lease = time.Hour, 0
+	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"g1", "g2"} {
+		if err := q.Enqueue(ctx, Job{GameID: g, Version: 1, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// g1: tried once by w1 and retried; then w taken it over (reply lost).
+	d, err := q.Next(ctx, "w1", 10*time.Millisecond)
+	if err != nil || d == nil || d.Job.GameID != "g1" {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if err := q.Retry(ctx, "w1", d, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: q.key, Group: q.group, Consumer: "w", Start: "0-0", Count: 1}).Result(); err != nil {
+		t.Fatal(err)
+	}
+	// g2: read by w, reply lost.
+	if err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: q.group, Consumer: "w", Streams: []string{q.key, ">"}, Count: 1, Block: -1}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	q.doubt("w")
+	s, err := q.Strays(ctx, "w")
+	if err != nil || len(s) != 2 {
+		t.Fatalf("strays %+v %v, want 2", s, err)
+	}
+	for _, d := range s {
+		if err := q.Postpone(ctx, "w", d, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]int64{}
+	for range 2 {
+		d, err := q.Next(ctx, "w3", 10*time.Millisecond)
+		if err != nil || d == nil {
+			t.Fatalf("%+v %v", d, err)
+		}
+		got[d.Job.GameID] = d.Attempt
+	}
+	if got["g1"] != 2 || got["g2"] != 1 {
+		t.Fatalf("attempts %v, want g1 at 2, g2 at 1", got)
+	}
+}

@@ -631,3 +631,178 @@ func TestAJobWhoseReadReplyWasLostIsHandedBack(t *testing.T) {
 		})
 	}
 }
+
+// countingFails fails every GetGame with code, counting the calls:
+// one per try of the job.
+type countingFails struct {
+	gamev1.GameServiceClient
+	code  codes.Code
+	tries atomic.Int32
+}
+
+func (g *countingFails) GetGame(context.Context, *gamev1.GetGameRequest, ...grpc.CallOption) (*gamev1.GetGameResponse, error) {
+	g.tries.Add(1)
+	return nil, status.Error(g.code, "failing")
+}
+
+// failReadAfterScript fails, once, the first XREADGROUP sent after
+// the first script (the worker's hand back of its job) ran: a Redis blip
+// during the worker's next look at the queue.
+type failReadAfterScript struct {
+	scriptRan atomic.Bool
+	failed    atomic.Bool
+}
+
+func (h *failReadAfterScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failReadAfterScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *failReadAfterScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "xreadgroup" && h.scriptRan.Load() && h.failed.CompareAndSwap(false, true) {
+			err := errors.New("connection reset by peer")
+			cmd.SetErr(err)
+			return err
+		}
+		err := next(ctx, cmd)
+		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+			h.scriptRan.Store(true)
+		}
+		return err
+	}
+}
+
+// TestARetriedJobIsNoStray: a job whose try failed is handed back with
+// Retry (counted, due again after retryDelay) and stays pending with its
+// worker, which forgets it. One failed look at the queue later, Strays
+// listed it among the worker's strays, and settle handed it back as never
+// tried (Postpone): its count dropped by one, the failed try forgotten,
+// and its retry delay was cut to nothing. With MaxAttempts 2 a job failing
+// every time is tried twice, then dead-lettered.
+func TestARetriedJobIsNoStray(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	q.MaxAttempts = 2
+	if err := q.Enqueue(ctx, jobOfG()); err != nil {
+		t.Fatal(err)
+	}
+	hook := &failReadAfterScript{}
+	rdb.AddHook(hook)
+	games := &countingFails{code: codes.Internal}
+	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: games, Mover: NewBuiltin(1)}
+	stop := running(w)
+	defer stop()
+	for deadline := time.Now().Add(8 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		dead, err := rdb.XLen(ctx, prefix+"{ai}:dead").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dead > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not dead-lettered within 8 s; tries %d", games.tries.Load())
+		}
+	}
+	stop()
+	if !hook.failed.Load() {
+		t.Fatal("the look at the queue never failed")
+	}
+	if n := games.tries.Load(); n != 2 {
+		t.Fatalf("the job, failing every try, was tried %d times before it was dead-lettered, want 2 (MaxAttempts 2): "+
+			"after one failed look at the queue (Next marks w doubtful), Strays listed the job w had handed back with Retry and "+
+			"still pending with w; noteStrays took it for a stray, and settle handed it back with Postpone, "+
+			"setting its count to the try's attempt less one: the failed try was forgotten", n)
+	}
+}
+
+// loseReadAndStop runs the first XREADGROUP that hands out a job,
+// loses its reply (a connection reset after Redis ran it) and stops the
+// worker: a Redis blip as the worker process is being stopped (a rolling
+// restart during a failover).
+type loseReadAndStop struct {
+	stop context.CancelFunc
+	done atomic.Bool
+}
+
+func (h *loseReadAndStop) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *loseReadAndStop) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *loseReadAndStop) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil || cmd.Name() != "xreadgroup" || h.done.Load() {
+			return err
+		}
+		got := false
+		for _, s := range cmd.(*redis.XStreamSliceCmd).Val() {
+			got = got || len(s.Messages) > 0
+		}
+		if !got || !h.done.CompareAndSwap(false, true) {
+			return nil
+		}
+		h.stop()
+		err = errors.New("connection reset by peer")
+		cmd.SetErr(err)
+		return err
+	}
+}
+
+// TestAStrayIsHandedBackAsTheWorkerStops: the read that took a job lost
+// its reply, and the worker was stopped before its next look at the queue
+// (it waits a second after a failed one). Its stop handed back the job in
+// hand and the unsettled ones, never its strays, though Redis answered:
+// the job stayed pending with the stopped consumer (Leave keeps a consumer
+// holding a job) until another worker took it over once its lease lapsed,
+// counting a delivery it never had: with --ai-job-attempts 1 it was
+// dead-lettered untried, the game left on the AI's turn for good.
+func TestAStrayIsHandedBackAsTheWorkerStops(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, prefix := queueNotTakingOver(t, rdb)
+	if err := q.Enqueue(ctx, jobOfG()); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rdb.AddHook(&loseReadAndStop{stop: cancel})
+	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: voidGames{}, Mover: NewBuiltin(1)}
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(wctx) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	// Another worker process, whose queue takes over the jobs of workers
+	// whose lease lapsed (the stopped worker's, ended by Leave).
+	other := aijobs.New(redistest.Client(t), prefix)
+	other.ClaimAfter, other.Lease, other.MaxAttempts = time.Hour, 100*time.Millisecond, 1
+	time.Sleep(200 * time.Millisecond)
+	var d *aijobs.Delivery
+	for deadline := time.Now().Add(3 * time.Second); d == nil && time.Now().Before(deadline); {
+		var err error
+		if d, err = other.Next(ctx, "w2", 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if d == nil {
+			if n, _ := rdb.XLen(ctx, prefix+"{ai}:dead").Result(); n > 0 {
+				break
+			}
+		}
+	}
+	dead, err := rdb.XRange(ctx, prefix+"{ai}:dead", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) > 0 {
+		t.Fatalf("the job, never tried (its read's reply lost, the worker stopped a moment later), was dead-lettered when another worker took it over: %q. "+
+			"handBackOnStop never lists the worker's strays (Queue.Strays): the job stayed pending with the stopped consumer at count 1 and its take over counted a second delivery",
+			dead[0].Values["reason"])
+	}
+	if d == nil || d.Attempt != 1 {
+		t.Fatalf("another worker got %+v, want the job at its first attempt", d)
+	}
+}

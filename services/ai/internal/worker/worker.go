@@ -334,21 +334,22 @@ func (w *Worker) settle(ctx context.Context, u unsettledJobs) {
 }
 
 // handBackOnStop hands back held, which the worker holds as it stops, then
-// the jobs of u: they stay pending, handed back so that another worker
-// takes them over now, not after the claim timeout. All within one
+// its strays and the jobs of u: they stay pending, handed back so that
+// another worker takes them over now, not after the claim timeout (or its
+// lease), counting a delivery a stray never had. All within one
 // leaveTimeout, held first, should Redis be out of reach.
 func (w *Worker) handBackOnStop(ctx context.Context, held *aijobs.Delivery, u unsettledJobs) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
 	defer cancel()
-	js := make([]unsettledJob, 0, len(u)+1)
 	if held != nil {
-		js = append(js, unsettledJob{d: held})
 		delete(u, keyOf(held))
+		if err := w.handBack(ctx, unsettledJob{d: held}); err != nil {
+			w.Log.WarnContext(ctx, "ai job hand back", "game", held.Job.GameID, "err", err)
+			u.note(held, false) // no stray: tried again below
+		}
 	}
+	w.noteStrays(ctx, u)
 	for _, j := range u {
-		js = append(js, j)
-	}
-	for _, j := range js {
 		if err := w.handBack(ctx, j); err != nil {
 			w.Log.WarnContext(ctx, "ai job hand back", "game", j.d.Job.GameID, "err", err)
 		}
