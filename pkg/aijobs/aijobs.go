@@ -173,9 +173,17 @@ type Queue struct {
 type consumerBook struct {
 	// doubtful is set when the consumer may hold jobs it does not know of.
 	doubtful bool
-	// handedBack are the jobs it handed back, with when: they stay pending
-	// with it, looking idle, until a worker takes them, and are no strays.
-	handedBack map[jobKey]time.Time
+	// handedBack are the jobs it handed back: they stay pending with it,
+	// looking idle, until a worker takes them, and are no strays.
+	handedBack map[jobKey]handedJob
+}
+
+// handedJob is when a job was handed back, and the delivery count it was
+// left with: a count grown since says a worker took it again, maybe this
+// one in a look whose answer was lost.
+type handedJob struct {
+	at    time.Time
+	count int64
 }
 
 // jobKey names a job by lane and id: the lanes' streams number their jobs
@@ -192,7 +200,7 @@ func (q *Queue) book(consumer string) *consumerBook {
 	}
 	b := q.books[consumer]
 	if b == nil {
-		b = &consumerBook{handedBack: map[jobKey]time.Time{}}
+		b = &consumerBook{handedBack: map[jobKey]handedJob{}}
 		q.books[consumer] = b
 	}
 	return b
@@ -383,17 +391,17 @@ func (q *Queue) doubt(consumer string) {
 // handed back long enough ago that a worker has taken them, whoever it
 // may be: a book that only grows would keep the ids of every job the
 // consumer ever retried.
-func (q *Queue) handedBack(consumer string, d *Delivery) {
+func (q *Queue) handedBack(consumer string, d *Delivery, count int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	b := q.book(consumer)
 	now := time.Now()
-	for k, at := range b.handedBack {
-		if now.Sub(at) > 2*q.ClaimAfter {
+	for k, h := range b.handedBack {
+		if now.Sub(h.at) > 2*q.ClaimAfter {
 			delete(b.handedBack, k)
 		}
 	}
-	b.handedBack[jobKey{d.lane, d.ID}] = now
+	b.handedBack[jobKey{d.lane, d.ID}] = handedJob{at: now, count: count}
 }
 
 // Strays lists the jobs pending with consumer, in both lanes, but those
@@ -431,7 +439,8 @@ func (q *Queue) Strays(ctx context.Context, consumer string) ([]*Delivery, error
 	for _, d := range listed {
 		k := jobKey{d.lane, d.ID}
 		pending[k] = true
-		if _, handed := b.handedBack[k]; !handed {
+		if h, handed := b.handedBack[k]; !handed || h.count != d.Attempt {
+			delete(b.handedBack, k)
 			out = append(out, d)
 		}
 	}
@@ -922,7 +931,8 @@ func (q *Queue) Done(ctx context.Context, d *Delivery) error {
 }
 
 // handBackScript makes job ARGV[3], if consumer ARGV[2] of group ARGV[1]
-// still holds it, look idle for ARGV[4] ms, and returns 1 if it did. Its
+// still holds it, look idle for ARGV[4] ms, and returns, if it did, the
+// count it left the job with plus one (0 if it did not). Its
 // delivery count is kept, the job not tried again: given explicitly, since
 // JUSTID leaves it alone in Redis but the in-process Redis of make run
 // raises it, and counted every try twice. With ARGV[5] = 1 the job was
@@ -939,7 +949,7 @@ if ARGV[5] == '1' then
   count = ARGV[6]
 end
 redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'IDLE', ARGV[4], 'RETRYCOUNT', count, 'JUSTID')
-return 1`)
+return tonumber(count) + 1`)
 
 // HandBack gives a job that consumer holds but cannot finish (its worker
 // is stopping) to the other workers now: the job stays pending, looking
@@ -976,10 +986,13 @@ func (q *Queue) handBack(ctx context.Context, consumer string, d *Delivery, idle
 	// Set from the delivery, not taken off the count in Redis, so that a
 	// hand back made again (its answer lost) takes off no earlier try.
 	before := max(d.Attempt-1, 0)
-	if err := handBackScript.Run(ctx, q.rdb, []string{q.stream(d.lane)}, q.group, consumer, d.ID, idle.Milliseconds(), flag, before).Err(); err != nil {
+	n, err := handBackScript.Run(ctx, q.rdb, []string{q.stream(d.lane)}, q.group, consumer, d.ID, idle.Milliseconds(), flag, before).Int64()
+	if err != nil {
 		return fmt.Errorf("hand back ai job %s: %w", d.ID, err)
 	}
-	q.handedBack(consumer, d)
+	if n > 0 {
+		q.handedBack(consumer, d, n-1)
+	}
 	return nil
 }
 

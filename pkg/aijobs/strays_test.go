@@ -137,3 +137,60 @@ func TestAStrayHandedBackTwiceKeepsItsEarlierTries(t *testing.T) {
 			"and the client ran it again after its answer was lost; the earlier try is forgotten", third.Attempt)
 	}
 }
+
+// TestAHandedBackJobRetakenByAFailedNextIsAStray: a worker retries a job
+// (Retry, after 0: "the next worker to scan, consumer included"); its own
+// next Next takes it over again (XAUTOCLAIM), but the look at its count
+// fails, so the Next fails: the job is pending with the worker, unknown to
+// it, a stray. The book held it as handed back all the same, so Strays
+// left it out, and it waited out the whole claim timeout while the AI's
+// clock ran. A count grown since the hand back says it was taken again.
+func TestAHandedBackJobRetakenByAFailedNextIsAStray(t *testing.T) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { rdb.Close() })
+	q := New(rdb, redistest.Prefix(t))
+	q.ClaimAfter, q.Lease = time.Hour, 0
+	t.Cleanup(func() { rdb.Del(ctx, q.key, q.bgKey, q.dead, q.lanesKey()) })
+	if err := q.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, Job{GameID: "g", Version: 1, Kind: KindMove, Side: "second", Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Next(ctx, "w", 10*time.Millisecond)
+	if err != nil || d == nil {
+		t.Fatalf("first delivery %+v %v", d, err)
+	}
+	// The try fails; the worker hands it back for a retry now.
+	if err := q.Retry(ctx, "w", d, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The same worker's next look takes it over; the count look fails.
+	rdb.AddHook(&failDeliveriesOnce{})
+	if got, err := q.Next(ctx, "w", 10*time.Millisecond); err == nil || got != nil {
+		t.Fatalf("w's Next: %+v %v, want the deliveries look to fail", got, err)
+	}
+	p, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: q.key, Group: q.group, Start: "-", End: "+", Count: 10, Consumer: "w"}).Result()
+	if err != nil || len(p) != 1 || p[0].ID != d.ID || p[0].Idle > time.Minute {
+		t.Fatalf("pending with w: %+v %v; want the job, just taken over", p, err)
+	}
+	s, err := q.Strays(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 1 || s[0].ID != d.ID {
+		t.Errorf("strays of w: %+v, want the job it took over in the failed Next (pending with it, idle %v, unknown to it): "+
+			"it is still booked as handed back, so nobody hands it back and it waits out ClaimAfter (%v)", s, p[0].Idle, q.ClaimAfter)
+	}
+	// The worker hands back its strays (noteStrays, settle: Postpone);
+	// then the next worker to look takes the job at once.
+	for _, d := range s {
+		if err := q.Postpone(ctx, "w", d, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := q.Next(ctx, "w2", 10*time.Millisecond); err != nil || got == nil {
+		t.Errorf("w2's Next: %+v %v: the job waits out the claim timeout", got, err)
+	}
+}

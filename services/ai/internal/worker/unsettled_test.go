@@ -806,3 +806,67 @@ func TestAStrayIsHandedBackAsTheWorkerStops(t *testing.T) {
 		t.Fatalf("another worker got %+v, want the job at its first attempt", d)
 	}
 }
+
+// failRetakeLook fails, once, the look at a job's count right after a
+// take over (Queue.deliveries' XPENDING of one id) once a script (the
+// worker's Retry) ran: a Redis blip as the worker takes its retried job
+// back.
+type failRetakeLook struct {
+	scriptRan atomic.Bool
+	failed    atomic.Bool
+}
+
+func (h *failRetakeLook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failRetakeLook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *failRetakeLook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		a := cmd.Args()
+		if cmd.Name() == "xpending" && len(a) == 6 && a[3] == a[4] && a[3] != "-" && h.scriptRan.Load() && h.failed.CompareAndSwap(false, true) {
+			err := errors.New("connection reset by peer")
+			cmd.SetErr(err)
+			return err
+		}
+		err := next(ctx, cmd)
+		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+			h.scriptRan.Store(true)
+		}
+		return err
+	}
+}
+
+// TestARetriedJobRetakenInAFailedLookIsHandedBack: the worker's try fails,
+// it retries the job (Retry, due again in 500 ms) and, as the only worker,
+// takes it back itself; that take over's look at the count fails, so the
+// Next fails and the job is pending with the worker, unknown to it: a
+// stray, which its Queue took for one it had handed back, left to wait out
+// the claim timeout (here an hour; --ai-claim-after 30 s by default) while
+// the AI's clock ran.
+func TestARetriedJobRetakenInAFailedLookIsHandedBack(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	q, _ := queueNotTakingOver(t, rdb)
+	q.MaxAttempts = 5
+	if err := q.Enqueue(ctx, jobOfG()); err != nil {
+		t.Fatal(err)
+	}
+	hook := &failRetakeLook{}
+	rdb.AddHook(hook)
+	games := &countingFails{code: codes.Internal}
+	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: games, Mover: NewBuiltin(1)}
+	stop := running(w)
+	defer stop()
+	deadline := time.Now().Add(6 * time.Second)
+	for games.tries.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !hook.failed.Load() {
+		t.Fatal("the look at the retaken job's count never failed")
+	}
+	if n := games.tries.Load(); n < 2 {
+		t.Fatalf("the job was tried %d time(s) in 6 s, want its retry within ~2 s (retry delay 500 ms, a second's pause after the failed look): "+
+			"the take over that failed left it pending with w, idle from 0, and Strays left it out as one w handed back (its book entry is cleared "+
+			"only when a Next returns the job), so it waits out ClaimAfter (%v)", n, q.ClaimAfter)
+	}
+}
