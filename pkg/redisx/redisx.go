@@ -489,6 +489,12 @@ func NewForWaiting(ctx context.Context, addr string, conns int, name string) (re
 		name = opts.ClientName + "-" + name
 	}
 	opts.ClientName = name
+	// go-redis sends a command again when its connection breaks before
+	// the answer, which Redis may have run all the same: a read that takes
+	// (XREADGROUP >, XAUTOCLAIM) would take the next entry, the one its
+	// lost answer held left with the caller, who never learns of it. The
+	// caller sees the failure instead, and looks for what it may hold.
+	opts.MaxRetries = -1
 	return connect(ctx, addr, opts)
 }
 

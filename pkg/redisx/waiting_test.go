@@ -2,8 +2,10 @@ package redisx
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -38,5 +40,52 @@ func TestAClientForWaitingHoldsItsCallersBeyondTheUsualPool(t *testing.T) {
 		if info.Name != c.name {
 			t.Errorf("%s: connections named %q, want %q", c.addr, info.Name, c.name)
 		}
+	}
+}
+
+// TestAClientForWaitingSendsNoTakingReadAgain: the AI workers' client sent
+// again, on a new connection, a read whose connection broke after Redis
+// ran it (go-redis' default retries): the read taking a stream entry
+// (XREADGROUP >) took nothing the second time, and the entry the lost
+// answer held stayed pending with the caller, which knew nothing of it. The
+// caller gets the failure, and looks for what it may hold.
+func TestAClientForWaitingSendsNoTakingReadAgain(t *testing.T) {
+	ctx := context.Background()
+	direct := redistest.Client(t)
+	stream := redistest.Prefix(t) + "jobs"
+	t.Cleanup(func() { direct.Del(ctx, stream) })
+	if err := direct.XGroupCreateMkStream(ctx, stream, "g", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"j", "1"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	rdb, err := NewForWaiting(ctx, proxy.Addr(), 1, "workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	proxy.Blackhole() // Redis runs what it is sent; its answers are lost
+	read := make(chan error, 1)
+	go func() {
+		_, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "w", Streams: []string{stream, ">"}, Count: 1, Block: -1}).Result()
+		read <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		p, err := direct.XPending(ctx, stream, "g").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Count == 1 {
+			break // taken by the read whose answer is lost
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the read never reached Redis")
+		}
+	}
+	proxy.Restore() // closes the connection that lost the answer
+	if err := <-read; err == nil || errors.Is(err, redis.Nil) {
+		t.Fatalf("the read whose answer was lost returned %v: it was sent again, which took nothing, and the entry it took is left with the caller unknown", err)
 	}
 }
