@@ -217,7 +217,9 @@ func (r *refusedEnv) String() string {
 func EnvErrors(fs *flag.FlagSet) error {
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		if r, ok := f.Value.(*refusedEnv); ok {
+		// A value refused on the command line wraps one refused from the
+		// environment: both are named.
+		for r, ok := f.Value.(*refusedEnv); ok; r, ok = r.Value.(*refusedEnv) {
 			errs = append(errs, r.err)
 		}
 	})

@@ -342,3 +342,92 @@ func TestValidateRefusesSettingsThatCannotServe(t *testing.T) {
 		}
 	}
 }
+
+func deferredFlags(out *bytes.Buffer) (*flag.FlagSet, *Config, *int, *float64) {
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(out)
+	c := &Config{Listen: "127.0.0.1:0", NoRedis: true}
+	c.RegisterFlags(fs, "127.0.0.1:0")
+	var replicas int
+	IntFlag(fs, &replicas, "redis-wait-replicas", 0, "replicas")
+	var window float64
+	FloatFlag(fs, &window, "pairing-window", 200, "window")
+	return fs, c, &replicas, &window
+}
+
+// TestDeferredValuesAreReportedAndKeepTheDefault: refused command-line
+// values, alone, repeated, boolean, are all reported and leave the
+// default; good values apply.
+func TestDeferredValuesAreReportedAndKeepTheDefault(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		refuse []string
+		check  func(c *Config, r *int, w *float64) bool
+	}{
+		{"bool maybe", []string{"-pprof=maybe"}, []string{"--pprof"}, func(c *Config, r *int, w *float64) bool { return !c.Pprof }},
+		{"bool bare", []string{"-pprof", "-otlp-insecure=false"}, nil, func(c *Config, r *int, w *float64) bool { return c.Pprof && !c.OTLPInsecure }},
+		{"good then bad", []string{"--shutdown-timeout", "20s", "--shutdown-timeout", "20"}, []string{"--shutdown-timeout"}, nil},
+		{"bad then good", []string{"--shutdown-timeout", "20", "--shutdown-timeout", "20s"}, []string{"--shutdown-timeout"}, nil},
+		{"int bad then float bad", []string{"--redis-wait-replicas", " 1", "--pairing-window", "NaN", "--max-recv-bytes", "1e6"}, []string{"--redis-wait-replicas", "--pairing-window", "--max-recv-bytes"},
+			func(c *Config, r *int, w *float64) bool { return *r == 0 && *w == 200 && c.MaxRecvBytes == 1<<20 }},
+		{"all good", []string{"--redis-wait-replicas", "2", "--pairing-window", "5", "--shutdown-timeout", "3s"}, nil,
+			func(c *Config, r *int, w *float64) bool {
+				return *r == 2 && *w == 5 && c.ShutdownTimeout == 3*time.Second
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			fs, c, r, w := deferredFlags(&out)
+			if err := ParseFlags(fs, tt.args); err != nil {
+				t.Fatalf("parse: %v\n%s", err, out.String())
+			}
+			err := EnvErrors(fs)
+			for _, f := range tt.refuse {
+				if err == nil || !strings.Contains(err.Error(), f) {
+					t.Errorf("EnvErrors = %v, want %s", err, f)
+				}
+			}
+			if tt.refuse == nil && err != nil {
+				t.Errorf("EnvErrors = %v", err)
+			}
+			if tt.check != nil && !tt.check(c, r, w) {
+				t.Errorf("values: %+v r=%d w=%v", c, *r, *w)
+			}
+		})
+	}
+}
+
+// TestHelpIsUnchangedByDeferredValues: -h names each flag's type and
+// default from its own value, not from the wrapper that defers its errors.
+func TestHelpIsUnchangedByDeferredValues(t *testing.T) {
+	var a, b bytes.Buffer
+	fs, _, _, _ := deferredFlags(&a)
+	if err := fs.Parse([]string{"-h"}); err != flag.ErrHelp {
+		t.Fatal(err)
+	}
+	fs2, _, _, _ := deferredFlags(&b)
+	if err := ParseFlags(fs2, []string{"-h"}); err != flag.ErrHelp {
+		t.Fatal(err)
+	}
+	if a.String() != b.String() {
+		t.Fatalf("help differs:\n%s\n----\n%s", a.String(), b.String())
+	}
+}
+
+// TestEnvAndCommandLineBothRefusedAreBothNamed: PALACE_SHUTDOWN_TIMEOUT
+// and --shutdown-timeout both refused: the command line's refusal wraps
+// the environment's, and EnvErrors reported the outer one only, so the
+// environment's took another restart to find.
+func TestEnvAndCommandLineBothRefusedAreBothNamed(t *testing.T) {
+	t.Setenv("PALACE_SHUTDOWN_TIMEOUT", "20")
+	var out bytes.Buffer
+	fs, _, _, _ := deferredFlags(&out)
+	if err := ParseFlags(fs, []string{"--shutdown-timeout", "30"}); err != nil {
+		t.Fatal(err)
+	}
+	err := EnvErrors(fs)
+	if err == nil || !strings.Contains(err.Error(), "PALACE_SHUTDOWN_TIMEOUT") || !strings.Contains(err.Error(), `--shutdown-timeout "30"`) {
+		t.Fatalf("EnvErrors = %v, want both PALACE_SHUTDOWN_TIMEOUT=\"20\" and --shutdown-timeout \"30\" named", err)
+	}
+}
