@@ -383,3 +383,117 @@ func TestAnInviteRequestIDIsHeldToItsInvite(t *testing.T) {
 		t.Fatalf("a second invite under a bound of two: %v", err)
 	}
 }
+
+// TestQueueEntriesAndRematchOffersAreBounded: one player entered the
+// queue and cancelled, over and over, without bound, each entry's ticket
+// and request kept an hour past its end; and two players made rematch
+// after rematch, each aborted or resigned at once and kept for weeks.
+// New tickets and rematch offers are bounded per player as games against
+// the AI and invites are; a retry is answered as before, and an offer
+// made again for the same game counts once.
+func TestQueueEntriesAndRematchOffersAreBounded(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxEntries, c.MaxInvites = 3, 2 })
+	mm := e.mm[0]
+	g, h := e.guest("Churner"), e.guest("Other")
+	enter := func(p player, req string) (*matchmakingv1.EnterQueueResponse, error) {
+		return mm.EnterQueue(p.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: req, Kind: janggi})
+	}
+	var last *matchmakingv1.Ticket
+	for _, req := range []string{"q-1", "q-2", "q-3"} {
+		r, err := enter(g, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.GetTicket()
+		if _, err := mm.CancelTicket(g.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: last.GetTicketId()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := enter(g, "q-4")
+	if status.Code(err) != codes.ResourceExhausted || apierr.ReasonOf(err) != "RATE_LIMITED" || retryAfter(err) <= 0 ||
+		!strings.Contains(err.Error(), "you made the most allowed, 3 queue entries, in the last 1h0m0s") {
+		t.Fatalf("a fourth entry within the hour: %v, want ResourceExhausted, RATE_LIMITED, saying when", err)
+	}
+	if r, err := enter(g, "q-3"); err != nil || r.GetTicket().GetTicketId() != last.GetTicketId() {
+		t.Fatalf("a retry of the third entry: %v %v, want its ticket", r, err)
+	}
+	if _, err := enter(h, "q-4"); err != nil {
+		t.Fatalf("another player is refused: %v", err)
+	}
+	e.clock.Advance(time.Hour)
+	if _, err := enter(g, "q-5"); err != nil {
+		t.Fatalf("an hour later: %v", err)
+	}
+
+	a, b := e.guest("A"), e.guest("B")
+	sa, sb := e.friendGame(a, b) // a's one invite
+	e.resign(t, sb)
+	game := sa.GetGameId()
+	for range 2 {
+		if _, err := mm.OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: game}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := mm.AcceptRematch(b.ctx(), &matchmakingv1.AcceptRematchRequest{GameId: game})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.resign(t, r.GetRematch().GetSeat())
+		game = r.GetRematch().GetSeat().GetGameId()
+	}
+	_, err = mm.OfferRematch(a.ctx(), &matchmakingv1.OfferRematchRequest{GameId: game})
+	if status.Code(err) != codes.ResourceExhausted || apierr.ReasonOf(err) != "RATE_LIMITED" ||
+		!strings.Contains(err.Error(), "you made the most allowed, 2 rematch offers,") {
+		t.Fatalf("a third rematch offer within the hour: %v, want ResourceExhausted, RATE_LIMITED", err)
+	}
+	if r, err := mm.OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: game}); err != nil || r.GetRematch().GetState() != matchmakingv1.RematchState_REMATCH_STATE_OFFERED {
+		t.Fatalf("the other player's offer, who made none: %v %v", r, err)
+	}
+	if _, err := mm.OfferRematch(b.ctx(), &matchmakingv1.OfferRematchRequest{GameId: game}); err != nil {
+		t.Fatalf("the same offer made again: %v", err)
+	}
+}
+
+// TestOnePlayerCannotFillRedisWithTickets: a single guest that entered
+// the queue and cancelled, over and over, each time with a new
+// request_id, left a ticket hash and a request key in Redis for every
+// cycle, each kept for --ticket-ttl + 1 h (70 min by default), without
+// bound (DESIGN.md 6: "Every queue, buffer and stream has a bound"). With
+// the default bound, what one player leaves no longer grows with its
+// churn.
+func TestOnePlayerCannotFillRedisWithTickets(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	mm := e.mm[0]
+	g := e.guest("Churner")
+	cycle := func() error {
+		r, err := mm.EnterQueue(g.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: rid(), Kind: janggi})
+		if err != nil {
+			return err
+		}
+		_, err = mm.CancelTicket(g.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: r.GetTicket().GetTicketId()})
+		return err
+	}
+	count := func() int { return len(keysUnder(t, e.cfg.KeyPrefix)) }
+	const warm, cycles = 10, 300
+	for i := range warm {
+		if err := cycle(); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+	}
+	before := count()
+	refused := 0
+	for i := range cycles {
+		if err := cycle(); err != nil {
+			if codeOf(err).String() == "ResourceExhausted" {
+				refused++
+				continue
+			}
+			t.Fatalf("cycle %d: %v", warm+i, err)
+		}
+	}
+	after := count()
+	// Two keys a ticket (its hash, its request), for each the bound
+	// admits in the hour.
+	if most := 2 * matchmaking.DefaultConfig().MaxEntries; refused == 0 || after-before > most {
+		t.Errorf("one player's %d enter+cancel cycles added %d Redis keys, %d refused, want at most %d: nothing bounds the tickets and request ids one player leaves behind", cycles, after-before, refused, most)
+	}
+}

@@ -84,10 +84,12 @@ type Config struct {
 	// handler.Config.
 	MaxWatches       int
 	MaxPlayerWatches int
-	// MaxAIGames and MaxInvites bound the games against the AI and the
-	// invites one player makes in an hour; 0: no bound.
+	// MaxAIGames, MaxInvites and MaxEntries bound the games against the
+	// AI, the invites (and apart the rematch offers), and the queue
+	// entries one player makes in an hour; 0: no bound.
 	MaxAIGames int
 	MaxInvites int
+	MaxEntries int
 	// MaxGuests bounds the guests created from one client address (an
 	// IPv6 /56) in an hour; 0: no bound. Every guest is a new player, so
 	// without it the bounds per player bound nothing.
@@ -159,7 +161,8 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet) {
 	app.IntFlag(fs, &c.MaxWatches, "max-watches", handler.DefaultMaxWatches, "most WatchTicket, WatchInvite and WatchRematch streams one process serves at once; one more is refused with ResourceExhausted until one ends")
 	app.IntFlag(fs, &c.MaxPlayerWatches, "max-player-watches", handler.DefaultMaxPlayerWatches, "most watch streams one player holds in one process; a newer one ends the oldest, with ResourceExhausted, and is refused while as many ended ones have not left (their client reads none of them)")
 	app.IntFlag(fs, &c.MaxAIGames, "max-ai-games-per-hour", handler.DefaultMaxAIGames, "most games against the AI one player starts in an hour; one more is refused with ResourceExhausted saying when there is room; 0: no bound")
-	app.IntFlag(fs, &c.MaxInvites, "max-invites-per-hour", handler.DefaultMaxInvites, "most friend invites one player creates in an hour, refused alike; 0: no bound")
+	app.IntFlag(fs, &c.MaxInvites, "max-invites-per-hour", handler.DefaultMaxInvites, "most friend invites one player creates in an hour, and most rematch offers, each refused alike; 0: no bound")
+	app.IntFlag(fs, &c.MaxEntries, "max-queue-entries-per-hour", handler.DefaultMaxEntries, "most new queue tickets one player enters in an hour, refused alike (a retry of an entry is answered with its ticket); 0: no bound")
 	app.IntFlag(fs, &c.MaxGuests, "max-guests-per-hour", handler.DefaultMaxGuests, "most guests created from one client address (for IPv6, one /56) in an hour, refused alike; 0: no bound")
 	app.IntFlag(fs, &c.MaxAborts, "max-aborts-per-hour", handler.DefaultMaxAborts, "rated games of a kind one player may abort, or let abort without a first move, in an hour: a player who has aborted that many is refused a new ticket of that kind's rated queue with ResourceExhausted saying when there is room; 0: no bound")
 	app.StringFlag(fs, &c.TrustedProxies, "trusted-proxies", clientaddr.DefaultTrusted, "address ranges (CIDR) of the proxies in front of the service, comma-separated: the client of a call from one of them is read from X-Forwarded-For; none: the peer is the client")
@@ -240,8 +243,8 @@ func (c Config) Validate() error {
 	if err := app.CheckTarget(c.GameAddr); err != nil {
 		errs = append(errs, fmt.Errorf("--game-addr: %w", err))
 	}
-	if c.MaxAIGames < 0 || c.MaxInvites < 0 || c.MaxGuests < 0 || c.MaxAborts < 0 {
-		errs = append(errs, errors.New("--max-ai-games-per-hour, --max-invites-per-hour, --max-guests-per-hour and --max-aborts-per-hour must not be negative (0: no bound)"))
+	if c.MaxAIGames < 0 || c.MaxInvites < 0 || c.MaxEntries < 0 || c.MaxGuests < 0 || c.MaxAborts < 0 {
+		errs = append(errs, errors.New("--max-ai-games-per-hour, --max-invites-per-hour, --max-queue-entries-per-hour, --max-guests-per-hour and --max-aborts-per-hour must not be negative (0: no bound)"))
 	}
 	if _, err := clientaddr.Parse(c.TrustedProxies, c.TrustedProxyHops); err != nil {
 		errs = append(errs, fmt.Errorf("--trusted-proxies, --trusted-proxy-hops: %w", err))
@@ -378,7 +381,8 @@ func Bind(cfg Config) app.Binder {
 			RematchWindow: cfg.RematchWindow, GameKeep: cfg.GameKeep, WatchHeartbeat: cfg.WatchHeartbeat,
 			MaxWatches: cfg.MaxWatches, MaxPlayerWatches: cfg.MaxPlayerWatches,
 			AIGames: store.Bound{Most: cfg.MaxAIGames, Window: time.Hour}, Invites: store.Bound{Most: cfg.MaxInvites, Window: time.Hour},
-			Guests: store.Bound{Most: cfg.MaxGuests, Window: time.Hour}, Proxies: proxies, MaxAborts: cfg.MaxAborts,
+			Entries: store.Bound{Most: cfg.MaxEntries, Window: time.Hour},
+			Guests:  store.Bound{Most: cfg.MaxGuests, Window: time.Hour}, Proxies: proxies, MaxAborts: cfg.MaxAborts,
 		}, handler.Deps{Log: log, Ring: ring, Store: st, Hub: hub, Games: gc, Google: gv, Now: cfg.Now, Entered: m.Touch})
 		rt.Server.RegisterService(&matchmakingv1.MatchmakingService_ServiceDesc, h)
 

@@ -54,10 +54,12 @@ type Config struct {
 	MaxWatches       int
 	MaxPlayerWatches int
 	// AIGames and Invites bound the games against the AI and the invites
-	// one player makes in a window; each holds a game or a link for
-	// weeks, and the AI's games take its workers' time. A zero Bound
-	// bounds nothing.
-	AIGames, Invites store.Bound
+	// (and apart the rematch offers) one player makes in a window; each
+	// holds a game or a link for weeks, and the AI's games take its
+	// workers' time. Entries bounds the new queue tickets, each kept past
+	// its end for its retries and each a game to come, kept for weeks,
+	// even if aborted at once. A zero Bound bounds nothing.
+	AIGames, Invites, Entries store.Bound
 	// Guests bounds the guests created from one client address in a
 	// window: each is a new player, free of the bounds of the others.
 	Guests store.Bound
@@ -77,6 +79,9 @@ const (
 	DefaultMaxPlayerWatches = 8
 	DefaultMaxAIGames       = 60
 	DefaultMaxInvites       = 60
+	// DefaultMaxEntries leaves room for a player who enters, cancels
+	// and enters again, a game every few minutes, all hour long.
+	DefaultMaxEntries = 120
 	// DefaultMaxGuests leaves room for the many players behind one
 	// address (a school, a carrier's NAT), each of whom keeps a guest
 	// credential for a month.

@@ -40,11 +40,26 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 		Pool: pool.ID(), Player: c.Subject, Name: c.Name, NamedAt: namedAt(c), Rating: rating, Entered: now, Expires: now.Add(h.cfg.TicketTTL),
 		State: store.StateWaiting,
 	}
-	var admit func() error
-	if pool.Rated && h.cfg.MaxAborts > 0 {
-		admit = func() error { return h.admitRated(ctx, c.Subject, pool, now) }
+	// For a new ticket only: a retry is answered with its ticket.
+	made, admitted := store.Made{Player: c.Subject, What: "entry", Request: req.GetRequestId()}, false
+	admit := func() error {
+		if pool.Rated && h.cfg.MaxAborts > 0 {
+			if err := h.admitRated(ctx, c.Subject, pool, now); err != nil {
+				return err
+			}
+		}
+		err := h.admit(ctx, made, h.cfg.Entries, "you", "queue entry", "queue entries")
+		admitted = err == nil
+		return err
 	}
 	id, outcome, err := h.store.Enter(ctx, pool, t, req.GetRequestId(), h.cfg.TicketTTL+time.Hour, admit)
+	if err != nil && admitted {
+		// Refused after its admission: it entered nothing, and counts
+		// for nothing.
+		if err := h.store.Unadmit(ctx, made); err != nil {
+			h.log.WarnContext(ctx, "queue entry refused but counted", "player", c.Subject, "err", err)
+		}
+	}
 	if errors.Is(err, store.ErrRacedEntries) {
 		return nil, h.fail(ctx, apierr.New(apierr.Conflict, "other queue entries of yours are being made at this moment: retry, and learn which ticket waits"))
 	}

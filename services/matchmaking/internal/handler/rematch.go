@@ -106,6 +106,12 @@ func (h *Handler) OfferRematch(ctx context.Context, req *matchmakingv1.OfferRema
 	if err := h.ended(ctx, g); err != nil {
 		return nil, h.fail(ctx, err)
 	}
+	// Each rematch is a game kept for weeks, aborted at once or not: two
+	// players' offers and answers could make them without end. An offer
+	// made again for the same game counts once.
+	if err := h.admit(ctx, store.Made{Player: c.Subject, What: "rematch", Request: g.ID}, h.cfg.Invites, "you", "rematch offer", "rematch offers"); err != nil {
+		return nil, h.fail(ctx, err)
+	}
 	out, err := h.store.OfferRematch(ctx, g.ID, c.Subject, h.now(), h.cfg.RematchWindow, h.cfg.GameKeep)
 	if err != nil {
 		return nil, h.fail(ctx, err)

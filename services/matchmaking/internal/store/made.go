@@ -78,6 +78,17 @@ func (s *Store) Admit(ctx context.Context, m Made, b Bound, now time.Time) (time
 	return time.Duration(wait) * time.Millisecond, nil
 }
 
+// Unadmit takes back m's count under its bound: a request refused after
+// its admission (no pool served for it, say) made nothing.
+func (s *Store) Unadmit(ctx context.Context, m Made) error {
+	key := s.madeKey(m.Player, m.What)
+	err := s.write(ctx, key, func(c redis.Cmdable) error { return c.ZRem(ctx, key, m.Request).Err() })
+	if err != nil {
+		return fmt.Errorf("take back %s: %w", m.What, err)
+	}
+	return nil
+}
+
 // MadeGame is the game an admitted request made, kept for the request's
 // retries: once the game service keeps the game no longer, sending the
 // same creation again would make a new game under its id.
