@@ -497,3 +497,57 @@ func TestOnePlayerCannotFillRedisWithTickets(t *testing.T) {
 		t.Errorf("one player's %d enter+cancel cycles added %d Redis keys, %d refused, want at most %d: nothing bounds the tickets and request ids one player leaves behind", cycles, after-before, refused, most)
 	}
 }
+
+// TestOneRequestIDEntersEveryPoolCounted: the entry bound counted a
+// request id once per player, while a request id names an entry per pool
+// (Enter's request key holds the pool's tag): reusing one request id in
+// pool after pool made a new ticket in each, and counted only the first.
+func TestOneRequestIDEntersEveryPoolCounted(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxEntries = 2 })
+	mm := e.mm[0]
+	g := e.guest("Reuser")
+	made := 0
+	for i := range 5 {
+		r, err := mm.EnterQueue(g.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: "same", Kind: janggi, TimeControl: fischer(time.Duration(10+i)*time.Minute, 0)})
+		if codeOf(err) == codes.ResourceExhausted {
+			break
+		}
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		made++
+		if _, err := mm.CancelTicket(g.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: r.GetTicket().GetTicketId()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if made > 2 {
+		t.Errorf("%d new tickets (one per pool, one request_id) admitted under --max-queue-entries-per-hour 2", made)
+	}
+}
+
+// TestARefusedReuseTakesBackNoOtherEntry: an entry refused after its
+// admission (--max-pools full) is taken back; taken back by request id
+// alone, it took back the count of the ticket the same request id had
+// made in another pool, and the player entered more than the bound.
+func TestARefusedReuseTakesBackNoOtherEntry(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxEntries, c.MaxPools = 1, 1 })
+	mm := e.mm[0]
+	// Someone else's ticket takes the one custom pool served.
+	e.enter(mm, e.guest("Other"), &matchmakingv1.EnterQueueRequest{TimeControl: fischer(15*time.Minute, 0)})
+	g := e.guest("Reuser")
+	r, err := mm.EnterQueue(g.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: "x", Kind: janggi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mm.CancelTicket(g.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: r.GetTicket().GetTicketId()}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = mm.EnterQueue(g.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: "x", Kind: janggi, TimeControl: fischer(10*time.Minute, 5*time.Second)})
+	if codeOf(err) != codes.ResourceExhausted {
+		t.Fatalf("entry to a custom pool with --max-pools full: %v, want ResourceExhausted", err)
+	}
+	_, err = mm.EnterQueue(g.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: "y", Kind: janggi})
+	if err == nil {
+		t.Errorf("a second new ticket in the hour admitted under --max-queue-entries-per-hour 1: the refused reuse of request id x took back the count of x's ticket")
+	}
+}

@@ -40,8 +40,9 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 		Pool: pool.ID(), Player: c.Subject, Name: c.Name, NamedAt: namedAt(c), Rating: rating, Entered: now, Expires: now.Add(h.cfg.TicketTTL),
 		State: store.StateWaiting,
 	}
-	// For a new ticket only: a retry is answered with its ticket.
-	made, admitted := store.Made{Player: c.Subject, What: "entry", Request: req.GetRequestId()}, false
+	// For a new ticket only: a retry is answered with its ticket. A
+	// request is the pool's: the same id in another pool is another entry.
+	made, admitted := store.Made{Player: c.Subject, What: "entry", Request: pool.ID() + " " + req.GetRequestId()}, false
 	admit := func() error {
 		if pool.Rated && h.cfg.MaxAborts > 0 {
 			if err := h.admitRated(ctx, c.Subject, pool, now); err != nil {
@@ -53,9 +54,10 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 		return err
 	}
 	id, outcome, err := h.store.Enter(ctx, pool, t, req.GetRequestId(), h.cfg.TicketTTL+time.Hour, admit)
-	if err != nil && admitted {
-		// Refused after its admission: it entered nothing, and counts
-		// for nothing.
+	if admitted && (errors.Is(err, store.ErrTooManyPools) || errors.Is(err, store.ErrSlowEntry) || errors.Is(err, store.ErrRacedEntries)) {
+		// Refused after its admission, before its ticket was written: it
+		// entered nothing, and counts for nothing. (Any later failure may
+		// have written it: a retry is answered with it.)
 		if err := h.store.Unadmit(ctx, made); err != nil {
 			h.log.WarnContext(ctx, "queue entry refused but counted", "player", c.Subject, "err", err)
 		}
