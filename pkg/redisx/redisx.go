@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"reflect"
@@ -503,6 +504,13 @@ func connect(ctx context.Context, addr string, opts *redis.UniversalOptions) (re
 	if opts.MasterName == "" && (opts.IsClusterMode || len(opts.Addrs) > 1) {
 		copts := opts.Cluster()
 		copts.ClusterStateReloadInterval = clusterReload
+		if opts.MaxRetries < 0 {
+			copts.NewClient = func(o *redis.Options) *redis.Client {
+				nc := redis.NewClient(o)
+				nc.AddHook(sentOnce{})
+				return nc
+			}
+		}
 		c = redis.NewClusterClient(copts)
 	} else {
 		c = redis.NewUniversalClient(opts)
@@ -534,6 +542,57 @@ func connect(ctx context.Context, addr string, opts *redis.UniversalOptions) (re
 		return nil, fmt.Errorf("%w (a node of a Redis Cluster: this process must reach each of its masters at the address it announces)", err)
 	}
 	return c, nil
+}
+
+// sentOnce makes a cluster node's client heed MaxRetries -1: go-redis'
+// cluster client sends a command again after its connection broke
+// (up to MaxRedirects times, whatever MaxRetries says), though Redis may
+// have run it. Such a failure is reported as connectionLost, which it
+// does not send again on; Redis' own answers (MOVED, ASK, TRYAGAIN) and
+// failures before sending (a dial, a closed or full pool) pass as they
+// are.
+type sentOnce struct{}
+
+func (sentOnce) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (sentOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (sentOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if !mayHaveRun(err) {
+			return err
+		}
+		lost := &connectionLost{err: err.Error()}
+		cmd.SetErr(lost)
+		return lost
+	}
+}
+
+// mayHaveRun reports whether err is a connection's failure after the
+// command may have been sent.
+func mayHaveRun(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller's own end, which it reads as such
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Op != "dial"
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// connectionLost is a connection's failure after a command may have run.
+type connectionLost struct{ err string }
+
+func (e *connectionLost) Error() string {
+	return "connection lost; the command may have run, and is not sent again: " + e.err
 }
 
 // servesEverySlot reports whether the cluster node c reaches is the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +89,69 @@ func TestAClientForWaitingSendsNoTakingReadAgain(t *testing.T) {
 	proxy.Restore() // closes the connection that lost the answer
 	if err := <-read; err == nil || errors.Is(err, redis.Nil) {
 		t.Fatalf("the read whose answer was lost returned %v: it was sent again, which took nothing, and the entry it took is left with the caller unknown", err)
+	}
+}
+
+// TestAClientForWaitingOnAClusterSendsNoCommandAgain: on a Redis Cluster
+// go-redis' cluster client ignored MaxRetries -1: its process loop sent a
+// command again after its connection broke, up to MaxRedirects times.
+// Here the connection of a blocked XREADGROUP is killed: the read sent
+// again blocked anew and took what came next, with no error.
+func TestAClientForWaitingOnAClusterSendsNoCommandAgain(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.NewCluster(t, 1)
+	rdb, err := NewForWaiting(ctx, c.URL(), 1, "workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	if _, ok := rdb.(*redis.ClusterClient); !ok {
+		t.Fatalf("client %T, want a cluster client", rdb)
+	}
+	stream := "{jobs}review"
+	if err := rdb.XGroupCreateMkStream(ctx, stream, "g", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	node := c.Nodes[0].Client(t)
+	read := make(chan error, 1)
+	go func() {
+		_, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "w", Streams: []string{stream, ">"}, Count: 1, Block: 3 * time.Second}).Result()
+		read <- err
+	}()
+	// Find the blocked read's connection, and break it.
+	var id int64
+	for deadline := time.Now().Add(5 * time.Second); id == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the read never blocked")
+		}
+		list, err := node.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(list, "\n") {
+			if strings.Contains(line, "cmd=xreadgroup") {
+				for _, f := range strings.Fields(line) {
+					if v, ok := strings.CutPrefix(f, "id="); ok {
+						id, _ = strconv.ParseInt(v, 10, 64)
+					}
+				}
+			}
+		}
+	}
+	if err := node.ClientKillByFilter(ctx, "ID", strconv.FormatInt(id, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A job queued after the break: a read sent again takes it.
+	time.Sleep(200 * time.Millisecond)
+	if err := node.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"j", "1"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-read:
+		if err == nil || errors.Is(err, redis.Nil) {
+			t.Fatalf("the read whose connection broke returned %v: the cluster client sent it again (MaxRetries -1 is not heeded by ClusterClient.process)", err)
+		}
+	case <-time.After(6 * time.Second):
+		t.Fatal("the read whose connection broke never returned")
 	}
 }
