@@ -555,8 +555,24 @@ type sentOnce struct{}
 
 func (sentOnce) DialHook(next redis.DialHook) redis.DialHook { return next }
 
+// ProcessPipelineHook converts as ProcessHook does: the cluster client
+// follows ASK with a pipeline of ASKING and the command. (Its own
+// pipelines choose their retries before a node's hook returns: the
+// workers' are safe to send twice.)
 func (sentOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if !mayHaveRun(err) {
+			return err
+		}
+		lost := &connectionLost{err: err.Error()}
+		for _, c := range cmds {
+			if mayHaveRun(c.Err()) {
+				c.SetErr(lost)
+			}
+		}
+		return lost
+	}
 }
 
 func (sentOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {

@@ -3,6 +3,7 @@ package redisx
 import (
 	"context"
 	"errors"
+	"net"
 	"runtime"
 	"strconv"
 	"strings"
@@ -152,6 +153,99 @@ func TestAClientForWaitingOnAClusterSendsNoCommandAgain(t *testing.T) {
 			t.Fatalf("the read whose connection broke returned %v: the cluster client sent it again (MaxRetries -1 is not heeded by ClusterClient.process)", err)
 		}
 	case <-time.After(6 * time.Second):
+		t.Fatal("the read whose connection broke never returned")
+	}
+}
+
+// TestAClientForWaitingOnAClusterSendsNoReadAgainAfterASK: while the slot
+// of the AI queue's stream moves (a reshard), a read the old master
+// answers ASK is sent to the new one as a pipeline (ASKING and the read),
+// which the node clients' hook let by: its connection broken after the
+// send, the cluster client sent the read again, which took the next
+// entry, with no error, the one the lost answer held left with the caller.
+func TestAClientForWaitingOnAClusterSendsNoReadAgainAfterASK(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.NewCluster(t, 2)
+	rdb, err := NewForWaiting(ctx, cl.URL(), 1, "workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	crdb := rdb.(*redis.ClusterClient)
+	const stream = "{jobs}ask"
+	if err := rdb.XGroupCreateMkStream(ctx, stream, "g", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	slot, err := rdb.ClusterKeySlot(ctx, stream).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	master, err := crdb.MasterForKey(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := cl.Nodes[0], cl.Nodes[1]
+	if master.Options().Addr != src.Addr {
+		src, dst = dst, src
+	}
+	srcc := redis.NewClient(&redis.Options{Addr: src.Addr})
+	dstc := redis.NewClient(&redis.Options{Addr: dst.Addr})
+	t.Cleanup(func() { _ = srcc.Close(); _ = dstc.Close() })
+	srcID, _ := srcc.ClusterMyID(ctx).Result()
+	dstID, _ := dstc.ClusterMyID(ctx).Result()
+	do := func(c *redis.Client, args ...any) {
+		t.Helper()
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%s %v: %v", c.Options().Addr, args, err)
+		}
+	}
+	do(dstc, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID)
+	do(srcc, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID)
+	host, port, _ := net.SplitHostPort(dst.Addr)
+	do(srcc, "MIGRATE", host, port, "", 0, 5000, "KEYS", stream)
+
+	read := make(chan error, 1)
+	go func() {
+		_, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "w", Streams: []string{stream, ">"}, Count: 1, Block: 2 * time.Second}).Result()
+		read <- err
+	}()
+	var id int64
+	for deadline := time.Now().Add(5 * time.Second); id == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the read never blocked on the importing master")
+		}
+		list, err := dstc.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(list, "\n") {
+			if strings.Contains(line, "cmd=xreadgroup") {
+				for _, f := range strings.Fields(line) {
+					if v, ok := strings.CutPrefix(f, "id="); ok {
+						id, _ = strconv.ParseInt(v, 10, 64)
+					}
+				}
+			}
+		}
+	}
+	if err := dstc.ClientKillByFilter(ctx, "ID", strconv.FormatInt(id, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	// A job queued after the break, on the importing master.
+	pipe := dstc.Pipeline()
+	pipe.Do(ctx, "ASKING")
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"j", "1"}})
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-read:
+		if err == nil || errors.Is(err, redis.Nil) {
+			t.Fatalf("the read whose connection broke after an ASK returned %v: the cluster client sent it again", err)
+		}
+		t.Logf("read: %v", err)
+	case <-time.After(8 * time.Second):
 		t.Fatal("the read whose connection broke never returned")
 	}
 }
