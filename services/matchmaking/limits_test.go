@@ -7,16 +7,20 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/apierr"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
+	"github.com/palacehq/palace/pkg/redistest"
 	"github.com/palacehq/palace/services/matchmaking"
 )
 
@@ -549,5 +553,128 @@ func TestARefusedReuseTakesBackNoOtherEntry(t *testing.T) {
 	_, err = mm.EnterQueue(g.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: "y", Kind: janggi})
 	if err == nil {
 		t.Errorf("a second new ticket in the hour admitted under --max-queue-entries-per-hour 1: the refused reuse of request id x took back the count of x's ticket")
+	}
+}
+
+// TestARaceRefusedCallTakesBackNoEntryItsRetryMade: a client retries
+// EnterQueue (same request_id) on another replica while its first call is
+// still served. The retry claims the player's live-ticket record after the
+// first call's claim, and the first call, finding the record taken, was
+// refused with ErrRacedEntries and took back the admission, the retry's
+// too: the retry's ticket waited counted nowhere, and the player entered
+// once more than --max-queue-entries-per-hour.
+func TestARaceRefusedCallTakesBackNoEntryItsRetryMade(t *testing.T) {
+	e := newEnv(t, 1, func(c *matchmaking.Config) { c.MaxEntries = 1 })
+	dial := func(addr string) matchmakingv1.MatchmakingServiceClient {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		return matchmakingv1.NewMatchmakingServiceClient(cc)
+	}
+	pA, pB := redistest.NewProxy(t, e.redis), redistest.NewProxy(t, e.redis)
+	addrA, _ := runReplica(t, pA.Addr(), e.cfg)
+	addrB, _ := runReplica(t, pB.Addr(), e.cfg)
+	mmA, mmB := dial(addrA), dial(addrB)
+	g := e.guest("Racer")
+	const req = "review-race-req"
+
+	var madeA, freeA, freeB atomic.Bool
+	reachedA, reachedB := make(chan struct{}), make(chan struct{})
+	var onceA, onceB atomic.Bool
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	poll := func(p *redistest.Proxy, match func([]byte) bool) {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+				p.Pass(match)
+			}
+		}()
+	}
+	pA.Hold()
+	pB.Hold()
+	// A: held at its read of the live-ticket record after its admission.
+	poll(pA, func(b []byte) bool {
+		s := string(b)
+		if freeA.Load() {
+			return true
+		}
+		if strings.Contains(s, "made:entry") {
+			madeA.Store(true)
+			return true
+		}
+		if madeA.Load() && strings.Contains(s, "get") && strings.Contains(s, ":live") {
+			if onceA.CompareAndSwap(false, true) {
+				close(reachedA)
+			}
+			return false
+		}
+		return true
+	})
+	// B: held at its ticket's write.
+	poll(pB, func(b []byte) bool {
+		s := string(b)
+		if freeB.Load() {
+			return true
+		}
+		if strings.Contains(s, "eval") && strings.Contains(s, req) && !strings.Contains(s, "made:entry") {
+			if onceB.CompareAndSwap(false, true) {
+				close(reachedB)
+			}
+			return false
+		}
+		return true
+	})
+	enter := func(mm matchmakingv1.MatchmakingServiceClient) <-chan error {
+		out := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(g.ctx(), 30*time.Second)
+			defer cancel()
+			r, err := mm.EnterQueue(ctx, &matchmakingv1.EnterQueueRequest{RequestId: req, Kind: janggi})
+			if err == nil {
+				t.Logf("entered %s", r.GetTicket().GetTicketId())
+			}
+			out <- err
+		}()
+		return out
+	}
+	wait := func(c <-chan struct{}, what string) {
+		select {
+		case <-c:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s never reached", what)
+		}
+	}
+	errA := enter(mmA)
+	wait(reachedA, "A's check of its claim")
+	errB := enter(mmB)
+	wait(reachedB, "B's ticket write")
+	freeA.Store(true)
+	err := <-errA
+	t.Logf("first call: %v", err)
+	freeB.Store(true)
+	if err := <-errB; err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	pA.Restore()
+	pB.Restore()
+	// One ticket was made: the bound of one entry an hour is used up.
+	mm := e.mm[0]
+	lt, err := mm.EnterQueue(g.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: req, Kind: janggi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mm.CancelTicket(g.ctx(), &matchmakingv1.CancelTicketRequest{TicketId: lt.GetTicket().GetTicketId()}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = mm.EnterQueue(g.ctx(), &matchmakingv1.EnterQueueRequest{RequestId: "review-other", Kind: janggi})
+	if err == nil {
+		t.Errorf("a second new ticket in the hour admitted under --max-queue-entries-per-hour 1: the first call, refused (%v), took back the admission of the ticket its retry made", "ErrRacedEntries")
 	}
 }

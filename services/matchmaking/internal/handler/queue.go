@@ -54,10 +54,11 @@ func (h *Handler) EnterQueue(ctx context.Context, req *matchmakingv1.EnterQueueR
 		return err
 	}
 	id, outcome, err := h.store.Enter(ctx, pool, t, req.GetRequestId(), h.cfg.TicketTTL+time.Hour, admit)
-	if admitted && (errors.Is(err, store.ErrTooManyPools) || errors.Is(err, store.ErrSlowEntry) || errors.Is(err, store.ErrRacedEntries)) {
+	if admitted && errors.Is(err, store.ErrTooManyPools) {
 		// Refused after its admission, before its ticket was written: it
-		// entered nothing, and counts for nothing. (Any later failure may
-		// have written it: a retry is answered with it.)
+		// entered nothing, and counts for nothing. (After any other
+		// failure, a retry with the same request_id, counted once, may be
+		// writing it.)
 		if err := h.store.Unadmit(ctx, made); err != nil {
 			h.log.WarnContext(ctx, "queue entry refused but counted", "player", c.Subject, "err", err)
 		}
