@@ -42,7 +42,9 @@ commands:
 Run "palace <command> -h" for the flags of a command.
 `
 
-// Exit codes: 0 success, 1 failure at run time, 2 bad usage or input.
+// Exit codes: 0 success, 1 failure at run time (for serve, also any bad
+// flag value or PALACE_* value, every one named at once), 2 bad usage or
+// input (for serve, an unknown flag or a stray argument).
 const (
 	exitOK    = 0
 	exitFail  = 1
@@ -84,8 +86,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // parseFlags parses a command that takes flags only; ok is false when it
 // must exit with code instead of running: 0 once -h has printed the
-// flags, since asking for them is no usage error, 2 for a bad flag or an
-// argument left over (often a flag written without its dashes, which
+// flags, since asking for them is no usage error, 2 for a bad flag (one
+// whose value app.DeferValueErrors holds is left to the configuration's
+// check, as serve does) or an argument left over (often a flag written without its dashes, which
 // would otherwise be ignored), named on stderr.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
 	err := fs.Parse(args)

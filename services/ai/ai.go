@@ -78,7 +78,7 @@ func (c *Config) RegisterOwnFlags(fs *flag.FlagSet, defaultWorkers int) {
 	app.IntFlag(fs, &c.MaxWaiting, "ai-max-waiting", 64, "most BestMove/Analyze calls waiting for a busy engine; one more is refused with ResourceExhausted (0: none waits, a call finding every engine busy is refused)")
 	app.IntFlag(fs, &c.HashMB, "ai-hash-mb", 32, "transposition table per engine, MiB")
 	app.DurationFlag(fs, &c.ClaimAfter, "ai-claim-after", 30*time.Second, "take over a job left unfinished this long, even by a worker that lives (the job of one whose lease lapsed is taken over within seconds)")
-	app.IntFlag(fs, &c.JobAttempts, "ai-job-attempts", 0, "hand a job out at most this many times, then dead-letter it; 0: no limit, so that no job is given up during an outage of the game service")
+	app.IntFlag(fs, &c.JobAttempts, "ai-job-attempts", 0, "dead-letter a job after this many counted deliveries (a postponed one, or one handed back untried, does not count); 0: no limit, so that no job is given up during an outage of the game service")
 	app.StringFlag(fs, &c.UCIEngine, "ai-uci-engine", "", "external UCI engine binary for the workers (default: built-in engine)")
 	app.StringFlag(fs, &c.UCIOptions, "ai-uci-options", "", "options for the external engine: name=value[,name=value]")
 	app.DurationFlag(fs, &c.UCIMoveTimeout, "ai-uci-move-timeout", defaultUCIMoveTimeout, "longest wait for the external engine's move; one that takes longer is restarted")

@@ -2545,9 +2545,11 @@ type Event struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Version uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	// When the event took effect: a command's events are dated at the
-	// instant the command reached the service, so one whose commit raced
-	// another command's may be dated before events logged ahead of it. The
-	// version, not the time, orders the log.
+	// instant the command reached the service (a byo-yomi milestone it
+	// announces, at the instant the clock crossed it; a command run again
+	// once the other side's move landed first, at that second read), so one
+	// whose commit raced another command's may be dated before events
+	// logged ahead of it. The version, not the time, orders the log.
 	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
 	// Types that are valid to be assigned to Kind:
 	//

@@ -99,7 +99,11 @@ type MatchmakingServiceClient interface {
 	// as for PlayAi (reason RATE_LIMITED, metadata retry_after_ms) for a
 	// rated pool, when the player aborted, or let abort without a first
 	// move, --max-aborts-per-hour (3) rated games of its kind in the last
-	// hour; NotFound for a retry whose
+	// hour; ResourceExhausted alike once the player entered
+	// --max-queue-entries-per-hour (120) new tickets in the last hour, in
+	// any pools (a retry is answered with its ticket and never counted
+	// again; an entry refused for --max-pools is not counted, one answered
+	// Unavailable or Aborted is, and its retry is not); NotFound for a retry whose
 	// ticket is no longer kept (a ticket is kept at least an hour once
 	// matched, cancelled or expired).
 	EnterQueue(ctx context.Context, in *EnterQueueRequest, opts ...grpc.CallOption) (*EnterQueueResponse, error)
@@ -134,7 +138,8 @@ type MatchmakingServiceClient interface {
 	// control, or under another name after a new sign-in) is
 	// InvalidArgument, as for PlayAi. ResourceExhausted once the player
 	// created --max-invites-per-hour (60) invites in the last hour, as
-	// PlayAi; a retry is never counted again.
+	// PlayAi (rematch offers are counted apart, under the same flag); a
+	// retry is never counted again.
 	CreateInvite(ctx context.Context, in *CreateInviteRequest, opts ...grpc.CallOption) (*CreateInviteResponse, error)
 	// GetInvite shows an invite to whoever holds its token, without
 	// credential. NotFound for an unknown or expired invite.
@@ -185,6 +190,11 @@ type MatchmakingServiceClient interface {
 	// AcceptRematch and WatchRematch). A rated
 	// game's rematch is rated, and is open to a player whose aborts keep
 	// them out of the rated queue, since both players agree to it.
+	// ResourceExhausted, as for PlayAi (reason RATE_LIMITED, metadata
+	// retry_after_ms), once the player made --max-invites-per-hour (60)
+	// rematch offers in the last hour, counted apart from invites: an offer
+	// made again for the same game counts once, and an offer that accepts
+	// counts too.
 	OfferRematch(ctx context.Context, in *OfferRematchRequest, opts ...grpc.CallOption) (*OfferRematchResponse, error)
 	// AcceptRematch accepts the opponent's pending offer and creates the new
 	// game, withdrawing both players' waiting queue tickets entered before,
@@ -540,7 +550,11 @@ type MatchmakingServiceServer interface {
 	// as for PlayAi (reason RATE_LIMITED, metadata retry_after_ms) for a
 	// rated pool, when the player aborted, or let abort without a first
 	// move, --max-aborts-per-hour (3) rated games of its kind in the last
-	// hour; NotFound for a retry whose
+	// hour; ResourceExhausted alike once the player entered
+	// --max-queue-entries-per-hour (120) new tickets in the last hour, in
+	// any pools (a retry is answered with its ticket and never counted
+	// again; an entry refused for --max-pools is not counted, one answered
+	// Unavailable or Aborted is, and its retry is not); NotFound for a retry whose
 	// ticket is no longer kept (a ticket is kept at least an hour once
 	// matched, cancelled or expired).
 	EnterQueue(context.Context, *EnterQueueRequest) (*EnterQueueResponse, error)
@@ -575,7 +589,8 @@ type MatchmakingServiceServer interface {
 	// control, or under another name after a new sign-in) is
 	// InvalidArgument, as for PlayAi. ResourceExhausted once the player
 	// created --max-invites-per-hour (60) invites in the last hour, as
-	// PlayAi; a retry is never counted again.
+	// PlayAi (rematch offers are counted apart, under the same flag); a
+	// retry is never counted again.
 	CreateInvite(context.Context, *CreateInviteRequest) (*CreateInviteResponse, error)
 	// GetInvite shows an invite to whoever holds its token, without
 	// credential. NotFound for an unknown or expired invite.
@@ -626,6 +641,11 @@ type MatchmakingServiceServer interface {
 	// AcceptRematch and WatchRematch). A rated
 	// game's rematch is rated, and is open to a player whose aborts keep
 	// them out of the rated queue, since both players agree to it.
+	// ResourceExhausted, as for PlayAi (reason RATE_LIMITED, metadata
+	// retry_after_ms), once the player made --max-invites-per-hour (60)
+	// rematch offers in the last hour, counted apart from invites: an offer
+	// made again for the same game counts once, and an offer that accepts
+	// counts too.
 	OfferRematch(context.Context, *OfferRematchRequest) (*OfferRematchResponse, error)
 	// AcceptRematch accepts the opponent's pending offer and creates the new
 	// game, withdrawing both players' waiting queue tickets entered before,
