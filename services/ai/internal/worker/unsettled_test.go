@@ -645,21 +645,22 @@ func (g *countingFails) GetGame(context.Context, *gamev1.GetGameRequest, ...grpc
 	return nil, status.Error(g.code, "failing")
 }
 
-// failReadAfterScript fails, once, the first XREADGROUP sent after
-// the first script (the worker's hand back of its job) ran: a Redis blip
-// during the worker's next look at the queue.
-type failReadAfterScript struct {
+// failOnceAfterScript fails, once, the first command that match holds of
+// once a script (the worker's hand back of its job) ran: a Redis blip as
+// the worker next looks at the queue.
+type failOnceAfterScript struct {
+	match     func(redis.Cmder) bool
 	scriptRan atomic.Bool
 	failed    atomic.Bool
 }
 
-func (h *failReadAfterScript) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *failReadAfterScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *failOnceAfterScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failOnceAfterScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
-func (h *failReadAfterScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *failOnceAfterScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "xreadgroup" && h.scriptRan.Load() && h.failed.CompareAndSwap(false, true) {
+		if h.match(cmd) && h.scriptRan.Load() && h.failed.CompareAndSwap(false, true) {
 			err := errors.New("connection reset by peer")
 			cmd.SetErr(err)
 			return err
@@ -687,7 +688,7 @@ func TestARetriedJobIsNoStray(t *testing.T) {
 	if err := q.Enqueue(ctx, jobOfG()); err != nil {
 		t.Fatal(err)
 	}
-	hook := &failReadAfterScript{}
+	hook := &failOnceAfterScript{match: func(c redis.Cmder) bool { return c.Name() == "xreadgroup" }}
 	rdb.AddHook(hook)
 	games := &countingFails{code: codes.Internal}
 	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: games, Mover: NewBuiltin(1)}
@@ -807,35 +808,6 @@ func TestAStrayIsHandedBackAsTheWorkerStops(t *testing.T) {
 	}
 }
 
-// failRetakeLook fails, once, the look at a job's count right after a
-// take over (Queue.deliveries' XPENDING of one id) once a script (the
-// worker's Retry) ran: a Redis blip as the worker takes its retried job
-// back.
-type failRetakeLook struct {
-	scriptRan atomic.Bool
-	failed    atomic.Bool
-}
-
-func (h *failRetakeLook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *failRetakeLook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *failRetakeLook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		a := cmd.Args()
-		if cmd.Name() == "xpending" && len(a) == 6 && a[3] == a[4] && a[3] != "-" && h.scriptRan.Load() && h.failed.CompareAndSwap(false, true) {
-			err := errors.New("connection reset by peer")
-			cmd.SetErr(err)
-			return err
-		}
-		err := next(ctx, cmd)
-		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
-			h.scriptRan.Store(true)
-		}
-		return err
-	}
-}
-
 // TestARetriedJobRetakenInAFailedLookIsHandedBack: the worker's try fails,
 // it retries the job (Retry, due again in 500 ms) and, as the only worker,
 // takes it back itself; that take over's look at the count fails, so the
@@ -851,7 +823,8 @@ func TestARetriedJobRetakenInAFailedLookIsHandedBack(t *testing.T) {
 	if err := q.Enqueue(ctx, jobOfG()); err != nil {
 		t.Fatal(err)
 	}
-	hook := &failRetakeLook{}
+	// The look at its count as it takes the job back.
+	hook := &failOnceAfterScript{match: func(c redis.Cmder) bool { return c.Name() == "xpending" && deliveriesLookup(c) }}
 	rdb.AddHook(hook)
 	games := &countingFails{code: codes.Internal}
 	w := &Worker{Name: "w", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Queue: q, Games: games, Mover: NewBuiltin(1)}
