@@ -189,7 +189,11 @@ func TestBoundsAreValidated(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--max-ai-games-per-hour") {
 		t.Fatalf("Validate() = %v, want an error naming the flag", err)
 	}
-	c.MaxAIGames, c.MaxInvites = 0, 0
+	c.MaxAIGames, c.MaxEntries = 0, -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--max-queue-entries-per-hour") {
+		t.Fatalf("Validate() = %v, want an error naming the flag", err)
+	}
+	c.MaxAIGames, c.MaxInvites, c.MaxEntries = 0, 0, 0
 	if err := c.Validate(); err != nil {
 		t.Fatalf("no bounds: %v", err)
 	}
