@@ -184,25 +184,26 @@ func fromEnv(fs *flag.FlagSet, name string) {
 	if err := fs.Set(name, v); err != nil {
 		f := fs.Lookup(name)
 		_ = f.Value.Set(f.DefValue)
-		f.Value = &refusedEnv{Value: f.Value, err: fmt.Errorf("%s=%q: not a valid --%s (default %q): %w", envName(name), v, name, f.DefValue, err)}
+		f.Value = &refusedValue{Value: f.Value, err: fmt.Errorf("%s=%q: not a valid --%s (default %q): %w", envName(name), v, name, f.DefValue, err)}
 	}
 }
 
-// refusedEnv is a flag whose environment value its parser refused, with
-// that error; otherwise it is the flag's own value.
-type refusedEnv struct {
+// refusedValue is a flag whose value, from the environment or the
+// command line, its parser refused, with that error; otherwise it is the
+// flag's own value.
+type refusedValue struct {
 	flag.Value
 	err error
 }
 
 // IsBoolFlag keeps a boolean flag usable as -name, without a value.
-func (r *refusedEnv) IsBoolFlag() bool {
+func (r *refusedValue) IsBoolFlag() bool {
 	b, ok := r.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
 }
 
-// String serves flag's help, which calls it on a zero refusedEnv too.
-func (r *refusedEnv) String() string {
+// String serves flag's help, which calls it on a zero value too.
+func (r *refusedValue) String() string {
 	if r == nil || r.Value == nil {
 		return ""
 	}
@@ -219,7 +220,7 @@ func EnvErrors(fs *flag.FlagSet) error {
 	fs.VisitAll(func(f *flag.Flag) {
 		// A value refused on the command line wraps one refused from the
 		// environment: both are named.
-		for r, ok := f.Value.(*refusedEnv); ok; r, ok = r.Value.(*refusedEnv) {
+		for r, ok := f.Value.(*refusedValue); ok; r, ok = r.Value.(*refusedValue) {
 			errs = append(errs, r.err)
 		}
 	})
@@ -234,7 +235,7 @@ func EnvErrors(fs *flag.FlagSet) error {
 // a restart of its own to find. Unknown flags and -h still stop it.
 func DeferValueErrors(fs *flag.FlagSet) (parsed func()) {
 	fs.VisitAll(func(f *flag.Flag) {
-		f.Value = &deferredValue{Value: f.Value, flag: f}
+		f.Value = &deferredValue{refusedValue: refusedValue{Value: f.Value}, flag: f}
 	})
 	usage := fs.Usage
 	done := func() {
@@ -246,7 +247,7 @@ func DeferValueErrors(fs *flag.FlagSet) (parsed func()) {
 			}
 			f.Value = d.Value
 			if d.err != nil {
-				f.Value = &refusedEnv{Value: d.Value, err: d.err}
+				f.Value = &d.refusedValue
 			}
 		})
 	}
@@ -261,11 +262,11 @@ func DeferValueErrors(fs *flag.FlagSet) (parsed func()) {
 	return done
 }
 
-// deferredValue is a flag's value while DeferValueErrors holds it.
+// deferredValue is a flag's value while DeferValueErrors holds it: a
+// refusedValue whose error is set by the refusal, if one comes.
 type deferredValue struct {
-	flag.Value
+	refusedValue
 	flag *flag.Flag
-	err  error
 }
 
 func (d *deferredValue) Set(s string) error {
@@ -275,21 +276,6 @@ func (d *deferredValue) Set(s string) error {
 		d.err = fmt.Errorf("--%s %q: %w", d.flag.Name, s, err)
 	}
 	return nil
-}
-
-// String serves flag's help (-h, while parsing), which calls it on a
-// zero deferredValue too.
-func (d *deferredValue) String() string {
-	if d == nil || d.Value == nil {
-		return ""
-	}
-	return d.Value.String()
-}
-
-// IsBoolFlag keeps a boolean flag usable as -name, without a value.
-func (d *deferredValue) IsBoolFlag() bool {
-	b, ok := d.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
 }
 
 func envName(flagName string) string {
