@@ -175,7 +175,7 @@ type consumerBook struct {
 	doubtful bool
 	// handedBack are the jobs it handed back: they stay pending with it,
 	// looking idle, until a worker takes them, and are no strays.
-	handedBack map[jobKey]handedJob
+	handedBack map[JobKey]handedJob
 }
 
 // handedJob is when a job was handed back, and the delivery count it was
@@ -186,12 +186,15 @@ type handedJob struct {
 	count int64
 }
 
-// jobKey names a job by lane and id: the lanes' streams number their jobs
-// alike, by the millisecond.
-type jobKey struct {
+// JobKey names a job by lane and id: the lanes' streams number their
+// jobs alike, by the millisecond.
+type JobKey struct {
 	l  lane
 	id string
 }
+
+// Key names d's job.
+func (d *Delivery) Key() JobKey { return JobKey{d.lane, d.ID} }
 
 // book is consumer's book; q.mu is held.
 func (q *Queue) book(consumer string) *consumerBook {
@@ -200,7 +203,7 @@ func (q *Queue) book(consumer string) *consumerBook {
 	}
 	b := q.books[consumer]
 	if b == nil {
-		b = &consumerBook{handedBack: map[jobKey]handedJob{}}
+		b = &consumerBook{handedBack: map[JobKey]handedJob{}}
 		q.books[consumer] = b
 	}
 	return b
@@ -373,7 +376,7 @@ func (q *Queue) taken(consumer string, d *Delivery, err error) {
 	defer q.mu.Unlock()
 	b := q.book(consumer)
 	if d != nil {
-		delete(b.handedBack, jobKey{d.lane, d.ID})
+		delete(b.handedBack, d.Key())
 	}
 	if err != nil {
 		b.doubtful = true
@@ -401,7 +404,7 @@ func (q *Queue) handedBack(consumer string, d *Delivery, count int64) {
 			delete(b.handedBack, k)
 		}
 	}
-	b.handedBack[jobKey{d.lane, d.ID}] = handedJob{at: now, count: count}
+	b.handedBack[d.Key()] = handedJob{at: now, count: count}
 }
 
 // Strays lists the jobs pending with consumer, in both lanes, but those
@@ -434,10 +437,10 @@ func (q *Queue) Strays(ctx context.Context, consumer string) ([]*Delivery, error
 	defer q.mu.Unlock()
 	b := q.book(consumer)
 	b.doubtful = false
-	pending := map[jobKey]bool{}
+	pending := map[JobKey]bool{}
 	var out []*Delivery
 	for _, d := range listed {
-		k := jobKey{d.lane, d.ID}
+		k := d.Key()
 		pending[k] = true
 		if h, handed := b.handedBack[k]; !handed || h.count != d.Attempt {
 			delete(b.handedBack, k)

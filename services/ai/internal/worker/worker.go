@@ -180,7 +180,7 @@ func (w *Worker) Run(ctx context.Context) {
 			var err error
 			d, err = w.Queue.Next(ctx, w.Name, nextWait(retryAt))
 			if d != nil {
-				delete(unsettled, keyOf(d)) // taken again: in hand
+				delete(unsettled, d.Key()) // taken again: in hand
 			}
 			if err != nil {
 				w.Log.WarnContext(ctx, "ai queue", "err", err)
@@ -276,16 +276,7 @@ func (w *Worker) Run(ctx context.Context) {
 // at once. A hand back leaves alone a job another worker took over
 // meanwhile (its claim timeout passed), so each is forgotten once handed
 // back. Only an outage adds to them, and no job is taken during one.
-type unsettledJobs map[unsettledKey]unsettledJob
-
-// unsettledKey names a job by lane and id: the lanes' streams number
-// their jobs alike, by the millisecond.
-type unsettledKey struct {
-	id         string
-	background bool
-}
-
-func keyOf(d *aijobs.Delivery) unsettledKey { return unsettledKey{d.ID, d.Background()} }
+type unsettledJobs map[aijobs.JobKey]unsettledJob
 
 type unsettledJob struct {
 	d *aijobs.Delivery
@@ -295,7 +286,7 @@ type unsettledJob struct {
 }
 
 func (u unsettledJobs) note(d *aijobs.Delivery, untried bool) {
-	u[keyOf(d)] = unsettledJob{d: d, untried: untried}
+	u[d.Key()] = unsettledJob{d: d, untried: untried}
 }
 
 // handBack hands back j for another worker to take now.
@@ -315,7 +306,7 @@ func (w *Worker) noteStrays(ctx context.Context, u unsettledJobs) {
 		return
 	}
 	for _, d := range ds {
-		if _, known := u[keyOf(d)]; !known {
+		if _, known := u[d.Key()]; !known {
 			u.note(d, true)
 		}
 	}
@@ -342,7 +333,7 @@ func (w *Worker) handBackOnStop(ctx context.Context, held *aijobs.Delivery, u un
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
 	defer cancel()
 	if held != nil {
-		delete(u, keyOf(held))
+		delete(u, held.Key())
 		if err := w.handBack(ctx, unsettledJob{d: held}); err != nil {
 			w.Log.WarnContext(ctx, "ai job hand back", "game", held.Job.GameID, "err", err)
 			u.note(held, false) // no stray: tried again below
