@@ -2,6 +2,7 @@ package matchmaking_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -12,10 +13,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/palacehq/palace/pkg/apierr"
+	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 	matchmakingv1 "github.com/palacehq/palace/pkg/gen/palace/matchmaking/v1"
 	"github.com/palacehq/palace/pkg/newest"
 	"github.com/palacehq/palace/services/matchmaking"
+	"github.com/palacehq/palace/services/matchmaking/internal/games"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
 
@@ -184,7 +187,7 @@ func TestStalledInviteIsCompleted(t *testing.T) {
 	host, friend := e.guest("Host"), e.guest("Friend")
 	inv := e.invite(host)
 	st := store.New(e.game.Redis, e.cfg.KeyPrefix)
-	if out, err := st.AcceptInvite(context.Background(), inv.GetToken(), friend.id, friend.name, e.clock.Now()); err != nil || out != store.InviteGo {
+	if out, err := st.AcceptInvite(context.Background(), inv.GetToken(), friend.id, friend.name, e.clock.Now(), store.FriendFirst); err != nil || out != store.InviteGo {
 		t.Fatalf("claim: %v %v", out, err)
 	}
 	// Within the stall time the claim is still the friend's own call's.
@@ -199,6 +202,9 @@ func TestStalledInviteIsCompleted(t *testing.T) {
 	hs := last.GetSeat()
 	if last.GetState() != matchmakingv1.InviteState_INVITE_STATE_ACCEPTED || hs.GetGameId() == "" || hs.GetOpponentId() != friend.id {
 		t.Fatalf("creator saw %v, want the stalled claim completed", all)
+	}
+	if hs.GetSide() != commonv1.Side_SIDE_SECOND {
+		t.Fatalf("the creator's side is %v, want the one the claim drew (the friend first)", hs.GetSide())
 	}
 	again, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
 	if err != nil || again.GetInvite().GetSeat().GetGameId() != hs.GetGameId() {
@@ -271,4 +277,65 @@ func TestWatchesAreBounded(t *testing.T) {
 		t.Fatalf("the host's new watch on a full server: %v", err)
 	}
 	replaced(held[1], "the host's oldest watch on a full server")
+}
+
+// TestNoPlayerCanForetellAnInvitesSides: the sides of an invite's game
+// were a hash of its token, which its creator holds from CreateInvite and
+// its friend reads in the link: a creator could send only a link that
+// seated them first, a friend accept only such a link. They are drawn
+// when the friend claims the invite, and kept for its retries.
+func TestNoPlayerCanForetellAnInvitesSides(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	host := e.guest("Host")
+	const n = 16
+	foretold := 0
+	for i := range n {
+		inv := e.invite(host)
+		creatorFirst := games.FirstIsA("invite", inv.GetToken())
+		friend := e.guest(fmt.Sprintf("Friend%d", i))
+		r, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		friendFirst := r.GetInvite().GetSeat().GetSide() == commonv1.Side_SIDE_FIRST
+		if creatorFirst != friendFirst {
+			foretold++
+		}
+		again, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+		if err != nil || again.GetInvite().GetSeat().GetSide() != r.GetInvite().GetSeat().GetSide() {
+			t.Fatalf("a retried accept: %v %v, want the side %v again", again, err, r.GetInvite().GetSeat().GetSide())
+		}
+	}
+	// By chance once in 65,536 runs.
+	if foretold == n {
+		t.Fatalf("the sides of all %d invites were foretold from their tokens before they were accepted", n)
+	}
+}
+
+// TestAnInviteClaimedWithoutADrawGetsTheTokensSides: an invite claimed by
+// an earlier release, which stored no draw, is completed (by a watcher,
+// or the friend's retry) with the sides that release would have given it.
+func TestAnInviteClaimedWithoutADrawGetsTheTokensSides(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	host, friend := e.guest("Host"), e.guest("Friend")
+	inv := e.invite(host)
+	st := store.New(e.game.Redis, e.cfg.KeyPrefix)
+	ctx := context.Background()
+	if out, err := st.AcceptInvite(ctx, inv.GetToken(), friend.id, friend.name, e.clock.Now(), store.CreatorFirst); err != nil || out != store.InviteGo {
+		t.Fatalf("claim: %v %v", out, err)
+	}
+	if n, err := e.game.Redis.HDel(ctx, e.cfg.KeyPrefix+"mm:{i:"+inv.GetToken()+"}", "cfirst").Result(); err != nil || n != 1 {
+		t.Fatalf("forget the draw: %v %v", n, err)
+	}
+	r, err := e.mm[0].AcceptInvite(friend.ctx(), &matchmakingv1.AcceptInviteRequest{Token: inv.GetToken()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := commonv1.Side_SIDE_SECOND
+	if !games.FirstIsA("invite", inv.GetToken()) {
+		want = commonv1.Side_SIDE_FIRST
+	}
+	if got := r.GetInvite().GetSeat().GetSide(); got != want {
+		t.Fatalf("the friend's side is %v, want %v as the token gives it", got, want)
+	}
 }

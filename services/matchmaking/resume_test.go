@@ -475,7 +475,7 @@ func TestGetInviteOfAStalledInviteWithinAShortDeadlineAndTheGameServiceSilent(t 
 	host, friend := e.guest("Host"), e.guest("Friend")
 	inv := e.invite(host)
 	st := store.New(e.game.Redis, e.cfg.KeyPrefix)
-	if out, err := st.AcceptInvite(context.Background(), inv.GetToken(), friend.id, friend.name, e.clock.Now()); err != nil || out != store.InviteGo {
+	if out, err := st.AcceptInvite(context.Background(), inv.GetToken(), friend.id, friend.name, e.clock.Now(), store.FriendFirst); err != nil || out != store.InviteGo {
 		t.Fatalf("claim: %v %v", out, err)
 	}
 	e.clock.Advance(11 * time.Second) // the claim stalled

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/palacehq/palace/pkg/apierr"
@@ -137,7 +138,7 @@ func (h *Handler) AcceptInvite(ctx context.Context, req *matchmakingv1.AcceptInv
 	if _, err := h.readInvite(ctx, token); err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	out, err := h.store.AcceptInvite(ctx, token, c.Subject, c.Name, h.now())
+	out, err := h.store.AcceptInvite(ctx, token, c.Subject, c.Name, h.now(), drawInviteSides())
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
@@ -161,6 +162,17 @@ func (h *Handler) AcceptInvite(ctx context.Context, req *matchmakingv1.AcceptInv
 	return &matchmakingv1.AcceptInviteResponse{Invite: h.inviteAnswer(ctx, inv, c.Subject)}, nil
 }
 
+// drawInviteSides draws who moves first in an invite's game, as its
+// friend claims it: unlike a draw from the token, which both players hold
+// beforehand, no player can foretell it and send (or accept) only a link
+// that seats them first. The runtime's generator is seeded unpredictably.
+func drawInviteSides() store.InviteSides {
+	if rand.IntN(2) == 0 {
+		return store.CreatorFirst
+	}
+	return store.FriendFirst
+}
+
 // completeInvite creates the game of an invite its friend holds
 // (accepting), once both players' tickets in the queue are withdrawn, and
 // records it; the game's request id makes it the same
@@ -176,7 +188,10 @@ func (h *Handler) completeInvite(ctx context.Context, inv store.Invite) (store.I
 	creator := games.Human{ID: inv.Creator, Name: inv.CreatorName}
 	friend := games.Human{ID: inv.Friend, Name: inv.FriendName}
 	first, second := creator, friend
-	creatorFirst := games.FirstIsA("invite", inv.Token)
+	creatorFirst := inv.Sides == store.CreatorFirst
+	if inv.Sides == store.SidesUndrawn {
+		creatorFirst = games.FirstIsA("invite", inv.Token) // claimed by an earlier release
+	}
 	if !creatorFirst {
 		first, second = friend, creator
 	}

@@ -1,7 +1,9 @@
 -- Change a friend invite. KEYS[1] the invite hash.
 -- ARGV[1] op, then per op:
---   accept   2 player, 3 name, 4 now ms -> nf | own | used | cancelled | go
---            ("go": the caller holds the invite; create or re-create its game)
+--   accept   2 player, 3 name, 4 now ms, 5 creator first (1 or 0)
+--            -> nf | own | used | cancelled | go
+--            ("go": the caller holds the invite; create or re-create its game
+--            with the sides drawn when it was claimed)
 --   cancel   2 player, 3 now ms -> nf | perm | late | ok
 --   complete 2 game, 3 creator side, 4 creator token, 5 its expiry,
 --            6 friend side, 7 friend token, 8 its expiry, 9 keep ms -> ok
@@ -29,7 +31,8 @@ if op == 'accept' then
   if creator == ARGV[2] then
     return 'own'
   end
-  redis.call('HSET', KEYS[1], 'state', 'accepting', 'acceptor', ARGV[2], 'aname', ARGV[3], 'accat', ARGV[4])
+  redis.call('HSET', KEYS[1], 'state', 'accepting', 'acceptor', ARGV[2], 'aname', ARGV[3], 'accat', ARGV[4],
+    'cfirst', ARGV[5])
   return 'go'
 elseif op == 'cancel' then
   if creator ~= ARGV[2] then

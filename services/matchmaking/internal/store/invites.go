@@ -35,6 +35,9 @@ type Invite struct {
 	Game        string
 	// AcceptingSince is when Friend claimed the invite (state accepting).
 	AcceptingSince time.Time
+	// Sides is who moves first, drawn when Friend claimed the invite:
+	// SidesUndrawn for a claim stored without it (by an earlier release).
+	Sides InviteSides
 	// Seats, once accepted.
 	CreatorSeat, FriendSeat Grant
 }
@@ -114,9 +117,9 @@ func (s *Store) Invite(ctx context.Context, token string) (Invite, error) {
 	return Invite{
 		Token: token, Creator: m["creator"], CreatorName: m["cname"], Kind: commonv1.GameKind(kind), Control: c,
 		State: m["state"], Expires: ms(m["exp"]), Friend: m["acceptor"], FriendName: m["aname"], Game: m["game"],
-		AcceptingSince: ms(m["accat"]),
-		CreatorSeat:    Grant{Side: m["csid"], Token: m["ctok"], Expires: ms(m["cexp"])},
-		FriendSeat:     Grant{Side: m["asid"], Token: m["atok"], Expires: ms(m["aexp"])},
+		AcceptingSince: ms(m["accat"]), Sides: InviteSides(m["cfirst"]),
+		CreatorSeat: Grant{Side: m["csid"], Token: m["ctok"], Expires: ms(m["cexp"])},
+		FriendSeat:  Grant{Side: m["asid"], Token: m["atok"], Expires: ms(m["aexp"])},
 	}, nil
 }
 
@@ -149,10 +152,23 @@ func (s *Store) inviteOp(ctx context.Context, token string, args ...any) (Invite
 	return InviteOutcome(res), nil
 }
 
+// InviteSides is an invite's draw of who moves first, as stored.
+type InviteSides string
+
+const (
+	SidesUndrawn InviteSides = ""
+	CreatorFirst InviteSides = "1"
+	FriendFirst  InviteSides = "0"
+)
+
 // AcceptInvite claims an invite for player: InviteGo means the caller
-// holds it and must create (or, on a retry, re-create) the game.
-func (s *Store) AcceptInvite(ctx context.Context, token, player, name string, now time.Time) (InviteOutcome, error) {
-	return s.inviteOp(ctx, token, "accept", player, name, now.UnixMilli())
+// holds it and must create (or, on a retry, re-create) the game. sides is
+// kept by the first claim only, so that every retry makes the same game.
+func (s *Store) AcceptInvite(ctx context.Context, token, player, name string, now time.Time, sides InviteSides) (InviteOutcome, error) {
+	if sides != CreatorFirst && sides != FriendFirst {
+		return "", fmt.Errorf("accept invite: sides %q are not drawn", sides)
+	}
+	return s.inviteOp(ctx, token, "accept", player, name, now.UnixMilli(), string(sides))
 }
 
 // CancelInvite withdraws player's open invite.
