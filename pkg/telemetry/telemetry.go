@@ -42,27 +42,46 @@ type Config struct {
 
 // CheckEndpoint reports whether e is an endpoint New takes: host:port, or
 // an http or https URL of a host and port and nothing more. The exporter
-// itself would take a URL for a host name and export nothing.
+// itself would take a URL for a host name and export nothing. A refusal
+// names e without what may be a secret (user info, a query), since it is
+// printed and logged.
 func CheckEndpoint(e string) error {
+	shown := redactEndpoint(e)
 	if !strings.Contains(e, "://") {
 		host, port, err := net.SplitHostPort(e)
-		if err != nil || host == "" || port == "" {
-			return fmt.Errorf("%q: want host:port, http://host:port or https://host:port", e)
+		if err != nil || host == "" || port == "" || strings.Contains(host, "@") {
+			return fmt.Errorf("%q: want host:port, http://host:port or https://host:port", shown)
 		}
 		return nil
 	}
 	u, err := url.Parse(e)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%q: not a URL", e)
+		return fmt.Errorf("%q: not a URL", shown)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%q: scheme %q, want http (plaintext) or https (TLS)", e, u.Scheme)
+		return fmt.Errorf("%q: scheme %q, want http (plaintext) or https (TLS)", shown, u.Scheme)
 	case u.Hostname() == "" || u.Port() == "":
-		return fmt.Errorf("%q: want a host and a port, such as http://collector:4317", e)
-	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil:
-		return fmt.Errorf("%q: an OTLP/gRPC endpoint has no path, query or credentials", e)
+		return fmt.Errorf("%q: want a host and a port, such as http://collector:4317", shown)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return fmt.Errorf("%q: an OTLP/gRPC endpoint has no path, query or credentials (send a collector's credentials in OTEL_EXPORTER_OTLP_HEADERS)", shown)
 	}
 	return nil
+}
+
+// redactEndpoint is e with anything before its host's last '@' (user
+// info) and anything from a '?' or '#' on replaced by xxxxx.
+func redactEndpoint(e string) string {
+	prefix, rest := "", e
+	if scheme, r, ok := strings.Cut(e, "://"); ok {
+		prefix, rest = scheme+"://", r
+	}
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i+1] + "xxxxx"
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = "xxxxx" + rest[i:]
+	}
+	return prefix + rest
 }
 
 // Telemetry holds the providers of one process.

@@ -61,3 +61,34 @@ func TestMetricsServeTheProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestARefusedEndpointHidesItsSecret: a collector's token given in the
+// endpoint (its user info, or a query) was repeated by the refusal, which
+// the process prints and logs at start.
+func TestARefusedEndpointHidesItsSecret(t *testing.T) {
+	const secret = "s3cr3t-ingest-token"
+	for _, e := range []string{
+		"https://tenant:" + secret + "@collector.example.com:4317",
+		"https://tenant:" + secret + "%zz@collector.example.com:4317", // not a URL
+		"http://" + secret + "@collector:4317/v1/traces",
+		"tenant:" + secret + "@collector:4317",
+		"https://collector:4317?token=" + secret,
+		"https://collector:4317/?a=b@" + secret,
+		"https://collector:4317#" + secret,
+	} {
+		err := CheckEndpoint(e)
+		if err == nil {
+			t.Errorf("CheckEndpoint(%q) accepted", e)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("CheckEndpoint's refusal repeats the secret: %v", err)
+		}
+		if !strings.Contains(err.Error(), "collector") {
+			t.Errorf("CheckEndpoint's refusal %v does not name the collector's host", err)
+		}
+		if _, err := New(context.Background(), Config{ServiceName: "test", OTLPEndpoint: e}); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("New's refusal of %q: %v", e, err)
+		}
+	}
+}
