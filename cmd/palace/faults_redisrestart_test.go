@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/palacehq/palace/pkg/apptest"
 	"github.com/palacehq/palace/pkg/redistest"
 )
 
@@ -45,6 +47,43 @@ func TestClocksRideOutARedisRestart(t *testing.T) {
 		"--min-time", "2s", "--max-time", "2s", "--early", "0.3", "--racing", "0.4", "--byoyomi", "0.5",
 		"--check-after", "3s", "--timeout", "60s")
 	wantClocksFlagged(t, "clocks across a Redis SIGKILL and restart", out, errOut, code, 24, "")
+}
+
+// TestServeStoppedDuringARedisOutageExitsCleanly: a stop while Redis was
+// away made palace serve exit 1 with a bare stderr line (the clock's lease
+// release failed at once), where a closing that hangs is warned of and the
+// stop is clean. What the process held is left as after a crash, for other
+// replicas to take over, in both cases.
+func TestServeStoppedDuringARedisOutageExitsCleanly(t *testing.T) {
+	srv := redistest.Own(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs apptest.LogBuffer
+	addrc := make(chan string, 1)
+	done := make(chan int, 1)
+	go func() {
+		done <- serve(ctx, []string{"--listen", "127.0.0.1:0", "--log-level", "warn", "--redis-addr", srv.Addr}, &logs,
+			serveOptions{onServing: func(a string) { addrc <- a }})
+	}()
+	select {
+	case <-addrc:
+	case code := <-done:
+		t.Fatalf("exited %d before serving: %s", code, logs.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("did not start")
+	}
+	time.Sleep(500 * time.Millisecond)
+	srv.Kill()
+	time.Sleep(2 * time.Second)
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Fatalf("palace serve stopped during a Redis outage exited %d; last lines:\n%s", code, tail(logs.String(), 4))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("did not stop")
+	}
 }
 
 func tail(s string, n int) string {

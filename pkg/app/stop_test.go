@@ -181,6 +181,40 @@ func TestAServiceCloseThatHangsIsLeftUnfinished(t *testing.T) {
 	}
 }
 
+// TestAServiceCloseThatFailsIsLeftUnfinished: a service whose close failed
+// at once (the clock's lease release, Redis gone as the process stopped)
+// made the process exit 1 with a bare stderr line, where a close that
+// hangs is warned of and the stop is clean. Both are left as after a
+// crash, for other replicas to take over.
+func TestAServiceCloseThatFailsIsLeftUnfinished(t *testing.T) {
+	fails := func(context.Context, *app.Runtime) (func() error, error) {
+		return func() error { return errors.New("release leases: connection refused") }, nil
+	}
+	cfg := app.Config{NoRedis: true}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg.RegisterFlags(fs, "127.0.0.1:0")
+	if err := fs.Parse([]string{"--log-format", "json"}); err != nil {
+		t.Fatal(err)
+	}
+	out := &apptest.LogBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, app.Options{Name: "test", Config: cfg, LogOutput: out, Services: []app.Binder{fails}, OnServing: func(string) { cancel() }})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a stop whose close failed returned %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no stop within 30 s")
+	}
+	if !strings.Contains(out.String(), `"level":"WARN","msg":"stop: the services' closing failed`) || !strings.Contains(out.String(), "release leases: connection refused") {
+		t.Fatalf("no WARN record of the failed close in:\n%s", out.String())
+	}
+}
+
 // OpenTelemetry's own log is the process's too: an OTEL_EXPORTER_OTLP_*
 // variable the exporter cannot read (a timeout in milliseconds, written
 // with a unit) is an ERROR record, not a plain line.

@@ -400,7 +400,9 @@ func (s *Service) tick(ctx context.Context) {
 		// being down must not keep this replica from taking the free
 		// shards on the others (a dead replica's, or its own lost ones).
 		// The last set read stands in for it.
-		s.log.Warn("clock heartbeat", "err", readErr)
+		if ctx.Err() == nil { // not the replica stopping
+			s.log.Warn("clock heartbeat", "err", readErr)
+		}
 		s.mu.Lock()
 		live, stale = slices.Clone(s.replicas), now.Sub(s.readAt) > s.cfg.aliveWindow()
 		s.mu.Unlock()
