@@ -95,7 +95,7 @@ func (r Replication) writeCluster(ctx context.Context, c *redis.ClusterClient, k
 	for deadline := time.Now().Add(clusterMoving); ; {
 		node, err := c.MasterForKey(ctx, key)
 		if err != nil {
-			return fmt.Errorf("master of %s: %w", key, err)
+			return fmt.Errorf("find the master of a key's slot: %w", err) // the key may name a secret (an invite's token)
 		}
 		err = r.writeOn(ctx, node, write)
 		if redis.IsExecAbortError(err) {

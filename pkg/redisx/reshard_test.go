@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,5 +156,27 @@ func TestTransactionFollowsASlotThatMoves(t *testing.T) {
 	}
 	if v, err := dstc.HGet(ctx, key, "f").Result(); v != "v" {
 		t.Errorf("the slot's new master holds %q (%v), want the transaction's write", v, err)
+	}
+}
+
+// TestAWriteThatFindsNoMasterDoesNotNameItsKey: a write waiting for
+// replicas on a cluster client that could not learn its slots named its
+// key in the error, which the services log, and some keys name a secret
+// (an invite's token).
+func TestAWriteThatFindsNoMasterDoesNotNameItsKey(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close() // nothing answers there
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	const secret = "0123456789abcdef0123456789abcdef"
+	err = Replication{Replicas: 1, Timeout: time.Second}.Write(context.Background(), c, "mm:{i:"+secret+"}", func(c redis.Cmdable) error {
+		return c.Set(context.Background(), "mm:{i:"+secret+"}", 1, 0).Err()
+	})
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Fatalf("Write with no master reachable: %v, want an error not naming the key", err)
 	}
 }

@@ -112,7 +112,7 @@ func (s *Store) Invite(ctx context.Context, token string) (Invite, error) {
 	kind, _ := strconv.Atoi(m["kind"])
 	c, err := clock.ParseControl(m["tc"])
 	if err != nil {
-		return Invite{}, fmt.Errorf("invite %s: %w", token, err)
+		return Invite{}, fmt.Errorf("an invite's stored time control: %w", err) // not its token, a secret
 	}
 	return Invite{
 		Token: token, Creator: m["creator"], CreatorName: m["cname"], Kind: commonv1.GameKind(kind), Control: c,
