@@ -2,9 +2,11 @@
 -- neighbours in rating order whose difference is within the window of
 -- either ticket (the window widens with the wait), in rounds until no
 -- compatible neighbours are left: a ticket past half its life first,
--- oldest first, then closest pairs first. Closest first alone would leave
--- a player at an end of the rating range waiting until their ticket
--- expires, whenever the others come in pairs.
+-- oldest first, then closest pairs first, and among pairs as close the
+-- one with the earlier entry (tickets of equal ratings in the order they
+-- entered). Closest first alone would leave a player at an end of the
+-- rating range waiting until their ticket expires, whenever the others
+-- come in pairs.
 -- A paired ticket leaves the queue in the same step, so no ticket is ever
 -- paired twice, however many matchmakers run this concurrently.
 -- KEYS[1] queue, KEYS[2] meta, KEYS[3] players (as enter.lua),
@@ -92,6 +94,19 @@ for i = 1, n do
   end
 end
 
+-- Equal ratings (every guest without an estimate has one) in the order
+-- they entered, not by their random ids, so that whoever waits longest
+-- is the neighbour of a newcomer and wins a tie.
+table.sort(live, function(x, y)
+  if x.r ~= y.r then
+    return x.r < y.r
+  end
+  if x.enq ~= y.enq then
+    return x.enq < y.enq
+  end
+  return x.id < y.id
+end)
+
 local function window(t)
   -- A ticket entered by a replica whose clock is ahead has waited no
   -- less than nothing.
@@ -121,7 +136,7 @@ local function pairOnce()
     local a, b = live[i], live[i + 1]
     local d = b.r - a.r
     if a.player ~= b.player and d <= math.max(window(a), window(b)) then
-      cands[#cands + 1] = {i = i, d = d, late = math.min(late(a), late(b))}
+      cands[#cands + 1] = {i = i, d = d, late = math.min(late(a), late(b)), enq = math.min(a.enq, b.enq)}
     end
   end
   table.sort(cands, function(x, y)
@@ -130,6 +145,9 @@ local function pairOnce()
     end
     if x.d ~= y.d then
       return x.d < y.d
+    end
+    if x.enq ~= y.enq then
+      return x.enq < y.enq
     end
     return x.i < y.i
   end)

@@ -288,3 +288,90 @@ func TestTheLongestWaiterIsNotPassedOver(t *testing.T) {
 		t.Fatalf("the ticket waiting 9m50s, within everyone's reach, was left while the two newcomers were paired together (%+v); at its expiry the next pass expired it: %v (veteran %s)", first, res[0].Expired, old)
 	}
 }
+
+// pairDefaults are the service's default pairing parameters
+// (--pairing-window 200, --pairing-widen 100, no max window).
+func pairDefaults(at time.Time) store.PairParams {
+	return store.PairParams{Now: at, BaseWindow: 200, WidenPerSecond: 100, MaxPairs: 1000, Keep: time.Hour}
+}
+
+func enterAt(t *testing.T, st *store.Store, pool store.Pool, player string, rating int, entered time.Time, ttl time.Duration) string {
+	t.Helper()
+	id, out, err := st.Enter(context.Background(), pool, store.Ticket{Player: player, Name: player, Rating: rating, Entered: entered, Expires: entered.Add(ttl)}, "r-"+player, ttl+time.Hour, nil)
+	if err != nil || out != store.Entered {
+		t.Fatalf("enter %s: %v %v", player, out, err)
+	}
+	return id
+}
+
+func pairedIn(ms []store.Match, id string) bool {
+	for _, m := range ms {
+		if m.A == id || m.B == id {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEqualRatingsPairTheEarliestTicketFirst: a player who has waited a
+// minute at 1200 (the rating of every guest and new account that gives
+// no estimate) and two newcomers at 1200 before the next pass: the pass
+// pairs one couple and leaves one ticket. It broke the tie by the
+// tickets' random ids, leaving the one who came first waiting about once
+// in three; whoever entered first gets the game.
+func TestEqualRatingsPairTheEarliestTicketFirst(t *testing.T) {
+	ctx := context.Background()
+	const trials = 30
+	left := 0
+	for i := range trials {
+		st := newStore(t)
+		pool := store.Pool{Kind: janggi, Control: clock.Default()}
+		now := time.Now().Truncate(time.Millisecond)
+		ttl := 10 * time.Minute
+		veteran := enterAt(t, st, pool, "veteran", 1200, now.Add(-time.Minute), ttl)
+		enterAt(t, st, pool, "new1", 1200, now, ttl)
+		enterAt(t, st, pool, "new2", 1200, now, ttl)
+		res := st.Pair(ctx, []store.Pool{pool}, pairDefaults(now))
+		if res[0].Err != nil || len(res[0].Matches) != 1 {
+			t.Fatalf("trial %d: %+v %v, want one pair", i, res[0].Matches, res[0].Err)
+		}
+		if !pairedIn(res[0].Matches, veteran) {
+			left++
+		}
+	}
+	if left > 0 {
+		t.Fatalf("in %d of %d passes, the ticket that had waited a minute at 1200 was left waiting while two tickets at 1200 that had just entered were paired together", left, trials)
+	}
+}
+
+// TestAnEquallyCloseNewcomerDoesNotTakeTheOpponentOfOneWhoWaited: a
+// player at 1500 has waited 4 minutes (not yet past half the 10-minute
+// TTL); newcomers arrive at 1490 and 1495, 1495 exactly as close to
+// either. The tie went to the lower-rated couple, so with such arrivals
+// the one who waited was passed over pass after pass until their ticket
+// was past half its life; the earlier entry wins the tie.
+func TestAnEquallyCloseNewcomerDoesNotTakeTheOpponentOfOneWhoWaited(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now().Truncate(time.Millisecond)
+	ttl := 10 * time.Minute
+	veteran := enterAt(t, st, pool, "veteran", 1500, now.Add(-4*time.Minute), ttl)
+	passedOver := 0
+	for i := range 10 {
+		at := now.Add(time.Duration(i) * 5 * time.Second)
+		enterAt(t, st, pool, fmt.Sprintf("low%d", i), 1490, at, ttl)
+		enterAt(t, st, pool, fmt.Sprintf("mid%d", i), 1495, at, ttl)
+		res := st.Pair(ctx, []store.Pool{pool}, pairDefaults(at))
+		if res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+		if pairedIn(res[0].Matches, veteran) {
+			break
+		}
+		passedOver++
+	}
+	if passedOver > 0 {
+		t.Fatalf("the ticket waiting 4 minutes at 1500 was passed over %d times by newcomers at 1490 taking a 1495 exactly as close to it", passedOver)
+	}
+}
