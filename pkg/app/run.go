@@ -554,7 +554,7 @@ func flushTelemetry(tel *telemetry.Telemetry, cfg Config, log *slog.Logger) erro
 	err := tel.Shutdown(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("stop: the spans the trace collector had not taken within --otlp-flush-timeout are dropped",
-			"otlp_endpoint", cfg.OTLPEndpoint, "otlp_flush_timeout", timeout.String())
+			"otlp_endpoint", telemetry.RedactEndpoint(cfg.OTLPEndpoint), "otlp_flush_timeout", timeout.String())
 		return nil
 	}
 	return err

@@ -175,7 +175,7 @@ func TestOTLPEndpointTakesAURL(t *testing.T) {
 // TestOTLPEndpointsRefused: an endpoint the exporter would take and export
 // nothing to is refused at start, naming the flag.
 func TestOTLPEndpointsRefused(t *testing.T) {
-	for _, endpoint := range []string{"collector", "collector:", "grpc://collector:4317", "http://collector", "http://collector:4317/v1/traces", "https://u:p@collector:4317"} {
+	for _, endpoint := range []string{"collector", "collector:", "grpc://collector:4317", "http://collector", "http://collector:4317/v1/traces", "https://u:p@collector:4317", "collector:4317?token=t", "collector:4317#t"} {
 		cfg := app.Config{NoRedis: true}
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		cfg.RegisterFlags(fs, "127.0.0.1:0")

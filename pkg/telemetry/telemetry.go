@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,13 +44,12 @@ type Config struct {
 // CheckEndpoint reports whether e is an endpoint New takes: host:port, or
 // an http or https URL of a host and port and nothing more. The exporter
 // itself would take a URL for a host name and export nothing. A refusal
-// names e without what may be a secret (user info, a query), since it is
-// printed and logged.
+// names e as RedactEndpoint shows it, since it is printed and logged.
 func CheckEndpoint(e string) error {
-	shown := redactEndpoint(e)
+	shown := RedactEndpoint(e)
 	if !strings.Contains(e, "://") {
 		host, port, err := net.SplitHostPort(e)
-		if err != nil || host == "" || port == "" || strings.Contains(host, "@") {
+		if err != nil || host == "" || strings.ContainsAny(host, "@/?#") || !validPort(port) {
 			return fmt.Errorf("%q: want host:port, http://host:port or https://host:port", shown)
 		}
 		return nil
@@ -60,7 +60,7 @@ func CheckEndpoint(e string) error {
 		return fmt.Errorf("%q: not a URL", shown)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("%q: scheme %q, want http (plaintext) or https (TLS)", shown, u.Scheme)
-	case u.Hostname() == "" || u.Port() == "":
+	case u.Hostname() == "" || !validPort(u.Port()):
 		return fmt.Errorf("%q: want a host and a port, such as http://collector:4317", shown)
 	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
 		return fmt.Errorf("%q: an OTLP/gRPC endpoint has no path, query or credentials (send a collector's credentials in OTEL_EXPORTER_OTLP_HEADERS)", shown)
@@ -68,18 +68,31 @@ func CheckEndpoint(e string) error {
 	return nil
 }
 
-// redactEndpoint is e with anything before its host's last '@' (user
-// info) and anything from a '?' or '#' on replaced by xxxxx.
-func redactEndpoint(e string) string {
+// validPort reports whether p is a port number, as a dialer reads it.
+func validPort(p string) bool {
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && n > 0
+}
+
+// RedactEndpoint is e as it may be shown: anything before its last '@'
+// (user info, whose password may hold any character) and anything after
+// its host's first '/', '?' or '#' (a path's or a query's token) replaced
+// by xxxxx. When such a character comes before that '@', either may be
+// inside the other, and all but the scheme is hidden.
+func RedactEndpoint(e string) string {
 	prefix, rest := "", e
 	if scheme, r, ok := strings.Cut(e, "://"); ok {
 		prefix, rest = scheme+"://", r
 	}
-	if i := strings.IndexAny(rest, "?#"); i >= 0 {
-		rest = rest[:i+1] + "xxxxx"
+	at, tail := strings.LastIndex(rest, "@"), strings.IndexAny(rest, "/?#")
+	if at >= 0 && tail >= 0 && tail < at {
+		return prefix + "xxxxx"
 	}
-	if i := strings.LastIndex(rest, "@"); i >= 0 {
-		rest = "xxxxx" + rest[i:]
+	if tail >= 0 && tail < len(rest)-1 {
+		rest = rest[:tail+1] + "xxxxx"
+	}
+	if at >= 0 {
+		rest = "xxxxx" + rest[at:]
 	}
 	return prefix + rest
 }

@@ -73,8 +73,10 @@ func TestARefusedEndpointHidesItsSecret(t *testing.T) {
 		"http://" + secret + "@collector:4317/v1/traces",
 		"tenant:" + secret + "@collector:4317",
 		"https://collector:4317?token=" + secret,
-		"https://collector:4317/?a=b@" + secret,
 		"https://collector:4317#" + secret,
+		"collector:4317?token=" + secret,
+		"collector:4317#" + secret,
+		"collector:4317/" + secret,
 	} {
 		err := CheckEndpoint(e)
 		if err == nil {
@@ -89,6 +91,48 @@ func TestARefusedEndpointHidesItsSecret(t *testing.T) {
 		}
 		if _, err := New(context.Background(), Config{ServiceName: "test", OTLPEndpoint: e}); err == nil || strings.Contains(err.Error(), secret) {
 			t.Errorf("New's refusal of %q: %v", e, err)
+		}
+	}
+}
+
+// TestAnEndpointsSecretIsHiddenWhateverItHolds: a password holding '#' or
+// '?' (generated ones do) was cut there as a query would be, its user
+// info then no longer found, and its first part shown; a query holding
+// an '@' is no user info either.
+func TestAnEndpointsSecretIsHiddenWhateverItHolds(t *testing.T) {
+	const part = "Xk9vQ2mLp7"
+	for _, e := range []string{
+		"https://tenant:" + part + "#rest@collector:4317",
+		"https://tenant:" + part + "?rest@collector:4317",
+		"https://tenant:1234?" + part + "@collector:4317",
+		"tenant:" + part + "#rest@collector:4317",
+		"https://collector:4317/?a=b@" + part,
+		"https://collector:4317/#" + part + "@x",
+	} {
+		err := CheckEndpoint(e)
+		if err == nil || strings.Contains(err.Error(), part) {
+			t.Errorf("CheckEndpoint(%q) = %v, want a refusal that hides %s", e, err, part)
+		}
+		if shown := RedactEndpoint(e); strings.Contains(shown, part) {
+			t.Errorf("RedactEndpoint(%q) = %q", e, shown)
+		}
+	}
+	if got := RedactEndpoint("https://collector:4317"); got != "https://collector:4317" {
+		t.Errorf("RedactEndpoint of an endpoint without a secret = %q, want it as given", got)
+	}
+}
+
+// TestEndpointsThatAreAccepted: every form of a collector's address the
+// exporter dials is still taken.
+func TestEndpointsThatAreAccepted(t *testing.T) {
+	for _, e := range []string{"collector:4317", "localhost:4317", "[::1]:4317", "http://[::1]:4317", "https://collector:4317/", "HTTP://collector:4317", "http://[fe80::1%25eth0]:4317"} {
+		if err := CheckEndpoint(e); err != nil {
+			t.Errorf("CheckEndpoint(%q) = %v, want it taken", e, err)
+		}
+	}
+	for _, e := range []string{"collector:0", "collector:http", "collector:70000", "http://collector:0"} {
+		if err := CheckEndpoint(e); err == nil {
+			t.Errorf("CheckEndpoint(%q) took a port no dialer reads", e)
 		}
 	}
 }
