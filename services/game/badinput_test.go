@@ -227,7 +227,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{name: "formation unknown (a number no release names)", game: janggi, call: func() error {
 			_, err := env.Client.ChooseFormation(janggi.as(black), &gamev1.ChooseFormationRequest{GameId: janggi.id, RequestId: rid(), Formation: 9})
 			return err
-		}, wantCode: codes.InvalidArgument, wantMsg: "formation: 9 is not a formation"},
+		}, wantCode: codes.InvalidArgument, wantMsg: "formation: 9 is not a formation: want one of FORMATION_MA_SANG_SANG_MA"},
 		{name: "bad create: a seat's side unset (a misspelt name in JSON)", game: x, call: func() error {
 			unset := seats()
 			unset[0].Side = commonv1.Side_SIDE_UNSPECIFIED

@@ -1412,12 +1412,13 @@ func (h *Handler) ChooseFormation(ctx context.Context, req *gamev1.ChooseFormati
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
+	const formations = "FORMATION_MA_SANG_SANG_MA, FORMATION_SANG_MA_SANG_MA, FORMATION_MA_SANG_MA_SANG, FORMATION_SANG_MA_MA_SANG"
 	if req.GetFormation() == 0 {
-		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "formation: required, one of FORMATION_MA_SANG_SANG_MA, FORMATION_SANG_MA_SANG_MA, FORMATION_MA_SANG_MA_SANG, FORMATION_SANG_MA_MA_SANG (in JSON, any other name is dropped and arrives unset)"))
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "formation: required, one of "+formations+" (in JSON, any other name is dropped and arrives unset)"))
 	}
 	f, err := rulespb.Formation(req.GetFormation())
 	if err != nil {
-		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "formation: %v", err))
+		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "formation: %v: want one of %s", err, formations))
 	}
 	resp, err := h.exec(ctx, "choose_formation", command{
 		id: req.GetGameId(), requestID: req.GetRequestId(), expected: req.GetExpectedVersion(),
