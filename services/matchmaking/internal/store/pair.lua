@@ -2,11 +2,11 @@
 -- neighbours in rating order whose difference is within the window of
 -- either ticket (the window widens with the wait), in rounds until no
 -- compatible neighbours are left: a ticket past half its life first,
--- oldest first, then closest pairs first, and among pairs as close the
--- one with the earlier entry (tickets of equal ratings in the order they
--- entered). Closest first alone would leave a player at an end of the
--- rating range waiting until their ticket expires, whenever the others
--- come in pairs.
+-- oldest first, then closest pairs first, as many as can be made among
+-- pairs as close, the ticket left out of those the last to enter (tickets
+-- of equal ratings in the order they entered). Closest first alone would
+-- leave a player at an end of the rating range waiting until their ticket
+-- expires, whenever the others come in pairs.
 -- A paired ticket leaves the queue in the same step, so no ticket is ever
 -- paired twice, however many matchmakers run this concurrently.
 -- KEYS[1] queue, KEYS[2] meta, KEYS[3] players (as enter.lua),
@@ -96,16 +96,30 @@ end
 
 -- Equal ratings (every guest without an estimate has one) in the order
 -- they entered, not by their random ids, so that whoever waits longest
--- is the neighbour of a newcomer and wins a tie.
-table.sort(live, function(x, y)
-  if x.r ~= y.r then
-    return x.r < y.r
-  end
+-- is the neighbour of a newcomer and wins a tie. The queue is in rating
+-- order already: only runs of equal ratings are sorted.
+local function entered(x, y)
   if x.enq ~= y.enq then
     return x.enq < y.enq
   end
   return x.id < y.id
-end)
+end
+local runStart = 1
+for i = 2, #live + 1 do
+  if i > #live or live[i].r ~= live[runStart].r then
+    if i - runStart > 1 then
+      local run = {}
+      for j = runStart, i - 1 do
+        run[#run + 1] = live[j]
+      end
+      table.sort(run, entered)
+      for j = 1, #run do
+        live[runStart + j - 1] = run[j]
+      end
+    end
+    runStart = i
+  end
+end
 
 local function window(t)
   -- A ticket entered by a replica whose clock is ahead has waited no
@@ -130,13 +144,52 @@ end
 -- who is left, whose new neighbours may be compatible (in a, b, c, d with
 -- b-c closest, a and d become neighbours once b and c are paired).
 local out, made = {}, 0
+
+-- pairAt pairs live[i] and live[i + 1].
+local function pairAt(i)
+  local a, b = live[i], live[i + 1]
+  local mid = ARGV[7] .. '-' .. redis.call('INCR', KEYS[5])
+  redis.call('ZREM', KEYS[1], a.id, b.id)
+  redis.call('HDEL', KEYS[2], a.id, b.id)
+  for _, t in ipairs({a, b}) do
+    -- The player stays listed with the ticket until its game is made
+    -- or given up (finish.lua, void.lua): enter.lua refuses a second
+    -- ticket meanwhile.
+    redis.call('HSET', base .. 't:' .. t.id, 'state', 'paired', 'match', mid, 'paired_at', ARGV[2])
+  end
+  local mk = base .. 'm:' .. mid
+  redis.call('HSET', mk, 'a', a.id, 'b', b.id, 'at', ARGV[2])
+  -- The match outlives its tickets, so that one found stalled after a
+  -- long outage is given up, its tickets ended: a paired ticket
+  -- outliving its match would keep its player out of every pool.
+  local keep = math.max(tonumber(ARGV[8]), redis.call('TTL', base .. 't:' .. a.id), redis.call('TTL', base .. 't:' .. b.id))
+  redis.call('EXPIRE', mk, keep)
+  -- The sequence outlives every match it numbered, so a pool used
+  -- again after it expired cannot reuse a live match's id.
+  if redis.call('TTL', KEYS[5]) < 2 * keep then
+    redis.call('EXPIRE', KEYS[5], 2 * keep)
+  end
+  redis.call('ZADD', KEYS[4], now, mid)
+  out[#out + 1] = mid
+  out[#out + 1] = a.id
+  out[#out + 1] = b.id
+  for _, t in ipairs({a, b}) do
+    out[#out + 1] = t.player
+    local f = redis.call('HMGET', base .. 't:' .. t.id, 'name', 'named')
+    out[#out + 1] = f[1] or ''
+    out[#out + 1] = tostring(t.enq)
+    out[#out + 1] = f[2] or ''
+  end
+  made = made + 1
+end
+
 local function pairOnce()
   local cands = {}
   for i = 1, #live - 1 do
     local a, b = live[i], live[i + 1]
     local d = b.r - a.r
     if a.player ~= b.player and d <= math.max(window(a), window(b)) then
-      cands[#cands + 1] = {i = i, d = d, late = math.min(late(a), late(b)), enq = math.min(a.enq, b.enq)}
+      cands[#cands + 1] = {i = i, d = d, late = math.min(late(a), late(b))}
     end
   end
   table.sort(cands, function(x, y)
@@ -146,54 +199,56 @@ local function pairOnce()
     if x.d ~= y.d then
       return x.d < y.d
     end
-    if x.enq ~= y.enq then
-      return x.enq < y.enq
-    end
     return x.i < y.i
   end)
   local used, any = {}, false
-  for _, c in ipairs(cands) do
-    if made >= maxPairs then
-      break
+  -- Candidates as close (and as late) are taken together: those next to
+  -- each other form a chain of tickets, of which as many are paired as
+  -- can be; when one must be left (an odd chain), it is the one that
+  -- entered last among those whose leaving lets the rest pair.
+  local k = 1
+  while k <= #cands and made < maxPairs do
+    local g = k
+    while g < #cands and cands[g + 1].late == cands[k].late and cands[g + 1].d == cands[k].d do
+      g = g + 1
     end
-    if not used[c.i] and not used[c.i + 1] then
-      used[c.i], used[c.i + 1] = true, true
-      any = true
-      local a, b = live[c.i], live[c.i + 1]
-      local mid = ARGV[7] .. '-' .. redis.call('INCR', KEYS[5])
-      redis.call('ZREM', KEYS[1], a.id, b.id)
-      redis.call('HDEL', KEYS[2], a.id, b.id)
-      for _, t in ipairs({a, b}) do
-        -- The player stays listed with the ticket until its game is made
-        -- or given up (finish.lua, void.lua): enter.lua refuses a second
-        -- ticket meanwhile.
-        redis.call('HSET', base .. 't:' .. t.id, 'state', 'paired', 'match', mid, 'paired_at', ARGV[2])
+    local free = {}
+    for j = k, g do
+      local i = cands[j].i
+      if not used[i] and not used[i + 1] then
+        free[#free + 1] = i
       end
-      local mk = base .. 'm:' .. mid
-      redis.call('HSET', mk, 'a', a.id, 'b', b.id, 'at', ARGV[2])
-      -- The match outlives its tickets, so that one found stalled after a
-      -- long outage is given up, its tickets ended: a paired ticket
-      -- outliving its match would keep its player out of every pool.
-      local keep = math.max(tonumber(ARGV[8]), redis.call('TTL', base .. 't:' .. a.id), redis.call('TTL', base .. 't:' .. b.id))
-      redis.call('EXPIRE', mk, keep)
-      -- The sequence outlives every match it numbered, so a pool used
-      -- again after it expired cannot reuse a live match's id.
-      if redis.call('TTL', KEYS[5]) < 2 * keep then
-        redis.call('EXPIRE', KEYS[5], 2 * keep)
-      end
-      redis.call('ZADD', KEYS[4], now, mid)
-      out[#out + 1] = mid
-      out[#out + 1] = a.id
-      out[#out + 1] = b.id
-      for _, t in ipairs({a, b}) do
-        out[#out + 1] = t.player
-        local f = redis.call('HMGET', base .. 't:' .. t.id, 'name', 'named')
-        out[#out + 1] = f[1] or ''
-        out[#out + 1] = tostring(t.enq)
-        out[#out + 1] = f[2] or ''
-      end
-      made = made + 1
     end
+    local p = 1
+    while p <= #free do
+      local q = p
+      while q < #free and free[q + 1] == free[q] + 1 do
+        q = q + 1
+      end
+      local first, last = free[p], free[q] + 1
+      local skip
+      if (last - first + 1) % 2 == 1 then
+        skip = first
+        for t = first + 2, last, 2 do
+          if live[t].enq >= live[skip].enq then
+            skip = t
+          end
+        end
+      end
+      local t = first
+      while t < last and made < maxPairs do
+        if t == skip then
+          t = t + 1
+        else
+          used[t], used[t + 1] = true, true
+          any = true
+          pairAt(t)
+          t = t + 2
+        end
+      end
+      p = q + 1
+    end
+    k = g + 1
   end
   local rest = {}
   for i = 1, #live do

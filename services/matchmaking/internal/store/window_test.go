@@ -375,3 +375,63 @@ func TestAnEquallyCloseNewcomerDoesNotTakeTheOpponentOfOneWhoWaited(t *testing.T
 		t.Fatalf("the ticket waiting 4 minutes at 1500 was passed over %d times by newcomers at 1490 taking a 1495 exactly as close to it", passedOver)
 	}
 }
+
+// TestEquallyCloseNeighboursAreAllPaired: four tickets 200 apart (a
+// client's level picker's steps), the 1400 one entered first. Ranking
+// pairs as close by their earlier entry took the middle pair (1200-1400)
+// first, leaving 1000 and 1600, too far apart, unpaired: as many pairs as
+// can be are made of pairs as close, the earlier entry deciding only
+// which ticket an odd chain leaves.
+func TestEquallyCloseNeighboursAreAllPaired(t *testing.T) {
+	for _, maxWindow := range []float64{0, 200} {
+		ctx := context.Background()
+		st := newStore(t)
+		pool := store.Pool{Kind: janggi, Control: clock.Default()}
+		now := time.Now().Truncate(time.Millisecond)
+		ttl := 10 * time.Minute
+		enterAt(t, st, pool, "a1000", 1000, now, ttl)
+		enterAt(t, st, pool, "b1200", 1200, now, ttl)
+		enterAt(t, st, pool, "c1400", 1400, now.Add(-2*time.Second), ttl)
+		enterAt(t, st, pool, "d1600", 1600, now, ttl)
+		p := pairDefaults(now)
+		p.MaxWindow = maxWindow
+		res := st.Pair(ctx, []store.Pool{pool}, p)
+		if res[0].Err != nil || len(res[0].Matches) != 2 {
+			t.Fatalf("max window %v: %+v %v, want 1000-1200 and 1400-1600 paired", maxWindow, res[0].Matches, res[0].Err)
+		}
+	}
+}
+
+// TestAnOddChainLeavesItsNewestTicket: five tickets 100 apart, the one at
+// 1400 (which the others can pair around) the last to enter: the pass
+// pairs the four others. Were the newest at 1300, leaving it would leave
+// two more unpaired, so the newest of those that can be left (1200, 1400
+// and 1600: the one at 1600 entered last of them) waits instead.
+func TestAnOddChainLeavesItsNewestTicket(t *testing.T) {
+	for _, tc := range []struct {
+		newest string
+		left   string
+	}{{"p1400", "p1400"}, {"p1300", "p1600"}} {
+		ctx := context.Background()
+		st := newStore(t)
+		pool := store.Pool{Kind: janggi, Control: clock.Default()}
+		now := time.Now().Truncate(time.Millisecond)
+		ttl := 10 * time.Minute
+		ids := map[string]string{}
+		for i, r := range []int{1200, 1300, 1400, 1500, 1600} {
+			name := fmt.Sprintf("p%d", r)
+			at := now.Add(-time.Duration(10-i) * time.Millisecond)
+			if name == tc.newest {
+				at = now
+			}
+			ids[name] = enterAt(t, st, pool, name, r, at, ttl)
+		}
+		res := st.Pair(ctx, []store.Pool{pool}, pairDefaults(now))
+		if res[0].Err != nil || len(res[0].Matches) != 2 {
+			t.Fatalf("newest %s: %+v %v, want two pairs", tc.newest, res[0].Matches, res[0].Err)
+		}
+		if pairedIn(res[0].Matches, ids[tc.left]) {
+			t.Fatalf("newest %s: %s was paired, want it left: %+v", tc.newest, tc.left, res[0].Matches)
+		}
+	}
+}
