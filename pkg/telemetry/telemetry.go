@@ -47,25 +47,59 @@ type Config struct {
 // names e as RedactEndpoint shows it, since it is printed and logged.
 func CheckEndpoint(e string) error {
 	shown := RedactEndpoint(e)
-	if !strings.Contains(e, "://") {
+	scheme, _, isURL := splitScheme(e)
+	if !isURL {
 		host, port, err := net.SplitHostPort(e)
-		if err != nil || host == "" || strings.ContainsAny(host, "@/?#") || !validPort(port) {
+		// A '%' is an IPv6 address's zone, never part of a name.
+		if err != nil || !hostChars(host) || strings.Contains(host, "%") && !strings.Contains(host, ":") || !validPort(port) {
 			return fmt.Errorf("%q: want host:port, http://host:port or https://host:port", shown)
 		}
 		return nil
+	}
+	if s := strings.ToLower(scheme); s != "http" && s != "https" {
+		return fmt.Errorf("%q: scheme %q, want http (plaintext) or https (TLS)", shown, scheme)
 	}
 	u, err := url.Parse(e)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%q: not a URL", shown)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%q: scheme %q, want http (plaintext) or https (TLS)", shown, u.Scheme)
-	case u.Hostname() == "" || !validPort(u.Port()):
+	case !hostChars(u.Hostname()) || !validPort(u.Port()):
 		return fmt.Errorf("%q: want a host and a port, such as http://collector:4317", shown)
 	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
 		return fmt.Errorf("%q: an OTLP/gRPC endpoint has no path, query or credentials (send a collector's credentials in OTEL_EXPORTER_OTLP_HEADERS)", shown)
 	}
 	return nil
+}
+
+// splitScheme splits a URL's scheme (RFC 3986: a letter, then letters,
+// digits, '+', '-' or '.') from the rest; a "://" found past such a
+// prefix (in a query, or a password) makes no URL of e.
+func splitScheme(e string) (scheme, rest string, ok bool) {
+	scheme, rest, found := strings.Cut(e, "://")
+	if !found || scheme == "" {
+		return "", e, false
+	}
+	for i, c := range scheme {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return "", e, false
+		}
+	}
+	return scheme, rest, true
+}
+
+// hostChars reports whether h is made of what a host name or an IP
+// address (an IPv6 zone included) is written with.
+func hostChars(h string) bool {
+	if h == "" {
+		return false
+	}
+	for _, c := range h {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune(".-_:%", c)) {
+			return false
+		}
+	}
+	return true
 }
 
 // validPort reports whether p is a port number, as a dialer reads it.
@@ -74,27 +108,48 @@ func validPort(p string) bool {
 	return err == nil && n > 0
 }
 
-// RedactEndpoint is e as it may be shown: anything before its last '@'
-// (user info, whose password may hold any character) and anything after
-// its host's first '/', '?' or '#' (a path's or a query's token) replaced
-// by xxxxx. When such a character comes before that '@', either may be
-// inside the other, and all but the scheme is hidden.
+// RedactEndpoint is e as it may be shown: its scheme and its host and
+// port, anything else (user info, whose password may hold any character;
+// a path, a query, a fragment, which may hold a token) replaced by xxxxx.
+// When what follows the host may also be read as part of user info, all
+// but the scheme is hidden.
 func RedactEndpoint(e string) string {
-	prefix, rest := "", e
-	if scheme, r, ok := strings.Cut(e, "://"); ok {
-		prefix, rest = scheme+"://", r
+	scheme, rest, isURL := splitScheme(e)
+	prefix := ""
+	if isURL {
+		prefix = scheme + "://"
 	}
-	at, tail := strings.LastIndex(rest, "@"), strings.IndexAny(rest, "/?#")
+	at := strings.LastIndex(rest, "@")
+	inBrackets := false
+	tail := strings.IndexFunc(rest, func(c rune) bool {
+		switch c {
+		case '[', ']':
+			inBrackets = c == '['
+			return false
+		case '@':
+			return false
+		case '%': // an IPv6 zone's, or a percent-encoded character's
+			return !inBrackets
+		}
+		return !hostChars(string(c))
+	})
 	if at >= 0 && tail >= 0 && tail < at {
 		return prefix + "xxxxx"
 	}
-	if tail >= 0 && tail < len(rest)-1 {
-		rest = rest[:tail+1] + "xxxxx"
+	host := rest
+	if tail >= 0 {
+		host = rest[:tail]
 	}
+	shown := prefix
 	if at >= 0 {
-		rest = "xxxxx" + rest[at:]
+		shown += "xxxxx@"
+		host = host[at+1:]
 	}
-	return prefix + rest
+	shown += host
+	if tail >= 0 && (tail < len(rest)-1 || rest[tail] != '/') {
+		shown += "/xxxxx"
+	}
+	return shown
 }
 
 // Telemetry holds the providers of one process.
@@ -134,7 +189,7 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		}
 		// A URL's scheme says whether to use TLS.
 		eopts := []otlptracegrpc.Option{otlptracegrpc.WithEndpointURL(cfg.OTLPEndpoint)}
-		if !strings.Contains(cfg.OTLPEndpoint, "://") {
+		if _, _, isURL := splitScheme(cfg.OTLPEndpoint); !isURL {
 			eopts = []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint)}
 			if cfg.OTLPInsecure {
 				eopts = append(eopts, otlptracegrpc.WithInsecure())

@@ -86,7 +86,9 @@ func TestARefusedEndpointHidesItsSecret(t *testing.T) {
 		if strings.Contains(err.Error(), secret) {
 			t.Errorf("CheckEndpoint's refusal repeats the secret: %v", err)
 		}
-		if !strings.Contains(err.Error(), "collector") {
+		// A '%' outside an IPv6 address's brackets may be a password's,
+		// and hides all but the scheme.
+		if !strings.Contains(e, "%") && !strings.Contains(err.Error(), "collector") {
 			t.Errorf("CheckEndpoint's refusal %v does not name the collector's host", err)
 		}
 		if _, err := New(context.Background(), Config{ServiceName: "test", OTLPEndpoint: e}); err == nil || strings.Contains(err.Error(), secret) {
@@ -133,6 +135,59 @@ func TestEndpointsThatAreAccepted(t *testing.T) {
 	for _, e := range []string{"collector:0", "collector:http", "collector:70000", "http://collector:0"} {
 		if err := CheckEndpoint(e); err == nil {
 			t.Errorf("CheckEndpoint(%q) took a port no dialer reads", e)
+		}
+	}
+}
+
+// TestADoubleSlashPastTheHostIsNoScheme: the first "://" anywhere was
+// taken for the end of a scheme, so that a query holding a URL, or a
+// password holding "://", showed all before it, token and all.
+func TestADoubleSlashPastTheHostIsNoScheme(t *testing.T) {
+	const secret = "s3cr3t-ingest-token"
+	for _, e := range []string{
+		"collector:4317?token=" + secret + "&next=https://grafana.example",
+		"collector:4317/" + secret + "?next=http://x",
+		"collector:4317#" + secret + "&back=https://x",
+		"tenant:" + secret + "://rest@collector:4317", // a generated password holding "://"
+	} {
+		if shown := RedactEndpoint(e); strings.Contains(shown, secret) {
+			t.Errorf("RedactEndpoint(%q) = %q", e, shown)
+		}
+		if err := CheckEndpoint(e); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("CheckEndpoint(%q) = %v", e, err)
+		}
+		if _, err := New(context.Background(), Config{ServiceName: "test", OTLPEndpoint: e}); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("New's refusal of %q: %v", e, err)
+		}
+	}
+}
+
+// TestReviewWhatFollowsThePortIsShown: only '/', '?' and '#' end the host
+// for RedactEndpoint. For http and https a backslash is a path separator
+// as browsers and the WHATWG URL standard read it (https://h:1\v1\x is
+// https://h:1/v1/x), and anything else glued after the port (';' path
+// parameters, a space or tab before the rest of a pasted line) is no part
+// of a host either; url.Parse refuses all of these ("not a URL"), and the
+// refusal prints them whole.
+
+// TestOnlyTheHostAndPortAreShown: what followed the port other than '/',
+// '?' or '#' (a backslash, which browsers read as '/'; a ';' parameter;
+// a space from a pasted line) was shown whole.
+func TestOnlyTheHostAndPortAreShown(t *testing.T) {
+	const secret = "s3cr3t-ingest-token"
+	for _, e := range []string{
+		`https://collector:4317\v1\traces\` + secret,
+		`collector:4317\` + secret,
+		"https://collector:4317;token=" + secret,
+		"collector:4317;token=" + secret,
+		"https://collector:4317 token=" + secret,
+		"tenant%3A" + secret + "%40collector:4317",
+	} {
+		if shown := RedactEndpoint(e); strings.Contains(shown, secret) {
+			t.Errorf("RedactEndpoint(%q) = %q", e, shown)
+		}
+		if err := CheckEndpoint(e); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("CheckEndpoint(%q) = %v", e, err)
 		}
 	}
 }
