@@ -20,6 +20,9 @@ import (
 func runKeygen(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("palace keygen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: palace keygen\n\nprints a new signing key, id:hexsecret, for --service-keys, --seat-signing-keys or\n--player-signing-keys (comma-separated, the first signs); it takes no flags.")
+	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}

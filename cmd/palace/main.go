@@ -29,13 +29,13 @@ func main() {
 const usage = `usage: palace <command> [flags]
 
 commands:
-  serve   run every Palace service in one process (default localhost:8080)
-  rules   rules tools: moves, perft, show, adjudicate
-  health    check a server's gRPC health (for container health checks)
-  loadtest  load tests: games, clocks, matchmaking, ai
-  uci       the engine behind the UCI protocol (stdin/stdout)
-  engine    engine tools: match
-  keygen    print a new signing key (id:hexsecret) for the --*-keys flags
+  serve          run every Palace service in one process (default localhost:8080)
+  rules          rules tools: moves, perft, show, adjudicate
+  health         check a server's gRPC health (for container health checks)
+  loadtest       load tests: games, clocks, matchmaking, ai
+  uci            the engine behind the UCI protocol (stdin/stdout)
+  engine         engine tools: match
+  keygen         print a new signing key (id:hexsecret) for the --*-keys flags
   service-token  print a service credential for internal calls (CreateGame)
   player-token   print an account credential for a player id of yours (rated play without Google)
 

@@ -19,6 +19,8 @@ const rulesUsage = `usage: palace rules <moves|perft|show|adjudicate> --variant 
   perft       --fen FEN --depth N [--divide] leaf count (last line)
   show        --fen FEN [--hanja]           the board
   adjudicate  --fen START --moves "m1 m2"   replay and print the result as JSON
+
+--fen defaults to the start position of --variant.
 `
 
 // runRules implements `palace rules`. Bad input prints one line on stderr
