@@ -202,10 +202,24 @@ local function pairOnce()
     return x.i < y.i
   end)
   local used, any = {}, false
+  -- beyond is the next ticket not yet paired beyond live[i] (step 1:
+  -- above, -1: below); canPair reports whether two tickets could pair.
+  local function beyond(i, step)
+    local j = i + step
+    while live[j] and used[j] do
+      j = j + step
+    end
+    return live[j]
+  end
+  local function canPair(a, b)
+    return b ~= nil and a.player ~= b.player and math.abs(b.r - a.r) <= math.max(window(a), window(b))
+  end
   -- Candidates as close (and as late) are taken together: those next to
   -- each other form a chain of tickets, of which as many are paired as
-  -- can be; when one must be left (an odd chain), it is the one that
-  -- entered last among those whose leaving lets the rest pair.
+  -- can be. When one must be left (an odd chain), the rest paired around
+  -- it, it is the one that entered last of those that could pair with a
+  -- neighbour beyond the chain in the next round (as a greedy pass would
+  -- leave one), or else of them all.
   local k = 1
   while k <= #cands and made < maxPairs do
     local g = k
@@ -228,10 +242,12 @@ local function pairOnce()
       local first, last = free[p], free[q] + 1
       local skip
       if (last - first + 1) % 2 == 1 then
-        skip = first
-        for t = first + 2, last, 2 do
-          if live[t].enq >= live[skip].enq then
-            skip = t
+        local below, above = beyond(first, -1), beyond(last, 1)
+        local reach
+        for t = first, last, 2 do
+          local r = canPair(live[t], below) or canPair(live[t], above)
+          if not skip or (r and not reach) or (r == reach and live[t].enq >= live[skip].enq) then
+            skip, reach = t, r
           end
         end
       end

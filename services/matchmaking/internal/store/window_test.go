@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -432,6 +434,74 @@ func TestAnOddChainLeavesItsNewestTicket(t *testing.T) {
 		}
 		if pairedIn(res[0].Matches, ids[tc.left]) {
 			t.Fatalf("newest %s: %s was paired, want it left: %+v", tc.newest, tc.left, res[0].Matches)
+		}
+	}
+}
+
+// TestAnOddChainLeavesATicketThatCanPairBeyondIt: 1100 (entered just
+// now), 1200 (2 s ago), 1300 (1 s ago) are a chain 100 apart; 1500 (1 s
+// ago, a window of 300) is 200 from 1300 and 400 from 1100. Leaving the
+// chain's newest (1100) paired 1200-1300 and left 1100 and 1500, 400
+// apart: one game, where leaving 1300 makes two (1100-1200, then
+// 1300-1500).
+func TestAnOddChainLeavesATicketThatCanPairBeyondIt(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now().Truncate(time.Millisecond)
+	ttl := 10 * time.Minute
+	enterAt(t, st, pool, "a1100", 1100, now, ttl)
+	enterAt(t, st, pool, "b1200", 1200, now.Add(-2*time.Second), ttl)
+	enterAt(t, st, pool, "c1300", 1300, now.Add(-time.Second), ttl)
+	enterAt(t, st, pool, "d1500", 1500, now.Add(-time.Second), ttl)
+	res := st.Pair(ctx, []store.Pool{pool}, pairDefaults(now))
+	if res[0].Err != nil || len(res[0].Matches) != 2 {
+		t.Fatalf("%d pairs %+v %v, want 2 (1100-1200 and 1300-1500)", len(res[0].Matches), res[0].Matches, res[0].Err)
+	}
+}
+
+// TestRandomPassesPairWithinTheWindowsOnce: on random small pools
+// (ratings on a coarse grid, so that ties and chains are common; some
+// tickets past half their life), every pair a pass makes is of two
+// players within the window of either, each ticket paired once.
+func TestRandomPassesPairWithinTheWindowsOnce(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	for trial := range 200 {
+		st := newStore(t)
+		now := time.Now().Truncate(time.Millisecond)
+		p := pairDefaults(now)
+		type ticket struct {
+			rating int
+			at     time.Time
+		}
+		byID := map[string]ticket{}
+		for i := range 2 + rng.IntN(8) {
+			ttl := 10 * time.Minute
+			if rng.IntN(4) == 0 {
+				ttl = time.Duration(3500+rng.IntN(3000)) * time.Millisecond
+			}
+			tk := ticket{rating: 1000 + 100*rng.IntN(8), at: now.Add(-time.Duration(rng.IntN(3000)) * time.Millisecond)}
+			byID[enterAt(t, st, pool, fmt.Sprintf("t%d", i), tk.rating, tk.at, ttl)] = tk
+		}
+		window := func(tk ticket) float64 {
+			return p.BaseWindow + p.WidenPerSecond*float64(now.Sub(tk.at).Milliseconds())/1000
+		}
+		res := st.Pair(ctx, []store.Pool{pool}, p)
+		if res[0].Err != nil {
+			t.Fatalf("trial %d: %v", trial, res[0].Err)
+		}
+		seen := map[string]bool{}
+		for _, m := range res[0].Matches {
+			a, b := byID[m.A], byID[m.B]
+			if m.A == m.B || seen[m.A] || seen[m.B] || m.PlayerA.ID == m.PlayerB.ID {
+				t.Fatalf("trial %d: %+v pairs a ticket twice or a player with themselves", trial, m)
+			}
+			seen[m.A], seen[m.B] = true, true
+			if d := math.Abs(float64(a.rating - b.rating)); d > math.Max(window(a), window(b)) {
+				t.Fatalf("trial %d: %+v paired %v apart, beyond both windows", trial, m, d)
+			}
 		}
 	}
 }
