@@ -57,7 +57,7 @@ func CheckEndpoint(e string) error {
 		return nil
 	}
 	if s := strings.ToLower(scheme); s != "http" && s != "https" {
-		return fmt.Errorf("%q: scheme %q, want http (plaintext) or https (TLS)", shown, scheme)
+		return fmt.Errorf("%q: the scheme is not http (plaintext) or https (TLS)", shown)
 	}
 	u, err := url.Parse(e)
 	switch {
@@ -111,45 +111,69 @@ func validPort(p string) bool {
 // RedactEndpoint is e as it may be shown: its scheme and its host and
 // port, anything else (user info, whose password may hold any character;
 // a path, a query, a fragment, which may hold a token) replaced by xxxxx.
-// When what follows the host may also be read as part of user info, all
-// but the scheme is hidden.
+// Anything that makes where the host starts or ends uncertain (an '@'
+// after a '/', '?' or '#'; a character glued to the port; a scheme other
+// than http or https beside an '@') hides all but a known scheme.
 func RedactEndpoint(e string) string {
 	scheme, rest, isURL := splitScheme(e)
 	prefix := ""
 	if isURL {
+		if s := strings.ToLower(scheme); s != "http" && s != "https" && strings.Contains(e, "@") {
+			return "xxxxx"
+		}
 		prefix = scheme + "://"
 	}
-	at := strings.LastIndex(rest, "@")
-	inBrackets := false
-	tail := strings.IndexFunc(rest, func(c rune) bool {
-		switch c {
-		case '[', ']':
-			inBrackets = c == '['
-			return false
-		case '@':
-			return false
-		case '%': // an IPv6 zone's, or a percent-encoded character's
-			return !inBrackets
+	shown := prefix
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if strings.ContainsAny(rest[:at], "/?#\\") {
+			return prefix + "xxxxx"
 		}
-		return !hostChars(string(c))
-	})
-	if at >= 0 && tail >= 0 && tail < at {
+		shown, rest = shown+"xxxxx@", rest[at+1:]
+	}
+	n := hostPortLen(rest)
+	if n == 0 {
 		return prefix + "xxxxx"
 	}
-	host := rest
-	if tail >= 0 {
-		host = rest[:tail]
-	}
-	shown := prefix
-	if at >= 0 {
-		shown += "xxxxx@"
-		host = host[at+1:]
-	}
-	shown += host
-	if tail >= 0 && (tail < len(rest)-1 || rest[tail] != '/') {
+	shown += rest[:n]
+	switch after := rest[n:]; {
+	case after == "" || after == "/":
+	case strings.ContainsRune("/?#", rune(after[0])):
 		shown += "/xxxxx"
+	default:
+		return prefix + "xxxxx"
 	}
 	return shown
+}
+
+// hostPortLen is the length of the host, and the ':' and digits of a port
+// if any, that s begins with: a name of letters, digits, '.', '-' and
+// '_', or an IPv6 address (a zone included) in brackets; 0 for none.
+func hostPortLen(s string) int {
+	n := 0
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 || strings.IndexFunc(s[1:end], func(c rune) bool { return !hostChars(string(c)) }) >= 0 {
+			return 0
+		}
+		n = end + 1
+	} else {
+		for n < len(s) && (hostChars(s[n:n+1]) && s[n] != ':' && s[n] != '%') {
+			n++
+		}
+		if n == 0 {
+			return 0
+		}
+	}
+	if n < len(s) && s[n] == ':' {
+		d := n + 1
+		for d < len(s) && s[d] >= '0' && s[d] <= '9' {
+			d++
+		}
+		if d > n+1 {
+			n = d
+		}
+	}
+	return n
 }
 
 // Telemetry holds the providers of one process.

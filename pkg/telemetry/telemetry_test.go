@@ -191,3 +191,110 @@ func TestOnlyTheHostAndPortAreShown(t *testing.T) {
 		}
 	}
 }
+
+const secretMark = "MRKzq9"
+
+// endpointWithMark makes an endpoint with the marker placed in one part: 0 the
+// password, 1 the user (no password), 2 the path, 3 the query, 4 the
+// fragment, 5 right after the port behind sep.
+func endpointWithMark(scheme uint8, where uint8, user, pass, host, port, sep, rest string) string {
+	var b strings.Builder
+	switch scheme % 3 {
+	case 1:
+		b.WriteString("http://")
+	case 2:
+		b.WriteString("https://")
+	}
+	switch where % 6 {
+	case 0:
+		b.WriteString(user + ":" + pass + secretMark + rest + "@")
+	case 1:
+		b.WriteString(user + secretMark + rest + "@")
+	}
+	b.WriteString(host + ":" + port)
+	switch where % 6 {
+	case 2:
+		b.WriteString("/" + sep + secretMark + rest)
+	case 3:
+		b.WriteString("?" + sep + secretMark + rest)
+	case 4:
+		b.WriteString("#" + sep + secretMark + rest)
+	case 5:
+		b.WriteString(sep + secretMark + rest)
+	}
+	return b.String()
+}
+
+func checkMarkHidden(t *testing.T, e string) {
+	t.Helper()
+	if strings.Count(e, secretMark) != 1 {
+		return
+	}
+	if shown := RedactEndpoint(e); strings.Contains(shown, secretMark) {
+		t.Errorf("RedactEndpoint(%q) = %q shows the secret", e, shown)
+	}
+	if err := CheckEndpoint(e); err != nil && strings.Contains(err.Error(), secretMark) {
+		t.Errorf("CheckEndpoint(%q) = %v shows the secret", e, err)
+	}
+}
+
+// FuzzRedactEndpoint: a secret in user info, a path, a query, a fragment
+// or glued after the port is never shown by RedactEndpoint or a refusal.
+func FuzzRedactEndpoint(f *testing.F) {
+	f.Add(uint8(2), uint8(0), "tenant", "pw", "collector", "4317", "", "")
+	f.Add(uint8(0), uint8(5), "", "", "collector", "4317", ":", "")
+	f.Add(uint8(1), uint8(3), "", "", "[::1]", "4317", "token=", "")
+	f.Add(uint8(0), uint8(1), "a", "", "collector", "4317", "", "://x")
+	f.Add(uint8(2), uint8(0), "tenant", "a#b?c/d", "collector", "4317", "", "%40")
+	f.Fuzz(func(t *testing.T, scheme, where uint8, user, pass, host, port, sep, rest string) {
+		if strings.ContainsAny(host+port, "@/?#") {
+			return // the mark would be no longer where it was put
+		}
+		if where%6 == 5 && (sep == "" || strings.Contains(sep, "@")) {
+			// Right after the port the mark would be read as the port,
+			// and after an '@' as the host, which an endpoint names.
+			sep = "?" + sep
+		}
+		checkMarkHidden(t, endpointWithMark(scheme, where, user, pass, host, port, sep, rest))
+	})
+}
+
+// TestUserInfoBeforeAnEncodedAtIsHidden: user info whose '@' (the one
+// before the host) is percent-encoded, as a templating tool that escapes
+// '@' writes it: the password is shown whole, since only a literal '@'
+// makes user info and "tenant:<secret>" is read as a host and port.
+func TestUserInfoBeforeAnEncodedAtIsHidden(t *testing.T) {
+	const secret = "s3cr3t-ingest-token"
+	for _, e := range []string{
+		"tenant:" + secret + "%40collector:4317",
+		"https://tenant:" + secret + "%40collector:4317",
+	} {
+		if shown := RedactEndpoint(e); strings.Contains(shown, secret) {
+			t.Errorf("RedactEndpoint(%q) = %q", e, shown)
+		}
+		if err := CheckEndpoint(e); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("CheckEndpoint(%q) = %v", e, err)
+		}
+	}
+}
+
+// TestWhatIsGluedToThePortIsHidden: RedactEndpoint promises the
+// scheme, host and port only; what follows the port made of host
+// characters (':', '.', '-', '_', letters, digits) is shown whole, and
+// the refusal prints it.
+func TestWhatIsGluedToThePortIsHidden(t *testing.T) {
+	const secret = "s3cr3t-ingest-token"
+	for _, e := range []string{
+		"collector:4317:" + secret,
+		"https://collector:4317:" + secret,
+		"https://collector:4317." + secret,
+		"http://[::1]:4317:" + secret,
+	} {
+		if shown := RedactEndpoint(e); strings.Contains(shown, secret) {
+			t.Errorf("RedactEndpoint(%q) = %q", e, shown)
+		}
+		if err := CheckEndpoint(e); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("CheckEndpoint(%q) = %v", e, err)
+		}
+	}
+}
