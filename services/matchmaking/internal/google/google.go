@@ -79,6 +79,11 @@ func New(cfg Config) *Verifier {
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{Timeout: 10 * time.Second}
 	}
+	if cfg.HTTP.CheckRedirect == nil {
+		c := *cfg.HTTP
+		c.CheckRedirect = keepHTTPS
+		cfg.HTTP = &c
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -89,6 +94,19 @@ func New(cfg Config) *Verifier {
 		cfg.Leeway = 0
 	}
 	return &Verifier{cfg: cfg}
+}
+
+// keepHTTPS follows a key endpoint's redirects (as the standard client
+// does, up to 10) but not from https to plain http: the keys decide who
+// signs in, and --google-jwks-url takes plain http only on loopback.
+func keepHTTPS(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+		return fmt.Errorf("refused a redirect of the keys from https to %s", req.URL.Redacted())
+	}
+	return nil
 }
 
 type header struct {

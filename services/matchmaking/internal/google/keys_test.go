@@ -205,3 +205,34 @@ func TestACancelledFetchDoesNotDelayTheNext(t *testing.T) {
 		t.Fatalf("the next caller, right after a cancelled fetch: %v; want its fetch to find k2", err)
 	}
 }
+
+// downgrading redirects the https fetch of the keys to plain http, where
+// the issuer serves them.
+type downgrading struct{ *keyIssuer }
+
+func (d downgrading) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "https" {
+		h := http.Header{}
+		h.Set("Location", "http://keys.invalid/certs")
+		return &http.Response{StatusCode: http.StatusFound, Status: "302 Found", Header: h, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+	}
+	return d.keyIssuer.RoundTrip(r)
+}
+
+// TestKeysAreNotTakenOverPlainHTTP: an https key endpoint redirecting to
+// plain http was followed, and keys anyone on the path could replace
+// decided who signed in; --google-jwks-url itself takes plain http only
+// on loopback. Such a redirect fails the fetch (Unavailable, retry).
+func TestKeysAreNotTakenOverPlainHTTP(t *testing.T) {
+	is := &keyIssuer{keys: map[string]*rsa.PrivateKey{}}
+	k1 := is.add(t, "k1")
+	clk := &testClock{}
+	v := New(Config{
+		ClientIDs: []string{"app"}, Issuers: strings.Split(DefaultIssuers, ","),
+		JWKSURL: "https://keys.invalid/certs", HTTP: &http.Client{Transport: downgrading{is}}, Now: clk.now,
+	})
+	_, err := v.Verify(context.Background(), keyToken(t, k1, "k1", "1", clk.now()))
+	if !errors.Is(err, ErrKeys) {
+		t.Fatalf("Verify with keys redirected to plain http = %v; want the fetch refused (ErrKeys)", err)
+	}
+}
