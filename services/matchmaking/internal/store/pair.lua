@@ -202,17 +202,20 @@ local function pairOnce()
     return x.i < y.i
   end)
   local used, any = {}, false
-  -- beyond is the next ticket not yet paired beyond live[i] (step 1:
-  -- above, -1: below); canPair reports whether two tickets could pair.
-  local function beyond(i, step)
-    local j = i + step
+  -- canPair reports whether two tickets could pair; reaches, whether
+  -- live[i] could pair next round with the next ticket not yet paired
+  -- beyond index j (step 1: above, -1: below), its neighbour then, unless
+  -- that ticket pairs with its own neighbour further on in this round.
+  local function canPair(a, b)
+    return b ~= nil and a.player ~= b.player and math.abs(b.r - a.r) <= math.max(window(a), window(b))
+  end
+  local function reaches(i, j, step)
+    j = j + step
     while live[j] and used[j] do
       j = j + step
     end
-    return live[j]
-  end
-  local function canPair(a, b)
-    return b ~= nil and a.player ~= b.player and math.abs(b.r - a.r) <= math.max(window(a), window(b))
+    local far = live[j + step]
+    return canPair(live[i], live[j]) and not (far and not used[j + step] and canPair(live[j], far))
   end
   -- Candidates as close (and as late) are taken together: those next to
   -- each other form a chain of tickets, of which as many are paired as
@@ -242,10 +245,9 @@ local function pairOnce()
       local first, last = free[p], free[q] + 1
       local skip
       if (last - first + 1) % 2 == 1 then
-        local below, above = beyond(first, -1), beyond(last, 1)
         local reach
         for t = first, last, 2 do
-          local r = canPair(live[t], below) or canPair(live[t], above)
+          local r = reaches(t, first, -1) or reaches(t, last, 1)
           if not skip or (r and not reach) or (r == reach and live[t].enq >= live[skip].enq) then
             skip, reach = t, r
           end

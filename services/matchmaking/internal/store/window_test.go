@@ -505,3 +505,29 @@ func TestRandomPassesPairWithinTheWindowsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestAnOddChainLeavesItsNewestWhenNoneCanPairNext: 1100 (entered now),
+// 1200 (3 s ago), 1300 (4 s ago) are a chain 100 apart; 1500 (1 s ago) is
+// within 1300's reach but pairs with 1650 in the same round. Counting
+// 1500 as 1300's next partner left 1300, the oldest of the chain, for the
+// newcomer at 1100 to play: no ticket of the chain can pair next, so the
+// newest is left.
+func TestAnOddChainLeavesItsNewestWhenNoneCanPairNext(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now().Truncate(time.Millisecond)
+	ttl := 10 * time.Minute
+	a := enterAt(t, st, pool, "a1100", 1100, now, ttl)
+	enterAt(t, st, pool, "b1200", 1200, now.Add(-3*time.Second), ttl)
+	c := enterAt(t, st, pool, "c1300", 1300, now.Add(-4*time.Second), ttl)
+	enterAt(t, st, pool, "d1500", 1500, now.Add(-time.Second), ttl)
+	enterAt(t, st, pool, "e1650", 1650, now.Add(-time.Second), ttl)
+	res := st.Pair(ctx, []store.Pool{pool}, pairDefaults(now))
+	if res[0].Err != nil || len(res[0].Matches) != 2 {
+		t.Fatalf("%d pairs %+v %v, want 2", len(res[0].Matches), res[0].Matches, res[0].Err)
+	}
+	if !pairedIn(res[0].Matches, c) || pairedIn(res[0].Matches, a) {
+		t.Fatalf("%+v: want 1300 (waiting 4 s) paired and 1100 (entered now) left, as no ticket of the chain can pair next", res[0].Matches)
+	}
+}
