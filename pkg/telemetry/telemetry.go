@@ -112,8 +112,9 @@ func validPort(p string) bool {
 // port, anything else (user info, whose password may hold any character;
 // a path, a query, a fragment, which may hold a token) replaced by xxxxx.
 // Anything that makes where the host starts or ends uncertain (an '@'
-// after a '/', '?' or '#'; a character glued to the port; a scheme other
-// than http or https beside an '@') hides all but a known scheme.
+// after a '/', '?' or '#'; a character glued to the port; a '%' past the
+// host; a scheme other than http or https beside an '@') hides all but a
+// known scheme.
 func RedactEndpoint(e string) string {
 	scheme, rest, isURL := splitScheme(e)
 	prefix := ""
@@ -131,7 +132,9 @@ func RedactEndpoint(e string) string {
 		shown, rest = shown+"xxxxx@", rest[at+1:]
 	}
 	n := hostPortLen(rest)
-	if n == 0 {
+	if n == 0 || strings.Contains(rest[n:], "%") {
+		// A '%' past the host may encode the '@' that ends user info:
+		// what was read as the host may be a user and a password.
 		return prefix + "xxxxx"
 	}
 	shown += rest[:n]

@@ -196,7 +196,8 @@ const secretMark = "MRKzq9"
 
 // endpointWithMark makes an endpoint with the marker placed in one part: 0 the
 // password, 1 the user (no password), 2 the path, 3 the query, 4 the
-// fragment, 5 right after the port behind sep.
+// fragment, 5 right after the port behind sep, 6 the password of user
+// info whose '@' is percent-encoded.
 func endpointWithMark(scheme uint8, where uint8, user, pass, host, port, sep, rest string) string {
 	var b strings.Builder
 	switch scheme % 3 {
@@ -205,14 +206,16 @@ func endpointWithMark(scheme uint8, where uint8, user, pass, host, port, sep, re
 	case 2:
 		b.WriteString("https://")
 	}
-	switch where % 6 {
+	switch where % 7 {
 	case 0:
 		b.WriteString(user + ":" + pass + secretMark + rest + "@")
 	case 1:
 		b.WriteString(user + secretMark + rest + "@")
+	case 6:
+		b.WriteString(user + ":" + pass + secretMark + rest + "%40")
 	}
 	b.WriteString(host + ":" + port)
-	switch where % 6 {
+	switch where % 7 {
 	case 2:
 		b.WriteString("/" + sep + secretMark + rest)
 	case 3:
@@ -247,10 +250,10 @@ func FuzzRedactEndpoint(f *testing.F) {
 	f.Add(uint8(0), uint8(1), "a", "", "collector", "4317", "", "://x")
 	f.Add(uint8(2), uint8(0), "tenant", "a#b?c/d", "collector", "4317", "", "%40")
 	f.Fuzz(func(t *testing.T, scheme, where uint8, user, pass, host, port, sep, rest string) {
-		if strings.ContainsAny(host+port, "@/?#") {
-			return // the mark would be no longer where it was put
+		if strings.ContainsAny(host+port, "@/?#%") || strings.ContainsAny(port+sep+rest, "[]") || strings.Count(host, "[") != strings.Count(host, "]") {
+			return // the mark would be no longer where it was put (in a host, an IPv6 literal)
 		}
-		if where%6 == 5 && (sep == "" || strings.Contains(sep, "@")) {
+		if where%7 == 5 && (sep == "" || strings.Contains(sep, "@")) {
 			// Right after the port the mark would be read as the port,
 			// and after an '@' as the host, which an endpoint names.
 			sep = "?" + sep
@@ -295,6 +298,27 @@ func TestWhatIsGluedToThePortIsHidden(t *testing.T) {
 		}
 		if err := CheckEndpoint(e); err == nil || strings.Contains(err.Error(), secret) {
 			t.Errorf("CheckEndpoint(%q) = %v", e, err)
+		}
+	}
+}
+
+// TestEncodedUserInfoHoldingASlashIsHidden: user info whose '@' is
+// percent-encoded (TestUserInfoBeforeAnEncodedAtIsHidden's case) and whose
+// secret holds a '/', '?' or '#' (a base64 API key, a password): the part
+// of the secret before it is shown as a host and port.
+func TestEncodedUserInfoHoldingASlashIsHidden(t *testing.T) {
+	for _, c := range []struct{ e, part string }{
+		{"https://AKIAsecretkey/Zm9vYmFy%40collector:4317", "AKIAsecretkey"},
+		{"https://tenant:90210/pw%40collector:4317", "90210"},
+		{"tenant:90210?pw%40collector:4317", "90210"},
+		{"https://tenant:90210#pw%40collector:4317", "90210"},
+	} {
+		shown := RedactEndpoint(c.e)
+		if strings.Contains(shown, c.part) {
+			t.Errorf("RedactEndpoint(%q) = %q shows %q of the user info", c.e, shown, c.part)
+		}
+		if err := CheckEndpoint(c.e); err == nil || strings.Contains(err.Error(), c.part) {
+			t.Errorf("CheckEndpoint(%q) = %v", c.e, err)
 		}
 	}
 }
