@@ -147,15 +147,11 @@ func TestTheTraceExportersTroubleIsLoggedThroughTheProcessLogger(t *testing.T) {
 	}
 }
 
-// A service whose close never ends (its Redis stalled) holds the stop no
-// longer than the close's 5 s: the process says so at WARN and stops
-// cleanly, as after a crash, which every service recovers from.
-func TestAServiceCloseThatHangsIsLeftUnfinished(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	hangs := func(context.Context, *app.Runtime) (func() error, error) {
-		return func() error { <-release; return nil }, nil
-	}
+// stopAsSoonAsServing runs a process of the one service bind, with JSON
+// logs and no Redis, stops it once it serves, and returns the log and
+// what Run returned.
+func stopAsSoonAsServing(t *testing.T, bind app.Binder) (string, error) {
+	t.Helper()
 	cfg := app.Config{NoRedis: true}
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	cfg.RegisterFlags(fs, "127.0.0.1:0")
@@ -166,18 +162,31 @@ func TestAServiceCloseThatHangsIsLeftUnfinished(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, app.Options{Name: "test", Config: cfg, LogOutput: out, Services: []app.Binder{hangs}, OnServing: func(string) { cancel() }})
+		done <- app.Run(ctx, app.Options{Name: "test", Config: cfg, LogOutput: out, Services: []app.Binder{bind}, OnServing: func(string) { cancel() }})
 	}()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatalf("a stop that left a close unfinished returned %v, want nil", err)
-		}
+		return out.String(), err
 	case <-time.After(30 * time.Second):
-		t.Fatal("the stop still waits for a close that hangs after 30 s")
+		t.Fatal("no stop within 30 s of the stop asked for")
+		return "", nil
 	}
-	if !strings.Contains(out.String(), `"level":"WARN","msg":"stop: the services' closing did not end in time`) {
-		t.Fatalf("no WARN record of the close left unfinished in:\n%s", out.String())
+}
+
+// A service whose close never ends (its Redis stalled) holds the stop no
+// longer than the close's 5 s: the process says so at WARN and stops
+// cleanly, as after a crash, which every service recovers from.
+func TestAServiceCloseThatHangsIsLeftUnfinished(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	log, err := stopAsSoonAsServing(t, func(context.Context, *app.Runtime) (func() error, error) {
+		return func() error { <-release; return nil }, nil
+	})
+	if err != nil {
+		t.Fatalf("a stop that left a close unfinished returned %v, want nil", err)
+	}
+	if !strings.Contains(log, `"level":"WARN","msg":"stop: the services' closing did not end in time`) {
+		t.Fatalf("no WARN record of the close left unfinished in:\n%s", log)
 	}
 }
 
@@ -187,31 +196,14 @@ func TestAServiceCloseThatHangsIsLeftUnfinished(t *testing.T) {
 // hangs is warned of and the stop is clean. Both are left as after a
 // crash, for other replicas to take over.
 func TestAServiceCloseThatFailsIsLeftUnfinished(t *testing.T) {
-	fails := func(context.Context, *app.Runtime) (func() error, error) {
+	log, err := stopAsSoonAsServing(t, func(context.Context, *app.Runtime) (func() error, error) {
 		return func() error { return errors.New("release leases: connection refused") }, nil
+	})
+	if err != nil {
+		t.Fatalf("a stop whose close failed returned %v, want nil", err)
 	}
-	cfg := app.Config{NoRedis: true}
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	cfg.RegisterFlags(fs, "127.0.0.1:0")
-	if err := fs.Parse([]string{"--log-format", "json"}); err != nil {
-		t.Fatal(err)
-	}
-	out := &apptest.LogBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, app.Options{Name: "test", Config: cfg, LogOutput: out, Services: []app.Binder{fails}, OnServing: func(string) { cancel() }})
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("a stop whose close failed returned %v, want nil", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no stop within 30 s")
-	}
-	if !strings.Contains(out.String(), `"level":"WARN","msg":"stop: the services' closing failed`) || !strings.Contains(out.String(), "release leases: connection refused") {
-		t.Fatalf("no WARN record of the failed close in:\n%s", out.String())
+	if !strings.Contains(log, `"level":"WARN","msg":"stop: the services' closing failed`) || !strings.Contains(log, "release leases: connection refused") {
+		t.Fatalf("no WARN record of the failed close in:\n%s", log)
 	}
 }
 
