@@ -202,20 +202,23 @@ local function pairOnce()
     return x.i < y.i
   end)
   local used, any = {}, false
-  -- canPair reports whether two tickets could pair; reaches, whether
-  -- live[i] could pair next round with the next ticket not yet paired
-  -- beyond index j (step 1: above, -1: below), its neighbour then, unless
-  -- that ticket pairs with its own neighbour further on in this round.
+  -- canPair reports whether two tickets could pair; partner is the next
+  -- ticket not yet paired beyond index j (step 1: above, -1: below), a
+  -- neighbour next round of a ticket left there, or nil when it pairs
+  -- with its own neighbour further on in this round.
   local function canPair(a, b)
     return b ~= nil and a.player ~= b.player and math.abs(b.r - a.r) <= math.max(window(a), window(b))
   end
-  local function reaches(i, j, step)
+  local function partner(j, step)
     j = j + step
     while live[j] and used[j] do
       j = j + step
     end
-    local far = live[j + step]
-    return canPair(live[i], live[j]) and not (far and not used[j + step] and canPair(live[j], far))
+    local b, far = live[j], live[j + step]
+    if b and far and not used[j + step] and canPair(b, far) then
+      return nil
+    end
+    return b
   end
   -- Candidates as close (and as late) are taken together: those next to
   -- each other form a chain of tickets, of which as many are paired as
@@ -245,9 +248,10 @@ local function pairOnce()
       local first, last = free[p], free[q] + 1
       local skip
       if (last - first + 1) % 2 == 1 then
+        local below, above = partner(first, -1), partner(last, 1)
         local reach
         for t = first, last, 2 do
-          local r = reaches(t, first, -1) or reaches(t, last, 1)
+          local r = canPair(live[t], below) or canPair(live[t], above)
           if not skip or (r and not reach) or (r == reach and live[t].enq >= live[skip].enq) then
             skip, reach = t, r
           end
