@@ -204,19 +204,28 @@ local function pairOnce()
   local used, any = {}, false
   -- canPair reports whether two tickets could pair; partner is the next
   -- ticket not yet paired beyond index j (step 1: above, -1: below), a
-  -- neighbour next round of a ticket left there, or nil when it pairs
-  -- with its own neighbour further on in this round.
+  -- neighbour next round of a ticket left there, or nil when it will pair
+  -- with its own neighbour further on in this round: the pairs of a round
+  -- go closest first, so when that neighbour's next is no closer to it.
   local function canPair(a, b)
     return b ~= nil and a.player ~= b.player and math.abs(b.r - a.r) <= math.max(window(a), window(b))
   end
-  local function partner(j, step)
+  local function nextFree(j, step)
     j = j + step
     while live[j] and used[j] do
       j = j + step
     end
-    local b, far = live[j], live[j + step]
-    if b and far and not used[j + step] and canPair(b, far) then
-      return nil
+    return j
+  end
+  local function partner(j, step)
+    j = nextFree(j, step)
+    local b, f = live[j], j + step
+    local far = not used[f] and live[f]
+    if b and far and canPair(b, far) then
+      local further = live[nextFree(f, step)]
+      if not (canPair(far, further) and math.abs(further.r - far.r) < math.abs(far.r - b.r)) then
+        return nil
+      end
     end
     return b
   end

@@ -531,3 +531,33 @@ func TestAnOddChainLeavesItsNewestWhenNoneCanPairNext(t *testing.T) {
 		t.Fatalf("%+v: want 1300 (waiting 4 s) paired and 1100 (entered now) left, as no ticket of the chain can pair next", res[0].Matches)
 	}
 }
+
+// TestAnOddChainSeesWhichWayItsNeighbourPairs: ratings 640, 750, 880 |
+// 1000, 1100, 1200 (a chain 100 apart), windows about 200. 880 could pair
+// with 750, but 750 pairs with 640, closer, in this very round, so 880 is
+// free for 1000 next round. 880 was taken for 750's from their windows
+// alone, and the chain left 1200, which can pair with nobody: 2 pairs
+// where leaving 1000 makes 3.
+func TestAnOddChainSeesWhichWayItsNeighbourPairs(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now().Truncate(time.Millisecond)
+	ttl := 10 * time.Minute
+	ms := func(n int) time.Time { return now.Add(-time.Duration(n) * time.Millisecond) }
+	enterAt(t, st, pool, "x640", 640, ms(6), ttl)
+	enterAt(t, st, pool, "f750", 750, ms(5), ttl)
+	j := enterAt(t, st, pool, "j880", 880, ms(4), ttl)
+	a := enterAt(t, st, pool, "a1000", 1000, ms(3), ttl)
+	enterAt(t, st, pool, "b1100", 1100, ms(2), ttl)
+	c := enterAt(t, st, pool, "c1200", 1200, now, ttl)
+	res := st.Pair(ctx, []store.Pool{pool}, pairDefaults(now))
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	ms2 := res[0].Matches
+	if len(ms2) != 3 || !pairedIn(ms2, a) || !pairedIn(ms2, j) || !pairedIn(ms2, c) {
+		t.Fatalf("%d pairs %+v: want 3 (640-750, 1100-1200, then 880-1000); 880 paired %v, 1000 %v, 1200 %v",
+			len(ms2), ms2, pairedIn(ms2, j), pairedIn(ms2, a), pairedIn(ms2, c))
+	}
+}
