@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -50,8 +51,7 @@ func CheckEndpoint(e string) error {
 	scheme, _, isURL := splitScheme(e)
 	if !isURL {
 		host, port, err := net.SplitHostPort(e)
-		// A '%' is an IPv6 address's zone, never part of a name.
-		if err != nil || !hostChars(host) || strings.Contains(host, "%") && !strings.Contains(host, ":") || !validPort(port) {
+		if err != nil || !hostChars(host) || !validHost(host) || !validPort(port) {
 			return fmt.Errorf("%q: want host:port, http://host:port or https://host:port", shown)
 		}
 		return nil
@@ -63,7 +63,7 @@ func CheckEndpoint(e string) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("%q: not a URL", shown)
-	case !hostChars(u.Hostname()) || !validPort(u.Port()):
+	case !hostChars(u.Hostname()) || !validHost(u.Hostname()) || !validPort(u.Port()):
 		return fmt.Errorf("%q: want a host and a port, such as http://collector:4317", shown)
 	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
 		return fmt.Errorf("%q: an OTLP/gRPC endpoint has no path, query or credentials (send a collector's credentials in OTEL_EXPORTER_OTLP_HEADERS)", shown)
@@ -100,6 +100,19 @@ func hostChars(h string) bool {
 		}
 	}
 	return true
+}
+
+// validHost reports whether h, made of hostChars, is a name or an IPv6
+// address: a ':' or a '%' (a zone's) belongs to IPv6 addresses only.
+func validHost(h string) bool {
+	return !strings.ContainsAny(h, ":%") || ipv6Literal(h)
+}
+
+// ipv6Literal reports whether s is an IPv6 address, its zone as a URL
+// writes it (%25) or not.
+func ipv6Literal(s string) bool {
+	a, err := netip.ParseAddr(strings.Replace(s, "%25", "%", 1))
+	return err == nil && a.Is6()
 }
 
 // validPort reports whether p is a port number, as a dialer reads it.
@@ -155,7 +168,7 @@ func hostPortLen(s string) int {
 	n := 0
 	if strings.HasPrefix(s, "[") {
 		end := strings.IndexByte(s, ']')
-		if end < 0 || strings.IndexFunc(s[1:end], func(c rune) bool { return !hostChars(string(c)) }) >= 0 {
+		if end < 0 || !ipv6Literal(s[1:end]) {
 			return 0
 		}
 		n = end + 1

@@ -250,8 +250,8 @@ func FuzzRedactEndpoint(f *testing.F) {
 	f.Add(uint8(0), uint8(1), "a", "", "collector", "4317", "", "://x")
 	f.Add(uint8(2), uint8(0), "tenant", "a#b?c/d", "collector", "4317", "", "%40")
 	f.Fuzz(func(t *testing.T, scheme, where uint8, user, pass, host, port, sep, rest string) {
-		if strings.ContainsAny(host+port, "@/?#%") || strings.ContainsAny(port+sep+rest, "[]") || strings.Count(host, "[") != strings.Count(host, "]") {
-			return // the mark would be no longer where it was put (in a host, an IPv6 literal)
+		if strings.ContainsAny(host+port, "@/?#%") || strings.Contains(host, "[") && strings.Contains(port+sep+rest, "]") {
+			return // the mark would be no longer where it was put (in a host, an IPv6 literal's zone)
 		}
 		if where%7 == 5 && (sep == "" || strings.Contains(sep, "@")) {
 			// Right after the port the mark would be read as the port,
@@ -319,6 +319,26 @@ func TestEncodedUserInfoHoldingASlashIsHidden(t *testing.T) {
 		}
 		if err := CheckEndpoint(c.e); err == nil || strings.Contains(err.Error(), c.part) {
 			t.Errorf("CheckEndpoint(%q) = %v", c.e, err)
+		}
+	}
+}
+
+// TestEncodedUserInfoInBracketsIsHidden: user info whose '@' is
+// percent-encoded, inside brackets, was taken for an IPv6 literal (any
+// bracketed run of host characters was), shown, and in the host:port form
+// accepted. Brackets hold an IPv6 address or are no host.
+func TestEncodedUserInfoInBracketsIsHidden(t *testing.T) {
+	const secret = "s3cr3t-ingest-token"
+	for _, e := range []string{
+		"[tenant:" + secret + "%40collector]:4317",
+		"https://[tenant:" + secret + "%40collector]:4317",
+		endpointWithMark(2, 6, "[tenant", "", "collector]", "4317", "", ""),
+	} {
+		if shown := RedactEndpoint(e); strings.Contains(shown, secret) || strings.Contains(shown, secretMark) {
+			t.Errorf("RedactEndpoint(%q) = %q shows the password", e, shown)
+		}
+		if err := CheckEndpoint(e); err == nil || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), secretMark) {
+			t.Errorf("CheckEndpoint(%q) = %v", e, err)
 		}
 	}
 }
