@@ -3,8 +3,9 @@
 -- either ticket (the window widens with the wait), in rounds until no
 -- compatible neighbours are left: a ticket past half its life first,
 -- oldest first, then closest pairs first, as many as can be made among
--- pairs as close, the ticket left out of those the last to enter (tickets
--- of equal ratings in the order they entered). Closest first alone would
+-- pairs as close, the ticket left out the last to enter of those that can
+-- pair with a neighbour the round leaves free, or else of all (tickets of
+-- equal ratings in the order they entered). Closest first alone would
 -- leave a player at an end of the rating range waiting until their ticket
 -- expires, whenever the others come in pairs.
 -- A paired ticket leaves the queue in the same step, so no ticket is ever
@@ -180,7 +181,6 @@ local function pairAt(i)
     out[#out + 1] = tostring(t.enq)
     out[#out + 1] = f[2] or ''
   end
-  made = made + 1
 end
 
 local function pairOnce()
@@ -201,40 +201,45 @@ local function pairOnce()
     end
     return x.i < y.i
   end)
-  local used, any = {}, false
-  -- canPair reports whether two tickets could pair; partner is the next
-  -- ticket not yet paired beyond index j (step 1: above, -1: below), a
-  -- neighbour next round of a ticket left there, or nil when it will pair
-  -- with its own neighbour further on in this round: the pairs of a round
-  -- go closest first, so when that neighbour's next is no closer to it.
+  local used, chains, before = {}, {}, made
   local function canPair(a, b)
     return b ~= nil and a.player ~= b.player and math.abs(b.r - a.r) <= math.max(window(a), window(b))
   end
-  local function nextFree(j, step)
-    j = j + step
-    while live[j] and used[j] do
-      j = j + step
-    end
-    return j
-  end
-  local function partner(j, step)
-    j = nextFree(j, step)
-    local b, f = live[j], j + step
-    local far = not used[f] and live[f]
-    if b and far and canPair(b, far) then
-      local further = live[nextFree(f, step)]
-      if not (canPair(far, further) and math.abs(further.r - far.r) < math.abs(far.r - b.r)) then
-        return nil
+  -- leaveOut is the ticket of an odd chain first..last to leave out:
+  -- the one that entered last of those (at even offsets, the rest paired
+  -- around it) that could pair with below or above, or else of them all.
+  local function leaveOut(first, last, below, above)
+    local skip, reach
+    for t = first, last, 2 do
+      local r = canPair(live[t], below) or canPair(live[t], above)
+      if not skip or (r and not reach) or (r == reach and live[t].enq >= live[skip].enq) then
+        skip, reach = t, r
       end
     end
-    return b
+    return skip
+  end
+  -- pairChain pairs a chain's neighbours around skip, while pairs may be
+  -- made; it returns whether it paired them all.
+  local function pairChain(c)
+    c.pairs = {}
+    local t = c.first
+    while t < c.last do
+      if t == c.skip then
+        t = t + 1
+      elseif made >= maxPairs then
+        return false
+      else
+        used[t], used[t + 1] = true, true
+        c.pairs[#c.pairs + 1] = t
+        made = made + 1
+        t = t + 2
+      end
+    end
+    return true
   end
   -- Candidates as close (and as late) are taken together: those next to
   -- each other form a chain of tickets, of which as many are paired as
-  -- can be. When one must be left (an odd chain), the rest paired around
-  -- it, it is the one that entered last of those that could pair with a
-  -- neighbour beyond the chain in the next round (as a greedy pass would
-  -- leave one), or else of them all.
+  -- can be.
   local k = 1
   while k <= #cands and made < maxPairs do
     local g = k
@@ -254,33 +259,46 @@ local function pairOnce()
       while q < #free and free[q + 1] == free[q] + 1 do
         q = q + 1
       end
-      local first, last = free[p], free[q] + 1
-      local skip
-      if (last - first + 1) % 2 == 1 then
-        local below, above = partner(first, -1), partner(last, 1)
-        local reach
-        for t = first, last, 2 do
-          local r = canPair(live[t], below) or canPair(live[t], above)
-          if not skip or (r and not reach) or (r == reach and live[t].enq >= live[skip].enq) then
-            skip, reach = t, r
-          end
-        end
+      local c = {first = free[p], last = free[q] + 1}
+      if (c.last - c.first + 1) % 2 == 1 then
+        c.skip = leaveOut(c.first, c.last)
       end
-      local t = first
-      while t < last and made < maxPairs do
-        if t == skip then
-          t = t + 1
-        else
-          used[t], used[t + 1] = true, true
-          any = true
-          pairAt(t)
-          t = t + 2
-        end
-      end
+      c.odd = pairChain(c) and c.skip ~= nil
+      chains[#chains + 1] = c
       p = q + 1
     end
     k = g + 1
   end
+  -- The ticket an odd chain leaves out has, next round, the tickets this
+  -- round left free on either side of the chain for neighbours: chosen
+  -- again now that they are known, so that it is one that can pair with
+  -- them if any can.
+  local function nextFree(j, step)
+    j = j + step
+    while live[j] and used[j] do
+      j = j + step
+    end
+    return live[j]
+  end
+  for _, c in ipairs(chains) do
+    if c.odd then
+      local skip = leaveOut(c.first, c.last, nextFree(c.first, -1), nextFree(c.last, 1))
+      if skip ~= c.skip then
+        for _, i in ipairs(c.pairs) do
+          used[i], used[i + 1] = nil, nil
+        end
+        made = made - #c.pairs
+        c.skip = skip
+        pairChain(c)
+      end
+    end
+  end
+  for _, c in ipairs(chains) do
+    for _, i in ipairs(c.pairs) do
+      pairAt(i)
+    end
+  end
+  local any = made > before
   local rest = {}
   for i = 1, #live do
     if not used[i] then

@@ -561,3 +561,33 @@ func TestAnOddChainSeesWhichWayItsNeighbourPairs(t *testing.T) {
 			len(ms2), ms2, pairedIn(ms2, j), pairedIn(ms2, a), pairedIn(ms2, c))
 	}
 }
+
+// TestAnOddChainLeavesWhomTheRoundLeavesANeighbour: the chain 1000, 1100,
+// 1200 (1200 the newest) beside 850, and higher tickets whose pairs this
+// round were guessed from the chain's side: a couple already paired taken
+// for a neighbour, a ticket that pairs the other way taken for one that
+// stays. Left 1200, which can pair with nobody, and 850 with it: 3 pairs
+// where leaving 1000 (free for 850 next round) makes 4. The ticket a
+// chain leaves is chosen once the round's other pairs are known.
+func TestAnOddChainLeavesWhomTheRoundLeavesANeighbour(t *testing.T) {
+	for _, higher := range [][]int{{1350, 1470, 1500, 1510, 1560}, {1350, 1470, 1580, 1685}} {
+		ctx := context.Background()
+		st := newStore(t)
+		pool := store.Pool{Kind: janggi, Control: clock.Default()}
+		now := time.Now().Truncate(time.Millisecond)
+		ttl := 10 * time.Minute
+		ids := map[int]string{}
+		for i, r := range append([]int{850, 1000, 1100}, higher...) {
+			ids[r] = enterAt(t, st, pool, fmt.Sprintf("p%d", r), r, now.Add(-time.Duration(20-i)*time.Millisecond), ttl)
+		}
+		ids[1200] = enterAt(t, st, pool, "p1200", 1200, now, ttl)
+		res := st.Pair(ctx, []store.Pool{pool}, pairDefaults(now))
+		if res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+		ms := res[0].Matches
+		if want := (len(higher) + 4) / 2; len(ms) != want || !pairedIn(ms, ids[850]) || !pairedIn(ms, ids[1200]) {
+			t.Fatalf("higher %v: %d pairs %+v, want %d: 1100-1200, then 850-1000", higher, len(ms), ms, want)
+		}
+	}
+}
