@@ -51,7 +51,8 @@ func CheckEndpoint(e string) error {
 	scheme, _, isURL := splitScheme(e)
 	if !isURL {
 		host, port, err := net.SplitHostPort(e)
-		if err != nil || !hostChars(host) || !validHost(host) || !validPort(port) {
+		// Brackets hold an IPv6 address, and nothing else.
+		if err != nil || !hostChars(host) || !validHost(host) || strings.HasPrefix(e, "[") && !ipv6Literal(host) || !validPort(port) {
 			return fmt.Errorf("%q: want host:port, http://host:port or https://host:port", shown)
 		}
 		return nil
@@ -109,10 +110,18 @@ func validHost(h string) bool {
 }
 
 // ipv6Literal reports whether s is an IPv6 address, its zone as a URL
-// writes it (%25) or not.
+// writes it (%25) or not. A zone is a name (RFC 6874: unreserved
+// characters), which netip does not check.
 func ipv6Literal(s string) bool {
-	a, err := netip.ParseAddr(strings.Replace(s, "%25", "%", 1))
-	return err == nil && a.Is6()
+	s = strings.Replace(s, "%25", "%", 1)
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is6() {
+		return false
+	}
+	_, zone, _ := strings.Cut(s, "%")
+	return !strings.ContainsFunc(zone, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-._~", c))
+	})
 }
 
 // validPort reports whether p is a port number, as a dialer reads it.

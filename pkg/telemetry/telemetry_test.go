@@ -342,3 +342,36 @@ func TestEncodedUserInfoInBracketsIsHidden(t *testing.T) {
 		}
 	}
 }
+
+// TestAZoneIsAName: netip reads anything after a zone's '%' as the zone
+// (':' and a further '%' included), so user info whose '@' is
+// percent-encoded, in brackets behind "::1%25", was taken for an IPv6
+// literal: shown whole, accepted in the host:port form.
+func TestAZoneIsAName(t *testing.T) {
+	const secret = "s3cr3t-ingest-token"
+	for _, e := range []string{
+		"[::1%25tenant:" + secret + "%40collector]:4317",
+		"https://[::1%25tenant:" + secret + "%40collector]:4317",
+		"[fe80::1%25tenant:" + secret + "%40collector]:4317",
+	} {
+		if shown := RedactEndpoint(e); strings.Contains(shown, secret) {
+			t.Errorf("RedactEndpoint(%q) = %q shows the password", e, shown)
+		}
+		if err := CheckEndpoint(e); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("CheckEndpoint(%q) = %v", e, err)
+		}
+	}
+	checkMarkHidden(t, endpointWithMark(0, 6, "[::1%25x", "s3cr3t", "collector]", "4317", "", ""))
+	checkMarkHidden(t, endpointWithMark(2, 6, "[::1%25x", "s3cr3t", "collector]", "4317", "", ""))
+}
+
+// TestBracketsHoldOnlyIPv6: an IPv4 address or a name in brackets was
+// taken in the host:port form (SplitHostPort strips the brackets) and
+// shown as nothing: it is refused, as in the URL form.
+func TestBracketsHoldOnlyIPv6(t *testing.T) {
+	for _, e := range []string{"[10.0.0.1]:4317", "[collector]:4317"} {
+		if err := CheckEndpoint(e); err == nil {
+			t.Errorf("CheckEndpoint(%q) accepts it", e)
+		}
+	}
+}
