@@ -281,7 +281,7 @@ local function pairOnce()
     return live[j]
   end
   for _, c in ipairs(chains) do
-    if c.odd then
+    if c.odd and not used[c.skip] then -- not paired by a later group
       local skip = leaveOut(c.first, c.last, nextFree(c.first, -1), nextFree(c.last, 1))
       if skip ~= c.skip then
         for _, i in ipairs(c.pairs) do

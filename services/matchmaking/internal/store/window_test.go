@@ -460,52 +460,6 @@ func TestAnOddChainLeavesATicketThatCanPairBeyondIt(t *testing.T) {
 	}
 }
 
-// TestRandomPassesPairWithinTheWindowsOnce: on random small pools
-// (ratings on a coarse grid, so that ties and chains are common; some
-// tickets past half their life), every pair a pass makes is of two
-// players within the window of either, each ticket paired once.
-func TestRandomPassesPairWithinTheWindowsOnce(t *testing.T) {
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(1, 2))
-	pool := store.Pool{Kind: janggi, Control: clock.Default()}
-	for trial := range 200 {
-		st := newStore(t)
-		now := time.Now().Truncate(time.Millisecond)
-		p := pairDefaults(now)
-		type ticket struct {
-			rating int
-			at     time.Time
-		}
-		byID := map[string]ticket{}
-		for i := range 2 + rng.IntN(8) {
-			ttl := 10 * time.Minute
-			if rng.IntN(4) == 0 {
-				ttl = time.Duration(3500+rng.IntN(3000)) * time.Millisecond
-			}
-			tk := ticket{rating: 1000 + 100*rng.IntN(8), at: now.Add(-time.Duration(rng.IntN(3000)) * time.Millisecond)}
-			byID[enterAt(t, st, pool, fmt.Sprintf("t%d", i), tk.rating, tk.at, ttl)] = tk
-		}
-		window := func(tk ticket) float64 {
-			return p.BaseWindow + p.WidenPerSecond*float64(now.Sub(tk.at).Milliseconds())/1000
-		}
-		res := st.Pair(ctx, []store.Pool{pool}, p)
-		if res[0].Err != nil {
-			t.Fatalf("trial %d: %v", trial, res[0].Err)
-		}
-		seen := map[string]bool{}
-		for _, m := range res[0].Matches {
-			a, b := byID[m.A], byID[m.B]
-			if m.A == m.B || seen[m.A] || seen[m.B] || m.PlayerA.ID == m.PlayerB.ID {
-				t.Fatalf("trial %d: %+v pairs a ticket twice or a player with themselves", trial, m)
-			}
-			seen[m.A], seen[m.B] = true, true
-			if d := math.Abs(float64(a.rating - b.rating)); d > math.Max(window(a), window(b)) {
-				t.Fatalf("trial %d: %+v paired %v apart, beyond both windows", trial, m, d)
-			}
-		}
-	}
-}
-
 // TestAnOddChainLeavesItsNewestWhenNoneCanPairNext: 1100 (entered now),
 // 1200 (3 s ago), 1300 (4 s ago) are a chain 100 apart; 1500 (1 s ago) is
 // within 1300's reach but pairs with 1650 in the same round. Counting
@@ -588,6 +542,132 @@ func TestAnOddChainLeavesWhomTheRoundLeavesANeighbour(t *testing.T) {
 		ms := res[0].Matches
 		if want := (len(higher) + 4) / 2; len(ms) != want || !pairedIn(ms, ids[850]) || !pairedIn(ms, ids[1200]) {
 			t.Fatalf("higher %v: %d pairs %+v, want %d: 1100-1200, then 850-1000", higher, len(ms), ms, want)
+		}
+	}
+}
+
+// TestAChainsLeftTicketPairedLaterIsNotPairedAgain: the chain 1000,
+// 1010, 1020 (10 apart, 1020 the newest) leaves 1020 out; the next group
+// (12 apart) pairs 1020 with 1032 in the same round. Choosing the chain's
+// left ticket again (1000, which can pair with 985) re-paired the chain
+// as 1010-1020, and 1020 was paired twice: a chain none of whose tickets
+// is left is not chosen again.
+func TestAChainsLeftTicketPairedLaterIsNotPairedAgain(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	pool := store.Pool{Kind: janggi, Control: clock.Default()}
+	now := time.Now().Truncate(time.Millisecond)
+	ttl := 10 * time.Minute
+	ids := map[string]int{}
+	for i, r := range []int{985, 1000, 1010, 1032} {
+		ids[enterAt(t, st, pool, fmt.Sprintf("p%d", r), r, now.Add(-time.Duration(20-i)*time.Millisecond), ttl)] = r
+	}
+	ids[enterAt(t, st, pool, "p1020", 1020, now, ttl)] = 1020
+	p := store.PairParams{Now: now, BaseWindow: 30, WidenPerSecond: 0, MaxPairs: 1000, Keep: time.Hour}
+	res := st.Pair(ctx, []store.Pool{pool}, p)
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	seen := map[string]bool{}
+	var desc []string
+	dup := false
+	for _, m := range res[0].Matches {
+		desc = append(desc, fmt.Sprintf("%d-%d", ids[m.A], ids[m.B]))
+		if seen[m.A] || seen[m.B] {
+			dup = true
+		}
+		seen[m.A], seen[m.B] = true, true
+	}
+	if dup || len(res[0].Matches) > 2 {
+		t.Fatalf("5 tickets gave %d pairs %v: a ticket paired twice", len(res[0].Matches), desc)
+	}
+}
+
+// TestRandomPassesKeepEveryInvariant: random small pools (ratings 5
+// apart, so that ties and chains abound; narrow windows; some tickets past
+// half their life; small MaxPairs): each ticket paired at most once,
+// pairs within either window, never a player with themselves, at most
+// MaxPairs pairs, and the tickets the pass took from the queue exactly
+// those it paired or expired.
+func TestRandomPassesKeepEveryInvariant(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 11))
+	rdb := redistest.Client(t)
+	for trial := range 300 {
+		prefix := redistest.Prefix(t)
+		st := store.New(rdb, prefix)
+		pool := store.Pool{Kind: janggi, Control: clock.Default()}
+		qkey := prefix + "mm:{p:" + pool.Tag() + "}:q"
+		now := time.Now().Truncate(time.Millisecond)
+		p := store.PairParams{Now: now, BaseWindow: float64(20 + 10*rng.IntN(10)), WidenPerSecond: float64(rng.IntN(3) * 20), MaxPairs: 1 + rng.IntN(4), Keep: time.Hour}
+		if rng.IntN(3) == 0 {
+			p.MaxPairs = 1000
+		}
+		type ticket struct {
+			rating int
+			at     time.Time
+			player string
+		}
+		byID := map[string]ticket{}
+		var order []string
+		n := 2 + rng.IntN(10)
+		for i := range n {
+			ttl := 10 * time.Minute
+			if rng.IntN(4) == 0 {
+				ttl = time.Duration(3500+rng.IntN(3000)) * time.Millisecond
+			}
+			tk := ticket{rating: 1000 + 5*rng.IntN(30), at: now.Add(-time.Duration(rng.IntN(3000)) * time.Millisecond), player: fmt.Sprintf("t%d", i)}
+			id := enterAt(t, st, pool, tk.player, tk.rating, tk.at, ttl)
+			byID[id] = tk
+			order = append(order, fmt.Sprintf("%d@%d", tk.rating, now.Sub(tk.at).Milliseconds()))
+		}
+		before, err := rdb.ZRange(ctx, qkey, 0, -1).Result()
+		if err != nil || len(before) != n {
+			t.Fatalf("trial %d: queue %v %v", trial, before, err)
+		}
+		window := func(tk ticket) float64 {
+			w := p.BaseWindow + p.WidenPerSecond*float64(max(0, now.Sub(tk.at).Milliseconds()))/1000
+			return w
+		}
+		res := st.Pair(ctx, []store.Pool{pool}, p)
+		if res[0].Err != nil {
+			t.Fatalf("trial %d: %v", trial, res[0].Err)
+		}
+		seen := map[string]bool{}
+		var desc []string
+		for _, m := range res[0].Matches {
+			desc = append(desc, fmt.Sprintf("%d-%d", byID[m.A].rating, byID[m.B].rating))
+		}
+		for _, m := range res[0].Matches {
+			a, b := byID[m.A], byID[m.B]
+			if m.A == m.B || seen[m.A] || seen[m.B] || a.player == b.player {
+				t.Fatalf("trial %d (pool %v, %+v): pairs %v: a ticket paired twice or a player with themselves", trial, order, p, desc)
+			}
+			seen[m.A], seen[m.B] = true, true
+			if d := math.Abs(float64(a.rating - b.rating)); d > math.Max(window(a), window(b)) {
+				t.Fatalf("trial %d (pool %v): pair %d-%d beyond both windows", trial, order, a.rating, b.rating)
+			}
+		}
+		if len(res[0].Matches) > p.MaxPairs {
+			t.Fatalf("trial %d (pool %v): %d pairs > MaxPairs %d: %v", trial, order, len(res[0].Matches), p.MaxPairs, desc)
+		}
+		after, err := rdb.ZRange(ctx, qkey, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := map[string]bool{}
+		for _, id := range after {
+			left[id] = true
+		}
+		exp := map[string]bool{}
+		for _, id := range res[0].Expired {
+			exp[id] = true
+		}
+		for _, id := range before {
+			removed := !left[id]
+			if removed != (seen[id] || exp[id]) {
+				t.Fatalf("trial %d (pool %v): ticket %d removed %v, paired %v, expired %v (pairs %v)", trial, order, byID[id].rating, removed, seen[id], exp[id], desc)
+			}
 		}
 	}
 }
