@@ -201,6 +201,23 @@ func hostPortLen(s string) int {
 	return n
 }
 
+// grpcTarget is the host:port gRPC dials for an endpoint CheckEndpoint
+// took, and whether without TLS: a URL's scheme says, else insecure. gRPC
+// reads its target as a URL, so an IPv6 zone's '%' is written %25.
+func grpcTarget(e string, insecure bool) (string, bool) {
+	hostPort := e
+	if scheme, rest, isURL := splitScheme(e); isURL {
+		hostPort, _, _ = strings.Cut(rest, "/")
+		insecure = strings.EqualFold(scheme, "http")
+	}
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return hostPort, insecure
+	}
+	host = strings.Replace(strings.Replace(host, "%25", "%", 1), "%", "%25", 1)
+	return net.JoinHostPort(host, port), insecure
+}
+
 // Telemetry holds the providers of one process.
 type Telemetry struct {
 	Tracer     trace.TracerProvider
@@ -236,13 +253,10 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		if err := CheckEndpoint(cfg.OTLPEndpoint); err != nil {
 			return nil, errors.Join(fmt.Errorf("otlp endpoint %w", err), t.Shutdown(ctx))
 		}
-		// A URL's scheme says whether to use TLS.
-		eopts := []otlptracegrpc.Option{otlptracegrpc.WithEndpointURL(cfg.OTLPEndpoint)}
-		if _, _, isURL := splitScheme(cfg.OTLPEndpoint); !isURL {
-			eopts = []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint)}
-			if cfg.OTLPInsecure {
-				eopts = append(eopts, otlptracegrpc.WithInsecure())
-			}
+		target, insecure := grpcTarget(cfg.OTLPEndpoint, cfg.OTLPInsecure)
+		eopts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(target)}
+		if insecure {
+			eopts = append(eopts, otlptracegrpc.WithInsecure())
 		}
 		texp, err := otlptracegrpc.New(ctx, eopts...)
 		if err != nil {
