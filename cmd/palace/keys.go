@@ -21,7 +21,7 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("palace keygen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: palace keygen\n\nprints a new signing key, id:hexsecret, for --service-keys, --seat-signing-keys or\n--player-signing-keys (comma-separated, the first signs); it takes no flags.")
+		fmt.Fprintln(stderr, "Usage of palace keygen:\n  prints a new signing key, id:hexsecret, for --service-keys, --seat-signing-keys or\n  --player-signing-keys (comma-separated, the first signs); it takes no flags.")
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code

@@ -13,7 +13,7 @@ import (
 )
 
 // TestAMoveReadInTimeIsNotFlaggedByARacingCommit: Red's move reaches game
-// replica A 400 ms before Red's deadline and A reads the game in time, but
+// replica A 1.5 s before Red's deadline and A reads the game in time, but
 // before A's commit lands, replica B commits Black's draw offer on the same
 // game (a seat connecting there, or a period the sweeper announces, would
 // do the same). A's compare-and-set is lost and A runs the move again on a
@@ -26,10 +26,12 @@ func TestAMoveReadInTimeIsNotFlaggedByARacingCommit(t *testing.T) {
 		c.LagMaxPerMove, c.LagBank, c.LagRefill = 0, 0, 0
 		c.KeyPrefix, c.SigningKeys = b.Config.KeyPrefix, b.Config.SigningKeys
 	})
-	tb := create(t, b, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer(2 * time.Second)})
+	tb := create(t, b, &gamev1.CreateGameRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, TimeControl: fischer(4 * time.Second)})
 	dl := deadlineOf(t, tb.play(t, firstMoves...))
 
-	time.Sleep(time.Until(dl.Add(-400 * time.Millisecond)))
+	// Early enough that A reads the game, and B commits, before the
+	// deadline even on a loaded machine.
+	time.Sleep(time.Until(dl.Add(-1500 * time.Millisecond)))
 	proxy.Hold()
 	sent := time.Now()
 	type result struct {
