@@ -132,7 +132,7 @@ func TestABreakThatEndsDuringItsRenewalIsRecordedWhole(t *testing.T) {
 	}
 }
 
-// TestReviewSilencesABeatDoesNotVouchForABreakNotYetTold: "a" and "b",
+// TestABeatDoesNotVouchForABreakNotYetTold: "a" and "b",
 // the only game processes, are cut off from Redis together for about 10 s
 // (one partition). When the link is back, b's pings get through (asking
 // for a renewal at once), and b's beat, due on its own ticker, comes

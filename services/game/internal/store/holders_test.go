@@ -422,7 +422,7 @@ func TestAProcessStartedDuringABreakDidNotServeBeforeIt(t *testing.T) {
 	}
 }
 
-// TestReviewSilencesACleanStopDoesNotServeThroughItsOwnBreak: "a" and "b",
+// TestACleanStopDoesNotServeThroughItsOwnBreak: "a" and "b",
 // the only game processes, are cut off from Redis together (one partition)
 // from 3 s to 12 s; each beats again at 12.3 s. "b" renews at 12.4 s,
 // telling its break (it records nothing: "a" beat since), and then stops
