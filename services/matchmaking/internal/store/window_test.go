@@ -315,6 +315,13 @@ func pairedIn(ms []store.Match, id string) bool {
 	return false
 }
 
+// queueAtNow is a fresh store with an empty pool, the time now, and a
+// ticket's default life.
+func queueAtNow(t *testing.T) (context.Context, *store.Store, store.Pool, time.Time, time.Duration) {
+	t.Helper()
+	return context.Background(), newStore(t), store.Pool{Kind: janggi, Control: clock.Default()}, time.Now().Truncate(time.Millisecond), 10 * time.Minute
+}
+
 // TestEqualRatingsPairTheEarliestTicketFirst: a player who has waited a
 // minute at 1200 (the rating of every guest and new account that gives
 // no estimate) and two newcomers at 1200 before the next pass: the pass
@@ -326,10 +333,7 @@ func TestEqualRatingsPairTheEarliestTicketFirst(t *testing.T) {
 	const trials = 30
 	left := 0
 	for i := range trials {
-		st := newStore(t)
-		pool := store.Pool{Kind: janggi, Control: clock.Default()}
-		now := time.Now().Truncate(time.Millisecond)
-		ttl := 10 * time.Minute
+		_, st, pool, now, ttl := queueAtNow(t)
 		veteran := enterAt(t, st, pool, "veteran", 1200, now.Add(-time.Minute), ttl)
 		enterAt(t, st, pool, "new1", 1200, now, ttl)
 		enterAt(t, st, pool, "new2", 1200, now, ttl)
@@ -353,11 +357,7 @@ func TestEqualRatingsPairTheEarliestTicketFirst(t *testing.T) {
 // the one who waited was passed over pass after pass until their ticket
 // was past half its life; the earlier entry wins the tie.
 func TestAnEquallyCloseNewcomerDoesNotTakeTheOpponentOfOneWhoWaited(t *testing.T) {
-	ctx := context.Background()
-	st := newStore(t)
-	pool := store.Pool{Kind: janggi, Control: clock.Default()}
-	now := time.Now().Truncate(time.Millisecond)
-	ttl := 10 * time.Minute
+	ctx, st, pool, now, ttl := queueAtNow(t)
 	veteran := enterAt(t, st, pool, "veteran", 1500, now.Add(-4*time.Minute), ttl)
 	passedOver := 0
 	for i := range 10 {
@@ -386,11 +386,7 @@ func TestAnEquallyCloseNewcomerDoesNotTakeTheOpponentOfOneWhoWaited(t *testing.T
 // which ticket an odd chain leaves.
 func TestEquallyCloseNeighboursAreAllPaired(t *testing.T) {
 	for _, maxWindow := range []float64{0, 200} {
-		ctx := context.Background()
-		st := newStore(t)
-		pool := store.Pool{Kind: janggi, Control: clock.Default()}
-		now := time.Now().Truncate(time.Millisecond)
-		ttl := 10 * time.Minute
+		ctx, st, pool, now, ttl := queueAtNow(t)
 		enterAt(t, st, pool, "a1000", 1000, now, ttl)
 		enterAt(t, st, pool, "b1200", 1200, now, ttl)
 		enterAt(t, st, pool, "c1400", 1400, now.Add(-2*time.Second), ttl)
@@ -414,11 +410,7 @@ func TestAnOddChainLeavesItsNewestTicket(t *testing.T) {
 		newest string
 		left   string
 	}{{"p1400", "p1400"}, {"p1300", "p1600"}} {
-		ctx := context.Background()
-		st := newStore(t)
-		pool := store.Pool{Kind: janggi, Control: clock.Default()}
-		now := time.Now().Truncate(time.Millisecond)
-		ttl := 10 * time.Minute
+		ctx, st, pool, now, ttl := queueAtNow(t)
 		ids := map[string]string{}
 		for i, r := range []int{1200, 1300, 1400, 1500, 1600} {
 			name := fmt.Sprintf("p%d", r)
@@ -445,11 +437,7 @@ func TestAnOddChainLeavesItsNewestTicket(t *testing.T) {
 // apart: one game, where leaving 1300 makes two (1100-1200, then
 // 1300-1500).
 func TestAnOddChainLeavesATicketThatCanPairBeyondIt(t *testing.T) {
-	ctx := context.Background()
-	st := newStore(t)
-	pool := store.Pool{Kind: janggi, Control: clock.Default()}
-	now := time.Now().Truncate(time.Millisecond)
-	ttl := 10 * time.Minute
+	ctx, st, pool, now, ttl := queueAtNow(t)
 	enterAt(t, st, pool, "a1100", 1100, now, ttl)
 	enterAt(t, st, pool, "b1200", 1200, now.Add(-2*time.Second), ttl)
 	enterAt(t, st, pool, "c1300", 1300, now.Add(-time.Second), ttl)
@@ -467,11 +455,7 @@ func TestAnOddChainLeavesATicketThatCanPairBeyondIt(t *testing.T) {
 // newcomer at 1100 to play: no ticket of the chain can pair next, so the
 // newest is left.
 func TestAnOddChainLeavesItsNewestWhenNoneCanPairNext(t *testing.T) {
-	ctx := context.Background()
-	st := newStore(t)
-	pool := store.Pool{Kind: janggi, Control: clock.Default()}
-	now := time.Now().Truncate(time.Millisecond)
-	ttl := 10 * time.Minute
+	ctx, st, pool, now, ttl := queueAtNow(t)
 	a := enterAt(t, st, pool, "a1100", 1100, now, ttl)
 	enterAt(t, st, pool, "b1200", 1200, now.Add(-3*time.Second), ttl)
 	c := enterAt(t, st, pool, "c1300", 1300, now.Add(-4*time.Second), ttl)
@@ -493,11 +477,7 @@ func TestAnOddChainLeavesItsNewestWhenNoneCanPairNext(t *testing.T) {
 // alone, and the chain left 1200, which can pair with nobody: 2 pairs
 // where leaving 1000 makes 3.
 func TestAnOddChainSeesWhichWayItsNeighbourPairs(t *testing.T) {
-	ctx := context.Background()
-	st := newStore(t)
-	pool := store.Pool{Kind: janggi, Control: clock.Default()}
-	now := time.Now().Truncate(time.Millisecond)
-	ttl := 10 * time.Minute
+	ctx, st, pool, now, ttl := queueAtNow(t)
 	ms := func(n int) time.Time { return now.Add(-time.Duration(n) * time.Millisecond) }
 	enterAt(t, st, pool, "x640", 640, ms(6), ttl)
 	enterAt(t, st, pool, "f750", 750, ms(5), ttl)
@@ -525,11 +505,7 @@ func TestAnOddChainSeesWhichWayItsNeighbourPairs(t *testing.T) {
 // chain leaves is chosen once the round's other pairs are known.
 func TestAnOddChainLeavesWhomTheRoundLeavesANeighbour(t *testing.T) {
 	for _, higher := range [][]int{{1350, 1470, 1500, 1510, 1560}, {1350, 1470, 1580, 1685}} {
-		ctx := context.Background()
-		st := newStore(t)
-		pool := store.Pool{Kind: janggi, Control: clock.Default()}
-		now := time.Now().Truncate(time.Millisecond)
-		ttl := 10 * time.Minute
+		ctx, st, pool, now, ttl := queueAtNow(t)
 		ids := map[int]string{}
 		for i, r := range append([]int{850, 1000, 1100}, higher...) {
 			ids[r] = enterAt(t, st, pool, fmt.Sprintf("p%d", r), r, now.Add(-time.Duration(20-i)*time.Millisecond), ttl)
@@ -553,11 +529,7 @@ func TestAnOddChainLeavesWhomTheRoundLeavesANeighbour(t *testing.T) {
 // as 1010-1020, and 1020 was paired twice: a chain none of whose tickets
 // is left is not chosen again.
 func TestAChainsLeftTicketPairedLaterIsNotPairedAgain(t *testing.T) {
-	ctx := context.Background()
-	st := newStore(t)
-	pool := store.Pool{Kind: janggi, Control: clock.Default()}
-	now := time.Now().Truncate(time.Millisecond)
-	ttl := 10 * time.Minute
+	ctx, st, pool, now, ttl := queueAtNow(t)
 	ids := map[string]int{}
 	for i, r := range []int{985, 1000, 1010, 1032} {
 		ids[enterAt(t, st, pool, fmt.Sprintf("p%d", r), r, now.Add(-time.Duration(20-i)*time.Millisecond), ttl)] = r
