@@ -169,18 +169,17 @@ func hostPortLen(s string) int {
 }
 
 // grpcTarget is the host:port gRPC dials for an endpoint CheckEndpoint
-// took, and whether without TLS: a URL's scheme says, else insecure. gRPC
-// reads its target as a URL, so an IPv6 zone's '%' is written %25.
-func grpcTarget(e string, insecure bool) (string, bool) {
+// took. gRPC reads its target as a URL, so an IPv6 zone's '%' is written
+// %25 (a URL's host, as url.Parse gives it, has it unescaped).
+func grpcTarget(e string) string {
 	hostPort := e
-	if scheme, rest, isURL := splitScheme(e); isURL {
+	if _, rest, isURL := splitScheme(e); isURL {
 		hostPort, _, _ = strings.Cut(rest, "/")
-		insecure = strings.EqualFold(scheme, "http")
 	}
 	host, port, err := net.SplitHostPort(hostPort)
 	if err != nil {
-		return hostPort, insecure
+		return hostPort
 	}
 	host = strings.Replace(strings.Replace(host, "%25", "%", 1), "%", "%25", 1)
-	return net.JoinHostPort(host, port), insecure
+	return net.JoinHostPort(host, port)
 }

@@ -72,9 +72,13 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		if err := CheckEndpoint(cfg.OTLPEndpoint); err != nil {
 			return nil, errors.Join(fmt.Errorf("otlp endpoint %w", err), t.Shutdown(ctx))
 		}
-		target, insecure := grpcTarget(cfg.OTLPEndpoint, cfg.OTLPInsecure)
-		eopts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(target)}
-		if insecure {
+		// A URL's scheme says whether to use TLS, whatever the
+		// OTEL_EXPORTER_OTLP_* variables say (the exporter reads them
+		// first); the target is then set again, its zone escaped.
+		eopts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(grpcTarget(cfg.OTLPEndpoint))}
+		if _, _, isURL := splitScheme(cfg.OTLPEndpoint); isURL {
+			eopts = append([]otlptracegrpc.Option{otlptracegrpc.WithEndpointURL(cfg.OTLPEndpoint)}, eopts...)
+		} else if cfg.OTLPInsecure {
 			eopts = append(eopts, otlptracegrpc.WithInsecure())
 		}
 		texp, err := otlptracegrpc.New(ctx, eopts...)
