@@ -183,13 +183,18 @@ local function pairAt(i)
   end
 end
 
+-- canPair reports whether two tickets (b may be missing) could pair:
+-- two players, within the window of either.
+local function canPair(a, b)
+  return b ~= nil and a.player ~= b.player and math.abs(b.r - a.r) <= math.max(window(a), window(b))
+end
+
 local function pairOnce()
   local cands = {}
   for i = 1, #live - 1 do
     local a, b = live[i], live[i + 1]
-    local d = b.r - a.r
-    if a.player ~= b.player and d <= math.max(window(a), window(b)) then
-      cands[#cands + 1] = {i = i, d = d, late = math.min(late(a), late(b))}
+    if canPair(a, b) then
+      cands[#cands + 1] = {i = i, d = b.r - a.r, late = math.min(late(a), late(b))}
     end
   end
   table.sort(cands, function(x, y)
@@ -202,9 +207,6 @@ local function pairOnce()
     return x.i < y.i
   end)
   local used, chains, before = {}, {}, made
-  local function canPair(a, b)
-    return b ~= nil and a.player ~= b.player and math.abs(b.r - a.r) <= math.max(window(a), window(b))
-  end
   -- leaveOut is the ticket of an odd chain first..last to leave out:
   -- the one that entered last of those (at even offsets, the rest paired
   -- around it) that could pair with below or above, or else of them all.
