@@ -120,6 +120,9 @@ type Handler struct {
 	cache      *stateCache
 	locks      *gameLocks
 	presence   *presence
+	// forgetting runs the seat forgetting of streams that delivered their
+	// game's end (StreamEvents), which Close waits for.
+	forgetting sync.WaitGroup
 	// proc names this process where it holds seats (see leases.go).
 	proc      string
 	stopLease context.CancelFunc
@@ -291,6 +294,15 @@ func (h *Handler) Close(ctx context.Context) {
 	<-h.watchDone
 	<-h.beatDone
 	<-h.confirmDone
+	forgotten := make(chan struct{})
+	go func() {
+		h.forgetting.Wait()
+		close(forgotten)
+	}()
+	select {
+	case <-forgotten:
+	case <-ctx.Done():
+	}
 	h.presence.flush(ctx, min(h.cfg.PresenceGrace, presenceStopWait))
 	// Every closing recorded, nothing is left to release; otherwise the
 	// lease is left run out, for another process to finish.

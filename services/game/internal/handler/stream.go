@@ -133,7 +133,10 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	// commit Redis lost, OUT_OF_RANGE) changes nothing, as no refusal does.
 	// Recorded beside the stream, as its reads are, so that a Redis slow
 	// to answer delays no heartbeat; the closing waits for it, so that the
-	// two are counted in order. recorded is nil until then.
+	// two are counted in order, and so does the forgetting of a stream
+	// that delivered its game's end, though not its client: once the game
+	// is over, the record no longer matters, and the stream is complete.
+	// recorded is nil until then.
 	var recorded chan struct{}
 	connected := func() {
 		if side == nil || l.State.Status.Finished() || recorded != nil {
@@ -149,14 +152,19 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		if recorded == nil {
 			return
 		}
-		<-recorded
+		if !ended {
+			<-recorded
+			h.presence.closed(context.WithoutCancel(ctx), l.State.ID, *side)
+			return
+		}
 		// After the game's end presence no longer changes: there is
 		// nothing to record, only the seat to forget.
-		if !ended {
-			h.presence.closed(context.WithoutCancel(ctx), l.State.ID, *side)
-		} else if h.presence.ended(l.State.ID, *side) {
-			h.unlist(context.WithoutCancel(ctx), l.State.ID, *side)
-		}
+		h.forgetting.Go(func() {
+			<-recorded
+			if h.presence.ended(l.State.ID, *side) {
+				h.unlist(context.WithoutCancel(ctx), l.State.ID, *side)
+			}
+		})
 	}()
 
 	// A heartbeat follows an interval of silence, so a client never
