@@ -326,9 +326,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		redis.SetLogger(redisLog{log})
 		// Likewise OpenTelemetry's: the trace exporter's complaints (a
 		// collector out of reach, spans dropped) and its own log (an
-		// OTEL_EXPORTER_OTLP_* variable it cannot read).
+		// OTEL_EXPORTER_OTLP_* variable it cannot read, not quoted).
 		otel.SetErrorHandler(otelLog{log})
-		otel.SetLogger(logr.FromSlogHandler(log.With("component", "telemetry").Handler()))
+		otel.SetLogger(logr.FromSlogHandler(telemetry.HideQuoted(log.With("component", "telemetry").Handler())))
 	}
 
 	var closers []func() error

@@ -218,16 +218,50 @@ func TestOpenTelemetrysOwnLogIsTheProcessLogger(t *testing.T) {
 	}
 	found := false
 	for line := range strings.Lines(out.String()) {
-		var rec struct{ Level, Msg, Component, Input string }
+		var rec struct{ Level, Msg, Component, Err string }
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("a log line is not JSON: %q", line)
 		}
-		if rec.Level == "ERROR" && rec.Component == "telemetry" && rec.Msg == "parse duration" && rec.Input == "5s" {
+		if rec.Level == "ERROR" && rec.Component == "telemetry" && rec.Msg == "parse duration" && strings.Contains(rec.Err, `"5s"`) {
 			found = true
 		}
 	}
 	if !found {
 		t.Fatalf("no ERROR record of the variable the exporter could not read in:\n%s", out.String())
+	}
+}
+
+// TestOpenTelemetrysOwnLogQuotesNoCredential: OTEL_EXPORTER_OTLP_HEADERS
+// holds the collector's credentials (the --otlp-endpoint refusal itself
+// points there), and an OTLP endpoint variable may hold them too. An
+// entry the exporter could not read (a header written "Authorization:
+// Bearer ..." as HTTP has it, or a token holding a '%' not followed by two
+// hex digits; an endpoint that is no URL) was logged by OpenTelemetry,
+// token and all, into the process's log, which log shippers carry off.
+func TestOpenTelemetrysOwnLogQuotesNoCredential(t *testing.T) {
+	const secret = "s3cr3t-ingest-token"
+	for _, env := range [][2]string{
+		{"OTEL_EXPORTER_OTLP_HEADERS", "Authorization: Bearer " + secret},
+		{"OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%zz" + secret},
+		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://tenant:" + secret + "@collector:43 17"},
+	} {
+		t.Run(env[1][:14], func(t *testing.T) {
+			t.Setenv(env[0], env[1])
+			_, stop, out := startWithDeadCollector(t)
+			if _, err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			logged := false
+			for line := range strings.Lines(out.String()) {
+				if strings.Contains(line, secret) {
+					t.Fatalf("the process log shows the collector's token: %s", line)
+				}
+				logged = logged || strings.Contains(line, `"component":"telemetry"`) && strings.Contains(line, `"level":"ERROR"`)
+			}
+			if !logged {
+				t.Fatalf("no ERROR record of the %s the exporter could not read in:\n%s", env[0], out.String())
+			}
+		})
 	}
 }
 

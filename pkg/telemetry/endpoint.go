@@ -168,9 +168,12 @@ func hostPortLen(s string) int {
 	return n
 }
 
-// grpcTarget is the host:port gRPC dials for an endpoint CheckEndpoint
-// took. gRPC reads its target as a URL, so an IPv6 zone's '%' is written
-// %25 (a URL's host, as url.Parse gives it, has it unescaped).
+// grpcTarget is the target gRPC dials for an endpoint CheckEndpoint
+// took: its host and port, named as such. gRPC reads its target as a URL,
+// so a bare host:port whose host reads as one of its schemes (unix,
+// unix-abstract, dns, passthrough) would be dialed as that, and an IPv6
+// zone's '%' is written %25 (a URL's host, as url.Parse gives it, has it
+// unescaped).
 func grpcTarget(e string) string {
 	hostPort := e
 	if _, rest, isURL := splitScheme(e); isURL {
@@ -181,5 +184,5 @@ func grpcTarget(e string) string {
 		return hostPort
 	}
 	host = strings.Replace(strings.Replace(host, "%25", "%", 1), "%", "%25", 1)
-	return net.JoinHostPort(host, port)
+	return "dns:///" + net.JoinHostPort(host, port)
 }

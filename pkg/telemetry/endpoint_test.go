@@ -1,13 +1,9 @@
 package telemetry
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"net"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestARefusedEndpointHidesItsSecret: a collector's token given in the
@@ -372,82 +368,4 @@ func ipv6ZoneHolds(shown, s string) bool {
 	open := strings.LastIndex(shown[:i], "[")
 	end := strings.Index(shown[i:], "]")
 	return open >= 0 && end >= 0 && ipv6Literal(shown[open+1:i+end])
-}
-
-// firstBytesSent starts an export of one span to a raw listener given as
-// --otlp-endpoint (in the form made by mk) and returns the first bytes
-// the exporter wrote on the connection.
-func firstBytesSent(t *testing.T, mk func(addr string) string, insecure bool) []byte {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	got := make(chan []byte, 1)
-	go func() {
-		c, err := lis.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer c.Close()
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		b := make([]byte, 5)
-		n, _ := io.ReadFull(c, b)
-		got <- b[:n]
-	}()
-	tel, err := New(context.Background(), Config{ServiceName: "test", OTLPEndpoint: mk(lis.Addr().String()), OTLPInsecure: insecure})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, span := tel.Tracer.Tracer("t").Start(context.Background(), "s")
-	span.End()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	go func() { _ = tel.Shutdown(ctx) }()
-	select {
-	case b := <-got:
-		return b
-	case <-time.After(6 * time.Second):
-		t.Fatal("the exporter never connected")
-		return nil
-	}
-}
-
-func isTLSHello(b []byte) bool { return len(b) >= 3 && b[0] == 0x16 && b[1] == 0x03 }
-
-// TestAURLsSchemeChoosesTLSWhateverTheEnvironment: an https://
-// --otlp-endpoint is TLS, an http:// one plaintext, whatever
-// OTEL_EXPORTER_OTLP_* variables (read by the exporter first) and
-// --otlp-insecure say. Giving the exporter the target alone, to escape an
-// IPv6 zone, let OTEL_EXPORTER_OTLP_INSECURE=true (or an http://
-// OTEL_EXPORTER_OTLP_ENDPOINT left in the environment) send the spans of
-// an https endpoint in plaintext.
-func TestAURLsSchemeChoosesTLSWhateverTheEnvironment(t *testing.T) {
-	https := func(a string) string { return "https://" + a }
-	t.Run("no env", func(t *testing.T) {
-		if b := firstBytesSent(t, https, true); !isTLSHello(b) {
-			t.Fatalf("https endpoint: first bytes %q, want a TLS ClientHello", b)
-		}
-	})
-	for _, env := range [][2]string{
-		{"OTEL_EXPORTER_OTLP_INSECURE", "true"},
-		{"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "true"},
-		{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://elsewhere:4317"},
-	} {
-		t.Run(env[0], func(t *testing.T) {
-			t.Setenv(env[0], env[1])
-			b := firstBytesSent(t, https, true)
-			if !isTLSHello(b) {
-				plain := bytes.HasPrefix(b, []byte("PRI *"))
-				t.Fatalf("--otlp-endpoint https://... with %s=%s: first bytes %q (HTTP/2 plaintext preface: %v), want a TLS ClientHello", env[0], env[1], b, plain)
-			}
-		})
-	}
-	t.Run("http with --otlp-insecure=false", func(t *testing.T) {
-		if b := firstBytesSent(t, func(a string) string { return "http://" + a }, false); !bytes.HasPrefix(b, []byte("PRI *")) {
-			t.Fatalf("http endpoint: first bytes %q, want the HTTP/2 plaintext preface", b)
-		}
-	})
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -22,6 +23,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // Config says where traces go. Metrics are always served on /metrics.
@@ -72,16 +74,7 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		if err := CheckEndpoint(cfg.OTLPEndpoint); err != nil {
 			return nil, errors.Join(fmt.Errorf("otlp endpoint %w", err), t.Shutdown(ctx))
 		}
-		// A URL's scheme says whether to use TLS, whatever the
-		// OTEL_EXPORTER_OTLP_* variables say (the exporter reads them
-		// first); the target is then set again, its zone escaped.
-		eopts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(grpcTarget(cfg.OTLPEndpoint))}
-		if _, _, isURL := splitScheme(cfg.OTLPEndpoint); isURL {
-			eopts = append([]otlptracegrpc.Option{otlptracegrpc.WithEndpointURL(cfg.OTLPEndpoint)}, eopts...)
-		} else if cfg.OTLPInsecure {
-			eopts = append(eopts, otlptracegrpc.WithInsecure())
-		}
-		texp, err := otlptracegrpc.New(ctx, eopts...)
+		texp, err := otlptracegrpc.New(ctx, exporterOptions(cfg)...)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("otlp trace exporter: %w", err), t.Shutdown(ctx))
 		}
@@ -96,6 +89,29 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 	t.Tracer = tp
 	t.shutdown = append(t.shutdown, tp.Shutdown)
 	return t, nil
+}
+
+// exporterOptions sets the exporter's target and transport as the flags
+// say, whatever the OTEL_EXPORTER_OTLP_* variables say: the exporter reads
+// them first, and an insecure flag or an http:// endpoint left there, or a
+// certificate (whose credentials outrank the insecure option), would
+// otherwise send an https:// endpoint's spans and headers in plaintext, or
+// TLS to a plaintext collector. A URL's scheme decides; a host:port,
+// --otlp-insecure.
+func exporterOptions(cfg Config) []otlptracegrpc.Option {
+	plain := cfg.OTLPInsecure
+	if scheme, _, isURL := splitScheme(cfg.OTLPEndpoint); isURL {
+		plain = strings.EqualFold(scheme, "http")
+	}
+	var transport otlptracegrpc.Option
+	if plain {
+		transport = otlptracegrpc.WithTLSCredentials(insecure.NewCredentials())
+	} else {
+		// Unsets the insecure option and keeps the credentials of a CA
+		// the environment names; its address is replaced below.
+		transport = otlptracegrpc.WithEndpointURL("https://localhost")
+	}
+	return []otlptracegrpc.Option{transport, otlptracegrpc.WithEndpoint(grpcTarget(cfg.OTLPEndpoint))}
 }
 
 // MetricsHandler serves the registry in the Prometheus text format.
