@@ -121,8 +121,11 @@ type Handler struct {
 	locks      *gameLocks
 	presence   *presence
 	// forgetting runs the seat forgetting of streams that delivered their
-	// game's end (StreamEvents), which Close waits for.
+	// game's end (forgetLater), which Close waits for; closing is set
+	// once it does, under forgetMu.
 	forgetting sync.WaitGroup
+	forgetMu   sync.Mutex
+	closing    bool
 	// proc names this process where it holds seats (see leases.go).
 	proc      string
 	stopLease context.CancelFunc
@@ -294,6 +297,12 @@ func (h *Handler) Close(ctx context.Context) {
 	<-h.watchDone
 	<-h.beatDone
 	<-h.confirmDone
+	// A stream the server's stop did not wait for (cut off by its
+	// timeout) may still deliver its game's end: it forgets its seat
+	// itself from now on.
+	h.forgetMu.Lock()
+	h.closing = true
+	h.forgetMu.Unlock()
 	forgotten := make(chan struct{})
 	go func() {
 		h.forgetting.Wait()
@@ -330,6 +339,19 @@ func (h *Handler) Close(ctx context.Context) {
 	if err != nil {
 		h.log.WarnContext(ctx, "presence lease", "err", err)
 	}
+}
+
+// forgetLater runs forget beside the caller, for Close to wait for, and
+// reports whether it does: once Close has begun it does not, and the
+// caller runs it.
+func (h *Handler) forgetLater(forget func()) bool {
+	h.forgetMu.Lock()
+	defer h.forgetMu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.forgetting.Go(forget)
+	return true
 }
 
 func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }

@@ -159,12 +159,15 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 		}
 		// After the game's end presence no longer changes: there is
 		// nothing to record, only the seat to forget.
-		h.forgetting.Go(func() {
+		forget := func() {
 			<-recorded
 			if h.presence.ended(l.State.ID, *side) {
 				h.unlist(context.WithoutCancel(ctx), l.State.ID, *side)
 			}
-		})
+		}
+		if !h.forgetLater(forget) {
+			forget()
+		}
 	}()
 
 	// A heartbeat follows an interval of silence, so a client never
