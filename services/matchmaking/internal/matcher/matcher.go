@@ -29,7 +29,9 @@ type Config struct {
 	Interval time.Duration
 	// BaseWindow, WidenPerSecond and MaxWindow: see store.PairParams.
 	BaseWindow, WidenPerSecond, MaxWindow float64
-	// MaxPairsPerPass bounds one pool's pass (and its Lua script's time).
+	// MaxPairsPerPass bounds the pairs of one pool's pass, and so the part
+	// of its Lua script's time they take; the script reads every ticket
+	// of the pool whatever the bound.
 	MaxPairsPerPass int
 	// Keep is how long tickets stay readable once matched.
 	Keep time.Duration

@@ -1,13 +1,13 @@
 -- One pairing pass over one pool, atomic: expire old tickets, then pair
 -- neighbours in rating order whose difference is within the window of
 -- either ticket (the window widens with the wait), in rounds until no
--- compatible neighbours are left: a ticket past half its life first,
--- oldest first, then closest pairs first, as many as can be made among
--- pairs as close, the ticket left out the last to enter of those that can
--- pair with a neighbour the round leaves free, or else of all (tickets of
--- equal ratings in the order they entered). Closest first alone would
--- leave a player at an end of the rating range waiting until their ticket
--- expires, whenever the others come in pairs.
+-- compatible neighbours are left (a few at most; see the end): a ticket
+-- past half its life first, oldest first, then closest pairs first, as
+-- many as can be made among pairs as close, the ticket left out the last
+-- to enter of those that can pair with a neighbour the round leaves free,
+-- or else of all (tickets of equal ratings in the order they entered).
+-- Closest first alone would leave a player at an end of the rating range
+-- waiting until their ticket expires, whenever the others come in pairs.
 -- A paired ticket leaves the queue in the same step, so no ticket is ever
 -- paired twice, however many matchmakers run this concurrently.
 -- KEYS[1] queue, KEYS[2] meta, KEYS[3] players (as enter.lua),
