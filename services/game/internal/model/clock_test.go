@@ -322,6 +322,35 @@ func TestLateFormationGetsTheDefault(t *testing.T) {
 	}
 }
 
+// TestHansChoiceAfterItsDefaultIsToldSo: Han's choice that the default
+// beat (the sweeper applied it as Han's setup time ran out, the choice on
+// its way) was refused "Cho chooses now (Han first, then Cho)", as if Han
+// had chosen out of turn.
+func TestHansChoiceAfterItsDefaultIsToldSo(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ch, err := Create(CreateParams{ID: "j", Variant: rules.Janggi, SetupTime: time.Minute}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, applied, err := Expire(ch.State, ch.State.WakeMs, now.Add(time.Minute+time.Millisecond))
+	if err != nil || !applied {
+		t.Fatalf("the setup deadline: applied %v, %v", applied, err)
+	}
+	_, err = ChooseFormation(ch.State, rules.Second, rules.SangMaSangMa, now.Add(time.Minute+2*time.Millisecond))
+	if apierr.CodeOf(err) != apierr.Precondition || !strings.Contains(err.Error(), "Han's is set already") || !strings.Contains(err.Error(), "setup time ran out") {
+		t.Fatalf("Han's choice after the default: %v; want FAILED_PRECONDITION saying Han's formation is set, perhaps by the default", err)
+	}
+	// Cho choosing before Han is still told whose turn it is.
+	ch, err = Create(CreateParams{ID: "j2", Variant: rules.Janggi, SetupTime: time.Minute}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ChooseFormation(ch.State, rules.First, rules.SangMaSangMa, now)
+	if apierr.CodeOf(err) != apierr.Precondition || !strings.Contains(err.Error(), "Han chooses now") {
+		t.Fatalf("Cho choosing first: %v; want FAILED_PRECONDITION naming Han's turn", err)
+	}
+}
+
 // TestCommandsAfterTheFirstMoveDeadlineAbortTheGame: an absent first mover
 // aborts the game, whatever command comes after the deadline and before
 // the sweeper: a resignation or a draw must not make it a rated result.

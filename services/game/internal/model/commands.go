@@ -340,6 +340,11 @@ func ChooseFormation(st *State, side rules.Side, f rules.Formation, now time.Tim
 		return ch, nil
 	}
 	if t := st.Turn(); t != side {
+		if st.Formations[side] != 0 {
+			// Han's choice racing the default that its setup time's end
+			// applied, or a retry after it: not a question of turns.
+			return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: %s's is set already (its choice, or the default once its setup time ran out: see the game's events); %s chooses now", rules.SideName(st.Variant, side), rules.SideName(st.Variant, t))
+		}
 		return Change{}, apierr.New(apierr.Precondition, "cannot choose a formation: %s chooses now (Han first, then Cho)", rules.SideName(st.Variant, t))
 	}
 	n := clone(st)
