@@ -10,8 +10,9 @@ import (
 // HideQuoted wraps the handler of OpenTelemetry's own log (otel.SetLogger),
 // which quotes what it cannot read of the OTEL_EXPORTER_OTLP_* variables:
 // a header entry, an endpoint, both of which may hold a collector's
-// credential, and logs shippers carry off. Only an error and a file's
-// name are shown of its values, an error without the URL it quotes.
+// credential, and log shippers carry off. Those values are hidden, and so
+// is what an error of net/url quotes of them; the rest of that log (the
+// SDK's diagnostics, naming instruments) is shown.
 func HideQuoted(h slog.Handler) slog.Handler { return hideQuoted{h} }
 
 type hideQuoted struct{ slog.Handler }
@@ -40,22 +41,29 @@ func (h hideQuoted) WithGroup(name string) slog.Handler {
 	return hideQuoted{h.Handler.WithGroup(name)}
 }
 
-// hideValue shows an attribute's value only when it is an error or a
-// file's name; an error that quotes a URL (url.Parse's) is shown without
-// it.
+// quotingKeys are the keys under which OpenTelemetry's log quotes the
+// variables it cannot read (a header's entry, key or value; an endpoint).
+var quotingKeys = map[string]bool{"input": true, "url": true, "value": true, "key": true, "header": true, "headers": true, "endpoint": true}
+
+// hideValue hides an attribute that may quote a variable: one of
+// quotingKeys, or an error of net/url, whose text quotes the URL or a
+// part of it (a password holding a '/' is read up to it as a host and a
+// port, which the error quotes).
 func hideValue(a slog.Attr) slog.Attr {
-	switch a.Key {
-	case "file":
-		return a
-	case "err", "error":
-		err, ok := a.Value.Resolve().Any().(error)
-		if !ok {
-			break
-		}
-		if ue, ok := errors.AsType[*url.Error](err); ok {
-			return slog.String(a.Key, ue.Op+": "+ue.Err.Error())
-		}
+	if quotingKeys[a.Key] {
+		return slog.String(a.Key, hidden)
+	}
+	err, ok := a.Value.Resolve().Any().(error)
+	if !ok {
 		return a
 	}
-	return slog.String(a.Key, hidden)
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return slog.String(a.Key, ue.Op+": not a URL "+hidden)
+	}
+	_, escape := errors.AsType[url.EscapeError](err)
+	_, host := errors.AsType[url.InvalidHostError](err)
+	if escape || host {
+		return slog.String(a.Key, "a bad escape or host "+hidden)
+	}
+	return a
 }
