@@ -535,7 +535,7 @@ func closeWithin(closers []func() error, timeout time.Duration, log *slog.Logger
 type otelLog struct{ log *slog.Logger }
 
 func (o otelLog) Handle(err error) {
-	o.log.Warn("telemetry", "detail", err.Error())
+	o.log.Warn("telemetry", "detail", telemetry.ExportErrorText(err))
 }
 
 // flushTelemetry stops the providers, giving the trace collector up to

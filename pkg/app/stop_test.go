@@ -269,6 +269,37 @@ func TestOpenTelemetrysOwnLogQuotesNoCredential(t *testing.T) {
 	}
 }
 
+// TestAnExportErrorQuotesNoHeaderCredential: a credential pasted into
+// OTEL_EXPORTER_OTLP_HEADERS bare (base64 "user:token", no "authorization=
+// Basic " before it) is read up to its '=' padding as a header key: a valid
+// HTTP token, but a '+' is no gRPC metadata key character, and every export
+// then failed with gRPC's error quoting the key, which the process logged
+// whole (lowercased, which a guess per 4 characters of base64 undoes).
+func TestAnExportErrorQuotesNoHeaderCredential(t *testing.T) {
+	const cred = "MTIzNDU2OmdsY19zM2NyM3R+aW5nZXN0PnRva2VuMQ==" // base64("123456:glc_s3cr3t~ingest>token1")
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", cred)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	addr, stop, out := startWithDeadCollector(t, "--otlp-flush-timeout", "300ms")
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	_, _ = healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	quoted := strings.ToLower(strings.TrimRight(cred, "="))
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), `"msg":"telemetry"`) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(out.String()) {
+		if strings.Contains(line, quoted) {
+			t.Errorf("the process log quotes the header's credential (lowercased base64, whose case a guess per 4 characters restores): %s", line)
+		}
+	}
+}
+
 // TestAStopWhileWaitingForRedisIsAStop: a process stopped (SIGTERM) while
 // it waits at start for a Redis out of reach returned the cancellation as
 // its error, so `palace serve` and the daemons exited 1, and a supervisor

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/url"
+	"strconv"
+	"strings"
 )
 
 // HideQuoted wraps the handler of OpenTelemetry's own log (otel.SetLogger),
@@ -66,4 +68,33 @@ func hideValue(a slog.Attr) slog.Attr {
 		return slog.String(a.Key, "a bad escape or host "+hidden)
 	}
 	return a
+}
+
+// quotesHeaderKey is what precedes the quoted header key in gRPC's errors
+// refusing one.
+const quotesHeaderKey = "header key "
+
+// ExportErrorText is an error of the exporter as the process logs it
+// (otel.SetErrorHandler), without the header keys gRPC's errors quote: a
+// credential pasted into OTEL_EXPORTER_OTLP_HEADERS without its name (a
+// bare base64 token, read up to its '=' padding as a key) is one, which
+// gRPC refuses at every export.
+func ExportErrorText(err error) string {
+	text := err.Error()
+	var b strings.Builder
+	for {
+		i := strings.Index(text, quotesHeaderKey)
+		if i < 0 {
+			break
+		}
+		i += len(quotesHeaderKey)
+		b.WriteString(text[:i])
+		text = text[i:]
+		if q, err := strconv.QuotedPrefix(text); err == nil {
+			b.WriteString(hidden)
+			text = text[len(q):]
+		}
+	}
+	b.WriteString(text)
+	return b.String()
 }

@@ -30,3 +30,14 @@ func TestHideQuotedShowsTheSDKsDiagnostics(t *testing.T) {
 		t.Errorf("the log quotes the variable:\n%s", got)
 	}
 }
+
+// TestExportErrorTextHidesEveryQuotedHeaderKey: each key gRPC's error
+// quotes is hidden, an escaped quote in it included, and the rest of the
+// error is shown.
+func TestExportErrorTextHidesEveryQuotedHeaderKey(t *testing.T) {
+	err := errors.New(`traces export: rpc error: code = Internal desc = header key "abc+SECRET\"one" contains illegal characters; header key "SECRET2" too; header key unquoted`)
+	got := ExportErrorText(err)
+	if strings.Contains(got, "SECRET") || !strings.Contains(got, "traces export") || !strings.Contains(got, "contains illegal characters") || !strings.Contains(got, "header key unquoted") {
+		t.Fatalf("ExportErrorText = %q", got)
+	}
+}
