@@ -86,6 +86,27 @@ func withBodyDeadline(next http.Handler, d time.Duration, maxRecv int, clientStr
 	})
 }
 
+// withUnreadBodyDeadline bounds, over HTTP/1.1, the body of a request
+// that is not a call (GET /metrics, a Connect GET, a CORS preflight, a
+// PUT to a method): its handler reads none of it, and net/http reads it
+// before it writes the answer, with no deadline once the headers are in,
+// so a client that declares a body and sends none would hold the
+// connection and the handler for as long as it likes. Within d the answer
+// goes out, and the connection is closed after it if the body has not
+// come.
+func withUnreadBodyDeadline(next http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 && r.Method != http.MethodPost && r.ContentLength != 0 {
+			// A writer without deadlines (a test's recorder): nothing to bound.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // firstMessageRefusal is the answer to a call whose first message is
 // head, read with err, its messages compressed with encoding: late, cut
 // short, longer than any accepted or wrongly flagged; nil for one to pass

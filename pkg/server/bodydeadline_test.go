@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -146,4 +147,64 @@ func TestABodyThatStopsComingIsRefused(t *testing.T) {
 	if err != nil || stream.StatusCode != http.StatusOK || bytes.Count(all, []byte("\x00\x00\x00\x00\x02{}")) != 2 || bytes.Contains(all, []byte("error")) {
 		t.Fatalf("a stream lasting %v: %s %q %v, want both its messages and no error", 3*timeout, stream.Status, all, err)
 	}
+}
+
+// TestAnUnreadHTTP1BodyThatNeverComesHoldsNoConnection: an HTTP/1.1
+// request whose declared body never comes, to a path answered without
+// reading it (GET /metrics, a Connect GET, a CORS preflight, a PUT to a
+// method), held its connection and handler for ever. net/http reads the
+// unread body (up to 256 KiB) before it writes the answer's headers, with
+// no read deadline once the headers are in, and the body timeout (500 ms
+// here) bounded only POST bodies: the server neither answered nor closed
+// the connection, and its graceful stop waited for the handler until the
+// shutdown timeout cut it off.
+func TestAnUnreadHTTP1BodyThatNeverComesHoldsNoConnection(t *testing.T) {
+	addr, stop := startServerWith(t, Config{BodyTimeout: 500 * time.Millisecond, ShutdownTimeout: 4 * time.Second,
+		CORSOrigins: []string{"https://play.example.com"}}, func(s *Server) {
+		s.RegisterService(&gamev1.GameService_ServiceDesc, slowEvents{calls: new(atomic.Int64)})
+	})
+	requests := map[string]string{
+		"GET /metrics":    "GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n",
+		"Connect GET":     "GET /palace.game.v1.GameService/GetGame?encoding=json&message=%7B%7D HTTP/1.1\r\nHost: x\r\nConnect-Protocol-Version: 1\r\nContent-Length: 10\r\n\r\n",
+		"preflight":       "OPTIONS /palace.game.v1.GameService/GetGame HTTP/1.1\r\nHost: x\r\nOrigin: https://play.example.com\r\nAccess-Control-Request-Method: POST\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"PUT to a method": "PUT /palace.game.v1.GameService/GetGame HTTP/1.1\r\nHost: x\r\nConnect-Protocol-Version: 1\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n",
+	}
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, len(requests))
+	for name, r := range requests {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, r); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err == nil {
+				resp.Body.Close()
+			}
+			results <- result{name, err}
+		}()
+	}
+	var held []string
+	for range requests {
+		r := <-results
+		var ne net.Error
+		if errors.As(r.err, &ne) && ne.Timeout() {
+			held = append(held, r.name)
+		}
+	}
+	if len(held) == 0 {
+		return
+	}
+	begun := time.Now()
+	_ = stop()
+	t.Fatalf("%d of %d requests (%v) neither answered nor closed 3 s after their headers (body timeout 500 ms); "+
+		"the server's stop then took %v (shutdown timeout 4 s)", len(held), len(requests), held, time.Since(begun).Round(100*time.Millisecond))
 }

@@ -11,8 +11,8 @@ import (
 	"os"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/tap"
 )
 
@@ -25,12 +25,18 @@ import (
 // lives, and its connection lives as long as it answers keepalive pings.
 //
 // On grpc-go's own transport (awaitBody) a request is read under the
-// call's context, so until the first message has come that context ends
-// DeadlineExceeded at the timeout; the message's arrival lifts it, and the
-// call runs as long as it needs. grpc-go answers such a call itself, as
-// "context deadline exceeded", before any code of ours could word it
+// call's context, so until the request has come that context ends
+// DeadlineExceeded at the timeout; its arrival lifts it (requestCame), and
+// the call runs as long as it needs. grpc-go answers such a call itself,
+// as "context deadline exceeded", before any code of ours could word it
 // better. On connections net/http serves, withFirstMessageDeadline reads
-// the message first.
+// the request first.
+//
+// A method that does not stream from the client has its request come
+// with the end of the client's half of the stream, which grpc-go waits
+// for before the call runs: a client that sends its message and never
+// that end would otherwise hold the call past the timeout. A method that
+// streams from the client has it come with its first message.
 
 // bodyWait is a call's context until its request message has arrived:
 // its parent's, ending with it, or at the timeout if no message came by
@@ -83,34 +89,46 @@ func awaitBody(limit time.Duration) tap.ServerInHandle {
 	}
 }
 
-// bodyArrival lifts a call's timeout as its first message is read, for
-// every service alike (health and reflection too).
-type bodyArrival struct{}
-
-func (bodyArrival) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (bodyArrival) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return ctx
+// requestCame lifts a unary call's timeout: its interceptors run once
+// grpc-go has read its message and the end of its half of the stream.
+func requestCame(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	lift(ctx)
+	return h(ctx, req)
 }
-func (bodyArrival) HandleConn(context.Context, stats.ConnStats) {}
 
-func (bodyArrival) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if _, ok := s.(*stats.InPayload); !ok {
-		return
-	}
+// requestCameStream lifts a streaming call's timeout as its handler's
+// first read returns: for a method that does not stream from the client,
+// with its message and the end of its half of the stream; for one that
+// does, with its first message.
+func requestCameStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, liftingStream{ss})
+}
+
+type liftingStream struct{ grpc.ServerStream }
+
+func (s liftingStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	lift(s.Context())
+	return err
+}
+
+// lift ends the wait for the request of the call whose context is ctx.
+func lift(ctx context.Context) {
 	if w, ok := ctx.Value(bodyWaitKey{}).(*bodyWait); ok {
 		w.arrive()
 	}
 }
 
 // withFirstMessageDeadline bounds the wait for a native gRPC call's
-// first message on a connection net/http serves, which grpc-go reads
-// through its handler transport: that one ends a call whose request
-// context ends without answering it, so the message is read here, under
-// a read deadline, and the call refused in its own words if it is late.
-// Only the first message is waited for: a call may stream from the
-// client (reflection does). A message declared longer than any accepted
-// passes on at once, for grpc-go to refuse.
-func withFirstMessageDeadline(next http.Handler, d time.Duration, maxRecv int) http.Handler {
+// request on a connection net/http serves, which grpc-go reads through
+// its handler transport: that one ends a call whose request context ends
+// without answering it, so the request is read here, under a read
+// deadline, and the call refused in its own words if it is late. A call
+// of a method in clientStreams (reflection) waits for its first message
+// only; any other, for the end of the client's half of the stream too,
+// which grpc-go waits for before it runs the call. A message declared
+// longer than any accepted passes on at once, for grpc-go to refuse.
+func withFirstMessageDeadline(next http.Handler, d time.Duration, maxRecv int, clientStreams map[string]bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
@@ -118,6 +136,17 @@ func withFirstMessageDeadline(next http.Handler, d time.Duration, maxRecv int) h
 			return
 		}
 		head, err := firstMessage(r.Body, maxRecv)
+		if err == nil && binary.BigEndian.Uint32(head[1:]) <= uint32(maxRecv) && !clientStreams[r.URL.Path] {
+			// What follows the message is its end; anything else, up to a
+			// message's worth, is passed on for grpc-go to refuse.
+			var more []byte
+			more, err = io.ReadAll(io.LimitReader(r.Body, int64(frameHeaderBytes+maxRecv)))
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				grpcWebError(w, r.Header.Get("Content-Type"), codes.DeadlineExceeded, fmt.Sprintf("the request's message came, but not the end of the request within %v of its headers: a call of this method takes one message, and runs once the client has closed its side of the stream", d))
+				return
+			}
+			head = append(head, more...)
+		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			grpcWebError(w, r.Header.Get("Content-Type"), codes.DeadlineExceeded, lateMessage(d, head))
 			return

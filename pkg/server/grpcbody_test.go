@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	gamev1 "github.com/palacehq/palace/pkg/gen/palace/game/v1"
 )
@@ -160,5 +161,53 @@ func TestTheWaitForARequestEndsOnce(t *testing.T) {
 	time.Sleep(5 * limit)
 	if !errors.Is(w.Err(), context.Canceled) {
 		t.Fatalf("the call ended before the timeout: %v, want Canceled", w.Err())
+	}
+}
+
+// TestANativeRequestNeverEndedIsRefused: a native gRPC call whose client
+// sends its whole request message but never ends its half of the stream
+// (no END_STREAM) is held by grpc-go, which reads on for the end before it
+// runs a method that does not stream from the client. The body timeout was
+// lifted when the message came, so the call, its stream and its goroutine
+// waited for as long as the connection lived (30 minutes by default, for
+// ever with --max-connection-age 0), where the same request over Connect
+// is refused DEADLINE_EXCEEDED at the body timeout.
+func TestANativeRequestNeverEndedIsRefused(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, shared := range []bool{false, true} {
+		for _, method := range []string{"GetGame", "StreamEvents"} {
+			t.Run(fmt.Sprintf("shared=%v %s", shared, method), func(t *testing.T) {
+				var calls atomic.Int64
+				addr, _ := startServerWith(t, Config{BodyTimeout: timeout, SharedConnections: shared}, func(s *Server) {
+					s.RegisterService(&gamev1.GameService_ServiceDesc, slowEvents{calls: &calls})
+				})
+				cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cc.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/palace.game.v1.GameService/"+method)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var req proto.Message = &gamev1.GetGameRequest{GameId: "g"}
+				if method == "StreamEvents" {
+					req = &gamev1.StreamEventsRequest{GameId: "g"}
+				}
+				if err := cs.SendMsg(req); err != nil {
+					t.Fatal(err)
+				}
+				// No CloseSend: the request's message came, its end never does.
+				start := time.Now()
+				err = cs.RecvMsg(new(gamev1.GetGameResponse))
+				took := time.Since(start)
+				if status.Code(err) != codes.DeadlineExceeded || took > 2500*time.Millisecond || calls.Load() != 0 {
+					t.Fatalf("answered after %v (the client's own deadline 3 s away, the body timeout %v), handler ran %v: %v; want DeadlineExceeded soon after the body timeout, the handler not run",
+						took.Round(100*time.Millisecond), timeout, calls.Load() > 0, err)
+				}
+			})
+		}
 	}
 }

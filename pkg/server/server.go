@@ -227,13 +227,12 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) *Server {
 			otelgrpc.WithMeterProvider(tel.Meter),
 			otelgrpc.WithPropagators(tel.Propagator),
 		)}),
-		grpc.StatsHandler(bodyArrival{}),
 		grpc.StatsHandler(connBirth{}),
 		grpc.InTapHandle(awaitBody(cfg.BodyTimeout)),
-		grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log, cfg.MaxConnectionAge), refuseUndecodable),
+		grpc.ChainUnaryInterceptor(recoverUnary(log), requestCame, logUnary(log, cfg.MaxConnectionAge), refuseUndecodable),
 		// The log line outside the drain: it records the Unavailable that a
 		// stop ends a stream with, not what its handler returned.
-		grpc.ChainStreamInterceptor(recoverStream(log), logStream(log, cfg.MaxConnectionAge), drainStream(drain), refusedStream, refuseUndecodableStream),
+		grpc.ChainStreamInterceptor(recoverStream(log), requestCameStream, logStream(log, cfg.MaxConnectionAge), drainStream(drain), refusedStream, refuseUndecodableStream),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.MaxConcurrentStreams(maxStreamsPerConn),
@@ -373,7 +372,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return err
 	}
 	// Native gRPC on connections net/http serves (SharedConnections).
-	native := withFirstMessageDeadline(s.grpc, s.cfg.BodyTimeout, s.cfg.MaxRecvBytes)
+	native := withFirstMessageDeadline(s.grpc, s.cfg.BodyTimeout, s.cfg.MaxRecvBytes, clientStreams(s.grpc))
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if pastAge(r.Context(), s.cfg.MaxConnectionAge) {
 			// HTTP/1.1 closes the connection after this answer; HTTP/2
@@ -390,11 +389,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 			s.mux.ServeHTTP(w, r)
 		}
 	})
+	handler := withUnreadBodyDeadline(root, s.cfg.BodyTimeout)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	hs := &http.Server{
-		Handler:   root,
+		Handler:   handler,
 		Protocols: &protocols,
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams: maxStreamsPerConn,
