@@ -130,13 +130,13 @@ func firstMessageRefusal(head []byte, err error, d time.Duration, maxRecv int, e
 	return nil
 }
 
-// clientStreams lists the paths of srv's methods that stream from the
-// client.
-func clientStreams(srv *grpc.Server) map[string]bool {
+// methodPaths lists the paths of srv's methods that stream from the
+// client (clientStream), or those that do not.
+func methodPaths(srv *grpc.Server, clientStream bool) map[string]bool {
 	out := map[string]bool{}
 	for name, info := range srv.GetServiceInfo() {
 		for _, m := range info.Methods {
-			if m.IsClientStream {
+			if m.IsClientStream == clientStream {
 				out["/"+name+"/"+m.Name] = true
 			}
 		}

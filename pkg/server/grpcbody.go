@@ -125,18 +125,25 @@ func lift(ctx context.Context) {
 // without answering it, so the request is read here, under a read
 // deadline, and the call refused in its own words if it is late. A call
 // of a method in clientStreams (reflection) waits for its first message
-// only; any other, for the end of the client's half of the stream too,
-// which grpc-go waits for before it runs the call. A message declared
-// longer than any accepted passes on at once, for grpc-go to refuse.
-func withFirstMessageDeadline(next http.Handler, d time.Duration, maxRecv int, clientStreams map[string]bool) http.Handler {
+// only; one in oneMessage, for the end of the client's half of the stream
+// too, which grpc-go waits for before it runs the call; one of a method
+// the server does not have passes on at once, for grpc-go to answer
+// Unimplemented, as it does on its own transport, without reading a
+// thing. A message declared longer than any accepted passes on at once,
+// for grpc-go to refuse.
+func withFirstMessageDeadline(next http.Handler, d time.Duration, maxRecv int, clientStreams, oneMessage map[string]bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !clientStreams[r.URL.Path] && !oneMessage[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
 		rc := http.NewResponseController(w)
 		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
 			next.ServeHTTP(w, r)
 			return
 		}
 		head, err := firstMessage(r.Body, maxRecv)
-		if err == nil && binary.BigEndian.Uint32(head[1:]) <= uint32(maxRecv) && !clientStreams[r.URL.Path] {
+		if err == nil && binary.BigEndian.Uint32(head[1:]) <= uint32(maxRecv) && oneMessage[r.URL.Path] {
 			// What follows the message is its end; anything else, up to a
 			// message's worth, is passed on for grpc-go to refuse.
 			var more []byte

@@ -211,3 +211,41 @@ func TestANativeRequestNeverEndedIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAnUnknownMethodIsUnimplementedAtOnce: a native call of a method the
+// server does not have (a bidi call of a newer API), whose client sends
+// its first message, or nothing, and waits for the answer before it
+// closes its side, is answered Unimplemented at once, as grpc-go's own
+// transport does. On a shared connection (SharedConnections) such a call
+// with its message sent waited for the client's end of the stream, taken
+// for a method of one message, and was refused DeadlineExceeded at the
+// body timeout (30 s by default); one with nothing sent waited for its
+// first message as long.
+func TestAnUnknownMethodIsUnimplementedAtOnce(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	for _, c := range []struct{ shared, send bool }{{false, true}, {false, false}, {true, true}, {true, false}} {
+		t.Run(fmt.Sprintf("shared=%v send=%v", c.shared, c.send), func(t *testing.T) {
+			shared := c.shared
+			addr, _ := startServerWith(t, Config{BodyTimeout: timeout, SharedConnections: shared})
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/palace.game.v2.GameService/Play")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.send {
+				_ = cs.SendMsg(&gamev1.GetGameRequest{GameId: "g"})
+			}
+			start := time.Now()
+			err = cs.RecvMsg(new(gamev1.GetGameResponse))
+			if status.Code(err) != codes.Unimplemented || time.Since(start) > timeout/2 {
+				t.Fatalf("unknown bidi method: %v after %v; want Unimplemented at once", err, time.Since(start).Round(10*time.Millisecond))
+			}
+		})
+	}
+}

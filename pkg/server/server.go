@@ -348,7 +348,7 @@ func (s *Server) rpcHandler() (http.Handler, error) {
 	rpc := withLowerTrailers(transcoder)
 	rpc = refuseEmptyBody(rpc)
 	rpc = withUnaryGzip(rpc)
-	streamsIn := clientStreams(s.grpc)
+	streamsIn := methodPaths(s.grpc, true)
 	rpc = refuseCutFrames(rpc, s.cfg.MaxRecvBytes, streamsIn)
 	rpc = refuseUnknownGRPCWebMethods(rpc, s.grpc)
 	rpc = withGRPCWebText(rpc, s.cfg.MaxRecvBytes)
@@ -372,7 +372,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return err
 	}
 	// Native gRPC on connections net/http serves (SharedConnections).
-	native := withFirstMessageDeadline(s.grpc, s.cfg.BodyTimeout, s.cfg.MaxRecvBytes, clientStreams(s.grpc))
+	native := withFirstMessageDeadline(s.grpc, s.cfg.BodyTimeout, s.cfg.MaxRecvBytes, methodPaths(s.grpc, true), methodPaths(s.grpc, false))
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if pastAge(r.Context(), s.cfg.MaxConnectionAge) {
 			// HTTP/1.1 closes the connection after this answer; HTTP/2
