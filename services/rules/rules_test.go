@@ -173,6 +173,10 @@ func TestPerftAndAdjudicate(t *testing.T) {
 	if sum != 33316 {
 		t.Fatalf("divide sums to %d", sum)
 	}
+	p, err = c.Perft(ctx, &rulesv1.PerftRequest{Kind: xiangqi, Position: pos(rules.StartFEN(rules.Xiangqi)), Depth: 3})
+	if err != nil || p.GetNodes() != 79666 || len(p.GetDivide()) != 0 {
+		t.Fatalf("xiangqi perft 3: %d nodes, %d root moves, %v", p.GetNodes(), len(p.GetDivide()), err)
+	}
 	a, err := c.Adjudicate(ctx, &rulesv1.AdjudicateRequest{Kind: janggi, Moves: []*commonv1.Move{mv("e2e2"), mv("e9e9")}})
 	if err != nil {
 		t.Fatal(err)

@@ -163,15 +163,21 @@ func (h *Handler) Perft(ctx context.Context, req *rulesv1.PerftRequest) (*rulesv
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "depth: %d is out of range 1..%d", d, MaxPerftDepth))
 	}
 	resp := &rulesv1.PerftResponse{}
+	// Divided, not Perft per child: a pass at the root changes what the
+	// tree below it counts (a second pass in a row is a leaf); and given
+	// up once the call ends, as its client has gone or stopped waiting: a
+	// count of depth 4 may take a second of a core.
+	counts := map[rules.Move]uint64{}
+	if err := rules.DivideEach(ctx, pos, int(d), func(m rules.Move, n uint64) {
+		counts[m] = n
+		resp.Nodes += n
+	}); err != nil {
+		return nil, h.fail(ctx, err)
+	}
 	if !req.GetDivide() {
-		resp.Nodes = rules.Perft(pos, int(d))
 		return resp, nil
 	}
-	// Divide, not Perft per child: a pass at the root changes what the
-	// tree below it counts (a second pass in a row is a leaf).
-	counts := rules.Divide(pos, int(d))
 	for _, m := range SortedMoves(pos) {
-		resp.Nodes += counts[m]
 		resp.Divide = append(resp.Divide, &rulesv1.PerftDivide{Move: &commonv1.Move{Coordinate: m.String()}, Nodes: counts[m]})
 	}
 	return resp, nil
