@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 
 	"github.com/palacehq/palace/pkg/apierr"
@@ -25,12 +26,46 @@ const (
 type Handler struct {
 	rulesv1.UnimplementedRulesServiceServer
 	log *slog.Logger
+	// counting holds a place per Perft count under way, waiting one per
+	// call waiting for a place (see countPlace).
+	counting, waiting chan struct{}
 }
 
 var _ rulesv1.RulesServiceServer = (*Handler)(nil)
 
-// New returns a handler logging to log.
-func New(log *slog.Logger) *Handler { return &Handler{log: log} }
+// New returns a handler logging to log, running Perft counts on at most
+// half the process's cores at once.
+func New(log *slog.Logger) *Handler {
+	n := max(1, runtime.GOMAXPROCS(0)/2)
+	return &Handler{log: log, counting: make(chan struct{}, n), waiting: make(chan struct{}, 4*n)}
+}
+
+// countPlace waits for a place for a Perft count and returns the function
+// that gives it back. A count takes up to a second of a core, from a
+// public call: however many come at once, they take no more than half
+// the process's cores (in palace serve, the game service's too), and a
+// call that finds the places taken and as many calls waiting already is
+// refused.
+func (h *Handler) countPlace(ctx context.Context) (func(), error) {
+	done := func() { <-h.counting }
+	select {
+	case h.counting <- struct{}{}:
+		return done, nil
+	default:
+	}
+	select {
+	case h.waiting <- struct{}{}:
+		defer func() { <-h.waiting }()
+	default:
+		return nil, apierr.New(apierr.ResourceExhausted, "%d perft counts are under way and %d calls wait for one to end; retry later", cap(h.counting), cap(h.waiting))
+	}
+	select {
+	case h.counting <- struct{}{}:
+		return done, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
 func (h *Handler) fail(ctx context.Context, err error) error { return apierr.ToStatus(ctx, h.log, err) }
 
@@ -162,6 +197,11 @@ func (h *Handler) Perft(ctx context.Context, req *rulesv1.PerftRequest) (*rulesv
 	if d < 1 || d > MaxPerftDepth {
 		return nil, h.fail(ctx, apierr.New(apierr.Invalid, "depth: %d is out of range 1..%d", d, MaxPerftDepth))
 	}
+	done, err := h.countPlace(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	defer done()
 	resp := &rulesv1.PerftResponse{}
 	// Divided, not Perft per child: a pass at the root changes what the
 	// tree below it counts (a second pass in a row is a leaf); and given

@@ -41,3 +41,39 @@ func TestPerftStopsWhenItsCallEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestPerftCountsAreBounded: counts take at most their places at once; a
+// call finding them taken waits within its deadline, and one finding the
+// waiting places taken too is refused at once, not left to add a count.
+func TestPerftCountsAreBounded(t *testing.T) {
+	h := New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	req := &rulesv1.PerftRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Position: &commonv1.Position{Fen: heavyXiangqi}, Depth: 1}
+	for range cap(h.counting) {
+		h.counting <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := h.Perft(ctx, req)
+	cancel()
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("every place taken: %v, want DeadlineExceeded as the call's deadline passes", err)
+	}
+	for range cap(h.waiting) {
+		h.waiting <- struct{}{}
+	}
+	if _, err := h.Perft(context.Background(), req); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("every place and every waiting place taken: %v, want ResourceExhausted", err)
+	}
+	<-h.waiting
+	answered := make(chan error, 1)
+	go func() {
+		_, err := h.Perft(context.Background(), req)
+		answered <- err
+	}()
+	<-h.counting // a count ends: the waiting call takes its place
+	if err := <-answered; err != nil {
+		t.Fatalf("a waiting call once a place was free: %v", err)
+	}
+	if len(h.counting) != cap(h.counting)-1 {
+		t.Fatalf("%d places taken after the call, want %d: its place was not given back", len(h.counting), cap(h.counting)-1)
+	}
+}
