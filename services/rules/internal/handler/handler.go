@@ -26,43 +26,41 @@ const (
 type Handler struct {
 	rulesv1.UnimplementedRulesServiceServer
 	log *slog.Logger
-	// counting holds a place per Perft count under way, waiting one per
-	// call waiting for a place (see countPlace).
-	counting, waiting chan struct{}
+	// counting holds a place per Perft count under way, admitted one per
+	// call counting or waiting for a place (see countPlace).
+	counting, admitted chan struct{}
 }
 
 var _ rulesv1.RulesServiceServer = (*Handler)(nil)
 
-// New returns a handler logging to log, running Perft counts on at most
-// half the process's cores at once.
+// New returns a handler logging to log, running Perft counts on half the
+// process's cores at once (one on a single core).
 func New(log *slog.Logger) *Handler {
 	n := max(1, runtime.GOMAXPROCS(0)/2)
-	return &Handler{log: log, counting: make(chan struct{}, n), waiting: make(chan struct{}, 4*n)}
+	return &Handler{log: log, counting: make(chan struct{}, n), admitted: make(chan struct{}, 5*n)}
 }
 
 // countPlace waits for a place for a Perft count and returns the function
 // that gives it back. A count takes up to a second of a core, from a
-// public call: however many come at once, they take no more than half
-// the process's cores (in palace serve, the game service's too), and a
-// call that finds the places taken and as many calls waiting already is
-// refused.
+// public call: however many come at once, they take no more than their
+// places (in palace serve, the game service shares the cores), and a call
+// that finds four times as many calls waiting already is refused. A call
+// is admitted for as long as it waits or counts, so that one handed a
+// place as another ends is never counted twice.
 func (h *Handler) countPlace(ctx context.Context) (func(), error) {
-	done := func() { <-h.counting }
 	select {
-	case h.counting <- struct{}{}:
-		return done, nil
+	case h.admitted <- struct{}{}:
 	default:
-	}
-	select {
-	case h.waiting <- struct{}{}:
-		defer func() { <-h.waiting }()
-	default:
-		return nil, apierr.New(apierr.ResourceExhausted, "%d perft counts are under way and %d calls wait for one to end; retry later", cap(h.counting), cap(h.waiting))
+		return nil, apierr.New(apierr.ResourceExhausted, "perft counts are under way on all %d places and %d more calls wait for one; retry later", cap(h.counting), cap(h.admitted)-cap(h.counting))
 	}
 	select {
 	case h.counting <- struct{}{}:
-		return done, nil
+		return func() {
+			<-h.admitted
+			<-h.counting
+		}, nil
 	case <-ctx.Done():
+		<-h.admitted
 		return nil, ctx.Err()
 	}
 }

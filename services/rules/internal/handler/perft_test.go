@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,37 +45,77 @@ func TestPerftStopsWhenItsCallEnds(t *testing.T) {
 }
 
 // TestPerftCountsAreBounded: counts take at most their places at once; a
-// call finding them taken waits within its deadline, and one finding the
-// waiting places taken too is refused at once, not left to add a count.
+// call finding them taken waits within its deadline, and one finding four
+// times as many calls waiting is refused at once, not left to add a count.
 func TestPerftCountsAreBounded(t *testing.T) {
 	h := New(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	req := &rulesv1.PerftRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Position: &commonv1.Position{Fen: heavyXiangqi}, Depth: 1}
+	// Every place taken by a count under way.
 	for range cap(h.counting) {
+		h.admitted <- struct{}{}
 		h.counting <- struct{}{}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	_, err := h.Perft(ctx, req)
 	cancel()
-	if status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("every place taken: %v, want DeadlineExceeded as the call's deadline passes", err)
+	if status.Code(err) != codes.DeadlineExceeded || len(h.admitted) != cap(h.counting) {
+		t.Fatalf("every place taken: %v, %d calls admitted after; want DeadlineExceeded as the call's deadline passes, and its admission given back", err, len(h.admitted))
 	}
-	for range cap(h.waiting) {
-		h.waiting <- struct{}{}
+	// And as many calls waiting as may.
+	for len(h.admitted) < cap(h.admitted) {
+		h.admitted <- struct{}{}
 	}
 	if _, err := h.Perft(context.Background(), req); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("every place and every waiting place taken: %v, want ResourceExhausted", err)
 	}
-	<-h.waiting
+	<-h.admitted // a waiting call leaves
 	answered := make(chan error, 1)
 	go func() {
 		_, err := h.Perft(context.Background(), req)
 		answered <- err
 	}()
-	<-h.counting // a count ends: the waiting call takes its place
+	// A count ends: the waiting call takes its place.
+	<-h.admitted
+	<-h.counting
 	if err := <-answered; err != nil {
 		t.Fatalf("a waiting call once a place was free: %v", err)
 	}
-	if len(h.counting) != cap(h.counting)-1 {
-		t.Fatalf("%d places taken after the call, want %d: its place was not given back", len(h.counting), cap(h.counting)-1)
+	if len(h.counting) != cap(h.counting)-1 || len(h.admitted) != cap(h.admitted)-2 {
+		t.Fatalf("%d places taken and %d calls admitted after the call, want %d and %d: its place was not given back", len(h.counting), len(h.admitted), cap(h.counting)-1, cap(h.admitted)-2)
+	}
+}
+
+// TestPerftRefusesNoCallWithinItsBound: no more callers than may count and
+// wait, each calling again as soon as answered, are never refused. A call
+// handed a place as a count ended still held its waiting place a moment,
+// and a caller coming then was refused with fewer calls waiting than the
+// bound.
+func TestPerftRefusesNoCallWithinItsBound(t *testing.T) {
+	h := New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	req := &rulesv1.PerftRequest{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Position: &commonv1.Position{Fen: heavyXiangqi}, Depth: 1}
+	var wg sync.WaitGroup
+	var refused, calls atomic.Int64
+	until := time.Now().Add(150 * time.Millisecond)
+	for range cap(h.admitted) {
+		wg.Go(func() {
+			for time.Now().Before(until) {
+				_, err := h.Perft(context.Background(), req)
+				calls.Add(1)
+				if status.Code(err) == codes.ResourceExhausted {
+					refused.Add(1)
+					return
+				} else if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if refused.Load() > 0 {
+		t.Fatalf("%d callers (%d places): %d of %d calls refused ResourceExhausted", cap(h.admitted), cap(h.counting), refused.Load(), calls.Load())
+	}
+	if len(h.counting) != 0 || len(h.admitted) != 0 {
+		t.Fatalf("after the calls: %d places taken, %d calls admitted", len(h.counting), len(h.admitted))
 	}
 }
