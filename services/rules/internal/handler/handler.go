@@ -33,8 +33,8 @@ type Handler struct {
 
 var _ rulesv1.RulesServiceServer = (*Handler)(nil)
 
-// New returns a handler logging to log, running Perft counts on half the
-// process's cores at once (one on a single core).
+// New returns a handler logging to log, running Perft counts on at most
+// half the process's cores at once (one on a single core).
 func New(log *slog.Logger) *Handler {
 	n := max(1, runtime.GOMAXPROCS(0)/2)
 	return &Handler{log: log, counting: make(chan struct{}, n), admitted: make(chan struct{}, 5*n)}

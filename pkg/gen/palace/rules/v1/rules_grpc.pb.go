@@ -49,11 +49,11 @@ type RulesServiceClient interface {
 	// its ply, or a move played after the end.
 	Adjudicate(ctx context.Context, in *AdjudicateRequest, opts ...grpc.CallOption) (*AdjudicateResponse, error)
 	// Perft counts the leaves of the legal-move tree to a bounded depth.
-	// A deep count takes up to a second of a core: counts run on half the
-	// process's cores at once (one on a single core), a call waits for its
-	// turn within its deadline, one finding four times as many calls
-	// waiting already is refused RESOURCE_EXHAUSTED (retry later), and a
-	// count is given up once its call ends.
+	// A deep count takes up to a second of a core: counts run on at most
+	// half the process's cores at once (one on a single core), a call waits
+	// for its turn within its deadline, one finding four times as many calls
+	// waiting as counts run is refused RESOURCE_EXHAUSTED (retry later), and
+	// a count is given up once its call ends.
 	Perft(ctx context.Context, in *PerftRequest, opts ...grpc.CallOption) (*PerftResponse, error)
 }
 
@@ -138,11 +138,11 @@ type RulesServiceServer interface {
 	// its ply, or a move played after the end.
 	Adjudicate(context.Context, *AdjudicateRequest) (*AdjudicateResponse, error)
 	// Perft counts the leaves of the legal-move tree to a bounded depth.
-	// A deep count takes up to a second of a core: counts run on half the
-	// process's cores at once (one on a single core), a call waits for its
-	// turn within its deadline, one finding four times as many calls
-	// waiting already is refused RESOURCE_EXHAUSTED (retry later), and a
-	// count is given up once its call ends.
+	// A deep count takes up to a second of a core: counts run on at most
+	// half the process's cores at once (one on a single core), a call waits
+	// for its turn within its deadline, one finding four times as many calls
+	// waiting as counts run is refused RESOURCE_EXHAUSTED (retry later), and
+	// a count is given up once its call ends.
 	Perft(context.Context, *PerftRequest) (*PerftResponse, error)
 	mustEmbedUnimplementedRulesServiceServer()
 }
