@@ -2,12 +2,15 @@
 # Validate Palace's deployment files without a cluster or a Docker engine:
 #
 #   1. `kustomize build` of deploy/k8s/base and of every overlay;
-#   2. deploy/compose.yaml against the Compose Specification (compose-go, the
-#      loader `docker compose` itself uses), for the default services and the
-#      `single` profile; plus `docker compose config` when that plugin is
-#      installed;
+#   2. deploy/compose.yaml against the Compose Specification's schema
+#      (compose-go, the loader `docker compose` itself uses); plus `docker
+#      compose config`, which checks references between services and volumes
+#      and the `single` profile too, when that plugin is installed;
 #   3. with --build (or VALIDATE_BUILD=1): the Dockerfile's `go build`, run
 #      locally into a temporary directory.
+#
+# Neither kustomize nor the schema knows Kubernetes' field names: a misspelt
+# field builds. `kubectl apply --dry-run=server` against a cluster checks them.
 #
 # Tools are pinned and installed into ./bin on first use (Go module proxy).
 # Usage: deploy/validate.sh [--build]     (from anywhere; exits non-zero on failure)
@@ -22,7 +25,7 @@ BUILD=${VALIDATE_BUILD:-0}
 for arg in "$@"; do
 	case $arg in
 	--build) BUILD=1 ;;
-	-h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,16p' "$0"; exit 0 ;;
 	*) echo "validate.sh: unknown argument $arg" >&2; exit 2 ;;
 	esac
 done
@@ -67,20 +70,22 @@ done
 
 # --- Compose ----------------------------------------------------------------
 step "compose (compose-go $COMPOSE_GO_VERSION)"
+# compose-spec prints no version: the one installed is noted beside it.
+if [ "$(cat "$BIN/compose-spec.version" 2>/dev/null)" != "$COMPOSE_GO_VERSION" ]; then
+	rm -f "$BIN/compose-spec"
+fi
 install_tool compose-spec "github.com/compose-spec/compose-go/v2/cmd@$COMPOSE_GO_VERSION"
+echo "$COMPOSE_GO_VERSION" >"$BIN/compose-spec.version"
 # Unset variables the file interpolates, so the check does not depend on the
 # caller's environment (.env files are not read: none is committed).
 compose_env=(env -u PALACE_IMAGE -u PALACE_LOG_FORMAT -u PALACE_LOG_LEVEL -u PALACE_OTLP_ENDPOINT -u PALACE_CORS_ORIGINS
 	-u PALACE_SEAT_SIGNING_KEYS -u PALACE_PLAYER_SIGNING_KEYS -u PALACE_SERVICE_KEYS -u PALACE_ALLOW_PLACEHOLDER_KEYS
 	-u PALACE_PUBLISH_ADDR -u PALACE_GAME_GOGC -u COMPOSE_PROFILES -u COMPOSE_FILE)
-for profiles in "" single; do
-	label=${profiles:-default}
-	if (cd "$out" && "${compose_env[@]}" COMPOSE_PROFILES="$profiles" "$BIN/compose-spec" "$ROOT/deploy/compose.yaml" >"$out/compose-$label.yaml"); then
-		ok "compose.yaml, profile $label"
-	else
-		bad "compose.yaml, profile $label"
-	fi
-done
+if (cd "$out" && "${compose_env[@]}" "$BIN/compose-spec" "$ROOT/deploy/compose.yaml" >"$out/compose.yaml"); then
+	ok "compose.yaml against the Compose Specification's schema"
+else
+	bad "compose.yaml against the Compose Specification's schema"
+fi
 if docker compose version >/dev/null 2>&1; then
 	if "${compose_env[@]}" docker compose -f deploy/compose.yaml --profile single config -q; then
 		ok "docker compose config"
@@ -88,7 +93,7 @@ if docker compose version >/dev/null 2>&1; then
 		bad "docker compose config"
 	fi
 else
-	echo "skip: docker compose plugin not installed (the compose-go check above covers the file)"
+	echo "skip: docker compose plugin not installed: references between services and volumes, and the single profile, are not checked"
 fi
 
 # --- Dockerfile's go build -------------------------------------------------------

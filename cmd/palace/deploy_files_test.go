@@ -91,6 +91,9 @@ type k8sDeployment struct {
 	containerPorts  []string
 	promPort        string
 	configMap, keys bool
+	// redisSecret: it reads the palace-redis Secret, where an address
+	// holding a password goes.
+	redisSecret bool
 }
 
 var (
@@ -125,7 +128,8 @@ func k8sDeployments(t *testing.T, root string) []k8sDeployment {
 				continue // redis
 			}
 			d := k8sDeployment{file: filepath.Base(f), binary: m[1],
-				configMap: strings.Contains(doc, "name: palace-config"), keys: strings.Contains(doc, "name: palace-signing-keys")}
+				configMap: strings.Contains(doc, "name: palace-config"), keys: strings.Contains(doc, "name: palace-signing-keys"),
+				redisSecret: strings.Contains(doc, "name: palace-redis")}
 			for _, m := range reEnvName.FindAllStringSubmatch(doc, -1) {
 				d.env = append(d.env, m[1])
 			}
@@ -230,6 +234,9 @@ func checkKubernetes(t *testing.T, bin string) {
 			if !envOf[d.binary][e] {
 				t.Errorf("%s: env %s is read by no flag of %s", d.file, e, d.binary)
 			}
+		}
+		if envOf[d.binary]["PALACE_REDIS_ADDR"] != d.redisSecret {
+			t.Errorf("%s: reads the palace-redis Secret %v, but %s has --redis-addr %v: every binary that uses Redis, and only those, reads the address there", d.file, d.redisSecret, d.binary, envOf[d.binary]["PALACE_REDIS_ADDR"])
 		}
 		for _, s := range d.probeServices {
 			if s != daemonService[d.binary] {
@@ -456,6 +463,38 @@ func TestDeployFilesMatchTheBinaries(t *testing.T) {
 	t.Run("kubernetes", func(t *testing.T) { checkKubernetes(t, bin) })
 	t.Run("compose", func(t *testing.T) { checkCompose(t, bin) })
 	t.Run("readme", func(t *testing.T) { checkDeployReadme(t, bin) })
+}
+
+// TestTheBaseSuitsAnOperator: the base's Redis refuses writes once full
+// (noeviction under a maxmemory), as Palace needs, rather than being
+// killed at its pod's limit with every game; every disruption budget lets
+// a pod that is not ready (the clock's, while the game service is away) be
+// evicted, or a drain waits for ever; the clock takes the service keys
+// alone, not the keys that sign seats and players.
+func TestTheBaseSuitsAnOperator(t *testing.T) {
+	base := filepath.Join(deployRoot(t), "deploy", "k8s", "base")
+	read := func(name string) string {
+		raw, err := os.ReadFile(filepath.Join(base, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(raw)
+	}
+	redis := read("redis.yaml")
+	for _, arg := range []string{`"--maxmemory",`, `"--maxmemory-policy", "noeviction"`} {
+		if !strings.Contains(redis, arg) {
+			t.Errorf("redis.yaml: the server's args lack %s", arg)
+		}
+	}
+	for _, f := range []string{"ai.yaml", "clock.yaml", "game.yaml", "matchmaking.yaml", "rules.yaml"} {
+		if s := read(f); strings.Count(s, "kind: PodDisruptionBudget") != strings.Count(s, "unhealthyPodEvictionPolicy: AlwaysAllow") {
+			t.Errorf("%s: a PodDisruptionBudget without unhealthyPodEvictionPolicy: AlwaysAllow", f)
+		}
+	}
+	clock := read("clock.yaml")
+	if strings.Contains(clock, "secretRef:\n                name: palace-signing-keys") || !strings.Contains(clock, "key: PALACE_SERVICE_KEYS") {
+		t.Error("clock.yaml: the clock mounts the whole palace-signing-keys Secret, or not its service keys")
+	}
 }
 
 // deployCopy copies deploy/compose.yaml and deploy/k8s/base of the
