@@ -1736,3 +1736,82 @@ func TestAClientReconnectingToAnotherProcessEachTimeCommitsFewEvents(t *testing.
 		t.Fatalf("%d reconnections across replicas in %v committed %d events to the game's log, more than the bound of %d (2 per 64 graces) of a client reconnecting to one process", reconnections, elapsed.Round(time.Millisecond), grew, bound)
 	}
 }
+
+// TestRefusedSpectatorsLeaveTheSeatsRoom: spectators get only
+// --max-spectator-streams of --max-streams, "so that however many of them
+// come, the players' own streams find room". Here the spectators' share is
+// full (one open spectator) and one place is left for seats. Spectators
+// that keep knocking, each refused ResourceExhausted, made a seat's stream
+// refused now and then (5 or 6 of 500): a spectator took a place of
+// --max-streams before it looked at its share, and held the seats' last
+// place for a moment while refused.
+func TestRefusedSpectatorsLeaveTheSeatsRoom(t *testing.T) {
+	env := gametest.Start(t, func(c *game.Config) { c.MaxStreams, c.MaxSpectatorStreams = 2, 1 })
+	tb := xiangqi(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	open := snapshotOpener(env, tb)
+	// The one spectator the share allows.
+	specCtx, specCancel := context.WithCancel(ctx)
+	defer specCancel()
+	if err := open(specCtx); err != nil {
+		t.Fatalf("first spectator: %v", err)
+	}
+	var firstRefusal string
+	seatTrials := func(n int) (refused int) {
+		for i := range n {
+			side := commonv1.Side_SIDE_FIRST
+			if i%2 == 1 {
+				side = commonv1.Side_SIDE_SECOND
+			}
+			sctx, scancel := context.WithCancel(gametest.As(ctx, tb.seats[side]))
+			err := open(sctx)
+			scancel()
+			switch {
+			case status.Code(err) == codes.ResourceExhausted:
+				refused++
+				if firstRefusal == "" {
+					firstRefusal = status.Convert(err).Message()
+				}
+			case err != nil:
+				t.Fatalf("seat stream: %v", err)
+			}
+			// Wait for the seat's stream to leave its place.
+			for deadline := time.Now().Add(5 * time.Second); openStreams(t, env) != 1; {
+				if time.Now().After(deadline) {
+					t.Fatalf("streams still open: %d", openStreams(t, env))
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			time.Sleep(3 * time.Millisecond)
+		}
+		return refused
+	}
+	if r := seatTrials(30); r != 0 {
+		t.Fatalf("control: %d of 30 seat streams refused with no spectator knocking", r)
+	}
+	var wg sync.WaitGroup
+	var knocks, refusedSpectators atomic.Int64
+	floodCtx, stopFlood := context.WithCancel(ctx)
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for floodCtx.Err() == nil {
+				err := open(floodCtx)
+				knocks.Add(1)
+				if status.Code(err) == codes.ResourceExhausted {
+					refusedSpectators.Add(1)
+				}
+			}
+		}()
+	}
+	const trials = 500
+	refused := seatTrials(trials)
+	stopFlood()
+	wg.Wait()
+	t.Logf("%d spectator opens (%d refused) during %d seat opens", knocks.Load(), refusedSpectators.Load(), trials)
+	if refused > 0 {
+		t.Fatalf("%d of %d seat streams refused ResourceExhausted while refused spectators knocked (the spectators' share was full, one place left for seats): %q", refused, trials, firstRefusal)
+	}
+}

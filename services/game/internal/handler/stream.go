@@ -38,19 +38,20 @@ func (h *Handler) StreamEvents(req *gamev1.StreamEventsRequest, ss gamev1.GameSe
 	}
 	// Spectators have a share of the streams, so that however many of
 	// them come, the players' own streams find room; a seat holds a few,
-	// its newest.
+	// its newest. A spectator takes its share's place first: one refused
+	// for it never holds, even for a moment, a place the seats may need.
 	var replaced <-chan struct{}
 	if side == nil {
-		if err := h.takeStream(ctx, false); err != nil {
-			return h.fail(ctx, err)
-		}
-		defer func() { <-h.streams }()
 		select {
 		case h.spectators <- struct{}{}:
 			defer func() { <-h.spectators }()
 		default:
 			return h.fail(ctx, apierr.New(apierr.ResourceExhausted, "too many spectator streams on this server; retry later (the players' own streams have room of their own)"))
 		}
+		if err := h.takeStream(ctx, false); err != nil {
+			return h.fail(ctx, err)
+		}
+		defer func() { <-h.streams }()
 	} else {
 		ended, evicted, remove, err := h.seatLimit.Add(ctx, seatKey{l.State.ID, *side})
 		if errors.Is(err, newest.ErrLeaving) {
