@@ -303,13 +303,8 @@ func (h *Handler) Close(ctx context.Context) {
 	h.forgetMu.Lock()
 	h.closing = true
 	h.forgetMu.Unlock()
-	forgotten := make(chan struct{})
-	go func() {
-		h.forgetting.Wait()
-		close(forgotten)
-	}()
 	select {
-	case <-forgotten:
+	case <-doneOf(&h.forgetting):
 	case <-ctx.Done():
 	}
 	h.presence.flush(ctx, min(h.cfg.PresenceGrace, presenceStopWait))

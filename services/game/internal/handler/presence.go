@@ -247,14 +247,9 @@ func (p *presence) flush(ctx context.Context, wait time.Duration) {
 	p.stopped = true
 	p.mu.Unlock()
 	if wait > 0 {
-		due := make(chan struct{})
-		go func() {
-			p.running.Wait()
-			close(due)
-		}()
 		t := time.NewTimer(wait)
 		select {
-		case <-due:
+		case <-doneOf(&p.running):
 		case <-t.C:
 		}
 		t.Stop()
@@ -276,4 +271,14 @@ func (p *presence) flush(ctx context.Context, wait time.Duration) {
 		p.record(ctx, k.id, k.side, -1)
 	}
 	p.running.Wait()
+}
+
+// doneOf is a channel closed once wg's count is down to zero.
+func doneOf(wg *sync.WaitGroup) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	return done
 }
