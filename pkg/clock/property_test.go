@@ -325,7 +325,10 @@ func FuzzState(f *testing.F) {
 			moved, _ := s.Move(now, time.Duration(offset))
 			yielded, _ := s.Yield(now)
 			started, _ := s.Start(now, Side(offset&1))
-			taken, _ := s.TakeBack(now, [2]time.Duration{time.Duration(offset) % time.Minute, time.Duration(offset/7) % time.Minute})
+			taken, _ := s.TakeBack(now, [2]Earned{
+				{MainMs: offset % 60_000, PeriodMs: offset / 3 % 60_000, LagMs: offset / 5 % 60_000},
+				{MainMs: offset / 7 % 60_000, PeriodMs: offset / 11 % 60_000, LagMs: offset / 13 % 60_000},
+			})
 			for _, next := range []State{moved, yielded, s.Stop(now), started, taken} {
 				checkState(t, next)
 			}

@@ -233,6 +233,22 @@ func (s State) elapsed(nowMs int64) int64 { return max(0, nowMs-s.chargedFrom())
 // mover flagged. A move whose charged time equals the budget exactly is in
 // time.
 func (s State) Move(now time.Time, reportedLag time.Duration) (State, error) {
+	next, _, err := s.endTurn(now, reportedLag, true)
+	return next, err
+}
+
+// Earned is what a move gave its mover on top of the time it was charged:
+// the Fischer increment, the byo-yomi period filled again, the refill of
+// the lag bank. An undo withdraws it (TakeBack), or each move and undo
+// would add time.
+type Earned struct {
+	MainMs   int64
+	PeriodMs int64
+	LagMs    int64
+}
+
+// MoveEarning is Move, also telling what the move earned its mover.
+func (s State) MoveEarning(now time.Time, reportedLag time.Duration) (State, Earned, error) {
 	return s.endTurn(now, reportedLag, true)
 }
 
@@ -255,19 +271,23 @@ func (s State) Credit(now time.Time, reportedLag time.Duration) time.Duration {
 // and the current one resets), with no lag credit, no change to its lag
 // bank and no Fischer increment, since it made no move. A side out of
 // time gets a *FlagError, as from Move.
-func (s State) Yield(now time.Time) (State, error) { return s.endTurn(now, 0, false) }
+func (s State) Yield(now time.Time) (State, error) {
+	next, _, err := s.endTurn(now, 0, false)
+	return next, err
+}
 
-// endTurn is Move, or Yield when moved is false.
-func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (State, error) {
+// endTurn is MoveEarning, or Yield when moved is false (which earns
+// nothing that an undo could take back).
+func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (State, Earned, error) {
 	what := "move"
 	if !moved {
 		what = "yield"
 	}
 	if s.Phase != Running {
-		return s, fmt.Errorf("clock: %s: %w", what, ErrNotRunning)
+		return s, Earned{}, fmt.Errorf("clock: %s: %w", what, ErrNotRunning)
 	}
 	if !s.Turn.valid() {
-		return s, fmt.Errorf("clock: %s: %w: turn %v", what, ErrInvalidState, s.Turn)
+		return s, Earned{}, fmt.Errorf("clock: %s: %w: turn %v", what, ErrInvalidState, s.Turn)
 	}
 	r := rulesOf(s.Control)
 	nowMs := unixMs(now)
@@ -280,7 +300,7 @@ func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (St
 	next.TurnStartMs = clampInstant(max(nowMs, start))
 	next.ExcusedMs = 0
 	if !r.timed() {
-		return next, nil
+		return next, Earned{}, nil
 	}
 	p := r.norm(s.Players[mover])
 	e := s.elapsed(nowMs)
@@ -295,47 +315,62 @@ func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (St
 		out.TurnStartMs, out.ExcusedMs = next.TurnStartMs, 0
 		out.Players[mover] = r.flagged(p)
 		dl := s.chargedFrom() + budget + credit
-		return out, &FlagError{Side: mover, Deadline: instant(dl), FlaggedAt: instant(dl + 1), MovedAt: now}
+		return out, Earned{}, &FlagError{Side: mover, Deadline: instant(dl), FlaggedAt: instant(dl + 1), MovedAt: now}
 	}
 	p = r.spend(p, spent)
+	var earned Earned
 	if moved {
-		p.LagBankMs = s.Lag.afterMove(p.LagBankMs, credit)
+		bank := s.Lag.afterMove(p.LagBankMs, credit)
+		earned.LagMs = max(0, bank-(s.Lag.bank(p.LagBankMs)-credit))
+		p.LagBankMs = bank
 	}
 	switch {
 	case r.kind == ByoYomi:
+		if moved {
+			earned.PeriodMs = r.periodMs - p.PeriodMs
+		}
 		p.PeriodMs = r.periodMs
 	case r.kind == Fischer && moved:
-		p.MainMs = clampMs(p.MainMs + r.incMs)
+		inc := clampMs(p.MainMs + r.incMs)
+		earned.MainMs = inc - p.MainMs
+		p.MainMs = inc
 	}
 	next.Players[mover] = p
-	return next, nil
+	return next, earned, nil
 }
 
-// TakeBack withdraws what moves taken back earned: earned[side] of each
-// side's main time (their Fischer increments). An undo must not leave a
-// player the increment of a move no longer on the board, or each move and
-// undo would add time. ok is false, and s returned unchanged, when a side
-// would have no time left without it: the running side's budget spent by
-// now, or the other's main time gone.
-func (s State) TakeBack(now time.Time, earned [2]time.Duration) (taken State, ok bool) {
+// TakeBack withdraws what moves taken back earned (see Earned), earned[side]
+// for each side. A player goes on with what was left when the move was
+// made: the main time without its increment, the period as the move found
+// it, the lag bank less its refill. ok is false, and s returned unchanged,
+// when a side would have no time left without it: the running side's
+// budget spent by now, or the other's gone.
+func (s State) TakeBack(now time.Time, earned [2]Earned) (taken State, ok bool) {
 	r := rulesOf(s.Control)
-	if !r.timed() || earned == [2]time.Duration{} {
+	if !r.timed() || earned == [2]Earned{} {
 		return s, true
-	}
-	if earned[0] < 0 || earned[1] < 0 {
-		return s, false
 	}
 	out := s
 	for side := range out.Players {
-		if earned[side] == 0 {
+		e := earned[side]
+		if e == (Earned{}) {
 			continue
 		}
-		p := r.norm(out.Players[side])
-		p.MainMs -= msOf(earned[side])
-		if p.MainMs <= 0 {
+		if e.MainMs < 0 || e.PeriodMs < 0 || e.LagMs < 0 {
 			return s, false
 		}
-		out.Players[side] = p
+		p := r.norm(out.Players[side])
+		p.MainMs -= e.MainMs
+		if r.kind == ByoYomi {
+			p.PeriodMs -= e.PeriodMs
+		}
+		p.LagBankMs = max(0, p.LagBankMs-e.LagMs)
+		if e.MainMs > 0 || e.PeriodMs > 0 {
+			if p.MainMs < 0 || p.PeriodMs < 0 || r.budget(p) <= 0 {
+				return s, false
+			}
+		}
+		out.Players[side] = r.norm(p)
 	}
 	if out.OutOfBudget(now) {
 		return s, false

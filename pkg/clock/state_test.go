@@ -372,7 +372,7 @@ func TestTakeBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	inc := 2 * time.Second
-	b, ok := s.TakeBack(at(35*sec), [2]time.Duration{inc, inc})
+	b, ok := s.TakeBack(at(35*sec), mains(inc, inc))
 	if !ok || b.Players[First].MainMs != 3*mins-10*sec || b.Players[Second].MainMs != 3*mins-20*sec {
 		t.Fatalf("TakeBack of one move each = %+v, %v; want 2:50 and 2:40 left", b.Players, ok)
 	}
@@ -383,25 +383,81 @@ func TestTakeBack(t *testing.T) {
 		t.Fatalf("deadline after TakeBack %v, want 2:50 after the turn began", d)
 	}
 	// The running side past its budget without the increment: refused.
-	if got, ok := s.TakeBack(at(30*sec+3*mins-10*sec+1), [2]time.Duration{inc, 0}); ok || got != s {
+	if got, ok := s.TakeBack(at(30*sec+3*mins-10*sec+1), mains(inc, 0)); ok || got != s {
 		t.Fatalf("TakeBack leaving the running side no time = %+v, %v; want it refused, unchanged", got, ok)
 	}
-	if _, ok := s.TakeBack(at(30*sec+3*mins-10*sec), [2]time.Duration{inc, 0}); !ok {
+	if _, ok := s.TakeBack(at(30*sec+3*mins-10*sec), mains(inc, 0)); !ok {
 		t.Fatal("TakeBack at the last in-time instant refused")
 	}
 	// The waiting side's main time gone: refused too.
-	if _, ok := s.TakeBack(at(sec), [2]time.Duration{0, 3 * time.Minute}); ok {
+	if _, ok := s.TakeBack(at(sec), mains(0, 3*time.Minute)); ok {
 		t.Fatal("TakeBack of all the waiting side's time accepted")
 	}
-	if _, ok := s.TakeBack(at(sec), [2]time.Duration{0, s.Players[Second].Main()}); ok {
+	if _, ok := s.TakeBack(at(sec), mains(0, s.Players[Second].Main())); ok {
 		t.Fatal("TakeBack of exactly the waiting side's main time accepted")
 	}
-	if got, ok := s.TakeBack(at(sec), [2]time.Duration{}); !ok || got != s {
+	if got, ok := s.TakeBack(at(sec), [2]Earned{}); !ok || got != s {
 		t.Fatalf("TakeBack of nothing = %+v, %v", got, ok)
 	}
-	if _, ok := s.TakeBack(at(sec), [2]time.Duration{-inc, 0}); ok {
+	if _, ok := s.TakeBack(at(sec), mains(-inc, 0)); ok {
 		t.Fatal("TakeBack of a negative amount accepted")
 	}
+}
+
+// TestTakeBackOfAByoYomiMove: a move in byo-yomi fills its period again and
+// refills the lag bank; taken back, its mover goes on with the period as the
+// move found it and the bank as the move left it before its refill, so a
+// player cannot think on one position for ever by moving and undoing.
+func TestTakeBackOfAByoYomiMove(t *testing.T) {
+	s := started(t, pureByo, lag1s)
+	// First spends 40 s (a whole period and 10 s of the next) and reports
+	// 400 ms of lag: charged 39.6 s, 20.4 s left in its second period; its
+	// full bank (3 s) lends 400 ms and gets back 400 of its 500 ms refill.
+	moved, earned, err := s.MoveEarning(at(40*sec), 400*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Earned{PeriodMs: 30*sec - 20_400, LagMs: 400}
+	if earned != want {
+		t.Fatalf("the move earned %+v, want %+v", earned, want)
+	}
+	if p := moved.Players[First]; p.Periods != 2 || p.PeriodMs != 30*sec || p.LagBankMs != 3*sec {
+		t.Fatalf("First after its move = %+v, want 2 periods, a full one, 3 s banked", p)
+	}
+	// Second moves back at once (its own refill withdrawn alike), and the
+	// undo of both comes 5 s into First's turn.
+	moved, second, err := moved.MoveEarning(at(40*sec+100), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, ok := moved.TakeBack(at(45*sec+100), [2]Earned{earned, second})
+	if !ok {
+		t.Fatal("TakeBack refused")
+	}
+	if p := back.Players[First]; p.Periods != 2 || p.PeriodMs != 20_400 || p.LagBankMs != 2600 {
+		t.Fatalf("First after the take-back = %+v, want 2 periods, 20.4 s left in the current one, 2.6 s banked", p)
+	}
+	if p := back.Players[Second]; p.Periods != 3 || p.PeriodMs != 30*sec-100 {
+		t.Fatalf("Second after the take-back = %+v, want its period as its move left it", p)
+	}
+	// First's turn, begun at Second's move, runs on what was left: its
+	// second period runs out 20.4 s in, its last 30 s later.
+	if d, _ := back.Deadline(); !d.Equal(at(40*sec + 100 + 20_400 + 30*sec + 1000)) {
+		t.Fatalf("deadline after TakeBack %v, want 50.4 s and the lag grace after the turn began", d)
+	}
+	// Out of time without the period filled again: refused, unchanged.
+	late := at(40*sec + 100 + 20_400 + 30*sec + 1)
+	if got, ok := moved.TakeBack(late, [2]Earned{earned, second}); ok || got != moved {
+		t.Fatalf("TakeBack past the budget it leaves = %+v, %v; want it refused", got, ok)
+	}
+	if _, ok := moved.TakeBack(late, [2]Earned{{}, second}); !ok {
+		t.Fatal("TakeBack of Second's move alone refused, First's period untouched")
+	}
+}
+
+// mains is what moves earned in Fischer increments, a and b.
+func mains(a, b time.Duration) [2]Earned {
+	return [2]Earned{{MainMs: a.Milliseconds()}, {MainMs: b.Milliseconds()}}
 }
 
 func TestStopAfterFlag(t *testing.T) {

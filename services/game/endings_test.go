@@ -303,6 +303,51 @@ func TestAnUndoStoresTheClocksOfTheMoveItKeeps(t *testing.T) {
 	}
 }
 
+// TestMovesAndUndosDoNotHoldOffTheFlag: through the public API, a human
+// playing the AI under byo-yomi (a single period of 1 s) could think on one
+// position far beyond it by playing any move before the period ran out and
+// taking it back, every move filling the period again and its undo leaving
+// it filled.
+func TestMovesAndUndosDoNotHoldOffTheFlag(t *testing.T) {
+	env := gametest.Start(t, nil)
+	tb := create(t, env, &gamev1.CreateGameRequest{
+		Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Seats: seats(0, 3),
+		TimeControl: &commonv1.TimeControl{Control: &commonv1.TimeControl_ByoYomi{ByoYomi: &commonv1.ByoYomi{
+			MainTime: durationpb.New(0), Periods: 1, PeriodTime: durationpb.New(time.Second)}}},
+	})
+	red, ai := commonv1.Side_SIDE_FIRST, commonv1.Side_SIDE_SECOND
+	play := func(side commonv1.Side, mv string) error {
+		_, err := env.Client.MakeMove(tb.as(side), &gamev1.MakeMoveRequest{GameId: tb.id, RequestId: rid(), Move: &commonv1.Move{Coordinate: mv}})
+		return err
+	}
+	// The two first moves start Red's clock: 1 s in all.
+	for _, m := range []struct {
+		side commonv1.Side
+		mv   string
+	}{{red, "h3e3"}, {ai, "h10g8"}} {
+		if err := play(m.side, m.mv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for cycle := 1; cycle <= 6; cycle++ {
+		time.Sleep(700 * time.Millisecond) // thinking on the same position
+		if err := play(red, "a4a5"); err != nil {
+			t.Logf("cycle %d: Red's move refused after %v: %v (fine)", cycle, time.Since(start), err)
+			return
+		}
+		if err := play(ai, "a7a6"); err != nil {
+			t.Fatalf("the AI's reply: %v", err)
+		}
+		if _, err := env.Client.Undo(tb.as(red), &gamev1.UndoRequest{GameId: tb.id, RequestId: rid()}); err != nil {
+			t.Fatalf("cycle %d: undo: %v", cycle, err)
+		}
+	}
+	g := tb.get(t)
+	t.Fatalf("Red thought %v on one position with a budget of 1 s, yet the game is %v with Red at %d period(s), %v left",
+		time.Since(start).Round(time.Millisecond), g.GetStatus(), g.GetClocks().GetFirst().GetPeriodsLeft(), g.GetClocks().GetFirst().GetPeriodLeft().AsDuration())
+}
+
 // TestGamesAreKeptForTheirTime checks the expiry of a game's keys: an
 // unfinished game is kept at least LiveTTL after its last change (the
 // expiry is extended when due, not on every move) and a finished one for

@@ -276,6 +276,61 @@ func TestUndoDoesNotExtendTheHumansTurn(t *testing.T) {
 	}
 }
 
+// TestMovingAndUndoingDoesNotFillThePeriodAgain: under byo-yomi a move fills
+// its mover's period again. Its undo once left the period full, so that a
+// human in the last period could play any move just before it ran out, take
+// it back (before or after the AI's reply), and think on in the same
+// position with a whole period, for as many undos as a game allows.
+func TestMovingAndUndoingDoesNotFillThePeriodAgain(t *testing.T) {
+	red, black := rules.First, rules.Second
+	// 10 s of main time, then one (the last) period of 30 s.
+	ctl := clock.Control{Kind: clock.ByoYomi, MainTime: 10 * time.Second, Periods: 1, PeriodTime: 30 * time.Second}
+	for _, tc := range []struct {
+		name      string
+		aiReplies bool // undo after the AI's reply (two plies) or while it thinks (one)
+	}{{"undo after the AI's reply", true}, {"undo while the AI thinks", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, now := afterFourMoves(t, ctl, clock.LagPolicy{}, [2]Seat{{PlayerID: "p"}, {PlayerID: "ai", AILevel: 1}})
+			budget := time.Duration(st.Clock.Players[red].MainMs+st.Clock.Players[red].PeriodMs) * time.Millisecond
+			thought := time.Duration(0)
+			for cycle := 1; cycle <= 10; cycle++ {
+				now = now.Add(25 * time.Second) // Red thinks 25 s on the same position
+				thought += 25 * time.Second
+				ch, err := Move(st, red, "a4a5", 0, now)
+				if err != nil {
+					t.Fatalf("cycle %d: move: %v", cycle, err)
+				}
+				if ch.State.Status != StatusOngoing {
+					// 25 s of the budget went in the first cycle; 25 more
+					// are past what the undo left.
+					if cycle != 2 || ch.State.Result.Method != rules.Timeout {
+						t.Fatalf("cycle %d: the game ended %+v after %v of thinking (budget %v); want a loss on time in cycle 2", cycle, ch.State.Result, thought, budget)
+					}
+					return
+				}
+				st = ch.State
+				if tc.aiReplies {
+					st = must(t, "the AI's reply")(Move(st, black, "a7a6", 0, now))
+				}
+				u, err := Undo(st, red, now)
+				if err != nil {
+					t.Fatalf("cycle %d: undo: %v", cycle, err)
+				}
+				if u.State.Status != StatusOngoing {
+					t.Fatalf("cycle %d: the undo ended the game (%v)", cycle, u.Reply)
+				}
+				if left, want := u.State.Clock.Snapshot(now).Players[red], budget-thought; left.MainMs != 0 || left.Periods != 1 || left.Period() != want {
+					t.Fatalf("cycle %d: after the undo Red has %+v; want the %v of its last period its move found", cycle, left, want)
+				}
+				st = u.State
+			}
+			snap := st.Clock.Snapshot(now)
+			t.Fatalf("after 10 moves taken back Red has thought %v on one position with a budget of %v, and still has %d period(s) with %v left in it",
+				thought, budget, snap.Players[red].Periods, time.Duration(snap.Players[red].PeriodMs)*time.Millisecond)
+		})
+	}
+}
+
 // TestOnlyTheLastMoveShowsADeadline: the deadline belongs to the turn that
 // runs, which follows the last move; older records must not show it.
 func TestOnlyTheLastMoveShowsADeadline(t *testing.T) {

@@ -444,12 +444,9 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 		movedAt = now.Add(-n.Clock.Credit(now, lag))
 	}
 	evs := clockMilestones(n, movedAt)
-	var incMs int64
+	var earned clock.Earned
 	if n.Clock != nil && n.Clock.Phase == clock.Running {
-		if n.Clock.Control.Kind == clock.Fischer {
-			incMs = n.Clock.Control.Increment.Milliseconds()
-		}
-		next, err := n.Clock.Move(now, lag)
+		next, e, err := n.Clock.MoveEarning(now, lag)
 		if err != nil {
 			if errors.Is(err, clock.ErrFlagged) {
 				// The clock as Move left it: stopped at the flag.
@@ -459,7 +456,7 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 			}
 			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
 		}
-		n.Clock = &next
+		n.Clock, earned = &next, e
 		// The opponent's turn starts with nothing of it announced. The
 		// mark may lie past now (see Excuse), and kept there it would
 		// hide the new turn's milestones before it.
@@ -487,7 +484,8 @@ func playOn(st *State, g *rules.Game, side rules.Side, mv rules.Move, lag time.D
 	n.DrawBarred[side] = false
 	rec := MoveRec{
 		Move: mv.String(), Notation: info.Notation, Check: info.Check, Pass: info.Pass,
-		Captured: rulespb.CapturedLetter(info.Captured), AtMs: ms(now), IncMs: incMs,
+		Captured: rulespb.CapturedLetter(info.Captured), AtMs: ms(now),
+		IncMs: earned.MainMs, RefillMs: earned.PeriodMs, LagMs: earned.LagMs,
 	}
 	appendMove(n, rec)
 	n.TurnStartMs = ms(now)
@@ -866,15 +864,17 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 		case err != nil:
 			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
 		}
-		// The moves taken back keep no increment.
-		var earned [2]time.Duration
+		// The moves taken back keep nothing they earned: a move and its
+		// undo would otherwise add time (an increment, a period filled
+		// again) as often as undos are allowed.
+		var earned [2]clock.Earned
 		for i := k - take; i < k; i++ {
-			earned[moverOf(i)] += time.Duration(st.Moves[i].IncMs) * time.Millisecond
+			earned[moverOf(i)] = st.Moves[i].earned()
 		}
 		back, ok := c.TakeBack(now, earned)
 		if !ok {
 			return Change{}, apierr.New(apierr.Precondition,
-				"cannot undo: without the increments of the moves it takes back, a player would be out of time")
+				"cannot undo: without the time the moves it takes back earned (an increment, a byo-yomi period filled again), a player would be out of time")
 		}
 		n.Clock = &back
 	}

@@ -44,11 +44,19 @@ type MoveRec struct {
 	AtMs     int64  `json:"t"`
 	// Clock is both clocks right after the move (nil without a clock).
 	Clock *clock.Snapshot `json:"k,omitempty"`
-	// IncMs is the Fischer increment the move earned: an undo withdraws
-	// it. Whether a move earns one depends on the clock running when it is
-	// played, which an undo past the first moves changes, so it is kept
-	// rather than worked out from the ply.
-	IncMs int64 `json:"i,omitempty"`
+	// IncMs, RefillMs and LagMs are what the move earned its mover (see
+	// clock.Earned: the Fischer increment, the byo-yomi period filled
+	// again, the lag bank's refill): an undo withdraws them. What a move
+	// earns depends on the clock as it was played, which an undo past the
+	// first moves changes, so it is kept rather than worked out again.
+	IncMs    int64 `json:"i,omitempty"`
+	RefillMs int64 `json:"r,omitempty"`
+	LagMs    int64 `json:"l,omitempty"`
+}
+
+// earned is what the move earned its mover, as clock.TakeBack withdraws it.
+func (m MoveRec) earned() clock.Earned {
+	return clock.Earned{MainMs: m.IncMs, PeriodMs: m.RefillMs, LagMs: m.LagMs}
 }
 
 // Result is how a game ended.

@@ -159,9 +159,11 @@ type GameServiceClient interface {
 	// human's move while the AI has not replied yet, cutting its turn
 	// short), in games against the AI only (FailedPrecondition in every
 	// other game), at most 200 times a game (FailedPrecondition after).
-	// Time spent thinking is not given back, and the Fischer increments of
-	// the moves taken back are withdrawn (FailedPrecondition when a player
-	// would then be out of time). A pending draw offer is withdrawn too
+	// Time spent thinking is not given back, and what the moves taken back
+	// earned is withdrawn: their Fischer increments, and under byo-yomi the
+	// period each filled again, its player going on with what was left of
+	// it when the move was made (FailedPrecondition when a player would then
+	// be out of time). A pending draw offer is withdrawn too
 	// (MovesUndone.draw_offer_withdrawn).
 	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
@@ -511,9 +513,11 @@ type GameServiceServer interface {
 	// human's move while the AI has not replied yet, cutting its turn
 	// short), in games against the AI only (FailedPrecondition in every
 	// other game), at most 200 times a game (FailedPrecondition after).
-	// Time spent thinking is not given back, and the Fischer increments of
-	// the moves taken back are withdrawn (FailedPrecondition when a player
-	// would then be out of time). A pending draw offer is withdrawn too
+	// Time spent thinking is not given back, and what the moves taken back
+	// earned is withdrawn: their Fischer increments, and under byo-yomi the
+	// period each filled again, its player going on with what was left of
+	// it when the move was made (FailedPrecondition when a player would then
+	// be out of time). A pending draw offer is withdrawn too
 	// (MovesUndone.draw_offer_withdrawn).
 	Undo(context.Context, *UndoRequest) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
