@@ -277,7 +277,9 @@ func TestUndoAgainstTheAI(t *testing.T) {
 
 // TestAnUndoStoresTheClocksOfTheMoveItKeeps: the last move an undo leaves
 // shows the running turn's clocks as the undo left them, read back from
-// Redis as in the undo's answer, not those of when it was played.
+// Redis as in the undo's answer and its MovesUndone event (which a client
+// following the events puts on that move), not those of when it was
+// played.
 func TestAnUndoStoresTheClocksOfTheMoveItKeeps(t *testing.T) {
 	env := gametest.Start(t, nil)
 	fischer := &commonv1.TimeControl{Control: &commonv1.TimeControl_Fischer{Fischer: &commonv1.Fischer{
@@ -300,6 +302,10 @@ func TestAnUndoStoresTheClocksOfTheMoveItKeeps(t *testing.T) {
 	}
 	if got, want := moves[1].GetClocks(), resp.GetGame().GetClocks(); !proto.Equal(got, want) {
 		t.Fatalf("the last move kept, read back, shows clocks %v; the undo left %v", got, want)
+	}
+	evs := eventsAfter(t, tb, g.GetVersion()-1)
+	if got, want := moves[1].GetClocks(), evs[len(evs)-1].GetMovesUndone().GetClocks(); !proto.Equal(got, want) {
+		t.Fatalf("the last move kept, read back, shows clocks %v; the undo's event %v", got, want)
 	}
 }
 

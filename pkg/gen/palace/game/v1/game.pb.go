@@ -2437,11 +2437,15 @@ type MoveRecord struct {
 	Captured string `protobuf:"bytes,7,opt,name=captured,proto3" json:"captured,omitempty"`
 	// Server time of the commit.
 	PlayedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=played_at,json=playedAt,proto3" json:"played_at,omitempty"`
-	// Both clocks right after the move. Deadlines belong to a running turn:
-	// in a MovePlayed event they are the turn's as the move started it; in
-	// a read or a MovesUndone event only the last move has them, and they
-	// are the running turn's current ones (an undo may have moved them
-	// since). Older moves carry none.
+	// Both clocks right after the move; after an undo, the last move left
+	// shows the clocks as the undo left them instead, which
+	// MovesUndone.clocks gives (as of the undo, with the time each side has
+	// spent since that move and without what the moves taken back earned):
+	// a client following the events puts them there. Deadlines belong to a
+	// running turn: in a MovePlayed event they are the turn's as the move
+	// started it; in a read or a MovesUndone event only the last move has
+	// them, and they are the running turn's current ones (an undo may have
+	// moved them since). Older moves carry none.
 	Clocks        *v1.ClockSnapshot `protobuf:"bytes,9,opt,name=clocks,proto3" json:"clocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2958,8 +2962,9 @@ type MovesUndone struct {
 	// The plies taken back, latest first.
 	Moves    []*MoveRecord `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
 	Position *v1.Position  `protobuf:"bytes,2,opt,name=position,proto3" json:"position,omitempty"`
-	// Both clocks after the undo (unset in an untimed game): the turn it
-	// hands back may start the other side's clock.
+	// Both clocks after the undo (unset in an untimed game), which the last
+	// move left shows from now on (MoveRecord.clocks): the turn it hands
+	// back may start the other side's clock.
 	Clocks *v1.ClockSnapshot `protobuf:"bytes,3,opt,name=clocks,proto3" json:"clocks,omitempty"`
 	// A draw offer was pending, and the undo withdrew it: an offer belongs
 	// to the position it was made in. The offerer may offer again.
