@@ -342,9 +342,10 @@ func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (St
 // TakeBack withdraws what moves taken back earned (see Earned), earned[side]
 // for each side. A player goes on with what was left when the move was
 // made: the main time without its increment, the period as the move found
-// it, the lag bank less its refill. ok is false, and s returned unchanged,
-// when a side would have no time left without it: the running side's
-// budget spent by now, or the other's gone.
+// it (less any spent since, periods used up by it lost), the lag bank less
+// its refill. ok is false, and s returned unchanged, when a side would have
+// no time left without it: the running side's budget spent by now, or the
+// other's gone.
 func (s State) TakeBack(now time.Time, earned [2]Earned) (taken State, ok bool) {
 	r := rulesOf(s.Control)
 	if !r.timed() || earned == [2]Earned{} {
@@ -361,8 +362,19 @@ func (s State) TakeBack(now time.Time, earned [2]Earned) (taken State, ok bool) 
 		}
 		p := r.norm(out.Players[side])
 		p.MainMs -= e.MainMs
-		if r.kind == ByoYomi {
+		if r.kind == ByoYomi && e.PeriodMs > 0 {
+			if p.MainMs > 0 || r.periodMs <= 0 {
+				// No move fills a period while main time is left.
+				return s, false
+			}
+			// More than is left of the current period (a player whose
+			// period an earlier take-back left short) spills into the
+			// next ones, as time spent does.
 			p.PeriodMs -= e.PeriodMs
+			for p.PeriodMs < 0 && p.Periods > 1 {
+				p.Periods--
+				p.PeriodMs += r.periodMs
+			}
 		}
 		p.LagBankMs = max(0, p.LagBankMs-e.LagMs)
 		if e.MainMs > 0 || e.PeriodMs > 0 {

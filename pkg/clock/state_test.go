@@ -455,6 +455,35 @@ func TestTakeBackOfAByoYomiMove(t *testing.T) {
 	}
 }
 
+// TestTakeBackSpillsIntoTheNextPeriod: two moves taken back one after the
+// other (two undos in a row). First, under 3 x 30 s, moved with 10 s left in
+// its period, then thought 25 s on its next move. Withdrawing both refills
+// leaves it 10 s - 25 s of its first period: one period used and 15 s left
+// in the next, far from out of time (TakeBack once refused it, the period
+// below zero).
+func TestTakeBackSpillsIntoTheNextPeriod(t *testing.T) {
+	s := started(t, pureByo, LagPolicy{})
+	s, a1, err := s.MoveEarning(at(20*sec), 0) // First: 20 s, 10 s left
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, b1, _ := s.MoveEarning(at(20*sec), 0)
+	s, a2, _ := s.MoveEarning(at(45*sec), 0) // First: 25 s, 5 s left
+	s, b2, _ := s.MoveEarning(at(45*sec), 0)
+	s, ok := s.TakeBack(at(45*sec), [2]Earned{a2, b2})
+	if !ok {
+		t.Fatal("first TakeBack refused")
+	}
+	back, ok := s.TakeBack(at(45*sec), [2]Earned{a1, b1})
+	if !ok {
+		t.Fatalf("second TakeBack refused; First has %+v (budget %v from its turn start), not out of time",
+			s.Players[First], time.Duration(rulesOf(s.Control).budget(s.Players[First]))*time.Millisecond)
+	}
+	if p := back.Players[First]; p.Periods != 2 || p.PeriodMs != 15*sec {
+		t.Fatalf("First after both take-backs = %+v; want 2 periods, 15 s left in the current one", p)
+	}
+}
+
 // mains is what moves earned in Fischer increments, a and b.
 func mains(a, b time.Duration) [2]Earned {
 	return [2]Earned{{MainMs: a.Milliseconds()}, {MainMs: b.Milliseconds()}}

@@ -15,6 +15,9 @@ import (
 	"github.com/palacehq/palace/pkg/rules"
 )
 
+// byo3x30 is byo-yomi alone: 3 periods of 30 s.
+var byo3x30 = clock.Control{Kind: clock.ByoYomi, Periods: 3, PeriodTime: 30 * time.Second}
+
 // serviceLag is the game service's default lag policy: a 1 s grace.
 var serviceLag = clock.LagPolicy{MaxPerMove: time.Second, BankCap: 5 * time.Second, RefillPerMove: 500 * time.Millisecond}
 
@@ -329,6 +332,130 @@ func TestMovingAndUndoingDoesNotFillThePeriodAgain(t *testing.T) {
 				thought, budget, snap.Players[red].Periods, time.Duration(snap.Players[red].PeriodMs)*time.Millisecond)
 		})
 	}
+}
+
+// aiGameAfterFourMoves is a game of a human (Red) against the AI under ctl,
+// its clocks running after four moves.
+func aiGameAfterFourMoves(t *testing.T, ctl clock.Control) (*State, time.Time) {
+	return afterFourMoves(t, ctl, clock.LagPolicy{}, [2]Seat{{PlayerID: "p"}, {PlayerID: "ai", AILevel: 1}})
+}
+
+// redsPeriodsUsed lists the periods left that evs' PERIOD_USED events of
+// Red announce.
+func redsPeriodsUsed(evs []*gamev1.Event) []uint32 {
+	var left []uint32
+	for _, e := range evs {
+		if c := e.GetClock(); c != nil && c.GetKind() == gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED && c.GetSide() == commonv1.Side_SIDE_FIRST {
+			left = append(left, c.GetClocks().GetFirst().GetPeriodsLeft())
+		}
+	}
+	return left
+}
+
+// TestUndosInARowSpillIntoTheNextPeriod: Red (3 x 30 s) moves with 10 s
+// left in its period, then thinks 25 s on its next move; the AI replies at
+// once each time, and Red takes both moves back. The first undo leaves it
+// 5 s of the period; the second withdraws 20 s more, which spills into the
+// next period, and says so: 2 periods left, 15 s in the current one. The
+// second undo was refused as if Red were out of time.
+func TestUndosInARowSpillIntoTheNextPeriod(t *testing.T) {
+	red, black := rules.First, rules.Second
+	st, now := aiGameAfterFourMoves(t, byo3x30)
+	now = now.Add(20 * time.Second)
+	st = must(t, "a4a5")(Move(st, red, "a4a5", 0, now))
+	st = must(t, "a7a6")(Move(st, black, "a7a6", 0, now))
+	now = now.Add(25 * time.Second)
+	st = must(t, "c4c5")(Move(st, red, "c4c5", 0, now))
+	st = must(t, "c7c6")(Move(st, black, "c7c6", 0, now))
+	st = must(t, "first undo")(Undo(st, red, now))
+	ch, err := Undo(st, red, now)
+	if err != nil || ch.Reply != nil {
+		t.Fatalf("second undo refused: %v %v (Red has %+v)", err, ch.Reply, st.Clock.Snapshot(now).Players[red])
+	}
+	if p := ch.State.Clock.Snapshot(now).Players[red]; p.Periods != 2 || p.PeriodMs != 15_000 {
+		t.Fatalf("Red after two undos: %+v; want 2 periods, 15 s left", p)
+	}
+	if got := redsPeriodsUsed(ch.Events); !slices.Equal(got, []uint32{2}) {
+		t.Fatalf("the second undo announces Red's periods used down to %v; want [2]", got)
+	}
+}
+
+// TestAnUndoAnnouncesThePeriodItsTakeBackUsedUp: Red (3 x 30 s) moves with
+// 5 s left in its period, the AI replies at once, and Red undoes 10 s later.
+// Without the refill, Red's turn ran past the end of its period 5 s in; the
+// undo's announcements were made on the clock before the take-back, and
+// its wake-up set after now, so that PERIOD_USED (3 -> 2) was never
+// announced.
+func TestAnUndoAnnouncesThePeriodItsTakeBackUsedUp(t *testing.T) {
+	red, black := rules.First, rules.Second
+	st, now := aiGameAfterFourMoves(t, byo3x30)
+	now = now.Add(25 * time.Second)
+	st = must(t, "a4a5")(Move(st, red, "a4a5", 0, now))
+	turn := now
+	st = must(t, "a7a6")(Move(st, black, "a7a6", 0, now))
+	now = now.Add(10 * time.Second)
+	u, err := Undo(st, red, now)
+	if err != nil || u.Reply != nil {
+		t.Fatalf("undo: %v %v", err, u.Reply)
+	}
+	if p := u.State.Clock.Snapshot(now).Players[red]; p.Periods != 2 {
+		t.Fatalf("Red after the undo: %+v; want 2 periods (the take-back ends its first)", p)
+	}
+	evs := u.Events
+	// The next wake-up, as the sweeper would run it.
+	wk := u.State.WakeMs
+	ex, applied, err := Expire(u.State, wk, time.UnixMilli(wk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied {
+		evs = append(evs, ex.Events...)
+	}
+	if got := redsPeriodsUsed(evs); len(got) == 0 || got[0] != 2 {
+		t.Fatalf("PERIOD_USED events for Red, periods left: %v; want the 3 -> 2 one (2) announced first", got)
+	}
+	for _, e := range u.Events {
+		if c := e.GetClock(); c != nil && !e.GetTime().AsTime().Equal(turn.Add(5*time.Second+time.Millisecond)) {
+			t.Fatalf("the undo's clock event is dated %v; want 1 ms past the end of the period, 5 s into Red's turn", e.GetTime().AsTime())
+		}
+	}
+}
+
+// TestUndosDoNotRunTheAIOutOfTime: under byo-yomi (1 x 10 s) a human moves
+// at once, the AI replies thinking as its worker budgets it
+// (services/ai/internal/worker/budget.go: 3/4 of its period left less
+// 300 ms, at least 20 ms; 50 ms more to reach the service), and the human
+// takes both back. Withdrawing the AI's refill too left it, undo after
+// undo, less of its period, until it lost on time with the human's most of
+// its own left: the AI's reply keeps what it earned.
+func TestUndosDoNotRunTheAIOutOfTime(t *testing.T) {
+	red, black := rules.First, rules.Second
+	ctl := clock.Control{Kind: clock.ByoYomi, Periods: 1, PeriodTime: 10 * time.Second}
+	st, now := aiGameAfterFourMoves(t, ctl)
+	for cycle := 1; cycle <= 60; cycle++ {
+		now = now.Add(100 * time.Millisecond)
+		ch, err := Move(st, red, "a4a5", 0, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.State.Status.Finished() {
+			// Red's own thinking, 200 ms a cycle, is not given back.
+			if ch.State.Result.Method != rules.Timeout || *ch.State.Result.Side != red || cycle < 40 {
+				t.Fatalf("cycle %d: the game ended %+v; want Red out of time after some 50 cycles", cycle, ch.State.Result)
+			}
+			return
+		}
+		st = ch.State
+		left := time.Duration(st.Clock.Players[black].PeriodMs) * time.Millisecond
+		if left != ctl.PeriodTime {
+			t.Fatalf("cycle %d: the AI starts its turn with %v of its period; want all of it", cycle, left)
+		}
+		now = now.Add(max(left*3/4-300*time.Millisecond, 20*time.Millisecond) + 50*time.Millisecond)
+		st = must(t, "a7a6")(Move(st, black, "a7a6", 0, now))
+		now = now.Add(100 * time.Millisecond)
+		st = must(t, "undo")(Undo(st, red, now))
+	}
+	t.Fatal("Red thought 200 ms a cycle for 60 cycles on a 10 s period without losing on time")
 }
 
 // TestOnlyTheLastMoveShowsADeadline: the deadline belongs to the turn that

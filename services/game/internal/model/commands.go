@@ -589,21 +589,57 @@ func clockMilestones(st *State, now time.Time) []*gamev1.Event {
 	}
 	var evs []*gamev1.Event
 	for _, e := range st.Clock.Events(time.UnixMilli(st.ClockEventsMs), now) {
-		kind := gamev1.ClockEventKind_CLOCK_EVENT_KIND_UNSPECIFIED
-		switch e.Kind {
-		case clock.EnteredByoYomi:
-			kind = gamev1.ClockEventKind_CLOCK_EVENT_KIND_BYO_YOMI_ENTERED
-		case clock.PeriodUsed:
-			kind = gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED
-		default:
-			continue
+		if ev := clockEventPB(st, e); ev != nil {
+			evs = append(evs, ev)
 		}
-		evs = append(evs, &gamev1.Event{Time: timestamppb.New(e.At), Kind: &gamev1.Event_Clock{Clock: &gamev1.ClockEvent{
-			Side: rulespb.Side(rules.Side(e.Side)), Kind: kind, Clocks: clockPBAt(st, e.At),
-		}}})
 	}
 	if ms(now) > st.ClockEventsMs {
 		st.ClockEventsMs = ms(now)
+	}
+	return evs
+}
+
+// clockEventPB is the event announcing milestone e; nil for a flag, which
+// ends the game instead.
+func clockEventPB(st *State, e clock.Event) *gamev1.Event {
+	kind := gamev1.ClockEventKind_CLOCK_EVENT_KIND_UNSPECIFIED
+	switch e.Kind {
+	case clock.EnteredByoYomi:
+		kind = gamev1.ClockEventKind_CLOCK_EVENT_KIND_BYO_YOMI_ENTERED
+	case clock.PeriodUsed:
+		kind = gamev1.ClockEventKind_CLOCK_EVENT_KIND_PERIOD_USED
+	default:
+		return nil
+	}
+	return &gamev1.Event{Time: timestamppb.New(e.At), Kind: &gamev1.Event_Clock{Clock: &gamev1.ClockEvent{
+		Side: rulespb.Side(rules.Side(e.Side)), Kind: kind, Clocks: clockPBAt(st, e.At),
+	}}}
+}
+
+// periodsTakenBack announces the byo-yomi periods of side that an undo's
+// take-back used up: announced down to what the clock before it (was)
+// showed by now, they were crossed earlier in the turn by the clock it
+// left, or before the turn began (a take-back spilling into the next
+// period), dated then at the turn's start.
+func periodsTakenBack(n *State, was clock.State, side rules.Side, now time.Time) []*gamev1.Event {
+	had := was.Snapshot(now).Players[side].Periods
+	left := n.Clock.Snapshot(now).Players[side].Periods
+	if left >= had {
+		return nil
+	}
+	crossed := make(map[int]clock.Event)
+	for _, e := range n.Clock.Events(time.UnixMilli(0), now) {
+		if e.Kind == clock.PeriodUsed && rules.Side(e.Side) == side {
+			crossed[e.PeriodsLeft] = e
+		}
+	}
+	evs := make([]*gamev1.Event, 0, had-left)
+	for periods := had - 1; periods >= left; periods-- {
+		e, ok := crossed[periods]
+		if !ok {
+			e = clock.Event{Kind: clock.PeriodUsed, Side: clock.Side(side), At: time.UnixMilli(n.Clock.TurnStartMs), PeriodsLeft: periods}
+		}
+		evs = append(evs, clockEventPB(n, e))
 	}
 	return evs
 }
@@ -864,19 +900,25 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 		case err != nil:
 			return Change{}, fmt.Errorf("clock of game %s: %w", n.ID, err)
 		}
-		// The moves taken back keep nothing they earned: a move and its
-		// undo would otherwise add time (an increment, a period filled
-		// again) as often as undos are allowed.
+		// The human's move taken back keeps nothing it earned: a move and
+		// its undo would otherwise add time (an increment, a period filled
+		// again) as often as undos are allowed. The AI's reply keeps what
+		// it earned, as a reply cut short ends with a fresh period: the
+		// AI asks for no undo, and each taking its time away would let
+		// undos run its clock out.
 		var earned [2]clock.Earned
 		for i := k - take; i < k; i++ {
-			earned[moverOf(i)] = st.Moves[i].earned()
+			if moverOf(i) == side {
+				earned[side] = st.Moves[i].earned()
+			}
 		}
 		back, ok := c.TakeBack(now, earned)
 		if !ok {
 			return Change{}, apierr.New(apierr.Precondition,
-				"cannot undo: without the time the moves it takes back earned (an increment, a byo-yomi period filled again), a player would be out of time")
+				"cannot undo: without the time your move earned (its increment, or the byo-yomi period it filled again), you would be out of time")
 		}
 		n.Clock = &back
+		evs = append(evs, periodsTakenBack(n, c, side, now)...)
 	}
 	if k := len(n.Moves); k > 0 && n.Clock != nil {
 		// The last move left shows the running turn's clocks (see

@@ -101,7 +101,8 @@ func TestUndosAreBounded(t *testing.T) {
 }
 
 // TestUndoTakesBackTheIncrements: under Fischer, a move and its undo must
-// not leave the increment behind, or every move and undo would add time.
+// not leave the human the increment behind, or every move and undo would
+// add time; the AI's reply taken back keeps its own.
 func TestUndoTakesBackTheIncrements(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
 	ctl := clock.Control{Kind: clock.Fischer, MainTime: 5 * time.Minute, Increment: 3 * time.Second}
@@ -141,11 +142,11 @@ func TestUndoTakesBackTheIncrements(t *testing.T) {
 	before := main()
 	// The human moves after 10 s; the AI replies after 4 s; the human
 	// takes both back 2 s into its turn: each is charged its thinking, and
-	// neither keeps the 3 s increment.
+	// the human keeps no 3 s increment.
 	play(rules.First, "b1c3", 10*time.Second)
 	play(rules.Second, "b10c8", 4*time.Second)
 	undo(2 * time.Second)
-	if got, want := main(), [2]time.Duration{before[0] - 12*time.Second, before[1] - 4*time.Second}; got != want {
+	if got, want := main(), [2]time.Duration{before[0] - 12*time.Second, before[1] - 4*time.Second + 3*time.Second}; got != want {
 		t.Fatalf("after a move, a reply and the undo: %v left, want %v", got, want)
 	}
 	// Taken back before the AI replies: the AI's turn is cut short, and
@@ -170,7 +171,7 @@ func TestUndoTakesBackTheIncrements(t *testing.T) {
 // TestUndoPastTheFirstMovesTakesBackTheirIncrements: once an undo has
 // taken the game back before the moves that started the clock, the clock
 // runs, so those moves played again earn increments, and their undos must
-// withdraw them.
+// withdraw the human's (the AI's replies keep theirs).
 func TestUndoPastTheFirstMovesTakesBackTheirIncrements(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
 	ctl := clock.Control{Kind: clock.Fischer, MainTime: 5 * time.Minute, Increment: 3 * time.Second}
@@ -202,8 +203,9 @@ func TestUndoPastTheFirstMovesTakesBackTheirIncrements(t *testing.T) {
 	for range 10 {
 		cycle()
 	}
-	if got := st.Clock.Snapshot(now).Players; got != before {
-		t.Fatalf("ten moves, replies and undos from the start: %+v, was %+v", got, before)
+	if got := st.Clock.Snapshot(now).Players; got[rules.First] != before[rules.First] ||
+		got[rules.Second].Main() != before[rules.Second].Main()+10*ctl.Increment {
+		t.Fatalf("ten moves, replies and undos from the start: %+v, was %+v; want the human's unchanged, the AI's 10 increments up", got, before)
 	}
 }
 

@@ -159,11 +159,14 @@ type GameServiceClient interface {
 	// human's move while the AI has not replied yet, cutting its turn
 	// short), in games against the AI only (FailedPrecondition in every
 	// other game), at most 200 times a game (FailedPrecondition after).
-	// Time spent thinking is not given back, and what the moves taken back
-	// earned is withdrawn: their Fischer increments, and under byo-yomi the
-	// period each filled again, its player going on with what was left of
-	// it when the move was made (FailedPrecondition when a player would then
-	// be out of time). A pending draw offer is withdrawn too
+	// Time spent thinking is not given back, and what the human's move
+	// taken back earned is withdrawn: its Fischer increment, or under
+	// byo-yomi the period it filled again, the human going on with what was
+	// left of it when the move was made, less the time spent since
+	// (periods that runs out announced as PERIOD_USED); FailedPrecondition
+	// when the human would then be out of time. The AI's reply taken back
+	// keeps what it earned, as a reply cut short starts the AI's next turn
+	// with a whole period. A pending draw offer is withdrawn too
 	// (MovesUndone.draw_offer_withdrawn).
 	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
@@ -513,11 +516,14 @@ type GameServiceServer interface {
 	// human's move while the AI has not replied yet, cutting its turn
 	// short), in games against the AI only (FailedPrecondition in every
 	// other game), at most 200 times a game (FailedPrecondition after).
-	// Time spent thinking is not given back, and what the moves taken back
-	// earned is withdrawn: their Fischer increments, and under byo-yomi the
-	// period each filled again, its player going on with what was left of
-	// it when the move was made (FailedPrecondition when a player would then
-	// be out of time). A pending draw offer is withdrawn too
+	// Time spent thinking is not given back, and what the human's move
+	// taken back earned is withdrawn: its Fischer increment, or under
+	// byo-yomi the period it filled again, the human going on with what was
+	// left of it when the move was made, less the time spent since
+	// (periods that runs out announced as PERIOD_USED); FailedPrecondition
+	// when the human would then be out of time. The AI's reply taken back
+	// keeps what it earned, as a reply cut short starts the AI's next turn
+	// with a whole period. A pending draw offer is withdrawn too
 	// (MovesUndone.draw_offer_withdrawn).
 	Undo(context.Context, *UndoRequest) (*UndoResponse, error)
 	// GetGame returns the full state of a game. Private games need a seat
