@@ -234,10 +234,14 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		// never written holds nothing after the claim grace.
 		return "", 0, fmt.Errorf("enter ticket: %w", err)
 	}
-	switch res[0] {
-	case "dup":
+	switch {
+	case res[0] == "dup" && res[1] == id:
+		// This entry's own script, run again by the client after its
+		// answer was lost: the ticket is this call's, and waits as its
+		// first answer would have let it.
+	case res[0] == "dup":
 		return res[1], Duplicate, s.swapLive(ctx, t.Player, claim, prev, keep)
-	case "busy":
+	case res[0] == "busy":
 		return res[1], Busy, s.swapLive(ctx, t.Player, claim, liveRecord(res[1], t.Entered), keep)
 	}
 	if other, err := s.settle(ctx, t.Player, tag, res[1], claim, t.Entered, keep); err != nil || other != "" {
