@@ -502,16 +502,7 @@ func NewForWaiting(ctx context.Context, addr string, conns int, name string) (re
 func connect(ctx context.Context, addr string, opts *redis.UniversalOptions) (redis.UniversalClient, error) {
 	var c redis.UniversalClient
 	if opts.MasterName == "" && (opts.IsClusterMode || len(opts.Addrs) > 1) {
-		copts := opts.Cluster()
-		copts.ClusterStateReloadInterval = clusterReload
-		if opts.MaxRetries < 0 {
-			copts.NewClient = func(o *redis.Options) *redis.Client {
-				nc := redis.NewClient(o)
-				nc.AddHook(sentOnce{})
-				return nc
-			}
-		}
-		c = redis.NewClusterClient(copts)
+		c = clusterClient(opts, nil)
 	} else {
 		c = redis.NewUniversalClient(opts)
 	}
@@ -534,14 +525,40 @@ func connect(ctx context.Context, addr string, opts *redis.UniversalOptions) (re
 		}
 		// Out of reach at the addresses the nodes announce (a port
 		// published or forwarded): a node that serves every slot itself
-		// serves every key as given.
+		// serves every key as given. It gets a cluster client all the
+		// same, every slot at this address: the node refuses a script or
+		// transaction whose keys lie in several slots, and callers tell
+		// a cluster by its client.
 		if servesEverySlot(ctx, c) {
-			return c, nil
+			_ = c.Close()
+			here := []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: opts.Addrs[0]}}}}
+			cc := clusterClient(opts, func(context.Context) ([]redis.ClusterSlot, error) { return here, nil })
+			if err := cc.Ping(pctx).Err(); err != nil {
+				_ = cc.Close()
+				return nil, fmt.Errorf("redis at %s: %w", Redact(addr), err)
+			}
+			return cc, nil
 		}
 		_ = c.Close()
 		return nil, fmt.Errorf("%w (a node of a Redis Cluster: this process must reach each of its masters at the address it announces)", err)
 	}
 	return c, nil
+}
+
+// clusterClient is a cluster client of opts; slots, when given, is the
+// slot map in place of the nodes' own (CLUSTER SLOTS).
+func clusterClient(opts *redis.UniversalOptions, slots func(context.Context) ([]redis.ClusterSlot, error)) *redis.ClusterClient {
+	copts := opts.Cluster()
+	copts.ClusterStateReloadInterval = clusterReload
+	copts.ClusterSlots = slots
+	if opts.MaxRetries < 0 {
+		copts.NewClient = func(o *redis.Options) *redis.Client {
+			nc := redis.NewClient(o)
+			nc.AddHook(sentOnce{})
+			return nc
+		}
+	}
+	return redis.NewClusterClient(copts)
 }
 
 // sentOnce makes a cluster node's client heed MaxRetries -1: go-redis'

@@ -450,10 +450,13 @@ func TestOneClusterNodeGivenAsHostPortWasReachedAlone(t *testing.T) {
 // TestASingleMasterClusterBehindAnAddressItDoesNotAnnounceStarts: a
 // cluster of one master (every slot on it), reached at an address other
 // than the one it announces (a container's port published on the host, a
-// port-forward, NAT), given as host:port: a plain client reaches every key
-// there, since no MOVED comes from a node that serves all slots, where a
-// cluster client would follow CLUSTER SLOTS to the announced address, out
-// of reach.
+// port-forward, NAT), given as host:port: every key is reached there, since
+// no MOVED comes from a node that serves all slots, where a cluster client
+// following CLUSTER SLOTS would go to the announced address, out of reach.
+// It is a cluster client all the same, every slot at the given address,
+// for callers that keep a script's keys to one slot on a cluster
+// (TestASingleMasterClusterBehindAnUnannouncedAddressIsSwept in the clock
+// service).
 func TestASingleMasterClusterBehindAnAddressItDoesNotAnnounceStarts(t *testing.T) {
 	ctx := context.Background()
 	cl := redistest.NewCluster(t, 1)
@@ -469,6 +472,9 @@ func TestASingleMasterClusterBehindAnAddressItDoesNotAnnounceStarts(t *testing.T
 			"a plain client reaches every key there", cl.Nodes[0].Addr, err, time.Since(start).Round(time.Millisecond))
 	}
 	defer rdb.Close()
+	if _, ok := rdb.(*redis.ClusterClient); !ok {
+		t.Fatalf("New gave a %T for a node of a cluster; want a cluster client", rdb)
+	}
 	for i := range 10 {
 		if err := rdb.Set(ctx, fmt.Sprintf("%s{g:%d}", redistest.Prefix(t), i), 1, time.Minute).Err(); err != nil {
 			t.Fatalf("%T: set: %v", rdb, err)
