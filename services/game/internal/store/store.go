@@ -167,7 +167,6 @@ type Store struct {
 // writer is what commits and probes need from Redis.
 type writer interface {
 	redis.Scripter
-	Incr(ctx context.Context, key string) *redis.IntCmd
 }
 
 // autoPipeline is the batching tested with the game load test: batches of
@@ -845,19 +844,23 @@ func (s *Store) Clustered() bool {
 // master is out of reach, or refuses writes, can make no move.
 func (s *Store) Writable(ctx context.Context) error { return redisx.Writable(ctx, s.rdb) }
 
+// probeScript counts a probe, and gives the counter its lifetime at its
+// first: in one step, so that a lost answer (the client then sending the
+// script again, or the caller gone) cannot leave the counter without one;
+// every later probe stays one write.
+var probeScript = redis.NewScript(`
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+return n`)
+
 // Probe increments a counter (the load test's floor: one write).
 func (s *Store) Probe(ctx context.Context, key string) (uint64, error) {
 	k := s.cfg.Prefix + "probe:{" + key + "}"
-	n, err := s.writes.Incr(ctx, k).Result()
+	n, err := probeScript.Run(ctx, s.writes, []string{k}, probeTTL.Milliseconds()).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("probe %s: %w", key, err)
-	}
-	if n == 1 {
-		// Only a counter's first write sets its lifetime, so that every
-		// other probe stays one write; each load test uses a key of its own.
-		if err := s.rdb.PExpire(ctx, k, probeTTL).Err(); err != nil {
-			return 0, fmt.Errorf("probe %s: %w", key, err)
-		}
 	}
 	return uint64(n), nil
 }
