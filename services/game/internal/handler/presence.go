@@ -35,8 +35,9 @@ type presence struct {
 	// connected while it keeps coming back. A closing that announced
 	// nothing (the seat held through another process: a player's second
 	// device) adds nothing to the log, and does not count.
-	lately   map[seatKey]closings
-	prunedAt time.Time
+	lately map[seatKey]closings
+	// pruning is set while a timer to forget old closings runs.
+	pruning bool
 	// recording counts, per seat, the closings being recorded, which
 	// count as announced for a closing held meanwhile.
 	recording map[seatKey]int
@@ -171,24 +172,36 @@ func (p *presence) recent(k seatKey, now time.Time) int {
 	return 0
 }
 
-// closedLately notes a closing of the seat announced at now, and forgets
-// the seats whose closings are no longer recent, now and then. Called
-// with p.mu held; now may be before the last closing noted (records end
-// in any order), which stays the last.
+// closedLately notes a closing of the seat announced at now. Called with
+// p.mu held; now may be before the last closing noted (records end in any
+// order), which stays the last.
 func (p *presence) closedLately(k seatKey, now time.Time) {
-	memory := flapMemory * p.grace
 	last := now
 	if c, ok := p.lately[k]; ok && c.last.After(now) {
 		last = c.last
 	}
 	p.lately[k] = closings{n: p.recent(k, now) + 1, last: last}
-	if now.Sub(p.prunedAt) > memory {
-		for k, c := range p.lately {
-			if now.Sub(c.last) > memory {
-				delete(p.lately, k)
-			}
+	if !p.pruning {
+		p.pruning = true
+		time.AfterFunc(flapMemory*p.grace, p.forgetOldClosings)
+	}
+}
+
+// forgetOldClosings forgets the seats whose closings are no longer recent,
+// once every memory while any is noted: a process gone quiet after a busy
+// spell keeps none of them.
+func (p *presence) forgetOldClosings() {
+	memory := flapMemory * p.grace
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, c := range p.lately {
+		if now.Sub(c.last) > memory {
+			delete(p.lately, k)
 		}
-		p.prunedAt = now
+	}
+	if p.pruning = len(p.lately) > 0; p.pruning {
+		time.AfterFunc(memory, p.forgetOldClosings)
 	}
 }
 
