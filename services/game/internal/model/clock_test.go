@@ -421,6 +421,76 @@ func TestAnUndoAnnouncesThePeriodItsTakeBackUsedUp(t *testing.T) {
 	}
 }
 
+// TestAnUndoAfterAnExcuseAnnouncesEachPeriodOnce: Red (3 x 30 s) plays its
+// move as its period ends (or 5 s before), the AI replies at once. In Red's
+// next turn an outage is excused in two steps by two processes (1 s, then
+// 10 s), a period announced in between, so that the mark of what was
+// announced lies past now (see Excuse). Red then undoes. The undo counted
+// the periods announced as of now, announcing one again, and left the mark
+// where the clock before it had put it, past a milestone of the clock it
+// leaves, never announced. Every PERIOD_USED of Red is announced once, by
+// the undo or the sweeper after it, until Red's flag.
+func TestAnUndoAfterAnExcuseAnnouncesEachPeriodOnce(t *testing.T) {
+	for _, think := range []time.Duration{30 * time.Second, 25 * time.Second} {
+		t.Run(think.String(), func(t *testing.T) { undoAfterAnExcuse(t, think) })
+	}
+}
+
+func undoAfterAnExcuse(t *testing.T, think time.Duration) {
+	red, black := rules.First, rules.Second
+	st, now := aiGameAfterFourMoves(t, byo3x30)
+	now = now.Add(think) // 30 s: exactly the whole period, in time
+	st = must(t, "a4a5")(Move(st, red, "a4a5", 0, now))
+	st = must(t, "a7a6")(Move(st, black, "a7a6", 0, now))
+	t0 := now
+	var evs []*gamev1.Event
+	// One process excuses 1 s of an outage.
+	ex, ok := Excuse(st, time.Second, t0.Add(20*time.Second))
+	if !ok {
+		t.Fatal("first excuse refused")
+	}
+	st = ex.State
+	// The sweeper announces Red's first period used (3 -> 2).
+	sweep := func(until time.Time) {
+		for !st.Status.Finished() && st.WakeMs != 0 && st.WakeMs <= until.UnixMilli() {
+			ch, applied, err := Expire(st, st.WakeMs, time.UnixMilli(st.WakeMs))
+			if err != nil || !applied {
+				t.Fatalf("expire at %d: %v %v", st.WakeMs, applied, err)
+			}
+			evs = append(evs, ch.Events...)
+			st = ch.State
+		}
+	}
+	sweep(t0.Add(31*time.Second + time.Millisecond))
+	if got := redsPeriodsUsed(evs); !slices.Equal(got, []uint32{2}) {
+		t.Fatalf("before the undo Red's PERIOD_USED: %v; want [2]", got)
+	}
+	// Another process excuses 10 s of the same outage.
+	ex, ok = Excuse(st, 10*time.Second, t0.Add(31*time.Second+2*time.Millisecond))
+	if !ok {
+		t.Fatal("second excuse refused")
+	}
+	st = ex.State
+	// Red undoes.
+	now = t0.Add(32 * time.Second)
+	u, err := Undo(st, red, now)
+	if err != nil || u.Reply != nil {
+		t.Fatalf("undo: %v %v", err, u.Reply)
+	}
+	evs = append(evs, u.Events...)
+	st = u.State
+	snap := st.Clock.Snapshot(now).Players[red]
+	// Then the sweeper, to Red's flag.
+	sweep(now.Add(10 * time.Minute))
+	if !st.Status.Finished() {
+		t.Fatalf("no flag: %v", st.Status)
+	}
+	if got := redsPeriodsUsed(evs); !slices.Equal(got, []uint32{2, 1}) {
+		t.Fatalf("Red's PERIOD_USED announcements (periods left): %v; want [2 1], each once (after the undo Red had %d periods, %v left)",
+			got, snap.Periods, snap.Period())
+	}
+}
+
 // TestUndosDoNotRunTheAIOutOfTime: under byo-yomi (1 x 10 s) a human moves
 // at once, the AI replies thinking as its worker budgets it
 // (services/ai/internal/worker/budget.go: 3/4 of its period left less

@@ -617,23 +617,31 @@ func clockEventPB(st *State, e clock.Event) *gamev1.Event {
 }
 
 // periodsTakenBack announces the byo-yomi periods of side that an undo's
-// take-back used up: announced down to what the clock before it (was)
-// showed by now, they were crossed earlier in the turn by the clock it
-// left, or before the turn began (a take-back spilling into the next
-// period), dated then at the turn's start.
+// take-back used up, and moves the mark of the milestones announced to
+// match the clock it leaves (n.Clock). The periods announced are those the
+// clock before it (was) showed by the mark, which an excuse may have moved
+// past now; those the take-back used up were crossed earlier in the turn
+// by the clock it leaves, or before the turn began (a take-back spilling
+// into the next period), dated then at the turn's start. The sweeper goes
+// on from the first period not announced.
 func periodsTakenBack(n *State, was clock.State, side rules.Side, now time.Time) []*gamev1.Event {
-	had := was.Snapshot(now).Players[side].Periods
+	told := time.UnixMilli(max(ms(now), n.ClockEventsMs))
+	had := was.Snapshot(told).Players[side].Periods
 	left := n.Clock.Snapshot(now).Players[side].Periods
-	if left >= had {
-		return nil
-	}
 	crossed := make(map[int]clock.Event)
-	for _, e := range n.Clock.Events(time.UnixMilli(0), now) {
-		if e.Kind == clock.PeriodUsed && rules.Side(e.Side) == side {
-			crossed[e.PeriodsLeft] = e
+	if end, ok := n.Clock.Deadline(); ok {
+		for _, e := range n.Clock.Events(time.UnixMilli(0), end) {
+			if e.Kind == clock.PeriodUsed && rules.Side(e.Side) == side {
+				crossed[e.PeriodsLeft] = e
+			}
 		}
 	}
-	evs := make([]*gamev1.Event, 0, had-left)
+	n.ClockEventsMs = ms(now)
+	if e, ok := crossed[had]; ok && e.At.After(now) {
+		// Announced already, the clock it leaves crosses it later.
+		n.ClockEventsMs = ms(e.At)
+	}
+	var evs []*gamev1.Event
 	for periods := had - 1; periods >= left; periods-- {
 		e, ok := crossed[periods]
 		if !ok {
@@ -918,7 +926,9 @@ func Undo(st *State, side rules.Side, now time.Time) (Change, error) {
 				"cannot undo: without the time your move earned (its increment, or the byo-yomi period it filled again), you would be out of time")
 		}
 		n.Clock = &back
-		evs = append(evs, periodsTakenBack(n, c, side, now)...)
+		if earned[side].PeriodMs > 0 {
+			evs = append(evs, periodsTakenBack(n, c, side, now)...)
+		}
 	}
 	if k := len(n.Moves); k > 0 && n.Clock != nil {
 		// The last move left shows the running turn's clocks (see

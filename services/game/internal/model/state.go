@@ -46,9 +46,10 @@ type MoveRec struct {
 	Clock *clock.Snapshot `json:"k,omitempty"`
 	// IncMs, RefillMs and LagMs are what the move earned its mover (see
 	// clock.Earned: the Fischer increment, the byo-yomi period filled
-	// again, the lag bank's refill): an undo withdraws them. What a move
-	// earns depends on the clock as it was played, which an undo past the
-	// first moves changes, so it is kept rather than worked out again.
+	// again, the lag bank's refill): an undo of the human's move withdraws
+	// them (an AI's reply keeps them). What a move earns depends on the
+	// clock as it was played, which an undo past the first moves changes,
+	// so it is kept rather than worked out again.
 	IncMs    int64 `json:"i,omitempty"`
 	RefillMs int64 `json:"r,omitempty"`
 	LagMs    int64 `json:"l,omitempty"`

@@ -162,8 +162,8 @@ type GameServiceClient interface {
 	// Time spent thinking is not given back, and what the human's move
 	// taken back earned is withdrawn: its Fischer increment, or under
 	// byo-yomi the period it filled again, the human going on with what was
-	// left of it when the move was made, less the time spent since
-	// (periods that runs out announced as PERIOD_USED); FailedPrecondition
+	// left of it when the move was made, less the time spent since (each
+	// period that runs out announced as PERIOD_USED); FailedPrecondition
 	// when the human would then be out of time. The AI's reply taken back
 	// keeps what it earned, as a reply cut short starts the AI's next turn
 	// with a whole period. A pending draw offer is withdrawn too
@@ -519,8 +519,8 @@ type GameServiceServer interface {
 	// Time spent thinking is not given back, and what the human's move
 	// taken back earned is withdrawn: its Fischer increment, or under
 	// byo-yomi the period it filled again, the human going on with what was
-	// left of it when the move was made, less the time spent since
-	// (periods that runs out announced as PERIOD_USED); FailedPrecondition
+	// left of it when the move was made, less the time spent since (each
+	// period that runs out announced as PERIOD_USED); FailedPrecondition
 	// when the human would then be out of time. The AI's reply taken back
 	// keeps what it earned, as a reply cut short starts the AI's next turn
 	// with a whole period. A pending draw offer is withdrawn too
