@@ -502,7 +502,7 @@ func NewForWaiting(ctx context.Context, addr string, conns int, name string) (re
 func connect(ctx context.Context, addr string, opts *redis.UniversalOptions) (redis.UniversalClient, error) {
 	var c redis.UniversalClient
 	if opts.MasterName == "" && (opts.IsClusterMode || len(opts.Addrs) > 1) {
-		c = clusterClient(opts, nil)
+		c = clusterClient(opts, "")
 	} else {
 		c = redis.NewUniversalClient(opts)
 	}
@@ -531,9 +531,12 @@ func connect(ctx context.Context, addr string, opts *redis.UniversalOptions) (re
 		// a cluster by its client.
 		if servesEverySlot(ctx, c) {
 			_ = c.Close()
-			here := []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: opts.Addrs[0]}}}}
-			cc := clusterClient(opts, func(context.Context) ([]redis.ClusterSlot, error) { return here, nil })
-			if err := cc.Ping(pctx).Err(); err != nil {
+			cc := clusterClient(opts, opts.Addrs[0])
+			// The attempt above may have spent pctx on announced
+			// addresses that never answer.
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if err := cc.Ping(ctx).Err(); err != nil {
 				_ = cc.Close()
 				return nil, fmt.Errorf("redis at %s: %w", Redact(addr), err)
 			}
@@ -545,12 +548,26 @@ func connect(ctx context.Context, addr string, opts *redis.UniversalOptions) (re
 	return c, nil
 }
 
-// clusterClient is a cluster client of opts; slots, when given, is the
-// slot map in place of the nodes' own (CLUSTER SLOTS).
-func clusterClient(opts *redis.UniversalOptions, slots func(context.Context) ([]redis.ClusterSlot, error)) *redis.ClusterClient {
+// clusterClient is a cluster client of opts. Given pinned, a node's
+// address, it takes every slot for that node's, whatever the nodes
+// announce (CLUSTER SLOTS), and dials that address for every node, since
+// go-redis rewrites a loopback address of a slot map it is given
+// (127.0.0.2:port, [::1]:port) into one that reaches 127.0.0.1.
+func clusterClient(opts *redis.UniversalOptions, pinned string) *redis.ClusterClient {
 	copts := opts.Cluster()
 	copts.ClusterStateReloadInterval = clusterReload
-	copts.ClusterSlots = slots
+	if pinned != "" {
+		here := []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: pinned}}}}
+		copts.ClusterSlots = func(context.Context) ([]redis.ClusterSlot, error) { return here, nil }
+		timeout := copts.DialTimeout
+		if timeout == 0 {
+			timeout = 5 * time.Second // go-redis' own default
+		}
+		dial := redis.NewDialer(&redis.Options{DialTimeout: timeout, TLSConfig: copts.TLSConfig})
+		copts.Dialer = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dial(ctx, network, pinned)
+		}
+	}
 	if opts.MaxRetries < 0 {
 		copts.NewClient = func(o *redis.Options) *redis.Client {
 			nc := redis.NewClient(o)
