@@ -240,7 +240,13 @@ func (s *Store) Enter(ctx context.Context, pool Pool, t Ticket, requestID string
 		// answer was lost: the ticket is this call's, and waits as its
 		// first answer would have let it.
 	case res[0] == "dup":
-		return res[1], Duplicate, s.swapLive(ctx, t.Player, claim, prev, keep)
+		// Another attempt's ticket, whose own call may have died or lost
+		// its answer before letting it wait: answered as a retry that
+		// finds the request is (duplicate), once the record is put back.
+		if err := s.swapLive(ctx, t.Player, claim, prev, keep); err != nil {
+			return "", 0, err
+		}
+		return s.duplicate(ctx, t.Player, tag, res[1], requestKey, t.Entered, keep)
 	case res[0] == "busy":
 		return res[1], Busy, s.swapLive(ctx, t.Player, claim, liveRecord(res[1], t.Entered), keep)
 	}
