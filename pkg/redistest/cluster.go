@@ -47,6 +47,25 @@ func NewCluster(tb testing.TB, n int) *Cluster {
 	return c
 }
 
+// AnnounceElsewhere makes node, a node of a cluster, announce a loopback
+// address where nothing listens (its port refuses connections), as a node
+// reached through a published or forwarded port does: the address a client
+// reaches it at is not the one it names in CLUSTER SLOTS.
+func AnnounceElsewhere(tb testing.TB, node *Server) {
+	tb.Helper()
+	port, err := freePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	c := node.Client(tb)
+	for _, kv := range [][2]string{{"cluster-announce-ip", "127.0.0.1"}, {"cluster-announce-port", strconv.Itoa(port)}} {
+		if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
 // node starts one cluster node, not yet part of the cluster.
 func (c *Cluster) node(ctx context.Context, tb testing.TB) (s *Server, bus int) {
 	tb.Helper()

@@ -110,9 +110,7 @@ func TestAOneMasterClusterGivenAtAnotherLoopbackAddressIsWrittenThere(t *testing
 	mine := redistest.NewCluster(t, 1)
 	other := redistest.NewCluster(t, 1) // at 127.0.0.1:P
 	mnode := mine.Nodes[0].Client(t)
-	if err := mnode.ConfigSet(ctx, "cluster-announce-ip", "192.0.2.1").Err(); err != nil {
-		t.Fatal(err)
-	}
+	redistest.AnnounceElsewhere(t, mine.Nodes[0])
 	_, p, _ := net.SplitHostPort(other.Nodes[0].Addr)
 	given := forwardTo(t, net.JoinHostPort("127.0.0.2", p), mine.Nodes[0].Addr)
 	rdb, err := New(ctx, given)
@@ -138,9 +136,7 @@ func TestAOneMasterClusterGivenAtAnotherLoopbackAddressIsWrittenThere(t *testing
 func TestAOneMasterClusterGivenAtTheIPv6LoopbackIsReached(t *testing.T) {
 	ctx := context.Background()
 	cl := redistest.NewCluster(t, 1)
-	if err := cl.Nodes[0].Client(t).ConfigSet(ctx, "cluster-announce-ip", "192.0.2.1").Err(); err != nil {
-		t.Fatal(err)
-	}
+	redistest.AnnounceElsewhere(t, cl.Nodes[0])
 	given := forwardTo(t, "[::1]:0", cl.Nodes[0].Addr)
 	rdb, err := New(ctx, given)
 	if err != nil {

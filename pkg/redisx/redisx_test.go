@@ -460,11 +460,7 @@ func TestOneClusterNodeGivenAsHostPortWasReachedAlone(t *testing.T) {
 func TestASingleMasterClusterBehindAnAddressItDoesNotAnnounceStarts(t *testing.T) {
 	ctx := context.Background()
 	cl := redistest.NewCluster(t, 1)
-	node := cl.Nodes[0].Client(t)
-	// TEST-NET-1: never routed.
-	if err := node.ConfigSet(ctx, "cluster-announce-ip", "192.0.2.1").Err(); err != nil {
-		t.Fatal(err)
-	}
+	redistest.AnnounceElsewhere(t, cl.Nodes[0])
 	start := time.Now()
 	rdb, err := New(ctx, cl.Nodes[0].Addr)
 	if err != nil {

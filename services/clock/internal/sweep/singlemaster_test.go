@@ -23,10 +23,7 @@ import (
 func TestASingleMasterClusterBehindAnUnannouncedAddressIsSwept(t *testing.T) {
 	ctx := context.Background()
 	cl := redistest.NewCluster(t, 1)
-	node := cl.Nodes[0].Client(t)
-	if err := node.ConfigSet(ctx, "cluster-announce-ip", "192.0.2.1").Err(); err != nil {
-		t.Fatal(err)
-	}
+	redistest.AnnounceElsewhere(t, cl.Nodes[0])
 	rdb, err := redisx.New(ctx, cl.Nodes[0].Addr)
 	if err != nil {
 		t.Fatal(err)
