@@ -111,8 +111,10 @@ type Silence struct{ From, To int64 }
 // Renewal is what a lease's renewal found.
 type Renewal struct {
 	// Fresh: the lease was not there (a new process, or one whose lease
-	// ran out and was claimed), or a claim on it was: the process must
-	// hold its seats again, since a release may have let some go.
+	// ran out and was claimed), or a claim on it was, or this renewal
+	// ran before, its answer lost (the client sent it again): the
+	// process must hold its seats again, since a release may have let
+	// some go.
 	Fresh bool
 	// Recorded are the silences this renewal found and recorded (none
 	// when another process held a lease until now), one for each break in
@@ -167,7 +169,7 @@ func (s *Store) Renew(ctx context.Context, proc string, until, now, contact time
 		return Renewal{}, fmt.Errorf("renew lease of %s: answer %v is short", proc, raw)
 	}
 	fresh, _ := raw[0].(int64)
-	r := Renewal{Fresh: fresh == 1}
+	r := Renewal{Fresh: fresh >= 1}
 	rec, _ := raw[1].(string)
 	for _, text := range strings.Fields(rec) {
 		if sl, ok := parseSilence(text); ok {

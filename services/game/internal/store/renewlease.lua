@@ -41,7 +41,8 @@
 --       process's contact since its last renewal, oldest first: the latest
 --       it served before the break, and when its contact began again (0:
 --       the contact under way, ARGV[7]), in ms
--- Returns {1 if the lease was not there or a claim on it was, the
+-- Returns {1 if the lease was not there or a claim on it was (2 if this
+-- very renewal may have run before, see below), the
 -- silences recorded ("from:to" separated by spaces, "" for none), the
 -- silences that end after ARGV[6]...}.
 local t = redis.call('TIME')
@@ -173,7 +174,14 @@ for _, s in ipairs(spans) do
     recorded[#recorded + 1] = text
   end
 end
+-- A renewal sent again by the client, its first answer lost, finds the
+-- lease its first run made: whether that one was fresh is unknown, and it
+-- answers 2, for the process to hold its seats again as if it were.
+local before = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local fresh = redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+if before and tonumber(before) == tonumber(ARGV[2]) then
+  fresh = 2
+end
 -- A claim on this process's lease is a release of its seats under way,
 -- or one that stopped part way (failed, or its claimant died): the
 -- process holds its seats again at every renewal that finds one, and

@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/palacehq/palace/pkg/clock"
 	commonv1 "github.com/palacehq/palace/pkg/gen/palace/common/v1"
@@ -16,36 +13,6 @@ import (
 	"github.com/palacehq/palace/pkg/redisx"
 	"github.com/palacehq/palace/services/matchmaking/internal/store"
 )
-
-// loseFirstAnswer loses the answer of the first script call that match
-// picks, after Redis ran it, and then breaks its connection, as a network
-// fault right after the command reached Redis does.
-type loseFirstAnswer struct {
-	proxy  *redistest.Proxy
-	match  func(args []any) bool
-	landed func() bool
-	done   atomic.Bool
-}
-
-func (h *loseFirstAnswer) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *loseFirstAnswer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (h *loseFirstAnswer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if (cmd.Name() == "evalsha" || cmd.Name() == "eval") && h.match(cmd.Args()) && h.done.CompareAndSwap(false, true) {
-			h.proxy.Blackhole()
-			go func() {
-				for deadline := time.Now().Add(5 * time.Second); !h.landed() && time.Now().Before(deadline); {
-					time.Sleep(5 * time.Millisecond)
-				}
-				h.proxy.Restore() // closes the connection whose answer was lost
-			}()
-		}
-		return next(ctx, cmd)
-	}
-}
 
 // TestAnEntryWhoseScriptAnswerIsLostWaits: the process's Redis client
 // (redisx.New: go-redis' default retries) sends enter.lua again when the
@@ -65,13 +32,22 @@ func TestAnEntryWhoseScriptAnswerIsLostWaits(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	pool := store.Pool{Kind: commonv1.GameKind_GAME_KIND_XIANGQI, Control: clock.Default()}
 	requestKey := prefix + "mm:{p:" + pool.Tag() + "}:r:p:r1"
-	rdb.AddHook(&loseFirstAnswer{
-		proxy: proxy,
-		match: func(args []any) bool {
+	// The scripts in Redis' cache, so that the answer lost is of the
+	// entry's run, not of a NOSCRIPT refusal: an entry to another pool
+	// first.
+	other := store.New(direct, prefix)
+	janggi := store.Pool{Kind: commonv1.GameKind_GAME_KIND_JANGGI, Control: clock.Default()}
+	w := store.Ticket{Player: "w", Name: "w", Rating: 1200, Entered: time.Now(), Expires: time.Now().Add(time.Hour)}
+	if _, out, err := other.Enter(ctx, janggi, w, "rw", 2*time.Hour, nil); err != nil || out != store.Entered {
+		t.Fatal(out, err)
+	}
+	rdb.AddHook(&redistest.LoseFirstAnswer{
+		Proxy: proxy,
+		Match: func(args []any) bool {
 			// enter.lua: five keys, the fifth the request's.
 			return len(args) > 7 && fmt.Sprint(args[2]) == "5" && args[7] == requestKey
 		},
-		landed: func() bool { return direct.Exists(ctx, requestKey).Val() == 1 },
+		Landed: func() bool { return direct.Exists(ctx, requestKey).Val() == 1 },
 	})
 	st := store.New(rdb, prefix)
 	now := time.Now()
@@ -86,7 +62,6 @@ func TestAnEntryWhoseScriptAnswerIsLostWaits(t *testing.T) {
 	_, inQueue := direct.ZScore(ctx, prefix+"mm:{p:"+pool.Tag()+"}:q", id).Result()
 	live := direct.Get(ctx, prefix+"mm:{u:p}:live").Val()
 	// Another player enters; a pairing pass should pair the two.
-	other := store.New(direct, prefix)
 	tq := store.Ticket{Player: "q", Name: "q", Rating: 1200, Entered: time.Now(), Expires: time.Now().Add(time.Hour)}
 	if _, out, err := other.Enter(ctx, pool, tq, "r1", 2*time.Hour, nil); err != nil || out != store.Entered {
 		t.Fatal(out, err)
