@@ -344,8 +344,9 @@ func (s State) endTurn(now time.Time, reportedLag time.Duration, moved bool) (St
 // made: the main time without its increment, the period as the move found
 // it (less any spent since, periods used up by it lost), the lag bank less
 // its refill. ok is false, and s returned unchanged, when a side would have
-// no time left without it: the running side's budget spent by now, or the
-// other's gone.
+// no time left without it (the running side's budget spent by now, or the
+// other's gone), or when earned is no move's (negative, or a period
+// filled while main time is left).
 func (s State) TakeBack(now time.Time, earned [2]Earned) (taken State, ok bool) {
 	r := rulesOf(s.Control)
 	if !r.timed() || earned == [2]Earned{} {

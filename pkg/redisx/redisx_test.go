@@ -465,7 +465,7 @@ func TestASingleMasterClusterBehindAnAddressItDoesNotAnnounceStarts(t *testing.T
 	rdb, err := New(ctx, cl.Nodes[0].Addr)
 	if err != nil {
 		t.Fatalf("New(%q) of a single-master cluster that serves every slot at this address: %v (after %v); "+
-			"a plain client reaches every key there", cl.Nodes[0].Addr, err, time.Since(start).Round(time.Millisecond))
+			"every key is reached there", cl.Nodes[0].Addr, err, time.Since(start).Round(time.Millisecond))
 	}
 	defer rdb.Close()
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
@@ -484,8 +484,9 @@ func TestASingleMasterClusterBehindAnAddressItDoesNotAnnounceStarts(t *testing.T
 // first seconds CLUSTER INFO says cluster_size:1 (cluster_state:fail): New
 // took the node for a cluster of one master, connected a plain client, and
 // every key of the other masters' slots was answered MOVED for the life of
-// the process. A node of any cluster gets a cluster client, unless none
-// reaches the nodes and this one serves every slot.
+// the process. A node of any cluster gets a cluster client following the
+// nodes' map, unless none reaches the nodes and this one serves every
+// slot (then one whose map is that node's address).
 func TestAClusterNodeJustRestartedWasReachedAlone(t *testing.T) {
 	ctx := context.Background()
 	cl := redistest.NewCluster(t, 3)

@@ -344,9 +344,9 @@ func (h *Handler) keepLease(ctx context.Context) {
 	}
 }
 
-// renew extends the lease; when it was gone or claimed, this process is
-// to hold its seats again (keepLease), since another may have released
-// them. It takes the silences of the service (see store.Renew) as
+// renew extends the lease; when it was gone or claimed (or the renewal
+// may have run before, its answer lost), this process is to hold its
+// seats again (keepLease), since another may have released them. It takes the silences of the service (see store.Renew) as
 // outages: nobody could move in them either. It reports whether the lease
 // was renewed.
 func (h *Handler) renew(ctx context.Context) bool {

@@ -2440,7 +2440,8 @@ type MoveRecord struct {
 	// Both clocks right after the move; after an undo, the last move left
 	// shows the clocks as the undo left them instead, which
 	// MovesUndone.clocks gives (as of the undo, with the time each side has
-	// spent since that move and without what the moves taken back earned):
+	// spent since that move, and without what the human's move taken back
+	// earned; see Undo):
 	// a client following the events puts them there. Deadlines belong to a
 	// running turn: in a MovePlayed event they are the turn's as the move
 	// started it; in a read or a MovesUndone event only the last move has

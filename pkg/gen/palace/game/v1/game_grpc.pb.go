@@ -163,8 +163,11 @@ type GameServiceClient interface {
 	// taken back earned is withdrawn: its Fischer increment, or under
 	// byo-yomi the period it filled again, the human going on with what was
 	// left of it when the move was made, less the time spent since (each
-	// period that runs out announced as PERIOD_USED); FailedPrecondition
-	// when the human would then be out of time. The AI's reply taken back
+	// period that runs out announced as PERIOD_USED, dated when the clock
+	// the undo leaves crossed it, or at the turn's start if before it), and
+	// the refill of the lag bank it earned (a shorter lag grace in
+	// clocks.deadline); FailedPrecondition when the human would then be
+	// out of time. The AI's reply taken back
 	// keeps what it earned, as a reply cut short starts the AI's next turn
 	// with a whole period. A pending draw offer is withdrawn too
 	// (MovesUndone.draw_offer_withdrawn).
@@ -520,8 +523,11 @@ type GameServiceServer interface {
 	// taken back earned is withdrawn: its Fischer increment, or under
 	// byo-yomi the period it filled again, the human going on with what was
 	// left of it when the move was made, less the time spent since (each
-	// period that runs out announced as PERIOD_USED); FailedPrecondition
-	// when the human would then be out of time. The AI's reply taken back
+	// period that runs out announced as PERIOD_USED, dated when the clock
+	// the undo leaves crossed it, or at the turn's start if before it), and
+	// the refill of the lag bank it earned (a shorter lag grace in
+	// clocks.deadline); FailedPrecondition when the human would then be
+	// out of time. The AI's reply taken back
 	// keeps what it earned, as a reply cut short starts the AI's next turn
 	// with a whole period. A pending draw offer is withdrawn too
 	// (MovesUndone.draw_offer_withdrawn).
