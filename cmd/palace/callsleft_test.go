@@ -79,10 +79,15 @@ func metricCount(t *testing.T, addr, method, code string) int {
 	return n
 }
 
-// warnings are the WARN and ERROR lines of logs.
+// warnings are the WARN and ERROR lines of logs, but the clock sweeper's:
+// a machine starved by other tests makes it lose and take its shards'
+// leases, and say so, whatever the calls do.
 func warnings(logs string) []string {
 	var out []string
 	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "component=clock") {
+			continue
+		}
 		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
 			out = append(out, l)
 		}
