@@ -559,11 +559,8 @@ func clusterClient(opts *redis.UniversalOptions, pinned string) *redis.ClusterCl
 	if pinned != "" {
 		here := []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: pinned}}}}
 		copts.ClusterSlots = func(context.Context) ([]redis.ClusterSlot, error) { return here, nil }
-		timeout := copts.DialTimeout
-		if timeout == 0 {
-			timeout = 5 * time.Second // go-redis' own default
-		}
-		dial := redis.NewDialer(&redis.Options{DialTimeout: timeout, TLSConfig: copts.TLSConfig})
+		// DialTimeout is set: ParseOptions gives it a default.
+		dial := redis.NewDialer(&redis.Options{DialTimeout: copts.DialTimeout, TLSConfig: copts.TLSConfig})
 		copts.Dialer = func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return dial(ctx, network, pinned)
 		}
